@@ -1,0 +1,148 @@
+"""Run every probe concurrently into one :class:`~stackdoctor.report.Report`.
+
+The whole run takes about as long as the slowest probe. Each tool call inside a probe
+is bounded by its own timeout; the engine adds an outer deadline per probe so that
+even a probe bug cannot hold ``check`` past it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from stackdoctor.facts import Facts
+from stackdoctor.probes import ProbeContext, ProbeOutput, Target
+from stackdoctor.report import ProbeStatus, Report
+
+# (probe name, module). Order is the order of the report's "probes" list.
+PROBES: tuple[tuple[str, str], ...] = (
+    ("target", "stackdoctor.probes.target"),  # python + torch (+ quick kernels), one child process
+    ("platform", "stackdoctor.probes.platform"),
+    ("nvidia", "stackdoctor.probes.nvidia"),
+    ("cuda_toolkit", "stackdoctor.probes.cuda_toolkit"),
+    ("rocm", "stackdoctor.probes.rocm"),
+    ("apple", "stackdoctor.probes.apple"),
+    ("intel", "stackdoctor.probes.intel"),
+    ("jetson", "stackdoctor.probes.jetson"),
+    ("thunderbolt", "stackdoctor.probes.thunderbolt"),
+)
+
+# Environment variables that shape the stack, recorded in facts.environment.
+ENV_PREFIXES = (
+    "CUDA_",
+    "NVIDIA_",
+    "NCCL_",
+    "HIP_",
+    "HSA_",
+    "ROCM_",
+    "ROCR_",
+    "TORCH_",
+    "PYTORCH_",
+    "PIP_",
+    "UV_",
+    "CONDA_",
+    "GLOO_",
+    "LD_",
+    "DYLD_",
+    "ZE_",
+    "ONEAPI_",
+)
+ENV_NAMES = (
+    "PATH",
+    "VIRTUAL_ENV",
+    "PYTHONPATH",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "https_proxy",
+    "http_proxy",
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "WORLD_SIZE",
+    "RANK",
+    "LOCAL_RANK",
+)
+
+
+def select_target(python: str | None, env: dict[str, str] | os._Environ) -> Target:
+    """``--python``, else the active virtualenv, else the active conda env, else this interpreter."""
+    if python:
+        return Target(python, "--python")
+    venv = env.get("VIRTUAL_ENV")
+    if venv:
+        for cand in (os.path.join(venv, "bin", "python"), os.path.join(venv, "Scripts", "python.exe")):
+            if os.path.exists(cand):
+                return Target(cand, "VIRTUAL_ENV")
+    conda = env.get("CONDA_PREFIX")
+    if conda:
+        for cand in (os.path.join(conda, "bin", "python"), os.path.join(conda, "python.exe")):
+            if os.path.exists(cand):
+                return Target(cand, "CONDA_PREFIX")
+    return Target(sys.executable, "self")
+
+
+def capture_environment(env: dict[str, str] | os._Environ) -> dict[str, str]:
+    return {k: v for k, v in sorted(env.items()) if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+
+
+def _load(module: str) -> Callable[[ProbeContext], ProbeOutput] | None:
+    try:
+        return importlib.import_module(module).probe  # type: ignore[no-any-return]
+    except (ImportError, AttributeError):
+        return None
+
+
+def run_probes(
+    ctx: ProbeContext,
+    *,
+    only: Sequence[str] | None = None,
+    on_progress: Callable[[str, ProbeStatus], None] | None = None,
+) -> Report:
+    """Run the probes concurrently; never raises; returns a report without findings."""
+    facts = Facts()
+    facts.environment = capture_environment(ctx.system.env)
+    statuses: dict[str, ProbeStatus] = {}
+    lock = threading.Lock()
+    selected = [(n, m) for n, m in PROBES if only is None or n in only]
+
+    def one(name: str, module: str) -> None:
+        start = time.monotonic()
+        fn = _load(module)
+        if fn is None:
+            out = ProbeOutput(status="skipped", error="not available in this build")
+        else:
+            try:
+                out = fn(ctx)
+            except Exception as exc:  # a probe bug must not take the run down
+                out = ProbeOutput(status="error", error=f"internal error in {name} probe: {type(exc).__name__}: {exc}")
+        st = ProbeStatus(name, out.status, round(time.monotonic() - start, 4), out.error)
+        with lock:
+            for subject, value in out.facts.items():
+                setattr(facts, subject, value)
+            statuses[name] = st
+        if on_progress:
+            on_progress(name, st)
+
+    deadline = max(ctx.torch_timeout_s, ctx.timeout_s * 4) + 5.0
+    pool = ThreadPoolExecutor(max_workers=len(selected) or 1, thread_name_prefix="probe")
+    futures = {pool.submit(one, n, m): n for n, m in selected}
+    end = time.monotonic() + deadline
+    for fut, name in futures.items():
+        try:
+            fut.result(timeout=max(0.0, end - time.monotonic()))
+        except Exception:  # TimeoutError: abandon the thread (daemon); record the probe as timed out
+            with lock:
+                statuses.setdefault(name, ProbeStatus(name, "timeout", deadline, f"{name} probe did not finish in {deadline:g} s"))
+    pool.shutdown(wait=False, cancel_futures=True)
+    with lock:
+        probes = [statuses[n] for n, _ in selected if n in statuses]
+        raw = [r.to_dict() for r in ctx.system.record]
+        snapshot = facts
+    return Report(facts=snapshot, probes=probes, raw_outputs=raw)

@@ -1,0 +1,449 @@
+"""Facts: what the probes found, as plain typed data.
+
+Every subject has one dataclass; :class:`Facts` holds them all. They serialise to the
+JSON report with :func:`to_data` and load back with :func:`from_data` (unknown keys are
+ignored, missing keys take their defaults), so a report replays anywhere.
+
+The keys listed in the README's "report contract" are public: add freely, never rename.
+What is absent is ``None`` or an empty list, never a missing key. Where a value came from
+is recorded beside it in the subject's ``sources`` mapping (fact name -> source, e.g.
+``"driver_version": "nvml:nvmlSystemGetDriverVersion"``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+# ---------------------------------------------------------------------------- platform
+
+
+@dataclass
+class PlatformFacts:
+    system: str | None = None  # "Linux" | "Darwin" | "Windows"
+    machine: str | None = None  # "x86_64" | "aarch64" | "arm64" | "AMD64"
+    os_id: str | None = None  # os-release ID: "ubuntu"
+    os_name: str | None = None  # "Ubuntu 22.04.4 LTS" / "macOS 15.3" / "Windows 11"
+    os_version: str | None = None  # "22.04" / "15.3" / "10.0.22631"
+    kernel: str | None = None  # uname -r
+    hostname: str | None = None
+    libc: str | None = None  # "glibc" | "musl" | None
+    glibc_version: str | None = None  # "2.35"
+    is_wsl: bool = False
+    wsl_version: int | None = None  # 1 | 2
+    container: str | None = None  # "docker" | "podman" | "kubernetes" | "lxc" | None
+    container_nvidia_devices: bool | None = None  # NVIDIA runtime passed /dev/nvidia* in
+    nvidia_pci_devices: list[PciDevice] = field(default_factory=list)
+    amd_pci_devices: list[PciDevice] = field(default_factory=list)
+    cpu_count: int | None = None
+    cpu_model: str | None = None
+    memory_total_mib: int | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class PciDevice:
+    """A display controller on the PCI bus (``/sys/bus/pci/devices``)."""
+
+    address: str  # "0000:01:00.0"
+    vendor_id: str  # "0x10de"
+    device_id: str  # "0x2684"
+    class_id: str  # "0x030000"
+    driver: str | None = None  # bound kernel driver: "nvidia", "amdgpu", "i915", "xe", "nouveau"
+    name: str | None = None
+
+
+# ---------------------------------------------------------------------------- python
+
+
+@dataclass
+class PythonFacts:
+    executable: str | None = None
+    version: str | None = None  # "3.11.7"
+    implementation: str | None = None  # "cpython"
+    free_threaded: bool = False
+    abiflags: str | None = None
+    platform_tag: str | None = None  # most specific accepted platform tag
+    tags: list[str] = field(default_factory=list)  # accepted wheel tags, most preferred first
+    env_kind: str | None = None  # "venv" | "conda" | "system"
+    env_prefix: str | None = None
+    pip_version: str | None = None
+    uv_version: str | None = None
+    uv_path: str | None = None
+    selected_by: str | None = None  # "--python" | "VIRTUAL_ENV" | "CONDA_PREFIX" | "self"
+    error: str | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------- nvidia
+
+
+@dataclass
+class NvidiaGpu:
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    compute_capability: str | None = None  # "8.9"
+    memory_total_mib: int | None = None
+    bus_id: str | None = None
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width_max: int | None = None
+    power_limit_w: float | None = None
+    mig_mode: str | None = None  # "Enabled" | "Disabled" | None
+    persistence_mode: str | None = None  # "Enabled" | "Disabled"
+    driver_model: str | None = None  # Windows: "WDDM" | "TCC" | "MCDM"
+    serial: str | None = None
+    sm_count: int | None = None
+    max_sm_clock_mhz: int | None = None
+    ecc_uncorrected: int | None = None
+    retired_pages_pending: bool | None = None
+    throttle_reasons: list[str] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class NvidiaFacts:
+    driver_version: str | None = None  # "550.54.14" (user-space: NVML / nvidia-smi)
+    cuda_driver_version: str | None = None  # "12.4": the newest CUDA this driver runs
+    kernel_module_version: str | None = None  # loaded kernel module (/proc, /sys)
+    kernel_module_flavor: str | None = None  # "open" | "proprietary"
+    nvml_version: str | None = None
+    gpus: list[NvidiaGpu] = field(default_factory=list)
+    # How nvidia-smi / NVML answered. state: ok | absent | no-driver | lib-mismatch |
+    # no-devices | cuda-err | timeout | error
+    smi_state: str | None = None
+    smi_path: str | None = None
+    smi_exit_code: int | None = None
+    smi_message: str | None = None  # verbatim failure line
+    nvml_state: str | None = None  # ok | absent | no-driver | lib-mismatch | error | skipped
+    nvml_error: str | None = None
+    libcuda_paths: list[str] = field(default_factory=list)  # where libcuda.so was found (WSL shadowing)
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------- cuda toolkit
+
+
+@dataclass
+class CudaToolkit:
+    path: str  # the toolkit root or the nvcc path
+    nvcc_version: str | None = None  # "12.4" (release) ...
+    nvcc_build: str | None = None  # "V12.4.131"
+    version_json: str | None = None  # version.json "cuda" -> "12.4.1"
+    found_via: str | None = None  # "PATH" | "CUDA_HOME" | "CUDA_PATH" | "/usr/local/cuda*"
+
+
+@dataclass
+class CudaToolkitFacts:
+    nvcc_version: str | None = None  # the nvcc that a build would use (PATH first, then CUDA_HOME)
+    nvcc_path: str | None = None
+    cuda_home: str | None = None
+    toolkits: list[CudaToolkit] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------- rocm
+
+
+@dataclass
+class RocmGpu:
+    index: int
+    name: str | None = None  # marketing name: "AMD Radeon RX 7600"
+    gfx: str | None = None  # "gfx1102"
+    integrated: bool = False
+    uuid: str | None = None
+    compute_units: int | None = None
+    memory_total_mib: int | None = None
+
+
+@dataclass
+class RocmFacts:
+    version: str | None = None  # "6.3.3"
+    hip_version: str | None = None
+    gpus: list[RocmGpu] = field(default_factory=list)
+    kfd_present: bool | None = None
+    kfd_accessible: bool | None = None
+    kfd_error: str | None = None
+    amdgpu_loaded: bool | None = None
+    hsa_override_gfx_version: str | None = None
+    hip_visible_devices: str | None = None
+    rocr_visible_devices: str | None = None
+    tool_errors: dict[str, str] = field(default_factory=dict)  # tool -> failure sentence
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------- apple / intel / jetson
+
+
+@dataclass
+class AppleFacts:
+    is_macos: bool = False
+    macos_version: str | None = None  # "15.3.1"
+    build: str | None = None
+    chip: str | None = None  # "Apple M2 Max"
+    arch: str | None = None  # hardware: "arm64" | "x86_64"
+    rosetta: bool | None = None  # Python runs translated (sysctl.proc_translated)
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class IntelGpu:
+    address: str
+    device_id: str
+    name: str | None = None
+    driver: str | None = None  # "i915" | "xe"
+    discrete: bool | None = None
+
+
+@dataclass
+class IntelFacts:
+    gpus: list[IntelGpu] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class JetsonFacts:
+    is_jetson: bool = False
+    l4t_release: str | None = None  # "36.4.3"
+    jetpack: str | None = None  # "6.2"
+    model: str | None = None  # /proc/device-tree/model
+    cuda: str | None = None  # JetPack's CUDA
+    board: str | None = None
+    raw: str | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------- thunderbolt
+
+
+@dataclass
+class ThunderboltPort:
+    name: str  # "Thunderbolt 5 bus 0" / "domain0"
+    generation: str | None = None  # "TB3" | "TB4" | "TB5"
+    link_speed_gbps: float | None = None  # per direction, as the OS reports
+    link_status: str | None = None
+    peer: str | None = None  # peer device / host name
+    peer_uuid: str | None = None
+    domain_uuid: str | None = None
+    receptacle: str | None = None
+
+
+@dataclass
+class NetInterface:
+    name: str  # "bridge0", "en5", "thunderbolt0"
+    kind: str | None = None  # "thunderbolt-bridge" | "thunderbolt" | "ethernet" | "other"
+    hardware_port: str | None = None  # networksetup's "Thunderbolt 1"
+    up: bool | None = None
+    addresses: list[str] = field(default_factory=list)
+    members: list[str] = field(default_factory=list)  # bridge members
+    mtu: int | None = None
+    mac: str | None = None
+    driver: str | None = None  # Linux: "thunderbolt-net"
+    speed_mbps: int | None = None
+
+
+@dataclass
+class ThunderboltFacts:
+    present: bool = False
+    ports: list[ThunderboltPort] = field(default_factory=list)
+    interfaces: list[NetInterface] = field(default_factory=list)
+    bridge_enabled: bool | None = None  # macOS Thunderbolt Bridge up with members
+    rdma_state: str | None = None  # "enabled" | "disabled" | None (unknown)
+    rdma_devices: list[str] = field(default_factory=list)
+    tool_errors: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------- torch
+
+
+@dataclass
+class TorchDevice:
+    index: int
+    name: str | None = None
+    capability: str | None = None  # "8.9" (CUDA) / gcnArchName (ROCm) 
+    total_memory_mib: int | None = None
+    kind: str = "cuda"  # "cuda" | "xpu" | "mps"
+
+
+@dataclass
+class TorchFacts:
+    installed: bool = False
+    version: str | None = None  # as installed, local suffix kept: "2.13.0+cpu"
+    variant: str | None = None  # "cpu" | "cu130" | "rocm6.2.4" | "xpu"
+    cuda: str | None = None  # torch.version.cuda
+    hip: str | None = None  # torch.version.hip
+    debug: bool | None = None
+    cuda_available: bool | None = None
+    cuda_error: str | None = None  # exact text when unavailable (warning or exception)
+    device_count: int | None = None
+    devices: list[TorchDevice] = field(default_factory=list)
+    arch_list: list[str] = field(default_factory=list)  # torch.cuda.get_arch_list()
+    cudnn_version: str | None = None
+    nccl_version: str | None = None
+    mps_built: bool | None = None
+    mps_available: bool | None = None
+    xpu_available: bool | None = None
+    xpu_error: str | None = None
+    distributed_available: bool | None = None
+    distributed_backends: list[str] = field(default_factory=list)
+    torchvision_version: str | None = None
+    torchaudio_version: str | None = None
+    triton_version: str | None = None
+    config: dict[str, str] = field(default_factory=dict)  # torch.__config__.show() essentials
+    location: str | None = None
+    import_error: str | None = None  # last line of the exception when import failed
+    import_error_kind: str | None = None  # "exception" | "timeout" | "crash"
+    distributions: dict[str, str] = field(default_factory=dict)  # installed dists of interest -> version
+    conda_packages: list[str] = field(default_factory=list)  # conda-meta names of interest
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------- kernels
+
+
+@dataclass
+class KernelResult:
+    kernel: str  # "matmul" | "conv" | "compile" | "allreduce"
+    device: str  # "cpu" | "cuda:0" | "mps" | "xpu:0"
+    dtype: str | None = None
+    size: str | None = None  # "1024x1024x1024"
+    ok: bool = False
+    max_error: float | None = None
+    tolerance: float | None = None
+    time_s: float | None = None
+    tflops: float | None = None
+    peak_tflops: float | None = None
+    percent_of_peak: float | None = None
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class KernelFacts:
+    ran: bool = False
+    mode: str | None = None  # "quick" | "full"
+    results: list[KernelResult] = field(default_factory=list)
+    error: str | None = None  # the kernel process failed as a whole
+    signal: str | None = None
+    stderr_tail: str | None = None
+    allreduce: dict[str, Any] | None = None
+
+
+# ---------------------------------------------------------------------------- all
+
+
+@dataclass
+class Facts:
+    platform: PlatformFacts = field(default_factory=PlatformFacts)
+    python: PythonFacts = field(default_factory=PythonFacts)
+    nvidia: NvidiaFacts = field(default_factory=NvidiaFacts)
+    cuda_toolkit: CudaToolkitFacts = field(default_factory=CudaToolkitFacts)
+    rocm: RocmFacts = field(default_factory=RocmFacts)
+    apple: AppleFacts = field(default_factory=AppleFacts)
+    intel: IntelFacts = field(default_factory=IntelFacts)
+    jetson: JetsonFacts = field(default_factory=JetsonFacts)
+    thunderbolt: ThunderboltFacts = field(default_factory=ThunderboltFacts)
+    torch: TorchFacts = field(default_factory=TorchFacts)
+    kernels: KernelFacts = field(default_factory=KernelFacts)
+    environment: dict[str, str] = field(default_factory=dict)  # variables that shape the stack
+
+
+SUBJECTS = tuple(f.name for f in dataclasses.fields(Facts) if f.name != "environment")
+
+
+# ---------------------------------------------------------------------------- serialisation
+
+
+def to_data(obj: Any) -> Any:
+    """A dataclass tree as JSON-ready plain values (dict / list / str / int / float / bool / None)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): to_data(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_data(v) for v in obj]
+    return obj
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls, globalns=globals())
+    return _HINTS[cls]
+
+
+def _coerce(tp: Any, value: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        for arg in args:
+            try:
+                return _coerce(arg, value)
+            except (TypeError, ValueError):
+                continue
+        raise TypeError(f"{value!r} does not fit {tp}")
+    if origin is list:
+        if not isinstance(value, list):
+            raise TypeError(f"expected a list, got {type(value).__name__}")
+        (inner,) = typing.get_args(tp) or (Any,)
+        return [_coerce(inner, v) for v in value]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise TypeError(f"expected an object, got {type(value).__name__}")
+        args = typing.get_args(tp)
+        inner = args[1] if len(args) == 2 else Any
+        return {str(k): _coerce(inner, v) for k, v in value.items()}
+    if tp is Any:
+        return value
+    if dataclasses.is_dataclass(tp):
+        return from_data(tp, value)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise TypeError(f"expected true/false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise TypeError(f"expected a string, got {value!r}")
+        return value
+    return value
+
+
+T = typing.TypeVar("T")
+
+
+def from_data(cls: type[T], data: Any) -> T:
+    """Load a dataclass from plain values; unknown keys ignored, missing keys defaulted.
+
+    :raises TypeError: when a value has the wrong type (the message names the field).
+    """
+    if not isinstance(data, dict):
+        raise TypeError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
+    hints = _hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in data:
+            try:
+                kwargs[f.name] = _coerce(hints[f.name], data[f.name])
+            except TypeError as exc:
+                raise TypeError(f"{cls.__name__}.{f.name}: {exc}") from None
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise TypeError(f"{cls.__name__}.{f.name}: missing")
+    return cls(**kwargs)

@@ -1,0 +1,149 @@
+"""The report: facts, probe outcomes and findings, in a versioned JSON envelope.
+
+``{"schema": "stackdoctor.report/1", "stackdoctor_version", "created_at", "facts",
+"probes", "findings", "raw_outputs", "requirements"}``. A JSON Schema ships as
+``stackdoctor/schemas/report.schema.json``. :func:`load_report` reads one back for
+``--replay`` and refuses, in one sentence, what it cannot trust.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stackdoctor import __version__
+from stackdoctor.errors import ReplayError
+from stackdoctor.facts import Facts, from_data, to_data
+
+SCHEMA = "stackdoctor.report/1"
+SCHEMA_FAMILY = "stackdoctor.report/"
+SCHEMA_MAJOR = 1
+MAX_REPORT_BYTES = 64 * 1024 * 1024
+
+SEVERITIES = ("ok", "warn", "fail")
+
+
+@dataclass
+class Finding:
+    """One judgement about the machine. ``code`` is public and stable."""
+
+    code: str
+    severity: str  # "ok" | "warn" | "fail"
+    title: str
+    detail: str = ""
+    fix: str | None = None
+    layer: str | None = None  # "python" | "torch" | "runtime" | "driver" | "gpu" | "platform" | "network" | ...
+    facts: list[str] = field(default_factory=list)  # fact keys that justify it
+
+
+@dataclass
+class ProbeStatus:
+    name: str
+    status: str  # "ok" | "error" | "timeout" | "skipped"
+    duration_s: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class Report:
+    facts: Facts = field(default_factory=Facts)
+    probes: list[ProbeStatus] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    raw_outputs: list[dict[str, Any]] = field(default_factory=list)
+    requirements: dict[str, Any] | None = None  # {"source": path, "values": {...}}
+    created_at: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    stackdoctor_version: str = __version__
+    schema: str = SCHEMA
+    replayed_from: str | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "stackdoctor_version": self.stackdoctor_version,
+            "created_at": self.created_at,
+            "replayed_from": self.replayed_from,
+            "facts": to_data(self.facts),
+            "probes": to_data(self.probes),
+            "findings": to_data(self.findings),
+            "requirements": self.requirements,
+            "raw_outputs": self.raw_outputs,
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_data(), indent=indent, sort_keys=False, ensure_ascii=False)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out = {s: 0 for s in SEVERITIES}
+        for f in self.findings:
+            out[f.severity] = out.get(f.severity, 0) + 1
+        return out
+
+
+def report_from_data(data: Any, *, origin: str = "report") -> Report:
+    """Build a :class:`Report` from decoded JSON, checking the schema family and version."""
+    if not isinstance(data, dict):
+        raise ReplayError(f"{origin} is not a stackdoctor report (expected a JSON object).")
+    schema = data.get("schema")
+    if not isinstance(schema, str) or not schema.startswith(SCHEMA_FAMILY):
+        raise ReplayError(f"{origin} is not a stackdoctor report (schema is {schema!r}, expected {SCHEMA!r}).")
+    try:
+        major = int(schema[len(SCHEMA_FAMILY) :].split(".")[0])
+    except ValueError:
+        raise ReplayError(f"{origin} has an unreadable schema version {schema!r}.") from None
+    if major > SCHEMA_MAJOR:
+        raise ReplayError(
+            f"{origin} was written by a newer stackdoctor (schema {schema}); this one reads {SCHEMA}: upgrade stackdoctor to replay it."
+        )
+    try:
+        facts = from_data(Facts, data.get("facts") or {})
+        probes = [from_data(ProbeStatus, p) for p in data.get("probes") or []]
+        findings = [from_data(Finding, f) for f in data.get("findings") or []]
+    except TypeError as exc:
+        raise ReplayError(f"{origin} has an invalid field: {exc}.") from None
+    req = data.get("requirements")
+    return Report(
+        facts=facts,
+        probes=probes,
+        findings=findings,
+        raw_outputs=[r for r in data.get("raw_outputs") or [] if isinstance(r, dict)],
+        requirements=req if isinstance(req, dict) else None,
+        created_at=str(data.get("created_at") or ""),
+        stackdoctor_version=str(data.get("stackdoctor_version") or ""),
+        schema=schema,
+    )
+
+
+def load_report(path: str | Path) -> Report:
+    """Read a report file for replay; every problem is one :class:`ReplayError` sentence."""
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > MAX_REPORT_BYTES:
+            raise ReplayError(f"{p} is {size // (1024 * 1024)} MiB; a stackdoctor report is never that large.")
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ReplayError(f"cannot replay {p}: no such file.") from None
+    except IsADirectoryError:
+        raise ReplayError(f"cannot replay {p}: it is a directory.") from None
+    except PermissionError:
+        raise ReplayError(f"cannot replay {p}: permission denied.") from None
+    except OSError as exc:
+        raise ReplayError(f"cannot replay {p}: {exc.strerror or exc}.") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ReplayError(f"{p} is not UTF-8 text, so not a stackdoctor report.") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno}, column {exc.colno}"
+        if exc.pos >= len(text.rstrip()) - 1:
+            raise ReplayError(f"{p} is truncated or not JSON (ends early at {where}).") from None
+        raise ReplayError(f"{p} is not valid JSON ({exc.msg} at {where}).") from None
+    except RecursionError:
+        raise ReplayError(f"{p} is nested too deeply to be a stackdoctor report.") from None
+    return report_from_data(data, origin=str(p))

@@ -1,0 +1,334 @@
+"""The only code that touches the operating system.
+
+Every external tool runs through :meth:`System.run`: an argv list (never a shell),
+always a timeout, output captured as bytes up to a cap and decoded UTF-8 with
+``errors="replace"``. A missing tool, a tool that is not executable, one that hangs
+(killed with its whole process group at the timeout, partial output kept) or dies
+by a signal is described by the returned :class:`CommandResult`; nothing raises.
+
+Every file read goes through :meth:`System.read_text`, relative to one root that
+``STACKDOCTOR_SYSROOT`` can move (default ``/``), so a captured ``/proc``, ``/sys``,
+``/etc`` and ``/opt`` tree replays a machine.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_TIMEOUT_S = 5.0
+MAX_CAPTURE_BYTES = 4 * 1024 * 1024
+MAX_FILE_BYTES = 1024 * 1024
+
+# Set for tools whose output is parsed: stable, untranslated messages.
+_PARSE_ENV = {"LC_ALL": "C", "LANG": "C"}
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What one tool run did. ``status`` is one of ok / absent / denied / timeout / error."""
+
+    argv: tuple[str, ...]
+    returncode: int | None
+    stdout: str
+    stderr: str
+    duration_s: float
+    status: str = "ok"
+    signal: int | None = None
+    truncated: bool = False
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and self.returncode == 0
+
+    @property
+    def tool(self) -> str:
+        return os.path.basename(self.argv[0]) if self.argv else ""
+
+    def describe_failure(self) -> str:
+        """One sentence saying how the run failed (empty when it succeeded)."""
+        name = self.tool
+        if self.status == "absent":
+            return f"{name} is not installed"
+        if self.status == "denied":
+            return f"{name} could not be run: {self.detail or 'permission denied'}"
+        if self.status == "timeout":
+            return f"{name} did not answer in {self.detail or '?'} s"
+        if self.signal is not None:
+            return f"{name} was killed by {_signame(self.signal)}"
+        if self.status == "error":
+            return f"{name} could not be run: {self.detail}"
+        if self.returncode:
+            tail = (self.stderr.strip() or self.stdout.strip()).splitlines()[-1:] or [""]
+            return f"{name} exited with code {self.returncode}" + (f": {tail[0][:200]}" if tail[0] else "")
+        return ""
+
+    def to_dict(self) -> dict:
+        return {
+            "argv": list(self.argv),
+            "returncode": self.returncode,
+            "status": self.status,
+            "signal": self.signal,
+            "duration_s": round(self.duration_s, 4),
+            "truncated": self.truncated,
+            "detail": self.detail,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+        }
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """A file read under the sysroot. ``status``: ok / absent / denied / error."""
+
+    path: str
+    status: str
+    text: str = ""
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+class _Capture:
+    """Drains a pipe in a thread, keeping at most ``cap`` bytes (the rest is read and dropped)."""
+
+    def __init__(self, pipe, cap: int) -> None:
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.cap = cap
+        self.truncated = False
+        self._pipe = pipe
+        self.thread = threading.Thread(target=self._drain, daemon=True)
+        self.thread.start()
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                chunk = self._pipe.read1(65536) if hasattr(self._pipe, "read1") else self._pipe.read(65536)
+                if not chunk:
+                    break
+                room = self.cap - self.size
+                if room > 0:
+                    self.chunks.append(chunk[:room])
+                    self.size += min(len(chunk), room)
+                if len(chunk) > max(room, 0):
+                    self.truncated = True
+        except (OSError, ValueError):
+            pass
+
+    def text(self) -> str:
+        return _decode(b"".join(self.chunks))
+
+
+@dataclass
+class System:
+    """The machine as stackdoctor sees it: a file root, a PATH, an environment and a clock.
+
+    Tests and support engineers move it with ``STACKDOCTOR_SYSROOT`` and a PATH of fake tools.
+    """
+
+    sysroot: str = "/"
+    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    record: list[CommandResult] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, timeout_s: float | None = None) -> System:
+        env = dict(os.environ if env is None else env)
+        root = env.get("STACKDOCTOR_SYSROOT") or "/"
+        return cls(sysroot=root, env=env, timeout_s=timeout_s or DEFAULT_TIMEOUT_S)
+
+    # ---- files -----------------------------------------------------------------
+    @property
+    def moved(self) -> bool:
+        """True when reads come from a captured tree rather than this machine."""
+        return os.path.realpath(self.sysroot) != "/"
+
+    def path(self, path: str) -> Path:
+        """Map an absolute machine path (``/proc/...``) into the sysroot."""
+        rel = path.lstrip("/")
+        return Path(self.sysroot) / rel
+
+    def read_text(self, path: str, *, max_bytes: int = MAX_FILE_BYTES) -> ReadResult:
+        real = self.path(path)
+        try:
+            with open(real, "rb") as fh:
+                data = fh.read(max_bytes)
+        except FileNotFoundError:
+            return ReadResult(path, "absent")
+        except NotADirectoryError:
+            return ReadResult(path, "absent")
+        except PermissionError as exc:
+            return ReadResult(path, "denied", detail=exc.strerror or "permission denied")
+        except IsADirectoryError:
+            return ReadResult(path, "error", detail="is a directory")
+        except OSError as exc:
+            return ReadResult(path, "error", detail=exc.strerror or str(exc))
+        return ReadResult(path, "ok", _decode(data))
+
+    def exists(self, path: str) -> bool:
+        try:
+            return self.path(path).exists()
+        except OSError:
+            return False
+
+    def listdir(self, path: str) -> list[str]:
+        """Sorted entries of a directory under the sysroot; empty when absent or unreadable."""
+        try:
+            return sorted(os.listdir(self.path(path)))
+        except OSError:
+            return []
+
+    def access(self, path: str, mode: int = os.R_OK | os.W_OK) -> tuple[bool, str]:
+        """Whether this process may open ``path`` with ``mode``; (False, reason) otherwise."""
+        real = self.path(path)
+        if not real.exists():
+            return False, "absent"
+        try:
+            fd = os.open(real, os.O_RDWR if mode & os.W_OK else os.O_RDONLY)
+            os.close(fd)
+            return True, ""
+        except PermissionError as exc:
+            return False, exc.strerror or "permission denied"
+        except OSError as exc:
+            if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EIO):
+                return False, exc.strerror or str(exc)
+            return False, exc.strerror or str(exc)
+
+    # ---- tools -----------------------------------------------------------------
+    def which(self, name: str) -> str | None:
+        return shutil.which(name, path=self.env.get("PATH", os.defpath))
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = None,
+        env: Mapping[str, str | None] | None = None,
+        parse_env: bool = True,
+        stdin: bytes | None = None,
+        max_bytes: int = MAX_CAPTURE_BYTES,
+        record: bool = True,
+    ) -> CommandResult:
+        """Run ``argv`` without a shell; never raises, never waits past ``timeout``."""
+        timeout = self.timeout_s if timeout is None else timeout
+        argv = tuple(str(a) for a in argv)
+        exe = argv[0]
+        if os.sep not in exe:
+            found = self.which(exe)
+            if found is None:
+                return self._keep(CommandResult(argv, None, "", "", 0.0, "absent", detail="not found on PATH"), record)
+            exe = found
+        child_env = dict(self.env)
+        if parse_env:
+            child_env.update(_PARSE_ENV)
+        for key, value in (env or {}).items():
+            if value is None:
+                child_env.pop(key, None)
+            else:
+                child_env[key] = value
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                (exe, *argv[1:]),
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=child_env,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except FileNotFoundError:
+            return self._keep(CommandResult(argv, None, "", "", 0.0, "absent", detail="not found"), record)
+        except PermissionError as exc:
+            return self._keep(
+                CommandResult(argv, None, "", "", 0.0, "denied", detail=exc.strerror or "permission denied"), record
+            )
+        except OSError as exc:
+            return self._keep(CommandResult(argv, None, "", "", 0.0, "error", detail=exc.strerror or str(exc)), record)
+        out = _Capture(proc.stdout, max_bytes)
+        err = _Capture(proc.stderr, max_bytes)
+        if stdin is not None:
+            try:
+                proc.stdin.write(stdin)  # type: ignore[union-attr]
+                proc.stdin.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+        # A child that exits but leaves a grandchild holding the pipe must not hang us either.
+        deadline = time.monotonic() + 1.0
+        for cap in (out, err):
+            cap.thread.join(max(0.0, deadline - time.monotonic()))
+            if cap.thread.is_alive():
+                _kill_group(proc)
+                cap.thread.join(0.5)
+        duration = time.monotonic() - start
+        rc = proc.returncode
+        sig = -rc if rc is not None and rc < 0 else None
+        if timed_out:
+            status, detail = "timeout", f"{timeout:g}"
+            sig = None
+        elif sig is not None:
+            status, detail = "error", f"killed by {_signame(sig)}"
+        else:
+            status, detail = "ok", ""
+        result = CommandResult(
+            argv=argv,
+            returncode=rc,
+            stdout=out.text(),
+            stderr=err.text(),
+            duration_s=duration,
+            status=status,
+            signal=sig,
+            truncated=out.truncated or err.truncated,
+            detail=detail,
+        )
+        return self._keep(result, record)
+
+    def _keep(self, result: CommandResult, record: bool) -> CommandResult:
+        if record:
+            with self._lock:
+                self.record.append(result)
+        return result
+
+
+def _signame(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        try:
+            proc.kill()
+        except OSError:
+            pass
+    try:
+        proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        pass

@@ -1,0 +1,103 @@
+"""Shared test fixtures.
+
+- ``torch_python``: one real venv with torch 2.13.0 (CPU) shared by the whole suite.
+  ``STACKDOCTOR_TEST_TORCH_PYTHON`` names an existing interpreter (CI creates it once);
+  otherwise it is built at ``~/.cache/stackdoctor-tests/torch-venv`` the first time.
+- ``fake_bin``: puts a fake tool on PATH that replays a recorded output (the tool's real
+  contract: argv in, text and an exit code out).
+- ``REAL``: ``../shared/fixtures/real`` (real machines from public bug reports) and
+  ``tests/fixtures`` (our own captures).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_REAL = REPO.parent / "shared" / "fixtures" / "real"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+TORCH_VERSION = "2.13.0"
+
+
+def real_fixture(case: str, name: str) -> str:
+    """Text of one recorded tool output: ``tests/fixtures/real/<case>/<name>`` or ``../shared/fixtures/real/...``."""
+    for base in (FIXTURES / "real", SHARED_REAL):
+        p = base / case / name
+        if p.exists():
+            return p.read_text(encoding="utf-8", errors="replace")
+    pytest.skip(f"fixture {case}/{name} not available")
+
+
+def _build_torch_venv(path: Path) -> Path:
+    py = path / "bin" / "python"
+    if py.exists():
+        ok = subprocess.run([str(py), "-c", f"import torch; assert torch.__version__.startswith('{TORCH_VERSION}')"], capture_output=True)
+        if ok.returncode == 0:
+            return py
+    path.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(path)], check=True)
+    subprocess.run([str(py), "-m", "pip", "install", "-q", f"torch=={TORCH_VERSION}"], check=True)
+    return py
+
+
+@pytest.fixture(scope="session")
+def torch_python() -> str:
+    """Path of an interpreter whose environment has torch 2.13.0 (CPU build)."""
+    env = os.environ.get("STACKDOCTOR_TEST_TORCH_PYTHON")
+    if env:
+        return env
+    return str(_build_torch_venv(Path.home() / ".cache" / "stackdoctor-tests" / "torch-venv"))
+
+
+@pytest.fixture(scope="session")
+def plain_python(tmp_path_factory) -> str:
+    """An interpreter in a fresh venv with no torch (and no packaging)."""
+    d = tmp_path_factory.mktemp("plainvenv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(d)], check=True)
+    return str(d / "bin" / "python")
+
+
+def write_fake_tool(bindir: Path, name: str, stdout: str = "", rc: int = 0, stderr: str = "", sleep: float = 0.0, script: str | None = None) -> Path:
+    """A fake tool: prints ``stdout``/``stderr`` verbatim and exits with ``rc``.
+
+    ``script`` replaces the body with arbitrary POSIX sh (for hangs, signals, partial output).
+    """
+    bindir.mkdir(parents=True, exist_ok=True)
+    data = bindir / f".{name}.stdout"
+    data.write_text(stdout, encoding="utf-8")
+    err = bindir / f".{name}.stderr"
+    err.write_text(stderr, encoding="utf-8")
+    body = script if script is not None else textwrap.dedent(
+        f"""\
+        cat {shlex.quote(str(data))}
+        cat {shlex.quote(str(err))} >&2
+        {"sleep " + str(sleep) if sleep else ""}
+        exit {rc}
+        """
+    )
+    tool = bindir / name
+    tool.write_text("#!/bin/sh\n" + body, encoding="utf-8")
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return tool
+
+
+@pytest.fixture
+def fake_bin(tmp_path, monkeypatch):
+    """Returns ``add(name, stdout="", rc=0, stderr="", sleep=0, script=None)``; the dir is first on PATH."""
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir()
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+
+    def add(name: str, stdout: str = "", rc: int = 0, stderr: str = "", sleep: float = 0.0, script: str | None = None) -> Path:
+        return write_fake_tool(bindir, name, stdout, rc, stderr, sleep, script)
+
+    add.dir = bindir  # type: ignore[attr-defined]
+    return add
