@@ -18,7 +18,7 @@ PLAN_SCHEMA = "stackdoctor.plan/1"
 class PlannedPackage:
     name: str  # "torch"
     version: str  # "2.13.0" (public version, no local suffix)
-    variant: str | None  # "cu130"; None where the index has no local variants (PyPI macOS)
+    variant: str | None  # "cu130"; None where the index has no local versions (PyPI's macOS wheels)
     index_url: str | None  # the index this package comes from
 
     @property
@@ -53,3 +53,19 @@ class Plan:
 
     def to_data(self) -> dict[str, Any]:
         return {"schema": PLAN_SCHEMA, **to_data(self)}
+
+
+@dataclass
+class Request:
+    """What the user asked ``install`` for. ``None`` means "from this machine's facts"."""
+
+    torch: str | None = None  # "2.13.0" or a specifier ">=2.6,<2.12"; None: newest usable
+    variant: str = "auto"  # "auto" | "cpu" | "cu126" | "rocm7.2" | "xpu" | ...
+    packages: list[str] = field(default_factory=lambda: ["torch"])  # + torchvision / torchaudio
+    python_version: str | None = None  # what-if: "3.12"
+    platform: str | None = None  # what-if wheel platform tag: "manylinux_2_28_x86_64", "win_amd64", "macosx_14_0_arm64"
+    driver: str | None = None  # what-if NVIDIA driver "570.86.10"
+    gpus: list[str] = field(default_factory=list)  # what-if GPUs: names or "sm_90"
+    gfx: list[str] = field(default_factory=list)  # what-if AMD gfx: "gfx1100"
+    index_base: str = "https://download.pytorch.org/whl"
+    installer: str = "pip"  # "pip" | "uv"
