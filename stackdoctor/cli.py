@@ -1,0 +1,127 @@
+"""The command-line shell: options -> layers -> renderer -> exit code.
+
+Every command lives in ``stackdoctor/commands/<name>.py`` and adds itself with
+``register(app)``. Commands *return* an :class:`~stackdoctor.errors.ExitCode`;
+only :func:`main` exits. One policy for errors: a :class:`StackdoctorError` is one
+line on stderr and its exit code; click usage errors are exit 2; anything else is
+"internal error" and exit 3 (traceback only with ``--debug`` / ``STACKDOCTOR_DEBUG``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from stackdoctor import __version__
+from stackdoctor.errors import ExitCode, StackdoctorError
+
+COMMAND_MODULES = (
+    "stackdoctor.commands.check",
+    "stackdoctor.commands.install",
+    "stackdoctor.commands.kernels",
+    "stackdoctor.commands.matrix",
+    "stackdoctor.commands.explain",
+    "stackdoctor.commands.report",
+    "stackdoctor.commands.diff",
+)
+
+app = typer.Typer(
+    name="stackdoctor",
+    help="Diagnose, install and prove a machine's PyTorch stack.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+_DEBUG = {"on": False}
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"stackdoctor {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of internal errors.")] = False,
+) -> None:
+    """Diagnose, install and prove a machine's PyTorch stack."""
+    if debug:
+        _DEBUG["on"] = True
+
+
+for _mod in COMMAND_MODULES:
+    try:
+        importlib.import_module(_mod).register(app)
+    except ModuleNotFoundError as _exc:  # a command still being built; never break the others
+        if _exc.name != _mod:
+            raise
+
+
+def debug_enabled(argv: list[str]) -> bool:
+    return _DEBUG["on"] or "--debug" in argv or os.environ.get("STACKDOCTOR_DEBUG", "") not in ("", "0")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app, map every outcome to an exit code, never show a traceback unasked."""
+    import click
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    code: int
+    try:
+        rv = app(args=args, prog_name="stackdoctor", standalone_mode=False)
+        code = int(rv) if isinstance(rv, int) else 0
+    except StackdoctorError as exc:
+        _err(f"stackdoctor: {exc}")
+        code = int(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.exceptions.Abort:
+        _err("stackdoctor: aborted.")
+        code = 130
+    except click.ClickException as exc:
+        exc.show(file=sys.stderr)
+        code = ExitCode.USAGE
+    except KeyboardInterrupt:
+        _err("stackdoctor: interrupted.")
+        code = 130
+    except BrokenPipeError:
+        code = 0
+    except Exception as exc:  # the no-traceback guarantee
+        if debug_enabled(args):
+            import traceback
+
+            traceback.print_exc()
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        _err(
+            f"stackdoctor: internal error: {type(exc).__name__}{': ' + first if first else ''}; "
+            "please attach `stackdoctor report` to a bug report (re-run with --debug for the traceback)."
+        )
+        code = ExitCode.INTERNAL
+    _exit(code)
+
+
+def _err(line: str) -> None:
+    try:
+        print(line, file=sys.stderr)
+    except Exception:
+        pass
+
+
+def _exit(code: int) -> None:
+    """Flush and leave; never wait on an abandoned probe thread."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)
