@@ -103,6 +103,7 @@ class NvidiaGpu:
     ecc_uncorrected: int | None = None
     retired_pages_pending: bool | None = None
     throttle_reasons: list[str] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)  # field -> NVML/tool error that left it unknown
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -123,6 +124,9 @@ class NvidiaFacts:
     nvml_state: str | None = None  # ok | absent | no-driver | lib-mismatch | error | skipped
     nvml_error: str | None = None
     libcuda_paths: list[str] = field(default_factory=list)  # where libcuda.so was found (WSL shadowing)
+    smi_version: str | None = None  # nvidia-smi's own version ("NVIDIA-SMI 545.46"); differs from the driver in WSL
+    # every value seen for a system-level fact, by source: {"driver_version": {"nvml": "550.54.14", "nvidia-smi": ...}}
+    observed: dict[str, dict[str, str]] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
 
 
