@@ -235,6 +235,14 @@ class ThunderboltPort:
     peer_uuid: str | None = None
     domain_uuid: str | None = None
     receptacle: str | None = None
+    kind: str | None = None  # "bus" (macOS) | "domain" | "host" | "device" | "xdomain" (Linux)
+    connected: bool | None = None  # a cable with a device or host on the other end
+    speed_text: str | None = None  # verbatim: "80 Gb/s", "Up to 120 Gb/s", "20.0 Gb/s x 2"
+    max_speed_gbps: float | None = None  # port capability ("Up to 120 Gb/s"), not the negotiated link
+    peer_model: str | None = None  # "Mac16,9"
+    peer_vendor: str | None = None  # "Apple Inc." / "Razer"
+    peer_services: list[str] = field(default_factory=list)  # XDomain services: "ip", "rdma", ...
+    interface: str | None = None  # BSD / Linux network interface riding this port: "en2", "thunderbolt0"
 
 
 @dataclass
@@ -249,6 +257,9 @@ class NetInterface:
     mac: str | None = None
     driver: str | None = None  # Linux: "thunderbolt-net"
     speed_mbps: int | None = None
+    status: str | None = None  # macOS ifconfig "status:" (active | inactive); Linux operstate (up | down | ...)
+    tb_port: str | None = None  # ThunderboltPort.name this interface rides on
+    rdma_device: str | None = None  # macOS: "rdma_en2" when ibv_devices lists it
 
 
 @dataclass
