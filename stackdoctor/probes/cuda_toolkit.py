@@ -1,0 +1,128 @@
+"""CUDA toolkits: every ``nvcc`` reachable, with its version and the toolkit's ``version.json``.
+
+Candidates, in the order a build would pick them: ``nvcc`` on PATH, ``$CUDA_HOME/bin/nvcc``,
+``$CUDA_PATH/bin/nvcc``, ``/usr/local/cuda/bin/nvcc``, ``/usr/local/cuda-*/bin/nvcc`` (the file
+paths are looked up under the sysroot). Duplicates (same real path) are kept once.
+``nvcc_version`` / ``nvcc_path`` are those of the first candidate that answered (PATH first,
+then CUDA_HOME), i.e. what ``torch.utils.cpp_extension`` would use.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from stackdoctor.facts import CudaToolkit, CudaToolkitFacts
+from stackdoctor.probes import ProbeContext, ProbeOutput
+
+__all__ = ["parse_nvcc_version", "parse_version_json", "probe"]
+
+_RELEASE = re.compile(r"release\s+(\d+)\.(\d+),\s*(V[\d.]+)")
+_BUILD = re.compile(r"Build\s+cuda_(\d+)\.(\d+)")
+
+
+def parse_nvcc_version(text: str) -> tuple[str | None, str | None]:
+    """``nvcc --version`` -> (release ``"13.0"``, build ``"V13.0.88"``); (None, None) when absent.
+
+    Real sample (captured on the project's build machine, tests/fixtures/real/local-nvcc-13.0-linux)::
+
+        nvcc: NVIDIA (R) Cuda compiler driver
+        Copyright (c) 2005-2025 NVIDIA Corporation
+        Built on Wed_Aug_20_01:58:59_PM_PDT_2025
+        Cuda compilation tools, release 13.0, V13.0.88
+        Build cuda_13.0.r13.0/compiler.36424714_0
+
+    Falls back to the ``Build cuda_X.Y`` line when the release line is missing.
+    """
+    if not isinstance(text, str):
+        return None, None
+    m = _RELEASE.search(text)
+    if m:
+        return f"{int(m.group(1))}.{int(m.group(2))}", m.group(3)
+    b = _BUILD.search(text)
+    if b:
+        return f"{int(b.group(1))}.{int(b.group(2))}", None
+    return None, None
+
+
+def parse_version_json(text: str) -> str | None:
+    """A toolkit's ``version.json`` -> the full CUDA version, e.g. ``{"cuda": {"name": "CUDA SDK", "version": "13.0.2"}}`` -> ``"13.0.2"``."""
+    try:
+        doc: Any = json.loads(text)
+    except (ValueError, TypeError, RecursionError):
+        return None
+    if isinstance(doc, dict) and isinstance(doc.get("cuda"), dict):
+        v = doc["cuda"].get("version")
+        if isinstance(v, str) and re.fullmatch(r"\d+(?:\.\d+)*", v.strip()):
+            return v.strip()
+    return None
+
+
+def _candidates(ctx: ProbeContext) -> list[tuple[str, str, str]]:
+    """(display path, real file path to run, found_via) in build-preference order."""
+    system = ctx.system
+    out: list[tuple[str, str, str]] = []
+    on_path = system.which("nvcc")
+    if on_path:
+        out.append((on_path, on_path, "PATH"))
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        root = system.env.get(var)
+        if root:
+            p = root.rstrip("/") + "/bin/nvcc"
+            out.append((p, str(system.path(p)), var))
+    out.append(("/usr/local/cuda/bin/nvcc", str(system.path("/usr/local/cuda/bin/nvcc")), "/usr/local/cuda*"))
+    for entry in system.listdir("/usr/local"):
+        if entry.startswith("cuda-"):
+            p = f"/usr/local/{entry}/bin/nvcc"
+            out.append((p, str(system.path(p)), "/usr/local/cuda*"))
+    return out
+
+
+def probe(ctx: ProbeContext) -> ProbeOutput:
+    """Every reachable nvcc with its version; never raises. No nvcc is a plain fact (status ok)."""
+    system = ctx.system
+    facts = CudaToolkitFacts()
+    home = system.env.get("CUDA_HOME") or system.env.get("CUDA_PATH")
+    if home:
+        facts.cuda_home = home
+        facts.sources["cuda_home"] = "env:CUDA_HOME" if system.env.get("CUDA_HOME") else "env:CUDA_PATH"
+    seen: set[str] = set()
+    timeouts: list[str] = []
+    for shown, real, via in _candidates(ctx):
+        if not os.path.isfile(real):
+            continue
+        key = os.path.realpath(real)
+        if key in seen:
+            continue
+        seen.add(key)
+        res = system.run([real, "--version"], timeout=ctx.timeout_s)
+        version, build = parse_nvcc_version(res.stdout)
+        tk = CudaToolkit(path=shown, nvcc_version=version, nvcc_build=build, found_via=via)
+        if res.status == "timeout":
+            timeouts.append(f"{shown} did not answer in {res.detail or ctx.timeout_s} s")
+        # version.json lives in the toolkit root, one level above bin/ (of the path as found, then of the real file)
+        roots = [os.path.dirname(os.path.dirname(shown))]
+        if not system.moved:
+            roots.append(os.path.dirname(os.path.dirname(key)))
+        for root in dict.fromkeys(roots):
+            vj = system.read_text(root.rstrip("/") + "/version.json")
+            tk.version_json = parse_version_json(vj.text) if vj.ok else None
+            if tk.version_json:
+                break
+        facts.toolkits.append(tk)
+        if facts.nvcc_version is None and version is not None and via in ("PATH", "CUDA_HOME", "CUDA_PATH"):
+            facts.nvcc_version, facts.nvcc_path = version, shown
+            facts.sources["nvcc_version"] = f"{shown} --version ({via})"
+            facts.sources["nvcc_path"] = via
+    if facts.nvcc_version is None:
+        # nothing on PATH / CUDA_HOME answered: the default /usr/local/cuda is what build tools fall back to
+        for tk in facts.toolkits:
+            if tk.nvcc_version is not None:
+                facts.nvcc_version, facts.nvcc_path = tk.nvcc_version, tk.path
+                facts.sources["nvcc_version"] = f"{tk.path} --version ({tk.found_via})"
+                facts.sources["nvcc_path"] = tk.found_via or ""
+                break
+    status = "timeout" if timeouts else "ok"
+    return ProbeOutput(facts={"cuda_toolkit": facts}, status=status, error="; ".join(timeouts) or None)

@@ -1,0 +1,573 @@
+"""NVIDIA driver and GPUs: every source, each value with where it came from.
+
+Order (all are gathered; disagreement between them is a finding for the engine, not here):
+
+1. NVML in a child process (:mod:`stackdoctor.probes.nvml`), only when ``ctx.use_nvml``.
+2. ``nvidia-smi --query-gpu=... --format=csv,noheader,nounits`` (retried without ``compute_cap``
+   when an old driver rejects it), then ``nvidia-smi -L`` and the plain ``nvidia-smi`` table —
+   unless the first call already showed a driver failure, a hang or no tool (bounded time).
+3. ``/proc/driver/nvidia/version`` and ``/sys/module/nvidia/version`` (the loaded kernel module).
+4. ``libcuda.so*`` locations (WSL's ``/usr/lib/wsl/lib`` shadowing a distro copy).
+
+Failure outputs are facts (``smi_state``/``smi_message``/``smi_exit_code``, ``nvml_state``/``nvml_error``):
+a missing tool is a plain fact (probe ``ok``); a hung one makes the probe ``timeout``.
+The parsers are pure and never raise on arbitrary text.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+
+from stackdoctor.facts import NvidiaFacts, NvidiaGpu
+from stackdoctor.probes import ProbeContext, ProbeOutput
+from stackdoctor.probes.nvml import NvmlResult, query_nvml
+from stackdoctor.system import CommandResult
+
+__all__ = [
+    "QUERY_FIELDS",
+    "SmiFailure",
+    "SmiTable",
+    "parse_proc_driver_version",
+    "parse_smi_failure",
+    "parse_smi_list",
+    "parse_smi_query",
+    "parse_smi_table",
+    "parse_sys_module_version",
+    "probe",
+]
+
+QUERY_FIELDS: tuple[str, ...] = (
+    "index",
+    "name",
+    "uuid",
+    "compute_cap",
+    "memory.total",
+    "pci.bus_id",
+    "driver_version",
+    "pcie.link.gen.current",
+    "pcie.link.width.current",
+    "power.limit",
+    "mig.mode.current",
+    "persistence_mode",
+)
+SRC_QUERY = "nvidia-smi --query-gpu"
+SRC_LIST = "nvidia-smi -L"
+SRC_TABLE = "nvidia-smi"
+SRC_PROC = "/proc/driver/nvidia/version"
+SRC_SYS = "/sys/module/nvidia/version"
+
+# Directories searched for libcuda.so* (WSL ships its own in /usr/lib/wsl/lib; a distro copy shadowing it breaks CUDA).
+LIBCUDA_DIRS: tuple[str, ...] = (
+    "/usr/lib/wsl/lib",
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+)
+
+_VERSION = r"\d+(?:\.\d+)+"
+_BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
+_NOT_A_VALUE = {"", "[n/a]", "n/a", "[not supported]", "[unknown error]", "[insufficient permissions]", "[gpu is lost]", "[gpu requires reset]", "err!"}
+
+
+# ---------------------------------------------------------------------------- parsers
+
+
+def _value(cell: str) -> str | None:
+    cell = cell.strip()
+    return None if cell.lower() in _NOT_A_VALUE or cell.startswith("[") else cell
+
+
+def _to_int(cell: str | None) -> int | None:
+    if cell is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)(?:\.0+)?\s*(?:MiB)?\s*", cell)
+    return int(m.group(1)) if m else None
+
+
+def _to_float(cell: str | None) -> float | None:
+    if cell is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*W?\s*", cell)
+    return float(m.group(1)) if m else None
+
+
+def _mode(cell: str | None) -> str | None:
+    if cell is None:
+        return None
+    low = cell.strip().lower()
+    if low in ("enabled", "on"):
+        return "Enabled"
+    if low in ("disabled", "off"):
+        return "Disabled"
+    return None
+
+
+def parse_smi_query(text: str, fields: tuple[str, ...] = QUERY_FIELDS) -> list[NvidiaGpu]:
+    """``nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits`` -> one :class:`NvidiaGpu` per row.
+
+    A row (fields :data:`QUERY_FIELDS`, R550; synthetic sample)::
+
+        0, NVIDIA GeForce RTX 4070, GPU-5c3b0e1f-..., 8.9, 12282, 00000000:2D:00.0, 550.40.07, 4, 16, 200.00, [N/A], Disabled
+
+    Values such as ``[N/A]`` / ``[Not Supported]`` become ``None``. The driver version of each row is
+    kept in ``sources`` only through :func:`parse_smi_query_driver`. Lines that do not have the
+    expected number of cells (error text on stdout) are skipped.
+    """
+    gpus: list[NvidiaGpu] = []
+    if not isinstance(text, str):
+        return gpus
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != len(fields):
+            continue
+        row = dict(zip(fields, cells))
+        index = _to_int(row.get("index"))
+        if index is None:
+            continue
+        gpu = NvidiaGpu(index=index)
+        gpu.name = _value(row.get("name", ""))
+        gpu.uuid = _value(row.get("uuid", ""))
+        cc = _value(row.get("compute_cap", ""))
+        gpu.compute_capability = cc if cc and re.fullmatch(r"\d+\.\d+", cc) else None
+        gpu.memory_total_mib = _to_int(_value(row.get("memory.total", "")))
+        bus = _value(row.get("pci.bus_id", ""))
+        gpu.bus_id = bus if bus and re.fullmatch(_BUS_ID, bus) else None
+        gpu.pcie_gen = _to_int(_value(row.get("pcie.link.gen.current", "")))
+        gpu.pcie_width = _to_int(_value(row.get("pcie.link.width.current", "")))
+        gpu.power_limit_w = _to_float(_value(row.get("power.limit", "")))
+        gpu.mig_mode = _mode(_value(row.get("mig.mode.current", "")))
+        gpu.persistence_mode = _mode(_value(row.get("persistence_mode", "")))
+        for name in ("name", "uuid", "compute_capability", "memory_total_mib", "bus_id", "pcie_gen", "pcie_width", "power_limit_w", "mig_mode", "persistence_mode"):
+            if getattr(gpu, name) is not None:
+                gpu.sources[name] = SRC_QUERY
+        gpus.append(gpu)
+    return gpus
+
+
+def parse_smi_query_driver(text: str, fields: tuple[str, ...] = QUERY_FIELDS) -> str | None:
+    """The ``driver_version`` column of a ``--query-gpu`` answer (first row that has one), e.g. ``"550.40.07"``."""
+    if "driver_version" not in fields or not isinstance(text, str):
+        return None
+    pos = fields.index("driver_version")
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) == len(fields) and re.fullmatch(_VERSION, cells[pos]):
+            return cells[pos]
+    return None
+
+
+_LIST_RE = re.compile(r"(?:^|\s)GPU (\d+): (.+?)(?: \(UUID: ([^)]*)\))?\s*$")
+
+
+def parse_smi_list(text: str) -> list[NvidiaGpu]:
+    """``nvidia-smi -L`` -> GPUs with index, full name and UUID. MIG lines (indented ``MIG ...``) are skipped.
+
+    Sample (the format quoted in https://github.com/akash-network/provider-configs/pull/12)::
+
+        GPU 0: Quadro RTX 4000 (UUID: GPU-c7b57be0-...)
+
+    collect_env's copy without the UUID (``GPU 0: NVIDIA GeForce RTX 4070 Laptop GPU``) parses too.
+    """
+    gpus: list[NvidiaGpu] = []
+    if not isinstance(text, str):
+        return gpus
+    for line in text.splitlines():
+        if line.lstrip().startswith("MIG "):
+            continue
+        m = _LIST_RE.search(line)
+        if not m:
+            continue
+        gpu = NvidiaGpu(index=int(m.group(1)), name=m.group(2).strip() or None, uuid=(m.group(3) or "").strip() or None)
+        for name in ("name", "uuid"):
+            if getattr(gpu, name) is not None:
+                gpu.sources[name] = SRC_LIST
+        gpus.append(gpu)
+    return gpus
+
+
+@dataclass
+class SmiTable:
+    """What the plain ``nvidia-smi`` table says."""
+
+    smi_version: str | None = None  # the tool's own version (banner "NVIDIA-SMI x")
+    driver_version: str | None = None  # "Driver Version" / "KMD Version"
+    cuda_version: str | None = None  # "CUDA Version" / "CUDA UMD Version": "12.4"; None when ERR!/N/A/absent
+    cuda_raw: str | None = None  # the cell as printed: "12.4", "ERR!", "N/A"; None when the banner has no CUDA field
+    driver_label: str | None = None  # "Driver Version" | "KMD Version"
+    gpus: list[NvidiaGpu] = field(default_factory=list)
+
+
+_BANNER_SMI = re.compile(r"NVIDIA-SMI\s+(" + _VERSION + ")")
+_BANNER_DRIVER = re.compile(r"((?:Driver|KMD) Version):\s*(" + _VERSION + ")")
+_BANNER_CUDA = re.compile(r"CUDA (?:UMD )?Version:\s*(\d+\.\d+|N/A|ERR!)")
+_ROW1 = re.compile(
+    r"^\|\s*(\d+)\s+(.*?)\s+(On|Off|WDDM|TCC|MCDM|N/A|ERR!)\s*\|\s*(" + _BUS_ID + r")\s+(?:On|Off|N/A|ERR!)?\s*\|"
+)
+_ROW_MEM = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
+_ROW_PWR = re.compile(r"(?:(\d+)W|N/A|ERR!)\s*/\s*(\d+)W")
+_ROW_LAST = re.compile(r"^\|(?:\s*\|)+\s*(Enabled|Disabled|N/A|ERR!)\s*\|\s*$")
+
+
+def parse_smi_table(text: str) -> SmiTable:
+    """The plain ``nvidia-smi`` screen -> versions and GPUs, for every known layout; never raises.
+
+    Handles the pre-2020 79-column box, the 2020-2024 layouts, R550+/R580 (``|---`` vs ``+---``), the R610
+    ``KMD Version`` / ``CUDA UMD Version`` banner, and Windows (``TCC/WDDM`` / ``Driver-Model`` column,
+    where the row shows ``WDDM``/``TCC`` in place of ``On``/``Off``). Real sample (c14, driver 550.40.07)::
+
+        | NVIDIA-SMI 550.40.07              Driver Version: 550.40.07      CUDA Version: 12.4     |
+        |-----------------------------------------+------------------------+----------------------+
+        | GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+        ...
+        |   0  NVIDIA GeForce RTX 4070        Off |   00000000:2D:00.0  On |                  N/A |
+        |  0%   36C    P5             17W /  200W |     430MiB /  12282MiB |      1%      Default |
+        |                                         |                        |                  N/A |
+
+    Names in this table may be truncated (``NVIDIA GeForce ...``); prefer ``-L`` / ``--query-gpu`` names.
+    """
+    table = SmiTable()
+    if not isinstance(text, str):
+        return table
+    current: NvidiaGpu | None = None
+    stage = 0  # rows seen for the current GPU
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if table.smi_version is None and (m := _BANNER_SMI.search(line)):
+            table.smi_version = m.group(1)
+        if table.driver_version is None and (m := _BANNER_DRIVER.search(line)):
+            table.driver_label, table.driver_version = m.group(1), m.group(2)
+        if table.cuda_raw is None and (m := _BANNER_CUDA.search(line)):
+            table.cuda_raw = m.group(1)
+            table.cuda_version = m.group(1) if re.fullmatch(r"\d+\.\d+", m.group(1)) else None
+        if "Processes:" in line:
+            current = None
+            break
+        if m := _ROW1.match(line):
+            current = NvidiaGpu(index=int(m.group(1)))
+            name = m.group(2).strip()
+            current.name = name or None
+            mode = m.group(3)
+            if mode in ("WDDM", "TCC", "MCDM"):
+                current.driver_model = mode
+            else:
+                current.persistence_mode = _mode(mode)
+            current.bus_id = m.group(4)
+            table.gpus.append(current)
+            stage = 1
+            continue
+        if current is None or not line.startswith("|"):
+            if line.startswith("+"):
+                current = None
+            continue
+        if stage == 1:
+            if m := _ROW_MEM.search(line):
+                current.memory_total_mib = int(m.group(2))
+            if m := _ROW_PWR.search(line):
+                current.power_limit_w = float(m.group(2))
+            stage = 2
+            continue
+        if stage == 2:
+            if m := _ROW_LAST.match(line):
+                current.mig_mode = _mode(m.group(1))
+            stage = 3
+    for gpu in table.gpus:
+        for name in ("name", "bus_id", "persistence_mode", "driver_model", "memory_total_mib", "power_limit_w", "mig_mode"):
+            if getattr(gpu, name) is not None:
+                gpu.sources[name] = SRC_TABLE
+    return table
+
+
+@dataclass
+class SmiFailure:
+    """nvidia-smi answered with a failure text. ``state``: no-driver | lib-mismatch | no-devices | error."""
+
+    state: str
+    message: str  # the verbatim line
+    nvml_library_version: str | None = None  # "570.124" from "NVML library version: 570.124"
+
+
+_FAILURES: tuple[tuple[str, str], ...] = (
+    ("couldn't communicate with the NVIDIA driver", "no-driver"),
+    ("Driver/library version mismatch", "lib-mismatch"),
+    ("Driver Not Loaded", "no-driver"),
+    ("No devices were found", "no-devices"),
+    ("No supported GPUs were found", "no-devices"),
+    ("Unable to determine the number of GPUs", "no-devices"),
+    ("Failed to initialize NVML", "error"),
+)
+
+
+def parse_smi_failure(text: str) -> SmiFailure | None:
+    """nvidia-smi's failure text -> :class:`SmiFailure`, or ``None`` when the text shows no known failure.
+
+    Real sample (c18, https://github.com/tinygrad/open-gpu-kernel-modules/issues/47, exit code 18)::
+
+        Failed to initialize NVML: Driver/library version mismatch
+        NVML library version: 570.124
+
+    Also: ``NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest
+    NVIDIA driver is installed and running.`` (no-driver) and ``No devices were found`` (no-devices).
+    """
+    if not isinstance(text, str):
+        return None
+    lines = [ln.strip() for ln in text.splitlines()]
+    for needle, state in _FAILURES:
+        for ln in lines:
+            if needle.lower() in ln.lower():
+                lib = re.search(r"NVML library version:\s*(" + _VERSION + ")", text)
+                return SmiFailure(state, ln, lib.group(1) if lib else None)
+    return None
+
+
+_PROC_RE = re.compile(r"NVRM version:\s*(.*?Kernel Module(?: for \S+)?)\s+(" + _VERSION + r")\b")
+
+
+def parse_proc_driver_version(text: str) -> tuple[str | None, str | None]:
+    """``/proc/driver/nvidia/version`` -> (kernel module version, flavour ``"open"``/``"proprietary"``).
+
+    Real sample (c40, open module 565.57.01, https://github.com/nix-community/nixGL/issues/186)::
+
+        NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  565.57.01  Release Build  (dvs-builder@U16-A24-9-2)  Thu Oct 10 12:15:00 UTC 2024
+        GCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04)
+
+    The proprietary module prints ``NVRM version: NVIDIA UNIX x86_64 Kernel Module  375.74  <date>`` (uv's sample).
+    """
+    if not isinstance(text, str):
+        return None, None
+    m = _PROC_RE.search(text)
+    if not m:
+        return None, None
+    flavor = "open" if "Open Kernel Module" in m.group(1) else "proprietary"
+    return m.group(2), flavor
+
+
+def parse_sys_module_version(text: str) -> str | None:
+    """``/sys/module/nvidia/version`` -> the loaded module's version: ``"550.144.03\\n"`` -> ``"550.144.03"``."""
+    if not isinstance(text, str):
+        return None
+    m = re.fullmatch(r"\s*(" + _VERSION + r")\s*", text)
+    return m.group(1) if m else None
+
+
+# ---------------------------------------------------------------------------- merge
+
+
+def _merge_gpu(into: NvidiaGpu, other: NvidiaGpu) -> None:
+    """Fill what ``into`` lacks from ``other`` (earlier sources win), keeping each value's source."""
+    for name, src in other.sources.items():
+        if getattr(into, name, None) in (None, []) and getattr(other, name, None) not in (None, []):
+            setattr(into, name, getattr(other, name))
+            into.sources[name] = src
+    for k, v in other.errors.items():
+        into.errors.setdefault(k, v)
+
+
+def _same_gpu(a: NvidiaGpu, b: NvidiaGpu) -> bool:
+    if a.uuid and b.uuid:
+        return a.uuid == b.uuid
+    if a.bus_id and b.bus_id:
+        return a.bus_id.lower().split(":", 1)[-1] == b.bus_id.lower().split(":", 1)[-1]
+    return a.index == b.index
+
+
+def _merge_gpus(facts: NvidiaFacts, gpus: list[NvidiaGpu]) -> None:
+    for gpu in gpus:
+        for have in facts.gpus:
+            if _same_gpu(have, gpu):
+                _merge_gpu(have, gpu)
+                break
+        else:
+            facts.gpus.append(gpu)
+    facts.gpus.sort(key=lambda g: g.index)
+
+
+def _observe(facts: NvidiaFacts, name: str, source: str, value: str | None) -> None:
+    """Record a system-level value by source; the first source seen sets the fact."""
+    if value is None:
+        return
+    facts.observed.setdefault(name, {})[source] = value
+    if getattr(facts, name) is None:
+        setattr(facts, name, value)
+        facts.sources[name] = source
+
+
+# ---------------------------------------------------------------------------- probe
+
+
+def _failed_driver(res: CommandResult) -> bool:
+    return res.status != "ok" or parse_smi_failure(res.stdout + "\n" + res.stderr) is not None
+
+
+def _run_smi(ctx: ProbeContext, facts: NvidiaFacts) -> str | None:
+    """nvidia-smi in its three forms; returns a timeout message, else None."""
+    system = ctx.system
+    path = system.which("nvidia-smi")
+    if path is None:
+        facts.smi_state = "absent"
+        return None
+    facts.smi_path = path
+
+    def query(fields: tuple[str, ...]) -> CommandResult:
+        return system.run(
+            [path, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"], timeout=ctx.timeout_s
+        )
+
+    fields = QUERY_FIELDS
+    first = query(fields)
+    if first.status == "ok" and "not a valid field to query" in (first.stdout + first.stderr) and "compute_cap" in (first.stdout + first.stderr):
+        fields = tuple(f for f in QUERY_FIELDS if f != "compute_cap")
+        first = query(fields)
+    if first.status == "timeout":
+        # keep what it printed before it hung
+        _merge_gpus(facts, parse_smi_query(first.stdout, fields))
+        _observe(facts, "driver_version", SRC_QUERY, parse_smi_query_driver(first.stdout, fields))
+        facts.smi_state = "timeout"
+        facts.smi_message = first.describe_failure()
+        return facts.smi_message
+    if first.status != "ok":
+        facts.smi_state = "error"
+        facts.smi_message = first.describe_failure()
+        return None
+    failure = parse_smi_failure(first.stdout + "\n" + first.stderr)
+    if failure is not None:
+        facts.smi_state = failure.state
+        facts.smi_message = failure.message
+        facts.smi_exit_code = first.returncode
+        _observe(facts, "nvml_version", "nvidia-smi (NVML library version line)", failure.nvml_library_version)
+        return None  # the driver failed: the other forms would fail the same way
+    gpus = parse_smi_query(first.stdout, fields)
+    _observe(facts, "driver_version", SRC_QUERY, parse_smi_query_driver(first.stdout, fields))
+    _merge_gpus(facts, gpus)
+    if first.returncode:
+        facts.smi_state = "error"
+        facts.smi_exit_code = first.returncode
+        facts.smi_message = first.describe_failure()
+
+    # -L and the table are independent: run them side by side.
+    results: dict[str, CommandResult] = {}
+
+    def go(key: str, argv: list[str]) -> None:
+        results[key] = system.run(argv, timeout=ctx.timeout_s)
+
+    threads = [
+        threading.Thread(target=go, args=("list", [path, "-L"]), daemon=True),
+        threading.Thread(target=go, args=("table", [path]), daemon=True),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(ctx.timeout_s + 5)
+    timeouts: list[str] = []
+    lres = results.get("list")
+    if lres is not None:
+        if lres.status == "timeout":
+            timeouts.append(lres.describe_failure())
+        _merge_gpus(facts, parse_smi_list(lres.stdout))
+    tres = results.get("table")
+    if tres is not None:
+        if tres.status == "timeout":
+            timeouts.append(tres.describe_failure())
+        table = parse_smi_table(tres.stdout)
+        facts.smi_version = table.smi_version
+        if table.smi_version:
+            facts.sources["smi_version"] = SRC_TABLE
+        _observe(facts, "driver_version", SRC_TABLE, table.driver_version)
+        _observe(facts, "cuda_driver_version", SRC_TABLE, table.cuda_version)
+        if table.cuda_raw is not None:
+            facts.observed.setdefault("cuda_driver_version_raw", {})[SRC_TABLE] = table.cuda_raw
+        if table.cuda_raw in ("ERR!", "N/A") and facts.smi_state in (None, "ok"):
+            facts.smi_state = "cuda-err"
+            facts.smi_message = f"CUDA Version: {table.cuda_raw}"
+        _merge_gpus(facts, table.gpus)
+        if facts.smi_state is None and tres.returncode and (fail := parse_smi_failure(tres.stdout + "\n" + tres.stderr)):
+            facts.smi_state, facts.smi_message, facts.smi_exit_code = fail.state, fail.message, tres.returncode
+    if timeouts:
+        facts.smi_state = "timeout"
+        facts.smi_message = "; ".join(timeouts)
+        return "; ".join(timeouts)
+    if facts.smi_state is None:
+        facts.smi_state = "ok"
+    return None
+
+
+def _kernel_module(ctx: ProbeContext, facts: NvidiaFacts) -> None:
+    proc = ctx.system.read_text(SRC_PROC)
+    if proc.ok:
+        version, flavor = parse_proc_driver_version(proc.text)
+        if version:
+            facts.observed.setdefault("kernel_module_version", {})[SRC_PROC] = version
+            facts.kernel_module_version = version
+            facts.sources["kernel_module_version"] = SRC_PROC
+        if flavor:
+            facts.kernel_module_flavor = flavor
+            facts.sources["kernel_module_flavor"] = SRC_PROC
+    sysv = ctx.system.read_text(SRC_SYS)
+    if sysv.ok and (version := parse_sys_module_version(sysv.text)):
+        facts.observed.setdefault("kernel_module_version", {})[SRC_SYS] = version
+        if facts.kernel_module_version is None:
+            facts.kernel_module_version = version
+            facts.sources["kernel_module_version"] = SRC_SYS
+
+
+def _libcuda(ctx: ProbeContext) -> list[str]:
+    dirs = list(LIBCUDA_DIRS)
+    for entry in ctx.system.listdir("/usr/local"):
+        if entry.startswith("cuda"):
+            dirs.append(f"/usr/local/{entry}/compat")
+    found: list[str] = []
+    for d in dirs:
+        for name in ctx.system.listdir(d):
+            if name.startswith("libcuda.so"):
+                found.append(f"{d}/{name}")
+    return found
+
+
+def _apply_nvml(facts: NvidiaFacts, nv: NvmlResult) -> None:
+    facts.nvml_state = nv.state
+    facts.nvml_error = nv.error
+    if nv.state != "ok":
+        return
+    _observe(facts, "driver_version", "nvml", nv.driver_version)
+    _observe(facts, "cuda_driver_version", "nvml", nv.cuda_driver_version)
+    _observe(facts, "nvml_version", "nvml", nv.nvml_version)
+    _merge_gpus(facts, nv.gpus)
+
+
+def probe(ctx: ProbeContext) -> ProbeOutput:
+    """Gather every NVIDIA source into :class:`NvidiaFacts`; never raises."""
+    facts = NvidiaFacts()
+    nvml_box: list[NvmlResult] = []
+    nvml_thread: threading.Thread | None = None
+    if ctx.use_nvml:
+        nvml_thread = threading.Thread(target=lambda: nvml_box.append(query_nvml(ctx.system, ctx.timeout_s)), daemon=True)
+        nvml_thread.start()
+    else:
+        facts.nvml_state = "skipped"
+    # Files first (cheap), while NVML's child starts.
+    _kernel_module(ctx, facts)
+    facts.libcuda_paths = _libcuda(ctx)
+    smi_facts = NvidiaFacts()
+    timeout = _run_smi(ctx, smi_facts)
+    errors: list[str] = [timeout] if timeout else []
+    if nvml_thread is not None:
+        nvml_thread.join(ctx.timeout_s + 5)
+        nv = nvml_box[0] if nvml_box else NvmlResult(state="timeout", error=f"NVML did not answer in {ctx.timeout_s:g} s")
+        _apply_nvml(facts, nv)  # NVML first: it is the stable interface
+        if nv.state == "timeout" and nv.error:
+            errors.insert(0, nv.error)
+    # then nvidia-smi's view (kept in observed; fills what NVML lacked)
+    for name in ("driver_version", "cuda_driver_version", "nvml_version"):
+        for src, value in smi_facts.observed.get(name, {}).items():
+            _observe(facts, name, src, value)
+    for key, by_src in smi_facts.observed.items():
+        if key not in ("driver_version", "cuda_driver_version", "nvml_version"):
+            facts.observed.setdefault(key, {}).update(by_src)
+    _merge_gpus(facts, smi_facts.gpus)
+    for name in ("smi_state", "smi_path", "smi_exit_code", "smi_message", "smi_version"):
+        setattr(facts, name, getattr(smi_facts, name))
+    if smi_facts.smi_version:
+        facts.sources["smi_version"] = SRC_TABLE
+    status = "timeout" if errors else "ok"
+    return ProbeOutput(facts={"nvidia": facts}, status=status, error="; ".join(errors) or None)
