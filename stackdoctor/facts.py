@@ -163,6 +163,9 @@ class RocmGpu:
     uuid: str | None = None
     compute_units: int | None = None
     memory_total_mib: int | None = None
+    bus_id: str | None = None  # "0000:03:00.0" (rocm-smi --showhw BUS)
+    device_id: str | None = None  # "0x7480" (rocm-smi --showhw DID)
+    smi_gfx_version: str | None = None  # rocm-smi's "GFX VER" verbatim (KFD rendering, e.g. "gfx11002")
 
 
 @dataclass
@@ -219,6 +222,7 @@ class JetsonFacts:
     cuda: str | None = None  # JetPack's CUDA
     board: str | None = None
     raw: str | None = None
+    l4t_core_version: str | None = None  # dpkg nvidia-l4t-core "32.3.1-20191209225816"
     sources: dict[str, str] = field(default_factory=dict)
 
 
