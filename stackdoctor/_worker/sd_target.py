@@ -1,0 +1,283 @@
+"""stackdoctor target worker: facts about the Python and torch of THIS interpreter.
+
+Run by stackdoctor as ``<target python> sd_target.py``; stdlib + torch only, so it works
+where stackdoctor is not installed. Prints one line per section as soon as it is known::
+
+    @@stackdoctor@@ {"section": "python", ...}
+    @@stackdoctor@@ {"section": "torch", ...}
+    @@stackdoctor@@ {"section": "kernels", ...}     (when STACKDOCTOR_KERNELS=quick)
+
+so that if ``import torch`` hangs or crashes the parent still has everything before it.
+Must stay importable by every Python 3 the parent may meet (3.8+ syntax).
+"""
+
+import json
+import os
+import sys
+import time
+
+MARK = "@@stackdoctor@@ "
+_t0 = time.monotonic()
+
+
+def emit(section, data):
+    data = dict(data)
+    data["section"] = section
+    data["elapsed_s"] = round(time.monotonic() - _t0, 4)
+    sys.stdout.write(MARK + json.dumps(data, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def last_line(exc):
+    text = "%s: %s" % (type(exc).__name__, exc)
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:500] if lines else type(exc).__name__
+
+
+def python_facts():
+    import sysconfig
+
+    out = {
+        "executable": sys.executable,
+        "version": "%d.%d.%d" % sys.version_info[:3],
+        "implementation": sys.implementation.name,
+        "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+        "abiflags": getattr(sys, "abiflags", ""),
+        "prefix": sys.prefix,
+    }
+    if os.path.isdir(os.path.join(sys.prefix, "conda-meta")):
+        out["env_kind"] = "conda"
+    elif sys.prefix != getattr(sys, "base_prefix", sys.prefix):
+        out["env_kind"] = "venv"
+    else:
+        out["env_kind"] = "system"
+    tags = []
+    try:
+        try:
+            from packaging import tags as ptags
+        except ImportError:
+            extra = os.environ.get("STACKDOCTOR_PACKAGING_PATH")
+            if not extra:
+                raise
+            sys.path.append(extra)
+            from packaging import tags as ptags
+        tags = [str(t) for t in ptags.sys_tags()]
+    except Exception as exc:  # packaging missing or broken: report, keep going
+        out["tags_error"] = last_line(exc)
+    out["tags"] = tags
+    try:
+        from importlib import metadata
+
+        out["pip_version"] = metadata.version("pip")
+    except Exception:
+        out["pip_version"] = None
+    return out
+
+
+INTERESTING = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "pynvml", "nvidia-ml-py", "intel-")
+
+
+def distributions():
+    found = {}
+    try:
+        from importlib import metadata
+
+        for dist in metadata.distributions():
+            try:
+                name = (dist.metadata["Name"] or "").lower()
+            except Exception:
+                continue
+            if name.startswith(("nvidia-", "torch", "pytorch-", "triton", "pynvml", "intel-", "cupy")):
+                found[name] = dist.version
+    except Exception:
+        pass
+    return found
+
+
+def conda_packages():
+    meta = os.path.join(sys.prefix, "conda-meta")
+    names = []
+    try:
+        for fn in sorted(os.listdir(meta)):
+            if fn.endswith(".json") and fn.startswith(("pytorch-", "cudatoolkit-", "cuda-", "cudnn-", "nccl-", "pytorch-cuda-", "libcublas", "torchvision-", "torchaudio-")):
+                names.append(fn[: -len(".json")])
+    except OSError:
+        pass
+    return names
+
+
+def variant_of(version, cuda, hip, xpu):
+    if "+" in version:
+        return version.split("+", 1)[1]
+    if cuda:
+        return "cu" + cuda.replace(".", "")[:3]
+    if hip:
+        parts = hip.split(".")
+        return "rocm" + ".".join(parts[:2])
+    if xpu:
+        return "xpu"
+    return "cpu"
+
+
+def torch_facts():
+    import warnings
+
+    out = {"installed": False, "distributions": distributions(), "conda_packages": conda_packages()}
+    for dist, key in (("torchvision", "torchvision_version"), ("torchaudio", "torchaudio_version")):
+        out[key] = out["distributions"].get(dist)
+    out["triton_version"] = out["distributions"].get("triton") or out["distributions"].get("pytorch-triton-rocm") or out["distributions"].get("pytorch-triton")
+    hook = os.environ.get("STACKDOCTOR_TEST_HOOK", "")
+    t = time.monotonic()
+    try:
+        if hook == "torch-import-hang":
+            time.sleep(3600)
+        import torch
+    except BaseException as exc:  # ImportError, OSError (libs), SystemExit from a broken __init__ ...
+        out["installed"] = "torch" in out["distributions"] or not isinstance(exc, ModuleNotFoundError)
+        if isinstance(exc, ModuleNotFoundError) and getattr(exc, "name", None) == "torch":
+            out["import_error"] = None
+        else:
+            out["import_error"] = last_line(exc)
+            out["import_error_kind"] = "exception"
+        return out, None
+    out["import_s"] = round(time.monotonic() - t, 3)
+    out["installed"] = True
+    out["location"] = os.path.dirname(getattr(torch, "__file__", "") or "") or None
+    version = str(getattr(torch, "__version__", ""))
+    tv = getattr(torch, "version", None)
+    cuda = getattr(tv, "cuda", None)
+    hip = getattr(tv, "hip", None)
+    xpu = getattr(tv, "xpu", None)
+    out.update(version=version, cuda=cuda, hip=hip, debug=getattr(tv, "debug", None))
+    out["variant"] = variant_of(version, cuda, hip, xpu)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            avail = bool(torch.cuda.is_available())
+        out["cuda_available"] = avail
+        msgs = [str(w.message) for w in caught]
+        if not avail and (cuda or hip):
+            out["cuda_error"] = msgs[-1][:1000] if msgs else None
+            if out["cuda_error"] is None:
+                try:
+                    torch.cuda.init()
+                except Exception as exc:
+                    out["cuda_error"] = last_line(exc)
+        out["device_count"] = int(torch.cuda.device_count()) if avail else 0
+    except Exception as exc:
+        out["cuda_available"] = False
+        out["cuda_error"] = last_line(exc)
+    devices = []
+    if out.get("cuda_available"):
+        for i in range(out["device_count"]):
+            try:
+                p = torch.cuda.get_device_properties(i)
+                cap = getattr(p, "gcnArchName", None) if hip else "%d.%d" % (p.major, p.minor)
+                devices.append({"index": i, "name": p.name, "capability": cap, "total_memory_mib": int(p.total_memory // (1024 * 1024)), "kind": "cuda"})
+            except Exception as exc:
+                devices.append({"index": i, "name": None, "kind": "cuda", "capability": None})
+                out.setdefault("cuda_error", last_line(exc))
+    try:
+        out["arch_list"] = list(torch.cuda.get_arch_list()) if (cuda or hip) else []
+    except Exception:
+        out["arch_list"] = []
+    try:
+        v = torch.backends.cudnn.version() if (cuda or hip) else None
+        out["cudnn_version"] = str(v) if v else None
+    except Exception:
+        out["cudnn_version"] = None
+    try:
+        if cuda and hasattr(torch.cuda, "nccl"):
+            v = torch.cuda.nccl.version()
+            out["nccl_version"] = ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
+    except Exception:
+        pass
+    try:
+        mps = getattr(torch.backends, "mps", None)
+        out["mps_built"] = bool(mps.is_built()) if mps else False
+        out["mps_available"] = bool(mps.is_available()) if mps else False
+        if out["mps_available"]:
+            devices.append({"index": 0, "name": "mps", "kind": "mps"})
+    except Exception:
+        pass
+    try:
+        if hasattr(torch, "xpu"):
+            out["xpu_available"] = bool(torch.xpu.is_available())
+            if out["xpu_available"]:
+                for i in range(torch.xpu.device_count()):
+                    devices.append({"index": i, "name": torch.xpu.get_device_name(i), "kind": "xpu"})
+    except Exception as exc:
+        out["xpu_available"] = False
+        out["xpu_error"] = last_line(exc)
+    out["devices"] = devices
+    try:
+        import torch.distributed as dist
+
+        out["distributed_available"] = bool(dist.is_available())
+        backends = []
+        if out["distributed_available"]:
+            for name in ("gloo", "nccl", "mpi", "ucc", "xccl"):
+                fn = getattr(dist, "is_%s_available" % name, None)
+                try:
+                    if fn is not None and fn():
+                        backends.append(name)
+                except Exception:
+                    pass
+            try:
+                for name in getattr(dist.Backend, "backend_list", []):
+                    # only backends registered beyond the built-in ones (e.g. "tccl"); built-ins were asked above
+                    if name not in backends and name not in ("undefined", "fake", "gloo", "nccl", "mpi", "ucc", "xccl"):
+                        backends.append(str(name))
+            except Exception:
+                pass
+        out["distributed_backends"] = backends
+    except Exception:
+        out["distributed_available"] = False
+    try:
+        out["config"] = config_essentials(torch.__config__.show())
+    except Exception:
+        out["config"] = {}
+    return out, torch
+
+
+CONFIG_KEYS = ("BLAS_INFO", "LAPACK_INFO", "CUDA_VERSION", "CUDNN_VERSION", "USE_CUDA", "USE_CUDNN", "USE_ROCM", "USE_MKLDNN", "USE_NCCL", "USE_MPI", "USE_GLOO", "TORCH_VERSION", "CXX_COMPILER")
+
+
+def config_essentials(text):
+    out = {}
+    for line in text.splitlines():
+        line = line.strip().lstrip("- ").strip()
+        if line.startswith("Build settings:"):
+            for item in line[len("Build settings:"):].split(","):
+                if "=" in item:
+                    k, v = item.split("=", 1)
+                    if k.strip() in CONFIG_KEYS:
+                        out[k.strip()] = v.strip()
+        elif ":" in line and line.split(":", 1)[0] in ("GCC", "C++ Version", "Intel(R) oneAPI Math Kernel Library Version", "OpenMP", "CPU capability usage", "CUDA Runtime", "CuDNN", "Magma", "HIP Runtime", "MIOpen"):
+            k, v = line.split(":", 1)
+            out[k.strip()] = v.strip()
+        elif line.startswith("CPU capability usage") or line.startswith("GCC "):
+            out[line.split(" ")[0]] = line
+    return out
+
+
+def main():
+    try:
+        emit("python", python_facts())
+    except Exception as exc:
+        emit("python", {"error": last_line(exc)})
+    facts, torch = torch_facts()
+    emit("torch", facts)
+    if torch is not None and os.environ.get("STACKDOCTOR_KERNELS") == "quick":
+        try:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            import sd_kernels
+
+            emit("kernels", sd_kernels.run_quick(torch))
+        except Exception as exc:
+            emit("kernels", {"ran": False, "mode": "quick", "error": last_line(exc)})
+    emit("done", {})
+
+
+if __name__ == "__main__":
+    main()
