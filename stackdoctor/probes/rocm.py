@@ -1,0 +1,513 @@
+"""ROCm probe: version, GPUs (gfx arch, marketing name), /dev/kfd access, amdgpu, HSA/HIP env.
+
+Sources (all gathered; disagreement between them is itself a fact for diagnosis):
+
+- version: ``/opt/rocm/.info/version``, ``/opt/rocm-*/.info/version``, ``amd-smi version``
+  ("ROCm version: 6.4.0"); ``hipconfig --version`` gives the HIP version.
+- GPUs: ``rocminfo`` agents (CPU agents skipped), ``rocm_agent_enumerator`` (one gfx per
+  line, ``gfx000`` = CPU before ROCm 6), ``rocm-smi --showhw`` (DID, BUS, KFD's "GFX VER"),
+  ``rocm-smi --showproductname``, ``amd-smi list``. HSA tools report the ISA after
+  ``HSA_OVERRIDE_GFX_VERSION``; rocm-smi reads KFD directly, so both are kept.
+- Tools are looked up on PATH and in ``/opt/rocm/bin`` inside the sysroot.
+- ``/dev/kfd``: present, openable read-write by this user (``System.access``), and rocminfo's
+  "Unable to open /dev/kfd read-write: <reason>" line as ``kfd_error``.
+- ``/sys/module/amdgpu``: the amdgpu kernel driver is loaded.
+- env: ``HSA_OVERRIDE_GFX_VERSION``, ``HIP_VISIBLE_DEVICES``, ``ROCR_VISIBLE_DEVICES``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from stackdoctor.facts import RocmFacts, RocmGpu
+from stackdoctor.probes import ProbeContext, ProbeOutput
+from stackdoctor.system import CommandResult, System
+
+__all__ = [
+    "APU_GFX",
+    "RocminfoAgent",
+    "RocminfoReport",
+    "is_apu_gfx",
+    "normalise_smi_gfx",
+    "parse_amd_smi_list",
+    "parse_amd_smi_version",
+    "parse_hipconfig_version",
+    "parse_rocm_agent_enumerator",
+    "parse_rocm_smi_kv",
+    "parse_rocm_smi_showhw",
+    "parse_rocm_version_file",
+    "parse_rocminfo",
+    "probe",
+]
+
+# Integrated GPUs (APUs) by gfx target, each with its source (compat-facts.md §8.2-8.4, failures.md B3).
+APU_GFX: dict[str, str] = {
+    "gfx902": "Raven Ridge APU; rocminfo/rocm_agent_enumerator disagree gfx902 vs gfx90c (ROCm/rocminfo issue #54)",
+    "gfx90c": "Vega iGPU 5600G/5700G/5900HX (ROCm/legacy-rocm-build issue #1799)",
+    "gfx1035": "RDNA2 iGPU 680M (ROCm/Tensile issue #1907)",
+    "gfx1036": "Ryzen 7000 'Raphael' iGPU (ROCm/Tensile issue #1907; c27 rocm-smi --showhw)",
+    "gfx1103": "Radeon 780M (Crosstalk-Solutions/project-nomad issue #1075)",
+    "gfx1150": "Radeon 890M (likelovewant/ROCmLibs-for-gfx1103-AMD780M-APU issue #37)",
+    "gfx1151": "Radeon 8060S, Strix Halo (PrismML-Eng/Bonsai-demo issue #89; AMD-AGI/GEAK PR #460)",
+}
+
+
+def is_apu_gfx(gfx: str | None) -> bool:
+    """True for gfx targets known to be integrated GPUs (:data:`APU_GFX`)."""
+    return bool(gfx) and gfx.split(":")[0].lower() in APU_GFX  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------------- parsers
+
+_VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
+
+
+def parse_rocm_version_file(text: str) -> str | None:
+    """``${ROCM_PATH}/.info/version`` -> "6.3.3" (build suffix dropped).
+
+    Sample::
+
+        6.3.3-74
+    """
+    for line in (text or "").splitlines():
+        m = re.match(r"^\s*(\d+\.\d+(?:\.\d+)?)", line)
+        if m:
+            return m.group(1)
+    return None
+
+
+def parse_hipconfig_version(text: str) -> str | None:
+    """``hipconfig --version`` -> the HIP version ("6.3.42134-a9a80e791" -> "6.3.42134").
+
+    hipconfig prints the version with no newline, sometimes after warnings; the last
+    version-looking token wins.
+    """
+    found = None
+    for m in re.finditer(r"(?<![\w.])(\d+\.\d+\.\d+)(?:-[0-9A-Za-z.]+)?", text or ""):
+        found = m.group(1)
+    return found
+
+
+def parse_amd_smi_version(text: str) -> dict[str, str]:
+    """``amd-smi version`` as a dict of its ``Key: value`` fields split on ``|``.
+
+    Sample (ROCm/k8s-device-plugin issue #157)::
+
+        AMDSMI Tool: 25.3.0+ede62f2 | AMDSMI Library version: 25.3.0 | ROCm version: 6.4.0 | amdgpu version: ... | amd_hsmp version: N/A
+    """
+    out: dict[str, str] = {}
+    for line in (text or "").splitlines():
+        for part in line.split("|"):
+            key, sep, value = part.partition(":")
+            if sep and key.strip():
+                out[key.strip()] = value.strip()
+    return out
+
+
+_GFX = re.compile(r"^gfx[0-9a-f]{3,5}$")
+
+
+def parse_rocm_agent_enumerator(text: str) -> list[str]:
+    """gfx names of the GPU agents, one per line; ``gfx000`` (the CPU before ROCm 6) skipped.
+
+    Shell prompts and ``# comments`` in a pasted capture are ignored. Sample (c27)::
+
+        gfx000
+        gfx1102
+        gfx1102
+    """
+    out: list[str] = []
+    for line in (text or "").splitlines():
+        token = line.split("#", 1)[0].strip()
+        if _GFX.match(token) and token != "gfx000":
+            out.append(token)
+    return out
+
+
+@dataclass
+class RocminfoAgent:
+    name: str | None = None  # "gfx942" for GPUs, the CPU model for CPUs
+    marketing_name: str | None = None
+    uuid: str | None = None
+    device_type: str | None = None  # "GPU" | "CPU" | other (e.g. an NPU) | None when not shown
+    compute_units: int | None = None
+    chip_id: str | None = None  # "0x74a1"
+    node: int | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        if self.device_type is not None:
+            return self.device_type.upper() == "GPU"
+        return bool(self.name and _GFX.match(self.name) and self.name != "gfx000")
+
+
+@dataclass
+class RocminfoReport:
+    module_loaded: bool | None = None  # "ROCk module is loaded" / "... is NOT loaded"
+    module_version: str | None = None  # "ROCk module version 6.7.0 is loaded"
+    kfd_error: str | None = None  # "Unable to open /dev/kfd read-write: Permission denied"
+    agents: list[RocminfoAgent] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)  # other diagnostic lines before the attributes
+
+    @property
+    def gpus(self) -> list[RocminfoAgent]:
+        return [a for a in self.agents if a.is_gpu]
+
+
+_AGENT = re.compile(r"^\s*Agent\s+\d+\s*$")
+_FIELD = re.compile(r"^(\s*)([A-Za-z][A-Za-z .()]*?):\s*(.*?)\s*$")
+
+
+def _int_prefix(value: str) -> int | None:
+    m = re.match(r"^\s*(\d+)", value)
+    return int(m.group(1)) if m else None
+
+
+def parse_rocminfo(text: str) -> RocminfoReport:
+    """``rocminfo`` output: module state, /dev/kfd failure, and its HSA agents.
+
+    Agent blocks start at ``Agent N``; a capture without banners (a grep, or a partial paste)
+    is read as one block. Only an agent's own fields count (the first ``Name:`` of a block;
+    the ``ISA Info`` section's ``Name: amdgcn-amd-amdhsa--gfx1102`` is not a name). Sample
+    (c30, one MI300X agent, partial)::
+
+          Name:                    gfx942
+          Uuid:                    GPU-8af705259683161c
+          Marketing Name:          AMD Instinct MI300X
+          Device Type:             GPU
+          Chip ID:                 29857(0x74a1)
+
+    Failure sample (ROCm/ROCm-docker issue #116)::
+
+        ROCk module is loaded
+        Unable to open /dev/kfd read-write: Permission denied
+        Failed to get user name to check for video group membership
+    """
+    rep = RocminfoReport()
+    blocks: list[list[str]] = [[]]
+    seen_agent = False
+    for raw in (text or "").splitlines():
+        line = raw.rstrip()
+        s = line.strip()
+        m = re.match(r"^ROCk module(?: version (\S+))? is (NOT )?loaded", s)
+        if m:
+            rep.module_loaded = m.group(2) is None
+            rep.module_version = m.group(1)
+            continue
+        if s.startswith("Unable to open /dev/kfd"):
+            rep.kfd_error = s
+            continue
+        if not seen_agent and (
+            s.startswith(("hsa api call failure", "Call returned", "Failed to get user name")) or s.endswith("group")
+        ) and ":" not in s.split(" ", 1)[0]:
+            rep.messages.append(s)
+            continue
+        if _AGENT.match(line):
+            seen_agent = True
+            blocks.append([])
+            continue
+        blocks[-1].append(line)
+    if seen_agent:
+        blocks = blocks[1:]
+    for block in blocks:
+        agent = RocminfoAgent()
+        got = False
+        base_indent: int | None = None
+        for line in block:
+            fm = _FIELD.match(line)
+            if not fm:
+                continue
+            indent, key, value = len(fm.group(1)), fm.group(2).strip(), fm.group(3)
+            if key == "Name" and base_indent is None and not value.startswith("amdgcn-"):
+                base_indent = indent
+            if base_indent is None or indent != base_indent:
+                continue
+            got = True
+            if key == "Name" and agent.name is None:
+                agent.name = value or None
+            elif key == "Marketing Name" and agent.marketing_name is None:
+                agent.marketing_name = value or None
+            elif key == "Uuid" and agent.uuid is None:
+                agent.uuid = value or None
+            elif key == "Device Type" and agent.device_type is None:
+                agent.device_type = value or None
+            elif key == "Compute Unit" and agent.compute_units is None:
+                agent.compute_units = _int_prefix(value)
+            elif key == "Node" and agent.node is None:
+                agent.node = _int_prefix(value)
+            elif key == "Chip ID" and agent.chip_id is None:
+                hx = re.search(r"\((0x[0-9a-fA-F]+)\)", value)
+                agent.chip_id = hx.group(1).lower() if hx else (value or None)
+        if got and agent.name:
+            rep.agents.append(agent)
+    return rep
+
+
+def parse_rocm_smi_showhw(text: str) -> list[dict[str, str]]:
+    """``rocm-smi --showhw`` table rows keyed by header (``GPU``, ``DID``, ``GFX VER``, ``BUS`` ...).
+
+    Headers are separated by two or more spaces (``GFX VER``, ``PARTITION ID`` hold one);
+    values by whitespace. Sample (c27)::
+
+        GPU  NODE  DID     GUID   GFX VER   GFX RAS  SDMA RAS  UMC RAS  VBIOS              BUS           PARTITION ID
+        0    1     0x7480  3799   gfx11002  N/A      N/A       N/A      113-APM7076OC-100  0000:03:00.0  0
+    """
+    header: list[str] | None = None
+    rows: list[dict[str, str]] = []
+    for line in (text or "").splitlines():
+        s = line.strip()
+        if header is None:
+            if s.startswith("GPU") and "DID" in s:
+                header = re.split(r"\s{2,}", s)
+            continue
+        if not s or s.startswith("="):
+            if rows:
+                break
+            continue
+        values = s.split()
+        if not values or not values[0].isdigit():
+            continue
+        rows.append(dict(zip(header, values)))
+    return rows
+
+
+_SMI_KV = re.compile(r"^GPU\[(\d+)\]\s*:\s*([^:]+?):\s*(.*?)\s*$")
+
+
+def parse_rocm_smi_kv(text: str) -> dict[int, dict[str, str]]:
+    """``rocm-smi`` ``GPU[i] : Key: value`` lines (``--showproductname``, ``-a``) per GPU index.
+
+    Sample (``rocm-smi --showallinfo``, ROCm/legacy-rocm-build issue #4043)::
+
+        GPU[0]		: Device Name: 		AMD Instinct MI300X OAM
+        GPU[0]		: Device ID: 		0x74a1
+    """
+    out: dict[int, dict[str, str]] = {}
+    for line in (text or "").splitlines():
+        m = _SMI_KV.match(line.strip())
+        if m:
+            out.setdefault(int(m.group(1)), {}).setdefault(m.group(2).strip(), m.group(3))
+    return out
+
+
+def parse_amd_smi_list(text: str) -> dict[int, dict[str, str]]:
+    """``amd-smi list``: ``GPU: N`` blocks of indented ``KEY: value`` lines, per GPU index.
+
+    Shape (the same block layout ``amd-smi partition`` prints, ROCm/legacy-rocm-build issue #4477)::
+
+        GPU: 0
+            BDF: 0000:05:00.0
+            UUID: abff74a1-0000-1000-80d1-3c23a9580558
+    """
+    out: dict[int, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    for line in (text or "").splitlines():
+        m = re.match(r"^GPU:\s*(\d+)\s*$", line.strip())
+        if m and not line.startswith((" ", "\t")):
+            current = out.setdefault(int(m.group(1)), {})
+            continue
+        if current is None:
+            continue
+        key, sep, value = line.strip().partition(":")
+        if sep and key and line.startswith((" ", "\t")):
+            current.setdefault(key.strip(), value.strip())
+        elif line.strip() and not line.startswith((" ", "\t")):
+            current = None
+    return out
+
+
+def normalise_smi_gfx(value: str | None) -> str | None:
+    """rocm-smi's "GFX VER" as an LLVM target where its KFD rendering can be read unambiguously.
+
+    KFD renders major, minor and stepping in decimal with the stepping as two digits when it
+    exceeds 9 (``gfx9010`` = 9.0.10 = gfx90a, failures.md B5); c27 shows ``gfx11002`` for a
+    card that rocminfo calls gfx1102 (11.0.02). Five digits are read as major(2) minor(1)
+    stepping(2); anything else is returned as printed.
+    """
+    if not value:
+        return None
+    m = re.fullmatch(r"gfx(\d{2})(\d)(\d{2})", value)
+    if m:
+        return f"gfx{int(m.group(1))}{int(m.group(2))}{int(m.group(3)):x}"
+    m = re.fullmatch(r"gfx(\d)(\d)(1\d)", value)
+    if m:  # 4 digits with a two-digit stepping 10-15: gfx9010 -> gfx90a
+        return f"gfx{m.group(1)}{m.group(2)}{int(m.group(3)):x}"
+    return value
+
+
+# ---------------------------------------------------------------------------- gathering
+
+
+def _tool(system: System, name: str) -> str | None:
+    """The tool on PATH, else ``/opt/rocm/bin/<name>`` inside the sysroot."""
+    found = system.which(name)
+    if found:
+        return found
+    for base in ("/opt/rocm/bin", *(f"/{d}/bin" for d in _rocm_dirs(system))):
+        p = system.path(f"{base}/{name}")
+        if p.is_file() and os.access(p, os.X_OK):
+            return str(p)
+    return None
+
+
+def _rocm_dirs(system: System) -> list[str]:
+    return [f"opt/{d}" for d in system.listdir("/opt") if d.startswith("rocm-")]
+
+
+_COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("hipconfig", "--version"),
+    ("amd-smi", "version"),
+    ("rocminfo",),
+    ("rocm_agent_enumerator",),
+    ("rocm-smi", "--showhw"),
+    ("rocm-smi", "--showproductname"),
+    ("amd-smi", "list"),
+)
+
+
+def _run_all(ctx: ProbeContext, facts: RocmFacts) -> dict[tuple[str, ...], CommandResult]:
+    """Run the ROCm tools that exist, concurrently (each bounded by the tool timeout)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    todo: list[tuple[tuple[str, ...], str]] = []
+    for argv in _COMMANDS:
+        exe = _tool(ctx.system, argv[0])
+        if exe is not None:
+            todo.append((argv, exe))
+    out: dict[tuple[str, ...], CommandResult] = {}
+    if not todo:
+        return out
+    with ThreadPoolExecutor(max_workers=len(todo), thread_name_prefix="rocm-tool") as pool:
+        futures = {argv: pool.submit(ctx.system.run, [exe, *argv[1:]], timeout=ctx.timeout_s) for argv, exe in todo}
+        for argv, fut in futures.items():
+            res = fut.result()
+            out[argv] = res
+            if not res.ok:
+                msg = res.describe_failure()
+                if msg:
+                    facts.tool_errors[" ".join(argv)] = msg
+    return out
+
+
+def gather(ctx: ProbeContext) -> RocmFacts:
+    system = ctx.system
+    f = RocmFacts()
+    src = f.sources
+
+    # Version files
+    for base in ("/opt/rocm", *(f"/{d}" for d in _rocm_dirs(system))):
+        r = system.read_text(f"{base}/.info/version")
+        if r.ok:
+            v = parse_rocm_version_file(r.text)
+            if v and f.version is None:
+                f.version = v
+                src["version"] = f"file:{base}/.info/version"
+    results = _run_all(ctx, f)
+    hip = results.get(("hipconfig", "--version"))
+    if hip is not None and hip.ok:
+        f.hip_version = parse_hipconfig_version(hip.stdout)
+        if f.hip_version:
+            src["hip_version"] = "hipconfig --version"
+    amdsmi_ver = results.get(("amd-smi", "version"))
+    if amdsmi_ver is not None and amdsmi_ver.ok and f.version is None:
+        v = parse_amd_smi_version(amdsmi_ver.stdout).get("ROCm version")
+        if v and _VERSION.match(v):
+            f.version = _VERSION.match(v).group(1)  # type: ignore[union-attr]
+            src["version"] = "amd-smi version"
+
+    # GPUs from HSA (rocminfo, rocm_agent_enumerator)
+    info = results.get(("rocminfo",))
+    report = parse_rocminfo((info.stdout + "\n" + info.stderr) if info is not None else "")
+    if report.kfd_error:
+        f.kfd_error = report.kfd_error
+        src["kfd_error"] = "rocminfo"
+    enum = results.get(("rocm_agent_enumerator",))
+    enum_gfx = parse_rocm_agent_enumerator(enum.stdout) if enum is not None and enum.ok else []
+    gpus: list[RocmGpu] = []
+    for i, agent in enumerate(report.gpus):
+        gpus.append(
+            RocmGpu(index=i, name=agent.marketing_name, gfx=agent.name, uuid=agent.uuid, compute_units=agent.compute_units)
+        )
+    if gpus:
+        src["gpus"] = "rocminfo"
+    for i, gfx in enumerate(enum_gfx):
+        if i >= len(gpus):
+            gpus.append(RocmGpu(index=i, gfx=gfx))
+            src.setdefault("gpus", "rocm_agent_enumerator")
+        elif gpus[i].gfx is None:
+            gpus[i].gfx = gfx
+
+    # rocm-smi / amd-smi: hardware view straight from KFD
+    hw = results.get(("rocm-smi", "--showhw"))
+    rows = parse_rocm_smi_showhw(hw.stdout) if hw is not None and hw.stdout else []
+    for row in rows:
+        idx = int(row.get("GPU", "-1"))
+        if idx < 0:
+            continue
+        while len(gpus) <= idx:
+            gpus.append(RocmGpu(index=len(gpus)))
+            src.setdefault("gpus", "rocm-smi --showhw")
+        g = gpus[idx]
+        g.device_id = g.device_id or _na(row.get("DID"))
+        g.bus_id = g.bus_id or _na(row.get("BUS"))
+        g.smi_gfx_version = _na(row.get("GFX VER"))
+        if g.gfx is None:
+            g.gfx = normalise_smi_gfx(g.smi_gfx_version)
+    names = results.get(("rocm-smi", "--showproductname"))
+    for idx, kv in (parse_rocm_smi_kv(names.stdout) if names is not None and names.stdout else {}).items():
+        if idx < len(gpus) and gpus[idx].name is None:
+            gpus[idx].name = _na(kv.get("Card series") or kv.get("Device Name"))
+    amdlist = results.get(("amd-smi", "list"))
+    for idx, kv in (parse_amd_smi_list(amdlist.stdout) if amdlist is not None and amdlist.ok else {}).items():
+        while len(gpus) <= idx:
+            gpus.append(RocmGpu(index=len(gpus)))
+            src.setdefault("gpus", "amd-smi list")
+        g = gpus[idx]
+        g.bus_id = g.bus_id or _na(kv.get("BDF"))
+        g.uuid = g.uuid or _na(kv.get("UUID"))
+    for g in gpus:
+        g.integrated = is_apu_gfx(g.gfx) or is_apu_gfx(normalise_smi_gfx(g.smi_gfx_version))
+    f.gpus = gpus
+
+    # /dev/kfd and the kernel driver
+    f.kfd_present = system.exists("/dev/kfd")
+    src["kfd_present"] = "file:/dev/kfd"
+    if f.kfd_present:
+        ok, why = system.access("/dev/kfd")
+        f.kfd_accessible = ok
+        src["kfd_accessible"] = "open(/dev/kfd, O_RDWR)"
+        if not ok and f.kfd_error is None:
+            f.kfd_error = f"Unable to open /dev/kfd read-write: {why}"
+            src["kfd_error"] = "open(/dev/kfd, O_RDWR)"
+    f.amdgpu_loaded = system.exists("/sys/module/amdgpu")
+    src["amdgpu_loaded"] = "file:/sys/module/amdgpu"
+    if report.module_loaded is not None and not f.amdgpu_loaded and not system.exists("/sys/module"):
+        # rocminfo checked the live module list; keep its answer when the tree lacks /sys/module.
+        f.amdgpu_loaded = report.module_loaded
+        src["amdgpu_loaded"] = "rocminfo (ROCk module line)"
+
+    env = system.env
+    f.hsa_override_gfx_version = env.get("HSA_OVERRIDE_GFX_VERSION")
+    f.hip_visible_devices = env.get("HIP_VISIBLE_DEVICES")
+    f.rocr_visible_devices = env.get("ROCR_VISIBLE_DEVICES")
+    for key, name in (
+        ("hsa_override_gfx_version", "HSA_OVERRIDE_GFX_VERSION"),
+        ("hip_visible_devices", "HIP_VISIBLE_DEVICES"),
+        ("rocr_visible_devices", "ROCR_VISIBLE_DEVICES"),
+    ):
+        if getattr(f, key) is not None:
+            src[key] = f"env:{name}"
+    return f
+
+
+def _na(value: str | None) -> str | None:
+    if value is None:
+        return None
+    value = value.strip()
+    return None if not value or value.upper() in ("N/A", "NA", "UNKNOWN") else value
+
+
+def probe(ctx: ProbeContext) -> ProbeOutput:
+    return ProbeOutput(facts={"rocm": gather(ctx)})
