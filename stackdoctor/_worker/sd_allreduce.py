@@ -1,0 +1,319 @@
+"""stackdoctor allreduce worker: one rank of a torch.distributed allreduce sweep.
+
+Standalone (stdlib + torch only; never imports stackdoctor): it runs inside the target
+interpreter, possibly on another host or in another network namespace. Run as::
+
+    python sd_allreduce.py '{"rank": 0, "world_size": 2, "master_addr": "169.254.0.1",
+                             "master_port": 29500, "iface": "thunderbolt0", ...}'
+
+Missing keys come from the launcher's environment (RANK, WORLD_SIZE, LOCAL_RANK,
+MASTER_ADDR, MASTER_PORT), so it runs under torchrun, srun or a PyTorchJob.
+
+Rendezvous is an explicit TCPStore: each rank writes ``sd/joined/<rank>``; ranks wait for
+every key up to the timeout, so a peer that never joins ends in ``status: timeout`` with
+the missing ranks named, and a port already in use ends in ``status: failed``.
+
+The sweep is reported in nccl-tests' vocabulary: per message size, out-of-place and
+in-place ``time`` (µs per call, the slowest rank), ``algbw`` = bytes / time (GB/s, 1e9),
+``busbw`` = algbw * 2(n-1)/n, and ``#wrong`` from an exact check of every element (inputs
+are small integers stored as float32, so every sum is exact), summed over ranks. torch has
+no out-of-place allreduce, so out-of-place is "copy the send buffer into the receive
+buffer, then reduce in place" and includes the copy.
+
+Prints ``@@stackdoctor@@ {"section": "allreduce", ...}`` once at the end (and ``progress``
+lines per size on stderr). Test hooks (``STACKDOCTOR_TEST_HOOK``): ``corrupt-rank=R``
+(rank R adds 1 to its input), ``abort-rank=R``, ``hang-rank=R`` (never joins).
+Must stay importable by Python 3.8+.
+"""
+
+import datetime
+import json
+import os
+import sys
+import time
+
+MARK = "@@stackdoctor@@ "
+
+
+def last_line(exc):
+    text = "%s: %s" % (type(exc).__name__, exc)
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:500] if lines else type(exc).__name__
+
+
+def hooks():
+    out = {}
+    for part in os.environ.get("STACKDOCTOR_TEST_HOOK", "").split(","):
+        key, _, value = part.strip().partition("=")
+        if key:
+            out[key] = value
+    return out
+
+
+def emit(data):
+    data = dict(data)
+    data["section"] = "allreduce"
+    sys.stdout.write(MARK + json.dumps(data, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def progress(data):
+    sys.stderr.write(MARK + json.dumps(data) + "\n")
+    sys.stderr.flush()
+
+
+def sizes(min_bytes, max_bytes, factor=2):
+    """Message sizes in bytes, nccl-tests ``-b min -e max -f factor`` (multiples of 4 bytes)."""
+    out = []
+    s = max(4, int(min_bytes))
+    while s <= max_bytes:
+        out.append(s - s % 4)
+        s *= factor
+    return out or [max(4, int(max_bytes) - int(max_bytes) % 4)]
+
+
+def busbw_factor(n):
+    return 2.0 * (n - 1) / n if n > 1 else 1.0
+
+
+# ---------------------------------------------------------------------------- backend
+
+
+def tccl_library(dist):
+    """Path of the shared library behind the ``tccl`` backend, when one can be found."""
+    try:
+        mod = sys.modules.get("torch._C._distributed_c10d")
+        path = getattr(mod, "__file__", None)
+        if path:
+            return path
+    except Exception:
+        pass
+    return None
+
+
+def choose_backend(torch, dist, requested, device):
+    """(backend, device, reason). ``auto``: nccl for CUDA, xccl for XPU, tccl for MPS if it is
+    Apple's Thunderbolt RDMA one, else gloo on the CPU."""
+    if requested and requested != "auto":
+        dev = device or ("cuda" if requested == "nccl" else "xpu" if requested == "xccl" else "mps" if requested == "tccl" else "cpu")
+        return requested, dev, "asked for"
+    if device in (None, "cuda") and torch.cuda.is_available() and dist.is_nccl_available():
+        return "nccl", "cuda", "CUDA device present and torch has NCCL"
+    xccl = getattr(dist, "is_xccl_available", None)
+    if device in (None, "xpu") and getattr(torch, "xpu", None) is not None and torch.xpu.is_available():
+        if xccl is not None and xccl():
+            return "xccl", "xpu", "XPU device present and torch has XCCL"
+    mps = getattr(torch.backends, "mps", None)
+    if device in (None, "mps") and mps is not None and mps.is_available():
+        is_tccl = getattr(dist, "is_tccl_available", None)
+        if is_tccl is None or not is_tccl():
+            return "gloo", "cpu", "MPS device, but this torch has no tccl backend (PyTorch PR 189856 is not in it): gloo over TCP"
+        # "tccl" is also another vendor's backend name: require Apple's RDMA library.
+        import ctypes.util
+
+        if not ctypes.util.find_library("rdma"):
+            return "gloo", "cpu", "tccl is registered but Apple's librdma.dylib is absent (macOS >= 26.2 with RDMA enabled needed): gloo over TCP"
+        return "tccl", "mps", "tccl registered and librdma.dylib present"
+    return "gloo", "cpu", "CPU tensors: gloo over TCP"
+
+
+# ---------------------------------------------------------------------------- run
+
+
+def synchronize(torch, device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    elif device.startswith("xpu"):
+        torch.xpu.synchronize()
+    elif device == "mps":
+        torch.mps.synchronize()
+
+
+def run(args):
+    h = hooks()
+    env = os.environ
+    rank = int(args.get("rank", env.get("RANK", 0)))
+    world = int(args.get("world_size", env.get("WORLD_SIZE", 1)))
+    local_rank = int(args.get("local_rank", env.get("LOCAL_RANK", rank)))
+    addr = args.get("master_addr") or env.get("MASTER_ADDR") or "127.0.0.1"
+    port = int(args.get("master_port") or env.get("MASTER_PORT") or 29500)
+    timeout_s = float(args.get("timeout_s", 60))
+    iface = args.get("iface")
+    out = {"rank": rank, "world_size": world, "master_addr": addr, "master_port": port, "iface": iface,
+           "hostname": _hostname(), "status": "failed"}
+    if iface:
+        os.environ["GLOO_SOCKET_IFNAME"] = iface
+        os.environ["NCCL_SOCKET_IFNAME"] = iface
+    if h.get("hang-rank") == str(rank):
+        time.sleep(timeout_s + 3600)
+    if h.get("abort-rank") == str(rank):
+        sys.stdout.flush()
+        os.abort()
+    try:
+        import torch
+        import torch.distributed as dist
+    except BaseException as exc:
+        out["error"] = "import torch failed: %s" % last_line(exc)
+        return out
+    out["torch_version"] = torch.__version__
+    if not dist.is_available():
+        out["error"] = "this torch build has no torch.distributed"
+        return out
+    backend, device, reason = choose_backend(torch, dist, args.get("backend"), args.get("device"))
+    if device == "cuda":
+        device = "cuda:%d" % (local_rank % max(1, torch.cuda.device_count()))
+        torch.cuda.set_device(torch.device(device))
+    elif device == "xpu":
+        device = "xpu:%d" % (local_rank % max(1, torch.xpu.device_count()))
+    out.update({"backend": backend, "backend_reason": reason, "device": device})
+
+    # ---- rendezvous: who joined, within the timeout
+    deadline = time.monotonic() + timeout_s
+    try:
+        store = dist.TCPStore(addr, port, world, rank == 0, timeout=datetime.timedelta(seconds=timeout_s),
+                              wait_for_workers=False)
+    except Exception as exc:
+        msg = last_line(exc)
+        if rank != 0 and ("timed out" in msg.lower() or "timeout" in msg.lower() or "connect" in msg.lower()):
+            out.update({"status": "timeout", "missing_ranks": [0], "joined_ranks": [],
+                        "error": "rank 0 (the store at %s:%d) never answered in %g s: %s" % (addr, port, timeout_s, msg)})
+        else:
+            out["error"] = "could not %s the rendezvous store at %s:%d: %s" % ("open" if rank == 0 else "reach", addr, port, msg)
+        return out
+    store.set("sd/joined/%d" % rank, _hostname())
+    keys = ["sd/joined/%d" % r for r in range(world)]
+    while True:
+        try:
+            joined = [r for r in range(world) if store.check([keys[r]])]
+        except Exception as exc:
+            out.update({"status": "failed", "error": "rendezvous store lost: %s" % last_line(exc)})
+            return out
+        if len(joined) == world:
+            break
+        if time.monotonic() > deadline:
+            out.update({"status": "timeout", "joined_ranks": joined,
+                        "missing_ranks": [r for r in range(world) if r not in joined],
+                        "error": "ranks %s never joined in %g s" % (",".join(str(r) for r in range(world) if r not in joined), timeout_s)})
+            return out
+        time.sleep(0.05)
+    out["hosts"] = {str(r): _get(store, keys[r]) for r in range(world)}
+    try:
+        kwargs = {"backend": backend, "store": store, "rank": rank, "world_size": world,
+                  "timeout": datetime.timedelta(seconds=max(5.0, deadline - time.monotonic() + 30))}
+        if backend == "tccl":
+            kwargs["device_id"] = torch.device("mps", 0)
+        dist.init_process_group(**kwargs)
+    except Exception as exc:
+        out["error"] = "init_process_group(%s) failed: %s" % (backend, last_line(exc))
+        return out
+    try:
+        out["rows"] = sweep(torch, dist, args, rank, world, device, h)
+        out["status"] = "ok"
+        bus = [r["oop"]["busbw"] for r in out["rows"]] + [r["ip"]["busbw"] for r in out["rows"]]
+        out["avg_busbw_gbs"] = sum(bus) / len(bus) if bus else None
+        out["max_busbw_gbs"] = max(bus) if bus else None
+        out["wrong"] = sum(r["oop"]["wrong"] + r["ip"]["wrong"] for r in out["rows"])
+    except Exception as exc:
+        out.update({"status": "failed", "error": "allreduce failed: %s" % last_line(exc)})
+    finally:
+        try:
+            dist.destroy_process_group()
+        except Exception:
+            pass
+    return out
+
+
+def _get(store, key):
+    try:
+        return store.get(key).decode("utf-8", "replace")
+    except Exception:
+        return None
+
+
+def _hostname():
+    import socket
+
+    try:
+        return socket.gethostname()
+    except Exception:
+        return None
+
+
+def sweep(torch, dist, args, rank, world, device, h):
+    min_b = int(args.get("min_bytes", 8))
+    max_b = int(args.get("max_bytes", 256 * 1024 * 1024))
+    iters_max = int(args.get("iters", 20))
+    warmup = int(args.get("warmup", 2))
+    budget_bytes = float(args.get("budget_bytes", 1 << 30))
+    corrupt = h.get("corrupt-rank") == str(rank)
+    rows = []
+    fac = busbw_factor(world)
+    for nbytes in sizes(min_b, max_b, int(args.get("factor", 2))):
+        count = nbytes // 4
+        iters = int(max(1, min(iters_max, budget_bytes // max(1, nbytes))))
+        row = {"bytes": count * 4, "count": count, "type": "float", "redop": "sum", "iters": iters}
+        # inputs: rank r holds (r + 1) + (i mod 7): integers, exactly representable, exact sums
+        idx = torch.arange(count, dtype=torch.int64) % 7
+        base = (idx + (rank + 1)).to(torch.float32)
+        if corrupt:
+            base = base + 1
+        expected = (idx * world + world * (world + 1) // 2).to(torch.float32).to(device)
+        send = base.to(device)
+        for mode in ("oop", "ip"):
+            recv = torch.empty_like(send)
+
+            def call():
+                if mode == "oop":
+                    recv.copy_(send)
+                    dist.all_reduce(recv)
+                else:
+                    dist.all_reduce(recv)
+
+            recv.copy_(send)
+            for _ in range(warmup):
+                call()
+            recv.copy_(send)  # in-place values grow while timing; re-filled for the check below
+            synchronize(torch, device)
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(iters):
+                call()
+            synchronize(torch, device)
+            t = (time.perf_counter() - start) / iters
+            # correctness: a fresh call on fresh inputs, every element compared exactly
+            recv.copy_(send)
+            dist.all_reduce(recv)
+            synchronize(torch, device)
+            wrong = int((recv != expected).sum().item())
+            stats = torch.tensor([t, float(wrong)], dtype=torch.float64 if device == "cpu" else torch.float32, device=device)
+            tmax = stats[:1].clone()
+            dist.all_reduce(tmax, op=dist.ReduceOp.MAX)
+            wsum = stats[1:].clone()
+            dist.all_reduce(wsum)
+            t = float(tmax.item())
+            algbw = row["bytes"] / t / 1e9 if t > 0 else 0.0
+            row[mode] = {"time_us": t * 1e6, "algbw": algbw, "busbw": algbw * fac, "wrong": int(wsum.item())}
+        rows.append(row)
+        if rank == 0:
+            progress({"section": "progress", "bytes": row["bytes"], "busbw": row["ip"]["busbw"]})
+    return rows
+
+
+def main(argv):
+    try:
+        args = json.loads(argv[1]) if len(argv) > 1 else {}
+    except ValueError as exc:
+        emit({"status": "failed", "error": "bad arguments: %s" % exc})
+        return 2
+    try:
+        out = run(args)
+    except BaseException as exc:
+        out = {"status": "failed", "error": last_line(exc)}
+    emit(out)
+    sys.stdout.flush()
+    # never linger in a collective library's atexit handlers
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,437 @@
+"""stackdoctor kernel worker: run real kernels in THIS interpreter and check their numbers.
+
+Standalone (stdlib + torch only; never imports stackdoctor) because it runs inside the
+*target* interpreter. Two entry points:
+
+- ``run_quick(torch) -> dict``: the short pass ``check`` runs inside its torch child
+  (``sd_target.py``): one small fp32 and one fast-dtype matmul per device and a small
+  conv2d forward+backward on the first accelerator (else the CPU). Never raises.
+- ``python sd_kernels.py '<json args>'``: the full suite with a size sweep. Prints one
+  line per result as soon as it is known, then a final ``done`` line::
+
+      @@stackdoctor@@ {"section": "result", "kernel": "matmul", "device": "cpu", ...}
+      @@stackdoctor@@ {"section": "done", "ran": true, "mode": "full", ...}
+
+  so that a crash or a hang part-way keeps every result before it.
+
+Every result is KernelResult-shaped (stackdoctor/facts.py). Correctness: matmul against a
+float64 CPU product of the same (dtype-rounded) inputs, conv2d output and both gradients
+against float64 CPU; the error is ``max|got - ref| / max|ref|``, compared with a per-dtype
+tolerance; any NaN/Inf fails the check. Timings run after warm-up with the device
+synchronised before the clock is read.
+
+Test hooks (``STACKDOCTOR_TEST_HOOK``, comma separated): ``abort`` (os.abort() before any
+kernel), ``segv`` (read address 0), ``hang`` (sleep), ``exit=N``, ``nan`` (matmul results
+are poisoned with NaN), ``raise`` (matmul raises). Must stay importable by Python 3.8+.
+"""
+
+import json
+import os
+import sys
+import time
+
+MARK = "@@stackdoctor@@ "
+
+# Relative tolerance of max|got - ref| / max|ref| per dtype. The reference is computed from
+# the inputs already rounded to the dtype, so only accumulation and output rounding count:
+# fp32 ~1e-7 per op; tf32 keeps 10 mantissa bits (~1e-3); fp16 10 bits; bf16 7 bits (~8e-3).
+TOLERANCE = {"fp32": 1e-4, "tf32": 5e-3, "fp16": 5e-3, "bf16": 3e-2}
+
+QUICK_MATMUL = {"cpu": 256, "gpu": 1024}
+FULL_MATMUL = {"cpu": [256, 512, 1024], "gpu": [1024, 4096, 8192]}
+
+
+def hooks():
+    raw = os.environ.get("STACKDOCTOR_TEST_HOOK", "")
+    out = {}
+    for part in raw.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        key, _, value = part.partition("=")
+        out[key] = value
+    return out
+
+
+def process_hooks(h):
+    """Hooks that take the whole process down (tests of the parent's handling)."""
+    if "abort" in h:
+        sys.stderr.write("test hook: calling os.abort()\n")
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os.abort()
+    if "segv" in h:
+        import ctypes
+
+        ctypes.string_at(0)
+    if "hang" in h:
+        time.sleep(float(h["hang"] or 3600))
+    if "exit" in h:
+        sys.stderr.write("test hook: exiting with code %s\n" % (h["exit"] or "3"))
+        sys.exit(int(h["exit"] or 3))
+
+
+def last_line(exc):
+    text = "%s: %s" % (type(exc).__name__, exc)
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:500] if lines else type(exc).__name__
+
+
+# ---------------------------------------------------------------------------- devices
+
+
+def list_devices(torch):
+    """Every device torch can use here: cpu, each cuda:N (also ROCm), mps, each xpu:N."""
+    out = ["cpu"]
+    try:
+        if torch.cuda.is_available():
+            out += ["cuda:%d" % i for i in range(torch.cuda.device_count())]
+    except Exception:
+        pass
+    try:
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            out.append("mps")
+    except Exception:
+        pass
+    try:
+        xpu = getattr(torch, "xpu", None)
+        if xpu is not None and xpu.is_available():
+            out += ["xpu:%d" % i for i in range(xpu.device_count())]
+    except Exception:
+        pass
+    return out
+
+
+def is_gpu(device):
+    return device != "cpu"
+
+
+def device_name(torch, device):
+    try:
+        if device.startswith("cuda"):
+            return torch.cuda.get_device_name(torch.device(device))
+        if device.startswith("xpu"):
+            return torch.xpu.get_device_name(torch.device(device))
+        if device == "mps":
+            return "Apple MPS"
+        if device == "cpu":
+            import platform
+
+            return platform.processor() or platform.machine()
+    except Exception:
+        return None
+    return None
+
+
+def fast_dtypes(torch, device):
+    """The reduced-precision matmul types this device is expected to run fast."""
+    try:
+        if device.startswith("cuda"):
+            dev = torch.device(device)
+            out = []
+            major = torch.cuda.get_device_capability(dev)[0]
+            hip = getattr(torch.version, "hip", None)
+            if torch.cuda.is_bf16_supported():
+                out.append("bf16")
+            out.append("fp16")
+            if major >= 8 and not hip:
+                out.append("tf32")
+            return out
+        if device.startswith("xpu"):
+            return ["bf16", "fp16"]
+        if device == "mps":
+            return ["fp16"]
+    except Exception:
+        return ["fp16"]
+    return ["bf16"]
+
+
+def synchronize(torch, device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(torch.device(device))
+    elif device.startswith("xpu"):
+        torch.xpu.synchronize(torch.device(device))
+    elif device == "mps":
+        torch.mps.synchronize()
+
+
+def torch_dtype(torch, name):
+    return {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
+def timed(torch, device, fn, min_time, max_iters, warmup=2):
+    """Seconds per call of ``fn`` after ``warmup`` calls, device synchronised; (seconds, iters)."""
+    for _ in range(warmup):
+        fn()
+    synchronize(torch, device)
+    iters = 0
+    start = time.perf_counter()
+    elapsed = 0.0
+    while iters < max_iters and (iters == 0 or elapsed < min_time):
+        fn()
+        iters += 1
+        if iters in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) or iters >= max_iters:
+            synchronize(torch, device)
+            elapsed = time.perf_counter() - start
+    synchronize(torch, device)
+    elapsed = time.perf_counter() - start
+    return elapsed / iters, iters
+
+
+def rel_error(torch, got, ref):
+    """max|got - ref| / max|ref| in float64 on the CPU; inf when got has NaN/Inf."""
+    got = got.detach().to("cpu").double()
+    if not bool(torch.isfinite(got).all()):
+        return float("inf")
+    scale = float(ref.abs().max())
+    return float((got - ref).abs().max()) / (scale if scale > 0 else 1.0)
+
+
+# ---------------------------------------------------------------------------- kernels
+
+
+def matmul(torch, device, dtype, n, min_time=0.2, max_iters=200, h=None):
+    """An n x n x n matmul in ``dtype`` on ``device``, checked and timed."""
+    h = h or {}
+    res = {"kernel": "matmul", "device": device, "dtype": dtype, "size": "%dx%dx%d" % (n, n, n),
+           "ok": False, "tolerance": TOLERANCE[dtype], "extra": {"device_name": device_name(torch, device)}}
+    tf32_prev = None
+    try:
+        if "raise" in h:
+            raise RuntimeError("test hook: matmul raised")
+        dt = torch_dtype(torch, dtype)
+        gen = torch.Generator().manual_seed(1234)
+        a = torch.randn(n, n, generator=gen).to(dt)
+        b = torch.randn(n, n, generator=gen).to(dt)
+        ref = a.double() @ b.double()
+        ad, bd = a.to(device), b.to(device)
+        if device.startswith("cuda"):
+            tf32_prev = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+        out = ad @ bd
+        synchronize(torch, device)
+        if "nan" in h:
+            out = out.clone()
+            out.view(-1)[0] = float("nan")
+        err = rel_error(torch, out, ref)
+        res["max_error"] = err
+        t, iters = timed(torch, device, lambda: ad @ bd, min_time, max_iters)
+        flops = 2.0 * n * n * n
+        res["time_s"] = t
+        res["tflops"] = flops / t / 1e12
+        res["extra"].update({"iters": iters, "flops": flops})
+        if err == float("inf"):
+            res["error"] = "the result has NaN or Inf values"
+            res["max_error"] = None
+            res["extra"]["nonfinite"] = True
+        elif err > TOLERANCE[dtype]:
+            res["error"] = "max relative error %.3g exceeds the %s tolerance %.1g" % (err, dtype, TOLERANCE[dtype])
+        else:
+            res["ok"] = True
+    except Exception as exc:
+        res["error"] = last_line(exc)
+        res["extra"]["exception"] = True
+    finally:
+        if tf32_prev is not None:
+            torch.backends.cuda.matmul.allow_tf32 = tf32_prev
+    return res
+
+
+def conv(torch, device, dtype="fp32", batch=8, cin=16, cout=32, hw=32, k=3, min_time=0.2, max_iters=100):
+    """conv2d forward + backward (cuDNN / MIOpen / MPS / oneDNN), output and gradients vs CPU float64."""
+    size = "N%d C%d->%d %dx%d k%d" % (batch, cin, cout, hw, hw, k)
+    res = {"kernel": "conv", "device": device, "dtype": dtype, "size": size, "ok": False,
+           "extra": {"device_name": device_name(torch, device), "phase": "fwd+bwd"}}
+    try:
+        import torch.nn.functional as F
+
+        dt = torch_dtype(torch, dtype)
+        tol = TOLERANCE[dtype]
+        if dtype == "fp32" and device.startswith("cuda") and torch.backends.cudnn.allow_tf32:
+            tol = TOLERANCE["tf32"]  # cuDNN convolutions may use TF32 by default
+            res["extra"]["tf32_allowed"] = True
+        res["tolerance"] = tol
+        gen = torch.Generator().manual_seed(4321)
+        x = torch.randn(batch, cin, hw, hw, generator=gen).to(dt)
+        w = torch.randn(cout, cin, k, k, generator=gen).to(dt)
+        gy = torch.randn(batch, cout, hw, hw, generator=gen).to(dt)
+
+        xr = x.double().requires_grad_(True)
+        wr = w.double().requires_grad_(True)
+        yr = F.conv2d(xr, wr, padding=k // 2)
+        yr.backward(gy.double())
+
+        xd = x.to(device).requires_grad_(True)
+        wd = w.to(device).requires_grad_(True)
+        gyd = gy.to(device)
+
+        def step():
+            xd.grad = None
+            wd.grad = None
+            y = F.conv2d(xd, wd, padding=k // 2)
+            y.backward(gyd)
+            return y
+
+        y = step()
+        synchronize(torch, device)
+        errs = {
+            "output": rel_error(torch, y, yr.detach()),
+            "grad_input": rel_error(torch, xd.grad, xr.grad),
+            "grad_weight": rel_error(torch, wd.grad, wr.grad),
+        }
+        err = max(errs.values())
+        res["extra"]["errors"] = {k2: (v if v != float("inf") else None) for k2, v in errs.items()}
+        t, iters = timed(torch, device, step, min_time, max_iters, warmup=1)
+        flops = 3 * 2.0 * batch * cout * hw * hw * cin * k * k  # fwd + grad_input + grad_weight
+        res["time_s"] = t
+        res["tflops"] = flops / t / 1e12
+        res["extra"].update({"iters": iters, "flops": flops})
+        if err == float("inf"):
+            res["error"] = "the result has NaN or Inf values"
+            res["extra"]["nonfinite"] = True
+        else:
+            res["max_error"] = err
+            if err > tol:
+                worst = max(errs, key=lambda name: errs[name])
+                res["error"] = "%s: max relative error %.3g exceeds the %s tolerance %.1g" % (worst, err, dtype, tol)
+            else:
+                res["ok"] = True
+    except Exception as exc:
+        res["error"] = last_line(exc)
+        res["extra"]["exception"] = True
+    return res
+
+
+def compile_check(torch, device, n=4096):
+    """A tiny torch.compile'd function (Inductor: Triton on GPUs, C++ on CPU) against eager."""
+    res = {"kernel": "compile", "device": device, "dtype": "fp32", "size": str(n), "ok": False,
+           "tolerance": 1e-5, "extra": {"backend": "inductor"}}
+    try:
+        def f(x, y):
+            return torch.sin(x) * y + torch.cos(y).relu()
+
+        gen = torch.Generator().manual_seed(7)
+        x = torch.randn(n, generator=gen).to(device)
+        y = torch.randn(n, generator=gen).to(device)
+        cf = torch.compile(f)
+        start = time.perf_counter()
+        got = cf(x, y)
+        synchronize(torch, device)
+        res["extra"]["compile_s"] = time.perf_counter() - start
+        ref = f(x.double(), y.double()).cpu()
+        err = rel_error(torch, got, ref)
+        t, iters = timed(torch, device, lambda: cf(x, y), 0.05, 100)
+        te, _ = timed(torch, device, lambda: f(x, y), 0.05, 100)
+        res["time_s"] = t
+        res["extra"].update({"iters": iters, "eager_time_s": te})
+        if err == float("inf"):
+            res["error"] = "the compiled function returned NaN or Inf"
+            res["extra"]["nonfinite"] = True
+        else:
+            res["max_error"] = err
+            if err > res["tolerance"]:
+                res["error"] = "compiled result differs from eager by %.3g" % err
+            else:
+                res["ok"] = True
+    except Exception as exc:
+        res["error"] = last_line(exc)
+        res["extra"]["exception"] = True
+    return res
+
+
+# ---------------------------------------------------------------------------- passes
+
+
+def run_quick(torch):
+    """The ``check`` pass: small matmuls (fp32 + fast dtype) per device, one small conv. Never raises."""
+    out = {"ran": True, "mode": "quick", "results": []}
+    try:
+        h = hooks()
+        process_hooks(h)
+        devices = list_devices(torch)
+        for device in devices:
+            n = QUICK_MATMUL["gpu" if is_gpu(device) else "cpu"]
+            for dtype in ["fp32"] + fast_dtypes(torch, device)[:1]:
+                out["results"].append(matmul(torch, device, dtype, n, min_time=0.05, max_iters=50, h=h))
+        conv_dev = devices[1] if len(devices) > 1 else "cpu"
+        out["results"].append(conv(torch, conv_dev, batch=4, cin=8, cout=16, hw=16, min_time=0.05, max_iters=20))
+    except BaseException as exc:  # even SystemExit from a hook: this runs inside the torch probe
+        out["error"] = last_line(exc)
+    return out
+
+
+def run_full(torch, args, emit):
+    h = hooks()
+    process_hooks(h)
+    present = list_devices(torch)
+    wanted = args.get("devices") or []
+    devices = []
+    for d in wanted or present:
+        d = "cuda:0" if d == "cuda" else ("xpu:0" if d == "xpu" else d)
+        devices.append(d)
+    kernels = args.get("kernels") or ["matmul", "conv", "compile"]
+    sizes = args.get("sizes") or []
+    min_time = float(args.get("min_time", 0.2))
+    results = []
+
+    def put(r):
+        results.append(r)
+        emit("result", r)
+
+    for device in devices:
+        if device not in present:
+            put({"kernel": kernels[0], "device": device, "ok": False,
+                 "error": "device %s is not available to torch here (present: %s)" % (device, ", ".join(present)),
+                 "extra": {"unavailable": True}})
+            continue
+        gpu = is_gpu(device)
+        if "matmul" in kernels:
+            dsizes = sizes or FULL_MATMUL["gpu" if gpu else "cpu"]
+            for dtype in ["fp32"] + fast_dtypes(torch, device):
+                for i, n in enumerate(dsizes):
+                    r = matmul(torch, device, dtype, int(n), min_time=min_time, h=h)
+                    r["extra"]["sweep_max"] = i == len(dsizes) - 1
+                    put(r)
+        if "conv" in kernels:
+            put(conv(torch, device, "fp32", batch=32 if gpu else 8, cin=64 if gpu else 16,
+                     cout=64 if gpu else 32, hw=56 if gpu else 32, min_time=min_time))
+            if gpu:
+                fd = fast_dtypes(torch, device)
+                put(conv(torch, device, fd[0] if fd[0] != "tf32" else "fp16", batch=32, cin=64, cout=64, hw=56, min_time=min_time))
+        if "compile" in kernels:
+            put(compile_check(torch, device))
+    return {"ran": True, "mode": "full", "devices": present, "torch_version": getattr(torch, "__version__", None)}
+
+
+def main(argv):
+    t0 = time.monotonic()
+
+    def emit(section, data):
+        data = dict(data)
+        data["section"] = section
+        data["elapsed_s"] = round(time.monotonic() - t0, 4)
+        sys.stdout.write(MARK + json.dumps(data, default=str) + "\n")
+        sys.stdout.flush()
+
+    try:
+        args = json.loads(argv[1]) if len(argv) > 1 else {}
+    except ValueError as exc:
+        emit("done", {"ran": False, "error": "bad arguments: %s" % exc})
+        return 2
+    try:
+        import torch
+    except BaseException as exc:
+        emit("done", {"ran": False, "error": "import torch failed: %s" % last_line(exc)})
+        return 0
+    try:
+        done = run_full(torch, args, emit)
+    except Exception as exc:
+        emit("done", {"ran": False, "error": last_line(exc)})
+        return 0
+    emit("done", done)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
