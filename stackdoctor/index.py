@@ -1,0 +1,717 @@
+"""Confirm, before anything changes, that the wheels of a plan exist for the target's tags.
+
+Reads PEP 503 HTML project pages (download.pytorch.org serves only these) and PEP 691 JSON
+where an index offers it (asked for with the ``Accept`` header). Pages are streamed and
+cut off past :data:`MAX_PAGE_BYTES`, fetched with one overall deadline, and cached under
+the user cache dir, revalidated with ``ETag`` / ``Last-Modified``. ``--find-links DIR``
+checks the files of a local directory instead (air-gapped clusters).
+
+Network settings follow the user's: ``HTTPS_PROXY`` / ``NO_PROXY`` / ``SSL_CERT_FILE``
+(httpx ``trust_env``), and pip's own ``proxy`` / ``cert`` / ``client-cert`` /
+``trusted-host`` (``PIP_*`` variables and pip.conf files), which win as they do in pip.
+
+Every failure is one :class:`~stackdoctor.errors.IndexError_` sentence (exit 2).
+httpx is imported inside functions to keep start-up light.
+"""
+
+from __future__ import annotations
+
+import configparser
+import hashlib
+import html.parser
+import json
+import os
+import re
+import time
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stackdoctor.errors import IndexError_
+
+if TYPE_CHECKING:  # pragma: no cover
+    import httpx
+
+    from stackdoctor.facts import Facts
+    from stackdoctor.plan import Plan, Request
+
+DEFAULT_INDEX_BASE = "https://download.pytorch.org/whl"
+PYPI_SIMPLE = "https://pypi.org/simple"
+MAX_PAGE_BYTES = 32 * 1024 * 1024
+DEFAULT_TIMEOUT_S = 20.0
+MAX_REDIRECTS = 10
+# PEP 691: JSON preferred, PEP 503 HTML accepted (download.pytorch.org answers HTML).
+ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
+JSON_TYPE = "application/vnd.pypi.simple.v1+json"
+
+
+# ---------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """One file an index page (or a find-links directory) lists."""
+
+    filename: str  # "torch-2.13.0+cu130-cp311-cp311-manylinux_2_28_x86_64.whl"
+    url: str
+    sha256: str | None = None
+    requires_python: str | None = None
+    yanked: bool = False
+
+
+@dataclass
+class WheelMatch:
+    """The wheel that would be installed for one planned package."""
+
+    package: str  # "torch"
+    requirement: str  # "torch==2.13.0+cu130"
+    filename: str
+    url: str
+    sha256: str | None
+    source: str  # the page URL or find-links directory it was found on
+
+
+@dataclass
+class Page:
+    url: str  # final URL after redirects
+    content_type: str
+    text: str
+    from_cache: bool = False
+
+
+@dataclass
+class NetworkSettings:
+    """What the index check borrows from the user's configuration (pip's wins over the environment)."""
+
+    proxy: str | None = None
+    cert: str | None = None  # CA bundle
+    client_cert: str | None = None
+    trusted_hosts: list[str] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------- urls and names
+
+
+def canonical_name(name: str) -> str:
+    """PEP 503 normalisation: ``Torch_Vision`` -> ``torch-vision``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def index_base(option: str | None, env: Mapping[str, str]) -> str:
+    """``--index-base``, else ``STACKDOCTOR_INDEX_BASE``, else download.pytorch.org/whl."""
+    base = option or env.get("STACKDOCTOR_INDEX_BASE") or DEFAULT_INDEX_BASE
+    return base.rstrip("/")
+
+
+def project_page_url(index_url: str, name: str) -> str:
+    """``https://download.pytorch.org/whl/cu130`` + ``torch`` -> ``.../whl/cu130/torch/``."""
+    return f"{index_url.rstrip('/')}/{canonical_name(name)}/"
+
+
+def cache_dir(env: Mapping[str, str]) -> Path:
+    """``STACKDOCTOR_CACHE_DIR``, else ``$XDG_CACHE_HOME/stackdoctor``, else ``~/.cache/stackdoctor``."""
+    if env.get("STACKDOCTOR_CACHE_DIR"):
+        return Path(env["STACKDOCTOR_CACHE_DIR"])
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]) / "stackdoctor"
+    return Path(env.get("HOME") or os.path.expanduser("~")) / ".cache" / "stackdoctor"
+
+
+# ---------------------------------------------------------------------------- parsers (pure)
+
+
+class _AnchorParser(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.anchors: list[tuple[dict[str, str | None], str]] = []
+        self._current: dict[str, str | None] | None = None
+        self._text: list[str] = []
+        self.base: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "base" and self.base is None:
+            self.base = dict(attrs).get("href")
+        if tag == "a":
+            self._current = dict(attrs)
+            self._text = []
+
+    def handle_data(self, data: str) -> None:
+        if self._current is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._current is not None:
+            self.anchors.append((self._current, "".join(self._text).strip()))
+            self._current = None
+
+
+def _split_fragment(url: str) -> tuple[str, str | None]:
+    base, _, frag = url.partition("#")
+    m = re.match(r"sha256=([0-9a-fA-F]{64})$", frag)
+    return base, (m.group(1).lower() if m else None)
+
+
+def _filename_from_url(url: str) -> str:
+    return urllib.parse.unquote(urllib.parse.urlsplit(url).path.rsplit("/", 1)[-1])
+
+
+def parse_simple_html(text: str, page_url: str) -> list[IndexFile]:
+    """Files listed on a PEP 503 project page; relative links resolved against the page.
+
+    A real anchor from https://download.pytorch.org/whl/cu128/torch/ (captured in astral-sh/uv#13195)::
+
+        <a href="https://download-r2.pytorch.org/whl/cu128/torch-2.7.0%2Bcu128-cp312-cp312-manylinux_2_28_x86_64.whl#sha256=...">
+        torch-2.7.0+cu128-cp312-cp312-manylinux_2_28_x86_64.whl</a><br/>
+
+    The filename is taken from the URL path (``%2B`` decoded), the anchor text only when the path has none.
+    """
+    parser = _AnchorParser()
+    try:
+        parser.feed(text)
+        parser.close()
+    except Exception:  # html.parser is lenient; a pathological page yields what was parsed so far
+        pass
+    base = urllib.parse.urljoin(page_url, parser.base) if parser.base else page_url
+    out: list[IndexFile] = []
+    for attrs, label in parser.anchors:
+        href = attrs.get("href")
+        if not href:
+            continue
+        url, sha = _split_fragment(urllib.parse.urljoin(base, href))
+        name = _filename_from_url(url) or label
+        if not name:
+            continue
+        yanked = "data-yanked" in attrs
+        out.append(IndexFile(name, url, sha, attrs.get("data-requires-python"), yanked))
+    return out
+
+
+def parse_simple_json(text: str, page_url: str) -> list[IndexFile]:
+    """Files of a PEP 691 JSON project page.
+
+    ``{"meta": {"api-version": "1.1"}, "name": "torch", "files": [{"filename": "torch-...whl",
+    "url": "https://...", "hashes": {"sha256": "..."}, "requires-python": ">=3.10"}]}``
+
+    :raises ValueError: when the text is not a PEP 691 project page.
+    """
+    data = json.loads(text)
+    if not isinstance(data, dict) or not isinstance(data.get("files"), list):
+        raise ValueError("no 'files' list")
+    out: list[IndexFile] = []
+    for f in data["files"]:
+        if not isinstance(f, dict) or not isinstance(f.get("filename"), str) or not isinstance(f.get("url"), str):
+            continue
+        url, frag_sha = _split_fragment(urllib.parse.urljoin(page_url, f["url"]))
+        hashes = f.get("hashes") if isinstance(f.get("hashes"), dict) else {}
+        sha = hashes.get("sha256") if isinstance(hashes.get("sha256"), str) else frag_sha
+        rp = f.get("requires-python") if isinstance(f.get("requires-python"), str) else None
+        out.append(IndexFile(f["filename"], url, sha, rp, bool(f.get("yanked"))))
+    return out
+
+
+def parse_page(page: Page) -> list[IndexFile]:
+    """Dispatch on the content type; a JSON page that is not PEP 691 raises ValueError."""
+    if page.content_type.split(";")[0].strip().lower() == JSON_TYPE:
+        return parse_simple_json(page.text, page.url)
+    return parse_simple_html(page.text, page.url)
+
+
+# ---------------------------------------------------------------------------- wheel selection (pure)
+
+
+def _wheel_parts(filename: str) -> tuple[str, Any, frozenset[str]] | None:
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+    from packaging.version import InvalidVersion
+
+    if not filename.endswith(".whl"):
+        return None
+    try:
+        name, version, _build, tags = parse_wheel_filename(filename)
+    except (InvalidWheelFilename, InvalidVersion):
+        return None
+    return str(name), version, frozenset(str(t) for t in tags)
+
+
+def wanted_version(version: str, variant: str | None) -> str:
+    return f"{version}+{variant}" if variant else version
+
+
+def _python_ok(requires_python: str | None, python_version: str | None) -> bool:
+    if not requires_python or not python_version:
+        return True
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        return SpecifierSet(requires_python).contains(python_version, prereleases=True)
+    except InvalidSpecifier:
+        return True
+
+
+def select_wheel(
+    files: Sequence[IndexFile],
+    name: str,
+    version: str,
+    tags: Sequence[str],
+    *,
+    python_version: str | None = None,
+) -> IndexFile | None:
+    """The wheel pip would take for ``name==version`` (local label included) under ``tags``.
+
+    ``tags`` are the target's accepted tags, most preferred first (``cp311-cp311-manylinux_2_36_x86_64``).
+    An empty ``tags`` accepts any wheel of that exact version. Yanked files are skipped.
+    """
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        want = Version(version)
+    except InvalidVersion:
+        return None
+    rank = {t: i for i, t in enumerate(tags)}
+    best: tuple[int, IndexFile] | None = None
+    for f in files:
+        parts = _wheel_parts(f.filename)
+        if parts is None or f.yanked:
+            continue
+        fname, fver, ftags = parts
+        if fname != canonical_name(name) or fver != want or not _python_ok(f.requires_python, python_version):
+            continue
+        if not tags:
+            return f
+        score = min((rank[t] for t in ftags if t in rank), default=None)
+        if score is not None and (best is None or score < best[0]):
+            best = (score, f)
+    return best[1] if best else None
+
+
+def describe_offer(files: Sequence[IndexFile], name: str, version: str) -> str:
+    """What a page offers instead, for the error sentence: ``2.13.0+cu130 for cp312, cp313 (manylinux_2_28_x86_64)``."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        want = Version(version)
+    except InvalidVersion:
+        want = None
+    same: list[frozenset[str]] = []
+    versions: set[str] = set()
+    for f in files:
+        parts = _wheel_parts(f.filename)
+        if parts is None or parts[0] != canonical_name(name):
+            continue
+        versions.add(str(parts[1]))
+        if parts[1] == want:
+            same.append(parts[2])
+    if same:
+        pys = sorted({t.split("-")[1] for tags in same for t in tags})
+        plats = sorted({t.split("-")[2] for tags in same for t in tags})
+        return f"{version} exists only for {', '.join(pys)} on {', '.join(plats[:6])}"
+    if versions:
+        from packaging.version import Version as V
+
+        newest = sorted(versions, key=lambda s: V(s), reverse=True)[:5]
+        return f"it has no {version} at all (newest there: {', '.join(newest)})"
+    return f"it lists no {canonical_name(name)} wheels"
+
+
+# ---------------------------------------------------------------------------- target tags
+
+
+def _expand_platform(platform: str) -> list[str]:
+    """A what-if platform tag -> the platform tags such a machine accepts, most specific first."""
+    m = re.fullmatch(r"manylinux_(\d+)_(\d+)_(\w+)", platform)
+    if m:
+        major, minor, arch = int(m.group(1)), int(m.group(2)), m.group(3)
+        out = [f"manylinux_{major}_{n}_{arch}" for n in range(minor, 16, -1)]
+        if minor >= 17:
+            out.append(f"manylinux2014_{arch}")
+        out.append(f"linux_{arch}")
+        return out
+    m = re.fullmatch(r"macosx_(\d+)_(\d+)_(\w+)", platform)
+    if m:
+        from packaging import tags as ptags
+
+        return list(ptags.mac_platforms((int(m.group(1)), int(m.group(2))), m.group(3)))
+    return [platform]
+
+
+def target_tags(facts: Facts, request: Request | None = None) -> list[str]:
+    """The tags the install target accepts: the probed ones, or derived for a what-if request.
+
+    ``--python-version 3.12`` / ``--platform manylinux_2_28_x86_64`` replace the interpreter /
+    platform part; a free-threaded request is written ``3.13t``.
+    """
+    py_req = request.python_version if request else None
+    plat_req = request.platform if request else None
+    if not py_req and not plat_req:
+        return list(facts.python.tags)
+    from packaging import tags as ptags
+
+    pyv = py_req or facts.python.version or ""
+    free = pyv.endswith("t") or (not py_req and facts.python.free_threaded)
+    nums = [int(x) for x in re.findall(r"\d+", pyv)[:2]]
+    if len(nums) < 2:
+        return []
+    if plat_req:
+        platforms = _expand_platform(plat_req)
+    else:
+        platforms = list(dict.fromkeys(t.split("-")[2] for t in facts.python.tags)) or None
+        if platforms is None:
+            return []
+    interp = f"cp{nums[0]}{nums[1]}"
+    abis = [interp + ("t" if free else "")]
+    out = [str(t) for t in ptags.cpython_tags((nums[0], nums[1]), abis=abis, platforms=platforms)]
+    out += [str(t) for t in ptags.compatible_tags((nums[0], nums[1]), interp, platforms)]
+    return out
+
+
+def python_version_of(facts: Facts, request: Request | None = None) -> str | None:
+    v = (request.python_version if request else None) or facts.python.version
+    return v.rstrip("t") if v else None
+
+
+# ---------------------------------------------------------------------------- configuration
+
+
+def _pip_config_files(env: Mapping[str, str]) -> list[Path]:
+    """pip's configuration files in load order (later wins); ``PIP_CONFIG_FILE=/dev/null`` means none."""
+    explicit = env.get("PIP_CONFIG_FILE")
+    if explicit == os.devnull:
+        return []
+    home = Path(env.get("HOME") or os.path.expanduser("~"))
+    xdg_dirs = (env.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(os.pathsep)
+    files = [Path(d) / "pip" / "pip.conf" for d in xdg_dirs if d] + [Path("/etc/pip.conf")]
+    files += [home / ".pip" / "pip.conf", Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "pip" / "pip.conf"]
+    venv = env.get("VIRTUAL_ENV")
+    if venv:
+        files.append(Path(venv) / "pip.conf")
+    if explicit:
+        files.append(Path(explicit))
+    return files
+
+
+def network_settings(env: Mapping[str, str]) -> NetworkSettings:
+    """pip's network options as pip would see them: config files ([global] then [install]), then ``PIP_*``."""
+    out = NetworkSettings()
+    keys = {"proxy": "proxy", "cert": "cert", "client-cert": "client_cert", "trusted-host": "trusted_hosts"}
+    for path in _pip_config_files(env):
+        cp = configparser.RawConfigParser()
+        try:
+            # pip.conf is user configuration, not a machine probe: read directly (never under the sysroot)
+            if not cp.read(path, encoding="utf-8"):
+                continue
+        except (configparser.Error, OSError, UnicodeDecodeError):
+            continue
+        for section in ("global", "install"):
+            if not cp.has_section(section):
+                continue
+            for key, attr in keys.items():
+                if cp.has_option(section, key):
+                    _set(out, attr, cp.get(section, key), f"{path} [{section}] {key}")
+    for key, attr in keys.items():
+        var = "PIP_" + key.upper().replace("-", "_")
+        if env.get(var):
+            _set(out, attr, env[var], var)
+    return out
+
+
+def _set(out: NetworkSettings, attr: str, value: str, source: str) -> None:
+    value = value.strip()
+    if attr == "trusted_hosts":
+        out.trusted_hosts = value.split()
+    else:
+        setattr(out, attr, value or None)
+    out.sources[attr] = source
+
+
+# ---------------------------------------------------------------------------- fetching
+
+
+class PageCache:
+    """Index pages on disk with their validators; every failure to read or write is ignored."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = root / "index-pages" if root else None
+
+    def _paths(self, url: str) -> tuple[Path, Path] | None:
+        if self.root is None:
+            return None
+        key = hashlib.sha256(url.encode()).hexdigest()[:32]
+        return self.root / f"{key}.json", self.root / f"{key}.body"
+
+    def get(self, url: str) -> tuple[dict[str, str], bytes] | None:
+        paths = self._paths(url)
+        if paths is None:
+            return None
+        try:
+            meta = json.loads(paths[0].read_text(encoding="utf-8"))
+            body = paths[1].read_bytes()
+        except (OSError, ValueError):
+            return None
+        if not isinstance(meta, dict) or meta.get("url") != url or len(body) != meta.get("size"):
+            return None
+        return meta, body
+
+    def put(self, url: str, headers: Mapping[str, str], final_url: str, body: bytes) -> None:
+        paths = self._paths(url)
+        etag, modified = headers.get("etag"), headers.get("last-modified")
+        if paths is None or not (etag or modified):
+            return
+        meta = {
+            "url": url,
+            "final_url": final_url,
+            "etag": etag,
+            "last_modified": modified,
+            "content_type": headers.get("content-type", ""),
+            "size": len(body),
+            "stored_at": time.time(),
+        }
+        try:
+            paths[0].parent.mkdir(parents=True, exist_ok=True)
+            tmp = paths[1].with_suffix(f".tmp{os.getpid()}")
+            tmp.write_bytes(body)
+            os.replace(tmp, paths[1])
+            paths[0].write_text(json.dumps(meta), encoding="utf-8")
+        except OSError:
+            pass
+
+
+def _ssl_context(settings: NetworkSettings, env: Mapping[str, str]) -> Any:
+    import ssl
+
+    cafile = settings.cert or env.get("SSL_CERT_FILE") or None
+    capath = None if settings.cert else (env.get("SSL_CERT_DIR") or None)
+    try:
+        if cafile or capath:
+            ctx = ssl.create_default_context(cafile=cafile if cafile and os.path.isfile(cafile) else None, capath=capath if capath and os.path.isdir(capath) else None)
+            if cafile and os.path.isdir(cafile):
+                ctx.load_verify_locations(capath=cafile)
+        else:
+            try:
+                import certifi
+
+                ctx = ssl.create_default_context(cafile=certifi.where())
+            except ImportError:
+                ctx = ssl.create_default_context()
+        if settings.client_cert:
+            ctx.load_cert_chain(settings.client_cert)
+    except (OSError, ssl.SSLError) as exc:
+        raise IndexError_(f"the certificate settings cannot be used ({settings.sources.get('cert') or 'SSL_CERT_FILE'}): {exc}.") from None
+    return ctx
+
+
+class IndexClient:
+    """An httpx client with the user's network settings, a deadline per page, a size cap and a page cache."""
+
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_bytes: int = MAX_PAGE_BYTES,
+        cache: PageCache | None = None,
+        transport: Any = None,
+    ) -> None:
+        import httpx
+
+        self.env = dict(os.environ if env is None else env)
+        self.timeout_s = timeout_s
+        self.max_bytes = max_bytes
+        self.cache = cache if cache is not None else PageCache(cache_dir(self.env))
+        self.settings = network_settings(self.env)
+        kwargs: dict[str, Any] = {
+            "timeout": httpx.Timeout(timeout_s),
+            "follow_redirects": True,
+            "max_redirects": MAX_REDIRECTS,
+            "trust_env": True,
+            "verify": _ssl_context(self.settings, self.env),
+            "headers": {"User-Agent": "stackdoctor (index check)"},
+        }
+        if self.settings.proxy:
+            kwargs["proxy"] = self.settings.proxy
+        if transport is not None:
+            kwargs["transport"] = transport
+        self._unverified: httpx.Client | None = None
+        self._kwargs = kwargs
+        self.client = httpx.Client(**kwargs)
+
+    def close(self) -> None:
+        self.client.close()
+        if self._unverified is not None:
+            self._unverified.close()
+
+    def __enter__(self) -> IndexClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _client_for(self, url: str) -> httpx.Client:
+        host = urllib.parse.urlsplit(url).hostname or ""
+        port = urllib.parse.urlsplit(url).port
+        trusted = {h.strip().lower() for h in self.settings.trusted_hosts}
+        if host.lower() in trusted or (port and f"{host}:{port}".lower() in trusted):
+            if self._unverified is None:
+                import httpx
+
+                self._unverified = httpx.Client(**{**self._kwargs, "verify": False})
+            return self._unverified
+        return self.client
+
+    def fetch(self, url: str) -> Page:
+        """GET one index page; every failure is one IndexError_ sentence."""
+        import httpx
+
+        cached = self.cache.get(url)
+        headers = {"Accept": ACCEPT}
+        if cached:
+            meta = cached[0]
+            if meta.get("etag"):
+                headers["If-None-Match"] = meta["etag"]
+            if meta.get("last_modified"):
+                headers["If-Modified-Since"] = meta["last_modified"]
+        deadline = time.monotonic() + self.timeout_s
+        try:
+            with self._client_for(url).stream("GET", url, headers=headers) as resp:
+                if resp.status_code == 304 and cached:
+                    meta, body = cached
+                    return Page(meta.get("final_url") or url, meta.get("content_type") or "", _text(body), from_cache=True)
+                if resp.status_code == 404:
+                    raise IndexError_(f"{url} does not exist (HTTP 404): the index has no such package or variant; check --index-base and --variant.")
+                if resp.status_code >= 400:
+                    raise IndexError_(
+                        f"{url} answered HTTP {resp.status_code} {resp.reason_phrase}".rstrip()
+                        + "; the index is failing: try again later, use a mirror with --index-base, or --offline."
+                    )
+                if resp.status_code != 200:
+                    raise IndexError_(f"{url} answered HTTP {resp.status_code} instead of a package page.")
+                length = resp.headers.get("content-length")
+                if length and length.isdigit() and int(length) > self.max_bytes:
+                    raise IndexError_(_too_large(url, int(length), self.max_bytes))
+                buf = bytearray()
+                for chunk in resp.iter_bytes():
+                    buf += chunk
+                    if len(buf) > self.max_bytes:
+                        raise IndexError_(_too_large(url, None, self.max_bytes))
+                    if time.monotonic() > deadline:
+                        raise IndexError_(_too_slow(url, self.timeout_s))
+                body = bytes(buf)
+                final = str(resp.url)
+                self.cache.put(url, resp.headers, final, body)
+                return Page(final, resp.headers.get("content-type", ""), _text(body))
+        except IndexError_:
+            raise
+        except httpx.TooManyRedirects:
+            raise IndexError_(f"{url} redirects in a loop (more than {MAX_REDIRECTS} redirects); the index or a proxy is misconfigured.") from None
+        except httpx.TimeoutException:
+            raise IndexError_(_too_slow(url, self.timeout_s)) from None
+        except httpx.ProxyError as exc:
+            raise IndexError_(f"the proxy refused the request for {url}: {exc}.") from None
+        except httpx.ConnectError as exc:
+            text = str(exc)
+            if "CERTIFICATE_VERIFY_FAILED" in text or "certificate" in text.lower():
+                raise IndexError_(
+                    f"the TLS certificate of {urllib.parse.urlsplit(url).netloc} is not trusted ({_first(text)}); "
+                    "set SSL_CERT_FILE or pip's `cert` to your CA bundle."
+                ) from None
+            raise IndexError_(f"cannot connect to {urllib.parse.urlsplit(url).netloc} for {url}: {_first(text) or 'connection failed'}; check the network, HTTPS_PROXY, or use --index-base / --offline.") from None
+        except httpx.DecodingError as exc:
+            raise IndexError_(f"{url} sent a body that cannot be decoded ({_first(str(exc))}).") from None
+        except (httpx.HTTPError, httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+            raise IndexError_(f"{url} could not be read: {type(exc).__name__}: {_first(str(exc))}.") from None
+
+
+def _text(body: bytes) -> str:
+    return body.decode("utf-8", errors="replace")
+
+
+def _first(text: str) -> str:
+    return text.strip().splitlines()[0][:200] if text.strip() else ""
+
+
+def _too_large(url: str, length: int | None, cap: int) -> str:
+    size = f"{length // (1024 * 1024)} MiB" if length else f"more than {cap // (1024 * 1024)} MiB"
+    return f"{url} is {size}, larger than any package page should be (limit {cap // (1024 * 1024)} MiB); stopped reading it."
+
+
+def _too_slow(url: str, timeout_s: float) -> str:
+    return f"{url} did not answer in {timeout_s:g} s; the index is unreachable or too slow: use a mirror with --index-base, or --offline."
+
+
+# ---------------------------------------------------------------------------- listing and checking
+
+
+def list_project(client: IndexClient, index_url: str, name: str) -> tuple[str, list[IndexFile]]:
+    """(page URL, files) of one project on an index; a page that lists nothing is an error."""
+    url = project_page_url(index_url, name)
+    page = client.fetch(url)
+    try:
+        files = parse_page(page)
+    except (ValueError, RecursionError):
+        raise IndexError_(f"{url} is not a valid PEP 691 JSON package page.") from None
+    if not files:
+        raise IndexError_(f"{url} is not a package index page (no file links in it); check --index-base.")
+    return url, files
+
+
+def list_find_links(location: str, client: IndexClient | None = None) -> list[IndexFile]:
+    """Files of a ``--find-links`` directory (or an HTML page of links, as pip accepts)."""
+    if location.startswith(("http://", "https://")):
+        if client is None:
+            raise IndexError_(f"--find-links {location} is a URL, which the offline check cannot read.")
+        return parse_simple_html(client.fetch(location).text, location)
+    path = Path(location[7:] if location.startswith("file://") else location).expanduser()
+    try:
+        # the user's own directory, not a probed machine path: read directly
+        names = sorted(os.listdir(path))
+    except FileNotFoundError:
+        raise IndexError_(f"--find-links {location}: no such directory.") from None
+    except NotADirectoryError:
+        raise IndexError_(f"--find-links {location} is not a directory.") from None
+    except OSError as exc:
+        raise IndexError_(f"--find-links {location} cannot be read: {exc.strerror or exc}.") from None
+    return [IndexFile(n, (path / n).resolve().as_uri()) for n in names if n.endswith(".whl")]
+
+
+def verify_plan(
+    plan: Plan,
+    tags: Sequence[str],
+    *,
+    python_version: str | None = None,
+    find_links: str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_bytes: int = MAX_PAGE_BYTES,
+    client: IndexClient | None = None,
+) -> list[WheelMatch]:
+    """Confirm every planned package has a wheel for ``tags``; raise IndexError_ (one sentence) otherwise.
+
+    With ``find_links`` only that location is checked (the install then runs with ``--no-index``).
+    """
+    own = client is None
+    if client is None:
+        client = IndexClient(env, timeout_s=timeout_s, max_bytes=max_bytes)
+    try:
+        matches: list[WheelMatch] = []
+        local: list[IndexFile] | None = None
+        for pkg in plan.packages:
+            want = wanted_version(pkg.version, pkg.variant)
+            if find_links:
+                if local is None:
+                    local = list_find_links(find_links, client)
+                files, where = local, find_links
+            else:
+                index_url = pkg.index_url or plan.index_url or PYPI_SIMPLE
+                where, files = list_project(client, index_url, pkg.name)
+            hit = select_wheel(files, pkg.name, want, tags, python_version=python_version)
+            if hit is None:
+                shown = tags[0] if tags else "any tag"
+                raise IndexError_(
+                    f"{pkg.name} {want} has no wheel for this target ({shown}) on {where}: {describe_offer(files, pkg.name, want)}."
+                )
+            matches.append(WheelMatch(pkg.name, f"{pkg.name}=={want}", hit.filename, hit.url, hit.sha256, where))
+        return matches
+    finally:
+        if own:
+            client.close()
