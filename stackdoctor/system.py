@@ -20,7 +20,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,6 +133,36 @@ class _Capture:
 
     def text(self) -> str:
         return _decode(b"".join(self.chunks))
+
+
+class _TeeCapture(_Capture):
+    """A :class:`_Capture` that also passes each decoded piece to ``sink`` as it arrives."""
+
+    def __init__(self, pipe, cap: int, sink: Callable[[str], None]) -> None:
+        import codecs
+
+        self._sink = sink
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        super().__init__(pipe, cap)
+
+    def _drain(self) -> None:
+        try:
+            while True:
+                chunk = self._pipe.read1(65536) if hasattr(self._pipe, "read1") else self._pipe.read(65536)
+                if not chunk:
+                    break
+                room = self.cap - self.size
+                if room > 0:
+                    self.chunks.append(chunk[:room])
+                    self.size += min(len(chunk), room)
+                if len(chunk) > max(room, 0):
+                    self.truncated = True
+                try:
+                    self._sink(self._decoder.decode(chunk))
+                except Exception:  # a broken sink (closed terminal) must not stop the capture
+                    pass
+        except (OSError, ValueError):
+            pass
 
 
 @dataclass
@@ -306,6 +336,102 @@ class System:
         )
         return self._keep(result, record)
 
+    def run_streaming(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        on_stdout: Callable[[str], None] | None = None,
+        on_stderr: Callable[[str], None] | None = None,
+        env: Mapping[str, str | None] | None = None,
+        grace_s: float = 30.0,
+        max_bytes: int = MAX_CAPTURE_BYTES,
+        record: bool = True,
+    ) -> CommandResult:
+        """Like :meth:`run` (no shell, bounded, never raises), for long actions such as installs.
+
+        Output is passed to ``on_stdout`` / ``on_stderr`` as it arrives and captured too. The child
+        runs in its own session; at the timeout, or when this process gets ``KeyboardInterrupt``
+        (Ctrl-C), the child is asked to stop with SIGINT (pip and uv clean up on it), then killed
+        after ``grace_s``. An interrupted run has ``status == "interrupted"``; the caller decides
+        what to do next (the ``KeyboardInterrupt`` is not re-raised). Not parse-env'd: the user's
+        locale is kept for a tool whose output is shown, not parsed.
+        """
+        argv = tuple(str(a) for a in argv)
+        exe = argv[0]
+        if os.sep not in exe:
+            found = self.which(exe)
+            if found is None:
+                return self._keep(CommandResult(argv, None, "", "", 0.0, "absent", detail="not found on PATH"), record)
+            exe = found
+        child_env = dict(self.env)
+        for key, value in (env or {}).items():
+            if value is None:
+                child_env.pop(key, None)
+            else:
+                child_env[key] = value
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                (exe, *argv[1:]),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=child_env,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except FileNotFoundError:
+            return self._keep(CommandResult(argv, None, "", "", 0.0, "absent", detail="not found"), record)
+        except PermissionError as exc:
+            return self._keep(CommandResult(argv, None, "", "", 0.0, "denied", detail=exc.strerror or "permission denied"), record)
+        except OSError as exc:
+            return self._keep(CommandResult(argv, None, "", "", 0.0, "error", detail=exc.strerror or str(exc)), record)
+        noop: Callable[[str], None] = lambda _t: None  # noqa: E731
+        out = _TeeCapture(proc.stdout, max_bytes, on_stdout or noop)
+        err = _TeeCapture(proc.stderr, max_bytes, on_stderr or noop)
+        interrupted = timed_out = False
+        deadline = start + timeout
+        while True:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                break
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _stop_group(proc, grace_s)
+                break
+            except KeyboardInterrupt:
+                interrupted = True
+                try:
+                    _stop_group(proc, grace_s)
+                except KeyboardInterrupt:  # a second Ctrl-C: stop now
+                    _kill_group(proc)
+                break
+        for cap in (out, err):
+            cap.thread.join(2.0)
+        rc = proc.returncode
+        sig = -rc if rc is not None and rc < 0 else None
+        if interrupted:
+            status, detail = "interrupted", "interrupted by the user"
+        elif timed_out:
+            status, detail = "timeout", f"{timeout:g}"
+        elif sig is not None:
+            status, detail = "error", f"killed by {_signame(sig)}"
+        else:
+            status, detail = "ok", ""
+        result = CommandResult(
+            argv=argv,
+            returncode=rc,
+            stdout=out.text(),
+            stderr=err.text(),
+            duration_s=time.monotonic() - start,
+            status=status,
+            signal=sig,
+            truncated=out.truncated or err.truncated,
+            detail=detail,
+        )
+        return self._keep(result, record)
+
     def _keep(self, result: CommandResult, record: bool) -> CommandResult:
         if record:
             with self._lock:
@@ -318,6 +444,18 @@ def _signame(sig: int) -> str:
         return signal.Signals(sig).name
     except ValueError:
         return f"signal {sig}"
+
+
+def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGINT to the child's process group (a tool's own clean-up path), SIGKILL after ``grace_s``."""
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
