@@ -1,0 +1,364 @@
+"""ROCm probe: parsers on real rocminfo / rocm_agent_enumerator / rocm-smi / amd-smi captures, the
+probe with fake tools replaying them, /dev/kfd permission checked as an unprivileged user."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import stat
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import FIXTURES, real_fixture, write_fake_tool
+from stackdoctor.facts import RocmFacts, to_data
+from stackdoctor.probes import ProbeContext, Target
+from stackdoctor.probes import rocm
+from stackdoctor.system import System
+
+C27 = "c27-amd-navi33-gfx1102-plus-raphael-igpu-hsa-override"
+C30 = "c30-8xmi300x-gfx942-rocm633-rocminfo-sclk"
+DOCKER116 = "r-rocminfo-kfd-permission-denied-rocm-docker-116"
+ALLOC41 = "r-rocminfo-kfd-cannot-allocate-rocminfo-41"
+MI300_4043 = "r-mi300x-container-kfd-invalid-argument-4043"
+AMDSMI157 = "r-amd-smi-version-mi300x-k8s-157"
+
+
+def ctx_for(root: Path | str = "/", env: dict[str, str] | None = None, timeout: float = 5.0) -> ProbeContext:
+    e = {"PATH": os.environ.get("PATH", "")}
+    e.update(env or {})
+    return ProbeContext(system=System(sysroot=str(root), env=e, timeout_s=timeout), target=Target(sys.executable, "self"), timeout_s=timeout)
+
+
+def fixture_path(case: str, name: str) -> str:
+    p = FIXTURES / "real" / case / name
+    assert p.exists(), p
+    return str(p)
+
+
+def dispatch_tool(bindir: Path, name: str, by_arg: dict[str, str]) -> None:
+    """A fake tool printing a recorded file chosen by its first argument ("" = no argument)."""
+    empty = '""'
+    cases = "\n".join(f"  {shlex.quote(arg) if arg else empty}) cat {shlex.quote(path)} ;;" for arg, path in by_arg.items())
+    write_fake_tool(bindir, name, script=f'case "${{1:-}}" in\n{cases}\n  *) echo "unsupported: $1" >&2; exit 2 ;;\nesac\n')
+
+
+def only_cat_bin(tmp_path: Path) -> Path:
+    """A PATH with nothing but ``cat`` (the fake tools' only need), so no real ROCm tool is found."""
+    d = tmp_path / "onlycat"
+    d.mkdir()
+    os.symlink(shutil.which("cat") or "/bin/cat", d / "cat")
+    return d
+
+
+# ---------------------------------------------------------------------------- parsers on real outputs
+
+
+def test_parse_rocm_agent_enumerator_c27_skips_cpu_prompt_and_comment() -> None:
+    assert rocm.parse_rocm_agent_enumerator(real_fixture(C27, "rocm_agent_enumerator.txt")) == ["gfx1102", "gfx1102"]
+
+
+def test_parse_rocminfo_c27_grep_output() -> None:
+    rep = rocm.parse_rocminfo(real_fixture(C27, "rocminfo.txt"))
+    assert [a.name for a in rep.gpus] == ["gfx1102"]  # the ISA "amdgcn-amd-amdhsa--gfx1102" line is not an agent
+    assert rep.module_loaded is None and rep.kfd_error is None
+
+
+def test_parse_rocminfo_c30_mi300x_partial() -> None:
+    rep = rocm.parse_rocminfo(real_fixture(C30, "rocminfo.txt"))
+    (gpu,) = rep.gpus
+    assert gpu.name == "gfx942"
+    assert gpu.marketing_name == "AMD Instinct MI300X"
+    assert gpu.uuid == "GPU-8af705259683161c"
+    assert gpu.device_type == "GPU" and gpu.chip_id == "0x74a1" and gpu.node == 2
+
+
+@pytest.mark.parametrize(
+    "case, error, version",
+    [
+        (DOCKER116, "Unable to open /dev/kfd read-write: Permission denied", None),
+        (ALLOC41, "Unable to open /dev/kfd read-write: Cannot allocate memory", None),
+        (MI300_4043, "Unable to open /dev/kfd read-write: Invalid argument", "6.7.0"),
+    ],
+)
+def test_parse_rocminfo_kfd_failures_real(case: str, error: str, version: str | None) -> None:
+    rep = rocm.parse_rocminfo(real_fixture(case, "rocminfo.txt"))
+    assert rep.module_loaded is True and rep.module_version == version
+    assert rep.kfd_error == error
+    assert rep.agents == []
+
+
+ROCMINFO_SYNTHETIC = """ROCk module is loaded
+=====================
+HSA System Attributes
+=====================
+Runtime Version:         1.1
+Machine Model:           LARGE
+
+==========
+HSA Agents
+==========
+*******
+Agent 1
+*******
+  Name:                    AMD Ryzen 9 7950X 16-Core Processor
+  Uuid:                    CPU-XX
+  Marketing Name:          AMD Ryzen 9 7950X 16-Core Processor
+  Device Type:             CPU
+  Compute Unit:            32
+*******
+Agent 2
+*******
+  Name:                    gfx1100
+  Uuid:                    GPU-2f4b9c3a1e0d7788
+  Marketing Name:          Radeon RX 7900 XTX
+  Node:                    1
+  Device Type:             GPU
+  Chip ID:                 29772(0x744c)
+  Compute Unit:            96
+  ISA Info:
+    ISA 1
+      Name:                    amdgcn-amd-amdhsa--gfx1100
+*******
+Agent 3
+*******
+  Name:                    gfx1036
+  Marketing Name:          AMD Radeon Graphics
+  Device Type:             GPU
+  Compute Unit:            2
+*** Done ***
+"""
+
+
+def test_parse_rocminfo_synthetic_full_layout_skips_cpu() -> None:
+    rep = rocm.parse_rocminfo(ROCMINFO_SYNTHETIC)
+    assert rep.module_loaded is True
+    assert [a.device_type for a in rep.agents] == ["CPU", "GPU", "GPU"]
+    assert [(a.name, a.marketing_name, a.compute_units) for a in rep.gpus] == [
+        ("gfx1100", "Radeon RX 7900 XTX", 96),
+        ("gfx1036", "AMD Radeon Graphics", 2),
+    ]
+    assert rep.gpus[0].chip_id == "0x744c"
+
+
+def test_parse_rocm_smi_showhw_c27() -> None:
+    rows = rocm.parse_rocm_smi_showhw(real_fixture(C27, "rocm-smi-showhw.txt"))
+    assert [(r["GPU"], r["DID"], r["GFX VER"], r["BUS"]) for r in rows] == [
+        ("0", "0x7480", "gfx11002", "0000:03:00.0"),
+        ("1", "0x164e", "gfx1036", "0000:12:00.0"),
+    ]
+    assert rows[0]["VBIOS"] == "113-APM7076OC-100"
+
+
+def test_parse_rocm_smi_kv_showallinfo_real() -> None:
+    kv = rocm.parse_rocm_smi_kv(real_fixture(MI300_4043, "rocm-smi-showallinfo.txt"))
+    assert kv == {0: {"Device Name": "AMD Instinct MI300X OAM", "Device ID": "0x74a1"}}
+
+
+def test_parse_amd_smi_version_real() -> None:
+    v = rocm.parse_amd_smi_version(real_fixture(AMDSMI157, "amd-smi-version.txt"))
+    assert v["ROCm version"] == "6.4.0" and v["AMDSMI Tool"] == "25.3.0+ede62f2" and v["amd_hsmp version"] == "N/A"
+
+
+def test_parse_amd_smi_list_synthetic() -> None:
+    text = "GPU: 0\n    BDF: 0000:05:00.0\n    UUID: abff74a1-0000-1000-80d1-3c23a9580558\n\nGPU: 1\n    BDF: 0000:26:00.0\n"
+    assert rocm.parse_amd_smi_list(text) == {
+        0: {"BDF": "0000:05:00.0", "UUID": "abff74a1-0000-1000-80d1-3c23a9580558"},
+        1: {"BDF": "0000:26:00.0"},
+    }
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [("gfx11002", "gfx1102"), ("gfx9010", "gfx90a"), ("gfx1036", "gfx1036"), ("gfx942", "gfx942"), (None, None)],
+)
+def test_normalise_smi_gfx(value: str | None, expected: str | None) -> None:
+    assert rocm.normalise_smi_gfx(value) == expected
+
+
+def test_version_parsers() -> None:
+    assert rocm.parse_rocm_version_file("6.3.3-74\n") == "6.3.3"
+    assert rocm.parse_rocm_version_file("garbage") is None
+    assert rocm.parse_hipconfig_version("6.3.42134-a9a80e791") == "6.3.42134"
+    assert rocm.parse_hipconfig_version("") is None
+
+
+def test_apu_table() -> None:
+    assert rocm.is_apu_gfx("gfx1036") and rocm.is_apu_gfx("gfx90c") and rocm.is_apu_gfx("gfx1151")
+    assert not rocm.is_apu_gfx("gfx1100") and not rocm.is_apu_gfx("gfx942") and not rocm.is_apu_gfx(None)
+    assert all(src for src in rocm.APU_GFX.values())
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text())
+def test_rocm_parsers_never_raise(text: str) -> None:
+    rocm.parse_rocminfo(text)
+    rocm.parse_rocm_agent_enumerator(text)
+    rocm.parse_rocm_smi_showhw(text)
+    rocm.parse_rocm_smi_kv(text)
+    rocm.parse_amd_smi_list(text)
+    rocm.parse_amd_smi_version(text)
+    rocm.parse_rocm_version_file(text)
+    rocm.parse_hipconfig_version(text)
+    rocm.normalise_smi_gfx(text)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["Agent 1", "*******", "  Name:   gfx90a", "  Device Type: GPU", "  Compute Unit: x", "GPU[0] : a: b", "GPU  DID  BUS", "0 1 2"]), max_size=20))
+def test_rocm_parsers_never_raise_on_structured_junk(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    rocm.parse_rocminfo(text)
+    rocm.parse_rocm_smi_showhw(text)
+    rocm.parse_rocm_smi_kv(text)
+
+
+# ---------------------------------------------------------------------------- probe with fake tools
+
+
+def test_probe_c27_replay_dgpu_plus_igpu(fake_bin, tmp_path: Path) -> None:
+    fake_bin("rocm_agent_enumerator", real_fixture(C27, "rocm_agent_enumerator.txt"))
+    fake_bin("rocminfo", real_fixture(C27, "rocminfo.txt"))
+    dispatch_tool(fake_bin.dir, "rocm-smi", {"--showhw": fixture_path(C27, "rocm-smi-showhw.txt")})
+    root = tmp_path / "synthetic-empty-root"
+    root.mkdir()
+    out = rocm.probe(ctx_for(root, {"HSA_OVERRIDE_GFX_VERSION": "11.0.0", "HIP_VISIBLE_DEVICES": "0"}))
+    f = out.facts["rocm"]
+    assert isinstance(f, RocmFacts) and out.status == "ok"
+    assert len(f.gpus) == 2
+    dgpu, igpu = f.gpus
+    assert (dgpu.gfx, dgpu.device_id, dgpu.bus_id, dgpu.smi_gfx_version, dgpu.integrated) == (
+        "gfx1102", "0x7480", "0000:03:00.0", "gfx11002", False,
+    )
+    assert (igpu.device_id, igpu.bus_id, igpu.smi_gfx_version, igpu.integrated) == ("0x164e", "0000:12:00.0", "gfx1036", True)
+    assert f.hsa_override_gfx_version == "11.0.0" and f.hip_visible_devices == "0" and f.rocr_visible_devices is None
+    assert f.sources["hsa_override_gfx_version"] == "env:HSA_OVERRIDE_GFX_VERSION"
+    assert f.sources["gpus"] == "rocminfo"
+    # rocm-smi --showproductname is answered "unsupported" by the fake: a fact, not a crash.
+    assert "exited with code 2" in f.tool_errors["rocm-smi --showproductname"]
+    assert f.kfd_present is False and f.amdgpu_loaded is False
+
+
+def test_probe_c30_tools_under_sysroot_opt_rocm(tmp_path: Path, monkeypatch) -> None:
+    """Synthetic root: rocminfo found in <sysroot>/opt/rocm/bin (not on PATH), version file, /dev/kfd, amdgpu loaded."""
+    root = tmp_path / "synthetic-mi300x"
+    write_fake_tool(root / "opt/rocm/bin", "rocminfo", real_fixture(C30, "rocminfo.txt"))
+    (root / "opt/rocm/.info").mkdir(parents=True)
+    (root / "opt/rocm/.info/version").write_text("6.3.3-74\n")  # synthetic content
+    (root / "dev").mkdir()
+    (root / "dev/kfd").write_text("")
+    (root / "sys/module/amdgpu").mkdir(parents=True)
+    f = rocm.probe(ctx_for(root, {"PATH": str(only_cat_bin(tmp_path))})).facts["rocm"]
+    assert f.version == "6.3.3" and f.sources["version"] == "file:/opt/rocm/.info/version"
+    assert [(g.gfx, g.name, g.uuid, g.integrated) for g in f.gpus] == [("gfx942", "AMD Instinct MI300X", "GPU-8af705259683161c", False)]
+    assert f.kfd_present is True and f.kfd_accessible is True and f.kfd_error is None
+    assert f.amdgpu_loaded is True
+
+
+def test_probe_kfd_error_from_rocminfo_and_amd_smi_version(fake_bin, tmp_path: Path) -> None:
+    fake_bin("rocminfo", real_fixture(DOCKER116, "rocminfo.txt"), rc=1)
+    dispatch_tool(fake_bin.dir, "amd-smi", {"version": fixture_path(AMDSMI157, "amd-smi-version.txt")})
+    root = tmp_path / "synthetic-container"
+    root.mkdir()
+    f = rocm.probe(ctx_for(root)).facts["rocm"]
+    assert f.kfd_error == "Unable to open /dev/kfd read-write: Permission denied"
+    assert f.sources["kfd_error"] == "rocminfo"
+    assert f.version == "6.4.0" and f.sources["version"] == "amd-smi version"
+    assert f.gpus == []
+    assert "rocminfo" in f.tool_errors
+    assert "amd-smi list" in f.tool_errors  # the fake answers only "version"
+
+
+def test_probe_hung_tool_is_bounded(fake_bin, tmp_path: Path) -> None:
+    fake_bin("rocminfo", script="echo 'ROCk module is loaded'\nexec sleep 60\n")
+    fake_bin("rocm_agent_enumerator", script="exec sleep 60\n")
+    root = tmp_path / "synthetic-hang"
+    root.mkdir()
+    start = time.monotonic()
+    f = rocm.probe(ctx_for(root, timeout=1.0)).facts["rocm"]
+    elapsed = time.monotonic() - start
+    assert elapsed < 10, elapsed  # generous bound: both hung tools run concurrently and are killed at 1 s
+    assert f.tool_errors["rocminfo"] == "rocminfo did not answer in 1 s"
+    assert f.tool_errors["rocm_agent_enumerator"] == "rocm_agent_enumerator did not answer in 1 s"
+
+
+def test_probe_no_rocm_at_all(tmp_path: Path) -> None:
+    empty = tmp_path / "emptybin"
+    empty.mkdir()
+    f = rocm.probe(ctx_for(tmp_path, {"PATH": str(empty)})).facts["rocm"]
+    assert f.version is None and f.gpus == [] and f.tool_errors == {}
+    assert f.kfd_present is False and f.kfd_accessible is None
+
+
+def test_probe_kfd_permission_denied_as_unprivileged_user() -> None:
+    """/dev/kfd (mode 600, root) under a synthetic root, probed by a forked child running as nobody."""
+    if not hasattr(os, "fork") or os.geteuid() != 0:
+        pytest.skip("needs root to drop to an unprivileged user")
+    base = Path(tempfile.mkdtemp(prefix="sd-kfd-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        root = base / "synthetic-kfd-root"
+        (root / "dev").mkdir(parents=True)
+        (root / "bin").mkdir()
+        kfd = root / "dev/kfd"
+        kfd.write_text("")
+        os.chmod(kfd, 0o600)
+        for d in (root, root / "dev", root / "bin"):
+            os.chmod(d, 0o755)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child
+            code = 0
+            try:
+                os.close(r)
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+                f = rocm.gather(ctx_for(root, {"PATH": str(root / "bin")}))
+                os.write(w, json.dumps(to_data(f)).encode())
+            except BaseException as exc:  # report, never fall back into pytest in the child
+                os.write(w, json.dumps({"child_error": repr(exc)}).encode())
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(w)
+        chunks = []
+        while True:
+            chunk = os.read(r, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(r)
+        os.waitpid(pid, 0)
+        data = json.loads(b"".join(chunks) or b"{}")
+        if "child_error" in data:
+            pytest.skip(f"could not run as an unprivileged user: {data['child_error']}")
+        assert data["kfd_present"] is True
+        assert data["kfd_accessible"] is False
+        assert data["kfd_error"] == "Unable to open /dev/kfd read-write: Permission denied"
+        assert data["sources"]["kfd_error"] == "open(/dev/kfd, O_RDWR)"
+        # The same tree as root: accessible (root bypasses the mode), so the child's answer came from its uid.
+        as_root = rocm.gather(ctx_for(root, {"PATH": str(root / "bin")}))
+        assert as_root.kfd_accessible is True and as_root.kfd_error is None
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_probe_c27_tool_outputs_are_not_mutated_by_stderr_noise(fake_bin, tmp_path: Path) -> None:
+    """rocminfo's diagnostics may go to stderr; the kfd line is found there too."""
+    fake_bin("rocminfo", stdout="ROCk module is loaded\n", stderr="Unable to open /dev/kfd read-write: Invalid argument\n", rc=1)
+    root = tmp_path / "synthetic-stderr"
+    root.mkdir()
+    f = rocm.probe(ctx_for(root)).facts["rocm"]
+    assert f.kfd_error == "Unable to open /dev/kfd read-write: Invalid argument"
+
+
+def test_fake_tool_is_executable(fake_bin) -> None:
+    tool = fake_bin("rocminfo", "x")
+    assert tool.stat().st_mode & stat.S_IXUSR
