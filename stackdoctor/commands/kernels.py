@@ -1,0 +1,291 @@
+"""``stackdoctor kernels``: run real kernels (matmul, conv, compile) and allreduce in the target.
+
+    stackdoctor kernels [matmul|conv|compile|allreduce ...] [--device D] [--json]
+    stackdoctor kernels allreduce --nproc 3                       # ranks on this host
+    stackdoctor kernels allreduce --rank 0 --world-size 2 --master-addr A --master-port P --iface IF
+    torchrun --nproc-per-node 2 -m stackdoctor kernels allreduce  # RANK/WORLD_SIZE/... from the launcher
+
+Exit code: 1 when a finding fails (wrong numbers, a crash, a timeout, busbw under
+``--min-busbw``), else 0. ``--json`` prints one ``stackdoctor.kernels/1`` document.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from typing import Annotated, Any, Optional
+
+import typer
+
+from stackdoctor.errors import ExitCode, UsageError
+
+KERNEL_NAMES = ("matmul", "conv", "compile", "allreduce")
+
+
+def parse_size(text: str) -> int:
+    """Bytes from ``8``, ``64K``, ``256M``, ``1G`` (binary multiples, like nccl-tests' -b/-e)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)(?:i?B)?\s*", str(text))
+    if not m:
+        raise UsageError(f"{text!r} is not a size (try 8, 64K, 256M).")
+    return int(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
+
+
+def _launcher_env(env: Any) -> bool:
+    return "RANK" in env and "WORLD_SIZE" in env
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("kernels")
+    def kernels(
+        which: Annotated[Optional[list[str]], typer.Argument(help="matmul | conv | compile | allreduce (default: matmul conv compile).")] = None,
+        device: Annotated[Optional[list[str]], typer.Option("--device", help="cpu, cuda:0, mps, xpu:0 (repeatable; default: every device).")] = None,
+        json_: Annotated[bool, typer.Option("--json", help="Print one stackdoctor.kernels/1 JSON document.")] = False,
+        python: Annotated[Optional[str], typer.Option("--python", help="Target interpreter (default: active venv, conda env, or this Python).")] = None,
+        timeout: Annotated[float, typer.Option("--timeout", help="Seconds the kernel process (or a peer to join) may take.", min=0.1)] = 300.0,
+        sizes: Annotated[Optional[str], typer.Option("--sizes", help="Matmul sizes N (N x N x N), comma-separated.")] = None,
+        nproc: Annotated[Optional[int], typer.Option("--nproc", help="allreduce: spawn N ranks on this host.", min=1)] = None,
+        rank: Annotated[Optional[int], typer.Option("--rank", help="allreduce across hosts: this host's rank.", min=0)] = None,
+        world_size: Annotated[Optional[int], typer.Option("--world-size", help="allreduce across hosts: number of ranks.", min=1)] = None,
+        master_addr: Annotated[Optional[str], typer.Option("--master-addr", help="Address of rank 0.")] = None,
+        master_port: Annotated[Optional[int], typer.Option("--master-port", help="Port of rank 0's rendezvous store.")] = None,
+        iface: Annotated[Optional[str], typer.Option("--iface", help="Network interface (sets GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME).")] = None,
+        backend: Annotated[str, typer.Option("--backend", help="auto | gloo | nccl | xccl | tccl")] = "auto",
+        min_bytes: Annotated[str, typer.Option("--min-bytes", help="Smallest allreduce message (8, 64K, 1M).")] = "8",
+        max_bytes: Annotated[str, typer.Option("--max-bytes", help="Largest allreduce message.")] = "256M",
+        iters: Annotated[int, typer.Option("--iters", help="Timed allreduce calls per size (at most).", min=1)] = 20,
+        min_busbw: Annotated[Optional[str], typer.Option("--min-busbw", help="Fail below this busbw: 20, 20GB/s or 160Gb/s.")] = None,
+        over: Annotated[Optional[str], typer.Option("--over", help="thunderbolt: bind allreduce to the Thunderbolt interface.")] = None,
+    ) -> int:
+        """Run real kernels and collectives in the target interpreter and check their numbers."""
+        from stackdoctor.kernels import (
+            AllreduceOptions,
+            annotate_peaks,
+            kernel_findings,
+            parse_bandwidth,
+            run_allreduce_local,
+            run_allreduce_rank,
+            run_kernels,
+        )
+        from stackdoctor.engine import select_target
+        from stackdoctor.facts import KernelFacts
+        from stackdoctor.system import System
+
+        names = [n.strip() for w in which or [] for n in w.split(",") if n.strip()]
+        for n in names:
+            if n not in KERNEL_NAMES:
+                raise UsageError(f"unknown kernel {n!r}; choose from {', '.join(KERNEL_NAMES)}.")
+        env = os.environ
+        wants_ar = "allreduce" in names or nproc is not None or rank is not None or over is not None or (not names and _launcher_env(env))
+        compute = [n for n in names if n != "allreduce"] or ([] if names or wants_ar else ["matmul", "conv", "compile"])
+        gate = None
+        if min_busbw is not None:
+            try:
+                gate = parse_bandwidth(min_busbw)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+        if over is not None and over != "thunderbolt":
+            raise UsageError(f"unknown --over {over!r}; only 'thunderbolt' is known.")
+        size_list: list[int] = []
+        if sizes:
+            try:
+                size_list = [int(s) for s in sizes.split(",") if s.strip()]
+            except ValueError:
+                raise UsageError(f"--sizes {sizes!r}: expected comma-separated integers.") from None
+        lo, hi = parse_size(min_bytes), parse_size(max_bytes)
+        if lo > hi:
+            raise UsageError(f"--min-bytes {min_bytes} is larger than --max-bytes {max_bytes}.")
+
+        system = System.from_env()
+        target = select_target(python, env)
+        hook = env.get("STACKDOCTOR_TEST_HOOK")
+        kf = KernelFacts(ran=False, mode="full")
+        status = _Status(enabled=not json_)
+
+        if compute:
+            with status(f"running {', '.join(compute)} in {target.python}…"):
+                kf = run_kernels(system, target.python, kernels=compute, devices=device or [], sizes=size_list, timeout_s=timeout, hook=hook)
+            if any(r.device.startswith("cuda") for r in kf.results):
+                annotate_peaks(kf, _nvidia_facts(system, target), _matrix())
+
+        if wants_ar:
+            link_gbps = None
+            iface_reason = None
+            if over == "thunderbolt" and iface is None:
+                iface, link_gbps, iface_reason = _thunderbolt_iface(system, target)
+                if iface is None:
+                    raise UsageError(f"--over thunderbolt: {iface_reason}")
+            ar_dev = None
+            for d in device or []:
+                ar_dev = d.split(":")[0]
+            opts = AllreduceOptions(min_bytes=lo, max_bytes=hi, iters=iters, timeout_s=min(timeout, 600.0), backend=backend, device=ar_dev, iface=iface)
+            r = rank if rank is not None else (int(env["RANK"]) if _launcher_env(env) and nproc is None else None)
+            with status("running allreduce…"):
+                if r is not None:
+                    ws = world_size or int(env.get("WORLD_SIZE", 0) or 0)
+                    if not ws:
+                        raise UsageError("--rank needs --world-size (or WORLD_SIZE from the launcher).")
+                    addr = master_addr or env.get("MASTER_ADDR")
+                    port = master_port or int(env.get("MASTER_PORT", 0) or 0) or 29500
+                    if not addr:
+                        raise UsageError("--rank needs --master-addr (or MASTER_ADDR from the launcher).")
+                    lr = int(env["LOCAL_RANK"]) if "LOCAL_RANK" in env else None
+                    ar = run_allreduce_rank(system, target.python, rank=r, world_size=ws, master_addr=addr, master_port=port, opts=opts, local_rank=lr, hook=hook)
+                else:
+                    ar = run_allreduce_local(system, target.python, nproc or 2, opts, master_port=master_port, hook=hook)
+            summary = ar.allreduce or {}
+            if link_gbps:
+                summary["link_rate_gbps"] = link_gbps
+                if summary.get("max_busbw_gbs") is not None:
+                    summary["percent_of_link"] = round(100.0 * summary["max_busbw_gbs"] * 8 / link_gbps, 1)
+            if iface_reason:
+                summary["iface_reason"] = iface_reason
+            kf.ran = kf.ran or ar.ran
+            kf.results.extend(ar.results)
+            kf.allreduce = summary
+            if ar.signal and not kf.signal:
+                kf.signal = ar.signal
+
+        findings = kernel_findings(kf, min_busbw_gbs=gate)
+        if json_:
+            _print_json(kf, findings, target.python)
+        else:
+            _render(kf, findings)
+        return ExitCode.FAILED if any(f.severity == "fail" for f in findings) else ExitCode.OK
+
+
+class _Status:
+    """A spinner on stderr while a child runs (only on a terminal, never with --json)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+
+    def __call__(self, text: str) -> Any:
+        import contextlib
+
+        if not self.enabled:
+            return contextlib.nullcontext()
+        from rich.console import Console
+
+        return Console(stderr=True).status(text, spinner="dots")
+
+
+def _nvidia_facts(system: Any, target: Any) -> Any:
+    try:
+        from stackdoctor.engine import run_probes
+        from stackdoctor.probes import ProbeContext
+
+        return run_probes(ProbeContext(system=system, target=target, use_nvml=not system.moved), only=["nvidia"]).facts
+    except Exception:
+        return None
+
+
+def _matrix() -> Any:
+    try:
+        from stackdoctor.matrix import load_matrix
+
+        return load_matrix()
+    except Exception:
+        return None
+
+
+def _thunderbolt_iface(system: Any, target: Any) -> tuple[str | None, float | None, str]:
+    """(interface, link rate Gb/s, why) from the Thunderbolt probe."""
+    try:
+        from stackdoctor.probes import ProbeContext
+        from stackdoctor.probes.thunderbolt import choose_thunderbolt_interface, probe
+
+        out = probe(ProbeContext(system=system, target=target))
+        tb = out.facts.get("thunderbolt")
+    except Exception as exc:
+        return None, None, f"the Thunderbolt probe is not available ({type(exc).__name__}: {exc})."
+    if tb is None:
+        return None, None, "the Thunderbolt probe found nothing."
+    choice = choose_thunderbolt_interface(tb)
+    if choice is None:
+        return None, None, "no Thunderbolt network interface is up with an address (connect the cable; on macOS enable the Thunderbolt Bridge or give enX an address)."
+    rate: float | None = None
+    if choice.speed_mbps:
+        rate = choice.speed_mbps / 1000.0
+    port_name = getattr(choice, "tb_port", None)
+    for p in tb.ports:
+        if (port_name and p.name == port_name) or (p.peer and rate is None and p.link_speed_gbps):
+            rate = p.link_speed_gbps or rate
+            if port_name:
+                break
+    return choice.name, rate, f"{choice.name} ({choice.kind})" + (f", link {rate:g} Gb/s" if rate else "")
+
+
+def _print_json(kf: Any, findings: list[Any], python: str) -> None:
+    from stackdoctor import __version__
+    from stackdoctor.facts import to_data
+    from stackdoctor.kernels import KERNELS_SCHEMA
+
+    doc = {"schema": KERNELS_SCHEMA, "stackdoctor_version": __version__, "target": python, **to_data(kf), "findings": to_data(findings)}
+    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+
+
+def _render(kf: Any, findings: list[Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from stackdoctor.kernels import format_busbw_chart, format_size
+
+    console = Console(highlight=False, soft_wrap=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, soft_wrap=False, width=160)
+    compute = [r for r in kf.results if r.kernel != "allreduce"]
+    if compute:
+        t = Table(title="kernels", title_justify="left", show_edge=False, pad_edge=False)
+        for col, just in (("kernel", "left"), ("device", "left"), ("dtype", "left"), ("size", "left"), ("result", "left"),
+                          ("max err", "right"), ("time", "right"), ("TFLOP/s", "right"), ("% peak", "right")):
+            t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+        for r in compute:
+            t.add_row(
+                r.kernel, r.device, r.dtype or "", r.size or "",
+                Text("ok", style="green") if r.ok else Text(r.error or "wrong", style="red"),
+                f"{r.max_error:.1e}" if r.max_error is not None else "",
+                f"{r.time_s * 1e3:.3f} ms" if r.time_s else "",
+                f"{r.tflops:.3f}" if r.tflops is not None else "",
+                f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else "",
+            )
+        console.print(t)
+    ar = kf.allreduce
+    if ar:
+        head = f"allreduce: {ar.get('backend') or '?'} on {ar.get('device') or '?'}, {ar.get('world_size')} ranks"
+        if ar.get("iface"):
+            head += f", interface {ar['iface']}"
+        console.print(Text(head, style="bold"))
+        if ar.get("backend_reason"):
+            console.print(Text(f"  backend: {ar['backend_reason']}"))
+        rows = ar.get("rows") or []
+        if rows:
+            t = Table(show_edge=False, pad_edge=False)
+            for col in ("size", "count", "oop time(us)", "algbw", "busbw", "#wrong", "ip time(us)", "algbw", "busbw", "#wrong"):
+                t.add_column(col, justify="right", no_wrap=True)
+            for row in rows:
+                o, i = row["oop"], row["ip"]
+                t.add_row(format_size(row["bytes"]), str(row["count"]),
+                          f"{o['time_us']:.1f}", f"{o['algbw']:.3f}", f"{o['busbw']:.3f}", str(o["wrong"]),
+                          f"{i['time_us']:.1f}", f"{i['algbw']:.3f}", f"{i['busbw']:.3f}", str(i["wrong"]))
+            console.print(t)
+            console.print(Text("busbw (GB/s) by size, in-place:"))
+            for line in format_busbw_chart(rows, width=30):
+                console.print(Text(line))
+            if ar.get("avg_busbw_gbs") is not None:
+                extra = f" ({ar['percent_of_link']}% of the {ar['link_rate_gbps']:g} Gb/s link)" if ar.get("percent_of_link") is not None else ""
+                console.print(Text(f"# Avg bus bandwidth : {ar['avg_busbw_gbs']:.3f} GB/s; max {ar['max_busbw_gbs']:.3f} GB/s{extra}"))
+    if kf.error:
+        console.print(Text(f"kernel process: {kf.error}", style="red"))
+    if findings:
+        for f in findings:
+            style = {"fail": "red", "warn": "yellow"}.get(f.severity, "green")
+            console.print(Text(f"[{f.severity}] {f.code}: {f.title}", style=style))
+            if f.detail:
+                console.print(Text("    " + f.detail.replace("\n", "\n    ")))
+            if f.fix:
+                console.print(Text(f"    fix: {f.fix}"))
+    elif kf.results:
+        console.print(Text("all results ok", style="green"))
