@@ -1,0 +1,1057 @@
+"""The compatibility matrix: which torch builds exist, what they run on, and where each fact came from.
+
+The data lives in ``compat_matrix/*.yaml`` (shipped as the package ``stackdoctor.compat_matrix``;
+schema in ``compat_matrix/SCHEMA.md``). :func:`load_matrix` reads the embedded files, then layers
+user files over them (``--matrix FILE`` / ``STACKDOCTOR_MATRIX``): a user release or variant row
+replaces the embedded one with the same version / name, or adds a new one.
+
+Loading is strict: a malformed or invalid file raises :class:`~stackdoctor.errors.MatrixError` with
+one sentence naming the file, the line and the field. Only ``yaml.safe_load`` semantics are used,
+with a cap on document size and on alias resolutions (no "billion laughs").
+
+Everything else here is pure: :func:`arch_runs`, :func:`gfx_supported`, :func:`driver_meets`,
+:func:`variant_from_version` and the :class:`Matrix` look-ups do no I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from stackdoctor.errors import MatrixError
+
+__all__ = [
+    "CudaRow",
+    "JetsonRow",
+    "Matrix",
+    "Release",
+    "Variant",
+    "arch_runs",
+    "arch_match",
+    "driver_meets",
+    "gfx_supported",
+    "load_matrix",
+    "parse_platform",
+    "variant_from_version",
+    "variant_kind",
+    "MAX_DOCUMENT_BYTES",
+    "MAX_ALIASES",
+]
+
+SCHEMA = "stackdoctor.matrix/1"
+MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
+MAX_ALIASES = 200
+VARIANT_KINDS = ("cpu", "cuda", "rocm", "xpu")
+PYPI_INDEX = "https://pypi.org/simple"
+
+_VARIANT_RE = re.compile(r"^(?:(?P<cpu>cpu)|cu(?P<cu>\d{2,3})|rocm(?P<rocm>\d+\.\d+(?:\.\d+)?)|(?P<xpu>xpu))$")
+_ARCH_RE = re.compile(r"^(?P<kind>sm|compute)_(?P<num>\d{2,3})(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
+_GFX_RE = re.compile(r"^gfx[0-9a-f]{3,4}$")
+_PY_RE = re.compile(r"^3\.\d{1,2}t?$")
+_DRIVER_RE = re.compile(r"^\d+(?:\.\d+){0,3}$")
+
+
+# ---------------------------------------------------------------------------- types
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One build of one release on download.pytorch.org (``whl/<name>``)."""
+
+    name: str  # "cu126" | "cpu" | "rocm6.4" | "xpu"
+    kind: str  # "cpu" | "cuda" | "rocm" | "xpu"
+    cuda: str | None = None  # "12.6"
+    rocm: str | None = None  # "6.4"
+    platforms: tuple[str, ...] = ()  # compatibility platform tags: "manylinux_2_28_x86_64", "win_amd64", ...
+    pythons: tuple[str, ...] = ()  # "3.10" ... "3.14t"
+    arch_list: tuple[str, ...] = ()  # Linux x86_64 list, torch.cuda.get_arch_list() notation: "sm_90", "compute_120"
+    gfx: tuple[str, ...] = ()
+    source: str = ""
+    unknown: tuple[str, ...] = ()  # facts about this variant the matrix does not know (never guessed)
+    derived_from: str | None = None
+    arch_by_platform: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+    line: int | None = field(default=None, compare=False, hash=False)
+
+    def arch_for(self, platform: str | None) -> tuple[str, ...]:
+        """The arch list of the wheel for ``platform`` (a compatibility tag or a bare arch/OS family)."""
+        if platform:
+            if platform in self.arch_by_platform:
+                return self.arch_by_platform[platform]
+            fam = parse_platform(platform)
+            for tag, archs in self.arch_by_platform.items():
+                other = parse_platform(tag)
+                if other[0] == fam[0] and other[1] == fam[1]:
+                    return archs
+        return self.arch_list
+
+    def arch_known_for(self, platform: str | None) -> bool:
+        """False when the list for ``platform`` is only the Linux x86_64 list standing in (an unknown)."""
+        if not platform:
+            return True
+        fam = parse_platform(platform)
+        if fam[0] == "linux" and fam[1] == "x86_64":
+            return True
+        if any(parse_platform(t)[:2] == fam[:2] for t in self.arch_by_platform):
+            return True
+        return False
+
+
+@dataclass(frozen=True)
+class PatchRow:
+    version: Version
+    torchvision: str | None = None
+    torchaudio: str | None = None
+    triton: str | None = None
+
+
+@dataclass(frozen=True)
+class Release:
+    version: Version
+    variants: tuple[Variant, ...] = ()
+    torchvision: str | None = None
+    torchaudio: str | None = None
+    triton: str | None = None
+    min_macos: str | None = None  # the wheel's macOS floor ("11.0", "14.0")
+    mps_min_macos: str | None = None  # MPS needs at least this macOS (may be stricter than the wheel)
+    manylinux_glibc: str | None = None  # baseline glibc of plain ``linux_*`` wheels of this release
+    pythons: tuple[str, ...] = ()
+    torch_only_pythons: tuple[str, ...] = ()  # Pythons with torch wheels but no torchvision/torchaudio
+    released: str | None = None
+    source: str = ""
+    derived_from: str | None = None
+    unknown: tuple[str, ...] = ()
+    patches: tuple[PatchRow, ...] = ()  # older patch releases of the same minor (their pairings)
+    line: int | None = field(default=None, compare=False, hash=False)
+
+    @property
+    def minor(self) -> tuple[int, int]:
+        return (self.version.major, self.version.minor)
+
+    def variant(self, name: str) -> Variant | None:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        return None
+
+    @property
+    def versions(self) -> tuple[Version, ...]:
+        """This release's version and its known older patch versions, newest first."""
+        return (self.version, *sorted((p.version for p in self.patches), reverse=True))
+
+
+@dataclass(frozen=True)
+class CudaRow:
+    version: str  # "12.6"
+    min_driver_linux: str | None  # toolkit (Table 3) minimum; None: unknown
+    min_driver_windows: str | None
+    minor_compat_floor_linux: str | None  # minor-version-compatibility floor of the major
+    minor_compat_floor_windows: str | None
+    source: str = ""
+    derived_from: str | None = None
+    unknown: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class JetsonRow:
+    jetpack: str  # JetPack major: "6"
+    l4t: tuple[str, ...]  # L4T release prefixes this row covers: ("36.4",)
+    cuda: str | None  # JetPack's CUDA: "12.6"
+    variant: str | None  # plan variant name: "jetson-jp6-cu126"; None: no index known
+    index_url: str | None
+    torch: tuple[str, ...] = ()  # torch versions known on that index, newest first
+    pythons: tuple[str, ...] = ()
+    gpu_cc: tuple[str, ...] = ()
+    use_pytorch_index: bool = False  # the regular download.pytorch.org aarch64 builds serve this JetPack
+    note: str | None = None
+    source: str = ""
+    unknown: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    name: str
+    cc: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Peak:
+    gpu: str
+    fp32: float | None
+    bf16: float | None
+    fp16: float | None
+    source: str
+
+
+@dataclass(frozen=True)
+class RocmOverride:
+    gfx: str
+    value: str  # HSA_OVERRIDE_GFX_VERSION value: "10.3.0"
+    as_gfx: str  # the gfx target the override makes it load: "gfx1030"
+    source: str
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Matrix:
+    releases: tuple[Release, ...]  # newest first
+    cuda_versions: dict[str, CudaRow] = field(default_factory=dict, hash=False)
+    gpus: dict[str, str] = field(default_factory=dict, hash=False)  # normalised name -> cc
+    gpu_rows: tuple[GpuRow, ...] = ()
+    rocm_overrides: dict[str, RocmOverride] = field(default_factory=dict, hash=False)
+    jetson: tuple[JetsonRow, ...] = ()
+    peaks: dict[str, Peak] = field(default_factory=dict, hash=False)
+    files: tuple[str, ...] = ()
+
+    # ------------------------------------------------------------------ look-ups
+
+    def release(self, version: str | Version) -> Release | None:
+        """The release row for ``version`` ("2.9.0" gives 2.9.1's row with 2.9.0's pairings); local suffix ignored."""
+        try:
+            v = version if isinstance(version, Version) else Version(str(version).split("+", 1)[0])
+        except InvalidVersion:
+            return None
+        for r in self.releases:
+            if r.version == v:
+                return r
+            for p in r.patches:
+                if p.version == v:
+                    return dataclasses.replace(
+                        r,
+                        version=p.version,
+                        torchvision=p.torchvision,
+                        torchaudio=p.torchaudio,
+                        triton=p.triton,
+                        patches=(),
+                    )
+        # "2.9" means the newest patch of 2.9
+        parts = str(version).split("+", 1)[0].split(".")
+        if len(parts) == 2:
+            for r in self.releases:
+                if r.minor == (v.major, v.minor):
+                    return r
+        return None
+
+    def variant(self, torch_version: str | Version, variant_name: str) -> Variant | None:
+        r = self.release(torch_version)
+        return r.variant(variant_name) if r else None
+
+    def paired(self, torch_version: str | Version) -> tuple[str | None, str | None]:
+        """(torchvision, torchaudio) versions paired with ``torch_version``; None where unknown."""
+        r = self.release(torch_version)
+        return (r.torchvision, r.torchaudio) if r else (None, None)
+
+    def gpu_compute_capability(self, name: str | None) -> str | None:
+        """Compute capability of a GPU by its marketing name ("NVIDIA GeForce RTX 4090" -> "8.9"), or None."""
+        if not name:
+            return None
+        key = normalise_gpu_name(name)
+        if not key:
+            return None
+        if key in self.gpus:
+            return self.gpus[key]
+        best: str | None = None
+        for k in self.gpus:
+            if key.startswith(k) and (len(key) == len(k) or key[len(k)] in " -_/(") and (best is None or len(k) > len(best)):
+                best = k
+        return self.gpus[best] if best else None
+
+    def cuda_row(self, cuda: str | None) -> CudaRow | None:
+        if not cuda:
+            return None
+        if cuda in self.cuda_versions:
+            return self.cuda_versions[cuda]
+        mm = ".".join(cuda.split(".")[:2])
+        return self.cuda_versions.get(mm)
+
+    def rocm_override(self, gfx: str) -> RocmOverride | None:
+        return self.rocm_overrides.get(gfx.split(":", 1)[0].lower())
+
+    def jetson_row(self, l4t: str | None, jetpack: str | None = None) -> JetsonRow | None:
+        """The Jetson row for an L4T release ("36.4.3") or, failing that, a JetPack version ("6.2")."""
+        best: JetsonRow | None = None
+        best_len = -1
+        if l4t:
+            for row in self.jetson:
+                for prefix in row.l4t:
+                    if (l4t == prefix or l4t.startswith(prefix + ".")) and len(prefix) > best_len:
+                        best, best_len = row, len(prefix)
+        if best is None and jetpack:
+            major = jetpack.split(".", 1)[0]
+            for row in self.jetson:
+                if row.jetpack == major:
+                    return row
+        return best
+
+    def peak(self, gpu_name: str | None) -> Peak | None:
+        if not gpu_name:
+            return None
+        key = normalise_gpu_name(gpu_name)
+        if key in self.peaks:
+            return self.peaks[key]
+        for k in sorted(self.peaks, key=len, reverse=True):
+            if key.startswith(k):
+                return self.peaks[k]
+        return None
+
+    def to_data(self, torch: str | None = None) -> dict[str, Any]:
+        """Plain JSON-ready data (for ``matrix show --json``); one release when ``torch`` is given."""
+        from stackdoctor.facts import to_data
+
+        rels = self.releases
+        if torch is not None:
+            r = self.release(torch)
+            rels = (r,) if r else ()
+
+        def rel(r: Release) -> dict[str, Any]:
+            d = {f.name: to_data(getattr(r, f.name)) for f in dataclasses.fields(r) if f.name not in ("line", "version", "patches")}
+            d["version"] = str(r.version)
+            d["patches"] = [
+                {"version": str(p.version), "torchvision": p.torchvision, "torchaudio": p.torchaudio, "triton": p.triton}
+                for p in r.patches
+            ]
+            for v in d["variants"]:
+                v.pop("line", None)
+            return d
+
+        out: dict[str, Any] = {"schema": SCHEMA, "files": list(self.files), "releases": [rel(r) for r in rels]}
+        if torch is None:
+            out["cuda"] = {k: to_data(v) for k, v in self.cuda_versions.items()}
+            out["gpus"] = [to_data(g) for g in self.gpu_rows]
+            out["rocm_overrides"] = {k: to_data(v) for k, v in self.rocm_overrides.items()}
+            out["jetson"] = [to_data(j) for j in self.jetson]
+            out["peaks"] = {k: to_data(v) for k, v in self.peaks.items()}
+        return out
+
+
+# ---------------------------------------------------------------------------- pure helpers
+
+
+def variant_kind(name: str) -> tuple[str, str | None, str | None] | None:
+    """("cuda", "13.0", None) for "cu130"; ("rocm", None, "6.2.4") for "rocm6.2.4"; None when not a variant name."""
+    m = _VARIANT_RE.match(name)
+    if not m:
+        return None
+    if m.group("cpu"):
+        return ("cpu", None, None)
+    if m.group("xpu"):
+        return ("xpu", None, None)
+    if m.group("rocm"):
+        return ("rocm", None, m.group("rocm"))
+    digits = m.group("cu")
+    return ("cuda", f"{digits[:-1]}.{digits[-1]}", None)
+
+
+def variant_from_version(version: str | None) -> str | None:
+    """The variant in a torch version's local part: "2.13.0+cu130" -> "cu130"; None without one (PyPI/macOS)."""
+    if not version or "+" not in version:
+        return None
+    local = version.split("+", 1)[1].strip()
+    if variant_kind(local):
+        return local
+    m = re.match(r"^(cu\d{2,3}|rocm\d+\.\d+(?:\.\d+)?|cpu|xpu)\b", local)
+    return m.group(1) if m else local or None
+
+
+def _cc_tuple(cc: str) -> tuple[int, int] | None:
+    cc = cc.strip().lower().removeprefix("sm_").removeprefix("sm")
+    if "." in cc:
+        a, _, b = cc.partition(".")
+        if a.isdigit() and b.isdigit() and len(b) == 1:
+            return (int(a), int(b))
+        return None
+    if cc.isdigit() and len(cc) in (2, 3):
+        return (int(cc[:-1]), int(cc[-1]))
+    return None
+
+
+# Tegra / integrated parts that dGPU cubins of the same major do not reach (PyTorch's DEVICE_REQUIREMENT
+# table, torch/cuda/__init__.py, compat-facts.md 6.1/6.3). 10.1 is Thor's pre-CUDA-13 name (now 11.0).
+_TEGRA = {(5, 3), (6, 2), (7, 2), (8, 7), (10, 1)}
+
+
+def _sass_runs(code: tuple[int, int], suffix: str, dev: tuple[int, int]) -> bool:
+    if code == dev:
+        return True
+    if suffix == "a":  # arch-specific (sm_90a): that exact GPU only
+        return False
+    if code == (10, 1):  # sm_101 cubins also run on Thor renamed sm_110
+        return dev == (11, 0)
+    if code in _TEGRA or dev in _TEGRA:
+        return False
+    return code[0] == dev[0] and dev[1] >= code[1]  # same major, same-or-newer minor ("f" family: the same rule)
+
+
+def arch_match(arch_list: Iterable[str], cc: str) -> str | None:
+    """How a GPU of capability ``cc`` runs a build with ``arch_list``: "sass", "ptx" (JIT) or None.
+
+    A cubin ``sm_XY`` runs on ``X.Z`` for Z >= Y (same major; not on the Tegra parts 5.3/6.2/7.2/8.7, nor
+    sm_100 on Thor); ``sm_XYa`` only on exactly X.Y; ``compute_XY`` (or ``+PTX``) on any newer GPU by JIT
+    (``compute_XYa`` only on X.Y).
+    """
+    dev = _cc_tuple(cc)
+    if dev is None:
+        return None
+    ptx = False
+    for entry in arch_list:
+        m = _ARCH_RE.match(entry.strip())
+        if not m:
+            continue
+        num = m.group("num")
+        code = (int(num[:-1]), int(num[-1]))
+        suffix = m.group("suffix")
+        if m.group("kind") == "sm":
+            if _sass_runs(code, suffix, dev):
+                return "sass"
+            if m.group("ptx") and (code == dev if suffix == "a" else dev >= code):
+                ptx = True
+        elif code == dev if suffix == "a" else dev >= code:
+            ptx = True
+    return "ptx" if ptx else None
+
+
+def arch_runs(arch_list: Iterable[str], cc: str) -> bool:
+    """True when a GPU of compute capability ``cc`` ("8.9" or "sm_89") can run a build with ``arch_list``."""
+    return arch_match(arch_list, cc) is not None
+
+
+def gfx_supported(variant: Variant, gfx: str) -> bool:
+    """True when the ROCm ``variant`` carries code objects for ``gfx`` (feature suffixes like ":xnack-" ignored)."""
+    return gfx.split(":", 1)[0].lower() in variant.gfx
+
+
+def driver_tuple(driver: str) -> tuple[int, ...] | None:
+    d = driver.strip()
+    if not _DRIVER_RE.match(d):
+        return None
+    return tuple(int(x) for x in d.split("."))
+
+
+def _ge(a: str, b: str) -> bool:
+    ta, tb = driver_tuple(a), driver_tuple(b)
+    if ta is None or tb is None:
+        return False
+    n = max(len(ta), len(tb))
+    return ta + (0,) * (n - len(ta)) >= tb + (0,) * (n - len(tb))
+
+
+def driver_meets(cuda_row: CudaRow, driver: str | None, windows: bool) -> str:
+    """"full" when ``driver`` meets the toolkit minimum, "minor-compat" when only the major's
+    minor-version-compatibility floor is met, "no" otherwise (or when the driver is unknown).
+
+    Where the toolkit minimum is unknown (Windows, CUDA 13.x) the floor is the documented requirement
+    and meeting it counts as "full".
+    """
+    if not driver or driver_tuple(driver) is None:
+        return "no"
+    minimum = cuda_row.min_driver_windows if windows else cuda_row.min_driver_linux
+    floor = cuda_row.minor_compat_floor_windows if windows else cuda_row.minor_compat_floor_linux
+    if minimum is not None and _ge(driver, minimum):
+        return "full"
+    if floor is not None and _ge(driver, floor):
+        return "full" if minimum is None else "minor-compat"
+    return "no"
+
+
+def parse_platform(tag: str) -> tuple[str, str, tuple[int, int] | None]:
+    """(os, arch, floor) of a wheel platform tag: ("linux", "x86_64", (2, 28)), ("macos", "arm64", (14, 0)),
+    ("windows", "amd64", None). A plain ``linux_*`` tag has floor None (the release's glibc baseline applies)."""
+    t = tag.strip().lower()
+    m = re.match(r"^manylinux_(\d+)_(\d+)_(\w+)$", t)
+    if m:
+        return ("linux", m.group(3), (int(m.group(1)), int(m.group(2))))
+    m = re.match(r"^manylinux(1|2010|2014)_(\w+)$", t)
+    if m:
+        floor = {"1": (2, 5), "2010": (2, 12), "2014": (2, 17)}[m.group(1)]
+        return ("linux", m.group(2), floor)
+    m = re.match(r"^musllinux_(\d+)_(\d+)_(\w+)$", t)
+    if m:
+        return ("musllinux", m.group(3), (int(m.group(1)), int(m.group(2))))
+    m = re.match(r"^linux_(\w+)$", t)
+    if m:
+        return ("linux", m.group(1), None)
+    m = re.match(r"^macosx_(\d+)_(\d+)_(\w+)$", t)
+    if m:
+        return ("macos", m.group(3), (int(m.group(1)), int(m.group(2))))
+    if t in ("win_amd64", "win32", "win_arm64"):
+        return ("windows", {"win_amd64": "amd64", "win32": "x86", "win_arm64": "arm64"}[t], None)
+    return ("unknown", t, None)
+
+
+def normalise_gpu_name(name: str) -> str:
+    """"NVIDIA GeForce RTX 4090" -> "rtx 4090"; "Tesla V100-SXM2-32GB" -> "v100-sxm2-32gb"."""
+    n = name.strip().lower().replace("...", " ").replace("\u2026", " ")
+    n = re.sub(r"\(.*?\)", " ", n)
+    for word in ("nvidia", "geforce", "tesla", "quadro"):
+        n = re.sub(rf"\b{word}\b", " ", n)
+    return re.sub(r"\s+", " ", n).strip()
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+class _Loc:
+    """Where a YAML value came from (file and 1-based line)."""
+
+    __slots__ = ("file", "line")
+
+    def __init__(self, file: str, line: int) -> None:
+        self.file, self.line = file, line
+
+
+class _LDict(dict):  # type: ignore[type-arg]
+    line: int = 0
+    key_lines: dict[str, int]
+
+
+class _LList(list):  # type: ignore[type-arg]
+    line: int = 0
+
+
+def _make_loader(file: str) -> Any:
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        aliases = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: ANN401
+            if self.check_event(yaml.AliasEvent):
+                Loader.aliases += 1
+                if Loader.aliases > MAX_ALIASES:
+                    event = self.peek_event()
+                    raise MatrixError(
+                        f"compat matrix {file} line {event.start_mark.line + 1}: more than {MAX_ALIASES} YAML alias references "
+                        "(refusing a possible alias bomb)."
+                    )
+            return super().compose_node(parent, index)
+
+    def construct_mapping(loader: Any, node: Any) -> _LDict:
+        loader.flatten_mapping(node)
+        d = _LDict()
+        d.line = node.start_mark.line + 1
+        d.key_lines = {}
+        for k_node, v_node in node.value:
+            key = loader.construct_object(k_node, deep=True)
+            if not isinstance(key, (str, int, float, bool)) or key is None:
+                raise MatrixError(f"compat matrix {file} line {k_node.start_mark.line + 1}: a mapping key must be a plain value.")
+            key = str(key)
+            d[key] = loader.construct_object(v_node, deep=True)
+            d.key_lines[key] = v_node.start_mark.line + 1
+        return d
+
+    def construct_sequence(loader: Any, node: Any) -> _LList:
+        lst = _LList(loader.construct_object(c, deep=True) for c in node.value)
+        lst.line = node.start_mark.line + 1
+        return lst
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, construct_sequence)
+    return Loader
+
+
+def _parse_yaml(text: str, file: str) -> Any:
+    import yaml
+
+    if len(text.encode("utf-8", errors="replace")) > MAX_DOCUMENT_BYTES:
+        raise MatrixError(f"compat matrix {file} line 1: the file is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB.")
+    loader = _make_loader(file)(text)
+    try:
+        return loader.get_single_data()
+    except MatrixError:
+        raise
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 1
+        problem = (exc.problem or exc.context or "invalid YAML").strip().rstrip(".")
+        raise MatrixError(f"compat matrix {file} line {line}: malformed YAML ({problem}).") from None
+    except yaml.YAMLError as exc:
+        raise MatrixError(f"compat matrix {file} line 1: malformed YAML ({str(exc).splitlines()[0] if str(exc) else 'error'}).") from None
+    except RecursionError:
+        raise MatrixError(f"compat matrix {file} line 1: YAML nested too deeply.") from None
+    finally:
+        loader.dispose()
+
+
+class _Ctx:
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+    def fail(self, line: int | None, where: str, what: str) -> MatrixError:
+        return MatrixError(f"compat matrix {self.file} line {line or 1}: {where}: {what}.")
+
+    def line_of(self, d: Any, key: str | None = None) -> int:
+        if isinstance(d, _LDict):
+            if key is not None and key in d.key_lines:
+                return d.key_lines[key]
+            return d.line
+        return getattr(d, "line", 1) or 1
+
+    def mapping(self, value: Any, where: str, line: int) -> _LDict:
+        if not isinstance(value, dict):
+            raise self.fail(line, where, f"expected a mapping, got {_tname(value)}")
+        return value  # type: ignore[return-value]
+
+    def seq(self, value: Any, where: str, line: int) -> list[Any]:
+        if not isinstance(value, list):
+            raise self.fail(line, where, f"expected a list, got {_tname(value)}")
+        return value
+
+    def text(self, d: _LDict, key: str, where: str, *, required: bool = False) -> str | None:
+        if key not in d or d[key] is None:
+            if required:
+                raise self.fail(self.line_of(d), f"{where}.{key}", "missing (every row needs it)")
+            return None
+        v = d[key]
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            raise self.fail(self.line_of(d, key), f"{where}.{key}", f"expected a string, got {_tname(v)}")
+        s = str(v).strip()
+        if required and not s:
+            raise self.fail(self.line_of(d, key), f"{where}.{key}", "must not be empty")
+        return s
+
+    def strings(self, d: _LDict, key: str, where: str) -> tuple[str, ...]:
+        if key not in d or d[key] is None:
+            return ()
+        v = d[key]
+        if not isinstance(v, list):
+            raise self.fail(self.line_of(d, key), f"{where}.{key}", f"expected a list, got {_tname(v)}")
+        out = []
+        for i, item in enumerate(v):
+            if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+                raise self.fail(self.line_of(d, key), f"{where}.{key}[{i}]", f"expected a string, got {_tname(item)}")
+            out.append(str(item).strip())
+        return tuple(out)
+
+    def version(self, d: _LDict, key: str, where: str) -> Version:
+        s = self.text(d, key, where, required=True)
+        assert s is not None
+        try:
+            v = Version(s)
+        except InvalidVersion:
+            raise self.fail(self.line_of(d, key), f"{where}.{key}", f"unparsable version {s!r}") from None
+        if v.local:
+            raise self.fail(self.line_of(d, key), f"{where}.{key}", f"version {s!r} must not carry a local suffix (the variant says that)")
+        return v
+
+
+def _tname(v: Any) -> str:
+    if v is None:
+        return "nothing"
+    return {dict: "a mapping", _LDict: "a mapping", list: "a list", _LList: "a list", str: "a string", bool: "true/false"}.get(
+        type(v), type(v).__name__
+    )
+
+
+_RELEASE_KEYS = {
+    "version", "variants", "torchvision", "torchaudio", "triton", "min_macos", "mps_min_macos", "manylinux_glibc", "pythons",
+    "torch_only_pythons", "released", "source", "derived_from", "unknown", "patches", "note",
+}
+_VARIANT_KEYS = {
+    "name", "kind", "platforms", "pythons", "arch_list", "arch_by_platform", "gfx", "source", "derived_from", "unknown", "note",
+}
+_TOP_KEYS = {"schema", "releases", "cuda", "gpus", "rocm_overrides", "jetson", "peaks", "note"}
+
+
+def _check_keys(ctx: _Ctx, d: _LDict, allowed: set[str], where: str) -> None:
+    for k in d:
+        if k not in allowed:
+            raise ctx.fail(ctx.line_of(d, k), f"{where}.{k}", f"unknown field (expected one of {', '.join(sorted(allowed))})")
+
+
+def _pythons(ctx: _Ctx, d: _LDict, key: str, where: str) -> tuple[str, ...]:
+    vals = ctx.strings(d, key, where)
+    for p in vals:
+        if not _PY_RE.match(p):
+            raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"unparsable Python version {p!r} (expected like \"3.12\" or \"3.13t\")")
+    return vals
+
+
+def _arch_list(ctx: _Ctx, values: Sequence[str], line: int, where: str) -> tuple[str, ...]:
+    out: list[str] = []
+    for a in values:
+        m = _ARCH_RE.match(a)
+        if not m:
+            raise ctx.fail(line, where, f"unparsable CUDA arch {a!r} (expected like \"sm_90\", \"sm_120+PTX\" or \"compute_90\")")
+        base = f"{m.group('kind')}_{m.group('num')}{m.group('suffix')}"
+        out.append(base)
+        if m.group("ptx"):
+            out.append(f"compute_{m.group('num')}{m.group('suffix')}")
+    return tuple(out)
+
+
+def _variant(ctx: _Ctx, raw: Any, where: str, line: int, rel_pythons: tuple[str, ...], rel_source: str) -> Variant:
+    d = ctx.mapping(raw, where, line)
+    _check_keys(ctx, d, _VARIANT_KEYS, where)
+    name = ctx.text(d, "name", where, required=True)
+    assert name is not None
+    kind = variant_kind(name)
+    if kind is None:
+        raise ctx.fail(ctx.line_of(d, "name"), f"{where}.name", f"unknown variant kind {name!r} (expected cpu, cuXYZ, rocmX.Y[.Z] or xpu)")
+    declared = ctx.text(d, "kind", where)
+    if declared is not None and declared != kind[0]:
+        if declared not in VARIANT_KINDS:
+            raise ctx.fail(ctx.line_of(d, "kind"), f"{where}.kind", f"unknown variant kind {declared!r} (expected {', '.join(VARIANT_KINDS)})")
+        raise ctx.fail(ctx.line_of(d, "kind"), f"{where}.kind", f"{declared!r} does not match the name {name!r}")
+    source = ctx.text(d, "source", f"{where}", required=True)
+    assert source is not None
+    platforms = ctx.strings(d, "platforms", where)
+    for p in platforms:
+        if parse_platform(p)[0] == "unknown":
+            raise ctx.fail(ctx.line_of(d, "platforms"), f"{where}.platforms", f"unknown platform tag {p!r}")
+    arch = _arch_list(ctx, ctx.strings(d, "arch_list", where), ctx.line_of(d, "arch_list"), f"{where}.arch_list")
+    by_platform: dict[str, tuple[str, ...]] = {}
+    if d.get("arch_by_platform") is not None:
+        bp = ctx.mapping(d["arch_by_platform"], f"{where}.arch_by_platform", ctx.line_of(d, "arch_by_platform"))
+        for tag in bp:
+            if parse_platform(tag)[0] == "unknown":
+                raise ctx.fail(ctx.line_of(bp, tag), f"{where}.arch_by_platform", f"unknown platform tag {tag!r}")
+            by_platform[tag] = _arch_list(ctx, ctx.strings(bp, tag, f"{where}.arch_by_platform"), ctx.line_of(bp, tag), f"{where}.arch_by_platform.{tag}")
+    gfx = tuple(g.lower() for g in ctx.strings(d, "gfx", where))
+    for g in gfx:
+        if not _GFX_RE.match(g):
+            raise ctx.fail(ctx.line_of(d, "gfx"), f"{where}.gfx", f"unparsable gfx target {g!r}")
+    if kind[0] != "cuda" and (arch or by_platform):
+        raise ctx.fail(ctx.line_of(d, "arch_list"), f"{where}.arch_list", f"only CUDA variants carry a CUDA arch list, not {name!r}")
+    if kind[0] != "rocm" and gfx:
+        raise ctx.fail(ctx.line_of(d, "gfx"), f"{where}.gfx", f"only ROCm variants carry a gfx list, not {name!r}")
+    pythons = _pythons(ctx, d, "pythons", where) or rel_pythons
+    return Variant(
+        name=name,
+        kind=kind[0],
+        cuda=kind[1],
+        rocm=kind[2],
+        platforms=platforms,
+        pythons=pythons,
+        arch_list=arch,
+        gfx=gfx,
+        source=source,
+        unknown=ctx.strings(d, "unknown", where),
+        derived_from=ctx.text(d, "derived_from", where),
+        arch_by_platform=by_platform,
+        line=d.line,
+    )
+
+
+def _release(ctx: _Ctx, raw: Any, where: str, line: int) -> Release:
+    d = ctx.mapping(raw, where, line)
+    _check_keys(ctx, d, _RELEASE_KEYS, where)
+    version = ctx.version(d, "version", where)
+    where = f"releases[{version}]"
+    source = ctx.text(d, "source", where, required=True)
+    assert source is not None
+    pythons = _pythons(ctx, d, "pythons", where)
+    variants: list[Variant] = []
+    if d.get("variants") is not None:
+        vs = ctx.seq(d["variants"], f"{where}.variants", ctx.line_of(d, "variants"))
+        seen: set[str] = set()
+        for i, vraw in enumerate(vs):
+            v = _variant(ctx, vraw, f"{where}.variants[{i}]", ctx.line_of(vraw) if isinstance(vraw, dict) else ctx.line_of(d, "variants"), pythons, source)
+            if v.name in seen:
+                raise ctx.fail(v.line, f"{where}.variants[{i}].name", f"variant {v.name!r} listed twice")
+            seen.add(v.name)
+            variants.append(v)
+    patches: list[PatchRow] = []
+    if d.get("patches") is not None:
+        pm = ctx.mapping(d["patches"], f"{where}.patches", ctx.line_of(d, "patches"))
+        for pv, prow in pm.items():
+            pl = ctx.line_of(pm, pv)
+            try:
+                pver = Version(pv)
+            except InvalidVersion:
+                raise ctx.fail(pl, f"{where}.patches", f"unparsable version {pv!r}") from None
+            pd = ctx.mapping(prow, f"{where}.patches.{pv}", pl)
+            _check_keys(ctx, pd, {"torchvision", "torchaudio", "triton", "source"}, f"{where}.patches.{pv}")
+            patches.append(
+                PatchRow(
+                    pver,
+                    ctx.text(pd, "torchvision", f"{where}.patches.{pv}"),
+                    ctx.text(pd, "torchaudio", f"{where}.patches.{pv}"),
+                    ctx.text(pd, "triton", f"{where}.patches.{pv}"),
+                )
+            )
+    for key in ("min_macos", "mps_min_macos", "manylinux_glibc"):
+        val = ctx.text(d, key, where)
+        if val is not None and not re.match(r"^\d+(\.\d+)*$", val):
+            raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"unparsable version {val!r}")
+    for key in ("torchvision", "torchaudio", "triton"):
+        val = ctx.text(d, key, where)
+        if val is not None:
+            try:
+                Version(val)
+            except InvalidVersion:
+                raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"unparsable version {val!r}") from None
+    return Release(
+        version=version,
+        variants=tuple(variants),
+        torchvision=ctx.text(d, "torchvision", where),
+        torchaudio=ctx.text(d, "torchaudio", where),
+        triton=ctx.text(d, "triton", where),
+        min_macos=ctx.text(d, "min_macos", where),
+        mps_min_macos=ctx.text(d, "mps_min_macos", where),
+        manylinux_glibc=ctx.text(d, "manylinux_glibc", where),
+        pythons=pythons,
+        torch_only_pythons=_pythons(ctx, d, "torch_only_pythons", where),
+        released=ctx.text(d, "released", where),
+        source=source,
+        derived_from=ctx.text(d, "derived_from", where),
+        unknown=ctx.strings(d, "unknown", where),
+        patches=tuple(patches),
+        line=d.line,
+    )
+
+
+def _driver(ctx: _Ctx, d: _LDict, key: str, where: str) -> str | None:
+    v = ctx.text(d, key, where)
+    if v is not None and driver_tuple(v) is None:
+        raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"unparsable driver version {v!r}")
+    return v
+
+
+class _Parsed:
+    def __init__(self) -> None:
+        self.releases: list[Release] = []
+        self.cuda: dict[str, CudaRow] = {}
+        self.gpu_rows: list[GpuRow] = []
+        self.overrides: dict[str, RocmOverride] = {}
+        self.jetson: list[JetsonRow] = []
+        self.peaks: dict[str, Peak] = {}
+
+
+def _parse_document(data: Any, file: str) -> _Parsed:
+    ctx = _Ctx(file)
+    out = _Parsed()
+    if data is None:
+        return out
+    top = ctx.mapping(data, "the document", 1)
+    _check_keys(ctx, top, _TOP_KEYS, "top level")
+    schema = ctx.text(top, "schema", "top level")
+    if schema is not None and schema != SCHEMA:
+        raise ctx.fail(ctx.line_of(top, "schema"), "schema", f"unsupported schema {schema!r} (this stackdoctor reads {SCHEMA})")
+    if top.get("releases") is not None:
+        for i, raw in enumerate(ctx.seq(top["releases"], "releases", ctx.line_of(top, "releases"))):
+            out.releases.append(_release(ctx, raw, f"releases[{i}]", ctx.line_of(raw) if isinstance(raw, dict) else ctx.line_of(top, "releases")))
+    if top.get("cuda") is not None:
+        cm = ctx.mapping(top["cuda"], "cuda", ctx.line_of(top, "cuda"))
+        for ver, raw in cm.items():
+            where = f"cuda.{ver}"
+            if not re.match(r"^\d+\.\d+$", ver):
+                raise ctx.fail(ctx.line_of(cm, ver), where, f"unparsable CUDA version {ver!r} (expected like \"12.6\")")
+            d = ctx.mapping(raw, where, ctx.line_of(cm, ver))
+            _check_keys(
+                ctx, d,
+                {"min_driver_linux", "min_driver_windows", "minor_compat_floor_linux", "minor_compat_floor_windows", "source", "derived_from", "unknown", "note"},
+                where,
+            )
+            src = ctx.text(d, "source", where, required=True)
+            out.cuda[ver] = CudaRow(
+                version=ver,
+                min_driver_linux=_driver(ctx, d, "min_driver_linux", where),
+                min_driver_windows=_driver(ctx, d, "min_driver_windows", where),
+                minor_compat_floor_linux=_driver(ctx, d, "minor_compat_floor_linux", where),
+                minor_compat_floor_windows=_driver(ctx, d, "minor_compat_floor_windows", where),
+                source=src or "",
+                derived_from=ctx.text(d, "derived_from", where),
+                unknown=ctx.strings(d, "unknown", where),
+            )
+    if top.get("gpus") is not None:
+        for i, raw in enumerate(ctx.seq(top["gpus"], "gpus", ctx.line_of(top, "gpus"))):
+            where = f"gpus[{i}]"
+            d = ctx.mapping(raw, where, ctx.line_of(top, "gpus"))
+            _check_keys(ctx, d, {"cc", "names", "source", "note"}, where)
+            cc = ctx.text(d, "cc", where, required=True)
+            assert cc is not None
+            if _cc_tuple(cc) is None or "." not in cc:
+                raise ctx.fail(ctx.line_of(d, "cc"), f"{where}.cc", f"unparsable compute capability {cc!r} (expected like \"8.9\")")
+            src = ctx.text(d, "source", where, required=True) or ""
+            for n in ctx.strings(d, "names", where):
+                out.gpu_rows.append(GpuRow(n, cc, src))
+    if top.get("rocm_overrides") is not None:
+        om = ctx.mapping(top["rocm_overrides"], "rocm_overrides", ctx.line_of(top, "rocm_overrides"))
+        for gfx, raw in om.items():
+            where = f"rocm_overrides.{gfx}"
+            if not _GFX_RE.match(gfx):
+                raise ctx.fail(ctx.line_of(om, gfx), where, f"unparsable gfx target {gfx!r}")
+            d = ctx.mapping(raw, where, ctx.line_of(om, gfx))
+            _check_keys(ctx, d, {"value", "as_gfx", "source", "note"}, where)
+            value = ctx.text(d, "value", where, required=True) or ""
+            if not re.match(r"^\d+\.\d+\.\d+$", value):
+                raise ctx.fail(ctx.line_of(d, "value"), f"{where}.value", f"unparsable override {value!r} (expected like \"10.3.0\")")
+            as_gfx = ctx.text(d, "as_gfx", where, required=True) or ""
+            out.overrides[gfx] = RocmOverride(gfx, value, as_gfx, ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where))
+    if top.get("jetson") is not None:
+        for i, raw in enumerate(ctx.seq(top["jetson"], "jetson", ctx.line_of(top, "jetson"))):
+            where = f"jetson[{i}]"
+            d = ctx.mapping(raw, where, ctx.line_of(top, "jetson"))
+            _check_keys(
+                ctx, d,
+                {"jetpack", "l4t", "cuda", "variant", "index_url", "torch", "pythons", "gpu_cc", "use_pytorch_index", "note", "source", "unknown"},
+                where,
+            )
+            upi = d.get("use_pytorch_index", False)
+            if not isinstance(upi, bool):
+                raise ctx.fail(ctx.line_of(d, "use_pytorch_index"), f"{where}.use_pytorch_index", "expected true or false")
+            torch_versions = ctx.strings(d, "torch", where)
+            for tv in torch_versions:
+                try:
+                    Version(tv)
+                except InvalidVersion:
+                    raise ctx.fail(ctx.line_of(d, "torch"), f"{where}.torch", f"unparsable version {tv!r}") from None
+            out.jetson.append(
+                JetsonRow(
+                    jetpack=ctx.text(d, "jetpack", where, required=True) or "",
+                    l4t=ctx.strings(d, "l4t", where),
+                    cuda=ctx.text(d, "cuda", where),
+                    variant=ctx.text(d, "variant", where),
+                    index_url=ctx.text(d, "index_url", where),
+                    torch=torch_versions,
+                    pythons=_pythons(ctx, d, "pythons", where),
+                    gpu_cc=ctx.strings(d, "gpu_cc", where),
+                    use_pytorch_index=upi,
+                    note=ctx.text(d, "note", where),
+                    source=ctx.text(d, "source", where, required=True) or "",
+                    unknown=ctx.strings(d, "unknown", where),
+                )
+            )
+    if top.get("peaks") is not None:
+        for i, raw in enumerate(ctx.seq(top["peaks"], "peaks", ctx.line_of(top, "peaks"))):
+            where = f"peaks[{i}]"
+            d = ctx.mapping(raw, where, ctx.line_of(top, "peaks"))
+            _check_keys(ctx, d, {"gpu", "fp32", "bf16", "fp16", "source", "note"}, where)
+            gpu = ctx.text(d, "gpu", where, required=True) or ""
+            nums: dict[str, float | None] = {}
+            for k in ("fp32", "bf16", "fp16"):
+                v = d.get(k)
+                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                    raise ctx.fail(ctx.line_of(d, k), f"{where}.{k}", f"expected a number of TFLOP/s, got {_tname(v)}")
+                nums[k] = float(v) if v is not None else None
+            out.peaks[normalise_gpu_name(gpu)] = Peak(gpu, nums["fp32"], nums["bf16"], nums["fp16"], ctx.text(d, "source", where, required=True) or "")
+    return out
+
+
+def _merge_release(base: Release, over: Release) -> Release:
+    """A user release row over an embedded one: given fields replace, variants merge by name."""
+    names = [v.name for v in over.variants]
+    variants = tuple(over.variants) + tuple(v for v in base.variants if v.name not in names)
+    return Release(
+        version=over.version,
+        variants=variants,
+        torchvision=over.torchvision or base.torchvision,
+        torchaudio=over.torchaudio or base.torchaudio,
+        triton=over.triton or base.triton,
+        min_macos=over.min_macos or base.min_macos,
+        mps_min_macos=over.mps_min_macos or base.mps_min_macos,
+        manylinux_glibc=over.manylinux_glibc or base.manylinux_glibc,
+        pythons=over.pythons or base.pythons,
+        torch_only_pythons=over.torch_only_pythons or base.torch_only_pythons,
+        released=over.released or base.released,
+        source=over.source,
+        derived_from=over.derived_from or base.derived_from,
+        unknown=over.unknown or base.unknown,
+        patches=over.patches or base.patches,
+        line=over.line,
+    )
+
+
+def _build(parts: Sequence[tuple[str, _Parsed]]) -> Matrix:
+    releases: dict[Version, Release] = {}
+    cuda: dict[str, CudaRow] = {}
+    gpu_rows: dict[str, GpuRow] = {}
+    overrides: dict[str, RocmOverride] = {}
+    jetson: dict[str, JetsonRow] = {}
+    peaks: dict[str, Peak] = {}
+    for _file, p in parts:
+        for r in p.releases:
+            releases[r.version] = _merge_release(releases[r.version], r) if r.version in releases else r
+        cuda.update(p.cuda)
+        for g in p.gpu_rows:
+            gpu_rows[normalise_gpu_name(g.name)] = g
+        overrides.update(p.overrides)
+        for j in p.jetson:
+            jetson[f"{j.jetpack}|{','.join(j.l4t)}"] = j
+        peaks.update(p.peaks)
+    rels = tuple(sorted(releases.values(), key=lambda r: r.version, reverse=True))
+    return Matrix(
+        releases=rels,
+        cuda_versions=cuda,
+        gpus={k: g.cc for k, g in gpu_rows.items()},
+        gpu_rows=tuple(gpu_rows.values()),
+        rocm_overrides=overrides,
+        jetson=tuple(jetson.values()),
+        peaks=peaks,
+        files=tuple(f for f, _ in parts),
+    )
+
+
+def parse_matrix_text(text: str, file: str) -> _Parsed:
+    """Parse and validate one matrix document (raises :class:`MatrixError`)."""
+    return _parse_document(_parse_yaml(text, file), file)
+
+
+def _read_user_file(path: str | Path) -> str:
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_DOCUMENT_BYTES:
+            raise MatrixError(f"compat matrix {p} line 1: the file is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB.")
+        return p.read_text(encoding="utf-8")
+    except MatrixError:
+        raise
+    except UnicodeDecodeError:
+        raise MatrixError(f"compat matrix {p} line 1: the file is not UTF-8 text.") from None
+    except OSError as exc:
+        raise MatrixError(f"compat matrix {p} line 1: cannot read the file ({exc.strerror or exc}).") from None
+
+
+@functools.lru_cache(maxsize=1)
+def _embedded() -> tuple[tuple[str, _Parsed], ...]:
+    from importlib import resources
+
+    base = resources.files("stackdoctor.compat_matrix")
+    parts = []
+    for entry in sorted(base.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".yaml") and entry.is_file():
+            name = f"compat_matrix/{entry.name}"
+            parts.append((name, parse_matrix_text(entry.read_text(encoding="utf-8"), name)))
+    return tuple(parts)
+
+
+@functools.lru_cache(maxsize=1)
+def _embedded_matrix() -> Matrix:
+    return _build(_embedded())
+
+
+def user_matrix_paths(extra: Sequence[str | Path] = (), env: dict[str, str] | None = None) -> list[str]:
+    """``--matrix`` files, then ``STACKDOCTOR_MATRIX`` (os.pathsep-separated) when no ``--matrix`` was given."""
+    paths = [str(p) for p in extra if str(p)]
+    if not paths:
+        raw = (os.environ if env is None else env).get("STACKDOCTOR_MATRIX", "")
+        paths = [p for p in raw.split(os.pathsep) if p.strip()]
+    return paths
+
+
+def load_matrix(extra: Sequence[str | Path] = ()) -> Matrix:
+    """The embedded matrix with user files layered over it (later files win).
+
+    ``extra`` are ``--matrix`` files; without them ``STACKDOCTOR_MATRIX`` is read.
+
+    :raises MatrixError: a file is unreadable, malformed or invalid (one sentence: file, line, field).
+    """
+    paths = user_matrix_paths(extra)
+    if not paths:
+        return _embedded_matrix()
+    parts = list(_embedded())
+    for p in paths:
+        parts.append((str(p), parse_matrix_text(_read_user_file(p), str(p))))
+    return _build(parts)
+
+
+def validate_file(path: str | Path) -> _Parsed:
+    """Validate one user matrix file on its own (``stackdoctor matrix validate``)."""
+    return parse_matrix_text(_read_user_file(path), str(path))
