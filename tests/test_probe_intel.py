@@ -1,0 +1,72 @@
+"""Intel probe: Intel display devices from a synthetic /sys/bus/pci tree; discrete ids from the kernel's pciids.h."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stackdoctor.probes import ProbeContext, Target
+from stackdoctor.probes import intel
+from stackdoctor.system import System
+
+
+def ctx_for(root: Path | str) -> ProbeContext:
+    return ProbeContext(system=System(sysroot=str(root), env={"PATH": os.environ.get("PATH", "")}), target=Target(sys.executable, "self"))
+
+
+def add_pci(root: Path, addr: str, vendor: str, device: str, cls: str, driver: str | None = None) -> None:
+    base = root / "sys/bus/pci/devices" / addr
+    base.mkdir(parents=True)
+    (base / "vendor").write_text(vendor + "\n")
+    (base / "device").write_text(device + "\n")
+    (base / "class").write_text(cls + "\n")
+    if driver:
+        (root / "sys/bus/pci/drivers" / driver).mkdir(parents=True, exist_ok=True)
+        os.symlink(f"../../../bus/pci/drivers/{driver}", base / "driver")
+
+
+def test_discrete_family_from_pciids() -> None:
+    assert intel.discrete_family("0x56a0") == "DG2"  # Arc A770 class (INTEL_DG2_G10_D_IDS)
+    assert intel.discrete_family("0xe20b") == "BMG"
+    assert intel.discrete_family("0x0bd5") == "PVC"
+    assert intel.discrete_family("0x4905") == "DG1"
+    assert intel.discrete_family("0x9a49") is None  # Tiger Lake GT2, integrated (INTEL_TGL_GT2_IDS)
+    assert intel.discrete_family("garbage") is None
+    assert intel.discrete_family(None) is None
+
+
+def test_families_do_not_overlap() -> None:
+    seen: set[int] = set()
+    for ids in intel.DISCRETE_FAMILIES.values():
+        assert not (ids & seen)
+        seen |= ids
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text())
+def test_discrete_family_never_raises(text: str) -> None:
+    intel.discrete_family(text)
+
+
+def test_probe_synthetic_igpu_plus_arc(tmp_path: Path) -> None:
+    root = tmp_path / "synthetic-intel"
+    add_pci(root, "0000:00:02.0", "0x8086", "0x9a49", "0x030000", "i915")
+    add_pci(root, "0000:03:00.0", "0x8086", "0x56a0", "0x030000", "xe")
+    add_pci(root, "0000:00:1f.3", "0x8086", "0x51c8", "0x040380", "snd_hda_intel")  # audio: not display
+    add_pci(root, "0000:01:00.0", "0x10de", "0x2684", "0x030000", "nvidia")  # not Intel
+    f = intel.probe(ctx_for(root)).facts["intel"]
+    assert [(g.address, g.device_id, g.driver, g.discrete, g.name) for g in f.gpus] == [
+        ("0000:00:02.0", "0x9a49", "i915", None, None),
+        ("0000:03:00.0", "0x56a0", "xe", True, "Intel DG2"),
+    ]
+    assert f.sources["gpus"] == "file:/sys/bus/pci/devices"
+    assert "pciids.h" in f.sources["discrete"]
+
+
+def test_probe_no_pci_tree(tmp_path: Path) -> None:
+    out = intel.probe(ctx_for(tmp_path))
+    assert out.status == "ok" and out.facts["intel"].gpus == []
