@@ -201,6 +201,15 @@ def test_rdma_ctl_status(text, expected):
     assert parse_rdma_ctl_status(text) == expected
 
 
+def test_ibv_devices_real_m3_ultra_listing():
+    text = read(REAL / "tb-mlx-docs-m3ultra-ibv_devices" / "ibv_devices.txt")
+    expected = ["rdma_en2", "rdma_en3", "rdma_en5", "rdma_en4", "rdma_en6", "rdma_en7"]
+    assert parse_ibv_devices(text) == expected
+    # rdma-core's own layout: four leading spaces, a tab between the columns.
+    indented = "\n".join("    " + line.replace("            ", "\t", 1) for line in text.splitlines())
+    assert parse_ibv_devices(indented) == expected
+
+
 def test_ibv_devices():
     assert parse_ibv_devices(read(PER_PORT / "ibv_devices.txt")) == ["rdma_en1", "rdma_en2", "rdma_en3"]
     assert parse_ibv_devices("    device          \t   node GUID\n    ------          \t----------------\n") == []

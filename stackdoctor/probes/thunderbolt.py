@@ -536,11 +536,14 @@ def parse_rdma_ctl_status(text: str) -> str | None:
 def parse_ibv_devices(text: str) -> list[str]:
     """``ibv_devices`` -> device names (never raises).
 
-    rdma-core's layout, a two-line header then one ``name  node-GUID`` row per device::
+    A two-line header then one ``name  node-GUID`` row per device. Real sample (an M3 Ultra after
+    ``rdma_ctl enable``, MLX documentation; rdma-core indents each line by four spaces)::
 
-            device                 node GUID
-            ------              ----------------
-            rdma_en2            0000000000000000
+        device                 node GUID
+        ------              ----------------
+        rdma_en2            8096a9d9edbaac05
+        rdma_en3            8196a9d9edbaac05
+        rdma_en5            8396a9d9edbaac05
     """
     out: list[str] = []
     if not isinstance(text, str):
