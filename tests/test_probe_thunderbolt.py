@@ -508,3 +508,12 @@ def test_rdma_capable_interface_wins_over_one_without_rdma():
     facts = assemble_macos(per_port_outputs(ifconfig=ifc, networksetup=ns))
     chosen = choose_thunderbolt_interface(facts)
     assert chosen.name == "en2" and link_rate_gbps(facts, chosen) == 80.0
+
+
+def test_probe_mac_rdma_state_printed_with_nonzero_exit_is_still_a_state(fake_bin, monkeypatch):
+    add_mac_tools(fake_bin, rdma_ctl={"stdout": "disabled\n", "rc": 1}, ibv_devices={"stdout": ""})
+    monkeypatch.setattr(tb.platform, "system", lambda: "Darwin")
+    facts = tb.probe(ctx_for(path=mac_path(fake_bin))).facts["thunderbolt"]
+    assert facts.rdma_state == "disabled" and "rdma_ctl" not in facts.tool_errors
+    assert facts.rdma_devices == []  # ibv_devices answered with nothing: no devices (a fact)
+    assert next(i for i in facts.interfaces if i.name == "en1").rdma_device is None
