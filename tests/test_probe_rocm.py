@@ -186,7 +186,8 @@ def test_normalise_smi_gfx(value: str | None, expected: str | None) -> None:
 def test_version_parsers() -> None:
     assert rocm.parse_rocm_version_file("6.3.3-74\n") == "6.3.3"
     assert rocm.parse_rocm_version_file("garbage") is None
-    assert rocm.parse_hipconfig_version("6.3.42134-a9a80e791") == "6.3.42134"
+    assert rocm.parse_hipconfig_version(real_fixture("r-hipconfig-version", "hipconfig-v-n-rocm600.txt")) == "6.0.32830"
+    assert rocm.parse_hipconfig_version(real_fixture("r-hipconfig-version", "hipconfig-version-ubuntu-hipcc-rocm.txt")) == "7.2.53211"
     assert rocm.parse_hipconfig_version("") is None
 
 
@@ -249,6 +250,7 @@ def test_probe_c30_tools_under_sysroot_opt_rocm(tmp_path: Path, monkeypatch) -> 
     """Synthetic root: rocminfo found in <sysroot>/opt/rocm/bin (not on PATH), version file, /dev/kfd, amdgpu loaded."""
     root = tmp_path / "synthetic-mi300x"
     write_fake_tool(root / "opt/rocm/bin", "rocminfo", real_fixture(C30, "rocminfo.txt"))
+    write_fake_tool(root / "opt/rocm/bin", "hipconfig", real_fixture("r-hipconfig-version", "hipconfig-v-n-rocm600.txt").strip())
     (root / "opt/rocm/.info").mkdir(parents=True)
     (root / "opt/rocm/.info/version").write_text("6.3.3-74\n")  # synthetic content
     (root / "dev").mkdir()
@@ -256,6 +258,7 @@ def test_probe_c30_tools_under_sysroot_opt_rocm(tmp_path: Path, monkeypatch) -> 
     (root / "sys/module/amdgpu").mkdir(parents=True)
     f = rocm.probe(ctx_for(root, {"PATH": str(only_cat_bin(tmp_path))})).facts["rocm"]
     assert f.version == "6.3.3" and f.sources["version"] == "file:/opt/rocm/.info/version"
+    assert f.hip_version == "6.0.32830" and f.sources["hip_version"] == "hipconfig --version"
     assert [(g.gfx, g.name, g.uuid, g.integrated) for g in f.gpus] == [("gfx942", "AMD Instinct MI300X", "GPU-8af705259683161c", False)]
     assert f.kfd_present is True and f.kfd_accessible is True and f.kfd_error is None
     assert f.amdgpu_loaded is True

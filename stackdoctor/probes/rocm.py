@@ -79,10 +79,11 @@ def parse_rocm_version_file(text: str) -> str | None:
 
 
 def parse_hipconfig_version(text: str) -> str | None:
-    """``hipconfig --version`` -> the HIP version ("6.3.42134-a9a80e791" -> "6.3.42134").
+    """``hipconfig --version`` -> the HIP version, build suffix dropped.
 
-    hipconfig prints the version with no newline, sometimes after warnings; the last
-    version-looking token wins.
+    Samples: ``6.0.32830-d62f6a171`` (ROCm 6.0, CHIP-SPV/chipStar issue #818) -> "6.0.32830";
+    ``7.2.53211-9999`` (Ubuntu's hipcc-rocm, ROCm/llvm-project issue #3291) -> "7.2.53211".
+    hipconfig prints no newline and may print warnings first; the last version-looking token wins.
     """
     found = None
     for m in re.finditer(r"(?<![\w.])(\d+\.\d+\.\d+)(?:-[0-9A-Za-z.]+)?", text or ""):
