@@ -93,6 +93,21 @@ def test_probe_synthetic_container_with_only_dpkg(tmp_path: Path) -> None:
     assert f.sources["l4t_release"].startswith("file:/var/lib/dpkg/status")
 
 
+def test_probe_model_only(tmp_path: Path) -> None:
+    (tmp_path / "proc/device-tree").mkdir(parents=True)
+    (tmp_path / "proc/device-tree/model").write_bytes(b"NVIDIA Jetson AGX Orin Developer Kit\x00")  # synthetic
+    f = jetson.probe(ctx_for(tmp_path)).facts["jetson"]
+    assert f.is_jetson is True and f.sources["is_jetson"] == "file:/proc/device-tree/model"
+    assert f.l4t_release is None and f.jetpack is None
+
+
+def test_probe_raspberry_pi_model_is_not_jetson(tmp_path: Path) -> None:
+    (tmp_path / "proc/device-tree").mkdir(parents=True)
+    (tmp_path / "proc/device-tree/model").write_bytes(b"Raspberry Pi 4 Model B Rev 1.4\x00")  # synthetic
+    f = jetson.probe(ctx_for(tmp_path)).facts["jetson"]
+    assert f.is_jetson is False and f.model == "Raspberry Pi 4 Model B Rev 1.4"
+
+
 def test_probe_not_a_jetson(tmp_path: Path) -> None:
     f = jetson.probe(ctx_for(tmp_path)).facts["jetson"]
     assert f.is_jetson is False and f.l4t_release is None and f.jetpack is None and f.sources == {}

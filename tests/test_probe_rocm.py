@@ -291,6 +291,22 @@ def test_probe_hung_tool_is_bounded(fake_bin, tmp_path: Path) -> None:
     assert f.tool_errors["rocm_agent_enumerator"] == "rocm_agent_enumerator did not answer in 1 s"
 
 
+def test_probe_versioned_rocm_dir_and_rocm_path(tmp_path: Path) -> None:
+    """Synthetic: ROCm only under /opt/rocm-6.3.3 (no /opt/rocm link); a second tree named by ROCM_PATH wins."""
+    root = tmp_path / "synthetic-versioned"
+    write_fake_tool(root / "opt/rocm-6.3.3/bin", "rocminfo", real_fixture(C30, "rocminfo.txt"))
+    (root / "opt/rocm-6.3.3/.info").mkdir(parents=True)
+    (root / "opt/rocm-6.3.3/.info/version").write_text("6.3.3-74\n")  # synthetic content
+    bin_ = only_cat_bin(tmp_path)
+    f = rocm.probe(ctx_for(root, {"PATH": str(bin_)})).facts["rocm"]
+    assert f.version == "6.3.3" and f.sources["version"] == "file:/opt/rocm-6.3.3/.info/version"
+    assert [g.gfx for g in f.gpus] == ["gfx942"]
+    (root / "usr/rocm/.info").mkdir(parents=True)
+    (root / "usr/rocm/.info/version").write_text("6.2.4-120\n")  # synthetic content
+    f = rocm.probe(ctx_for(root, {"PATH": str(bin_), "ROCM_PATH": "/usr/rocm"})).facts["rocm"]
+    assert f.version == "6.2.4" and f.sources["version"] == "file:/usr/rocm/.info/version"
+
+
 def test_probe_no_rocm_at_all(tmp_path: Path) -> None:
     empty = tmp_path / "emptybin"
     empty.mkdir()

@@ -157,6 +157,9 @@ def gather(ctx: ProbeContext) -> JetsonFacts:
         if name:
             f.model = name
             src["model"] = "file:/proc/device-tree/model"
+            if "jetson" in name.lower() and not f.is_jetson:
+                f.is_jetson = True
+                src["is_jetson"] = "file:/proc/device-tree/model"
     status = system.read_text("/var/lib/dpkg/status", max_bytes=16 * 1024 * 1024)
     if status.ok and "nvidia-l4t-core" in status.text:
         f.l4t_core_version = parse_dpkg_package_version(status.text, "nvidia-l4t-core")

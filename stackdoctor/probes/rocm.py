@@ -8,7 +8,8 @@ Sources (all gathered; disagreement between them is itself a fact for diagnosis)
   line, ``gfx000`` = CPU before ROCm 6), ``rocm-smi --showhw`` (DID, BUS, KFD's "GFX VER"),
   ``rocm-smi --showproductname``, ``amd-smi list``. HSA tools report the ISA after
   ``HSA_OVERRIDE_GFX_VERSION``; rocm-smi reads KFD directly, so both are kept.
-- Tools are looked up on PATH and in ``/opt/rocm/bin`` inside the sysroot.
+- Tools are looked up on PATH, then in ``$ROCM_PATH/bin``, ``/opt/rocm/bin`` and
+  ``/opt/rocm-*/bin`` inside the sysroot.
 - ``/dev/kfd``: present, openable read-write by this user (``System.access``), and rocminfo's
   "Unable to open /dev/kfd read-write: <reason>" line as ``kfd_error``.
 - ``/sys/module/amdgpu``: the amdgpu kernel driver is loaded.
@@ -342,19 +343,29 @@ def normalise_smi_gfx(value: str | None) -> str | None:
 
 
 def _tool(system: System, name: str) -> str | None:
-    """The tool on PATH, else ``/opt/rocm/bin/<name>`` inside the sysroot."""
+    """The tool on PATH, else ``<root>/bin/<name>`` for each ROCm root inside the sysroot."""
     found = system.which(name)
     if found:
         return found
-    for base in ("/opt/rocm/bin", *(f"/{d}/bin" for d in _rocm_dirs(system))):
-        p = system.path(f"{base}/{name}")
-        if p.is_file() and os.access(p, os.X_OK):
-            return str(p)
+    for base in _rocm_roots(system):
+        p = system.path(f"{base}/bin/{name}")
+        try:
+            if p.is_file() and os.access(p, os.X_OK):
+                return str(p)
+        except OSError:
+            continue
     return None
 
 
-def _rocm_dirs(system: System) -> list[str]:
-    return [f"opt/{d}" for d in system.listdir("/opt") if d.startswith("rocm-")]
+def _rocm_roots(system: System) -> list[str]:
+    """``$ROCM_PATH``, ``/opt/rocm``, then ``/opt/rocm-*`` (newest name last), as machine paths."""
+    roots: list[str] = []
+    env_root = (system.env.get("ROCM_PATH") or "").rstrip("/")
+    if env_root.startswith("/"):
+        roots.append(env_root)
+    roots.append("/opt/rocm")
+    roots += [f"/opt/{d}" for d in system.listdir("/opt") if d.startswith("rocm-")]
+    return list(dict.fromkeys(roots))
 
 
 _COMMANDS: tuple[tuple[str, ...], ...] = (
@@ -398,7 +409,7 @@ def gather(ctx: ProbeContext) -> RocmFacts:
     src = f.sources
 
     # Version files
-    for base in ("/opt/rocm", *(f"/{d}" for d in _rocm_dirs(system))):
+    for base in _rocm_roots(system):
         r = system.read_text(f"{base}/.info/version")
         if r.ok:
             v = parse_rocm_version_file(r.text)
