@@ -1,0 +1,361 @@
+"""Redact a report before it leaves the machine: identities and secrets out, meaning kept.
+
+:func:`redact_report` works on the JSON data of a report (``Report.to_data()``) and returns a
+redacted copy. What goes:
+
+- user names in home paths (``/home/alice/x`` -> ``<home>/x``; ``/Users/alice``; ``C:\\Users\\alice``)
+  and the bare user name elsewhere (``<user>``);
+- the host name (``facts.platform.hostname``) everywhere, raw tool outputs included (``<host-1>``);
+- IPv4 / IPv6 addresses, keeping their kind (``<ip-linklocal-1>``, ``<ip-private-1>``,
+  ``<ip-loopback-1>``, ``<ip-public-1>``, ``<ip-multicast-1>``); MAC addresses (``<mac-1>``);
+- GPU / MIG / board / system UUIDs (``GPU-<gpu-uuid-1>``, ``MIG-<mig-uuid-1>``, ``<uuid-1>``: the
+  ``GPU-`` prefix stays so ``CUDA_VISIBLE_DEVICES`` entries still read as UUIDs) and serial numbers;
+- values of environment variables whose names look secret (TOKEN, KEY, SECRET, PASSWORD, ...);
+- anything shaped like a known credential (``hf_``, ``ghp_``/``gho_``/..., ``github_pat_``, ``sk-``,
+  ``xoxb-``, ``AKIA...``, JWTs, PEM private keys, ``user:pass@`` in URLs, ``Bearer ...``).
+
+Replacements are stable within one report (the same host is ``<host-1>`` everywhere) and keep
+the kind of value, so diagnosis rules that depend on the kind still hold after redaction; use
+:func:`address_kind` to ask the kind of an address that may already be redacted. Version fields
+are never mistaken for IPv4 addresses (``nvidia-cudnn-cu12 9.1.0.70`` stays).
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import re
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Redactor", "address_kind", "is_secret_name", "redact_report", "redact_text"]
+
+# ---------------------------------------------------------------------------- patterns
+
+_SECRET_NAME = re.compile(
+    r"(TOKEN|SECRET|PASSW(?:OR)?D|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|APIKEY|API_KEY|ACCESS_?KEY|(?:^|_)KEYS?(?:_|$)|(?:^|_)PASS(?:_|$)|(?:^|_)PWD_)",
+    re.IGNORECASE,
+)
+# In lower/mixed case text (JSON keys, kwargs) only unambiguous words count: Apple's "device_name_key" is no key.
+_STRONG_SECRET_NAME = re.compile(r"(token|secret|passw(?:or)?d|passphrase|credential|api_?key|access_?key|private_?key|client_secret)", re.IGNORECASE)
+# Names that match the pattern above but hold no secret.
+_NOT_SECRET_NAMES = frozenset({"PIP_KEYRING_PROVIDER", "UV_KEYRING_PROVIDER", "SSH_AUTH_SOCK"})
+
+_PEM = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL)
+_URL_CREDS = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^\s/@<>\"']+)@")
+_CREDENTIALS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("github-token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}")),
+    ("github-token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}")),
+    ("hf-token", re.compile(r"\bhf_[A-Za-z0-9]{20,}")),
+    ("api-key", re.compile(r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_\-]{20,}")),
+    ("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
+    ("aws-key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA)[A-Z0-9]{16}\b")),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}")),
+    ("gitlab-token", re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}")),
+    ("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{30,}")),
+    ("pypi-token", re.compile(r"\bpypi-[A-Za-z0-9_\-]{40,}")),
+)
+_BEARER = re.compile(r"(?i)\b(bearer|token|basic)(\s+)([A-Za-z0-9._~+/\-]{16,}=*)")
+# NAME=value / NAME: value / "NAME": "value" where NAME looks secret (env dumps, collect_env, -q outputs)
+_ASSIGN = re.compile(r"""(?P<name>\b[A-Za-z_][A-Za-z0-9_]*)(?P<sep>["']?\s*[=:]\s*["']?)(?P<value>[^\s"',;]+)""")
+
+_GPU_UUID = re.compile(r"\bGPU-(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{16})\b")
+_MIG_UUID = re.compile(r"\bMIG-(?:GPU-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?:/\d+/\d+)?")
+_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_MAC = re.compile(r"(?<![0-9A-Fa-f:\-])(?:[0-9A-Fa-f]{2}([:\-]))(?:[0-9A-Fa-f]{2}\1){4}[0-9A-Fa-f]{2}(?![0-9A-Fa-f:\-])")
+_IPV4 = re.compile(r"(?<![0-9A-Za-z.])(?:\d{1,3}\.){3}\d{1,3}(?![0-9A-Za-z]|\.\d)")
+_IPV6 = re.compile(r"(?<![0-9A-Za-z:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{0,4}|(?:\d{1,3}\.){3}\d{1,3})(?:%[A-Za-z0-9_.\-]+)?(?![0-9A-Za-z:])")
+_HOME = re.compile(
+    r"(?P<pre>/home/|/Users/|/var/home/)(?P<user>[^/\\\s\"'<>:;,]+)"
+    # Windows profile folders may hold spaces ("C:\\Users\\Bob Smith")
+    r"|(?P<wpre>\b[A-Za-z]:[\\/]Users[\\/])(?P<wuser>[^/\\\r\n\"'<>:;,|*?]+)"
+)
+# "Serial Number : 1324...", "Serial Number (system): C02...", "serial_num" : "..." (nvidia-smi -q, system_profiler, dmidecode)
+_SERIAL_LINE = re.compile(
+    r"(?im)(?P<key>\b(?:[A-Za-z]+[ _])*?(?:serial(?:[ _]?(?:number|num|no))?|udid|uid|hardware[ _]uuid|board[ _]id)(?:[ _]key)?(?: \([a-z ]+\))?\"?\s*[:=]\s*\"?)(?P<value>[^\s\",]+)"
+)
+_PLAIN_VALUES = frozenset({"true", "false", "none", "null", "yes", "no", "on", "off", "unset", "required", "optional"})
+_NOT_A_VALUE = frozenset({"n/a", "[n/a]", "none", "null", "not specified", "to be filled by o.e.m.", "default string", "0", "unknown", "[not supported]", "not supported", "-"})
+
+# users / hosts that identify no one; never replaced outside their own field
+_GENERIC_NAMES = frozenset(
+    {"root", "user", "users", "admin", "ubuntu", "debian", "fedora", "centos", "runner", "jenkins", "gitlab-runner", "ec2-user",
+     "pi", "nvidia", "jetson", "vagrant", "docker", "localhost", "home", "public", "shared", "default", "guest", "test", "<home>", "<user>"}
+)
+
+# report paths where dotted numbers are versions, never addresses
+_VERSION_CONTAINERS = frozenset({"distributions", "conda_packages", "config", "observed", "arch_list"})
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether an environment variable's name suggests its value is a secret (``HF_TOKEN``, ``AWS_SECRET_ACCESS_KEY``)."""
+    return name.upper() not in _NOT_SECRET_NAMES and bool(_SECRET_NAME.search(name))
+
+
+def _ip_kind(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    if addr.is_unspecified:
+        return None  # 0.0.0.0 / :: identify nothing
+    if addr.is_loopback:
+        return "loopback"
+    if addr.is_link_local:
+        return "linklocal"
+    if addr.is_multicast:
+        return "multicast"
+    if isinstance(addr, ipaddress.IPv4Address) and str(addr) == "255.255.255.255":
+        return None
+    if addr.is_private:
+        return "private"
+    return "public"
+
+
+_TOKEN_KIND = re.compile(r"^<ip-(loopback|linklocal|multicast|private|public)-\d+>$")
+
+
+def address_kind(text: str) -> str | None:
+    """``loopback`` / ``linklocal`` / ``multicast`` / ``private`` / ``public`` for an address, redacted or not."""
+    m = _TOKEN_KIND.match(text.strip())
+    if m:
+        return m.group(1)
+    try:
+        return _ip_kind(ipaddress.ip_address(text.strip().split("%", 1)[0].split("/", 1)[0]))
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------------- the redactor
+
+
+class Redactor:
+    """Stable replacements: the same value of the same kind always gets the same ``<kind-N>``."""
+
+    def __init__(self) -> None:
+        self._tokens: dict[str, dict[str, str]] = {}
+        # (pattern, replacement function, also inside facts)
+        self.literals: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str], bool]] = []
+        self.users: set[str] = set()
+        self.gpu_uuids: list[str] = []  # full GPU UUIDs the facts name (for CUDA_VISIBLE_DEVICES prefixes)
+
+    def token(self, kind: str, value: str, *, fold: bool = True) -> str:
+        key = value.lower() if fold else value
+        table = self._tokens.setdefault(kind, {})
+        if key not in table:
+            table[key] = f"<{kind}-{len(table) + 1}>"
+        return table[key]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many distinct values of each kind were replaced."""
+        return {k: len(v) for k, v in self._tokens.items()}
+
+    def add_literal(self, value: str, kind: str, *, fixed: str | None = None, in_facts: bool = True) -> None:
+        """Replace ``value`` (case-insensitive, on word boundaries) wherever it appears.
+
+        ``in_facts=False``: only in raw outputs and finding texts (a user called ``cuda`` must not
+        turn ``facts.torch.variant`` into ``<user>``; in the facts user names only appear in paths).
+        """
+        if not value or len(value) < 3:
+            return
+        pat = re.compile(r"(?<![A-Za-z0-9_<\-])" + re.escape(value) + r"(?![A-Za-z0-9_>])", re.IGNORECASE)
+        repl = fixed if fixed is not None else self.token(kind, value)
+        self.literals.append((pat, lambda _m, r=repl: r, in_facts))
+        self.literals.sort(key=lambda pr: -len(pr[0].pattern))
+
+    # -- one string
+    def text(self, s: str, *, versions: bool = False, in_facts: bool = False) -> str:
+        """Redact one string. ``versions``: a version field (no IPv4 redaction); ``in_facts``: a fact value."""
+        if not s:
+            return s
+        s = _PEM.sub(lambda m: self.token("private-key", m.group(0), fold=False), s)
+        s = _URL_CREDS.sub(lambda m: m.group("scheme") + self.token("credentials", m.group("userinfo"), fold=False) + "@", s)
+        for kind, pat in _CREDENTIALS:
+            s = pat.sub(lambda m, k=kind: self.token(k, m.group(0), fold=False), s)
+        s = _BEARER.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) if m.group(3).startswith("<") else self.token("secret", m.group(3), fold=False)), s)
+        s = _ASSIGN.sub(self._assign, s)
+        for pat, repl, everywhere in self.literals:
+            if everywhere or not in_facts:
+                s = pat.sub(repl, s)
+        s = _HOME.sub(self._home, s)
+        # keep the GPU- / MIG- prefix: CUDA_VISIBLE_DEVICES rules recognise UUID entries by it
+        s = _MIG_UUID.sub(lambda m: "MIG-" + self.token("mig-uuid", m.group(0)), s)
+        s = _GPU_UUID.sub(lambda m: "GPU-" + self.token("gpu-uuid", m.group(0)), s)
+        s = _UUID.sub(lambda m: self.token("uuid", m.group(0)), s)
+        s = _MAC.sub(lambda m: self.token("mac", m.group(0).replace("-", ":")), s)
+        s = _IPV6.sub(self._ip, s)
+        if not versions:
+            s = _IPV4.sub(self._ip, s)
+        s = _SERIAL_LINE.sub(self._serial, s)
+        return s
+
+    def _assign(self, m: re.Match[str]) -> str:
+        name, value = m.group("name"), m.group("value")
+        secret = is_secret_name(name) if name.upper() == name else bool(_STRONG_SECRET_NAME.search(name))
+        if not secret or value.startswith("<") or len(value) < 3 or value.lower() in _PLAIN_VALUES:
+            return m.group(0)
+        return name + m.group("sep") + self.token("secret", value, fold=False)
+
+    def _home(self, m: re.Match[str]) -> str:
+        user = m.group("user") or m.group("wuser")
+        if user.startswith("<") or user.lower() in ("shared", "public", "default", "all users"):
+            return m.group(0)
+        self.users.add(user)
+        return "<home>"
+
+    def _ip(self, m: re.Match[str]) -> str:
+        text = m.group(0)
+        try:
+            addr = ipaddress.ip_address(text.split("%", 1)[0])
+        except ValueError:
+            return text
+        kind = _ip_kind(addr)
+        # 1.2.3.4-shaped versions (cuDNN 9.1.0.70) are far commoner than a machine's own address in 1.0.0.0/5
+        if kind is None or (isinstance(addr, ipaddress.IPv4Address) and int(text.split(".", 1)[0]) < 10):
+            return text
+        return self.token(f"ip-{kind}", str(addr))
+
+    def _serial(self, m: re.Match[str]) -> str:
+        value = m.group("value")
+        if value.lower() in _NOT_A_VALUE or value.startswith("<"):
+            return m.group(0)
+        return m.group("key") + self.token("serial", value, fold=False)
+
+
+# ---------------------------------------------------------------------------- the report
+
+
+def _get(data: Any, *path: str) -> Any:
+    for p in path:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(p)
+    return data
+
+
+def _prime(r: Redactor, data: dict[str, Any]) -> None:
+    """Learn the identifying values that the facts name, so they are replaced everywhere."""
+    facts = data.get("facts") if isinstance(data.get("facts"), dict) else {}
+    platform = facts.get("platform") if isinstance(facts.get("platform"), dict) else {}
+    generic = set(_GENERIC_NAMES)
+    for key in ("os_id", "os_name", "system", "machine"):
+        v = platform.get(key)
+        if isinstance(v, str):
+            generic.update(w.lower() for w in re.split(r"[\s/]+", v) if w)
+    host = platform.get("hostname")
+    if isinstance(host, str) and host.strip():
+        host = host.strip()
+        tok = r.token("host", host)
+        short = host.split(".", 1)[0]
+        if host.lower() not in generic:
+            r.add_literal(host, "host", fixed=tok)
+        if short != host and short.lower() not in generic and len(short) >= 3:
+            r.add_literal(short, "host", fixed=tok)
+    for gpu in _get(facts, "nvidia", "gpus") or []:
+        if isinstance(gpu, dict) and isinstance(gpu.get("serial"), str) and gpu["serial"].strip().lower() not in _NOT_A_VALUE:
+            r.add_literal(gpu["serial"].strip(), "serial")
+    for sub in ("nvidia", "rocm"):
+        for gpu in _get(facts, sub, "gpus") or []:
+            if isinstance(gpu, dict) and isinstance(gpu.get("uuid"), str) and gpu["uuid"].strip():
+                r.gpu_uuids.append(gpu["uuid"].strip())
+                r.token("gpu-uuid", gpu["uuid"].strip())
+    for port in _get(facts, "thunderbolt", "ports") or []:
+        if isinstance(port, dict) and isinstance(port.get("peer"), str) and port["peer"].strip():
+            r.add_literal(port["peer"].strip(), "peer", in_facts=False)
+    env = facts.get("environment") if isinstance(facts.get("environment"), dict) else {}
+    for name, value in env.items():
+        if isinstance(value, str) and is_secret_name(str(name)) and len(value) >= 4:
+            r.add_literal(value, "secret", fixed=r.token("secret", value, fold=False))
+    # user names from home paths anywhere in the report
+    found: set[str] = set()
+
+    def scan(obj: Any) -> None:
+        if isinstance(obj, str):
+            for m in _HOME.finditer(obj):
+                found.add(m.group("user") or m.group("wuser"))
+        elif isinstance(obj, dict):
+            for v in obj.values():
+                scan(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                scan(v)
+
+    scan(data)
+    for user in sorted(found):
+        if user.lower() not in generic and not user.startswith("<") and len(user) >= 3:
+            r.add_literal(user, "user", fixed="<user>", in_facts=False)
+
+
+def _visible_entry(r: Redactor, entry: str) -> str:
+    """One CUDA/HIP_VISIBLE_DEVICES entry: a UUID prefix of a known GPU becomes that GPU's token."""
+    e = entry.strip()
+    if e.upper().startswith("GPU-") and len(e) > 4:
+        for full in r.gpu_uuids:
+            if full.lower().startswith(e.lower()):
+                return "GPU-" + r.token("gpu-uuid", full)
+    return r.text(entry, in_facts=True)
+
+
+def _walk(r: Redactor, obj: Any, path: tuple[str, ...]) -> Any:
+    if isinstance(obj, str):
+        versions = any(p in _VERSION_CONTAINERS or "version" in p for p in path)
+        return r.text(obj, versions=versions, in_facts=bool(path) and path[0] == "facts")
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            if path == ("facts", "environment") and isinstance(v, str) and is_secret_name(str(k)):
+                out[k] = r.token("secret", v, fold=False) if v else v
+            elif path == ("facts", "environment") and isinstance(v, str) and str(k).endswith("VISIBLE_DEVICES"):
+                out[k] = ",".join(_visible_entry(r, e) for e in v.split(","))
+            else:
+                out[k] = _walk(r, v, (*path, str(k)))
+        return out
+    if isinstance(obj, list):
+        return [_walk(r, v, path) for v in obj]
+    return obj
+
+
+def _structured(r: Redactor, data: dict[str, Any]) -> None:
+    """Fields whose whole value identifies the machine, whatever their shape."""
+    facts = data.get("facts")
+    if not isinstance(facts, dict):
+        return
+    platform = facts.get("platform")
+    if isinstance(platform, dict) and isinstance(platform.get("hostname"), str) and platform["hostname"].strip() and not platform["hostname"].startswith("<"):
+        platform["hostname"] = r.token("host", platform["hostname"].strip())
+    for sub, kind in (("nvidia", "gpu-uuid"), ("rocm", "gpu-uuid")):
+        for gpu in _get(facts, sub, "gpus") or []:
+            if not isinstance(gpu, dict):
+                continue
+            u = gpu.get("uuid")
+            if isinstance(u, str) and u.strip() and "<" not in u:
+                gpu["uuid"] = ("GPU-" if u.strip().startswith("GPU-") else "") + r.token(kind, u.strip())
+            s = gpu.get("serial")
+            if isinstance(s, str) and s.strip() and s.strip().lower() not in _NOT_A_VALUE and not s.startswith("<"):
+                gpu["serial"] = r.token("serial", s.strip(), fold=False)
+    for port in _get(facts, "thunderbolt", "ports") or []:
+        if not isinstance(port, dict):
+            continue
+        for key in ("peer_uuid", "domain_uuid"):
+            v = port.get(key)
+            if isinstance(v, str) and v.strip() and not v.startswith("<"):
+                port[key] = r.token("uuid", v.strip())
+        if isinstance(port.get("peer"), str) and port["peer"].strip() and not port["peer"].startswith("<"):
+            port["peer"] = r.token("peer", port["peer"].strip())
+    for iface in _get(facts, "thunderbolt", "interfaces") or []:
+        if isinstance(iface, dict) and isinstance(iface.get("mac"), str) and iface["mac"].strip() and not iface["mac"].startswith("<"):
+            iface["mac"] = r.token("mac", iface["mac"].strip().replace("-", ":"))
+
+
+def redact_report(data: dict[str, Any], redactor: Redactor | None = None) -> dict[str, Any]:
+    """A redacted deep copy of a report's JSON data (``Report.to_data()``); the input is not changed."""
+    r = redactor or Redactor()
+    out = copy.deepcopy(data)
+    if not isinstance(out, dict):
+        return out
+    _prime(r, out)
+    out = _walk(r, out, ())
+    _structured(r, out)
+    return out
+
+
+def redact_text(text: str, redactor: Redactor | None = None) -> str:
+    """Redact free text with the generic rules (no report to learn the host name from)."""
+    return (redactor or Redactor()).text(text)

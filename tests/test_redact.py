@@ -1,0 +1,244 @@
+"""Redaction: secrets planted in the environment, in paths, in the host name and in raw tool
+outputs never survive; replacements are stable and keep their kind; findings survive.
+
+The machine is synthetic (built here) except the raw outputs taken from real recorded tool
+outputs in tests/fixtures/real (ifconfig of an Intel Mac, system_profiler of a Mac mini,
+rocminfo of an MI300X box, boltctl of a Razer Core), which carry real MACs, UUIDs and UIDs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import real_fixture
+
+from stackdoctor.config import Requirements, requirements_findings
+from stackdoctor.facts import (
+    Facts,
+    KernelFacts,
+    KernelResult,
+    NetInterface,
+    NvidiaFacts,
+    NvidiaGpu,
+    PlatformFacts,
+    PythonFacts,
+    RocmFacts,
+    RocmGpu,
+    ThunderboltFacts,
+    ThunderboltPort,
+    TorchFacts,
+)
+from stackdoctor.redact import Redactor, address_kind, is_secret_name, redact_report, redact_text
+from stackdoctor.report import Finding, ProbeStatus, Report, report_from_data
+
+HOST = "gpu-node-17.corp.example.com"
+USER = "alicezhang"
+GPU_UUID = "GPU-5f8a0c2d-21f3-c8e6-1234-abcdefabcdef"
+SERIAL = "1320219016353"
+SECRETS = {
+    "HF_TOKEN": "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345",
+    "GITHUB_TOKEN": "ghp_0123456789abcdefghijABCDEFGHIJ012345",
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+    "OPENAI_API_KEY": "sk-proj-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2",
+    "WANDB_API_KEY": "0123456789abcdef0123456789abcdef01234567",
+    "SLACK_BOT": "xoxb-1234567890-abcdefghij",
+    "GH_PAT": "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+    "SESSION_COOKIE": "s%3Aabcdef.ghijkl",
+    "DB_PASSWORD": "hunter2hunter2",
+}
+JWT = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+URL_PASSWORD = "pipS3cretPw"
+IPS = ["10.20.30.40", "192.168.64.1", "169.254.17.3", "52.14.200.7", "fe80::aede:48ff:fe00:1122"]
+MAC = "3c:22:fb:a1:b2:c3"
+
+
+def planted_facts() -> Facts:
+    f = Facts()
+    f.platform = PlatformFacts(system="Linux", machine="x86_64", os_id="ubuntu", os_name="Ubuntu 22.04.4 LTS", os_version="22.04", hostname=HOST)
+    f.python = PythonFacts(
+        executable=f"/home/{USER}/proj/.venv/bin/python", version="3.11.7", env_kind="venv", env_prefix=f"/home/{USER}/proj/.venv"
+    )
+    f.nvidia = NvidiaFacts(
+        driver_version="550.54.14",
+        cuda_driver_version="12.4",
+        smi_state="ok",
+        gpus=[NvidiaGpu(index=0, name="NVIDIA A100-SXM4-80GB", uuid=GPU_UUID, compute_capability="8.0", serial=SERIAL, memory_total_mib=81920)],
+    )
+    f.rocm = RocmFacts(gpus=[RocmGpu(index=0, name="AMD Instinct MI300X", gfx="gfx942", uuid="GPU-8af705259683161c")])
+    f.torch = TorchFacts(
+        installed=True,
+        version="2.6.0+cu124",
+        variant="cu124",
+        cuda="12.4",
+        cuda_available=True,
+        device_count=1,
+        location=f"/home/{USER}/proj/.venv/lib/python3.11/site-packages/torch",
+        distributions={"nvidia-cudnn-cu12": "9.1.0.70", "torch": "2.6.0+cu124"},
+    )
+    f.thunderbolt = ThunderboltFacts(
+        present=True,
+        ports=[ThunderboltPort(name="Thunderbolt 5 bus 0", peer=f"{USER}'s Mac Studio", domain_uuid="7F158861-C131-4D0D-83B6-CA50EF76C32B")],
+        interfaces=[NetInterface(name="bridge0", kind="thunderbolt-bridge", addresses=["169.254.17.3", "fe80::aede:48ff:fe00:1122"], mac=MAC)],
+    )
+    f.kernels = KernelFacts(ran=True, results=[KernelResult(kernel="matmul", device="cuda:0", ok=True)])
+    f.environment = {
+        **SECRETS,
+        "PATH": f"/home/{USER}/.local/bin:/usr/local/cuda/bin:/usr/bin",
+        "CUDA_VISIBLE_DEVICES": GPU_UUID,
+        "MASTER_ADDR": "10.20.30.40",
+        "PIP_INDEX_URL": f"https://{USER}:{URL_PASSWORD}@pypi.corp.example.com/simple",
+        "NCCL_SOCKET_IFNAME": "bridge0",
+    }
+    return f
+
+
+def raw(argv: list[str], stdout: str, stderr: str = "", rc: int = 0) -> dict:
+    return {"argv": argv, "returncode": rc, "status": "ok", "signal": None, "duration_s": 0.01, "truncated": False, "detail": "", "stdout": stdout, "stderr": stderr}
+
+
+def planted_report() -> Report:
+    facts = planted_facts()
+    rep = Report(facts=facts)
+    rep.probes = [ProbeStatus("nvidia", "ok", 0.2), ProbeStatus("jetson", "skipped", 0.0, "not available in this build")]
+    rep.findings = [
+        Finding("driver-ok", "ok", "Driver 550.54.14 runs CUDA 12.4", layer="driver"),
+        Finding(
+            "nvcc-mismatch",
+            "warn",
+            "nvcc 11.8 differs from torch's CUDA 12.4",
+            detail=f"/home/{USER}/cuda-11.8/bin/nvcc on {HOST} is 11.8",
+            fix=f"export PATH=/usr/local/cuda-12.4/bin:$PATH  # on {HOST.split('.')[0]}",
+            layer="runtime",
+        ),
+        Finding("gpu-ecc", "fail", f"GPU 0 ({GPU_UUID}) has pending retired pages", detail=f"serial {SERIAL}", fix="reset the GPU", layer="gpu"),
+    ]
+    rep.raw_outputs = [
+        raw(["hostname", "-f"], HOST + "\n"),
+        raw(["nvidia-smi", "-L"], f"GPU 0: NVIDIA A100-SXM4-80GB (UUID: {GPU_UUID})\n"),
+        raw(["nvidia-smi", "-q"], f"    Serial Number                         : {SERIAL}\n    GPU UUID                              : {GPU_UUID}\n"),
+        raw(["env"], "\n".join(f"{k}={v}" for k, v in SECRETS.items()) + f"\nAUTH_HEADER=Bearer {JWT}\n"),
+        raw(["ip", "addr"], f"2: eth0: <UP> link/ether {MAC.upper()} brd ff:ff:ff:ff:ff:ff\n    inet 10.20.30.40/24 brd 10.20.30.255\n    inet 52.14.200.7/32\n"),
+        raw(["/home/alicezhang/proj/.venv/bin/python", "-c", "..."], "", f"Traceback: File \"/home/{USER}/proj/x.py\"\nPermissionError on {HOST.split('.')[0].upper()}\n", rc=1),
+        raw(["ifconfig"], real_fixture("c51-intel-mac-t2-ifconfig-bridge0-4-thunderbolt-ports", "ifconfig.txt")),
+        raw(["system_profiler", "SPThunderboltDataType"], real_fixture("c25-macmini-to-macstudio-tb5-rdma-system_profiler", "system_profiler_thunderbolt.txt")),
+        raw(["rocminfo"], real_fixture("c30-8xmi300x-gfx942-rocm633-rocminfo-sclk", "rocminfo.txt")),
+        raw(["boltctl"], real_fixture("c22-linux-boltctl-razer-core-tb3-egpu", "boltctl.txt")),
+    ]
+    rep.requirements = {"source": f"/home/{USER}/proj/pyproject.toml", "values": Requirements(min_gpus=1).to_data()}
+    return rep
+
+
+def planted_values() -> list[str]:
+    """Every identifying or secret value planted above (case-insensitive checks)."""
+    vals = [HOST, HOST.split(".")[0], USER, GPU_UUID, GPU_UUID[4:], SERIAL, JWT, URL_PASSWORD, MAC, *IPS, *SECRETS.values()]
+    # from the real outputs
+    vals += ["78:4f:43:97:06:ac", "d2:00:a0:43:10:00", "192.168.64.1", "fe80::4443:d3a7:3d8f:d17b", "0x05AC897E0A474D02", "7F158861-C131-4D0D-83B6-CA50EF76C32B"]
+    vals += ["GPU-8af705259683161c", "c0030000-00a2-8508-2219-f4d4d2c1a918"]
+    return vals
+
+
+def assert_clean(text: str, where: str) -> None:
+    low = text.lower()
+    leaks = [v for v in planted_values() if v.lower() in low]
+    assert not leaks, f"{where} leaks {leaks}"
+
+
+def test_nothing_planted_survives_in_json():
+    data = planted_report().to_data()
+    before = json.dumps(data, ensure_ascii=False)
+    assert all(v.lower() in before.lower() for v in planted_values()), "the plant is incomplete"
+    out = redact_report(data)
+    assert_clean(json.dumps(out, ensure_ascii=False), "redacted JSON")
+    assert data == planted_report().to_data(), "the input must not be modified"
+
+
+def test_replacements_are_stable_and_keep_the_kind():
+    out = redact_report(planted_report().to_data())
+    f = out["facts"]
+    host = f["platform"]["hostname"]
+    assert host == "<host-1>"
+    text = json.dumps(out)
+    # the short and full host name are the same token wherever they occur
+    assert f"{host}\\n" in out["raw_outputs"][0]["stdout"].replace("\n", "\\n")
+    assert "on <host-1> is 11.8" in out["findings"][1]["detail"] and "# on <host-1>" in out["findings"][1]["fix"]
+    gpu = f["nvidia"]["gpus"][0]["uuid"]
+    assert gpu == "GPU-<gpu-uuid-1>" and f["environment"]["CUDA_VISIBLE_DEVICES"] == gpu and gpu in out["raw_outputs"][1]["stdout"]
+    assert f["nvidia"]["gpus"][0]["serial"].startswith("<serial-")
+    assert f["python"]["executable"] == "<home>/proj/.venv/bin/python"
+    assert f["environment"]["PATH"] == "<home>/.local/bin:/usr/local/cuda/bin:/usr/bin"
+    assert f["environment"]["MASTER_ADDR"] == "<ip-private-1>"
+    assert f["thunderbolt"]["interfaces"][0]["addresses"] == ["<ip-linklocal-1>", "<ip-linklocal-2>"]
+    assert [address_kind(a) for a in f["thunderbolt"]["interfaces"][0]["addresses"]] == ["linklocal", "linklocal"]
+    assert f["thunderbolt"]["interfaces"][0]["mac"] == "<mac-1>" and "<mac-1>" in out["raw_outputs"][4]["stdout"]
+    assert "<ip-public-1>" in out["raw_outputs"][4]["stdout"]
+    assert f["environment"]["PIP_INDEX_URL"] == "https://<credentials-1>@pypi.corp.example.com/simple"
+    for name in SECRETS:
+        assert re.fullmatch(r"<[a-z\-]+-\d+>", f["environment"][name]), (name, f["environment"][name])
+    # what must not change: versions (9.1.0.70 is not an address), names, capabilities
+    assert f["torch"]["distributions"]["nvidia-cudnn-cu12"] == "9.1.0.70"
+    assert f["nvidia"]["driver_version"] == "550.54.14" and f["nvidia"]["gpus"][0]["compute_capability"] == "8.0"
+    assert f["platform"]["os_id"] == "ubuntu" and f["environment"]["NCCL_SOCKET_IFNAME"] == "bridge0"
+    assert re.findall(r"GPU-[^<]", text) == [] and "<uuid-" in text
+
+
+def test_redacted_report_loads_and_replays_to_the_same_findings():
+    rep = planted_report()
+    back = report_from_data(redact_report(rep.to_data()))
+    reqs = Requirements(torch=">=2.6", backend="cuda", min_gpus=1, compute_capability=">=8.0", kernels=["matmul"])
+    assert [(x.code, x.severity) for x in requirements_findings(back.facts, reqs)] == [
+        (x.code, x.severity) for x in requirements_findings(rep.facts, reqs)
+    ] == [("requirements-ok", "ok")]
+    assert [(x.code, x.severity) for x in back.findings] == [(x.code, x.severity) for x in rep.findings]
+    diagnose = pytest.importorskip("stackdoctor.diagnose")
+    fn = getattr(diagnose, "diagnose", None)
+    if fn is None:
+        pytest.skip("stackdoctor.diagnose.diagnose not available yet")
+    assert [(x.code, x.severity) for x in fn(back.facts)] == [(x.code, x.severity) for x in fn(rep.facts)]
+
+
+def test_generic_host_and_user_names_do_not_eat_the_facts():
+    rep = planted_report()
+    rep.facts.platform.hostname = "ubuntu"
+    rep.facts.python.executable = "/home/cuda/.venv/bin/python"
+    rep.raw_outputs.append(raw(["whoami"], "cuda\n"))
+    out = redact_report(rep.to_data())
+    assert out["facts"]["platform"]["hostname"] == "<host-1>"
+    assert out["facts"]["platform"]["os_id"] == "ubuntu" and out["facts"]["platform"]["os_name"].startswith("Ubuntu")
+    assert out["facts"]["torch"]["cuda"] == "12.4" and out["facts"]["torch"]["variant"] == "cu124"
+    assert out["facts"]["python"]["executable"] == "<home>/.venv/bin/python"
+    assert out["raw_outputs"][-1]["stdout"] == "<user>\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("C:\\Users\\Bob Smith\\AppData\\python.exe", "<home>\\AppData\\python.exe"),
+        ("/Users/bob/Library/x", "<home>/Library/x"),
+        ("inet 127.0.0.1 netmask 0xff000000", "inet <ip-loopback-1> netmask 0xff000000"),
+        ("bind 0.0.0.0:29500", "bind 0.0.0.0:29500"),
+        ("inet6 ::1 prefixlen 128", "inet6 <ip-loopback-1> prefixlen 128"),
+        ("pci 0000:01:00.0 at 21:32:15", "pci 0000:01:00.0 at 21:32:15"),
+        ("Authorization: Bearer abcdefghijklmnop0123456789", "Authorization: Bearer <secret-1>"),
+        ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----", "<private-key-1>"),
+        ("use_auth_token=True", "use_auth_token=True"),
+    ],
+)
+def test_redact_text_cases(text, expected):
+    assert redact_text(text) == expected
+
+
+def test_secret_names():
+    for name in ("HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "MY_PASSWD", "GOOGLE_APPLICATION_CREDENTIALS", "NPM_AUTH", "KEY", "SSH_KEY", "SESSION_ID", "COOKIE"):
+        assert is_secret_name(name), name
+    for name in ("PATH", "CUDA_VISIBLE_DEVICES", "PIP_KEYRING_PROVIDER", "NCCL_IB_HCA", "MONKEY", "HSA_OVERRIDE_GFX_VERSION", "LD_LIBRARY_PATH"):
+        assert not is_secret_name(name), name
+
+
+def test_tokens_shared_across_one_redactor_only():
+    r = Redactor()
+    assert r.text("10.0.0.1 and 10.0.0.1 and 10.0.0.2") == "<ip-private-1> and <ip-private-1> and <ip-private-2>"
+    assert Redactor().text("10.0.0.2") == "<ip-private-1>"
+    assert r.counts == {"ip-private": 2}
