@@ -1,0 +1,80 @@
+"""Helpers for end-to-end tests: run the installed console script against a fake machine."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@functools.lru_cache(maxsize=1)
+def report_schema() -> dict:
+    from importlib import resources
+
+    return json.loads(resources.files("stackdoctor").joinpath("schemas/report.schema.json").read_text())
+
+
+def validate_report(data: dict) -> None:
+    """Every report a test produces must validate against the shipped schema."""
+    import jsonschema
+
+    jsonschema.validate(data, report_schema())
+
+
+def console_script() -> list[str]:
+    """The installed ``stackdoctor`` console script (falls back to ``python -m stackdoctor``)."""
+    exe = shutil.which("stackdoctor", path=os.path.dirname(sys.executable)) or shutil.which("stackdoctor")
+    return [exe] if exe else [sys.executable, "-m", "stackdoctor"]
+
+
+@dataclass
+class Run:
+    rc: int
+    stdout: str
+    stderr: str
+    elapsed: float
+
+    def json(self) -> dict:
+        return json.loads(self.stdout)
+
+
+def run_sd(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 120, cwd: str | os.PathLike | None = None, stdin: str | None = None) -> Run:
+    """Run stackdoctor; asserts no traceback ever reaches the user."""
+    start = time.monotonic()
+    proc = subprocess.run(
+        [*console_script(), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=cwd,
+        input=stdin,
+    )
+    run = Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stdout, proc.stdout
+    return run
+
+
+def machine_env(bindir: Path, sysroot: Path | None = None, **extra: str) -> dict[str, str]:
+    """A clean environment: fake tools first on PATH, then only the system's basic dirs."""
+    env = {
+        "PATH": f"{bindir}{os.pathsep}/usr/bin{os.pathsep}/bin",
+        "HOME": os.environ.get("HOME", "/root"),
+        "LANG": "C.UTF-8",
+        "NO_COLOR": "1",
+        "COLUMNS": "120",
+        "STACKDOCTOR_CACHE_DIR": str(bindir.parent / "cache"),
+    }
+    if sysroot is not None:
+        env["STACKDOCTOR_SYSROOT"] = str(sysroot)
+    env.update(extra)
+    return env

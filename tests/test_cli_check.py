@@ -1,0 +1,133 @@
+"""End to end: the installed console script against fake machines (fake tools + a SYSROOT tree)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers import machine_env, run_sd, validate_report
+from conftest import real_fixture, write_fake_tool
+
+C14 = "c14-rtx4070-driver550-linux"
+
+
+def make_sysroot(root: Path, *, proc_version: str | None = None, os_release: str = 'NAME="Ubuntu"\nID=ubuntu\nVERSION_ID="22.04"\nPRETTY_NAME="Ubuntu 22.04.4 LTS"\n') -> Path:
+    (root / "etc").mkdir(parents=True, exist_ok=True)
+    (root / "etc" / "os-release").write_text(os_release)
+    if proc_version is not None:
+        d = root / "proc" / "driver" / "nvidia"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "version").write_text(proc_version)
+        m = root / "sys" / "module" / "nvidia"
+        m.mkdir(parents=True, exist_ok=True)
+        (m / "version").write_text(proc_version.split("Kernel Module")[1].split()[0] + "\n" if "Kernel Module" in proc_version else "")
+    return root
+
+
+PROC_550 = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.40.07  Fri Jan 26 13:12:45 UTC 2024\nGCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n"
+
+
+@pytest.fixture
+def fake_machine(tmp_path):
+    bindir = tmp_path / "bin"
+    write_fake_tool(bindir, "nvidia-smi", real_fixture(C14, "nvidia-smi.txt").split("\n", 1)[1] if real_fixture(C14, "nvidia-smi.txt").startswith(("$", "user")) else real_fixture(C14, "nvidia-smi.txt"))
+    sysroot = make_sysroot(tmp_path / "root", proc_version=PROC_550)
+    return bindir, sysroot
+
+
+def test_fake_machine_report_validates(fake_machine, plain_python):
+    bindir, sysroot = fake_machine
+    run = run_sd(["check", "--json", "--python", plain_python], env=machine_env(bindir, sysroot))
+    assert run.rc == 0, run.stderr  # no torch is a warning, not a failure
+    data = run.json()
+    validate_report(data)
+    f = data["facts"]
+    assert f["nvidia"]["driver_version"] == "550.40.07"
+    assert f["nvidia"]["cuda_driver_version"] == "12.4"
+    assert f["nvidia"]["gpus"][0]["name"].endswith("RTX 4070")
+    assert f["nvidia"]["kernel_module_version"] == "550.40.07"
+    assert f["python"]["executable"] == plain_python
+    codes = {x["code"]: x["severity"] for x in data["findings"]}
+    assert codes.get("torch-missing") == "warn"
+    assert all(x["fix"] for x in data["findings"] if x["severity"] != "ok")
+    assert {p["name"] for p in data["probes"]} >= {"target", "platform", "nvidia", "cuda_toolkit", "rocm", "thunderbolt"}
+
+
+def test_hung_tool_finishes_in_its_timeout(tmp_path, plain_python):
+    bindir = tmp_path / "bin"
+    write_fake_tool(bindir, "nvidia-smi", script="echo '+------'\nsleep 600\n")
+    sysroot = make_sysroot(tmp_path / "root")
+    run = run_sd(["check", "--json", "--timeout", "1", "--python", plain_python], env=machine_env(bindir, sysroot), timeout=60)
+    assert run.elapsed < 20
+    data = run.json()
+    validate_report(data)
+    nv = next(p for p in data["probes"] if p["name"] == "nvidia")
+    assert nv["status"] == "timeout" and "nvidia-smi did not answer in 1 s" in nv["error"]
+    assert any(x["code"] == "probe-timeout" for x in data["findings"])
+    assert data["facts"]["python"]["version"]  # the other probes' facts are still there
+
+
+@pytest.mark.slow
+def test_real_torch_in_separate_venv(torch_python, tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    run = run_sd(["check", "--json", "--python", torch_python], env=machine_env(bindir, make_sysroot(tmp_path / "root")))
+    data = run.json()
+    validate_report(data)
+    t = data["facts"]["torch"]
+    assert t["version"] == "2.13.0+cpu" and t["variant"] == "cpu" and t["cuda"] is None
+    assert data["facts"]["kernels"]["ran"] is True
+    assert {r["kernel"] for r in data["facts"]["kernels"]["results"]} >= {"matmul"}
+    assert run.rc == 0, [f for f in data["findings"] if f["severity"] == "fail"]
+
+
+def test_replay_gives_the_same_findings(fake_machine, plain_python, tmp_path):
+    bindir, sysroot = fake_machine
+    out = tmp_path / "report.json"
+    live = run_sd(["check", "--json", "--output", str(out), "--python", plain_python], env=machine_env(bindir, sysroot))
+    assert live.rc == 0 and out.exists()
+    live_data = json.loads(out.read_text())
+    # replay on a machine with none of those tools: nothing is probed
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    replay = run_sd(["check", "--json", "--replay", str(out)], env=machine_env(empty))
+    data = replay.json()
+    validate_report(data)
+    assert replay.rc == live.rc
+    assert [(f["code"], f["severity"], f["detail"]) for f in data["findings"]] == [(f["code"], f["severity"], f["detail"]) for f in live_data["findings"]]
+    assert data["facts"] == live_data["facts"]
+
+
+def test_human_screen_shows_layers_and_summary(fake_machine, plain_python):
+    bindir, sysroot = fake_machine
+    run = run_sd(["check", "--python", plain_python], env=machine_env(bindir, sysroot))
+    assert run.rc == 0
+    out = run.stdout
+    for layer in ("python", "torch", "runtime", "driver", "gpu"):
+        assert layer in out
+    assert "RTX 4070" in out and "550.40.07" in out
+    assert "torch-missing" in out and "stackdoctor install" in out
+    last = [ln for ln in out.splitlines() if ln.strip()][-1]
+    assert "warning" in last and "ok" in last
+
+
+def test_bad_flag_is_exit_2(plain_python):
+    run = run_sd(["check", "--format", "yaml"])
+    assert run.rc == 2 and "unknown --format" in run.stderr
+
+
+def test_replay_missing_file_is_exit_2(tmp_path):
+    run = run_sd(["check", "--replay", str(tmp_path / "nope.json")])
+    assert run.rc == 2 and "no such file" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_version_and_help():
+    assert run_sd(["--version"]).stdout.startswith("stackdoctor ")
+    for cmd in (["--help"], ["check", "--help"]):
+        r = run_sd(cmd)
+        assert r.rc == 0 and "Usage" in r.stdout
