@@ -17,7 +17,7 @@ project", as download.pytorch.org links to download-r2.pytorch.org).
 - ``e500``: HTTP 500 ·  ``garbage``: 200 text/html without links ·  ``badjson``: JSON type, broken body
 - ``slow``: no answer at all (a read timeout) ·  ``trickle``: one byte every 0.2 s (only a deadline stops it)
 - ``huge`` / ``hugelen``: a 1 GiB page, streamed without / with a Content-Length (must be cut off) ·  ``loop``: redirects to itself forever
-- ``notags``: only wheels for other Pythons / platforms ·  ``slowwheel``: pages ok, wheel files trickle
+- ``notags``: only wheels for other Pythons / platforms ·  ``nodeps``: torch's nvidia-* dependencies missing ·  ``slowwheel``: pages ok, wheel files trickle
   (to interrupt an install halfway) ·  ``broken`` / ``brokentorch``: torchvision's / torch's wheel
   fails mid-install (a file outside the target)
 """
@@ -147,6 +147,11 @@ class IndexState:
         self.slow_started = threading.Event()
         self.stopping = threading.Event()
 
+    def served(self, mode: str, name: str) -> bytes | None:
+        """The bytes the file host serves for ``name`` in ``mode`` (pages list their real sha256)."""
+        broken = (mode == "broken" and name.startswith("torchvision-")) or (mode == "brokentorch" and name.startswith("torch-"))
+        return (self.broken if broken else self.wheels).get(name)
+
     def record(self, host: str, path: str, status: int) -> None:
         with self.lock:
             self.hits.append((host, path, status))
@@ -159,6 +164,8 @@ class IndexState:
         out = [s for s in self.specs if variant in s.variants and s.name == project]
         if mode == "notags":
             out = [s for s in out if not s.tag.startswith("cp311")]
+        if mode == "nodeps" and project.startswith("nvidia-"):
+            out = []
         return out
 
 
@@ -245,10 +252,10 @@ def _make_handler(state: IndexState, role: str) -> type[BaseHTTPRequestHandler]:
             specs = state.listing(mode, variant, project)
             if not specs:
                 return self._send(404, b"<html><body>404 Not Found</body></html>")
-            fmode = mode if mode in ("slowwheel", "broken", "brokentorch") else "ok"
+            fmode = mode if mode in ("slowwheel", "broken", "brokentorch") else "ok"  # the file host's fault
             entries = []
             for s in specs:
-                data = state.wheels[s.filename]
+                data = state.served(fmode, s.filename) or b""
                 url = f"{state.files_base}/{fmode}/whl/{variant}/{urllib.parse.quote(s.filename)}"
                 entries.append((s.filename, url, _sha(data)))
             accept = self.headers.get("Accept", "")
@@ -281,8 +288,7 @@ def _make_handler(state: IndexState, role: str) -> type[BaseHTTPRequestHandler]:
             if len(parts) != 4:
                 return self._send(404, b"not found")
             mode, name = parts[0], parts[3]
-            broken = (mode == "broken" and name.startswith("torchvision-")) or (mode == "brokentorch" and name.startswith("torch-"))
-            data = (state.broken if broken else state.wheels).get(name)
+            data = state.served(mode, name)
             if data is None:
                 return self._send(404, b"not found")
             if mode == "slowwheel" and name.startswith("torch-"):
