@@ -7,6 +7,7 @@ device names) is wrapped in :class:`rich.text.Text`, never parsed as markup.
 from __future__ import annotations
 
 from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -123,10 +124,17 @@ def kernels_table(report: Report) -> Table | None:
             r.device,
             r.dtype or "",
             Text("ok", style="green") if r.ok else Text(r.error or "wrong", style="red"),
-            f"{r.tflops:.3f}" if r.tflops is not None else "",
+            _flops(r.tflops),
             f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else "",
         )
     return table
+
+
+def _flops(tflops: float | None) -> str:
+    """TFLOP/s with three significant digits (a CPU conv is 0.00123, an H200 bf16 matmul 700)."""
+    if tflops is None:
+        return ""
+    return f"{tflops:.3g}" if tflops < 1000 else f"{tflops:.0f}"
 
 
 def findings_view(report: Report, verbose: bool) -> RenderableType:
@@ -141,11 +149,11 @@ def findings_view(report: Report, verbose: bool) -> RenderableType:
         head.append(f"  {f.title}")
         rows.append(head)
         if f.detail:
-            rows.append(Text(f"    {f.detail}"))
+            rows.append(Padding(Text(f.detail), (0, 0, 0, 4)))
         if f.fix:
-            fix = Text("    fix: ", style="bold")
+            fix = Text("fix: ", style="bold")
             fix.append(f.fix, style="cyan")
-            rows.append(fix)
+            rows.append(Padding(fix, (0, 0, 0, 4)))
     if verbose:
         for f in report.findings:
             if f.severity == "ok":
