@@ -71,10 +71,15 @@ def process_hooks(h):
         sys.exit(int(h["exit"] or 3))
 
 
+_BOILERPLATE = ("Set TORCHDYNAMO_VERBOSE", "For even more developer context", "You can suppress this exception",
+                "Exception raised from", "frame #")
+
+
 def last_line(exc):
-    text = "%s: %s" % (type(exc).__name__, exc)
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1][:500] if lines else type(exc).__name__
+    """``Type: message`` in one line: the first line of the message that says something."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith(_BOILERPLATE)] or lines
+    return ("%s: %s" % (type(exc).__name__, lines[0]) if lines else type(exc).__name__)[:500]
 
 
 # ---------------------------------------------------------------------------- devices
