@@ -211,6 +211,15 @@ def test_probe_synthetic_wsl2_no_container(tmp_path: Path) -> None:
     assert f.nvidia_pci_devices == [] and f.libc is None and f.machine is None
 
 
+def test_probe_machine_from_multiarch_dir(tmp_path: Path) -> None:
+    root = tmp_path / "synthetic-x86-tree"
+    write(root, "/proc/version", "Linux version 6.8.0-45-generic (buildd@lcy02) (gcc 13.2.0) #45-Ubuntu SMP\n")
+    write(root, "/usr/lib/x86_64-linux-gnu/libc.so.6", "")
+    f = plat.probe(ctx_for(root)).facts["platform"]
+    assert f.machine == "x86_64" and f.sources["machine"] == "file:/usr/lib/x86_64-linux-gnu"
+    assert (f.libc, f.glibc_version) == ("glibc", None)  # glibc >= 2.34 has no versioned file name
+
+
 def test_probe_wsl_marker_without_kernel_string(tmp_path: Path) -> None:
     root = tmp_path / "synthetic-wsl-custom-kernel"
     write(root, "/proc/sys/kernel/osrelease", "6.6.0-custom\n")

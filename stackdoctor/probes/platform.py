@@ -4,7 +4,8 @@ Sources, in the order they are read (every value's source lands in ``PlatformFac
 
 - system / machine: ``platform.system()`` / ``platform.machine()`` on the live machine. Under a
   moved sysroot the captured tree is a Linux tree: system stays "Linux" and machine is taken
-  from ``/proc/version`` when it names one (else None: the live CPU is not the replayed one's).
+  from ``/proc/version`` when it names one, else from a single multiarch ``/lib/<arch>-linux-gnu``
+  directory (else None: the live CPU is not the replayed one's).
 - OS: ``/etc/os-release`` (then ``/usr/lib/os-release``); macOS ``sw_vers`` (Darwin only);
   Windows ``platform.version()`` (Windows only).
 - kernel: ``/proc/sys/kernel/osrelease``, then ``/proc/version``, then ``platform.release()`` (live).
@@ -300,6 +301,15 @@ def gather(ctx: ProbeContext, *, live_system: str | None = None) -> PlatformFact
     if moved and pv_machine:
         f.machine = pv_machine
         src["machine"] = "file:/proc/version"
+    elif moved:
+        # Debian-style multiarch library directories name the tree's architecture.
+        for base in ("/lib", "/usr/lib"):
+            arches = [d[: -len("-linux-gnu")] for d in system.listdir(base) if d.endswith("-linux-gnu")]
+            arches = [a for a in arches if a in _ARCHES]
+            if len(arches) == 1:
+                f.machine = arches[0]
+                src["machine"] = f"file:{base}/{arches[0]}-linux-gnu"
+                break
 
     # Hostname
     host = system.read_text("/proc/sys/kernel/hostname")
