@@ -1,0 +1,856 @@
+"""The resolver: facts + compat matrix + request -> install plan. Pure: no I/O, no environment.
+
+Rules (issue 3):
+
+- Unpinned means the newest release that can use this machine's accelerator; a GPU build of an older
+  release beats a CPU build of the newest (the plan says so).
+- A variant fits when it is published for the target's platform (OS, arch, glibc / macOS floor) and
+  Python; the NVIDIA driver meets its CUDA toolkit minimum (only the major's minor-version-compatibility
+  floor met: still eligible, with a warning naming the driver to upgrade to; under WSL2 and on Windows
+  the Windows column); EVERY GPU runs its arch list (:func:`stackdoctor.matrix.arch_runs`); an AMD GPU's
+  gfx is in its list or a known ``HSA_OVERRIDE_GFX_VERSION`` applies (then ``env`` carries it).
+- Among fitting variants of a release: the newest CUDA / ROCm. Intel GPU -> xpu; macOS arm64 -> the
+  default PyPI build (MPS); Jetson -> its own wheel source; nothing usable -> cpu, saying why and what
+  would make a GPU build possible. Nothing at all -> ``Plan(variant=None)`` with suggestions.
+- Mixed GPUs: a variant that runs on all, else the plan names the GPU left out and how to hide it.
+- Every rejected variant carries its reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from stackdoctor.facts import Facts
+from stackdoctor.matrix import (
+    PYPI_INDEX,
+    Matrix,
+    Release,
+    Variant,
+    arch_match,
+    driver_meets,
+    parse_platform,
+    variant_kind,
+)
+from stackdoctor.plan import Plan, PlannedPackage, Rejected, Request
+
+__all__ = ["resolve", "Target", "Gpu", "target_from"]
+
+
+# ---------------------------------------------------------------------------- the machine, as the resolver sees it
+
+
+@dataclass
+class Gpu:
+    vendor: str  # "nvidia" | "amd" | "intel"
+    index: int
+    name: str | None
+    cc: str | None = None  # NVIDIA "8.9"
+    gfx: str | None = None  # AMD "gfx1100"
+    integrated: bool = False
+    uuid: str | None = None
+
+    def label(self) -> str:
+        name = self.name or (self.gfx or "") or "unknown GPU"
+        return f"GPU {self.index} {name}"
+
+
+@dataclass
+class Target:
+    os: str  # "linux" | "windows" | "macos" | "unknown"
+    arch: str  # "x86_64" | "aarch64" | "amd64" | "arm64"
+    glibc: tuple[int, int] | None = None
+    macos: tuple[int, int] | None = None
+    python: str | None = None  # "3.12" / "3.13t"
+    windows_driver: bool = False  # compare the driver with the Windows column (Windows or WSL2)
+    wsl: bool = False
+    driver: str | None = None
+    gpus: list[Gpu] = field(default_factory=list)
+    jetson: bool = False
+    l4t: str | None = None
+    jetpack: str | None = None
+    musl: bool = False
+    notes: list[str] = field(default_factory=list)  # facts the resolver could not check
+
+    @property
+    def tag(self) -> str:
+        if self.os == "windows":
+            return f"win_{self.arch}"
+        if self.os == "macos":
+            v = self.macos or (11, 0)
+            return f"macosx_{v[0]}_{v[1]}_{self.arch}"
+        if self.glibc:
+            return f"manylinux_{self.glibc[0]}_{self.glibc[1]}_{self.arch}"
+        return f"linux_{self.arch}"
+
+    def nvidia(self) -> list[Gpu]:
+        return [g for g in self.gpus if g.vendor == "nvidia"]
+
+    def amd(self) -> list[Gpu]:
+        return [g for g in self.gpus if g.vendor == "amd"]
+
+    def intel(self) -> list[Gpu]:
+        return [g for g in self.gpus if g.vendor == "intel"]
+
+
+def _vtuple(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    m = re.match(r"^(\d+)(?:[._](\d+))?", text.strip())
+    if not m:
+        return None
+    return (int(m.group(1)), int(m.group(2) or 0))
+
+
+_ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64", "aarch64": "aarch64", "x86_64": "x86_64"}
+
+
+def _norm_arch(os_: str, machine: str | None) -> str:
+    m = (machine or "").strip().lower()
+    if os_ == "windows":
+        return {"amd64": "amd64", "x86_64": "amd64", "arm64": "arm64", "aarch64": "arm64"}.get(m, m or "amd64")
+    if os_ == "macos":
+        return {"arm64": "arm64", "aarch64": "arm64", "x86_64": "x86_64"}.get(m, m)
+    return _ARCH_ALIASES.get(m, m)
+
+
+_SM_RE = re.compile(r"^(?:sm_?)?(\d{1,2})\.?(\d)$", re.I)
+
+
+def _parse_gpu_request(text: str, matrix: Matrix) -> str | None:
+    t = text.strip()
+    m = re.match(r"^sm_?(\d+)(\d)$", t, re.I) or re.match(r"^(\d{1,2})\.(\d)$", t)
+    if m:
+        return f"{int(m.group(1))}.{m.group(2)}"
+    return matrix.gpu_compute_capability(t)
+
+
+_INTEL_XPU_RE = re.compile(
+    r"\b(arc|data center gpu|max \d{4}|flex|battlemage|alchemist|core ultra|meteor lake|arrow lake|lunar lake|panther lake|dg2|bmg)\b", re.I
+)
+
+
+def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
+    """The target of a resolution: this machine's facts with the request's what-if overrides applied."""
+    p = facts.platform
+    tag = request.platform or facts.python.platform_tag
+    os_, arch, floor = ("unknown", "", None)
+    if tag:
+        os_, arch, floor = parse_platform(tag)
+    if os_ in ("unknown", "musllinux") or not tag:
+        sysname = (p.system or "").lower()
+        fos = {"linux": "linux", "darwin": "macos", "windows": "windows"}.get(sysname, "unknown")
+        if os_ == "musllinux":
+            fos = "linux"
+        if fos == "macos" and facts.apple.rosetta is False and facts.apple.arch:
+            machine = facts.apple.arch
+        else:
+            machine = p.machine
+        os_, arch = fos, _norm_arch(fos, machine if not arch else arch)
+        floor = None
+    else:
+        arch = _norm_arch(os_, arch)
+    t = Target(os=os_, arch=arch)
+    t.musl = (tag or "").startswith("musllinux") or p.libc == "musl"
+    if os_ == "linux":
+        t.glibc = floor if floor else (_vtuple(p.glibc_version) if not request.platform else None)
+    if os_ == "macos":
+        t.macos = floor if (floor and request.platform) else (_vtuple(facts.apple.macos_version) or floor)
+    # python
+    if request.python_version:
+        t.python = request.python_version.strip()
+    elif facts.python.version:
+        mm = ".".join(facts.python.version.split(".")[:2])
+        t.python = mm + ("t" if facts.python.free_threaded else "")
+    t.wsl = bool(p.is_wsl) and os_ == "linux" and not request.platform
+    t.windows_driver = os_ == "windows" or t.wsl
+    # GPUs: what-if overrides replace the probed ones
+    if request.gpus or request.gfx:
+        for i, g in enumerate(request.gpus):
+            cc = _parse_gpu_request(g, matrix)
+            t.gpus.append(Gpu("nvidia", i, g if not re.match(r"^(sm_?\d+|\d+\.\d)$", g.strip(), re.I) else None, cc=cc))
+            if cc is None:
+                t.notes.append(f"--gpu {g}: unknown GPU name, its compute capability is not in the matrix")
+        for i, g in enumerate(request.gfx):
+            t.gpus.append(Gpu("amd", i, None, gfx=g.strip().lower()))
+    else:
+        for g in facts.nvidia.gpus:
+            cc = g.compute_capability or matrix.gpu_compute_capability(g.name)
+            t.gpus.append(Gpu("nvidia", g.index, g.name, cc=cc, uuid=g.uuid))
+        if not facts.nvidia.gpus and p.nvidia_pci_devices and not facts.jetson.is_jetson:
+            t.notes.append(
+                f"{len(p.nvidia_pci_devices)} NVIDIA GPU(s) on the PCI bus but the driver did not list them"
+                + (f" (nvidia-smi: {facts.nvidia.smi_state})" if facts.nvidia.smi_state else "")
+            )
+        for rg in facts.rocm.gpus:
+            t.gpus.append(Gpu("amd", rg.index, rg.name, gfx=(rg.gfx or "").split(":", 1)[0].lower() or None, integrated=rg.integrated, uuid=rg.uuid))
+        for i, ig in enumerate(facts.intel.gpus):
+            t.gpus.append(Gpu("intel", i, ig.name, integrated=ig.discrete is False))
+    t.driver = request.driver or facts.nvidia.driver_version
+    t.jetson = facts.jetson.is_jetson and not request.platform
+    t.l4t = facts.jetson.l4t_release
+    t.jetpack = facts.jetson.jetpack
+    return t
+
+
+# ---------------------------------------------------------------------------- fitting
+
+
+@dataclass
+class _Fit:
+    release: Release
+    version: Version
+    variant: Variant
+    warnings: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class _Reject(Exception):
+    def __init__(self, reason: str, *, driver_needed: str | None = None, platform_blocked: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.driver_needed = driver_needed
+        self.platform_blocked = platform_blocked
+
+
+def _platform_tag_for(release: Release, variant: Variant, t: Target) -> str:
+    """The variant's platform tag that fits the target; raises _Reject saying why none does."""
+    blocked: list[str] = []
+    for tag in variant.platforms:
+        os_, arch, floor = parse_platform(tag)
+        if os_ != t.os or _norm_arch(os_, arch) != t.arch:
+            continue
+        if os_ == "linux":
+            if t.musl:
+                blocked.append(f"{variant.name} has glibc (manylinux) wheels only; this system uses musl")
+                continue
+            need = floor or _vtuple(release.manylinux_glibc)
+            if need and t.glibc and t.glibc < need:
+                blocked.append(f"{variant.name} wheels need glibc >= {need[0]}.{need[1]}; this system has {t.glibc[0]}.{t.glibc[1]}")
+                continue
+        if os_ == "macos":
+            need = floor
+            if need and t.macos and t.macos < need:
+                blocked.append(f"{variant.name} wheels need macOS >= {need[0]}.{need[1]}; this Mac runs {t.macos[0]}.{t.macos[1]}")
+                continue
+        return tag
+    if blocked:
+        raise _Reject(blocked[0], platform_blocked=True)
+    where = {"linux": f"Linux {t.arch}", "windows": f"Windows {t.arch}", "macos": f"macOS {t.arch}"}.get(t.os, t.tag)
+    raise _Reject(f"{variant.name} is not published for {where}", platform_blocked=True)
+
+
+def _python_fits(release: Release, variant: Variant, t: Target, packages: list[str]) -> None:
+    if not t.python:
+        return
+    if t.python not in variant.pythons:
+        known = ", ".join(variant.pythons) or "none known"
+        raise _Reject(f"{variant.name} has no wheels for Python {t.python} (it has {known})", platform_blocked=True)
+    if t.python in release.torch_only_pythons and any(p != "torch" for p in packages):
+        others = ", ".join(p for p in packages if p != "torch")
+        raise _Reject(f"Python {t.python} has torch wheels only in torch {release.version} (no {others})", platform_blocked=True)
+
+
+def _describe_arch(archs: tuple[str, ...], cc: str) -> str:
+    sms = [a for a in archs if a.startswith("sm_")]
+    ptx = [a for a in archs if a.startswith("compute_")]
+    if not sms:
+        return "no CUDA kernels known"
+
+    def num(a: str) -> int:
+        return int(re.sub(r"\D", "", a.split("_", 1)[1]) or 0)
+
+    lo, hi = min(sms, key=num), max(sms, key=num)
+    dev = int(cc.replace(".", ""))
+    if dev < num(lo):
+        return f"builds {lo} and newer"
+    return f"builds {', '.join(sms)}" + (f" (+PTX {', '.join(ptx)})" if ptx else " without PTX")
+
+
+def _fit(release: Release, version: Version, variant: Variant, t: Target, matrix: Matrix, request: Request, gpus: list[Gpu]) -> _Fit:
+    """Check one variant against the target; raises _Reject with the reason."""
+    tag = _platform_tag_for(release, variant, t)
+    _python_fits(release, variant, t, request.packages)
+    fit = _Fit(release, version, variant)
+    if variant.kind == "cuda":
+        row = matrix.cuda_row(variant.cuda)
+        if row is None:
+            raise _Reject(f"{variant.name}: the matrix has no driver data for CUDA {variant.cuda}")
+        nv = [g for g in gpus if g.vendor == "nvidia"]
+        if not t.driver:
+            if nv or request.variant == "auto":
+                raise _Reject(f"{variant.name}: the NVIDIA driver version is unknown")
+            fit.warnings.append(f"no NVIDIA driver on this machine: cannot check that the target's driver meets CUDA {variant.cuda}")
+            meets = "full"
+        else:
+            meets = driver_meets(row, t.driver, windows=t.windows_driver)
+            col = "Windows" if t.windows_driver else "Linux"
+            minimum = (row.min_driver_windows if t.windows_driver else row.min_driver_linux)
+            floor = (row.minor_compat_floor_windows if t.windows_driver else row.minor_compat_floor_linux)
+            target_driver = minimum or floor
+            if meets == "no":
+                wsl = " (the Windows driver, as seen from WSL2)" if t.wsl else ""
+                raise _Reject(
+                    f"{variant.name}: driver {t.driver}{wsl} is older than CUDA {variant.cuda} needs ({col}: >= {target_driver}"
+                    + (f"; minor-version-compatibility floor {floor}" if floor and minimum and floor != minimum else "")
+                    + ")",
+                    driver_needed=target_driver,
+                )
+            if meets == "minor-compat":
+                fit.warnings.append(
+                    f"driver {t.driver} is below CUDA {variant.cuda}'s toolkit minimum ({col}: {minimum}) but meets the "
+                    f"CUDA {variant.cuda.split('.')[0]}.x minor-version-compatibility floor ({floor}): {variant.name} runs, "
+                    f"but PTX JIT and features that need a newer driver can fail; upgrade the driver to >= {minimum}"
+                )
+        archs = variant.arch_for(tag)
+        if nv and not variant.arch_known_for(tag):
+            raise _Reject(f"{variant.name}: its CUDA arch list for {tag} is unknown to the matrix")
+        for g in nv:
+            if g.cc is None:
+                fit.warnings.append(f"{g.label()}: compute capability unknown; could not check that {variant.name} has kernels for it")
+                continue
+            how = arch_match(archs, g.cc)
+            sm = "sm_" + g.cc.replace(".", "")
+            if how is None:
+                raise _Reject(f"{variant.name}: {g.label()} is {sm}; {variant.name} {_describe_arch(archs, g.cc)}")
+            if how == "ptx":
+                if meets != "full":
+                    raise _Reject(
+                        f"{variant.name}: {g.label()} ({sm}) would need PTX JIT, which needs the driver to meet CUDA {variant.cuda}'s toolkit minimum"
+                    )
+                fit.warnings.append(f"{g.label()} ({sm}) has no native kernels in {variant.name}; it runs by PTX JIT (slow first start)")
+        if variant.unknown:
+            fit.warnings.append(f"matrix: {variant.name} of torch {release.version} has unverified facts: {'; '.join(variant.unknown)}")
+    elif variant.kind == "rocm":
+        amd = [g for g in gpus if g.vendor == "amd"]
+        if amd and not variant.gfx:
+            raise _Reject(f"{variant.name}: its gfx list is unknown to the matrix")
+        overrides: dict[str, str] = {}
+        native: list[Gpu] = []
+        for g in amd:
+            if not g.gfx:
+                fit.warnings.append(f"{g.label()}: gfx target unknown; could not check {variant.name}")
+                continue
+            if g.gfx in variant.gfx:
+                native.append(g)
+                continue
+            ov = matrix.rocm_override(g.gfx)
+            if ov is not None and ov.as_gfx in variant.gfx:
+                overrides[g.gfx] = ov.value
+                continue
+            raise _Reject(f"{variant.name}: {g.label()} is {g.gfx}; {variant.name} builds {', '.join(variant.gfx)} and no known override applies")
+        values = set(overrides.values())
+        if len(values) > 1:
+            raise _Reject(f"{variant.name}: the GPUs need different HSA_OVERRIDE_GFX_VERSION values ({', '.join(sorted(values))}); it applies to the whole process")
+        if values:
+            value = values.pop()
+            as_gfx = {matrix.rocm_override(k).as_gfx for k in overrides}  # type: ignore[union-attr]
+            clash = [g for g in native if g.gfx not in as_gfx]
+            if clash:
+                raise _Reject(
+                    f"{variant.name}: {', '.join(f'{g.label()} ({g.gfx})' for g in [g for g in amd if g.gfx in overrides])} needs "
+                    f"HSA_OVERRIDE_GFX_VERSION={value}, which would also make {clash[0].label()} ({clash[0].gfx}) load {', '.join(sorted(as_gfx))} code"
+                )
+            fit.env["HSA_OVERRIDE_GFX_VERSION"] = value
+            for gfx in overrides:
+                ov = matrix.rocm_override(gfx)
+                fit.reasons.append(
+                    f"{gfx} is not in {variant.name}'s gfx list; HSA_OVERRIDE_GFX_VERSION={value} makes it load the {ov.as_gfx} code "  # type: ignore[union-attr]
+                    f"(unofficial, source: {ov.source})"  # type: ignore[union-attr]
+                )
+        if variant.unknown:
+            fit.warnings.append(f"matrix: {variant.name} of torch {release.version} has unverified facts: {'; '.join(variant.unknown)}")
+    return fit
+
+
+def _accel_kind(t: Target, gpus: list[Gpu]) -> str:
+    if any(g.vendor == "nvidia" for g in gpus) or (t.driver and not gpus and t.os != "macos"):
+        return "cuda"
+    if any(g.vendor == "amd" for g in gpus):
+        return "rocm"
+    if any(g.vendor == "intel" for g in gpus):
+        return "xpu"
+    return "cpu"
+
+
+def _kind_version(v: Variant) -> tuple[int, ...]:
+    text = v.cuda or v.rocm or "0"
+    return tuple(int(x) for x in text.split("."))
+
+
+# ---------------------------------------------------------------------------- release candidates
+
+
+def _candidates(matrix: Matrix, request: Request) -> tuple[list[tuple[Release, Version]], str | None]:
+    """(release, version) pairs the request allows, newest first; an error sentence when the pin is unknown."""
+    spec_text = (request.torch or "").strip()
+    out: list[tuple[Release, Version]] = []
+    if not spec_text:
+        return [(r, r.version) for r in matrix.releases], None
+    if re.search(r"[<>=!~,]", spec_text):
+        try:
+            spec = SpecifierSet(spec_text)
+        except InvalidSpecifier:
+            return [], f"--torch {spec_text!r} is neither a version nor a version specifier"
+        for r in matrix.releases:
+            for v in r.versions:
+                if spec.contains(v, prereleases=True):
+                    rel = matrix.release(v)
+                    if rel is not None:
+                        out.append((rel, v))
+                    break
+        if not out:
+            return [], f"no torch release in the matrix matches {spec_text}"
+        return out, None
+    try:
+        Version(spec_text.split("+", 1)[0])
+    except InvalidVersion:
+        return [], f"--torch {spec_text!r} is not a version"
+    rel = matrix.release(spec_text)
+    if rel is None:
+        return [], f"torch {spec_text} is not in the compatibility matrix (known: {', '.join(str(r.version) for r in matrix.releases[:6])}, ...)"
+    return [(rel, rel.version)], None
+
+
+# ---------------------------------------------------------------------------- plan building
+
+
+def _index_url(request: Request, variant: str) -> str:
+    return f"{request.index_base.rstrip('/')}/{variant}"
+
+
+def _command(facts: Facts, request: Request, reqs: list[str], index_url: str | None) -> list[str]:
+    py = facts.python.executable or "python3"
+    idx = ["--index-url", index_url] if index_url else []
+    if request.installer == "uv":
+        return [facts.python.uv_path or "uv", "pip", "install", "--python", py, *reqs, *idx]
+    return [py, "-m", "pip", "install", *reqs, *idx]
+
+
+def _packages(
+    matrix: Matrix, request: Request, version: Version, pkg_variant: str | None, index_url: str | None, warnings: list[str]
+) -> list[PlannedPackage]:
+    out = [PlannedPackage("torch", str(version), pkg_variant, index_url)]
+    tv, ta = matrix.paired(version)
+    for name in request.packages:
+        if name == "torch":
+            continue
+        paired = {"torchvision": tv, "torchaudio": ta}.get(name)
+        if name not in ("torchvision", "torchaudio"):
+            warnings.append(f"{name}: not a torch companion the matrix pairs; install it separately")
+            continue
+        if paired is None:
+            warnings.append(f"{name}: the version paired with torch {version} is unknown to the matrix; not planned (a --matrix file can add it)")
+            continue
+        out.append(PlannedPackage(name, paired, pkg_variant, index_url))
+    return out
+
+
+def _leftovers(facts: Facts, new_variant: str | None) -> list[str]:
+    old = facts.torch.variant
+    if not old or not new_variant or old == new_variant:
+        return []
+    ok, nk = variant_kind(old), variant_kind(new_variant)
+    if ok is None:
+        return []
+    dists = sorted(facts.torch.distributions)
+    if ok[0] == "cuda":
+        old_major = (ok[1] or "").split(".")[0]
+        new_major = (nk[1] or "").split(".")[0] if nk and nk[0] == "cuda" else None
+        if new_major == old_major:
+            return []
+        return [d for d in dists if d.lower().startswith("nvidia-") and (new_major is None or d.lower().endswith(f"-cu{old_major}"))]
+    if ok[0] == "rocm" and (nk is None or nk[0] != "rocm"):
+        return [d for d in dists if "rocm" in d.lower()]
+    return []
+
+
+def _finish(facts: Facts, matrix: Matrix, request: Request, fit: _Fit, plan: Plan, *, pypi: bool = False) -> Plan:
+    v = fit.variant
+    if pypi:
+        index_url, pkg_variant = PYPI_INDEX, None
+    else:
+        index_url, pkg_variant = _index_url(request, v.name), v.name
+    plan.torch_version = str(fit.version)
+    plan.variant = v.name
+    plan.index_url = index_url
+    plan.warnings.extend(w for w in fit.warnings if w not in plan.warnings)
+    plan.reasons.extend(fit.reasons)
+    plan.env.update(fit.env)
+    plan.packages = _packages(matrix, request, fit.version, pkg_variant, index_url, plan.warnings)
+    plan.command = _command(facts, request, [p.requirement for p in plan.packages], index_url)
+    plan.leftovers = _leftovers(facts, v.name)
+    return plan
+
+
+def _best_gpu_fit(
+    release: Release, version: Version, t: Target, matrix: Matrix, request: Request, kind: str, gpus: list[Gpu], rejected: list[Rejected] | None
+) -> tuple[_Fit | None, list[_Reject]]:
+    fits: list[_Fit] = []
+    rejects: list[_Reject] = []
+    for v in release.variants:
+        if v.kind != kind or (request.variant != "auto" and v.name != request.variant):
+            continue
+        try:
+            fits.append(_fit(release, version, v, t, matrix, request, gpus))
+        except _Reject as r:
+            rejects.append(r)
+            if rejected is not None:
+                reason = r.reason.removeprefix(f"{v.name}: ")
+                rejected.append(Rejected(v.name, f"torch {version}: {reason}"))
+    if not fits:
+        return None, rejects
+    fits.sort(key=lambda f: _kind_version(f.variant), reverse=True)
+    best = fits[0]
+    if rejected is not None:
+        for other in fits[1:]:
+            rejected.append(Rejected(other.variant.name, f"torch {version}: fits, but {best.variant.name} is the newer {kind.upper()} build"))
+    return best, rejects
+
+
+def _gpu_summary(gpus: list[Gpu]) -> str:
+    parts = []
+    for g in gpus:
+        what = f"sm_{g.cc.replace('.', '')}" if g.cc else (g.gfx or "?")
+        parts.append(f"{g.label()} ({what})")
+    return ", ".join(parts)
+
+
+def _subsets(gpus: list[Gpu]) -> list[list[Gpu]]:
+    """GPU sets to try: all; without integrated GPUs; then each architecture group, most capable first."""
+    out = [gpus]
+    discrete = [g for g in gpus if not g.integrated]
+    if discrete and len(discrete) < len(gpus):
+        out.append(discrete)
+    groups: dict[str, list[Gpu]] = {}
+    for g in discrete or gpus:
+        groups.setdefault(g.cc or g.gfx or "?", []).append(g)
+    if len(groups) > 1:
+
+        def rank(key: str) -> tuple[int, ...]:
+            return tuple(int(x) for x in re.findall(r"\d+", key)) or (0,)
+
+        for key in sorted(groups, key=rank, reverse=True):
+            out.append(groups[key])
+    return out
+
+
+def _hide_env(kind: str, kept: list[Gpu], all_gpus: list[Gpu]) -> dict[str, str]:
+    if kind == "cuda":
+        if all(g.uuid for g in kept):
+            return {"CUDA_VISIBLE_DEVICES": ",".join(g.uuid for g in kept)}  # type: ignore[misc]
+        return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(str(g.index) for g in kept)}
+    return {"HIP_VISIBLE_DEVICES": ",".join(str(g.index) for g in kept)}
+
+
+def _newer_than(version: Version, cands: list[tuple[Release, Version]]) -> list[tuple[Release, Version]]:
+    return [(r, v) for r, v in cands if v > version]
+
+
+def _fallback_suggestions(
+    t: Target, matrix: Matrix, request: Request, kind: str, gpus: list[Gpu], cands: list[tuple[Release, Version]]
+) -> list[str]:
+    """What would make a GPU build possible: a driver upgrade, or another torch release."""
+    out: list[str] = []
+    newest = cands[0] if cands else None
+    if newest:
+        needed: list[tuple[tuple[int, ...], str, str]] = []
+        for v in newest[0].variants:
+            if v.kind != kind:
+                continue
+            try:
+                _fit(newest[0], newest[1], v, t, matrix, request, gpus)
+            except _Reject as r:
+                if r.driver_needed:
+                    # would it fit with that driver?
+                    t2 = Target(**{**t.__dict__, "driver": r.driver_needed})
+                    try:
+                        _fit(newest[0], newest[1], v, t2, matrix, request, gpus)
+                        needed.append((_kind_version(v), r.driver_needed, v.name))
+                    except _Reject:
+                        pass
+        if needed:
+            needed.sort()
+            _, drv, name = needed[0]
+            out.append(f"upgrade the driver to >= {drv} (torch {newest[1]} {name} then runs on this GPU)")
+    # another release (ignoring the pin) that runs on these GPUs with this driver
+    for r in matrix.releases:
+        if any(r.version == c[0].version for c in cands[:1]):
+            continue
+        best, _ = _best_gpu_fit(r, r.version, t, matrix, Request(**{**request.__dict__, "torch": None, "variant": "auto"}), kind, gpus, None)
+        if best is not None:
+            out.append(f"torch {r.version} {best.variant.name} supports this GPU with this driver (--torch {r.version})")
+            break
+    return out
+
+
+def _nothing_suggestions(t: Target, matrix: Matrix, request: Request, cands: list[tuple[Release, Version]]) -> list[str]:
+    """The nearest requests that would install anything at all (another torch, another Python)."""
+    out: list[str] = []
+    relaxed = Request(**{**request.__dict__, "torch": None})
+    for r in matrix.releases:
+        if cands and r.version == cands[0][0].version:
+            continue
+        for v in r.variants:
+            if v.kind != "cpu":
+                continue
+            try:
+                _fit(r, r.version, v, t, matrix, relaxed, [])
+            except _Reject:
+                continue
+            out.append(f"torch {r.version} is the newest release with a build for this platform and Python (--torch {r.version})")
+            break
+        if out:
+            break
+    if cands and t.python:
+        rel = cands[0][0]
+        cpu = rel.variant("cpu")
+        if cpu is not None:
+            for py in sorted(cpu.pythons, key=lambda s: tuple(int(x) for x in re.findall(r"\d+", s)), reverse=True):
+                if py.endswith("t") != t.python.endswith("t") or py in rel.torch_only_pythons:
+                    continue
+                t2 = Target(**{**t.__dict__, "python": py})
+                try:
+                    _platform_tag_for(rel, cpu, t2)
+                except _Reject:
+                    break
+                out.append(f"Python {py} (torch {cands[0][1]} has wheels for {', '.join(cpu.pythons)}; --python-version {py})")
+                break
+    return out
+
+
+def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
+    """The install plan for ``request`` on the machine ``facts`` describe, from ``matrix``. Pure."""
+    plan = Plan(torch_version=None, variant=None, index_url=None)
+    t = target_from(facts, matrix, request)
+    plan.warnings.extend(t.notes)
+    cands, err = _candidates(matrix, request)
+    if err:
+        plan.reasons.append(err)
+        plan.suggestions.append(f"torch {matrix.releases[0].version} is the newest release the matrix knows" if matrix.releases else "load a matrix")
+        return plan
+    if request.variant != "auto" and variant_kind(request.variant) is None and not request.variant.startswith("jetson-"):
+        plan.reasons.append(f"--variant {request.variant}: not a variant name (cpu, cuXYZ, rocmX.Y, xpu)")
+        return plan
+    unknown_builds = [(r, v) for r, v in cands if not r.variants]
+    if unknown_builds:
+        plan.warnings.append(
+            f"torch {', '.join(str(v) for _, v in unknown_builds)}: the matrix does not know its builds yet; not considered "
+            "(a --matrix file can add them)"
+        )
+    cands = [(r, v) for r, v in cands if r.variants]
+    if not cands:
+        plan.reasons.append("no torch release in the request has builds the matrix knows")
+        return plan
+
+    if t.jetson:
+        return _resolve_jetson(facts, matrix, request, t, cands, plan)
+    if t.os == "macos":
+        return _resolve_macos(facts, matrix, request, t, cands, plan)
+
+    gpus = list(t.gpus)
+    kind = _accel_kind(t, gpus)
+    if kind == "cuda" and any(g.vendor == "amd" for g in gpus):
+        plan.warnings.append(f"AMD GPU(s) {_gpu_summary([g for g in gpus if g.vendor == 'amd'])} are left out: one torch build serves one vendor")
+        gpus = [g for g in gpus if g.vendor == "nvidia"]
+    if kind in ("cuda", "rocm") and any(g.vendor == "intel" for g in gpus):
+        gpus = [g for g in gpus if g.vendor != "intel"]
+    if kind == "xpu":
+        suitable = [g for g in gpus if g.vendor == "intel" and (not g.integrated or _INTEL_XPU_RE.search(g.name or ""))]
+        suitable = [g for g in suitable if _INTEL_XPU_RE.search(g.name or "") or not g.integrated]
+        if not suitable:
+            plan.reasons.append(
+                f"Intel GPU(s) {', '.join(g.name or '?' for g in gpus)} are not among the XPU build's GPUs (Arc, Data Center GPU Max, Core Ultra)"
+            )
+            kind = "cpu"
+        gpus = suitable
+    explicit = request.variant != "auto"
+    if explicit:
+        vk = variant_kind(request.variant)
+        kind = vk[0] if vk else kind
+
+    if kind != "cpu":
+        rejected_all: list[Rejected] = []
+        for subset in _subsets(gpus) if kind in ("cuda", "rocm") and gpus else [gpus]:
+            rejected_here: list[Rejected] = []
+            for rel, ver in cands:
+                best, _ = _best_gpu_fit(rel, ver, t, matrix, request, kind, subset, rejected_here)
+                if best is None:
+                    continue
+                plan.rejected.extend(rejected_here if subset is gpus else rejected_all + rejected_here)
+                left = [g for g in gpus if g not in subset]
+                what = _gpu_summary(subset) if subset else "this machine"
+                if kind == "cuda" and t.driver:
+                    plan.reasons.append(
+                        f"torch {ver} {best.variant.name}: the newest {'requested ' if request.torch else ''}release and CUDA build that runs on {what} with driver {t.driver}"
+                        + (" (the Windows driver, as WSL2 sees it)" if t.wsl else "")
+                    )
+                else:
+                    plan.reasons.append(f"torch {ver} {best.variant.name}: the newest {'requested ' if request.torch else ''}release and {kind.upper()} build for {what}")
+                newer = _newer_than(ver, cands)
+                if newer:
+                    plan.reasons.append(
+                        f"an older release with a GPU build beats a CPU build of torch {newer[0][1]}: no {kind.upper()} build of "
+                        f"{', '.join(str(v) for _, v in newer)} runs here (see rejected)"
+                    )
+                if left:
+                    env = _hide_env(kind, subset, gpus)
+                    best.env.update(env)
+                    var = "CUDA_VISIBLE_DEVICES" if kind == "cuda" else "HIP_VISIBLE_DEVICES"
+                    plan.warnings.append(
+                        f"no {kind.upper()} build runs on every GPU: {_gpu_summary(left)} would be left out"
+                        + (" (an integrated GPU)" if all(g.integrated for g in left) else "")
+                        + f"; hide it with {var}={env[var]}"
+                    )
+                return _finish(facts, matrix, request, best, plan)
+            if subset is gpus:
+                rejected_all = rejected_here
+        # no GPU build anywhere in the request
+        plan.rejected.extend(rejected_all)
+        if gpus or t.driver:
+            plan.reasons.append(
+                f"no {kind.upper()} build of torch {cands[0][1] if len(cands) == 1 else ', '.join(str(v) for _, v in cands[:3]) + (' ...' if len(cands) > 3 else '')} "
+                f"runs on {_gpu_summary(gpus) if gpus else 'this machine'}" + (f" with driver {t.driver}" if t.driver else "")
+            )
+        plan.suggestions.extend(_fallback_suggestions(t, matrix, request, kind, gpus, cands))
+        if explicit:
+            plan.reasons.append(f"--variant {request.variant} does not fit this machine")
+            return plan
+
+    # CPU
+    cpu_rejects: list[str] = []
+    for rel, ver in cands:
+        v = rel.variant("cpu")
+        if v is None:
+            continue
+        try:
+            fit = _fit(rel, ver, v, t, matrix, request, [])
+        except _Reject as r:
+            cpu_rejects.append(f"torch {ver}: {r.reason}")
+            continue
+        if kind == "cpu" and not gpus and not t.driver:
+            plan.reasons.append(f"torch {ver} cpu: no GPU found on this machine; the newest {'requested ' if request.torch else ''}release with a CPU build for it")
+        else:
+            plan.reasons.append(f"torch {ver} cpu: no GPU build fits (see rejected); a CPU build is what works here")
+        if plan.suggestions:
+            plan.reasons.append("to get a GPU build: " + "; or ".join(plan.suggestions))
+        return _finish(facts, matrix, request, fit, plan)
+    # nothing at all
+    plan.torch_version = None
+    plan.reasons.extend(cpu_rejects[:3] or ["no build of the requested torch fits this platform and Python"])
+    plan.suggestions = [s for s in plan.suggestions if "driver" not in s]
+    plan.suggestions.extend(_nothing_suggestions(t, matrix, request, cands))
+    plan.packages, plan.command = [], []
+    return plan
+
+
+def _resolve_macos(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan) -> Plan:
+    """macOS: the default PyPI build (no local suffix); on Apple silicon it carries MPS."""
+    rejects: list[str] = []
+    first_ok: _Fit | None = None
+    for rel, ver in cands:
+        v = rel.variant("cpu")
+        if v is None:
+            continue
+        try:
+            fit = _fit(rel, ver, v, t, matrix, request, [])
+        except _Reject as r:
+            rejects.append(f"torch {ver}: {r.reason}")
+            continue
+        if t.arch == "arm64":
+            mps = _vtuple(rel.mps_min_macos)
+            if mps and t.macos and t.macos < mps:
+                if first_ok is None:
+                    first_ok = fit
+                plan.rejected.append(Rejected("cpu", f"torch {ver}: installs on macOS {t.macos[0]}.{t.macos[1]}, but its MPS needs macOS >= {rel.mps_min_macos}"))
+                continue
+            plan.reasons.append(f"torch {ver}: the newest {'requested ' if request.torch else ''}release for macOS arm64; PyPI's default build carries MPS (Apple GPU)")
+            if first_ok is not None:
+                plan.reasons.append(f"an older release with MPS beats torch {first_ok.version} without it on this macOS")
+        else:
+            plan.reasons.append(f"torch {ver}: Intel Macs get CPU builds only, and {ver} is the newest {'requested ' if request.torch else ''}release with macOS x86_64 wheels")
+        return _finish(facts, matrix, request, fit, plan, pypi=True)
+    if first_ok is not None:
+        plan.reasons.append(f"torch {first_ok.version}: no release here has MPS on this macOS; CPU only")
+        plan.suggestions.append(f"upgrade macOS to >= {first_ok.release.mps_min_macos} for MPS")
+        return _finish(facts, matrix, request, first_ok, plan, pypi=True)
+    plan.reasons.extend(rejects[:3] or ["no torch build for this Mac"])
+    if t.arch == "x86_64":
+        plan.reasons.append("Intel Macs (macOS x86_64) have wheels only up to torch 2.2.2")
+    plan.suggestions.extend(_nothing_suggestions(t, matrix, request, cands))
+    return plan
+
+
+def _resolve_jetson(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan) -> Plan:
+    row = matrix.jetson_row(t.l4t, t.jetpack)
+    what = f"L4T {t.l4t}" if t.l4t else f"JetPack {t.jetpack}" if t.jetpack else "this Jetson"
+    if row is None:
+        plan.reasons.append(f"{what}: the matrix has no Jetson row for it, so no wheel source is known")
+        return plan
+    if row.use_pytorch_index:
+        # Thor (JetPack 7): the SBSA userspace runs download.pytorch.org's aarch64 CUDA builds
+        t2 = Target(**{**t.__dict__, "jetson": False})
+        if not t2.gpus and row.gpu_cc:
+            t2.gpus = [Gpu("nvidia", 0, facts.jetson.model or "Jetson GPU", cc=row.gpu_cc[0])]
+        plan.reasons.append(f"{what} (JetPack {row.jetpack}): {row.note}")
+        inner = _resolve_generic_target(facts, matrix, request, t2, cands)
+        inner.reasons = plan.reasons + inner.reasons
+        inner.warnings = plan.warnings + inner.warnings
+        if inner.variant in (None, "cpu") and row.variant and row.index_url:
+            inner.suggestions.append(f"NVIDIA's Jetson index {row.index_url} ({row.variant}) has torch {', '.join(row.torch)}")
+        return inner
+    if not row.variant or not row.index_url:
+        plan.reasons.append(f"{what} (JetPack {row.jetpack}): {row.note or 'no torch wheel source is known'}")
+        newer = [j for j in matrix.jetson if j.variant and j.index_url and j.jetpack > row.jetpack]
+        if newer:
+            plan.suggestions.append(f"JetPack {newer[0].jetpack} (L4T {', '.join(newer[0].l4t)}) has torch {', '.join(newer[0].torch)} from {newer[0].index_url}")
+        return plan
+    versions = [Version(v) for v in row.torch]
+    wanted: list[Version] = []
+    if request.torch:
+        spec_text = request.torch.strip()
+        try:
+            spec = SpecifierSet(spec_text) if re.search(r"[<>=!~,]", spec_text) else SpecifierSet(f"=={spec_text}.*" if spec_text.count(".") == 1 else f"=={spec_text}")
+        except InvalidSpecifier:
+            spec = SpecifierSet()
+        wanted = [v for v in versions if spec.contains(v, prereleases=True)]
+    else:
+        wanted = sorted(versions, reverse=True)
+    if not wanted:
+        plan.reasons.append(f"{what}: {row.index_url} has no torch {request.torch} (it has {', '.join(row.torch)})")
+        plan.suggestions.append(f"--torch {row.torch[0]} (the newest on {row.variant})")
+        return plan
+    if t.python and row.pythons and t.python not in row.pythons:
+        plan.reasons.append(f"{what}: {row.variant} wheels are for Python {', '.join(row.pythons)}, not {t.python}")
+        plan.suggestions.append(f"Python {row.pythons[0]} (JetPack's Python; --python-version {row.pythons[0]})")
+        return plan
+    ver = wanted[0]
+    plan.torch_version = str(ver)
+    plan.variant = row.variant
+    plan.index_url = row.index_url
+    plan.reasons.append(f"{what} (JetPack {row.jetpack}, CUDA {row.cuda}): torch {ver} from NVIDIA's Jetson wheels at {row.index_url}; PyPI's aarch64 builds do not target the Jetson iGPU")
+    if row.unknown:
+        plan.warnings.append(f"matrix: {'; '.join(row.unknown)} (unknown)")
+    plan.packages = _packages(matrix, request, ver, None, row.index_url, plan.warnings)
+    plan.command = _command(facts, request, [p.requirement for p in plan.packages], row.index_url)
+    return plan
+
+
+def _resolve_generic_target(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]]) -> Plan:
+    """Resolve with an already-built target (used for Jetson Thor)."""
+    import dataclasses
+
+    sub = dataclasses.replace(
+        facts,
+        jetson=dataclasses.replace(facts.jetson, is_jetson=False),
+    )
+    req = dataclasses.replace(
+        request,
+        gpus=[f"sm_{g.cc.replace('.', '')}" for g in t.gpus if g.vendor == "nvidia" and g.cc] or request.gpus,
+        driver=t.driver,
+    )
+    return resolve(sub, matrix, req)
