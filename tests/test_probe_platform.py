@@ -69,6 +69,12 @@ def test_parse_os_release_quotes_and_junk() -> None:
     assert "garbage line" not in rel and len(rel) == 6
 
 
+def test_parse_os_release_real_ubuntu2404() -> None:
+    rel = plat.parse_os_release(real_fixture("r-os-release-ubuntu2404-k8s-157", "os-release.txt"))
+    assert (rel["ID"], rel["VERSION_ID"], rel["PRETTY_NAME"]) == ("ubuntu", "24.04", "Ubuntu 24.04.2 LTS")
+    assert rel["HOME_URL"] == "https://www.ubuntu.com/" and rel["VERSION_CODENAME"] == "noble"
+
+
 def test_parse_proc_version_jetson_uname_real() -> None:
     kernel, machine = plat.parse_proc_version(real_fixture("c32-jetson-nano-jetbot-l4t-r32.3.1", "uname.txt"))
     assert kernel == "4.9.140-tegra"

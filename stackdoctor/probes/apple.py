@@ -44,7 +44,7 @@ def parse_sw_vers(text: str) -> dict[str, str]:
 def parse_sysctl_value(text: str) -> str | None:
     """The value printed by ``sysctl -n <key>`` (first non-empty line), or None.
 
-    Sample (``sysctl -n machdep.cpu.brand_string``)::
+    Shape (``sysctl -n machdep.cpu.brand_string``; illustration)::
 
         Apple M2 Max
     """

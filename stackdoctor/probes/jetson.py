@@ -116,7 +116,7 @@ def parse_nv_tegra_release(text: str) -> tuple[str | None, str | None, str | Non
 def parse_dpkg_package_version(text: str, package: str) -> str | None:
     """The ``Version:`` of ``package`` in a dpkg status file.
 
-    Sample stanza::
+    Stanza shape (illustration; the version matches c32's L4T R32.3.1 date)::
 
         Package: nvidia-l4t-core
         Status: install ok installed

@@ -38,7 +38,7 @@ _HEX = re.compile(r"^\s*(0x[0-9a-fA-F]+)\s*$")
 def parse_pci_id(text: str) -> str | None:
     """One sysfs id file as a lower-case hex string, or None.
 
-    Sample (``/sys/bus/pci/devices/0000:01:00.0/class``)::
+    Shape (``/sys/bus/pci/devices/0000:01:00.0/class``; sysfs prints the id as ``0x%06x``)::
 
         0x030000
     """
@@ -49,7 +49,7 @@ def parse_pci_id(text: str) -> str | None:
 def parse_uevent_driver(text: str) -> str | None:
     """The ``DRIVER=`` line of a PCI device's ``uevent`` file, or None.
 
-    Sample::
+    Shape (illustration)::
 
         DRIVER=nvidia
         PCI_CLASS=30000

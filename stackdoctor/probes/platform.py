@@ -52,11 +52,12 @@ __all__ = [
 def parse_os_release(text: str) -> dict[str, str]:
     """``/etc/os-release`` as a dict (quotes removed, comments and junk ignored).
 
-    Sample (Ubuntu 22.04)::
+    Sample (Ubuntu 24.04.2, ROCm/k8s-device-plugin issue #157)::
 
-        PRETTY_NAME="Ubuntu 22.04.4 LTS"
+        PRETTY_NAME="Ubuntu 24.04.2 LTS"
         NAME="Ubuntu"
-        VERSION_ID="22.04"
+        VERSION_ID="24.04"
+        VERSION="24.04.2 LTS (Noble Numbat)"
         ID=ubuntu
     """
     out: dict[str, str] = {}
@@ -137,7 +138,7 @@ _CGROUP_MARKERS = (
 def parse_cgroup_container(text: str) -> str | None:
     """The container runtime named by ``/proc/1/cgroup``, or None (cgroup v2 ``0::/`` names none).
 
-    Sample (cgroup v1 inside Docker)::
+    Shape (cgroup v1 inside Docker; illustration, not a capture)::
 
         12:cpuset:/docker/3f0c1a6e0d2b...
         11:memory:/docker/3f0c1a6e0d2b...
@@ -153,7 +154,7 @@ def parse_cgroup_container(text: str) -> str | None:
 def parse_cpuinfo(text: str) -> tuple[str | None, int | None]:
     """(CPU model, logical CPU count) from ``/proc/cpuinfo``.
 
-    x86 sample lines::
+    x86 line shape (illustration)::
 
         processor	: 0
         model name	: AMD Ryzen 9 7950X 16-Core Processor
@@ -181,7 +182,7 @@ def parse_cpuinfo(text: str) -> tuple[str | None, int | None]:
 def parse_meminfo_total_mib(text: str) -> int | None:
     """``MemTotal`` of ``/proc/meminfo`` in MiB.
 
-    Sample::
+    Line shape (illustration)::
 
         MemTotal:       131899588 kB
     """

@@ -68,7 +68,9 @@ _VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
 def parse_rocm_version_file(text: str) -> str | None:
     """``${ROCM_PATH}/.info/version`` -> "6.3.3" (build suffix dropped).
 
-    Sample::
+    The file holds ``major.minor.patch-build`` (ROCm/tensorflow-upstream PR #1504's reader splits the
+    patch at "-"; DeepSpeed PR #5815 and ROCm/TransformerEngine PR #368 read the same file).
+    Shape (illustration, not a capture)::
 
         6.3.3-74
     """
