@@ -171,15 +171,15 @@ class Redactor:
             s = pat.sub(lambda m, k=kind: self.token(k, m.group(0), fold=False), s)
         s = _BEARER.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) if m.group(3).startswith("<") else self.token("secret", m.group(3), fold=False)), s)
         s = _ASSIGN.sub(self._assign, s)
+        s = _HOME.sub(self._home, s)
         for pat, repl, everywhere in self.literals:
             if everywhere or not in_facts:
                 s = pat.sub(repl, s)
-        s = _HOME.sub(self._home, s)
         # keep the GPU- / MIG- prefix: CUDA_VISIBLE_DEVICES rules recognise UUID entries by it
         s = _MIG_UUID.sub(lambda m: "MIG-" + self.token("mig-uuid", m.group(0)), s)
         s = _GPU_UUID.sub(lambda m: "GPU-" + self.token("gpu-uuid", m.group(0)), s)
         s = _UUID.sub(lambda m: self.token("uuid", m.group(0)), s)
-        s = _MAC.sub(lambda m: self.token("mac", m.group(0).replace("-", ":")), s)
+        s = _MAC.sub(self._mac, s)
         s = _IPV6.sub(self._ip, s)
         if not versions:
             s = _IPV4.sub(self._ip, s)
@@ -199,6 +199,12 @@ class Redactor:
             return m.group(0)
         self.users.add(user)
         return "<home>"
+
+    def _mac(self, m: re.Match[str]) -> str:
+        mac = m.group(0).replace("-", ":").lower()
+        if mac in ("ff:ff:ff:ff:ff:ff", "00:00:00:00:00:00"):  # broadcast / none: identify nothing
+            return m.group(0)
+        return self.token("mac", mac)
 
     def _ip(self, m: re.Match[str]) -> str:
         text = m.group(0)

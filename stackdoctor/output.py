@@ -1,0 +1,205 @@
+"""One output switch for every command that reports: ``--format`` and ``--output``.
+
+``human`` (the rich screen), ``json`` (the report), ``markdown``, ``github`` (annotations on
+stdout, a summary appended to ``$GITHUB_STEP_SUMMARY``) and ``junit``. ``--output FILE`` writes
+the format to FILE instead of stdout, atomically (a temporary file in the same folder, then
+``os.replace``): a failed write never leaves half a file. ``json`` and ``human`` stay unredacted
+unless asked (they do not leave the machine by themselves); the CI formats are redacted.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import stat
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from stackdoctor.errors import UsageError
+from stackdoctor.report import Report, report_from_data
+
+__all__ = ["CI_FORMATS", "FORMATS", "format_report", "redacted", "write_output", "write_text_file"]
+
+FORMATS = ("human", "json", "markdown", "github", "junit")
+CI_FORMATS = ("markdown", "github", "junit")
+
+
+def redacted(report: Report) -> Report:
+    """A redacted copy of ``report`` (see :mod:`stackdoctor.redact`)."""
+    from stackdoctor.redact import redact_report, redact_text
+
+    new = report_from_data(redact_report(report.to_data()), origin="redacted report")
+    new.replayed_from = redact_text(report.replayed_from) if report.replayed_from else None
+    return new
+
+
+def _human(report: Report, console: Any, verbose: bool) -> None:
+    try:
+        from stackdoctor.render.human import render_report
+    except ImportError:  # the screen renderer is not in this build yet: a plain summary
+        from stackdoctor.render.markdown import format_counts
+
+        for f in report.findings:
+            line = f"[{f.severity}] {f.code}: {f.title}" + (f" (fix: {f.fix})" if f.fix and f.severity != "ok" else "")
+            console.print(line, markup=False, highlight=False)
+        console.print(format_counts(report), markup=False, highlight=False)
+        return
+    render_report(report, console, verbose=verbose)
+
+
+def format_report(report: Report, fmt: str, *, redact: bool = False) -> str:
+    """The text of a machine-readable format (every format but ``human``; ``github`` -> its annotations)."""
+    if redact:
+        report = redacted(report)
+    if fmt == "json":
+        return report.to_json() + "\n"
+    if fmt == "markdown":
+        from stackdoctor.render.markdown import render_markdown
+
+        return render_markdown(report, redacted=redact)
+    if fmt == "github":
+        from stackdoctor.render.github import render_annotations
+
+        return render_annotations(report)
+    if fmt == "junit":
+        from stackdoctor.render.junit import render_junit
+
+        return render_junit(report)
+    raise UsageError(f"unknown output format {fmt!r} (choose one of {', '.join(FORMATS)}).")
+
+
+def _describe(exc: OSError) -> str:
+    if exc.errno == errno.ENOSPC:
+        return "no space left on device"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "permission denied" if exc.errno != errno.EROFS else "read-only file system"
+    return exc.strerror or str(exc)
+
+
+def write_text_file(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all.
+
+    A regular file (or a new one) is written to a temporary file beside it and renamed over it;
+    a device or pipe (``/dev/stdout``, ``/dev/full``) is written directly. Every failure is one
+    :class:`UsageError` sentence naming the file.
+
+    :raises UsageError: the folder is missing, the file is read-only or a directory, the disk is full.
+    """
+    p = Path(path)
+    data = text.encode("utf-8")
+    try:
+        st: os.stat_result | None = os.stat(p)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise UsageError(f"cannot write {p}: {_describe(exc)}.") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"cannot write {p}: it is a directory.")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        try:
+            with open(p, "wb", buffering=0) as fh:
+                view = memoryview(data)
+                while view:
+                    n = fh.write(view)
+                    view = view[n or len(view) :]
+        except OSError as exc:
+            raise UsageError(f"cannot write {p}: {_describe(exc)}.") from None
+        return
+    if st is not None and not (st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)):
+        raise UsageError(f"cannot write {p}: the file is read-only.")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"cannot write {p}: the folder {parent} does not exist.")
+    if st is not None:
+        mode = stat.S_IMODE(st.st_mode)
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=parent)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, p)
+        tmp = None
+    except OSError as exc:
+        raise UsageError(f"cannot write {p}: {_describe(exc)}.") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+
+def _stdout(text: str) -> None:
+    out = sys.stdout
+    out.write(text)
+    out.flush()
+
+
+def _append_step_summary(text: str, console: Any) -> None:
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text if text.endswith("\n") else text + "\n")
+    except OSError as exc:  # the annotations and the exit code still gate the job
+        print(f"stackdoctor: warning: could not append the step summary to {path}: {_describe(exc)}.", file=sys.stderr)
+
+
+def write_output(
+    report: Report,
+    fmt: str,
+    output: str | None,
+    *,
+    console: Any,
+    verbose: bool = False,
+    redact_default: bool,
+    redact: bool | None = None,
+) -> None:
+    """Render ``report`` in ``fmt`` to stdout, or to the file ``output``.
+
+    Redaction: ``redact`` when given; else the CI formats (markdown, github, junit) are always
+    redacted and json / human follow ``redact_default`` (``check``: False, ``report``: True).
+
+    :raises UsageError: unknown format, or the output file cannot be written.
+    """
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown output format {fmt!r} (choose one of {', '.join(FORMATS)}).")
+    do_redact = redact if redact is not None else (fmt in CI_FORMATS or redact_default)
+    if fmt == "human":
+        shown = redacted(report) if do_redact else report
+        if output is None:
+            _human(shown, console, verbose)
+            return
+        from rich.console import Console
+
+        buf = io.StringIO()
+        _human(shown, Console(file=buf, width=100, color_system=None, force_terminal=False, record=False), verbose)
+        write_text_file(output, buf.getvalue())
+        return
+    if fmt == "github":
+        shown = redacted(report) if do_redact else report
+        from stackdoctor.render.github import render_annotations, render_summary
+
+        text = render_annotations(shown)
+        if output is None:
+            _stdout(text)
+        else:
+            write_text_file(output, text)
+        _append_step_summary(render_summary(shown, redacted=do_redact), console)
+        return
+    text = format_report(report, fmt, redact=do_redact)
+    if output is None:
+        _stdout(text)
+    else:
+        write_text_file(output, text)

@@ -1,0 +1,243 @@
+"""A report as GitHub-flavoured Markdown that pastes cleanly into an issue or a step summary.
+
+Summary table first (severity, code, title), then the stack, findings with their fixes, the
+project requirements, kernel results and probes, then the raw tool outputs, each in a
+collapsed ``<details>`` section. External text is escaped: ``|`` and newlines in table cells,
+HTML in ``<summary>``, and code fences are longer than any backtick run they enclose.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+from stackdoctor.report import Finding, Report
+
+__all__ = ["MARKS", "format_counts", "render_markdown", "stack_rows"]
+
+MARKS = {"fail": "❌ fail", "warn": "⚠️ warn", "ok": "✅ ok"}
+_ORDER = {"fail": 0, "warn": 1, "ok": 2}
+RAW_LIMIT_CHARS = 20_000  # per output; GitHub issue bodies stop at 65,536 characters
+_BACKTICKS = re.compile(r"`+")
+
+
+def format_counts(report: Report) -> str:
+    """``2 failed, 1 warning, 14 ok``."""
+    c = report.counts
+    parts = [f"{c.get('fail', 0)} failed", f"{c.get('warn', 0)} warning" + ("s" if c.get("warn", 0) != 1 else ""), f"{c.get('ok', 0)} ok"]
+    return ", ".join(parts)
+
+
+def cell(text: Any) -> str:
+    """One table cell: no newlines, no bare pipes, no HTML."""
+    if text is None or text == "":
+        return "—"
+    s = html.escape(_CONTROL.sub("", str(text)), quote=False)
+    return s.replace("|", "\\|").replace("\r", " ").replace("\n", "<br>")
+
+
+def code(text: str) -> str:
+    """Inline code whose delimiter is longer than any backtick run inside."""
+    longest = max((len(m.group(0)) for m in _BACKTICKS.finditer(text)), default=0)
+    tick = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{tick}{pad}{text}{pad}{tick}"
+
+
+def fence(text: str, lang: str = "text") -> str:
+    text = _CONTROL.sub("", text)
+    longest = max((len(m.group(0)) for m in _BACKTICKS.finditer(text)), default=0)
+    f = "`" * max(3, longest + 1)
+    body = text if text.endswith("\n") else text + "\n"
+    return f"{f}{lang}\n{body}{f}"
+
+
+def _sorted(findings: list[Finding]) -> list[Finding]:
+    return sorted(findings, key=lambda f: _ORDER.get(f.severity, 3))
+
+
+def stack_rows(report: Report) -> list[tuple[str, str]]:
+    """(layer, what was found) top to bottom: Python -> torch -> runtime -> driver -> GPUs -> platform."""
+    f = report.facts
+    rows: list[tuple[str, str]] = []
+    py = f.python
+    if py.version or py.executable:
+        env = f" ({py.env_kind})" if py.env_kind else ""
+        rows.append(("Python", f"{py.version or '?'}{env} {py.executable or ''}".strip()))
+    t = f.torch
+    if t.installed:
+        extra = []
+        if t.cuda:
+            extra.append(f"CUDA {t.cuda}")
+        if t.hip:
+            extra.append(f"HIP {t.hip}")
+        if t.cudnn_version:
+            extra.append(f"cuDNN {t.cudnn_version}")
+        if t.nccl_version:
+            extra.append(f"NCCL {t.nccl_version}")
+        avail = []
+        if t.cuda_available is not None:
+            avail.append(f"cuda available: {t.cuda_available}")
+        if t.mps_available:
+            avail.append("mps available")
+        if t.xpu_available:
+            avail.append("xpu available")
+        rows.append(("torch", " · ".join([f"{t.version or '?'} ({t.variant or '?'})", *extra, *avail])))
+    elif t.import_error:
+        rows.append(("torch", f"not importable: {t.import_error}"))
+    else:
+        rows.append(("torch", "not installed"))
+    n = f.nvidia
+    if n.driver_version or n.smi_state not in (None, "absent"):
+        drv = f"NVIDIA {n.driver_version or '?'}"
+        if n.cuda_driver_version:
+            drv += f" (CUDA {n.cuda_driver_version})"
+        if n.smi_state and n.smi_state != "ok":
+            drv += f" · nvidia-smi: {n.smi_state}"
+        rows.append(("driver", drv))
+    if f.cuda_toolkit.nvcc_version:
+        rows.append(("CUDA toolkit", f"nvcc {f.cuda_toolkit.nvcc_version} {f.cuda_toolkit.nvcc_path or ''}".strip()))
+    if f.rocm.version or f.rocm.gpus:
+        rows.append(("ROCm", f.rocm.version or "?"))
+    for g in n.gpus:
+        parts = [g.name or "?"]
+        if g.compute_capability:
+            parts.append(f"sm {g.compute_capability}")
+        if g.memory_total_mib:
+            parts.append(f"{g.memory_total_mib} MiB")
+        rows.append((f"GPU {g.index}", " · ".join(parts)))
+    for rg in f.rocm.gpus:
+        rows.append((f"GPU {rg.index}", " · ".join(p for p in (rg.name or "?", rg.gfx or "", "integrated" if rg.integrated else "") if p)))
+    if f.apple.is_macos:
+        rows.append(("Apple", " · ".join(p for p in (f.apple.chip, f.apple.macos_version and f"macOS {f.apple.macos_version}") if p)))
+    p = f.platform
+    plat = " · ".join(x for x in (p.os_name or p.system, p.machine, p.kernel and f"kernel {p.kernel}", p.container, "WSL" if p.is_wsl else None) if x)
+    if plat:
+        rows.append(("platform", plat))
+    return rows
+
+
+def _summary_table(report: Report) -> list[str]:
+    if not report.findings:
+        return ["_No findings._", ""]
+    out = ["| Status | Check | Finding |", "|---|---|---|"]
+    for f in _sorted(report.findings):
+        out.append(f"| {MARKS.get(f.severity, cell(f.severity))} | `{cell(f.code)}` | {cell(f.title)} |")
+    return [*out, ""]
+
+
+def _findings(report: Report) -> list[str]:
+    out: list[str] = []
+    for f in _sorted(report.findings):
+        if f.severity == "ok":
+            continue
+        out.append(f"### {MARKS.get(f.severity, f.severity)} · {code(f.code)} — {_inline(f.title)}")
+        out.append("")
+        if f.detail:
+            out.append(_inline(f.detail))
+            out.append("")
+        if f.fix:
+            out.append("**Fix:**")
+            out.append("")
+            out.append(fence(f.fix, "sh") if "\n" in f.fix or f.fix.startswith(("stackdoctor", "pip", "uv ", "sudo", "export", "conda")) else _inline(f.fix))
+            out.append("")
+    return out
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]])")
+_LINE_START = re.compile(r"^(\s*)([#>+\-=|]|\d+[.)])", re.MULTILINE)
+
+
+def _inline(text: str) -> str:
+    """Free text (a finding's detail): shown as written, never read as Markdown or HTML."""
+    t = _CONTROL.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    t = html.escape(t, quote=False)
+    t = _MD_SPECIAL.sub(r"\\\1", t)
+    return _LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), t)
+
+
+def _raw_outputs(report: Report, limit: int) -> list[str]:
+    out: list[str] = []
+    for r in report.raw_outputs:
+        argv = r.get("argv") or []
+        cmd = " ".join(str(a) for a in argv) if isinstance(argv, list) else str(argv)
+        bits = []
+        if r.get("status") and r.get("status") != "ok":
+            bits.append(str(r["status"]))
+        if r.get("returncode") is not None:
+            bits.append(f"exit {r['returncode']}")
+        if isinstance(r.get("duration_s"), (int, float)):
+            bits.append(f"{r['duration_s']:.2f} s")
+        out.append(f"<details><summary><code>{html.escape(cmd[:300])}</code>{' — ' + html.escape(', '.join(bits)) if bits else ''}</summary>")
+        out.append("")
+        for stream in ("stdout", "stderr"):
+            text = r.get(stream)
+            if not isinstance(text, str) or not text.strip():
+                continue
+            if len(text) > limit:
+                text = text[:limit] + f"\n[... {len(text) - limit} more characters in report.json]\n"
+            out.append(f"{stream}:")
+            out.append("")
+            out.append(fence(text))
+            out.append("")
+        if r.get("detail"):
+            out.append(f"detail: {_inline(str(r['detail']))}")
+            out.append("")
+        out.append("</details>")
+        out.append("")
+    return out
+
+
+def render_markdown(report: Report, *, raw: bool = True, redacted: bool | None = None, raw_limit: int = RAW_LIMIT_CHARS, heading: str = "stackdoctor report") -> str:
+    """The whole report as Markdown. ``raw=False`` leaves out raw tool outputs (step summaries)."""
+    f = report.facts
+    lines = [f"## {heading}", ""]
+    meta = [f"**{format_counts(report)}**", f"stackdoctor {report.stackdoctor_version}"]
+    if report.created_at:
+        meta.append(report.created_at)
+    if f.platform.system or f.platform.machine:
+        meta.append(" ".join(x for x in (f.platform.system, f.platform.machine) if x))
+    if redacted is True:
+        meta.append("redacted")
+    elif redacted is False:
+        meta.append("**not redacted**")
+    lines += [" · ".join(cell(m) if not m.startswith("**") else m for m in meta), ""]
+    lines += _summary_table(report)
+    rows = stack_rows(report)
+    if rows:
+        lines += ["### Stack", "", "| Layer | Found |", "|---|---|"]
+        lines += [f"| {cell(a)} | {cell(b)} |" for a, b in rows]
+        lines.append("")
+    body = _findings(report)
+    if body:
+        lines += ["### Findings", "", *body]
+    if report.requirements:
+        values = report.requirements.get("values") if isinstance(report.requirements, dict) else None
+        src = report.requirements.get("source") if isinstance(report.requirements, dict) else None
+        lines += [f"### Project requirements ({code(str(src)) if src else 'recorded'})", ""]
+        if isinstance(values, dict):
+            set_values = {k: v for k, v in values.items() if v not in (None, [], False)}
+            lines += ["| Requirement | Value |", "|---|---|"] + [f"| `{cell(k)}` | {cell(v)} |" for k, v in set_values.items()]
+        lines.append("")
+    k = f.kernels
+    if k.results or k.error:
+        lines += ["### Kernels", ""]
+        if k.error:
+            lines += [f"Kernel run failed: {_inline(k.error)}", ""]
+        if k.results:
+            lines += ["| Kernel | Device | dtype | Result | TFLOP/s | % of peak |", "|---|---|---|---|---|---|"]
+            for r in k.results:
+                res = "✅ ok" if r.ok else f"❌ {r.error or 'failed'}"
+                tf = f"{r.tflops:.2f}" if r.tflops is not None else None
+                pp = f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else None
+                lines.append(f"| {cell(r.kernel)} | {cell(r.device)} | {cell(r.dtype)} | {cell(res)} | {cell(tf)} | {cell(pp)} |")
+            lines.append("")
+    if report.probes:
+        lines += ["<details><summary>Probes</summary>", "", "| Probe | Status | Time | Error |", "|---|---|---|---|"]
+        lines += [f"| {cell(p.name)} | {cell(p.status)} | {p.duration_s:.2f} s | {cell(p.error)} |" for p in report.probes]
+        lines += ["", "</details>", ""]
+    if raw and report.raw_outputs:
+        lines += ["### Raw tool outputs", "", *_raw_outputs(report, raw_limit)]
+    return "\n".join(lines).rstrip() + "\n"
