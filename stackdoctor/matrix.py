@@ -516,22 +516,16 @@ class _LList(list):  # type: ignore[type-arg]
     line: int = 0
 
 
+MAX_EXPANDED_NODES = 200_000
+
+
 def _make_loader(file: str) -> Any:
     import yaml
 
-    class Loader(yaml.SafeLoader):
-        aliases = 0
+    base = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
 
-        def compose_node(self, parent: Any, index: Any) -> Any:  # noqa: ANN401
-            if self.check_event(yaml.AliasEvent):
-                Loader.aliases += 1
-                if Loader.aliases > MAX_ALIASES:
-                    event = self.peek_event()
-                    raise MatrixError(
-                        f"compat matrix {file} line {event.start_mark.line + 1}: more than {MAX_ALIASES} YAML alias references "
-                        "(refusing a possible alias bomb)."
-                    )
-            return super().compose_node(parent, index)
+    class Loader(base):  # type: ignore[valid-type,misc]
+        pass
 
     def construct_mapping(loader: Any, node: Any) -> _LDict:
         loader.flatten_mapping(node)
@@ -557,14 +551,64 @@ def _make_loader(file: str) -> Any:
     return Loader
 
 
+def _check_expansion(node: Any, file: str) -> None:
+    """Refuse alias bombs: the document's size with every alias expanded must stay small.
+
+    Aliases make the node graph a DAG; its expanded size is computed once per distinct node (memoised),
+    so a billion-laughs document is measured in microseconds, never expanded. A recursive alias is refused.
+    """
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+    aliases = 0
+
+    def size(n: Any) -> int:
+        nonlocal aliases
+        key = id(n)
+        if key in sizes:
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                raise MatrixError(
+                    f"compat matrix {file} line {n.start_mark.line + 1}: more than {MAX_ALIASES} YAML alias references "
+                    "(refusing a possible alias bomb)."
+                )
+            return sizes[key]
+        if key in active:
+            raise MatrixError(f"compat matrix {file} line {n.start_mark.line + 1}: a YAML alias refers to itself (recursive document).")
+        value = n.value
+        if isinstance(value, list):
+            active.add(key)
+            total = 1
+            for child in value:
+                if isinstance(child, tuple):
+                    total += size(child[0]) + size(child[1])
+                else:
+                    total += size(child)
+                if total > MAX_EXPANDED_NODES:
+                    raise MatrixError(
+                        f"compat matrix {file} line {n.start_mark.line + 1}: the document expands to more than "
+                        f"{MAX_EXPANDED_NODES} values through YAML aliases (refusing a possible alias bomb)."
+                    )
+            active.discard(key)
+        else:
+            total = 1
+        sizes[key] = total
+        return total
+
+    size(node)
+
+
 def _parse_yaml(text: str, file: str) -> Any:
     import yaml
 
-    if len(text.encode("utf-8", errors="replace")) > MAX_DOCUMENT_BYTES:
+    if len(text) > MAX_DOCUMENT_BYTES or len(text.encode("utf-8", errors="replace")) > MAX_DOCUMENT_BYTES:
         raise MatrixError(f"compat matrix {file} line 1: the file is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB.")
     loader = _make_loader(file)(text)
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node, file)
+        return loader.construct_document(node)
     except MatrixError:
         raise
     except yaml.MarkedYAMLError as exc:
