@@ -1,0 +1,67 @@
+"""``stackdoctor diff A.json B.json``: what differs between two reports ("works on my machine" vs CI).
+
+Exit 0 when nothing differs, 1 when something does, 2 when a report cannot be read.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from stackdoctor.errors import ExitCode
+
+
+def _show(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, list):
+        return ", ".join(str(x) for x in v) if v else "[]"
+    return str(v)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("diff")
+    def diff(
+        a: Annotated[str, typer.Argument(help="First report.json (e.g. the machine where it works).", metavar="A.json")],
+        b: Annotated[str, typer.Argument(help="Second report.json (e.g. the CI runner).", metavar="B.json")],
+        json_: Annotated[bool, typer.Option("--json", help='Print {"schema": "stackdoctor.diff/1", ...} instead of a table.')] = False,
+    ) -> int:
+        """Show what differs between two reports: driver, torch build, libraries, GPUs, findings."""
+        from stackdoctor.diff import DIFF_SCHEMA, diff_reports
+        from stackdoctor.report import load_report
+
+        ra, rb = load_report(a), load_report(b)
+        diffs = diff_reports(ra, rb)
+        if json_:
+            doc = {
+                "schema": DIFF_SCHEMA,
+                "a": {"path": a, "created_at": ra.created_at, "stackdoctor_version": ra.stackdoctor_version},
+                "b": {"path": b, "created_at": rb.created_at, "stackdoctor_version": rb.stackdoctor_version},
+                "count": len(diffs),
+                "differences": [d.to_data() for d in diffs],
+            }
+            sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        else:
+            from rich.console import Console
+            from rich.table import Table
+            from rich.text import Text
+
+            console = Console(highlight=False)
+            if not diffs:
+                console.print(Text(f"No differences between {a} and {b}."))
+            else:
+                table = Table(title=Text(f"{len(diffs)} difference(s)"), title_justify="left")
+                table.add_column("Key", no_wrap=True)
+                table.add_column(Text(f"A: {a}"), overflow="fold")
+                table.add_column(Text(f"B: {b}"), overflow="fold")
+                section = None
+                for d in diffs:
+                    if section is not None and d.section != section:
+                        table.add_section()
+                    section = d.section
+                    table.add_row(Text(d.key), Text(_show(d.a)), Text(_show(d.b)))
+                console.print(table)
+        return ExitCode.FAILED if diffs else ExitCode.OK
