@@ -1,0 +1,144 @@
+"""``stackdoctor report``: the bundle a user attaches to a support ticket.
+
+Writes ``report.json`` (facts, findings, kernel results, raw tool outputs) and ``report.md``
+(summary table first, raw outputs in collapsed sections: pastes cleanly into a GitHub issue)
+into DIR, default a new ``stackdoctor-report-<date>`` folder. Redacted by default (see
+:mod:`stackdoctor.redact`); ``--no-redact`` opts out, loudly; ``--preview`` prints exactly what
+would be written and writes nothing. Exit code as ``check``: 1 when a finding fails.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from stackdoctor.errors import ExitCode, UsageError
+from stackdoctor.report import Report
+
+FILES = ("report.json", "report.md")
+NO_REDACT_WARNING = (
+    "stackdoctor: warning: --no-redact: this bundle keeps host and user names, IP and MAC addresses, GPU UUIDs, "
+    "serial numbers and any secrets found in the environment or in tool outputs; read it before you share it."
+)
+
+
+def _gather(python: str | None, timeout: float, kernels: bool, replay: str | None, config: str | None) -> Report:
+    """The same path as ``check``: probe (or replay), diagnose, requirements."""
+    try:
+        from stackdoctor.commands.check import CheckOptions, build_report
+    except ImportError:  # pragma: no cover - only while check is being built
+        from stackdoctor.engine import run_probes, select_target
+        from stackdoctor.probes import ProbeContext
+        from stackdoctor.report import load_report
+        from stackdoctor.system import System
+
+        if replay:
+            return load_report(replay)
+        system = System()
+        report = run_probes(ProbeContext(system=system, target=select_target(python, os.environ), timeout_s=timeout, kernels=kernels))
+        try:
+            from stackdoctor.diagnose import diagnose
+
+            report.findings = diagnose(report.facts)
+        except ImportError:
+            pass
+        return report
+    opts = CheckOptions(
+        python=python,
+        timeout_s=timeout,
+        kernels=kernels,
+        replay=replay,
+        config=config,
+        worker_hook=os.environ.get("STACKDOCTOR_TEST_HOOK"),
+        show_progress=True,
+    )
+    return build_report(opts)
+
+
+def default_dir(base: Path, today: _dt.date | None = None) -> Path:
+    """``stackdoctor-report-<date>``, or ``-2``, ``-3``... when that folder exists and is not empty."""
+    stem = f"stackdoctor-report-{(today or _dt.date.today()).isoformat()}"
+    cand = base / stem
+    n = 1
+    while cand.exists() and (not cand.is_dir() or any(cand.iterdir())):
+        n += 1
+        cand = base / f"{stem}-{n}"
+    return cand
+
+
+def _check_target(out: Path, force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"cannot write the report into {out}: it is a file, not a folder.")
+    if out.is_dir() and not force:
+        clash = [name for name in FILES if (out / name).exists()]
+        if clash:
+            raise UsageError(f"{out} already holds {' and '.join(clash)}; choose another folder with -o, or add --force to overwrite.")
+
+
+def bundle(report: Report, *, redact: bool) -> tuple[str, str, dict[str, int]]:
+    """(report.json text, report.md text, replacements by kind) for ``report``."""
+    from stackdoctor.redact import Redactor, redact_report
+    from stackdoctor.render.markdown import render_markdown
+    from stackdoctor.report import report_from_data
+
+    counts: dict[str, int] = {}
+    if redact:
+        r = Redactor()
+        shown = report_from_data(redact_report(report.to_data(), r), origin="redacted report")
+        counts = r.counts
+    else:
+        shown = report
+    md = render_markdown(shown, redacted=redact)
+    note = (
+        "\n---\n_Made with `stackdoctor report`. Replay it with `stackdoctor check --replay report.json`._\n"
+    )
+    return shown.to_json() + "\n", md + note, counts
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("report")
+    def report_cmd(
+        out_dir: Annotated[Optional[str], typer.Option("--output", "-o", help="Folder to write report.json and report.md into (default: a new stackdoctor-report-<date>).")] = None,
+        preview: Annotated[bool, typer.Option("--preview", help="Print exactly what would be written; write nothing.")] = False,
+        no_redact: Annotated[bool, typer.Option("--no-redact", help="Keep host names, addresses, UUIDs, serials and secrets (not recommended).")] = False,
+        python: Annotated[Optional[str], typer.Option("--python", help="Target interpreter (default: active venv, conda env, or this Python).")] = None,
+        timeout: Annotated[float, typer.Option("--timeout", help="Seconds each tool may take.", min=0.1)] = 5.0,
+        no_kernels: Annotated[bool, typer.Option("--no-kernels", help="Skip the quick kernel pass.")] = False,
+        replay: Annotated[Optional[str], typer.Option("--replay", help="Bundle a saved report.json instead of probing this machine.")] = None,
+        config: Annotated[Optional[str], typer.Option("--config", help="Project requirements file (default: [tool.stackdoctor] found upward).")] = None,
+        force: Annotated[bool, typer.Option("--force", help="Overwrite report.json / report.md already in the folder.")] = False,
+    ) -> int:
+        """Write the bundle to attach to a support ticket: report.json + report.md, redacted."""
+        redact = not no_redact
+        if out_dir is not None:
+            out = Path(out_dir)
+            _check_target(out, force)
+        else:
+            out = default_dir(Path.cwd())
+        if not redact:
+            print(NO_REDACT_WARNING, file=sys.stderr)
+        report = _gather(python, timeout, not no_kernels, replay, config)
+        json_text, md_text, counts = bundle(report, redact=redact)
+        if preview:
+            sys.stdout.write(f"==> {out / 'report.json'} <==\n{json_text}\n==> {out / 'report.md'} <==\n{md_text}")
+            sys.stdout.flush()
+        else:
+            from stackdoctor.output import write_text_file
+
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UsageError(f"cannot create the folder {out}: {exc.strerror or exc}.") from None
+            write_text_file(out / "report.json", json_text)
+            write_text_file(out / "report.md", md_text)
+            what = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) if counts else "nothing needed replacing"
+            print(f"Wrote {out / 'report.json'} and {out / 'report.md'}.", file=sys.stderr)
+            if redact:
+                print(f"Redacted ({what}); read report.md before you share it.", file=sys.stderr)
+        sev = {f.severity for f in report.findings}
+        return ExitCode.FAILED if "fail" in sev else ExitCode.OK
