@@ -219,6 +219,12 @@ class Matrix:
             v = version if isinstance(version, Version) else Version(str(version).split("+", 1)[0])
         except InvalidVersion:
             return None
+        if not isinstance(version, Version) and len(str(version).split("+", 1)[0].split(".")) == 2:
+            # "2.9" means the newest patch of 2.9
+            for r in self.releases:
+                if r.minor == (v.major, v.minor):
+                    return r
+            return None
         for r in self.releases:
             if r.version == v:
                 return r
@@ -232,12 +238,6 @@ class Matrix:
                         triton=p.triton,
                         patches=(),
                     )
-        # "2.9" means the newest patch of 2.9
-        parts = str(version).split("+", 1)[0].split(".")
-        if len(parts) == 2:
-            for r in self.releases:
-                if r.minor == (v.major, v.minor):
-                    return r
         return None
 
     def variant(self, torch_version: str | Version, variant_name: str) -> Variant | None:

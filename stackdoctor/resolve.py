@@ -515,8 +515,8 @@ def _best_gpu_fit(
 def _gpu_summary(gpus: list[Gpu]) -> str:
     parts = []
     for g in gpus:
-        what = f"sm_{g.cc.replace('.', '')}" if g.cc else (g.gfx or "?")
-        parts.append(f"{g.label()} ({what})")
+        what = f"sm_{g.cc.replace('.', '')}" if g.cc else g.gfx
+        parts.append(f"{g.label()} ({what})" if what else g.label())
     return ", ".join(parts)
 
 
