@@ -96,31 +96,78 @@ def check(m: Machine, *extra: str, python: str | None = None, env: dict[str, str
     return run, data
 
 
-def run_as_nobody(args: list[str], *, env: dict[str, str], timeout: float = 90) -> Run:
-    """Run the console script as uid/gid 65534 (tests run as root; CI too); asserts no traceback."""
+def check_as_nobody(m: Machine, *, timeout: float = 90) -> dict[str, Any]:
+    """``check`` (no kernels, fast timeouts) on the fake machine, run as uid/gid 65534; returns the report data.
+
+    Tests run as root (CI too) and the stackdoctor install may sit under a root-only home, so
+    the unprivileged run is this process forked: the check pipeline (imported here first),
+    then ``setgroups([]) + setgid + setuid(65534)``, then the same ``build_report`` the CLI
+    calls. The child's report comes back through a pipe; a crash in it fails the test.
+    """
+    import select
+    import signal
     import time
 
-    if not can_drop_privileges():
-        pytest.skip("cannot run a process as an unprivileged user here (not root, or setpriv missing)")
+    if os.geteuid() != 0:
+        pytest.skip("needs root to switch to an unprivileged user")
+    from stackdoctor.commands import check as chk
+    import stackdoctor.diagnose, stackdoctor.engine, stackdoctor.matrix, stackdoctor.config  # noqa: F401,E401
+    import stackdoctor.kernels  # noqa: F401
+    from stackdoctor.engine import PROBES, _load
+
+    for _, mod in PROBES:
+        _load(mod)
+    import yaml  # noqa: F401  (the matrix loader imports it lazily)
+
+    env = m.env()
+    r, w = os.pipe()
     start = time.monotonic()
-    proc = subprocess.run(
-        ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *console_script(), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-    )
-    run = Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
-    assert "Traceback" not in run.stderr, run.stderr
-    assert "Traceback" not in run.stdout, run.stdout
-    return run
+    pid = os.fork()
+    if pid == 0:  # child
+        code = 0
+        try:
+            os.close(r)
+            os.chdir(m.root)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            os.environ.clear()
+            os.environ.update(env)
+            opts = chk.CheckOptions(python=m.python, timeout_s=1.0, torch_timeout_s=5.0, kernels=False)
+            payload = chk.build_report(opts).to_json().encode()
+        except BaseException:
+            import traceback
 
+            payload = ("CHILD-FAILED\n" + traceback.format_exc()).encode()
+            code = 3
+        view = memoryview(payload)
+        while view:
+            n = os.write(w, view)
+            view = view[n:]
+        os._exit(code)
+    os.close(w)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([r], [], [], 1.0)
+        if ready:
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    else:
+        os.kill(pid, signal.SIGKILL)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    elapsed = time.monotonic() - start
+    text = b"".join(chunks).decode("utf-8", "replace")
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, text
+    assert elapsed < BOUND_S, elapsed
+    import json
 
-def can_drop_privileges() -> bool:
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        return False
-    probe = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", sys.executable, "-c", "import stackdoctor"], capture_output=True)
-    return probe.returncode == 0
+    data = json.loads(text)
+    validate_report(data)
+    return data
 
 
 @pytest.fixture
@@ -139,9 +186,13 @@ def shared_tmp():
 
 @pytest.fixture
 def nobody_machine(shared_tmp) -> Machine:
-    """A fake machine readable by uid 65534, with a torch-less target venv of its own."""
+    """A fake machine readable by uid 65534, with a torch-less target venv of its own (pytest's tmp is root-only)."""
+    # a venv of a system interpreter: the one running the tests may live under a root-only home
+    base = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.path.exists(p)), None)
+    if base is None:
+        pytest.skip("no system python3 outside root's home for an unprivileged target")
     venv = shared_tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True)
     m = make_machine(shared_tmp / "machine", str(venv / "bin" / "python"))
     for p in [shared_tmp, *shared_tmp.rglob("*")]:
         if p.is_dir():
