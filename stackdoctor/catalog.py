@@ -47,7 +47,7 @@ class CheckInfo:
 
     code: str
     severity: str  # "ok" | "warn" | "fail"
-    layer: str  # "python" | "torch" | "runtime" | "toolkit" | "driver" | "gpu" | "platform" | "network" | "probe" | "kernels" | "project"
+    layer: str  # "python" | "torch" | "runtime" | "toolkit" | "driver" | "gpu" | "platform" | "network" | "probe" | "kernels" | "requirements"
     emitted_by: str = "diagnose"  # "diagnose" | "kernels" | "config"
 
 
@@ -118,7 +118,8 @@ CHECKS: tuple[CheckInfo, ...] = (
     _c("allreduce-failed", "fail", "network", "kernels"),
     _c("allreduce-timeout", "fail", "network", "kernels"),
     _c("allreduce-slow", "warn", "network", "kernels"),
-    _c("requirement-unmet", "fail", "project", "config"),
+    _c("requirement-unmet", "fail", "requirements", "config"),
+    _c("requirements-ok", "ok", "requirements", "config"),
 )
 
 _BY_CODE: dict[str, CheckInfo] = {c.code: c for c in CHECKS}

@@ -1,0 +1,936 @@
+"""The doctor's rules: facts that must trigger each code, facts that must not, and the real machines.
+
+Every case starts from a synthetic healthy Linux machine (RTX 4090, driver 580.82.07,
+torch 2.13.0+cu126 working) and changes only what the case is about, so a finding that
+appears or disappears is caused by that change. Versions and tables come from the shipped
+compat matrix (compat_matrix/*.yaml), not from this file.
+
+The real machines are rebuilt from the YAML "Derived facts" block of each
+``tests/fixtures/real/<case>/source.md`` (a public bug report); where the thread tells more
+than the YAML (the torch the reporter ran, the resolution), the test adds it and says so.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from stackdoctor import catalog
+from stackdoctor.diagnose import detect_lang, diagnose, list_checks, select
+from stackdoctor.facts import (
+    CudaToolkit,
+    Facts,
+    NetInterface,
+    NvidiaFacts,
+    NvidiaGpu,
+    PciDevice,
+    PlatformFacts,
+    PythonFacts,
+    RocmGpu,
+    ThunderboltPort,
+    TorchDevice,
+    TorchFacts,
+)
+from stackdoctor.matrix import load_matrix
+from stackdoctor.report import Finding, ProbeStatus
+
+HERE = Path(__file__).resolve().parent
+REAL = [HERE / "fixtures" / "real", HERE.parents[1] / "shared" / "fixtures" / "real"]
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    return load_matrix([])
+
+
+def arch(matrix, version: str, variant: str) -> list[str]:
+    return list(matrix.variant(version, variant).arch_list)
+
+
+def healthy(matrix) -> Facts:
+    """A synthetic healthy machine: Linux, one RTX 4090, driver 580.82.07, torch 2.13.0+cu126 that works."""
+    f = Facts()
+    f.platform = PlatformFacts(
+        system="Linux",
+        machine="x86_64",
+        os_id="ubuntu",
+        os_name="Ubuntu 24.04.1 LTS",
+        libc="glibc",
+        glibc_version="2.39",
+        nvidia_pci_devices=[PciDevice("0000:01:00.0", "0x10de", "0x2684", "0x030000", driver="nvidia", name="AD102 [GeForce RTX 4090]")],
+    )
+    f.python = PythonFacts(executable="/work/.venv/bin/python", version="3.12.3", implementation="cpython", platform_tag="manylinux_2_39_x86_64")
+    f.nvidia = NvidiaFacts(
+        driver_version="580.82.07",
+        cuda_driver_version="13.0",
+        kernel_module_version="580.82.07",
+        smi_state="ok",
+        nvml_state="ok",
+        gpus=[NvidiaGpu(index=0, name="NVIDIA GeForce RTX 4090", uuid="GPU-5f1d2f0e-0000", compute_capability="8.9", bus_id="00000000:01:00.0", persistence_mode="Enabled")],
+        libcuda_paths=["/usr/lib/x86_64-linux-gnu/libcuda.so.1"],
+    )
+    f.torch = TorchFacts(
+        installed=True,
+        version="2.13.0+cu126",
+        variant="cu126",
+        cuda="12.6",
+        cuda_available=True,
+        device_count=1,
+        devices=[TorchDevice(0, "NVIDIA GeForce RTX 4090", "8.9")],
+        arch_list=arch(matrix, "2.13.0", "cu126"),
+        torchvision_version="0.28.0+cu126",
+        distributions={"torch": "2.13.0+cu126", "nvidia-cudnn-cu12": "9.10.2.21", "nvidia-ml-py": "13.580.65"},
+    )
+    f.environment = {"PATH": "/usr/bin:/bin"}
+    return f
+
+
+def codes(findings: list[Finding], severities=("warn", "fail")) -> set[str]:
+    return {f.code for f in findings if f.severity in severities}
+
+
+def by_code(findings: list[Finding], code: str) -> Finding:
+    hits = [f for f in findings if f.code == code]
+    assert hits, f"{code} not in {[f.code for f in findings]}"
+    return hits[0]
+
+
+# ---------------------------------------------------------------------------- baseline
+
+
+def test_healthy_machine_has_no_problem_and_says_what_was_checked(matrix):
+    out = diagnose(healthy(matrix), matrix)
+    assert codes(out) == set()
+    assert {"platform-ok", "driver-ok", "gpu-ok", "python-ok", "torch-ok", "runtime-ok"} <= codes(out, ("ok",))
+    assert "NVIDIA GeForce RTX 4090" in by_code(out, "gpu-ok").detail
+
+
+def test_diagnose_is_pure_and_repeatable(matrix):
+    f = healthy(matrix)
+    f.torch.cuda = "13.0"
+    f.torch.version = "2.13.0+cu130"
+    f.nvidia.driver_version = f.nvidia.kernel_module_version = "550.54.14"
+    before = copy.deepcopy(f)
+    a, b = diagnose(f, matrix), diagnose(f, matrix)
+    assert a == b
+    assert f == before
+
+
+# ---------------------------------------------------------------------------- each rule: must trigger
+
+Case = Callable[[Facts, object], "list[ProbeStatus] | None"]
+
+
+def _driver_too_old(f, m):
+    f.torch.version, f.torch.variant, f.torch.cuda = "2.13.0+cu130", "cu130", "13.0"
+    f.torch.arch_list = arch(m, "2.13.0", "cu130")
+    f.torch.torchvision_version = "0.28.0+cu130"
+    f.nvidia.driver_version = f.nvidia.kernel_module_version = "550.54.14"
+    f.nvidia.cuda_driver_version = "12.4"
+
+
+def _minor_compat(f, m):
+    f.nvidia.driver_version = f.nvidia.kernel_module_version = "550.54.14"  # >= 525.60.13 floor, < 560.28.03 for 12.6
+    f.nvidia.cuda_driver_version = "12.4"
+
+
+def _arch_new_gpu(f, m):  # RTX 5090 (sm_120) on a cu126 wheel
+    f.nvidia.gpus[0].name, f.nvidia.gpus[0].compute_capability = "NVIDIA GeForce RTX 5090", "12.0"
+
+
+def _arch_old_gpu(f, m):  # GTX 1080 (sm_61) on a cu130 wheel
+    f.torch.version, f.torch.variant, f.torch.cuda = "2.13.0+cu130", "cu130", "13.0"
+    f.torch.arch_list = arch(m, "2.13.0", "cu130")
+    f.torch.torchvision_version = "0.28.0+cu130"
+    f.nvidia.gpus[0].name, f.nvidia.gpus[0].compute_capability = "NVIDIA GeForce GTX 1080", "6.1"
+
+
+def _cpu_only(f, m):
+    f.torch.version, f.torch.variant, f.torch.cuda = "2.13.0+cpu", "cpu", None
+    f.torch.cuda_available, f.torch.arch_list, f.torch.device_count, f.torch.devices = False, [], 0, []
+    f.torch.torchvision_version = "0.28.0+cpu"
+
+
+def _rocm_on_nvidia(f, m):
+    f.torch.version, f.torch.variant, f.torch.cuda, f.torch.hip = "2.13.0+rocm7.2", "rocm7.2", None, "7.2.26015"
+    f.torch.cuda_available, f.torch.arch_list = False, []
+    f.torch.torchvision_version = "0.28.0+rocm7.2"
+
+
+def _cuda_unavailable(f, m):
+    f.torch.cuda_available, f.torch.device_count = False, 0
+    f.torch.cuda_error = "CUDA unknown error - this may be due to an incorrectly set up environment"
+
+
+def _tv_version(f, m):
+    f.torch.torchvision_version = "0.27.0+cu126"
+
+
+def _tv_variant(f, m):  # the classic torchvision::nms case: same release, other build
+    f.torch.torchvision_version = "0.28.0+cu130"
+
+
+def _ta_mismatch(f, m):
+    f.torch.version = "2.11.0+cu126"
+    f.torch.arch_list = arch(m, "2.11.0", "cu126")
+    f.torch.torchvision_version = "0.26.0+cu126"
+    f.torch.torchaudio_version = "2.10.0+cu126"
+
+
+def _nvcc(f, m):
+    f.cuda_toolkit.nvcc_version, f.cuda_toolkit.nvcc_path = "11.8", "/usr/local/cuda-11.8/bin/nvcc"
+
+
+def _python_old(f, m):  # Python 3.7: no torch 2.x release has wheels for it
+    f.torch = TorchFacts(import_error="ModuleNotFoundError: No module named 'torch'", import_error_kind="exception")
+    f.python.version = "3.7.17"
+
+
+def _python_ft(f, m):  # 3.13t with torch 2.13 (3.13t wheels dropped in 2.12): a source build at best
+    f.python.version, f.python.free_threaded = "3.13.1", True
+
+
+def _glibc(f, m):
+    f.platform.glibc_version = "2.17"
+    f.platform.os_name = "CentOS Linux 7 (Core)"
+    f.torch.installed, f.torch.version, f.torch.cuda = False, None, None
+    f.torch.import_error = "ImportError: /lib64/libc.so.6: version `GLIBC_2.28' not found (required by torch/lib/libtorch_python.so)"
+    f.torch.import_error_kind = "exception"
+
+
+def _mps(f, m):
+    _mac(f)
+    f.apple.macos_version = "13.7.4"
+    f.torch.mps_built, f.torch.mps_available = True, False
+
+
+def _mac(f):
+    f.platform = PlatformFacts(system="Darwin", machine="arm64", os_name="macOS 15.3")
+    f.nvidia = NvidiaFacts(smi_state="absent", nvml_state="absent")
+    f.apple.is_macos, f.apple.arch, f.apple.chip, f.apple.macos_version, f.apple.rosetta = True, "arm64", "Apple M2 Max", "15.3", False
+    f.torch = TorchFacts(installed=True, version="2.13.0", mps_built=True, mps_available=True)
+
+
+def _mac_rosetta(f, m):
+    _mac(f)
+    f.platform.machine = "x86_64"
+    f.apple.rosetta = True
+    f.torch = TorchFacts(installed=False, import_error="ModuleNotFoundError: No module named 'torch'")
+
+
+def _gfx(f, m):  # RX 7600 (gfx1102) on torch 2.5.1+rocm6.2, whose list lacks it
+    f.platform.nvidia_pci_devices = []
+    f.platform.amd_pci_devices = [PciDevice("0000:03:00.0", "0x1002", "0x7480", "0x030000", driver="amdgpu")]
+    f.nvidia = NvidiaFacts(smi_state="absent", nvml_state="absent")
+    f.rocm.gpus = [RocmGpu(0, "AMD Radeon RX 7600", "gfx1102")]
+    f.rocm.kfd_present = f.rocm.kfd_accessible = f.rocm.amdgpu_loaded = True
+    f.torch = TorchFacts(installed=True, version="2.5.1+rocm6.2", variant="rocm6.2", hip="6.2.41133", cuda_available=True, device_count=1)
+
+
+def _kfd(f, m):
+    _gfx(f, m)
+    f.rocm.kfd_accessible, f.rocm.kfd_error = False, "Unable to open /dev/kfd read-write: Permission denied"
+
+
+def _amdgpu(f, m):
+    _gfx(f, m)
+    f.platform.amd_pci_devices[0].driver = None
+    f.rocm.amdgpu_loaded, f.rocm.kfd_present = False, False
+
+
+def _lib_path(f, m):
+    f.environment["LD_LIBRARY_PATH"] = "/usr/local/cuda-12.1/lib64:/opt/intel/lib"
+    f.torch.installed, f.torch.version = False, None
+    f.torch.import_error = "OSError: /work/.venv/lib/python3.12/site-packages/nvidia/cusparse/lib/libcusparse.so.12: undefined symbol: __nvJitLinkAddData_12_1, version libnvJitLink.so.12"
+    f.torch.import_error_kind = "exception"
+
+
+def _wsl(f, m):
+    f.platform.is_wsl, f.platform.kernel = True, "5.15.153.1-microsoft-standard-WSL2"
+    f.platform.nvidia_pci_devices = []
+    f.nvidia.libcuda_paths = ["/usr/lib/wsl/lib/libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libcuda.so.1"]
+
+
+def _container(f, m):
+    f.platform.container, f.platform.container_nvidia_devices = "docker", False
+    f.nvidia = NvidiaFacts(smi_state="absent", nvml_state="absent")
+    f.torch.cuda_available, f.torch.device_count = False, 0
+
+
+def _jetson(f, m):
+    f.platform = PlatformFacts(system="Linux", machine="aarch64", libc="glibc", glibc_version="2.35", kernel="5.15.148-tegra")
+    f.nvidia = NvidiaFacts(smi_state="absent", nvml_state="absent")
+    f.jetson.is_jetson, f.jetson.l4t_release, f.jetson.jetpack, f.jetson.model = True, "36.4.3", "6.2", "NVIDIA Jetson Orin Nano Developer Kit"
+    f.torch = TorchFacts(installed=True, version="2.13.0+cu126", variant="cu126", cuda="12.6", cuda_available=False)
+
+
+def _probe_timeout(f, m):
+    f.torch = TorchFacts(import_error="import torch did not finish in 60 s", import_error_kind="timeout")
+    return [ProbeStatus("target", "timeout", 60.0, "import torch did not finish in 60 s")]
+
+
+def _probe_failed(f, m):
+    return [ProbeStatus("rocm", "error", 0.2, "rocminfo exited with code 1: hsa api call failure")]
+
+
+def _driver_missing(f, m):
+    f.nvidia = NvidiaFacts(
+        smi_state="no-driver",
+        smi_exit_code=9,
+        smi_message="NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+        nvml_state="no-driver",
+    )
+    f.platform.nvidia_pci_devices[0].driver = None
+    f.torch.cuda_available, f.torch.device_count = False, 0
+
+
+def _lib_mismatch(f, m):
+    f.nvidia = NvidiaFacts(
+        smi_state="lib-mismatch",
+        smi_exit_code=18,
+        smi_message="Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.124",
+        nvml_state="lib-mismatch",
+        kernel_module_version="570.124.06",
+    )
+
+
+def _source_conflict(f, m):
+    f.nvidia.kernel_module_version = "580.65.06"
+
+
+def _gpu_lost(f, m):
+    f.nvidia.smi_state, f.nvidia.smi_message, f.nvidia.gpus = "no-devices", "No devices were found", []
+    f.torch.cuda_available, f.torch.device_count = False, 0
+
+
+def _cvd(f, m):
+    f.environment["CUDA_VISIBLE_DEVICES"] = ""
+    f.torch.cuda_available, f.torch.device_count = False, 0
+
+
+def _conda(f, m):
+    f.torch.conda_packages = ["cudatoolkit", "python"]
+
+
+def _pynvml(f, m):
+    f.torch.distributions["pynvml"] = "13.0.1"
+
+
+def _ecc(f, m):
+    f.nvidia.gpus[0].ecc_uncorrected = 3
+
+
+def _throttle(f, m):
+    f.nvidia.gpus[0].throttle_reasons = ["hw_thermal", "sw_power_cap"]
+
+
+def _persistence(f, m):
+    f.nvidia.gpus[0].name, f.nvidia.gpus[0].compute_capability, f.nvidia.gpus[0].persistence_mode = "NVIDIA H100 80GB HBM3", "9.0", "Disabled"
+
+
+def _tb_mac(f):
+    _mac(f)
+    f.apple.macos_version = "26.2"
+    f.thunderbolt.present = True
+    f.thunderbolt.ports = [
+        ThunderboltPort("Thunderbolt 5 bus 1", link_speed_gbps=80.0, peer="Mac Studio"),
+        ThunderboltPort("Thunderbolt 5 bus 2", link_speed_gbps=80.0, peer="Mac mini"),
+    ]
+    f.thunderbolt.interfaces = [
+        NetInterface("bridge0", kind="thunderbolt-bridge", up=True, members=["en2", "en3"]),
+        NetInterface("en2", kind="thunderbolt", up=True, addresses=["192.168.10.1/30"]),
+    ]
+    f.thunderbolt.bridge_enabled = False
+    f.thunderbolt.rdma_state = "enabled"
+    f.thunderbolt.rdma_devices = ["rdma_en2"]
+
+
+def _tb_loop(f, m):
+    _tb_mac(f)
+    f.thunderbolt.bridge_enabled = True
+
+
+def _tb_rdma_off(f, m):
+    _tb_mac(f)
+    f.thunderbolt.rdma_state, f.thunderbolt.rdma_devices = "disabled", []
+
+
+def _tb_slow(f, m):
+    _tb_mac(f)
+    f.thunderbolt.ports[0].link_speed_gbps = 40.0
+
+
+def _tb_ll(f, m):
+    _tb_mac(f)
+    f.thunderbolt.interfaces[1].addresses = ["169.254.12.7/16"]
+
+
+def _torch_missing(f, m):
+    f.torch = TorchFacts(import_error="ModuleNotFoundError: No module named 'torch'", import_error_kind="exception")
+
+
+def _macos_x86(f, m):
+    _mac(f)
+    f.platform.machine = "x86_64"
+    f.apple.arch, f.apple.chip = "x86_64", "Intel(R) Core(TM) i7-8569U"
+    f.torch = TorchFacts(installed=False, import_error="ModuleNotFoundError: No module named 'torch'")
+
+
+TRIGGER = [
+    pytest.param("driver-too-old", _driver_too_old, id="cu130-on-550"),
+    pytest.param("driver-minor-compat", _minor_compat, id="cu126-on-550"),
+    pytest.param("gpu-arch-unsupported", _arch_new_gpu, id="rtx5090-on-cu126"),
+    pytest.param("gpu-arch-unsupported", _arch_old_gpu, id="gtx1080-on-cu130"),
+    pytest.param("torch-cpu-only", _cpu_only, id="cpu-build-with-rtx4090"),
+    pytest.param("torch-backend-mismatch", _rocm_on_nvidia, id="rocm-build-on-nvidia"),
+    pytest.param("cuda-unavailable", _cuda_unavailable, id="cuda-unknown-error"),
+    pytest.param("torchvision-mismatch", _tv_version, id="torchvision-0.27-with-2.13"),
+    pytest.param("torchvision-mismatch", _tv_variant, id="torchvision-cu130-with-torch-cu126"),
+    pytest.param("torchaudio-mismatch", _ta_mismatch, id="torchaudio-2.10-with-2.11"),
+    pytest.param("nvcc-mismatch", _nvcc, id="nvcc-11.8-with-cu126"),
+    pytest.param("python-unsupported", _python_old, id="python-3.7-no-wheels"),
+    pytest.param("python-unsupported", _python_ft, id="python-3.13t-with-2.13"),
+    pytest.param("glibc-too-old", _glibc, id="centos7-glibc-2.17"),
+    pytest.param("mps-unavailable", _mps, id="macos13-torch-2.13"),
+    pytest.param("mps-unavailable", _mac_rosetta, id="rosetta-python") if False else pytest.param("macos-x86-torch-too-new", _mac_rosetta, id="rosetta-python"),
+    pytest.param("macos-x86-torch-too-new", _macos_x86, id="intel-mac"),
+    pytest.param("rocm-gfx-unsupported", _gfx, id="gfx1102-on-rocm6.2"),
+    pytest.param("rocm-kfd-permission", _kfd, id="kfd-eacces"),
+    pytest.param("amdgpu-not-loaded", _amdgpu, id="amdgpu-absent"),
+    pytest.param("lib-path-shadowing", _lib_path, id="nvjitlink-undefined-symbol"),
+    pytest.param("wsl-driver", _wsl, id="linux-libcuda-in-wsl"),
+    pytest.param("container-no-gpu", _container, id="docker-without-gpus"),
+    pytest.param("jetson-wrong-wheel", _jetson, id="orin-with-cu126-server-wheel"),
+    pytest.param("probe-timeout", _probe_timeout, id="import-torch-hangs"),
+    pytest.param("probe-failed", _probe_failed, id="rocminfo-fails"),
+    pytest.param("driver-missing", _driver_missing, id="no-driver"),
+    pytest.param("driver-library-mismatch", _lib_mismatch, id="nvml-lib-mismatch"),
+    pytest.param("source-conflict", _source_conflict, id="sys-module-vs-nvml"),
+    pytest.param("gpu-lost", _gpu_lost, id="no-devices-found"),
+    pytest.param("cuda-visible-devices-hides-all", _cvd, id="cvd-empty"),
+    pytest.param("conda-pip-mix", _conda, id="conda-cudatoolkit-with-pip-torch"),
+    pytest.param("pynvml-deprecated", _pynvml, id="pynvml-13"),
+    pytest.param("gpu-ecc-errors", _ecc, id="ecc-uncorrected"),
+    pytest.param("gpu-throttled", _throttle, id="hw-thermal"),
+    pytest.param("gpu-persistence-off", _persistence, id="h100-persistence-off"),
+    pytest.param("thunderbolt-bridge-loop", _tb_loop, id="bridge-with-two-peers"),
+    pytest.param("thunderbolt-rdma-disabled", _tb_rdma_off, id="tb5-rdma-off"),
+    pytest.param("thunderbolt-link-slow", _tb_slow, id="tb4-link-with-rdma"),
+    pytest.param("thunderbolt-link-local-ip", _tb_ll, id="rdma-en2-link-local"),
+    pytest.param("torch-missing", _torch_missing, id="fresh-machine"),
+]
+
+
+@pytest.mark.parametrize("code, change", TRIGGER)
+def test_rule_triggers(matrix, code, change):
+    f = healthy(matrix)
+    probes = change(f, matrix)
+    out = diagnose(f, matrix, probes=probes)
+    hit = by_code(out, code)
+    assert hit.severity in ("warn", "fail")
+    assert hit.fix, f"{code} has no fix"
+    assert hit.title == catalog.title(code, "en")
+    assert hit.layer == catalog.info(code).layer
+    assert "{" not in hit.detail and "{" not in hit.fix, (hit.detail, hit.fix)
+
+
+# ---------------------------------------------------------------------------- each rule: must not trigger (near misses)
+
+
+def _nm_driver_new_enough(f, m):  # cu130 on a 580 driver: fine
+    _driver_too_old(f, m)
+    f.nvidia.driver_version = f.nvidia.kernel_module_version = "580.82.07"
+
+
+def _nm_wsl_windows_driver(f, m):  # 551.88 is a Windows driver: above 528.33 / 531.14, so cu121 runs fully
+    _wsl(f, m)
+    f.nvidia.libcuda_paths = ["/usr/lib/wsl/lib/libcuda.so.1"]
+    f.nvidia.driver_version, f.nvidia.kernel_module_version = "551.88", None
+    f.torch.version, f.torch.variant, f.torch.cuda = "2.4.0+cu121", "cu121", "12.1"
+    f.torch.arch_list, f.torch.torchvision_version = arch(m, "2.4.0", "cu121"), None
+
+
+def _nm_sm89_runs_sm86(f, m):  # Ada has no own SASS in any wheel: it runs sm_86
+    f.nvidia.gpus[0].compute_capability = "8.9"
+
+
+def _nm_cpu_without_gpu(f, m):
+    _cpu_only(f, m)
+    f.platform.nvidia_pci_devices, f.nvidia = [], NvidiaFacts(smi_state="absent", nvml_state="absent")
+
+
+def _nm_cpu_on_mac(f, m):
+    _mac(f)
+    f.torch.mps_available = True
+
+
+def _nm_tv_aarch64_no_suffix(f, m):  # torchvision aarch64 wheels carry no suffix
+    f.torch.torchvision_version = "0.28.0"
+
+
+def _nm_ta_stable_abi(f, m):  # torchaudio 2.11.0+cu130 relabelled under 2.12's cu132: same build kind
+    f.torch.version, f.torch.variant, f.torch.cuda = "2.12.1+cu132", "cu132", "13.2"
+    f.torch.arch_list = arch(m, "2.12.1", "cu132")
+    f.torch.torchvision_version, f.torch.torchaudio_version = "0.27.1+cu132", "2.11.0+cu130"
+
+
+def _nm_nvcc_same_major(f, m):
+    f.cuda_toolkit.nvcc_version = "12.4"
+
+
+def _nm_python_supported(f, m):
+    _python_old(f, m)
+    f.python.version = "3.14.0"
+
+
+def _nm_glibc_new(f, m):
+    f.platform.glibc_version = "2.28"
+
+
+def _nm_mps_intel(f, m):  # Intel Macs have no MPS with current torch; not a fault of this install
+    _mac(f)
+    f.apple.arch, f.apple.chip = "x86_64", "Intel(R) Core(TM) i9"
+    f.torch.version, f.torch.mps_available = "2.2.2", False
+
+
+def _nm_gfx_override_set(f, m):
+    _gfx(f, m)
+    f.environment["HSA_OVERRIDE_GFX_VERSION"] = "11.0.0"
+
+
+def _nm_kfd_ok(f, m):
+    _gfx(f, m)
+
+
+def _nm_ld_path_harmless(f, m):
+    f.environment["LD_LIBRARY_PATH"] = "/opt/intel/lib:/usr/lib/x86_64-linux-gnu"
+
+
+def _nm_wsl_clean(f, m):
+    _wsl(f, m)
+    f.nvidia.libcuda_paths = ["/usr/lib/wsl/lib/libcuda.so.1"]
+
+
+def _nm_container_with_gpu(f, m):
+    f.platform.container, f.platform.container_nvidia_devices = "docker", True
+
+
+def _nm_jetson_wheel(f, m):
+    _jetson(f, m)
+    f.torch.version, f.torch.variant, f.torch.cuda_available = "2.5.0a0+872d972e41.nv24.08", None, True
+
+
+def _nm_tool_absent(f, m):  # a tool not installed is a fact, not a problem
+    return [ProbeStatus("rocm", "skipped", 0.0, "not available in this build")]
+
+
+def _nm_cvd_valid(f, m):
+    f.environment["CUDA_VISIBLE_DEVICES"] = "0"
+
+
+def _nm_conda_python_only(f, m):
+    f.torch.conda_packages = ["python", "cuda-nvcc"]
+
+
+def _nm_pynvml_old_alone(f, m):
+    f.torch.distributions.pop("nvidia-ml-py")
+    f.torch.distributions["pynvml"] = "11.5.0"
+
+
+def _nm_throttle_idle(f, m):
+    f.nvidia.gpus[0].throttle_reasons = ["gpu_idle"]
+
+
+def _nm_persistence_consumer(f, m):
+    f.nvidia.gpus[0].persistence_mode = "Disabled"  # RTX 4090: a desktop card
+
+
+def _nm_tb_bridge_one_peer(f, m):
+    _tb_mac(f)
+    f.thunderbolt.bridge_enabled = True
+    f.thunderbolt.ports = f.thunderbolt.ports[:1]
+
+
+def _nm_tb_rdma_old_macos(f, m):
+    _tb_rdma_off(f, m)
+    f.apple.macos_version = "15.5"
+
+
+def _nm_smi_table_prefix(f, m):  # nvidia-smi's table prints 580.82 for 580.82.07: not a conflict
+    f.nvidia.observed = {"driver_version": {"nvml": "580.82.07", "nvidia-smi": "580.82"}}
+
+
+NOT_TRIGGER = [
+    pytest.param("driver-too-old", _nm_driver_new_enough, id="cu130-on-580"),
+    pytest.param("driver-too-old", _nm_wsl_windows_driver, id="wsl-windows-driver-551"),
+    pytest.param("driver-minor-compat", _nm_wsl_windows_driver, id="wsl-cu121-full"),
+    pytest.param("gpu-arch-unsupported", _nm_sm89_runs_sm86, id="sm89-on-cu126"),
+    pytest.param("torch-cpu-only", _nm_cpu_without_gpu, id="cpu-build-no-gpu"),
+    pytest.param("torch-cpu-only", _nm_cpu_on_mac, id="macos-build"),
+    pytest.param("torchvision-mismatch", _nm_tv_aarch64_no_suffix, id="torchvision-no-suffix"),
+    pytest.param("torchaudio-mismatch", _nm_ta_stable_abi, id="torchaudio-2.11-with-2.12"),
+    pytest.param("nvcc-mismatch", _nm_nvcc_same_major, id="nvcc-12.4-with-cu126"),
+    pytest.param("python-unsupported", _nm_python_supported, id="python-3.12"),
+    pytest.param("glibc-too-old", _nm_glibc_new, id="glibc-2.28"),
+    pytest.param("mps-unavailable", _nm_mps_intel, id="intel-mac-no-mps"),
+    pytest.param("rocm-gfx-unsupported", _nm_gfx_override_set, id="documented-override-set"),
+    pytest.param("rocm-kfd-permission", _nm_kfd_ok, id="kfd-accessible"),
+    pytest.param("amdgpu-not-loaded", _nm_kfd_ok, id="amdgpu-loaded"),
+    pytest.param("lib-path-shadowing", _nm_ld_path_harmless, id="ld-path-without-cuda"),
+    pytest.param("wsl-driver", _nm_wsl_clean, id="wsl-only-mounted-libcuda"),
+    pytest.param("container-no-gpu", _nm_container_with_gpu, id="docker-gpus-all"),
+    pytest.param("jetson-wrong-wheel", _nm_jetson_wheel, id="nvidia-jetson-wheel"),
+    pytest.param("probe-failed", _nm_tool_absent, id="tool-not-installed"),
+    pytest.param("cuda-visible-devices-hides-all", _nm_cvd_valid, id="cvd-0"),
+    pytest.param("conda-pip-mix", _nm_conda_python_only, id="conda-python-and-nvcc"),
+    pytest.param("pynvml-deprecated", _nm_pynvml_old_alone, id="pynvml-11-alone"),
+    pytest.param("gpu-throttled", _nm_throttle_idle, id="idle"),
+    pytest.param("gpu-persistence-off", _nm_persistence_consumer, id="geforce"),
+    pytest.param("thunderbolt-bridge-loop", _nm_tb_bridge_one_peer, id="two-macs"),
+    pytest.param("thunderbolt-rdma-disabled", _nm_tb_rdma_old_macos, id="macos-15"),
+    pytest.param("source-conflict", _nm_smi_table_prefix, id="smi-table-short-version"),
+    pytest.param("torch-missing", lambda f, m: None, id="torch-installed"),
+    pytest.param("driver-missing", lambda f, m: None, id="driver-answers"),
+    pytest.param("cuda-unavailable", _cpu_only, id="cpu-build-is-not-cuda-unavailable"),
+]
+
+
+@pytest.mark.parametrize("code, change", NOT_TRIGGER)
+def test_rule_does_not_trigger(matrix, code, change):
+    f = healthy(matrix)
+    probes = change(f, matrix)
+    out = diagnose(f, matrix, probes=probes)
+    assert code not in {x.code for x in out}, [(x.code, x.detail) for x in out if x.code == code]
+
+
+# ---------------------------------------------------------------------------- the details and fixes say the right thing
+
+
+def test_driver_too_old_names_versions_and_the_build_this_driver_runs(matrix):
+    f = healthy(matrix)
+    _driver_too_old(f, matrix)
+    hit = by_code(diagnose(f, matrix), "driver-too-old")
+    assert "550.54.14" in hit.detail and "13.0" in hit.detail and "580" in hit.detail
+    assert hit.fix.startswith("stackdoctor install") and "cu126" in hit.fix
+    assert "cu130" not in hit.fix.split("#")[0]
+
+
+def test_arch_unsupported_names_gpu_sm_list_and_covering_variant(matrix):
+    f = healthy(matrix)
+    _arch_old_gpu(f, matrix)
+    hit = by_code(diagnose(f, matrix), "gpu-arch-unsupported")
+    assert "GTX 1080" in hit.detail and "sm_61" in hit.detail and "sm_75" in hit.detail
+    assert re.match(r"^stackdoctor install (--torch \S+ )?--variant cu126$", hit.fix), hit.fix
+
+
+def test_volta_on_211_cu128_is_sent_to_cu126(matrix):
+    f = healthy(matrix)
+    f.torch.version, f.torch.variant, f.torch.cuda = "2.11.0+cu128", "cu128", "12.8"
+    f.torch.arch_list, f.torch.torchvision_version = arch(matrix, "2.11.0", "cu128"), None
+    f.nvidia.gpus[0].name, f.nvidia.gpus[0].compute_capability = "Tesla V100-SXM2-32GB", "7.0"
+    hit = by_code(diagnose(f, matrix), "gpu-arch-unsupported")
+    assert "sm_70" in hit.detail
+    assert hit.fix.endswith("--variant cu126"), hit.fix
+
+
+def test_cpu_only_fix_installs_a_cuda_variant(matrix):
+    f = healthy(matrix)
+    _cpu_only(f, matrix)
+    hit = by_code(diagnose(f, matrix), "torch-cpu-only")
+    assert re.search(r"--variant cu\d+", hit.fix), hit.fix
+    assert "RTX 4090" in hit.detail
+
+
+def test_cuda_unavailable_names_its_cause(matrix):
+    f = healthy(matrix)
+    _cvd(f, matrix)
+    out = diagnose(f, matrix)
+    hit = by_code(out, "cuda-unavailable")
+    assert "cuda-visible-devices-hides-all" in hit.detail
+    assert by_code(out, "cuda-visible-devices-hides-all").fix.startswith("unset CUDA_VISIBLE_DEVICES")
+
+
+def test_lib_path_fix_keeps_the_harmless_entries(matrix):
+    f = healthy(matrix)
+    _lib_path(f, matrix)
+    hit = by_code(diagnose(f, matrix), "lib-path-shadowing")
+    assert hit.severity == "fail"
+    assert hit.fix == "export LD_LIBRARY_PATH=/opt/intel/lib"
+    assert "__nvJitLinkAddData_12_1" in hit.detail
+
+
+def test_probe_severity_depends_on_what_is_left_unknown(matrix):
+    f = healthy(matrix)
+    target = diagnose(f, matrix, probes=[ProbeStatus("target", "error", 1.0, "the target interpreter died (SIGSEGV)")])
+    other = diagnose(f, matrix, probes=[ProbeStatus("thunderbolt", "timeout", 5.0, "system_profiler did not answer in 5 s")])
+    assert by_code(target, "probe-failed").severity == "fail"
+    assert "torch-ok" not in {x.code for x in target}
+    assert by_code(other, "probe-timeout").severity == "warn"
+
+
+def test_torch_missing_is_a_warning_so_a_fresh_machine_exits_zero(matrix):
+    f = healthy(matrix)
+    _torch_missing(f, matrix)
+    out = diagnose(f, matrix)
+    assert by_code(out, "torch-missing").severity == "warn"
+    assert by_code(out, "torch-missing").fix.startswith("stackdoctor install")
+    assert not codes(out, ("fail",))
+
+
+def test_rocm_gfx_fix_is_the_known_override_and_hides_the_igpu(matrix):
+    f = healthy(matrix)
+    _gfx(f, matrix)
+    f.rocm.gpus.append(RocmGpu(1, "AMD Radeon Graphics", "gfx1036", integrated=True))
+    out = [x for x in diagnose(f, matrix) if x.code == "rocm-gfx-unsupported"]
+    fixes = {x.severity: x.fix for x in out}
+    assert fixes["fail"].startswith("export HSA_OVERRIDE_GFX_VERSION=11.0.0")
+    assert fixes["warn"] == "export HIP_VISIBLE_DEVICES=0"
+
+
+def test_mps_old_macos_offers_an_older_torch_or_upgrade(matrix):
+    f = healthy(matrix)
+    _mps(f, matrix)
+    hit = by_code(diagnose(f, matrix), "mps-unavailable")
+    assert "13.7.4" in hit.detail and "14" in hit.detail
+    assert "macOS" in hit.fix
+
+
+def test_without_a_matrix_rules_that_need_it_are_skipped_not_crashed(matrix):
+    f = healthy(matrix)
+    _driver_too_old(f, matrix)
+    out = diagnose(f, None)
+    # the driver's own CUDA level (12.4) against the wheel's major (13) still tells
+    assert by_code(out, "driver-too-old").fix
+
+
+def test_chinese_texts_keep_codes_commands_and_versions(matrix):
+    f = healthy(matrix)
+    _driver_too_old(f, matrix)
+    en = by_code(diagnose(f, matrix, lang="en"), "driver-too-old")
+    zh = by_code(diagnose(f, matrix, lang="zh"), "driver-too-old")
+    assert zh.code == en.code and zh.severity == en.severity and zh.layer == en.layer
+    assert zh.title != en.title and re.search(r"[\u4e00-\u9fff]", zh.title)
+    assert en.fix.split("#")[0] == zh.fix.split("#")[0]  # the command is the same
+    for v in ("550.54.14", "13.0", "580"):
+        assert v in zh.detail
+
+
+# ---------------------------------------------------------------------------- select, list, language
+
+
+def test_select_only_and_skip(matrix):
+    f = healthy(matrix)
+    _driver_too_old(f, matrix)
+    out = diagnose(f, matrix)
+    assert {x.code for x in select(out, ["driver-too-old"], None)} == {"driver-too-old"}
+    assert "driver-too-old" not in {x.code for x in select(out, None, ["driver-too-old"])}
+    assert all(x.code.endswith("-ok") for x in select(out, ["*-ok"] if False else [c for c in catalog.codes() if c.endswith("-ok")], None))
+    assert {x.code for x in select(out, ["thunderbolt-*", "driver-*"], None)} == {"driver-too-old"}
+
+
+def test_list_checks_covers_the_catalogue():
+    rows = list_checks("zh")
+    assert [r[0] for r in rows] == catalog.codes()
+    assert all(sev in ("ok", "warn", "fail") and title for _, sev, _, title in rows)
+
+
+@pytest.mark.parametrize(
+    "env, explicit, want",
+    [
+        pytest.param({"LANG": "zh_CN.UTF-8"}, None, "zh", id="lang-zh"),
+        pytest.param({"LC_ALL": "en_US.UTF-8", "LANG": "zh_CN.UTF-8"}, None, "en", id="lc-all-wins"),
+        pytest.param({"LC_MESSAGES": "zh_TW.UTF-8", "LANG": "en_US"}, None, "zh", id="lc-messages"),
+        pytest.param({"LANG": "zh_CN.UTF-8"}, "en", "en", id="explicit-wins"),
+        pytest.param({}, None, "en", id="default"),
+        pytest.param({"LC_ALL": "", "LANG": "zh_SG"}, None, "zh", id="empty-lc-all-ignored"),
+    ],
+)
+def test_detect_lang(env, explicit, want):
+    assert detect_lang(env, explicit) == want
+
+
+# ---------------------------------------------------------------------------- real machines (public bug reports)
+
+
+def source_yaml(case: str) -> dict:
+    for base in REAL:
+        p = base / case / "source.md"
+        if p.exists():
+            text = p.read_text(encoding="utf-8")
+            m = re.search(r"## Derived facts\s*```yaml\n(.*?)```", text, re.S)
+            assert m, f"{case}: no YAML block"
+            return yaml.safe_load(m.group(1))
+    pytest.skip(f"{case} not available")
+
+
+def _first_version(value) -> str | None:
+    m = re.search(r"\d+(?:\.\d+)+", str(value)) if value is not None else None
+    return m.group(0) if m else None
+
+
+def facts_from_source(case: str) -> Facts:
+    """Facts as the source.md YAML states them (only what it states)."""
+    y = source_yaml(case)
+    f = Facts()
+    os_text = str(y.get("os") or "")
+    f.platform.system = "Darwin" if "mac" in os_text.lower() or "host" in y else "Linux"
+    f.platform.is_wsl = "WSL" in os_text
+    f.platform.machine = "aarch64" if "aarch64" in os_text or "l4t" in y else "x86_64"
+    gpus = y.get("gpus") if isinstance(y.get("gpus"), list) else []
+    driver = _first_version(y.get("driver_version"))
+    if any(k in y for k in ("driver_version", "driver_max_cuda", "nvml_library_version")) and "gfx_arch" not in str(gpus):
+        f.nvidia.driver_version = driver
+        f.nvidia.cuda_driver_version = _first_version(y.get("driver_max_cuda"))
+        f.nvidia.smi_version = _first_version(y.get("nvidia_smi_version"))
+        f.nvidia.smi_state = "ok" if driver else None
+        for i, g in enumerate(gpus):
+            if "gfx_arch" in g or "Tegra" in str(g.get("name")):
+                continue
+            f.nvidia.gpus.append(
+                NvidiaGpu(index=i, name=g.get("resolved_name") or g.get("name"), compute_capability=_first_version(g.get("compute_capability")), memory_total_mib=g.get("memory_mib"))
+            )
+    for i, g in enumerate(gpus):
+        if "gfx_arch" in g:
+            integrated = "iGPU" in str(g.get("family"))
+            f.rocm.gpus.append(RocmGpu(index=g.get("index", i), name=g.get("name") or g.get("family"), gfx=g["gfx_arch"], integrated=integrated))
+    if f.rocm.gpus:
+        f.rocm.amdgpu_loaded = f.rocm.kfd_present = f.rocm.kfd_accessible = True
+    if "l4t" in y:
+        f.jetson.is_jetson = True
+        f.jetson.l4t_release = _first_version(y["l4t"])
+        f.jetson.jetpack = str(y.get("jetpack"))
+        f.jetson.model = y.get("board")
+    if y.get("python"):
+        f.python.version = _first_version(y["python"])
+    t = y.get("torch_installed")
+    if isinstance(t, dict) and re.match(r"^\d+\.\d+\.\d+", str(t.get("version"))):
+        f.torch = TorchFacts(installed=True, version=t["version"], cuda=t.get("cuda"), cuda_available=y.get("cuda_available"))
+    elif t is None:
+        f.torch = TorchFacts(import_error="ModuleNotFoundError: No module named 'torch'")
+    return f
+
+
+def _c18_thread(f: Facts) -> None:
+    # the thread: nvidia-smi fails with the mismatch; user space 570.124.04, kernel module 570.124.06-p2p
+    f.nvidia.smi_state = f.nvidia.nvml_state = "lib-mismatch"
+    f.nvidia.smi_message = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 570.124"
+    f.nvidia.kernel_module_version = "570.124.06"
+
+
+def _c06_thread(f: Facts) -> None:
+    f.nvidia.smi_state = "cuda-err"  # "CUDA Version: ERR!" in the banner
+
+
+def _c27_thread(f: Facts) -> None:
+    # the thread is about PyTorch's ROCm build on Navi 33; the torch version is not named: assume 2.5.1+rocm6.2 (a 2025 build)
+    f.torch = TorchFacts(installed=True, version="2.5.1+rocm6.2", variant="rocm6.2", hip="6.2.41133")
+
+
+def _c25_thread(f: Facts) -> None:
+    # system_profiler: bus 2 at 80 Gb/s to a Mac Studio advertising rdma; resolution: the Thunderbolt Bridge was on and the
+    # RDMA ports had no own address (the default: members of bridge0 with a link-local address)
+    f.apple.is_macos, f.apple.arch, f.apple.macos_version = True, "arm64", "26.2"
+    f.thunderbolt.present = True
+    f.thunderbolt.ports = [ThunderboltPort("Thunderbolt 5 bus 2", link_speed_gbps=80.0, peer="Mac Studio")]
+    f.thunderbolt.bridge_enabled = True
+    f.thunderbolt.rdma_state, f.thunderbolt.rdma_devices = "enabled", ["rdma_en2"]
+    f.thunderbolt.interfaces = [
+        NetInterface("bridge0", kind="thunderbolt-bridge", up=True, members=["en2", "en3"], addresses=["169.254.33.9/16"]),
+        NetInterface("en2", kind="thunderbolt", up=True),
+    ]
+
+
+def _c32_thread(f: Facts) -> None:
+    # JetPack 4.3 ships Python 3.6; plain `pip install torch` there gets PyPI's aarch64 CPU wheel (1.10.x was the last for 3.6)
+    f.torch = TorchFacts(installed=True, version="1.10.2", cuda=None, cuda_available=False)
+
+
+def _c36_thread(f: Facts) -> None:
+    # a current default CUDA build on this 470 driver (the source's expectation: cu12x needs >= 525)
+    f.torch = TorchFacts(installed=True, version="2.13.0+cu126", variant="cu126", cuda="12.6", cuda_available=False)
+
+
+def _c05_thread(f: Facts) -> None:
+    # Wan2.1 runs on a cu12x torch; the source: "cu12x wheels rely on CUDA minor-version compatibility" on driver 525
+    f.torch = TorchFacts(installed=True, version="2.4.0+cu124", variant="cu124", cuda="12.4", cuda_available=True, device_count=1)
+
+
+PROBLEM_CASES = [
+    pytest.param("c18-nvml-mismatch-570-open-p2p-ubuntu2204", _c18_thread, "driver-library-mismatch", "fail", id="c18-lib-mismatch"),
+    pytest.param("c06-wsl2-rtx3060laptop-driver546-cuda-err", _c06_thread, "wsl-driver", "warn", id="c06-wsl-cuda-err"),
+    pytest.param("c27-amd-navi33-gfx1102-plus-raphael-igpu-hsa-override", _c27_thread, "rocm-gfx-unsupported", "fail", id="c27-gfx1102"),
+    pytest.param("c25-macmini-to-macstudio-tb5-rdma-system_profiler", _c25_thread, "thunderbolt-link-local-ip", "warn", id="c25-rdma-from-source"),
+    pytest.param("c32-jetson-nano-jetbot-l4t-r32.3.1", _c32_thread, "jetson-wrong-wheel", "fail", id="c32-jetson-pypi-wheel"),
+    pytest.param("c36-rtx3070-driver470-cuda114-ubuntu", _c36_thread, "driver-too-old", "fail", id="c36-driver-470-cu126"),
+    pytest.param("c05-v100sxm2-32gb-driver525-linux", _c05_thread, "driver-minor-compat", "warn", id="c05-v100-525-cu124"),
+]
+
+
+@pytest.mark.parametrize("case, thread, code, severity", PROBLEM_CASES)
+def test_real_machine_with_a_problem_gets_the_matching_finding(matrix, case, thread, code, severity):
+    f = facts_from_source(case)
+    thread(f)
+    out = diagnose(f, matrix)
+    hit = by_code(out, code)
+    assert hit.severity == severity
+    assert hit.fix
+    for x in out:
+        if x.severity != "ok":
+            assert x.fix, x
+
+
+def test_c27_override_and_igpu(matrix):
+    f = facts_from_source("c27-amd-navi33-gfx1102-plus-raphael-igpu-hsa-override")
+    _c27_thread(f)
+    out = [x for x in diagnose(f, matrix) if x.code == "rocm-gfx-unsupported"]
+    assert any(x.fix.startswith("export HSA_OVERRIDE_GFX_VERSION=11.0.0") for x in out)
+    assert any(x.fix == "export HIP_VISIBLE_DEVICES=0" for x in out)
+
+
+def test_c36_fix_is_a_cuda_11_build(matrix):
+    f = facts_from_source("c36-rtx3070-driver470-cuda114-ubuntu")
+    _c36_thread(f)
+    hit = by_code(diagnose(f, matrix), "driver-too-old")
+    assert "470.57.02" in hit.detail and "525.60.13" in hit.detail
+    assert re.search(r"--variant cu11\d", hit.fix), hit.fix
+
+
+def test_c18_names_both_versions(matrix):
+    f = facts_from_source("c18-nvml-mismatch-570-open-p2p-ubuntu2204")
+    _c18_thread(f)
+    hit = by_code(diagnose(f, matrix), "driver-library-mismatch")
+    assert "570.124" in hit.detail and "570.124.06" in hit.detail
+    assert "reboot" in hit.fix and "torch" not in hit.fix
+
+
+HEALTHY_CASES = [
+    "c10-8xb200-driver610-kmd-umd-header",
+    "c14-rtx4070-driver550-linux",
+    "c22-linux-boltctl-razer-core-tb3-egpu",
+    "c30-8xmi300x-gfx942-rocm633-rocminfo-sclk",
+    "c40-proc-driver-nvidia-version-open-565-ubuntu2404",
+    "c48-wsl2-rtx4070-laptop-driver551-torch240cu121-collect_env",
+    "c51-intel-mac-t2-ifconfig-bridge0-4-thunderbolt-ports",
+    "c05-v100sxm2-32gb-driver525-linux",
+]
+
+
+@pytest.mark.parametrize("case", HEALTHY_CASES)
+def test_real_machine_without_a_stack_problem_has_no_fail(matrix, case):
+    out = diagnose(facts_from_source(case), matrix)
+    assert not codes(out, ("fail",)), [(x.code, x.detail) for x in out if x.severity == "fail"]
+    for x in out:
+        if x.severity != "ok":
+            assert x.fix
+
+
+def test_c48_wsl_working_torch_is_ok(matrix):
+    f = facts_from_source("c48-wsl2-rtx4070-laptop-driver551-torch240cu121-collect_env")
+    out = diagnose(f, matrix)
+    assert {"torch-ok", "runtime-ok"} <= {x.code for x in out}
+    assert not codes(out)
