@@ -809,13 +809,12 @@ def _rule_torch_presence(ctx: _Ctx) -> None:
     if not t.installed:
         err = t.import_error
         if err and not _MISSING_RE.search(err) and t.import_error_kind != "timeout":
-            code_hint = _import_error_hint(ctx, err)
-            if code_hint:
-                return
+            if ctx.has("glibc-too-old", "lib-path-shadowing"):
+                return  # explained, with its own fix
             ctx.add(
                 "torch-import-failed",
                 facts=["torch.import_error"],
-                fix_text=f"{_python(f)} -c \"import torch\"  # then: {_install_fix(ctx, keep_torch=False)}",
+                fix_text=_install_fix(ctx, keep_torch=False),
                 error=err,
                 python=_python(f),
             )
@@ -825,14 +824,9 @@ def _rule_torch_presence(ctx: _Ctx) -> None:
         mac_x86 = _mac_x86(f)
         if mac_x86:
             return  # macos-x86-torch-too-new tells the whole story
-        ctx.add("torch-missing", facts=["torch.installed"], fix_text=_install_fix(ctx, keep_torch=False), python=_python(f))
+        ctx.add("torch-missing", facts=["torch.installed"], fix_text="stackdoctor install", python=_python(f))
         return
     ctx.checked.add("torch")
-
-
-def _import_error_hint(ctx: _Ctx, err: str) -> bool:
-    """Import errors that other rules explain (glibc, shadowed CUDA libraries)."""
-    return bool(re.search(r"GLIBC_\d|undefined symbol: __nvJitLink|libcudnn|libnvJitLink|libcusparse|libnccl", err))
 
 
 def _rule_torch_build(ctx: _Ctx) -> None:
@@ -1496,6 +1490,7 @@ _RULES: tuple[Callable[[_Ctx], None], ...] = (
     _rule_python,
     _rule_pynvml,
     _rule_glibc,
+    _rule_lib_path,
     _rule_torch_presence,
     _rule_torch_build,
     _rule_driver_too_old,
@@ -1506,7 +1501,6 @@ _RULES: tuple[Callable[[_Ctx], None], ...] = (
     _rule_macos,
     _rule_conda_pip,
     _rule_visible_devices,
-    _rule_lib_path,
     _rule_cuda_unavailable,
     _rule_nvcc,
     _rule_thunderbolt,

@@ -374,6 +374,12 @@ def _torch_missing(f, m):
     f.torch = TorchFacts(import_error="ModuleNotFoundError: No module named 'torch'", import_error_kind="exception")
 
 
+def _import_failed(f, m):  # the cuDNN the wheel needs is missing and nothing on LD_LIBRARY_PATH explains it
+    f.torch = TorchFacts(
+        import_error="ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory", import_error_kind="exception"
+    )
+
+
 def _macos_x86(f, m):
     _mac(f)
     f.platform.machine = "x86_64"
@@ -423,6 +429,7 @@ TRIGGER = [
     pytest.param("thunderbolt-link-slow", _tb_slow, id="tb4-link-with-rdma"),
     pytest.param("thunderbolt-link-local-ip", _tb_ll, id="rdma-en2-link-local"),
     pytest.param("torch-missing", _torch_missing, id="fresh-machine"),
+    pytest.param("torch-import-failed", _import_failed, id="libcudnn-missing"),
 ]
 
 
@@ -597,6 +604,9 @@ NOT_TRIGGER = [
     pytest.param("torch-missing", lambda f, m: None, id="torch-installed"),
     pytest.param("driver-missing", lambda f, m: None, id="driver-answers"),
     pytest.param("cuda-unavailable", _cpu_only, id="cpu-build-is-not-cuda-unavailable"),
+    pytest.param("torch-import-failed", _lib_path, id="explained-by-lib-path-shadowing"),
+    pytest.param("torch-import-failed", _glibc, id="explained-by-glibc"),
+    pytest.param("torch-import-failed", _torch_missing, id="not-installed-is-not-a-failure"),
 ]
 
 
@@ -934,3 +944,24 @@ def test_c48_wsl_working_torch_is_ok(matrix):
     out = diagnose(f, matrix)
     assert {"torch-ok", "runtime-ok"} <= {x.code for x in out}
     assert not codes(out)
+
+
+# ---------------------------------------------------------------------------- through `check`'s judge (the findings a report carries)
+
+
+@pytest.mark.parametrize("code, change", TRIGGER)
+def test_report_findings_have_fixes_and_explanations(matrix, code, change, monkeypatch):
+    """Every finding `check` puts in a report: a fix when it warns or fails, and an `explain` text in both languages."""
+    from stackdoctor.commands.check import CheckOptions, judge
+    from stackdoctor.report import Report
+
+    monkeypatch.delenv("STACKDOCTOR_MATRIX", raising=False)
+    f = healthy(matrix)
+    probes = change(f, matrix) or []
+    report = judge(Report(facts=f, probes=probes), CheckOptions(replay="synthetic.json", kernels=False))
+    assert code in {x.code for x in report.findings}
+    for x in report.findings:
+        if x.severity in ("warn", "fail"):
+            assert x.fix, x
+        for lang in catalog.LANGS:
+            assert catalog.explain(x.code, lang), (x.code, lang)
