@@ -78,7 +78,8 @@ def sizes(min_bytes, max_bytes, factor=2):
 
 
 def busbw_factor(n):
-    return 2.0 * (n - 1) / n if n > 1 else 1.0
+    """nccl-tests' allreduce bus factor 2(n-1)/n (0 for a single rank, as nccl-tests reports it)."""
+    return 2.0 * (n - 1) / n
 
 
 # ---------------------------------------------------------------------------- backend
@@ -165,6 +166,10 @@ def run(args):
         out["error"] = "this torch build has no torch.distributed"
         return out
     backend, device, reason = choose_backend(torch, dist, args.get("backend"), args.get("device"))
+    out.update({"backend": backend, "backend_reason": reason, "device": device})
+    if device == "cuda" and not torch.cuda.is_available():
+        out["error"] = "%s needs a CUDA device, but this torch (%s) sees none" % (backend, torch.__version__)
+        return out
     if device == "cuda":
         device = "cuda:%d" % (local_rank % max(1, torch.cuda.device_count()))
         torch.cuda.set_device(torch.device(device))
