@@ -229,3 +229,36 @@ def test_output_error_exit_code_via_cli(tmp_path):
     r = run_cli("check", "--replay", str(rpath), "--format", "junit", "-o", str(tmp_path / "out.xml"))
     assert r.returncode in (0, 1) and r.stdout == ""
     ET.parse(tmp_path / "out.xml")
+
+
+# ---------------------------------------------------------------------------- action.yml
+
+
+def test_action_check_step_runs_as_a_workflow_would(tmp_path):
+    """action.yml parses; its check step, run by bash with a runner's variables, annotates and gates."""
+    import yaml
+
+    action = yaml.safe_load((REPO / "action.yml").read_text(encoding="utf-8"))
+    assert action["runs"]["using"] == "composite"
+    assert {"args", "python-version", "config"} <= set(action["inputs"])
+    step = next(s for s in action["runs"]["steps"] if s.get("id") == "check")
+    assert "${{" not in step["run"], "inputs must reach the script through env, not be pasted into it"
+    rpath = tmp_path / "report.json"
+    rpath.write_text(planted_report().to_json(), encoding="utf-8")
+    cfg = tmp_path / "gpu.toml"
+    cfg.write_text("min_gpus = 8\n", encoding="utf-8")
+    out, summary = tmp_path / "github_output", tmp_path / "summary.md"
+    env = {
+        **os.environ,
+        "STACKDOCTOR_ACTION_PY": sys.executable,
+        "SD_ARGS": f"--replay {rpath}",
+        "SD_CONFIG": str(cfg),
+        "SD_TARGET": "",
+        "GITHUB_OUTPUT": str(out),
+        "GITHUB_STEP_SUMMARY": str(summary),
+    }
+    r = subprocess.run(["bash", "-c", step["run"]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert out.read_text() == "exit-code=1\n"
+    assert any(ln.startswith("::error title=stackdoctor requirement-unmet") for ln in r.stdout.splitlines()), r.stdout
+    assert "requirement-unmet" in summary.read_text()
