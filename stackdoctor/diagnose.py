@@ -1227,6 +1227,9 @@ def _rule_cuda_unavailable(ctx: _Ctx) -> None:
             "amdgpu-not-loaded",
             "gpu-lost",
             "torch-backend-mismatch",
+            "jetson-wrong-wheel",
+            "gpu-arch-unsupported",
+            "rocm-gfx-unsupported",
         )
         if ctx.has(c)
     ]
@@ -1290,7 +1293,8 @@ def _rule_glibc(ctx: _Ctx) -> None:
     what = t.version or ""
     if need is None and m is not None and ctx.matrix is not None:
         v = _variant_row(ctx) if t.installed else None
-        rel = _release(ctx, t.version) if t.installed else (ctx.matrix.releases[0] if getattr(ctx.matrix, "releases", ()) else None)
+        published = [r for r in getattr(ctx.matrix, "releases", ()) or () if r.variants]
+        rel = _release(ctx, t.version) if t.installed else (published[0] if published else None)
         if rel is not None and not t.installed:
             what = str(rel.version)
             v = rel.variant("cpu") or (rel.variants[0] if rel.variants else None)

@@ -203,6 +203,11 @@ def _glibc(f, m):
     f.torch.import_error_kind = "exception"
 
 
+def _glibc_fresh(f, m):  # a fresh CentOS 7: the newest wheels are manylinux_2_28
+    f.platform.glibc_version = "2.17"
+    f.torch = TorchFacts(import_error="ModuleNotFoundError: No module named 'torch'", import_error_kind="exception")
+
+
 def _mps(f, m):
     _mac(f)
     f.apple.macos_version = "13.7.4"
@@ -402,6 +407,7 @@ TRIGGER = [
     pytest.param("python-unsupported", _python_old, id="python-3.7-no-wheels"),
     pytest.param("python-unsupported", _python_ft, id="python-3.13t-with-2.13"),
     pytest.param("glibc-too-old", _glibc, id="centos7-glibc-2.17"),
+    pytest.param("glibc-too-old", _glibc_fresh, id="centos7-fresh"),
     pytest.param("mps-unavailable", _mps, id="macos13-torch-2.13"),
     pytest.param("mps-unavailable", _mac_rosetta, id="rosetta-python") if False else pytest.param("macos-x86-torch-too-new", _mac_rosetta, id="rosetta-python"),
     pytest.param("macos-x86-torch-too-new", _macos_x86, id="intel-mac"),
@@ -681,6 +687,14 @@ def test_probe_severity_depends_on_what_is_left_unknown(matrix):
     assert by_code(target, "probe-failed").severity == "fail"
     assert "torch-ok" not in {x.code for x in target}
     assert by_code(other, "probe-timeout").severity == "warn"
+
+
+def test_glibc_on_a_fresh_machine_is_a_warning_with_an_older_torch(matrix):
+    f = healthy(matrix)
+    _glibc_fresh(f, matrix)
+    hit = by_code(diagnose(f, matrix), "glibc-too-old")
+    assert hit.severity == "warn" and "2.17" in hit.detail and "2.28" in hit.detail
+    assert "--torch 2.5.1" in hit.fix
 
 
 def test_torch_missing_is_a_warning_so_a_fresh_machine_exits_zero(matrix):
