@@ -1,0 +1,140 @@
+"""Target-interpreter faults: ``--python`` missing, not Python, Python 2; ``import torch`` raises, hangs,
+segfaults; CUDA initialisation fails. Fake ``torch`` packages live in real venvs
+(tests/test_target_probe.py: make_fake_torch_env). A target that cannot report is a failing
+finding (exit 1) naming the interpreter; every other probe's facts are still in the report.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import assert_others_intact, check, one_clear_message, probe_status
+
+from test_target_probe import make_fake_torch_env
+
+
+def failing(data):
+    return [f for f in data["findings"] if f["severity"] == "fail"]
+
+
+def test_target_missing(machine, tmp_path):
+    py = str(tmp_path / "nope" / "bin" / "python")
+    run, data = check(machine, python=py)
+    assert run.rc == 1 and failing(data)
+    assert probe_status(data)["target"]["status"] == "error"
+    one_clear_message(data, py, "does not exist")
+    assert_others_intact(data, faulted={"target"})
+
+
+def test_target_not_python(machine, tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'hello from a shell script'\n")
+    fake.chmod(0o755)
+    run, data = check(machine, python=str(fake))
+    assert run.rc == 1
+    one_clear_message(data, str(fake), "not a Python interpreter")
+    assert_others_intact(data, faulted={"target"})
+
+
+def test_target_is_python2(machine, tmp_path):
+    fake = tmp_path / "python2.7"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = "--version" ] || [ "$1" = "-V" ]; then echo "Python 2.7.18" >&2; exit 0; fi\n'
+        # what python2 prints for a Python 3 script it cannot parse
+        'echo \'  File "<string>", line 1\' >&2\n'
+        "echo 'SyntaxError: invalid syntax' >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    run, data = check(machine, python=str(fake))
+    assert run.rc == 1
+    one_clear_message(data, "Python 2.7.18")
+    assert_others_intact(data, faulted={"target"})
+
+
+def test_target_import_torch_raises(machine, tmp_path):
+    py = make_fake_torch_env(tmp_path, "raise OSError('libcudnn.so.9: cannot open shared object file: No such file or directory')\n")
+    run, data = check(machine, python=py)
+    t = data["facts"]["torch"]
+    assert t["installed"] is True and t["import_error_kind"] == "exception"
+    assert t["import_error"] == "OSError: libcudnn.so.9: cannot open shared object file: No such file or directory"
+    assert_others_intact(data)  # python facts come from the same child: still there
+
+
+IMPORT_BUG = (
+    "torch installed but `import torch` failing (exception or crash) is judged torch-ok/runtime-ok, exit 0: "
+    "stackdoctor/diagnose.py:_rule_torch_presence only emits torch-import-failed when torch.installed is False, "
+    "but probes/target.py sets installed=True for any non-ModuleNotFoundError"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=IMPORT_BUG)
+def test_target_import_torch_raises_is_a_failing_finding(machine, tmp_path):
+    py = make_fake_torch_env(tmp_path, "raise OSError('libcudnn.so.9: cannot open shared object file: No such file or directory')\n")
+    run, data = check(machine, python=py)
+    assert not any(f["code"] in ("torch-ok", "runtime-ok") for f in data["findings"]), data["findings"]
+    assert run.rc == 1
+    assert any(f["code"] == "torch-import-failed" for f in failing(data))
+    one_clear_message(data, "libcudnn.so.9")
+
+
+def test_target_import_torch_hangs(machine, tmp_path):
+    py = make_fake_torch_env(tmp_path, "import time\ntime.sleep(600)\n")
+    run, data = check(machine, "--torch-timeout", "3", python=py)
+    assert run.elapsed < 3 + 20
+    t = data["facts"]["torch"]
+    assert t["import_error_kind"] == "timeout"
+    assert probe_status(data)["target"]["status"] == "timeout"
+    assert run.rc == 1
+    one_clear_message(data, "3 s")
+    assert (data["facts"]["python"]["version"] or "").startswith("3.")  # reported before the import
+    assert_others_intact(data, faulted={"target"})
+
+
+def test_target_import_torch_segfaults(machine, tmp_path):
+    py = make_fake_torch_env(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    run, data = check(machine, python=py)
+    t = data["facts"]["torch"]
+    assert t["import_error_kind"] == "crash" and "SIGSEGV" in t["import_error"]
+    assert "\n" not in t["import_error"]
+    assert (data["facts"]["python"]["version"] or "").startswith("3.")
+    assert_others_intact(data, faulted={"target"})
+
+
+@pytest.mark.xfail(strict=True, reason=IMPORT_BUG)
+def test_target_import_torch_segfaults_is_a_failing_finding(machine, tmp_path):
+    py = make_fake_torch_env(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    run, data = check(machine, python=py)
+    assert not any(f["code"] in ("torch-ok", "runtime-ok") for f in data["findings"]), data["findings"]
+    assert run.rc == 1
+    one_clear_message(data, "SIGSEGV")
+
+
+def test_target_cuda_initialisation_fails(machine, tmp_path):
+    py = make_fake_torch_env(
+        tmp_path,
+        """
+        import warnings
+        __version__ = "2.13.0+cu130"
+        class version:
+            cuda = "13.0"; hip = None; debug = False
+        class _Cuda:
+            @staticmethod
+            def is_available():
+                warnings.warn("CUDA initialization: The NVIDIA driver on your system is too old (found version 12040). Please update your GPU driver.")
+                return False
+            @staticmethod
+            def device_count():
+                return 0
+            @staticmethod
+            def get_arch_list():
+                return ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
+        cuda = _Cuda()
+        """,
+    )
+    run, data = check(machine, python=py)
+    t = data["facts"]["torch"]
+    assert t["version"] == "2.13.0+cu130" and t["cuda_available"] is False
+    assert "driver on your system is too old" in t["cuda_error"]
+    one_clear_message(data, "too old")
+    assert_others_intact(data)
