@@ -628,6 +628,12 @@ def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
     plan = Plan(torch_version=None, variant=None, index_url=None)
     t = target_from(facts, matrix, request)
     plan.warnings.extend(t.notes)
+    if t.os == "unknown" or not t.arch:
+        plan.reasons.append("the target platform is unknown (no OS / architecture facts), so no wheel can be chosen")
+        plan.suggestions.append("name the target with --platform TAG (e.g. manylinux_2_28_x86_64, win_amd64, macosx_14_0_arm64)")
+        return plan
+    if not t.python:
+        plan.warnings.append("the target's Python version is unknown: Python compatibility was not checked (--python-version X.Y)")
     cands, err = _candidates(matrix, request)
     if err:
         plan.reasons.append(err)

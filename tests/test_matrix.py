@@ -70,7 +70,8 @@ def test_unknowns_are_marked_not_guessed(m):
     r215 = m.release("2.15.0")
     assert r215 is not None and r215.variants == () and r215.unknown
     r214 = m.release("2.14.0")
-    assert r214.torchaudio is None and any("torchaudio" in u for u in r214.unknown)
+    assert r214.triton is None and any("triton" in u for u in r214.unknown)
+    assert r214.torchaudio == "2.11.0" and "torchaudio" in (r214.derived_from or "")
     assert m.cuda_versions["13.0"].min_driver_windows is None and m.cuda_versions["13.0"].unknown
     rocm714 = m.variant("2.14.0", "rocm7.14")
     assert rocm714.gfx == () and rocm714.unknown

@@ -153,9 +153,11 @@ def test_index_url_and_command_pip_and_uv(m):
     plan = resolve(facts, m, Request(index_base="https://mirror.example/whl/", packages=["torch", "torchvision", "torchaudio"]))
     assert plan.index_url == "https://mirror.example/whl/cu126"
     reqs = [p.requirement for p in plan.packages]
-    # torchaudio's pairing for 2.14 is unknown: not planned, and said so
-    assert reqs == ["torch==2.14.0+cu126", "torchvision==0.29.0+cu126"]
-    assert any("torchaudio" in w and "unknown" in w for w in plan.warnings)
+    # torchaudio stopped following torch after 2.11: 2.11.0 pairs with 2.14
+    assert reqs == ["torch==2.14.0+cu126", "torchvision==0.29.0+cu126", "torchaudio==2.11.0+cu126"]
+    # a pairing the matrix does not know is not planned, and said so
+    gap = resolve(facts, m, Request(torch="2.14.0", packages=["torch", "torchtext"]))
+    assert [p.name for p in gap.packages] == ["torch"] and any("torchtext" in w for w in gap.warnings)
     assert plan.command == [
         "/home/u/venv/bin/python", "-m", "pip", "install", *reqs, "--index-url", "https://mirror.example/whl/cu126",
     ]
@@ -263,3 +265,11 @@ def test_plan_json_contract(m):
     assert {"torch_version", "variant", "index_url", "packages", "command", "reasons", "rejected", "warnings", "env"} <= set(data)
     assert data["env"] == {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}
     json.dumps(data)
+
+
+def test_unknown_platform_gives_no_plan_and_says_how(m):
+    plan = resolve(Facts(), m, Request())
+    assert plan.variant is None and "platform is unknown" in plan.reasons[0]
+    assert any("--platform" in s for s in plan.suggestions)
+    plan = resolve(Facts(), m, Request(platform="manylinux_2_28_x86_64"))
+    assert plan.variant == "cpu" and any("Python version is unknown" in w for w in plan.warnings)
