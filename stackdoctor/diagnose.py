@@ -237,10 +237,6 @@ def _sm(cc: str) -> str:
     return "sm_" + cc.replace(".", "")
 
 
-def _torch_label(facts: Facts) -> str:
-    return f"torch {facts.torch.version}"
-
-
 def _platform_tag(facts: Facts) -> str | None:
     return facts.python.platform_tag
 

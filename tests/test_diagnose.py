@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,6 @@ import yaml
 from stackdoctor import catalog
 from stackdoctor.diagnose import detect_lang, diagnose, list_checks, select
 from stackdoctor.facts import (
-    CudaToolkit,
     Facts,
     NetInterface,
     NvidiaFacts,
@@ -122,9 +120,6 @@ def test_diagnose_is_pure_and_repeatable(matrix):
 
 
 # ---------------------------------------------------------------------------- each rule: must trigger
-
-Case = Callable[[Facts, object], "list[ProbeStatus] | None"]
-
 
 def _driver_too_old(f, m):
     f.torch.version, f.torch.variant, f.torch.cuda = "2.13.0+cu130", "cu130", "13.0"
@@ -385,6 +380,12 @@ def _import_failed(f, m):  # the cuDNN the wheel needs is missing and nothing on
     )
 
 
+def _mps_rosetta(f, m):  # x86_64 Python under Rosetta on an M2: torch 2.2.2 (the last x86_64 wheel), no MPS
+    _mac(f)
+    f.platform.machine, f.apple.rosetta = "x86_64", True
+    f.torch = TorchFacts(installed=True, version="2.2.2", mps_built=False, mps_available=False)
+
+
 def _macos_x86(f, m):
     _mac(f)
     f.platform.machine = "x86_64"
@@ -409,7 +410,8 @@ TRIGGER = [
     pytest.param("glibc-too-old", _glibc, id="centos7-glibc-2.17"),
     pytest.param("glibc-too-old", _glibc_fresh, id="centos7-fresh"),
     pytest.param("mps-unavailable", _mps, id="macos13-torch-2.13"),
-    pytest.param("mps-unavailable", _mac_rosetta, id="rosetta-python") if False else pytest.param("macos-x86-torch-too-new", _mac_rosetta, id="rosetta-python"),
+    pytest.param("macos-x86-torch-too-new", _mac_rosetta, id="rosetta-python"),
+    pytest.param("mps-unavailable", _mps_rosetta, id="rosetta-torch-2.2.2"),
     pytest.param("macos-x86-torch-too-new", _macos_x86, id="intel-mac"),
     pytest.param("rocm-gfx-unsupported", _gfx, id="gfx1102-on-rocm6.2"),
     pytest.param("rocm-kfd-permission", _kfd, id="kfd-eacces"),
@@ -753,7 +755,7 @@ def test_select_only_and_skip(matrix):
     out = diagnose(f, matrix)
     assert {x.code for x in select(out, ["driver-too-old"], None)} == {"driver-too-old"}
     assert "driver-too-old" not in {x.code for x in select(out, None, ["driver-too-old"])}
-    assert all(x.code.endswith("-ok") for x in select(out, ["*-ok"] if False else [c for c in catalog.codes() if c.endswith("-ok")], None))
+    assert all(x.code.endswith("-ok") for x in select(out, [c for c in catalog.codes() if c.endswith("-ok")], None))
     assert {x.code for x in select(out, ["thunderbolt-*", "driver-*"], None)} == {"driver-too-old"}
 
 
