@@ -161,7 +161,12 @@ def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
         t.macos = floor if (floor and request.platform) else (_vtuple(facts.apple.macos_version) or floor)
     # python
     if request.python_version:
-        t.python = request.python_version.strip()
+        pv = request.python_version.strip().lower().removeprefix("cp").removeprefix("python")
+        ft = pv.endswith("t")
+        parts = pv.rstrip("t").split(".")
+        if len(parts) == 1 and len(parts[0]) >= 2 and parts[0].isdigit():  # "312" / "cp313t"
+            parts = [parts[0][0], parts[0][1:]]
+        t.python = ".".join(parts[:2]) + ("t" if ft else "")
     elif facts.python.version:
         mm = ".".join(facts.python.version.split(".")[:2])
         t.python = mm + ("t" if facts.python.free_threaded else "")
@@ -432,9 +437,19 @@ def _command(facts: Facts, request: Request, reqs: list[str], index_url: str | N
 
 
 def _packages(
-    matrix: Matrix, request: Request, version: Version, pkg_variant: str | None, index_url: str | None, warnings: list[str]
+    matrix: Matrix,
+    request: Request,
+    version: Version,
+    pkg_variant: str | None,
+    index_url: str | None,
+    warnings: list[str],
+    t: Target | None = None,
 ) -> list[PlannedPackage]:
-    out = [PlannedPackage("torch", str(version), pkg_variant, index_url)]
+    aarch64 = t is not None and t.os == "linux" and t.arch == "aarch64"
+    # Linux aarch64: CPU torch wheels (e.g. torch-2.1.1-...manylinux2014_aarch64.whl) and torchvision wheels carry
+    # no local suffix (compat-facts 4.3); a plain ==X.Y.Z also matches X.Y.Z+variant, so leave the suffix out there.
+    torch_variant = None if aarch64 and pkg_variant == "cpu" else pkg_variant
+    out = [PlannedPackage("torch", str(version), torch_variant, index_url)]
     tv, ta = matrix.paired(version)
     for name in request.packages:
         if name == "torch":
@@ -446,7 +461,7 @@ def _packages(
         if paired is None:
             warnings.append(f"{name}: the version paired with torch {version} is unknown to the matrix; not planned (a --matrix file can add it)")
             continue
-        out.append(PlannedPackage(name, paired, pkg_variant, index_url))
+        out.append(PlannedPackage(name, paired, None if aarch64 and name == "torchvision" else pkg_variant, index_url))
     return out
 
 
@@ -481,7 +496,7 @@ def _finish(facts: Facts, matrix: Matrix, request: Request, fit: _Fit, plan: Pla
     plan.warnings.extend(w for w in fit.warnings if w not in plan.warnings)
     plan.reasons.extend(fit.reasons)
     plan.env.update(fit.env)
-    plan.packages = _packages(matrix, request, fit.version, pkg_variant, index_url, plan.warnings)
+    plan.packages = _packages(matrix, request, fit.version, pkg_variant, index_url, plan.warnings, target_from(facts, matrix, request))
     plan.command = _command(facts, request, [p.requirement for p in plan.packages], index_url)
     plan.leftovers = _leftovers(facts, v.name)
     return plan

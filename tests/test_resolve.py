@@ -273,3 +273,18 @@ def test_unknown_platform_gives_no_plan_and_says_how(m):
     assert any("--platform" in s for s in plan.suggestions)
     plan = resolve(Facts(), m, Request(platform="manylinux_2_28_x86_64"))
     assert plan.variant == "cpu" and any("Python version is unknown" in w for w in plan.warnings)
+
+
+@pytest.mark.parametrize("given, expected", [("3.12", "cu126"), ("3.12.4", "cu126"), ("cp313t", None), ("3.9", None)])
+def test_python_version_forms(m, given, expected):
+    plan = resolve(machine("gtx1080-driver580"), m, Request(python_version=given, torch="2.14.0"))
+    assert plan.variant == expected, text(plan)
+
+
+def test_linux_aarch64_cpu_and_torchvision_without_local_suffix(m):
+    facts = machine("no-gpu-linux")
+    facts.platform.machine = "aarch64"
+    facts.python.platform_tag = "manylinux_2_35_aarch64"
+    plan = resolve(facts, m, Request(packages=["torch", "torchvision"]))
+    assert plan.variant == "cpu" and plan.index_url.endswith("/cpu")
+    assert [p.requirement for p in plan.packages] == ["torch==2.14.0", "torchvision==0.29.0"]
