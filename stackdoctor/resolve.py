@@ -73,6 +73,7 @@ class Target:
     l4t: str | None = None
     jetpack: str | None = None
     musl: bool = False
+    nvidia_unlisted: int = 0  # NVIDIA GPUs on the PCI bus that no working driver lists
     notes: list[str] = field(default_factory=list)  # facts the resolver could not check
 
     @property
@@ -186,6 +187,7 @@ def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
             cc = g.compute_capability or matrix.gpu_compute_capability(g.name)
             t.gpus.append(Gpu("nvidia", g.index, g.name, cc=cc, uuid=g.uuid))
         if not facts.nvidia.gpus and p.nvidia_pci_devices and not facts.jetson.is_jetson:
+            t.nvidia_unlisted = len(p.nvidia_pci_devices)
             t.notes.append(
                 f"{len(p.nvidia_pci_devices)} NVIDIA GPU(s) on the PCI bus but the driver did not list them"
                 + (f" (nvidia-smi: {facts.nvidia.smi_state})" if facts.nvidia.smi_state else "")
@@ -753,7 +755,13 @@ def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
         except _Reject as r:
             cpu_rejects.append(f"torch {ver}: {r.reason}")
             continue
-        if kind == "cpu" and not gpus and not t.driver:
+        if kind == "cpu" and t.nvidia_unlisted and not t.driver:
+            plan.reasons.append(
+                f"torch {ver} cpu: {t.nvidia_unlisted} NVIDIA GPU(s) are on the PCI bus but no working NVIDIA driver lists them, "
+                "so no CUDA build can be checked or chosen"
+            )
+            plan.suggestions.append("install or repair the NVIDIA driver (nvidia-smi must list the GPU), then resolve again")
+        elif kind == "cpu" and not gpus and not t.driver:
             plan.reasons.append(f"torch {ver} cpu: no GPU found on this machine; the newest {'requested ' if request.torch else ''}release with a CPU build for it")
         else:
             plan.reasons.append(f"torch {ver} cpu: no GPU build fits (see rejected); a CPU build is what works here")

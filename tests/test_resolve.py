@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stackdoctor.facts import Facts, from_data
+from stackdoctor.facts import Facts, PciDevice, from_data
 from stackdoctor.matrix import load_matrix
 from stackdoctor.plan import Plan, Request
 from stackdoctor.resolve import resolve
@@ -288,3 +288,43 @@ def test_linux_aarch64_cpu_and_torchvision_without_local_suffix(m):
     plan = resolve(facts, m, Request(packages=["torch", "torchvision"]))
     assert plan.variant == "cpu" and plan.index_url.endswith("/cpu")
     assert [p.requirement for p in plan.packages] == ["torch==2.14.0", "torchvision==0.29.0"]
+
+
+def test_jetson_thor_uses_pytorch_aarch64_cuda13_builds(m):
+    facts = from_data(
+        Facts,
+        {
+            "platform": {"system": "Linux", "machine": "aarch64", "glibc_version": "2.39", "libc": "glibc", "kernel": "6.8.12-tegra"},
+            "python": {"executable": "/usr/bin/python3", "version": "3.12.3", "platform_tag": "manylinux_2_39_aarch64"},
+            "nvidia": {"driver_version": "580.65.06"},
+            "jetson": {"is_jetson": True, "l4t_release": "38.2.0", "jetpack": "7.0", "model": "NVIDIA Jetson AGX Thor Developer Kit"},
+        },
+    )  # synthetic: L4T R38 / driver 580 as in pollen-robotics/microduck_rl#38 (AGX Thor)
+    plan = resolve(facts, m, Request())
+    assert (plan.torch_version, plan.variant) == ("2.14.0", "cu132"), text(plan)
+    assert "sm_110" in text(plan) and "SBSA" in text(plan)
+
+
+def test_amd_gpu_on_windows_gets_cpu_with_reasons(m):
+    facts = machine("windows-gtx1070-driver551")
+    facts.nvidia = from_data(type(facts.nvidia), {})
+    facts.rocm = from_data(type(facts.rocm), {"gpus": [{"index": 0, "name": "AMD Radeon RX 7900 XTX", "gfx": "gfx1100"}]})
+    plan = resolve(facts, m, Request())
+    assert plan.variant == "cpu"
+    assert any(r.variant == "rocm7.2" and "not published for Windows" in r.reason for r in plan.rejected)
+
+
+def test_intel_igpu_that_xpu_does_not_serve_gets_cpu(m):
+    facts = machine("no-gpu-linux")
+    facts.intel = from_data(type(facts.intel), {"gpus": [{"address": "0000:00:02.0", "device_id": "0x9bc8", "name": "Intel UHD Graphics 630", "discrete": False}]})
+    plan = resolve(facts, m, Request())
+    assert plan.variant == "cpu" and any("not among the XPU build's GPUs" in r for r in plan.reasons)
+
+
+def test_nvidia_gpu_without_a_working_driver(m):
+    facts = machine("no-gpu-linux")  # c18-like: the GPU is on the bus, NVML cannot talk to the driver
+    facts.platform.nvidia_pci_devices = [from_data(PciDevice, {"address": "0000:01:00.0", "vendor_id": "0x10de", "device_id": "0x2684", "class_id": "0x030000", "driver": "nvidia"})]
+    facts.nvidia.smi_state = "lib-mismatch"
+    plan = resolve(facts, m, Request())
+    assert plan.variant == "cpu"
+    assert "no working NVIDIA driver" in text(plan) and any("repair the NVIDIA driver" in s for s in plan.suggestions)
