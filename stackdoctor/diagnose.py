@@ -174,7 +174,7 @@ def _variant_name(facts: Facts) -> str | None:
 def _build_kind(facts: Facts) -> str | None:
     """What the installed torch was built for: "cuda" | "rocm" | "xpu" | "cpu" | None (not installed)."""
     t = facts.torch
-    if not t.installed:
+    if not t.installed or _import_failed(t) or t.import_error_kind == "timeout":
         return None
     if t.hip:
         return "rocm"
@@ -798,27 +798,30 @@ def _usable_accelerator(facts: Facts) -> str | None:
 _MISSING_RE = re.compile(r"No module named ['\"]?torch['\"]?\s*$")
 
 
+def _import_failed(t: Any) -> bool:
+    """torch is there but `import torch` raised or crashed (the target probe may still say installed=True)."""
+    return bool(t.import_error) and t.import_error_kind != "timeout" and not _MISSING_RE.search(t.import_error or "")
+
+
 def _rule_torch_presence(ctx: _Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
     if f.python.error and not t.installed and not t.import_error:
         return  # the target interpreter itself is unknown: probe-failed says so
+    if _import_failed(t):
+        if ctx.has("glibc-too-old", "lib-path-shadowing"):
+            return  # explained, with its own fix
+        ctx.add(
+            "torch-import-failed",
+            facts=["torch.import_error", "torch.import_error_kind"],
+            fix_text=_install_fix(ctx, keep_torch=False),
+            error=t.import_error,
+            python=_python(f),
+        )
+        return
+    if t.import_error_kind == "timeout":
+        return  # probe-timeout
     if not t.installed:
-        err = t.import_error
-        if err and not _MISSING_RE.search(err) and t.import_error_kind != "timeout":
-            if ctx.has("glibc-too-old", "lib-path-shadowing"):
-                return  # explained, with its own fix
-            ctx.add(
-                "torch-import-failed",
-                facts=["torch.import_error"],
-                fix_text=_install_fix(ctx, keep_torch=False),
-                error=err,
-                python=_python(f),
-            )
-            return
-        if t.import_error_kind == "timeout":
-            return
-        mac_x86 = _mac_x86(f)
-        if mac_x86:
+        if _mac_x86(f):
             return  # macos-x86-torch-too-new tells the whole story
         ctx.add("torch-missing", facts=["torch.installed"], fix_text="stackdoctor install", python=_python(f))
         return
@@ -1421,7 +1424,7 @@ def _checked_layers(ctx: _Ctx) -> set[str]:
     if f.python.version:
         layers.add("python")
     t = f.torch
-    if t.installed and (t.cuda_available or t.mps_available or t.xpu_available or (_build_kind(f) == "cpu" and not _usable_accelerator(f))):
+    if t.installed and not t.import_error and (t.cuda_available or t.mps_available or t.xpu_available or (_build_kind(f) == "cpu" and not _usable_accelerator(f))):
         layers.add("runtime")
     if f.thunderbolt.present and (f.thunderbolt.ports or f.thunderbolt.interfaces):
         layers.add("network")

@@ -386,6 +386,16 @@ def _mps_rosetta(f, m):  # x86_64 Python under Rosetta on an M2: torch 2.2.2 (th
     f.torch = TorchFacts(installed=True, version="2.2.2", mps_built=False, mps_available=False)
 
 
+def _import_crash(f, m):  # the target probe records installed=True when the import raises or crashes
+    f.torch = TorchFacts(
+        installed=True,
+        version="2.13.0+cu126",
+        import_error="the target interpreter died while importing torch (SIGSEGV)",
+        import_error_kind="crash",
+    )
+    return [ProbeStatus("target", "error", 0.8, "the target interpreter died while importing torch (SIGSEGV)")]
+
+
 def _macos_x86(f, m):
     _mac(f)
     f.platform.machine = "x86_64"
@@ -438,6 +448,7 @@ TRIGGER = [
     pytest.param("thunderbolt-link-local-ip", _tb_ll, id="rdma-en2-link-local"),
     pytest.param("torch-missing", _torch_missing, id="fresh-machine"),
     pytest.param("torch-import-failed", _import_failed, id="libcudnn-missing"),
+    pytest.param("torch-import-failed", _import_crash, id="import-segfaults-installed-true"),
 ]
 
 
@@ -697,6 +708,17 @@ def test_glibc_on_a_fresh_machine_is_a_warning_with_an_older_torch(matrix):
     hit = by_code(diagnose(f, matrix), "glibc-too-old")
     assert hit.severity == "warn" and "2.17" in hit.detail and "2.28" in hit.detail
     assert "--torch 2.5.1" in hit.fix
+
+
+@pytest.mark.parametrize("change", [_import_failed, _import_crash], ids=["raises", "crashes"])
+def test_a_torch_that_cannot_be_imported_is_never_ok(matrix, change):
+    f = healthy(matrix)
+    probes = change(f, matrix)
+    f.torch.installed = True
+    out = diagnose(f, matrix, probes=probes)
+    assert by_code(out, "torch-import-failed").severity == "fail"
+    assert not {"torch-ok", "runtime-ok"} & {x.code for x in out}
+    assert "probe-failed" not in {x.code for x in out}  # one finding for one fault
 
 
 def test_torch_missing_is_a_warning_so_a_fresh_machine_exits_zero(matrix):
