@@ -498,15 +498,6 @@ def normalise_gpu_name(name: str) -> str:
 # ---------------------------------------------------------------------------- loading
 
 
-class _Loc:
-    """Where a YAML value came from (file and 1-based line)."""
-
-    __slots__ = ("file", "line")
-
-    def __init__(self, file: str, line: int) -> None:
-        self.file, self.line = file, line
-
-
 class _LDict(dict):  # type: ignore[type-arg]
     line: int = 0
     key_lines: dict[str, int]

@@ -118,9 +118,6 @@ def _norm_arch(os_: str, machine: str | None) -> str:
     return _ARCH_ALIASES.get(m, m)
 
 
-_SM_RE = re.compile(r"^(?:sm_?)?(\d{1,2})\.?(\d)$", re.I)
-
-
 def _parse_gpu_request(text: str, matrix: Matrix) -> str | None:
     t = text.strip()
     m = re.match(r"^sm_?(\d+)(\d)$", t, re.I) or re.match(r"^(\d{1,2})\.(\d)$", t)
