@@ -508,9 +508,14 @@ def _allreduce_findings(ar: Mapping[str, Any], results: Sequence[KernelResult], 
         )
     elif status == "failed":
         err = str(ar.get("error") or "")
+        low = err.lower()
         fix = "Check the backend and the network: run again with --iface to pick the interface; see the error above."
-        if "in use" in err.lower() or "address already" in err.lower() or "eaddrinuse" in err.lower():
+        if "in use" in low or "address already" in low or "eaddrinuse" in low:
             fix = f"Port {ar.get('master_port')} is in use on the master: pick another with --master-port."
+        elif "needs a cuda device" in low or "_cuda" in low:
+            fix = "Install a CUDA build of torch (`stackdoctor install`), or use --backend gloo for CPU tensors."
+        elif "unable to find address for" in low or (iface and iface in err):
+            fix = f"Interface {iface!r} has no usable address on this host: check `ip addr` and pass the right --iface."
         out.append(
             Finding(
                 code="allreduce-failed",

@@ -58,11 +58,16 @@ def tb_link():
         _ip("link", "del", va, check=False)
 
 
-def _rank(ns: str, torch_python: str, rank: int, port: int, timeout: float, max_bytes: str = "64K", iface: str = "thunderbolt0") -> subprocess.Popen:
+def _rank(ns: str, torch_python: str, rank: int, port: int, timeout: float, max_bytes: str = "64K", iface: str | None = "thunderbolt0",
+          over: bool = False, sysroot: str | None = None) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k not in ("STACKDOCTOR_TEST_HOOK", "RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    if sysroot:
+        env["STACKDOCTOR_SYSROOT"] = sysroot
+    pick = ["--iface", iface] if iface else []
+    pick += ["--over", "thunderbolt"] if over else []
     argv = ["ip", "netns", "exec", ns, sys.executable, "-m", "stackdoctor", "kernels", "allreduce",
             "--rank", str(rank), "--world-size", "2", "--master-addr", ADDR_A, "--master-port", str(port),
-            "--iface", iface, "--python", torch_python, "--max-bytes", max_bytes, "--iters", "5",
+            *pick, "--python", torch_python, "--max-bytes", max_bytes, "--iters", "5",
             "--timeout", str(timeout), "--json"]
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
@@ -121,3 +126,38 @@ def test_iface_is_really_used(tb_link, torch_python):
         assert p.returncode == 1, err
         assert doc["allreduce"]["status"] == "failed" and "nosuch0" in doc["allreduce"]["error"]
         assert [f["code"] for f in doc["findings"]] == ["allreduce-failed"]
+
+
+def _thunderbolt_sysroot(root) -> str:
+    """Synthetic sysfs of a Linux host with thunderbolt-net: thunderbolt0 up (IPv6 link-local in
+    /proc/net/if_inet6) riding one XDomain peer at 20.0 Gb/s x 2 lanes (formats: thunderbolt.md section 7)."""
+    files = {
+        "sys/class/net/thunderbolt0/device/uevent": "DRIVER=thunderbolt-net\n",
+        "sys/class/net/thunderbolt0/operstate": "up\n",
+        "sys/class/net/thunderbolt0/mtu": "65522\n",
+        "sys/bus/thunderbolt/devices/0-1/uevent": "DEVTYPE=thunderbolt_xdomain\n",
+        "sys/bus/thunderbolt/devices/0-1/rx_speed": "20.0 Gb/s\n",
+        "sys/bus/thunderbolt/devices/0-1/rx_lanes": "2\n",
+        "sys/bus/thunderbolt/devices/0-1/tx_speed": "20.0 Gb/s\n",
+        "sys/bus/thunderbolt/devices/0-1/tx_lanes": "2\n",
+        "sys/bus/thunderbolt/devices/0-1/device_name": "peer\n",
+        "proc/net/if_inet6": "fe80000000000000a8c9fffffe2f1a3b 05 40 20 80 thunderbolt0\n",
+    }
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return str(root)
+
+
+def test_over_thunderbolt_picks_the_interface(tb_link, torch_python, tmp_path):
+    pytest.importorskip("stackdoctor.probes.thunderbolt")
+    sysroot = _thunderbolt_sysroot(tmp_path / "root")
+    procs = [_rank(ns, torch_python, r, 29535, 30, max_bytes="1M", iface=None, over=True, sysroot=sysroot) for r, ns in enumerate(tb_link)]
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err + out
+        ar = json.loads(out)["allreduce"]
+        assert ar["status"] == "ok" and ar["iface"] == "thunderbolt0"
+        assert ar["link_rate_gbps"] == 40.0
+        assert ar["percent_of_link"] == pytest.approx(100 * ar["max_busbw_gbs"] * 8 / 40.0, abs=0.1)

@@ -206,14 +206,12 @@ def _thunderbolt_iface(system: Any, target: Any) -> tuple[str | None, float | No
     if choice is None:
         return None, None, "no Thunderbolt network interface is up with an address (connect the cable; on macOS enable the Thunderbolt Bridge or give enX an address)."
     rate: float | None = None
-    if choice.speed_mbps:
-        rate = choice.speed_mbps / 1000.0
-    port_name = getattr(choice, "tb_port", None)
-    for p in tb.ports:
-        if (port_name and p.name == port_name) or (p.peer and rate is None and p.link_speed_gbps):
-            rate = p.link_speed_gbps or rate
-            if port_name:
-                break
+    try:
+        from stackdoctor.probes.thunderbolt import link_rate_gbps
+
+        rate = link_rate_gbps(tb, choice)
+    except Exception:
+        rate = choice.speed_mbps / 1000.0 if choice.speed_mbps else None
     return choice.name, rate, f"{choice.name} ({choice.kind})" + (f", link {rate:g} Gb/s" if rate else "")
 
 
