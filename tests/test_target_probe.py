@@ -141,3 +141,23 @@ def test_cuda_init_failure_is_quoted(tmp_path):
     assert torch.cuda_available is False
     assert "driver on your system is too old" in torch.cuda_error
     assert torch.arch_list[-1] == "sm_120"
+
+
+@pytest.mark.slow
+def test_static_mode_reads_version_without_importing(torch_python):
+    system = System.from_env()
+    out = probe(ProbeContext(system, Target(torch_python, "--python"), import_torch=False))
+    torch = out.facts["torch"]
+    assert torch.installed and torch.version == "2.13.0+cpu" and torch.variant == "cpu"
+    assert torch.cuda_available is None  # not imported, so not known
+    assert "version.py" in torch.sources["*"]
+
+
+def test_static_mode_does_not_run_torch_init(tmp_path):
+    py = make_fake_torch_env(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    site = Path(py).parents[1] / "lib"
+    vfile = next(site.glob("python3*/site-packages")) / "torch" / "version.py"
+    vfile.write_text("__version__ = '2.12.0+cu126'\ncuda: Optional[str] = '12.6'\nhip: Optional[str] = None\n")
+    out = probe(ProbeContext(System.from_env(), Target(py, "--python"), import_torch=False))
+    torch = out.facts["torch"]
+    assert out.status == "ok" and torch.version == "2.12.0+cu126" and torch.variant == "cu126" and torch.cuda == "12.6"

@@ -119,6 +119,38 @@ def variant_of(version, cuda, hip, xpu):
     return "cpu"
 
 
+def torch_static(out):
+    """Torch facts without importing it: ``torch/version.py`` read as text (fast, safe; for install)."""
+    import importlib.util
+    import re
+
+    try:
+        spec = importlib.util.find_spec("torch")
+    except Exception as exc:
+        out["import_error"] = last_line(exc)
+        return out
+    if spec is None or not spec.submodule_search_locations:
+        return out
+    loc = list(spec.submodule_search_locations)[0]
+    out["installed"] = True
+    out["location"] = loc
+    try:
+        with open(os.path.join(loc, "version.py"), encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError:
+        text = ""
+    def field(name):
+        m = re.search(r"^%s\s*(?::[^=]*)?=\s*['\"]([^'\"]*)['\"]" % name, text, re.M)
+        return m.group(1) if m else None
+    version = field("__version__") or out["distributions"].get("torch")
+    cuda, hip, xpu = field("cuda"), field("hip"), field("xpu")
+    out.update(version=version, cuda=cuda, hip=hip)
+    if version:
+        out["variant"] = variant_of(version, cuda, hip, xpu)
+    out["sources_note"] = "torch/version.py (not imported)"
+    return out
+
+
 def torch_facts():
     import warnings
 
@@ -126,6 +158,8 @@ def torch_facts():
     for dist, key in (("torchvision", "torchvision_version"), ("torchaudio", "torchaudio_version")):
         out[key] = out["distributions"].get(dist)
     out["triton_version"] = out["distributions"].get("triton") or out["distributions"].get("pytorch-triton-rocm") or out["distributions"].get("pytorch-triton")
+    if os.environ.get("STACKDOCTOR_IMPORT_TORCH") == "0":
+        return torch_static(out), None
     hook = os.environ.get("STACKDOCTOR_TEST_HOOK", "")
     t = time.monotonic()
     try:

@@ -143,7 +143,9 @@ def gather_facts(opts: InstallOptions) -> tuple[Facts, str]:
 
     system = System.from_env()
     target = select_target(opts.python, os.environ)
-    ctx = ProbeContext(system=system, target=target, kernels=False, use_nvml=not system.moved)
+    # install needs the target's tags and what torch build is there, not a working torch:
+    # read torch/version.py instead of importing it (seconds faster, and safe on a broken torch)
+    ctx = ProbeContext(system=system, target=target, kernels=False, import_torch=False, use_nvml=not system.moved)
     report = run_probes(ctx, only=PROBES)
     facts = report.facts
     if opts.python and facts.python.error and not facts.python.version:

@@ -98,6 +98,7 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     if pkg:
         env["STACKDOCTOR_PACKAGING_PATH"] = pkg
     env["STACKDOCTOR_KERNELS"] = "quick" if ctx.kernels else None
+    env["STACKDOCTOR_IMPORT_TORCH"] = None if ctx.import_torch else "0"
     if ctx.worker_hook is not None:
         env["STACKDOCTOR_TEST_HOOK"] = ctx.worker_hook
     res = ctx.system.run(
@@ -147,12 +148,13 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     # ---- torch
     tdata = sections.get("torch")
     if tdata is not None:
-        clean = {k: v for k, v in tdata.items() if k not in ("section", "elapsed_s", "import_s")}
+        note = tdata.get("sources_note")
+        clean = {k: v for k, v in tdata.items() if k not in ("section", "elapsed_s", "import_s", "sources_note")}
         try:
             torch = from_data(TorchFacts, clean)
         except TypeError as exc:
             torch = TorchFacts(import_error=f"unreadable torch facts from the target: {exc}", import_error_kind="exception")
-        torch.sources = {"*": f"{ctx.target.python} (import torch)"}
+        torch.sources = {"*": f"{ctx.target.python} ({note or 'import torch'})"}
     else:
         torch = TorchFacts()
         if pdata is not None:  # python answered, then the torch part never did
