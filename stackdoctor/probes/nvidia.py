@@ -33,6 +33,7 @@ __all__ = [
     "parse_smi_failure",
     "parse_smi_list",
     "parse_smi_query",
+    "parse_smi_query_driver",
     "parse_smi_table",
     "parse_sys_module_version",
     "probe",
@@ -72,6 +73,12 @@ _NOT_A_VALUE = {"", "[n/a]", "n/a", "[not supported]", "[unknown error]", "[insu
 
 
 # ---------------------------------------------------------------------------- parsers
+
+MAX_LINE = 1000  # real lines are < 200 characters; the cap keeps every parser linear on hostile input
+
+
+def _lines(text: str) -> list[str]:
+    return [ln[:MAX_LINE] for ln in text.splitlines()]
 
 
 def _value(cell: str) -> str | None:
@@ -118,7 +125,7 @@ def parse_smi_query(text: str, fields: tuple[str, ...] = QUERY_FIELDS) -> list[N
     gpus: list[NvidiaGpu] = []
     if not isinstance(text, str):
         return gpus
-    for line in text.splitlines():
+    for line in _lines(text):
         cells = [c.strip() for c in line.split(",")]
         if len(cells) != len(fields):
             continue
@@ -151,14 +158,14 @@ def parse_smi_query_driver(text: str, fields: tuple[str, ...] = QUERY_FIELDS) ->
     if "driver_version" not in fields or not isinstance(text, str):
         return None
     pos = fields.index("driver_version")
-    for line in text.splitlines():
+    for line in _lines(text):
         cells = [c.strip() for c in line.split(",")]
         if len(cells) == len(fields) and re.fullmatch(_VERSION, cells[pos]):
             return cells[pos]
     return None
 
 
-_LIST_RE = re.compile(r"(?:^|\s)GPU (\d+): (.+?)(?: \(UUID: ([^)]*)\))?\s*$")
+_LIST_RE = re.compile(r"(?:^|\s)GPU (\d+): ")
 
 
 def parse_smi_list(text: str) -> list[NvidiaGpu]:
@@ -173,13 +180,16 @@ def parse_smi_list(text: str) -> list[NvidiaGpu]:
     gpus: list[NvidiaGpu] = []
     if not isinstance(text, str):
         return gpus
-    for line in text.splitlines():
+    for line in _lines(text):
         if line.lstrip().startswith("MIG "):
             continue
         m = _LIST_RE.search(line)
         if not m:
             continue
-        gpu = NvidiaGpu(index=int(m.group(1)), name=m.group(2).strip() or None, uuid=(m.group(3) or "").strip() or None)
+        rest, uuid = line[m.end():].rstrip(), None
+        if rest.endswith(")") and " (UUID: " in rest:
+            rest, uuid = rest[:-1].rsplit(" (UUID: ", 1)
+        gpu = NvidiaGpu(index=int(m.group(1)), name=rest.strip() or None, uuid=(uuid or "").strip() or None)
         for name in ("name", "uuid"):
             if getattr(gpu, name) is not None:
                 gpu.sources[name] = SRC_LIST
@@ -202,12 +212,39 @@ class SmiTable:
 _BANNER_SMI = re.compile(r"NVIDIA-SMI\s+(" + _VERSION + ")")
 _BANNER_DRIVER = re.compile(r"((?:Driver|KMD) Version):\s*(" + _VERSION + ")")
 _BANNER_CUDA = re.compile(r"CUDA (?:UMD )?Version:\s*(\d+\.\d+|N/A|ERR!)")
-_ROW1 = re.compile(
-    r"^\|\s*(\d+)\s+(.*?)\s+(On|Off|WDDM|TCC|MCDM|N/A|ERR!)\s*\|\s*(" + _BUS_ID + r")\s+(?:On|Off|N/A|ERR!)?\s*\|"
-)
-_ROW_MEM = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
-_ROW_PWR = re.compile(r"(?:(\d+)W|N/A|ERR!)\s*/\s*(\d+)W")
-_ROW_LAST = re.compile(r"^\|(?:\s*\|)+\s*(Enabled|Disabled|N/A|ERR!)\s*\|\s*$")
+_ROW_MODES = ("On", "Off", "WDDM", "TCC", "MCDM", "N/A", "ERR!")
+_LAST_CELL = ("Enabled", "Disabled", "N/A", "ERR!")
+
+
+def _row1(line: str) -> NvidiaGpu | None:
+    """``|   0  NVIDIA GeForce RTX 4070        Off |   00000000:2D:00.0  On |  N/A |`` -> a GPU, else None."""
+    cells = line.split("|")
+    if len(cells) < 3 or cells[0].strip():
+        return None
+    words, bus = cells[1].split(), cells[2].split()
+    if len(words) < 2 or not words[0].isdigit() or words[-1] not in _ROW_MODES or not bus:
+        return None
+    if not re.fullmatch(_BUS_ID, bus[0]):
+        return None
+    gpu = NvidiaGpu(index=int(words[0]))
+    name = cells[1].strip()[len(words[0]):].strip()
+    gpu.name = name[: len(name) - len(words[-1])].strip() or None
+    if words[-1] in ("WDDM", "TCC", "MCDM"):
+        gpu.driver_model = words[-1]
+    else:
+        gpu.persistence_mode = _mode(words[-1])
+    gpu.bus_id = bus[0]
+    return gpu
+
+
+def _total(cell: str, unit: str) -> str | None:
+    """``"  430MiB /  12282MiB "`` -> ``"12282"`` (the part after the slash, without its unit)."""
+    if "/" not in cell:
+        return None
+    last = cell.rsplit("/", 1)[1].strip()
+    if last.endswith(unit) and re.fullmatch(r"\d+", last[: -len(unit)].strip()):
+        return last[: -len(unit)].strip()
+    return None
 
 
 def parse_smi_table(text: str) -> SmiTable:
@@ -232,7 +269,7 @@ def parse_smi_table(text: str) -> SmiTable:
         return table
     current: NvidiaGpu | None = None
     stage = 0  # rows seen for the current GPU
-    for raw in text.splitlines():
+    for raw in _lines(text):
         line = raw.rstrip()
         if table.smi_version is None and (m := _BANNER_SMI.search(line)):
             table.smi_version = m.group(1)
@@ -242,18 +279,10 @@ def parse_smi_table(text: str) -> SmiTable:
             table.cuda_raw = m.group(1)
             table.cuda_version = m.group(1) if re.fullmatch(r"\d+\.\d+", m.group(1)) else None
         if "Processes:" in line:
-            current = None
             break
-        if m := _ROW1.match(line):
-            current = NvidiaGpu(index=int(m.group(1)))
-            name = m.group(2).strip()
-            current.name = name or None
-            mode = m.group(3)
-            if mode in ("WDDM", "TCC", "MCDM"):
-                current.driver_model = mode
-            else:
-                current.persistence_mode = _mode(mode)
-            current.bus_id = m.group(4)
+        gpu = _row1(line) if line.startswith("|") else None
+        if gpu is not None:
+            current = gpu
             table.gpus.append(current)
             stage = 1
             continue
@@ -261,16 +290,19 @@ def parse_smi_table(text: str) -> SmiTable:
             if line.startswith("+"):
                 current = None
             continue
+        cells = line.split("|")[1:-1]
         if stage == 1:
-            if m := _ROW_MEM.search(line):
-                current.memory_total_mib = int(m.group(2))
-            if m := _ROW_PWR.search(line):
-                current.power_limit_w = float(m.group(2))
+            for cell in cells:
+                mem = _total(cell, "MiB")
+                if mem is not None:
+                    current.memory_total_mib = int(mem)
+                elif (watts := _total(cell, "W")) is not None:
+                    current.power_limit_w = float(watts)
             stage = 2
             continue
         if stage == 2:
-            if m := _ROW_LAST.match(line):
-                current.mig_mode = _mode(m.group(1))
+            if cells and all(not c.strip() for c in cells[:-1]) and cells[-1].strip() in _LAST_CELL:
+                current.mig_mode = _mode(cells[-1].strip())
             stage = 3
     for gpu in table.gpus:
         for name in ("name", "bus_id", "persistence_mode", "driver_model", "memory_total_mib", "power_limit_w", "mig_mode"):
@@ -312,7 +344,7 @@ def parse_smi_failure(text: str) -> SmiFailure | None:
     """
     if not isinstance(text, str):
         return None
-    lines = [ln.strip() for ln in text.splitlines()]
+    lines = [ln.strip() for ln in _lines(text)]
     for needle, state in _FAILURES:
         for ln in lines:
             if needle.lower() in ln.lower():
@@ -336,7 +368,7 @@ def parse_proc_driver_version(text: str) -> tuple[str | None, str | None]:
     """
     if not isinstance(text, str):
         return None, None
-    m = _PROC_RE.search(text)
+    m = _PROC_RE.search("\n".join(_lines(text)[:5]))
     if not m:
         return None, None
     flavor = "open" if "Open Kernel Module" in m.group(1) else "proprietary"
