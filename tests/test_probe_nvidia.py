@@ -538,3 +538,21 @@ def test_probe_hanging_table_after_good_query(fake_bin, sysroot, tmp_path):
     assert out.status == "timeout" and "did not answer in 1 s" in (out.error or "")
     assert len(f.gpus) == 2 and f.driver_version == "550.40.07"
     assert f.smi_version == "550.40.07"  # the banner arrived before the hang
+
+
+def test_probe_facts_fit_the_report_schema_and_round_trip(fake_bin, sysroot, tmp_path, fake_pynvml):
+    import jsonschema
+
+    from stackdoctor.facts import from_data, to_data
+
+    fake_bin("nvidia-smi", script=smi_script(tmp_path, query=(SYN / "query_2gpu.csv").read_text(), list_text=(SYN / "list_2gpu.txt").read_text(), table=(SYN / "table_r580.txt").read_text()))
+    env = fake_pynvml({"gpus": [{"name": "NVIDIA GeForce RTX 4070", "uuid": "GPU-5c3b0e1f-0000-1111-2222-333344445555", "reasons": 0x4, "cc": "raise:GpuIsLost"}]})
+    env["PATH"] = os.environ["PATH"]
+    facts = nvidia.probe(ctx_for(sysroot, env, use_nvml=True)).facts["nvidia"]
+    data = json.loads(json.dumps(to_data(facts)))
+    schema = json.loads((Path(nvidia.__file__).resolve().parents[1] / "schemas" / "report.schema.json").read_text())
+    jsonschema.validate(data, {"$defs": schema["$defs"], "$ref": "#/$defs/NvidiaFacts"})
+    assert from_data(NvidiaFacts, data) == facts
+    assert facts.gpus[0].errors["compute_capability"].startswith("nvmlDeviceGetCudaComputeCapability")
+    # NVML failed on the capability, so the query's value fills it, and says where it came from
+    assert (facts.gpus[0].compute_capability, facts.gpus[0].sources["compute_capability"]) == ("8.9", "nvidia-smi --query-gpu")
