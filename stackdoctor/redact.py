@@ -62,7 +62,10 @@ _ASSIGN = re.compile(r"""(?P<name>\b[A-Za-z_][A-Za-z0-9_]*)(?P<sep>["']?\s*[=:]\
 _GPU_UUID = re.compile(r"\bGPU-(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}|[0-9a-fA-F]{16})\b")
 _MIG_UUID = re.compile(r"\bMIG-(?:GPU-)?[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?:/\d+/\d+)?")
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
-_MAC = re.compile(r"(?<![0-9A-Fa-f:\-])(?:[0-9A-Fa-f]{2}([:\-]))(?:[0-9A-Fa-f]{2}\1){4}[0-9A-Fa-f]{2}(?![0-9A-Fa-f:\-])")
+# not part of a longer colon-hex run (IPv6, InfiniBand GIDs), but "mac:3c:22:..." is fine
+_MAC = re.compile(
+    r"(?<![0-9A-Fa-f])(?<![0-9A-Fa-f]{2}[:\-])(?:[0-9A-Fa-f]{2}([:\-]))(?:[0-9A-Fa-f]{2}\1){4}[0-9A-Fa-f]{2}(?![0-9A-Fa-f])(?![:\-][0-9A-Fa-f]{2}(?![0-9A-Za-z]))"
+)
 _IPV4 = re.compile(r"(?<![0-9A-Za-z.])(?:\d{1,3}\.){3}\d{1,3}(?![0-9A-Za-z]|\.\d)")
 _IPV6 = re.compile(r"(?<![0-9A-Za-z:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{0,4}|(?:\d{1,3}\.){3}\d{1,3})(?:%[A-Za-z0-9_.\-]+)?(?![0-9A-Za-z:])")
 _HOME = re.compile(
