@@ -106,6 +106,15 @@ def test_cuda_home_used_when_path_has_none(tmp_path):
     assert [t.nvcc_version for t in f.toolkits] == ["12.8", "11.8"]
 
 
+def test_cuda_path_nvcc_exe(tmp_path):
+    root = tmp_path / "root"
+    make_nvcc(root / "cuda/v12.6/bin/nvcc.exe", release("12.6", "V12.6.85"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    f = cuda_toolkit.probe(ctx_for(root, {"PATH": str(empty), "CUDA_PATH": "/cuda/v12.6"})).facts["cuda_toolkit"]
+    assert (f.nvcc_version, f.nvcc_path) == ("12.6", "/cuda/v12.6/bin/nvcc.exe")
+
+
 def test_no_nvcc_anywhere_is_a_plain_fact(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()

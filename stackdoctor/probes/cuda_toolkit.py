@@ -70,7 +70,9 @@ def _candidates(ctx: ProbeContext) -> list[tuple[str, str, str]]:
     for var in ("CUDA_HOME", "CUDA_PATH"):
         root = system.env.get(var)
         if root:
-            p = root.rstrip("/") + "/bin/nvcc"
+            p = root.rstrip("/\\") + "/bin/nvcc"
+            if not system.exists(p) and system.exists(p + ".exe"):  # Windows: %CUDA_PATH%\bin\nvcc.exe
+                p += ".exe"
             out.append((p, str(system.path(p)), var))
     out.append(("/usr/local/cuda/bin/nvcc", str(system.path("/usr/local/cuda/bin/nvcc")), "/usr/local/cuda*"))
     for entry in system.listdir("/usr/local"):
