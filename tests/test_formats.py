@@ -262,3 +262,23 @@ def test_action_check_step_runs_as_a_workflow_would(tmp_path):
     assert out.read_text() == "exit-code=1\n"
     assert any(ln.startswith("::error title=stackdoctor requirement-unmet") for ln in r.stdout.splitlines()), r.stdout
     assert "requirement-unmet" in summary.read_text()
+
+
+def test_markdown_stays_under_githubs_issue_limit():
+    rep = planted_report()
+    big = "GPU 0 line of a very long nvidia-smi -q output\n" * 2000
+    rep.raw_outputs = [{"argv": ["nvidia-smi", "-q", "-i", str(i)], "returncode": 0, "status": "ok", "stdout": big, "stderr": ""} for i in range(12)]
+    md = render_markdown(rep)
+    assert len(md) < 65_536
+    assert "more characters in report.json" in md and "more tool output(s) are in report.json" in md
+    assert "`nvidia-smi -q -i 11`" in md  # left-out runs are still named
+
+
+def test_human_format_to_a_file(tmp_path):
+    rpath = tmp_path / "report.json"
+    rpath.write_text(planted_report().to_json(), encoding="utf-8")
+    out = tmp_path / "screen.txt"
+    r = run_cli("check", "--replay", str(rpath), "--format", "human", "-o", str(out))
+    assert r.returncode in (0, 1), r.stderr
+    text = out.read_text(encoding="utf-8")
+    assert "\x1b[" not in text and ("ok" in text or "fail" in text)

@@ -18,7 +18,8 @@ __all__ = ["MARKS", "format_counts", "render_markdown", "stack_rows"]
 
 MARKS = {"fail": "❌ fail", "warn": "⚠️ warn", "ok": "✅ ok"}
 _ORDER = {"fail": 0, "warn": 1, "ok": 2}
-RAW_LIMIT_CHARS = 20_000  # per output; GitHub issue bodies stop at 65,536 characters
+RAW_LIMIT_CHARS = 12_000  # per output; GitHub issue bodies stop at 65,536 characters
+RAW_BUDGET_CHARS = 40_000  # all raw outputs together
 _BACKTICKS = re.compile(r"`+")
 
 
@@ -158,9 +159,17 @@ def _inline(text: str) -> str:
     return _LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), t)
 
 
-def _raw_outputs(report: Report, limit: int) -> list[str]:
+def _raw_outputs(report: Report, limit: int, budget: int = RAW_BUDGET_CHARS) -> list[str]:
+    """Each tool run in a collapsed section; past ``budget`` characters only the command lines are listed."""
     out: list[str] = []
+    used = 0
+    left_out: list[str] = []
     for r in report.raw_outputs:
+        if used >= budget:
+            argv = r.get("argv") or []
+            left_out.append(" ".join(str(a) for a in argv) if isinstance(argv, list) else str(argv))
+            continue
+        start = sum(len(x) + 1 for x in out)
         argv = r.get("argv") or []
         cmd = " ".join(str(a) for a in argv) if isinstance(argv, list) else str(argv)
         bits = []
@@ -186,6 +195,12 @@ def _raw_outputs(report: Report, limit: int) -> list[str]:
             out.append(f"detail: {_inline(str(r['detail']))}")
             out.append("")
         out.append("</details>")
+        out.append("")
+        used += sum(len(x) + 1 for x in out) - start
+    if left_out:
+        out.append(f"{len(left_out)} more tool output(s) are in report.json (left out here to keep this page under GitHub's size limit):")
+        out.append("")
+        out.extend(f"- {code(c[:300])}" for c in left_out)
         out.append("")
     return out
 
