@@ -428,10 +428,6 @@ def _observe(facts: NvidiaFacts, name: str, source: str, value: str | None) -> N
 # ---------------------------------------------------------------------------- probe
 
 
-def _failed_driver(res: CommandResult) -> bool:
-    return res.status != "ok" or parse_smi_failure(res.stdout + "\n" + res.stderr) is not None
-
-
 def _run_smi(ctx: ProbeContext, facts: NvidiaFacts) -> str | None:
     """nvidia-smi in its three forms; returns a timeout message, else None."""
     system = ctx.system
