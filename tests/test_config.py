@@ -225,3 +225,45 @@ def test_parse_bandwidth(text, gbps):
 def test_parse_bandwidth_rejects(bad):
     with pytest.raises(ValueError):
         parse_bandwidth(bad)
+
+
+# ---------------------------------------------------------------------------- through the CLI
+
+
+def _run(args: list[str], cwd: Path):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    return subprocess.run([sys.executable, "-m", "stackdoctor", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_malformed_config_found_by_check_is_exit_2_naming_file_and_key(tmp_path):
+    write(tmp_path / "pyproject.toml", '[tool.stackdoctor]\nmin_gpus = "two"\n')
+    sub = tmp_path / "src"
+    sub.mkdir()
+    r = _run(["check", "--json", "--no-kernels", "--timeout", "5"], cwd=sub)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    line = r.stderr.strip()
+    assert "\n" not in line and str(tmp_path / "pyproject.toml") in line and "min_gpus" in line and "Traceback" not in line
+
+
+def test_requirements_trip_and_pass_through_check(tmp_path):
+    """The same project requirements fail on the CPU laptop and pass on the CUDA box (replayed)."""
+    from stackdoctor.report import Report
+
+    write(tmp_path / "pyproject.toml", '[tool.stackdoctor]\nbackend = "cuda"\nmin_gpus = 2\ncompute_capability = ">=8.0"\n')
+    for name, facts, rc in (("laptop", cpu_laptop(), 1), ("box", cuda_box(), None)):
+        p = tmp_path / f"{name}.json"
+        p.write_text(Report(facts=facts).to_json(), encoding="utf-8")
+        r = _run(["check", "--replay", str(p), "--config", str(tmp_path / "pyproject.toml"), "--json"], cwd=tmp_path)
+        import json
+
+        doc = json.loads(r.stdout)
+        got = [(f["code"], f["severity"]) for f in doc["findings"] if f["code"].startswith("requirement")]
+        assert doc["requirements"]["source"] == str(tmp_path / "pyproject.toml")
+        if name == "laptop":
+            assert r.returncode == 1 and got == [("requirement-unmet", "fail")] * 3
+        else:
+            assert got == [("requirements-ok", "ok")]
