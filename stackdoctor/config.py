@@ -210,7 +210,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on 3.10 only
-        import tomli as tomllib
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise ConfigError(f"{path}: reading TOML on Python 3.10 needs the tomli package (pip install tomli).") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
