@@ -30,7 +30,9 @@ __all__ = [
     "KERNELS_SCHEMA",
     "AllreduceOptions",
     "annotate_peaks",
+    "fleet_table",
     "free_port",
+    "node_summary",
     "format_busbw_chart",
     "kernel_facts_from_run",
     "kernel_findings",
@@ -354,13 +356,21 @@ def run_allreduce_rank(
     local_rank: int | None = None,
     prefix: Sequence[str] = (),
     hook: str | None = None,
+    node: Mapping[str, Any] | None = None,
 ) -> KernelFacts:
-    """This host's rank of a multi-host allreduce (``prefix``: e.g. ``ip netns exec NS``)."""
+    """This host's rank of a multi-host allreduce (``prefix``: e.g. ``ip netns exec NS``).
+
+    ``node``: this host's :func:`node_summary`; when given, the ranks gather them (fleet table)."""
     args = {**opts.args(), "rank": rank, "world_size": world_size, "master_addr": master_addr, "master_port": master_port,
             "local_rank": rank if local_rank is None else local_rank}
+    if node is not None:
+        args["node"] = dict(node)
     res = system.run(_rank_argv(python, args, prefix), timeout=opts.timeout_s * 2 + 30, env={"STACKDOCTOR_TEST_HOOK": hook}, parse_env=False)
     outcome = _rank_outcome(rank, res)
     summary = merge_allreduce({rank: outcome}, world_size)
+    if isinstance(outcome.get("nodes"), list):
+        summary["fleet"] = fleet_table(outcome["nodes"])
+        summary.pop("nodes", None)
     if summary["status"] == "failed" and outcome.get("status") == "ok":
         summary["status"] = "ok"  # only this rank is here; its peers reported to themselves
         summary.pop("error", None)
@@ -560,6 +570,51 @@ def _allreduce_findings(ar: Mapping[str, Any], results: Sequence[KernelResult], 
                 )
             )
     return out
+
+
+# ---------------------------------------------------------------------------- fleet
+
+FLEET_FIELDS = ("driver", "torch", "cuda", "nccl", "gpus")
+
+
+def node_summary(facts: Facts) -> dict[str, Any]:
+    """What one node contributes to the fleet table (pure; JSON-ready)."""
+    mm = [r for r in facts.kernels.results if r.kernel == "matmul" and r.dtype == "fp32" and r.tflops]
+    gpu_mm = [r for r in mm if r.device != "cpu"] or mm
+    return {
+        "hostname": facts.platform.hostname,
+        "driver": facts.nvidia.driver_version,
+        "torch": facts.torch.version,
+        "cuda": facts.torch.cuda or facts.torch.hip,
+        "nccl": facts.torch.nccl_version,
+        "gpus": ", ".join(sorted({g.name or "?" for g in facts.nvidia.gpus})) or None,
+        "matmul_fp32_tflops": gpu_mm[0].tflops if gpu_mm else None,
+        "matmul_device": gpu_mm[0].device if gpu_mm else None,
+    }
+
+
+def fleet_table(nodes: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """Differences between nodes and the slowest one (pure).
+
+    ``differences``: field -> {value: [ranks]} for every field of :data:`FLEET_FIELDS` that is
+    not the same everywhere. ``slowest``: the rank with the lowest quick fp32 matmul TFLOP/s.
+    """
+    present = [dict(n, rank=n.get("rank", i)) for i, n in enumerate(nodes) if isinstance(n, Mapping)]
+    diffs: dict[str, dict[str, list[int]]] = {}
+    for key in FLEET_FIELDS:
+        seen: dict[str, list[int]] = {}
+        for n in present:
+            seen.setdefault(str(n.get(key)), []).append(int(n["rank"]))
+        if len(seen) > 1:
+            diffs[key] = seen
+    timed = [n for n in present if n.get("matmul_fp32_tflops")]
+    slowest = min(timed, key=lambda n: n["matmul_fp32_tflops"]) if len(timed) > 1 else None
+    return {
+        "nodes": present,
+        "differences": diffs,
+        "slowest_rank": slowest["rank"] if slowest else None,
+        "slowest_ratio": round(slowest["matmul_fp32_tflops"] / max(n["matmul_fp32_tflops"] for n in timed), 3) if slowest else None,
+    }
 
 
 ProgressFn = Callable[[str], None]

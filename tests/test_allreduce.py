@@ -16,6 +16,8 @@ from stackdoctor.facts import KernelFacts
 from stackdoctor.kernels import (
     AllreduceOptions,
     allreduce_kernel_facts,
+    fleet_table,
+    node_summary,
     free_port,
     kernel_findings,
     merge_allreduce,
@@ -76,6 +78,32 @@ def test_port_in_use_fix_names_the_port():
                              "error": "could not open the rendezvous store at 127.0.0.1:29999: DistNetworkError: address already in use"}}, 2)
     (f,) = kernel_findings(allreduce_kernel_facts(s))
     assert f.code == "allreduce-failed" and "--master-port" in f.fix
+
+
+def test_fleet_table_flags_differences_and_the_slowest():
+    """Synthetic node summaries: one node on another driver and a slower GPU, one never reported."""
+    a = {"rank": 0, "driver": "550.54.14", "torch": "2.13.0+cu126", "cuda": "12.6", "nccl": "2.26.2", "gpus": "NVIDIA H100", "matmul_fp32_tflops": 50.0}
+    b = dict(a, rank=1)
+    c = dict(a, rank=2, driver="535.104.05", matmul_fp32_tflops=20.0)
+    t = fleet_table([a, b, c, None])
+    assert list(t["differences"]) == ["driver"]
+    assert t["differences"]["driver"] == {"550.54.14": [0, 1], "535.104.05": [2]}
+    assert t["slowest_rank"] == 2 and t["slowest_ratio"] == 0.4
+    assert fleet_table([a, b])["differences"] == {}
+
+
+def test_node_summary_from_facts():
+    from stackdoctor.facts import Facts, KernelResult, NvidiaGpu
+
+    f = Facts()
+    f.platform.hostname = "n1"
+    f.nvidia.driver_version = "550.54.14"
+    f.nvidia.gpus = [NvidiaGpu(index=0, name="NVIDIA H100"), NvidiaGpu(index=1, name="NVIDIA H100")]
+    f.torch.version, f.torch.cuda, f.torch.nccl_version = "2.13.0+cu126", "12.6", "2.26.2"
+    f.kernels.results = [KernelResult("matmul", "cpu", "fp32", ok=True, tflops=0.1), KernelResult("matmul", "cuda:0", "fp32", ok=True, tflops=40.0)]
+    n = node_summary(f)
+    assert n == {"hostname": "n1", "driver": "550.54.14", "torch": "2.13.0+cu126", "cuda": "12.6", "nccl": "2.26.2",
+                 "gpus": "NVIDIA H100", "matmul_fp32_tflops": 40.0, "matmul_device": "cuda:0"}
 
 
 # ---------------------------------------------------------------------------- real gloo
@@ -162,6 +190,11 @@ def test_under_a_launcher_environment(torch_python):
         assert doc["allreduce"]["rank"] == rank and doc["allreduce"]["status"] == "ok"
         assert all(r["kernel"] == "allreduce" and r["extra"]["wrong"] == 0 for r in doc["results"])
         assert [r["kernel"] for r in doc["results"]].count("matmul") == 0  # a launcher run is the allreduce alone
+        # fleet: every rank probed its node; the summaries went through the rendezvous store
+        fleet = doc["allreduce"]["fleet"]
+        assert [n["rank"] for n in fleet["nodes"]] == [0, 1]
+        assert all(n["torch"].startswith("2.13.0") and n["matmul_fp32_tflops"] > 0 for n in fleet["nodes"])
+        assert "torch" not in fleet["differences"]
 
 
 def test_min_busbw_gate_on_the_cli(torch_python):

@@ -23,6 +23,9 @@ buffer, then reduce in place" and includes the copy.
 Prints ``@@stackdoctor@@ {"section": "allreduce", ...}`` once at the end (and ``progress``
 lines per size on stderr). Test hooks (``STACKDOCTOR_TEST_HOOK``): ``corrupt-rank=R``
 (rank R adds 1 to its input), ``abort-rank=R``, ``hang-rank=R`` (never joins).
+With ``"node": {...}`` in the arguments (the parent's probe summary of this host), every rank
+publishes it in the rendezvous store and reads all of them back into ``nodes`` (the fleet
+table; through the store rather than ``all_gather_object``, which needs numpy in the target).
 Must stay importable by Python 3.8+.
 """
 
@@ -190,6 +193,9 @@ def run(args):
         else:
             out["error"] = "could not %s the rendezvous store at %s:%d: %s" % ("open" if rank == 0 else "reach", addr, port, msg)
         return out
+    fleet = isinstance(args.get("node"), dict)
+    if fleet:  # published before "joined", so a rank seen as joined has its node summary there
+        store.set("sd/node/%d" % rank, json.dumps(dict(args["node"], rank=rank, hostname=_hostname()), default=str))
     store.set("sd/joined/%d" % rank, _hostname())
     keys = ["sd/joined/%d" % r for r in range(world)]
     while True:
@@ -207,6 +213,16 @@ def run(args):
             return out
         time.sleep(0.05)
     out["hosts"] = {str(r): _get(store, keys[r]) for r in range(world)}
+    if fleet:
+        # fleet: every rank's probe summary through the store (all_gather_object would need
+        # numpy in the target, and the table is wanted even when the collective then fails)
+        nodes = []
+        for r in range(world):
+            try:
+                nodes.append(json.loads(_get(store, "sd/node/%d" % r) or "null"))
+            except ValueError:
+                nodes.append(None)
+        out["nodes"] = nodes
     try:
         kwargs = {"backend": backend, "store": store, "rank": rank, "world_size": world,
                   "timeout": datetime.timedelta(seconds=max(5.0, deadline - time.monotonic() + 30))}

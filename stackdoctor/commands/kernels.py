@@ -57,6 +57,7 @@ def register(app: typer.Typer) -> None:
         iters: Annotated[int, typer.Option("--iters", help="Timed allreduce calls per size (at most).", min=1)] = 20,
         min_busbw: Annotated[Optional[str], typer.Option("--min-busbw", help="Fail below this busbw: 20, 20GB/s or 160Gb/s.")] = None,
         over: Annotated[Optional[str], typer.Option("--over", help="thunderbolt: bind allreduce to the Thunderbolt interface.")] = None,
+        fleet: Annotated[bool, typer.Option("--fleet/--no-fleet", help="Across hosts: probe every node and print one table of differences on rank 0.")] = True,
     ) -> int:
         """Run real kernels and collectives in the target interpreter and check their numbers."""
         from stackdoctor.kernels import (
@@ -131,7 +132,9 @@ def register(app: typer.Typer) -> None:
                     if not addr:
                         raise UsageError("--rank needs --master-addr (or MASTER_ADDR from the launcher).")
                     lr = int(env["LOCAL_RANK"]) if "LOCAL_RANK" in env else None
-                    ar = run_allreduce_rank(system, target.python, rank=r, world_size=ws, master_addr=addr, master_port=port, opts=opts, local_rank=lr, hook=hook)
+                    node = _node(system, target) if fleet and ws > 1 else None
+                    ar = run_allreduce_rank(system, target.python, rank=r, world_size=ws, master_addr=addr, master_port=port, opts=opts,
+                                            local_rank=lr, hook=hook, node=node)
                 else:
                     ar = run_allreduce_local(system, target.python, nproc or 2, opts, master_port=master_port, hook=hook)
             summary = ar.allreduce or {}
@@ -179,6 +182,19 @@ def _nvidia_facts(system: Any, target: Any) -> Any:
         return run_probes(ProbeContext(system=system, target=target, use_nvml=not system.moved), only=["nvidia"]).facts
     except Exception:
         return None
+
+
+def _node(system: Any, target: Any) -> dict[str, Any] | None:
+    """This host's fleet summary: platform, driver and torch probes plus the quick kernels."""
+    try:
+        from stackdoctor.engine import run_probes
+        from stackdoctor.kernels import node_summary
+        from stackdoctor.probes import ProbeContext
+
+        ctx = ProbeContext(system=system, target=target, kernels=True, use_nvml=not system.moved)
+        return node_summary(run_probes(ctx, only=["target", "platform", "nvidia"]).facts)
+    except Exception as exc:  # the fleet table is a bonus: never cost the allreduce
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _matrix() -> Any:
@@ -275,6 +291,24 @@ def _render(kf: Any, findings: list[Any]) -> None:
             if ar.get("avg_busbw_gbs") is not None:
                 extra = f" ({ar['percent_of_link']}% of the {ar['link_rate_gbps']:g} Gb/s link)" if ar.get("percent_of_link") is not None else ""
                 console.print(Text(f"# Avg bus bandwidth : {ar['avg_busbw_gbs']:.3f} GB/s; max {ar['max_busbw_gbs']:.3f} GB/s{extra}"))
+    fl = (ar or {}).get("fleet")
+    if fl and ar.get("rank", 0) == 0:
+        t = Table(title="nodes", title_justify="left", show_edge=False, pad_edge=False)
+        for col in ("rank", "host", "driver", "torch", "cuda", "nccl", "gpus", "matmul fp32 TFLOP/s"):
+            t.add_column(col, no_wrap=True)
+        diffs = fl.get("differences") or {}
+        for n in fl.get("nodes") or []:
+            cells = [str(n.get("rank")), str(n.get("hostname") or "")]
+            for key in ("driver", "torch", "cuda", "nccl", "gpus"):
+                cells.append(Text(str(n.get(key) or "-"), style="yellow" if key in diffs else ""))
+            tf = n.get("matmul_fp32_tflops")
+            cells.append(Text(f"{tf:.3f}" if tf else "-", style="red" if n.get("rank") == fl.get("slowest_rank") else ""))
+            t.add_row(*cells)
+        console.print(t)
+        for key, values in diffs.items():
+            console.print(Text(f"  differs: {key}: " + "; ".join(f"{v} on ranks {','.join(map(str, rs))}" for v, rs in values.items()), style="yellow"))
+        if fl.get("slowest_rank") is not None:
+            console.print(Text(f"  slowest node: rank {fl['slowest_rank']} ({fl['slowest_ratio']:.0%} of the fastest matmul)"))
     if kf.error:
         console.print(Text(f"kernel process: {kf.error}", style="red"))
     if findings:
