@@ -298,7 +298,8 @@ class Matrix:
         if key in self.peaks:
             return self.peaks[key]
         for k in sorted(self.peaks, key=len, reverse=True):
-            if key.startswith(k):
+            # a prefix on a word boundary: "l4" must not claim "l40"
+            if key.startswith(k) and not key[len(k) : len(k) + 1].isalnum():
                 return self.peaks[k]
         return None
 

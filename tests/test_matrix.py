@@ -382,3 +382,25 @@ def test_cli_show_json_and_one_release():
     assert text.returncode == 0 and "torch 2.0.1" in text.stdout and "13.0" in text.stdout
     missing = _cli("matrix", "show", "--torch", "9.9")
     assert missing.returncode == 2 and "not in the compatibility matrix" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    "name,row",
+    [
+        ("NVIDIA H200", "H200"),
+        ("NVIDIA H200 NVL", "H200 NVL"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA L4", "L4"),
+        ("NVIDIA L40", "L40"),
+        ("NVIDIA L40S", "L40S"),
+        ("Tesla V100-SXM2-32GB", "V100-SXM2"),
+        ("NVIDIA GeForce RTX 4090", None),
+    ],
+)
+def test_peak_lookup_on_word_boundary(name, row):
+    from stackdoctor.matrix import load_matrix
+
+    peak = load_matrix().peak(name)
+    assert (peak.gpu if peak else None) == row
+    if peak:
+        assert peak.source.startswith("https://")
