@@ -206,3 +206,15 @@ def test_min_busbw_gate_on_the_cli(torch_python):
     assert p.returncode == 1
     assert [f["code"] for f in doc["findings"]] == ["allreduce-slow"]
     assert isinstance(KernelFacts, type) and doc["allreduce"]["world_size"] == 2
+
+
+def test_over_thunderbolt_without_an_interface_is_a_usage_error(tmp_path, torch_python):
+    """A sysroot with no thunderbolt-net interface: one sentence, exit 2, no ranks started."""
+    pytest.importorskip("stackdoctor.probes.thunderbolt")
+    (tmp_path / "sys" / "class" / "net" / "eth0").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k != "STACKDOCTOR_TEST_HOOK"}
+    env["STACKDOCTOR_SYSROOT"] = str(tmp_path)
+    p = subprocess.run([sys.executable, "-m", "stackdoctor", "kernels", "allreduce", "--over", "thunderbolt", "--python", torch_python],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 2
+    assert "--over thunderbolt" in p.stderr and "Thunderbolt" in p.stderr
