@@ -7,6 +7,12 @@ that link; then ``stackdoctor kernels allreduce`` runs one gloo rank in each nam
 algbw x 2(n-1)/n = algbw: every rank sends and receives S bytes per allreduce, so busbw is
 directly comparable to one direction of the link. Goal: busbw >= 0.7 x iperf3.
 
+Both directions carry S bytes at the same time during an allreduce, so we also measure
+iperf3 ``--bidir`` (one stream each way at once) and report its per-direction rate: on a
+veth both directions share the same CPUs, on a real full-duplex cable they do not; the
+one-way ratio is the headline, the bidirectional one tells how much of the gap is the
+machine rather than gloo.
+
 Needs root, iproute2 and iperf3 (Debian: ``apt-get install -y iperf3``), and a torch venv::
 
     sudo python3 benchmarks/bench_allreduce.py --python /root/.cache/sd/torchvenv/bin/python
@@ -48,14 +54,17 @@ def make_link() -> tuple[str, str, str]:
     return a, b, va
 
 
-def iperf3_gbs(a: str, b: str, seconds: int) -> float:
+def iperf3_gbs(a: str, b: str, seconds: int, bidir: bool = False) -> float:
+    """GB/s per direction: one TCP stream B -> A, or (``bidir``) one each way at once, averaged."""
     server = subprocess.Popen(["ip", "netns", "exec", a, "iperf3", "-s", "-1", "-B", ADDR_A], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         time.sleep(0.5)
-        out = subprocess.run(["ip", "netns", "exec", b, "iperf3", "-c", ADDR_A, "-t", str(seconds), "-J"],
-                             capture_output=True, text=True, timeout=seconds + 30)
-        data = json.loads(out.stdout)
-        return float(data["end"]["sum_received"]["bits_per_second"]) / 8 / 1e9
+        argv = ["ip", "netns", "exec", b, "iperf3", "-c", ADDR_A, "-t", str(seconds), "-J"] + (["--bidir"] if bidir else [])
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 30)
+        end = json.loads(out.stdout)["end"]
+        if bidir:
+            return (float(end["sum_received"]["bits_per_second"]) + float(end["sum_received_bidir_reverse"]["bits_per_second"])) / 2 / 8 / 1e9
+        return float(end["sum_received"]["bits_per_second"]) / 8 / 1e9
     finally:
         server.kill()
         server.wait()
@@ -94,13 +103,15 @@ def main() -> int:
     a, b, va = make_link()
     try:
         tcp = iperf3_gbs(a, b, args.iperf_seconds)
+        tcp_bidir = iperf3_gbs(a, b, args.iperf_seconds, bidir=True)
         ar = allreduce_gbs(a, b, args.python, args.max_bytes, args.iters)
     finally:
         ip("netns", "del", a, check=False)
         ip("netns", "del", b, check=False)
         ip("link", "del", va, check=False)
     out = {"iperf3_tcp_gbs": round(tcp, 3), "allreduce_busbw_gbs": round(ar["busbw_gbs"], 3), "at_bytes": ar["at_bytes"],
-           "ratio": round(ar["busbw_gbs"] / tcp, 3), "goal": 0.7, "wrong": ar["wrong"], "sweep_bytes_oop_ip_busbw": ar["rows"],
+           "ratio": round(ar["busbw_gbs"] / tcp, 3), "iperf3_bidir_per_direction_gbs": round(tcp_bidir, 3),
+           "ratio_vs_bidir": round(ar["busbw_gbs"] / tcp_bidir, 3), "goal": 0.7, "wrong": ar["wrong"], "sweep_bytes_oop_ip_busbw": ar["rows"],
            "cpus": os.cpu_count()}
     print(json.dumps(out))
     return 0
