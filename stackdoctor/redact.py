@@ -31,6 +31,8 @@ from typing import Any
 __all__ = ["Redactor", "address_kind", "is_secret_name", "redact_report", "redact_text"]
 
 # ---------------------------------------------------------------------------- patterns
+# Every pattern runs over raw tool outputs of up to 4 MiB: no nested or unbounded-then-backtracking
+# quantifiers (tests/test_redact.py times them on pathological input).
 
 _SECRET_NAME = re.compile(
     r"(TOKEN|SECRET|PASSW(?:OR)?D|PASSPHRASE|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE|APIKEY|API_KEY|ACCESS_?KEY|(?:^|_)KEYS?(?:_|$)|(?:^|_)PASS(?:_|$)|(?:^|_)PWD_)",
@@ -42,12 +44,12 @@ _STRONG_SECRET_NAME = re.compile(r"(token|secret|passw(?:or)?d|passphrase|creden
 _NOT_SECRET_NAMES = frozenset({"PIP_KEYRING_PROVIDER", "UV_KEYRING_PROVIDER", "SSH_AUTH_SOCK"})
 
 _PEM = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.DOTALL)
-_URL_CREDS = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userinfo>[^\s/@<>\"']+)@")
+_URL_CREDS = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]{0,31}://)(?P<userinfo>[^\s/@<>\"']+)@")
 _CREDENTIALS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("github-token", re.compile(r"\bgithub_pat_[A-Za-z0-9_]{20,}")),
     ("github-token", re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}")),
     ("hf-token", re.compile(r"\bhf_[A-Za-z0-9]{20,}")),
-    ("api-key", re.compile(r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_\-]{20,}")),
+    ("api-key", re.compile(r"\bsk-[A-Za-z0-9_\-]{20,}")),
     ("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
     ("aws-key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA)[A-Z0-9]{16}\b")),
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}")),
@@ -75,7 +77,7 @@ _HOME = re.compile(
 )
 # "Serial Number : 1324...", "Serial Number (system): C02...", "serial_num" : "..." (nvidia-smi -q, system_profiler, dmidecode)
 _SERIAL_LINE = re.compile(
-    r"(?im)(?P<key>\b(?:[A-Za-z]+[ _])*?(?:serial(?:[ _]?(?:number|num|no))?|udid|uid|hardware[ _]uuid|board[ _]id)(?:[ _]key)?(?: \([a-z ]+\))?\"?\s*[:=]\s*\"?)(?P<value>[^\s\",]+)"
+    r"(?im)(?P<key>(?<![A-Za-z0-9])(?:serial(?:[ _]?(?:number|num|no))?|udid|uid|hardware[ _]uuid|board[ _]id)(?:[ _]key)?(?: \([a-z ]+\))?\"?\s*[:=]\s*\"?)(?P<value>[^\s\",]+)"
 )
 _PLAIN_VALUES = frozenset({"true", "false", "none", "null", "yes", "no", "on", "off", "unset", "required", "optional"})
 _NOT_A_VALUE = frozenset({"n/a", "[n/a]", "none", "null", "not specified", "to be filled by o.e.m.", "default string", "0", "unknown", "[not supported]", "not supported", "-"})

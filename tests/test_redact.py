@@ -348,3 +348,14 @@ _secret = st.one_of(
 def test_planted_values_never_survive_in_any_surrounding_text(before, sep1, secret, sep2, after):
     out = redact_text(before + sep1 + secret + sep2 + after)
     assert secret.lower() not in out.lower()
+
+
+def test_no_pattern_backtracks_on_pathological_tool_output():
+    """Raw outputs reach 4 MiB: a quadratic pattern would take minutes on these (generous bound)."""
+    import time
+
+    cases = ["lorem " * 70000, "lorem-" * 70000, "1." * 200000, "ab:" * 130000, "sk-" + "aaaa-" * 80000 + "!", "uid uid " * 50000, "::" * 200000, "GPU-" * 100000]
+    start = time.monotonic()
+    for text in cases:
+        redact_text(text)
+    assert time.monotonic() - start < 60
