@@ -6,8 +6,8 @@ redacted copy. What goes:
 - user names in home paths (``/home/alice/x`` -> ``<home>/x``; ``/Users/alice``; ``C:\\Users\\alice``)
   and the bare user name elsewhere (``<user>``);
 - the host name (``facts.platform.hostname``) everywhere, raw tool outputs included (``<host-1>``);
-- IPv4 / IPv6 addresses, keeping their kind (``<ip-linklocal-1>``, ``<ip-private-1>``,
-  ``<ip-loopback-1>``, ``<ip-public-1>``, ``<ip-multicast-1>``); MAC addresses (``<mac-1>``);
+- IPv4 addresses, keeping their kind (``<ip-linklocal-1>``, ``<ip-private-1>``, ``<ip-loopback-1>``,
+  ``<ip-public-1>``, ``<ip-multicast-1>``), IPv6 likewise as ``<ip6-linklocal-1>``...; MAC addresses (``<mac-1>``);
 - GPU / MIG / board / system UUIDs (``GPU-<gpu-uuid-1>``, ``MIG-<mig-uuid-1>``, ``<uuid-1>``: the
   ``GPU-`` prefix stays so ``CUDA_VISIBLE_DEVICES`` entries still read as UUIDs) and serial numbers;
 - values of environment variables whose names look secret (TOKEN, KEY, SECRET, PASSWORD, ...);
@@ -16,7 +16,7 @@ redacted copy. What goes:
 
 Replacements are stable within one report (the same host is ``<host-1>`` everywhere) and keep
 the kind of value, so diagnosis rules that depend on the kind still hold after redaction; use
-:func:`address_kind` to ask the kind of an address that may already be redacted. Version fields
+:func:`address_kind` and :func:`address_family` to ask about an address that may be redacted. Version fields
 are never mistaken for IPv4 addresses (``nvidia-cudnn-cu12 9.1.0.70`` stays).
 """
 
@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Redactor", "address_kind", "is_secret_name", "redact_report", "redact_text"]
+__all__ = ["Redactor", "address_family", "address_kind", "is_secret_name", "redact_report", "redact_text"]
 
 # ---------------------------------------------------------------------------- patterns
 # Every pattern runs over raw tool outputs of up to 4 MiB: no nested or unbounded-then-backtracking
@@ -113,18 +113,35 @@ def _ip_kind(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
     return "public"
 
 
-_TOKEN_KIND = re.compile(r"^<ip-(loopback|linklocal|multicast|private|public)-\d+>$")
+_TOKEN_KIND = re.compile(r"^<ip(6?)-(loopback|linklocal|multicast|private|public)-\d+>$")
+
+
+def _parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(text.strip().split("/", 1)[0].split("%", 1)[0])
+    except ValueError:
+        return None
 
 
 def address_kind(text: str) -> str | None:
-    """``loopback`` / ``linklocal`` / ``multicast`` / ``private`` / ``public`` for an address, redacted or not."""
+    """``loopback`` / ``linklocal`` / ``multicast`` / ``private`` / ``public`` for an address, redacted or not.
+
+    ``"169.254.3.1"``, ``"169.254.3.1/16"`` and ``"<ip-linklocal-1>"`` are all ``linklocal``.
+    """
     m = _TOKEN_KIND.match(text.strip())
     if m:
-        return m.group(1)
-    try:
-        return _ip_kind(ipaddress.ip_address(text.strip().split("%", 1)[0].split("/", 1)[0]))
-    except ValueError:
-        return None
+        return m.group(2)
+    addr = _parse_ip(text)
+    return _ip_kind(addr) if addr is not None else None
+
+
+def address_family(text: str) -> int | None:
+    """4 or 6 for an address, redacted (``<ip-...>`` is IPv4, ``<ip6-...>`` IPv6) or not; ``None`` otherwise."""
+    m = _TOKEN_KIND.match(text.strip())
+    if m:
+        return 6 if m.group(1) else 4
+    addr = _parse_ip(text)
+    return addr.version if addr is not None else None
 
 
 # ---------------------------------------------------------------------------- the redactor
@@ -221,7 +238,8 @@ class Redactor:
         # 1.2.3.4-shaped versions (cuDNN 9.1.0.70) are far commoner than a machine's own address in 1.0.0.0/5
         if kind is None or (isinstance(addr, ipaddress.IPv4Address) and int(text.split(".", 1)[0]) < 10):
             return text
-        return self.token(f"ip-{kind}", str(addr))
+        family = "ip" if isinstance(addr, ipaddress.IPv4Address) else "ip6"
+        return self.token(f"{family}-{kind}", str(addr))
 
     def _serial(self, m: re.Match[str]) -> str:
         value = m.group("value")

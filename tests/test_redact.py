@@ -30,7 +30,7 @@ from stackdoctor.facts import (
     ThunderboltPort,
     TorchFacts,
 )
-from stackdoctor.redact import Redactor, address_kind, is_secret_name, redact_report, redact_text
+from stackdoctor.redact import Redactor, address_family, address_kind, is_secret_name, redact_report, redact_text
 from stackdoctor.report import Finding, ProbeStatus, Report, report_from_data
 
 HOST = "gpu-node-17.corp.example.com"
@@ -170,8 +170,9 @@ def test_replacements_are_stable_and_keep_the_kind():
     assert f["python"]["executable"] == "<home>/proj/.venv/bin/python"
     assert f["environment"]["PATH"] == "<home>/.local/bin:/usr/local/cuda/bin:/usr/bin"
     assert f["environment"]["MASTER_ADDR"] == "<ip-private-1>"
-    assert f["thunderbolt"]["interfaces"][0]["addresses"] == ["<ip-linklocal-1>", "<ip-linklocal-2>"]
+    assert f["thunderbolt"]["interfaces"][0]["addresses"] == ["<ip-linklocal-1>", "<ip6-linklocal-1>"]
     assert [address_kind(a) for a in f["thunderbolt"]["interfaces"][0]["addresses"]] == ["linklocal", "linklocal"]
+    assert [address_family(a) for a in f["thunderbolt"]["interfaces"][0]["addresses"]] == [4, 6]
     assert f["thunderbolt"]["interfaces"][0]["mac"] == "<mac-1>" and "<mac-1>" in out["raw_outputs"][4]["stdout"]
     assert "<ip-public-1>" in out["raw_outputs"][4]["stdout"]
     assert f["environment"]["PIP_INDEX_URL"] == "https://<credentials-1>@pypi.corp.example.com/simple"
@@ -219,7 +220,7 @@ def test_generic_host_and_user_names_do_not_eat_the_facts():
         ("/Users/bob/Library/x", "<home>/Library/x"),
         ("inet 127.0.0.1 netmask 0xff000000", "inet <ip-loopback-1> netmask 0xff000000"),
         ("bind 0.0.0.0:29500", "bind 0.0.0.0:29500"),
-        ("inet6 ::1 prefixlen 128", "inet6 <ip-loopback-1> prefixlen 128"),
+        ("inet6 ::1 prefixlen 128", "inet6 <ip6-loopback-1> prefixlen 128"),
         ("pci 0000:01:00.0 at 21:32:15", "pci 0000:01:00.0 at 21:32:15"),
         ("Authorization: Bearer abcdefghijklmnop0123456789", "Authorization: Bearer <secret-1>"),
         ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk\n-----END OPENSSH PRIVATE KEY-----", "<private-key-1>"),
