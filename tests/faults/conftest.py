@@ -268,3 +268,94 @@ def assert_usage_error(run: Run, *needles: str) -> str:
     for n in needles:
         assert n.lower() in line.lower(), (n, line)
     return line
+
+
+def _import_everything() -> None:
+    """Import every module of the CLI's packages now: after setuid the install may be unreadable."""
+    import importlib
+    import pkgutil
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _walk_import(importlib, pkgutil)
+
+
+def _walk_import(importlib, pkgutil) -> None:  # noqa: ANN001
+    for name in ("click", "typer", "rich", "yaml", "packaging", "pydantic", "stackdoctor"):
+        try:
+            pkg = importlib.import_module(name)
+        except ImportError:
+            continue
+        for info in pkgutil.walk_packages(getattr(pkg, "__path__", []), prefix=name + "."):
+            if ".tests" in info.name or info.name.endswith("__main__") or "_worker" in info.name:
+                continue
+            try:
+                importlib.import_module(info.name)
+            except Exception:
+                pass
+
+
+def run_cli_as_nobody(args: list[str], *, env: dict[str, str], cwd: Path, timeout: float = 90) -> Run:
+    """``stackdoctor ARGS`` as uid/gid 65534: this process forked, privileges dropped, then ``cli.main(args)``.
+
+    (The console script itself may be unreachable for nobody when Python lives under a root-only
+    home, so the CLI is entered in-process after the fork; its stdout/stderr go to files.)
+    Asserts no traceback, like ``helpers.run_sd``.
+    """
+    import time
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to switch to an unprivileged user")
+    import stackdoctor.cli as cli
+    import stackdoctor.commands.check  # noqa: F401
+    import stackdoctor.diagnose, stackdoctor.engine, stackdoctor.matrix, stackdoctor.config, stackdoctor.output  # noqa: F401,E401
+    from stackdoctor.engine import PROBES, _load
+
+    for _, mod in PROBES:
+        _load(mod)
+    _import_everything()
+
+    out_dir = Path(tempfile.mkdtemp(prefix="sd-nobody-out-"))
+    out_dir.chmod(0o777)
+    out_f, err_f = out_dir / "stdout", out_dir / "stderr"
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:  # child: never returns
+        try:
+            os.chdir(cwd)
+            fo = os.open(out_f, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            fe = os.open(err_f, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            os.dup2(fo, 1)
+            os.dup2(fe, 2)
+            sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # pytest's capture objects are not fds 1/2
+            sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
+            sys.stdin = open(os.devnull)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            os.environ.clear()
+            os.environ.update(env)
+            cli.main(list(args))  # exits with its code (os._exit)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            sys.stderr.flush()
+        os._exit(99)
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail(f"stackdoctor {args} as nobody did not finish in {timeout} s")
+        time.sleep(0.05)
+    rc = os.waitstatus_to_exitcode(status)
+    run = Run(rc, out_f.read_text(errors="replace"), err_f.read_text(errors="replace"), time.monotonic() - start)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    assert "Traceback" not in run.stderr, run.stderr
+    assert "Traceback" not in run.stdout, run.stdout
+    return run
