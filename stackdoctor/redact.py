@@ -126,9 +126,9 @@ def _parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None
 def address_kind(text: str) -> str | None:
     """``loopback`` / ``linklocal`` / ``multicast`` / ``private`` / ``public`` for an address, redacted or not.
 
-    ``"169.254.3.1"``, ``"169.254.3.1/16"`` and ``"<ip-linklocal-1>"`` are all ``linklocal``.
+    ``"169.254.3.1"``, ``"169.254.3.1/16"``, ``"<ip-linklocal-1>"`` and ``"<ip-linklocal-1>/16"`` are all ``linklocal``.
     """
-    m = _TOKEN_KIND.match(text.strip())
+    m = _TOKEN_KIND.match(text.strip().split("/", 1)[0])
     if m:
         return m.group(2)
     addr = _parse_ip(text)
@@ -137,7 +137,7 @@ def address_kind(text: str) -> str | None:
 
 def address_family(text: str) -> int | None:
     """4 or 6 for an address, redacted (``<ip-...>`` is IPv4, ``<ip6-...>`` IPv6) or not; ``None`` otherwise."""
-    m = _TOKEN_KIND.match(text.strip())
+    m = _TOKEN_KIND.match(text.strip().split("/", 1)[0])
     if m:
         return 6 if m.group(1) else 4
     addr = _parse_ip(text)

@@ -173,6 +173,8 @@ def test_replacements_are_stable_and_keep_the_kind():
     assert f["thunderbolt"]["interfaces"][0]["addresses"] == ["<ip-linklocal-1>", "<ip6-linklocal-1>"]
     assert [address_kind(a) for a in f["thunderbolt"]["interfaces"][0]["addresses"]] == ["linklocal", "linklocal"]
     assert [address_family(a) for a in f["thunderbolt"]["interfaces"][0]["addresses"]] == [4, 6]
+    assert (address_kind("<ip-linklocal-3>/16"), address_family("<ip6-private-1>/64"), address_kind("10.1.2.3/8")) == ("linklocal", 6, "private")
+    assert address_kind("<host-1>") is None and address_family("9.1.0.70.1") is None
     assert f["thunderbolt"]["interfaces"][0]["mac"] == "<mac-1>" and "<mac-1>" in out["raw_outputs"][4]["stdout"]
     assert "<ip-public-1>" in out["raw_outputs"][4]["stdout"]
     assert f["environment"]["PIP_INDEX_URL"] == "https://<credentials-1>@pypi.corp.example.com/simple"
