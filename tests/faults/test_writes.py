@@ -42,3 +42,45 @@ def test_output_onto_dev_full(machine):
         pytest.skip("no /dev/full on this system")
     assert_usage_error(check_to(machine, "/dev/full"), "/dev/full", "no space left")
     assert_usage_error(check_to(machine, "/dev/full", fmt="markdown"), "/dev/full", "no space left")
+
+
+# ---------------------------------------------------------------------------- install interrupted
+
+from test_install import BEFORE, family, imports_fake_torch, isolated_env, py, seeded, server, venv  # noqa: E402,F401  (fixtures)
+
+
+def test_install_interrupted_with_sigint_halfway(server, venv, tmp_path):
+    """Ctrl-C to ``stackdoctor install`` while pip downloads a slow wheel: stops, says so in one line, and the
+    environment's previous torch still imports. (tests/test_install.py covers the same through ``install.execute``;
+    this is the console command, signalled like a terminal would.)"""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    server.state.slow_started.clear()
+    env = isolated_env(tmp_path)
+    env["STACKDOCTOR_MATRIX"] = ""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stackdoctor", "install", "--python", py(venv), "--torch", "2.13.0", "--variant", "cu130",
+         "--index-base", server.base("slowwheel"), "--yes"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        assert server.state.slow_started.wait(60), "pip never started downloading"
+        time.sleep(0.5)
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert time.monotonic() - start < 60
+    assert "Traceback" not in out + err, err
+    assert proc.returncode == 130, (proc.returncode, err[-2000:])
+    lines = [ln for ln in err.splitlines() if ln.startswith("stackdoctor: ")]
+    assert len(lines) == 1 and "interrupted" in lines[0], err[-2000:]
+    assert family(venv) == BEFORE
+    assert imports_fake_torch(venv) == BEFORE["torch"]
