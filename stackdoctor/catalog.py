@@ -117,7 +117,7 @@ CHECKS: tuple[CheckInfo, ...] = (
     _c("kernel-slow", "warn", "kernels", "kernels"),
     _c("allreduce-failed", "fail", "network", "kernels"),
     _c("allreduce-timeout", "fail", "network", "kernels"),
-    _c("allreduce-slow", "warn", "network", "kernels"),
+    _c("allreduce-slow", "fail", "network", "kernels"),  # fail when a --min-busbw gate was asked for
     _c("requirement-unmet", "fail", "requirements", "config"),
     _c("requirements-ok", "ok", "requirements", "config"),
 )

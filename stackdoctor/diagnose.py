@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stackdoctor import catalog
+from stackdoctor.redact import address_family, address_kind
 from stackdoctor.facts import Facts, NvidiaGpu
 from stackdoctor.report import Finding, ProbeStatus
 
@@ -1396,8 +1397,9 @@ def _rule_thunderbolt(ctx: _Ctx) -> None:
         iface = by_name.get(ifname)
         if iface is None or not iface.up:
             continue
-        v4 = [a.split("/")[0] for a in iface.addresses if re.match(r"^\d+\.\d+\.\d+\.\d+", a)]
-        if v4 and all(a.startswith("169.254.") for a in v4) or (not v4 and tb.bridge_enabled):
+        # address_kind also reads redacted addresses ("<ip-linklocal-1>"), so a redacted report replays the same
+        v4 = [a for a in iface.addresses if address_family(a) == 4]
+        if v4 and all(address_kind(a) == "linklocal" for a in v4) or (not v4 and tb.bridge_enabled):
             ctx.add(
                 "thunderbolt-link-local-ip",
                 facts=[f"thunderbolt.interfaces.{ifname}.addresses"],

@@ -100,8 +100,9 @@ def judge(report: Report, opts: CheckOptions) -> Report:
     reqs = _requirements(report, opts)
     k = report.facts.kernels
     if k.ran or k.error or k.allreduce:
-        from stackdoctor.kernels import kernel_findings
+        from stackdoctor.kernels import annotate_peaks, kernel_findings
 
+        annotate_peaks(k, report.facts, matrix)
         findings.extend(kernel_findings(k, min_busbw_gbs=getattr(reqs, "min_busbw", None)))
     if reqs is not None:
         from stackdoctor import config as cfg
