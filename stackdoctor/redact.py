@@ -97,6 +97,17 @@ def is_secret_name(name: str) -> bool:
     return name.upper() not in _NOT_SECRET_NAMES and bool(_SECRET_NAME.search(name))
 
 
+_ADDR_BEFORE = re.compile(r"(?:\binet6?|\baddr|\bsrc|\bdst|\bvia|\bpeer|\bfrom|\bhost|\bserver|\bnameserver|\bip|_ADDR|_HOST|@|//)[\s:=\"']*$", re.IGNORECASE)
+
+
+def _address_context(m: re.Match[str]) -> bool:
+    """Whether the text around an IPv4-shaped match says it is an address, not a version."""
+    s, start, end = m.string, m.start(), m.end()
+    if start == 0 and (end == len(s) or s[end] in "/:"):
+        return True
+    return bool(_ADDR_BEFORE.search(s[max(0, start - 16) : start]))
+
+
 def _ip_kind(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
     if addr.is_unspecified:
         return None  # 0.0.0.0 / :: identify nothing
@@ -235,8 +246,11 @@ class Redactor:
         except ValueError:
             return text
         kind = _ip_kind(addr)
-        # 1.2.3.4-shaped versions (cuDNN 9.1.0.70) are far commoner than a machine's own address in 1.0.0.0/5
-        if kind is None or (isinstance(addr, ipaddress.IPv4Address) and int(text.split(".", 1)[0]) < 10):
+        # 1.2.3.4-shaped versions (cuDNN 9.1.0.70) are far commoner than a machine's own address in 1.0.0.0/5,
+        # unless the text says it is an address: a whole value ("3.14.15.92/24"), or after inet / src / @ / // ...
+        if kind is None:
+            return text
+        if isinstance(addr, ipaddress.IPv4Address) and int(text.split(".", 1)[0]) < 10 and not _address_context(m):
             return text
         family = "ip" if isinstance(addr, ipaddress.IPv4Address) else "ip6"
         return self.token(f"{family}-{kind}", str(addr))

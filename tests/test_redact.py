@@ -362,3 +362,15 @@ def test_no_pattern_backtracks_on_pathological_tool_output():
     for text in cases:
         redact_text(text)
     assert time.monotonic() - start < 60
+
+
+def test_public_address_in_1_to_9_slash_8_is_redacted_where_text_says_address():
+    from stackdoctor.redact import Redactor
+
+    r = Redactor()
+    out = r.text("inet 8.8.4.4 netmask 0xffffff00 broadcast 8.8.4.255\nMASTER_ADDR=3.14.15.92\nssh://root@5.6.7.8/")
+    assert "8.8.4.4" not in out and "3.14.15.92" not in out and "5.6.7.8" not in out
+    assert r.text("3.14.15.92/24") != "3.14.15.92/24"
+    # versions keep their shape
+    assert r.text("nvidia-cudnn-cu12 9.1.0.70") == "nvidia-cudnn-cu12 9.1.0.70"
+    assert r.text("cuDNN version 9.1.0.70 loaded") == "cuDNN version 9.1.0.70 loaded"
