@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from conftest import write_fake_tool
-from helpers import Run, console_script, machine_env, run_sd, validate_report
+from helpers import Run, machine_env, run_sd, validate_report
 
 BOUND_S = 30.0  # generous wall-time bound for one stackdoctor run under a fault
 NOBODY = 65534

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
 from helpers import validate_report
-from .conftest import BOUND_S, FAST, assert_others_intact, check, probe_status, check_as_nobody
+from .conftest import BOUND_S, FAST, assert_others_intact, check, check_as_nobody, probe_status
 
 NV_FILES = ("/proc/driver/nvidia/version", "/sys/module/nvidia/version")
 

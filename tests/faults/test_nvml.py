@@ -6,14 +6,13 @@ have no SYSROOT; the fake nvidia-smi replays a real RTX 4070 table (c14) as the 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import real_fixture
 from helpers import machine_env, run_sd, validate_report
-from .conftest import BOUND_S, FAST, Machine, probe_status
+from .conftest import BOUND_S, Machine, probe_status
 
 try:  # the nvidia colleague's fake binding (behaviour from FAKE_NVML JSON); reused, not copied
     from test_probe_nvidia import FAKE_PYNVML

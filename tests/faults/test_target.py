@@ -6,8 +6,6 @@ finding (exit 1) naming the interpreter; every other probe's facts are still in 
 
 from __future__ import annotations
 
-import pytest
-
 from .conftest import assert_others_intact, check, one_clear_message, probe_status
 
 from test_target_probe import make_fake_torch_env
@@ -61,14 +59,6 @@ def test_target_import_torch_raises(machine, tmp_path):
     assert_others_intact(data)  # python facts come from the same child: still there
 
 
-IMPORT_BUG = (
-    "torch installed but `import torch` failing (exception or crash) is judged torch-ok/runtime-ok, exit 0: "
-    "stackdoctor/diagnose.py:_rule_torch_presence only emits torch-import-failed when torch.installed is False, "
-    "but probes/target.py sets installed=True for any non-ModuleNotFoundError"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=IMPORT_BUG)
 def test_target_import_torch_raises_is_a_failing_finding(machine, tmp_path):
     py = make_fake_torch_env(tmp_path, "raise OSError('libcudnn.so.9: cannot open shared object file: No such file or directory')\n")
     run, data = check(machine, python=py)
@@ -101,7 +91,6 @@ def test_target_import_torch_segfaults(machine, tmp_path):
     assert_others_intact(data, faulted={"target"})
 
 
-@pytest.mark.xfail(strict=True, reason=IMPORT_BUG)
 def test_target_import_torch_segfaults_is_a_failing_finding(machine, tmp_path):
     py = make_fake_torch_env(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
     run, data = check(machine, python=py)
