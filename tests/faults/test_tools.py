@@ -146,3 +146,37 @@ def test_tool_closes_stdout_but_keeps_running(machine):
     raw = [r for r in data["raw_outputs"] if r["argv"] and r["argv"][0].endswith("nvidia-smi")]
     assert raw and any("550.40.07" in r["stdout"] for r in raw)
     assert_others_intact(data, faulted={"nvidia"})
+
+
+ROCMINFO_FAILURES = [
+    ("r-rocminfo-kfd-permission-denied-rocm-docker-116", "Permission denied"),
+    ("r-rocminfo-kfd-cannot-allocate-rocminfo-41", "Cannot allocate memory"),
+    ("r-mi300x-container-kfd-invalid-argument-4043", "Invalid argument"),
+]
+
+
+@pytest.mark.parametrize(("case", "reason"), ROCMINFO_FAILURES, ids=[r for _, r in ROCMINFO_FAILURES])
+def test_tool_prints_known_rocm_failure(machine, case, reason):
+    """rocminfo's real /dev/kfd failures (public reports, tests/fixtures/real): a fact quoted verbatim, not a crash."""
+    text = real_fixture(case, "rocminfo.txt")
+    machine.tool("rocminfo", stdout=text, rc=1)
+    run, data = check(machine)
+    rocm = data["facts"]["rocm"]
+    assert rocm["kfd_error"] == f"Unable to open /dev/kfd read-write: {reason}"
+    assert rocm["gpus"] == []
+    one_clear_message(data, "rocminfo")
+    assert_others_intact(data, faulted={"rocm"})
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the finding quotes rocminfo's LAST line ('Failed to get user name ...', 'root is member of render group') instead of "
+    "the /dev/kfd line the probe parsed into rocm.kfd_error: stackdoctor/probes/rocm.py (tool_errors['rocminfo'] via "
+    "describe_failure) / stackdoctor/diagnose.py probe-failed; rocm-kfd-permission only fires when /dev/kfd exists in the root",
+)
+@pytest.mark.parametrize(("case", "reason"), ROCMINFO_FAILURES, ids=[r for _, r in ROCMINFO_FAILURES])
+def test_tool_prints_known_rocm_failure_finding_names_kfd(machine, case, reason):
+    machine.tool("rocminfo", stdout=real_fixture(case, "rocminfo.txt"), rc=1)
+    run, data = check(machine)
+    texts = [f["title"] + " " + f["detail"] for f in data["findings"] if f["severity"] != "ok"]
+    assert any("/dev/kfd" in t and reason in t for t in texts), texts
