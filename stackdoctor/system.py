@@ -180,8 +180,18 @@ class System:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, timeout_s: float | None = None) -> System:
+        """The System for this process's environment.
+
+        Raises :class:`~stackdoctor.errors.UsageError` when ``STACKDOCTOR_SYSROOT`` names
+        no directory (bad input, exit 2), so that no command probes an empty tree.
+        """
         env = dict(os.environ if env is None else env)
         root = env.get("STACKDOCTOR_SYSROOT") or "/"
+        if not os.path.isdir(root):
+            # a mistyped root would otherwise read as an empty machine and look healthy
+            from stackdoctor.errors import UsageError
+
+            raise UsageError(f"STACKDOCTOR_SYSROOT={root} does not exist (or is not a directory).")
         return cls(sysroot=root, env=env, timeout_s=timeout_s or DEFAULT_TIMEOUT_S)
 
     # ---- files -----------------------------------------------------------------
