@@ -20,7 +20,7 @@ from typing import Any
 
 from stackdoctor import catalog
 from stackdoctor.redact import address_family, address_kind
-from stackdoctor.facts import Facts, NvidiaGpu
+from stackdoctor.facts import Facts, NvidiaGpu, RocmFacts
 from stackdoctor.report import Finding, ProbeStatus
 
 __all__ = ["detect_lang", "diagnose", "list_checks", "select"]
@@ -423,10 +423,11 @@ def _rule_probes(ctx: _Ctx) -> None:
         ctx.add("probe-failed", severity="warn", detail="smi", fix="smi", facts=["nvidia.smi_state", "nvidia.smi_message"], error=n.smi_message)
     elif n.smi_state == "cuda-err" and not ctx.facts.platform.is_wsl:
         ctx.add("probe-failed", severity="warn", detail="cuda_err", fix="cuda_err", facts=["nvidia.smi_state"])
+    kfd_told = _kfd_permission_applies(ctx.facts.rocm)
     for subject, errors in (("rocm", ctx.facts.rocm.tool_errors), ("thunderbolt", ctx.facts.thunderbolt.tool_errors)):
         for tool, err in sorted(errors.items()):
-            if not err or "not installed" in err or "kfd" in err.lower():
-                continue  # absence is a fact; kfd trouble is rocm-kfd-permission
+            if not err or "not installed" in err or (kfd_told and "kfd" in err.lower()):
+                continue  # absence is a fact; kfd trouble, when /dev/kfd is seen refusing us, is rocm-kfd-permission
             ctx.add("probe-failed", severity="warn", facts=[f"{subject}.tool_errors.{tool}"], probe=tool, error=err, seconds="")
 
 
@@ -618,6 +619,11 @@ def _rule_driver_too_old(ctx: _Ctx) -> None:
         ctx.add("driver-minor-compat", facts=["nvidia.driver_version", "torch.cuda"], install=_install_fix(ctx), **values)
 
 
+def _kfd_permission_applies(r: RocmFacts) -> bool:
+    """rocm-kfd-permission's condition: /dev/kfd is there and this user cannot open it read-write."""
+    return bool(r.kfd_present and r.kfd_accessible is False)
+
+
 def _rule_amd_driver(ctx: _Ctx) -> None:
     r, p = ctx.facts.rocm, ctx.facts.platform
     if p.system not in (None, "Linux") or p.is_wsl:
@@ -631,7 +637,7 @@ def _rule_amd_driver(ctx: _Ctx) -> None:
             devices=", ".join(f"{d.name or d.device_id} ({d.address})" for d in (dgpu or amd)),
             container=p.container or "",
         )
-    if r.kfd_present and r.kfd_accessible is False:
+    if _kfd_permission_applies(r):
         ctx.add(
             "rocm-kfd-permission",
             fix="container" if p.container else "default",

@@ -437,6 +437,10 @@ def gather(ctx: ProbeContext) -> RocmFacts:
     if report.kfd_error:
         f.kfd_error = report.kfd_error
         src["kfd_error"] = "rocminfo"
+        if info is not None and info.status == "ok" and info.signal is None and info.returncode:
+            # rocminfo's last line ("Failed to get user name ...", "root is member of render group")
+            # is a follow-up; the /dev/kfd line is why it failed, so the error quotes that one
+            f.tool_errors["rocminfo"] = f"rocminfo exited with code {info.returncode}: {report.kfd_error}"
     enum = results.get(("rocm_agent_enumerator",))
     enum_gfx = parse_rocm_agent_enumerator(enum.stdout) if enum is not None and enum.ok else []
     gpus: list[RocmGpu] = []

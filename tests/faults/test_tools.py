@@ -168,12 +168,6 @@ def test_tool_prints_known_rocm_failure(machine, case, reason):
     assert_others_intact(data, faulted={"rocm"})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the finding quotes rocminfo's LAST line ('Failed to get user name ...', 'root is member of render group') instead of "
-    "the /dev/kfd line the probe parsed into rocm.kfd_error: stackdoctor/probes/rocm.py (tool_errors['rocminfo'] via "
-    "describe_failure) / stackdoctor/diagnose.py probe-failed; rocm-kfd-permission only fires when /dev/kfd exists in the root",
-)
 @pytest.mark.parametrize(("case", "reason"), ROCMINFO_FAILURES, ids=[r for _, r in ROCMINFO_FAILURES])
 def test_tool_prints_known_rocm_failure_finding_names_kfd(machine, case, reason):
     machine.tool("rocminfo", stdout=real_fixture(case, "rocminfo.txt"), rc=1)
