@@ -14,9 +14,14 @@ Pure parts (tested without torch): :func:`kernel_facts_from_run`, :func:`merge_a
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import signal
 import socket
+import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -273,7 +278,9 @@ def merge_allreduce(outcomes: Mapping[int, Mapping[str, Any]], world_size: int) 
     summary["missing_ranks"] = sorted(missing)
     summary["errors"] = errors
     if summary["status"] != "ok":
-        first = next((o for o in ranks.values() if o.get("status") != "ok" and o.get("error")), None)
+        # the first rank that failed by itself, not one stopped because of it
+        first = next((o for o in ranks.values() if o.get("status") not in ("ok", "stopped") and o.get("error")), None)
+        first = first or next((o for o in ranks.values() if o.get("status") != "ok" and o.get("error")), None)
         summary["error"] = first.get("error") if first else "allreduce did not complete"
         tails = [o.get("stderr_tail") for o in ranks.values() if o.get("stderr_tail")]
         if tails:
@@ -323,25 +330,76 @@ def run_allreduce_local(
     master_port: int | None = None,
     hook: str | None = None,
 ) -> KernelFacts:
-    """``nproc`` ranks here on loopback (one process each), joined within ``opts.timeout_s``."""
+    """``nproc`` ranks here on loopback (one process each), joined within ``opts.timeout_s``.
+
+    As soon as one rank *reports* a failure or a timeout (a port in use, peers missing), the
+    run is decided: the ranks still running are stopped (their process groups killed, each
+    rank runs in its own session) instead of waiting out the outer bound. A rank that dies
+    without reporting (a signal) stops nothing: its peers then name it missing."""
     port = master_port or free_port()
     outcomes: dict[int, dict[str, Any]] = {}
     lock = threading.Lock()
+    decided = threading.Event()  # set when a rank reported failed/timeout
+    stopped: dict[int, int] = {}  # rank -> the rank whose report stopped it
+    trigger: list[int] = []
     # the worker itself gives up on a missing peer at timeout_s; the outer bound also covers the sweep
     outer = opts.timeout_s * 2 + 30
+    piddir = Path(tempfile.mkdtemp(prefix="sd-allreduce-"))
 
     def one(rank: int) -> None:
-        args = {**opts.args(), "rank": rank, "world_size": nproc, "local_rank": rank, "master_addr": "127.0.0.1", "master_port": port}
+        args = {**opts.args(), "rank": rank, "world_size": nproc, "local_rank": rank, "master_addr": "127.0.0.1",
+                "master_port": port, "pid_file": str(piddir / f"rank{rank}.pid")}
         res = system.run(_rank_argv(python, args, ()), timeout=outer, env={"STACKDOCTOR_TEST_HOOK": hook}, parse_env=False)
+        outcome = _rank_outcome(rank, res)
         with lock:
-            outcomes[rank] = _rank_outcome(rank, res)
+            if rank in stopped:
+                by = stopped[rank]
+                outcome = {"rank": rank, "status": "stopped",
+                           "error": f"rank {rank} stopped after rank {by} reported {outcomes.get(by, {}).get('status', 'a failure')}"}
+            outcomes[rank] = outcome
+            if _reported(res) and outcome.get("status") in ("failed", "timeout") and not decided.is_set():
+                trigger.append(rank)
+                decided.set()
 
     threads = [threading.Thread(target=one, args=(r,), daemon=True) for r in range(nproc)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(outer + 10)
+    try:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + outer + 10
+        while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+            if decided.wait(0.1):
+                _stop_ranks(piddir, threads, outcomes, stopped, trigger[0], lock)
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+    finally:
+        shutil.rmtree(piddir, ignore_errors=True)
     return allreduce_kernel_facts(merge_allreduce(outcomes, nproc))
+
+
+def _reported(res: CommandResult) -> bool:
+    """Whether the worker printed its allreduce report (as opposed to dying or being killed)."""
+    return any(s.get("section") == "allreduce" for s in _sections(res.stdout))
+
+
+def _stop_ranks(piddir: Path, threads: Sequence[threading.Thread], outcomes: Mapping[int, Any], stopped: dict[int, int],
+                by: int, lock: threading.Lock) -> None:
+    """Kill the process group of every local rank still running (each is its own session leader)."""
+    for rank, t in enumerate(threads):
+        with lock:
+            if not t.is_alive() or rank in outcomes:
+                continue
+            try:
+                pid = int((piddir / f"rank{rank}.pid").read_text().strip())
+            except (OSError, ValueError):
+                continue  # not started yet: tried again on the next pass
+            try:
+                # still our un-reaped child leading its own group (System.run starts a new session)
+                if os.getpgid(pid) != pid:
+                    continue
+                stopped.setdefault(rank, by)
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, OSError):
+                continue
 
 
 def run_allreduce_rank(

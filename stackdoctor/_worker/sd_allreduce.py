@@ -26,6 +26,8 @@ lines per size on stderr). Test hooks (``STACKDOCTOR_TEST_HOOK``): ``corrupt-ran
 With ``"node": {...}`` in the arguments (the parent's probe summary of this host), every rank
 publishes it in the rendezvous store and reads all of them back into ``nodes`` (the fleet
 table; through the store rather than ``all_gather_object``, which needs numpy in the target).
+With ``"pid_file"`` (local runs) the worker first writes its pid there, so the parent can stop
+the ranks still running once one rank has reported a failure or a timeout.
 Must stay importable by Python 3.8+.
 """
 
@@ -47,6 +49,28 @@ def last_line(exc):
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     lines = [ln for ln in lines if not ln.startswith(_BOILERPLATE)] or lines
     return ("%s: %s" % (type(exc).__name__, lines[0]) if lines else type(exc).__name__)[:500]
+
+
+def address_in_use(exc, msg):
+    """Whether opening the store failed because the port is taken (EADDRINUSE: 98 on Linux, 48 on macOS)."""
+    import errno
+
+    low = msg.lower()
+    return (getattr(exc, "errno", None) == errno.EADDRINUSE or "eaddrinuse" in low
+            or "address already in use" in low or "address in use" in low)
+
+
+def write_pid(path):
+    """Tell the parent our pid (so it can stop this rank once a peer has reported a failure)."""
+    if not path:
+        return
+    try:
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(tmp, path)
+    except OSError:
+        pass
 
 
 def hooks():
@@ -187,6 +211,12 @@ def run(args):
                               wait_for_workers=False)
     except Exception as exc:
         msg = last_line(exc)
+        if rank == 0 and address_in_use(exc, msg):
+            out.update({"status": "failed",
+                        "error": "%s:%d is already in use (address already in use): another process listens there, "
+                                 "so rank 0 could not open the rendezvous store; pick a free --master-port (%s)"
+                                 % (addr, port, msg)})
+            return out
         if rank != 0 and ("timed out" in msg.lower() or "timeout" in msg.lower() or "connect" in msg.lower()):
             out.update({"status": "timeout", "missing_ranks": [0], "joined_ranks": [],
                         "error": "rank 0 (the store at %s:%d) never answered in %g s: %s" % (addr, port, timeout_s, msg)})
@@ -331,6 +361,7 @@ def main(argv):
     except ValueError as exc:
         emit({"status": "failed", "error": "bad arguments: %s" % exc})
         return 2
+    write_pid(args.get("pid_file"))
     try:
         out = run(args)
     except BaseException as exc:

@@ -96,12 +96,6 @@ def test_allreduce_port_in_use(allreduce_runs):
     assert len(fails) == 1 and "address already in use" in fails[0]["detail"].lower()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="port in use is reported as status 'timeout' / 'rank(s) 1 never joined' (sd_allreduce.py's docstring promises 'failed'), "
-    "and a surviving rank runs to the outer 2*timeout+30 s bound after rank 0 already reported (also for a peer that never joins): "
-    "stackdoctor/kernels.py:run_allreduce_local",
-)
 def test_allreduce_port_in_use_is_named_and_quick(allreduce_runs):
     run, doc = allreduce_runs["port_in_use"]
     fails = [f for f in doc["findings"] if f["severity"] == "fail"]
