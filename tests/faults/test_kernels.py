@@ -56,7 +56,7 @@ def test_kernel_process_aborts(machine, torch_python):
 
 @pytest.fixture(scope="module")
 def allreduce_runs(tmp_path_factory, torch_python):
-    """Both allreduce faults, run once and side by side: each waits out the per-rank outer bound."""
+    """Both allreduce faults, run once and side by side: each is stopped as soon as another rank has reported."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .conftest import make_machine
