@@ -268,7 +268,7 @@ def _describe_arch(archs: tuple[str, ...], cc: str) -> str:
     def num(a: str) -> int:
         return int(re.sub(r"\D", "", a.split("_", 1)[1]) or 0)
 
-    lo, hi = min(sms, key=num), max(sms, key=num)
+    lo = min(sms, key=num)
     dev = int(cc.replace(".", ""))
     if dev < num(lo):
         return f"builds {lo} and newer"

@@ -20,7 +20,7 @@ def check_to(m, output: str, fmt: str = "json"):
 
 def test_output_into_a_directory_that_does_not_exist(machine, tmp_path):
     target = tmp_path / "no" / "such" / "dir" / "report.json"
-    line = assert_usage_error(check_to(machine, str(target)), str(target), "does not exist")
+    assert_usage_error(check_to(machine, str(target)), str(target), "does not exist")
     assert not (tmp_path / "no").exists()  # nothing half-created
 
 
