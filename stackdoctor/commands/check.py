@@ -88,9 +88,10 @@ def gather(opts: CheckOptions) -> Report:
     return run_probes(ctx)
 
 
-def judge(report: Report, opts: CheckOptions) -> Report:
+def judge(report: Report, opts: CheckOptions, matrix: Any = None) -> Report:
     """Findings for the report's facts: pure rules + kernel results + project requirements."""
-    matrix = load_matrix(matrix_files(opts.matrix_files))
+    if matrix is None:
+        matrix = load_matrix(matrix_files(opts.matrix_files))
     derive(report.facts, matrix)
     findings: list[Finding] = []
     from stackdoctor import diagnose as dx
@@ -129,7 +130,24 @@ def _requirements(report: Report, opts: CheckOptions) -> Any:
 
 
 def build_report(opts: CheckOptions) -> Report:
-    return judge(gather(opts), opts)
+    """Probe and judge. The matrix and the rules load on a thread while the probes run
+    (the target's ``import torch`` takes seconds), so they add nothing to the wall time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def prepare() -> Any:
+        matrix = load_matrix(matrix_files(opts.matrix_files))
+        import stackdoctor.kernels  # noqa: F401
+        from stackdoctor import catalog, diagnose
+
+        catalog.title("torch-ok", diagnose.detect_lang(os.environ, opts.lang))  # loads the texts
+
+        return matrix
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare") as pool:
+        pending = pool.submit(prepare)
+        report = gather(opts)
+        matrix = pending.result()  # a bad --matrix raises its MatrixError here, after the probes
+    return judge(report, opts, matrix)
 
 
 def exit_code(report: Report, strict: bool = False) -> ExitCode:
