@@ -105,14 +105,21 @@ def _decode(data: bytes) -> str:
 
 
 class _Capture:
-    """Drains a pipe in a thread, keeping at most ``cap`` bytes (the rest is read and dropped)."""
+    """Drains a pipe in a thread, keeping at most ``cap`` bytes (the rest is read and dropped).
 
-    def __init__(self, pipe, cap: int) -> None:
+    With a ``sink``, each decoded piece is also passed on as it arrives (streamed installs).
+    """
+
+    def __init__(self, pipe, cap: int, sink: Callable[[str], None] | None = None) -> None:
+        import codecs
+
         self.chunks: list[bytes] = []
         self.size = 0
         self.cap = cap
         self.truncated = False
         self._pipe = pipe
+        self._sink = sink
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace") if sink else None
         self.thread = threading.Thread(target=self._drain, daemon=True)
         self.thread.start()
 
@@ -128,41 +135,16 @@ class _Capture:
                     self.size += min(len(chunk), room)
                 if len(chunk) > max(room, 0):
                     self.truncated = True
+                if self._sink is not None and self._decoder is not None:
+                    try:
+                        self._sink(self._decoder.decode(chunk))
+                    except Exception:  # a broken sink (closed terminal) must not stop the capture
+                        pass
         except (OSError, ValueError):
             pass
 
     def text(self) -> str:
         return _decode(b"".join(self.chunks))
-
-
-class _TeeCapture(_Capture):
-    """A :class:`_Capture` that also passes each decoded piece to ``sink`` as it arrives."""
-
-    def __init__(self, pipe, cap: int, sink: Callable[[str], None]) -> None:
-        import codecs
-
-        self._sink = sink
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        super().__init__(pipe, cap)
-
-    def _drain(self) -> None:
-        try:
-            while True:
-                chunk = self._pipe.read1(65536) if hasattr(self._pipe, "read1") else self._pipe.read(65536)
-                if not chunk:
-                    break
-                room = self.cap - self.size
-                if room > 0:
-                    self.chunks.append(chunk[:room])
-                    self.size += min(len(chunk), room)
-                if len(chunk) > max(room, 0):
-                    self.truncated = True
-                try:
-                    self._sink(self._decoder.decode(chunk))
-                except Exception:  # a broken sink (closed terminal) must not stop the capture
-                    pass
-        except (OSError, ValueError):
-            pass
 
 
 @dataclass
@@ -268,40 +250,10 @@ class System:
     ) -> CommandResult:
         """Run ``argv`` without a shell; never raises, never waits past ``timeout``."""
         timeout = self.timeout_s if timeout is None else timeout
-        argv = tuple(str(a) for a in argv)
-        exe = argv[0]
-        if os.sep not in exe:
-            found = self.which(exe)
-            if found is None:
-                return self._keep(CommandResult(argv, None, "", "", 0.0, "absent", detail="not found on PATH"), record)
-            exe = found
-        child_env = dict(self.env)
-        if parse_env:
-            child_env.update(_PARSE_ENV)
-        for key, value in (env or {}).items():
-            if value is None:
-                child_env.pop(key, None)
-            else:
-                child_env[key] = value
-        start = time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                (exe, *argv[1:]),
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=child_env,
-                start_new_session=True,
-                close_fds=True,
-            )
-        except FileNotFoundError:
-            return self._keep(CommandResult(argv, None, "", "", 0.0, "absent", detail="not found"), record)
-        except PermissionError as exc:
-            return self._keep(
-                CommandResult(argv, None, "", "", 0.0, "denied", detail=exc.strerror or "permission denied"), record
-            )
-        except OSError as exc:
-            return self._keep(CommandResult(argv, None, "", "", 0.0, "error", detail=exc.strerror or str(exc)), record)
+        spawned = self._spawn(argv, env, parse_env, stdin is not None)
+        if isinstance(spawned, CommandResult):
+            return self._keep(spawned, record)
+        proc, argv, start = spawned
         out = _Capture(proc.stdout, max_bytes)
         err = _Capture(proc.stderr, max_bytes)
         if stdin is not None:
@@ -323,28 +275,8 @@ class System:
             if cap.thread.is_alive():
                 _kill_group(proc)
                 cap.thread.join(0.5)
-        duration = time.monotonic() - start
-        rc = proc.returncode
-        sig = -rc if rc is not None and rc < 0 else None
-        if timed_out:
-            status, detail = "timeout", f"{timeout:g}"
-            sig = None
-        elif sig is not None:
-            status, detail = "error", f"killed by {_signame(sig)}"
-        else:
-            status, detail = "ok", ""
-        result = CommandResult(
-            argv=argv,
-            returncode=rc,
-            stdout=out.text(),
-            stderr=err.text(),
-            duration_s=duration,
-            status=status,
-            signal=sig,
-            truncated=out.truncated or err.truncated,
-            detail=detail,
-        )
-        return self._keep(result, record)
+        status = "timeout" if timed_out else None
+        return self._keep(_result(argv, proc, out, err, start, status, timeout), record)
 
     def run_streaming(
         self,
@@ -367,39 +299,12 @@ class System:
         what to do next (the ``KeyboardInterrupt`` is not re-raised). Not parse-env'd: the user's
         locale is kept for a tool whose output is shown, not parsed.
         """
-        argv = tuple(str(a) for a in argv)
-        exe = argv[0]
-        if os.sep not in exe:
-            found = self.which(exe)
-            if found is None:
-                return self._keep(CommandResult(argv, None, "", "", 0.0, "absent", detail="not found on PATH"), record)
-            exe = found
-        child_env = dict(self.env)
-        for key, value in (env or {}).items():
-            if value is None:
-                child_env.pop(key, None)
-            else:
-                child_env[key] = value
-        start = time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                (exe, *argv[1:]),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=child_env,
-                start_new_session=True,
-                close_fds=True,
-            )
-        except FileNotFoundError:
-            return self._keep(CommandResult(argv, None, "", "", 0.0, "absent", detail="not found"), record)
-        except PermissionError as exc:
-            return self._keep(CommandResult(argv, None, "", "", 0.0, "denied", detail=exc.strerror or "permission denied"), record)
-        except OSError as exc:
-            return self._keep(CommandResult(argv, None, "", "", 0.0, "error", detail=exc.strerror or str(exc)), record)
-        noop: Callable[[str], None] = lambda _t: None  # noqa: E731
-        out = _TeeCapture(proc.stdout, max_bytes, on_stdout or noop)
-        err = _TeeCapture(proc.stderr, max_bytes, on_stderr or noop)
+        spawned = self._spawn(argv, env, False, False)
+        if isinstance(spawned, CommandResult):
+            return self._keep(spawned, record)
+        proc, argv, start = spawned
+        out = _Capture(proc.stdout, max_bytes, on_stdout)
+        err = _Capture(proc.stderr, max_bytes, on_stderr)
         interrupted = timed_out = False
         deadline = start + timeout
         while True:
@@ -419,34 +324,79 @@ class System:
                 break
         for cap in (out, err):
             cap.thread.join(2.0)
-        rc = proc.returncode
-        sig = -rc if rc is not None and rc < 0 else None
-        if interrupted:
-            status, detail = "interrupted", "interrupted by the user"
-        elif timed_out:
-            status, detail = "timeout", f"{timeout:g}"
-        elif sig is not None:
-            status, detail = "error", f"killed by {_signame(sig)}"
-        else:
-            status, detail = "ok", ""
-        result = CommandResult(
-            argv=argv,
-            returncode=rc,
-            stdout=out.text(),
-            stderr=err.text(),
-            duration_s=time.monotonic() - start,
-            status=status,
-            signal=sig,
-            truncated=out.truncated or err.truncated,
-            detail=detail,
-        )
-        return self._keep(result, record)
+        status = "interrupted" if interrupted else "timeout" if timed_out else None
+        return self._keep(_result(argv, proc, out, err, start, status, timeout), record)
+
+    def _spawn(
+        self, argv: Sequence[str], env: Mapping[str, str | None] | None, parse_env: bool, with_stdin: bool
+    ) -> tuple[subprocess.Popen, tuple[str, ...], float] | CommandResult:
+        """Start ``argv`` in its own session with the merged environment, or say why it could not start."""
+        argv = tuple(str(a) for a in argv)
+        exe = argv[0]
+        if os.sep not in exe:
+            found = self.which(exe)
+            if found is None:
+                return CommandResult(argv, None, "", "", 0.0, "absent", detail="not found on PATH")
+            exe = found
+        child_env = dict(self.env)
+        if parse_env:
+            child_env.update(_PARSE_ENV)
+        for key, value in (env or {}).items():
+            if value is None:
+                child_env.pop(key, None)
+            else:
+                child_env[key] = value
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                (exe, *argv[1:]),
+                stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=child_env,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except FileNotFoundError:
+            return CommandResult(argv, None, "", "", 0.0, "absent", detail="not found")
+        except PermissionError as exc:
+            return CommandResult(argv, None, "", "", 0.0, "denied", detail=exc.strerror or "permission denied")
+        except OSError as exc:
+            return CommandResult(argv, None, "", "", 0.0, "error", detail=exc.strerror or str(exc))
+        return proc, argv, start
 
     def _keep(self, result: CommandResult, record: bool) -> CommandResult:
         if record:
             with self._lock:
                 self.record.append(result)
         return result
+
+
+def _result(
+    argv: tuple[str, ...], proc: subprocess.Popen, out: _Capture, err: _Capture, start: float, status: str | None, timeout: float
+) -> CommandResult:
+    """The :class:`CommandResult` of a finished (or stopped) child; ``status`` set when the caller stopped it."""
+    rc = proc.returncode
+    sig = -rc if rc is not None and rc < 0 else None
+    if status == "interrupted":
+        detail = "interrupted by the user"
+    elif status == "timeout":
+        detail, sig = f"{timeout:g}", None
+    elif sig is not None:
+        status, detail = "error", f"killed by {_signame(sig)}"
+    else:
+        status, detail = "ok", ""
+    return CommandResult(
+        argv=argv,
+        returncode=rc,
+        stdout=out.text(),
+        stderr=err.text(),
+        duration_s=time.monotonic() - start,
+        status=status,
+        signal=sig,
+        truncated=out.truncated or err.truncated,
+        detail=detail,
+    )
 
 
 def _signame(sig: int) -> str:
