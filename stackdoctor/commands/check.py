@@ -81,11 +81,42 @@ def gather(opts: CheckOptions) -> Report:
         worker_hook=opts.worker_hook,
     )
     if opts.show_progress and sys.stderr.isatty():
-        from rich.console import Console
-
-        with Console(stderr=True).status("probing the stack…", spinner="dots"):
+        with _delayed_spinner("probing the stack…"):
             return run_probes(ctx)
     return run_probes(ctx)
+
+
+class _delayed_spinner:  # noqa: N801 - used as a context manager
+    """A spinner on stderr that appears only if the work takes longer than ``delay_s``."""
+
+    def __init__(self, text: str, delay_s: float = 0.5) -> None:
+        import threading
+
+        self.text, self.delay_s = text, delay_s
+        self._lock = threading.Lock()
+        self._status: Any = None
+        self._done = False
+        self._timer = threading.Timer(delay_s, self._start)
+        self._timer.daemon = True
+
+    def _start(self) -> None:
+        from rich.console import Console
+
+        with self._lock:
+            if not self._done:
+                self._status = Console(stderr=True).status(self.text, spinner="dots")
+                self._status.start()
+
+    def __enter__(self) -> _delayed_spinner:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._done = True
+            if self._status is not None:
+                self._status.stop()
 
 
 def judge(report: Report, opts: CheckOptions, matrix: Any = None) -> Report:

@@ -115,18 +115,24 @@ def kernels_table(report: Report) -> Table | None:
     k = report.facts.kernels
     if not k.results:
         return None
+    with_peak = any(r.percent_of_peak is not None for r in k.results)
     table = Table(title="kernels", title_justify="left", show_edge=False, pad_edge=False)
-    for col, just in (("kernel", "left"), ("device", "left"), ("dtype", "left"), ("result", "left"), ("TFLOP/s", "right"), ("% peak", "right")):
+    cols = [("kernel", "left"), ("device", "left"), ("dtype", "left"), ("result", "left"), ("TFLOP/s", "right")]
+    if with_peak:
+        cols.append(("% peak", "right"))
+    for col, just in cols:
         table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for r in k.results:
-        table.add_row(
+        row: list[str | Text] = [
             r.kernel,
             r.device,
             r.dtype or "",
             Text("ok", style="green") if r.ok else Text(r.error or "wrong", style="red"),
             _flops(r.tflops),
-            f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else "",
-        )
+        ]
+        if with_peak:
+            row.append(f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else "")
+        table.add_row(*row)
     return table
 
 
