@@ -129,3 +129,17 @@ def test_version_and_help():
     for cmd in (["--help"], ["check", "--help"]):
         r = run_sd(cmd)
         assert r.rc == 0 and "Usage" in r.stdout
+
+
+@pytest.mark.slow
+def test_compile_is_opt_in_from_check(torch_python, tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    env = machine_env(bindir, make_sysroot(tmp_path / "root"))
+    plain = run_sd(["check", "--json", "--python", torch_python], env=env).json()
+    assert "compile" not in {r["kernel"] for r in plain["facts"]["kernels"]["results"]}
+    data = run_sd(["check", "--json", "--compile", "--python", torch_python], env=env, timeout=300).json()
+    validate_report(data)
+    compiled = [r for r in data["facts"]["kernels"]["results"] if r["kernel"] == "compile"]
+    assert len(compiled) == 1 and compiled[0]["device"] == "cpu"
+    assert compiled[0]["ok"] is True, compiled[0]["error"]  # gcc is on this machine: Inductor's C++ backend works

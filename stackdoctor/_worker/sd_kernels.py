@@ -359,8 +359,9 @@ def compile_check(torch, device, n=4096):
 # ---------------------------------------------------------------------------- passes
 
 
-def run_quick(torch):
-    """The ``check`` pass: small matmuls (fp32 + fast dtype) per device, one small conv. Never raises."""
+def run_quick(torch, with_compile=False):
+    """The ``check`` pass: small matmuls (fp32 + fast dtype) per device, one small conv, and with
+    ``with_compile`` (``check --compile``) a tiny torch.compile'd function on the same device. Never raises."""
     out = {"ran": True, "mode": "quick", "results": []}
     try:
         h = hooks()
@@ -372,6 +373,8 @@ def run_quick(torch):
                 out["results"].append(matmul(torch, device, dtype, n, min_time=0.05, max_iters=50, h=h))
         conv_dev = devices[1] if len(devices) > 1 else "cpu"
         out["results"].append(conv(torch, conv_dev, batch=4, cin=8, cout=16, hw=16, min_time=0.05, max_iters=20))
+        if with_compile:
+            out["results"].append(compile_check(torch, conv_dev))
     except BaseException as exc:  # even SystemExit from a hook: this runs inside the torch probe
         out["error"] = last_line(exc)
     return out

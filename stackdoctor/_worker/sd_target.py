@@ -302,12 +302,13 @@ def main():
         emit("python", {"error": last_line(exc)})
     facts, torch = torch_facts()
     emit("torch", facts)
-    if torch is not None and os.environ.get("STACKDOCTOR_KERNELS") == "quick":
+    mode = os.environ.get("STACKDOCTOR_KERNELS", "")
+    if torch is not None and mode in ("quick", "quick+compile"):
         try:
             sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
             import sd_kernels
 
-            emit("kernels", sd_kernels.run_quick(torch))
+            emit("kernels", sd_kernels.run_quick(torch, with_compile=mode == "quick+compile"))
         except Exception as exc:
             emit("kernels", {"ran": False, "mode": "quick", "error": last_line(exc)})
     emit("done", {})

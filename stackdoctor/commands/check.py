@@ -21,6 +21,7 @@ class CheckOptions:
     timeout_s: float = 5.0
     torch_timeout_s: float = 60.0
     kernels: bool = True
+    compile: bool = False
     replay: str | None = None
     matrix_files: list[str] = field(default_factory=list)
     config: str | None = None
@@ -77,6 +78,7 @@ def gather(opts: CheckOptions) -> Report:
         timeout_s=opts.timeout_s,
         torch_timeout_s=opts.torch_timeout_s,
         kernels=opts.kernels,
+        compile=opts.compile,
         use_nvml=not system.moved,
         worker_hook=opts.worker_hook,
     )
@@ -204,6 +206,7 @@ def register(app: typer.Typer) -> None:
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds each tool may take.", min=0.1)] = 5.0,
         torch_timeout: Annotated[float, typer.Option("--torch-timeout", help="Seconds the target may take to import torch (and run the quick kernels).", min=0.1)] = 60.0,
         no_kernels: Annotated[bool, typer.Option("--no-kernels", help="Skip the quick kernel pass.")] = False,
+        compile_: Annotated[bool, typer.Option("--compile", help="Add a torch.compile check (Triton on GPUs, C++ on CPU) to the kernel pass.")] = False,
         replay: Annotated[Optional[str], typer.Option("--replay", help="Re-diagnose a saved report.json without touching this machine.")] = None,
         matrix: Annotated[Optional[list[str]], typer.Option("--matrix", help="Layer a YAML compatibility matrix over the embedded one.")] = None,
         config: Annotated[Optional[str], typer.Option("--config", help="Project requirements file (default: [tool.stackdoctor] found upward).")] = None,
@@ -232,6 +235,7 @@ def register(app: typer.Typer) -> None:
             timeout_s=timeout,
             torch_timeout_s=torch_timeout,
             kernels=not no_kernels,
+            compile=compile_,
             replay=replay,
             matrix_files=matrix or [],
             config=config,

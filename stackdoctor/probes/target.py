@@ -97,7 +97,7 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     pkg = packaging_path()
     if pkg:
         env["STACKDOCTOR_PACKAGING_PATH"] = pkg
-    env["STACKDOCTOR_KERNELS"] = "quick" if ctx.kernels else None
+    env["STACKDOCTOR_KERNELS"] = ("quick+compile" if ctx.compile else "quick") if ctx.kernels else None
     env["STACKDOCTOR_IMPORT_TORCH"] = None if ctx.import_torch else "0"
     if ctx.worker_hook is not None:
         env["STACKDOCTOR_TEST_HOOK"] = ctx.worker_hook
