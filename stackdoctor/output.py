@@ -36,18 +36,10 @@ def redacted(report: Report) -> Report:
     return new
 
 
-def _human(report: Report, console: Any, verbose: bool) -> None:
-    try:
-        from stackdoctor.render.human import render_report
-    except ImportError:  # the screen renderer is not in this build yet: a plain summary
-        from stackdoctor.render.markdown import format_counts
+def _human(report: Report, console: Any, verbose: bool, lang: str) -> None:
+    from stackdoctor.render.human import render_report
 
-        for f in report.findings:
-            line = f"[{f.severity}] {f.code}: {f.title}" + (f" (fix: {f.fix})" if f.fix and f.severity != "ok" else "")
-            console.print(line, markup=False, highlight=False)
-        console.print(format_counts(report), markup=False, highlight=False)
-        return
-    render_report(report, console, verbose=verbose)
+    render_report(report, console, verbose=verbose, lang=lang)
 
 
 def format_report(report: Report, fmt: str, *, redact: bool = False) -> str:
@@ -165,6 +157,7 @@ def write_output(
     verbose: bool = False,
     redact_default: bool,
     redact: bool | None = None,
+    lang: str = "en",
 ) -> None:
     """Render ``report`` in ``fmt`` to stdout, or to the file ``output``.
 
@@ -179,12 +172,12 @@ def write_output(
     if fmt == "human":
         shown = redacted(report) if do_redact else report
         if output is None:
-            _human(shown, console, verbose)
+            _human(shown, console, verbose, lang)
             return
         from rich.console import Console
 
         buf = io.StringIO()
-        _human(shown, Console(file=buf, width=100, color_system=None, force_terminal=False, record=False), verbose)
+        _human(shown, Console(file=buf, width=100, color_system=None, force_terminal=False, record=False), verbose, lang)
         write_text_file(output, buf.getvalue())
         return
     if fmt == "github":

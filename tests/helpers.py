@@ -29,6 +29,24 @@ def validate_report(data: dict) -> None:
     jsonschema.validate(data, report_schema())
 
 
+SEEN_REPORTS = {"count": 0}
+
+
+def check_report_invariants(data: dict) -> None:
+    """What must hold for EVERY report the suite produces (run_sd calls this on each one):
+    it validates against the shipped schema; no warn/fail finding lacks a fix; every code is
+    documented by ``explain`` in both languages."""
+    from stackdoctor import catalog
+
+    validate_report(data)
+    for f in data["findings"]:
+        if f["severity"] in ("warn", "fail"):
+            assert f["fix"], f"{f['code']} ({f['severity']}) has no fix"
+        for lang in catalog.LANGS:
+            assert catalog.explain(f["code"], lang), f"{f['code']} has no {lang} explanation"
+    SEEN_REPORTS["count"] += 1
+
+
 def console_script() -> list[str]:
     """The installed ``stackdoctor`` console script (falls back to ``python -m stackdoctor``)."""
     exe = shutil.which("stackdoctor", path=os.path.dirname(sys.executable)) or shutil.which("stackdoctor")
@@ -61,7 +79,7 @@ def run_sd(args: list[str], *, env: dict[str, str] | None = None, timeout: float
     run = Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
     assert "Traceback" not in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stdout, proc.stdout
-    return run
+    return run  # every report it printed was checked by conftest's _every_report_keeps_the_contract
 
 
 def machine_env(bindir: Path, sysroot: Path | None = None, **extra: str) -> dict[str, str]:

@@ -143,3 +143,10 @@ def test_compile_is_opt_in_from_check(torch_python, tmp_path):
     compiled = [r for r in data["facts"]["kernels"]["results"] if r["kernel"] == "compile"]
     assert len(compiled) == 1 and compiled[0]["device"] == "cpu"
     assert compiled[0]["ok"] is True, compiled[0]["error"]  # gcc is on this machine: Inductor's C++ backend works
+
+
+def test_reports_are_checked_as_the_suite_produces_them(fake_machine, plain_python, _every_report_keeps_the_contract):
+    bindir, sysroot = fake_machine
+    before = _every_report_keeps_the_contract["count"]
+    run_sd(["check", "--json", "--python", plain_python], env=machine_env(bindir, sysroot))
+    assert _every_report_keeps_the_contract["count"] == before + 1

@@ -75,3 +75,9 @@ def test_external_text_is_not_markup():
 def test_narrow_terminal_wraps_without_losing_the_fix():
     out = screen(gpu_report(), width=40)
     assert "nvidia-smi -q -d" in out and max(len(ln) for ln in out.splitlines()) <= 40
+
+
+def test_summary_line_in_chinese():
+    buf = io.StringIO()
+    render_report(gpu_report(), Console(file=buf, width=100, color_system=None), lang="zh")
+    assert buf.getvalue().strip().splitlines()[-1] == "1 项警告，1 项正常"

@@ -247,31 +247,19 @@ def register(app: typer.Typer) -> None:
             show_progress=fmt == "human" and output is None,
         )
         report = build_report(opts)
-        emit(report, fmt, output, verbose=verbose)
+        from stackdoctor.catalog import detect_lang
+
+        emit(report, fmt, output, verbose=verbose, lang=detect_lang(os.environ, lang))
         reqs = report.requirements or {}
         warnings_fail = bool((reqs.get("values") or {}).get("warnings_fail"))
         return exit_code(report, strict or warnings_fail)
 
 
-def emit(report: Report, fmt: str, output: str | None, *, verbose: bool = False) -> None:
+def emit(report: Report, fmt: str, output: str | None, *, verbose: bool = False, lang: str = "en") -> None:
     """Write the report in ``fmt`` to stdout or ``output`` (``--json`` keeps stdout pure JSON)."""
     from rich.console import Console
 
-    console = Console(highlight=False, soft_wrap=False)
-    try:
-        from stackdoctor.output import write_output
-    except ImportError:  # pragma: no cover - until the formats land
-        write_output = None  # type: ignore[assignment]
-    if write_output is not None:
-        write_output(report, fmt, output, console=console, verbose=verbose, redact_default=fmt in ("markdown", "github", "junit"))
-        return
-    if fmt == "json":
-        text = report.to_json()
-        if output:
-            Path(output).write_text(text + "\n", encoding="utf-8")
-        else:
-            sys.stdout.write(text + "\n")
-        return
-    from stackdoctor.render.human import render_report
+    from stackdoctor.output import write_output
 
-    render_report(report, console, verbose=verbose)
+    console = Console(highlight=False, soft_wrap=False)
+    write_output(report, fmt, output, console=console, verbose=verbose, redact_default=False, lang=lang)

@@ -167,18 +167,21 @@ def findings_view(report: Report, verbose: bool) -> RenderableType:
     return Group(*rows)
 
 
-def summary_line(report: Report) -> Text:
+def summary_line(report: Report, lang: str = "en") -> Text:
+    from stackdoctor.catalog import ui
+
     c = report.counts
     parts = []
     if c.get("fail"):
-        parts.append((f"{c['fail']} failed", "bold red"))
+        parts.append((ui("summary_failed", lang, n=c["fail"]), "bold red"))
     if c.get("warn"):
-        parts.append((f"{c['warn']} warning{'s' if c['warn'] != 1 else ''}", "bold yellow"))
-    parts.append((f"{c.get('ok', 0)} ok", "green"))
+        parts.append((ui("summary_warning" if c["warn"] == 1 else "summary_warnings", lang, n=c["warn"]), "bold yellow"))
+    parts.append((ui("summary_ok", lang, n=c.get("ok", 0)), "green"))
     t = Text()
+    sep = ui("summary_sep", lang)
     for i, (s, style) in enumerate(parts):
         if i:
-            t.append(", ")
+            t.append(sep)
         t.append(s, style=style)
     return t
 
@@ -197,7 +200,7 @@ def probes_table(report: Report) -> Table:
     return table
 
 
-def render_report(report: Report, console: Console, *, verbose: bool = False) -> None:
+def render_report(report: Report, console: Console, *, verbose: bool = False, lang: str = "en") -> None:
     if report.replayed_from:
         console.print(Text(f"replay of {report.replayed_from} (created {report.created_at})", style="dim"))
     console.print(build_tree(report))
@@ -212,4 +215,4 @@ def render_report(report: Report, console: Console, *, verbose: bool = False) ->
         console.print()
         console.print(findings_view(report, verbose))
     console.print()
-    console.print(summary_line(report))
+    console.print(summary_line(report, lang))
