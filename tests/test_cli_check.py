@@ -150,3 +150,17 @@ def test_reports_are_checked_as_the_suite_produces_them(fake_machine, plain_pyth
     before = _every_report_keeps_the_contract["count"]
     run_sd(["check", "--json", "--python", plain_python], env=machine_env(bindir, sysroot))
     assert _every_report_keeps_the_contract["count"] == before + 1
+
+
+def test_the_report_contract_check_can_fail():
+    from helpers import check_report_invariants
+    from stackdoctor.report import Finding, Report
+
+    good = Report(findings=[Finding("torch-missing", "warn", "no torch", fix="stackdoctor install")])
+    check_report_invariants(json.loads(good.to_json()))
+    no_fix = Report(findings=[Finding("torch-missing", "warn", "no torch")])
+    with pytest.raises(AssertionError, match="has no fix"):
+        check_report_invariants(json.loads(no_fix.to_json()))
+    unknown = Report(findings=[Finding("made-up-code", "ok", "x")])
+    with pytest.raises(AssertionError, match="no en explanation"):
+        check_report_invariants(json.loads(unknown.to_json()))
