@@ -154,12 +154,9 @@ def _mm(v: str | None) -> str | None:
 
 
 def _m() -> Any:
-    try:
-        from stackdoctor import matrix as m
+    from stackdoctor import matrix as m
 
-        return m
-    except ImportError:  # pragma: no cover
-        return None
+    return m
 
 
 def _variant_name(facts: Facts) -> str | None:
@@ -279,11 +276,9 @@ def _install_fix(ctx: _Ctx, *, keep_torch: bool = True, exclude: str | None = No
     """
     facts = ctx.facts
     current = (_public(facts.torch.version), _variant_name(facts))
-    try:
-        from stackdoctor.plan import Request
-        from stackdoctor.resolve import resolve
-    except ImportError:
-        return _pick_fix(ctx, keep_torch=keep_torch, exclude=exclude)
+    from stackdoctor.plan import Request
+    from stackdoctor.resolve import resolve
+
     want_gpu = _usable_accelerator(facts) is not None
     attempts: list[Any] = []
     if keep_torch and facts.torch.installed and current[0]:
@@ -303,78 +298,7 @@ def _install_fix(ctx: _Ctx, *, keep_torch: bool = True, exclude: str | None = No
         if req.torch:
             return f"stackdoctor install --torch {plan.torch_version} --variant {plan.variant}"
         return f"stackdoctor install --variant {plan.variant}"
-    return _pick_fix(ctx, keep_torch=keep_torch, exclude=exclude)
-
-
-def _os_arch(facts: Facts) -> tuple[str, str]:
-    system = (facts.platform.system or "Linux").lower()
-    os_ = {"darwin": "macos"}.get(system, system)
-    arch = (facts.platform.machine or "x86_64").lower()
-    arch = {"amd64": "x86_64" if os_ == "linux" else "amd64", "arm64": "aarch64" if os_ == "linux" else "arm64"}.get(arch, arch)
-    if os_ == "windows" and arch == "x86_64":
-        arch = "amd64"
-    return os_, arch
-
-
-def _variant_fits(ctx: _Ctx, v: Any, want: str) -> tuple[bool, tuple[int, ...]]:
-    """Whether matrix variant ``v`` of kind ``want`` runs here; with a sort key (newest CUDA/ROCm first)."""
-    f, m = ctx.facts, _m()
-    if m is None or v.kind != want:
-        return False, ()
-    os_, arch = _os_arch(f)
-    tags = [m.parse_platform(t) for t in v.platforms]
-    if tags and not any(t[0] == os_ and t[1] == arch for t in tags):
-        return False, ()
-    py = _py_tag(f)
-    if py and v.pythons and py not in v.pythons:
-        return False, ()
-    if want == "cuda":
-        row = _cuda_row(ctx, v.cuda)
-        if f.nvidia.driver_version and row is not None and m.driver_meets(row, f.nvidia.driver_version, _windows_driver(f)) == "no":
-            return False, ()
-        arch_list = v.arch_for(_platform_tag(f)) if hasattr(v, "arch_for") else v.arch_list
-        for g in f.nvidia.gpus:
-            cc = _gpu_cc(ctx, g)
-            if cc and arch_list and not m.arch_runs(arch_list, cc):
-                return False, ()
-        return True, _vt(v.cuda)
-    if want == "rocm":
-        for g in f.rocm.gpus:
-            if g.integrated or not g.gfx:
-                continue
-            if not m.gfx_supported(v, g.gfx) and (ctx.matrix.rocm_override(g.gfx) is None):
-                return False, ()
-        return True, _vt(v.rocm)
-    return True, ()
-
-
-def _pick_fix(ctx: _Ctx, *, keep_torch: bool, exclude: str | None) -> str:
-    """Without the resolver: the newest variant of the installed torch (else of the newest release) that runs here."""
-    f = ctx.facts
-    if ctx.matrix is None:
-        return "stackdoctor install"
-    want = _usable_accelerator(f) or ("rocm" if _has_amd_gpu(f) else ("cuda" if _has_nvidia(f) else None))
-    if want is None or f.jetson.is_jetson:
-        return "stackdoctor install"
-    current = (_public(f.torch.version), _variant_name(f))
-    releases = list(getattr(ctx.matrix, "releases", ()) or ())
-    rel_now = _release(ctx, f.torch.version) if keep_torch and f.torch.installed else None
-    order = ([rel_now] if rel_now is not None else []) + releases
-    for i, rel in enumerate(order):
-        best = None
-        for v in rel.variants:
-            ok, key = _variant_fits(ctx, v, want)
-            if not ok or v.name == exclude or (str(rel.version), v.name) == current:
-                continue
-            if best is None or key > best[0]:
-                best = (key, v)
-        if best is not None:
-            if i == 0 and rel_now is not None:
-                return f"stackdoctor install --torch {rel.version} --variant {best[1].name}"
-            if rel is releases[0] or i == 0:
-                return f"stackdoctor install --variant {best[1].name}"
-            return f"stackdoctor install --torch {rel.version} --variant {best[1].name}"
-    return "stackdoctor install"
+    return "stackdoctor install"  # it explains, with reasons, why nothing better fits
 
 
 def _index_for(variant: str | None) -> str | None:

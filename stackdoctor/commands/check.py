@@ -149,10 +149,8 @@ def judge(report: Report, opts: CheckOptions, matrix: Any = None) -> Report:
 
 
 def _requirements(report: Report, opts: CheckOptions) -> Any:
-    try:
-        from stackdoctor import config as cfg
-    except ImportError:  # pragma: no cover - during development only
-        return None
+    from stackdoctor import config as cfg
+
     if opts.config:
         return cfg.discover_config(Path.cwd(), Path(opts.config))
     if opts.replay:

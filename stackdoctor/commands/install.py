@@ -203,12 +203,9 @@ def resolve_plan(opts: InstallOptions, facts: Facts, python: str) -> tuple[Plan,
 
     files = opts.matrix or [p for p in os.environ.get("STACKDOCTOR_MATRIX", "").split(os.pathsep) if p]
     matrix = load_matrix(files)
-    try:
-        from stackdoctor.commands.check import derive
+    from stackdoctor.commands.check import derive
 
-        derive(facts, matrix)
-    except ImportError:  # pragma: no cover
-        pass
+    derive(facts, matrix)
     request = make_request(opts, facts)
     plan = resolve(facts, matrix, request)
     if plan.satisfiable:

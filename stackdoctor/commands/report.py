@@ -29,25 +29,8 @@ NO_REDACT_WARNING = (
 
 def _gather(python: str | None, timeout: float, kernels: bool, replay: str | None, config: str | None) -> Report:
     """The same path as ``check``: probe (or replay), diagnose, requirements."""
-    try:
-        from stackdoctor.commands.check import CheckOptions, build_report
-    except ImportError:  # pragma: no cover - only while check is being built
-        from stackdoctor.engine import run_probes, select_target
-        from stackdoctor.probes import ProbeContext
-        from stackdoctor.report import load_report
-        from stackdoctor.system import System
+    from stackdoctor.commands.check import CheckOptions, build_report
 
-        if replay:
-            return load_report(replay)
-        system = System()
-        report = run_probes(ProbeContext(system=system, target=select_target(python, os.environ), timeout_s=timeout, kernels=kernels))
-        try:
-            from stackdoctor.diagnose import diagnose
-
-            report.findings = diagnose(report.facts)
-        except ImportError:
-            pass
-        return report
     opts = CheckOptions(
         python=python,
         timeout_s=timeout,
