@@ -210,7 +210,6 @@ def test_min_busbw_gate_on_the_cli(torch_python):
 
 def test_over_thunderbolt_without_an_interface_is_a_usage_error(tmp_path, torch_python):
     """A sysroot with no thunderbolt-net interface: one sentence, exit 2, no ranks started."""
-    pytest.importorskip("stackdoctor.probes.thunderbolt")
     (tmp_path / "sys" / "class" / "net" / "eth0").mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if k != "STACKDOCTOR_TEST_HOOK"}
     env["STACKDOCTOR_SYSROOT"] = str(tmp_path)

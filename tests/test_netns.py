@@ -151,7 +151,6 @@ def _thunderbolt_sysroot(root) -> str:
 
 
 def test_over_thunderbolt_picks_the_interface(tb_link, torch_python, tmp_path):
-    pytest.importorskip("stackdoctor.probes.thunderbolt")
     sysroot = _thunderbolt_sysroot(tmp_path / "root")
     procs = [_rank(ns, torch_python, r, 29535, 30, max_bytes="1M", iface=None, over=True, sysroot=sysroot) for r, ns in enumerate(tb_link)]
     for p in procs:

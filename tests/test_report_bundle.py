@@ -63,8 +63,6 @@ def test_bundle_is_redacted_and_replays_to_the_same_findings_and_plan(tmp_path, 
     # the same install plan
     pa = run("install", "--replay", str(planted), "--offline", "--json", cwd=tmp_path)
     pb = run("install", "--replay", str(out / "report.json"), "--offline", "--json", cwd=tmp_path)
-    if "No such command" in pa.stderr:
-        pytest.skip("install is not in this build")
     assert pa.returncode == pb.returncode, (pa.stderr, pb.stderr)
     ja, jb = json.loads(pa.stdout), json.loads(pb.stdout)
     keys = ("torch_version", "variant", "index_url", "packages")

@@ -8,23 +8,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 
 from conftest import real_fixture
 from helpers import machine_env, run_sd, validate_report
 from .conftest import BOUND_S, Machine, probe_status
 
-try:  # the nvidia colleague's fake binding (behaviour from FAKE_NVML JSON); reused, not copied
-    from test_probe_nvidia import FAKE_PYNVML
-except ImportError:  # pragma: no cover
-    FAKE_PYNVML = None
+from test_probe_nvidia import FAKE_PYNVML  # the probe tests' fake binding, reused, not copied
 
 C14 = "c14-rtx4070-driver550-linux"
 
 
 def live_check(m: Machine, spec: dict[str, Any] | None, *, drop: tuple[str, ...] = (), binding: str | None = None) -> tuple[Any, dict[str, Any]]:
-    if FAKE_PYNVML is None:
-        pytest.skip("tests/test_probe_nvidia.py FAKE_PYNVML not available")
     d = m.root / "pynvml"
     d.mkdir()
     src = binding if binding is not None else FAKE_PYNVML + "".join(f"\ndel {name}\n" for name in drop)
