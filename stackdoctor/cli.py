@@ -71,10 +71,32 @@ def debug_enabled(argv: list[str]) -> bool:
     return _DEBUG["on"] or "--debug" in argv or os.environ.get("STACKDOCTOR_DEBUG", "") not in ("", "0")
 
 
+def _click_base(name: str) -> type[BaseException]:
+    """A click exception class as typer uses it (typer >= 0.2x vendors click; older ones depend on it).
+
+    Found through typer's public exceptions, so the vendored and the real click are both covered.
+    """
+    for cls in typer.BadParameter.__mro__:
+        if cls.__name__ == name:
+            return cls
+    raise LookupError(name)  # pragma: no cover - typer without click's exception tree
+
+
+def _usage_line(exc: BaseException) -> str:
+    """click's usage error as one sentence: ``stackdoctor: No such option: --nope (see 'stackdoctor check --help').``"""
+    try:
+        message = exc.format_message()  # type: ignore[attr-defined]
+    except Exception:
+        message = str(exc)
+    ctx = getattr(exc, "ctx", None)
+    path = getattr(ctx, "command_path", None) or "stackdoctor"
+    message = message.rstrip().rstrip(".")
+    return f"stackdoctor: {message} (see '{path} --help')."
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, map every outcome to an exit code, never show a traceback unasked."""
-    import click
-
+    click_exception = _click_base("ClickException")
     args = list(sys.argv[1:] if argv is None else argv)
     code: int
     try:
@@ -83,13 +105,13 @@ def main(argv: list[str] | None = None) -> None:
     except StackdoctorError as exc:
         _err(f"stackdoctor: {exc}")
         code = int(exc.exit_code)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         code = exc.exit_code
-    except click.exceptions.Abort:
+    except typer.Abort:
         _err("stackdoctor: aborted.")
         code = 130
-    except click.ClickException as exc:
-        exc.show(file=sys.stderr)
+    except click_exception as exc:  # bad flag, unknown command, unparsable value: usage, exit 2
+        _err(_usage_line(exc))
         code = ExitCode.USAGE
     except KeyboardInterrupt:
         _err("stackdoctor: interrupted.")

@@ -10,6 +10,8 @@ import json
 import textwrap
 import time
 
+import pytest
+
 from helpers import run_sd
 from .conftest import BOUND_S, FAST, assert_usage_error, check
 
@@ -102,3 +104,21 @@ def test_config_file_bad_key(machine):
 def test_config_file_bad_value(machine):
     (machine.root / "pyproject.toml").write_text('[tool.stackdoctor]\nmin_gpus = "many"\n')
     assert_usage_error(run_check(machine), "pyproject.toml", "min_gpus")
+
+
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        pytest.param(["check", "--no-such-flag"], "No such option: --no-such-flag", id="unknown-option"),
+        pytest.param(["no-such-command"], "No such command 'no-such-command'", id="unknown-command"),
+        pytest.param(["check", "--timeout", "soon"], "Invalid value for '--timeout'", id="unparsable-value"),
+        pytest.param(["install", "--installer"], "requires an argument", id="missing-value"),
+    ],
+)
+def test_bad_command_line_is_one_sentence_and_exit_2(args, says):
+    run = run_sd(args)
+    assert run.rc == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("stackdoctor: ") and says in lines[0], run.stderr
+    assert "--help" in lines[0]
+    assert run.stdout == ""
