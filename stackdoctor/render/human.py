@@ -68,7 +68,7 @@ def driver_line(f: Facts) -> str | None:
     if n.smi_state and n.smi_state not in ("absent", "ok"):
         return f"NVIDIA: {n.smi_message or n.smi_state}"
     if f.rocm.version or f.rocm.gpus:
-        return f"ROCm {f.rocm.version or '?'}" + ("" if f.rocm.amdgpu_loaded in (None, True) else " (amdgpu not loaded)")
+        return f"ROCm {f.rocm.version or '(version unknown)'}" + ("" if f.rocm.amdgpu_loaded in (None, True) else " (amdgpu not loaded)")
     if f.apple.is_macos:
         return f"macOS {f.apple.macos_version or '?'} (Metal)"
     return None
@@ -202,7 +202,8 @@ def probes_table(report: Report) -> Table:
 
 def render_report(report: Report, console: Console, *, verbose: bool = False, lang: str = "en") -> None:
     if report.replayed_from:
-        console.print(Text(f"replay of {report.replayed_from} (created {report.created_at})", style="dim"))
+        when = f" (created {report.created_at})" if report.created_at else ""
+        console.print(Text(f"replay of {report.replayed_from}{when}", style="dim"))
     console.print(build_tree(report))
     kt = kernels_table(report)
     if kt is not None:
