@@ -31,6 +31,28 @@ def make_fake_torch_env(tmp_path: Path, init_body: str) -> str:
     return str(venv / "bin" / "python")
 
 
+# A torch that reports itself as 2.13.0+cu130 and fails CUDA initialisation with the warning a real
+# cu130 wheel prints on a driver that only runs CUDA 12.4 (found version 12040).
+FAKE_CU130_TORCH_OLD_DRIVER = """
+import warnings
+__version__ = "2.13.0+cu130"
+class version:
+    cuda = "13.0"; hip = None; debug = False
+class _Cuda:
+    @staticmethod
+    def is_available():
+        warnings.warn("CUDA initialization: The NVIDIA driver on your system is too old (found version 12040). Please update your GPU driver.")
+        return False
+    @staticmethod
+    def device_count():
+        return 0
+    @staticmethod
+    def get_arch_list():
+        return ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
+cuda = _Cuda()
+"""
+
+
 def test_parse_sections_ignores_noise():
     out = 'warning: x\n@@stackdoctor@@ {"section": "python", "version": "3.12.1"}\n@@stackdoctor@@ {broken\n'
     assert parse_sections(out) == {"python": {"section": "python", "version": "3.12.1"}}
@@ -114,27 +136,7 @@ def test_import_torch_segfaults(tmp_path):
 
 
 def test_cuda_init_failure_is_quoted(tmp_path):
-    py = make_fake_torch_env(
-        tmp_path,
-        """
-        import warnings
-        __version__ = "2.13.0+cu130"
-        class version:
-            cuda = "13.0"; hip = None; debug = False
-        class _Cuda:
-            @staticmethod
-            def is_available():
-                warnings.warn("CUDA initialization: The NVIDIA driver on your system is too old (found version 12040).")
-                return False
-            @staticmethod
-            def device_count():
-                return 0
-            @staticmethod
-            def get_arch_list():
-                return ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
-        cuda = _Cuda()
-        """,
-    )
+    py = make_fake_torch_env(tmp_path, FAKE_CU130_TORCH_OLD_DRIVER)
     out = run_probe(py)
     torch = out.facts["torch"]
     assert torch.version == "2.13.0+cu130" and torch.variant == "cu130" and torch.cuda == "13.0"

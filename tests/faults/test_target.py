@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .conftest import assert_others_intact, check, one_clear_message, probe_status
 
-from test_target_probe import make_fake_torch_env
+from test_target_probe import FAKE_CU130_TORCH_OLD_DRIVER, make_fake_torch_env
 
 
 def failing(data):
@@ -100,27 +100,7 @@ def test_target_import_torch_segfaults_is_a_failing_finding(machine, tmp_path):
 
 
 def test_target_cuda_initialisation_fails(machine, tmp_path):
-    py = make_fake_torch_env(
-        tmp_path,
-        """
-        import warnings
-        __version__ = "2.13.0+cu130"
-        class version:
-            cuda = "13.0"; hip = None; debug = False
-        class _Cuda:
-            @staticmethod
-            def is_available():
-                warnings.warn("CUDA initialization: The NVIDIA driver on your system is too old (found version 12040). Please update your GPU driver.")
-                return False
-            @staticmethod
-            def device_count():
-                return 0
-            @staticmethod
-            def get_arch_list():
-                return ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
-        cuda = _Cuda()
-        """,
-    )
+    py = make_fake_torch_env(tmp_path, FAKE_CU130_TORCH_OLD_DRIVER)
     run, data = check(machine, python=py)
     t = data["facts"]["torch"]
     assert t["version"] == "2.13.0+cu130" and t["cuda_available"] is False
