@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stackdoctor import catalog
+from stackdoctor import matrix as mx
 from stackdoctor.redact import address_family, address_kind
 from stackdoctor.facts import Facts, NvidiaGpu, RocmFacts
 from stackdoctor.report import Finding, ProbeStatus
@@ -153,20 +154,11 @@ def _mm(v: str | None) -> str | None:
     return ".".join(str(x) for x in t[:2]) if len(t) >= 2 else None
 
 
-def _m() -> Any:
-    from stackdoctor import matrix as m
-
-    return m
-
-
 def _variant_name(facts: Facts) -> str | None:
     t = facts.torch
     if t.variant:
         return t.variant
-    m = _m()
-    if m is not None:
-        return m.variant_from_version(t.version)
-    return _local(t.version)
+    return mx.variant_from_version(t.version)
 
 
 def _build_kind(facts: Facts) -> str | None:
@@ -503,13 +495,12 @@ def _rule_driver_too_old(ctx: _Ctx) -> None:
     f, t, n = ctx.facts, ctx.facts.torch, ctx.facts.nvidia
     if _build_kind(f) != "cuda" or not t.cuda or f.jetson.is_jetson:
         return
-    m = _m()
     driver = n.driver_version
     row = _cuda_row(ctx, t.cuda)
     windows = _windows_driver(f)
     verdict: str | None = None
-    if row is not None and driver and m is not None:
-        verdict = m.driver_meets(row, driver, windows)
+    if row is not None and driver:
+        verdict = mx.driver_meets(row, driver, windows)
     elif n.cuda_driver_version and _vt(n.cuda_driver_version) and _vt(t.cuda):
         # without a matrix row: the driver's own CUDA level against the wheel's major
         verdict = "no" if _vt(t.cuda)[0] > _vt(n.cuda_driver_version)[0] else None
@@ -811,9 +802,6 @@ def _rule_arch(ctx: _Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
     if _build_kind(f) != "cuda" or f.jetson.is_jetson:
         return
-    m = _m()
-    if m is None:
-        return
     arch = list(t.arch_list)
     source = "torch.cuda.get_arch_list()"
     if not arch:
@@ -826,7 +814,7 @@ def _rule_arch(ctx: _Ctx) -> None:
     bad = []
     for g in f.nvidia.gpus:
         cc = _gpu_cc(ctx, g)
-        if cc and not m.arch_runs(arch, cc):
+        if cc and not mx.arch_runs(arch, cc):
             bad.append((g, cc))
     for g, cc in bad:
         ctx.add(
@@ -846,16 +834,15 @@ def _rule_rocm_gfx(ctx: _Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
     if _build_kind(f) != "rocm" or not f.rocm.gpus:
         return
-    m = _m()
     v = _variant_row(ctx)
-    if v is None or m is None or not getattr(v, "gfx", None):
+    if v is None or not getattr(v, "gfx", None):
         return
     env = f.environment
     override = env.get("HSA_OVERRIDE_GFX_VERSION") or f.rocm.hsa_override_gfx_version
-    unsupported = [g for g in f.rocm.gpus if g.gfx and not m.gfx_supported(v, g.gfx)]
+    unsupported = [g for g in f.rocm.gpus if g.gfx and not mx.gfx_supported(v, g.gfx)]
     if not unsupported:
         return
-    supported = [g for g in f.rocm.gpus if g.gfx and m.gfx_supported(v, g.gfx)]
+    supported = [g for g in f.rocm.gpus if g.gfx and mx.gfx_supported(v, g.gfx)]
     dgpus_bad = [g for g in unsupported if not g.integrated]
     igpus_bad = [g for g in unsupported if g.integrated]
     hip_visible = env.get("HIP_VISIBLE_DEVICES") or f.rocm.hip_visible_devices
@@ -922,8 +909,7 @@ def _pair_rule(ctx: _Ctx, pkg: str, installed: str | None, expected: str | None,
     if expected and _public(installed) != expected:
         reason = "version"
     elif tv and iv and tv != iv:
-        m = _m()
-        kinds = [m.variant_kind(x) if m else None for x in (tv, iv)]
+        kinds = [mx.variant_kind(x) for x in (tv, iv)]
         same_kind = all(kinds) and kinds[0][0] == kinds[1][0]  # type: ignore[index]
         if strict_suffix or not same_kind:
             reason = "variant"
@@ -1216,12 +1202,11 @@ def _rule_glibc(ctx: _Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
     if f.platform.system not in (None, "Linux") or f.platform.libc not in (None, "glibc") or not f.platform.glibc_version:
         return
-    m = _m()
     err = t.import_error or ""
     sym = re.search(r"GLIBC_(\d+\.\d+)", err)
     need: tuple[int, ...] | None = _vt(sym.group(1)) if sym else None
     what = t.version or ""
-    if need is None and m is not None and ctx.matrix is not None:
+    if need is None and ctx.matrix is not None:
         v = _variant_row(ctx) if t.installed else None
         published = [r for r in getattr(ctx.matrix, "releases", ()) or () if r.variants]
         rel = _release(ctx, t.version) if t.installed else (published[0] if published else None)
@@ -1231,7 +1216,7 @@ def _rule_glibc(ctx: _Ctx) -> None:
         floors = []
         arch = (f.platform.machine or "x86_64").lower().replace("amd64", "x86_64").replace("arm64", "aarch64")
         for tag in getattr(v, "platforms", ()) or ():
-            os_, tarch, floor = m.parse_platform(tag)
+            os_, tarch, floor = mx.parse_platform(tag)
             if os_ == "linux" and tarch == arch:
                 floors.append(floor or _vt(getattr(rel, "manylinux_glibc", None) or "") or None)
         floors = [x for x in floors if x]
