@@ -92,11 +92,8 @@ def capture_environment(env: dict[str, str] | os._Environ) -> dict[str, str]:
     return {k: v for k, v in sorted(env.items()) if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
 
 
-def _load(module: str) -> Callable[[ProbeContext], ProbeOutput] | None:
-    try:
-        return importlib.import_module(module).probe  # type: ignore[no-any-return]
-    except (ImportError, AttributeError):
-        return None
+def _load(module: str) -> Callable[[ProbeContext], ProbeOutput]:
+    return importlib.import_module(module).probe  # type: ignore[no-any-return]
 
 
 def run_probes(
@@ -114,14 +111,10 @@ def run_probes(
 
     def one(name: str, module: str) -> None:
         start = time.monotonic()
-        fn = _load(module)
-        if fn is None:
-            out = ProbeOutput(status="skipped", error="not available in this build")
-        else:
-            try:
-                out = fn(ctx)
-            except Exception as exc:  # a probe bug must not take the run down
-                out = ProbeOutput(status="error", error=f"internal error in {name} probe: {type(exc).__name__}: {exc}")
+        try:
+            out = _load(module)(ctx)
+        except Exception as exc:  # a probe bug (or a broken install of it) must not take the run down
+            out = ProbeOutput(status="error", error=f"internal error in {name} probe: {type(exc).__name__}: {exc}")
         st = ProbeStatus(name, out.status, round(time.monotonic() - start, 4), out.error)
         with lock:
             for subject, value in out.facts.items():
