@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stackdoctor._worker import worker_path
 from stackdoctor.facts import Facts, KernelFacts, KernelResult, NvidiaGpu, from_data
 from stackdoctor.report import Finding
 from stackdoctor.system import CommandResult, System, _signame
@@ -68,10 +69,6 @@ FP32_LANES_PER_SM: dict[str, int] = {
     "8.9": 128,
     "9.0": 128,
 }
-
-
-def worker_path(name: str) -> Path:
-    return Path(__file__).resolve().parent / "_worker" / name
 
 
 def _sections(text: str) -> list[dict[str, Any]]:

@@ -9,20 +9,33 @@ by a signal is described by the returned :class:`CommandResult`; nothing raises.
 Every file read goes through :meth:`System.read_text`, relative to one root that
 ``STACKDOCTOR_SYSROOT`` can move (default ``/``), so a captured ``/proc``, ``/sys``,
 ``/etc`` and ``/opt`` tree replays a machine.
+
+What the operating system says of itself (``platform.uname()``, the host name, the C
+library) is a :class:`Host`. Live, it is read from this process; a test injects one
+(``System(host=Host(system="Darwin", ...))``); a captured tree carries it in
+``<root>/.stackdoctor/host.json`` (``{"system": "Darwin", "machine": "arm64", ...}``), so a
+recorded Mac or Windows machine replays through the same probes as a live one. Probes ask
+``System`` and nothing else: no ``platform``, ``socket``, ``os.readlink``, ``os.access`` or
+``tempfile`` in ``stackdoctor/probes/``.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
+import platform as _platform
 import shutil
 import signal
+import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 DEFAULT_TIMEOUT_S = 5.0
 MAX_CAPTURE_BYTES = 4 * 1024 * 1024
@@ -100,6 +113,57 @@ class ReadResult:
         return self.status == "ok"
 
 
+HOST_FILE = "/.stackdoctor/host.json"
+_HOST_KEYS = ("system", "machine", "release", "version", "node", "libc")
+
+
+@dataclass(frozen=True)
+class Host:
+    """What the operating system says of itself: ``platform.uname()`` plus the C library.
+
+    ``system`` is ``platform.system()``'s word ("Linux", "Darwin", "Windows"); ``libc`` is
+    ``os.confstr("CS_GNU_LIBC_VERSION")`` ("glibc 2.39"). ``source`` says where it came from.
+    """
+
+    system: str | None = None
+    machine: str | None = None
+    release: str | None = None
+    version: str | None = None
+    node: str | None = None
+    libc: str | None = None
+    cpu_count: int | None = None
+    source: str = "platform.uname()"
+
+    @classmethod
+    def live(cls) -> Host:
+        u = _platform.uname()
+        try:
+            libc = os.confstr("CS_GNU_LIBC_VERSION")
+        except (ValueError, OSError, AttributeError):
+            libc = None
+        return cls(u.system or None, u.machine or None, u.release or None, u.version or None, u.node or None, libc, os.cpu_count(), "platform.uname()")
+
+    def label(self, field: str) -> str:
+        """Where this host's ``field`` came from, for a facts ``sources`` map: ``platform.system()``
+        live, ``file:/.stackdoctor/host.json (system)`` for a captured tree."""
+        if self.source == "platform.uname()":
+            return {"libc": 'os.confstr("CS_GNU_LIBC_VERSION")', "cpu_count": "os.cpu_count()", "node": "socket.gethostname()"}.get(
+                field, f"platform.{field}()"
+            )
+        return f"{self.source} ({field})"
+
+    @classmethod
+    def from_data(cls, data: object, source: str) -> Host | None:
+        """A host from ``host.json``'s object; None when it is not one (unknown keys are ignored)."""
+        if not isinstance(data, dict):
+            return None
+        vals: dict[str, Any] = {k: data[k] for k in _HOST_KEYS if isinstance(data.get(k), str) and data[k]}
+        n = data.get("cpu_count")
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            vals["cpu_count"] = n
+        return cls(**vals, source=source)
+
+
 def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
@@ -158,7 +222,9 @@ class System:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     timeout_s: float = DEFAULT_TIMEOUT_S
     record: list[CommandResult] = field(default_factory=list)
+    host_override: Host | None = None  # tests inject the OS identity here
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _host: Host | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, timeout_s: float | None = None) -> System:
@@ -176,7 +242,55 @@ class System:
             raise UsageError(f"STACKDOCTOR_SYSROOT={root} does not exist (or is not a directory).")
         return cls(sysroot=root, env=env, timeout_s=timeout_s or DEFAULT_TIMEOUT_S)
 
+    # ---- the host ----------------------------------------------------------------
+    def host(self) -> Host:
+        """What the OS says of itself: injected, else the captured tree's ``host.json``, else live.
+
+        A moved root without ``host.json`` is a captured Linux tree (the historical layout):
+        ``Host(system="Linux")`` with nothing else known, so no live value leaks into a replay.
+        """
+        if self.host_override is not None:
+            return self.host_override
+        if self._host is None:
+            if not self.moved:
+                self._host = Host.live()
+            else:
+                r = self.read_text(HOST_FILE)
+                found = None
+                if r.ok:
+                    try:
+                        found = Host.from_data(json.loads(r.text), f"file:{HOST_FILE}")
+                    except ValueError:
+                        found = None
+                self._host = found or Host(system="Linux", source="sysroot (a captured Linux tree; no /.stackdoctor/host.json)")
+        return self._host
+
+    @property
+    def live(self) -> bool:
+        """True when this System describes the machine stackdoctor runs on (not a replay or an injected host)."""
+        return not self.moved and self.host_override is None
+
+    def hostname(self) -> str | None:
+        """The host name: ``/proc/sys/kernel/hostname``, else the host's node name."""
+        r = self.read_text("/proc/sys/kernel/hostname")
+        if r.ok and r.text.strip():
+            return r.text.strip().splitlines()[0]
+        if self.live:
+            try:
+                return socket.gethostname() or None
+            except OSError:
+                return None
+        return self.host().node
+
     # ---- files -----------------------------------------------------------------
+    @property
+    def local(self) -> System:
+        """This System reading this machine's own files (root ``/``): for paths of live processes,
+        such as the target interpreter's prefix or a tool found on PATH, which no sysroot moves."""
+        if not self.moved:
+            return self
+        return System(sysroot="/", env=self.env, timeout_s=self.timeout_s, record=self.record, host_override=self.host_override)
+
     @property
     def moved(self) -> bool:
         """True when reads come from a captured tree rather than this machine."""
@@ -209,6 +323,49 @@ class System:
             return self.path(path).exists()
         except OSError:
             return False
+
+    def is_file(self, path: str) -> bool:
+        try:
+            return self.path(path).is_file()
+        except OSError:
+            return False
+
+    def is_executable(self, path: str) -> bool:
+        """A regular file this process may execute."""
+        try:
+            real = self.path(path)
+            return real.is_file() and os.access(real, os.X_OK)
+        except OSError:
+            return False
+
+    def realpath(self, path: str) -> str:
+        """The resolved path of ``path`` under the sysroot (for de-duplicating links)."""
+        return os.path.realpath(self.path(path))
+
+    def readlink(self, path: str) -> str | None:
+        """The target of a symbolic link under the sysroot, as stored (None when not a link)."""
+        try:
+            return os.readlink(self.path(path))
+        except (OSError, ValueError):
+            return None
+
+    def mkdtemp(self, prefix: str) -> str:
+        """A new private temporary directory of this process (worker files, lent packages)."""
+        return tempfile.mkdtemp(prefix=prefix)
+
+    def lend_package(self, package_dir: Path, *, prefix: str) -> str | None:
+        """A new temporary directory holding only a link to ``package_dir`` (a copy where links are
+        not allowed, as on Windows without developer mode), for a target's ``sys.path``; None on failure."""
+        try:
+            d = tempfile.mkdtemp(prefix=prefix)
+            dest = os.path.join(d, package_dir.name)
+            try:
+                os.symlink(package_dir, dest, target_is_directory=True)
+            except OSError:
+                shutil.copytree(package_dir, dest)
+            return d
+        except OSError:
+            return None
 
     def listdir(self, path: str) -> list[str]:
         """Sorted entries of a directory under the sysroot; empty when absent or unreadable."""

@@ -16,6 +16,7 @@ from typing import Any
 
 from stackdoctor.facts import CudaToolkit, CudaToolkitFacts
 from stackdoctor.probes import ProbeContext, ProbeOutput
+from stackdoctor.system import System
 
 __all__ = ["parse_nvcc_version", "parse_version_json", "probe"]
 
@@ -60,25 +61,27 @@ def parse_version_json(text: str) -> str | None:
     return None
 
 
-def _candidates(ctx: ProbeContext) -> list[tuple[str, str, str]]:
-    """(display path, real file path to run, found_via) in build-preference order."""
+def _candidates(ctx: ProbeContext) -> list[tuple[str, System, str]]:
+    """(path, the System that reads it, found_via) in build-preference order.
+
+    A tool found on PATH is a live file (PATH is never under the sysroot); the toolkit folders are
+    the machine's (``/usr/local/cuda*``, ``CUDA_HOME``), read through the sysroot."""
     system = ctx.system
-    out: list[tuple[str, str, str]] = []
+    out: list[tuple[str, System, str]] = []
     on_path = system.which("nvcc")
     if on_path:
-        out.append((on_path, on_path, "PATH"))
+        out.append((on_path, system.local, "PATH"))
     for var in ("CUDA_HOME", "CUDA_PATH"):
         root = system.env.get(var)
         if root:
             p = root.rstrip("/\\") + "/bin/nvcc"
             if not system.exists(p) and system.exists(p + ".exe"):  # Windows: %CUDA_PATH%\bin\nvcc.exe
                 p += ".exe"
-            out.append((p, str(system.path(p)), var))
-    out.append(("/usr/local/cuda/bin/nvcc", str(system.path("/usr/local/cuda/bin/nvcc")), "/usr/local/cuda*"))
+            out.append((p, system, var))
+    out.append(("/usr/local/cuda/bin/nvcc", system, "/usr/local/cuda*"))
     for entry in system.listdir("/usr/local"):
         if entry.startswith("cuda-"):
-            p = f"/usr/local/{entry}/bin/nvcc"
-            out.append((p, str(system.path(p)), "/usr/local/cuda*"))
+            out.append((f"/usr/local/{entry}/bin/nvcc", system, "/usr/local/cuda*"))
     return out
 
 
@@ -92,14 +95,14 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
         facts.sources["cuda_home"] = "env:CUDA_HOME" if system.env.get("CUDA_HOME") else "env:CUDA_PATH"
     seen: set[str] = set()
     timeouts: list[str] = []
-    for shown, real, via in _candidates(ctx):
-        if not os.path.isfile(real):
+    for shown, fs, via in _candidates(ctx):
+        if not fs.is_file(shown):
             continue
-        key = os.path.realpath(real)
+        key = fs.realpath(shown)
         if key in seen:
             continue
         seen.add(key)
-        res = system.run([real, "--version"], timeout=ctx.timeout_s)
+        res = system.run([str(fs.path(shown)), "--version"], timeout=ctx.timeout_s)
         version, build = parse_nvcc_version(res.stdout)
         tk = CudaToolkit(path=shown, nvcc_version=version, nvcc_build=build, found_via=via)
         if res.status == "timeout":

@@ -350,12 +350,9 @@ def _tool(system: System, name: str) -> str | None:
     if found:
         return found
     for base in _rocm_roots(system):
-        p = system.path(f"{base}/bin/{name}")
-        try:
-            if p.is_file() and os.access(p, os.X_OK):
-                return str(p)
-        except OSError:
-            continue
+        p = f"{base}/bin/{name}"
+        if system.is_executable(p):
+            return str(system.path(p))
     return None
 
 
