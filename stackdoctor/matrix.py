@@ -51,6 +51,12 @@ MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 MAX_ALIASES = 200
 VARIANT_KINDS = ("cpu", "cuda", "rocm", "xpu")
 PYPI_INDEX = "https://pypi.org/simple"
+PYTORCH_INDEX = "https://download.pytorch.org/whl"
+
+
+def pytorch_index_base(matrix: Matrix | None = None) -> str:
+    """The base URL of PyTorch's wheel indexes (``<base>/<variant>/``)."""
+    return PYTORCH_INDEX
 
 _VARIANT_RE = re.compile(r"^(?:(?P<cpu>cpu)|cu(?P<cu>\d{2,3})|rocm(?P<rocm>\d+\.\d+(?:\.\d+)?)|(?P<xpu>xpu))$")
 _ARCH_RE = re.compile(r"^(?P<kind>sm|compute)_(?P<num>\d{2,3})(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
@@ -201,6 +207,56 @@ class RocmOverride:
 
 
 @dataclass(frozen=True)
+class L4tRow:
+    """An L4T release and the JetPack (and CUDA) it ships."""
+
+    l4t: str  # "36.4.3"
+    jetpack: str  # "6.2"
+    cuda: str | None  # JetPack's default CUDA; None where no source gives it
+    source: str
+
+
+@dataclass(frozen=True)
+class ApuRow:
+    """An AMD gfx target known to be an integrated GPU (APU)."""
+
+    gfx: str
+    name: str
+    source: str
+
+
+@dataclass(frozen=True)
+class IntelFamily:
+    """An Intel GPU family by PCI device id: discrete or not, and whether PyTorch's XPU build targets it."""
+
+    family: str  # "DG2"
+    name: str  # "Arc A-series (Alchemist)"
+    discrete: bool
+    xpu: bool  # listed among the XPU build's supported GPUs
+    device_ids: tuple[str, ...]  # "0x56a0", lower case
+    source: str
+
+
+@dataclass(frozen=True)
+class Fp32Lanes:
+    """FP32 fused multiply-add results per clock per SM for a compute capability (peak = SMs x lanes x 2 x clock)."""
+
+    cc: str
+    lanes: int
+    source: str
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A version a platform feature needs: ``macos.rdma_over_thunderbolt`` -> ``26.2``."""
+
+    name: str
+    min_version: str
+    source: str
+    note: str | None = None
+
+
+@dataclass(frozen=True)
 class Matrix:
     releases: tuple[Release, ...]  # newest first
     cuda_versions: dict[str, CudaRow] = field(default_factory=dict, hash=False)
@@ -210,8 +266,39 @@ class Matrix:
     jetson: tuple[JetsonRow, ...] = ()
     peaks: dict[str, Peak] = field(default_factory=dict, hash=False)
     files: tuple[str, ...] = ()
+    l4t_releases: dict[str, L4tRow] = field(default_factory=dict, hash=False)
+    rocm_apus: dict[str, ApuRow] = field(default_factory=dict, hash=False)
+    intel_families: tuple[IntelFamily, ...] = ()
+    fp32_lanes: dict[str, Fp32Lanes] = field(default_factory=dict, hash=False)
+    thresholds: dict[str, Threshold] = field(default_factory=dict, hash=False)
 
     # ------------------------------------------------------------------ look-ups
+
+    def jetpack_for(self, l4t: str | None) -> L4tRow | None:
+        """The JetPack row of an L4T release ("32.3.1"; "32.5" is read as "32.5.0")."""
+        if not l4t:
+            return None
+        parts = l4t.strip().split(".")
+        while len(parts) < 3:
+            parts.append("0")
+        return self.l4t_releases.get(".".join(parts[:3]))
+
+    def apu(self, gfx: str | None) -> ApuRow | None:
+        """The APU row of a gfx target ("gfx1036", feature suffixes ignored), None for a discrete or unknown one."""
+        if not gfx:
+            return None
+        return self.rocm_apus.get(gfx.split(":", 1)[0].strip().lower())
+
+    def intel_family(self, device_id: str | None) -> IntelFamily | None:
+        """The Intel GPU family of a PCI device id ("0x56a0"), None when the matrix does not list it."""
+        try:
+            key = f"0x{int(device_id or '', 16):04x}"
+        except ValueError:
+            return None
+        return next((f for f in self.intel_families if key in f.device_ids), None)
+
+    def threshold(self, name: str) -> Threshold | None:
+        return self.thresholds.get(name)
 
     def release(self, version: str | Version) -> Release | None:
         """The release row for ``version`` ("2.9.0" gives 2.9.1's row with 2.9.0's pairings); local suffix ignored."""
@@ -693,7 +780,10 @@ _RELEASE_KEYS = {
 _VARIANT_KEYS = {
     "name", "kind", "platforms", "pythons", "arch_list", "arch_by_platform", "gfx", "source", "derived_from", "unknown", "note",
 }
-_TOP_KEYS = {"schema", "releases", "cuda", "gpus", "rocm_overrides", "jetson", "peaks", "note"}
+_TOP_KEYS = {
+    "schema", "releases", "cuda", "gpus", "rocm_overrides", "jetson", "peaks", "note",
+    "l4t_releases", "rocm_apus", "intel_gpus", "fp32_lanes_per_sm", "thresholds",
+}
 
 
 def _check_keys(ctx: _Ctx, d: _LDict, allowed: set[str], where: str) -> None:
@@ -859,6 +949,85 @@ class _Parsed:
         self.overrides: dict[str, RocmOverride] = {}
         self.jetson: list[JetsonRow] = []
         self.peaks: dict[str, Peak] = {}
+        self.l4t: dict[str, L4tRow] = {}
+        self.apus: dict[str, ApuRow] = {}
+        self.intel: list[IntelFamily] = []
+        self.lanes: dict[str, Fp32Lanes] = {}
+        self.thresholds: dict[str, Threshold] = {}
+
+
+def _parse_extras(ctx: _Ctx, top: _LDict, out: _Parsed) -> None:
+    """The smaller tables: L4T -> JetPack, APU gfx targets, Intel GPU families, FP32 lanes, version thresholds."""
+    if top.get("l4t_releases") is not None:
+        for i, raw in enumerate(ctx.seq(top["l4t_releases"], "l4t_releases", ctx.line_of(top, "l4t_releases"))):
+            where = f"l4t_releases[{i}]"
+            d = ctx.mapping(raw, where, ctx.line_of(top, "l4t_releases"))
+            _check_keys(ctx, d, {"l4t", "jetpack", "cuda", "source", "note"}, where)
+            l4t = ctx.text(d, "l4t", where, required=True) or ""
+            if not re.match(r"^\d+\.\d+\.\d+$", l4t):
+                raise ctx.fail(ctx.line_of(d, "l4t"), f"{where}.l4t", f"unparsable L4T release {l4t!r} (expected like \"36.4.3\")")
+            cuda = ctx.text(d, "cuda", where)
+            if cuda is not None and not re.match(r"^\d+\.\d+$", cuda):
+                raise ctx.fail(ctx.line_of(d, "cuda"), f"{where}.cuda", f"unparsable CUDA version {cuda!r}")
+            out.l4t[l4t] = L4tRow(l4t, ctx.text(d, "jetpack", where, required=True) or "", cuda, ctx.text(d, "source", where, required=True) or "")
+    if top.get("rocm_apus") is not None:
+        am = ctx.mapping(top["rocm_apus"], "rocm_apus", ctx.line_of(top, "rocm_apus"))
+        for gfx, raw in am.items():
+            where = f"rocm_apus.{gfx}"
+            if not _GFX_RE.match(gfx):
+                raise ctx.fail(ctx.line_of(am, gfx), where, f"unparsable gfx target {gfx!r}")
+            d = ctx.mapping(raw, where, ctx.line_of(am, gfx))
+            _check_keys(ctx, d, {"name", "source", "note"}, where)
+            out.apus[gfx] = ApuRow(gfx, ctx.text(d, "name", where, required=True) or "", ctx.text(d, "source", where, required=True) or "")
+    if top.get("intel_gpus") is not None:
+        for i, raw in enumerate(ctx.seq(top["intel_gpus"], "intel_gpus", ctx.line_of(top, "intel_gpus"))):
+            where = f"intel_gpus[{i}]"
+            d = ctx.mapping(raw, where, ctx.line_of(top, "intel_gpus"))
+            _check_keys(ctx, d, {"family", "name", "discrete", "xpu", "device_ids", "source", "note"}, where)
+            flags = {}
+            for key in ("discrete", "xpu"):
+                v = d.get(key)
+                if not isinstance(v, bool):
+                    raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", "expected true or false")
+                flags[key] = v
+            ids = []
+            for did in ctx.strings(d, "device_ids", where):
+                try:
+                    ids.append(f"0x{int(did, 16):04x}")
+                except ValueError:
+                    raise ctx.fail(ctx.line_of(d, "device_ids"), f"{where}.device_ids", f"unparsable PCI device id {did!r}") from None
+            out.intel.append(
+                IntelFamily(
+                    ctx.text(d, "family", where, required=True) or "",
+                    ctx.text(d, "name", where, required=True) or "",
+                    flags["discrete"],
+                    flags["xpu"],
+                    tuple(ids),
+                    ctx.text(d, "source", where, required=True) or "",
+                )
+            )
+    if top.get("fp32_lanes_per_sm") is not None:
+        lm = ctx.mapping(top["fp32_lanes_per_sm"], "fp32_lanes_per_sm", ctx.line_of(top, "fp32_lanes_per_sm"))
+        for cc, raw in lm.items():
+            where = f"fp32_lanes_per_sm.{cc}"
+            if _cc_tuple(cc) is None or "." not in cc:
+                raise ctx.fail(ctx.line_of(lm, cc), where, f"unparsable compute capability {cc!r} (expected like \"8.9\")")
+            d = ctx.mapping(raw, where, ctx.line_of(lm, cc))
+            _check_keys(ctx, d, {"lanes", "source", "note"}, where)
+            lanes = d.get("lanes")
+            if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes <= 0:
+                raise ctx.fail(ctx.line_of(d, "lanes"), f"{where}.lanes", f"expected a positive whole number, got {_tname(lanes)}")
+            out.lanes[cc] = Fp32Lanes(cc, lanes, ctx.text(d, "source", where, required=True) or "")
+    if top.get("thresholds") is not None:
+        tm = ctx.mapping(top["thresholds"], "thresholds", ctx.line_of(top, "thresholds"))
+        for name, raw in tm.items():
+            where = f"thresholds.{name}"
+            d = ctx.mapping(raw, where, ctx.line_of(tm, name))
+            _check_keys(ctx, d, {"min_version", "source", "note"}, where)
+            mv = ctx.text(d, "min_version", where, required=True) or ""
+            if not re.match(r"^\d+(\.\d+)*$", mv):
+                raise ctx.fail(ctx.line_of(d, "min_version"), f"{where}.min_version", f"unparsable version {mv!r}")
+            out.thresholds[name] = Threshold(name, mv, ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where))
 
 
 def _parse_document(data: Any, file: str) -> _Parsed:
@@ -969,6 +1138,7 @@ def _parse_document(data: Any, file: str) -> _Parsed:
                     raise ctx.fail(ctx.line_of(d, k), f"{where}.{k}", f"expected a number of TFLOP/s, got {_tname(v)}")
                 nums[k] = float(v) if v is not None else None
             out.peaks[normalise_gpu_name(gpu)] = Peak(gpu, nums["fp32"], nums["bf16"], nums["fp16"], ctx.text(d, "source", where, required=True) or "")
+    _parse_extras(ctx, top, out)
     return out
 
 
@@ -1003,7 +1173,17 @@ def _build(parts: Sequence[tuple[str, _Parsed]]) -> Matrix:
     overrides: dict[str, RocmOverride] = {}
     jetson: dict[str, JetsonRow] = {}
     peaks: dict[str, Peak] = {}
+    l4t: dict[str, L4tRow] = {}
+    apus: dict[str, ApuRow] = {}
+    intel: dict[str, IntelFamily] = {}
+    lanes: dict[str, Fp32Lanes] = {}
+    thresholds: dict[str, Threshold] = {}
     for _file, p in parts:
+        l4t.update(p.l4t)
+        apus.update(p.apus)
+        intel.update({f.family: f for f in p.intel})
+        lanes.update(p.lanes)
+        thresholds.update(p.thresholds)
         for r in p.releases:
             releases[r.version] = _merge_release(releases[r.version], r) if r.version in releases else r
         cuda.update(p.cuda)
@@ -1023,6 +1203,11 @@ def _build(parts: Sequence[tuple[str, _Parsed]]) -> Matrix:
         jetson=tuple(jetson.values()),
         peaks=peaks,
         files=tuple(f for f, _ in parts),
+        l4t_releases=l4t,
+        rocm_apus=apus,
+        intel_families=tuple(intel.values()),
+        fp32_lanes=lanes,
+        thresholds=thresholds,
     )
 
 

@@ -21,6 +21,10 @@ from pathlib import Path
 
 import pytest
 
+# Under the test suite a rule that raises fails the run (stackdoctor.rules.core.judge), in this process and in
+# every stackdoctor the tests start; outside tests it becomes a visible `rule-error` finding.
+os.environ.setdefault("STACKDOCTOR_STRICT_RULES", "1")
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_REAL = REPO.parent / "shared" / "fixtures" / "real"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

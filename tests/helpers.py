@@ -91,8 +91,22 @@ def machine_env(bindir: Path, sysroot: Path | None = None, **extra: str) -> dict
         "NO_COLOR": "1",
         "COLUMNS": "120",
         "STACKDOCTOR_CACHE_DIR": str(bindir.parent / "cache"),
+        "STACKDOCTOR_STRICT_RULES": "1",  # a rule that raises fails the test (tests/conftest.py)
     }
     if sysroot is not None:
         env["STACKDOCTOR_SYSROOT"] = str(sysroot)
     env.update(extra)
     return env
+
+
+def kernel_findings(kf, min_busbw_gbs: float | None = None, facts=None) -> list:
+    """What the kernel rules say of KernelFacts ``kf`` (reconciled first, for peaks), as ``stackdoctor kernels`` judges it."""
+    from stackdoctor import rules
+    from stackdoctor.facts import Facts
+    from stackdoctor.matrix import load_matrix
+    from stackdoctor.reconcile import reconcile
+
+    matrix = load_matrix([])
+    f = facts or Facts()
+    f.kernels = kf
+    return rules.judge(reconcile(f, matrix), matrix, groups=["kernels"], gates=rules.Gates(min_busbw_gbs=min_busbw_gbs))

@@ -207,7 +207,13 @@ def torch_facts():
             try:
                 p = torch.cuda.get_device_properties(i)
                 cap = getattr(p, "gcnArchName", None) if hip else "%d.%d" % (p.major, p.minor)
-                devices.append({"index": i, "name": p.name, "capability": cap, "total_memory_mib": int(p.total_memory // (1024 * 1024)), "kind": "cuda"})
+                dev = {"index": i, "name": p.name, "capability": cap, "total_memory_mib": int(p.total_memory // (1024 * 1024)), "kind": "cuda"}
+                uuid = getattr(p, "uuid", None)
+                if uuid is not None:
+                    dev["uuid"] = str(uuid)
+                if all(hasattr(p, k) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")):
+                    dev["bus_id"] = "%04x:%02x:%02x.0" % (p.pci_domain_id, p.pci_bus_id, p.pci_device_id)
+                devices.append(dev)
             except Exception as exc:
                 devices.append({"index": i, "name": None, "kind": "cuda", "capability": None})
                 out.setdefault("cuda_error", last_line(exc))

@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from stackdoctor import pipeline
 from stackdoctor.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.facts import Facts
+    from stackdoctor.matrix import Matrix
     from stackdoctor.plan import Plan, Request
 
 KNOWN_PACKAGES = ("torch", "torchvision", "torchaudio")
@@ -130,27 +132,29 @@ def check_options(opts: InstallOptions) -> None:
         pass  # the directory check is local; --offline only skips the network
 
 
-def gather_facts(opts: InstallOptions) -> tuple[Facts, str]:
-    """(facts, target interpreter path): probed here, or from ``--replay``."""
-    if opts.replay:
-        from stackdoctor.report import load_report
-
-        facts = load_report(opts.replay).facts
-        return facts, facts.python.executable or "python"
-    from stackdoctor.engine import run_probes, select_target
-    from stackdoctor.probes import ProbeContext
-    from stackdoctor.system import System
-
-    system = System.from_env()
-    target = select_target(opts.python, os.environ)
+def pipeline_options(opts: InstallOptions) -> pipeline.Options:
     # install needs the target's tags and what torch build is there, not a working torch:
     # read torch/version.py instead of importing it (seconds faster, and safe on a broken torch)
-    ctx = ProbeContext(system=system, target=target, kernels=False, import_torch=False, use_nvml=not system.moved)
-    report = run_probes(ctx, only=PROBES)
-    facts = report.facts
+    return pipeline.Options(
+        python=opts.python, kernels=False, import_torch=False, replay=opts.replay, matrix_files=list(opts.matrix), probes=PROBES
+    )
+
+
+def gather_facts(opts: InstallOptions) -> tuple[Facts, str, Matrix]:
+    """(reconciled facts, target interpreter path, matrix): probed here, or from ``--replay``."""
+    popts = pipeline_options(opts)
+    matrix = pipeline.load_matrix(popts)
+    report = pipeline.gather(popts)
+    from stackdoctor.reconcile import reconcile
+
+    facts = reconcile(report.facts, matrix)
+    if opts.replay:
+        return facts, facts.python.executable or "python", matrix
     if opts.python and facts.python.error and not facts.python.version:
         raise UsageError(f"--python {opts.python}: {facts.python.error}.")
-    return facts, target.python
+    from stackdoctor.engine import select_target
+
+    return facts, select_target(opts.python, os.environ).python, matrix
 
 
 def wanted_packages(opts: InstallOptions, facts: Facts) -> list[str]:
@@ -183,29 +187,22 @@ def make_request(opts: InstallOptions, facts: Facts) -> Request:
 
 
 def accelerator_seen(facts: Facts, variant: str | None) -> str | None:
-    """The accelerator this machine's facts show for a variant (what the verification must find usable)."""
-    v = variant or ""
-    if (v.startswith("cu") or v.startswith("jetson")) and (facts.nvidia.gpus or facts.jetson.is_jetson):
-        return "cuda"
-    if v.startswith("rocm") and any(not g.integrated for g in facts.rocm.gpus):
-        return "rocm"
-    if v == "xpu" and facts.intel.gpus:
-        return "xpu"
-    if facts.apple.is_macos and (facts.apple.arch == "arm64" or facts.platform.machine == "arm64") and not facts.apple.rosetta:
-        return "mps"
+    """The backend the verification must find usable after installing ``variant``: the accelerator
+    model's answer for this machine, when the variant is a build for it ("cuda", "rocm", "xpu", "mps")."""
+    from stackdoctor import accelerators
+
+    acc = accelerators.select(facts)
+    if acc is None:
+        return None
+    if acc.serves(variant) or (acc.name == "apple" and acc.usable(facts)) or (acc.name == "jetson" and (variant or "").startswith("cu")):
+        return acc.backend
     return None
 
 
-def resolve_plan(opts: InstallOptions, facts: Facts, python: str) -> tuple[Plan, Request]:
+def resolve_plan(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix) -> tuple[Plan, Request]:
     from stackdoctor.install import install_command, predict_leftovers
-    from stackdoctor.matrix import load_matrix
     from stackdoctor.resolve import resolve
 
-    files = opts.matrix or [p for p in os.environ.get("STACKDOCTOR_MATRIX", "").split(os.pathsep) if p]
-    matrix = load_matrix(files)
-    from stackdoctor.commands.check import derive
-
-    derive(facts, matrix)
     request = make_request(opts, facts)
     plan = resolve(facts, matrix, request)
     if plan.satisfiable:
@@ -290,8 +287,8 @@ def say(text: str, style: str = "") -> None:
 
 def run(opts: InstallOptions) -> int:
     check_options(opts)
-    facts, python = gather_facts(opts)
-    plan, request = resolve_plan(opts, facts, python)
+    facts, python, matrix = gather_facts(opts)
+    plan, request = resolve_plan(opts, facts, python, matrix)
     quiet_stdout = opts.json_out or opts.emit is not None
     render_plan(plan, python, stderr=quiet_stdout)
     matches: list[Any] = []

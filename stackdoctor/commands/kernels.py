@@ -60,18 +60,11 @@ def register(app: typer.Typer) -> None:
         fleet: Annotated[bool, typer.Option("--fleet/--no-fleet", help="Across hosts: probe every node and print one table of differences on rank 0.")] = True,
     ) -> int:
         """Run real kernels and collectives in the target interpreter and check their numbers."""
-        from stackdoctor.kernels import (
-            AllreduceOptions,
-            annotate_peaks,
-            kernel_findings,
-            parse_bandwidth,
-            run_allreduce_local,
-            run_allreduce_rank,
-            run_kernels,
-        )
         from stackdoctor.engine import select_target
         from stackdoctor.facts import KernelFacts
+        from stackdoctor.kernels import AllreduceOptions, run_allreduce_local, run_allreduce_rank, run_kernels
         from stackdoctor.system import System
+        from stackdoctor.units import parse_bandwidth
 
         names = [n.strip() for w in which or [] for n in w.split(",") if n.strip()]
         for n in names:
@@ -107,8 +100,6 @@ def register(app: typer.Typer) -> None:
         if compute:
             with status(f"running {', '.join(compute)} in {target.python}…"):
                 kf = run_kernels(system, target.python, kernels=compute, devices=device or [], sizes=size_list, timeout_s=timeout, hook=hook)
-            if any(r.device.startswith("cuda") for r in kf.results):
-                annotate_peaks(kf, _nvidia_facts(system, target), _matrix())
 
         if wants_ar:
             link_gbps = None
@@ -150,7 +141,8 @@ def register(app: typer.Typer) -> None:
             if ar.signal and not kf.signal:
                 kf.signal = ar.signal
 
-        findings = kernel_findings(kf, min_busbw_gbs=gate)
+        facts, findings = _judge(kf, system, target, gate)
+        kf = facts.kernels  # with the peaks reconcile derived
         if json_:
             _print_json(kf, findings, target.python)
         else:
@@ -174,14 +166,24 @@ class _Status:
         return Console(stderr=True).status(text, spinner="dots")
 
 
-def _nvidia_facts(system: Any, target: Any) -> Any:
-    try:
-        from stackdoctor.engine import run_probes
-        from stackdoctor.probes import ProbeContext
+def _judge(kf: Any, system: Any, target: Any, gate: float | None) -> tuple[Any, list[Any]]:
+    """The kernel facts reconciled (peaks from the matrix and NVML) and judged by the kernel rules."""
+    from stackdoctor import rules
+    from stackdoctor.engine import run_probes
+    from stackdoctor.facts import Facts
+    from stackdoctor.matrix import load_matrix
+    from stackdoctor.probes import ProbeContext
+    from stackdoctor.reconcile import reconcile
 
-        return run_probes(ProbeContext(system=system, target=target, use_nvml=not system.moved), only=["nvidia"]).facts
-    except Exception:
-        return None
+    facts = Facts(kernels=kf)
+    if any(r.device.startswith("cuda") for r in kf.results):
+        facts.nvidia = run_probes(ProbeContext(system=system, target=target, use_nvml=not system.moved), only=["nvidia"]).facts.nvidia
+    matrix = load_matrix()
+    facts = reconcile(facts, matrix)
+    from stackdoctor.catalog import detect_lang
+
+    lang = detect_lang(os.environ, None)
+    return facts, rules.judge(facts, matrix, lang=lang, gates=rules.Gates(min_busbw_gbs=gate), groups=["kernels"])
 
 
 def _node(system: Any, target: Any) -> dict[str, Any] | None:
@@ -195,15 +197,6 @@ def _node(system: Any, target: Any) -> dict[str, Any] | None:
         return node_summary(run_probes(ctx, only=["target", "platform", "nvidia"]).facts)
     except Exception as exc:  # the fleet table is a bonus: never cost the allreduce
         return {"error": f"{type(exc).__name__}: {exc}"}
-
-
-def _matrix() -> Any:
-    try:
-        from stackdoctor.matrix import load_matrix
-
-        return load_matrix()
-    except Exception:
-        return None
 
 
 def _thunderbolt_iface(system: Any, target: Any) -> tuple[str | None, float | None, str]:

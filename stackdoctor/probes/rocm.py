@@ -18,7 +18,6 @@ Sources (all gathered; disagreement between them is itself a fact for diagnosis)
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 

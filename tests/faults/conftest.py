@@ -110,9 +110,12 @@ def check_as_nobody(m: Machine, *, timeout: float = 90) -> dict[str, Any]:
 
     if os.geteuid() != 0:
         pytest.skip("needs root to switch to an unprivileged user")
-    from stackdoctor.commands import check as chk
+    from stackdoctor import pipeline as chk
     import stackdoctor.diagnose, stackdoctor.engine, stackdoctor.matrix, stackdoctor.config  # noqa: F401,E401
-    import stackdoctor.kernels  # noqa: F401
+    import stackdoctor.kernels, stackdoctor.rules, stackdoctor.reconcile, stackdoctor.resolve  # noqa: F401,E401
+    from stackdoctor import catalog
+
+    catalog.texts("en")  # the texts and the rules load before the switch to an unprivileged user
     from stackdoctor.engine import PROBES, _load
 
     for _, mod in PROBES:
@@ -133,7 +136,7 @@ def check_as_nobody(m: Machine, *, timeout: float = 90) -> dict[str, Any]:
             os.setuid(NOBODY)
             os.environ.clear()
             os.environ.update(env)
-            opts = chk.CheckOptions(python=m.python, timeout_s=1.0, torch_timeout_s=5.0, kernels=False)
+            opts = chk.Options(python=m.python, timeout_s=1.0, torch_timeout_s=5.0, kernels=False)
             payload = chk.build_report(opts).to_json().encode()
         except BaseException:
             import traceback

@@ -82,7 +82,7 @@ def test_allreduce_peer_never_joins(allreduce_runs):
     assert ar["status"] == "timeout" and ar["missing_ranks"] == [1]
     fails = [f for f in doc["findings"] if f["severity"] == "fail"]
     assert [f["code"] for f in fails] == ["allreduce-timeout"]
-    assert "rank(s) 1 never joined" in fails[0]["title"] and fails[0]["fix"]
+    assert "Rank(s) 1 never joined" in fails[0]["detail"] and fails[0]["fix"]
 
 
 def test_allreduce_port_in_use(allreduce_runs):
@@ -100,5 +100,5 @@ def test_allreduce_port_in_use_is_named_and_quick(allreduce_runs):
     run, doc = allreduce_runs["port_in_use"]
     fails = [f for f in doc["findings"] if f["severity"] == "fail"]
     assert doc["allreduce"]["status"] == "failed"
-    assert "never joined" not in fails[0]["title"]
+    assert "never joined" not in fails[0]["detail"]
     assert run.elapsed < AR_TIMEOUT + 20
