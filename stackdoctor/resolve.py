@@ -256,7 +256,11 @@ def _python_fits(release: Release, variant: Variant, t: Target, packages: list[s
         raise _Reject(f"{variant.name} has no wheels for Python {t.python} (it has {known})", platform_blocked=True)
     if not release.python_on(t.python, t.os, t.arch):
         where = ", ".join(_platform_words(tag) for tag in release.python_platforms.get(t.python, ()))
-        raise _Reject(f"{variant.name}: torch {release.version} has Python {t.python} wheels only for {where}", platform_blocked=True)
+        raise _Reject(
+            f"{variant.name} has no wheels for Python {t.python} on {_OS_WORDS.get(t.os, t.os)} {t.arch} "
+            f"(torch {release.version} has them only for {where})",
+            platform_blocked=True,
+        )
     if t.python in release.torch_only_pythons and any(p != "torch" for p in packages):
         others = ", ".join(p for p in packages if p != "torch")
         raise _Reject(f"Python {t.python} has torch wheels only in torch {release.version} (no {others})", platform_blocked=True)
@@ -645,7 +649,7 @@ def _nothing_suggestions(t: Target, matrix: Matrix, request: Request, cands: lis
         cpu = rel.variant("cpu")
         if cpu is not None:
             for py in sorted(cpu.pythons, key=lambda s: tuple(int(x) for x in re.findall(r"\d+", s)), reverse=True):
-                if py.endswith("t") != t.python.endswith("t") or py in rel.torch_only_pythons:
+                if py.endswith("t") != t.python.endswith("t") or py in rel.torch_only_pythons or not rel.python_on(py, t.os, t.arch):
                     continue
                 t2 = Target(**{**t.__dict__, "python": py})
                 try:

@@ -416,7 +416,9 @@ def test_a_python_with_wheels_on_some_platforms_only(m):
     assert (linux.torch_version, linux.variant) == ("7.1.0", "cpu"), text(linux)
     win = resolve(machine("windows-gtx1070-driver551"), m, Request(torch="7.1.0", python_version="3.13t"))
     assert win.variant is None
-    assert "cpu: torch 7.1.0 has Python 3.13t wheels only for Linux x86_64" in text(win)
+    assert "cpu has no wheels for Python 3.13t on Windows amd64 (torch 7.1.0 has them only for Linux x86_64)" in text(win)
+    assert not any("Python 3.13t" in s for s in win.suggestions), win.suggestions  # not suggested where it has no wheels
+    assert any("--torch 7.5.0" in s for s in win.suggestions)  # the newest release with 3.13t wheels for Windows
 
 
 def test_the_intel_mac_cap_is_read_from_the_matrix(m, tmp_path):
