@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from stackdoctor._worker import worker_path
 from stackdoctor.errors import ExitCode
+from stackdoctor.matrix import default_index_url
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.plan import Plan
@@ -386,7 +387,7 @@ def execute(
     system: System,
     python: str,
     installer: str = "pip",
-    index_base: str = "https://download.pytorch.org/whl",
+    index_base: str | None = None,
     find_links: str | None = None,
     timeout_s: float = DEFAULT_INSTALL_TIMEOUT_S,
     remove_leftovers: bool = False,
@@ -396,7 +397,11 @@ def execute(
     uv: str = "uv",
     grace_s: float = 30.0,
 ) -> InstallResult:
-    """Install ``plan`` into ``python``; on failure leave (or put back) the previous torch."""
+    """Install ``plan`` into ``python``; on failure leave (or put back) the previous torch.
+
+    ``index_base`` is where the previous torch is put back from (``<index_base>/<its variant>``); None: the
+    matrix's ``pytorch`` index."""
+    index_base = index_base or default_index_url()
     say = say or (lambda line: print(line, file=sys.stderr))
     stream = stream or _stderr_writer
     argv = install_command(plan, python, installer, find_links=find_links, uv=uv)

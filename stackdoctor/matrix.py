@@ -30,12 +30,14 @@ from stackdoctor.errors import MatrixError
 
 __all__ = [
     "CudaRow",
+    "IndexRow",
     "JetsonRow",
     "Matrix",
     "Release",
     "Variant",
     "arch_runs",
     "arch_match",
+    "default_index_url",
     "driver_meets",
     "gfx_supported",
     "load_matrix",
@@ -50,19 +52,13 @@ SCHEMA = "stackdoctor.matrix/1"
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 MAX_ALIASES = 200
 VARIANT_KINDS = ("cpu", "cuda", "rocm", "xpu")
-PYPI_INDEX = "https://pypi.org/simple"
-PYTORCH_INDEX = "https://download.pytorch.org/whl"
-
-
-def pytorch_index_base(matrix: Matrix | None = None) -> str:
-    """The base URL of PyTorch's wheel indexes (``<base>/<variant>/``)."""
-    return PYTORCH_INDEX
 
 _VARIANT_RE = re.compile(r"^(?:(?P<cpu>cpu)|cu(?P<cu>\d{2,3})|rocm(?P<rocm>\d+\.\d+(?:\.\d+)?)|(?P<xpu>xpu))$")
 _ARCH_RE = re.compile(r"^(?P<kind>sm|compute)_(?P<num>\d{2,3})(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
 _GFX_RE = re.compile(r"^gfx[0-9a-f]{3,4}$")
 _PY_RE = re.compile(r"^3\.\d{1,2}t?$")
 _DRIVER_RE = re.compile(r"^\d+(?:\.\d+){0,3}$")
+_INDEX_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
 # ---------------------------------------------------------------------------- types
@@ -99,15 +95,28 @@ class Variant:
         return self.arch_list
 
     def arch_known_for(self, platform: str | None) -> bool:
-        """False when the list for ``platform`` is only the Linux x86_64 list standing in (an unknown)."""
+        """False when the matrix has no list of its own for ``platform`` (the Linux x86_64 list would only stand in)."""
         if not platform:
-            return True
+            return bool(self.arch_list)
         fam = parse_platform(platform)
-        if fam[0] == "linux" and fam[1] == "x86_64":
-            return True
         if any(parse_platform(t)[:2] == fam[:2] for t in self.arch_by_platform):
             return True
+        if fam[0] == "linux" and fam[1] == "x86_64":
+            return bool(self.arch_list)
         return False
+
+    def arch_fallback(self, platform: str | None) -> tuple[str, tuple[str, ...]] | None:
+        """Another platform's list of this same build (same release, same CUDA version), for a platform whose own
+        list is unknown: ``("Linux x86_64", (...))`` or ``("win_amd64", (...))``; None when no other list is known.
+
+        The Linux x86_64 list comes first (the build scripts derive the others from it)."""
+        fam = parse_platform(platform)[:2] if platform else ("linux", "x86_64")
+        if self.arch_list and fam != ("linux", "x86_64"):
+            return ("Linux x86_64", self.arch_list)
+        for tag, archs in self.arch_by_platform.items():
+            if archs and parse_platform(tag)[:2] != fam:
+                return (tag, archs)
+        return None
 
 
 @dataclass(frozen=True)
@@ -130,6 +139,8 @@ class Release:
     manylinux_glibc: str | None = None  # baseline glibc of plain ``linux_*`` wheels of this release
     pythons: tuple[str, ...] = ()
     torch_only_pythons: tuple[str, ...] = ()  # Pythons with torch wheels but no torchvision/torchaudio
+    # Pythons whose wheels exist only on some platforms: "3.13t" -> ("manylinux_2_17_x86_64",) (OS and arch count)
+    python_platforms: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
     released: str | None = None
     source: str = ""
     derived_from: str | None = None
@@ -146,6 +157,13 @@ class Release:
             if v.name == name:
                 return v
         return None
+
+    def python_on(self, python: str, os_: str, arch: str) -> bool:
+        """False when ``python`` has wheels of this release only on other platforms (``python_platforms``)."""
+        allowed = self.python_platforms.get(python)
+        if not allowed:
+            return True
+        return any(parse_platform(t)[:2] == (os_, arch) for t in allowed)
 
     @property
     def versions(self) -> tuple[Version, ...]:
@@ -179,6 +197,16 @@ class JetsonRow:
     note: str | None = None
     source: str = ""
     unknown: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """A package index the plans point at: ``pytorch`` (the base of ``<url>/<variant>``) or ``pypi``."""
+
+    name: str
+    url: str
+    source: str
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -265,6 +293,7 @@ class Matrix:
     rocm_overrides: dict[str, RocmOverride] = field(default_factory=dict, hash=False)
     jetson: tuple[JetsonRow, ...] = ()
     peaks: dict[str, Peak] = field(default_factory=dict, hash=False)
+    indexes: dict[str, IndexRow] = field(default_factory=dict, hash=False)
     files: tuple[str, ...] = ()
     l4t_releases: dict[str, L4tRow] = field(default_factory=dict, hash=False)
     rocm_apus: dict[str, ApuRow] = field(default_factory=dict, hash=False)
@@ -330,6 +359,25 @@ class Matrix:
     def variant(self, torch_version: str | Version, variant_name: str) -> Variant | None:
         r = self.release(torch_version)
         return r.variant(variant_name) if r else None
+
+    def index_url(self, name: str = "pytorch") -> str:
+        """The URL of the index ``name`` (``indexes:`` in the matrix): ``"pytorch"`` is the base that variant
+        indexes hang under (``<url>/cu126``), ``"pypi"`` the default index. No trailing slash.
+
+        :raises MatrixError: the matrix names no such index.
+        """
+        row = self.indexes.get(name)
+        if row is None:
+            raise MatrixError(f"compat matrix: no {name!r} index in indexes: (files: {', '.join(self.files) or 'none'}).")
+        return row.url.rstrip("/")
+
+    def newest_release_for(self, os_: str, arch: str) -> Release | None:
+        """The newest release with any build for the platform family (``"macos"``, ``"x86_64"``), or None."""
+        for r in self.releases:  # newest first
+            for v in r.variants:
+                if any(parse_platform(t)[:2] == (os_, arch) for t in v.platforms):
+                    return r
+        return None
 
     def paired(self, torch_version: str | Version) -> tuple[str | None, str | None]:
         """(torchvision, torchaudio) versions paired with ``torch_version``; None where unknown."""
@@ -417,6 +465,7 @@ class Matrix:
             out["rocm_overrides"] = {k: to_data(v) for k, v in self.rocm_overrides.items()}
             out["jetson"] = [to_data(j) for j in self.jetson]
             out["peaks"] = {k: to_data(v) for k, v in self.peaks.items()}
+            out["indexes"] = {k: to_data(v) for k, v in self.indexes.items()}
         return out
 
 
@@ -775,13 +824,13 @@ def _tname(v: Any) -> str:
 
 _RELEASE_KEYS = {
     "version", "variants", "torchvision", "torchaudio", "triton", "min_macos", "mps_min_macos", "manylinux_glibc", "pythons",
-    "torch_only_pythons", "released", "source", "derived_from", "unknown", "patches", "note",
+    "torch_only_pythons", "python_platforms", "released", "source", "derived_from", "unknown", "patches", "note",
 }
 _VARIANT_KEYS = {
     "name", "kind", "platforms", "pythons", "arch_list", "arch_by_platform", "gfx", "source", "derived_from", "unknown", "note",
 }
 _TOP_KEYS = {
-    "schema", "releases", "cuda", "gpus", "rocm_overrides", "jetson", "peaks", "note",
+    "schema", "releases", "cuda", "gpus", "rocm_overrides", "jetson", "peaks", "indexes", "note",
     "l4t_releases", "rocm_apus", "intel_gpus", "fp32_lanes_per_sm", "thresholds",
 }
 
@@ -903,6 +952,19 @@ def _release(ctx: _Ctx, raw: Any, where: str, line: int) -> Release:
                     ctx.text(pd, "triton", f"{where}.patches.{pv}"),
                 )
             )
+    python_platforms: dict[str, tuple[str, ...]] = {}
+    if d.get("python_platforms") is not None:
+        pp = ctx.mapping(d["python_platforms"], f"{where}.python_platforms", ctx.line_of(d, "python_platforms"))
+        for py in pp:
+            if not _PY_RE.match(py):
+                raise ctx.fail(ctx.line_of(pp, py), f"{where}.python_platforms", f"unparsable Python version {py!r} (expected like \"3.13t\")")
+            tags = ctx.strings(pp, py, f"{where}.python_platforms")
+            if not tags:
+                raise ctx.fail(ctx.line_of(pp, py), f"{where}.python_platforms.{py}", "expected a non-empty list of platform tags")
+            for tag in tags:
+                if parse_platform(tag)[0] == "unknown":
+                    raise ctx.fail(ctx.line_of(pp, py), f"{where}.python_platforms.{py}", f"unknown platform tag {tag!r}")
+            python_platforms[py] = tags
     for key in ("min_macos", "mps_min_macos", "manylinux_glibc"):
         val = ctx.text(d, key, where)
         if val is not None and not re.match(r"^\d+(\.\d+)*$", val):
@@ -925,6 +987,7 @@ def _release(ctx: _Ctx, raw: Any, where: str, line: int) -> Release:
         manylinux_glibc=ctx.text(d, "manylinux_glibc", where),
         pythons=pythons,
         torch_only_pythons=_pythons(ctx, d, "torch_only_pythons", where),
+        python_platforms=python_platforms,
         released=ctx.text(d, "released", where),
         source=source,
         derived_from=ctx.text(d, "derived_from", where),
@@ -954,6 +1017,7 @@ class _Parsed:
         self.intel: list[IntelFamily] = []
         self.lanes: dict[str, Fp32Lanes] = {}
         self.thresholds: dict[str, Threshold] = {}
+        self.indexes: dict[str, IndexRow] = {}
 
 
 def _parse_extras(ctx: _Ctx, top: _LDict, out: _Parsed) -> None:
@@ -1138,6 +1202,18 @@ def _parse_document(data: Any, file: str) -> _Parsed:
                     raise ctx.fail(ctx.line_of(d, k), f"{where}.{k}", f"expected a number of TFLOP/s, got {_tname(v)}")
                 nums[k] = float(v) if v is not None else None
             out.peaks[normalise_gpu_name(gpu)] = Peak(gpu, nums["fp32"], nums["bf16"], nums["fp16"], ctx.text(d, "source", where, required=True) or "")
+    if top.get("indexes") is not None:
+        im = ctx.mapping(top["indexes"], "indexes", ctx.line_of(top, "indexes"))
+        for name, raw in im.items():
+            where = f"indexes.{name}"
+            if not _INDEX_NAME_RE.match(name):
+                raise ctx.fail(ctx.line_of(im, name), where, f"unparsable index name {name!r} (expected like \"pytorch\")")
+            d = ctx.mapping(raw, where, ctx.line_of(im, name))
+            _check_keys(ctx, d, {"url", "source", "note"}, where)
+            url = ctx.text(d, "url", where, required=True) or ""
+            if not re.match(r"^https?://[^\s/]+(/\S*)?$", url):
+                raise ctx.fail(ctx.line_of(d, "url"), f"{where}.url", f"expected an http(s) URL, got {url!r}")
+            out.indexes[name] = IndexRow(name, url.rstrip("/"), ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where))
     _parse_extras(ctx, top, out)
     return out
 
@@ -1157,6 +1233,7 @@ def _merge_release(base: Release, over: Release) -> Release:
         manylinux_glibc=over.manylinux_glibc or base.manylinux_glibc,
         pythons=over.pythons or base.pythons,
         torch_only_pythons=over.torch_only_pythons or base.torch_only_pythons,
+        python_platforms=over.python_platforms or base.python_platforms,
         released=over.released or base.released,
         source=over.source,
         derived_from=over.derived_from or base.derived_from,
@@ -1178,6 +1255,7 @@ def _build(parts: Sequence[tuple[str, _Parsed]]) -> Matrix:
     intel: dict[str, IntelFamily] = {}
     lanes: dict[str, Fp32Lanes] = {}
     thresholds: dict[str, Threshold] = {}
+    indexes: dict[str, IndexRow] = {}
     for _file, p in parts:
         l4t.update(p.l4t)
         apus.update(p.apus)
@@ -1193,6 +1271,7 @@ def _build(parts: Sequence[tuple[str, _Parsed]]) -> Matrix:
         for j in p.jetson:
             jetson[f"{j.jetpack}|{','.join(j.l4t)}"] = j
         peaks.update(p.peaks)
+        indexes.update(p.indexes)
     rels = tuple(sorted(releases.values(), key=lambda r: r.version, reverse=True))
     return Matrix(
         releases=rels,
@@ -1202,6 +1281,7 @@ def _build(parts: Sequence[tuple[str, _Parsed]]) -> Matrix:
         rocm_overrides=overrides,
         jetson=tuple(jetson.values()),
         peaks=peaks,
+        indexes=indexes,
         files=tuple(f for f, _ in parts),
         l4t_releases=l4t,
         rocm_apus=apus,
@@ -1257,13 +1337,17 @@ def user_matrix_paths(extra: Sequence[str | Path] = (), env: dict[str, str] | No
     return paths
 
 
-def load_matrix(extra: Sequence[str | Path] = ()) -> Matrix:
+def load_matrix(extra: Sequence[str | Path] = (), *, embedded: bool = True) -> Matrix:
     """The embedded matrix with user files layered over it (later files win).
 
-    ``extra`` are ``--matrix`` files; without them ``STACKDOCTOR_MATRIX`` is read.
+    ``extra`` are ``--matrix`` files; without them ``STACKDOCTOR_MATRIX`` is read. With ``embedded=False`` the
+    matrix is ``extra`` alone, layered in order, and ``STACKDOCTOR_MATRIX`` is not read (tests use this to run
+    the resolver against a frozen matrix of their own).
 
     :raises MatrixError: a file is unreadable, malformed or invalid (one sentence: file, line, field).
     """
+    if not embedded:
+        return _build([(str(p), parse_matrix_text(_read_user_file(p), str(p))) for p in extra])
     paths = user_matrix_paths(extra)
     if not paths:
         return _embedded_matrix()
@@ -1271,6 +1355,12 @@ def load_matrix(extra: Sequence[str | Path] = ()) -> Matrix:
     for p in paths:
         parts.append((str(p), parse_matrix_text(_read_user_file(p), str(p))))
     return _build(parts)
+
+
+def default_index_url(name: str = "pytorch") -> str:
+    """``index_url(name)`` of the embedded matrix: the default where no matrix is at hand (a ``--matrix`` file
+    can move it; code that holds a :class:`Matrix` asks it instead)."""
+    return _embedded_matrix().index_url(name)
 
 
 def validate_file(path: str | Path) -> _Parsed:

@@ -168,7 +168,7 @@ def wanted_packages(opts: InstallOptions, facts: Facts) -> list[str]:
     return [p for p in KNOWN_PACKAGES if p == "torch" or p in named or (p in have and not opts.what_if)]
 
 
-def make_request(opts: InstallOptions, facts: Facts) -> Request:
+def make_request(opts: InstallOptions, facts: Facts, matrix: Matrix | None = None) -> Request:
     from stackdoctor.index import index_base
     from stackdoctor.plan import Request
 
@@ -181,7 +181,7 @@ def make_request(opts: InstallOptions, facts: Facts) -> Request:
         driver=opts.driver,
         gpus=list(opts.gpus),
         gfx=list(opts.gfx),
-        index_base=index_base(opts.index_base, os.environ),
+        index_base=index_base(opts.index_base, os.environ, matrix),
         installer=opts.installer,
     )
 
@@ -203,7 +203,7 @@ def resolve_plan(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix
     from stackdoctor.install import install_command, predict_leftovers
     from stackdoctor.resolve import resolve
 
-    request = make_request(opts, facts)
+    request = make_request(opts, facts, matrix)
     plan = resolve(facts, matrix, request)
     if plan.satisfiable:
         plan.command = install_command(plan, python, opts.installer, find_links=opts.find_links, uv=facts.python.uv_path or "uv")

@@ -102,7 +102,7 @@ def variant_row(ctx: Ctx) -> Any:
 
 
 def index_for(ctx: Ctx, variant: str | None) -> str | None:
-    return f"{mx.pytorch_index_base(ctx.matrix).rstrip('/')}/{variant}" if variant else None
+    return f"{ctx.matrix.index_url('pytorch').rstrip('/')}/{variant}" if variant else None
 
 
 def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None) -> str:

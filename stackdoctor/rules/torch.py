@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from stackdoctor import accelerators
 from stackdoctor import matrix as mx
@@ -23,14 +22,6 @@ from stackdoctor.rules.helpers import (
 )
 from stackdoctor.versions import local, public
 from stackdoctor.versions import release as vt
-
-
-def last_macos_x86_release(matrix: Any) -> str | None:
-    """The newest torch release the matrix lists with macOS x86_64 wheels (Intel Macs stop there)."""
-    for r in matrix.releases if matrix is not None else ():
-        if any(mx.parse_platform(p)[:2] == ("macos", "x86_64") for v in r.variants for p in v.platforms):
-            return str(r.version)
-    return None
 
 
 @rule("torch-import-failed", severity="fail", layer="torch", defers_to=("glibc-too-old", "lib-path-shadowing"))
@@ -213,7 +204,8 @@ def macos_x86_torch_too_new(ctx: Ctx) -> None:
     f, t, a = ctx.facts, ctx.facts.torch, ctx.facts.apple
     if not runs_x86(f):
         return
-    last = last_macos_x86_release(ctx.matrix)
+    newest = ctx.matrix.newest_release_for("macos", "x86_64")  # Intel Macs stop at the last release with their wheels
+    last = str(newest.version) if newest is not None else None
     if t.installed and (last is None or vt(t.version) <= vt(last)):
         return
     key = "rosetta" if a.rosetta or a.arch == "arm64" else "intel"
@@ -240,4 +232,4 @@ def conda_pip_mix(ctx: Ctx) -> None:
         )
 
 
-__all__ = ["is_mac", "last_macos_x86_release"]
+__all__ = ["is_mac"]
