@@ -343,7 +343,7 @@ def _skip_zeros(r: _Reader, pos: int, end: int, align: int) -> int:
             nz = pos + stripped
             return nz - ((nz - pos) % align) if align > 1 else nz
         pos += len(chunk)
-    return pos if pos < end else end
+    return min(end, pos)
 
 
 def walk_fatbin(fh: BinaryIO, offset: int, size: int) -> FatbinResult:

@@ -21,8 +21,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from binfixtures import ARCH_SPECIFIC, FAMILY, LZ4, ZSTD, ar, bundle, cached_wheel, ccob, elf, extract, fatbin, fatbin_entry, pe
+
 from stackdoctor import binfmt
 from stackdoctor.matrix import load_matrix
 from stackdoctor.probes import cudriver
@@ -97,7 +97,7 @@ def zstd_cli_decoder():
         pytest.skip("the zstd tool is not installed: the real zstd-compressed bundles cannot be opened here")
 
     def decode(data: bytes, max_out: int) -> bytes | None:
-        res = subprocess.run([exe, "-dc"], input=data, capture_output=True, timeout=60)
+        res = subprocess.run([exe, "-dc"], check=False, input=data, capture_output=True, timeout=60)
         return res.stdout[:max_out] or None
 
     return decode
@@ -514,3 +514,20 @@ def test_parse_cudriver_output_edges():
     line = '@@stackdoctor@@ {"section": "cudriver", "library": "libcuda.so.1", "version_rc": 0, "version": -5}'
     assert cudriver.parse_cudriver_output(line).error.startswith("cuDriverGetVersion returned an implausible")
     assert cudriver.cuda_version_string(11080) == "11.8" and cudriver.cuda_version_string(True) is None
+
+
+# ---------------------------------------------------------------------------- opt-in: the real CUDA torch wheel
+
+CUDA_WHEEL = os.environ.get("STACKDOCTOR_TEST_CUDA_TORCH_WHEEL")  # e.g. /opt/pypi-more/files/torch-2.14.1-cp311-...whl
+
+
+@pytest.mark.skipif(not CUDA_WHEEL, reason="opt-in (550 MB wheel): set STACKDOCTOR_TEST_CUDA_TORCH_WHEEL to torch 2.14.1's cp311 manylinux wheel")
+def test_real_torch_2_14_1_libtorch_cuda(tmp_path):
+    """The lists recorded in tests/fixtures/static/README.md (torch._C._cuda_getArchFlags() and cuobjdump 13.4)."""
+    with zipfile.ZipFile(str(CUDA_WHEEL)) as zf:
+        zf.extract("torch/lib/libtorch_cuda.so", tmp_path)
+    info = read_library(System(), str(tmp_path / "torch/lib/libtorch_cuda.so"), "cuda", primary=True)
+    assert info.error is None and (info.containers, info.entries, info.compressed) == (475, 2975, 2975)
+    assert " ".join(info.arch_list) == "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"  # torch._C._cuda_getArchFlags()
+    assert info.archs == {"sm_75": 475, "sm_80": 475, "sm_86": 475, "sm_90": 475, "sm_100": 475, "sm_120": 475,
+                          "sm_89": 1, "sm_90a": 4, "sm_100a": 59, "sm_103": 59, "sm_120a": 1, "sm_121a": 1}

@@ -57,8 +57,8 @@ def error_name(lib, rc):
     try:
         if fn(ctypes.c_int(rc), ctypes.byref(out)) == 0 and out.value:
             return out.value.decode("ascii", "replace")
-    except Exception:
-        pass
+    except (OSError, ValueError, TypeError, ctypes.ArgumentError):
+        return None
     return None
 
 
@@ -73,14 +73,14 @@ def main():
             break
         except OSError as exc:
             text = str(exc)
-            errors.append(text if name in text else "%s: %s" % (name, text))
+            errors.append(text if name in text else f"{name}: {text}")
     if lib is None:
         emit("cudriver", {"library": None, "error": "; ".join(errors) or "no driver library to try", "not_found": True})
         return
     info = {"library": used, "path": loaded_path(used)}
     fn = getattr(lib, "cuDriverGetVersion", None)
     if fn is None:
-        info["error"] = "%s has no cuDriverGetVersion" % used
+        info["error"] = f"{used} has no cuDriverGetVersion"
         emit("cudriver", info)
         return
     version = ctypes.c_int(0)
@@ -92,7 +92,7 @@ def main():
     emit("cudriver", info)
     init = getattr(lib, "cuInit", None)
     if init is None:
-        emit("cuinit", {"rc": None, "error": "%s has no cuInit" % used})
+        emit("cuinit", {"rc": None, "error": f"{used} has no cuInit"})
         return
     rc = int(init(ctypes.c_uint(0)))
     emit("cuinit", {"rc": rc, "name": "CUDA_SUCCESS" if rc == 0 else error_name(lib, rc)})

@@ -346,7 +346,7 @@ def read_static_torch(system: System, site_dirs: Sequence[str], *, zstd: binfmt.
     decoder = zstd if zstd is not None else stdlib_zstd()
     site_dirs = [s for s in site_dirs if isinstance(s, str) and s]
     _read_distributions(system, site_dirs, st)
-    pkg, site = _find_torch(system, site_dirs)
+    pkg, _site = _find_torch(system, site_dirs)
     if pkg is None:
         st.installed = "torch" in st.distributions
         if st.installed:
