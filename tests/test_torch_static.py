@@ -357,6 +357,12 @@ def test_sycl_images(tmp_path):
     assert info.images == ["spir64_gen", "spir64"] and info.error is None
     assert info.arch_list == ["20.1.4", "64.12.60.7", "generic_ir"]  # raw ocloc member names, not translated
     assert "no SYCL" in lib_info(write(tmp_path, "plain.so", elf([(".text", b"")])), "xpu").error
+    # in a torch tree: libtorch_xpu.so and torch-xpu-ops' separate kernel libraries
+    make_site(tmp_path, "/x", version_py="__version__ = '2.9.0+xpu'\nxpu = '20250101'\n",
+              libs={"libtorch_xpu.so": so, "libtorch-xpu-ops-sycl-unary_binary_kernels.so": so})
+    st = read_static_torch(System(sysroot=str(tmp_path)), ["/x"])
+    assert st.variant == "xpu" and st.xpu == "20250101" and st.errors == []
+    assert [(lib.kind, lib.primary, lib.arch_list[:1]) for lib in st.libraries] == [("xpu", True, ["20.1.4"]), ("xpu", False, ["20.1.4"])]
 
 
 def test_open_binary_refuses_what_is_not_a_file(tmp_path):

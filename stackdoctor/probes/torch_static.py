@@ -417,8 +417,12 @@ def _read_distributions(system: System, site_dirs: Sequence[str], st: StaticTorc
 
 
 def _read_libraries(system: System, pkg: str, st: StaticTorch, decoder: binfmt.ZstdDecoder | None) -> None:
-    present = set(system.listdir(_join(pkg, "lib")))
-    for rel, kind, primary in TORCH_LIBRARIES:
+    listing = system.listdir(_join(pkg, "lib"))
+    present = set(listing)
+    # torch-xpu-ops can build its SYCL kernels into separate libraries (BUILD_SEPARATE_OPS /
+    # BUILD_SPLIT_KERNEL_LIB: torch-xpu-ops-sycl-*.so; torch_xpu_ops_sycl_*.dll on Windows)
+    xpu_ops = tuple((f"lib/{n}", "xpu", False) for n in listing if "xpu-ops-sycl" in n or "xpu_ops_sycl" in n)
+    for rel, kind, primary in TORCH_LIBRARIES + xpu_ops:
         if posixpath.basename(rel) not in present:
             continue
         info = read_library(system, _join(pkg, *rel.split("/")), kind, primary, decoder)
