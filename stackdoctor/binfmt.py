@@ -562,12 +562,21 @@ def _read_ccob(r: _Reader, pos: int, end: int, zstd: ZstdDecoder | None) -> tupl
     if b.total_size is not None and (b.total_size < hlen or stream_end > end):
         b.error = f"compressed bundle declares {b.total_size} bytes, past the end of the section"
         stream_end = end
-    stream = r.read(pos + hlen, min(stream_end - pos - hlen, MAX_COMPRESSED_READ))
-    data, err = _decompress_prefix(method, stream, zstd)
-    if data is not None:
-        entries, perr, _ = parse_bundle_header(data)
-        b.entries = entries
-        err = perr and f"decompressed bundle: {perr}"
+    if method == 1 and zstd is None:
+        err: str | None = "the bundle ids are inside a zstd stream and no zstd decoder is available"
+    else:
+        # the inner header is in the first few KiB of output: read a little input, more only if needed
+        want, avail = 1 << 16, max(0, stream_end - pos - hlen)
+        while True:
+            stream = r.read(pos + hlen, min(want, avail))
+            data, err = _decompress_prefix(method, stream, zstd)
+            if data is None:
+                break
+            entries, perr, _ = parse_bundle_header(data)
+            b.entries, err = entries, perr and f"decompressed bundle: {perr}"
+            if perr != "bundle header truncated" or want >= min(avail, MAX_COMPRESSED_READ):
+                break
+            want *= 4
     b.error = b.error or err
     return b, (pos + b.total_size if b.total_size and b.total_size >= hlen else None)
 
