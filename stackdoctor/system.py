@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 DEFAULT_TIMEOUT_S = 5.0
 MAX_CAPTURE_BYTES = 4 * 1024 * 1024
@@ -389,6 +389,33 @@ class System:
             if exc.errno in (errno.ENXIO, errno.ENODEV, errno.EIO):
                 return False, exc.strerror or str(exc)
             return False, exc.strerror or str(exc)
+
+    def open_binary(self, path: str) -> BinaryIO | ReadResult:
+        """An unbuffered, seekable binary handle on a regular file under the sysroot (the caller closes it).
+
+        A failure is a :class:`ReadResult` (absent / denied / error) instead: never raises, and
+        never blocks on a FIFO or device named like a library (opened non-blocking, checked
+        to be a regular file before it is handed out).
+        """
+        import stat
+
+        real = self.path(path)
+        try:
+            fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        except (FileNotFoundError, NotADirectoryError):
+            return ReadResult(path, "absent")
+        except PermissionError as exc:
+            return ReadResult(path, "denied", detail=exc.strerror or "permission denied")
+        except OSError as exc:
+            return ReadResult(path, "error", detail=exc.strerror or str(exc))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                return ReadResult(path, "error", detail="not a regular file")
+            return os.fdopen(fd, "rb", buffering=0)
+        except OSError as exc:
+            os.close(fd)
+            return ReadResult(path, "error", detail=exc.strerror or str(exc))
 
     # ---- tools -----------------------------------------------------------------
     def which(self, name: str) -> str | None:

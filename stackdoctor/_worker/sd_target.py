@@ -65,6 +65,7 @@ def python_facts():
     except Exception as exc:  # packaging missing or broken: report, keep going
         out["tags_error"] = last_line(exc)
     out["tags"] = tags
+    out["site_dirs"] = site_dirs()
     try:
         from importlib import metadata
 
@@ -72,6 +73,38 @@ def python_facts():
     except Exception:
         out["pip_version"] = None
     return out
+
+
+def site_dirs():
+    """Where this interpreter installs and finds packages, in import (sys.path) order.
+
+    sysconfig's purelib/platlib, site.getsitepackages() and the user site when enabled; for
+    the parent's static read of torch (stackdoctor.probes.torch_static), which must look
+    where ``import torch`` would.
+    """
+    found = []
+    try:
+        import sysconfig
+
+        paths = sysconfig.get_paths()
+        found += [paths.get("purelib"), paths.get("platlib")]
+    except Exception:
+        pass
+    try:
+        import site
+
+        found += list(site.getsitepackages())
+        if site.ENABLE_USER_SITE:
+            found.append(site.getusersitepackages())
+    except Exception:  # some embedded or old site modules lack these
+        pass
+    wanted = []
+    for p in found:
+        if isinstance(p, str) and p and p not in wanted:
+            wanted.append(p)
+    ordered = [p for p in sys.path if p in wanted]
+    ordered = [p for i, p in enumerate(ordered) if p not in ordered[:i]]
+    return ordered + [p for p in wanted if p not in ordered]
 
 
 INTERESTING = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "pynvml", "nvidia-ml-py", "intel-")
