@@ -1249,7 +1249,7 @@ def _rule_nvcc(ctx: _Ctx) -> None:
     major = _vt(t.cuda)[0]
     match = next((k for k in tk.toolkits if _vt(k.nvcc_version or k.version_json)[:1] == (major,)), None)
     if match is not None:
-        root = re.sub(r"/bin/nvcc(\.exe)?$", "", match.path)
+        root = re.sub(r"[/\\]bin[/\\]nvcc(\.exe)?$", "", match.path)  # C:\...\v12.4\bin\nvcc.exe too
         fix_text = f"export CUDA_HOME={root} PATH={root}/bin:$PATH"
     else:
         fix_text = None

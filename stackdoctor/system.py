@@ -25,7 +25,11 @@ and injectable (``System(control=WindowsTree())``):
 
 Every file read goes through :meth:`System.read_text`, relative to one root that
 ``STACKDOCTOR_SYSROOT`` can move (default ``/``), so a captured ``/proc``, ``/sys``,
-``/etc`` and ``/opt`` tree replays a machine.
+``/etc`` and ``/opt`` tree replays a machine. A Windows path keeps its drive as the first
+folder under the root: ``C:\\Program Files\\NVIDIA Corporation\\NVSMI\\nvidia-smi.exe`` is
+``<root>/C/Program Files/NVIDIA Corporation/NVSMI/nvidia-smi.exe`` (:meth:`System.path`); a
+tool found there is run from there, so a recorded Windows machine replays with fake tools
+placed where Windows keeps them.
 
 What the operating system says of itself (``platform.uname()``, the host name, the C
 library) is a :class:`Host`. Live, it is read from this process; a test injects one
@@ -43,6 +47,8 @@ import json
 import ntpath
 import os
 import platform as _platform
+import posixpath
+import re
 import shutil
 import signal
 import socket
@@ -132,6 +138,7 @@ class ReadResult:
 
 
 HOST_FILE = "/.stackdoctor/host.json"
+_DRIVE = re.compile(r"^([A-Za-z]):(?=[\\/]|$)")
 _HOST_KEYS = ("system", "machine", "release", "version", "node", "libc")
 
 
@@ -326,7 +333,7 @@ class WindowsTree(ProcessControl):
         victims = {p.pid: p for p in remembered}
         victims.update((p.pid, p) for p in found)
         try:
-            import psutil
+            import psutil  # type: ignore[import-untyped, unused-ignore]
         except ImportError:
             return
         for p in victims.values():
@@ -342,7 +349,7 @@ class WindowsTree(ProcessControl):
         """The child and its descendants (psutil processes); with ``freeze``, each is suspended and the
         tree is looked at again until no new process appears, so nothing escapes while it is killed."""
         try:
-            import psutil
+            import psutil  # type: ignore[import-untyped, unused-ignore]
         except ImportError:
             return []
         try:
@@ -371,7 +378,7 @@ class WindowsTree(ProcessControl):
 def _wait_gone(procs: list[Any], timeout: float) -> None:
     """Wait (bounded) until every psutil process has exited; a zombie (left for its new parent to
     reap, as in a container whose init does not) counts as gone."""
-    import psutil
+    import psutil  # type: ignore[import-untyped, unused-ignore]
 
     end = time.monotonic() + timeout
     left = list(procs)
@@ -497,9 +504,42 @@ class System:
         return os.path.realpath(self.sysroot) != "/"
 
     def path(self, path: str) -> Path:
-        """Map an absolute machine path (``/proc/...``) into the sysroot."""
+        """Map an absolute machine path into the sysroot.
+
+        A POSIX path ``/proc/version`` is ``<root>/proc/version``. A Windows path names its drive:
+        ``C:\\Program Files\\NVIDIA Corporation\\NVSMI\\nvidia-smi.exe`` is
+        ``<root>/C/Program Files/NVIDIA Corporation/NVSMI/nvidia-smi.exe`` (the drive letter upper
+        case, ``\\`` or ``/`` as separators, names spelled as Windows spells them). Without a moved
+        root a Windows path is used as it is (live Windows).
+        """
+        m = _DRIVE.match(path)
+        if m:
+            if not self.moved:
+                return Path(path)
+            rest = [p for p in re.split(r"[\\/]+", path[m.end():]) if p]
+            return Path(self.sysroot, m.group(1).upper(), *rest)
         rel = path.lstrip("/")
         return Path(self.sysroot) / rel
+
+    @property
+    def windows(self) -> bool:
+        """Whether the machine described is Windows (live, injected, or a captured tree's host.json)."""
+        return self.host().system == "Windows"
+
+    @property
+    def ospath(self) -> Any:
+        """The path module of the machine described: :mod:`ntpath` for Windows, else :mod:`posixpath`
+        (so ``C:\\CUDA\\v12.4\\bin\\nvcc.exe`` is taken apart the same on any OS)."""
+        return ntpath if self.windows else posixpath
+
+    def getenv(self, name: str) -> str | None:
+        """An environment variable of the machine described; on Windows the name is matched without
+        regard to case (``os.environ`` there says ``SYSTEMROOT`` for ``SystemRoot``)."""
+        value = self.env.get(name)
+        if value is None and self.windows:
+            low = name.lower()
+            value = next((v for k, v in self.env.items() if k.lower() == low), None)
+        return value or None
 
     def read_text(self, path: str, *, max_bytes: int = MAX_FILE_BYTES) -> ReadResult:
         real = self.path(path)
