@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import console_script
+from helpers import console_script, machine_env
 from stackdoctor.console import ASCII_MARKS, UNICODE_MARKS, SafeStream, can_encode, make_console, marks
 from stackdoctor.facts import Facts, KernelFacts, from_data
 from stackdoctor.report import Finding, Report
@@ -109,8 +109,7 @@ def test_busbw_chart_uses_hash_bars_on_cp1252(monkeypatch):
 
 def run_bytes(args: list[str], encoding: str, tmp_path: Path, **env: str) -> tuple[int, str, str]:
     """The console script with stdout/stderr in ``encoding``: (exit code, stdout, stderr) decoded with it."""
-    full = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "NO_COLOR": "1", "COLUMNS": "100",
-            "PYTHONIOENCODING": encoding, "STACKDOCTOR_CACHE_DIR": str(tmp_path / "cache"), **env}
+    full = machine_env(tmp_path / "bin", None, PATH=os.environ.get("PATH", ""), HOME=str(tmp_path), PYTHONIOENCODING=encoding, **env)
     proc = subprocess.run([*console_script(), *args], capture_output=True, env=full, timeout=120)
     out, err = proc.stdout.decode(encoding), proc.stderr.decode(encoding)
     assert "Traceback" not in err and "UnicodeEncodeError" not in err, err
@@ -150,7 +149,7 @@ def test_live_check_on_cp936_exits_as_on_utf8(tmp_path, torch_python):
 
 @pytest.mark.parametrize("encoding", ["cp936", "cp1252"])
 def test_machine_formats_stay_utf8_on_a_legacy_console(encoding, broken_report, tmp_path):
-    full = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "PYTHONIOENCODING": encoding}
+    full = machine_env(tmp_path / "bin", None, PATH=os.environ.get("PATH", ""), HOME=str(tmp_path), PYTHONIOENCODING=encoding)
     proc = subprocess.run([*console_script(), "check", "--replay", str(broken_report), "--json", "--lang", "zh"],
                           capture_output=True, env=full, timeout=120)
     assert proc.returncode == 1, proc.stderr

@@ -182,6 +182,7 @@ print("RESULT " + json.dumps({"message": r.message, "code": int(r.exit_code), "i
 """
 
 
+@pytest.mark.posix
 def test_sigint_halfway_through_the_download_leaves_the_old_torch(server, venv, tmp_path):
     """Ctrl-C (SIGINT to stackdoctor) while pip downloads a slow wheel: forwarded to pip, nothing changed."""
     server.state.slow_started.clear()

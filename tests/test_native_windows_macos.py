@@ -29,6 +29,10 @@ from stackdoctor.probes.nvml import parse_nvml_output
 from stackdoctor.probes.platform import parse_windows_version
 from stackdoctor.system import Host, System
 
+# The replaying tools are /bin/sh scripts placed where Windows keeps its tools; on a real Windows
+# runner the live probes run instead (the rest of the suite), so these replays need POSIX.
+pytestmark = pytest.mark.posix
+
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 W01 = REAL / "w01-win10-quadro-rtx8000-tcc-p2000-wddm-442-nvsmi-folder"
 W02 = REAL / "w02-win-rtx3050-laptop-560-wddm-driver-model-column"

@@ -194,6 +194,34 @@ def test_streaming_tool_that_ignores_the_interrupt_is_killed_after_the_grace(con
     assert wait_dead(read_pids(pids, 2)) == []
 
 
+PY_TREE = """
+import os, subprocess, sys, time
+pids = open(sys.argv[1], "a")
+pids.write(f"{os.getpid()}\\n"); pids.flush()
+print("first-half", flush=True)
+sleeper = [sys.executable, "-c", "import time; time.sleep(300)"]
+child = subprocess.Popen([sys.executable, "-c",
+    "import subprocess, sys, time; g = subprocess.Popen(sys.argv[1:]); print(g.pid, flush=True); time.sleep(300)", *sleeper],
+    stdout=pids)
+pids.write(f"{child.pid}\\n"); pids.flush()
+time.sleep(300)
+"""
+
+
+def test_timeout_kills_a_python_tree_on_every_os(control, tmp_path):
+    """The same promise without a shell, so it also runs on a Windows runner (the default control there
+    is WindowsTree with the real CREATE_NEW_PROCESS_GROUP): a Python tool with a child and a
+    grandchild, killed at the timeout, its first line kept."""
+    import sys
+
+    pids = tmp_path / "pids"
+    pids.write_text("")
+    r = System(control=control).run([sys.executable, "-c", PY_TREE, str(pids)], timeout=3.0)
+    assert r.status == "timeout" and r.stdout.replace("\r\n", "\n") == "first-half\n"
+    tree = read_pids(pids, 3)
+    assert wait_dead(tree) == [], f"{control.name} left {tree} running"
+
+
 def test_windows_picks_the_tree_control_with_a_new_process_group():
     """The control chosen on Windows is the one the tests above run; with Windows' constants it asks
     for a new process group and interrupts with CTRL_BREAK_EVENT (values from the Win32 headers)."""
@@ -242,7 +270,8 @@ def test_sysroot_from_env(tmp_path):
     assert s.sysroot == str(tmp_path)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to drop privileges")
+@pytest.mark.posix
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to drop privileges")
 def test_read_denied_as_unprivileged_user(tmp_path):
     secret = tmp_path / "etc" / "secret"
     secret.parent.mkdir(parents=True)

@@ -108,7 +108,7 @@ def check_as_nobody(m: Machine, *, timeout: float = 90) -> dict[str, Any]:
     import signal
     import time
 
-    if os.geteuid() != 0:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("needs root to switch to an unprivileged user")
     from stackdoctor.commands import check as chk
     import stackdoctor.diagnose, stackdoctor.engine, stackdoctor.matrix, stackdoctor.config  # noqa: F401,E401
@@ -305,7 +305,7 @@ def run_cli_as_nobody(args: list[str], *, env: dict[str, str], cwd: Path, timeou
     """
     import time
 
-    if os.geteuid() != 0:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("needs root to switch to an unprivileged user")
     import stackdoctor.cli as cli
     import stackdoctor.commands.check  # noqa: F401
