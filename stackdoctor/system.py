@@ -33,7 +33,7 @@ placed where Windows keeps them.
 
 What the operating system says of itself (``platform.uname()``, the host name, the C
 library) is a :class:`Host`. Live, it is read from this process; a test injects one
-(``System(host=Host(system="Darwin", ...))``); a captured tree carries it in
+(``System(host_override=Host(system="Darwin", ...))``); a captured tree carries it in
 ``<root>/.stackdoctor/host.json`` (``{"system": "Darwin", "machine": "arm64", ...}``), so a
 recorded Mac or Windows machine replays through the same probes as a live one. Probes ask
 ``System`` and nothing else: no ``platform``, ``socket``, ``os.readlink``, ``os.access`` or
