@@ -14,31 +14,26 @@ Pure parts (tested without torch): :func:`kernel_facts_from_run`, :func:`merge_a
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from stackdoctor._worker import worker_path
 from stackdoctor.facts import Facts, KernelFacts, KernelResult, from_data
-from stackdoctor.system import CommandResult, System, _signame
+from stackdoctor.system import CommandResult, Started, System, _signame
 
 __all__ = [
     "KERNELS_SCHEMA",
     "AllreduceOptions",
     "fleet_table",
-    "free_port",
-    "node_summary",
     "format_busbw_chart",
+    "free_port",
     "kernel_facts_from_run",
     "merge_allreduce",
+    "node_summary",
     "run_allreduce_local",
     "run_allreduce_rank",
     "run_kernels",
@@ -263,23 +258,30 @@ def run_allreduce_local(
     """``nproc`` ranks here on loopback (one process each), joined within ``opts.timeout_s``.
 
     As soon as one rank *reports* a failure or a timeout (a port in use, peers missing), the
-    run is decided: the ranks still running are stopped (their process groups killed, each
-    rank runs in its own session) instead of waiting out the outer bound. A rank that dies
-    without reporting (a signal) stops nothing: its peers then name it missing."""
+    run is decided: the ranks still running are stopped (each rank's process tree is killed
+    through the :class:`~stackdoctor.system.Started` handle ``System.run`` gives back, the
+    same process control as a timeout) instead of waiting out the outer bound. A rank that
+    dies without reporting (a signal) stops nothing: its peers then name it missing."""
     port = master_port or free_port()
     outcomes: dict[int, dict[str, Any]] = {}
     lock = threading.Lock()
     decided = threading.Event()  # set when a rank reported failed/timeout
     stopped: dict[int, int] = {}  # rank -> the rank whose report stopped it
     trigger: list[int] = []
+    started: dict[int, Started] = {}  # rank -> its running child
     # the worker itself gives up on a missing peer at timeout_s; the outer bound also covers the sweep
     outer = opts.timeout_s * 2 + 30
-    piddir = Path(tempfile.mkdtemp(prefix="sd-allreduce-"))
 
     def one(rank: int) -> None:
         args = {**opts.args(), "rank": rank, "world_size": nproc, "local_rank": rank, "master_addr": "127.0.0.1",
-                "master_port": port, "pid_file": str(piddir / f"rank{rank}.pid")}
-        res = system.run(_rank_argv(python, args, ()), timeout=outer, env={"STACKDOCTOR_TEST_HOOK": hook}, parse_env=False)
+                "master_port": port}
+
+        def keep(handle: Started) -> None:
+            with lock:
+                started[rank] = handle
+
+        res = system.run(_rank_argv(python, args, ()), timeout=outer, env={"STACKDOCTOR_TEST_HOOK": hook}, parse_env=False,
+                         on_start=keep)
         outcome = _rank_outcome(rank, res)
         with lock:
             if rank in stopped:
@@ -292,17 +294,14 @@ def run_allreduce_local(
                 decided.set()
 
     threads = [threading.Thread(target=one, args=(r,), daemon=True) for r in range(nproc)]
-    try:
-        for t in threads:
-            t.start()
-        deadline = time.monotonic() + outer + 10
-        while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
-            if decided.wait(0.1):
-                _stop_ranks(piddir, threads, outcomes, stopped, trigger[0], lock)
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-    finally:
-        shutil.rmtree(piddir, ignore_errors=True)
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + outer + 10
+    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+        if decided.wait(0.1):
+            _stop_ranks(started, threads, outcomes, stopped, trigger[0], lock)
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
     return allreduce_kernel_facts(merge_allreduce(outcomes, nproc))
 
 
@@ -311,25 +310,18 @@ def _reported(res: CommandResult) -> bool:
     return any(s.get("section") == "allreduce" for s in _sections(res.stdout))
 
 
-def _stop_ranks(piddir: Path, threads: Sequence[threading.Thread], outcomes: Mapping[int, Any], stopped: dict[int, int],
-                by: int, lock: threading.Lock) -> None:
-    """Kill the process group of every local rank still running (each is its own session leader)."""
+def _stop_ranks(started: Mapping[int, Started], threads: Sequence[threading.Thread], outcomes: Mapping[int, Any],
+                stopped: dict[int, int], by: int, lock: threading.Lock) -> None:
+    """Kill the process tree of every local rank still running (not started yet: tried on the next pass)."""
     for rank, t in enumerate(threads):
         with lock:
             if not t.is_alive() or rank in outcomes:
                 continue
-            try:
-                pid = int((piddir / f"rank{rank}.pid").read_text().strip())
-            except (OSError, ValueError):
-                continue  # not started yet: tried again on the next pass
-            try:
-                # still our un-reaped child leading its own group (System.run starts a new session)
-                if os.getpgid(pid) != pid:
-                    continue
-                stopped.setdefault(rank, by)
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError, OSError):
+            handle = started.get(rank)
+            if handle is None:
                 continue
+            stopped.setdefault(rank, by)
+        handle.kill()
 
 
 def run_allreduce_rank(
@@ -375,14 +367,15 @@ def format_size(n: int) -> str:
     return f"{n} B"
 
 
-def format_busbw_chart(rows: Sequence[Mapping[str, Any]], width: int = 40) -> list[str]:
-    """busbw (in-place) by message size as text bars, one line per size."""
+def format_busbw_chart(rows: Sequence[Mapping[str, Any]], width: int = 40, bar: str = "█") -> list[str]:
+    """busbw (in-place) by message size as text bars, one line per size (``bar``: the glyph;
+    ``#`` on a console that cannot show a block, see :func:`stackdoctor.console.marks`)."""
     vals = [float((r.get("ip") or {}).get("busbw") or 0.0) for r in rows]
     top = max(vals, default=0.0) or 1.0
     lines = []
     for r, v in zip(rows, vals):
-        bar = "█" * max(0, int(round(width * v / top)))
-        lines.append(f"{format_size(int(r.get('bytes') or 0)):>9} {bar:<{width}} {v:8.3f} GB/s")
+        drawn = bar * max(0, int(round(width * v / top)))
+        lines.append(f"{format_size(int(r.get('bytes') or 0)):>9} {drawn:<{width}} {v:8.3f} GB/s")
     return lines
 
 

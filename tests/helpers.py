@@ -14,6 +14,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+# What a child process needs from the environment on Windows (Python will not start without SYSTEMROOT).
+WINDOWS_ENV = ("SYSTEMROOT", "SystemRoot", "WINDIR", "TEMP", "TMP", "USERPROFILE", "LOCALAPPDATA", "APPDATA", "PATHEXT", "COMSPEC")
+
+
+def venv_bin(venv: Path, name: str = "python") -> Path:
+    """An executable of a venv: ``bin/<name>`` on POSIX, ``Scripts\\<name>.exe`` on Windows."""
+    return venv / "Scripts" / f"{name}.exe" if os.name == "nt" else venv / "bin" / name
+
 
 @functools.lru_cache(maxsize=1)
 def report_schema() -> dict:
@@ -95,6 +103,8 @@ def machine_env(bindir: Path, sysroot: Path | None = None, **extra: str) -> dict
     }
     if sysroot is not None:
         env["STACKDOCTOR_SYSROOT"] = str(sysroot)
+    if os.name == "nt":
+        env.update({k: os.environ[k] for k in WINDOWS_ENV if k in os.environ})
     env.update(extra)
     return env
 

@@ -145,6 +145,11 @@ REAL_CASES = [
     ("r-wsl-kernel-releases", "proc-version-wsl2.txt", "platform.parse_proc_version"),
     ("r-sw_vers-catalina-ruby-build-1451", "sw_vers.txt", "apple.parse_sw_vers"),
     ("r-sw_vers-high-sierra-kernelpop-17", "sw_vers.txt", "apple.parse_sw_vers"),
+    ("m01-macbook-m1-macos-12.7.6-sw_vers", "sw_vers.txt", "apple.parse_sw_vers"),
+    ("w01-win10-quadro-rtx8000-tcc-p2000-wddm-442-nvsmi-folder", "nvidia-smi.txt", "nvidia.parse_smi_table"),
+    ("w01-win10-quadro-rtx8000-tcc-p2000-wddm-442-nvsmi-folder", "ver.txt", "platform.parse_windows_version"),
+    ("w02-win-rtx3050-laptop-560-wddm-driver-model-column", "nvidia-smi.txt", "nvidia.parse_smi_table"),
+    ("w03-win-nvcc-11.8-system32-prompt", "nvcc-version.txt", "cuda_toolkit.parse_nvcc_version"),
 ]
 
 PROMPTS = ["$ {cmd}\n", "user@host:~$ {cmd}\n", "root@gpu-node-01:/# {cmd}\n", "(base) PS C:\\Users\\me> {cmd}\n", "% {cmd}\n", ""]

@@ -5,6 +5,12 @@ hang or crash inside a broken driver. Prints one JSON document (parsed by
 ``stackdoctor.probes.nvml.parse_nvml_output``). stdlib + pynvml only; it honours PYTHONPATH, so
 tests can put a fake pynvml first. Constants are literal so a minimal binding works:
 NVML_CLOCK_SM = 1, NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1, NVML_VOLATILE_ECC = 0.
+
+On Windows pynvml loads nvml.dll from %WINDIR%\\System32 (DCH drivers), else from
+%ProgramFiles%\\NVIDIA Corporation\\NVSMI (nvidia-ml-py's _LoadNvmlLibrary); both come from the
+environment this worker inherits. The driver model (nvmlDeviceGetDriverModel: current, pending;
+NVML_DRIVER_WDDM = 0, NVML_DRIVER_WDM = 1 (TCC), NVML_DRIVER_MCDM = 2) is Windows-only: elsewhere
+NVML answers NotSupported, which leaves it None.
 """
 import json, sys
 out = {"state": "ok", "error": None, "error_class": None, "system": {}, "gpus": [], "device_count": None}
@@ -92,6 +98,10 @@ for i in range(count or 0):
     g["max_sm_clock_mhz"] = q(errs, "max_sm_clock_mhz", "nvmlDeviceGetMaxClockInfo", h, 1)
     g["ecc_uncorrected"] = q(errs, "ecc_uncorrected", "nvmlDeviceGetTotalEccErrors", h, 1, 0)
     g["retired_pages_pending"] = q(errs, "retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus", h)
+    model = q(errs, "driver_model", "nvmlDeviceGetDriverModel", h)
+    if model is None and "driver_model" not in errs:  # a driver without the _v2 entry point
+        model = q(errs, "driver_model", "nvmlDeviceGetDriverModel_v1", h)
+    g["driver_model"] = model[0] if model else None
     reasons = q(errs, "throttle_reasons", "nvmlDeviceGetCurrentClocksEventReasons", h)
     if reasons is None:
         reasons = q(errs, "throttle_reasons", "nvmlDeviceGetCurrentClocksThrottleReasons", h)

@@ -28,11 +28,12 @@ class _delayed_spinner:  # noqa: N801 - used as a context manager
         self._timer.daemon = True
 
     def _start(self) -> None:
-        from rich.console import Console
+        from stackdoctor.console import make_console, marks
 
         with self._lock:
             if not self._done:
-                self._status = Console(stderr=True).status(self.text, spinner="dots")
+                console = make_console(stderr=True)
+                self._status = console.status(self.text, spinner=marks(console)["spinner"])
                 self._status.start()
 
     def __enter__(self) -> _delayed_spinner:
@@ -116,9 +117,8 @@ def register(app: typer.Typer) -> None:
 
 def emit(report: Report, fmt: str, output: str | None, *, verbose: bool = False, lang: str = "en") -> None:
     """Write the report in ``fmt`` to stdout or ``output`` (``--json`` keeps stdout pure JSON)."""
-    from rich.console import Console
-
+    from stackdoctor.console import make_console
     from stackdoctor.output import write_output
 
-    console = Console(highlight=False, soft_wrap=False)
+    console = make_console()
     write_output(report, fmt, output, console=console, verbose=verbose, redact_default=False, lang=lang)

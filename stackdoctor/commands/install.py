@@ -232,11 +232,12 @@ def check_index(opts: InstallOptions, plan: Plan, facts: Facts, request: Request
 
 
 def render_plan(plan: Plan, python: str, *, stderr: bool, matches: list[Any] | None = None) -> None:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    con = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    from stackdoctor.console import make_console
+
+    con = make_console(stderr=stderr, soft_wrap=True)
     if not plan.satisfiable:
         con.print(Text("No torch build fits this request.", style="bold red"))
     else:
@@ -276,10 +277,11 @@ def render_plan(plan: Plan, python: str, *, stderr: bool, matches: list[Any] | N
 
 
 def say(text: str, style: str = "") -> None:
-    from rich.console import Console
     from rich.text import Text
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(Text(text, style=style))
+    from stackdoctor.console import make_console
+
+    make_console(stderr=True, soft_wrap=True).print(Text(text, style=style))
 
 
 # ---------------------------------------------------------------------------- the command

@@ -161,9 +161,10 @@ class _Status:
 
         if not self.enabled:
             return contextlib.nullcontext()
-        from rich.console import Console
+        from stackdoctor.console import make_console, marks
 
-        return Console(stderr=True).status(text, spinner="dots")
+        console = make_console(stderr=True)
+        return console.status(text, spinner=marks(console)["spinner"])
 
 
 def _judge(kf: Any, system: Any, target: Any, gate: float | None) -> tuple[Any, list[Any]]:
@@ -230,19 +231,21 @@ def _print_json(kf: Any, findings: list[Any], python: str) -> None:
     from stackdoctor.kernels import KERNELS_SCHEMA
 
     doc = {"schema": KERNELS_SCHEMA, "stackdoctor_version": __version__, "target": python, **to_data(kf), "findings": to_data(findings)}
-    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    from stackdoctor.console import write_stdout
+
+    write_stdout(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
 
 def _render(kf: Any, findings: list[Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
+    from stackdoctor.console import make_console, marks
     from stackdoctor.kernels import format_busbw_chart, format_size
 
-    console = Console(highlight=False, soft_wrap=False)
+    console = make_console()
     if not console.is_terminal:
-        console = Console(highlight=False, soft_wrap=False, width=160)
+        console = make_console(width=160)
     compute = [r for r in kf.results if r.kernel != "allreduce"]
     if compute:
         t = Table(title="kernels", title_justify="left", show_edge=False, pad_edge=False)
@@ -279,7 +282,7 @@ def _render(kf: Any, findings: list[Any]) -> None:
                           f"{i['time_us']:.1f}", f"{i['algbw']:.3f}", f"{i['busbw']:.3f}", str(i["wrong"]))
             console.print(t)
             console.print(Text("busbw (GB/s) by size, in-place:"))
-            for line in format_busbw_chart(rows, width=30):
+            for line in format_busbw_chart(rows, width=30, bar=marks(console)["bar"]):
                 console.print(Text(line))
             if ar.get("avg_busbw_gbs") is not None:
                 extra = f" ({ar['percent_of_link']}% of the {ar['link_rate_gbps']:g} Gb/s link)" if ar.get("percent_of_link") is not None else ""

@@ -45,6 +45,10 @@ THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
     (0x0400, "reliability"),
 )
 
+# nvmlDriverModel_t (nvidia-ml-py: NVML_DRIVER_WDDM = 0, NVML_DRIVER_WDM = 1, NVML_DRIVER_MCDM = 2); nvidia-smi
+# calls WDM "TCC", and so does NvidiaGpu.driver_model.
+DRIVER_MODELS = {0: "WDDM", 1: "TCC", 2: "MCDM"}
+
 INIT_STATES = {
     "NVMLError_LibraryNotFound": "absent",
     "NVMLError_DriverNotLoaded": "no-driver",
@@ -138,13 +142,15 @@ def _gpu_from(d: dict[str, Any], position: int) -> NvidiaGpu:
     pending = _int(d.get("retired_pages_pending"))
     gpu.retired_pages_pending = bool(pending) if pending is not None else None
     gpu.throttle_reasons = throttle_reason_names(d.get("throttle_mask"))
+    model = _int(d.get("driver_model"))
+    gpu.driver_model = DRIVER_MODELS.get(model) if model is not None else None
     errs = d.get("errors")
     if isinstance(errs, dict):
         gpu.errors = {str(k): str(v) for k, v in errs.items()}
     for name in (
         "name", "uuid", "compute_capability", "memory_total_mib", "bus_id", "pcie_gen", "pcie_width",
         "pcie_gen_max", "pcie_width_max", "power_limit_w", "mig_mode", "persistence_mode", "serial",
-        "max_sm_clock_mhz", "ecc_uncorrected", "retired_pages_pending",
+        "max_sm_clock_mhz", "ecc_uncorrected", "retired_pages_pending", "driver_model",
     ):
         if getattr(gpu, name) is not None:
             gpu.sources[name] = "nvml"

@@ -9,13 +9,15 @@ live ``uname``, an injected host in tests, or a captured tree's ``/.stackdoctor/
   "Linux" and machine is taken from ``/proc/version`` when it names one, else from a single
   multiarch ``/lib/<arch>-linux-gnu`` directory (else None: the live CPU is not the replayed one's).
 - OS: ``/etc/os-release`` (then ``/usr/lib/os-release``); macOS ``sw_vers`` (Darwin only);
-  Windows: the host's version and release.
+  Windows: the host's version is the build (``10.0.22631``, :func:`parse_windows_version`) and
+  names the release: build 22000 and later is Windows 11 (Python before 3.12 still says "10").
 - kernel: ``/proc/sys/kernel/osrelease``, then ``/proc/version``, then the host's release.
 - hostname: ``/proc/sys/kernel/hostname``, then the host's node name.
 - libc: the host's ``os.confstr("CS_GNU_LIBC_VERSION")``; else the ``libc-2.31.so``
   style file names of pre-2.34 glibc, else None; musl from ``/lib/ld-musl-*.so.1``.
 - WSL: kernel release (WSL1 "-Microsoft", WSL2 "-microsoft-standard[-WSL2]"),
-  ``/proc/sys/fs/binfmt_misc/WSLInterop``, ``/usr/lib/wsl``.
+  ``/proc/sys/fs/binfmt_misc/WSLInterop``, ``/usr/lib/wsl`` (Linux only: WSL is a Linux that
+  runs on Windows; native Windows is ``system == "Windows"`` and never WSL).
 - container: ``/.dockerenv``, ``/run/.containerenv``, ``KUBERNETES_SERVICE_HOST``,
   ``/proc/1/cgroup`` markers; then whether ``/dev/nvidia0`` / ``/dev/nvidiactl`` were passed in.
 - PCI display devices (NVIDIA / AMD) from ``/sys/bus/pci/devices`` (:mod:`stackdoctor.probes.pci`).
@@ -41,6 +43,7 @@ __all__ = [
     "parse_meminfo_total_mib",
     "parse_os_release",
     "parse_proc_version",
+    "parse_windows_version",
     "probe",
 ]
 
@@ -206,6 +209,36 @@ def parse_libc_filename(name: str) -> str | None:
     return m.group(1) if m else None
 
 
+_WINDOWS_VERSION = re.compile(r"^\s*(?:Microsoft Windows \[Version\s+)?(\d+)\.(\d+)\.(\d+)(?:\.(\d+))?\]?\s*$")
+
+# The first Windows 11 build. Source: CPython 3.12 Lib/platform.py (_WIN32_CLIENT_RELEASES maps
+# (10, 0, 22000) to "11"); Microsoft's Windows 11 release information lists 22000 (21H2) as the first.
+WINDOWS_11_FIRST_BUILD = 22000
+
+
+def parse_windows_version(text: str) -> tuple[str | None, int | None, str | None]:
+    """(version ``"10.0.22631"``, build ``22631``, release name ``"11"``) from ``platform.version()``
+    or ``ver``; (None, None, None) for anything else.
+
+    Samples: ``10.0.19044`` (``platform.version()``), ``Microsoft Windows [Version 10.0.19044.1645]``
+    (``ver`` or a ``cmd`` banner, the recorded machine w01; the fourth number is the update revision;
+    the first line that is a version counts)::
+
+        >>> parse_windows_version("10.0.22631")
+        ('10.0.22631', 22631, '11')
+    """
+    m = None
+    for line in (text or "").splitlines()[:50]:
+        m = _WINDOWS_VERSION.match(line[:200])
+        if m:
+            break
+    if not m:
+        return None, None, None
+    major, minor, build = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    name = ("11" if build >= WINDOWS_11_FIRST_BUILD else "10") if (major, minor) == (10, 0) else None
+    return f"{major}.{minor}.{build}", build, name
+
+
 # ---------------------------------------------------------------------------- gathering
 
 _LIB_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
@@ -279,9 +312,18 @@ def gather(ctx: ProbeContext) -> PlatformFacts:
                     src[k] = "sw_vers"
     elif f.system == "Windows":
         f.os_id = "windows"
-        f.os_version = host.version
-        f.os_name = f"Windows {host.release or ''}".strip()
-        src.update(os_id=host.label("system"), os_version=host.label("version"), os_name=host.label("release"))
+        src["os_id"] = host.label("system")
+        version, build, name = parse_windows_version(host.version or "")
+        f.os_version = version or host.version
+        if f.os_version:
+            src["os_version"] = host.label("version")
+        release = host.release or ""
+        if name and release in ("", "10", "11"):  # a client release: the build decides 10 or 11
+            f.os_name = f"Windows {name}"
+            src["os_name"] = host.label("version") + f" (build {build}; 11 from build {WINDOWS_11_FIRST_BUILD})"
+        else:  # "2019Server", "2022Server", or an unknown version: as the host says
+            f.os_name = f"Windows {release}".strip()
+            src["os_name"] = host.label("release")
 
     # Kernel (and the machine of a captured tree)
     osrelease = system.read_text("/proc/sys/kernel/osrelease")
@@ -328,12 +370,12 @@ def gather(ctx: ProbeContext) -> PlatformFacts:
                 if version:
                     src["glibc_version"] = where
 
-    # WSL
-    is_wsl, wsl_version = detect_wsl(f.kernel or pv_kernel)
+    # WSL (a Linux on Windows; native Windows is not WSL)
+    is_wsl, wsl_version = detect_wsl(f.kernel or pv_kernel) if f.system in (None, "Linux") else (False, None)
     if is_wsl:
         src["is_wsl"] = src["kernel"] if "kernel" in src else "file:/proc/version"
     for marker in ("/proc/sys/fs/binfmt_misc/WSLInterop", "/usr/lib/wsl"):
-        if not is_wsl and system.exists(marker):
+        if not is_wsl and f.system in (None, "Linux") and system.exists(marker):
             is_wsl = True
             src["is_wsl"] = f"file:{marker}"
     f.is_wsl = is_wsl

@@ -18,7 +18,7 @@ def nvcc_mismatch(ctx: Ctx) -> None:
     match = next((k for k in tk.toolkits if vt(k.nvcc_version or k.version_json)[:1] == (major,)), None)
     fix_text = None
     if match is not None:
-        root = re.sub(r"/bin/nvcc(\.exe)?$", "", match.path)
+        root = re.sub(r"[/\\]bin[/\\]nvcc(\.exe)?$", "", match.path)  # C:\...\v12.4\bin\nvcc.exe too
         fix_text = f"export CUDA_HOME={root} PATH={root}/bin:$PATH"
     ctx.add(
         fix=None if fix_text else "default",

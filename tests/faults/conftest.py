@@ -108,7 +108,7 @@ def check_as_nobody(m: Machine, *, timeout: float = 90) -> dict[str, Any]:
     import signal
     import time
 
-    if os.geteuid() != 0:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("needs root to switch to an unprivileged user")
     from stackdoctor import pipeline as chk
     import stackdoctor.diagnose, stackdoctor.engine, stackdoctor.matrix, stackdoctor.config  # noqa: F401,E401
@@ -122,6 +122,9 @@ def check_as_nobody(m: Machine, *, timeout: float = 90) -> dict[str, Any]:
         _load(mod)
     import yaml  # noqa: F401  (the matrix loader imports it lazily)
 
+    # The embedded matrix is read (and cached) now: its loader imports importlib's resource readers
+    # lazily, which an interpreter under a root-only home cannot read after setuid.
+    chk.load_matrix([])
     env = m.env()
     r, w = os.pipe()
     start = time.monotonic()
@@ -308,7 +311,7 @@ def run_cli_as_nobody(args: list[str], *, env: dict[str, str], cwd: Path, timeou
     """
     import time
 
-    if os.geteuid() != 0:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("needs root to switch to an unprivileged user")
     import stackdoctor.cli as cli
     import stackdoctor.commands.check  # noqa: F401

@@ -45,6 +45,7 @@ def test_kernel_returns_nan(machine, torch_python):
     assert_others_intact(data)
 
 
+@pytest.mark.posix
 def test_kernel_process_aborts(machine, torch_python):
     run, doc = kernels_cli(machine, torch_python, "matmul", "--device", "cpu", "--sizes", "32", "--timeout", "60", hook="abort")
     assert run.rc == 1 and run.elapsed < BOUND_S
