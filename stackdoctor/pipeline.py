@@ -13,6 +13,7 @@ one place, :func:`stackdoctor.matrix.user_matrix_paths`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -42,7 +43,7 @@ class Options:
     torch_timeout_s: float = 60.0  # the target worker (imports torch, runs the quick kernels)
     kernels: bool = True  # the quick kernel pass in the target
     compile: bool = False  # ... with a torch.compile check
-    import_torch: bool = True  # False: read torch/version.py instead of importing torch
+    import_torch: bool = True  # False: read torch from its files only, never import it (the kernel pass imports it anyway)
     replay: str | None = None  # a report to re-judge instead of probing
     matrix_files: list[str] = field(default_factory=list)  # --matrix (else STACKDOCTOR_MATRIX)
     config: str | None = None  # project requirements file (else found upward)
@@ -134,6 +135,12 @@ def judge(report: Report, opts: Options, matrix: Matrix) -> Report:
     return report
 
 
+def needs_torch_runtime(reqs: Requirements | None) -> bool:
+    """Whether the project's requirements can only be judged by ``import torch`` in the target (a GPU
+    backend, a number of GPUs torch can use): then ``check --no-kernels`` imports torch all the same."""
+    return reqs is not None and ((reqs.backend or "cpu") != "cpu" or (reqs.min_gpus or 0) > 0)
+
+
 def build_report(opts: Options, *, progress: Callable[[], AbstractContextManager[object]] | None = None) -> Report:
     """Probe (or replay) and judge. The matrix, the rules and the texts load on a thread while the
     probes run (the target's ``import torch`` takes seconds), so they add nothing to the wall time."""
@@ -145,6 +152,8 @@ def build_report(opts: Options, *, progress: Callable[[], AbstractContextManager
         catalog.title("torch-ok", lang_of(opts))
         return matrix
 
+    if not opts.import_torch and not opts.replay and needs_torch_runtime(requirements_for(Report(), opts)):
+        opts = dataclasses.replace(opts, import_torch=True)  # a backend or GPU count is proven only by torch itself
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare") as pool:
         pending = pool.submit(prepare)
         report = gather(opts, progress=progress)

@@ -66,6 +66,7 @@ def python_facts():
         out["tags_error"] = last_line(exc)
     out["tags"] = tags
     out["site_dirs"] = site_dirs()
+    out["torch_location"] = torch_location()
     try:
         from importlib import metadata
 
@@ -152,36 +153,19 @@ def variant_of(version, cuda, hip, xpu):
     return "cpu"
 
 
-def torch_static(out):
-    """Torch facts without importing it: ``torch/version.py`` read as text (fast, safe; for install)."""
-    import importlib.util
-    import re
+def torch_location():
+    """Where ``import torch`` would load torch from, found without importing it (``find_spec``
+    only locates a top-level package; nothing of torch runs). None when there is no torch package."""
+    try:
+        import importlib.util
 
-    try:
         spec = importlib.util.find_spec("torch")
-    except Exception as exc:
-        out["import_error"] = last_line(exc)
-        return out
+    except Exception:
+        return None
     if spec is None or not spec.submodule_search_locations:
-        return out
-    loc = list(spec.submodule_search_locations)[0]
-    out["installed"] = True
-    out["location"] = loc
-    try:
-        with open(os.path.join(loc, "version.py"), encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError:
-        text = ""
-    def field(name):
-        m = re.search(r"^%s\s*(?::[^=]*)?=\s*['\"]([^'\"]*)['\"]" % name, text, re.M)
-        return m.group(1) if m else None
-    version = field("__version__") or out["distributions"].get("torch")
-    cuda, hip, xpu = field("cuda"), field("hip"), field("xpu")
-    out.update(version=version, cuda=cuda, hip=hip)
-    if version:
-        out["variant"] = variant_of(version, cuda, hip, xpu)
-    out["sources_note"] = "torch/version.py (not imported)"
-    return out
+        return None
+    locations = list(spec.submodule_search_locations)
+    return locations[0] if locations else None
 
 
 def torch_facts():
@@ -192,7 +176,10 @@ def torch_facts():
         out[key] = out["distributions"].get(dist)
     out["triton_version"] = out["distributions"].get("triton") or out["distributions"].get("pytorch-triton-rocm") or out["distributions"].get("pytorch-triton")
     if os.environ.get("STACKDOCTOR_IMPORT_TORCH") == "0":
-        return torch_static(out), None
+        # not imported: the parent reads torch's files (stackdoctor.probes.torch_static)
+        out["installed"] = "torch" in out["distributions"]
+        out["not_imported"] = True
+        return out, None
     hook = os.environ.get("STACKDOCTOR_TEST_HOOK", "")
     t = time.monotonic()
     try:
@@ -216,6 +203,9 @@ def torch_facts():
     hip = getattr(tv, "hip", None)
     xpu = getattr(tv, "xpu", None)
     out.update(version=version, cuda=cuda, hip=hip, debug=getattr(tv, "debug", None))
+    for key in ("git_version", "rocm", "xpu"):
+        value = getattr(tv, key, None)
+        out[key] = value if isinstance(value, str) else None
     out["variant"] = variant_of(version, cuda, hip, xpu)
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -254,6 +244,14 @@ def torch_facts():
         out["arch_list"] = list(torch.cuda.get_arch_list()) if (cuda or hip) else []
     except Exception:
         out["arch_list"] = []
+    # get_arch_list() is [] while no GPU is usable; the build's flags are there all the same
+    flags = getattr(getattr(torch, "_C", None), "_cuda_getArchFlags", None)
+    if (cuda or hip) and flags is not None:
+        try:
+            value = flags()
+            out["arch_flags"] = value.split() if isinstance(value, str) else []
+        except Exception:
+            pass
     try:
         v = torch.backends.cudnn.version() if (cuda or hip) else None
         out["cudnn_version"] = str(v) if v else None

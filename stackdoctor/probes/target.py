@@ -1,20 +1,41 @@
-"""The target interpreter: its Python facts and its torch, from a child process.
+"""The target interpreter: its Python facts and its torch, from a child process and from torch's files.
 
 The child is the TARGET interpreter running ``stackdoctor/_worker/sd_target.py``
 (stdlib + torch only), bounded by ``ctx.torch_timeout_s``. It prints one marked JSON
 line per section as soon as each is known, so a hang or crash inside ``import torch``
 still leaves the Python facts, and the report says what happened.
+
+torch is read two ways:
+
+- from its files, always, in this process (:func:`stackdoctor.probes.torch_static.read_static_torch`
+  on the child's site directories and the place ``import torch`` would load it from): version,
+  CUDA/HIP, the GPU code in its libraries, the runtime wheels. Never imported, so this survives an
+  ``import torch`` that raises, hangs or aborts;
+- by ``import torch`` in the child, when ``ctx.import_torch`` (the quick kernel pass, ``check
+  --import-torch``): what torch says of itself and of the devices it can use.
+
+:func:`merge_static` joins the two into one :class:`TorchFacts`: ``imported`` says which happened,
+and ``sources`` names, for each value, the file it was read from or the import.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import os
 from pathlib import Path
 
 from stackdoctor._worker import worker_path
-from stackdoctor.facts import KernelFacts, PythonFacts, TorchFacts, from_data
+from stackdoctor.facts import (
+    KernelFacts,
+    PythonFacts,
+    TorchFacts,
+    TorchLibrary,
+    from_data,
+)
 from stackdoctor.probes import ProbeContext, ProbeOutput
+from stackdoctor.probes.torch_static import StaticTorch, read_static_torch
 from stackdoctor.system import CommandResult, System
 
 MARK = "@@stackdoctor@@ "
@@ -87,6 +108,73 @@ def _python_error(ctx: ProbeContext, res: CommandResult) -> str:
     return f"the target {target} is not a Python interpreter stackdoctor can use" + (f" ({tail[:200]})" if tail else "")
 
 
+def _import_worked(t: TorchFacts) -> bool:
+    return not t.import_error and t.import_error_kind is None
+
+
+def _torch_arch_list(torch: TorchFacts, flags: object) -> None:
+    """torch's own arch list: ``get_arch_list()``, which is empty while no GPU is usable, else the
+    build's ``_cuda_getArchFlags()``."""
+    if torch.arch_list:
+        torch.arch_list_torch = list(torch.arch_list)
+        torch.sources["arch_list_torch"] = torch.sources["arch_list"] = "torch.cuda.get_arch_list()"
+    elif isinstance(flags, list) and flags and all(isinstance(x, str) for x in flags):
+        torch.arch_list_torch = list(flags)
+        torch.arch_list = list(flags)
+        torch.sources["arch_list_torch"] = torch.sources["arch_list"] = "torch._C._cuda_getArchFlags()"
+
+
+def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> TorchFacts:
+    """``torch`` (what the child said: the import's facts, or only the distributions) joined with what
+    torch's files say (``st``). Pure: returns new facts.
+
+    What only the files know is always added (the GPU code in the libraries, per-file extras, the
+    runtime wheels' versions, what could not be read). Where torch did not import (not asked, or it
+    failed), the files also give the version, CUDA/HIP, location and arch list; where it did, the
+    import's values stand and the files' arch list is kept beside torch's own for comparison.
+    Every value taken from the files names its file in ``sources``.
+    """
+    t = copy.deepcopy(torch)
+    src = dict(t.sources)
+    t.imported = imported if (t.installed or st.installed) else None
+    t.installed = t.installed or st.installed
+    kind = "hip" if st.hip else "cuda"
+    t.arch_list_files = list(st.gfx_list if kind == "hip" and st.gfx_list else st.arch_list)
+    if t.arch_list_files:
+        src["arch_list_files"] = st.sources.get("gfx_list" if kind == "hip" and st.gfx_list else "arch_list", "torch's libraries")
+    t.arch_extra = [a for a in st.arch_extra]
+    if t.arch_extra:
+        src["arch_extra"] = src.get("arch_list_files") or st.sources.get("arch_list", "torch's libraries")
+    t.runtime_versions = dict(st.runtime)
+    for key in st.runtime:
+        src[f"runtime_versions.{key}"] = st.sources.get(f"runtime.{key}", "torch's files")
+    t.runtime_libraries = dict(st.runtime_libraries)
+    t.libraries = [TorchLibrary(**dataclasses.asdict(lib)) for lib in st.libraries]
+    t.static_errors = list(st.errors)
+    for key in ("git_version", "rocm", "xpu"):
+        if getattr(t, key) is None and getattr(st, key) is not None:
+            setattr(t, key, getattr(st, key))
+            src[key] = st.sources.get(key, "torch/version.py")
+    for dist, field_name in (("torchvision", "torchvision_version"), ("torchaudio", "torchaudio_version")):
+        if getattr(t, field_name) is None and st.distributions.get(dist):
+            setattr(t, field_name, st.distributions[dist])
+            src[field_name] = st.sources.get(f"distributions.{dist}", f"{dist} dist-info")
+    if not imported:
+        for key in ("version", "variant", "cuda", "hip", "debug", "location"):
+            value = getattr(st, key)
+            if value is not None and getattr(t, key) is None:
+                setattr(t, key, value)
+                src[key] = st.sources.get(key) or st.sources.get("version") or "torch's files"
+        if not t.arch_list and t.arch_list_files:
+            t.arch_list = list(t.arch_list_files)
+            src["arch_list"] = src["arch_list_files"]
+    elif not t.arch_list and t.arch_list_files:  # imported, but torch named no list
+        t.arch_list = list(t.arch_list_files)
+        src["arch_list"] = src["arch_list_files"]
+    t.sources = src
+    return t
+
+
 def probe(ctx: ProbeContext) -> ProbeOutput:
     env: dict[str, str | None] = {"PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1"}
     pkg = packaging_path(ctx.system)
@@ -143,17 +231,26 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
 
     # ---- torch
     tdata = sections.get("torch")
+    tried_import = False
     if tdata is not None:
-        note = tdata.get("sources_note")
-        clean = {k: v for k, v in tdata.items() if k not in ("section", "elapsed_s", "import_s", "sources_note")}
+        tried_import = not tdata.get("not_imported")
+        clean = {k: v for k, v in tdata.items() if k not in ("section", "elapsed_s", "import_s", "not_imported", "arch_flags", "sources")}
         try:
             torch = from_data(TorchFacts, clean)
         except TypeError as exc:
             torch = TorchFacts(import_error=f"unreadable torch facts from the target: {exc}", import_error_kind="exception")
-        torch.sources = {"*": f"{ctx.target.python} ({note or 'import torch'})"}
+        if tried_import:
+            torch.sources = {"*": f"{ctx.target.python} (import torch)"}
+            _torch_arch_list(torch, tdata.get("arch_flags"))
+        else:
+            torch.sources = {"*": f"{ctx.target.python} (importlib.metadata; torch not imported)"}
     else:
+        tried_import = ctx.import_torch
         torch = TorchFacts()
-        if pdata is not None:  # python answered, then the torch part never did
+        if pdata is not None and not ctx.import_torch:  # no import asked, yet the child stopped after its Python facts
+            how = f"did not finish in {res.detail} s" if res.status == "timeout" else f"died ({res.detail if res.signal is not None else f'exit code {res.returncode}'})"
+            status, error = ("timeout" if res.status == "timeout" else "error"), f"the target {ctx.target.python} {how} before listing its distributions"
+        elif pdata is not None:  # python answered, then the torch part never did
             if res.status == "timeout":
                 torch.import_error = f"import torch did not finish in {res.detail} s"
                 torch.import_error_kind = "timeout"
@@ -167,6 +264,14 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
                 torch.import_error_kind = "crash"
                 status, error = "error", torch.import_error
             torch.installed = True
+    if pdata is not None and not pdata.get("error"):
+        dirs = [d for d in pdata.get("site_dirs") or [] if isinstance(d, str)]
+        loc = pdata.get("torch_location")
+        if isinstance(loc, str) and loc:
+            dirs.insert(0, os.path.dirname(loc.rstrip("/\\")))  # where import would load it (PYTHONPATH, .pth, editable)
+        # the target's files are this machine's, never under a moved sysroot
+        static = read_static_torch(ctx.system.local, list(dict.fromkeys(dirs)))
+        torch = merge_static(torch, static, imported=tried_import and torch.installed and _import_worked(torch))
     facts["torch"] = torch
 
     # ---- kernels (quick pass in the same child)

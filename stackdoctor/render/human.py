@@ -43,24 +43,37 @@ def _label(title: str, value: str, sev: str | None, note: str = "") -> Text:
     return t
 
 
+def _available(f: Facts) -> str:
+    t = f.torch
+    if t.import_error or t.import_error_kind:
+        return "torch does not import"
+    if t.imported is False:
+        return "not started (torch read from its files, not imported)"
+    return "available" if t.cuda_available else "NOT available"
+
+
 def runtime_line(f: Facts) -> str:
     t = f.torch
     if not t.installed or t.version is None:
         return "unknown (no torch)"
     if t.cuda:
         parts = [f"CUDA {t.cuda} (bundled in the wheel)"]
-        if t.cudnn_version:
-            parts.append(f"cuDNN {t.cudnn_version}")
-        if t.nccl_version:
-            parts.append(f"NCCL {t.nccl_version}")
-        avail = "available" if t.cuda_available else "NOT available"
-        return ", ".join(parts) + f"; {avail}"
+        cudnn, nccl = t.cudnn_version or t.runtime_versions.get("cudnn"), t.nccl_version or t.runtime_versions.get("nccl")
+        if cudnn:
+            parts.append(f"cuDNN {cudnn}")
+        if nccl:
+            parts.append(f"NCCL {nccl}")
+        return ", ".join(parts) + f"; {_available(f)}"
     if t.hip:
-        return f"ROCm/HIP {t.hip}; " + ("available" if t.cuda_available else "NOT available")
+        return f"ROCm/HIP {t.hip}; {_available(f)}"
     if t.mps_available:
         return "MPS (Apple GPU)"
     if t.xpu_available:
         return "XPU (Intel GPU)"
+    if t.imported is False and not t.import_error:
+        if f.apple.is_macos:
+            return f"macOS build (MPS, CPU); {_available(f)}"
+        return "CPU only" if (t.variant or "cpu") == "cpu" else f"{t.variant} build; {_available(f)}"
     return "CPU only"
 
 
@@ -90,10 +103,12 @@ def build_tree(report: Report) -> Tree:
     t = f.torch
     if t.installed and t.version:
         extras = [f"torchvision {t.torchvision_version}" if t.torchvision_version else "", f"torchaudio {t.torchaudio_version}" if t.torchaudio_version else ""]
-        tv = f"torch {t.version}  [{t.variant}]"
+        tv = f"torch {t.version}  [{t.variant}]" + (f"  cannot be imported: {t.import_error}" if t.import_error else "")
         node = root.add(_label("torch", tv, _worst(fs, "torch"), " ".join(e for e in extras if e)))
     elif t.import_error:
         node = root.add(_label("torch", f"cannot be imported: {t.import_error}", _worst(fs, "torch") or "fail"))
+    elif t.installed:
+        node = root.add(_label("torch", "installed, version unknown", _worst(fs, "torch") or "warn"))
     else:
         node = root.add(_label("torch", "not installed", _worst(fs, "torch") or "warn"))
     node = node.add(_label("runtime", runtime_line(f), _worst(fs, "runtime")))

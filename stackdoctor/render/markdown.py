@@ -78,6 +78,10 @@ def stack_rows(report: Report) -> list[tuple[str, str]]:
         if t.nccl_version:
             extra.append(f"NCCL {t.nccl_version}")
         avail = []
+        if t.import_error:
+            avail.append(f"not importable: {t.import_error}")
+        elif t.imported is False:
+            avail.append("read from its files, not imported")
         if t.cuda_available is not None:
             avail.append(f"cuda available: {t.cuda_available}")
         if t.mps_available:

@@ -2,6 +2,7 @@
 segfaults; CUDA initialisation fails. Fake ``torch`` packages live in real venvs
 (tests/test_target_probe.py: make_fake_torch_env). A target that cannot report is a failing
 finding (exit 1) naming the interpreter; every other probe's facts are still in the report.
+``--no-kernels`` reads torch from its files only, so the import faults run with ``--import-torch``.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def test_target_is_python2(machine, tmp_path):
 
 def test_target_import_torch_raises(machine, tmp_path):
     py = make_fake_torch_env(tmp_path, "raise OSError('libcudnn.so.9: cannot open shared object file: No such file or directory')\n")
-    run, data = check(machine, python=py)
+    run, data = check(machine, "--import-torch", python=py)
     t = data["facts"]["torch"]
     assert t["installed"] is True and t["import_error_kind"] == "exception"
     assert t["import_error"] == "OSError: libcudnn.so.9: cannot open shared object file: No such file or directory"
@@ -65,7 +66,7 @@ def test_target_import_torch_raises(machine, tmp_path):
 
 def test_target_import_torch_raises_is_a_failing_finding(machine, tmp_path):
     py = make_fake_torch_env(tmp_path, "raise OSError('libcudnn.so.9: cannot open shared object file: No such file or directory')\n")
-    run, data = check(machine, python=py)
+    run, data = check(machine, "--import-torch", python=py)
     assert not any(f["code"] in ("torch-ok", "runtime-ok") for f in data["findings"]), data["findings"]
     assert run.rc == 1
     assert any(f["code"] == "torch-import-failed" for f in failing(data))
@@ -74,7 +75,7 @@ def test_target_import_torch_raises_is_a_failing_finding(machine, tmp_path):
 
 def test_target_import_torch_hangs(machine, tmp_path):
     py = make_fake_torch_env(tmp_path, "import time\ntime.sleep(600)\n")
-    run, data = check(machine, "--torch-timeout", "3", python=py)
+    run, data = check(machine, "--import-torch", "--torch-timeout", "3", python=py)
     assert run.elapsed < 3 + 20
     t = data["facts"]["torch"]
     assert t["import_error_kind"] == "timeout"
@@ -88,7 +89,7 @@ def test_target_import_torch_hangs(machine, tmp_path):
 @pytest.mark.posix
 def test_target_import_torch_segfaults(machine, tmp_path):
     py = make_fake_torch_env(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
-    run, data = check(machine, python=py)
+    run, data = check(machine, "--import-torch", python=py)
     t = data["facts"]["torch"]
     assert t["import_error_kind"] == "crash" and "SIGSEGV" in t["import_error"]
     assert "\n" not in t["import_error"]
@@ -99,7 +100,7 @@ def test_target_import_torch_segfaults(machine, tmp_path):
 @pytest.mark.posix
 def test_target_import_torch_segfaults_is_a_failing_finding(machine, tmp_path):
     py = make_fake_torch_env(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
-    run, data = check(machine, python=py)
+    run, data = check(machine, "--import-torch", python=py)
     assert not any(f["code"] in ("torch-ok", "runtime-ok") for f in data["findings"]), data["findings"]
     assert run.rc == 1
     one_clear_message(data, "SIGSEGV")
@@ -107,7 +108,7 @@ def test_target_import_torch_segfaults_is_a_failing_finding(machine, tmp_path):
 
 def test_target_cuda_initialisation_fails(machine, tmp_path):
     py = make_fake_torch_env(tmp_path, FAKE_CU130_TORCH_OLD_DRIVER)
-    run, data = check(machine, python=py)
+    run, data = check(machine, "--import-torch", python=py)
     t = data["facts"]["torch"]
     assert t["version"] == "2.13.0+cu130" and t["cuda_available"] is False
     assert "driver on your system is too old" in t["cuda_error"]
