@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING
 from stackdoctor.errors import ExitCode
 from stackdoctor.facts import Facts
 from stackdoctor.report import Report
-from stackdoctor.rules.core import Gates
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.config import Requirements
     from stackdoctor.matrix import Matrix
+    from stackdoctor.rules.core import Gates  # the rules load on a thread while the probes run (build_report)
 
 __all__ = ["Options", "build_report", "exit_code", "failing_reason", "gather", "judge", "load_matrix", "probe_facts", "requirements_for"]
 
@@ -51,7 +51,7 @@ class Options:
     only: list[str] | None = None
     skip: list[str] | None = None
     strict: bool = False
-    gates: Gates = field(default_factory=Gates)
+    gates: Gates | None = None  # thresholds beyond the project file (kernels --min-busbw)
     worker_hook: str | None = None  # tests only: STACKDOCTOR_TEST_HOOK for the target worker
     probes: Sequence[str] | None = None  # a subset of the probes (install needs fewer)
 

@@ -67,12 +67,8 @@ def python_facts():
     out["tags"] = tags
     out["site_dirs"] = site_dirs()
     out["torch_location"] = torch_location()
-    try:
-        from importlib import metadata
-
-        out["pip_version"] = metadata.version("pip")
-    except Exception:
-        out["pip_version"] = None
+    # pip's version and the installed distributions are read by the parent from the *.dist-info in
+    # site_dirs (stackdoctor.probes.torch_static): importlib.metadata costs more than the rest of this worker
     return out
 
 
@@ -106,26 +102,6 @@ def site_dirs():
     ordered = [p for p in sys.path if p in wanted]
     ordered = [p for i, p in enumerate(ordered) if p not in ordered[:i]]
     return ordered + [p for p in wanted if p not in ordered]
-
-
-INTERESTING = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "pynvml", "nvidia-ml-py", "intel-")
-
-
-def distributions():
-    found = {}
-    try:
-        from importlib import metadata
-
-        for dist in metadata.distributions():
-            try:
-                name = (dist.metadata["Name"] or "").lower()
-            except Exception:
-                continue
-            if name.startswith(("nvidia-", "torch", "pytorch-", "triton", "pynvml", "intel-", "cupy")):
-                found[name] = dist.version
-    except Exception:
-        pass
-    return found
 
 
 def conda_packages():
@@ -171,13 +147,9 @@ def torch_location():
 def torch_facts():
     import warnings
 
-    out = {"installed": False, "distributions": distributions(), "conda_packages": conda_packages()}
-    for dist, key in (("torchvision", "torchvision_version"), ("torchaudio", "torchaudio_version")):
-        out[key] = out["distributions"].get(dist)
-    out["triton_version"] = out["distributions"].get("triton") or out["distributions"].get("pytorch-triton-rocm") or out["distributions"].get("pytorch-triton")
+    out = {"installed": False, "conda_packages": conda_packages()}
     if os.environ.get("STACKDOCTOR_IMPORT_TORCH") == "0":
         # not imported: the parent reads torch's files (stackdoctor.probes.torch_static)
-        out["installed"] = "torch" in out["distributions"]
         out["not_imported"] = True
         return out, None
     hook = os.environ.get("STACKDOCTOR_TEST_HOOK", "")
@@ -187,7 +159,7 @@ def torch_facts():
             time.sleep(3600)
         import torch
     except BaseException as exc:  # ImportError, OSError (libs), SystemExit from a broken __init__ ...
-        out["installed"] = "torch" in out["distributions"] or not isinstance(exc, ModuleNotFoundError)
+        out["installed"] = not isinstance(exc, ModuleNotFoundError)  # the parent's read of the files says more
         if isinstance(exc, ModuleNotFoundError) and getattr(exc, "name", None) == "torch":
             out["import_error"] = None
         else:

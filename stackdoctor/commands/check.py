@@ -119,8 +119,11 @@ def register(app: typer.Typer) -> None:
 
 def emit(report: Report, fmt: str, output: str | None, *, verbose: bool = False, lang: str = "en") -> None:
     """Write the report in ``fmt`` to stdout or ``output`` (``--json`` keeps stdout pure JSON)."""
-    from stackdoctor.console import make_console
     from stackdoctor.output import write_output
 
-    console = make_console()
+    console = None
+    if fmt == "human" and output is None:  # only the screen needs rich
+        from stackdoctor.console import make_console
+
+        console = make_console()
     write_output(report, fmt, output, console=console, verbose=verbose, redact_default=False, lang=lang)

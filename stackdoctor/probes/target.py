@@ -24,6 +24,8 @@ import copy
 import dataclasses
 import json
 import os
+import re
+import threading
 from pathlib import Path
 
 from stackdoctor._worker import worker_path
@@ -155,10 +157,17 @@ def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> Torch
         if getattr(t, key) is None and getattr(st, key) is not None:
             setattr(t, key, getattr(st, key))
             src[key] = st.sources.get(key, "torch/version.py")
-    for dist, field_name in (("torchvision", "torchvision_version"), ("torchaudio", "torchaudio_version")):
-        if getattr(t, field_name) is None and st.distributions.get(dist):
-            setattr(t, field_name, st.distributions[dist])
-            src[field_name] = st.sources.get(f"distributions.{dist}", f"{dist} dist-info")
+    # the installed distributions, as their *.dist-info say (in import order: the first of a name wins)
+    t.distributions = {k: v for k, v in st.site_distributions.items() if k != "pip"}
+    if t.distributions:
+        sites = [re.sub(r"[/\\][^/\\]+\.(?:dist|egg)-info([/\\].*)?$", "", v) for k, v in st.sources.items() if k.startswith("site_distributions.")]
+        src["distributions"] = "*.dist-info in " + ", ".join(dict.fromkeys(sites))
+    for field_name, dists in (("torchvision_version", ("torchvision",)), ("torchaudio_version", ("torchaudio",)),
+                              ("triton_version", ("triton", "pytorch-triton-rocm", "pytorch-triton", "pytorch-triton-xpu"))):
+        dist = next((d for d in dists if d in st.site_distributions), None)
+        setattr(t, field_name, st.site_distributions[dist] if dist else None)
+        if dist:
+            src[field_name] = st.sources.get(f"site_distributions.{dist}", f"{dist} dist-info")
     if not imported:
         for key in ("version", "variant", "cuda", "hip", "debug", "location"):
             value = getattr(st, key)
@@ -175,7 +184,21 @@ def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> Torch
     return t
 
 
+def _uv(ctx: ProbeContext, path: str | None) -> tuple[str | None, str | None]:
+    """(path, version) of a ``uv`` that answers ``uv --version``; (None, None) otherwise."""
+    if not path:
+        return None, None
+    r = ctx.system.run([path, "--version"], timeout=ctx.timeout_s, record=False)
+    if r.ok and r.stdout.split()[:1] == ["uv"]:
+        return path, (r.stdout.split() + ["", ""])[1] or None
+    return None, None
+
+
 def probe(ctx: ProbeContext) -> ProbeOutput:
+    # the uv on PATH is asked while the target answers (a shim such as pyenv's takes a few tenths of a second)
+    uv_box: list[tuple[str | None, str | None]] = []
+    uv_thread = threading.Thread(target=lambda: uv_box.append(_uv(ctx, ctx.system.which("uv"))), daemon=True)
+    uv_thread.start()
     env: dict[str, str | None] = {"PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1"}
     pkg = packaging_path(ctx.system)
     if pkg:
@@ -209,7 +232,6 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
             platform_tag=tags[0].split("-")[-1] if tags else None,
             env_kind=pdata.get("env_kind"),
             env_prefix=pdata.get("prefix"),
-            pip_version=pdata.get("pip_version"),
             selected_by=ctx.target.selected_by,
             error=pdata.get("tags_error") and f"wheel tags unknown: {pdata['tags_error']}",
             sources={"*": f"{ctx.target.python} (sd_target.py)"},
@@ -217,16 +239,29 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     else:
         py.error = (pdata or {}).get("error") or _python_error(ctx, res)
         status, error = "error", py.error
-    uv = ctx.system.which("uv")
+    static: StaticTorch | None = None
+    if pdata is not None and not pdata.get("error"):
+        dirs = [d for d in pdata.get("site_dirs") or [] if isinstance(d, str)]
+        loc = pdata.get("torch_location")
+        if isinstance(loc, str) and loc:
+            dirs.insert(0, os.path.dirname(loc.rstrip("/\\")))  # where import would load it (PYTHONPATH, .pth, editable)
+        # the target's files are this machine's, never under a moved sysroot
+        static = read_static_torch(ctx.system.local, list(dict.fromkeys(dirs)))
+        py.pip_version = static.site_distributions.get("pip")
+        if py.pip_version:
+            py.sources["pip_version"] = static.sources.get("site_distributions.pip", "pip dist-info")
+    own_uv = None
     if py.env_prefix:
         for cand in (os.path.join(py.env_prefix, "bin", "uv"), os.path.join(py.env_prefix, "Scripts", "uv.exe")):
             if ctx.system.local.is_executable(cand):  # the target's own files: live, never under a sysroot
-                uv = cand
+                own_uv = cand
                 break
-    if uv:
-        r = ctx.system.run([uv, "--version"], timeout=ctx.timeout_s, record=False)
-        if r.ok and r.stdout.split()[:1] == ["uv"]:
-            py.uv_path, py.uv_version = uv, (r.stdout.split() + ["", ""])[1] or None
+    if own_uv is not None:  # the environment's own uv wins over the one on PATH
+        py.uv_path, py.uv_version = _uv(ctx, own_uv)
+    else:
+        uv_thread.join(ctx.timeout_s + 5)
+        if uv_box:
+            py.uv_path, py.uv_version = uv_box[0]
     facts["python"] = py
 
     # ---- torch
@@ -243,7 +278,7 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
             torch.sources = {"*": f"{ctx.target.python} (import torch)"}
             _torch_arch_list(torch, tdata.get("arch_flags"))
         else:
-            torch.sources = {"*": f"{ctx.target.python} (importlib.metadata; torch not imported)"}
+            torch.sources = {"*": f"{ctx.target.python} (sd_target.py; torch not imported: read from its files)"}
     else:
         tried_import = ctx.import_torch
         torch = TorchFacts()
@@ -264,13 +299,7 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
                 torch.import_error_kind = "crash"
                 status, error = "error", torch.import_error
             torch.installed = True
-    if pdata is not None and not pdata.get("error"):
-        dirs = [d for d in pdata.get("site_dirs") or [] if isinstance(d, str)]
-        loc = pdata.get("torch_location")
-        if isinstance(loc, str) and loc:
-            dirs.insert(0, os.path.dirname(loc.rstrip("/\\")))  # where import would load it (PYTHONPATH, .pth, editable)
-        # the target's files are this machine's, never under a moved sysroot
-        static = read_static_torch(ctx.system.local, list(dict.fromkeys(dirs)))
+    if static is not None:
         torch = merge_static(torch, static, imported=tried_import and torch.installed and _import_worked(torch))
     facts["torch"] = torch
 
