@@ -127,11 +127,12 @@ def _torch_arch_list(torch: TorchFacts, flags: object) -> None:
 
 
 def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> TorchFacts:
-    """``torch`` (what the child said: the import's facts, or only the distributions) joined with what
+    """``torch`` (what the child said: the import's facts, or only its conda packages) joined with what
     torch's files say (``st``). Pure: returns new facts.
 
     What only the files know is always added (the GPU code in the libraries, per-file extras, the
-    runtime wheels' versions, what could not be read). Where torch did not import (not asked, or it
+    runtime wheels' versions, what could not be read), and the installed distributions come from
+    their ``*.dist-info`` whichever way torch was read. Where torch did not import (not asked, or it
     failed), the files also give the version, CUDA/HIP, location and arch list; where it did, the
     import's values stand and the files' arch list is kept beside torch's own for comparison.
     Every value taken from the files names its file in ``sources``.
