@@ -16,7 +16,6 @@ on a bare GPU machine where stackdoctor's dependencies are not installed. It pri
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -25,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stackdoctor.probes import ProbeContext, Target, cudriver, nvidia  # noqa: E402
-from stackdoctor.system import System  # noqa: E402
+from stackdoctor.probes import ProbeContext, Target, cudriver, nvidia
+from stackdoctor.system import System
 
 ASK_TORCH = r"""
 import json, sys, time
@@ -43,10 +42,10 @@ print(json.dumps({"version": torch.__version__, "cuda": torch.version.cuda, "hip
 """
 
 
-def section(out: dict, name: str, fn) -> None:  # noqa: ANN001
+def section(out: dict, name: str, fn) -> None:
     try:
         out[name] = fn()
-    except Exception as exc:  # a device check reports what failed and goes on
+    except Exception as exc:  # noqa: BLE001  (a device check reports what failed and goes on)
         out[name] = {"error": f"{type(exc).__name__}: {exc}"}
 
 
@@ -54,8 +53,8 @@ def smi() -> dict:
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return {"error": "no nvidia-smi on PATH"}
-    q = subprocess.run([exe, "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"], capture_output=True, text=True, timeout=60)
-    banner = subprocess.run([exe], capture_output=True, text=True, timeout=60)
+    q = subprocess.run([exe, "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"], capture_output=True, text=True, timeout=60, check=False)
+    banner = subprocess.run([exe], capture_output=True, text=True, timeout=60, check=False)
     line = next((ln for ln in banner.stdout.splitlines() if "CUDA Version" in ln), "")
     return {"query": q.stdout.strip().splitlines(), "banner": line.strip(" |")}
 
@@ -84,7 +83,7 @@ def torch_both_ways(python: str) -> dict:
 
     worker = str(Path(__file__).resolve().parents[1] / "stackdoctor" / "_worker")
     t = time.perf_counter()
-    res = subprocess.run([python, "-c", ASK_TORCH, worker], capture_output=True, text=True, timeout=300)
+    res = subprocess.run([python, "-c", ASK_TORCH, worker], capture_output=True, text=True, timeout=300, check=False)
     wall = time.perf_counter() - t
     if res.returncode != 0:
         return {"error": (res.stderr.strip().splitlines() or ["?"])[-1]}
@@ -108,7 +107,7 @@ def main() -> None:
     section(out, "nvidia_probe", probe)
     candidates = sys.argv[1:] or [p for p in (shutil.which("python3"), sys.executable) if p]
     for py in candidates:
-        probe_torch = subprocess.run([py, "-c", "import importlib.util as u; print(bool(u.find_spec('torch')))"], capture_output=True, text=True)
+        probe_torch = subprocess.run([py, "-c", "import importlib.util as u; print(bool(u.find_spec('torch')))"], capture_output=True, text=True, check=False)
         if probe_torch.stdout.strip() == "True":
             section(out, "torch", lambda py=py: torch_both_ways(py))
             out["torch_python"] = py

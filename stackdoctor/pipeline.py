@@ -29,7 +29,9 @@ from stackdoctor.report import Report
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.config import Requirements
     from stackdoctor.matrix import Matrix
-    from stackdoctor.rules.core import Gates  # the rules load on a thread while the probes run (build_report)
+    from stackdoctor.rules.core import Gates
+
+# (the rules are imported on the prepare thread while the probes run: build_report)
 
 __all__ = ["Options", "build_report", "exit_code", "failing_reason", "gather", "judge", "load_matrix", "probe_facts", "requirements_for"]
 
