@@ -1314,7 +1314,11 @@ def _read_user_file(path: str | Path) -> str:
 def _embedded() -> tuple[tuple[str, _Parsed], ...]:
     from importlib import resources
 
-    base = resources.files("stackdoctor.compat_matrix")
+    try:
+        base: Any = resources.files("stackdoctor.compat_matrix")
+    except ModuleNotFoundError:
+        # run from a source checkout (``python -m stackdoctor`` in a clone): the data sits beside the package
+        base = Path(__file__).resolve().parent.parent / "compat_matrix"
     parts = []
     for entry in sorted(base.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".yaml") and entry.is_file():

@@ -344,7 +344,13 @@ def read_static_torch(system: System, site_dirs: Sequence[str], *, zstd: binfmt.
     """
     st = StaticTorch()
     decoder = zstd if zstd is not None else stdlib_zstd()
-    site_dirs = [s for s in site_dirs if isinstance(s, str) and s]
+    # one entry per directory: purelib, platlib and site.getsitepackages() often name the same one
+    # (and lib64 is often a link to lib), which would make one torch look installed three times
+    unique: dict[str, str] = {}
+    for s in site_dirs:
+        if isinstance(s, str) and s:
+            unique.setdefault(system.realpath(s), s)
+    site_dirs = list(unique.values())
     _read_distributions(system, site_dirs, st)
     pkg, _site = _find_torch(system, site_dirs)
     if pkg is None:
