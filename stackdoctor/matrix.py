@@ -223,6 +223,7 @@ class Peak:
     bf16: float | None
     fp16: float | None
     source: str
+    tf32: float | None = None
 
 
 @dataclass(frozen=True)
@@ -1193,15 +1194,17 @@ def _parse_document(data: Any, file: str) -> _Parsed:
         for i, raw in enumerate(ctx.seq(top["peaks"], "peaks", ctx.line_of(top, "peaks"))):
             where = f"peaks[{i}]"
             d = ctx.mapping(raw, where, ctx.line_of(top, "peaks"))
-            _check_keys(ctx, d, {"gpu", "fp32", "bf16", "fp16", "source", "note"}, where)
+            _check_keys(ctx, d, {"gpu", "fp32", "tf32", "bf16", "fp16", "source", "note"}, where)
             gpu = ctx.text(d, "gpu", where, required=True) or ""
             nums: dict[str, float | None] = {}
-            for k in ("fp32", "bf16", "fp16"):
+            for k in ("fp32", "tf32", "bf16", "fp16"):
                 v = d.get(k)
                 if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
                     raise ctx.fail(ctx.line_of(d, k), f"{where}.{k}", f"expected a number of TFLOP/s, got {_tname(v)}")
                 nums[k] = float(v) if v is not None else None
-            out.peaks[normalise_gpu_name(gpu)] = Peak(gpu, nums["fp32"], nums["bf16"], nums["fp16"], ctx.text(d, "source", where, required=True) or "")
+            out.peaks[normalise_gpu_name(gpu)] = Peak(
+                gpu, nums["fp32"], nums["bf16"], nums["fp16"], ctx.text(d, "source", where, required=True) or "", tf32=nums["tf32"]
+            )
     if top.get("indexes") is not None:
         im = ctx.mapping(top["indexes"], "indexes", ctx.line_of(top, "indexes"))
         for name, raw in im.items():

@@ -146,8 +146,8 @@ def _peak(f: Facts, r: KernelResult, matrix: Matrix) -> tuple[float | None, str]
         idx = r.device.partition(":")[2]
         gpu = next((g for g in gpus if str(g.index) == idx), None)
     row = matrix.peak(name or (gpu.name if gpu else None))
-    if row is not None and r.dtype in ("fp32", "bf16", "fp16", "tf32"):
-        value = getattr(row, {"tf32": "bf16"}.get(r.dtype, r.dtype), None)
+    if row is not None and r.dtype in ("fp32", "tf32", "bf16", "fp16"):
+        value = getattr(row, r.dtype, None)  # tf32 has its own (Tensor Core) column: half of bf16 on Hopper
         if value:
             return float(value), f"compat_matrix/peaks.yaml: {row.source}"
     if r.dtype == "fp32" and gpu is not None:
