@@ -27,6 +27,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from stackdoctor.errors import MatrixError
+from stackdoctor.versions import at_least, dotted
 
 __all__ = [
     "CudaRow",
@@ -57,7 +58,6 @@ _VARIANT_RE = re.compile(r"^(?:(?P<cpu>cpu)|cu(?P<cu>\d{2,3})|rocm(?P<rocm>\d+\.
 _ARCH_RE = re.compile(r"^(?P<kind>sm|compute)_(?P<num>\d{2,3})(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
 _GFX_RE = re.compile(r"^gfx[0-9a-f]{3,4}$")
 _PY_RE = re.compile(r"^3\.\d{1,2}t?$")
-_DRIVER_RE = re.compile(r"^\d+(?:\.\d+){0,3}$")
 _INDEX_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
@@ -566,21 +566,6 @@ def gfx_supported(variant: Variant, gfx: str) -> bool:
     return gfx.split(":", 1)[0].lower() in variant.gfx
 
 
-def driver_tuple(driver: str) -> tuple[int, ...] | None:
-    d = driver.strip()
-    if not _DRIVER_RE.match(d):
-        return None
-    return tuple(int(x) for x in d.split("."))
-
-
-def _ge(a: str, b: str) -> bool:
-    ta, tb = driver_tuple(a), driver_tuple(b)
-    if ta is None or tb is None:
-        return False
-    n = max(len(ta), len(tb))
-    return ta + (0,) * (n - len(ta)) >= tb + (0,) * (n - len(tb))
-
-
 def driver_meets(cuda_row: CudaRow, driver: str | None, windows: bool) -> str:
     """"full" when ``driver`` meets the toolkit minimum, "minor-compat" when only the major's
     minor-version-compatibility floor is met, "no" otherwise (or when the driver is unknown).
@@ -588,13 +573,13 @@ def driver_meets(cuda_row: CudaRow, driver: str | None, windows: bool) -> str:
     Where the toolkit minimum is unknown (Windows, CUDA 13.x) the floor is the documented requirement
     and meeting it counts as "full".
     """
-    if not driver or driver_tuple(driver) is None:
+    if not driver or dotted(driver) is None:
         return "no"
     minimum = cuda_row.min_driver_windows if windows else cuda_row.min_driver_linux
     floor = cuda_row.minor_compat_floor_windows if windows else cuda_row.minor_compat_floor_linux
-    if minimum is not None and _ge(driver, minimum):
+    if minimum is not None and at_least(driver, minimum):
         return "full"
-    if floor is not None and _ge(driver, floor):
+    if floor is not None and at_least(driver, floor):
         return "full" if minimum is None else "minor-compat"
     return "no"
 
@@ -1000,7 +985,7 @@ def _release(ctx: _Ctx, raw: Any, where: str, line: int) -> Release:
 
 def _driver(ctx: _Ctx, d: _LDict, key: str, where: str) -> str | None:
     v = ctx.text(d, key, where)
-    if v is not None and driver_tuple(v) is None:
+    if v is not None and dotted(v) is None:
         raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"unparsable driver version {v!r}")
     return v
 

@@ -35,6 +35,8 @@ from stackdoctor.matrix import (
     variant_kind,
 )
 from stackdoctor.plan import Plan, PlannedPackage, Rejected, Request
+from stackdoctor.versions import major_minor
+from stackdoctor.versions import release as release_tuple
 
 __all__ = ["resolve", "Target", "Gpu", "target_from"]
 
@@ -96,15 +98,6 @@ class Target:
         return [g for g in self.gpus if g.vendor == "intel"]
 
 
-def _vtuple(text: str | None) -> tuple[int, int] | None:
-    if not text:
-        return None
-    m = re.match(r"^(\d+)(?:[._](\d+))?", text.strip())
-    if not m:
-        return None
-    return (int(m.group(1)), int(m.group(2) or 0))
-
-
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64", "aarch64": "aarch64", "x86_64": "x86_64"}
 
 
@@ -153,9 +146,9 @@ def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
     t = Target(os=os_, arch=arch)
     t.musl = (tag or "").startswith("musllinux") or p.libc == "musl"
     if os_ == "linux":
-        t.glibc = floor if floor else (_vtuple(p.glibc_version) if not request.platform else None)
+        t.glibc = floor if floor else (major_minor(p.glibc_version) if not request.platform else None)
     if os_ == "macos":
-        t.macos = floor if (floor and request.platform) else (_vtuple(facts.apple.macos_version) or floor)
+        t.macos = floor if (floor and request.platform) else (major_minor(facts.apple.macos_version) or floor)
     # python
     if request.python_version:
         pv = request.python_version.strip().lower().removeprefix("cp").removeprefix("python")
@@ -232,7 +225,7 @@ def _platform_tag_for(release: Release, variant: Variant, t: Target) -> str:
             if t.musl:
                 blocked.append(f"{variant.name} has glibc (manylinux) wheels only; this system uses musl")
                 continue
-            need = floor or _vtuple(release.manylinux_glibc)
+            need = floor or major_minor(release.manylinux_glibc)
             if need and t.glibc and t.glibc < need:
                 blocked.append(f"{variant.name} wheels need glibc >= {need[0]}.{need[1]}; this system has {t.glibc[0]}.{t.glibc[1]}")
                 continue
@@ -405,8 +398,7 @@ def _accel_kind(t: Target, gpus: list[Gpu]) -> str:
 
 
 def _kind_version(v: Variant) -> tuple[int, ...]:
-    text = v.cuda or v.rocm or "0"
-    return tuple(int(x) for x in text.split("."))
+    return release_tuple(v.cuda or v.rocm or "0")
 
 
 # ---------------------------------------------------------------------------- release candidates
@@ -648,7 +640,7 @@ def _nothing_suggestions(t: Target, matrix: Matrix, request: Request, cands: lis
         rel = cands[0][0]
         cpu = rel.variant("cpu")
         if cpu is not None:
-            for py in sorted(cpu.pythons, key=lambda s: tuple(int(x) for x in re.findall(r"\d+", s)), reverse=True):
+            for py in sorted(cpu.pythons, key=lambda s: release_tuple(s), reverse=True):
                 if py.endswith("t") != t.python.endswith("t") or py in rel.torch_only_pythons or not rel.python_on(py, t.os, t.arch):
                     continue
                 t2 = Target(**{**t.__dict__, "python": py})
@@ -812,7 +804,7 @@ def _resolve_macos(facts: Facts, matrix: Matrix, request: Request, t: Target, ca
             rejects.append(f"torch {ver}: {r.reason}")
             continue
         if t.arch == "arm64":
-            mps = _vtuple(rel.mps_min_macos)
+            mps = major_minor(rel.mps_min_macos)
             if mps and t.macos and t.macos < mps:
                 if first_ok is None:
                     first_ok = fit
