@@ -364,11 +364,14 @@ def _nvidia_gpus(f: Facts, matrix: Matrix | None) -> list[GpuView]:
         out.append(v)
     # 2. the kernel module's list (/proc/driver/nvidia/gpus/*/information): no tool needed
     proc = [g for g in f.nvidia.proc_gpus if g.bus_id or g.name]
+    host_only = bool(f.platform.container) and bool(out)
     taken: set[int] = set()
     names = [g.name or "" for g in proc]
     for pg in proc:
         key = bus_key(pg.bus_id)
         match = _join(out, bus=key, uuid=_uuid_key(pg.uuid), name=pg.name, taken=taken, names_left=names)
+        if match is None and host_only:
+            continue  # in a container the tools list what it was given; procfs may also show the host's other GPUs
         if match is None:
             match = GpuView(vendor="nvidia", index=len(out), name=pg.name, uuid=pg.uuid, bus_id=key, witnesses=[])
             for k, val in (("name", pg.name), ("uuid", pg.uuid), ("bus_id", key)):
@@ -464,6 +467,8 @@ def _amd_gpus(f: Facts, matrix: Matrix | None) -> list[GpuView]:
             match = next((v for v in out if v.bus_id and v.bus_id == key), None)
         if match is None and len(out) == len(f.rocm.kfd_nodes) and not nodes and not any(v.bus_id for v in out):
             match = out[f.rocm.kfd_nodes.index(n)]  # same count, nothing to join on: KFD's node order is rocminfo's agent order
+        if match is None and f.platform.container and f.rocm.gpus:
+            continue  # in a container sysfs shows the host's KFD nodes; ROCm's tools list what the container was given
         if match is None:
             match = GpuView(vendor="amd", index=len(out), gfx=n.gfx, bus_id=key, witnesses=[], sources={})
             if n.gfx:

@@ -194,22 +194,22 @@ def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
     else:
         # every witness joined (stackdoctor.reconcile): the tools, the kernel module, the PCI bus, torch
         view = facts.reconciled.gpus
-        listed = [g for g in view if g.vendor == "nvidia" and g.witnesses != ["pci"]]
-        for g in listed:
-            cc = g.compute_capability or matrix.gpu_compute_capability(g.name)
-            t.gpus.append(Gpu("nvidia", g.index, g.name, cc=cc, uuid=g.uuid))
-        unlisted = [g for g in view if g.vendor == "nvidia" and g.witnesses == ["pci"]]
+        listed = [v for v in view if v.vendor == "nvidia" and v.witnesses != ["pci"]]
+        for v in listed:
+            cc = v.compute_capability or matrix.gpu_compute_capability(v.name)
+            t.gpus.append(Gpu("nvidia", v.index, v.name, cc=cc, uuid=v.uuid))
+        unlisted = [v for v in view if v.vendor == "nvidia" and v.witnesses == ["pci"]]
         if not listed and unlisted and not facts.jetson.is_jetson:
             t.nvidia_unlisted = len(unlisted)
             t.notes.append(
                 f"{len(unlisted)} NVIDIA GPU(s) on the PCI bus but the driver did not list them"
                 + (f" (nvidia-smi: {facts.nvidia.smi_state})" if facts.nvidia.smi_state else "")
             )
-        for g in view:
-            if g.vendor == "amd" and g.witnesses != ["pci"]:
-                t.gpus.append(Gpu("amd", g.index, g.name, gfx=(g.gfx or "").split(":", 1)[0].lower() or None, integrated=g.integrated, uuid=g.uuid))
-        for i, ig in enumerate(g for g in view if g.vendor == "intel"):
-            t.gpus.append(Gpu("intel", i, ig.name, integrated=ig.integrated))
+        for v in view:
+            if v.vendor == "amd" and v.witnesses != ["pci"]:
+                t.gpus.append(Gpu("amd", v.index, v.name, gfx=(v.gfx or "").split(":", 1)[0].lower() or None, integrated=v.integrated, uuid=v.uuid))
+        for i, iv in enumerate(v for v in view if v.vendor == "intel"):
+            t.gpus.append(Gpu("intel", i, iv.name, integrated=iv.integrated))
     drv = facts.reconciled.nvidia_driver
     t.driver = request.driver or drv.value
     if not request.driver and drv.value and drv.source and drv.source.startswith(("/proc", "/sys")):
@@ -328,10 +328,14 @@ def _fit(release: Release, version: Version, variant: Variant, t: Target, matrix
             raise _Reject(f"{variant.name}: the matrix has no driver data for CUDA {variant.cuda}")
         nv = [g for g in gpus if g.vendor == "nvidia"]
         if not t.driver and (t.driver_cuda or t.driver_runs_cuda):
-            meets, how = _meets_unknown_driver(row, variant, t, matrix)
-            if meets in (None, "no"):
-                raise _Reject(f"{variant.name}: the NVIDIA driver version is unknown, and {how}" + (f", not CUDA {variant.cuda}" if meets == "no" else f"; that does not show it runs CUDA {variant.cuda}"))
-            fit.warnings.append(f"the NVIDIA driver version is unknown; {how}, so {variant.name} runs" + (" (through CUDA minor-version compatibility)" if meets == "minor-compat" else ""))
+            verdict, known = _meets_unknown_driver(row, variant, t, matrix)
+            if verdict is None or verdict == "no":
+                raise _Reject(
+                    f"{variant.name}: the NVIDIA driver version is unknown, and {known}"
+                    + (f", not CUDA {variant.cuda}" if verdict == "no" else f"; that does not show it runs CUDA {variant.cuda}")
+                )
+            meets = verdict
+            fit.warnings.append(f"the NVIDIA driver version is unknown; {known}, so {variant.name} runs" + (" (through CUDA minor-version compatibility)" if meets == "minor-compat" else ""))
         elif not t.driver:
             if nv or request.variant == "auto":
                 raise _Reject(f"{variant.name}: the NVIDIA driver version is unknown")

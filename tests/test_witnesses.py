@@ -15,9 +15,9 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import real_fixture, write_fake_tool
 from helpers import machine_env, run_sd
+
 from stackdoctor import matrix as mx
 from stackdoctor.diagnose import diagnose
 from stackdoctor.facts import (
@@ -191,7 +191,7 @@ def test_hip_no_binary_on_gfx1031_known_only_from_kfd_names_the_override(m, tmp_
     f = linux()
     f.rocm = rocm_probe.gather(ctx)
     assert f.rocm.gpus == [] and [n.gfx for n in f.rocm.kfd_nodes] == ["gfx1031"]
-    message = [ln for ln in real_fixture(RX6700, "launch-output.txt").splitlines() if "hipErrorNoBinaryForGpu" in ln][0]
+    message = next(ln for ln in real_fixture(RX6700, "launch-output.txt").splitlines() if "hipErrorNoBinaryForGpu" in ln)
     # what the target probe records when `import torch` aborts (probes/target.py): the signal, then stderr's tail;
     # the version comes from torch's files. The reporter's torch came from the rocm5.1.1 index, older than the
     # matrix; 2.5.1+rocm6.2 is a build the matrix knows whose gfx list lacks gfx1031, as the issue asks.
@@ -211,7 +211,7 @@ def test_hip_no_binary_on_gfx1031_known_only_from_kfd_names_the_override(m, tmp_
 
 def test_kfd_permission_line_alone_is_rocm_kfd_permission(m):
     """Only rocminfo's real failure text (ROCm/ROCm-docker issue 116); /dev/kfd not visible to the probe (a replay)."""
-    line = [ln for ln in real_fixture(KFD_DENIED, "rocminfo.txt").splitlines() if "/dev/kfd" in ln][0]
+    line = next(ln for ln in real_fixture(KFD_DENIED, "rocminfo.txt").splitlines() if "/dev/kfd" in ln)
     f = linux()
     f.rocm = RocmFacts(kfd_present=False, tool_errors={"rocminfo": f"rocminfo exited with code 1: {line}"})
     out = diagnose(f, m, probes=[])
@@ -501,3 +501,12 @@ def test_cli_kfd_tree_and_rocminfo_permission_text(tmp_path, plain_python):
     assert findings["rocm-kfd-permission"]["severity"] == "fail" and "Permission denied" in findings["rocm-kfd-permission"]["detail"]
     (g,) = data["facts"]["reconciled"]["gpus"]
     assert (g["gfx"], g["witnesses"], g["integrated"]) == ("gfx1151", ["/sys/class/kfd"], True)
+
+
+def test_in_a_container_the_hosts_other_gpus_from_sysfs_are_not_added(m):
+    """rocminfo in the container lists the one GPU it was given; sysfs's KFD topology is the host's (two nodes)."""
+    f = linux(container="docker")
+    f.rocm = RocmFacts(amdgpu_loaded=True, gpus=[RocmGpu(0, "AMD Instinct MI300X", "gfx942", node=2, sources={"gfx": "rocminfo", "node": "rocminfo"})],
+                       kfd_nodes=[KfdNode(node=2, gfx="gfx942", simd_count=1216, bus_id="0000:05:00.0"), KfdNode(node=3, gfx="gfx942", simd_count=1216, bus_id="0000:26:00.0")])
+    (g,) = reconcile(f, m).reconciled.gpus
+    assert g.witnesses == ["rocminfo", "/sys/class/kfd"] and g.bus_id == "05:00.0"

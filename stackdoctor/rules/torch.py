@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from stackdoctor import accelerators
 from stackdoctor import matrix as mx
@@ -52,13 +53,13 @@ def torch_lib_stale(ctx: Ctx) -> None:
     version = public(t.version) if t.version else None
     index = index_for(ctx, variant_name(f)) if version else None
     reinstall = f'{python_exe(f)} -m pip install --force-reinstall "torch=={version}"' + (f" --index-url {index}" if index else "") if version else "stackdoctor install"
-    values = dict(
-        torch=t.version or "?",
-        lib=proof.values.get("lib", "?").rsplit("/", 1)[-1],
-        symbol=proof.values.get("symbol", "?"),
-        error=proof.line,
-        dists=", ".join(extra),
-    )
+    values: dict[str, Any] = {
+        "torch": t.version or "?",
+        "lib": proof.values.get("lib", "?").rsplit("/", 1)[-1],
+        "symbol": proof.values.get("symbol", "?"),
+        "error": proof.line,
+        "dists": ", ".join(extra),
+    }
     if extra:
         ctx.add(detail="duplicates", facts=[proof.source, "torch.distributions"], fix_text=f"{python_exe(f)} -m pip uninstall -y {' '.join(extra)}", **values)
     else:
