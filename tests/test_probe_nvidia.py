@@ -569,8 +569,10 @@ def test_probe_facts_fit_the_report_schema_and_round_trip(fake_bin, sysroot, tmp
         ("r-proc-nvidia-gpus-information-gtx650-lxd-3950", ("0000:04:00.0", "GeForce GTX 650", "GPU-e3f822b9-8c5f-95a5-b379-8dfdeefd7758", None, "80.07.35.00.80", None)),
         # R535: GPU Firmware line, sixth GPU of its machine
         ("r-proc-nvidia-gpus-information-h100-535", ("0000:62:00.0", "NVIDIA H100 80GB HBM3", "GPU-9221d5d1-b60b-a624-bf14-0a1819cfda3b", 5, "96.00.99.00.01", False)),
+        # R580, open module, tabs again (the project's GPU machine)
+        ("local-h200-driver580-open-proc-gpus", ("0000:00:06.0", "NVIDIA H200", "GPU-51a35715-0f67-e401-1003-89c33c5360ca", 0, "96.00.a5.00.1a", False)),
     ],
-    ids=["l4-tabs", "gtx650-old", "h100-r535"],
+    ids=["l4-tabs", "gtx650-old", "h100-r535", "h200-r580-own-capture"],
 )
 def test_parse_proc_gpu_information_real(case, want):
     g = nvidia.parse_proc_gpu_information((REAL / case / "information.txt").read_text())

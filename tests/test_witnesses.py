@@ -439,17 +439,25 @@ def test_cuda_invalid_device_function_is_arch_evidence(m):
 # ---------------------------------------------------------------------------- no healthy machine gains a warning
 
 
-def test_healthy_machine_fixtures_gain_no_warning_from_the_new_witnesses(m):
-    """The machine fixtures are reconciled with every new witness logic; their torch is the build install plans,
-    and the new codes never appear on them."""
-    for case in sorted((Path(__file__).parent / "fixtures" / "machines").glob("*.json")):
-        from stackdoctor.facts import from_data
+def _new_findings(out) -> list[tuple[str, str]]:
+    """Findings this issue adds: torch-lib-stale, and source-conflict's count / lookup / gfx details."""
+    marks = ("torch sees", "by its name", "gfx target of")
+    return [(x.code, x.detail) for x in out if x.code == "torch-lib-stale" or (x.code == "source-conflict" and any(k in x.detail for k in marks))]
 
-        facts = from_data(Facts, json.loads(case.read_text())["facts"])
+
+def test_no_healthy_fixture_gains_a_finding_from_the_new_witnesses(m):
+    """Every machine fixture and every healthy real case of test_diagnose: no unexplained disagreement between
+    GPU witnesses, and none of the new findings."""
+    import test_diagnose as td
+    from stackdoctor.facts import from_data
+
+    machines = {p.stem: from_data(Facts, json.loads(p.read_text())["facts"]) for p in sorted((Path(__file__).parent / "fixtures" / "machines").glob("*.json"))}
+    machines.update({case: td.facts_from_source(case) for case in td.HEALTHY_CASES})
+    machines["test_diagnose.healthy"] = td.healthy(m)
+    for name, facts in machines.items():
         r = reconcile(facts, m)
-        assert all(d.explained_by or d.subject not in ("gpu.count", "gpu.gfx") for d in r.reconciled.disagreements), (case.stem, r.reconciled.disagreements)
-        new = {"torch-lib-stale"} & codes(diagnose(facts, m))
-        assert not new, (case.stem, new)
+        assert all(d.explained_by or d.subject not in ("gpu.count", "gpu.gfx", "gpu.compute_capability") for d in r.reconciled.disagreements), (name, r.reconciled.disagreements)
+        assert not _new_findings(diagnose(facts, m)), name
 
 
 # ---------------------------------------------------------------------------- end to end: the real CLI on a captured tree
@@ -510,3 +518,63 @@ def test_in_a_container_the_hosts_other_gpus_from_sysfs_are_not_added(m):
                        kfd_nodes=[KfdNode(node=2, gfx="gfx942", simd_count=1216, bus_id="0000:05:00.0"), KfdNode(node=3, gfx="gfx942", simd_count=1216, bus_id="0000:26:00.0")])
     (g,) = reconcile(f, m).reconciled.gpus
     assert g.witnesses == ["rocminfo", "/sys/class/kfd"] and g.bus_id == "05:00.0"
+
+
+# ---------------------------------------------------------------------------- a real H200 (our own capture), every witness
+
+H200 = "local-h200-driver580-open-proc-gpus"
+
+
+def h200_tree(root: Path) -> Path:
+    """The captured files of tests/fixtures/real/local-h200-driver580-open-proc-gpus laid out as a tree; the PCI
+    directory is written from `pci_nvidia.txt`'s columns (its `uevent` carries the bound driver's name)."""
+    _tree(root)
+    (root / "proc/driver/nvidia").mkdir(parents=True)
+    (root / "proc/driver/nvidia/version").write_text(real_fixture(H200, "proc_driver_nvidia_version.txt"))
+    g = root / "proc/driver/nvidia/gpus/0000:00:06.0"
+    g.mkdir(parents=True)
+    (g / "information").write_text(real_fixture(H200, "information.txt"))
+    (root / "sys/module/nvidia").mkdir(parents=True)
+    (root / "sys/module/nvidia/version").write_text(real_fixture(H200, "sys_module_nvidia_version.txt"))
+    addr, device, cls, driver = real_fixture(H200, "pci_nvidia.txt").split()
+    d = root / "sys/bus/pci/devices" / addr
+    d.mkdir(parents=True)
+    for name, value in (("vendor", "0x10de"), ("device", device), ("class", cls), ("uevent", f"DRIVER={driver}\nPCI_SLOT_NAME={addr}")):
+        (d / name).write_text(value + "\n")
+    return root
+
+
+@pytest.mark.skipif(os.name == "nt", reason="the PCI address directory names hold colons")
+def test_cli_real_h200_every_witness_is_one_gpu(tmp_path, plain_python):
+    """nvidia-smi (replaying its captured `-L` and table; it does not answer stackdoctor's --query-gpu), the kernel
+    module's file and the PCI bus: one GPU, no disagreement, nothing wrong but the missing torch."""
+    root = h200_tree(tmp_path / "root")
+    smi = tmp_path / "smi"
+    smi.mkdir()
+    for name in ("nvidia-smi-l.txt", "nvidia-smi.txt"):
+        (smi / name).write_text(real_fixture(H200, name))
+    write_fake_tool(tmp_path / "bin", "nvidia-smi", script=f'case "${{1:-}}" in\n  -L) cat {smi}/nvidia-smi-l.txt ;;\n  "") cat {smi}/nvidia-smi.txt ;;\n  *) exit 0 ;;\nesac\n')
+    data = run_sd(["check", "--json", "--python", plain_python], env=machine_env(tmp_path / "bin", root)).json()
+    (g,) = data["facts"]["reconciled"]["gpus"]
+    assert {"nvidia-smi", "/proc/driver/nvidia/gpus", "pci"} <= set(g["witnesses"])
+    assert (g["name"], g["compute_capability"], g["bus_id"], g["uuid"]) == ("NVIDIA H200", "9.0", "00:06.0", "GPU-51a35715-0f67-e401-1003-89c33c5360ca")
+    assert data["facts"]["reconciled"]["disagreements"] == []
+    assert {f["code"] for f in data["findings"] if f["severity"] != "ok"} == {"torch-missing"}
+
+
+@pytest.mark.skipif(os.name == "nt", reason="the PCI address directory names hold colons")
+def test_cli_real_h200_without_any_user_space_tool(tmp_path, plain_python):
+    """The same machine as a container without the `utility` capability sees it: no nvidia-smi, no NVML. The kernel
+    module's files and the PCI bus still give the GPU, its capability (by name) and the driver; install plans for it."""
+    root = h200_tree(tmp_path / "root")
+    (tmp_path / "bin").mkdir()
+    env = machine_env(tmp_path / "bin", root)
+    data = run_sd(["check", "--json", "--python", plain_python], env=env).json()
+    (g,) = data["facts"]["reconciled"]["gpus"]
+    assert (g["name"], g["compute_capability"], g["witnesses"]) == ("NVIDIA H200", "9.0", ["/proc/driver/nvidia/gpus", "pci"])
+    assert g["sources"]["compute_capability"] == "reconcile: compat_matrix/gpus.yaml (name lookup)"
+    drv = data["facts"]["reconciled"]["nvidia_driver"]
+    assert drv["value"] == "580.159.04" and drv["witnesses"] == {"/proc/driver/nvidia/version": "580.159.04", "/sys/module/nvidia/version": "580.159.04"}
+    assert data["facts"]["reconciled"]["accelerator"] == "nvidia"
+    plan = run_sd(["install", "--offline", "--json", "--python", plain_python], env=env).json()
+    assert plan["variant"].startswith("cu") and any("NVIDIA H200" in r and "580.159.04" in r for r in plan["reasons"]), plan["reasons"]
