@@ -449,6 +449,7 @@ def test_no_healthy_fixture_gains_a_finding_from_the_new_witnesses(m):
     """Every machine fixture and every healthy real case of test_diagnose: no unexplained disagreement between
     GPU witnesses, and none of the new findings."""
     import test_diagnose as td
+
     from stackdoctor.facts import from_data
 
     machines = {p.stem: from_data(Facts, json.loads(p.read_text())["facts"]) for p in sorted((Path(__file__).parent / "fixtures" / "machines").glob("*.json"))}
