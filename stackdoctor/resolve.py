@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from stackdoctor.facts import Facts
+from stackdoctor.facts import Facts, ReconciledFacts
 from stackdoctor.matrix import (
     Matrix,
     Release,
@@ -69,6 +69,8 @@ class Target:
     windows_driver: bool = False  # compare the driver with the Windows column (Windows or WSL2)
     wsl: bool = False
     driver: str | None = None
+    driver_cuda: str | None = None  # the newest CUDA the driver runs, when its version is unknown ("10.2" from torch's message)
+    driver_runs_cuda: str | None = None  # a CUDA build that initialised on this driver (torch's), when nothing else is known
     gpus: list[Gpu] = field(default_factory=list)
     jetson: bool = False
     l4t: str | None = None
@@ -123,8 +125,19 @@ _INTEL_XPU_RE = re.compile(
 )
 
 
+def _reconciled(facts: Facts, matrix: Matrix) -> Facts:
+    """``facts`` with their reconciled view: as given when they carry one (check and install reconcile first)."""
+    if facts.reconciled != ReconciledFacts():
+        return facts
+    from stackdoctor.reconcile import reconcile
+
+    return reconcile(facts, matrix)
+
+
 def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
-    """The target of a resolution: this machine's facts with the request's what-if overrides applied."""
+    """The target of a resolution: this machine's facts (their reconciled view: every witness of the GPUs
+    and the driver) with the request's what-if overrides applied."""
+    facts = _reconciled(facts, matrix)
     p = facts.platform
     tag = request.platform or facts.python.platform_tag
     os_, arch, floor = ("unknown", "", None)
@@ -172,20 +185,33 @@ def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
         for i, g in enumerate(request.gfx):
             t.gpus.append(Gpu("amd", i, None, gfx=g.strip().lower()))
     else:
-        for g in facts.nvidia.gpus:
-            cc = g.compute_capability or matrix.gpu_compute_capability(g.name)
-            t.gpus.append(Gpu("nvidia", g.index, g.name, cc=cc, uuid=g.uuid))
-        if not facts.nvidia.gpus and p.nvidia_pci_devices and not facts.jetson.is_jetson:
-            t.nvidia_unlisted = len(p.nvidia_pci_devices)
+        # every witness joined (stackdoctor.reconcile): the tools, the kernel module, the PCI bus, torch
+        view = facts.reconciled.gpus
+        listed = [v for v in view if v.vendor == "nvidia" and v.witnesses != ["pci"]]
+        for v in listed:
+            cc = v.compute_capability or matrix.gpu_compute_capability(v.name)
+            t.gpus.append(Gpu("nvidia", v.index, v.name, cc=cc, uuid=v.uuid))
+        unlisted = [v for v in view if v.vendor == "nvidia" and v.witnesses == ["pci"]]
+        if not listed and unlisted and not facts.jetson.is_jetson:
+            t.nvidia_unlisted = len(unlisted)
             t.notes.append(
-                f"{len(p.nvidia_pci_devices)} NVIDIA GPU(s) on the PCI bus but the driver did not list them"
+                f"{len(unlisted)} NVIDIA GPU(s) on the PCI bus but the driver did not list them"
                 + (f" (nvidia-smi: {facts.nvidia.smi_state})" if facts.nvidia.smi_state else "")
             )
-        for rg in facts.rocm.gpus:
-            t.gpus.append(Gpu("amd", rg.index, rg.name, gfx=(rg.gfx or "").split(":", 1)[0].lower() or None, integrated=rg.integrated, uuid=rg.uuid))
-        for i, ig in enumerate(facts.intel.gpus):
-            t.gpus.append(Gpu("intel", i, ig.name, integrated=ig.discrete is False))
-    t.driver = request.driver or facts.nvidia.driver_version
+        for v in view:
+            if v.vendor == "amd" and v.witnesses != ["pci"]:
+                t.gpus.append(Gpu("amd", v.index, v.name, gfx=(v.gfx or "").split(":", 1)[0].lower() or None, integrated=v.integrated, uuid=v.uuid))
+        for i, iv in enumerate(v for v in view if v.vendor == "intel"):
+            t.gpus.append(Gpu("intel", i, iv.name, integrated=iv.integrated))
+    drv = facts.reconciled.nvidia_driver
+    t.driver = request.driver or drv.value
+    if not request.driver and drv.value and drv.source and drv.source.startswith(("/proc", "/sys")):
+        t.notes.append(f"NVIDIA driver {drv.value}: the loaded kernel module's version ({drv.source}); no user-space tool reported one")
+    if not t.driver:
+        t.driver_cuda = facts.reconciled.cuda_driver_version.value
+        tf = facts.torch
+        if tf.cuda_available and tf.cuda and not tf.hip:
+            t.driver_runs_cuda = tf.cuda
     # a what-if platform keeps the Jetson path only where a Jetson's wheels run: Linux aarch64
     t.jetson = facts.jetson.is_jetson and (not request.platform or (os_ == "linux" and arch == "aarch64"))
     t.l4t = facts.jetson.l4t_release
@@ -294,7 +320,16 @@ def _fit(release: Release, version: Version, variant: Variant, t: Target, matrix
         if row is None:
             raise _Reject(f"{variant.name}: the matrix has no driver data for CUDA {variant.cuda}")
         nv = [g for g in gpus if g.vendor == "nvidia"]
-        if not t.driver:
+        if not t.driver and (t.driver_cuda or t.driver_runs_cuda):
+            verdict, known = _meets_unknown_driver(row, variant, t, matrix)
+            if verdict is None or verdict == "no":
+                raise _Reject(
+                    f"{variant.name}: the NVIDIA driver version is unknown, and {known}"
+                    + (f", not CUDA {variant.cuda}" if verdict == "no" else f"; that does not show it runs CUDA {variant.cuda}")
+                )
+            meets = verdict
+            fit.warnings.append(f"the NVIDIA driver version is unknown; {known}, so {variant.name} runs" + (" (through CUDA minor-version compatibility)" if meets == "minor-compat" else ""))
+        elif not t.driver:
             if nv or request.variant == "auto":
                 raise _Reject(f"{variant.name}: the NVIDIA driver version is unknown")
             fit.warnings.append(f"no NVIDIA driver on this machine: cannot check that the target's driver meets CUDA {variant.cuda}")
@@ -385,6 +420,33 @@ def _fit(release: Release, version: Version, variant: Variant, t: Target, matrix
         if variant.unknown:
             fit.warnings.append(f"matrix: {variant.name} of torch {release.version} has unverified facts: {'; '.join(variant.unknown)}")
     return fit
+
+
+def _meets_unknown_driver(row: object, variant: Variant, t: Target, matrix: Matrix) -> tuple[str | None, str]:
+    """("full" | "minor-compat" | "no" | None, how it is known) for a driver whose version is unknown.
+
+    From its own CUDA level (a tool's "CUDA Version", torch's "found version NNNN"): it runs CUDA up to
+    that level, a newer minor of the same major through minor-version compatibility, no newer major.
+    Else from a CUDA build torch initialised on it: the driver is at least that major's
+    minor-version-compatibility floor, and meets what that floor meets (None: unknown)."""
+    v = _vtuple(variant.cuda)
+    if t.driver_cuda:
+        c = _vtuple(t.driver_cuda)
+        how = f"it runs CUDA up to {t.driver_cuda}"
+        if c is None or v is None:
+            return None, how
+        if v <= c:
+            return "full", how
+        return ("minor-compat" if v[0] == c[0] else "no"), how
+    ran = matrix.cuda_row(t.driver_runs_cuda)
+    how = f"torch's CUDA {t.driver_runs_cuda} build initialised on it"
+    if ran is None:
+        return None, how
+    floor = (ran.minor_compat_floor_windows if t.windows_driver else ran.minor_compat_floor_linux) or (
+        ran.min_driver_windows if t.windows_driver else ran.min_driver_linux
+    )
+    verdict = driver_meets(row, floor, windows=t.windows_driver) if floor else "no"  # type: ignore[arg-type]
+    return (verdict if verdict != "no" else None), how
 
 
 def _accel_kind(t: Target, gpus: list[Gpu]) -> str:

@@ -423,6 +423,23 @@ def _xpu_torch_unavailable(f, m):
                          xpu_error="RuntimeError: no XPU device (Level Zero driver not found)", distributions={"torch": "2.13.0+xpu"})
 
 
+def _lib_stale(f, m):
+    """Real (rwth-i6/returnn issue 1802, tests/fixtures/real): `import torch` fails on a NCCL symbol with -cu11 and
+    -cu12 NCCL wheels installed side by side."""
+    case = HERE / "fixtures" / "real" / "r-libtorch-cuda-undefined-symbol-ncclMemFree-returnn-1802"
+    f.torch.import_error = (case / "import-error.txt").read_text().strip().splitlines()[-1]
+    f.torch.import_error_kind = "exception"
+    for line in (case / "pip-nccl.txt").read_text().splitlines():
+        name, _, version = line.removeprefix("[pip3] ").partition("==")
+        f.torch.distributions[name] = version
+
+
+def _torch_sees_fewer(f, m):  # nvidia-smi lists two GPUs, torch one, and no variable, MIG or container explains it
+    f.nvidia.gpus.append(NvidiaGpu(index=1, name="NVIDIA GeForce RTX 4090", uuid="GPU-5f1d2f0e-0001", compute_capability="8.9", bus_id="00000000:02:00.0",
+                                   sources={"name": "nvidia-smi --query-gpu", "bus_id": "nvidia-smi --query-gpu"}))
+    f.nvidia.gpus[0].sources = {"name": "nvidia-smi --query-gpu", "bus_id": "nvidia-smi --query-gpu"}
+
+
 TRIGGER = [
     pytest.param("torch-cpu-only", _cpu_torch_on_arc, id="cpu-build-with-arc-a770"),
     pytest.param("xpu-unavailable", _xpu_torch_unavailable, id="xpu-build-level-zero-missing"),
@@ -457,6 +474,8 @@ TRIGGER = [
     pytest.param("driver-missing", _driver_missing, id="no-driver"),
     pytest.param("driver-library-mismatch", _lib_mismatch, id="nvml-lib-mismatch"),
     pytest.param("source-conflict", _source_conflict, id="sys-module-vs-nvml"),
+    pytest.param("source-conflict", _torch_sees_fewer, id="torch-sees-fewer-gpus-than-nvidia-smi"),
+    pytest.param("torch-lib-stale", _lib_stale, id="ncclMemFree-with-cu11-and-cu12-nccl"),
     pytest.param("gpu-lost", _gpu_lost, id="no-devices-found"),
     pytest.param("cuda-visible-devices-hides-all", _cvd, id="cvd-empty"),
     pytest.param("conda-pip-mix", _conda, id="conda-cudatoolkit-with-pip-torch"),

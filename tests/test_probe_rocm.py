@@ -388,3 +388,72 @@ def test_probe_c27_tool_outputs_are_not_mutated_by_stderr_noise(fake_bin, tmp_pa
 def test_fake_tool_is_executable(fake_bin) -> None:
     tool = fake_bin("rocminfo", "x")
     assert tool.stat().st_mode & stat.S_IXUSR
+
+
+# ---------------------------------------------------------------------------- the kernel's KFD topology, amd-smi static
+
+KFD1151 = "r-kfd-topology-gfx1151-strix-halo-lemonade-419"
+AMDSMI_STATIC = "r-amd-smi-static-mi350x-rocm-systems-2987"
+AMDSMI_LIST = "r-amd-smi-list-mi210-rocm-systems-3654"
+
+
+def test_kfd_properties_real_gfx1151():
+    props = rocm.parse_kfd_properties(real_fixture(KFD1151, "properties.txt"))
+    assert props["gfx_target_version"] == 110501 and props["simd_count"] == 64 and props["local_mem_size"] == 0
+    node = rocm.kfd_node(1, props)
+    assert node is not None
+    assert (node.gfx, node.vendor_id, node.device_id, node.bus_id, node.drm_render_minor) == ("gfx1151", "0x1002", "0x1586", "0000:c2:00.0", 128)
+
+
+@pytest.mark.parametrize(
+    "version, gfx",
+    # the amdgpu kernel driver's kfd_device.c values: Navy Flounder (RX 6700 XT), Aldebaran (MI200), MI300X, Navi 33, Strix Halo
+    [(100301, "gfx1031"), (90010, "gfx90a"), (90402, "gfx942"), (110002, "gfx1102"), (110501, "gfx1151"), (90012, "gfx90c"), (0, None), (None, None), (999999, None)],
+)
+def test_kfd_gfx_decodes_the_kernels_encoding(version, gfx):
+    assert rocm.kfd_gfx(version) == gfx
+
+
+def test_kfd_cpu_node_is_not_a_gpu():
+    assert rocm.kfd_node(0, rocm.parse_kfd_properties("cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\n")) is None
+
+
+def test_amd_smi_static_real_mi350x():
+    kv = rocm.parse_amd_smi_static(real_fixture(AMDSMI_STATIC, "amd-smi-static.txt"))
+    g = kv[0]
+    assert (g["ASIC.MARKET_NAME"], g["ASIC.TARGET_GRAPHICS_VERSION"], g["ASIC.DEVICE_ID"], g["BUS.BDF"]) == ("AMD Instinct MI350X", "gfx950", "0x75a0", "0000:05:00.0")
+    assert g["DRIVER.NAME"] == "amdgpu" and g["ASIC.NUM_COMPUTE_UNITS"] == "128"
+
+
+def test_amd_smi_list_real_with_a_nic_block():
+    kv = rocm.parse_amd_smi_list(real_fixture(AMDSMI_LIST, "amd-smi-list.txt"))
+    assert list(kv) == [0]  # AI_NIC: 0 is not a GPU
+    assert (kv[0]["BDF"], kv[0]["NODE_ID"]) == ("0000:23:00.0", "2")
+
+
+def test_probe_kfd_topology_alone(tmp_path: Path) -> None:
+    """No ROCm tool at all (a container without rocminfo, a captured tree): the kernel's KFD topology gives the GPU."""
+    root = tmp_path / "tree"
+    nodes = root / "sys/class/kfd/kfd/topology/nodes"
+    (nodes / "0").mkdir(parents=True)
+    (nodes / "0/properties").write_text("cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\nvendor_id 0\ndevice_id 0\n")
+    (nodes / "1").mkdir()
+    (nodes / "1/properties").write_text(real_fixture(KFD1151, "properties.txt"))
+    f = rocm.probe(ctx_for(root, {"PATH": str(only_cat_bin(tmp_path))})).facts["rocm"]
+    assert f.gpus == [] and [(n.node, n.gfx, n.bus_id) for n in f.kfd_nodes] == [(1, "gfx1151", "0000:c2:00.0")]
+    assert f.kfd_nodes[0].source == "/sys/class/kfd/kfd/topology/nodes/1/properties"
+    assert f.sources["kfd_nodes"] == "file:/sys/class/kfd/kfd/topology/nodes/*/properties"
+    assert f.amdgpu_loaded is True and f.sources["amdgpu_loaded"] == "file:/sys/class/kfd (KFD topology)"
+
+
+def test_probe_amd_smi_static_and_list_fill_the_gpu(fake_bin, tmp_path: Path) -> None:
+    # two recordings from two machines (an MI210's `list`, an MI350X's `static`) served by one fake amd-smi:
+    # the test is about the merge order and the sources, not about one real machine
+    dispatch_tool(fake_bin.dir, "amd-smi", {"list": fixture_path(AMDSMI_LIST, "amd-smi-list.txt"), "static": fixture_path(AMDSMI_STATIC, "amd-smi-static.txt")})
+    root = tmp_path / "tree"
+    root.mkdir()
+    f = rocm.probe(ctx_for(root)).facts["rocm"]
+    (g,) = f.gpus
+    # list answers first (BDF, UUID, NODE_ID); static adds the name, the device id and the gfx target
+    assert (g.bus_id, g.node, g.name, g.gfx, g.device_id) == ("0000:23:00.0", 2, "AMD Instinct MI350X", "gfx950", "0x75a0")
+    assert (g.sources["bus_id"], g.sources["gfx"], g.sources["name"]) == ("amd-smi list", "amd-smi static", "amd-smi static")

@@ -205,6 +205,24 @@ def probes_table(report: Report) -> Table:
     return table
 
 
+def witnesses_table(report: Report) -> Table | None:
+    """``check -v``: every reconciled value, the value kept and what each witness said (None when there is none)."""
+    from stackdoctor.render.witnesses import witness_rows
+
+    rows = witness_rows(report.facts)
+    if not rows:
+        return None
+    table = Table(title="witnesses", title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column("value", no_wrap=True)
+    table.add_column("kept")
+    table.add_column("from")
+    table.add_column("what each witness said")
+    for r in rows:
+        style = {"disagreement": "yellow", "evidence": "red"}.get(r.kind, "")
+        table.add_row(Text(r.what, style=style), Text(r.value), Text(r.source, style="dim"), Text(r.witnesses))
+    return table
+
+
 def render_report(report: Report, console: Console, *, verbose: bool = False, lang: str = "en") -> None:
     token = _MARKS.set(marks(console))  # ASCII stand-ins where the console's encoding has no glyph
     try:
@@ -225,6 +243,10 @@ def _render_report(report: Report, console: Console, *, verbose: bool, lang: str
     if verbose:
         console.print()
         console.print(probes_table(report))
+        wt = witnesses_table(report)
+        if wt is not None:
+            console.print()
+            console.print(wt)
     if any(f.severity != "ok" for f in report.findings) or verbose:
         console.print()
         console.print(findings_view(report, verbose))

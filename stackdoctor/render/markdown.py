@@ -205,6 +205,18 @@ def _raw_outputs(report: Report, limit: int, budget: int = RAW_BUDGET_CHARS) -> 
     return out
 
 
+def _witnesses(report: Report) -> list[str]:
+    """Which witness saw each reconciled value (driver, GPUs), the disagreements and the recognised messages."""
+    from stackdoctor.render.witnesses import witness_rows
+
+    rows = witness_rows(report.facts)
+    if not rows:
+        return []
+    out = ["<details><summary>Witnesses</summary>", "", "| Value | Kept | From | What each witness said |", "|---|---|---|---|"]
+    out += [f"| {cell(r.what)} | {cell(r.value)} | {cell(r.source)} | {cell(r.witnesses)} |" for r in rows]
+    return out + ["", "</details>", ""]
+
+
 def render_markdown(report: Report, *, raw: bool = True, redacted: bool | None = None, raw_limit: int = RAW_LIMIT_CHARS, heading: str = "stackdoctor report") -> str:
     """The whole report as Markdown. ``raw=False`` leaves out raw tool outputs (step summaries)."""
     f = report.facts
@@ -249,6 +261,7 @@ def render_markdown(report: Report, *, raw: bool = True, redacted: bool | None =
                 pp = f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else None
                 lines.append(f"| {cell(r.kernel)} | {cell(r.device)} | {cell(r.dtype)} | {cell(res)} | {cell(tf)} | {cell(pp)} |")
             lines.append("")
+    lines += _witnesses(report)
     if report.probes:
         lines += ["<details><summary>Probes</summary>", "", "| Probe | Status | Time | Error |", "|---|---|---|---|"]
         lines += [f"| {cell(p.name)} | {cell(p.status)} | {p.duration_s:.2f} s | {cell(p.error)} |" for p in report.probes]

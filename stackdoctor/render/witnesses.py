@@ -1,0 +1,55 @@
+"""Which witness saw each reconciled value: the rows ``check -v`` and the Markdown report show.
+
+One row per reconciled value (the NVIDIA driver, the newest CUDA it runs, each GPU's name, compute
+capability or gfx target and PCI address), with the value kept, where it came from, and what every
+witness said; then one row per disagreement and per recognised message. Pure: facts in, strings out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stackdoctor.facts import Facts, SeenValue
+
+DERIVED = "reconcile: "  # stackdoctor.reconcile.DERIVED (not imported: renderers sit above it, it sits below)
+_FIELDS = (("name", "name"), ("compute_capability", "compute capability"), ("gfx", "gfx target"), ("bus_id", "PCI address"), ("uuid", "UUID"))
+
+
+@dataclass
+class WitnessRow:
+    what: str  # "NVIDIA driver", "GPU0 Tesla P4: compute capability"
+    value: str  # the value kept ("-" when none)
+    source: str  # where the kept value came from
+    witnesses: str  # "nvidia-smi: 550.40.07; /proc/driver/nvidia/version: 550.40.07"
+    kind: str = "value"  # "value" | "disagreement" | "evidence"
+
+
+def _said(by: dict[str, str]) -> str:
+    return "; ".join(f"{w.removeprefix(DERIVED)}: {v}" for w, v in sorted(by.items())) or "-"
+
+
+def _seen(what: str, s: SeenValue) -> WitnessRow | None:
+    if s.value is None and not s.witnesses:
+        return None
+    return WitnessRow(what, s.value or "-", (s.source or "-").removeprefix(DERIVED), _said(s.witnesses))
+
+
+def witness_rows(facts: Facts) -> list[WitnessRow]:
+    """Every reconciled value with its witnesses, then the disagreements and the recognised messages."""
+    view = facts.reconciled
+    rows = [r for r in (_seen("NVIDIA driver", view.nvidia_driver), _seen("driver's newest CUDA", view.cuda_driver_version)) if r]
+    for g in view.gpus:
+        label = f"{g.vendor.upper() if g.vendor != 'apple' else 'Apple'} GPU{g.index}"
+        rows.append(WitnessRow(label, g.name or "-", "seen by", ", ".join(g.witnesses) or "-"))
+        for field, title in _FIELDS:
+            value = getattr(g, field)
+            said = g.seen.get(field, {})
+            if value is None and not said:
+                continue
+            rows.append(WitnessRow(f"{label}: {title}", str(value) if value is not None else "-", g.sources.get(field, "-").removeprefix(DERIVED), _said(said)))
+    for d in view.disagreements:
+        why = f"explained by {d.explained_by}" if d.explained_by else "unexplained"
+        rows.append(WitnessRow(f"disagreement: {d.subject}" + (f" ({d.note})" if d.note else ""), why, "-", _said(d.values), "disagreement"))
+    for e in view.evidence:
+        rows.append(WitnessRow(f"message proves {e.proves}", e.line, e.source, _said(e.values), "evidence"))
+    return rows
