@@ -395,7 +395,7 @@ def check_sources(
             reresolve=lambda v: resolve_plan(opts, facts, python, matrix, torch=v)[0],
             fit=None if hypothetical else fit_words(opts, facts, python, matrix),
             use_configured=not hypothetical,
-            prefer_added=bool(opts.index_base or os.environ.get("STACKDOCTOR_INDEX_BASE") or value),
+            prefer_added=bool(opts.index_base or opts.mirror),  # named on the command line: preferred, and its failure is final
         )
     finally:
         if client is not None:
