@@ -57,6 +57,12 @@ def conda_subdir(facts: Facts, platform_tag: str | None = None) -> str | None:
     return None
 
 
+def conda_name(entry: str) -> str:
+    """A conda-meta record name (``cudatoolkit-11.8.0-h4ba93d1_13``) -> the package name (``cudatoolkit``)."""
+    m = re.match(r"^(.+)-([^-]+)-([^-]+)$", entry)
+    return m.group(1) if m else entry
+
+
 def is_conda_target(facts: Facts) -> bool:
     return facts.python.env_kind == "conda"
 
@@ -170,7 +176,7 @@ def routes(
     """Both routes for a conda environment, each with its reasons and cautions; one is recommended."""
     info = matrix.conda
     out: list[Route] = []
-    conda_pkgs = [p for p in facts.torch.conda_packages if p in _CONDA_CUDA_LIBS]
+    conda_pkgs = sorted({n for n in (conda_name(p) for p in facts.torch.conda_packages) if n in _CONDA_CUDA_LIBS})
     pip_route = Route("pip-wheels", f"PyTorch's wheels into the conda env with pip: torch {plan.torch_version} ({plan.variant})", list(pip_command))
     pip_route.reasons.append("every release and variant PyTorch publishes (cpu, CUDA, ROCm, XPU), the day it is released")
     pip_route.cautions.append("conda does not see pip's torch: do not conda-install packages that depend on pytorch into this env afterwards")

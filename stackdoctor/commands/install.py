@@ -537,7 +537,8 @@ def _run(opts: InstallOptions, state: _State) -> int:
     cfg = installer_config(opts, facts)
     sourcing: Sourcing | None = None
     try:
-        sourcing = check_sources(opts, plan, facts, python, matrix, request, cfg, hypothetical=hypothetical)
+        if not opts.conda_installer:  # conda, mamba, micromamba and pixi install from conda-forge, not from wheel sources
+            sourcing = check_sources(opts, plan, facts, python, matrix, request, cfg, hypothetical=hypothetical)
     except IndexError_ as exc:
         unchecked = getattr(exc, "reason", "") == "unchecked"
         if not (unchecked and (hypothetical or ((opts.dry_run or opts.emit) and opts.offline))):
