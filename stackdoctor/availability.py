@@ -44,12 +44,16 @@ from stackdoctor.index import (
     select_wheel,
     wanted_version,
 )
-from stackdoctor.mirrors import Mirror, default_build_variant, local_wheel_metadata, parse_flat_listing
+from stackdoctor.mirrors import (
+    Mirror,
+    default_build_variant,
+    local_wheel_metadata,
+    parse_flat_listing,
+)
 from stackdoctor.plan import PlanSource
 from stackdoctor.sources import InstallerConfig, Source, dedupe, is_local
 
 if TYPE_CHECKING:  # pragma: no cover
-    from packaging.specifiers import SpecifierSet
 
     from stackdoctor.matrix import Matrix
     from stackdoctor.plan import Plan, PlannedPackage
@@ -177,6 +181,8 @@ def survey(
         if source.kind == "links":
             return _probe_links(source, projects, None if offline else client)
         if client is None:
+            if source.local:  # a file:// index is read from disk, with or without a network
+                return _probe_index(source, projects, _LOCAL)  # type: ignore[arg-type]
             return Probe(source, "skipped", "the network is not used")
         return _probe_index(source, projects, client)
 
@@ -278,6 +284,7 @@ def torch_offers(
             if select_wheel([f], "torch", str(ver), tags, python_version=python_version) is None:
                 continue
             public = ver.public
+            key: tuple[str, str | None]
             if ver.local:
                 key = (public, str(ver.local))
                 out.setdefault(key, Offer(public, str(ver.local), probe, False))
@@ -359,7 +366,7 @@ def marker_environment(python_version: str | None, platform_tag: str | None, imp
     """A PEP 508 marker environment for the target (from its Python and platform tag)."""
     from packaging.markers import default_environment
 
-    env: dict[str, str] = dict(default_environment())
+    env: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
     if python_version:
         parts = python_version.rstrip("t").split(".")
         env["python_version"] = ".".join(parts[:2])
@@ -768,7 +775,7 @@ def check(
     result.needs_dependency_check = not network_left
     result.roots = [h.file for h in hits]
     # the plan records where each wheel comes from
-    for pkg, hit in zip([p for p in plan.packages if p.name not in misses], hits):
+    for pkg, hit in zip([p for p in plan.packages if p.name not in misses], hits, strict=False):
         pkg.source = hit.probe.where(pkg.name)
         pkg.wheel = hit.file.filename
         pkg.index_url = hit.probe.source.url if hit.probe.source.kind == "index" else None

@@ -395,6 +395,9 @@ class Matrix:
             out["rocm_overrides"] = {k: to_data(v) for k, v in self.rocm_overrides.items()}
             out["jetson"] = [to_data(j) for j in self.jetson]
             out["peaks"] = {k: to_data(v) for k, v in self.peaks.items()}
+            out["mirrors"] = [to_data(m) for m in self.mirrors]
+            out["pypi_default"] = [to_data(d) for d in self.pypi_defaults]
+            out["conda"] = to_data(self.conda)
         return out
 
 

@@ -199,7 +199,7 @@ def read_pip_config(env: Mapping[str, str], prefix: str | None = None) -> Instal
     """pip's effective index / find-links / network settings for ``pip install`` in the target."""
     cfg = InstallerConfig("pip")
     merged: dict[str, tuple[str, str]] = {}  # "section.key" -> (value, origin)
-    for kind, path in pip_config_files(env, prefix):
+    for _kind, path in pip_config_files(env, prefix):
         text = _read_text(path, cfg.notes)
         if text is None:
             continue

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import os
 import stat
 import subprocess
 import sys
@@ -132,7 +131,7 @@ def solve(channel: Path, env_yml: str, cuda: str | None) -> list[str]:
 
 
 def test_emitted_environment_yml_solves_to_the_planned_build(channel):
-    plan, rs = plan_routes(conda_facts("575.57.08", "12.9"))
+    _plan, rs = plan_routes(conda_facts("575.57.08", "12.9"))
     text = environment_yml(rs["conda-forge"], name="ml", python="3.11")
     doc = yaml.safe_load(text)
     assert doc == {"name": "ml", "channels": ["conda-forge"], "dependencies": ["python=3.11", "pytorch=2.13.0=cuda*", "cuda-version=12.9"]}
@@ -151,7 +150,7 @@ def test_cpu_environment_yml_solves_to_the_cpu_build_even_with_a_driver(channel)
 
 
 def test_pip_route_environment_yml_keeps_the_index_line():
-    plan, rs = plan_routes(conda_facts("575.57.08", "12.9"))
+    _plan, rs = plan_routes(conda_facts("575.57.08", "12.9"))
     text = environment_yml(rs["pip-wheels"], name="ml", python="3.11", pip_reqs=["torch==2.13.0+cu126"], pip_args=["--extra-index-url", "https://download.pytorch.org/whl/cu126"])
     doc = yaml.safe_load(text)
     assert doc["dependencies"] == ["python=3.11", "pip", {"pip": ["--extra-index-url https://download.pytorch.org/whl/cu126", "torch==2.13.0+cu126"]}]

@@ -315,3 +315,38 @@ def test_what_ifs_are_dry_runs_for_a_hypothetical_machine(venv, tmp_path):
     assert py(venv) not in out  # no local command shown as if it could run
     assert "dry run (--python-version, --platform, --replay, --driver, --gpu and --gfx only plan): nothing was changed." in p.stderr
     assert family(venv) == before
+
+
+# ---------------------------------------------------------------------------- pip constraints, --json on input errors
+
+
+def test_pip_constraint_is_honoured_when_unpinned_and_named_when_pinned(src, venv, tmp_path):
+    cons = tmp_path / "constraints.txt"
+    cons.write_text("torch<=2.13.0\n")
+    conf = pip_conf(tmp_path, **{"index-url": src.pypi(), "constraint": str(cons)})
+    env = user_env(tmp_path, PIP_CONFIG_FILE=conf, STACKDOCTOR_INDEX_BASE=src.torch_index())
+    p = sd(["--python", py(venv), "--dry-run", "--json"], env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    plan = json.loads(p.stdout)
+    assert plan["torch_version"] == "2.13.0"  # the index has 2.14.0+cpu, the user's constraint caps torch
+    assert plan["reasons"][0].startswith(f"torch 2.14.0 cpu is the newest build for this machine, but the constraint torch<=2.13.0 ({cons})")
+    pinned = sd(["--python", py(venv), "--dry-run", "--torch", "2.14.0"], env)
+    assert pinned.returncode == 2
+    assert one_error(pinned) == (
+        f"stackdoctor: torch 2.14.0 conflicts with the constraint torch<=2.13.0 in {cons} (pip's `constraint` setting, "
+        f"{conf} [global] constraint); pick a torch within it with --torch."
+    )
+
+
+def test_json_prints_the_document_with_the_error_for_an_input_error(venv, tmp_path):
+    p = sd(["--python", py(venv), "--json", "--driver", "abc"], user_env(tmp_path))
+    assert p.returncode == 2
+    doc = json.loads(p.stdout)
+    assert doc["schema"] == "stackdoctor.plan/1" and doc["variant"] is None
+    assert doc["error"] == {"kind": "usage", "message": "--driver abc is not an NVIDIA driver version (expected like 550.54.14 or 580).", "exit_code": 2}
+
+
+def test_mirror_and_index_base_together_is_one_sentence(venv, tmp_path):
+    p = sd(["--python", py(venv), "--dry-run", "--mirror", "nju", "--index-base", "http://127.0.0.1:9/whl"], user_env(tmp_path))
+    assert p.returncode == 2
+    assert one_error(p) == "stackdoctor: --mirror and --index-base both name the PyTorch index; give one."

@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from stackdoctor.sources import parse_pip_conf, parse_uv_toml, pip_config_files, read_pip_config, read_uv_config
+from stackdoctor.sources import (
+    parse_pip_conf,
+    parse_uv_toml,
+    pip_config_files,
+    read_pip_config,
+    read_uv_config,
+)
 
 
 def write(path: Path, text: str) -> Path:
@@ -47,7 +53,7 @@ def real_pip_config(env: dict[str, str], cwd: Path) -> dict[str, str]:
 
 
 def test_load_order_matches_real_pip(layout):
-    env, prefix, tmp = layout
+    env, _prefix, tmp = layout
     # pip config list runs in this interpreter, whose prefix is not `prefix`: compare without the site file
     real = real_pip_config(env, tmp)
     assert real["global.index-url"] == "http://legacy-user/simple" and real["install.find-links"] == "/global-links"  # user beats global
@@ -75,7 +81,7 @@ def test_site_file_env_file_and_variables_win_in_that_order(layout):
 
 
 def test_devnull_loads_no_file_and_a_blank_variable_clears_a_list(layout):
-    env, prefix, tmp = layout
+    env, prefix, _tmp = layout
     assert pip_config_files({**env, "PIP_CONFIG_FILE": os.devnull}, str(prefix)) == []
     cfg = read_pip_config({**env, "PIP_CONFIG_FILE": os.devnull})
     assert [s.url for s in cfg.sources] == ["https://pypi.org/simple"]
