@@ -825,7 +825,7 @@ def _not_found_sentence(
     silent = [p for p in probes if p.status in ("unreachable", "failing")]
     shown = tags[0] if tags else "any tag"
     # a source the user named, or the only one that answered, that lists the package: say what it has instead
-    for p in [q for q in answered if any(q.source is s for s in named)] + (answered if len(answered) == 1 else []):
+    for p in [q for q in answered if any(q.source is s for s in named)] + (answered if len(answered) == 1 and not silent else []):
         files = p.files.get(canonical_name(name))
         if files:
             return f"{want} has no wheel for this target ({shown}) on {p.where(name)}: {describe_offer(files, pkg.name, wv)}."

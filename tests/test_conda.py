@@ -212,3 +212,17 @@ def test_conda_installer_missing_is_one_sentence(conda_env, tmp_path):
     assert p.returncode == 2
     lines = [ln for ln in p.stderr.splitlines() if ln.startswith("stackdoctor: ")]
     assert lines == [f"stackdoctor: mamba is not on PATH, so stackdoctor cannot run it; run it yourself: mamba install -y -p {conda_env} -c conda-forge 'pytorch=2.13.0=cpu_*'"]
+
+
+def test_conda_installer_on_a_plain_venv_is_one_sentence(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    env = isolated_env(tmp_path)
+    env.update(STACKDOCTOR_MATRIX="")
+    python = str(venv / "bin" / "python")
+    p = sd(["--python", python, "--torch", "2.13.0", "--installer", "conda", "--offline", "--yes"], env)
+    assert p.returncode == 2
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("stackdoctor: ")]
+    assert lines == [
+        f"stackdoctor: --installer conda: {python} is not in a conda environment (no conda-meta in {venv}); use --installer pip or uv, or point --python at a conda env."
+    ]

@@ -542,6 +542,8 @@ def _run(opts: InstallOptions, state: _State) -> int:
     except IndexError_ as exc:
         unchecked = getattr(exc, "reason", "") == "unchecked"
         if not (unchecked and (hypothetical or ((opts.dry_run or opts.emit) and opts.offline))):
+            if not hypothetical:
+                plan.command = []  # no command that cannot reach its wheels
             render_plan(plan, python, stderr=quiet_stdout, hypothetical=hypothetical)
             raise
         plan.warnings.append(f"the wheels were not checked: {exc}")
@@ -570,6 +572,11 @@ def _run(opts: InstallOptions, state: _State) -> int:
     if opts.emit:
         return _emit(opts, plan, facts, request)
     if opts.conda_installer:
+        if opts.installer != "pixi" and not hypothetical and not is_conda_target(facts):
+            raise UsageError(
+                f"--installer {opts.installer}: {python} is not in a conda environment (no conda-meta in {facts.python.env_prefix or 'its prefix'}); "
+                "use --installer pip or uv, or point --python at a conda env."
+            )
         return _conda_install(opts, plan, hypothetical)
     if opts.dry_run or hypothetical:
         why = "" if opts.dry_run else " (--python-version, --platform, --replay, --driver, --gpu and --gfx only plan)"
