@@ -46,8 +46,8 @@ from stackdoctor.index import (
 )
 from stackdoctor.mirrors import (
     Mirror,
+    cached_wheel_metadata,
     default_build_variant,
-    local_wheel_metadata,
     parse_flat_listing,
 )
 from stackdoctor.plan import PlanSource
@@ -457,7 +457,7 @@ def missing_dependencies(
     todo: list[tuple[str, str]] = []
     env = dict(environment)
     for root in roots:
-        meta = local_wheel_metadata(local_path(root.url)) if root.url.startswith("file:") else None
+        meta = cached_wheel_metadata(str(local_path(root.url))) if root.url.startswith("file:") else None
         if meta:
             todo += _requires(meta, env)
     steps = 0
@@ -487,7 +487,7 @@ def missing_dependencies(
         if best is None:
             missing.append(f"{name}{spec}")
             continue
-        meta = local_wheel_metadata(local_path(best[1].url)) if best[1].url.startswith("file:") else None
+        meta = cached_wheel_metadata(str(local_path(best[1].url))) if best[1].url.startswith("file:") else None
         if meta:
             todo += [r for r in _requires(meta, env) if r[0] not in seen]
     return missing

@@ -137,3 +137,26 @@ def test_source_parsers_never_raise(text):
 def test_constraints_file_lines():
     text = "# cap\ntorch<=2.14.1\ntorchvision <= 0.29.1  # ok\n-r other.txt\nfoo @ https://x/foo.whl\nbar[extra]>=1; python_version<'3.12'\nTorch!=2.14.0\n"
     assert parse_constraints(text) == {"torch": "<=2.14.1,!=2.14.0", "torchvision": "<=0.29.1", "bar": ">=1"}
+
+
+def test_metadata_read_from_the_central_directory_matches_zipfile(tmp_path):
+    """The fast METADATA reader (central directory + one member) agrees with zipfile on real-format wheels
+    (the generated ones, stored and deflated), and gives way to zipfile on anything else."""
+    import sys
+    import zipfile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from indexserver import catalogue, build_wheel
+
+    from stackdoctor.mirrors import _metadata_from_central_directory, local_wheel_metadata
+
+    for spec in catalogue()[:6]:
+        path = tmp_path / spec.filename
+        path.write_bytes(build_wheel(spec))
+        with zipfile.ZipFile(path) as zf:
+            name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+            assert _metadata_from_central_directory(path) == zf.read(name).decode()
+        assert local_wheel_metadata(path)["name"] == [spec.name]
+    junk = tmp_path / "junk.whl"
+    junk.write_bytes(b"PK\x05\x06" + b"\xff" * 40)
+    assert _metadata_from_central_directory(junk) is None and local_wheel_metadata(junk) is None

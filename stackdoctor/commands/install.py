@@ -456,6 +456,8 @@ def render_plan(plan: Plan, python: str, *, stderr: bool, hypothetical: bool = F
             con.print(Text("    " + format_command(route.command, dict(route.env))))
     if plan.command:
         label = "command (on that machine; not run here):" if hypothetical else "command:"
+        if plan.routes and not hypothetical:
+            label = "command (route pip-wheels, what --yes runs; --installer conda runs the conda-forge one):"
         con.print(Text(label, style="bold"))
         con.print(Text("  " + format_command(plan.command, plan.command_env)))
 
@@ -630,12 +632,15 @@ def _check_dependencies(sourcing: Sourcing, facts: Facts, request: Request, pyth
     from stackdoctor.install import snapshot
     from stackdoctor.system import System
 
-    snap = snapshot(System.from_env(), python)
-    installed = dict(snap.versions) if snap.ok else {}
     local = [p for p in sourcing.probes if p.answered and p.source.local and any(s is p.source for s in sourcing.delivery.used)]
     tags = target_tags(facts, request)
     env = marker_environment(python_version_of(facts, request), request.platform or facts.python.platform_tag, facts.python.implementation)
-    missing = missing_dependencies(sourcing.roots, local, installed, tags, python_version=python_version_of(facts, request), environment=env)
+    pyv = python_version_of(facts, request)
+    missing = missing_dependencies(sourcing.roots, local, {}, tags, python_version=pyv, environment=env)
+    if missing:  # what the target already has may cover them: ask it only now
+        snap = snapshot(System.from_env(), python)
+        installed = dict(snap.versions) if snap.ok else {}
+        missing = missing_dependencies(sourcing.roots, local, installed, tags, python_version=pyv, environment=env)
     if missing:
         where = ", ".join(p.source.url for p in local) or "the local sources"
         raise IndexError_(
