@@ -23,7 +23,7 @@ from importlib import resources
 from typing import Any
 
 __all__ = [
-    "CHECKS",
+    "checks",
     "LANGS",
     "CheckInfo",
     "codes",
@@ -43,95 +43,44 @@ LANGS = ("en", "zh")
 
 @dataclass(frozen=True)
 class CheckInfo:
-    """One code. ``severity`` is the worst it can take (an instance may be milder)."""
+    """One code, as its rule declares it. ``severity`` is the worst it can take (an instance may be milder)."""
 
     code: str
     severity: str  # "ok" | "warn" | "fail"
-    layer: str  # "python" | "torch" | "runtime" | "toolkit" | "driver" | "gpu" | "platform" | "network" | "probe" | "kernels" | "requirements"
-    emitted_by: str = "diagnose"  # "diagnose" | "kernels" | "config"
+    layer: str  # "probe" | "platform" | "driver" | "gpu" | "python" | "torch" | "runtime" | "toolkit" | "network" | "kernels" | "requirements" | "stackdoctor"
+    group: str = ""  # the rules module that declares it ("driver", "kernels", ...)
+    defers_to: tuple[str, ...] = ()
 
 
-def _c(code: str, severity: str, layer: str, emitted_by: str = "diagnose") -> CheckInfo:
-    return CheckInfo(code, severity, layer, emitted_by)
+# Made by the rule registry itself when a rule raises (stackdoctor.rules.core.judge), so no rule declares it.
+RULE_ERROR_INFO = CheckInfo("rule-error", "warn", "stackdoctor", "core")
+_LAYER_ORDER = ("probe", "platform", "driver", "gpu", "python", "torch", "runtime", "toolkit", "network", "kernels", "requirements", "stackdoctor")
 
 
-# Order: the order of `--list-checks` and `explain` (bottom of the stack first).
-CHECKS: tuple[CheckInfo, ...] = (
-    # platform
-    _c("probe-failed", "fail", "probe"),
-    _c("probe-timeout", "fail", "probe"),
-    _c("glibc-too-old", "fail", "platform"),
-    _c("container-no-gpu", "fail", "platform"),
-    _c("platform-ok", "ok", "platform"),
-    # driver
-    _c("driver-missing", "fail", "driver"),
-    _c("driver-library-mismatch", "fail", "driver"),
-    _c("driver-too-old", "fail", "driver"),
-    _c("driver-minor-compat", "warn", "driver"),
-    _c("wsl-driver", "fail", "driver"),
-    _c("amdgpu-not-loaded", "fail", "driver"),
-    _c("rocm-kfd-permission", "fail", "driver"),
-    _c("source-conflict", "warn", "driver"),
-    _c("driver-ok", "ok", "driver"),
-    # gpu
-    _c("gpu-lost", "fail", "gpu"),
-    _c("gpu-arch-unsupported", "fail", "gpu"),
-    _c("rocm-gfx-unsupported", "fail", "gpu"),
-    _c("gpu-ecc-errors", "fail", "gpu"),
-    _c("gpu-throttled", "warn", "gpu"),
-    _c("gpu-persistence-off", "warn", "gpu"),
-    _c("gpu-ok", "ok", "gpu"),
-    # python
-    _c("python-unsupported", "fail", "python"),
-    _c("pynvml-deprecated", "warn", "python"),
-    _c("python-ok", "ok", "python"),
-    # torch
-    _c("torch-missing", "warn", "torch"),
-    _c("torch-import-failed", "fail", "torch"),
-    _c("torch-cpu-only", "fail", "torch"),
-    _c("torch-backend-mismatch", "fail", "torch"),
-    _c("torchvision-mismatch", "fail", "torch"),
-    _c("torchaudio-mismatch", "fail", "torch"),
-    _c("jetson-wrong-wheel", "fail", "torch"),
-    _c("macos-x86-torch-too-new", "warn", "torch"),
-    _c("conda-pip-mix", "warn", "torch"),
-    _c("torch-ok", "ok", "torch"),
-    # runtime (what torch sees when it runs)
-    _c("cuda-unavailable", "fail", "runtime"),
-    _c("cuda-visible-devices-hides-all", "fail", "runtime"),
-    _c("mps-unavailable", "fail", "runtime"),
-    _c("lib-path-shadowing", "fail", "runtime"),
-    _c("runtime-ok", "ok", "runtime"),
-    # toolkit (only for building extensions)
-    _c("nvcc-mismatch", "warn", "toolkit"),
-    _c("toolkit-ok", "ok", "toolkit"),
-    # network (Thunderbolt)
-    _c("thunderbolt-bridge-loop", "warn", "network"),
-    _c("thunderbolt-rdma-disabled", "warn", "network"),
-    _c("thunderbolt-link-slow", "warn", "network"),
-    _c("thunderbolt-link-local-ip", "warn", "network"),
-    _c("network-ok", "ok", "network"),
-    # emitted elsewhere (kernel runner, collectives, project requirements)
-    _c("kernel-failed", "fail", "kernels", "kernels"),
-    _c("kernel-wrong-result", "fail", "kernels", "kernels"),
-    _c("kernel-slow", "warn", "kernels", "kernels"),
-    _c("allreduce-failed", "fail", "network", "kernels"),
-    _c("allreduce-timeout", "fail", "network", "kernels"),
-    _c("allreduce-slow", "fail", "network", "kernels"),  # fail when a --min-busbw gate was asked for
-    _c("requirement-unmet", "fail", "requirements", "config"),
-    _c("requirements-ok", "ok", "requirements", "config"),
-)
+@functools.lru_cache(maxsize=1)
+def checks() -> tuple[CheckInfo, ...]:
+    """Every code, derived from the rule declarations, in the order of `--list-checks` and `explain`
+    (bottom of the stack first; within a layer, problems before the ``-ok`` code)."""
+    from stackdoctor.rules import REGISTRY
 
-_BY_CODE: dict[str, CheckInfo] = {c.code: c for c in CHECKS}
+    infos = [CheckInfo(r.code, r.severity, r.layer, r.group, r.defers_to) for r in REGISTRY.values()] + [RULE_ERROR_INFO]
+    rank = {layer: i for i, layer in enumerate(_LAYER_ORDER)}
+    return tuple(sorted(infos, key=lambda c: (rank.get(c.layer, len(rank)), c.severity == "ok")))
+
+
+def __getattr__(name: str) -> Any:  # ``catalog.CHECKS`` stays the public name of the derived list
+    if name == "CHECKS":
+        return checks()
+    raise AttributeError(name)
 
 
 def codes() -> list[str]:
     """Every known code, in catalogue order."""
-    return [c.code for c in CHECKS]
+    return [c.code for c in checks()]
 
 
 def info(code: str) -> CheckInfo | None:
-    return _BY_CODE.get(code)
+    return next((c for c in checks() if c.code == code), None)
 
 
 # ---------------------------------------------------------------------------- language
@@ -189,7 +138,7 @@ def explain(code: str, lang: str = "en") -> str | None:
     return str(text).rstrip() if text else None
 
 
-def ui(key: str, lang: str = "en", **values: Any) -> str:
+def ui(key: str, lang: str = "en", /, **values: Any) -> str:
     """A user-interface sentence (``explain`` command, headings)."""
     template = texts(lang)["ui"].get(key) or texts("en")["ui"].get(key) or key
     return _fill(str(template), values)
@@ -207,7 +156,7 @@ def _fill(template: str, values: Mapping[str, Any]) -> str:
         return template
 
 
-def message(code: str, kind: str, key: str = "default", lang: str = "en", **values: Any) -> str:
+def message(code: str, kind: str, key: str = "default", lang: str = "en", /, **values: Any) -> str:
     """The ``detail`` or ``fix`` template ``key`` of ``code`` in ``lang``, filled with ``values``.
 
     Falls back to English, then to the ``default`` template.
@@ -238,7 +187,7 @@ def make_finding(
     """A :class:`~stackdoctor.report.Finding` with the catalogue's title, severity and layer."""
     from stackdoctor.report import Finding
 
-    ci = _BY_CODE.get(code)
+    ci = info(code)
     return Finding(
         code=code,
         severity=severity or (ci.severity if ci else "warn"),

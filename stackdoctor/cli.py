@@ -96,6 +96,9 @@ def _usage_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, map every outcome to an exit code, never show a traceback unasked."""
+    from stackdoctor.console import protect_std_streams
+
+    protect_std_streams()  # a cp936/cp1252 console: replace what it cannot encode, never raise
     click_exception = _click_base("ClickException")
     args = list(sys.argv[1:] if argv is None else argv)
     code: int

@@ -71,20 +71,28 @@ ENV_NAMES = (
 )
 
 
-def select_target(python: str | None, env: dict[str, str] | os._Environ) -> Target:
-    """``--python``, else the active virtualenv, else the active conda env, else this interpreter."""
+# Where an environment keeps its interpreter: a venv's bin/python (POSIX) or Scripts\python.exe
+# (Windows); a conda env's bin/python (POSIX) or python.exe at its root (Windows). The native
+# layout is tried first; both are tried on every OS (an env made by MSYS2 or copied across).
+VENV_PYTHONS = {"posix": (("bin", "python"), ("Scripts", "python.exe")), "nt": (("Scripts", "python.exe"), ("bin", "python"))}
+CONDA_PYTHONS = {"posix": (("bin", "python"), ("python.exe",)), "nt": (("python.exe",), ("bin", "python"))}
+
+
+def select_target(python: str | None, env: dict[str, str] | os._Environ, os_name: str | None = None) -> Target:
+    """``--python``, else the active virtualenv, else the active conda env, else this interpreter.
+
+    ``os_name`` (default ``os.name``) orders the layouts: ``"nt"`` tries ``Scripts\\python.exe`` first."""
     if python:
         return Target(python, "--python")
-    venv = env.get("VIRTUAL_ENV")
-    if venv:
-        for cand in (os.path.join(venv, "bin", "python"), os.path.join(venv, "Scripts", "python.exe")):
-            if os.path.exists(cand):
-                return Target(cand, "VIRTUAL_ENV")
-    conda = env.get("CONDA_PREFIX")
-    if conda:
-        for cand in (os.path.join(conda, "bin", "python"), os.path.join(conda, "python.exe")):
-            if os.path.exists(cand):
-                return Target(cand, "CONDA_PREFIX")
+    kind = "nt" if (os_name or os.name) == "nt" else "posix"
+    for var, layouts in (("VIRTUAL_ENV", VENV_PYTHONS), ("CONDA_PREFIX", CONDA_PYTHONS)):
+        prefix = env.get(var)
+        if not prefix:
+            continue
+        for parts in layouts[kind]:
+            cand = os.path.join(prefix, *parts)
+            if os.path.isfile(cand):
+                return Target(cand, var)
     return Target(sys.executable, "self")
 
 

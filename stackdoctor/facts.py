@@ -16,7 +16,14 @@ import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Literal, Union
+
+# Closed sets of the report contract (the JSON Schema lists their values).
+Severity = Literal["ok", "warn", "fail"]
+ProbeState = Literal["ok", "error", "timeout", "skipped"]
+Vendor = Literal["nvidia", "amd", "intel", "apple"]
+BuildKind = Literal["cuda", "rocm", "xpu", "cpu"]  # what a torch wheel is built for (MPS lives in macOS's default build)
+Backend = Literal["cuda", "rocm", "mps", "xpu", "cpu"]  # what torch runs on
 
 # ---------------------------------------------------------------------------- platform
 
@@ -202,9 +209,10 @@ class AppleFacts:
 class IntelGpu:
     address: str
     device_id: str
-    name: str | None = None
+    name: str | None = None  # derived: the matrix's family name for device_id
     driver: str | None = None  # "i915" | "xe"
-    discrete: bool | None = None
+    discrete: bool | None = None  # derived: None where the matrix does not list device_id
+    xpu: bool | None = None  # derived: PyTorch's XPU build targets this family (None: unknown family)
 
 
 @dataclass
@@ -285,9 +293,11 @@ class ThunderboltFacts:
 class TorchDevice:
     index: int
     name: str | None = None
-    capability: str | None = None  # "8.9" (CUDA) / gcnArchName (ROCm) 
+    capability: str | None = None  # "8.9" (CUDA) / gcnArchName (ROCm)
     total_memory_mib: int | None = None
     kind: str = "cuda"  # "cuda" | "xpu" | "mps"
+    uuid: str | None = None  # torch.cuda.get_device_properties(i).uuid
+    bus_id: str | None = None  # "0000:01:00.0" from the properties' pci_domain_id / pci_bus_id / pci_device_id
 
 
 @dataclass
@@ -354,6 +364,71 @@ class KernelFacts:
     allreduce: dict[str, Any] | None = None
 
 
+# ---------------------------------------------------------------------------- reconciled (derived, never probed)
+
+
+@dataclass
+class GpuView:
+    """One GPU as every witness that saw it describes it (``stackdoctor.reconcile``).
+
+    The same GPU seen by the driver's tools, the PCI bus and torch is one ``GpuView``;
+    ``witnesses`` names every source that saw it, ``sources`` where each value kept came from.
+    """
+
+    vendor: str  # Vendor: "nvidia" | "amd" | "intel" | "apple"
+    index: int  # the index its vendor's tools give it (nvidia-smi, rocminfo, PCI order)
+    name: str | None = None
+    compute_capability: str | None = None  # NVIDIA: "8.9"
+    gfx: str | None = None  # AMD: "gfx1100"
+    integrated: bool = False
+    memory_total_mib: int | None = None
+    uuid: str | None = None
+    bus_id: str | None = None  # "0000:01:00.0"
+    torch_index: int | None = None  # the index torch gives it, when torch sees it
+    witnesses: list[str] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class SeenValue:
+    """A value several witnesses can report: the one kept, where it came from, and what each witness said."""
+
+    value: str | None = None
+    source: str | None = None
+    witnesses: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Evidence:
+    """A recognised message (a torch warning, a tool's error line) and what it proves."""
+
+    proves: str  # the finding code it supports: "driver-too-old", "gpu-arch-unsupported", ...
+    source: str  # where it was read: "torch.cuda_error", "kernels.results[0].error", "rocm.tool_errors.rocminfo"
+    line: str  # the message, quoted
+    values: dict[str, str] = field(default_factory=dict)  # what it says: {"driver_cuda": "12.4"}
+
+
+@dataclass
+class Disagreement:
+    """Two witnesses of the same fact that do not agree."""
+
+    subject: str  # "nvidia.driver_version" | "gpu.count" | "gpu.compute_capability"
+    values: dict[str, str] = field(default_factory=dict)  # witness -> what it said
+    note: str | None = None
+
+
+@dataclass
+class ReconciledFacts:
+    """One view of the machine joined from every witness (``stackdoctor.reconcile``); recomputed on replay."""
+
+    gpus: list[GpuView] = field(default_factory=list)
+    nvidia_driver: SeenValue = field(default_factory=SeenValue)  # user-space driver version
+    cuda_driver_version: SeenValue = field(default_factory=SeenValue)  # the newest CUDA the driver runs
+    accelerator: str | None = None  # the machine's accelerator: "nvidia" | "amd" | "intel" | "apple" | "jetson"
+    evidence: list[Evidence] = field(default_factory=list)
+    disagreements: list[Disagreement] = field(default_factory=list)
+
+
 # ---------------------------------------------------------------------------- all
 
 
@@ -371,9 +446,10 @@ class Facts:
     torch: TorchFacts = field(default_factory=TorchFacts)
     kernels: KernelFacts = field(default_factory=KernelFacts)
     environment: dict[str, str] = field(default_factory=dict)  # variables that shape the stack
+    reconciled: ReconciledFacts = field(default_factory=ReconciledFacts)  # derived: stackdoctor.reconcile
 
 
-SUBJECTS = tuple(f.name for f in dataclasses.fields(Facts) if f.name != "environment")
+SUBJECTS = tuple(f.name for f in dataclasses.fields(Facts) if f.name not in ("environment", "reconciled"))
 
 
 # ---------------------------------------------------------------------------- serialisation
@@ -423,6 +499,10 @@ def _coerce(tp: Any, value: Any) -> Any:
         inner = args[1] if len(args) == 2 else Any
         return {str(k): _coerce(inner, v) for k, v in value.items()}
     if tp is Any:
+        return value
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            raise TypeError(f"{value!r} is not one of {', '.join(map(repr, typing.get_args(tp)))}")
         return value
     if dataclasses.is_dataclass(tp):
         return from_data(tp, value)

@@ -29,15 +29,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackdoctor.errors import IndexError_
+from stackdoctor.matrix import default_index_url
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
 
     from stackdoctor.facts import Facts
+    from stackdoctor.matrix import Matrix
     from stackdoctor.plan import Plan, Request
 
-DEFAULT_INDEX_BASE = "https://download.pytorch.org/whl"
-PYPI_SIMPLE = "https://pypi.org/simple"
 MAX_PAGE_BYTES = 32 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 20.0
 MAX_REDIRECTS = 10
@@ -99,9 +99,10 @@ def canonical_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def index_base(option: str | None, env: Mapping[str, str]) -> str:
-    """``--index-base``, else ``STACKDOCTOR_INDEX_BASE``, else download.pytorch.org/whl."""
-    base = option or env.get("STACKDOCTOR_INDEX_BASE") or DEFAULT_INDEX_BASE
+def index_base(option: str | None, env: Mapping[str, str], matrix: Matrix | None = None) -> str:
+    """``--index-base``, else ``STACKDOCTOR_INDEX_BASE``, else the matrix's ``pytorch`` index
+    (``matrix.index_url()``; the embedded matrix's when none is given)."""
+    base = option or env.get("STACKDOCTOR_INDEX_BASE") or (matrix.index_url() if matrix is not None else default_index_url())
     return base.rstrip("/")
 
 
@@ -706,7 +707,7 @@ def verify_plan(
                     local = list_find_links(find_links, client)
                 files, where = local, find_links
             else:
-                index_url = pkg.index_url or plan.index_url or PYPI_SIMPLE
+                index_url = pkg.index_url or plan.index_url or default_index_url("pypi")
                 where, files = list_project(client, index_url, pkg.name)
             hit = select_wheel(files, pkg.name, want, tags, python_version=python_version)
             if hit is None:

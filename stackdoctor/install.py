@@ -25,7 +25,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from stackdoctor._worker import worker_path
 from stackdoctor.errors import ExitCode
+from stackdoctor.matrix import default_index_url
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.plan import Plan
@@ -36,91 +38,6 @@ PYPI_HOSTS = ("pypi.org", "pypi.python.org")
 DEFAULT_INSTALL_TIMEOUT_S = 3600.0
 SNAP_MARK = "@@stackdoctor-snapshot@@ "
 VERIFY_MARK = "@@stackdoctor-verify@@ "
-
-# Runs in the target (stdlib only): every installed distribution's version and requirement names.
-SNAPSHOT_SCRIPT = r"""
-import json, re
-from importlib import metadata
-def norm(n):
-    return re.sub(r"[-_.]+", "-", n).lower()
-out = {}
-damaged = []
-for d in metadata.distributions():
-    try:
-        name = norm(d.metadata["Name"] or "")
-        if not name:
-            continue
-        if d.read_text("RECORD") is None or name in out:
-            damaged.append(name)  # half-installed (no RECORD) or installed twice
-        if name in out:
-            continue
-        reqs = []
-        for r in d.requires or []:
-            m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", r)
-            if m:
-                reqs.append(norm(m.group(1)))
-        out[name] = {"version": d.version, "requires": sorted(set(reqs))}
-    except Exception:
-        continue
-out["@damaged"] = sorted(set(damaged))
-print("@@stackdoctor-snapshot@@ " + json.dumps(out))
-"""
-
-# Runs in the target before a restore: removes the half-written dist-info directories (no RECORD)
-# that an interrupted or failed pip leaves behind for the torch family, which pip itself then
-# refuses to uninstall ("Cannot uninstall torchvision 0.28.0+cu130, RECORD file not found").
-REPAIR_SCRIPT = r"""
-import json, re, shutil, sys
-from importlib import metadata
-names = set(json.loads(sys.argv[1]))
-removed = []
-for d in list(metadata.distributions()):
-    name = re.sub(r"[-_.]+", "-", d.metadata["Name"] or "").lower()
-    path = getattr(d, "_path", None)
-    if name in names and d.read_text("RECORD") is None and path is not None and str(path).endswith(".dist-info"):
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(str(path))
-print("@@stackdoctor-repair@@ " + json.dumps(removed))
-"""
-
-# Runs in the target after an install: imports torch and reports what it can do.
-VERIFY_SCRIPT = r"""
-import json, warnings
-out = {"imported": False}
-try:
-    import torch
-    out["imported"] = True
-    out["version"] = str(getattr(torch, "__version__", "") or "") or None
-    out["file"] = getattr(torch, "__file__", None)
-    v = getattr(torch, "version", None)
-    out["cuda"] = getattr(v, "cuda", None)
-    out["hip"] = getattr(v, "hip", None)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            out["cuda_available"] = bool(torch.cuda.is_available())
-            if out["cuda_available"]:
-                out["device_count"] = int(torch.cuda.device_count())
-                out["device_name"] = str(torch.cuda.get_device_name(0))
-                x = torch.ones(4, device="cuda")
-                out["cuda_ok"] = float((x + x).sum().item()) == 8.0
-        except Exception as e:
-            out["cuda_error"] = (type(e).__name__ + ": " + str(e)).splitlines()[0][:300]
-        try:
-            mps = getattr(getattr(torch, "backends", None), "mps", None)
-            out["mps_available"] = bool(mps.is_available()) if mps else None
-        except Exception:
-            out["mps_available"] = None
-        try:
-            xpu = getattr(torch, "xpu", None)
-            out["xpu_available"] = bool(xpu.is_available()) if xpu else None
-        except Exception:
-            out["xpu_available"] = None
-    out["warnings"] = [str(w.message).splitlines()[0][:300] for w in caught]
-except BaseException as e:
-    out["error"] = (type(e).__name__ + ": " + str(e)).strip().splitlines()[-1][:300] if str(e) else type(e).__name__
-print("@@stackdoctor-verify@@ " + json.dumps(out))
-"""
 
 
 # ---------------------------------------------------------------------------- data
@@ -362,7 +279,7 @@ def _marked(stdout: str, mark: str) -> dict | None:
 
 
 def snapshot(system: System, python: str, *, timeout: float = 60.0) -> Snapshot:
-    res = system.run([python, "-I", "-c", SNAPSHOT_SCRIPT], timeout=timeout, record=False)
+    res = system.run([python, "-I", str(worker_path("sd_snapshot.py"))], timeout=timeout, record=False)
     data = _marked(res.stdout, SNAP_MARK) if res.ok else None
     if data is None:
         return Snapshot(error=res.describe_failure() or "the target printed no package list")
@@ -376,7 +293,7 @@ def snapshot(system: System, python: str, *, timeout: float = 60.0) -> Snapshot:
 
 
 def verify(system: System, python: str, *, timeout: float = 300.0) -> Verification:
-    res = system.run([python, "-I", "-c", VERIFY_SCRIPT], timeout=timeout, record=False)
+    res = system.run([python, "-I", str(worker_path("sd_verify.py"))], timeout=timeout, record=False)
     data = _marked(res.stdout, VERIFY_MARK)
     if data is None:
         why = res.describe_failure() or "it printed nothing"
@@ -475,7 +392,7 @@ def execute(
     system: System,
     python: str,
     installer: str = "pip",
-    index_base: str = "https://download.pytorch.org/whl",
+    index_base: str | None = None,
     find_links: str | None = None,
     timeout_s: float = DEFAULT_INSTALL_TIMEOUT_S,
     remove_leftovers: bool = False,
@@ -491,7 +408,9 @@ def execute(
 
     ``source_args`` / ``env``: where the installer takes the packages from (the index check's
     :class:`~stackdoctor.availability.Delivery`); without them the plan's own index is used.
-    """
+    ``index_base`` is where the previous torch is put back from (``<index_base>/<its variant>``); None: the
+    matrix's ``pytorch`` index."""
+    index_base = index_base or default_index_url()
     say = say or (lambda line: print(line, file=sys.stderr))
     stream = stream or _stderr_writer
     argv = install_command(plan, python, installer, find_links=find_links, uv=uv, source_args=source_args)
@@ -589,7 +508,7 @@ def _restore(
     if not cmds:
         result.restored = False
         return
-    repair = system.run([python, "-I", "-c", REPAIR_SCRIPT, json.dumps(list(TORCH_FAMILY))], timeout=120, record=False)
+    repair = system.run([python, "-I", str(worker_path("sd_repair.py")), json.dumps(list(TORCH_FAMILY))], timeout=120, record=False)
     if not repair.ok:
         result.notes.append(f"could not clear half-installed packages: {repair.describe_failure()}")
     ok = True

@@ -1,4 +1,4 @@
-"""Run real kernels and collectives in the target interpreter, and judge what they did.
+"""Run real kernels and collectives in the target interpreter, and turn what they did into facts.
 
 Parent side of ``stackdoctor/_worker/sd_kernels.py`` and ``sd_allreduce.py``. The workers
 run in the *target* interpreter (``<python> -I <worker> '<json args>'``) through
@@ -7,43 +7,33 @@ run in the *target* interpreter (``<python> -I <worker> '<json args>'``) through
 ``stderr_tail``), never a crash or a hang of stackdoctor. torch is never imported here.
 
 Pure parts (tested without torch): :func:`kernel_facts_from_run`, :func:`merge_allreduce`,
-:func:`kernel_findings`, :func:`parse_bandwidth`, :func:`peak_from_sm_clock`,
-:func:`format_busbw_chart`.
+:func:`format_busbw_chart`, :func:`fleet_table`. Judging the results is the rules' business
+(:mod:`stackdoctor.rules.kernels`); peaks are derived in :mod:`stackdoctor.reconcile`.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import shutil
-import signal
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from stackdoctor.facts import Facts, KernelFacts, KernelResult, NvidiaGpu, from_data
-from stackdoctor.report import Finding
-from stackdoctor.system import CommandResult, System, _signame
+from stackdoctor._worker import worker_path
+from stackdoctor.facts import Facts, KernelFacts, KernelResult, from_data
+from stackdoctor.system import CommandResult, Started, System, _signame
 
 __all__ = [
     "KERNELS_SCHEMA",
     "AllreduceOptions",
-    "annotate_peaks",
     "fleet_table",
-    "free_port",
-    "node_summary",
     "format_busbw_chart",
+    "free_port",
     "kernel_facts_from_run",
-    "kernel_findings",
     "merge_allreduce",
-    "parse_bandwidth",
-    "peak_from_sm_clock",
+    "node_summary",
     "run_allreduce_local",
     "run_allreduce_rank",
     "run_kernels",
@@ -53,25 +43,6 @@ __all__ = [
 KERNELS_SCHEMA = "stackdoctor.kernels/1"
 MARK = "@@stackdoctor@@ "
 STDERR_TAIL_LINES = 20
-SLOW_FRACTION = 0.25  # kernel-slow below this fraction of the device's peak (largest size of a sweep)
-
-# FP32 fused multiply-add results per clock per SM by compute capability, from the NVIDIA
-# CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table (32-bit
-# floating-point add, multiply, multiply-add). Peak FP32 = SMs x lanes x 2 x clock.
-FP32_LANES_PER_SM: dict[str, int] = {
-    "6.0": 64,
-    "6.1": 128,
-    "7.0": 64,
-    "7.5": 64,
-    "8.0": 64,
-    "8.6": 128,
-    "8.9": 128,
-    "9.0": 128,
-}
-
-
-def worker_path(name: str) -> Path:
-    return Path(__file__).resolve().parent / "_worker" / name
 
 
 def _sections(text: str) -> list[dict[str, Any]]:
@@ -152,52 +123,6 @@ def run_kernels(
     env: dict[str, str | None] = {"STACKDOCTOR_TEST_HOOK": hook}
     res = system.run([python, "-I", str(worker_path("sd_kernels.py")), json.dumps(args)], timeout=timeout_s, env=env, parse_env=False)
     return kernel_facts_from_run(res, mode="full")
-
-
-# ---------------------------------------------------------------------------- peaks
-
-
-def peak_from_sm_clock(gpu: NvidiaGpu) -> float | None:
-    """FP32 (CUDA-core) peak TFLOP/s from NVML's SM count and max SM clock; None when unknown."""
-    lanes = FP32_LANES_PER_SM.get(gpu.compute_capability or "")
-    if not lanes or not gpu.sm_count or not gpu.max_sm_clock_mhz:
-        return None
-    return gpu.sm_count * lanes * 2 * gpu.max_sm_clock_mhz * 1e6 / 1e12
-
-
-def _matrix_peak(name: str | None, dtype: str | None, matrix: Any) -> tuple[float | None, str | None]:
-    if matrix is None or not name or not dtype:
-        return None, None
-    try:
-        peak = matrix.peak(name)
-    except Exception:
-        return None, None
-    if peak is None:
-        return None, None
-    value = getattr(peak, {"tf32": "bf16"}.get(dtype, dtype), None) if dtype in ("fp32", "bf16", "fp16") else None
-    return (float(value), f"compat matrix: {peak.source}") if value else (None, None)
-
-
-def annotate_peaks(kernels: KernelFacts, facts: Facts | None = None, matrix: Any = None) -> None:
-    """Fill ``peak_tflops`` / ``percent_of_peak`` on matmul results where the device's peak is known:
-    the compat matrix's ``peaks`` table first, else (fp32 on NVIDIA) SM count x clock from NVML."""
-    gpus = facts.nvidia.gpus if facts is not None else []
-    for r in kernels.results:
-        if r.kernel != "matmul" or r.tflops is None or not r.device.startswith("cuda"):
-            continue
-        name = r.extra.get("device_name")
-        gpu = next((g for g in gpus if g.name and name and g.name == name), None)
-        if gpu is None and name is None:
-            idx = r.device.partition(":")[2]
-            gpu = next((g for g in gpus if str(g.index) == idx), None)
-        peak, source = _matrix_peak(name or (gpu.name if gpu else None), r.dtype, matrix)
-        if peak is None and r.dtype == "fp32" and gpu is not None:
-            peak = peak_from_sm_clock(gpu)
-            source = "NVML: SM count x max SM clock x FP32 lanes" if peak else None
-        if peak:
-            r.peak_tflops = round(peak, 3)
-            r.percent_of_peak = round(100.0 * r.tflops / peak, 1)
-            r.extra["peak_source"] = source
 
 
 # ---------------------------------------------------------------------------- allreduce
@@ -333,23 +258,30 @@ def run_allreduce_local(
     """``nproc`` ranks here on loopback (one process each), joined within ``opts.timeout_s``.
 
     As soon as one rank *reports* a failure or a timeout (a port in use, peers missing), the
-    run is decided: the ranks still running are stopped (their process groups killed, each
-    rank runs in its own session) instead of waiting out the outer bound. A rank that dies
-    without reporting (a signal) stops nothing: its peers then name it missing."""
+    run is decided: the ranks still running are stopped (each rank's process tree is killed
+    through the :class:`~stackdoctor.system.Started` handle ``System.run`` gives back, the
+    same process control as a timeout) instead of waiting out the outer bound. A rank that
+    dies without reporting (a signal) stops nothing: its peers then name it missing."""
     port = master_port or free_port()
     outcomes: dict[int, dict[str, Any]] = {}
     lock = threading.Lock()
     decided = threading.Event()  # set when a rank reported failed/timeout
     stopped: dict[int, int] = {}  # rank -> the rank whose report stopped it
     trigger: list[int] = []
+    started: dict[int, Started] = {}  # rank -> its running child
     # the worker itself gives up on a missing peer at timeout_s; the outer bound also covers the sweep
     outer = opts.timeout_s * 2 + 30
-    piddir = Path(tempfile.mkdtemp(prefix="sd-allreduce-"))
 
     def one(rank: int) -> None:
         args = {**opts.args(), "rank": rank, "world_size": nproc, "local_rank": rank, "master_addr": "127.0.0.1",
-                "master_port": port, "pid_file": str(piddir / f"rank{rank}.pid")}
-        res = system.run(_rank_argv(python, args, ()), timeout=outer, env={"STACKDOCTOR_TEST_HOOK": hook}, parse_env=False)
+                "master_port": port}
+
+        def keep(handle: Started) -> None:
+            with lock:
+                started[rank] = handle
+
+        res = system.run(_rank_argv(python, args, ()), timeout=outer, env={"STACKDOCTOR_TEST_HOOK": hook}, parse_env=False,
+                         on_start=keep)
         outcome = _rank_outcome(rank, res)
         with lock:
             if rank in stopped:
@@ -362,17 +294,14 @@ def run_allreduce_local(
                 decided.set()
 
     threads = [threading.Thread(target=one, args=(r,), daemon=True) for r in range(nproc)]
-    try:
-        for t in threads:
-            t.start()
-        deadline = time.monotonic() + outer + 10
-        while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
-            if decided.wait(0.1):
-                _stop_ranks(piddir, threads, outcomes, stopped, trigger[0], lock)
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-    finally:
-        shutil.rmtree(piddir, ignore_errors=True)
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + outer + 10
+    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+        if decided.wait(0.1):
+            _stop_ranks(started, threads, outcomes, stopped, trigger[0], lock)
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
     return allreduce_kernel_facts(merge_allreduce(outcomes, nproc))
 
 
@@ -381,25 +310,18 @@ def _reported(res: CommandResult) -> bool:
     return any(s.get("section") == "allreduce" for s in _sections(res.stdout))
 
 
-def _stop_ranks(piddir: Path, threads: Sequence[threading.Thread], outcomes: Mapping[int, Any], stopped: dict[int, int],
-                by: int, lock: threading.Lock) -> None:
-    """Kill the process group of every local rank still running (each is its own session leader)."""
+def _stop_ranks(started: Mapping[int, Started], threads: Sequence[threading.Thread], outcomes: Mapping[int, Any],
+                stopped: dict[int, int], by: int, lock: threading.Lock) -> None:
+    """Kill the process tree of every local rank still running (not started yet: tried on the next pass)."""
     for rank, t in enumerate(threads):
         with lock:
             if not t.is_alive() or rank in outcomes:
                 continue
-            try:
-                pid = int((piddir / f"rank{rank}.pid").read_text().strip())
-            except (OSError, ValueError):
-                continue  # not started yet: tried again on the next pass
-            try:
-                # still our un-reaped child leading its own group (System.run starts a new session)
-                if os.getpgid(pid) != pid:
-                    continue
-                stopped.setdefault(rank, by)
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError, OSError):
+            handle = started.get(rank)
+            if handle is None:
                 continue
+            stopped.setdefault(rank, by)
+        handle.kill()
 
 
 def run_allreduce_rank(
@@ -435,28 +357,7 @@ def run_allreduce_rank(
     return allreduce_kernel_facts(summary)
 
 
-# ---------------------------------------------------------------------------- units, chart
-
-
-_BW = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(?:([kKmMgGtT]?)([Bb])(?:/s|ps)?)?\s*$")
-_PREFIX = {"": 1e-9, "k": 1e-6, "m": 1e-3, "g": 1.0, "t": 1e3}
-
-
-def parse_bandwidth(text: str) -> float:
-    """A bandwidth in GB/s (1e9 bytes/s, as nccl-tests): ``20``, ``20GB/s``, ``160Gb/s``, ``2.5 TB/s``.
-
-    A bare number is GB/s; a lower-case ``b`` means bits (``160Gb/s`` = 20 GB/s).
-
-    :raises ValueError: when ``text`` is not a bandwidth.
-    """
-    m = _BW.match(str(text))
-    if not m:
-        raise ValueError(f"{text!r} is not a bandwidth (try 20, 20GB/s or 160Gb/s)")
-    value = float(m.group(1))
-    if m.group(3) is None:
-        return value
-    scale = _PREFIX[m.group(2).lower()]
-    return value * scale / (8.0 if m.group(3) == "b" else 1.0)
+# ---------------------------------------------------------------------------- chart
 
 
 def format_size(n: int) -> str:
@@ -466,168 +367,16 @@ def format_size(n: int) -> str:
     return f"{n} B"
 
 
-def format_busbw_chart(rows: Sequence[Mapping[str, Any]], width: int = 40) -> list[str]:
-    """busbw (in-place) by message size as text bars, one line per size."""
+def format_busbw_chart(rows: Sequence[Mapping[str, Any]], width: int = 40, bar: str = "█") -> list[str]:
+    """busbw (in-place) by message size as text bars, one line per size (``bar``: the glyph;
+    ``#`` on a console that cannot show a block, see :func:`stackdoctor.console.marks`)."""
     vals = [float((r.get("ip") or {}).get("busbw") or 0.0) for r in rows]
     top = max(vals, default=0.0) or 1.0
     lines = []
     for r, v in zip(rows, vals):
-        bar = "█" * max(0, int(round(width * v / top)))
-        lines.append(f"{format_size(int(r.get('bytes') or 0)):>9} {bar:<{width}} {v:8.3f} GB/s")
+        drawn = bar * max(0, int(round(width * v / top)))
+        lines.append(f"{format_size(int(r.get('bytes') or 0)):>9} {drawn:<{width}} {v:8.3f} GB/s")
     return lines
-
-
-# ---------------------------------------------------------------------------- findings
-
-
-def kernel_findings(kernels: KernelFacts, *, min_busbw_gbs: float | None = None) -> list[Finding]:
-    """Findings from kernel and allreduce results (pure)."""
-    out: list[Finding] = []
-    if kernels.error:
-        detail = kernels.error
-        if kernels.stderr_tail:
-            detail += "\nlast lines of its stderr:\n" + kernels.stderr_tail
-        out.append(
-            Finding(
-                code="kernel-failed",
-                severity="fail",
-                title="A kernel process failed" + (f" ({kernels.signal})" if kernels.signal else ""),
-                detail=detail,
-                fix="Run `stackdoctor kernels --json` to reproduce; a crash (SIGSEGV/SIGABRT) inside torch usually means a wheel "
-                "built for another GPU/driver: reinstall torch with `stackdoctor install`.",
-                layer="kernels",
-                facts=["kernels.error", "kernels.signal", "kernels.stderr_tail"],
-            )
-        )
-    for i, r in enumerate(kernels.results):
-        if r.kernel == "allreduce" or r.ok:
-            continue
-        label = f"{r.kernel} {r.dtype or ''} on {r.device}".replace("  ", " ")
-        key = f"kernels.results[{i}]"
-        if r.extra.get("exception") or r.extra.get("unavailable") or (r.max_error is None and not r.extra.get("nonfinite")):
-            out.append(
-                Finding(
-                    code="kernel-failed",
-                    severity="fail",
-                    title=f"{label} raised an error",
-                    detail=r.error or "",
-                    fix="Check that the torch build supports this device (`stackdoctor check`); for compile, a C++ compiler "
-                    "(CPU) or Triton (GPU) must be installed and working.",
-                    layer="kernels",
-                    facts=[key],
-                )
-            )
-        else:
-            out.append(
-                Finding(
-                    code="kernel-wrong-result",
-                    severity="fail",
-                    title=f"{label} returned wrong numbers",
-                    detail=r.error or f"max relative error {r.max_error} > tolerance {r.tolerance}",
-                    fix="Wrong results point at a broken library or failing hardware: reinstall torch for this device, then "
-                    "check the GPU (ECC errors, `nvidia-smi -q`, clocks) and rerun `stackdoctor kernels`.",
-                    layer="kernels",
-                    facts=[key],
-                )
-            )
-    for i, r in enumerate(kernels.results):
-        if r.kernel != "matmul" or not r.ok or r.percent_of_peak is None or not r.extra.get("sweep_max"):
-            continue
-        if r.percent_of_peak < SLOW_FRACTION * 100:
-            out.append(
-                Finding(
-                    code="kernel-slow",
-                    severity="warn",
-                    title=f"matmul {r.dtype} on {r.device} reaches only {r.percent_of_peak:.0f}% of peak",
-                    detail=f"{r.tflops:.2f} TFLOP/s at {r.size}; peak {r.peak_tflops} TFLOP/s ({r.extra.get('peak_source')})",
-                    fix="Look for throttling, a power cap or a narrow PCIe link (`nvidia-smi -q -d PERFORMANCE,POWER,CLOCK`), "
-                    "and for another process using the GPU.",
-                    layer="kernels",
-                    facts=[f"kernels.results[{i}]"],
-                )
-            )
-    ar = kernels.allreduce
-    if ar:
-        out.extend(_allreduce_findings(ar, kernels.results, min_busbw_gbs))
-    return out
-
-
-def _allreduce_findings(ar: Mapping[str, Any], results: Sequence[KernelResult], min_busbw_gbs: float | None) -> list[Finding]:
-    out: list[Finding] = []
-    status = ar.get("status")
-    where = f"{ar.get('master_addr')}:{ar.get('master_port')}"
-    iface = ar.get("iface")
-    if status == "timeout":
-        missing = ar.get("missing_ranks") or []
-        names = ", ".join(str(m) for m in missing) or "?"
-        out.append(
-            Finding(
-                code="allreduce-timeout",
-                severity="fail",
-                title=f"allreduce timed out: rank(s) {names} never joined",
-                detail=str(ar.get("error") or ""),
-                fix=f"Start rank(s) {names} with the same --master-addr/--master-port ({where}) and --world-size "
-                f"{ar.get('world_size')}; check that {where} is reachable from every host"
-                + (f" over {iface}" if iface else "")
-                + " (firewall, interface, address).",
-                layer="network",
-                facts=["kernels.allreduce.missing_ranks"],
-            )
-        )
-    elif status == "failed":
-        err = str(ar.get("error") or "")
-        low = err.lower()
-        fix = "Check the backend and the network: run again with --iface to pick the interface; see the error above."
-        if "in use" in low or "address already" in low or "eaddrinuse" in low:
-            fix = f"Port {ar.get('master_port')} is in use on the master: pick another with --master-port."
-        elif "needs a cuda device" in low or "_cuda" in low:
-            fix = "Install a CUDA build of torch (`stackdoctor install`), or use --backend gloo for CPU tensors."
-        elif "unable to find address for" in low or (iface and iface in err):
-            fix = f"Interface {iface!r} has no usable address on this host: check `ip addr` and pass the right --iface."
-        out.append(
-            Finding(
-                code="allreduce-failed",
-                severity="fail",
-                title=f"allreduce failed ({ar.get('backend') or 'backend unknown'})",
-                detail=err + (("\nlast lines of its stderr:\n" + ar["stderr_tail"]) if ar.get("stderr_tail") else ""),
-                fix=fix,
-                layer="network",
-                facts=["kernels.allreduce.error"],
-            )
-        )
-    wrong = sum(int(r.extra.get("wrong") or 0) for r in results if r.kernel == "allreduce")
-    if wrong:
-        bad = [r.size for r in results if r.kernel == "allreduce" and r.extra.get("wrong")]
-        out.append(
-            Finding(
-                code="kernel-wrong-result",
-                severity="fail",
-                title=f"allreduce returned wrong values (#wrong = {wrong})",
-                detail=f"{len(bad)} message size(s) had wrong elements: {', '.join(str(b) for b in bad[:8])}",
-                fix="A rank computes or sends wrong data: check each host's GPU/driver (`stackdoctor check` on every node) "
-                "and the link (NIC, cable).",
-                layer="kernels",
-                facts=["kernels.results"],
-            )
-        )
-    if status == "ok" and min_busbw_gbs is not None:
-        best = ar.get("max_busbw_gbs")
-        if best is None or best < min_busbw_gbs:
-            out.append(
-                Finding(
-                    code="allreduce-slow",
-                    severity="fail",
-                    title=f"allreduce busbw {best or 0:.2f} GB/s is below the asked {min_busbw_gbs:g} GB/s",
-                    detail=f"backend {ar.get('backend')}, {ar.get('world_size')} ranks"
-                    + (f", interface {iface}" if iface else "")
-                    + (f"; link {ar.get('link_rate_gbps')} Gb/s" if ar.get("link_rate_gbps") else ""),
-                    fix="Check that the fast interface carries the traffic (--iface), its link speed and MTU, and that "
-                    "the largest message size (--max-bytes) is big enough to reach peak bandwidth.",
-                    layer="network",
-                    facts=["kernels.allreduce.max_busbw_gbs"],
-                )
-            )
-    return out
 
 
 # ---------------------------------------------------------------------------- fleet

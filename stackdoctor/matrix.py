@@ -30,12 +30,14 @@ from stackdoctor.errors import MatrixError
 
 __all__ = [
     "CudaRow",
+    "IndexRow",
     "JetsonRow",
     "Matrix",
     "Release",
     "Variant",
     "arch_runs",
     "arch_match",
+    "default_index_url",
     "driver_meets",
     "gfx_supported",
     "load_matrix",
@@ -50,13 +52,13 @@ SCHEMA = "stackdoctor.matrix/1"
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 MAX_ALIASES = 200
 VARIANT_KINDS = ("cpu", "cuda", "rocm", "xpu")
-PYPI_INDEX = "https://pypi.org/simple"
 
 _VARIANT_RE = re.compile(r"^(?:(?P<cpu>cpu)|cu(?P<cu>\d{2,3})|rocm(?P<rocm>\d+\.\d+(?:\.\d+)?)|(?P<xpu>xpu))$")
 _ARCH_RE = re.compile(r"^(?P<kind>sm|compute)_(?P<num>\d{2,3})(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
 _GFX_RE = re.compile(r"^gfx[0-9a-f]{3,4}$")
 _PY_RE = re.compile(r"^3\.\d{1,2}t?$")
 _DRIVER_RE = re.compile(r"^\d+(?:\.\d+){0,3}$")
+_INDEX_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
 # ---------------------------------------------------------------------------- types
@@ -93,15 +95,28 @@ class Variant:
         return self.arch_list
 
     def arch_known_for(self, platform: str | None) -> bool:
-        """False when the list for ``platform`` is only the Linux x86_64 list standing in (an unknown)."""
+        """False when the matrix has no list of its own for ``platform`` (the Linux x86_64 list would only stand in)."""
         if not platform:
-            return True
+            return bool(self.arch_list)
         fam = parse_platform(platform)
-        if fam[0] == "linux" and fam[1] == "x86_64":
-            return True
         if any(parse_platform(t)[:2] == fam[:2] for t in self.arch_by_platform):
             return True
+        if fam[0] == "linux" and fam[1] == "x86_64":
+            return bool(self.arch_list)
         return False
+
+    def arch_fallback(self, platform: str | None) -> tuple[str, tuple[str, ...]] | None:
+        """Another platform's list of this same build (same release, same CUDA version), for a platform whose own
+        list is unknown: ``("Linux x86_64", (...))`` or ``("win_amd64", (...))``; None when no other list is known.
+
+        The Linux x86_64 list comes first (the build scripts derive the others from it)."""
+        fam = parse_platform(platform)[:2] if platform else ("linux", "x86_64")
+        if self.arch_list and fam != ("linux", "x86_64"):
+            return ("Linux x86_64", self.arch_list)
+        for tag, archs in self.arch_by_platform.items():
+            if archs and parse_platform(tag)[:2] != fam:
+                return (tag, archs)
+        return None
 
 
 @dataclass(frozen=True)
@@ -124,6 +139,8 @@ class Release:
     manylinux_glibc: str | None = None  # baseline glibc of plain ``linux_*`` wheels of this release
     pythons: tuple[str, ...] = ()
     torch_only_pythons: tuple[str, ...] = ()  # Pythons with torch wheels but no torchvision/torchaudio
+    # Pythons whose wheels exist only on some platforms: "3.13t" -> ("manylinux_2_17_x86_64",) (OS and arch count)
+    python_platforms: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
     released: str | None = None
     source: str = ""
     derived_from: str | None = None
@@ -140,6 +157,13 @@ class Release:
             if v.name == name:
                 return v
         return None
+
+    def python_on(self, python: str, os_: str, arch: str) -> bool:
+        """False when ``python`` has wheels of this release only on other platforms (``python_platforms``)."""
+        allowed = self.python_platforms.get(python)
+        if not allowed:
+            return True
+        return any(parse_platform(t)[:2] == (os_, arch) for t in allowed)
 
     @property
     def versions(self) -> tuple[Version, ...]:
@@ -173,6 +197,16 @@ class JetsonRow:
     note: str | None = None
     source: str = ""
     unknown: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    """A package index the plans point at: ``pytorch`` (the base of ``<url>/<variant>``) or ``pypi``."""
+
+    name: str
+    url: str
+    source: str
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -251,6 +285,56 @@ class CondaInfo:
 
 
 @dataclass(frozen=True)
+class L4tRow:
+    """An L4T release and the JetPack (and CUDA) it ships."""
+
+    l4t: str  # "36.4.3"
+    jetpack: str  # "6.2"
+    cuda: str | None  # JetPack's default CUDA; None where no source gives it
+    source: str
+
+
+@dataclass(frozen=True)
+class ApuRow:
+    """An AMD gfx target known to be an integrated GPU (APU)."""
+
+    gfx: str
+    name: str
+    source: str
+
+
+@dataclass(frozen=True)
+class IntelFamily:
+    """An Intel GPU family by PCI device id: discrete or not, and whether PyTorch's XPU build targets it."""
+
+    family: str  # "DG2"
+    name: str  # "Arc A-series (Alchemist)"
+    discrete: bool
+    xpu: bool  # listed among the XPU build's supported GPUs
+    device_ids: tuple[str, ...]  # "0x56a0", lower case
+    source: str
+
+
+@dataclass(frozen=True)
+class Fp32Lanes:
+    """FP32 fused multiply-add results per clock per SM for a compute capability (peak = SMs x lanes x 2 x clock)."""
+
+    cc: str
+    lanes: int
+    source: str
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """A version a platform feature needs: ``macos.rdma_over_thunderbolt`` -> ``26.2``."""
+
+    name: str
+    min_version: str
+    source: str
+    note: str | None = None
+
+
+@dataclass(frozen=True)
 class Matrix:
     releases: tuple[Release, ...]  # newest first
     cuda_versions: dict[str, CudaRow] = field(default_factory=dict, hash=False)
@@ -259,12 +343,44 @@ class Matrix:
     rocm_overrides: dict[str, RocmOverride] = field(default_factory=dict, hash=False)
     jetson: tuple[JetsonRow, ...] = ()
     peaks: dict[str, Peak] = field(default_factory=dict, hash=False)
+    indexes: dict[str, IndexRow] = field(default_factory=dict, hash=False)
     files: tuple[str, ...] = ()
+    l4t_releases: dict[str, L4tRow] = field(default_factory=dict, hash=False)
+    rocm_apus: dict[str, ApuRow] = field(default_factory=dict, hash=False)
+    intel_families: tuple[IntelFamily, ...] = ()
+    fp32_lanes: dict[str, Fp32Lanes] = field(default_factory=dict, hash=False)
+    thresholds: dict[str, Threshold] = field(default_factory=dict, hash=False)
     mirrors: tuple[MirrorRow, ...] = ()
     pypi_defaults: tuple[PypiDefault, ...] = ()
     conda: CondaInfo | None = None
 
     # ------------------------------------------------------------------ look-ups
+
+    def jetpack_for(self, l4t: str | None) -> L4tRow | None:
+        """The JetPack row of an L4T release ("32.3.1"; "32.5" is read as "32.5.0")."""
+        if not l4t:
+            return None
+        parts = l4t.strip().split(".")
+        while len(parts) < 3:
+            parts.append("0")
+        return self.l4t_releases.get(".".join(parts[:3]))
+
+    def apu(self, gfx: str | None) -> ApuRow | None:
+        """The APU row of a gfx target ("gfx1036", feature suffixes ignored), None for a discrete or unknown one."""
+        if not gfx:
+            return None
+        return self.rocm_apus.get(gfx.split(":", 1)[0].strip().lower())
+
+    def intel_family(self, device_id: str | None) -> IntelFamily | None:
+        """The Intel GPU family of a PCI device id ("0x56a0"), None when the matrix does not list it."""
+        try:
+            key = f"0x{int(device_id or '', 16):04x}"
+        except ValueError:
+            return None
+        return next((f for f in self.intel_families if key in f.device_ids), None)
+
+    def threshold(self, name: str) -> Threshold | None:
+        return self.thresholds.get(name)
 
     def mirror(self, name: str) -> MirrorRow | None:
         return next((m for m in self.mirrors if m.name == name.strip().lower()), None)
@@ -308,6 +424,25 @@ class Matrix:
     def variant(self, torch_version: str | Version, variant_name: str) -> Variant | None:
         r = self.release(torch_version)
         return r.variant(variant_name) if r else None
+
+    def index_url(self, name: str = "pytorch") -> str:
+        """The URL of the index ``name`` (``indexes:`` in the matrix): ``"pytorch"`` is the base that variant
+        indexes hang under (``<url>/cu126``), ``"pypi"`` the default index. No trailing slash.
+
+        :raises MatrixError: the matrix names no such index.
+        """
+        row = self.indexes.get(name)
+        if row is None:
+            raise MatrixError(f"compat matrix: no {name!r} index in indexes: (files: {', '.join(self.files) or 'none'}).")
+        return row.url.rstrip("/")
+
+    def newest_release_for(self, os_: str, arch: str) -> Release | None:
+        """The newest release with any build for the platform family (``"macos"``, ``"x86_64"``), or None."""
+        for r in self.releases:  # newest first
+            for v in r.variants:
+                if any(parse_platform(t)[:2] == (os_, arch) for t in v.platforms):
+                    return r
+        return None
 
     def paired(self, torch_version: str | Version) -> tuple[str | None, str | None]:
         """(torchvision, torchaudio) versions paired with ``torch_version``; None where unknown."""
@@ -395,6 +530,7 @@ class Matrix:
             out["rocm_overrides"] = {k: to_data(v) for k, v in self.rocm_overrides.items()}
             out["jetson"] = [to_data(j) for j in self.jetson]
             out["peaks"] = {k: to_data(v) for k, v in self.peaks.items()}
+            out["indexes"] = {k: to_data(v) for k, v in self.indexes.items()}
             out["mirrors"] = [to_data(m) for m in self.mirrors]
             out["pypi_default"] = [to_data(d) for d in self.pypi_defaults]
             out["conda"] = to_data(self.conda)
@@ -756,12 +892,16 @@ def _tname(v: Any) -> str:
 
 _RELEASE_KEYS = {
     "version", "variants", "torchvision", "torchaudio", "triton", "min_macos", "mps_min_macos", "manylinux_glibc", "pythons",
-    "torch_only_pythons", "released", "source", "derived_from", "unknown", "patches", "note",
+    "torch_only_pythons", "python_platforms", "released", "source", "derived_from", "unknown", "patches", "note",
 }
 _VARIANT_KEYS = {
     "name", "kind", "platforms", "pythons", "arch_list", "arch_by_platform", "gfx", "source", "derived_from", "unknown", "note",
 }
-_TOP_KEYS = {"schema", "releases", "cuda", "gpus", "rocm_overrides", "jetson", "peaks", "note", "mirrors", "pypi_default", "conda"}
+_TOP_KEYS = {
+    "schema", "releases", "cuda", "gpus", "rocm_overrides", "jetson", "peaks", "indexes", "note",
+    "l4t_releases", "rocm_apus", "intel_gpus", "fp32_lanes_per_sm", "thresholds",
+    "mirrors", "pypi_default", "conda",
+}
 
 
 def _check_keys(ctx: _Ctx, d: _LDict, allowed: set[str], where: str) -> None:
@@ -881,6 +1021,19 @@ def _release(ctx: _Ctx, raw: Any, where: str, line: int) -> Release:
                     ctx.text(pd, "triton", f"{where}.patches.{pv}"),
                 )
             )
+    python_platforms: dict[str, tuple[str, ...]] = {}
+    if d.get("python_platforms") is not None:
+        pp = ctx.mapping(d["python_platforms"], f"{where}.python_platforms", ctx.line_of(d, "python_platforms"))
+        for py in pp:
+            if not _PY_RE.match(py):
+                raise ctx.fail(ctx.line_of(pp, py), f"{where}.python_platforms", f"unparsable Python version {py!r} (expected like \"3.13t\")")
+            tags = ctx.strings(pp, py, f"{where}.python_platforms")
+            if not tags:
+                raise ctx.fail(ctx.line_of(pp, py), f"{where}.python_platforms.{py}", "expected a non-empty list of platform tags")
+            for tag in tags:
+                if parse_platform(tag)[0] == "unknown":
+                    raise ctx.fail(ctx.line_of(pp, py), f"{where}.python_platforms.{py}", f"unknown platform tag {tag!r}")
+            python_platforms[py] = tags
     for key in ("min_macos", "mps_min_macos", "manylinux_glibc"):
         val = ctx.text(d, key, where)
         if val is not None and not re.match(r"^\d+(\.\d+)*$", val):
@@ -903,6 +1056,7 @@ def _release(ctx: _Ctx, raw: Any, where: str, line: int) -> Release:
         manylinux_glibc=ctx.text(d, "manylinux_glibc", where),
         pythons=pythons,
         torch_only_pythons=_pythons(ctx, d, "torch_only_pythons", where),
+        python_platforms=python_platforms,
         released=ctx.text(d, "released", where),
         source=source,
         derived_from=ctx.text(d, "derived_from", where),
@@ -930,6 +1084,86 @@ class _Parsed:
         self.mirrors: list[MirrorRow] = []
         self.pypi_defaults: list[PypiDefault] = []
         self.conda: CondaInfo | None = None
+        self.l4t: dict[str, L4tRow] = {}
+        self.apus: dict[str, ApuRow] = {}
+        self.intel: list[IntelFamily] = []
+        self.lanes: dict[str, Fp32Lanes] = {}
+        self.thresholds: dict[str, Threshold] = {}
+        self.indexes: dict[str, IndexRow] = {}
+
+
+def _parse_extras(ctx: _Ctx, top: _LDict, out: _Parsed) -> None:
+    """The smaller tables: L4T -> JetPack, APU gfx targets, Intel GPU families, FP32 lanes, version thresholds."""
+    if top.get("l4t_releases") is not None:
+        for i, raw in enumerate(ctx.seq(top["l4t_releases"], "l4t_releases", ctx.line_of(top, "l4t_releases"))):
+            where = f"l4t_releases[{i}]"
+            d = ctx.mapping(raw, where, ctx.line_of(top, "l4t_releases"))
+            _check_keys(ctx, d, {"l4t", "jetpack", "cuda", "source", "note"}, where)
+            l4t = ctx.text(d, "l4t", where, required=True) or ""
+            if not re.match(r"^\d+\.\d+\.\d+$", l4t):
+                raise ctx.fail(ctx.line_of(d, "l4t"), f"{where}.l4t", f"unparsable L4T release {l4t!r} (expected like \"36.4.3\")")
+            cuda = ctx.text(d, "cuda", where)
+            if cuda is not None and not re.match(r"^\d+\.\d+$", cuda):
+                raise ctx.fail(ctx.line_of(d, "cuda"), f"{where}.cuda", f"unparsable CUDA version {cuda!r}")
+            out.l4t[l4t] = L4tRow(l4t, ctx.text(d, "jetpack", where, required=True) or "", cuda, ctx.text(d, "source", where, required=True) or "")
+    if top.get("rocm_apus") is not None:
+        am = ctx.mapping(top["rocm_apus"], "rocm_apus", ctx.line_of(top, "rocm_apus"))
+        for gfx, raw in am.items():
+            where = f"rocm_apus.{gfx}"
+            if not _GFX_RE.match(gfx):
+                raise ctx.fail(ctx.line_of(am, gfx), where, f"unparsable gfx target {gfx!r}")
+            d = ctx.mapping(raw, where, ctx.line_of(am, gfx))
+            _check_keys(ctx, d, {"name", "source", "note"}, where)
+            out.apus[gfx] = ApuRow(gfx, ctx.text(d, "name", where, required=True) or "", ctx.text(d, "source", where, required=True) or "")
+    if top.get("intel_gpus") is not None:
+        for i, raw in enumerate(ctx.seq(top["intel_gpus"], "intel_gpus", ctx.line_of(top, "intel_gpus"))):
+            where = f"intel_gpus[{i}]"
+            d = ctx.mapping(raw, where, ctx.line_of(top, "intel_gpus"))
+            _check_keys(ctx, d, {"family", "name", "discrete", "xpu", "device_ids", "source", "note"}, where)
+            flags = {}
+            for key in ("discrete", "xpu"):
+                v = d.get(key)
+                if not isinstance(v, bool):
+                    raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", "expected true or false")
+                flags[key] = v
+            ids = []
+            for did in ctx.strings(d, "device_ids", where):
+                try:
+                    ids.append(f"0x{int(did, 16):04x}")
+                except ValueError:
+                    raise ctx.fail(ctx.line_of(d, "device_ids"), f"{where}.device_ids", f"unparsable PCI device id {did!r}") from None
+            out.intel.append(
+                IntelFamily(
+                    ctx.text(d, "family", where, required=True) or "",
+                    ctx.text(d, "name", where, required=True) or "",
+                    flags["discrete"],
+                    flags["xpu"],
+                    tuple(ids),
+                    ctx.text(d, "source", where, required=True) or "",
+                )
+            )
+    if top.get("fp32_lanes_per_sm") is not None:
+        lm = ctx.mapping(top["fp32_lanes_per_sm"], "fp32_lanes_per_sm", ctx.line_of(top, "fp32_lanes_per_sm"))
+        for cc, raw in lm.items():
+            where = f"fp32_lanes_per_sm.{cc}"
+            if _cc_tuple(cc) is None or "." not in cc:
+                raise ctx.fail(ctx.line_of(lm, cc), where, f"unparsable compute capability {cc!r} (expected like \"8.9\")")
+            d = ctx.mapping(raw, where, ctx.line_of(lm, cc))
+            _check_keys(ctx, d, {"lanes", "source", "note"}, where)
+            lanes = d.get("lanes")
+            if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes <= 0:
+                raise ctx.fail(ctx.line_of(d, "lanes"), f"{where}.lanes", f"expected a positive whole number, got {_tname(lanes)}")
+            out.lanes[cc] = Fp32Lanes(cc, lanes, ctx.text(d, "source", where, required=True) or "")
+    if top.get("thresholds") is not None:
+        tm = ctx.mapping(top["thresholds"], "thresholds", ctx.line_of(top, "thresholds"))
+        for name, raw in tm.items():
+            where = f"thresholds.{name}"
+            d = ctx.mapping(raw, where, ctx.line_of(tm, name))
+            _check_keys(ctx, d, {"min_version", "source", "note"}, where)
+            mv = ctx.text(d, "min_version", where, required=True) or ""
+            if not re.match(r"^\d+(\.\d+)*$", mv):
+                raise ctx.fail(ctx.line_of(d, "min_version"), f"{where}.min_version", f"unparsable version {mv!r}")
+            out.thresholds[name] = Threshold(name, mv, ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where))
 
 
 def _parse_document(data: Any, file: str) -> _Parsed:
@@ -1040,6 +1274,19 @@ def _parse_document(data: Any, file: str) -> _Parsed:
                     raise ctx.fail(ctx.line_of(d, k), f"{where}.{k}", f"expected a number of TFLOP/s, got {_tname(v)}")
                 nums[k] = float(v) if v is not None else None
             out.peaks[normalise_gpu_name(gpu)] = Peak(gpu, nums["fp32"], nums["bf16"], nums["fp16"], ctx.text(d, "source", where, required=True) or "")
+    if top.get("indexes") is not None:
+        im = ctx.mapping(top["indexes"], "indexes", ctx.line_of(top, "indexes"))
+        for name, raw in im.items():
+            where = f"indexes.{name}"
+            if not _INDEX_NAME_RE.match(name):
+                raise ctx.fail(ctx.line_of(im, name), where, f"unparsable index name {name!r} (expected like \"pytorch\")")
+            d = ctx.mapping(raw, where, ctx.line_of(im, name))
+            _check_keys(ctx, d, {"url", "source", "note"}, where)
+            url = ctx.text(d, "url", where, required=True) or ""
+            if not re.match(r"^https?://[^\s/]+(/\S*)?$", url):
+                raise ctx.fail(ctx.line_of(d, "url"), f"{where}.url", f"expected an http(s) URL, got {url!r}")
+            out.indexes[name] = IndexRow(name, url.rstrip("/"), ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where))
+    _parse_extras(ctx, top, out)
     _parse_sources_tables(ctx, top, out)
     return out
 
@@ -1059,6 +1306,7 @@ def _merge_release(base: Release, over: Release) -> Release:
         manylinux_glibc=over.manylinux_glibc or base.manylinux_glibc,
         pythons=over.pythons or base.pythons,
         torch_only_pythons=over.torch_only_pythons or base.torch_only_pythons,
+        python_platforms=over.python_platforms or base.python_platforms,
         released=over.released or base.released,
         source=over.source,
         derived_from=over.derived_from or base.derived_from,
@@ -1078,7 +1326,18 @@ def _build(parts: Sequence[tuple[str, _Parsed]]) -> Matrix:
     mirrors: dict[str, MirrorRow] = {}
     pypi_defaults: dict[tuple[str, str], PypiDefault] = {}
     conda: CondaInfo | None = None
+    l4t: dict[str, L4tRow] = {}
+    apus: dict[str, ApuRow] = {}
+    intel: dict[str, IntelFamily] = {}
+    lanes: dict[str, Fp32Lanes] = {}
+    thresholds: dict[str, Threshold] = {}
+    indexes: dict[str, IndexRow] = {}
     for _file, p in parts:
+        l4t.update(p.l4t)
+        apus.update(p.apus)
+        intel.update({f.family: f for f in p.intel})
+        lanes.update(p.lanes)
+        thresholds.update(p.thresholds)
         for r in p.releases:
             releases[r.version] = _merge_release(releases[r.version], r) if r.version in releases else r
         cuda.update(p.cuda)
@@ -1088,6 +1347,7 @@ def _build(parts: Sequence[tuple[str, _Parsed]]) -> Matrix:
         for j in p.jetson:
             jetson[f"{j.jetpack}|{','.join(j.l4t)}"] = j
         peaks.update(p.peaks)
+        indexes.update(p.indexes)
         mirrors.update({m.name: m for m in p.mirrors})
         pypi_defaults.update({(d.torch, d.platform): d for d in p.pypi_defaults})
         if p.conda is not None:
@@ -1101,7 +1361,13 @@ def _build(parts: Sequence[tuple[str, _Parsed]]) -> Matrix:
         rocm_overrides=overrides,
         jetson=tuple(jetson.values()),
         peaks=peaks,
+        indexes=indexes,
         files=tuple(f for f, _ in parts),
+        l4t_releases=l4t,
+        rocm_apus=apus,
+        intel_families=tuple(intel.values()),
+        fp32_lanes=lanes,
+        thresholds=thresholds,
         mirrors=tuple(mirrors.values()),
         pypi_defaults=tuple(pypi_defaults.values()),
         conda=conda,
@@ -1154,13 +1420,17 @@ def user_matrix_paths(extra: Sequence[str | Path] = (), env: dict[str, str] | No
     return paths
 
 
-def load_matrix(extra: Sequence[str | Path] = ()) -> Matrix:
+def load_matrix(extra: Sequence[str | Path] = (), *, embedded: bool = True) -> Matrix:
     """The embedded matrix with user files layered over it (later files win).
 
-    ``extra`` are ``--matrix`` files; without them ``STACKDOCTOR_MATRIX`` is read.
+    ``extra`` are ``--matrix`` files; without them ``STACKDOCTOR_MATRIX`` is read. With ``embedded=False`` the
+    matrix is ``extra`` alone, layered in order, and ``STACKDOCTOR_MATRIX`` is not read (tests use this to run
+    the resolver against a frozen matrix of their own).
 
     :raises MatrixError: a file is unreadable, malformed or invalid (one sentence: file, line, field).
     """
+    if not embedded:
+        return _build([(str(p), parse_matrix_text(_read_user_file(p), str(p))) for p in extra])
     paths = user_matrix_paths(extra)
     if not paths:
         return _embedded_matrix()
@@ -1168,6 +1438,12 @@ def load_matrix(extra: Sequence[str | Path] = ()) -> Matrix:
     for p in paths:
         parts.append((str(p), parse_matrix_text(_read_user_file(p), str(p))))
     return _build(parts)
+
+
+def default_index_url(name: str = "pytorch") -> str:
+    """``index_url(name)`` of the embedded matrix: the default where no matrix is at hand (a ``--matrix`` file
+    can move it; code that holds a :class:`Matrix` asks it instead)."""
+    return _embedded_matrix().index_url(name)
 
 
 def validate_file(path: str | Path) -> _Parsed:

@@ -132,9 +132,9 @@ def write_text_file(path: str | Path, text: str) -> None:
 
 
 def _stdout(text: str) -> None:
-    out = sys.stdout
-    out.write(text)
-    out.flush()
+    from stackdoctor.console import write_stdout
+
+    write_stdout(text)  # UTF-8 whatever the console's code page: these are documents, not screens
 
 
 def _append_step_summary(text: str, console: Any) -> None:
@@ -174,10 +174,10 @@ def write_output(
         if output is None:
             _human(shown, console, verbose, lang)
             return
-        from rich.console import Console
+        from stackdoctor.console import make_console
 
         buf = io.StringIO()
-        _human(shown, Console(file=buf, width=100, color_system=None, force_terminal=False, record=False), verbose, lang)
+        _human(shown, make_console(file=buf, width=100), verbose, lang)
         write_text_file(output, buf.getvalue())
         return
     if fmt == "github":

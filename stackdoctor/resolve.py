@@ -26,7 +26,6 @@ from packaging.version import InvalidVersion, Version
 
 from stackdoctor.facts import Facts
 from stackdoctor.matrix import (
-    PYPI_INDEX,
     Matrix,
     Release,
     Variant,
@@ -194,7 +193,8 @@ def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
         for i, ig in enumerate(facts.intel.gpus):
             t.gpus.append(Gpu("intel", i, ig.name, integrated=ig.discrete is False))
     t.driver = request.driver or facts.nvidia.driver_version
-    t.jetson = facts.jetson.is_jetson and not request.platform
+    # a what-if platform keeps the Jetson path only where a Jetson's wheels run: Linux aarch64
+    t.jetson = facts.jetson.is_jetson and (not request.platform or (os_ == "linux" and arch == "aarch64"))
     t.l4t = facts.jetson.l4t_release
     t.jetpack = facts.jetson.jetpack
     return t
@@ -254,9 +254,25 @@ def _python_fits(release: Release, variant: Variant, t: Target, packages: list[s
     if t.python not in variant.pythons:
         known = ", ".join(variant.pythons) or "none known"
         raise _Reject(f"{variant.name} has no wheels for Python {t.python} (it has {known})", platform_blocked=True)
+    if not release.python_on(t.python, t.os, t.arch):
+        where = ", ".join(_platform_words(tag) for tag in release.python_platforms.get(t.python, ()))
+        raise _Reject(
+            f"{variant.name} has no wheels for Python {t.python} on {_OS_WORDS.get(t.os, t.os)} {t.arch} "
+            f"(torch {release.version} has them only for {where})",
+            platform_blocked=True,
+        )
     if t.python in release.torch_only_pythons and any(p != "torch" for p in packages):
         others = ", ".join(p for p in packages if p != "torch")
         raise _Reject(f"Python {t.python} has torch wheels only in torch {release.version} (no {others})", platform_blocked=True)
+
+
+_OS_WORDS = {"linux": "Linux", "windows": "Windows", "macos": "macOS"}
+
+
+def _platform_words(tag: str) -> str:
+    """``manylinux_2_28_aarch64`` -> ``Linux aarch64``."""
+    os_, arch, _ = parse_platform(tag)
+    return f"{_OS_WORDS.get(os_, os_)} {arch}"
 
 
 def _describe_arch(archs: tuple[str, ...], cc: str) -> str:
@@ -312,7 +328,14 @@ def _fit(release: Release, version: Version, variant: Variant, t: Target, matrix
                 )
         archs = variant.arch_for(tag)
         if nv and not variant.arch_known_for(tag):
-            raise _Reject(f"{variant.name}: its CUDA arch list for {tag} is unknown to the matrix")
+            other = variant.arch_fallback(tag)
+            if other is None:
+                raise _Reject(f"{variant.name}: its CUDA arch list for {tag} is unknown to the matrix")
+            archs = other[1]
+            fit.warnings.append(
+                f"matrix: the CUDA arch list of torch {release.version} {variant.name} for {_platform_words(tag)} is unknown; "
+                f"its {other[0]} list (same release, CUDA {variant.cuda}) stands in to judge the GPUs: {', '.join(archs)}"
+            )
         for g in nv:
             if g.cc is None:
                 fit.warnings.append(f"{g.label()}: compute capability unknown; could not check that {variant.name} has kernels for it")
@@ -423,8 +446,9 @@ def _candidates(matrix: Matrix, request: Request) -> tuple[list[tuple[Release, V
 # ---------------------------------------------------------------------------- plan building
 
 
-def _index_url(request: Request, variant: str) -> str:
-    return f"{request.index_base.rstrip('/')}/{variant}"
+def _index_url(matrix: Matrix, request: Request, variant: str) -> str:
+    base = request.index_base or matrix.index_url("pytorch")
+    return f"{base.rstrip('/')}/{variant}"
 
 
 def _command(facts: Facts, request: Request, reqs: list[str], index_url: str | None) -> list[str]:
@@ -486,9 +510,9 @@ def _leftovers(facts: Facts, new_variant: str | None) -> list[str]:
 def _finish(facts: Facts, matrix: Matrix, request: Request, fit: _Fit, plan: Plan, *, pypi: bool = False) -> Plan:
     v = fit.variant
     if pypi:
-        index_url, pkg_variant = PYPI_INDEX, None
+        index_url, pkg_variant = matrix.index_url("pypi"), None
     else:
-        index_url, pkg_variant = _index_url(request, v.name), v.name
+        index_url, pkg_variant = _index_url(matrix, request, v.name), v.name
     plan.torch_version = str(fit.version)
     plan.variant = v.name
     plan.index_url = index_url
@@ -625,7 +649,7 @@ def _nothing_suggestions(t: Target, matrix: Matrix, request: Request, cands: lis
         cpu = rel.variant("cpu")
         if cpu is not None:
             for py in sorted(cpu.pythons, key=lambda s: tuple(int(x) for x in re.findall(r"\d+", s)), reverse=True):
-                if py.endswith("t") != t.python.endswith("t") or py in rel.torch_only_pythons:
+                if py.endswith("t") != t.python.endswith("t") or py in rel.torch_only_pythons or not rel.python_on(py, t.os, t.arch):
                     continue
                 t2 = Target(**{**t.__dict__, "python": py})
                 try:
@@ -819,7 +843,12 @@ def _resolve_macos(facts: Facts, matrix: Matrix, request: Request, t: Target, ca
         return _finish(facts, matrix, request, first_ok, plan, pypi=True)
     plan.reasons.extend(rejects[:3] or ["no torch build for this Mac"])
     if t.arch == "x86_64":
-        plan.reasons.append("Intel Macs (macOS x86_64) have wheels only up to torch 2.2.2")
+        last = matrix.newest_release_for("macos", "x86_64")
+        plan.reasons.append(
+            f"Intel Macs (macOS x86_64) have wheels only up to torch {last.version}"
+            if last is not None
+            else "the matrix knows no torch release with macOS x86_64 wheels"
+        )
     plan.suggestions.extend(_nothing_suggestions(t, matrix, request, cands))
     return plan
 

@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-PYPI_SIMPLE = "https://pypi.org/simple"
 PIP_LIST_KEYS = ("extra-index-url", "find-links", "trusted-host")
 PIP_KEYS = ("index-url", "extra-index-url", "find-links", "no-index", "trusted-host", "proxy", "cert", "client-cert", "constraint")
 _TRUE = {"y", "yes", "t", "true", "on", "1"}
@@ -108,6 +107,13 @@ class InstallerConfig:
 
 
 # ---------------------------------------------------------------------------- helpers
+
+
+def pypi_simple() -> str:
+    """pip's and uv's built-in default index (PyPI), from the matrix's ``indexes.pypi`` row."""
+    from stackdoctor.matrix import default_index_url
+
+    return default_index_url("pypi")
 
 
 def is_local(location: str) -> bool:
@@ -222,7 +228,7 @@ def read_pip_config(env: Mapping[str, str], prefix: str | None = None) -> Instal
     for key, (value, origin) in effective.items():
         if key in PIP_KEYS:
             cfg.origins[key] = origin
-    index_url = effective.get("index-url", (PYPI_SIMPLE, "pip's default (PyPI)"))
+    index_url = effective.get("index-url", (pypi_simple(), "pip's default (PyPI)"))
     cfg.sources.append(Source(index_url[0].strip(), "index", "default", index_url[1]))
     if "extra-index-url" in effective:
         value, origin = effective["extra-index-url"]
@@ -391,7 +397,7 @@ def read_uv_config(env: Mapping[str, str], cwd: str | Path | None = None) -> Ins
         cfg.offline = True
         cfg.origins["offline"] = "UV_OFFLINE"
     cfg.no_index = bool(no_index)
-    cfg.sources = extra + [default or Source(PYPI_SIMPLE, "index", "default", "uv's default (PyPI)")] + links
+    cfg.sources = extra + [default or Source(pypi_simple(), "index", "default", "uv's default (PyPI)")] + links
     return cfg
 
 

@@ -3,26 +3,63 @@
 Every external tool runs through :meth:`System.run`: an argv list (never a shell),
 always a timeout, output captured as bytes up to a cap and decoded UTF-8 with
 ``errors="replace"``. A missing tool, a tool that is not executable, one that hangs
-(killed with its whole process group at the timeout, partial output kept) or dies
+(killed with everything it started at the timeout, partial output kept) or dies
 by a signal is described by the returned :class:`CommandResult`; nothing raises.
+
+How a child and its children are started, interrupted and killed is a
+:class:`ProcessControl` strategy, chosen by :func:`default_control` from ``os.name``
+and injectable (``System(control=WindowsTree())``):
+
+- :class:`PosixGroups` (POSIX): the child leads a new session (``start_new_session``);
+  Ctrl-C is ``SIGINT`` to its process group, the kill is ``SIGKILL`` to the group, which
+  also reaches grandchildren that outlived their parent.
+- :class:`WindowsTree` (``os.name == "nt"``): the child gets its own process group
+  (``CREATE_NEW_PROCESS_GROUP``, so a console Ctrl-C is not delivered to it twice);
+  interrupt is ``CTRL_BREAK_EVENT`` to that group; the kill walks the child's process
+  tree with psutil (suspend every process found, look again for new ones, then kill them
+  all), because Windows has no process-group kill. psutil was chosen over a job object
+  because the same tree walk runs on Linux, so its tests run in this suite, and over
+  ``taskkill /T /F`` because it needs no second process and reports nothing on stdout.
+  Its limit: a grandchild whose parent has already exited is no longer in the tree, so
+  it is not killed; the run still returns on time (the pipe readers are abandoned).
 
 Every file read goes through :meth:`System.read_text`, relative to one root that
 ``STACKDOCTOR_SYSROOT`` can move (default ``/``), so a captured ``/proc``, ``/sys``,
-``/etc`` and ``/opt`` tree replays a machine.
+``/etc`` and ``/opt`` tree replays a machine. A Windows path keeps its drive as the first
+folder under the root: ``C:\\Program Files\\NVIDIA Corporation\\NVSMI\\nvidia-smi.exe`` is
+``<root>/C/Program Files/NVIDIA Corporation/NVSMI/nvidia-smi.exe`` (:meth:`System.path`); a
+tool found there is run from there, so a recorded Windows machine replays with fake tools
+placed where Windows keeps them.
+
+What the operating system says of itself (``platform.uname()``, the host name, the C
+library) is a :class:`Host`. Live, it is read from this process; a test injects one
+(``System(host_override=Host(system="Darwin", ...))``); a captured tree carries it in
+``<root>/.stackdoctor/host.json`` (``{"system": "Darwin", "machine": "arm64", ...}``), so a
+recorded Mac or Windows machine replays through the same probes as a live one. Probes ask
+``System`` and nothing else: no ``platform``, ``socket``, ``os.readlink``, ``os.access`` or
+``tempfile`` in ``stackdoctor/probes/``.
 """
 
 from __future__ import annotations
 
 import errno
+import json
+import ntpath
 import os
+import platform as _platform
+import posixpath
+import re
 import shutil
 import signal
+import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, BinaryIO
 
 DEFAULT_TIMEOUT_S = 5.0
 MAX_CAPTURE_BYTES = 4 * 1024 * 1024
@@ -100,6 +137,58 @@ class ReadResult:
         return self.status == "ok"
 
 
+HOST_FILE = "/.stackdoctor/host.json"
+_DRIVE = re.compile(r"^([A-Za-z]):(?=[\\/]|$)")
+_HOST_KEYS = ("system", "machine", "release", "version", "node", "libc")
+
+
+@dataclass(frozen=True)
+class Host:
+    """What the operating system says of itself: ``platform.uname()`` plus the C library.
+
+    ``system`` is ``platform.system()``'s word ("Linux", "Darwin", "Windows"); ``libc`` is
+    ``os.confstr("CS_GNU_LIBC_VERSION")`` ("glibc 2.39"). ``source`` says where it came from.
+    """
+
+    system: str | None = None
+    machine: str | None = None
+    release: str | None = None
+    version: str | None = None
+    node: str | None = None
+    libc: str | None = None
+    cpu_count: int | None = None
+    source: str = "platform.uname()"
+
+    @classmethod
+    def live(cls) -> Host:
+        u = _platform.uname()
+        try:
+            libc = os.confstr("CS_GNU_LIBC_VERSION")
+        except (ValueError, OSError, AttributeError):
+            libc = None
+        return cls(u.system or None, u.machine or None, u.release or None, u.version or None, u.node or None, libc, os.cpu_count(), "platform.uname()")
+
+    def label(self, field: str) -> str:
+        """Where this host's ``field`` came from, for a facts ``sources`` map: ``platform.system()``
+        live, ``file:/.stackdoctor/host.json (system)`` for a captured tree."""
+        if self.source == "platform.uname()":
+            return {"libc": 'os.confstr("CS_GNU_LIBC_VERSION")', "cpu_count": "os.cpu_count()", "node": "socket.gethostname()"}.get(
+                field, f"platform.{field}()"
+            )
+        return f"{self.source} ({field})"
+
+    @classmethod
+    def from_data(cls, data: object, source: str) -> Host | None:
+        """A host from ``host.json``'s object; None when it is not one (unknown keys are ignored)."""
+        if not isinstance(data, dict):
+            return None
+        vals: dict[str, Any] = {k: data[k] for k in _HOST_KEYS if isinstance(data.get(k), str) and data[k]}
+        n = data.get("cpu_count")
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            vals["cpu_count"] = n
+        return cls(**vals, source=source)
+
+
 def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
@@ -147,6 +236,187 @@ class _Capture:
         return _decode(b"".join(self.chunks))
 
 
+class ProcessControl:
+    """How a child (and everything it starts) is started, asked to stop and killed.
+
+    :meth:`System.run` and :meth:`System.run_streaming` call only these three methods, so a
+    platform's behaviour lives in one subclass and tests can inject another one.
+    """
+
+    name = "abstract"
+
+    def popen_options(self) -> dict[str, Any]:
+        """Extra :class:`subprocess.Popen` keyword arguments (own session / process group)."""
+        raise NotImplementedError
+
+    def interrupt(self, proc: subprocess.Popen) -> None:
+        """Ask the child and its children to stop the way Ctrl-C would (their clean-up path)."""
+        raise NotImplementedError
+
+    def kill_tree(self, proc: subprocess.Popen) -> None:
+        """Kill the child and everything it started; never raises."""
+        raise NotImplementedError
+
+
+class PosixGroups(ProcessControl):
+    """POSIX: the child leads its own session; signals go to its whole process group."""
+
+    name = "posix-process-group"
+
+    def popen_options(self) -> dict[str, Any]:
+        return {"start_new_session": True}
+
+    def interrupt(self, proc: subprocess.Popen) -> None:
+        try:
+            os.killpg(proc.pid, signal.SIGINT)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+
+    def kill_tree(self, proc: subprocess.Popen) -> None:
+        # The group outlives its leader: this also reaches a grandchild still holding our pipe.
+        try:
+            os.killpg(proc.pid, getattr(signal, "SIGKILL", signal.SIGTERM))
+        except (ProcessLookupError, PermissionError, OSError):
+            try:
+                proc.kill()
+            except OSError:
+                pass
+
+
+class WindowsTree(ProcessControl):
+    """Windows: a new process group per child, ``CTRL_BREAK_EVENT`` to interrupt, a psutil tree kill.
+
+    The constants default to the Windows ones where they exist. Elsewhere (the suite on
+    Linux runs this class too) there is no ``CREATE_NEW_PROCESS_GROUP`` and no
+    ``CTRL_BREAK_EVENT``: the child then shares this process group and the interrupt is
+    ``SIGINT`` to the child itself; the tree kill is the same code on both.
+
+    Before an interrupt the tree is remembered (psutil ``Process`` objects, which know their
+    creation time, so a reused pid is never killed): when the child exits on the interrupt
+    but leaves children behind, :meth:`kill_tree` still reaches them.
+    """
+
+    name = "windows-process-tree"
+
+    def __init__(self, creationflags: int | None = None, break_signal: int | None = None) -> None:
+        self.creationflags = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0) if creationflags is None else creationflags
+        self.break_signal = getattr(signal, "CTRL_BREAK_EVENT", signal.SIGINT) if break_signal is None else break_signal
+        self._remembered: dict[int, list[Any]] = {}
+        self._lock = threading.Lock()
+
+    def popen_options(self) -> dict[str, Any]:
+        return {"creationflags": self.creationflags} if self.creationflags else {}
+
+    def interrupt(self, proc: subprocess.Popen) -> None:
+        if proc.poll() is not None:
+            return
+        tree = self._tree(proc, freeze=False)
+        with self._lock:
+            self._remembered.setdefault(proc.pid, []).extend(tree)
+        try:
+            # On Windows, CTRL_BREAK_EVENT to a pid is delivered to the process group it leads.
+            os.kill(proc.pid, self.break_signal)
+        except (ProcessLookupError, PermissionError, OSError, ValueError):
+            pass
+
+    def kill_tree(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            remembered = self._remembered.pop(proc.pid, [])
+        # reaped: its pid may already name another process, so only the remembered tree is killed
+        found = self._tree(proc, freeze=True) if proc.poll() is None else []
+        if not found and not remembered and proc.poll() is None:
+            try:
+                proc.kill()  # no psutil: at least the child itself goes
+            except OSError:
+                pass
+            return
+        victims = {p.pid: p for p in remembered}
+        victims.update((p.pid, p) for p in found)
+        try:
+            import psutil  # type: ignore[import-untyped, unused-ignore]
+        except ImportError:
+            return
+        for p in victims.values():
+            try:
+                if p.is_running():  # compares the creation time: never a reused pid
+                    p.kill()
+            except psutil.Error:
+                pass
+        _wait_gone([p for p in victims.values() if p.pid != proc.pid], timeout=2.0)
+
+    @staticmethod
+    def _tree(proc: subprocess.Popen, *, freeze: bool) -> list[Any]:
+        """The child and its descendants (psutil processes); with ``freeze``, each is suspended and the
+        tree is looked at again until no new process appears, so nothing escapes while it is killed."""
+        try:
+            import psutil  # type: ignore[import-untyped, unused-ignore]
+        except ImportError:
+            return []
+        try:
+            root = psutil.Process(proc.pid)
+        except psutil.Error:
+            return []
+        found: dict[int, Any] = {root.pid: root}
+        for _ in range(8 if freeze else 1):
+            if freeze:
+                for p in list(found.values()):
+                    try:
+                        p.suspend()
+                    except psutil.Error:
+                        pass
+            try:
+                kids = root.children(recursive=True)
+            except psutil.Error:
+                kids = []
+            fresh = [k for k in kids if k.pid not in found]
+            found.update((k.pid, k) for k in fresh)
+            if not fresh:
+                break
+        return list(found.values())
+
+
+def _wait_gone(procs: list[Any], timeout: float) -> None:
+    """Wait (bounded) until every psutil process has exited; a zombie (left for its new parent to
+    reap, as in a container whose init does not) counts as gone."""
+    import psutil  # type: ignore[import-untyped, unused-ignore]
+
+    end = time.monotonic() + timeout
+    left = list(procs)
+    while left and time.monotonic() < end:
+        still = []
+        for p in left:
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    still.append(p)
+            except psutil.Error:
+                pass
+        left = still
+        if left:
+            time.sleep(0.02)
+
+
+def default_control(os_name: str | None = None) -> ProcessControl:
+    """The process control for an OS (``os.name``: ``"nt"`` -> :class:`WindowsTree`, else :class:`PosixGroups`)."""
+    return WindowsTree() if (os_name or os.name) == "nt" else PosixGroups()
+
+
+@dataclass(frozen=True)
+class Started:
+    """A child that :meth:`System.run` has started, handed to its ``on_start`` callback, so a caller
+    can stop it early (the allreduce runner stops the other ranks once one has failed)."""
+
+    pid: int
+    _proc: subprocess.Popen = field(repr=False)
+    _control: ProcessControl = field(repr=False)
+
+    def kill(self) -> bool:
+        """Kill the child and everything it started; False when it had already ended."""
+        if self._proc.poll() is not None:
+            return False
+        self._control.kill_tree(self._proc)
+        return True
+
+
 @dataclass
 class System:
     """The machine as stackdoctor sees it: a file root, a PATH, an environment and a clock.
@@ -158,7 +428,10 @@ class System:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     timeout_s: float = DEFAULT_TIMEOUT_S
     record: list[CommandResult] = field(default_factory=list)
+    host_override: Host | None = None  # tests inject the OS identity here
+    control: ProcessControl = field(default_factory=default_control)  # how children are started and killed
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _host: Host | None = field(default=None, repr=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, timeout_s: float | None = None) -> System:
@@ -176,16 +449,97 @@ class System:
             raise UsageError(f"STACKDOCTOR_SYSROOT={root} does not exist (or is not a directory).")
         return cls(sysroot=root, env=env, timeout_s=timeout_s or DEFAULT_TIMEOUT_S)
 
+    # ---- the host ----------------------------------------------------------------
+    def host(self) -> Host:
+        """What the OS says of itself: injected, else the captured tree's ``host.json``, else live.
+
+        A moved root without ``host.json`` is a captured Linux tree (the historical layout):
+        ``Host(system="Linux")`` with nothing else known, so no live value leaks into a replay.
+        """
+        if self.host_override is not None:
+            return self.host_override
+        if self._host is None:
+            if not self.moved:
+                self._host = Host.live()
+            else:
+                r = self.read_text(HOST_FILE)
+                found = None
+                if r.ok:
+                    try:
+                        found = Host.from_data(json.loads(r.text), f"file:{HOST_FILE}")
+                    except ValueError:
+                        found = None
+                self._host = found or Host(system="Linux", source="sysroot (a captured Linux tree; no /.stackdoctor/host.json)")
+        return self._host
+
+    @property
+    def live(self) -> bool:
+        """True when this System describes the machine stackdoctor runs on (not a replay or an injected host)."""
+        return not self.moved and self.host_override is None
+
+    def hostname(self) -> str | None:
+        """The host name: ``/proc/sys/kernel/hostname``, else the host's node name."""
+        r = self.read_text("/proc/sys/kernel/hostname")
+        if r.ok and r.text.strip():
+            return r.text.strip().splitlines()[0]
+        if self.live:
+            try:
+                return socket.gethostname() or None
+            except OSError:
+                return None
+        return self.host().node
+
     # ---- files -----------------------------------------------------------------
+    @property
+    def local(self) -> System:
+        """This System reading this machine's own files (root ``/``): for paths of live processes,
+        such as the target interpreter's prefix or a tool found on PATH, which no sysroot moves."""
+        if not self.moved:
+            return self
+        return System(sysroot="/", env=self.env, timeout_s=self.timeout_s, record=self.record, host_override=self.host_override, control=self.control)
+
     @property
     def moved(self) -> bool:
         """True when reads come from a captured tree rather than this machine."""
         return os.path.realpath(self.sysroot) != "/"
 
     def path(self, path: str) -> Path:
-        """Map an absolute machine path (``/proc/...``) into the sysroot."""
+        """Map an absolute machine path into the sysroot.
+
+        A POSIX path ``/proc/version`` is ``<root>/proc/version``. A Windows path names its drive:
+        ``C:\\Program Files\\NVIDIA Corporation\\NVSMI\\nvidia-smi.exe`` is
+        ``<root>/C/Program Files/NVIDIA Corporation/NVSMI/nvidia-smi.exe`` (the drive letter upper
+        case, ``\\`` or ``/`` as separators, names spelled as Windows spells them). Without a moved
+        root a Windows path is used as it is (live Windows).
+        """
+        m = _DRIVE.match(path)
+        if m:
+            if not self.moved:
+                return Path(path)
+            rest = [p for p in re.split(r"[\\/]+", path[m.end():]) if p]
+            return Path(self.sysroot, m.group(1).upper(), *rest)
         rel = path.lstrip("/")
         return Path(self.sysroot) / rel
+
+    @property
+    def windows(self) -> bool:
+        """Whether the machine described is Windows (live, injected, or a captured tree's host.json)."""
+        return self.host().system == "Windows"
+
+    @property
+    def ospath(self) -> Any:
+        """The path module of the machine described: :mod:`ntpath` for Windows, else :mod:`posixpath`
+        (so ``C:\\CUDA\\v12.4\\bin\\nvcc.exe`` is taken apart the same on any OS)."""
+        return ntpath if self.windows else posixpath
+
+    def getenv(self, name: str) -> str | None:
+        """An environment variable of the machine described; on Windows the name is matched without
+        regard to case (``os.environ`` there says ``SYSTEMROOT`` for ``SystemRoot``)."""
+        value = self.env.get(name)
+        if value is None and self.windows:
+            low = name.lower()
+            value = next((v for k, v in self.env.items() if k.lower() == low), None)
+        return value or None
 
     def read_text(self, path: str, *, max_bytes: int = MAX_FILE_BYTES) -> ReadResult:
         real = self.path(path)
@@ -210,6 +564,49 @@ class System:
         except OSError:
             return False
 
+    def is_file(self, path: str) -> bool:
+        try:
+            return self.path(path).is_file()
+        except OSError:
+            return False
+
+    def is_executable(self, path: str) -> bool:
+        """A regular file this process may execute."""
+        try:
+            real = self.path(path)
+            return real.is_file() and os.access(real, os.X_OK)
+        except OSError:
+            return False
+
+    def realpath(self, path: str) -> str:
+        """The resolved path of ``path`` under the sysroot (for de-duplicating links)."""
+        return os.path.realpath(self.path(path))
+
+    def readlink(self, path: str) -> str | None:
+        """The target of a symbolic link under the sysroot, as stored (None when not a link)."""
+        try:
+            return os.readlink(self.path(path))
+        except (OSError, ValueError):
+            return None
+
+    def mkdtemp(self, prefix: str) -> str:
+        """A new private temporary directory of this process (worker files, lent packages)."""
+        return tempfile.mkdtemp(prefix=prefix)
+
+    def lend_package(self, package_dir: Path, *, prefix: str) -> str | None:
+        """A new temporary directory holding only a link to ``package_dir`` (a copy where links are
+        not allowed, as on Windows without developer mode), for a target's ``sys.path``; None on failure."""
+        try:
+            d = tempfile.mkdtemp(prefix=prefix)
+            dest = os.path.join(d, package_dir.name)
+            try:
+                os.symlink(package_dir, dest, target_is_directory=True)
+            except OSError:
+                shutil.copytree(package_dir, dest)
+            return d
+        except OSError:
+            return None
+
     def listdir(self, path: str) -> list[str]:
         """Sorted entries of a directory under the sysroot; empty when absent or unreadable."""
         try:
@@ -233,6 +630,33 @@ class System:
                 return False, exc.strerror or str(exc)
             return False, exc.strerror or str(exc)
 
+    def open_binary(self, path: str) -> BinaryIO | ReadResult:
+        """An unbuffered, seekable binary handle on a regular file under the sysroot (the caller closes it).
+
+        A failure is a :class:`ReadResult` (absent / denied / error) instead: never raises, and
+        never blocks on a FIFO or device named like a library (opened non-blocking, checked
+        to be a regular file before it is handed out).
+        """
+        import stat
+
+        real = self.path(path)
+        try:
+            fd = os.open(real, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        except (FileNotFoundError, NotADirectoryError):
+            return ReadResult(path, "absent")
+        except PermissionError as exc:
+            return ReadResult(path, "denied", detail=exc.strerror or "permission denied")
+        except OSError as exc:
+            return ReadResult(path, "error", detail=exc.strerror or str(exc))
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                return ReadResult(path, "error", detail="not a regular file")
+            return os.fdopen(fd, "rb", buffering=0)
+        except OSError as exc:
+            os.close(fd)
+            return ReadResult(path, "error", detail=exc.strerror or str(exc))
+
     # ---- tools -----------------------------------------------------------------
     def which(self, name: str) -> str | None:
         return shutil.which(name, path=self.env.get("PATH", os.defpath))
@@ -247,13 +671,21 @@ class System:
         stdin: bytes | None = None,
         max_bytes: int = MAX_CAPTURE_BYTES,
         record: bool = True,
+        on_start: Callable[[Started], None] | None = None,
     ) -> CommandResult:
-        """Run ``argv`` without a shell; never raises, never waits past ``timeout``."""
+        """Run ``argv`` without a shell; never raises, never waits past ``timeout``.
+
+        ``on_start`` gets a :class:`Started` handle as soon as the child runs (to stop it early)."""
         timeout = self.timeout_s if timeout is None else timeout
         spawned = self._spawn(argv, env, parse_env, stdin is not None)
         if isinstance(spawned, CommandResult):
             return self._keep(spawned, record)
         proc, argv, start = spawned
+        if on_start is not None:
+            try:
+                on_start(Started(proc.pid, proc, self.control))
+            except Exception:  # a caller's bookkeeping must not leave the child unwatched
+                pass
         out = _Capture(proc.stdout, max_bytes)
         err = _Capture(proc.stderr, max_bytes)
         if stdin is not None:
@@ -267,13 +699,13 @@ class System:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill_group(proc)
+            self._kill(proc)
         # A child that exits but leaves a grandchild holding the pipe must not hang us either.
         deadline = time.monotonic() + 1.0
         for cap in (out, err):
             cap.thread.join(max(0.0, deadline - time.monotonic()))
             if cap.thread.is_alive():
-                _kill_group(proc)
+                self._kill(proc)
                 cap.thread.join(0.5)
         status = "timeout" if timed_out else None
         return self._keep(_result(argv, proc, out, err, start, status, timeout), record)
@@ -293,9 +725,10 @@ class System:
         """Like :meth:`run` (no shell, bounded, never raises), for long actions such as installs.
 
         Output is passed to ``on_stdout`` / ``on_stderr`` as it arrives and captured too. The child
-        runs in its own session; at the timeout, or when this process gets ``KeyboardInterrupt``
-        (Ctrl-C), the child is asked to stop with SIGINT (pip and uv clean up on it), then killed
-        after ``grace_s``. An interrupted run has ``status == "interrupted"``; the caller decides
+        runs in its own session (process group on Windows); at the timeout, or when this process
+        gets ``KeyboardInterrupt`` (Ctrl-C), the child is asked to stop the way Ctrl-C would
+        (:meth:`ProcessControl.interrupt`: SIGINT to the group, on which pip and uv clean up;
+        ``CTRL_BREAK_EVENT`` on Windows), then it and its children are killed after ``grace_s``. An interrupted run has ``status == "interrupted"``; the caller decides
         what to do next (the ``KeyboardInterrupt`` is not re-raised). Not parse-env'd: the user's
         locale is kept for a tool whose output is shown, not parsed.
         """
@@ -313,14 +746,14 @@ class System:
                 break
             except subprocess.TimeoutExpired:
                 timed_out = True
-                _stop_group(proc, grace_s)
+                self._stop(proc, grace_s)
                 break
             except KeyboardInterrupt:
                 interrupted = True
                 try:
-                    _stop_group(proc, grace_s)
+                    self._stop(proc, grace_s)
                 except KeyboardInterrupt:  # a second Ctrl-C: stop now
-                    _kill_group(proc)
+                    self._kill(proc)
                 break
         for cap in (out, err):
             cap.thread.join(2.0)
@@ -333,7 +766,7 @@ class System:
         """Start ``argv`` in its own session with the merged environment, or say why it could not start."""
         argv = tuple(str(a) for a in argv)
         exe = argv[0]
-        if os.sep not in exe:
+        if os.sep not in exe and not (os.altsep and os.altsep in exe):
             found = self.which(exe)
             if found is None:
                 return CommandResult(argv, None, "", "", 0.0, "absent", detail="not found on PATH")
@@ -354,8 +787,8 @@ class System:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=child_env,
-                start_new_session=True,
                 close_fds=True,
+                **self.control.popen_options(),
             )
         except FileNotFoundError:
             return CommandResult(argv, None, "", "", 0.0, "absent", detail="not found")
@@ -364,6 +797,30 @@ class System:
         except OSError as exc:
             return CommandResult(argv, None, "", "", 0.0, "error", detail=exc.strerror or str(exc))
         return proc, argv, start
+
+    def _stop(self, proc: subprocess.Popen, grace_s: float) -> None:
+        """Interrupt the child (its own clean-up path); after it exits, or after ``grace_s``, kill
+        what is left of its tree (a child it started and did not stop would hold our pipes)."""
+        self.control.interrupt(proc)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+        self._kill(proc)
+
+    def _kill(self, proc: subprocess.Popen) -> None:
+        """Kill the child and everything it started, then reap it (bounded)."""
+        try:
+            self.control.kill_tree(proc)
+        except Exception:  # never let a kill strategy's bug become a hang or a crash
+            try:
+                proc.kill()
+            except OSError:
+                pass
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            pass
 
     def _keep(self, result: CommandResult, record: bool) -> CommandResult:
         if record:
@@ -405,28 +862,3 @@ def _signame(sig: int) -> str:
     except ValueError:
         return f"signal {sig}"
 
-
-def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
-    """SIGINT to the child's process group (a tool's own clean-up path), SIGKILL after ``grace_s``."""
-    try:
-        os.killpg(proc.pid, signal.SIGINT)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        try:
-            proc.kill()
-        except OSError:
-            pass
-    try:
-        proc.wait(timeout=2)
-    except subprocess.TimeoutExpired:
-        pass

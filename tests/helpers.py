@@ -14,6 +14,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+# What a child process needs from the environment on Windows (Python will not start without SYSTEMROOT).
+WINDOWS_ENV = ("SYSTEMROOT", "SystemRoot", "WINDIR", "TEMP", "TMP", "USERPROFILE", "LOCALAPPDATA", "APPDATA", "PATHEXT", "COMSPEC")
+
+
+def venv_bin(venv: Path, name: str = "python") -> Path:
+    """An executable of a venv: ``bin/<name>`` on POSIX, ``Scripts\\<name>.exe`` on Windows."""
+    return venv / "Scripts" / f"{name}.exe" if os.name == "nt" else venv / "bin" / name
+
 
 @functools.lru_cache(maxsize=1)
 def report_schema() -> dict:
@@ -91,8 +99,24 @@ def machine_env(bindir: Path, sysroot: Path | None = None, **extra: str) -> dict
         "NO_COLOR": "1",
         "COLUMNS": "120",
         "STACKDOCTOR_CACHE_DIR": str(bindir.parent / "cache"),
+        "STACKDOCTOR_STRICT_RULES": "1",  # a rule that raises fails the test (tests/conftest.py)
     }
     if sysroot is not None:
         env["STACKDOCTOR_SYSROOT"] = str(sysroot)
+    if os.name == "nt":
+        env.update({k: os.environ[k] for k in WINDOWS_ENV if k in os.environ})
     env.update(extra)
     return env
+
+
+def kernel_findings(kf, min_busbw_gbs: float | None = None, facts=None) -> list:
+    """What the kernel rules say of KernelFacts ``kf`` (reconciled first, for peaks), as ``stackdoctor kernels`` judges it."""
+    from stackdoctor import rules
+    from stackdoctor.facts import Facts
+    from stackdoctor.matrix import load_matrix
+    from stackdoctor.reconcile import reconcile
+
+    matrix = load_matrix([])
+    f = facts or Facts()
+    f.kernels = kf
+    return rules.judge(reconcile(f, matrix), matrix, groups=["kernels"], gates=rules.Gates(min_busbw_gbs=min_busbw_gbs))

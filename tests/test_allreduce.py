@@ -19,12 +19,12 @@ from stackdoctor.kernels import (
     fleet_table,
     node_summary,
     free_port,
-    kernel_findings,
     merge_allreduce,
     run_allreduce_local,
     run_allreduce_rank,
 )
 from stackdoctor.system import System
+from helpers import kernel_findings
 
 SMALL = AllreduceOptions(min_bytes=8, max_bytes=64 * 1024, factor=4, iters=5, warmup=1, timeout_s=30)
 
@@ -55,7 +55,7 @@ def test_merge_names_missing_ranks():
                              "master_addr": "10.0.0.1", "master_port": 29500}}, 4)
     assert s["status"] == "timeout" and s["missing_ranks"] == [2, 3]
     (f,) = kernel_findings(allreduce_kernel_facts(s))
-    assert f.code == "allreduce-timeout" and "2, 3" in f.title and "10.0.0.1:29500" in f.fix
+    assert f.code == "allreduce-timeout" and "2, 3" in f.detail and "10.0.0.1:29500" in f.fix
 
 
 def test_merge_ok_and_gate():
@@ -145,7 +145,7 @@ def test_peer_that_never_joins_times_out(system, torch_python):
     ar = kf.allreduce
     assert ar["status"] == "timeout" and ar["missing_ranks"] == [1]
     (f,) = kernel_findings(kf)
-    assert f.code == "allreduce-timeout" and "1" in f.title
+    assert f.code == "allreduce-timeout" and "1" in f.detail
 
 
 def test_rank_that_aborts_is_named(system, torch_python):

@@ -23,6 +23,7 @@ from stackdoctor import catalog
 from stackdoctor.diagnose import detect_lang, diagnose, list_checks, select
 from stackdoctor.facts import (
     Facts,
+    IntelGpu,
     NetInterface,
     NvidiaFacts,
     NvidiaGpu,
@@ -403,7 +404,28 @@ def _macos_x86(f, m):
     f.torch = TorchFacts(installed=False, import_error="ModuleNotFoundError: No module named 'torch'")
 
 
+def _arc_a770(f, m):
+    """An Intel Arc A770 (PCI id 0x56a0, the xe driver) and no NVIDIA GPU."""
+    f.nvidia = NvidiaFacts()
+    f.platform.nvidia_pci_devices = []
+    f.intel.gpus = [IntelGpu(address="0000:03:00.0", device_id="0x56a0", driver="xe")]
+
+
+def _cpu_torch_on_arc(f, m):
+    _arc_a770(f, m)
+    f.torch = TorchFacts(installed=True, version="2.13.0+cpu", variant="cpu", cuda_available=False, xpu_available=False,
+                         distributions={"torch": "2.13.0+cpu"})
+
+
+def _xpu_torch_unavailable(f, m):
+    _arc_a770(f, m)
+    f.torch = TorchFacts(installed=True, version="2.13.0+xpu", variant="xpu", cuda_available=False, xpu_available=False,
+                         xpu_error="RuntimeError: no XPU device (Level Zero driver not found)", distributions={"torch": "2.13.0+xpu"})
+
+
 TRIGGER = [
+    pytest.param("torch-cpu-only", _cpu_torch_on_arc, id="cpu-build-with-arc-a770"),
+    pytest.param("xpu-unavailable", _xpu_torch_unavailable, id="xpu-build-level-zero-missing"),
     pytest.param("driver-too-old", _driver_too_old, id="cu130-on-550"),
     pytest.param("driver-minor-compat", _minor_compat, id="cu126-on-550"),
     pytest.param("gpu-arch-unsupported", _arch_new_gpu, id="rtx5090-on-cu126"),
@@ -748,12 +770,15 @@ def test_mps_old_macos_offers_an_older_torch_or_upgrade(matrix):
     assert "macOS" in hit.fix
 
 
-def test_without_a_matrix_rules_that_need_it_are_skipped_not_crashed(matrix):
+def test_without_a_driver_version_the_drivers_cuda_level_still_tells(matrix):
     f = healthy(matrix)
     _driver_too_old(f, matrix)
-    out = diagnose(f, None)
-    # the driver's own CUDA level (12.4) against the wheel's major (13) still tells
-    assert by_code(out, "driver-too-old").fix
+    f.nvidia.driver_version = f.nvidia.kernel_module_version = None
+    f.nvidia.observed = {}
+    out = diagnose(f, matrix)
+    # no driver version from any witness, but the driver's own CUDA level (12.4) against the wheel's 13.0 still tells
+    hit = by_code(out, "driver-too-old")
+    assert hit.fix and "12.4" in hit.detail
 
 
 def test_chinese_texts_keep_codes_commands_and_versions(matrix):
@@ -990,13 +1015,13 @@ def test_c48_wsl_working_torch_is_ok(matrix):
 @pytest.mark.parametrize("code, change", TRIGGER)
 def test_report_findings_have_fixes_and_explanations(matrix, code, change, monkeypatch):
     """Every finding `check` puts in a report: a fix when it warns or fails, and an `explain` text in both languages."""
-    from stackdoctor.commands.check import CheckOptions, judge
+    from stackdoctor.pipeline import Options, judge
     from stackdoctor.report import Report
 
     monkeypatch.delenv("STACKDOCTOR_MATRIX", raising=False)
     f = healthy(matrix)
     probes = change(f, matrix) or []
-    report = judge(Report(facts=f, probes=probes), CheckOptions(replay="synthetic.json", kernels=False))
+    report = judge(Report(facts=f, probes=probes), Options(replay="synthetic.json", kernels=False), matrix)
     assert code in {x.code for x in report.findings}
     for x in report.findings:
         if x.severity in ("warn", "fail"):

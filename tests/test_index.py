@@ -115,6 +115,13 @@ def test_index_base_and_cache_dir_follow_options_and_env(tmp_path):
     assert index.index_base(None, {}) == "https://download.pytorch.org/whl"
     assert index.index_base(None, {"STACKDOCTOR_INDEX_BASE": "https://mirror/whl/"}) == "https://mirror/whl"
     assert index.index_base("http://x/whl", {"STACKDOCTOR_INDEX_BASE": "https://mirror/whl"}) == "http://x/whl"
+    # without an option or the variable, the matrix's ``pytorch`` index (a --matrix file can move it)
+    layer = tmp_path / "mirror.yaml"
+    layer.write_text('indexes:\n  pytorch: {url: "https://mirror.test/whl/", source: "test"}\n')
+    from stackdoctor.matrix import load_matrix
+
+    assert index.index_base(None, {}, load_matrix([layer])) == "https://mirror.test/whl"
+    assert index.index_base(None, {"STACKDOCTOR_INDEX_BASE": "https://env/whl"}, load_matrix([layer])) == "https://env/whl"
     assert index.cache_dir({"XDG_CACHE_HOME": "/c"}) == Path("/c/stackdoctor")
     assert index.cache_dir({"STACKDOCTOR_CACHE_DIR": "/d", "XDG_CACHE_HOME": "/c"}) == Path("/d")
 

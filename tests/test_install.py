@@ -17,13 +17,13 @@ import signal
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from helpers import venv_bin  # noqa: E402
 from indexserver import FAKE_MARK, IndexServer  # noqa: E402
 
 from stackdoctor import install as inst  # noqa: E402
@@ -65,7 +65,7 @@ def seeded(server, tmp_path_factory):
     venv = d / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     env = isolated_env(d)
-    cmd = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "torch==2.12.0+cu126", "torchvision==0.27.0+cu126", "--index-url", f"{server.base()}/cu126"]
+    cmd = [str(venv_bin(venv)), "-m", "pip", "install", "-q", "torch==2.12.0+cu126", "torchvision==0.27.0+cu126", "--index-url", f"{server.base()}/cu126"]
     subprocess.run(cmd, check=True, env=env)
     return venv
 
@@ -84,7 +84,7 @@ def system(tmp_path):
 
 
 def py(venv: Path) -> str:
-    return str(venv / "bin" / "python")
+    return str(venv_bin(venv))
 
 
 def installed(venv: Path) -> dict[str, str]:
@@ -185,6 +185,7 @@ print("RESULT " + json.dumps({"message": r.message, "code": int(r.exit_code), "i
 """
 
 
+@pytest.mark.posix
 def test_sigint_halfway_through_the_download_leaves_the_old_torch(server, venv, tmp_path):
     """Ctrl-C (SIGINT to stackdoctor) while pip downloads a slow wheel: forwarded to pip, nothing changed."""
     server.state.slow_started.clear()
@@ -250,6 +251,10 @@ def test_cli_installs_with_yes_and_json_prints_the_plan(server, venv, cli_env):
 def test_cli_emit_uv_is_valid_pyproject(server, venv, cli_env):
     p = sd(["--python", py(venv), "--torch", "2.13.0", "--variant", "cu130", "--offline", "--emit", "uv"], cli_env)
     assert p.returncode == 0, p.stderr[-2000:]
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: tomli, the package stackdoctor itself reads TOML with there
+        import tomli as tomllib
     doc = tomllib.loads(p.stdout)
     assert doc["tool"]["uv"]["sources"]["torch"] == [{"index": "pytorch-cu130"}]
     assert doc["tool"]["uv"]["index"][0] == {"name": "pytorch-cu130", "url": "https://download.pytorch.org/whl/cu130", "explicit": True}

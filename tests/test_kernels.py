@@ -15,19 +15,16 @@ import time
 
 import pytest
 
-from stackdoctor.facts import KernelFacts, KernelResult, NvidiaGpu, to_data
-from stackdoctor.kernels import (
-    MARK,
-    annotate_peaks,
-    format_busbw_chart,
-    kernel_facts_from_run,
-    kernel_findings,
-    parse_bandwidth,
-    peak_from_sm_clock,
-    run_kernels,
-    worker_path,
-)
+from stackdoctor.facts import Facts, KernelFacts, KernelResult, NvidiaGpu, to_data
+from stackdoctor.kernels import MARK, format_busbw_chart, kernel_facts_from_run, run_kernels, worker_path
+from stackdoctor.matrix import load_matrix
+from stackdoctor.reconcile import peak_from_sm_clock, reconcile
 from stackdoctor.system import CommandResult, System
+from stackdoctor.units import parse_bandwidth
+
+from helpers import kernel_findings
+
+MATRIX = load_matrix([])
 
 
 def codes(findings):
@@ -101,7 +98,7 @@ def test_findings_per_result():
     fs = kernel_findings(kf)
     assert codes(fs) == ["kernel-failed", "kernel-slow", "kernel-wrong-result", "kernel-wrong-result"]
     slow = next(f for f in fs if f.code == "kernel-slow")
-    assert slow.severity == "warn" and "5%" in slow.title
+    assert slow.severity == "warn" and "5%" in slow.detail
     assert all(f.fix for f in fs)
     assert kernel_findings(KernelFacts(ran=True, results=[kf.results[4]])) == []
 
@@ -111,15 +108,23 @@ def test_peak_from_sm_clock_and_annotation():
     from stackdoctor.facts import Facts
 
     gpu = NvidiaGpu(index=0, name="NVIDIA A100-SXM4-40GB", compute_capability="8.0", sm_count=108, max_sm_clock_mhz=1410)
-    assert peak_from_sm_clock(gpu) == pytest.approx(19.49, abs=0.01)
-    assert peak_from_sm_clock(NvidiaGpu(index=0, compute_capability="8.0")) is None
+    assert peak_from_sm_clock(gpu, MATRIX) == pytest.approx(19.49, abs=0.01)
+    assert peak_from_sm_clock(NvidiaGpu(index=0, compute_capability="8.0"), MATRIX) is None
     facts = Facts()
     facts.nvidia.gpus = [gpu]
-    kf = KernelFacts(results=[KernelResult("matmul", "cuda:0", "fp32", ok=True, tflops=9.745, extra={"device_name": gpu.name}),
-                              KernelResult("matmul", "cuda:0", "bf16", ok=True, tflops=100.0, extra={"device_name": gpu.name})])
-    annotate_peaks(kf, facts, matrix=None)
+    facts.kernels = KernelFacts(results=[KernelResult("matmul", "cuda:0", "fp32", ok=True, tflops=9.745, extra={"device_name": gpu.name}),
+                                         KernelResult("matmul", "cuda:0", "bf16", ok=True, tflops=100.0, extra={"device_name": gpu.name})])
+    rows = {k: v for k, v in MATRIX.peaks.items() if not gpu.name.lower().endswith(k)}  # a matrix without the A100 row
+    import dataclasses
+
+    no_row = dataclasses.replace(MATRIX, peaks={k: v for k, v in rows.items() if "a100" not in k})
+    kf = reconcile(facts, no_row).kernels
     assert kf.results[0].percent_of_peak == pytest.approx(50.0, abs=0.1)
-    assert kf.results[1].percent_of_peak is None  # tensor-core peak: only from the matrix
+    assert kf.results[0].extra["peak_source"].startswith("reconcile: NVML SM count")
+    assert kf.results[1].percent_of_peak is None  # tensor-core peak: only from the matrix's peaks table
+    assert facts.kernels.results[0].percent_of_peak is None  # reconcile is pure: its input is unchanged
+    again = reconcile(reconcile(facts, no_row), no_row).kernels  # a replay redoes the derivation, never stacks it
+    assert again.results[0].percent_of_peak == kf.results[0].percent_of_peak
 
 
 def test_busbw_chart_scales_to_the_largest():
@@ -168,7 +173,7 @@ def test_abort_in_the_child_is_kernel_failed(system, torch_python):
     assert kf.signal == "SIGABRT"
     assert "os.abort()" in (kf.stderr_tail or "")
     (f,) = kernel_findings(kf)
-    assert f.code == "kernel-failed" and "SIGABRT" in f.title and "os.abort()" in f.detail
+    assert f.code == "kernel-failed" and "SIGABRT" in f.detail and "os.abort()" in f.detail
 
 
 def test_nan_is_caught(system, torch_python):

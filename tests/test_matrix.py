@@ -80,6 +80,73 @@ def test_unknowns_are_marked_not_guessed(m):
 def test_last_macos_x86_64_release_is_2_2_2(m):
     with_x86_mac = [r.version for r in m.releases for v in r.variants for p in v.platforms if p.startswith("macosx") and p.endswith("x86_64")]
     assert max(with_x86_mac) == m.release("2.2.2").version
+    assert m.newest_release_for("macos", "x86_64").version == max(with_x86_mac)
+    assert m.newest_release_for("macos", "ppc64le") is None
+
+
+def test_index_urls_are_data_with_a_source(m):
+    from stackdoctor.matrix import default_index_url
+
+    assert m.index_url() == default_index_url() == "https://download.pytorch.org/whl"
+    assert m.index_url("pypi") == default_index_url("pypi") == "https://pypi.org/simple"
+    assert all(row.source.strip() for row in m.indexes.values())
+    with pytest.raises(MatrixError, match="no 'conda' index"):
+        m.index_url("conda")
+
+
+def test_issue_12_corrections_are_in_the_data(m):
+    """Each correction issue 12 asked for, as data (the sources are in the rows)."""
+    def gfx(version, name):
+        return set(m.variant(version, name).gfx)
+
+    # wheels gained gfx1102 (pytorch#147761) and gfx1200/gfx1201 (#148562) after 2.6.0 shipped
+    assert not {"gfx1102", "gfx1200", "gfx1201"} & gfx("2.6.0", "rocm6.2.4") and "gfx1101" in gfx("2.6.0", "rocm6.2.4")
+    assert "gfx1101" not in gfx("2.5.1", "rocm6.1")  # pytorch#141667 came after 2.5.1
+    for version, name in [("2.10.0", "rocm7.0"), ("2.10.0", "rocm7.1"), ("2.11.0", "rocm7.1"), ("2.12.1", "rocm7.1"), ("2.13.0", "rocm7.1")]:
+        assert {"gfx1150", "gfx1151"} <= gfx(version, name), (version, name)  # pytorch#167299
+    rocm_sources = [v.source for r in m.releases for v in r.variants if v.kind == "rocm" and "astral-sh/uv" in v.source]
+    assert rocm_sources and all("backend.rs" in s and "accelerator.rs" not in s for s in rocm_sources)
+    # CUDA 11.7: the GA row of Table 3 (515.48.07 / 516.31 is 11.7 Update 1)
+    assert (m.cuda_versions["11.7"].min_driver_linux, m.cuda_versions["11.7"].min_driver_windows) == ("515.43.04", "516.01")
+    # 2.6.0's 3.13t wheels: Linux x86_64 only
+    r26 = m.release("2.6.0")
+    assert r26.python_on("3.13t", "linux", "x86_64") and not r26.python_on("3.13t", "windows", "amd64")
+    assert not r26.python_on("3.13t", "linux", "aarch64") and r26.python_on("3.13", "windows", "amd64")
+    # GPU names
+    for name, cc in [("NVIDIA GeForce GTX 1650", "7.5"), ("NVIDIA GeForce GTX 1660 Ti", "7.5"), ("NVIDIA GeForce GTX 1660 SUPER", "7.5"),
+                     ("NVIDIA GeForce GTX 1660", "7.5"), ("NVIDIA A10G", "8.6")]:
+        assert m.gpu_compute_capability(name) == cc, name
+
+
+def test_windows_arch_lists_are_read_or_marked_unknown(m):
+    """A CUDA build published for Windows has a Windows list of its own, or says in unknown: that it has none;
+    where the builder release branch was read (2.0-2.5) the list carries sm_61 and the source names the script."""
+    for r in m.releases:
+        for v in r.variants:
+            if v.kind != "cuda" or "win_amd64" not in v.platforms:
+                continue
+            if "win_amd64" in v.arch_by_platform:
+                assert "Windows" in v.source or "windows/" in v.source, (r.version, v.name)
+            else:
+                assert any("Windows arch list" in u for u in v.unknown), (r.version, v.name)
+    for version in ("2.0.1", "2.1.2", "2.2.2", "2.3.1", "2.4.1", "2.5.1"):
+        for v in m.release(version).variants:
+            if v.kind == "cuda":
+                assert "sm_61" in v.arch_for("win_amd64") and f"windows/cuda{v.name[2:]}.bat@" in v.source, (version, v.name)
+    for version in ("2.12.1", "2.13.0", "2.14.0"):
+        assert "sm_61" in m.variant(version, "cu126").arch_for("win_amd64")
+    assert not m.variant("2.7.1", "cu118").arch_known_for("win_amd64")
+    assert m.variant("2.7.1", "cu118").arch_fallback("win_amd64") == ("Linux x86_64", m.variant("2.7.1", "cu118").arch_list)
+
+
+def test_load_only_the_given_files(tmp_path, monkeypatch):
+    a = _write(tmp_path, "a.yaml", 'releases:\n  - {version: "9.0.0", source: "test", variants: []}\n')
+    monkeypatch.setenv("STACKDOCTOR_MATRIX", str(_write(tmp_path, "env.yaml", 'releases:\n  - {version: "9.1.0", source: "test"}\n')))
+    only = load_matrix([a], embedded=False)
+    assert [str(r.version) for r in only.releases] == ["9.0.0"] and only.files == (str(a),)
+    assert only.cuda_versions == {} and only.indexes == {}
+    assert load_matrix([], embedded=False).releases == ()
+    assert "9.1.0" in {str(r.version) for r in load_matrix().releases}  # the default still reads the variable
 
 
 def test_sourced_facts_from_the_reference_sheet(m):
@@ -286,6 +353,15 @@ def test_stackdoctor_matrix_env_is_read(tmp_path, monkeypatch):
 
 
 BAD = [
+    pytest.param('indexes:\n  pytorch: {url: "ftp://x", source: s}\n', 2, "indexes.pytorch.url: expected an http(s) URL", id="index-url"),
+    pytest.param('indexes:\n  pytorch: {url: "https://x/whl"}\n', 2, "indexes.pytorch.source: missing", id="index-source"),
+    pytest.param('indexes:\n  PyTorch: {url: "https://x/whl", source: s}\n', 2, "unparsable index name 'PyTorch'", id="index-name"),
+    pytest.param(
+        'releases:\n  - version: "2.99.0"\n    source: s\n    python_platforms: {"3.13t": [linux_nowhere-x]}\n',
+        4,
+        "unknown platform tag 'linux_nowhere-x'",
+        id="python-platforms-tag",
+    ),
     pytest.param("releases: [\n  {version: 2.1\n", 3, "malformed YAML", id="malformed"),
     pytest.param(
         'releases:\n  - version: "2.99.0"\n    source: s\n    variants:\n      - name: cuda13\n        source: s\n',

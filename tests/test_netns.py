@@ -103,7 +103,7 @@ def test_peer_never_joins_across_namespaces(tb_link, torch_python):
     doc = json.loads(out)
     assert doc["allreduce"]["status"] == "timeout" and doc["allreduce"]["missing_ranks"] == [0]
     (f,) = doc["findings"]
-    assert f["code"] == "allreduce-timeout" and "0" in f["title"] and ADDR_A in f["fix"] and "thunderbolt0" in f["fix"]
+    assert f["code"] == "allreduce-timeout" and "Rank(s) 0 never joined" in f["detail"] and ADDR_A in f["fix"] and "thunderbolt0" in f["fix"]
 
 
 def test_rank0_alone_names_rank1(tb_link, torch_python):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, check_report_invariants
+from helpers import REPO, check_report_invariants, venv_bin
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def installed(tmp_path_factory) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     build = tmp_path_factory.mktemp("build")
     r = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(REPO)],
+        [str(venv_bin(venv)), "-m", "pip", "install", "-q", str(REPO)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -33,7 +33,7 @@ def installed(tmp_path_factory) -> Path:
 
 def sd(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "STACKDOCTOR_SYSROOT")}
-    return subprocess.run([str(venv / "bin" / "stackdoctor"), *args], capture_output=True, text=True, timeout=120, env=env, cwd=venv)
+    return subprocess.run([str(venv_bin(venv, "stackdoctor")), *args], capture_output=True, text=True, timeout=120, env=env, cwd=venv)
 
 
 @pytest.mark.slow

@@ -14,14 +14,16 @@ from conftest import real_fixture
 from stackdoctor.facts import AppleFacts
 from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.probes import apple
-from stackdoctor.system import System
+from stackdoctor.system import Host, System
 
 CATALINA = "r-sw_vers-catalina-ruby-build-1451"
 HIGH_SIERRA = "r-sw_vers-high-sierra-kernelpop-17"
 
 
-def ctx_for(root: Path | str = "/") -> ProbeContext:
-    return ProbeContext(system=System(sysroot=str(root), env={"PATH": os.environ.get("PATH", "")}), target=Target(sys.executable, "self"))
+def ctx_for(root: Path | str = "/", system: str | None = None, machine: str | None = None) -> ProbeContext:
+    """A probe context; ``system``/``machine`` inject the OS identity (no monkeypatching)."""
+    host = Host(system=system, machine=machine, source="test") if system else None
+    return ProbeContext(system=System(sysroot=str(root), env={"PATH": os.environ.get("PATH", "")}, host_override=host), target=Target(sys.executable, "self"))
 
 
 def fake_sysctl(fake_bin, values: dict[str, str]) -> None:
@@ -59,7 +61,7 @@ def test_apple_parsers_never_raise(text: str) -> None:
 
 def test_not_darwin_is_skipped_and_runs_nothing(fake_bin) -> None:
     fake_bin("sw_vers", script="echo ran > \"$0.ran\"\n")
-    facts, status, error = apple.gather(ctx_for(), "Linux")
+    facts, status, error = apple.gather(ctx_for(system="Linux"))
     assert status == "skipped" and error is None
     assert facts == AppleFacts()
     assert not (fake_bin.dir / "sw_vers.ran").exists()
@@ -74,7 +76,7 @@ def test_probe_on_linux_is_skipped() -> None:
 def test_apple_silicon_python_under_rosetta(fake_bin) -> None:
     fake_bin("sw_vers", real_fixture(CATALINA, "sw_vers.txt"))
     fake_sysctl(fake_bin, {"machdep.cpu.brand_string": "Apple M2 Max", "hw.optional.arm64": "1", "sysctl.proc_translated": "1"})
-    facts, status, error = apple.gather(ctx_for(), "Darwin", live_machine="x86_64")
+    facts, status, error = apple.gather(ctx_for(system="Darwin", machine="x86_64"))
     assert status == "ok" and error is None
     assert facts.is_macos is True
     assert (facts.macos_version, facts.build, facts.chip) == ("10.15.5", "19F101", "Apple M2 Max")
@@ -86,7 +88,7 @@ def test_apple_silicon_python_under_rosetta(fake_bin) -> None:
 def test_intel_mac_has_no_translation_key(fake_bin) -> None:
     fake_bin("sw_vers", real_fixture(HIGH_SIERRA, "sw_vers.txt"))
     fake_sysctl(fake_bin, {"machdep.cpu.brand_string": "Intel(R) Core(TM) i7-8559U CPU @ 2.70GHz"})
-    facts, status, _ = apple.gather(ctx_for(), "Darwin", live_machine="x86_64")
+    facts, status, _ = apple.gather(ctx_for(system="Darwin", machine="x86_64"))
     assert status == "ok"
     assert facts.macos_version == "10.13"
     assert facts.rosetta is False  # key absent (unknown oid) on Intel Macs counts as not translated
@@ -97,7 +99,7 @@ def test_missing_tools_are_facts_not_crashes(tmp_path: Path, monkeypatch) -> Non
     empty = tmp_path / "emptybin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
-    facts, status, error = apple.gather(ctx_for(), "Darwin", live_machine="arm64")
+    facts, status, error = apple.gather(ctx_for(system="Darwin", machine="arm64"))
     assert facts.is_macos is True and facts.macos_version is None and facts.rosetta is None and facts.arch is None
     assert status == "error" and error is not None and "sw_vers is not installed" in error
 

@@ -9,8 +9,11 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stackdoctor.facts import Facts
+from stackdoctor.matrix import load_matrix
 from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.probes import intel
+from stackdoctor.reconcile import reconcile
 from stackdoctor.system import System
 
 
@@ -29,27 +32,24 @@ def add_pci(root: Path, addr: str, vendor: str, device: str, cls: str, driver: s
         os.symlink(f"../../../bus/pci/drivers/{driver}", base / "driver")
 
 
-def test_discrete_family_from_pciids() -> None:
-    assert intel.discrete_family("0x56a0") == "DG2"  # Arc A770 class (INTEL_DG2_G10_D_IDS)
-    assert intel.discrete_family("0xe20b") == "BMG"
-    assert intel.discrete_family("0x0bd5") == "PVC"
-    assert intel.discrete_family("0x4905") == "DG1"
-    assert intel.discrete_family("0x9a49") is None  # Tiger Lake GT2, integrated (INTEL_TGL_GT2_IDS)
-    assert intel.discrete_family("garbage") is None
-    assert intel.discrete_family(None) is None
-
-
-def test_families_do_not_overlap() -> None:
-    seen: set[int] = set()
-    for ids in intel.DISCRETE_FAMILIES.values():
-        assert not (ids & seen)
-        seen |= ids
+def test_families_from_pciids_in_the_matrix() -> None:
+    m = load_matrix([])
+    assert m.intel_family("0x56a0").family == "DG2"  # Arc A770 class (INTEL_DG2_G10_D_IDS)
+    assert m.intel_family("0xE20B").family == "BMG"
+    assert m.intel_family("0x0bd5").family == "PVC"
+    assert m.intel_family("0x4905").family == "DG1"
+    assert m.intel_family("0x9a49") is None  # Tiger Lake GT2, integrated, not listed (INTEL_TGL_GT2_IDS)
+    assert m.intel_family("garbage") is None and m.intel_family(None) is None
+    seen: set[str] = set()
+    for fam in m.intel_families:
+        assert fam.source and not (set(fam.device_ids) & seen)
+        seen |= set(fam.device_ids)
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.text())
-def test_discrete_family_never_raises(text: str) -> None:
-    intel.discrete_family(text)
+def test_intel_family_never_raises(text: str) -> None:
+    load_matrix([]).intel_family(text)
 
 
 def test_probe_synthetic_igpu_plus_arc(tmp_path: Path) -> None:
@@ -61,10 +61,12 @@ def test_probe_synthetic_igpu_plus_arc(tmp_path: Path) -> None:
     f = intel.probe(ctx_for(root)).facts["intel"]
     assert [(g.address, g.device_id, g.driver, g.discrete, g.name) for g in f.gpus] == [
         ("0000:00:02.0", "0x9a49", "i915", None, None),
-        ("0000:03:00.0", "0x56a0", "xe", True, "Intel DG2"),
-    ]
+        ("0000:03:00.0", "0x56a0", "xe", None, None),
+    ]  # the probe reads; what the id means follows from the matrix in reconcile
     assert f.sources["gpus"] == "file:/sys/bus/pci/devices"
-    assert "pciids.h" in f.sources["discrete"]
+    r = reconcile(Facts(intel=f), load_matrix([])).intel
+    assert [(g.discrete, g.name, g.xpu) for g in r.gpus] == [(None, None, None), (True, "Arc A-series (Alchemist)", True)]
+    assert "intel.yaml" in r.sources["name"]
 
 
 def test_probe_no_pci_tree(tmp_path: Path) -> None:

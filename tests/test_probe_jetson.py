@@ -11,9 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import real_fixture
+from stackdoctor.facts import Facts
+from stackdoctor.matrix import load_matrix
 from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.probes import jetson
+from stackdoctor.reconcile import reconcile
 from stackdoctor.system import System
+
+MATRIX = load_matrix([])
 
 C32 = "c32-jetson-nano-jetbot-l4t-r32.3.1"
 
@@ -49,15 +54,20 @@ def test_parse_dpkg_package_version_synthetic() -> None:
     "l4t, jetpack, cuda",
     [("32.3.1", "4.3", None), ("32.7.1", "4.6.1", "10.2"), ("36.4.3", "6.2", "12.6"), ("35.3.1", "5.1.1", None), ("32.5", "4.5", None), ("99.0.0", None, None)],
 )
-def test_jetpack_table(l4t: str, jetpack: str | None, cuda: str | None) -> None:
-    row = jetson.jetpack_for(l4t)
+def test_jetpack_table_in_the_matrix(l4t: str, jetpack: str | None, cuda: str | None) -> None:
+    row = MATRIX.jetpack_for(l4t)
     assert (row.jetpack if row else None) == jetpack
     assert (row.cuda if row else None) == cuda
 
 
-def test_every_row_has_a_source() -> None:
-    for l4t, row in jetson.JETPACK.items():
+def test_every_l4t_row_has_a_source() -> None:
+    for l4t, row in MATRIX.l4t_releases.items():
         assert row.source and len(l4t.split(".")) == 3
+
+
+def derived(f):
+    """The jetson facts after reconcile (JetPack and CUDA follow from the L4T release and the matrix)."""
+    return reconcile(Facts(jetson=f), MATRIX).jetson
 
 
 @settings(max_examples=150, deadline=None)
@@ -65,7 +75,7 @@ def test_every_row_has_a_source() -> None:
 def test_jetson_parsers_never_raise(text: str, pkg: str) -> None:
     jetson.parse_nv_tegra_release(text)
     jetson.parse_dpkg_package_version(text, pkg)
-    jetson.jetpack_for(text)
+    MATRIX.jetpack_for(text)
 
 
 def test_probe_synthetic_jetson_nano_root(tmp_path: Path) -> None:
@@ -75,12 +85,13 @@ def test_probe_synthetic_jetson_nano_root(tmp_path: Path) -> None:
     (root / "proc/device-tree").mkdir(parents=True)
     (root / "proc/device-tree/model").write_bytes(b"NVIDIA Jetson Nano Developer Kit\x00")  # synthetic, NUL-terminated like DT strings
     f = jetson.probe(ctx_for(root)).facts["jetson"]
-    assert f.is_jetson is True
+    assert f.is_jetson is True and f.jetpack is None  # the probe reads; reconcile derives
+    f = derived(f)
     assert (f.l4t_release, f.jetpack, f.board, f.cuda) == ("32.3.1", "4.3", "t210ref", None)
     assert f.model == "NVIDIA Jetson Nano Developer Kit"
     assert f.raw is not None and "REVISION: 3.1" in f.raw
     assert f.sources["l4t_release"] == "file:/etc/nv_tegra_release"
-    assert "jetson-containers" in f.sources["jetpack"]
+    assert "jetson-containers" in f.sources["jetpack"]  # the matrix row's source, carried by reconcile
 
 
 def test_probe_synthetic_container_with_only_dpkg(tmp_path: Path) -> None:
@@ -89,7 +100,8 @@ def test_probe_synthetic_container_with_only_dpkg(tmp_path: Path) -> None:
     (root / "var/lib/dpkg/status").write_text("Package: nvidia-l4t-core\nVersion: 36.4.3-20250107174145\n\n")
     f = jetson.probe(ctx_for(root)).facts["jetson"]
     assert f.is_jetson is True and f.l4t_core_version == "36.4.3-20250107174145"
-    assert (f.l4t_release, f.jetpack, f.cuda) == ("36.4.3", "6.2", "12.6")
+    assert (derived(f).l4t_release, derived(f).jetpack, derived(f).cuda) == ("36.4.3", "6.2", "12.6")
+    assert derived(f).sources["cuda"].startswith("reconcile: compat_matrix/jetson.yaml")
     assert f.sources["l4t_release"].startswith("file:/var/lib/dpkg/status")
 
 

@@ -16,7 +16,7 @@ from stackdoctor.facts import PlatformFacts
 from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.probes import platform as plat
 from stackdoctor.probes.pci import display_devices, parse_pci_id, parse_uevent_driver
-from stackdoctor.system import System
+from stackdoctor.system import Host, System
 
 # ---------------------------------------------------------------------------- helpers
 
@@ -288,7 +288,9 @@ def test_probe_live_machine_matches_stdlib() -> None:
 
 def test_darwin_os_version_from_sw_vers(fake_bin, tmp_path: Path) -> None:
     fake_bin("sw_vers", real_fixture("r-sw_vers-catalina-ruby-build-1451", "sw_vers.txt"))
-    f = plat.gather(ctx_for("/"), live_system="Darwin")
+    ctx = ctx_for("/")
+    ctx.system.host_override = Host(system="Darwin", machine="x86_64", release="19.5.0", source="test")
+    f = plat.gather(ctx)
     assert (f.os_id, f.os_version, f.os_name) == ("macos", "10.15.5", "Mac OS X 10.15.5")
     assert f.sources["os_version"] == "sw_vers"
     assert f.nvidia_pci_devices == []  # no PCI scan outside Linux

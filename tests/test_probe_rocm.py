@@ -191,10 +191,13 @@ def test_version_parsers() -> None:
     assert rocm.parse_hipconfig_version("") is None
 
 
-def test_apu_table() -> None:
-    assert rocm.is_apu_gfx("gfx1036") and rocm.is_apu_gfx("gfx90c") and rocm.is_apu_gfx("gfx1151")
-    assert not rocm.is_apu_gfx("gfx1100") and not rocm.is_apu_gfx("gfx942") and not rocm.is_apu_gfx(None)
-    assert all(src for src in rocm.APU_GFX.values())
+def test_apu_table_in_the_matrix() -> None:
+    from stackdoctor.matrix import load_matrix
+
+    m = load_matrix([])
+    assert m.apu("gfx1036") and m.apu("gfx90c") and m.apu("gfx1151") and m.apu("gfx1036:xnack-")
+    assert not m.apu("gfx1100") and not m.apu("gfx942") and not m.apu(None)
+    assert all(row.source for row in m.rocm_apus.values())
 
 
 @settings(max_examples=150, deadline=None)
@@ -233,7 +236,11 @@ def test_probe_c27_replay_dgpu_plus_igpu(fake_bin, tmp_path: Path) -> None:
     f = out.facts["rocm"]
     assert isinstance(f, RocmFacts) and out.status == "ok"
     assert len(f.gpus) == 2
-    dgpu, igpu = f.gpus
+    from stackdoctor.facts import Facts
+    from stackdoctor.matrix import load_matrix
+    from stackdoctor.reconcile import reconcile
+
+    dgpu, igpu = reconcile(Facts(rocm=f), load_matrix([])).rocm.gpus  # integrated follows from the gfx: reconcile
     assert (dgpu.gfx, dgpu.device_id, dgpu.bus_id, dgpu.smi_gfx_version, dgpu.integrated) == (
         "gfx1102", "0x7480", "0000:03:00.0", "gfx11002", False,
     )

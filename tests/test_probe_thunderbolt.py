@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import json
 import sys
 import time
 from pathlib import Path
@@ -38,7 +39,7 @@ from stackdoctor.probes.thunderbolt import (
     parse_system_profiler_json,
     parse_system_profiler_text,
 )
-from stackdoctor.system import System
+from stackdoctor.system import Host, System
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 REAL = FIX / "real"
@@ -57,11 +58,12 @@ def read(p: Path) -> str:
     return p.read_text(encoding="utf-8")
 
 
-def ctx_for(sysroot: str = "/", path: str | None = None, timeout: float = 5.0) -> ProbeContext:
+def ctx_for(sysroot: str = "/", path: str | None = None, timeout: float = 5.0, host: str | None = None) -> ProbeContext:
+    """A probe context; ``host`` injects the OS identity (``System(host_override=Host(...))``), no monkeypatching."""
     env = dict(os.environ)
     if path is not None:
         env["PATH"] = path
-    system = System(sysroot=sysroot, env=env, timeout_s=timeout)
+    system = System(sysroot=sysroot, env=env, timeout_s=timeout, host_override=Host(system=host, source="test") if host else None)
     return ProbeContext(system=system, target=Target(sys.executable, "self"), timeout_s=timeout)
 
 
@@ -314,8 +316,7 @@ def mac_path(fake_bin) -> str:
 
 def test_probe_on_darwin_runs_the_mac_tools(fake_bin, monkeypatch):
     add_mac_tools(fake_bin)
-    monkeypatch.setattr(tb.platform, "system", lambda: "Darwin")
-    out = tb.probe(ctx_for(path=mac_path(fake_bin)))
+    out = tb.probe(ctx_for(host="Darwin", path=mac_path(fake_bin)))
     assert out.status == "ok"
     facts = out.facts["thunderbolt"]
     assert facts.present and facts.rdma_state == "enabled" and facts.tool_errors == {}
@@ -329,8 +330,7 @@ def test_probe_mac_absent_tools_are_facts_and_failures_are_errors(fake_bin, monk
         ibv_devices=None,
         networksetup={"stdout": "", "stderr": "** Error: something broke.", "rc": 4},
     )
-    monkeypatch.setattr(tb.platform, "system", lambda: "Darwin")
-    facts = tb.probe(ctx_for(path=mac_path(fake_bin))).facts["thunderbolt"]
+    facts = tb.probe(ctx_for(host="Darwin", path=mac_path(fake_bin))).facts["thunderbolt"]
     assert facts.rdma_state is None and facts.rdma_devices == []
     assert set(facts.tool_errors) == {"networksetup"}
     assert "exited with code 4" in facts.tool_errors["networksetup"]
@@ -339,9 +339,8 @@ def test_probe_mac_absent_tools_are_facts_and_failures_are_errors(fake_bin, monk
 
 def test_probe_mac_hung_tool_is_bounded(fake_bin, monkeypatch):
     add_mac_tools(fake_bin, system_profiler={"script": "sleep 30\n"})
-    monkeypatch.setattr(tb.platform, "system", lambda: "Darwin")
     start = time.monotonic()
-    facts = tb.probe(ctx_for(path=mac_path(fake_bin), timeout=1.0)).facts["thunderbolt"]
+    facts = tb.probe(ctx_for(host="Darwin", path=mac_path(fake_bin), timeout=1.0)).facts["thunderbolt"]
     assert time.monotonic() - start < 15  # generous: the tools run concurrently, each bounded by 1 s
     assert "did not answer" in facts.tool_errors["system_profiler"]
     assert facts.ports == [] and facts.rdma_state == "enabled"
@@ -353,8 +352,7 @@ def test_probe_mac_hung_tool_is_bounded(fake_bin, monkeypatch):
 def test_linux_sysroot_xdomain_and_thunderbolt_net(fake_bin, monkeypatch):
     marker = fake_bin.dir / "ip-was-run"
     fake_bin("ip", script=f"touch {marker}\necho '[]'\n")
-    monkeypatch.setattr(tb.platform, "system", lambda: "Linux")
-    out = tb.probe(ctx_for(sysroot=str(LINUX_ROOT), path=f"{fake_bin.dir}:/usr/bin:/bin"))
+    out = tb.probe(ctx_for(host="Linux", sysroot=str(LINUX_ROOT), path=f"{fake_bin.dir}:/usr/bin:/bin"))
     facts = out.facts["thunderbolt"]
     assert out.status == "ok" and facts.present is True
     dom = by_name(facts.ports, "domain0")
@@ -393,8 +391,7 @@ def test_linux_driver_symlink_maps_interface_to_its_xdomain(tmp_path, monkeypatc
     net = root / "sys/class/net/thunderbolt0"
     shutil.rmtree(net / "device")
     os.symlink("../../../bus/thunderbolt/devices/0-3.1", net / "device")
-    monkeypatch.setattr(tb.platform, "system", lambda: "Linux")
-    facts = tb.probe(ctx_for(sysroot=str(root), path="/usr/bin:/bin")).facts["thunderbolt"]
+    facts = tb.probe(ctx_for(host="Linux", sysroot=str(root), path="/usr/bin:/bin")).facts["thunderbolt"]
     (iface,) = facts.interfaces
     assert iface.driver == "thunderbolt-net"  # from the driver link: the uevent has no DRIVER=
     assert iface.tb_port == "0-3"
@@ -405,24 +402,21 @@ def test_linux_interface_down_is_not_chosen(tmp_path, monkeypatch):
     root = tmp_path / "root"
     shutil.copytree(LINUX_ROOT, root)
     (root / "sys/class/net/thunderbolt0/operstate").write_text("down\n")
-    monkeypatch.setattr(tb.platform, "system", lambda: "Linux")
-    facts = tb.probe(ctx_for(sysroot=str(root), path="/usr/bin:/bin")).facts["thunderbolt"]
+    facts = tb.probe(ctx_for(host="Linux", sysroot=str(root), path="/usr/bin:/bin")).facts["thunderbolt"]
     assert facts.interfaces[0].up is False
     assert choose_thunderbolt_interface(facts) is None
 
 
 def test_linux_empty_sysroot_is_absent_not_error(tmp_path, monkeypatch):
-    monkeypatch.setattr(tb.platform, "system", lambda: "Linux")
-    out = tb.probe(ctx_for(sysroot=str(tmp_path), path="/usr/bin:/bin"))
+    out = tb.probe(ctx_for(host="Linux", sysroot=str(tmp_path), path="/usr/bin:/bin"))
     assert out.status == "ok"
     facts = out.facts["thunderbolt"]
     assert facts.present is False and facts.ports == [] and facts.interfaces == [] and facts.tool_errors == {}
 
 
 def test_linux_boltctl_adds_devices_and_its_failure_is_recorded(tmp_path, fake_bin, monkeypatch):
-    monkeypatch.setattr(tb.platform, "system", lambda: "Linux")
     fake_bin("boltctl", stdout=read(C22 / "boltctl.txt"))
-    facts = tb.probe(ctx_for(sysroot=str(tmp_path), path=f"{fake_bin.dir}:/usr/bin:/bin")).facts["thunderbolt"]
+    facts = tb.probe(ctx_for(host="Linux", sysroot=str(tmp_path), path=f"{fake_bin.dir}:/usr/bin:/bin")).facts["thunderbolt"]
     assert facts.present is True and [p.peer_model for p in facts.ports] == ["Core"]
     fake_bin("boltctl", stderr="boltctl: error: could not connect to bolt daemon", rc=1)
     facts = tb.probe(ctx_for(sysroot=str(tmp_path), path=f"{fake_bin.dir}:/usr/bin:/bin")).facts["thunderbolt"]
@@ -512,8 +506,31 @@ def test_rdma_capable_interface_wins_over_one_without_rdma():
 
 def test_probe_mac_rdma_state_printed_with_nonzero_exit_is_still_a_state(fake_bin, monkeypatch):
     add_mac_tools(fake_bin, rdma_ctl={"stdout": "disabled\n", "rc": 1}, ibv_devices={"stdout": ""})
-    monkeypatch.setattr(tb.platform, "system", lambda: "Darwin")
-    facts = tb.probe(ctx_for(path=mac_path(fake_bin))).facts["thunderbolt"]
+    facts = tb.probe(ctx_for(host="Darwin", path=mac_path(fake_bin))).facts["thunderbolt"]
     assert facts.rdma_state == "disabled" and "rdma_ctl" not in facts.tool_errors
     assert facts.rdma_devices == []  # ibv_devices answered with nothing: no devices (a fact)
     assert next(i for i in facts.interfaces if i.name == "en1").rdma_device is None
+
+
+def test_recorded_mac_replays_under_sysroot_through_the_cli(fake_bin, tmp_path):
+    """A recorded Mac replays end to end with no monkeypatching: the captured tree's
+    /.stackdoctor/host.json says Darwin, fake tools on PATH replay the recorded outputs, and the
+    real probes (platform, apple, thunderbolt) run as they would on that Mac."""
+    from helpers import machine_env, run_sd
+
+    add_mac_tools(fake_bin)
+    fake_bin("sw_vers", "ProductName:\t\tmacOS\nProductVersion:\t\t26.2\nBuildVersion:\t\t25C56\n")
+    fake_bin("sysctl", script='case "$2" in\n  machdep.cpu.brand_string) echo "Apple M5 Max" ;;\n  hw.optional.arm64) echo 1 ;;\n  sysctl.proc_translated) echo 0 ;;\n  *) exit 1 ;;\nesac\n')
+    root = tmp_path / "mac"
+    (root / ".stackdoctor").mkdir(parents=True)
+    (root / ".stackdoctor" / "host.json").write_text(json.dumps({"system": "Darwin", "machine": "arm64", "release": "25.2.0", "node": "macbook"}))
+    r = run_sd(["check", "--json", "--no-kernels", "--python", sys.executable], env=machine_env(fake_bin.dir, root))
+    assert r.rc in (0, 1), r.stderr
+    facts = r.json()["facts"]
+    assert facts["platform"]["system"] == "Darwin" and facts["platform"]["machine"] == "arm64"
+    assert facts["platform"]["sources"]["system"].startswith("file:/.stackdoctor/host.json")
+    assert facts["apple"]["is_macos"] is True and facts["apple"]["macos_version"] == "26.2" and facts["apple"]["arch"] == "arm64"
+    tb = facts["thunderbolt"]
+    assert tb["present"] is True and tb["rdma_state"] == "enabled" and tb["tool_errors"] == {}
+    assert sorted(p["name"] for p in tb["ports"]) == ["thunderboltusb4_bus_0", "thunderboltusb4_bus_1", "thunderboltusb4_bus_2"]
+    assert tb["rdma_devices"] == ["rdma_en1", "rdma_en2", "rdma_en3"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import io
 import json
 import pkgutil
 import types
@@ -27,9 +28,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stackdoctor.probes as probes_pkg
+from stackdoctor import binfmt
 from stackdoctor import facts as F
 from stackdoctor.report import Finding, ProbeStatus, Report, report_from_data
 
+from binfixtures import bundle, ccob, elf, fatbin, fatbin_entry, pe
 from helpers import validate_report
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
@@ -142,6 +145,11 @@ REAL_CASES = [
     ("r-wsl-kernel-releases", "proc-version-wsl2.txt", "platform.parse_proc_version"),
     ("r-sw_vers-catalina-ruby-build-1451", "sw_vers.txt", "apple.parse_sw_vers"),
     ("r-sw_vers-high-sierra-kernelpop-17", "sw_vers.txt", "apple.parse_sw_vers"),
+    ("m01-macbook-m1-macos-12.7.6-sw_vers", "sw_vers.txt", "apple.parse_sw_vers"),
+    ("w01-win10-quadro-rtx8000-tcc-p2000-wddm-442-nvsmi-folder", "nvidia-smi.txt", "nvidia.parse_smi_table"),
+    ("w01-win10-quadro-rtx8000-tcc-p2000-wddm-442-nvsmi-folder", "ver.txt", "platform.parse_windows_version"),
+    ("w02-win-rtx3050-laptop-560-wddm-driver-model-column", "nvidia-smi.txt", "nvidia.parse_smi_table"),
+    ("w03-win-nvcc-11.8-system32-prompt", "nvcc-version.txt", "cuda_toolkit.parse_nvcc_version"),
 ]
 
 PROMPTS = ["$ {cmd}\n", "user@host:~$ {cmd}\n", "root@gpu-node-01:/# {cmd}\n", "(base) PS C:\\Users\\me> {cmd}\n", "% {cmd}\n", ""]
@@ -288,3 +296,78 @@ def test_report_validates_and_replays(facts, findings, probes):
     back = report_from_data(data, origin="property")
     assert back.facts == facts and back.findings == findings and back.probes == probes
     assert json.loads(back.to_json())["facts"] == data["facts"]
+
+
+# ---------------------------------------------------------------------------- binary formats (stackdoctor.binfmt)
+# The static torch probe reads libraries a user's machine may have truncated, corrupted or
+# replaced: every reader takes arbitrary bytes without raising, and the large hostile inputs
+# below (counts and sizes at their maximum, sections of padding, containers of empty entries)
+# finish because every loop advances and every count is capped.
+
+
+def _all_readers(data: bytes) -> None:
+    fh = io.BytesIO(data)
+    table = binfmt.read_sections(fh)
+    assert isinstance(table, binfmt.SectionTable)
+    for off, size in ((0, len(data)), (3, len(data)), (0, 2**63), (len(data) // 2, 64)):
+        assert isinstance(binfmt.walk_fatbin(fh, off, size), binfmt.FatbinResult)
+        assert isinstance(binfmt.walk_offload_bundles(fh, off, size), binfmt.BundlesResult)
+        assert isinstance(binfmt.walk_offload_bundles(fh, off, size, zstd=lambda d, n: d[:n]), binfmt.BundlesResult)
+    binfmt.parse_bundle_header(data)
+    for sec in table.sections[:8]:
+        binfmt.read_sycl_image(fh, sec)
+        binfmt.walk_fatbin(fh, sec.offset, sec.size)
+
+
+_VALID = [
+    elf([(".nv_fatbin", fatbin([fatbin_entry(2, 90), fatbin_entry(1, 120, 0x8011, b"ptx")]))]),
+    elf([(".hip_fatbin", bundle([("host-x86_64-unknown-linux-gnu-", b""), ("hipv4-amdgcn-amd-amdhsa--gfx942", b"x")], align=64))], bits=32, endian=">"),
+    pe([(".nv_fatb", fatbin([fatbin_entry(2, 80)])), (".text", b"\xc3")], long_names=True),
+    fatbin([fatbin_entry(2, 75)], [fatbin_entry(2, 100, header_size=112)]),
+    ccob(bundle([("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-", b"y")], align=0), version=2),
+    b"!<arch>\n" + b"64.12.60.7/     0           0     0     644     4         `\n\x7fELF",
+]
+
+
+def _mutate(data: bytes, edits: list[tuple[int, int]], cut: int) -> bytes:
+    b = bytearray(data)
+    for pos, val in edits:
+        if b:
+            b[pos % len(b)] = val
+    return bytes(b[: max(0, len(b) - cut)])
+
+
+@PROPS
+@given(data=st.binary(max_size=4096))
+def test_binary_readers_never_raise_on_arbitrary_bytes(data):
+    _all_readers(data)
+    _all_readers(b"\x7fELF\x02\x01\x01" + data)
+    _all_readers(b"MZ" + data)
+
+
+@PROPS
+@given(base=st.sampled_from(_VALID), edits=st.lists(st.tuples(st.integers(0, 1 << 16), st.integers(0, 255)), max_size=12), cut=st.integers(0, 200))
+def test_binary_readers_never_raise_on_mutated_real_layouts(base, edits, cut):
+    _all_readers(_mutate(base, edits, cut))
+
+
+def test_binary_readers_survive_large_hostile_input():
+    # 4 MB of padding, of repeated empty containers, and of headers that claim the maximum
+    zeros = b"\0" * (4 << 20)
+    _all_readers(zeros)
+    empty = (0xBA55ED50).to_bytes(4, "little") + (1).to_bytes(2, "little") + (16).to_bytes(2, "little") + (0).to_bytes(8, "little")
+    many = empty * (200_000 + 10)  # more containers than the cap
+    res = binfmt.walk_fatbin(io.BytesIO(many), 0, len(many))
+    assert res.truncated and res.containers == binfmt.MAX_FATBIN_CONTAINERS
+    tiny = fatbin([fatbin_entry(2, 90, payload=b"")] * 60_000)
+    res = binfmt.walk_fatbin(io.BytesIO(tiny), 0, len(tiny))
+    assert len(res.entries) == 60_000 and res.error is None
+    claims = b"__CLANG_OFFLOAD_BUNDLE__" + (2**64 - 1).to_bytes(8, "little") + b"\xff" * (1 << 20)
+    assert binfmt.parse_bundle_header(claims)[1]
+    _all_readers(claims)
+    shnum = bytearray(elf([(".text", b"")]))
+    shnum[0x3C:0x3E] = (0xFFFF).to_bytes(2, "little")  # 65535 sections claimed, a few present
+    _all_readers(bytes(shnum))
+    junk_then_magic = b"\x01" * (4 << 20) + b"__CLANG_OFFLOAD_BUNDLE__"
+    res = binfmt.walk_offload_bundles(io.BytesIO(junk_then_magic), 0, len(junk_then_magic))
+    assert len(res.bundles) == 1  # found by a chunked scan, not byte by byte

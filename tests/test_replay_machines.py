@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_sd
+from helpers import machine_env, run_sd
 
 MACHINES = sorted((Path(__file__).parent / "fixtures" / "machines").glob("*.json"))
 
@@ -23,7 +23,7 @@ def as_report(case: Path, tmp_path: Path) -> Path:
 @pytest.mark.parametrize("case", MACHINES, ids=[m.stem for m in MACHINES])
 def test_machine_replays_through_check_and_install(case, tmp_path):
     report = as_report(case, tmp_path)
-    screen = run_sd(["check", "--replay", str(report)], env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "COLUMNS": "100", "HOME": str(tmp_path)})
+    screen = run_sd(["check", "--replay", str(report)], env=machine_env(tmp_path / "bin", None, PATH="/usr/bin:/bin", HOME=str(tmp_path), COLUMNS="100"))
     assert screen.rc in (0, 1), screen.stderr
     assert "python" in screen.stdout and ("ok" in screen.stdout.splitlines()[-1])
     data = run_sd(["check", "--replay", str(report), "--json"]).json()  # checked against the contract by conftest

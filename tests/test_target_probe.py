@@ -25,10 +25,12 @@ def make_fake_torch_env(tmp_path: Path, init_body: str) -> str:
     """A real venv whose ``torch`` package does what ``init_body`` says when imported."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    site = next((venv / "lib").glob("python3*/site-packages"))
+    site = next(p for p in (*venv.glob("lib/python3*/site-packages"), venv / "Lib" / "site-packages") if p.is_dir())
     (site / "torch").mkdir()
     (site / "torch" / "__init__.py").write_text(textwrap.dedent(init_body))
-    return str(venv / "bin" / "python")
+    from helpers import venv_bin
+
+    return str(venv_bin(venv))
 
 
 # A torch that reports itself as 2.13.0+cu130 and fails CUDA initialisation with the warning a real
@@ -87,6 +89,7 @@ def test_missing_interpreter(tmp_path):
     assert out.status == "error" and "does not exist" in out.error
 
 
+@pytest.mark.posix
 def test_not_python(tmp_path):
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\necho hello\n")
@@ -95,6 +98,7 @@ def test_not_python(tmp_path):
     assert out.status == "error" and "not a Python interpreter" in out.error
 
 
+@pytest.mark.posix
 def test_python2_is_named(tmp_path):
     fake = tmp_path / "python2"
     fake.write_text(
@@ -127,6 +131,7 @@ def test_import_torch_hangs_is_bounded(tmp_path):
     assert out.facts["python"].version
 
 
+@pytest.mark.posix
 def test_import_torch_segfaults(tmp_path):
     py = make_fake_torch_env(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
     out = run_probe(py)
@@ -155,6 +160,7 @@ def test_static_mode_reads_version_without_importing(torch_python):
     assert "version.py" in torch.sources["*"]
 
 
+@pytest.mark.posix
 def test_static_mode_does_not_run_torch_init(tmp_path):
     py = make_fake_torch_env(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
     site = Path(py).parents[1] / "lib"

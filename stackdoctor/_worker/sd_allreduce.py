@@ -26,8 +26,6 @@ lines per size on stderr). Test hooks (``STACKDOCTOR_TEST_HOOK``): ``corrupt-ran
 With ``"node": {...}`` in the arguments (the parent's probe summary of this host), every rank
 publishes it in the rendezvous store and reads all of them back into ``nodes`` (the fleet
 table; through the store rather than ``all_gather_object``, which needs numpy in the target).
-With ``"pid_file"`` (local runs) the worker first writes its pid there, so the parent can stop
-the ranks still running once one rank has reported a failure or a timeout.
 Must stay importable by Python 3.8+.
 """
 
@@ -58,19 +56,6 @@ def address_in_use(exc, msg):
     low = msg.lower()
     return (getattr(exc, "errno", None) == errno.EADDRINUSE or "eaddrinuse" in low
             or "address already in use" in low or "address in use" in low)
-
-
-def write_pid(path):
-    """Tell the parent our pid (so it can stop this rank once a peer has reported a failure)."""
-    if not path:
-        return
-    try:
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(str(os.getpid()))
-        os.rename(tmp, path)
-    except OSError:
-        pass
 
 
 def hooks():
@@ -361,7 +346,6 @@ def main(argv):
     except ValueError as exc:
         emit({"status": "failed", "error": "bad arguments: %s" % exc})
         return 2
-    write_pid(args.get("pid_file"))
     try:
         out = run(args)
     except BaseException as exc:

@@ -16,7 +16,8 @@ Standalone (stdlib + torch only; never imports stackdoctor) because it runs insi
 
 Every result is KernelResult-shaped (stackdoctor/facts.py). Correctness: matmul against a
 float64 CPU product of the same (dtype-rounded) inputs, conv2d output and both gradients
-against float64 CPU; the error is ``max|got - ref| / max|ref|``, compared with a per-dtype
+against float64 CPU, torch.compile against eager float64 on the CPU (never float64 on the
+device: MPS has none); the error is ``max|got - ref| / max|ref|``, compared with a per-dtype
 tolerance; any NaN/Inf fails the check. Timings run after warm-up with the device
 synchronised before the clock is read.
 
@@ -335,7 +336,7 @@ def compile_check(torch, device, n=4096):
         got = cf(x, y)
         synchronize(torch, device)
         res["extra"]["compile_s"] = time.perf_counter() - start
-        ref = f(x.double(), y.double()).cpu()
+        ref = f(x.cpu().double(), y.cpu().double())  # float64 on the CPU: MPS has no float64
         err = rel_error(torch, got, ref)
         t, iters = timed(torch, device, lambda: cf(x, y), 0.05, 100)
         te, _ = timed(torch, device, lambda: f(x, y), 0.05, 100)

@@ -65,6 +65,7 @@ def python_facts():
     except Exception as exc:  # packaging missing or broken: report, keep going
         out["tags_error"] = last_line(exc)
     out["tags"] = tags
+    out["site_dirs"] = site_dirs()
     try:
         from importlib import metadata
 
@@ -72,6 +73,38 @@ def python_facts():
     except Exception:
         out["pip_version"] = None
     return out
+
+
+def site_dirs():
+    """Where this interpreter installs and finds packages, in import (sys.path) order.
+
+    sysconfig's purelib/platlib, site.getsitepackages() and the user site when enabled; for
+    the parent's static read of torch (stackdoctor.probes.torch_static), which must look
+    where ``import torch`` would.
+    """
+    found = []
+    try:
+        import sysconfig
+
+        paths = sysconfig.get_paths()
+        found += [paths.get("purelib"), paths.get("platlib")]
+    except Exception:
+        pass
+    try:
+        import site
+
+        found += list(site.getsitepackages())
+        if site.ENABLE_USER_SITE:
+            found.append(site.getusersitepackages())
+    except Exception:  # some embedded or old site modules lack these
+        pass
+    wanted = []
+    for p in found:
+        if isinstance(p, str) and p and p not in wanted:
+            wanted.append(p)
+    ordered = [p for p in sys.path if p in wanted]
+    ordered = [p for i, p in enumerate(ordered) if p not in ordered[:i]]
+    return ordered + [p for p in wanted if p not in ordered]
 
 
 INTERESTING = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "pynvml", "nvidia-ml-py", "intel-")
@@ -207,7 +240,13 @@ def torch_facts():
             try:
                 p = torch.cuda.get_device_properties(i)
                 cap = getattr(p, "gcnArchName", None) if hip else "%d.%d" % (p.major, p.minor)
-                devices.append({"index": i, "name": p.name, "capability": cap, "total_memory_mib": int(p.total_memory // (1024 * 1024)), "kind": "cuda"})
+                dev = {"index": i, "name": p.name, "capability": cap, "total_memory_mib": int(p.total_memory // (1024 * 1024)), "kind": "cuda"}
+                uuid = getattr(p, "uuid", None)
+                if uuid is not None:
+                    dev["uuid"] = str(uuid)
+                if all(hasattr(p, k) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")):
+                    dev["bus_id"] = "%04x:%02x:%02x.0" % (p.pci_domain_id, p.pci_bus_id, p.pci_device_id)
+                devices.append(dev)
             except Exception as exc:
                 devices.append({"index": i, "name": None, "kind": "cuda", "capability": None})
                 out.setdefault("cuda_error", last_line(exc))

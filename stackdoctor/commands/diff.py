@@ -6,7 +6,6 @@ Exit 0 when nothing differs, 1 when something does, 2 when a report cannot be re
 from __future__ import annotations
 
 import json
-import sys
 from typing import Annotated, Any
 
 import typer
@@ -43,13 +42,16 @@ def register(app: typer.Typer) -> None:
                 "count": len(diffs),
                 "differences": [d.to_data() for d in diffs],
             }
-            sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+            from stackdoctor.console import write_stdout
+
+            write_stdout(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
         else:
-            from rich.console import Console
             from rich.table import Table
             from rich.text import Text
 
-            console = Console(highlight=False)
+            from stackdoctor.console import make_console
+
+            console = make_console()
             if not diffs:
                 console.print(Text(f"No differences between {a} and {b}."))
             else:

@@ -18,8 +18,8 @@ from stackdoctor.errors import ExitCode, UsageError
 
 def format_list(lang: str) -> str:
     lines = [catalog.ui("list_header", lang), ""]
-    width = max(len(c.code) for c in catalog.CHECKS)
-    for c in catalog.CHECKS:
+    width = max(len(c.code) for c in catalog.checks())
+    for c in catalog.checks():
         lines.append(f"  {c.code:<{width}}  {c.severity:<4}  {c.layer:<8}  {catalog.title(c.code, lang)}")
     return "\n".join(lines)
 
@@ -29,8 +29,7 @@ def format_code(code: str, lang: str) -> str:
     assert ci is not None
     out = [
         f"{code}: {catalog.title(code, lang)}",
-        f"{catalog.ui('severity', lang)}: {ci.severity}    {catalog.ui('layer', lang)}: {ci.layer}"
-        + (f"    {catalog.ui('emitted_by', lang)}: {ci.emitted_by}" if ci.emitted_by != "diagnose" else ""),
+        f"{catalog.ui('severity', lang)}: {ci.severity}    {catalog.ui('layer', lang)}: {ci.layer}    {catalog.ui('rule_group', lang)}: {ci.group}",
         "",
         catalog.explain(code, lang) or "",
     ]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
+from stackdoctor import pipeline
 from stackdoctor.errors import ExitCode, IndexError_, StackdoctorError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -181,27 +182,29 @@ def published_variants(matrix: Matrix) -> list[str]:
     return sorted(names, key=key)
 
 
-def gather_facts(opts: InstallOptions) -> tuple[Facts, str]:
-    """(facts, target interpreter path): probed here, or from ``--replay``."""
-    if opts.replay:
-        from stackdoctor.report import load_report
-
-        facts = load_report(opts.replay).facts
-        return facts, facts.python.executable or "python"
-    from stackdoctor.engine import run_probes, select_target
-    from stackdoctor.probes import ProbeContext
-    from stackdoctor.system import System
-
-    system = System.from_env()
-    target = select_target(opts.python, os.environ)
+def pipeline_options(opts: InstallOptions) -> pipeline.Options:
     # install needs the target's tags and what torch build is there, not a working torch:
     # read torch/version.py instead of importing it (seconds faster, and safe on a broken torch)
-    ctx = ProbeContext(system=system, target=target, kernels=False, import_torch=False, use_nvml=not system.moved)
-    report = run_probes(ctx, only=PROBES)
-    facts = report.facts
+    return pipeline.Options(
+        python=opts.python, kernels=False, import_torch=False, replay=opts.replay, matrix_files=list(opts.matrix), probes=PROBES
+    )
+
+
+def gather_facts(opts: InstallOptions) -> tuple[Facts, str, Matrix]:
+    """(reconciled facts, target interpreter path, matrix): probed here, or from ``--replay``."""
+    popts = pipeline_options(opts)
+    matrix = pipeline.load_matrix(popts)
+    report = pipeline.gather(popts)
+    from stackdoctor.reconcile import reconcile
+
+    facts = reconcile(report.facts, matrix)
+    if opts.replay:
+        return facts, facts.python.executable or "python", matrix
     if opts.python and facts.python.error and not facts.python.version:
         raise UsageError(f"--python {opts.python}: {facts.python.error}.")
-    return facts, target.python
+    from stackdoctor.engine import select_target
+
+    return facts, select_target(opts.python, os.environ).python, matrix
 
 
 def wanted_packages(opts: InstallOptions, facts: Facts) -> list[str]:
@@ -215,7 +218,7 @@ def wanted_packages(opts: InstallOptions, facts: Facts) -> list[str]:
     return [p for p in KNOWN_PACKAGES if p == "torch" or p in named or (p in have and not opts.what_if)]
 
 
-def make_request(opts: InstallOptions, facts: Facts, torch: str | None = None) -> Request:
+def make_request(opts: InstallOptions, facts: Facts, matrix: Matrix | None = None, torch: str | None = None) -> Request:
     from stackdoctor.index import index_base
     from stackdoctor.plan import Request
 
@@ -228,41 +231,29 @@ def make_request(opts: InstallOptions, facts: Facts, torch: str | None = None) -
         driver=opts.driver,
         gpus=list(opts.gpus),
         gfx=list(opts.gfx),
-        index_base=index_base(opts.index_base, os.environ),
+        index_base=index_base(opts.index_base, os.environ, matrix),
         installer=opts.installer if opts.installer in ("pip", "uv") else "pip",
     )
 
 
 def accelerator_seen(facts: Facts, variant: str | None) -> str | None:
-    """The accelerator this machine's facts show for a variant (what the verification must find usable)."""
-    v = variant or ""
-    if (v.startswith("cu") or v.startswith("jetson")) and (facts.nvidia.gpus or facts.jetson.is_jetson):
-        return "cuda"
-    if v.startswith("rocm") and any(not g.integrated for g in facts.rocm.gpus):
-        return "rocm"
-    if v == "xpu" and facts.intel.gpus:
-        return "xpu"
-    if facts.apple.is_macos and (facts.apple.arch == "arm64" or facts.platform.machine == "arm64") and not facts.apple.rosetta:
-        return "mps"
+    """The backend the verification must find usable after installing ``variant``: the accelerator
+    model's answer for this machine, when the variant is a build for it ("cuda", "rocm", "xpu", "mps")."""
+    from stackdoctor import accelerators
+
+    acc = accelerators.select(facts)
+    if acc is None:
+        return None
+    if acc.serves(variant) or (acc.name == "apple" and acc.usable(facts)) or (acc.name == "jetson" and (variant or "").startswith("cu")):
+        return acc.backend
     return None
-
-
-def load_plan_matrix(opts: InstallOptions, facts: Facts) -> Matrix:
-    from stackdoctor.matrix import load_matrix
-
-    files = opts.matrix or [p for p in os.environ.get("STACKDOCTOR_MATRIX", "").split(os.pathsep) if p]
-    matrix = load_matrix(files)
-    from stackdoctor.commands.check import derive
-
-    derive(facts, matrix)
-    return matrix
 
 
 def resolve_plan(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix, torch: str | None = None) -> tuple[Plan, Request]:
     from stackdoctor.install import install_command, predict_leftovers
     from stackdoctor.resolve import resolve
 
-    request = make_request(opts, facts, torch)
+    request = make_request(opts, facts, matrix, torch)
     plan = resolve(facts, matrix, request)
     if plan.satisfiable:
         plan.command = install_command(plan, python, request.installer, uv=facts.python.uv_path or "uv")
@@ -406,11 +397,12 @@ def check_sources(
 
 
 def render_plan(plan: Plan, python: str, *, stderr: bool, hypothetical: bool = False) -> None:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    con = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    from stackdoctor.console import make_console
+
+    con = make_console(stderr=stderr, soft_wrap=True)
     if not plan.satisfiable:
         con.print(Text("No torch build fits this request.", style="bold red"))
     else:
@@ -473,10 +465,11 @@ def format_command(argv: list[str], env: dict[str, str | None] | None = None) ->
 
 
 def say(text: str, style: str = "") -> None:
-    from rich.console import Console
     from rich.text import Text
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(Text(text, style=style))
+    from stackdoctor.console import make_console
+
+    make_console(stderr=True, soft_wrap=True).print(Text(text, style=style))
 
 
 # ---------------------------------------------------------------------------- the command
@@ -515,8 +508,7 @@ def _print_json(plan: Plan | None, exc: StackdoctorError | None = None) -> None:
 
 def _run(opts: InstallOptions, state: _State) -> int:
     check_options(opts)
-    facts, python = gather_facts(opts)
-    matrix = load_plan_matrix(opts, facts)
+    facts, python, matrix = gather_facts(opts)
     check_request(opts, facts, matrix)
     hypothetical = opts.what_if
     plan, request = resolve_plan(opts, facts, python, matrix)

@@ -60,18 +60,11 @@ def register(app: typer.Typer) -> None:
         fleet: Annotated[bool, typer.Option("--fleet/--no-fleet", help="Across hosts: probe every node and print one table of differences on rank 0.")] = True,
     ) -> int:
         """Run real kernels and collectives in the target interpreter and check their numbers."""
-        from stackdoctor.kernels import (
-            AllreduceOptions,
-            annotate_peaks,
-            kernel_findings,
-            parse_bandwidth,
-            run_allreduce_local,
-            run_allreduce_rank,
-            run_kernels,
-        )
         from stackdoctor.engine import select_target
         from stackdoctor.facts import KernelFacts
+        from stackdoctor.kernels import AllreduceOptions, run_allreduce_local, run_allreduce_rank, run_kernels
         from stackdoctor.system import System
+        from stackdoctor.units import parse_bandwidth
 
         names = [n.strip() for w in which or [] for n in w.split(",") if n.strip()]
         for n in names:
@@ -107,8 +100,6 @@ def register(app: typer.Typer) -> None:
         if compute:
             with status(f"running {', '.join(compute)} in {target.python}…"):
                 kf = run_kernels(system, target.python, kernels=compute, devices=device or [], sizes=size_list, timeout_s=timeout, hook=hook)
-            if any(r.device.startswith("cuda") for r in kf.results):
-                annotate_peaks(kf, _nvidia_facts(system, target), _matrix())
 
         if wants_ar:
             link_gbps = None
@@ -150,7 +141,8 @@ def register(app: typer.Typer) -> None:
             if ar.signal and not kf.signal:
                 kf.signal = ar.signal
 
-        findings = kernel_findings(kf, min_busbw_gbs=gate)
+        facts, findings = _judge(kf, system, target, gate)
+        kf = facts.kernels  # with the peaks reconcile derived
         if json_:
             _print_json(kf, findings, target.python)
         else:
@@ -169,19 +161,30 @@ class _Status:
 
         if not self.enabled:
             return contextlib.nullcontext()
-        from rich.console import Console
+        from stackdoctor.console import make_console, marks
 
-        return Console(stderr=True).status(text, spinner="dots")
+        console = make_console(stderr=True)
+        return console.status(text, spinner=marks(console)["spinner"])
 
 
-def _nvidia_facts(system: Any, target: Any) -> Any:
-    try:
-        from stackdoctor.engine import run_probes
-        from stackdoctor.probes import ProbeContext
+def _judge(kf: Any, system: Any, target: Any, gate: float | None) -> tuple[Any, list[Any]]:
+    """The kernel facts reconciled (peaks from the matrix and NVML) and judged by the kernel rules."""
+    from stackdoctor import rules
+    from stackdoctor.engine import run_probes
+    from stackdoctor.facts import Facts
+    from stackdoctor.matrix import load_matrix
+    from stackdoctor.probes import ProbeContext
+    from stackdoctor.reconcile import reconcile
 
-        return run_probes(ProbeContext(system=system, target=target, use_nvml=not system.moved), only=["nvidia"]).facts
-    except Exception:
-        return None
+    facts = Facts(kernels=kf)
+    if any(r.device.startswith("cuda") for r in kf.results):
+        facts.nvidia = run_probes(ProbeContext(system=system, target=target, use_nvml=not system.moved), only=["nvidia"]).facts.nvidia
+    matrix = load_matrix()
+    facts = reconcile(facts, matrix)
+    from stackdoctor.catalog import detect_lang
+
+    lang = detect_lang(os.environ, None)
+    return facts, rules.judge(facts, matrix, lang=lang, gates=rules.Gates(min_busbw_gbs=gate), groups=["kernels"])
 
 
 def _node(system: Any, target: Any) -> dict[str, Any] | None:
@@ -195,15 +198,6 @@ def _node(system: Any, target: Any) -> dict[str, Any] | None:
         return node_summary(run_probes(ctx, only=["target", "platform", "nvidia"]).facts)
     except Exception as exc:  # the fleet table is a bonus: never cost the allreduce
         return {"error": f"{type(exc).__name__}: {exc}"}
-
-
-def _matrix() -> Any:
-    try:
-        from stackdoctor.matrix import load_matrix
-
-        return load_matrix()
-    except Exception:
-        return None
 
 
 def _thunderbolt_iface(system: Any, target: Any) -> tuple[str | None, float | None, str]:
@@ -237,19 +231,21 @@ def _print_json(kf: Any, findings: list[Any], python: str) -> None:
     from stackdoctor.kernels import KERNELS_SCHEMA
 
     doc = {"schema": KERNELS_SCHEMA, "stackdoctor_version": __version__, "target": python, **to_data(kf), "findings": to_data(findings)}
-    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    from stackdoctor.console import write_stdout
+
+    write_stdout(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
 
 def _render(kf: Any, findings: list[Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
+    from stackdoctor.console import make_console, marks
     from stackdoctor.kernels import format_busbw_chart, format_size
 
-    console = Console(highlight=False, soft_wrap=False)
+    console = make_console()
     if not console.is_terminal:
-        console = Console(highlight=False, soft_wrap=False, width=160)
+        console = make_console(width=160)
     compute = [r for r in kf.results if r.kernel != "allreduce"]
     if compute:
         t = Table(title="kernels", title_justify="left", show_edge=False, pad_edge=False)
@@ -286,7 +282,7 @@ def _render(kf: Any, findings: list[Any]) -> None:
                           f"{i['time_us']:.1f}", f"{i['algbw']:.3f}", f"{i['busbw']:.3f}", str(i["wrong"]))
             console.print(t)
             console.print(Text("busbw (GB/s) by size, in-place:"))
-            for line in format_busbw_chart(rows, width=30):
+            for line in format_busbw_chart(rows, width=30, bar=marks(console)["bar"]):
                 console.print(Text(line))
             if ar.get("avg_busbw_gbs") is not None:
                 extra = f" ({ar['percent_of_link']}% of the {ar['link_rate_gbps']:g} Gb/s link)" if ar.get("percent_of_link") is not None else ""

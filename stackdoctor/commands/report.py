@@ -28,19 +28,18 @@ NO_REDACT_WARNING = (
 
 
 def _gather(python: str | None, timeout: float, kernels: bool, replay: str | None, config: str | None) -> Report:
-    """The same path as ``check``: probe (or replay), diagnose, requirements."""
-    from stackdoctor.commands.check import CheckOptions, build_report
+    """The same pipeline as ``check``: probe (or replay), reconcile, judge with the requirements."""
+    from stackdoctor import pipeline
 
-    opts = CheckOptions(
+    opts = pipeline.Options(
         python=python,
         timeout_s=timeout,
         kernels=kernels,
         replay=replay,
         config=config,
         worker_hook=os.environ.get("STACKDOCTOR_TEST_HOOK"),
-        show_progress=True,
     )
-    return build_report(opts)
+    return pipeline.build_report(opts)
 
 
 def default_dir(base: Path, today: _dt.date | None = None) -> Path:

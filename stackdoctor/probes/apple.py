@@ -3,18 +3,17 @@
 - ``sw_vers``: ProductName / ProductVersion / BuildVersion.
 - ``sysctl -n machdep.cpu.brand_string``: the chip ("Apple M2 Max").
 - ``sysctl -n hw.optional.arm64``: 1 on Apple silicon even for a process under Rosetta, where
-  ``uname -m`` / ``platform.machine()`` say x86_64.
+  ``uname -m`` says x86_64.
 - ``sysctl -n sysctl.proc_translated``: 1 translated (Rosetta), 0 native; the key is absent on
   Intel Macs, which counts as 0 (Apple, "About the Rosetta translation environment"; Chromium
   ``base/mac/rosetta.mm``; compat-facts.md §9).
 
 Note this process's own translation state is asked, which is the Python running stackdoctor;
-the target interpreter's own ``platform.machine()`` is the python probe's fact.
+the target interpreter's own machine is the python probe's fact.
 """
 
 from __future__ import annotations
 
-import platform as _platform
 
 from stackdoctor.facts import AppleFacts
 from stackdoctor.probes import ProbeContext, ProbeOutput
@@ -68,15 +67,16 @@ def _ran(res: CommandResult) -> bool:
     return res.status == "ok" and res.returncode is not None
 
 
-def gather(ctx: ProbeContext, system_name: str, live_machine: str | None = None) -> tuple[AppleFacts, str, str | None]:
-    """(facts, probe status, error) for a machine whose ``platform.system()`` is ``system_name``."""
+def gather(ctx: ProbeContext) -> tuple[AppleFacts, str, str | None]:
+    """(facts, probe status, error) for the machine ``ctx.system`` describes (skipped unless it is a Mac)."""
     facts = AppleFacts()
-    if system_name != "Darwin":
+    sys_ = ctx.system
+    host = sys_.host()
+    if host.system != "Darwin":
         return facts, "skipped", None
     facts.is_macos = True
     src = facts.sources
-    src["is_macos"] = "platform.system()"
-    sys_ = ctx.system
+    src["is_macos"] = host.label("system")
     errors: list[str] = []
 
     sw = sys_.run(["sw_vers"], timeout=ctx.timeout_s)
@@ -109,20 +109,19 @@ def gather(ctx: ProbeContext, system_name: str, live_machine: str | None = None)
 
     arm = sys_.run(["sysctl", "-n", "hw.optional.arm64"], timeout=ctx.timeout_s)
     arm64 = parse_sysctl_flag(arm.stdout) if arm.ok else None
-    machine = live_machine if live_machine is not None else _platform.machine()
+    machine = host.machine
     if arm64:
         facts.arch = "arm64"
         src["arch"] = "sysctl -n hw.optional.arm64"
     elif facts.rosetta is False and machine:
         # Not translated: this process runs natively, so its machine is the hardware's.
         facts.arch = machine
-        src["arch"] = "platform.machine() (not translated)"
+        src["arch"] = host.label("machine") + " (not translated)"
     status = "error" if errors and not (facts.macos_version or facts.chip) else "ok"
     return facts, status, "; ".join(e for e in errors if e) or None
 
 
 def probe(ctx: ProbeContext) -> ProbeOutput:
-    # A moved sysroot replays a captured (Linux) tree: the live Mac's tools are not that machine's.
-    name = "Linux" if ctx.system.moved else _platform.system()
-    facts, status, error = gather(ctx, name)
+    # A captured tree is a Mac only when its host.json says so: the live Mac's tools are not that machine's.
+    facts, status, error = gather(ctx)
     return ProbeOutput(facts={"apple": facts}, status=status, error=error)

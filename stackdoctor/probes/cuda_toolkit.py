@@ -3,6 +3,11 @@
 Candidates, in the order a build would pick them: ``nvcc`` on PATH, ``$CUDA_HOME/bin/nvcc``,
 ``$CUDA_PATH/bin/nvcc``, ``/usr/local/cuda/bin/nvcc``, ``/usr/local/cuda-*/bin/nvcc`` (the file
 paths are looked up under the sysroot). Duplicates (same real path) are kept once.
+
+On Windows (the host says so): ``nvcc.exe`` on PATH, ``%CUDA_HOME%`` and ``%CUDA_PATH%\\bin\\nvcc.exe``,
+then each ``%CUDA_PATH_Vx_y%`` the CUDA installer sets per version, then every
+``%ProgramFiles%\\NVIDIA GPU Computing Toolkit\\CUDA\\v*`` (the installer's default folder); paths are
+Windows paths (``C:\\...``), read under the sysroot as ``<root>/C/...``.
 ``nvcc_version`` / ``nvcc_path`` are those of the first candidate that answered (PATH first,
 then CUDA_HOME), i.e. what ``torch.utils.cpp_extension`` would use.
 """
@@ -10,12 +15,14 @@ then CUDA_HOME), i.e. what ``torch.utils.cpp_extension`` would use.
 from __future__ import annotations
 
 import json
+import ntpath
 import os
 import re
 from typing import Any
 
 from stackdoctor.facts import CudaToolkit, CudaToolkitFacts
 from stackdoctor.probes import ProbeContext, ProbeOutput
+from stackdoctor.system import System
 
 __all__ = ["parse_nvcc_version", "parse_version_json", "probe"]
 
@@ -60,25 +67,53 @@ def parse_version_json(text: str) -> str | None:
     return None
 
 
-def _candidates(ctx: ProbeContext) -> list[tuple[str, str, str]]:
-    """(display path, real file path to run, found_via) in build-preference order."""
+_CUDA_PATH_V = re.compile(r"^CUDA_PATH_V(\d+)_(\d+)$", re.IGNORECASE)
+WINDOWS_TOOLKITS = "NVIDIA GPU Computing Toolkit\\CUDA"  # under %ProgramFiles%: the CUDA installer's default
+
+
+def _windows_candidates(system: System) -> list[tuple[str, System, str]]:
+    """Windows toolkits: %CUDA_HOME%, %CUDA_PATH%, each %CUDA_PATH_Vx_y%, then the default folders."""
+    out: list[tuple[str, System, str]] = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        root = system.getenv(var)
+        if root:
+            out.append((ntpath.join(root, "bin", "nvcc.exe"), system, var))
+    versioned = sorted(
+        ((int(m.group(1)), int(m.group(2)), k, v) for k, v in system.env.items() if (m := _CUDA_PATH_V.match(k)) and v),
+        reverse=True,
+    )
+    for _, _, var, root in versioned:
+        out.append((ntpath.join(root, "bin", "nvcc.exe"), system, var.upper()))
+    base = ntpath.join(system.getenv("ProgramFiles") or "C:\\Program Files", WINDOWS_TOOLKITS)
+    for entry in sorted(system.listdir(base), reverse=True):
+        if entry.lower().startswith("v"):
+            out.append((ntpath.join(base, entry, "bin", "nvcc.exe"), system, "%ProgramFiles%\\" + WINDOWS_TOOLKITS))
+    return out
+
+
+def _candidates(ctx: ProbeContext) -> list[tuple[str, System, str]]:
+    """(path, the System that reads it, found_via) in build-preference order.
+
+    A tool found on PATH is a live file (PATH is never under the sysroot); the toolkit folders are
+    the machine's (``/usr/local/cuda*``, ``CUDA_HOME``), read through the sysroot."""
     system = ctx.system
-    out: list[tuple[str, str, str]] = []
+    out: list[tuple[str, System, str]] = []
     on_path = system.which("nvcc")
     if on_path:
-        out.append((on_path, on_path, "PATH"))
+        out.append((on_path, system.local, "PATH"))
+    if system.windows:
+        return out + _windows_candidates(system)
     for var in ("CUDA_HOME", "CUDA_PATH"):
         root = system.env.get(var)
         if root:
             p = root.rstrip("/\\") + "/bin/nvcc"
             if not system.exists(p) and system.exists(p + ".exe"):  # Windows: %CUDA_PATH%\bin\nvcc.exe
                 p += ".exe"
-            out.append((p, str(system.path(p)), var))
-    out.append(("/usr/local/cuda/bin/nvcc", str(system.path("/usr/local/cuda/bin/nvcc")), "/usr/local/cuda*"))
+            out.append((p, system, var))
+    out.append(("/usr/local/cuda/bin/nvcc", system, "/usr/local/cuda*"))
     for entry in system.listdir("/usr/local"):
         if entry.startswith("cuda-"):
-            p = f"/usr/local/{entry}/bin/nvcc"
-            out.append((p, str(system.path(p)), "/usr/local/cuda*"))
+            out.append((f"/usr/local/{entry}/bin/nvcc", system, "/usr/local/cuda*"))
     return out
 
 
@@ -86,30 +121,31 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     """Every reachable nvcc with its version; never raises. No nvcc is a plain fact (status ok)."""
     system = ctx.system
     facts = CudaToolkitFacts()
-    home = system.env.get("CUDA_HOME") or system.env.get("CUDA_PATH")
+    home = system.getenv("CUDA_HOME") or system.getenv("CUDA_PATH")
     if home:
         facts.cuda_home = home
-        facts.sources["cuda_home"] = "env:CUDA_HOME" if system.env.get("CUDA_HOME") else "env:CUDA_PATH"
+        facts.sources["cuda_home"] = "env:CUDA_HOME" if system.getenv("CUDA_HOME") else "env:CUDA_PATH"
     seen: set[str] = set()
     timeouts: list[str] = []
-    for shown, real, via in _candidates(ctx):
-        if not os.path.isfile(real):
+    for shown, fs, via in _candidates(ctx):
+        if not fs.is_file(shown):
             continue
-        key = os.path.realpath(real)
+        key = fs.realpath(shown)
         if key in seen:
             continue
         seen.add(key)
-        res = system.run([real, "--version"], timeout=ctx.timeout_s)
+        res = system.run([str(fs.path(shown)), "--version"], timeout=ctx.timeout_s)
         version, build = parse_nvcc_version(res.stdout)
         tk = CudaToolkit(path=shown, nvcc_version=version, nvcc_build=build, found_via=via)
         if res.status == "timeout":
             timeouts.append(f"{shown} did not answer in {res.detail or ctx.timeout_s} s")
         # version.json lives in the toolkit root, one level above bin/ (of the path as found, then of the real file)
-        roots = [os.path.dirname(os.path.dirname(shown))]
+        osp = system.ospath if fs is system else os.path
+        roots = [osp.dirname(osp.dirname(shown))]
         if not system.moved:
             roots.append(os.path.dirname(os.path.dirname(key)))
         for root in dict.fromkeys(roots):
-            vj = system.read_text(root.rstrip("/") + "/version.json")
+            vj = system.read_text(osp.join(root, "version.json"))
             tk.version_json = parse_version_json(vj.text) if vj.ok else None
             if tk.version_json:
                 break

@@ -2,12 +2,19 @@
 
 Order (all are gathered; disagreement between them is a finding for the engine, not here):
 
-1. NVML in a child process (:mod:`stackdoctor.probes.nvml`), only when ``ctx.use_nvml``.
+1. NVML in a child process (:mod:`stackdoctor.probes.nvml`), only when ``ctx.use_nvml``
+   (on Windows, pynvml loads ``nvml.dll``; the driver model WDDM/TCC/MCDM comes with it).
 2. ``nvidia-smi --query-gpu=... --format=csv,noheader,nounits`` (retried without ``compute_cap``
    when an old driver rejects it), then ``nvidia-smi -L`` and the plain ``nvidia-smi`` table —
    unless the first call already showed a driver failure, a hang or no tool (bounded time).
 3. ``/proc/driver/nvidia/version`` and ``/sys/module/nvidia/version`` (the loaded kernel module).
 4. ``libcuda.so*`` locations (WSL's ``/usr/lib/wsl/lib`` shadowing a distro copy).
+
+Where nvidia-smi is: ``PATH`` first (what a user typing ``nvidia-smi`` gets), then on Windows
+``%SystemRoot%\\System32\\nvidia-smi.exe`` (DCH drivers install it there; collect_env looks there
+since pytorch/pytorch PR #49021) and ``%ProgramFiles%\\NVIDIA Corporation\\NVSMI\\nvidia-smi.exe``
+(older standard drivers, not on PATH; the recorded machine w01 ran it from there). On Windows the
+table's ``TCC/WDDM`` / ``Driver-Model`` column gives each GPU's driver model.
 
 Failure outputs are facts (``smi_state``/``smi_message``/``smi_exit_code``, ``nvml_state``/``nvml_error``):
 a missing tool is a plain fact (probe ``ok``); a hung one makes the probe ``timeout``.
@@ -16,6 +23,7 @@ The parsers are pure and never raise on arbitrary text.
 
 from __future__ import annotations
 
+import ntpath
 import re
 import threading
 from dataclasses import dataclass, field
@@ -23,12 +31,13 @@ from dataclasses import dataclass, field
 from stackdoctor.facts import NvidiaFacts, NvidiaGpu
 from stackdoctor.probes import ProbeContext, ProbeOutput
 from stackdoctor.probes.nvml import NvmlResult, query_nvml
-from stackdoctor.system import CommandResult
+from stackdoctor.system import CommandResult, System
 
 __all__ = [
     "QUERY_FIELDS",
     "SmiFailure",
     "SmiTable",
+    "find_smi",
     "parse_proc_driver_version",
     "parse_smi_failure",
     "parse_smi_list",
@@ -428,14 +437,36 @@ def _observe(facts: NvidiaFacts, name: str, source: str, value: str | None) -> N
 # ---------------------------------------------------------------------------- probe
 
 
+WINDOWS_SMI: tuple[tuple[str, str, str], ...] = (
+    # (environment variable, its default, the path under it)
+    ("SystemRoot", "C:\\Windows", "System32\\nvidia-smi.exe"),
+    ("ProgramFiles", "C:\\Program Files", "NVIDIA Corporation\\NVSMI\\nvidia-smi.exe"),
+)
+
+
+def find_smi(system: System) -> tuple[str, str] | None:
+    """(path as the machine names it, path to run) of nvidia-smi: on PATH, else (Windows) where the
+    driver installs it, looked up under the sysroot (``C:\\...`` is ``<root>/C/...``); None when absent."""
+    found = system.which("nvidia-smi")
+    if found:
+        return found, found
+    if not system.windows:
+        return None
+    for var, default, rel in WINDOWS_SMI:
+        shown = ntpath.join(system.getenv(var) or default, rel)
+        if system.is_file(shown):
+            return shown, str(system.path(shown))
+    return None
+
+
 def _run_smi(ctx: ProbeContext, facts: NvidiaFacts) -> str | None:
     """nvidia-smi in its three forms; returns a timeout message, else None."""
     system = ctx.system
-    path = system.which("nvidia-smi")
-    if path is None:
+    where = find_smi(system)
+    if where is None:
         facts.smi_state = "absent"
         return None
-    facts.smi_path = path
+    facts.smi_path, path = where
 
     def query(fields: tuple[str, ...]) -> CommandResult:
         return system.run(
@@ -573,9 +604,10 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
         nvml_thread.start()
     else:
         facts.nvml_state = "skipped"
-    # Files first (cheap), while NVML's child starts.
-    _kernel_module(ctx, facts)
-    facts.libcuda_paths = _libcuda(ctx)
+    # Files first (cheap), while NVML's child starts. A kernel module and libcuda.so are Linux's.
+    if not ctx.system.windows:
+        _kernel_module(ctx, facts)
+        facts.libcuda_paths = _libcuda(ctx)
     smi_facts = NvidiaFacts()
     timeout = _run_smi(ctx, smi_facts)
     errors: list[str] = [timeout] if timeout else []

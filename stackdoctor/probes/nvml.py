@@ -1,7 +1,7 @@
 """NVML (nvidia-ml-py, imported as ``pynvml``) queried in a child process.
 
 NVML can hang or crash inside a broken driver, so it never runs in stackdoctor's process
-(conda's pattern): :func:`query_nvml` starts ``sys.executable -c _CHILD`` through
+(conda's pattern): :func:`query_nvml` starts ``sys.executable stackdoctor/_worker/sd_nvml.py`` through
 :meth:`System.run` with the per-tool timeout; the child prints one JSON document and
 :func:`parse_nvml_output` turns it into :class:`NvmlResult`.
 
@@ -23,6 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from stackdoctor._worker import worker_path
 from stackdoctor.facts import NvidiaGpu
 from stackdoctor.system import System
 
@@ -44,112 +45,16 @@ THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
     (0x0400, "reliability"),
 )
 
+# nvmlDriverModel_t (nvidia-ml-py: NVML_DRIVER_WDDM = 0, NVML_DRIVER_WDM = 1, NVML_DRIVER_MCDM = 2); nvidia-smi
+# calls WDM "TCC", and so does NvidiaGpu.driver_model.
+DRIVER_MODELS = {0: "WDDM", 1: "TCC", 2: "MCDM"}
+
 INIT_STATES = {
     "NVMLError_LibraryNotFound": "absent",
     "NVMLError_DriverNotLoaded": "no-driver",
     "NVMLError_LibRmVersionMismatch": "lib-mismatch",
 }
 
-# The child: stdlib + pynvml only. It honours PYTHONPATH (no -I), so tests can put a fake
-# pynvml first. Constants are literal so a minimal binding works:
-# NVML_CLOCK_SM = 1, NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1, NVML_VOLATILE_ECC = 0.
-_CHILD = r'''
-import json, sys
-out = {"state": "ok", "error": None, "error_class": None, "system": {}, "gpus": [], "device_count": None}
-BENIGN = ("NVMLError_FunctionNotFound", "NVMLError_NotSupported")
-
-def text(v):
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "replace")
-    return v
-
-def emit():
-    sys.stdout.write("\n" + json.dumps(out) + "\n")
-    sys.stdout.flush()
-
-try:
-    import pynvml
-except BaseException as exc:
-    out["state"] = "absent"
-    out["error_class"] = type(exc).__name__
-    out["error"] = "nvidia-ml-py (pynvml) is not importable: %s: %s" % (type(exc).__name__, exc)
-    emit()
-    sys.exit(0)
-
-def q(errors, key, name, *args):
-    """The one choke point for NVML calls: the value, or None (error kept in errors unless benign)."""
-    fn = getattr(pynvml, name, None)
-    if fn is None:
-        return None
-    try:
-        return fn(*args)
-    except Exception as exc:
-        cls = type(exc).__name__
-        if cls not in BENIGN and errors is not None:
-            errors[key] = "%s: %s" % (name, str(exc) or cls)
-        return None
-
-try:
-    pynvml.nvmlInit()
-except BaseException as exc:
-    cls = type(exc).__name__
-    out["state"] = {"NVMLError_LibraryNotFound": "absent", "NVMLError_DriverNotLoaded": "no-driver",
-                    "NVMLError_LibRmVersionMismatch": "lib-mismatch"}.get(cls, "error")
-    out["error_class"] = cls
-    out["error"] = str(exc) or cls
-    emit()
-    sys.exit(0)
-
-sysd = out["system"]
-serr = {}
-sysd["driver_version"] = text(q(serr, "driver_version", "nvmlSystemGetDriverVersion"))
-sysd["nvml_version"] = text(q(serr, "nvml_version", "nvmlSystemGetNVMLVersion"))
-cuda = q(serr, "cuda_driver_version", "nvmlSystemGetCudaDriverVersion_v2")
-sysd["cuda_driver_version_fn"] = "nvmlSystemGetCudaDriverVersion_v2"
-if cuda is None and "cuda_driver_version" not in serr:
-    cuda = q(serr, "cuda_driver_version", "nvmlSystemGetCudaDriverVersion")
-    sysd["cuda_driver_version_fn"] = "nvmlSystemGetCudaDriverVersion"
-sysd["cuda_driver_version"] = cuda
-sysd["errors"] = serr
-count = q(serr, "device_count", "nvmlDeviceGetCount")
-out["device_count"] = count
-for i in range(count or 0):
-    errs = {}
-    g = {"index": i, "errors": errs}
-    out["gpus"].append(g)
-    h = q(errs, "handle", "nvmlDeviceGetHandleByIndex", i)
-    if h is None:
-        continue
-    g["name"] = text(q(errs, "name", "nvmlDeviceGetName", h))
-    g["uuid"] = text(q(errs, "uuid", "nvmlDeviceGetUUID", h))
-    cc = q(errs, "compute_capability", "nvmlDeviceGetCudaComputeCapability", h)
-    g["compute_capability"] = "%d.%d" % (cc[0], cc[1]) if cc else None
-    mem = q(errs, "memory_total_mib", "nvmlDeviceGetMemoryInfo", h)
-    g["memory_total_bytes"] = getattr(mem, "total", None)
-    pci = q(errs, "bus_id", "nvmlDeviceGetPciInfo", h)
-    g["bus_id"] = text(getattr(pci, "busId", None)) if pci is not None else None
-    g["pcie_gen"] = q(errs, "pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration", h)
-    g["pcie_width"] = q(errs, "pcie_width", "nvmlDeviceGetCurrPcieLinkWidth", h)
-    g["pcie_gen_max"] = q(errs, "pcie_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration", h)
-    g["pcie_width_max"] = q(errs, "pcie_width_max", "nvmlDeviceGetMaxPcieLinkWidth", h)
-    g["power_limit_mw"] = q(errs, "power_limit_w", "nvmlDeviceGetPowerManagementLimit", h)
-    mig = q(errs, "mig_mode", "nvmlDeviceGetMigMode", h)
-    g["mig_mode"] = mig[0] if mig else None
-    g["persistence_mode"] = q(errs, "persistence_mode", "nvmlDeviceGetPersistenceMode", h)
-    g["serial"] = text(q(errs, "serial", "nvmlDeviceGetSerial", h))
-    g["max_sm_clock_mhz"] = q(errs, "max_sm_clock_mhz", "nvmlDeviceGetMaxClockInfo", h, 1)
-    g["ecc_uncorrected"] = q(errs, "ecc_uncorrected", "nvmlDeviceGetTotalEccErrors", h, 1, 0)
-    g["retired_pages_pending"] = q(errs, "retired_pages_pending", "nvmlDeviceGetRetiredPagesPendingStatus", h)
-    reasons = q(errs, "throttle_reasons", "nvmlDeviceGetCurrentClocksEventReasons", h)
-    if reasons is None:
-        reasons = q(errs, "throttle_reasons", "nvmlDeviceGetCurrentClocksThrottleReasons", h)
-    g["throttle_mask"] = reasons
-try:
-    pynvml.nvmlShutdown()
-except BaseException:
-    pass
-emit()
-'''
 
 
 @dataclass
@@ -237,13 +142,15 @@ def _gpu_from(d: dict[str, Any], position: int) -> NvidiaGpu:
     pending = _int(d.get("retired_pages_pending"))
     gpu.retired_pages_pending = bool(pending) if pending is not None else None
     gpu.throttle_reasons = throttle_reason_names(d.get("throttle_mask"))
+    model = _int(d.get("driver_model"))
+    gpu.driver_model = DRIVER_MODELS.get(model) if model is not None else None
     errs = d.get("errors")
     if isinstance(errs, dict):
         gpu.errors = {str(k): str(v) for k, v in errs.items()}
     for name in (
         "name", "uuid", "compute_capability", "memory_total_mib", "bus_id", "pcie_gen", "pcie_width",
         "pcie_gen_max", "pcie_width_max", "power_limit_w", "mig_mode", "persistence_mode", "serial",
-        "max_sm_clock_mhz", "ecc_uncorrected", "retired_pages_pending",
+        "max_sm_clock_mhz", "ecc_uncorrected", "retired_pages_pending", "driver_model",
     ):
         if getattr(gpu, name) is not None:
             gpu.sources[name] = "nvml"
@@ -290,11 +197,11 @@ def parse_nvml_output(text: str) -> NvmlResult:
 
 
 def query_nvml(system: System, timeout: float, python: str | None = None) -> NvmlResult:
-    """Ask NVML in a child process (``python -c _CHILD``, default this interpreter); never raises, never waits past ``timeout``.
+    """Ask NVML in a child process (``python sd_nvml.py``, default this interpreter); never raises, never waits past ``timeout``.
 
     Command line equivalent: ``nvidia-smi --query-gpu=driver_version,name,uuid,compute_cap,... --format=csv``.
     """
-    res = system.run([python or sys.executable, "-c", _CHILD], timeout=timeout, parse_env=False)
+    res = system.run([python or sys.executable, str(worker_path("sd_nvml.py"))], timeout=timeout, parse_env=False)
     if res.status == "timeout":
         return NvmlResult(state="timeout", error=f"NVML did not answer in {timeout:g} s")
     tail = (res.stderr.strip().splitlines() or [""])[-1][:200]

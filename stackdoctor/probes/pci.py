@@ -65,10 +65,7 @@ def parse_uevent_driver(text: str) -> str | None:
 def _driver(system: System, base: str) -> str | None:
     # The driver symlink's target names the driver; readlink through the sysroot mapping so a
     # captured tree (with relative or absolute link targets) replays the same way.
-    try:
-        target = os.readlink(system.path(f"{base}/driver"))
-    except OSError:
-        target = ""
+    target = system.readlink(f"{base}/driver") or ""
     if target:
         name = os.path.basename(target.rstrip("/"))
         if name:

@@ -2,18 +2,22 @@
 
 Sources, in the order they are read (every value's source lands in ``PlatformFacts.sources``):
 
-- system / machine: ``platform.system()`` / ``platform.machine()`` on the live machine. Under a
-  moved sysroot the captured tree is a Linux tree: system stays "Linux" and machine is taken
-  from ``/proc/version`` when it names one, else from a single multiarch ``/lib/<arch>-linux-gnu``
-  directory (else None: the live CPU is not the replayed one's).
+Everything the OS says of itself comes from ``System.host()`` (:class:`stackdoctor.system.Host`):
+live ``uname``, an injected host in tests, or a captured tree's ``/.stackdoctor/host.json``.
+
+- system / machine: the host's. A captured tree without ``host.json`` is a Linux tree: system is
+  "Linux" and machine is taken from ``/proc/version`` when it names one, else from a single
+  multiarch ``/lib/<arch>-linux-gnu`` directory (else None: the live CPU is not the replayed one's).
 - OS: ``/etc/os-release`` (then ``/usr/lib/os-release``); macOS ``sw_vers`` (Darwin only);
-  Windows ``platform.version()`` (Windows only).
-- kernel: ``/proc/sys/kernel/osrelease``, then ``/proc/version``, then ``platform.release()`` (live).
-- hostname: ``/proc/sys/kernel/hostname``, then ``socket.gethostname()`` (live).
-- libc: live ``os.confstr("CS_GNU_LIBC_VERSION")``; under a moved root the ``libc-2.31.so``
+  Windows: the host's version is the build (``10.0.22631``, :func:`parse_windows_version`) and
+  names the release: build 22000 and later is Windows 11 (Python before 3.12 still says "10").
+- kernel: ``/proc/sys/kernel/osrelease``, then ``/proc/version``, then the host's release.
+- hostname: ``/proc/sys/kernel/hostname``, then the host's node name.
+- libc: the host's ``os.confstr("CS_GNU_LIBC_VERSION")``; else the ``libc-2.31.so``
   style file names of pre-2.34 glibc, else None; musl from ``/lib/ld-musl-*.so.1``.
 - WSL: kernel release (WSL1 "-Microsoft", WSL2 "-microsoft-standard[-WSL2]"),
-  ``/proc/sys/fs/binfmt_misc/WSLInterop``, ``/usr/lib/wsl``.
+  ``/proc/sys/fs/binfmt_misc/WSLInterop``, ``/usr/lib/wsl`` (Linux only: WSL is a Linux that
+  runs on Windows; native Windows is ``system == "Windows"`` and never WSL).
 - container: ``/.dockerenv``, ``/run/.containerenv``, ``KUBERNETES_SERVICE_HOST``,
   ``/proc/1/cgroup`` markers; then whether ``/dev/nvidia0`` / ``/dev/nvidiactl`` were passed in.
 - PCI display devices (NVIDIA / AMD) from ``/sys/bus/pci/devices`` (:mod:`stackdoctor.probes.pci`).
@@ -22,10 +26,7 @@ Sources, in the order they are read (every value's source lands in ``PlatformFac
 
 from __future__ import annotations
 
-import os
-import platform as _platform
 import re
-import socket
 
 from stackdoctor.facts import PlatformFacts
 from stackdoctor.probes import ProbeContext, ProbeOutput
@@ -42,6 +43,7 @@ __all__ = [
     "parse_meminfo_total_mib",
     "parse_os_release",
     "parse_proc_version",
+    "parse_windows_version",
     "probe",
 ]
 
@@ -207,6 +209,36 @@ def parse_libc_filename(name: str) -> str | None:
     return m.group(1) if m else None
 
 
+_WINDOWS_VERSION = re.compile(r"^\s*(?:Microsoft Windows \[Version\s+)?(\d+)\.(\d+)\.(\d+)(?:\.(\d+))?\]?\s*$")
+
+# The first Windows 11 build. Source: CPython 3.12 Lib/platform.py (_WIN32_CLIENT_RELEASES maps
+# (10, 0, 22000) to "11"); Microsoft's Windows 11 release information lists 22000 (21H2) as the first.
+WINDOWS_11_FIRST_BUILD = 22000
+
+
+def parse_windows_version(text: str) -> tuple[str | None, int | None, str | None]:
+    """(version ``"10.0.22631"``, build ``22631``, release name ``"11"``) from ``platform.version()``
+    or ``ver``; (None, None, None) for anything else.
+
+    Samples: ``10.0.19044`` (``platform.version()``), ``Microsoft Windows [Version 10.0.19044.1645]``
+    (``ver`` or a ``cmd`` banner, the recorded machine w01; the fourth number is the update revision;
+    the first line that is a version counts)::
+
+        >>> parse_windows_version("10.0.22631")
+        ('10.0.22631', 22631, '11')
+    """
+    m = None
+    for line in (text or "").splitlines()[:50]:
+        m = _WINDOWS_VERSION.match(line[:200])
+        if m:
+            break
+    if not m:
+        return None, None, None
+    major, minor, build = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    name = ("11" if build >= WINDOWS_11_FIRST_BUILD else "10") if (major, minor) == (10, 0) else None
+    return f"{major}.{minor}.{build}", build, name
+
+
 # ---------------------------------------------------------------------------- gathering
 
 _LIB_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
@@ -242,22 +274,21 @@ def _read_first(system: System, *paths: str) -> tuple[str | None, str | None]:
     return None, None
 
 
-def gather(ctx: ProbeContext, *, live_system: str | None = None) -> PlatformFacts:
-    """Platform facts; ``live_system`` overrides ``platform.system()`` (tests)."""
+def gather(ctx: ProbeContext) -> PlatformFacts:
+    """Platform facts of the machine ``ctx.system`` describes (live, injected or a captured tree)."""
     system = ctx.system
+    host = system.host()
     f = PlatformFacts()
     src = f.sources
     moved = system.moved
+    live = system.live
 
-    if moved:
-        f.system = "Linux"
-        src["system"] = "sysroot (captured Linux tree)"
-    else:
-        f.system = live_system or _platform.system() or None
-        f.machine = _platform.machine() or None
-        src["system"] = "platform.system()"
-        if f.machine:
-            src["machine"] = "platform.machine()"
+    f.system = host.system
+    if f.system:
+        src["system"] = host.label("system")
+    if host.machine:
+        f.machine = host.machine
+        src["machine"] = host.label("machine")
 
     # OS release
     text, path = _read_first(system, "/etc/os-release", "/usr/lib/os-release")
@@ -269,7 +300,7 @@ def gather(ctx: ProbeContext, *, live_system: str | None = None) -> PlatformFact
         for k in ("os_id", "os_name", "os_version"):
             if getattr(f, k):
                 src[k] = f"file:{path}"
-    if f.system == "Darwin" and not moved:
+    if f.system == "Darwin":
         res = system.run(["sw_vers"], timeout=ctx.timeout_s)
         if res.ok:
             sw = parse_sw_vers(res.stdout)
@@ -279,11 +310,20 @@ def gather(ctx: ProbeContext, *, live_system: str | None = None) -> PlatformFact
                 f.os_name = f"{sw.get('ProductName') or 'macOS'} {sw['ProductVersion']}"
                 for k in ("os_id", "os_name", "os_version"):
                     src[k] = "sw_vers"
-    elif f.system == "Windows" and not moved:
+    elif f.system == "Windows":
         f.os_id = "windows"
-        f.os_version = _platform.version() or None
-        f.os_name = f"Windows {_platform.release()}".strip()
-        src.update(os_id="platform.system()", os_version="platform.version()", os_name="platform.release()")
+        src["os_id"] = host.label("system")
+        version, build, name = parse_windows_version(host.version or "")
+        f.os_version = version or host.version
+        if f.os_version:
+            src["os_version"] = host.label("version")
+        release = host.release or ""
+        if name and release in ("", "10", "11"):  # a client release: the build decides 10 or 11
+            f.os_name = f"Windows {name}"
+            src["os_name"] = host.label("version") + f" (build {build}; 11 from build {WINDOWS_11_FIRST_BUILD})"
+        else:  # "2019Server", "2022Server", or an unknown version: as the host says
+            f.os_name = f"Windows {release}".strip()
+            src["os_name"] = host.label("release")
 
     # Kernel (and the machine of a captured tree)
     osrelease = system.read_text("/proc/sys/kernel/osrelease")
@@ -295,14 +335,13 @@ def gather(ctx: ProbeContext, *, live_system: str | None = None) -> PlatformFact
     elif pv_kernel:
         f.kernel = pv_kernel
         src["kernel"] = "file:/proc/version"
-    elif not moved:
-        f.kernel = _platform.release() or None
-        if f.kernel:
-            src["kernel"] = "platform.release()"
-    if moved and pv_machine:
+    elif host.release and f.system != "Windows":
+        f.kernel = host.release
+        src["kernel"] = host.label("release")
+    if f.machine is None and pv_machine:
         f.machine = pv_machine
         src["machine"] = "file:/proc/version"
-    elif moved:
+    elif f.machine is None and moved:
         # Debian-style multiarch library directories name the tree's architecture.
         for base in ("/lib", "/usr/lib"):
             arches = [d[: -len("-linux-gnu")] for d in system.listdir(base) if d.endswith("-linux-gnu")]
@@ -313,27 +352,16 @@ def gather(ctx: ProbeContext, *, live_system: str | None = None) -> PlatformFact
                 break
 
     # Hostname
-    host = system.read_text("/proc/sys/kernel/hostname")
-    if host.ok and host.text.strip():
-        f.hostname = host.text.strip()
-        src["hostname"] = "file:/proc/sys/kernel/hostname"
-    elif not moved:
-        try:
-            f.hostname = socket.gethostname() or None
-            src["hostname"] = "socket.gethostname()"
-        except OSError:
-            pass
+    f.hostname = system.hostname()
+    if f.hostname:
+        src["hostname"] = "file:/proc/sys/kernel/hostname" if system.exists("/proc/sys/kernel/hostname") else host.label("node")
 
     # libc
     if f.system == "Linux":
-        if not moved:
-            try:
-                conf = os.confstr("CS_GNU_LIBC_VERSION")
-            except (ValueError, OSError, AttributeError):
-                conf = None
-            f.libc, f.glibc_version = parse_glibc_confstr(conf)
+        if host.libc:
+            f.libc, f.glibc_version = parse_glibc_confstr(host.libc)
             if f.libc:
-                src["libc"] = src["glibc_version"] = 'os.confstr("CS_GNU_LIBC_VERSION")'
+                src["libc"] = src["glibc_version"] = host.label("libc")
         if f.libc is None:
             libc, version, where = _libc_from_tree(system)
             f.libc, f.glibc_version = libc, version
@@ -342,12 +370,12 @@ def gather(ctx: ProbeContext, *, live_system: str | None = None) -> PlatformFact
                 if version:
                     src["glibc_version"] = where
 
-    # WSL
-    is_wsl, wsl_version = detect_wsl(f.kernel or pv_kernel)
+    # WSL (a Linux on Windows; native Windows is not WSL)
+    is_wsl, wsl_version = detect_wsl(f.kernel or pv_kernel) if f.system in (None, "Linux") else (False, None)
     if is_wsl:
         src["is_wsl"] = src["kernel"] if "kernel" in src else "file:/proc/version"
     for marker in ("/proc/sys/fs/binfmt_misc/WSLInterop", "/usr/lib/wsl"):
-        if not is_wsl and system.exists(marker):
+        if not is_wsl and f.system in (None, "Linux") and system.exists(marker):
             is_wsl = True
             src["is_wsl"] = f"file:{marker}"
     f.is_wsl = is_wsl
@@ -388,13 +416,12 @@ def gather(ctx: ProbeContext, *, live_system: str | None = None) -> PlatformFact
     if model:
         f.cpu_model = model
         src["cpu_model"] = "file:/proc/cpuinfo"
-    if moved:
+    if host.cpu_count and (live or not count):
+        f.cpu_count = host.cpu_count
+        src["cpu_count"] = host.label("cpu_count")
+    elif count:
         f.cpu_count = count
-        if count:
-            src["cpu_count"] = "file:/proc/cpuinfo"
-    else:
-        f.cpu_count = os.cpu_count()
-        src["cpu_count"] = "os.cpu_count()"
+        src["cpu_count"] = "file:/proc/cpuinfo"
     meminfo = system.read_text("/proc/meminfo")
     mem = parse_meminfo_total_mib(meminfo.text) if meminfo.ok else None
     if mem is not None:

@@ -18,7 +18,6 @@ Sources (all gathered; disagreement between them is itself a fact for diagnosis)
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 
@@ -27,10 +26,8 @@ from stackdoctor.probes import ProbeContext, ProbeOutput
 from stackdoctor.system import CommandResult, System
 
 __all__ = [
-    "APU_GFX",
     "RocminfoAgent",
     "RocminfoReport",
-    "is_apu_gfx",
     "normalise_smi_gfx",
     "parse_amd_smi_list",
     "parse_amd_smi_version",
@@ -42,23 +39,6 @@ __all__ = [
     "parse_rocminfo",
     "probe",
 ]
-
-# Integrated GPUs (APUs) by gfx target, each with its source (compat-facts.md §8.2-8.4, failures.md B3).
-APU_GFX: dict[str, str] = {
-    "gfx902": "Raven Ridge APU; rocminfo/rocm_agent_enumerator disagree gfx902 vs gfx90c (ROCm/rocminfo issue #54)",
-    "gfx90c": "Vega iGPU 5600G/5700G/5900HX (ROCm/legacy-rocm-build issue #1799)",
-    "gfx1035": "RDNA2 iGPU 680M (ROCm/Tensile issue #1907)",
-    "gfx1036": "Ryzen 7000 'Raphael' iGPU (ROCm/Tensile issue #1907; c27 rocm-smi --showhw)",
-    "gfx1103": "Radeon 780M (Crosstalk-Solutions/project-nomad issue #1075)",
-    "gfx1150": "Radeon 890M (likelovewant/ROCmLibs-for-gfx1103-AMD780M-APU issue #37)",
-    "gfx1151": "Radeon 8060S, Strix Halo (PrismML-Eng/Bonsai-demo issue #89; AMD-AGI/GEAK PR #460)",
-}
-
-
-def is_apu_gfx(gfx: str | None) -> bool:
-    """True for gfx targets known to be integrated GPUs (:data:`APU_GFX`)."""
-    return bool(gfx) and gfx.split(":")[0].lower() in APU_GFX  # type: ignore[union-attr]
-
 
 # ---------------------------------------------------------------------------- parsers
 
@@ -350,12 +330,9 @@ def _tool(system: System, name: str) -> str | None:
     if found:
         return found
     for base in _rocm_roots(system):
-        p = system.path(f"{base}/bin/{name}")
-        try:
-            if p.is_file() and os.access(p, os.X_OK):
-                return str(p)
-        except OSError:
-            continue
+        p = f"{base}/bin/{name}"
+        if system.is_executable(p):
+            return str(system.path(p))
     return None
 
 
@@ -485,9 +462,7 @@ def gather(ctx: ProbeContext) -> RocmFacts:
         g = gpus[idx]
         g.bus_id = g.bus_id or _na(kv.get("BDF"))
         g.uuid = g.uuid or _na(kv.get("UUID"))
-    for g in gpus:
-        g.integrated = is_apu_gfx(g.gfx) or is_apu_gfx(normalise_smi_gfx(g.smi_gfx_version))
-    f.gpus = gpus
+    f.gpus = gpus  # which are integrated (APUs) follows from the gfx target: stackdoctor.reconcile
 
     # /dev/kfd and the kernel driver
     f.kfd_present = system.exists("/dev/kfd")

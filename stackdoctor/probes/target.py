@@ -10,35 +10,30 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
-from importlib import resources
 from pathlib import Path
 
+from stackdoctor._worker import worker_path
 from stackdoctor.facts import KernelFacts, PythonFacts, TorchFacts, from_data
 from stackdoctor.probes import ProbeContext, ProbeOutput
-from stackdoctor.system import CommandResult
+from stackdoctor.system import CommandResult, System
 
 MARK = "@@stackdoctor@@ "
-
-
-def worker_path(name: str = "sd_target.py") -> str:
-    return str(resources.files("stackdoctor._worker").joinpath(name))
 
 
 _PACKAGING_DIR: list[str] = []
 
 
-def packaging_path() -> str | None:
+def packaging_path(system: System) -> str | None:
     """A directory holding only a link to stackdoctor's own ``packaging``, for targets without it."""
     if _PACKAGING_DIR:
         return _PACKAGING_DIR[0]
     try:
         import packaging
 
-        src = Path(packaging.__file__).parent
-        d = tempfile.mkdtemp(prefix="stackdoctor-pkg-")
-        os.symlink(src, os.path.join(d, "packaging"))
-    except (ImportError, OSError):
+        d = system.lend_package(Path(packaging.__file__).parent, prefix="stackdoctor-pkg-")
+    except ImportError:
+        return None
+    if d is None:
         return None
     _PACKAGING_DIR.append(d)
     return d
@@ -94,7 +89,7 @@ def _python_error(ctx: ProbeContext, res: CommandResult) -> str:
 
 def probe(ctx: ProbeContext) -> ProbeOutput:
     env: dict[str, str | None] = {"PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1"}
-    pkg = packaging_path()
+    pkg = packaging_path(ctx.system)
     if pkg:
         env["STACKDOCTOR_PACKAGING_PATH"] = pkg
     env["STACKDOCTOR_KERNELS"] = ("quick+compile" if ctx.compile else "quick") if ctx.kernels else None
@@ -102,7 +97,7 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     if ctx.worker_hook is not None:
         env["STACKDOCTOR_TEST_HOOK"] = ctx.worker_hook
     res = ctx.system.run(
-        [ctx.target.python, worker_path()],
+        [ctx.target.python, str(worker_path("sd_target.py"))],
         timeout=ctx.torch_timeout_s,
         env=env,
         parse_env=False,
@@ -136,9 +131,10 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
         status, error = "error", py.error
     uv = ctx.system.which("uv")
     if py.env_prefix:
-        cand = os.path.join(py.env_prefix, "bin", "uv")
-        if os.path.exists(cand):
-            uv = cand
+        for cand in (os.path.join(py.env_prefix, "bin", "uv"), os.path.join(py.env_prefix, "Scripts", "uv.exe")):
+            if ctx.system.local.is_executable(cand):  # the target's own files: live, never under a sysroot
+                uv = cand
+                break
     if uv:
         r = ctx.system.run([uv, "--version"], timeout=ctx.timeout_s, record=False)
         if r.ok and r.stdout.split()[:1] == ["uv"]:

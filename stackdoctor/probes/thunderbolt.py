@@ -1,6 +1,6 @@
 """Thunderbolt: ports, links, peers and the network interfaces that ride on them.
 
-macOS (only when ``platform.system() == "Darwin"``):
+macOS (only when the host is "Darwin": ``System.host()``):
 
 - ``system_profiler SPThunderboltDataType -json`` -> one :class:`ThunderboltPort` per bus
   (receptacle, negotiated speed, peer host by domain UUID, the peer's XDomain services);
@@ -26,7 +26,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import platform
 import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -707,10 +706,8 @@ def _read(ctx: ProbeContext, path: str) -> str | None:
 
 def _link_basename(ctx: ProbeContext, path: str) -> str | None:
     """Basename of a sysfs symlink's target, read under the sysroot (None when absent)."""
-    try:
-        return os.path.basename(os.readlink(ctx.system.path(path))) or None
-    except (OSError, ValueError):
-        return None
+    target = ctx.system.readlink(path)
+    return os.path.basename(target) or None if target else None
 
 
 def _sysfs_rate(ctx: ProbeContext, base: str) -> tuple[float | None, str | None]:
@@ -947,9 +944,10 @@ def probe_macos(ctx: ProbeContext) -> ThunderboltFacts:
 def probe(ctx: ProbeContext) -> ProbeOutput:
     """Thunderbolt facts for this machine; never raises."""
     try:
-        if platform.system() == "Darwin":
+        system_name = ctx.system.host().system
+        if system_name == "Darwin":
             facts = probe_macos(ctx)
-        elif platform.system() == "Windows":
+        elif system_name == "Windows":
             facts = ThunderboltFacts()
         else:
             facts = ThunderboltFacts()

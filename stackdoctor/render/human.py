@@ -6,16 +6,20 @@ device names) is wrapped in :class:`rich.text.Text`, never parsed as markup.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from stackdoctor.console import UNICODE_MARKS, marks
 from stackdoctor.facts import Facts
 from stackdoctor.report import Finding, Report
 
-MARKS = {"ok": ("✓", "green"), "warn": ("!", "yellow"), "fail": ("✗", "red"), None: ("·", "dim")}
+MARKS = UNICODE_MARKS
+_MARKS: ContextVar[dict] = ContextVar("marks", default=MARKS)  # the console's glyphs while render_report draws
 ORDER = {"fail": 2, "warn": 1, "ok": 0}
 
 
@@ -28,7 +32,8 @@ def _worst(findings: list[Finding], layer: str) -> str | None:
 
 
 def _label(title: str, value: str, sev: str | None, note: str = "") -> Text:
-    mark, style = MARKS.get(sev, MARKS[None])
+    mk = _MARKS.get()
+    mark, style = mk.get(sev, mk[None])
     t = Text()
     t.append(f"{mark} ", style=f"bold {style}")
     t.append(f"{title:<9}", style="bold")
@@ -148,7 +153,7 @@ def findings_view(report: Report, verbose: bool) -> RenderableType:
     problems = [f for f in report.findings if f.severity != "ok"]
     problems.sort(key=lambda f: -ORDER.get(f.severity, 0))
     for f in problems:
-        mark, style = MARKS[f.severity]
+        mark, style = _MARKS.get()[f.severity]
         head = Text()
         head.append(f"{mark} ", style=f"bold {style}")
         head.append(f"{f.code}", style=f"bold {style}")
@@ -163,7 +168,7 @@ def findings_view(report: Report, verbose: bool) -> RenderableType:
     if verbose:
         for f in report.findings:
             if f.severity == "ok":
-                rows.append(Text(f"✓ {f.code}  {f.title}", style="green"))
+                rows.append(Text(f"{_MARKS.get()['ok'][0]} {f.code}  {f.title}", style="green"))
     return Group(*rows)
 
 
@@ -201,6 +206,14 @@ def probes_table(report: Report) -> Table:
 
 
 def render_report(report: Report, console: Console, *, verbose: bool = False, lang: str = "en") -> None:
+    token = _MARKS.set(marks(console))  # ASCII stand-ins where the console's encoding has no glyph
+    try:
+        _render_report(report, console, verbose=verbose, lang=lang)
+    finally:
+        _MARKS.reset(token)
+
+
+def _render_report(report: Report, console: Console, *, verbose: bool, lang: str) -> None:
     if report.replayed_from:
         when = f" (created {report.created_at})" if report.created_at else ""
         console.print(Text(f"replay of {report.replayed_from}{when}", style="dim"))

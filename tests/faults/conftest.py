@@ -108,17 +108,23 @@ def check_as_nobody(m: Machine, *, timeout: float = 90) -> dict[str, Any]:
     import signal
     import time
 
-    if os.geteuid() != 0:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("needs root to switch to an unprivileged user")
-    from stackdoctor.commands import check as chk
+    from stackdoctor import pipeline as chk
     import stackdoctor.diagnose, stackdoctor.engine, stackdoctor.matrix, stackdoctor.config  # noqa: F401,E401
-    import stackdoctor.kernels  # noqa: F401
+    import stackdoctor.kernels, stackdoctor.rules, stackdoctor.reconcile, stackdoctor.resolve  # noqa: F401,E401
+    from stackdoctor import catalog
+
+    catalog.texts("en")  # the texts and the rules load before the switch to an unprivileged user
     from stackdoctor.engine import PROBES, _load
 
     for _, mod in PROBES:
         _load(mod)
     import yaml  # noqa: F401  (the matrix loader imports it lazily)
 
+    # The embedded matrix is read (and cached) now: its loader imports importlib's resource readers
+    # lazily, which an interpreter under a root-only home cannot read after setuid.
+    stackdoctor.matrix.load_matrix([])
     env = m.env()
     r, w = os.pipe()
     start = time.monotonic()
@@ -133,7 +139,7 @@ def check_as_nobody(m: Machine, *, timeout: float = 90) -> dict[str, Any]:
             os.setuid(NOBODY)
             os.environ.clear()
             os.environ.update(env)
-            opts = chk.CheckOptions(python=m.python, timeout_s=1.0, torch_timeout_s=5.0, kernels=False)
+            opts = chk.Options(python=m.python, timeout_s=1.0, torch_timeout_s=5.0, kernels=False)
             payload = chk.build_report(opts).to_json().encode()
         except BaseException:
             import traceback
@@ -305,7 +311,7 @@ def run_cli_as_nobody(args: list[str], *, env: dict[str, str], cwd: Path, timeou
     """
     import time
 
-    if os.geteuid() != 0:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("needs root to switch to an unprivileged user")
     import stackdoctor.cli as cli
     import stackdoctor.commands.check  # noqa: F401

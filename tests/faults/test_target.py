@@ -6,6 +6,8 @@ finding (exit 1) naming the interpreter; every other probe's facts are still in 
 
 from __future__ import annotations
 
+import pytest
+
 from .conftest import assert_others_intact, check, one_clear_message, probe_status
 
 from test_target_probe import FAKE_CU130_TORCH_OLD_DRIVER, make_fake_torch_env
@@ -24,6 +26,7 @@ def test_target_missing(machine, tmp_path):
     assert_others_intact(data, faulted={"target"})
 
 
+@pytest.mark.posix
 def test_target_not_python(machine, tmp_path):
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\necho 'hello from a shell script'\n")
@@ -34,6 +37,7 @@ def test_target_not_python(machine, tmp_path):
     assert_others_intact(data, faulted={"target"})
 
 
+@pytest.mark.posix
 def test_target_is_python2(machine, tmp_path):
     fake = tmp_path / "python2.7"
     fake.write_text(
@@ -81,6 +85,7 @@ def test_target_import_torch_hangs(machine, tmp_path):
     assert_others_intact(data, faulted={"target"})
 
 
+@pytest.mark.posix
 def test_target_import_torch_segfaults(machine, tmp_path):
     py = make_fake_torch_env(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
     run, data = check(machine, python=py)
@@ -91,6 +96,7 @@ def test_target_import_torch_segfaults(machine, tmp_path):
     assert_others_intact(data, faulted={"target"})
 
 
+@pytest.mark.posix
 def test_target_import_torch_segfaults_is_a_failing_finding(machine, tmp_path):
     py = make_fake_torch_env(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
     run, data = check(machine, python=py)

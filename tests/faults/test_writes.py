@@ -49,6 +49,7 @@ def test_output_onto_dev_full(machine):
 from test_install import BEFORE, family, imports_fake_torch, isolated_env, py, seeded, server, venv  # noqa: E402,F401  (fixtures)
 
 
+@pytest.mark.posix
 def test_install_interrupted_with_sigint_halfway(server, venv, tmp_path):
     """Ctrl-C to ``stackdoctor install`` while pip downloads a slow wheel: stops, says so in one line, and the
     environment's previous torch still imports. (tests/test_install.py covers the same through ``install.execute``;

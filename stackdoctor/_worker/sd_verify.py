@@ -1,0 +1,38 @@
+"""stackdoctor verify worker: imports torch in THIS interpreter after an install and reports what it
+can do (version, CUDA/HIP, whether the GPU, MPS or XPU is usable), as one marked JSON line.
+"""
+import json, warnings
+out = {"imported": False}
+try:
+    import torch
+    out["imported"] = True
+    out["version"] = str(getattr(torch, "__version__", "") or "") or None
+    out["file"] = getattr(torch, "__file__", None)
+    v = getattr(torch, "version", None)
+    out["cuda"] = getattr(v, "cuda", None)
+    out["hip"] = getattr(v, "hip", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            out["cuda_available"] = bool(torch.cuda.is_available())
+            if out["cuda_available"]:
+                out["device_count"] = int(torch.cuda.device_count())
+                out["device_name"] = str(torch.cuda.get_device_name(0))
+                x = torch.ones(4, device="cuda")
+                out["cuda_ok"] = float((x + x).sum().item()) == 8.0
+        except Exception as e:
+            out["cuda_error"] = (type(e).__name__ + ": " + str(e)).splitlines()[0][:300]
+        try:
+            mps = getattr(getattr(torch, "backends", None), "mps", None)
+            out["mps_available"] = bool(mps.is_available()) if mps else None
+        except Exception:
+            out["mps_available"] = None
+        try:
+            xpu = getattr(torch, "xpu", None)
+            out["xpu_available"] = bool(xpu.is_available()) if xpu else None
+        except Exception:
+            out["xpu_available"] = None
+    out["warnings"] = [str(w.message).splitlines()[0][:300] for w in caught]
+except BaseException as e:
+    out["error"] = (type(e).__name__ + ": " + str(e)).strip().splitlines()[-1][:300] if str(e) else type(e).__name__
+print("@@stackdoctor-verify@@ " + json.dumps(out))

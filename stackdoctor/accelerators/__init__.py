@@ -1,0 +1,138 @@
+"""The accelerator model: one answer to "which accelerator does this machine have, and can torch use it?".
+
+One small module per kind (:mod:`.nvidia`, :mod:`.amd`, :mod:`.intel`, :mod:`.apple`, :mod:`.jetson`)
+says whether the kind is present and usable, the torch build that serves it and its variant prefix,
+its ``torch.<x>.is_available`` fact, its runtime package families, the variable that hides its
+devices, and its lines on the screen. The rules, the resolver, the project requirements, install's
+verification and the renderers all ask here, so ``check`` and ``install`` cannot disagree.
+
+Everything here is a pure function of :class:`~stackdoctor.facts.Facts` (after
+:func:`stackdoctor.reconcile.reconcile`, which joins every witness into ``facts.reconciled``).
+Nothing here imports the rules, the resolver, install or the renderers: they sit above it.
+
+Adding a kind: a module with an :class:`Accelerator` subclass, its place in :data:`ALL` (the order is
+the priority when several are present), then the matrix rows and locale texts it needs
+(``docs/architecture.md`` lists the files).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, TorchFacts
+
+__all__ = ["ALL", "Accelerator", "build_kind", "by_name", "for_backend", "for_variant", "present", "select"]
+
+
+class Accelerator:
+    """One kind of accelerator. Subclasses set the class attributes and :meth:`present` / :meth:`usable`."""
+
+    name: ClassVar[str]  # "nvidia" | "amd" | "intel" | "apple" | "jetson"
+    vendor: ClassVar[str]  # GpuView.vendor of its devices
+    label: ClassVar[str]  # "NVIDIA CUDA": what the screen calls it
+    backend: ClassVar[Backend]  # what torch runs on: "cuda" | "rocm" | "xpu" | "mps"
+    build_kind: ClassVar[BuildKind]  # the torch build that serves it ("cpu" for MPS: macOS's default build)
+    variant_prefixes: ClassVar[tuple[str, ...]]  # index variants that serve it: ("cu",) | ("rocm",) | ("xpu",) | ()
+    available_field: ClassVar[str]  # the TorchFacts field of torch.<x>.is_available()
+    error_field: ClassVar[str | None] = None  # the TorchFacts field with torch's reason when unavailable
+    runtime_families: ClassVar[tuple[str, ...]] = ()  # install.runtime_family() names of its runtime wheels
+    hide_var: ClassVar[str | None] = None  # the variable that hides devices from torch
+
+    def devices(self, facts: Facts) -> list[GpuView]:
+        """Its GPUs in the reconciled view (every witness joined)."""
+        return [g for g in facts.reconciled.gpus if g.vendor == self.vendor]
+
+    def present(self, facts: Facts) -> bool:
+        """The hardware is here (any witness)."""
+        raise NotImplementedError
+
+    def usable(self, facts: Facts) -> bool:
+        """torch could use it with the right build: the hardware and what drives it are here."""
+        raise NotImplementedError
+
+    def torch_available(self, torch: TorchFacts) -> bool | None:
+        """What torch said: ``torch.<x>.is_available()`` (None: not asked, or torch did not import)."""
+        value = getattr(torch, self.available_field, None)
+        return value if isinstance(value, bool) else None
+
+    def torch_error(self, torch: TorchFacts) -> str | None:
+        return getattr(torch, self.error_field, None) if self.error_field else None
+
+    def serves(self, variant: str | None) -> bool:
+        """True when the index variant ``variant`` ("cu126", "rocm7.2", "xpu") is a build for this kind."""
+        return bool(variant) and any(variant.startswith(p) for p in self.variant_prefixes)  # type: ignore[union-attr]
+
+    def device_lines(self, facts: Facts) -> list[str]:
+        """Its devices as screen lines ("0: NVIDIA GeForce RTX 4090 (sm_89, 23 GiB)")."""
+        return [f"{g.index}: {g.name or 'unknown ' + self.vendor.upper() + ' GPU'}" for g in self.devices(facts)]
+
+    def driver_line(self, facts: Facts) -> str | None:
+        """The driver layer's line on the screen, or None when this kind shows none."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"<accelerator {self.name}>"
+
+
+def _all() -> tuple[Accelerator, ...]:
+    from stackdoctor.accelerators.amd import Amd
+    from stackdoctor.accelerators.apple import Apple
+    from stackdoctor.accelerators.intel import Intel
+    from stackdoctor.accelerators.jetson import Jetson
+    from stackdoctor.accelerators.nvidia import Nvidia
+
+    # Priority when several are present: a Jetson's iGPU is its CUDA device; a discrete NVIDIA GPU
+    # beats an AMD one (one torch build serves one vendor), which beats an Intel GPU; Apple last.
+    return (Jetson(), Nvidia(), Amd(), Intel(), Apple())
+
+
+ALL: tuple[Accelerator, ...] = _all()
+
+
+def by_name(name: str | None) -> Accelerator | None:
+    return next((a for a in ALL if a.name == name), None)
+
+
+def for_backend(backend: str | None) -> Accelerator | None:
+    """The accelerator torch reaches through ``backend`` ("cuda" -> NVIDIA, "rocm", "xpu", "mps")."""
+    return next((a for a in ALL if a.backend == backend and a.name != "jetson"), None)
+
+
+def for_variant(variant: str | None) -> Accelerator | None:
+    """The accelerator an index variant is built for ("cu126" -> NVIDIA, "jetson-jp6-cu126" -> Jetson); None for cpu."""
+    return next((a for a in ALL if a.serves(variant)), None)
+
+
+def present(facts: Facts) -> list[Accelerator]:
+    """Every kind whose hardware is here, in priority order."""
+    return [a for a in ALL if a.present(facts)]
+
+
+def select(facts: Facts) -> Accelerator | None:
+    """The accelerator torch should use on this machine: the first usable kind in priority order."""
+    return next((a for a in ALL if a.usable(facts)), None)
+
+
+def build_kind(torch: TorchFacts) -> BuildKind | None:
+    """What the installed torch was built for: "cuda" | "rocm" | "xpu" | "cpu"; None when no torch, or nothing says.
+
+    From torch's ``version.cuda`` / ``version.hip`` first (read by importing torch, or from
+    ``torch/version.py`` without importing it), then the variant label ("+cu126", "+xpu"). Whether
+    torch also imports is a separate fact (``TorchFacts.import_error``).
+    """
+    from stackdoctor.matrix import variant_from_version
+
+    if not torch.installed or not (torch.version or torch.cuda or torch.hip):
+        return None
+    if torch.hip:
+        return "rocm"
+    if torch.cuda:
+        return "cuda"
+    v = (torch.variant or variant_from_version(torch.version) or "").lower()
+    if v.startswith("rocm"):
+        return "rocm"
+    if v.startswith("cu"):
+        return "cuda"
+    if v == "xpu" or torch.xpu_available:
+        return "xpu"
+    return "cpu"

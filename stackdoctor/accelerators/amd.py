@@ -1,0 +1,39 @@
+"""AMD GPUs through ROCm (HIP): present when a discrete AMD GPU is seen, usable on Linux with amdgpu loaded."""
+
+from __future__ import annotations
+
+from stackdoctor.accelerators import Accelerator
+from stackdoctor.facts import Facts
+
+
+class Amd(Accelerator):
+    name = "amd"
+    vendor = "amd"
+    label = "AMD ROCm"
+    backend = "rocm"
+    build_kind = "rocm"
+    variant_prefixes = ("rocm",)
+    available_field = "cuda_available"  # ROCm builds answer through torch.cuda
+    error_field = "cuda_error"
+    runtime_families = ("rocm",)
+    hide_var = "HIP_VISIBLE_DEVICES"
+
+    def present(self, facts: Facts) -> bool:
+        return any(not g.integrated for g in self.devices(facts))
+
+    def usable(self, facts: Facts) -> bool:
+        p = facts.platform
+        if p.system not in (None, "Linux") or p.is_wsl:
+            return False
+        return self.present(facts) and facts.rocm.amdgpu_loaded is not False
+
+    def device_lines(self, facts: Facts) -> list[str]:
+        return [
+            f"{g.index}: {g.name or 'AMD GPU'} ({g.gfx or 'gfx?'}{', integrated' if g.integrated else ''})" for g in self.devices(facts)
+        ]
+
+    def driver_line(self, facts: Facts) -> str | None:
+        r = facts.rocm
+        if not (r.version or r.gpus or self.devices(facts)):
+            return None
+        return f"ROCm {r.version or '(version unknown)'}" + ("" if r.amdgpu_loaded in (None, True) else " (amdgpu not loaded)")

@@ -1,0 +1,37 @@
+"""NVIDIA Jetson: the integrated GPU of a Tegra board, reached through CUDA with wheels built for JetPack."""
+
+from __future__ import annotations
+
+from stackdoctor.accelerators import Accelerator
+from stackdoctor.facts import Facts
+
+
+class Jetson(Accelerator):
+    name = "jetson"
+    vendor = "nvidia"
+    label = "NVIDIA Jetson (CUDA)"
+    backend = "cuda"
+    build_kind = "cuda"
+    variant_prefixes = ("jetson-",)
+    available_field = "cuda_available"
+    error_field = "cuda_error"
+    runtime_families = ("cuda", "cuda12", "cuda13")
+    hide_var = "CUDA_VISIBLE_DEVICES"
+
+    def present(self, facts: Facts) -> bool:
+        return facts.jetson.is_jetson
+
+    def usable(self, facts: Facts) -> bool:
+        # the iGPU is driven by L4T itself: no separate driver to install
+        return facts.jetson.is_jetson
+
+    def device_lines(self, facts: Facts) -> list[str]:
+        j = facts.jetson
+        if not j.is_jetson:
+            return []
+        what = j.model or "Jetson"
+        return [f"{what} (L4T {j.l4t_release or '?'}, JetPack {j.jetpack or '?'})"]
+
+    def driver_line(self, facts: Facts) -> str | None:
+        j = facts.jetson
+        return f"L4T {j.l4t_release or '?'} (JetPack {j.jetpack or '?'}, CUDA {j.cuda or '?'})" if j.is_jetson else None

@@ -1,0 +1,46 @@
+"""NVIDIA GPUs through CUDA: present when any witness sees an NVIDIA GPU, usable when a driver is known."""
+
+from __future__ import annotations
+
+from stackdoctor.accelerators import Accelerator
+from stackdoctor.facts import Facts
+
+
+class Nvidia(Accelerator):
+    name = "nvidia"
+    vendor = "nvidia"
+    label = "NVIDIA CUDA"
+    backend = "cuda"
+    build_kind = "cuda"
+    variant_prefixes = ("cu",)
+    available_field = "cuda_available"
+    error_field = "cuda_error"
+    runtime_families = ("cuda", "cuda12", "cuda13")
+    hide_var = "CUDA_VISIBLE_DEVICES"
+
+    def present(self, facts: Facts) -> bool:
+        return bool(self.devices(facts))
+
+    def usable(self, facts: Facts) -> bool:
+        """A GPU and a driver that some witness reports (tools, NVML, the kernel module, torch's own messages)."""
+        if facts.platform.system == "Darwin" or facts.apple.is_macos or facts.jetson.is_jetson:
+            return False
+        return self.present(facts) and facts.reconciled.nvidia_driver.value is not None
+
+    def device_lines(self, facts: Facts) -> list[str]:
+        out = []
+        for g in self.devices(facts):
+            cc = f"sm_{g.compute_capability.replace('.', '')}" if g.compute_capability else "sm_?"
+            mem = f", {g.memory_total_mib // 1024} GiB" if g.memory_total_mib else ""
+            out.append(f"{g.index}: {g.name or 'NVIDIA GPU (name unknown)'} ({cc}{mem})")
+        return out
+
+    def driver_line(self, facts: Facts) -> str | None:
+        drv = facts.reconciled.nvidia_driver
+        n = facts.nvidia
+        if drv.value:
+            ceiling = facts.reconciled.cuda_driver_version.value
+            return f"NVIDIA {drv.value}" + (f", supports CUDA <= {ceiling}" if ceiling else "")
+        if n.smi_state and n.smi_state not in ("absent", "ok"):
+            return f"NVIDIA: {n.smi_message or n.smi_state}"
+        return None

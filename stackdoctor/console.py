@@ -1,0 +1,147 @@
+"""The one place consoles are made, and the glyphs a console can show.
+
+A Windows console whose code page is 936 (Simplified Chinese) or 1252 (Western), a redirected
+stream, or ``PYTHONIOENCODING=cp936`` cannot encode ``✓`` / ``✗`` / ``█``. Printing one used to
+raise ``UnicodeEncodeError`` and lose the whole screen. Here:
+
+- :func:`make_console` builds every :class:`rich.console.Console` stackdoctor prints with. On a
+  stream whose encoding is not UTF, the console writes through :class:`SafeStream`, which
+  replaces what the encoding cannot hold (with ``?``) instead of raising. rich itself switches
+  its tree guides and table boxes to ASCII for such an encoding.
+- :func:`marks` gives each severity's glyph and style, the busbw bar glyph and the spinner. Where
+  the console's encoding cannot encode the glyphs, plain ASCII stands in: ``ok``, ``!!``, ``x``,
+  ``-`` (padded to one width so the columns stay aligned), ``#`` and a ``-\\|/`` spinner.
+- :func:`protect_std_streams` (called once by the CLI's ``main``) makes ``sys.stdout`` /
+  ``sys.stderr`` replace rather than raise, for the text that is printed without rich.
+- :func:`write_stdout` writes a machine-readable document (JSON, Markdown, JUnit) as UTF-8 bytes
+  when stdout's own encoding is not UTF: a JSON consumer expects UTF-8, and nothing is lost.
+
+Chinese text (``--lang zh``): GBK (cp936) encodes CJK, so it prints as is; on cp1252 each CJK
+character becomes ``?`` (the replacement is the codec's own; the command still exits as it
+would on UTF-8). ``NO_COLOR`` and redirected output are rich's own behaviour and are kept.
+"""
+
+from __future__ import annotations
+
+import codecs
+import sys
+from typing import IO, Any
+
+from rich.console import Console
+
+__all__ = ["SafeStream", "can_encode", "make_console", "marks", "protect_std_streams", "write_stdout"]
+
+UNICODE_MARKS: dict[str | None, tuple[str, str]] = {"ok": ("✓", "green"), "warn": ("!", "yellow"), "fail": ("✗", "red"), None: ("·", "dim")}
+ASCII_MARKS: dict[str | None, tuple[str, str]] = {"ok": ("ok", "green"), "warn": ("!!", "yellow"), "fail": ("x ", "red"), None: ("- ", "dim")}
+BAR, ASCII_BAR = "█", "#"
+SPINNER, ASCII_SPINNER = "dots", "line"  # rich spinner names: braille frames, or - \ | /
+ELLIPSIS, ASCII_ELLIPSIS = "…", "..."
+
+
+def _encoding_of(stream: Any) -> str:
+    """The codec name of a text stream (``utf-8`` when it does not say, as for ``io.StringIO``)."""
+    enc = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        return codecs.lookup(enc).name
+    except LookupError:
+        return "ascii"  # an encoding Python does not know: assume the least
+
+
+def _is_utf(encoding: str) -> bool:
+    return codecs.lookup(encoding).name.startswith("utf")
+
+
+def can_encode(text: str, encoding: str) -> bool:
+    """Whether ``text`` survives ``encoding`` (``can_encode("✓", "cp936")`` is False)."""
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+class SafeStream:
+    """A text stream that never raises ``UnicodeEncodeError``: what its encoding cannot hold is
+    replaced with ``?``. Everything else (``isatty``, ``fileno``, ``encoding``, ``flush``) is the
+    wrapped stream's, so rich still sees the real terminal, its width and its encoding."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._encoding = _encoding_of(stream)
+
+    @property
+    def encoding(self) -> str:
+        return self._encoding
+
+    @property
+    def wrapped(self) -> IO[str]:
+        return self._stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except UnicodeEncodeError:
+            safe = text.encode(self._encoding, errors="replace").decode(self._encoding, errors="replace")
+            self._stream.write(safe)
+            return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def make_console(
+    *, stderr: bool = False, file: IO[str] | None = None, width: int | None = None, record: bool = False, soft_wrap: bool = False
+) -> Console:
+    """A console on ``file`` (default stdout, or stderr) that cannot raise ``UnicodeEncodeError``.
+
+    No highlighting (external text is never re-coloured); ``width`` fixes the width (rich reads
+    the terminal's, else ``COLUMNS``, else 80); ``record`` keeps what was printed for export.
+    """
+    stream: Any = file if file is not None else (sys.stderr if stderr else sys.stdout)
+    if stream is not None and not isinstance(stream, SafeStream) and not _is_utf(_encoding_of(stream)):
+        stream = SafeStream(stream)
+    elif file is None:
+        stream = None  # rich then follows sys.stdout / sys.stderr as they are when it writes
+    return Console(file=stream, highlight=False, soft_wrap=soft_wrap, width=width, record=record, stderr=stderr)
+
+
+def marks(console: Console) -> dict[Any, Any]:
+    """What this console can show: ``{"ok"|"warn"|"fail"|None: (glyph, style), "bar": glyph,
+    "spinner": rich spinner name, "ellipsis": glyph}``; ASCII stand-ins where its encoding cannot
+    encode the glyphs (the severity marks change together, so a screen never mixes the two)."""
+    enc = console.encoding
+    sev = UNICODE_MARKS if all(can_encode(g, enc) for g, _ in UNICODE_MARKS.values()) else ASCII_MARKS
+    out: dict[Any, Any] = dict(sev)
+    out["bar"] = BAR if can_encode(BAR, enc) else ASCII_BAR
+    out["spinner"] = SPINNER if can_encode("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏", enc) else ASCII_SPINNER
+    out["ellipsis"] = ELLIPSIS if can_encode(ELLIPSIS, enc) else ASCII_ELLIPSIS
+    return out
+
+
+def protect_std_streams() -> None:
+    """Make ``sys.stdout`` and ``sys.stderr`` replace what their encoding cannot hold instead of
+    raising (for the plain ``print`` paths). UTF streams are left alone."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is None or _is_utf(_encoding_of(stream)):
+            continue
+        try:
+            if getattr(stream, "errors", "strict") == "strict":
+                reconfigure(errors="replace")
+        except (ValueError, OSError):
+            pass
+
+
+def write_stdout(text: str) -> None:
+    """Write a machine-readable document to stdout: as text on a UTF stream, else as UTF-8 bytes to
+    the underlying buffer (JSON and XML are UTF-8 by definition; a legacy code page would lose or
+    refuse characters)."""
+    out = sys.stdout
+    buffer = getattr(out, "buffer", None)
+    if buffer is not None and not _is_utf(_encoding_of(out)):
+        out.flush()
+        buffer.write(text.encode("utf-8"))
+        buffer.flush()
+        return
+    out.write(text)
+    out.flush()

@@ -1,0 +1,172 @@
+"""The pipeline every command shares: gather (probe or replay) -> reconcile -> judge -> report.
+
+- :func:`gather` runs the probes concurrently (:mod:`stackdoctor.engine`), or loads a report to replay.
+- :func:`stackdoctor.reconcile.reconcile` joins every witness into one view and derives what follows
+  from the facts and the matrix (pure; redone on replay).
+- :func:`judge` runs every declared rule (:mod:`stackdoctor.rules`) on the reconciled facts, with the
+  project's requirements, then applies the project's policy and ``--only`` / ``--skip``.
+
+Commands only turn flags into :class:`Options`, call :func:`build_report` (or the pieces), and render.
+No command imports another. The matrix files (``--matrix`` or ``STACKDOCTOR_MATRIX``) are resolved in
+one place, :func:`stackdoctor.matrix.user_matrix_paths`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stackdoctor.errors import ExitCode
+from stackdoctor.facts import Facts
+from stackdoctor.report import Report
+from stackdoctor.rules.core import Gates
+
+if TYPE_CHECKING:  # pragma: no cover
+    from stackdoctor.config import Requirements
+    from stackdoctor.matrix import Matrix
+
+__all__ = ["Options", "build_report", "exit_code", "failing_reason", "gather", "judge", "load_matrix", "probe_facts", "requirements_for"]
+
+
+@dataclass
+class Options:
+    """What the pipeline takes; a command fills it from its flags."""
+
+    python: str | None = None  # target interpreter (None: active venv, conda env, or this Python)
+    timeout_s: float = 5.0  # each tool
+    torch_timeout_s: float = 60.0  # the target worker (imports torch, runs the quick kernels)
+    kernels: bool = True  # the quick kernel pass in the target
+    compile: bool = False  # ... with a torch.compile check
+    import_torch: bool = True  # False: read torch/version.py instead of importing torch
+    replay: str | None = None  # a report to re-judge instead of probing
+    matrix_files: list[str] = field(default_factory=list)  # --matrix (else STACKDOCTOR_MATRIX)
+    config: str | None = None  # project requirements file (else found upward)
+    lang: str | None = None  # --lang (else the locale variables)
+    only: list[str] | None = None
+    skip: list[str] | None = None
+    strict: bool = False
+    gates: Gates = field(default_factory=Gates)
+    worker_hook: str | None = None  # tests only: STACKDOCTOR_TEST_HOOK for the target worker
+    probes: Sequence[str] | None = None  # a subset of the probes (install needs fewer)
+
+
+def load_matrix(opts: Options) -> Matrix:
+    from stackdoctor.matrix import load_matrix as _load
+
+    return _load(opts.matrix_files)
+
+
+def lang_of(opts: Options) -> str:
+    from stackdoctor.catalog import detect_lang
+
+    return detect_lang(os.environ, opts.lang)
+
+
+def gather(opts: Options, *, progress: Callable[[], AbstractContextManager[object]] | None = None) -> Report:
+    """Probe this machine, or load the report to replay (its findings are dropped: they are judged again)."""
+    if opts.replay:
+        from stackdoctor.report import load_report
+
+        report = load_report(opts.replay)
+        report.replayed_from = opts.replay
+        report.findings = []
+        return report
+    from stackdoctor.engine import run_probes, select_target
+    from stackdoctor.probes import ProbeContext
+    from stackdoctor.system import System
+
+    system = System.from_env(timeout_s=opts.timeout_s)
+    ctx = ProbeContext(
+        system=system,
+        target=select_target(opts.python, os.environ),
+        timeout_s=opts.timeout_s,
+        torch_timeout_s=opts.torch_timeout_s,
+        kernels=opts.kernels,
+        compile=opts.compile,
+        import_torch=opts.import_torch,
+        use_nvml=not system.moved,
+        worker_hook=opts.worker_hook,
+    )
+    with (progress() if progress else nullcontext()):
+        return run_probes(ctx, only=opts.probes)
+
+
+def probe_facts(opts: Options) -> Facts:
+    """Probed (or replayed) facts, reconciled with the matrix: what ``install`` and ``kernels`` start from."""
+    return _reconciled(gather(opts).facts, load_matrix(opts))
+
+
+def _reconciled(facts: Facts, matrix: Matrix) -> Facts:
+    from stackdoctor.reconcile import reconcile
+
+    return reconcile(facts, matrix)
+
+
+def requirements_for(report: Report, opts: Options) -> Requirements | None:
+    """``--config FILE``, else the requirements a replayed report recorded, else ``[tool.stackdoctor]`` found upward."""
+    from stackdoctor import config as cfg
+
+    if opts.config:
+        return cfg.discover_config(Path.cwd(), Path(opts.config))
+    if opts.replay:
+        return cfg.Requirements.from_report_entry(report.requirements)
+    return cfg.discover_config(Path.cwd(), None)
+
+
+def judge(report: Report, opts: Options, matrix: Matrix) -> Report:
+    """The report with reconciled facts and every finding (the project's policy and --only/--skip applied)."""
+    from stackdoctor import config as cfg
+    from stackdoctor import rules
+    from stackdoctor.diagnose import select
+
+    reqs = requirements_for(report, opts)
+    report.facts = _reconciled(report.facts, matrix)
+    findings = rules.judge(report.facts, matrix, probes=report.probes, lang=lang_of(opts), requirements=reqs, gates=opts.gates)
+    if reqs is not None:
+        findings = cfg.apply_policy(findings, reqs, lang=lang_of(opts))
+        report.requirements = reqs.as_report_entry()
+    report.findings = select(findings, opts.only, opts.skip)
+    return report
+
+
+def build_report(opts: Options, *, progress: Callable[[], AbstractContextManager[object]] | None = None) -> Report:
+    """Probe (or replay) and judge. The matrix, the rules and the texts load on a thread while the
+    probes run (the target's ``import torch`` takes seconds), so they add nothing to the wall time."""
+
+    def prepare() -> Matrix:
+        matrix = load_matrix(opts)
+        from stackdoctor import catalog, rules  # noqa: F401  (declares the rules, loads the texts)
+
+        catalog.title("torch-ok", lang_of(opts))
+        return matrix
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare") as pool:
+        pending = pool.submit(prepare)
+        report = gather(opts, progress=progress)
+        matrix = pending.result()  # a bad --matrix raises its MatrixError here, after the probes
+    return judge(report, opts, matrix)
+
+
+def warnings_fail(report: Report, strict: bool) -> bool:
+    return strict or bool(((report.requirements or {}).get("values") or {}).get("warnings_fail"))
+
+
+def exit_code(report: Report, strict: bool = False) -> ExitCode:
+    """1 when a finding fails (or warns, with ``--strict`` / ``warnings_fail``), else 0."""
+    sev = {f.severity for f in report.findings}
+    if "fail" in sev or (warnings_fail(report, strict) and "warn" in sev):
+        return ExitCode.FAILED
+    return ExitCode.OK
+
+
+def failing_reason(report: Report, strict: bool) -> str | None:
+    """Why the exit code is 1 when only warnings are there (``--strict`` or ``warnings_fail``), for the summary line."""
+    sev = {f.severity for f in report.findings}
+    if "fail" in sev or "warn" not in sev or not warnings_fail(report, strict):
+        return None
+    return "--strict" if strict else "warnings_fail"

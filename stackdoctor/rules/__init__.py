@@ -1,0 +1,38 @@
+"""Every finding stackdoctor makes, as declared rules grouped by layer (bottom of the stack first).
+
+- :mod:`.probe` — a tool that failed or hung (``probe-failed``, ``probe-timeout``)
+- :mod:`.platform` — the OS: container GPU access, glibc
+- :mod:`.driver` — NVIDIA / AMD drivers, WSL, versions too old for the wheel
+- :mod:`.gpu` — lost, unhealthy or unsupported GPUs
+- :mod:`.python` — the target Python
+- :mod:`.torch` — the installed wheel
+- :mod:`.runtime` — what torch sees when it runs
+- :mod:`.toolkit` — nvcc
+- :mod:`.network` — Thunderbolt links
+- :mod:`.kernels` — kernel and collective results
+- :mod:`.requirements` — the project's ``[tool.stackdoctor]``
+- :mod:`.ok` — one ``<layer>-ok`` per healthy layer
+
+Adding a finding: one ``@rule`` function in the module of its layer, plus its entry in
+``stackdoctor/locale/en.yaml`` and ``zh.yaml`` (title, explain, detail and fix templates).
+"""
+
+from __future__ import annotations
+
+from stackdoctor.rules import (  # noqa: F401  (importing declares the rules, in this order)
+    probe,
+    platform,
+    driver,
+    gpu,
+    python,
+    torch,
+    runtime,
+    toolkit,
+    network,
+    kernels,
+    requirements,
+    ok,
+)
+from stackdoctor.rules.core import REGISTRY, RULE_ERROR, Ctx, Gates, Rule, RuleError, judge, ordered, rule
+
+__all__ = ["REGISTRY", "RULE_ERROR", "Ctx", "Gates", "Rule", "RuleError", "judge", "ordered", "rule"]

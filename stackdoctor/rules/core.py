@@ -1,0 +1,217 @@
+"""The rule registry: every finding comes from one declared rule.
+
+A rule is a function ``fn(ctx)`` declared once with :func:`rule`, naming its code, the worst severity
+it can take, its layer, and the codes it defers to (it runs after them and may ask ``ctx.has(code)``
+about them, and only about them). It adds findings of its own code only, through :meth:`Ctx.add`,
+whose ``detail`` / ``fix`` texts come from ``stackdoctor/locale/<lang>.yaml``. The catalogue
+(``stackdoctor explain``, ``check --list-checks``) is derived from these declarations.
+
+A rule that raises is never silently dropped: :func:`judge` turns it into a ``rule-error`` finding
+(warn) naming the rule and the exception, so a broken rule cannot turn a broken node into "all ok".
+Under the test suite (``STACKDOCTOR_STRICT_RULES=1``, set by ``tests/conftest.py``) it raises instead.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from stackdoctor import catalog
+from stackdoctor.facts import Facts, Severity
+from stackdoctor.report import Finding, ProbeStatus
+
+__all__ = ["RULE_ERROR", "REGISTRY", "Ctx", "Gates", "Rule", "RuleError", "judge", "ordered", "rule"]
+
+RULE_ERROR = "rule-error"
+STRICT_ENV = "STACKDOCTOR_STRICT_RULES"
+_SEV_RANK = {"ok": 0, "warn": 1, "fail": 2}
+
+
+class RuleError(Exception):
+    """A rule raised while judging (raised only in strict mode: tests)."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    severity: Severity  # the worst this code can take (an instance may be milder)
+    layer: str
+    fn: Callable[[Ctx], None]
+    group: str  # the module that declares it: "driver", "kernels", "requirements", ...
+    defers_to: tuple[str, ...] = ()
+    summary: bool = False  # an "<layer>-ok" rule: runs after every other rule and reads all findings
+
+    @property
+    def name(self) -> str:
+        return f"{self.fn.__module__.rsplit('.', 1)[-1]}.{self.fn.__name__}"
+
+
+REGISTRY: dict[str, Rule] = {}
+
+
+def rule(
+    code: str, *, severity: Severity, layer: str, defers_to: Sequence[str] = (), summary: bool = False
+) -> Callable[[Callable[[Ctx], None]], Callable[[Ctx], None]]:
+    """Declare the rule that produces ``code``."""
+
+    def deco(fn: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
+        if code in REGISTRY:
+            raise ValueError(f"rule for {code!r} declared twice ({REGISTRY[code].name} and {fn.__module__}.{fn.__name__})")
+        group = fn.__module__.rsplit(".", 1)[-1]
+        REGISTRY[code] = Rule(code, severity, layer, fn, group, tuple(defers_to), summary)
+        return fn
+
+    return deco
+
+
+def ordered(rules: Iterable[Rule] | None = None) -> list[Rule]:
+    """Rules in run order: each after the codes it defers to, else in declaration order; summaries last."""
+    todo = list(rules if rules is not None else REGISTRY.values())
+    names = {r.code for r in todo}
+    done: list[Rule] = []
+    placed: set[str] = set()
+    pending = [r for r in todo if not r.summary]
+    while pending:
+        for r in pending:
+            if all(d in placed or d not in names for d in r.defers_to):
+                done.append(r)
+                placed.add(r.code)
+                pending.remove(r)
+                break
+        else:  # a cycle: a declaration bug
+            raise ValueError(f"rules defer to each other in a cycle: {', '.join(r.code for r in pending)}")
+    return done + [r for r in todo if r.summary]
+
+
+@dataclass
+class Gates:
+    """Thresholds a caller asks for beyond the project file (``kernels --min-busbw``)."""
+
+    min_busbw_gbs: float | None = None
+
+
+@dataclass
+class Ctx:
+    """What a rule sees: the (reconciled) facts, the matrix, the probe outcomes, the project requirements."""
+
+    facts: Facts
+    matrix: Any  # stackdoctor.matrix.Matrix
+    lang: str = "en"
+    probes: list[ProbeStatus] = field(default_factory=list)
+    requirements: Any = None  # stackdoctor.config.Requirements | None
+    gates: Gates = field(default_factory=Gates)
+    out: list[Finding] = field(default_factory=list)
+    checked: set[str] = field(default_factory=set)  # layers with enough facts to say "ok"
+    strict: bool = False
+    current: Rule | None = None
+
+    def add(
+        self,
+        code: str | None = None,
+        /,
+        *,
+        severity: Severity | None = None,
+        detail: str = "default",
+        fix: str | None = "default",
+        facts: Iterable[str] = (),
+        fix_text: str | None = None,
+        **values: Any,
+    ) -> Finding:
+        """Add a finding of the current rule's code with its ``detail`` / ``fix`` templates filled from ``values``.
+
+        ``fix_text`` is used verbatim (a command); ``fix=None`` means no template.
+        """
+        me = self.current
+        code = code or (me.code if me else None)
+        if me is not None and code != me.code:
+            raise RuleError(f"rule {me.name} may only add {me.code!r}, not {code!r}")
+        assert code is not None
+        text_fix = fix_text
+        if text_fix is None and fix is not None:
+            text_fix = catalog.message(code, "fix", fix, self.lang, **values) or None
+        finding = catalog.make_finding(
+            code,
+            self.lang,
+            severity=severity,
+            detail=catalog.message(code, "detail", detail, self.lang, **values),
+            fix=text_fix,
+            facts=list(facts),
+        )
+        self.out.append(finding)
+        return finding
+
+    def has(self, *codes: str) -> bool:
+        """Whether a finding of one of ``codes`` was added; a rule may only ask about the codes it defers to."""
+        me = self.current
+        if me is not None and not me.summary:
+            undeclared = [c for c in codes if c not in me.defers_to and c != me.code]
+            if undeclared:
+                raise RuleError(f"rule {me.name} asks about {', '.join(undeclared)} without deferring to it")
+        return any(f.code in codes for f in self.out)
+
+    def msg(self, code: str, kind: str, key: str, /, **values: Any) -> str:
+        return catalog.message(code, kind, key, self.lang, **values)
+
+
+def strict_default() -> bool:
+    return os.environ.get(STRICT_ENV, "") not in ("", "0")
+
+
+def _test_broken_rule() -> str | None:
+    """Tests only: ``STACKDOCTOR_TEST_HOOK=break-rule:CODE`` makes that rule raise, to prove a broken rule is seen."""
+    hook = os.environ.get("STACKDOCTOR_TEST_HOOK", "")
+    return hook.split(":", 1)[1] if hook.startswith("break-rule:") else None
+
+
+def judge(
+    facts: Facts,
+    matrix: Any,
+    *,
+    probes: Sequence[ProbeStatus] = (),
+    lang: str = "en",
+    requirements: Any = None,
+    gates: Gates | None = None,
+    groups: Sequence[str] | None = None,
+    strict: bool | None = None,
+) -> list[Finding]:
+    """Every finding for ``facts`` (reconciled): problems first (fail, then warn), then the ``-ok`` findings.
+
+    ``groups`` limits the rules to some modules (``["kernels"]`` for ``stackdoctor kernels``). A rule
+    that raises becomes a ``rule-error`` finding (or, when ``strict``, a :class:`RuleError`).
+    """
+    import stackdoctor.rules  # noqa: F401  (declares every rule)
+
+    ctx = Ctx(
+        facts=facts,
+        matrix=matrix,
+        lang=lang if lang in catalog.LANGS else "en",
+        probes=list(probes),
+        requirements=requirements,
+        gates=gates or Gates(),
+        strict=strict_default() if strict is None else strict,
+    )
+    rules = [r for r in REGISTRY.values() if groups is None or r.group in groups]
+    broken = _test_broken_rule()
+    for r in ordered(rules):
+        ctx.current = r
+        try:
+            if r.code == broken:
+                raise RuntimeError(f"test hook: rule {r.code} broken on purpose")
+            r.fn(ctx)
+        except Exception as exc:
+            if ctx.strict:
+                raise RuleError(f"rule {r.name} ({r.code}) raised {type(exc).__name__}: {exc}") from exc
+            ctx.current = None
+            ctx.add(
+                RULE_ERROR,
+                facts=[f"rules.{r.code}"],
+                rule=r.name,
+                failed_code=r.code,
+                error=f"{type(exc).__name__}: {exc}".splitlines()[0][:300],
+            )
+        finally:
+            ctx.current = None
+    problems = sorted((f for f in ctx.out if f.severity != "ok"), key=lambda f: -_SEV_RANK.get(f.severity, 0))
+    return problems + [f for f in ctx.out if f.severity == "ok"]

@@ -1,0 +1,207 @@
+"""Rules about the kernel driver and its user-space library (NVIDIA, AMD, WSL)."""
+
+from __future__ import annotations
+
+import re
+
+from stackdoctor import matrix as mx
+from stackdoctor.facts import Facts
+from stackdoctor.rules.core import Ctx, rule
+from stackdoctor.rules.helpers import amd_pci, built_for_files, install_fix, nvidia_pci, windows_driver
+from stackdoctor.versions import release as vt
+from stackdoctor.versions import same_release
+
+
+@rule("driver-missing", severity="fail", layer="driver", defers_to=("container-no-gpu",))
+def driver_missing(ctx: Ctx) -> None:
+    f = ctx.facts
+    n, p = f.nvidia, f.platform
+    if ctx.has("container-no-gpu") or f.jetson.is_jetson:
+        return
+    pci = nvidia_pci(f)
+    said_no_driver = n.smi_state == "no-driver" or n.nvml_state == "no-driver"
+    torch_runs = bool(f.torch.cuda_available) and not f.torch.hip
+    silent = (
+        bool(pci)
+        and f.reconciled.nvidia_driver.value is None
+        and not torch_runs
+        and n.smi_state in (None, "absent", "no-driver")
+        and n.nvml_state in (None, "absent", "no-driver", "skipped")
+    )
+    if not (said_no_driver or silent) or (not pci and not said_no_driver):
+        return
+    devices = ", ".join(f"{d.name or d.device_id} ({d.address}, driver {d.driver or 'none'})" for d in pci) or "-"
+    nouveau = any(d.driver == "nouveau" for d in pci)
+    key = "wsl" if p.is_wsl else ("nouveau" if nouveau else ("ubuntu" if p.os_id == "ubuntu" else "default"))
+    ctx.add(
+        detail="default" if pci else "no_pci",
+        fix=key,
+        facts=["platform.nvidia_pci_devices", "nvidia.smi_state", "nvidia.nvml_state"],
+        devices=devices,
+        message=n.smi_message or n.nvml_error or "-",
+    )
+
+
+@rule("driver-library-mismatch", severity="fail", layer="driver")
+def driver_library_mismatch(ctx: Ctx) -> None:
+    n = ctx.facts.nvidia
+    if n.smi_state == "lib-mismatch" or n.nvml_state == "lib-mismatch":
+        m = re.search(r"NVML library version:\s*([\d.]+)", (n.smi_message or "") + "\n" + (n.nvml_error or ""))
+        ctx.add(
+            facts=["nvidia.smi_state", "nvidia.nvml_state", "nvidia.kernel_module_version"],
+            user=n.driver_version or (m.group(1) if m else None) or "?",
+            kernel=n.kernel_module_version or "?",
+            message=n.smi_message or n.nvml_error or "",
+        )
+
+
+@rule("source-conflict", severity="warn", layer="driver", defers_to=("driver-library-mismatch",))
+def source_conflict(ctx: Ctx) -> None:
+    f = ctx.facts
+    n, p = f.nvidia, f.platform
+    if not ctx.has("driver-library-mismatch") and not p.is_wsl and n.driver_version and n.kernel_module_version:
+        if not same_release(n.driver_version, n.kernel_module_version):
+            ctx.add(
+                detail="module",
+                fix="module",
+                facts=["nvidia.driver_version", "nvidia.kernel_module_version"],
+                user=n.driver_version,
+                user_source=n.sources.get("driver_version", "NVML"),
+                kernel=n.kernel_module_version,
+                kernel_source=n.sources.get("kernel_module_version", "/sys/module/nvidia/version"),
+            )
+    for key, by_src in sorted(n.observed.items()):
+        if key.endswith("_raw") or len(by_src) < 2:
+            continue
+        values = [v for v in by_src.values() if v]
+        if all(same_release(values[0], v) for v in values[1:]):
+            continue
+        ctx.add(
+            detail="observed",
+            fix="observed",
+            facts=[f"nvidia.observed.{key}"],
+            key=key,
+            values="; ".join(f"{src}: {val}" for src, val in sorted(by_src.items())),
+        )
+    for d in f.reconciled.disagreements:
+        if d.subject == "gpu.compute_capability":
+            ctx.add(
+                detail="observed",
+                fix="observed",
+                facts=["reconciled.disagreements"],
+                key=f"compute capability of {d.note}" if d.note else "compute capability",
+                values="; ".join(f"{src}: {val}" for src, val in sorted(d.values.items())),
+            )
+    t = f.torch
+    hidden = any(k in f.environment for k in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"))
+    if t.cuda_available and t.cuda and t.device_count is not None and n.gpus and not hidden and t.device_count != len(n.gpus):
+        if not any(g.mig_mode == "Enabled" for g in n.gpus):
+            ctx.add(detail="count", fix="count", facts=["torch.device_count", "nvidia.gpus"], torch_count=t.device_count, smi_count=len(n.gpus))
+
+
+@rule("wsl-driver", severity="fail", layer="driver")
+def wsl_driver(ctx: Ctx) -> None:
+    p, n = ctx.facts.platform, ctx.facts.nvidia
+    if not p.is_wsl:
+        return
+    foreign = [x for x in n.libcuda_paths if not x.startswith("/usr/lib/wsl/")]
+    if foreign:
+        ctx.add(facts=["nvidia.libcuda_paths", "platform.is_wsl"], paths=", ".join(foreign))
+    elif n.smi_state == "cuda-err":
+        ctx.add(
+            severity="fail" if ctx.facts.torch.cuda_available is False else "warn",
+            detail="cuda_err",
+            fix="cuda_err",
+            facts=["nvidia.smi_state", "platform.is_wsl"],
+            driver=n.driver_version or "?",
+            smi=n.smi_version or "?",
+        )
+
+
+def _too_old_verdict(ctx: Ctx) -> tuple[str | None, dict[str, str]]:
+    """("no" | "minor-compat" | "full" | None, values for the texts) for the installed CUDA torch and the driver."""
+    f, t = ctx.facts, ctx.facts.torch
+    if built_for_files(f) != "cuda" or not t.cuda or f.jetson.is_jetson:
+        return None, {}
+    driver = f.reconciled.nvidia_driver.value
+    ceiling = f.reconciled.cuda_driver_version.value
+    row = ctx.matrix.cuda_row(t.cuda) if ctx.matrix is not None else None
+    windows = windows_driver(f)
+    verdict: str | None = None
+    if row is not None and driver:
+        verdict = mx.driver_meets(row, driver, windows)
+    elif ceiling and vt(ceiling) and vt(t.cuda):
+        # no driver version, but the driver's own CUDA level (a tool, or torch's "found version NNNN")
+        verdict = "no" if vt(t.cuda)[0] > vt(ceiling)[0] else None  # a newer minor of the same major runs (minor-version compatibility)
+    proof = next((e for e in f.reconciled.evidence if e.proves == "driver-too-old"), None)
+    if verdict is None and proof is not None:
+        verdict = "no"
+    floor = minimum = "?"
+    if row is not None:
+        floor = (row.minor_compat_floor_windows if windows else row.minor_compat_floor_linux) or "?"
+        minimum = (row.min_driver_windows if windows else row.min_driver_linux) or floor
+    values = dict(
+        torch=t.version or "?",
+        cuda=t.cuda,
+        driver=driver or "?",
+        driver_cuda=ceiling or "?",
+        floor=floor,
+        minimum=minimum,
+        os="Windows" if windows else "Linux",
+        error=proof.line if proof else (t.cuda_error or ""),
+    )
+    return verdict, values
+
+
+@rule("driver-too-old", severity="fail", layer="driver")
+def driver_too_old(ctx: Ctx) -> None:
+    verdict, values = _too_old_verdict(ctx)
+    if verdict == "no":
+        detail = "default" if values["driver"] != "?" else "no_driver_version"
+        ctx.add(detail=detail, facts=["reconciled.nvidia_driver", "reconciled.cuda_driver_version", "torch.cuda"], install=install_fix(ctx), **values)
+
+
+@rule("driver-minor-compat", severity="warn", layer="driver")
+def driver_minor_compat(ctx: Ctx) -> None:
+    verdict, values = _too_old_verdict(ctx)
+    if verdict == "minor-compat":
+        values.pop("error", None)
+        ctx.add(facts=["reconciled.nvidia_driver", "torch.cuda"], install=install_fix(ctx), **values)
+
+
+def kfd_refused(f: Facts) -> str | None:
+    """The line that says this user cannot open /dev/kfd: the probe's own open(), else rocminfo's error text."""
+    r = f.rocm
+    if r.kfd_present and r.kfd_accessible is False:
+        return r.kfd_error or "permission denied"
+    proof = next((e for e in f.reconciled.evidence if e.proves == "rocm-kfd-permission"), None)
+    return proof.line if proof else None
+
+
+@rule("amdgpu-not-loaded", severity="fail", layer="driver")
+def amdgpu_not_loaded(ctx: Ctx) -> None:
+    r, p = ctx.facts.rocm, ctx.facts.platform
+    if p.system not in (None, "Linux") or p.is_wsl:
+        return
+    amd = amd_pci(ctx.facts)
+    dgpu = [d for d in amd if d.driver != "amdgpu"]
+    if amd and r.amdgpu_loaded is False:
+        ctx.add(
+            facts=["rocm.amdgpu_loaded", "platform.amd_pci_devices"],
+            devices=", ".join(f"{d.name or d.device_id} ({d.address})" for d in (dgpu or amd)),
+            container=p.container or "",
+        )
+
+
+@rule("rocm-kfd-permission", severity="fail", layer="driver")
+def rocm_kfd_permission(ctx: Ctx) -> None:
+    p = ctx.facts.platform
+    if p.system not in (None, "Linux") or p.is_wsl:
+        return
+    line = kfd_refused(ctx.facts)
+    if line:
+        ctx.add(
+            fix="container" if p.container else "default",
+            facts=["rocm.kfd_present", "rocm.kfd_accessible", "rocm.kfd_error", "reconciled.evidence"],
+            error=line,
+        )

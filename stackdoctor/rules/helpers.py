@@ -1,0 +1,155 @@
+"""Small pure helpers the rules share (facts + matrix look-ups, the install fix line)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from stackdoctor import accelerators
+from stackdoctor import matrix as mx
+from stackdoctor.facts import BuildKind, Facts, GpuView, TorchFacts
+from stackdoctor.rules.core import Ctx
+from stackdoctor.versions import mm, public
+
+_MISSING_RE = re.compile(r"No module named ['\"]?torch['\"]?\s*$")
+
+
+def variant_name(facts: Facts) -> str | None:
+    t = facts.torch
+    return t.variant or mx.variant_from_version(t.version)
+
+
+def import_failed(t: TorchFacts) -> bool:
+    """torch is there but `import torch` raised or crashed (not a timeout, not "no torch")."""
+    return bool(t.import_error) and t.import_error_kind != "timeout" and not _MISSING_RE.search(t.import_error or "")
+
+
+def imports(t: TorchFacts) -> bool:
+    """torch is installed and `import torch` worked (so its runtime facts were asked)."""
+    return t.installed and not t.import_error and t.import_error_kind is None
+
+
+def built_for(facts: Facts) -> BuildKind | None:
+    """The build kind of a torch that imports; None when there is none, or it did not import."""
+    t = facts.torch
+    if not imports(t):
+        return None
+    return accelerators.build_kind(t)
+
+
+def built_for_files(facts: Facts) -> BuildKind | None:
+    """The build kind from what the files say (``version.py``, the variant), even when torch does not import."""
+    t = facts.torch
+    if t.import_error_kind == "timeout" and not t.version:
+        return None
+    return accelerators.build_kind(t)
+
+
+def python_exe(facts: Facts) -> str:
+    return facts.python.executable or "python"
+
+
+def gpu_label(g: GpuView) -> str:
+    return f"GPU{g.index} {g.name or '?'}"
+
+
+def sm(cc: str) -> str:
+    return "sm_" + cc.replace(".", "")
+
+
+def nvidia_gpus(facts: Facts) -> list[GpuView]:
+    return [g for g in facts.reconciled.gpus if g.vendor == "nvidia"]
+
+
+def amd_gpus(facts: Facts) -> list[GpuView]:
+    return [g for g in facts.reconciled.gpus if g.vendor == "amd"]
+
+
+def nvidia_pci(facts: Facts) -> list[Any]:
+    return [d for d in facts.platform.nvidia_pci_devices if (d.class_id or "").lower().startswith("0x03")]
+
+
+def amd_pci(facts: Facts) -> list[Any]:
+    return [d for d in facts.platform.amd_pci_devices if (d.class_id or "").lower().startswith("0x03")]
+
+
+def windows_driver(facts: Facts) -> bool:
+    """The NVIDIA driver number is a Windows one (native Windows, or WSL where the host driver serves)."""
+    return facts.platform.system == "Windows" or facts.platform.is_wsl
+
+
+def release(ctx: Ctx, version: str | None) -> Any:
+    if ctx.matrix is None or not version:
+        return None
+    return ctx.matrix.release(public(version))
+
+
+def variant_row(ctx: Ctx) -> Any:
+    """The matrix's row for the installed torch's variant (PyPI builds without a label: by CUDA version, else cpu)."""
+    rel = release(ctx, ctx.facts.torch.version)
+    name = variant_name(ctx.facts)
+    if rel is None:
+        return None
+    if name:
+        return rel.variant(name)
+    kind = built_for_files(ctx.facts)
+    for v in rel.variants:
+        if kind == "cuda" and v.kind == "cuda" and v.cuda == mm(ctx.facts.torch.cuda):
+            return v
+        if kind == "cpu" and v.kind == "cpu":
+            return v
+    return None
+
+
+def index_for(ctx: Ctx, variant: str | None) -> str | None:
+    return f"{ctx.matrix.index_url('pytorch').rstrip('/')}/{variant}" if variant else None
+
+
+def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None) -> str:
+    """The ``stackdoctor install ...`` line the resolver plans for this machine.
+
+    Tries the installed torch version first (``--torch X --variant V``), then the newest usable
+    (``--variant V``); falls back to plain ``stackdoctor install`` (which explains, with reasons, why
+    nothing better fits). The same resolver ``install`` uses: ``check`` and ``install`` agree.
+    """
+    from stackdoctor.plan import Request
+    from stackdoctor.resolve import resolve
+
+    facts = ctx.facts
+    current = (public(facts.torch.version), variant_name(facts))
+    want_gpu = accelerators.select(facts) is not None and accelerators.select(facts).build_kind != "cpu"  # type: ignore[union-attr]
+    attempts: list[Request] = []
+    if keep_torch and facts.torch.installed and current[0]:
+        attempts.append(Request(torch=current[0]))
+    attempts.append(Request())
+    for req in attempts:
+        plan = resolve(facts, ctx.matrix, req)
+        if not plan.satisfiable or not plan.variant:
+            continue
+        if plan.variant == exclude or (plan.torch_version, plan.variant) == current:
+            continue
+        if want_gpu and plan.variant == "cpu":
+            continue  # a CPU build is no fix on a machine whose GPU should work
+        if req.torch:
+            return f"stackdoctor install --torch {plan.torch_version} --variant {plan.variant}"
+        return f"stackdoctor install --variant {plan.variant}"
+    return "stackdoctor install"
+
+
+def visible_to_torch(g: GpuView, env: dict[str, str]) -> bool:
+    """Whether ``CUDA_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES`` leave GPU ``g`` to torch (True when unset
+    or unreadable). Entries are indices (the driver's order) or UUID prefixes; CUDA stops at the first bad one."""
+    var = "CUDA_VISIBLE_DEVICES" if g.vendor == "nvidia" else "HIP_VISIBLE_DEVICES" if g.vendor == "amd" else None
+    if var is None or var not in env:
+        return True
+    uuid = (g.uuid or "").lower()
+    for tok in (x.strip() for x in env[var].split(",")):
+        if re.fullmatch(r"\d+", tok):
+            if int(tok) == g.index:
+                return True
+        elif tok.lower().startswith(("gpu-", "mig-")):
+            if uuid and uuid.startswith(tok.lower()):
+                return True
+        else:
+            break
+    return False

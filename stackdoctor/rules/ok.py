@@ -1,0 +1,97 @@
+"""The ``<layer>-ok`` findings: one per layer that was checked and has no problem (they run last)."""
+
+from __future__ import annotations
+
+from stackdoctor import accelerators
+from stackdoctor.rules.core import Ctx, rule
+from stackdoctor.rules.helpers import built_for, imports, python_exe, variant_name
+
+
+def _bad_layers(ctx: Ctx) -> set[str]:
+    bad = {f.layer or "" for f in ctx.out if f.severity in ("warn", "fail")}
+    if any(f.code in ("probe-failed", "probe-timeout") and "probes.target" in f.facts for f in ctx.out):
+        bad |= {"python", "torch", "runtime"}
+    if any(f.code in ("probe-timeout",) and "torch.import_error" in f.facts for f in ctx.out):
+        bad |= {"torch", "runtime"}
+    return bad
+
+
+def _ok(ctx: Ctx, layer: str, checked: bool, key: str = "default", **values: object) -> None:
+    if checked and layer not in _bad_layers(ctx):
+        ctx.add(severity="ok", detail=key, fix=None, **values)
+
+
+@rule("platform-ok", severity="ok", layer="platform", summary=True)
+def platform_ok(ctx: Ctx) -> None:
+    p = ctx.facts.platform
+    _ok(ctx, "platform", bool(p.system), os=p.os_name or p.system or "?", machine=p.machine or "?")
+
+
+@rule("driver-ok", severity="ok", layer="driver", summary=True)
+def driver_ok(ctx: Ctx) -> None:
+    f = ctx.facts
+    drv = f.reconciled.nvidia_driver.value
+    what = f"NVIDIA {drv} (CUDA {f.reconciled.cuda_driver_version.value or '?'})" if drv else "amdgpu"
+    _ok(ctx, "driver", bool(drv or f.rocm.amdgpu_loaded), driver=what)
+
+
+def _gpu_names(ctx: Ctx) -> list[str]:
+    f = ctx.facts
+    names: list[str] = []
+    for g in f.reconciled.gpus:
+        if g.vendor == "nvidia" and g.witnesses != ["pci"]:
+            names.append((g.name or "NVIDIA GPU") + (f" (sm_{g.compute_capability.replace('.', '')})" if g.compute_capability else ""))
+        elif g.vendor == "amd" and g.witnesses != ["pci"]:
+            names.append(g.name if g.name and g.name == g.gfx else f"{g.name or 'AMD GPU'} ({g.gfx or 'gfx?'})")
+    if not names and f.apple.chip:
+        names = [f.apple.chip]
+    if not names and f.jetson.is_jetson:
+        names = [f.jetson.model or "Jetson"]
+    return names
+
+
+@rule("gpu-ok", severity="ok", layer="gpu", summary=True)
+def gpu_ok(ctx: Ctx) -> None:
+    names = _gpu_names(ctx)
+    _ok(ctx, "gpu", bool(names), gpus=", ".join(names) or "-")
+
+
+@rule("python-ok", severity="ok", layer="python", summary=True)
+def python_ok(ctx: Ctx) -> None:
+    f = ctx.facts
+    _ok(ctx, "python", bool(f.python.version), python=f.python.version or "?", executable=python_exe(f))
+
+
+@rule("torch-ok", severity="ok", layer="torch", summary=True)
+def torch_ok(ctx: Ctx) -> None:
+    t = ctx.facts.torch
+    _ok(ctx, "torch", imports(t), torch=t.version or "?", variant=variant_name(ctx.facts) or "-")
+
+
+@rule("runtime-ok", severity="ok", layer="runtime", summary=True)
+def runtime_ok(ctx: Ctx) -> None:
+    f, t = ctx.facts, ctx.facts.torch
+    if not imports(t):
+        return
+    acc = accelerators.select(f)
+    if t.cuda_available:
+        _ok(ctx, "runtime", True, "gpu", backend="ROCm/HIP" if t.hip else "CUDA", count=t.device_count if t.device_count is not None else "?")
+    elif t.mps_available:
+        _ok(ctx, "runtime", True, "gpu", backend="MPS", count=1)
+    elif t.xpu_available:
+        _ok(ctx, "runtime", True, "gpu", backend="XPU", count=len([d for d in t.devices if d.kind == "xpu"]) or "?")
+    elif built_for(f) == "cpu" and (acc is None or acc.build_kind == "cpu"):
+        _ok(ctx, "runtime", True, "cpu")
+
+
+@rule("toolkit-ok", severity="ok", layer="toolkit", summary=True)
+def toolkit_ok(ctx: Ctx) -> None:
+    f, t = ctx.facts, ctx.facts.torch
+    checked = built_for(f) == "cuda" and bool(t.cuda) and bool(f.cuda_toolkit.nvcc_version)
+    _ok(ctx, "toolkit", checked, nvcc=f.cuda_toolkit.nvcc_version or "?", cuda=t.cuda or "?")
+
+
+@rule("network-ok", severity="ok", layer="network", summary=True)
+def network_ok(ctx: Ctx) -> None:
+    tb = ctx.facts.thunderbolt
+    _ok(ctx, "network", tb.present and bool(tb.ports or tb.interfaces), ports=len(tb.ports), interfaces=len(tb.interfaces))

@@ -1,0 +1,65 @@
+"""Rules about the operating system: the container's GPU access, the C library."""
+
+from __future__ import annotations
+
+import re
+
+from stackdoctor import matrix as mx
+from stackdoctor.rules.core import Ctx, rule
+from stackdoctor.rules.helpers import nvidia_pci, release, variant_row
+from stackdoctor.versions import release as vt
+
+
+@rule("container-no-gpu", severity="fail", layer="platform")
+def container_no_gpu(ctx: Ctx) -> None:
+    p = ctx.facts.platform
+    if not p.container or p.container_nvidia_devices is not False:
+        return
+    wants = bool(nvidia_pci(ctx.facts)) or ctx.facts.environment.get("NVIDIA_VISIBLE_DEVICES", "").strip() not in ("", "void", "none")
+    if not wants:
+        return
+    ctx.add(
+        fix={"podman": "podman", "kubernetes": "kubernetes"}.get(p.container, "docker"),
+        facts=["platform.container", "platform.container_nvidia_devices"],
+        container=p.container,
+        pci=", ".join(d.name or d.device_id for d in nvidia_pci(ctx.facts)) or "-",
+    )
+
+
+@rule("glibc-too-old", severity="fail", layer="platform")
+def glibc_too_old(ctx: Ctx) -> None:
+    f, t = ctx.facts, ctx.facts.torch
+    if f.platform.system not in (None, "Linux") or f.platform.libc not in (None, "glibc") or not f.platform.glibc_version:
+        return
+    err = t.import_error or ""
+    sym = re.search(r"GLIBC_(\d+\.\d+)", err)
+    need: tuple[int, ...] | None = vt(sym.group(1)) if sym else None
+    what = t.version or ""
+    if need is None and ctx.matrix is not None:
+        v = variant_row(ctx) if t.installed else None
+        published = [r for r in ctx.matrix.releases if r.variants]
+        rel = release(ctx, t.version) if t.installed else (published[0] if published else None)
+        if rel is not None and not t.installed:
+            what = str(rel.version)
+            v = rel.variant("cpu") or (rel.variants[0] if rel.variants else None)
+        floors = []
+        arch = (f.platform.machine or "x86_64").lower().replace("amd64", "x86_64").replace("arm64", "aarch64")
+        for tag in getattr(v, "platforms", ()) or ():
+            os_, tarch, floor = mx.parse_platform(tag)
+            if os_ == "linux" and tarch == arch:
+                floors.append(floor or vt(getattr(rel, "manylinux_glibc", None) or "") or None)
+        present = [x for x in floors if x]
+        if present:
+            need = tuple(min(present))
+    if not need or vt(f.platform.glibc_version) >= tuple(need):
+        return
+    ctx.add(
+        severity="fail" if (bool(sym) or t.installed) else "warn",
+        detail="import" if sym else ("installed" if t.installed else "default"),
+        facts=["platform.glibc_version", "torch.version"],
+        glibc=f.platform.glibc_version,
+        need=".".join(str(x) for x in need),
+        torch=what or "-",
+        error=sym.group(0) if sym else "",
+        os=f.platform.os_name or f.platform.os_id or "Linux",
+    )

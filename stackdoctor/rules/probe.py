@@ -1,0 +1,58 @@
+"""Rules about stackdoctor's own view: a tool that failed or hung leaves part of the stack unknown."""
+
+from __future__ import annotations
+
+from stackdoctor.rules.core import Ctx, rule
+from stackdoctor.rules.helpers import python_exe
+
+
+@rule("probe-timeout", severity="fail", layer="probe")
+def probe_timeout(ctx: Ctx) -> None:
+    t, n = ctx.facts.torch, ctx.facts.nvidia
+    if t.import_error_kind == "timeout":
+        ctx.add(severity="fail", detail="import", fix="import", facts=["torch.import_error"], error=t.import_error or "", python=python_exe(ctx.facts))
+    for p in ctx.probes:
+        if p.status != "timeout" or (p.name == "target" and t.import_error_kind in ("timeout", "exception", "crash")):
+            continue
+        target = p.name == "target"
+        ctx.add(
+            severity="fail" if target else "warn",
+            detail="target" if target else "default",
+            fix="target" if target else "default",
+            facts=[f"probes.{p.name}"],
+            probe=p.name,
+            error=p.error or "",
+            seconds=f"{p.duration_s:g}",
+            python=python_exe(ctx.facts),
+        )
+    if n.smi_state == "timeout":
+        ctx.add(severity="warn", detail="smi", fix="smi", facts=["nvidia.smi_state"], error=n.smi_message or "")
+
+
+@rule("probe-failed", severity="fail", layer="probe", defers_to=("rocm-kfd-permission",))
+def probe_failed(ctx: Ctx) -> None:
+    t, n = ctx.facts.torch, ctx.facts.nvidia
+    for p in ctx.probes:
+        if p.status != "error" or (p.name == "target" and t.import_error_kind in ("timeout", "exception", "crash")):
+            continue
+        target = p.name == "target"
+        ctx.add(
+            severity="fail" if target else "warn",
+            detail="target" if target else "default",
+            fix="target" if target else "default",
+            facts=[f"probes.{p.name}"],
+            probe=p.name,
+            error=p.error or "",
+            seconds=f"{p.duration_s:g}",
+            python=python_exe(ctx.facts),
+        )
+    if n.smi_state == "error" and n.smi_message and not ctx.has("probe-failed"):
+        ctx.add(severity="warn", detail="smi", fix="smi", facts=["nvidia.smi_state", "nvidia.smi_message"], error=n.smi_message)
+    elif n.smi_state == "cuda-err" and not ctx.facts.platform.is_wsl:
+        ctx.add(severity="warn", detail="cuda_err", fix="cuda_err", facts=["nvidia.smi_state"])
+    kfd_told = ctx.has("rocm-kfd-permission")
+    for subject, errors in (("rocm", ctx.facts.rocm.tool_errors), ("thunderbolt", ctx.facts.thunderbolt.tool_errors)):
+        for tool, err in sorted(errors.items()):
+            if not err or "not installed" in err or (kfd_told and "kfd" in err.lower()):
+                continue  # absence is a fact; kfd trouble is rocm-kfd-permission's
+            ctx.add(severity="warn", facts=[f"{subject}.tool_errors.{tool}"], probe=tool, error=err, seconds="")

