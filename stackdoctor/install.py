@@ -489,7 +489,8 @@ def failure_line(res: CommandResult) -> str:
     for line in (res.stderr + "\n" + res.stdout).splitlines():
         s = line.strip()
         if s.startswith(("ERROR:", "error:", "×")):
-            return s[:300]
+            # long paths push pip's point to the end ("... trying to install outside the target directory"): keep both ends
+            return s if len(s) <= 300 else f"{s[:140]} ... {s[-150:]}"
     return res.describe_failure() or res.detail or "unknown failure"
 
 
