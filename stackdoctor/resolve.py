@@ -744,6 +744,19 @@ def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
     if not cands:
         plan.reasons.append("no torch release in the request has builds the matrix knows")
         return plan
+    if request.variant != "auto" and not request.variant.startswith("jetson-"):
+        publishing = [(r, v) for r, v in cands if r.variant(request.variant) is not None]
+        if not publishing:
+            rel, ver = cands[0]
+            plan.reasons.append(
+                f"torch {ver if len(cands) == 1 else ', '.join(str(v) for _, v in cands[:3]) + (' ...' if len(cands) > 3 else '')} "
+                f"publishes no {request.variant} build (torch {ver} has {', '.join(v.name for v in rel.variants)})"
+            )
+            newest = next((r for r in matrix.releases if r.variant(request.variant) is not None), None)
+            if newest is not None:
+                plan.suggestions.append(f"torch {newest.version} is the newest release with a {request.variant} build (--torch {newest.version})")
+            return plan
+        cands = publishing
 
     if t.jetson:
         return _resolve_jetson(facts, matrix, request, t, cands, plan)
@@ -793,7 +806,7 @@ def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
                 if newer:
                     plan.reasons.append(
                         f"an older release with a GPU build beats a CPU build of torch {newer[0][1]}: no {kind.upper()} build of "
-                        f"{', '.join(str(v) for _, v in newer)} runs here (see rejected)"
+                        f"{', '.join(str(v) for _, v in newer)} runs here" + (" (see rejected)" if plan.rejected else "")
                     )
                 if left:
                     env = _hide_env(kind, subset, gpus)
@@ -839,7 +852,7 @@ def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
         elif kind == "cpu" and not gpus and not t.driver:
             plan.reasons.append(f"torch {ver} cpu: no GPU found on this machine; the newest {'requested ' if request.torch else ''}release with a CPU build for it")
         else:
-            plan.reasons.append(f"torch {ver} cpu: no GPU build fits (see rejected); a CPU build is what works here")
+            plan.reasons.append(f"torch {ver} cpu: no GPU build fits{' (see rejected)' if plan.rejected else ''}; a CPU build is what works here")
         if plan.suggestions:
             plan.reasons.append("to get a GPU build: " + "; or ".join(plan.suggestions))
         return _finish(facts, matrix, request, fit, plan)
