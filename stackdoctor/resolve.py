@@ -429,9 +429,9 @@ def _meets_unknown_driver(row: object, variant: Variant, t: Target, matrix: Matr
     that level, a newer minor of the same major through minor-version compatibility, no newer major.
     Else from a CUDA build torch initialised on it: the driver is at least that major's
     minor-version-compatibility floor, and meets what that floor meets (None: unknown)."""
-    v = _vtuple(variant.cuda)
+    v = major_minor(variant.cuda)
     if t.driver_cuda:
-        c = _vtuple(t.driver_cuda)
+        c = major_minor(t.driver_cuda)
         how = f"it runs CUDA up to {t.driver_cuda}"
         if c is None or v is None:
             return None, how
