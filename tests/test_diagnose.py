@@ -315,7 +315,7 @@ def _cvd(f, m):
 
 
 def _conda(f, m):
-    f.torch.conda_packages = ["cudatoolkit", "python"]
+    f.torch.conda_packages = ["cudatoolkit-11.8.0-h4ba93d1_13", "python-3.11.7-h955ad1f_0"]  # conda-meta record names
 
 
 def _pynvml(f, m):

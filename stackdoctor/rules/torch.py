@@ -268,9 +268,12 @@ def conda_pip_mix(ctx: Ctx) -> None:
         return
     conda_cuda = ("cudatoolkit", "cudnn", "nccl", "pytorch-cuda", "cuda-runtime", "cuda-cudart", "cuda-libraries", "cuda-toolkit",
                   "libcublas", "libcusparse", "libnvjitlink")  # fmt: skip
+    from stackdoctor.conda import conda_name
+
+    names = [conda_name(p) for p in t.conda_packages]  # conda-meta records are name-version-build
     pip_torch = bool(local(t.version)) or any(k.startswith("nvidia-") for k in t.distributions)
-    conda_torch = "pytorch" in t.conda_packages
-    cuda_libs = [p for p in t.conda_packages if p in conda_cuda]
+    conda_torch = "pytorch" in names
+    cuda_libs = [p for p in names if p in conda_cuda]
     if pip_torch and (conda_torch or cuda_libs):
         names = (["pytorch"] if conda_torch else []) + cuda_libs
         ctx.add(
