@@ -95,6 +95,15 @@ def register(app: typer.Typer) -> None:
             for code, sev, layer, title in dx.list_checks(dx.detect_lang(os.environ, lang)):
                 print(f"{code:<32} {sev:<5} {layer or '':<10} {title}")
             return ExitCode.OK
+        from stackdoctor.diagnose import check_patterns
+
+        only_codes, skip_codes = _split(only), _split(skip)
+        check_patterns(only_codes, "--only", pipeline.lang_of(Options(lang=lang)))
+        check_patterns(skip_codes, "--skip", pipeline.lang_of(Options(lang=lang)))
+        if python and not replay:
+            from stackdoctor.engine import validate_python
+
+            validate_python(python, timeout_s=timeout)  # a folder, a missing path, not Python: one sentence, exit 2
         opts = Options(
             python=python,
             timeout_s=timeout,
@@ -105,8 +114,8 @@ def register(app: typer.Typer) -> None:
             matrix_files=matrix or [],
             config=config,
             lang=lang,
-            only=_split(only),
-            skip=_split(skip),
+            only=only_codes,
+            skip=skip_codes,
             strict=strict,
             worker_hook=os.environ.get("STACKDOCTOR_TEST_HOOK"),
         )

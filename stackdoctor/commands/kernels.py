@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
         fleet: Annotated[bool, typer.Option("--fleet/--no-fleet", help="Across hosts: probe every node and print one table of differences on rank 0.")] = True,
     ) -> int:
         """Run real kernels and collectives in the target interpreter and check their numbers."""
-        from stackdoctor.engine import select_target
+        from stackdoctor.engine import select_target, validate_python
         from stackdoctor.facts import KernelFacts
         from stackdoctor.kernels import AllreduceOptions, run_allreduce_local, run_allreduce_rank, run_kernels
         from stackdoctor.system import System
@@ -93,6 +93,10 @@ def register(app: typer.Typer) -> None:
 
         system = System.from_env()
         target = select_target(python, env)
+        found = validate_python(target.python, system=system, selected_by=target.selected_by, timeout_s=min(timeout, 30.0))
+        if found.torch is False:
+            how = "stackdoctor install" + (f" --python {target.python}" if python else "")
+            raise UsageError(f"torch is not installed in {target.python}; install it with: {how}")
         hook = env.get("STACKDOCTOR_TEST_HOOK")
         kf = KernelFacts(ran=False, mode="full")
         status = _Status(enabled=not json_)

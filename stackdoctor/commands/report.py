@@ -102,6 +102,10 @@ def register(app: typer.Typer) -> None:
             _check_target(out, force)
         else:
             out = default_dir(Path.cwd())
+        if python and not replay:
+            from stackdoctor.engine import validate_python
+
+            validate_python(python, timeout_s=timeout)  # a folder, a missing path, not Python: one sentence, exit 2
         if not redact:
             print(NO_REDACT_WARNING, file=sys.stderr)
         report = _gather(python, timeout, not no_kernels, replay, config)
