@@ -120,14 +120,14 @@ def register(app: typer.Typer) -> None:
             worker_hook=os.environ.get("STACKDOCTOR_TEST_HOOK"),
         )
         report = pipeline.build_report(opts, progress=spinner(fmt == "human" and output is None))
-        emit(report, fmt, output, verbose=verbose, lang=pipeline.lang_of(opts))
+        emit(report, fmt, output, verbose=verbose, lang=pipeline.lang_of(opts), strict=strict)
         return pipeline.exit_code(report, strict)
 
 
-def emit(report: Report, fmt: str, output: str | None, *, verbose: bool = False, lang: str = "en") -> None:
+def emit(report: Report, fmt: str, output: str | None, *, verbose: bool = False, lang: str = "en", strict: bool = False) -> None:
     """Write the report in ``fmt`` to stdout or ``output`` (``--json`` keeps stdout pure JSON)."""
     from stackdoctor.console import make_console
     from stackdoctor.output import write_output
 
     console = make_console()
-    write_output(report, fmt, output, console=console, verbose=verbose, redact_default=False, lang=lang)
+    write_output(report, fmt, output, console=console, verbose=verbose, redact_default=False, lang=lang, strict=strict)
