@@ -67,6 +67,57 @@ for _mod in COMMAND_MODULES:
             raise
 
 
+# What each option's value is, in words, for --help (typer would show a Python type: <str>, <float range>,
+# <list[str]>). Keyed by option name, or by (command, option) where one name means different things.
+METAVARS: dict[str, str] = {
+    "--python": "PATH", "--format": "FORMAT", "--output": "FILE", "--timeout": "SECONDS", "--torch-timeout": "SECONDS",
+    "--index-timeout": "SECONDS", "--replay": "REPORT", "--matrix": "FILE", "--config": "FILE", "--lang": "LANG",
+    "--only": "CODE", "--skip": "CODE", "--device": "DEVICE", "--sizes": "N,N,...", "--nproc": "N", "--rank": "N",
+    "--world-size": "N", "--master-addr": "ADDRESS", "--master-port": "PORT", "--iface": "INTERFACE", "--backend": "BACKEND",
+    "--min-bytes": "BYTES", "--max-bytes": "BYTES", "--iters": "N", "--min-busbw": "GB/s", "--over": "LINK",
+    "--torch": "VERSION", "--variant": "VARIANT", "--installer": "NAME", "--index-base": "URL", "--find-links": "URL",
+    "--emit": "FORMAT", "--python-version": "VERSION", "--platform": "PLATFORM", "--driver": "VERSION", "--gpu": "ARCH",
+    "--gfx": "GFX", "which": "KERNEL", "packages": "PACKAGE", "code": "CODE", "file": "FILE",
+}
+COMMAND_METAVARS: dict[tuple[str, str], str] = {("report", "--output"): "DIR"}
+
+
+def _word_for(command: str, param: object) -> str:
+    """The metavar of one parameter: from the tables, else a word for its type (never a Python type)."""
+    opts = [o for o in getattr(param, "opts", []) if o.startswith("--")] or [str(getattr(param, "name", "") or "")]
+    for name in opts:
+        if (command, name) in COMMAND_METAVARS:
+            return COMMAND_METAVARS[(command, name)]
+        if name in METAVARS:
+            return METAVARS[name]
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    if annotation is int:
+        return "N"
+    if annotation is float:
+        return "NUMBER"
+    return str(getattr(param, "name", "VALUE") or "VALUE").upper().replace("_", "-")
+
+
+def _word_metavars(command: object, name: str = "") -> None:
+    """Give every option and argument of ``command`` (and its subcommands) a metavar in words."""
+    for sub_name, sub in (getattr(command, "commands", None) or {}).items():
+        _word_metavars(sub, sub_name)
+    for param in getattr(command, "params", []):
+        if getattr(param, "is_flag", False):
+            continue
+        if getattr(param, "metavar", None) is None:
+            param.metavar = _word_for(name, param)
+        if getattr(param, "param_type_name", "") == "argument":
+            param.display_type_rich = lambda ctx: None  # the metavar says it; no "<str>" after it
+
+
+def command() -> object:
+    """The click command ``main`` runs: the typer app with word metavars."""
+    cmd = typer.main.get_command(app)
+    _word_metavars(cmd)
+    return cmd
+
+
 def debug_enabled(argv: list[str]) -> bool:
     return _DEBUG["on"] or "--debug" in argv or os.environ.get("STACKDOCTOR_DEBUG", "") not in ("", "0")
 
@@ -103,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     code: int
     try:
-        rv = app(args=args, prog_name="stackdoctor", standalone_mode=False)
+        rv = command().main(args=args, prog_name="stackdoctor", standalone_mode=False)  # type: ignore[attr-defined]
         code = int(rv) if isinstance(rv, int) else 0
     except StackdoctorError as exc:
         _err(f"stackdoctor: {exc}")
