@@ -9,10 +9,11 @@ line on stderr and its exit code; click usage errors are exit 2; anything else i
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -98,10 +99,28 @@ def _word_for(command: str, param: object) -> str:
     return str(getattr(param, "name", "VALUE") or "VALUE").upper().replace("_", "-")
 
 
+class _Interrupted(Exception):
+    """Ctrl-C inside a command (typer would turn the KeyboardInterrupt into a silent exit 130)."""
+
+
+def _interruptible(callback: Any) -> Any:
+    @functools.wraps(callback)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return callback(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise _Interrupted() from None
+
+    return run
+
+
 def _word_metavars(command: object, name: str = "") -> None:
-    """Give every option and argument of ``command`` (and its subcommands) a metavar in words."""
+    """Give every option and argument of ``command`` (and its subcommands) a metavar in words, and make
+    each command's Ctrl-C reach :func:`main` (which stops the children and says "interrupted")."""
     for sub_name, sub in (getattr(command, "commands", None) or {}).items():
         _word_metavars(sub, sub_name)
+    if getattr(command, "callback", None) is not None and not getattr(command, "commands", None):
+        command.callback = _interruptible(command.callback)  # type: ignore[attr-defined]
     for param in getattr(command, "params", []):
         if getattr(param, "is_flag", False):
             continue
@@ -112,7 +131,7 @@ def _word_metavars(command: object, name: str = "") -> None:
 
 
 def command() -> object:
-    """The click command ``main`` runs: the typer app with word metavars."""
+    """The click command ``main`` runs: the typer app with word metavars and Ctrl-C reported."""
     cmd = typer.main.get_command(app)
     _word_metavars(cmd)
     return cmd
@@ -161,13 +180,15 @@ def main(argv: list[str] | None = None) -> None:
         code = int(exc.exit_code)
     except typer.Exit as exc:
         code = exc.exit_code
-    except typer.Abort:
-        _err("stackdoctor: aborted.")
+    except typer.Abort as exc:  # click turns Ctrl-C into Abort
+        _stop_children()
+        _err("stackdoctor: interrupted." if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt) else "stackdoctor: aborted.")
         code = 130
     except click_exception as exc:  # bad flag, unknown command, unparsable value: usage, exit 2
         _err(_usage_line(exc))
         code = ExitCode.USAGE
-    except KeyboardInterrupt:
+    except (_Interrupted, KeyboardInterrupt):
+        _stop_children()
         _err("stackdoctor: interrupted.")
         code = 130
     except BrokenPipeError:
@@ -184,6 +205,17 @@ def main(argv: list[str] | None = None) -> None:
         )
         code = ExitCode.INTERNAL
     _exit(code)
+
+
+def _stop_children() -> None:
+    """On Ctrl-C: every child still running (a probe, the target's ``import torch``, allreduce ranks)
+    stops with us; each lives in a session of its own, so the terminal's SIGINT does not reach it."""
+    try:
+        from stackdoctor.system import stop_children
+
+        stop_children()
+    except Exception:
+        pass
 
 
 def _err(line: str) -> None:
