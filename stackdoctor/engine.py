@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -182,18 +182,18 @@ def validate_python(
         i = line.find(_PYTHON_MARK)
         if i < 0:
             continue
-        parts = line[i + len(_PYTHON_MARK) :].split()
-        if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
-            major, minor = int(parts[0]), int(parts[1])
+        said = line[i + len(_PYTHON_MARK) :].split()
+        if len(said) == 3 and said[0].isdigit() and said[1].isdigit():
+            major, minor = int(said[0]), int(said[1])
             if major < 3:
                 raise UsageError(f"{who} is Python {major}.{minor}; stackdoctor needs a Python 3 interpreter.")
-            return PythonCheck(python, (major, minor), {"True": True, "False": False}.get(parts[2]))
+            return PythonCheck(python, (major, minor), {"True": True, "False": False}.get(said[2]))
     ver = sys_.run([exe, "--version"], timeout=timeout_s, parse_env=False, record=False)
-    said = ((ver.stdout.strip() or ver.stderr.strip()).splitlines() or [""])[0].strip()
-    if said.startswith("Python 2"):
-        raise UsageError(f"{who} is {said}; stackdoctor needs a Python 3 interpreter.")
-    if said.startswith("Python ") and res.signal is None:
-        raise UsageError(f"{who} says it is {said} but could not run a one-line Python script: {_first_line(res.stderr) or res.describe_failure()}.")
+    version = ((ver.stdout.strip() or ver.stderr.strip()).splitlines() or [""])[0].strip()
+    if version.startswith("Python 2"):
+        raise UsageError(f"{who} is {version}; stackdoctor needs a Python 3 interpreter.")
+    if version.startswith("Python ") and res.signal is None:
+        raise UsageError(f"{who} says it is {version} but could not run a one-line Python script: {_first_line(res.stderr) or res.describe_failure()}.")
     if res.signal is not None:
         raise UsageError(f"{who} was killed by {res.detail.replace('killed by ', '')} before answering, so it cannot be used as the target.")
     told = _first_line(res.stderr) if res.returncode not in (0, None) else ""  # a broken interpreter says why
@@ -204,7 +204,7 @@ def _first_line(text: str) -> str:
     return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
 
 
-def capture_environment(env: dict[str, str] | os._Environ) -> dict[str, str]:
+def capture_environment(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in sorted(env.items()) if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
 
 

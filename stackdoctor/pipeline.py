@@ -70,10 +70,10 @@ def lang_of(opts: Options) -> str:
 def gather(opts: Options, *, progress: Callable[[], AbstractContextManager[object]] | None = None) -> Report:
     """Probe this machine, or load the report to replay (its findings are dropped: they are judged again)."""
     if opts.replay:
-        from stackdoctor.report import load_report
+        from stackdoctor.report import load_report, replay_file
 
         report = load_report(opts.replay)
-        report.replayed_from = opts.replay
+        report.replayed_from = str(replay_file(opts.replay))  # a folder `report` wrote: its report.json
         report.findings = []
         return report
     from stackdoctor.engine import run_probes, select_target

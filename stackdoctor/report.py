@@ -117,13 +117,22 @@ def report_from_data(data: Any, *, origin: str = "report") -> Report:
     )
 
 
-def load_report(path: str | Path) -> Report:
-    """Read a report file for replay; every problem is one :class:`ReplayError` sentence."""
+def replay_file(path: str | Path) -> Path:
+    """The report a replay reads: ``path``, or ``path/report.json`` when ``path`` is the folder
+    ``stackdoctor report`` wrote.
+
+    :raises ReplayError: a folder without a report.json."""
     p = Path(path)
-    if p.is_dir():  # the folder `stackdoctor report` wrote: its report.json
+    if p.is_dir():
         if not (p / "report.json").is_file():
             raise ReplayError(f"cannot replay {p}: it is a folder without a report.json (the file `stackdoctor report` writes).")
-        p = p / "report.json"
+        return p / "report.json"
+    return p
+
+
+def load_report(path: str | Path) -> Report:
+    """Read a report file for replay; every problem is one :class:`ReplayError` sentence."""
+    p = replay_file(path)
     try:
         size = p.stat().st_size
         if size > MAX_REPORT_BYTES:

@@ -250,6 +250,7 @@ def _render(kf: Any, findings: list[Any], lang: str = "en") -> None:
     Not on a terminal (a pipe, a CI log), lines carry no trailing spaces and fix commands are
     never folded, so each one copies as one line."""
     from rich.cells import cell_len
+    from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
@@ -344,11 +345,10 @@ def _render(kf: Any, findings: list[Any], lang: str = "en") -> None:
                     out.append(Text("    " + (prefix if j == 0 else " " * cell_len(prefix)) + line, no_wrap=True, overflow="ignore"))
     elif kf.results:
         out.append(Text(t("kernels_all_ok"), style="green"))
+    screen = Group(*out)  # each Text keeps its own no_wrap (console.print would merge them into one Text)
     if console.is_terminal or console.color_system is not None:
-        for item in out:
-            console.print(item, crop=False)
+        console.print(screen, crop=False)
         return
     with console.capture() as captured:
-        for item in out:
-            console.print(item, crop=False)
+        console.print(screen, crop=False)
     console.print(Text("\n".join(line.rstrip() for line in captured.get().splitlines())), soft_wrap=True)

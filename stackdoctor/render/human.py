@@ -139,12 +139,12 @@ def build_tree(report: Report) -> Tree:
         cc = f"sm_{g.compute_capability.replace('.', '')}" if g.compute_capability else "sm_?"
         mem = f", {g.memory_total_mib // 1024} GiB" if g.memory_total_mib else ""
         node.add(_label(gpu, f"{g.index}: {g.name or '?'} ({cc}{mem})", gpu_sev))
-    for g in f.rocm.gpus:
-        node.add(_label(gpu, f"{g.index}: {g.name or '?'} ({g.gfx or '?'}{_t('gpu_integrated') if g.integrated else ''})", gpu_sev))
+    for rg in f.rocm.gpus:
+        node.add(_label(gpu, f"{rg.index}: {rg.name or '?'} ({rg.gfx or '?'}{_t('gpu_integrated') if rg.integrated else ''})", gpu_sev))
     if f.apple.is_macos and f.apple.chip:
         node.add(_label(gpu, f.apple.chip, gpu_sev))
-    for g in f.intel.gpus:
-        node.add(_label(gpu, f"Intel {g.name or g.device_id} ({g.driver or _t('gpu_no_driver')})", gpu_sev))
+    for ig in f.intel.gpus:
+        node.add(_label(gpu, f"Intel {ig.name or ig.device_id} ({ig.driver or _t('gpu_no_driver')})", gpu_sev))
     if not (f.nvidia.gpus or f.rocm.gpus or f.intel.gpus or (f.apple.is_macos and f.apple.chip)):
         node.add(_label(gpu, _t("none_found"), gpu_sev))
     cpu = cpu_line(f)

@@ -297,8 +297,8 @@ def render_markdown(
                 lines.append(f"| {cell(r.kernel)} | {cell(r.device)} | {cell(r.dtype)} | {cell(res)} | {cell(format_flops(r.tflops))} | {cell(pp)} |")
             lines.append("")
     if report.probes:
-        cols = ("col_probe", "col_status", "col_time", "md_col_error")
-        lines += [f"<details><summary>{html.escape(_t('md_probes', lang))}</summary>", "", "| " + " | ".join(_t(c, lang) for c in cols) + " |", "|---|---|---|---|"]
+        heads = ("col_probe", "col_status", "col_time", "md_col_error")
+        lines += [f"<details><summary>{html.escape(_t('md_probes', lang))}</summary>", "", "| " + " | ".join(_t(c, lang) for c in heads) + " |", "|---|---|---|---|"]
         lines += [f"| {cell(p.name)} | {cell(p.status)} | {p.duration_s:.2f} s | {cell(p.error)} |" for p in report.probes]
         lines += ["", "</details>", ""]
     if raw and report.raw_outputs:

@@ -124,7 +124,7 @@ def check_as_nobody(m: Machine, *, timeout: float = 90) -> dict[str, Any]:
 
     # The embedded matrix is read (and cached) now: its loader imports importlib's resource readers
     # lazily, which an interpreter under a root-only home cannot read after setuid.
-    chk.load_matrix([])
+    chk.load_matrix(chk.Options())
     env = m.env()
     r, w = os.pipe()
     start = time.monotonic()
