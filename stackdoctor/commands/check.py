@@ -48,10 +48,12 @@ class _delayed_spinner:  # noqa: N801 - used as a context manager
                 self._status.stop()
 
 
-def spinner(show: bool) -> Any:
+def spinner(show: bool, lang: str = "en") -> Any:
     """The progress context ``build_report`` shows while probing (only on a terminal)."""
     if show and sys.stderr.isatty():
-        return lambda: _delayed_spinner("probing the stack…")
+        from stackdoctor.catalog import ui
+
+        return lambda: _delayed_spinner(ui("probing", lang))
     return None
 
 
@@ -92,8 +94,14 @@ def register(app: typer.Typer) -> None:
         if list_checks:
             from stackdoctor import diagnose as dx
 
-            for code, sev, layer, title in dx.list_checks(dx.detect_lang(os.environ, lang)):
-                print(f"{code:<32} {sev:<5} {layer or '':<10} {title}")
+            from rich.cells import cell_len
+
+            from stackdoctor.catalog import ui
+
+            lg = dx.detect_lang(os.environ, lang)
+            for code, sev, layer, title in dx.list_checks(lg):
+                word = ui("sev_" + sev, lg)
+                print(f"{code:<32} {word}{' ' * max(1, 6 - cell_len(word))}{layer or '':<10} {title}")
             return ExitCode.OK
         from stackdoctor.diagnose import check_patterns
 
@@ -119,7 +127,7 @@ def register(app: typer.Typer) -> None:
             strict=strict,
             worker_hook=os.environ.get("STACKDOCTOR_TEST_HOOK"),
         )
-        report = pipeline.build_report(opts, progress=spinner(fmt == "human" and output is None))
+        report = pipeline.build_report(opts, progress=spinner(fmt == "human" and output is None, pipeline.lang_of(opts)))
         emit(report, fmt, output, verbose=verbose, lang=pipeline.lang_of(opts), strict=strict)
         return pipeline.exit_code(report, strict)
 
