@@ -516,3 +516,24 @@ def _free_port() -> int:
     from stackdoctor.kernels import free_port
 
     return free_port()
+
+
+def test_stop_children_kills_what_system_started():
+    """The CLI's Ctrl-C path: every child System started and still running is killed, with its tree."""
+    import threading
+
+    from stackdoctor.system import _LIVE, System, stop_children
+
+    results = []
+    worker = threading.Thread(
+        target=lambda: results.append(System().run([sys.executable, "-c", "import time; time.sleep(60)"], timeout=120, record=False)),
+        daemon=True,
+    )
+    start = time.monotonic()
+    worker.start()
+    while not _LIVE and time.monotonic() - start < 10:
+        time.sleep(0.02)
+    assert stop_children() == 1
+    worker.join(10)
+    assert results and results[0].returncode != 0 and time.monotonic() - start < 10
+    assert stop_children() == 0  # nothing left
