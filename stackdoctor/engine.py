@@ -133,6 +133,7 @@ def validate_python(
     selected_by: str = "--python",
     timeout_s: float = 10.0,
     os_name: str | None = None,
+    run: bool = True,
 ) -> PythonCheck:
     """Check that ``python`` is a Python 3 interpreter before anything runs in it.
 
@@ -142,6 +143,10 @@ def validate_python(
     (``/usr/bin/perl``) and Python 2 are each one sentence and exit 2. ``selected_by`` names where
     the path came from in that sentence (``"--python"``, ``"VIRTUAL_ENV"``, ...). An interpreter
     that does not answer within ``timeout_s`` passes (version None): the probes report a hang.
+
+    ``run=False`` makes only the checks that start no process (a folder, a missing path, not a file,
+    not executable): instant, so ``check`` answers those before probing and leaves the run (is it
+    Python 3?) to :func:`stackdoctor.pipeline.build_report`, concurrently with the probes.
 
     :raises UsageError: the sentence.
     """
@@ -173,6 +178,8 @@ def validate_python(
         raise UsageError(f"{who} is not a file, so not a Python interpreter.")
     if kind == "posix" and not os.access(exe, os.X_OK):
         raise UsageError(f"{who} is not executable, so not a Python interpreter.")
+    if not run:
+        return PythonCheck(python, None, None)
     res = sys_.run([exe, "-E", "-s", "-c", _ASK_PYTHON], timeout=timeout_s, parse_env=False, record=False)
     if res.status == "timeout":
         return PythonCheck(python, None, None)

@@ -111,7 +111,7 @@ def register(app: typer.Typer) -> None:
         if python and not replay:
             from stackdoctor.engine import validate_python
 
-            validate_python(python, timeout_s=timeout)  # a folder, a missing path, not Python: one sentence, exit 2
+            validate_python(python, run=False)  # a folder, a missing path, not executable: one sentence, exit 2, at once
         opts = Options(
             python=python,
             timeout_s=timeout,
@@ -126,6 +126,7 @@ def register(app: typer.Typer) -> None:
             skip=skip_codes,
             strict=strict,
             worker_hook=os.environ.get("STACKDOCTOR_TEST_HOOK"),
+            check_python=True,  # not Python 3 (perl, Python 2): asked beside the probes
         )
         report = pipeline.build_report(opts, progress=spinner(fmt == "human" and output is None, pipeline.lang_of(opts)))
         emit(report, fmt, output, verbose=verbose, lang=pipeline.lang_of(opts), strict=strict)

@@ -38,6 +38,7 @@ def _gather(python: str | None, timeout: float, kernels: bool, replay: str | Non
         replay=replay,
         config=config,
         worker_hook=os.environ.get("STACKDOCTOR_TEST_HOOK"),
+        check_python=True,  # not Python 3 (perl, Python 2): asked beside the probes
     )
     return pipeline.build_report(opts)
 
@@ -105,7 +106,7 @@ def register(app: typer.Typer) -> None:
         if python and not replay:
             from stackdoctor.engine import validate_python
 
-            validate_python(python, timeout_s=timeout)  # a folder, a missing path, not Python: one sentence, exit 2
+            validate_python(python, run=False)  # a folder, a missing path, not executable: one sentence, exit 2, at once
         if not redact:
             print(NO_REDACT_WARNING, file=sys.stderr)
         report = _gather(python, timeout, not no_kernels, replay, config)
