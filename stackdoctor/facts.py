@@ -365,6 +365,7 @@ class TorchFacts:
     torchvision_version: str | None = None
     torchaudio_version: str | None = None
     triton_version: str | None = None
+    numpy_version: str | None = None  # from numpy's distribution metadata (not imported)
     config: dict[str, str] = field(default_factory=dict)  # torch.__config__.show() essentials
     location: str | None = None
     import_error: str | None = None  # last line of the exception when import failed

@@ -1377,8 +1377,14 @@ def _read_user_file(path: str | Path) -> str:
         raise
     except UnicodeDecodeError:
         raise MatrixError(f"compat matrix {p} line 1: the file is not UTF-8 text.") from None
+    except FileNotFoundError:
+        raise MatrixError(f"cannot read the compat matrix {p}: no such file.") from None
+    except IsADirectoryError:
+        raise MatrixError(f"cannot read the compat matrix {p}: it is a folder, not a YAML file.") from None
+    except PermissionError:
+        raise MatrixError(f"cannot read the compat matrix {p}: permission denied.") from None
     except OSError as exc:
-        raise MatrixError(f"compat matrix {p} line 1: cannot read the file ({exc.strerror or exc}).") from None
+        raise MatrixError(f"cannot read the compat matrix {p}: {(exc.strerror or str(exc)).lower()}.") from None
 
 
 @functools.lru_cache(maxsize=1)

@@ -55,8 +55,8 @@ class Gpu:
     uuid: str | None = None
 
     def label(self) -> str:
-        name = self.name or (self.gfx or "") or "unknown GPU"
-        return f"GPU {self.index} {name}"
+        """``GPU 0 NVIDIA GeForce RTX 4090``; without a name only ``GPU 0`` (its sm_/gfx follows where it matters)."""
+        return f"GPU {self.index} {self.name}" if self.name else f"GPU {self.index}"
 
 
 @dataclass
@@ -600,8 +600,13 @@ def _best_gpu_fit(
     best = fits[0]
     if rejected is not None:
         for other in fits[1:]:
-            rejected.append(Rejected(other.variant.name, f"torch {version}: fits, but {best.variant.name} is the newer {kind.upper()} build"))
+            rejected.append(Rejected(other.variant.name, f"torch {version}: fits, but {best.variant.name} is the newer {_kind_name(kind)} build"))
     return best, rejects
+
+
+def _kind_name(kind: str) -> str:
+    """How a build kind is written in a sentence: ``CUDA``, ``ROCm``, ``XPU``, ``CPU``."""
+    return {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU", "cpu": "CPU", "mps": "MPS"}.get(kind, kind)
 
 
 def _gpu_summary(gpus: list[Gpu]) -> str:
@@ -801,11 +806,11 @@ def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
                         + (" (the Windows driver, as WSL2 sees it)" if t.wsl else "")
                     )
                 else:
-                    plan.reasons.append(f"torch {ver} {best.variant.name}: the newest {'requested ' if request.torch else ''}release and {kind.upper()} build for {what}")
+                    plan.reasons.append(f"torch {ver} {best.variant.name}: the newest {'requested ' if request.torch else ''}release and {_kind_name(kind)} build for {what}")
                 newer = _newer_than(ver, cands)
                 if newer:
                     plan.reasons.append(
-                        f"an older release with a GPU build beats a CPU build of torch {newer[0][1]}: no {kind.upper()} build of "
+                        f"an older release with a GPU build beats a CPU build of torch {newer[0][1]}: no {_kind_name(kind)} build of "
                         f"{', '.join(str(v) for _, v in newer)} runs here" + (" (see rejected)" if plan.rejected else "")
                     )
                 if left:
@@ -813,7 +818,7 @@ def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
                     best.env.update(env)
                     var = "CUDA_VISIBLE_DEVICES" if kind == "cuda" else "HIP_VISIBLE_DEVICES"
                     plan.warnings.append(
-                        f"no {kind.upper()} build runs on every GPU: {_gpu_summary(left)} would be left out"
+                        f"no {_kind_name(kind)} build runs on every GPU: {_gpu_summary(left)} would be left out"
                         + (" (an integrated GPU)" if all(g.integrated for g in left) else "")
                         + f"; hide it with {var}={env[var]}"
                     )
@@ -824,7 +829,7 @@ def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
         plan.rejected.extend(rejected_all)
         if gpus or t.driver:
             plan.reasons.append(
-                f"no {kind.upper()} build of torch {cands[0][1] if len(cands) == 1 else ', '.join(str(v) for _, v in cands[:3]) + (' ...' if len(cands) > 3 else '')} "
+                f"no {_kind_name(kind)} build of torch {cands[0][1] if len(cands) == 1 else ', '.join(str(v) for _, v in cands[:3]) + (' ...' if len(cands) > 3 else '')} "
                 f"runs on {_gpu_summary(gpus) if gpus else 'this machine'}" + (f" with driver {t.driver}" if t.driver else "")
             )
         plan.suggestions.extend(_fallback_suggestions(t, matrix, request, kind, gpus, cands))

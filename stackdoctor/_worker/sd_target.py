@@ -120,7 +120,7 @@ def distributions():
                 name = (dist.metadata["Name"] or "").lower()
             except Exception:
                 continue
-            if name.startswith(("nvidia-", "torch", "pytorch-", "triton", "pynvml", "intel-", "cupy")):
+            if name.startswith(("nvidia-", "torch", "pytorch-", "triton", "pynvml", "intel-", "cupy")) or name == "numpy":
                 found[name] = dist.version
     except Exception:
         pass
@@ -190,6 +190,7 @@ def torch_facts():
     out = {"installed": False, "distributions": distributions(), "conda_packages": conda_packages()}
     for dist, key in (("torchvision", "torchvision_version"), ("torchaudio", "torchaudio_version")):
         out[key] = out["distributions"].get(dist)
+    out["numpy_version"] = out["distributions"].get("numpy")  # what collect_env shows; read from metadata, not imported
     out["triton_version"] = out["distributions"].get("triton") or out["distributions"].get("pytorch-triton-rocm") or out["distributions"].get("pytorch-triton")
     if os.environ.get("STACKDOCTOR_IMPORT_TORCH") == "0":
         return torch_static(out), None

@@ -192,6 +192,10 @@ def pipeline_options(opts: InstallOptions) -> pipeline.Options:
 
 def gather_facts(opts: InstallOptions) -> tuple[Facts, str, Matrix]:
     """(reconciled facts, target interpreter path, matrix): probed here, or from ``--replay``."""
+    if opts.python and not opts.replay:
+        from stackdoctor.engine import validate_python
+
+        validate_python(opts.python, run=False)  # a folder, a missing path, not an executable: one sentence, exit 2
     popts = pipeline_options(opts)
     matrix = pipeline.load_matrix(popts)
     report = pipeline.gather(popts)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stackdoctor.catalog import ui
 from stackdoctor.facts import Facts, SeenValue
 
 DERIVED = "reconcile: "  # stackdoctor.reconcile.DERIVED (not imported: renderers sit above it, it sits below)
-_FIELDS = (("name", "name"), ("compute_capability", "compute capability"), ("gfx", "gfx target"), ("bus_id", "PCI address"), ("uuid", "UUID"))
+_FIELDS = (("name", "w_name"), ("compute_capability", "w_cc"), ("gfx", "w_gfx"), ("bus_id", "w_pci"), ("uuid", "w_uuid"))
 
 
 @dataclass
@@ -34,22 +35,24 @@ def _seen(what: str, s: SeenValue) -> WitnessRow | None:
     return WitnessRow(what, s.value or "-", (s.source or "-").removeprefix(DERIVED), _said(s.witnesses))
 
 
-def witness_rows(facts: Facts) -> list[WitnessRow]:
-    """Every reconciled value with its witnesses, then the disagreements and the recognised messages."""
+def witness_rows(facts: Facts, lang: str = "en") -> list[WitnessRow]:
+    """Every reconciled value with its witnesses, then the disagreements and the recognised messages (labels in ``lang``)."""
     view = facts.reconciled
-    rows = [r for r in (_seen("NVIDIA driver", view.nvidia_driver), _seen("driver's newest CUDA", view.cuda_driver_version)) if r]
+    rows = [r for r in (_seen(ui("w_driver", lang), view.nvidia_driver), _seen(ui("w_cuda", lang), view.cuda_driver_version)) if r]
     for g in view.gpus:
         label = f"{g.vendor.upper() if g.vendor != 'apple' else 'Apple'} GPU{g.index}"
-        rows.append(WitnessRow(label, g.name or "-", "seen by", ", ".join(g.witnesses) or "-"))
-        for field, title in _FIELDS:
+        rows.append(WitnessRow(label, g.name or "-", ui("w_seen_by", lang), ", ".join(g.witnesses) or "-"))
+        for field, key in _FIELDS:
             value = getattr(g, field)
             said = g.seen.get(field, {})
             if value is None and not said:
                 continue
+            title = ui(key, lang)
             rows.append(WitnessRow(f"{label}: {title}", str(value) if value is not None else "-", g.sources.get(field, "-").removeprefix(DERIVED), _said(said)))
     for d in view.disagreements:
-        why = f"explained by {d.explained_by}" if d.explained_by else "unexplained"
-        rows.append(WitnessRow(f"disagreement: {d.subject}" + (f" ({d.note})" if d.note else ""), why, "-", _said(d.values), "disagreement"))
+        why = ui("w_explained", lang, why=d.explained_by) if d.explained_by else ui("w_unexplained", lang)
+        what = ui("w_disagreement", lang, subject=d.subject) + (f" ({d.note})" if d.note else "")
+        rows.append(WitnessRow(what, why, "-", _said(d.values), "disagreement"))
     for e in view.evidence:
-        rows.append(WitnessRow(f"message proves {e.proves}", e.line, e.source, _said(e.values), "evidence"))
+        rows.append(WitnessRow(ui("w_proves", lang, code=e.proves), e.line, e.source, _said(e.values), "evidence"))
     return rows

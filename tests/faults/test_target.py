@@ -1,6 +1,7 @@
 """Target-interpreter faults: ``--python`` missing, not Python, Python 2; ``import torch`` raises, hangs,
 segfaults; CUDA initialisation fails. Fake ``torch`` packages live in real venvs
-(tests/test_target_probe.py: make_fake_torch_env). A target that cannot report is a failing
+(tests/test_target_probe.py: make_fake_torch_env). A ``--python`` that is not a Python 3 interpreter
+is bad input (one sentence, exit 2); a target found by itself that cannot report is a failing
 finding (exit 1) naming the interpreter; every other probe's facts are still in the report.
 """
 
@@ -8,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import assert_others_intact, check, one_clear_message, probe_status
+from helpers import run_sd
+
+from .conftest import FAST, assert_others_intact, assert_usage_error, check, one_clear_message, probe_status
 
 from test_target_probe import FAKE_CU130_TORCH_OLD_DRIVER, make_fake_torch_env
 
@@ -17,39 +20,55 @@ def failing(data):
     return [f for f in data["findings"] if f["severity"] == "fail"]
 
 
+# A target given with --python is checked before anything runs (stackdoctor.engine.validate_python):
+# bad input, one sentence, exit 2. A target found through VIRTUAL_ENV that cannot report is a fault of
+# the machine: a failing finding naming the interpreter (exit 1), every other probe's facts intact.
+
+
 def test_target_missing(machine, tmp_path):
     py = str(tmp_path / "nope" / "bin" / "python")
-    run, data = check(machine, python=py)
-    assert run.rc == 1 and failing(data)
-    assert probe_status(data)["target"]["status"] == "error"
-    one_clear_message(data, py, "does not exist")
-    assert_others_intact(data, faulted={"target"})
+    assert_usage_error(run_sd(["check", "--json", *FAST, "--python", py], env=machine.env()), py, "no such file")
+
+
+def _venv_with(tmp_path, script: str) -> tuple[str, str]:
+    """A venv-shaped folder whose bin/python is ``script`` (a /bin/sh fake): (VIRTUAL_ENV, its python)."""
+    venv = tmp_path / "fakevenv"
+    (venv / "bin").mkdir(parents=True)
+    fake = venv / "bin" / "python"
+    fake.write_text(script)
+    fake.chmod(0o755)
+    return str(venv), str(fake)
+
+
+NOT_PYTHON = "#!/bin/sh\necho 'hello from a shell script'\n"
+PYTHON2 = (
+    "#!/bin/sh\n"
+    'if [ "$1" = "--version" ] || [ "$1" = "-V" ]; then echo "Python 2.7.18" >&2; exit 0; fi\n'
+    # what python2 prints for a Python 3 script it cannot parse
+    'echo \'  File "<string>", line 1\' >&2\n'
+    "echo 'SyntaxError: invalid syntax' >&2\nexit 1\n"
+)
 
 
 @pytest.mark.posix
 def test_target_not_python(machine, tmp_path):
-    fake = tmp_path / "python"
-    fake.write_text("#!/bin/sh\necho 'hello from a shell script'\n")
-    fake.chmod(0o755)
-    run, data = check(machine, python=str(fake))
+    venv, fake = _venv_with(tmp_path, NOT_PYTHON)
+    assert_usage_error(run_sd(["check", "--json", *FAST, "--python", fake], env=machine.env()), fake, "not a Python interpreter")
+    # the same interpreter found through VIRTUAL_ENV: a fault of the machine, reported as a finding
+    run = run_sd(["check", "--json", *FAST], env=machine.env(VIRTUAL_ENV=venv))
     assert run.rc == 1
-    one_clear_message(data, str(fake), "not a Python interpreter")
+    data = run.json()
+    one_clear_message(data, fake, "not a Python interpreter")
     assert_others_intact(data, faulted={"target"})
 
 
 @pytest.mark.posix
 def test_target_is_python2(machine, tmp_path):
-    fake = tmp_path / "python2.7"
-    fake.write_text(
-        "#!/bin/sh\n"
-        'if [ "$1" = "--version" ] || [ "$1" = "-V" ]; then echo "Python 2.7.18" >&2; exit 0; fi\n'
-        # what python2 prints for a Python 3 script it cannot parse
-        'echo \'  File "<string>", line 1\' >&2\n'
-        "echo 'SyntaxError: invalid syntax' >&2\nexit 1\n"
-    )
-    fake.chmod(0o755)
-    run, data = check(machine, python=str(fake))
+    venv, fake = _venv_with(tmp_path, PYTHON2)
+    assert_usage_error(run_sd(["check", "--json", *FAST, "--python", fake], env=machine.env()), fake, "Python 2.7.18", "needs a Python 3")
+    run = run_sd(["check", "--json", *FAST], env=machine.env(VIRTUAL_ENV=venv))
     assert run.rc == 1
+    data = run.json()
     one_clear_message(data, "Python 2.7.18")
     assert_others_intact(data, faulted={"target"})
 
