@@ -116,7 +116,7 @@ def _not_python(tmp_path: Path) -> str:
     return str(fake)
 
 
-COMMANDS = {"check": ["check", "--no-kernels"], "kernels": ["kernels", "matmul"], "report": ["report", "--preview", "--no-kernels"]}
+COMMANDS = {"check": ["check", "--no-kernels"], "kernels": ["kernels", "matmul"], "report": ["report", "--preview", "--no-kernels"], "install": ["install", "--dry-run", "--offline"]}
 
 
 @pytest.mark.posix

@@ -195,7 +195,7 @@ def gather_facts(opts: InstallOptions) -> tuple[Facts, str, Matrix]:
     if opts.python and not opts.replay:
         from stackdoctor.engine import validate_python
 
-        validate_python(opts.python, run=False)  # a folder, a missing path, not an executable: one sentence, exit 2
+        validate_python(opts.python)  # a folder, a missing path, not Python 3: one sentence, exit 2 (as check, kernels, report)
     popts = pipeline_options(opts)
     matrix = pipeline.load_matrix(popts)
     report = pipeline.gather(popts)
