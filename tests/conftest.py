@@ -1,8 +1,9 @@
 """Shared test fixtures.
 
-- ``torch_python``: one real venv with torch 2.13.0 (CPU) shared by the whole suite.
+- ``torch_python``: one real venv with torch 2.13.0+cpu shared by the whole suite.
   ``STACKDOCTOR_TEST_TORCH_PYTHON`` names an existing interpreter (CI creates it once);
-  otherwise it is built at ``~/.cache/stackdoctor-tests/torch-venv`` the first time.
+  otherwise it is built at ``~/.cache/stackdoctor-tests/torch-venv`` the first time (tests/torchenv.py).
+- ``unprivileged_install``: stackdoctor installed where uid 65534 can run it (tests/unprivileged.py).
 - ``fake_bin``: puts a fake tool on PATH that replays a recorded output (the tool's real
   contract: argv in, text and an exit code out).
 - ``REAL``: ``../shared/fixtures/real`` (real machines from public bug reports) and
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import stat
 import subprocess
 import sys
@@ -24,7 +26,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_REAL = REPO.parent / "shared" / "fixtures" / "real"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-TORCH_VERSION = "2.13.0"
 
 
 def real_fixture(case: str, name: str) -> str:
@@ -36,25 +37,58 @@ def real_fixture(case: str, name: str) -> str:
     pytest.skip(f"fixture {case}/{name} not available")
 
 
-def _build_torch_venv(path: Path) -> Path:
-    py = path / "bin" / "python"
-    if py.exists():
-        ok = subprocess.run([str(py), "-c", f"import torch; assert torch.__version__.startswith('{TORCH_VERSION}')"], capture_output=True)
-        if ok.returncode == 0:
-            return py
-    path.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(path)], check=True)
-    subprocess.run([str(py), "-m", "pip", "install", "-q", f"torch=={TORCH_VERSION}"], check=True)
-    return py
+def find_test_uv() -> str | None:
+    """The uv binary of the declared test dependency (``uv`` in the ``test`` extra), wherever pip put it.
+
+    Found next to the interpreter running the tests, never by luck of PATH: the package's own
+    ``uv.find_uv_bin()`` first, then ``uv`` beside ``sys.executable`` or in this environment's scripts folder.
+    """
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except Exception:  # not installed, or its binary missing
+        pass
+    import sysconfig
+
+    for folder in (os.path.dirname(sys.executable), sysconfig.get_path("scripts")):
+        found = shutil.which("uv", path=folder)
+        if found:
+            return found
+    return None
 
 
 @pytest.fixture(scope="session")
 def torch_python() -> str:
-    """Path of an interpreter whose environment has torch 2.13.0 (CPU build)."""
+    """Path of an interpreter whose environment has torch 2.13.0, the CPU build (tests/torchenv.py)."""
+    import torchenv
+
     env = os.environ.get("STACKDOCTOR_TEST_TORCH_PYTHON")
     if env:
+        if not torchenv.has_cpu_torch(env):
+            pytest.fail(f"STACKDOCTOR_TEST_TORCH_PYTHON={env} does not import torch {torchenv.TORCH_VERSION}+cpu")
         return env
-    return str(_build_torch_venv(Path.home() / ".cache" / "stackdoctor-tests" / "torch-venv"))
+    return str(torchenv.ensure(torchenv.DEFAULT_DIR))
+
+
+@pytest.fixture(scope="session")
+def stackdoctor_wheel(tmp_path_factory) -> Path:
+    """The checkout built into a wheel once per session (``pip wheel --no-deps``, the first half of ``pip install .``)."""
+    from unprivileged import build_wheel
+
+    return build_wheel(REPO, tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="session")
+def unprivileged_install(stackdoctor_wheel):
+    """stackdoctor installed where uid 65534 can run it, whoever can read this checkout (tests/unprivileged.py)."""
+    from unprivileged import install, remove
+
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("needs root to switch to uid 65534 (the unprivileged tests)")
+    inst = install(stackdoctor_wheel)
+    yield inst
+    remove(inst)
 
 
 @pytest.fixture(scope="session")
@@ -152,3 +186,53 @@ def _every_report_keeps_the_contract():
     subprocess.run = checked_run
     yield SEEN_REPORTS
     subprocess.run = real_run
+
+
+# ---------------------------------------------------------------------------- headline tests
+
+# What README's "Reliability" section claims, by category. A test marked ``@pytest.mark.headline(CATEGORY)`` proves one
+# of these; .ci/run fails when one of them did not run (skipped, or never reached), unless STACKDOCTOR_CI_ALLOW_SKIP
+# names its category. The categories are fixed here so that a typo in a marker fails at collection.
+HEADLINE_CATEGORIES = {
+    "netns": "network namespaces joined by a veth named thunderbolt0 (needs root and `ip netns`)",
+    "install": "real pip and uv installs into real venvs",
+    "unprivileged": "faults seen as an unprivileged user (uid 65534; needs root to switch to it)",
+    "torch": "real-torch kernels in the CPU build of torch 2.13.0",
+    "gloo": "gloo allreduce across real processes",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for mark in item.iter_markers("headline"):
+            (category,) = mark.args
+            if category not in HEADLINE_CATEGORIES:
+                raise pytest.UsageError(f"{item.nodeid}: unknown headline category {category!r} (known: {', '.join(HEADLINE_CATEGORIES)})")
+            item.user_properties.append(("headline", category))  # travels with the reports, under xdist too
+
+
+_HEADLINE_OUTCOMES: dict[str, dict[str, str]] = {}
+
+
+def pytest_runtest_logreport(report):
+    cats = [v for k, v in report.user_properties if k == "headline"]
+    if not cats:
+        return
+    entry = _HEADLINE_OUTCOMES.setdefault(report.nodeid, {"category": cats[0], "outcome": "not run", "reason": ""})
+    if report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        entry.update(outcome="skipped", reason=reason.removeprefix("Skipped: "))
+    elif report.failed:
+        entry.update(outcome="failed")
+    elif report.when == "call" and entry["outcome"] == "not run":
+        entry.update(outcome="passed")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """With STACKDOCTOR_HEADLINE_REPORT=FILE (set by .ci/run), write what became of every headline test there."""
+    path = os.environ.get("STACKDOCTOR_HEADLINE_REPORT")
+    if not path or hasattr(session.config, "workerinput"):  # xdist workers report to the controller, which writes
+        return
+    import json as _json
+
+    Path(path).write_text(_json.dumps({"categories": HEADLINE_CATEGORIES, "tests": _HEADLINE_OUTCOMES}, indent=2, sort_keys=True))

@@ -64,17 +64,25 @@ class Run:
         return json.loads(self.stdout)
 
 
-def run_sd(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 120, cwd: str | os.PathLike | None = None, stdin: str | None = None) -> Run:
-    """Run stackdoctor; asserts no traceback ever reaches the user."""
+def run_sd(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 120, cwd: str | os.PathLike | None = None, stdin: str | None = None,
+           user: int | None = None) -> Run:
+    """Run stackdoctor; asserts no traceback ever reaches the user.
+
+    ``args`` may start with the path of another ``stackdoctor`` console script (e.g. the copy uid 65534 can
+    read, tests/unprivileged.py); ``user`` runs it as that uid/gid with no supplementary groups (needs root).
+    """
+    argv = list(args) if args and os.path.basename(str(args[0])) == "stackdoctor" else [*console_script(), *args]
+    drop = {"user": user, "group": user, "extra_groups": []} if user is not None else {}
     start = time.monotonic()
     proc = subprocess.run(
-        [*console_script(), *args],
+        argv,
         capture_output=True,
         text=True,
         env=env,
         timeout=timeout,
         cwd=cwd,
         input=stdin,
+        **drop,  # type: ignore[arg-type]
     )
     run = Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
     assert "Traceback" not in proc.stderr, proc.stderr

@@ -69,6 +69,7 @@ def test_hung_tool_finishes_in_its_timeout(tmp_path, plain_python):
     assert data["facts"]["python"]["version"]  # the other probes' facts are still there
 
 
+@pytest.mark.headline("torch")
 @pytest.mark.slow
 def test_real_torch_in_separate_venv(torch_python, tmp_path):
     bindir = tmp_path / "bin"

@@ -109,6 +109,7 @@ def plan_for(base: str, variant: str = "cu130", torch: str = "2.13.0", vision: s
 # ---------------------------------------------------------------------------- real installs
 
 
+@pytest.mark.headline("install")
 def test_pip_switches_variant_verifies_and_lists_leftovers(server, venv, system):
     assert family(venv) == BEFORE
     r = inst.execute(plan_for(server.base()), system=system, python=py(venv), index_base=server.base(), stream=lambda t: None)
@@ -123,11 +124,17 @@ def test_pip_switches_variant_verifies_and_lists_leftovers(server, venv, system)
     assert r.leftovers == ["nvidia-cuda-runtime-cu12"] and "nvidia-cuda-runtime-cu12" in have
 
 
-def test_uv_installs_and_removes_leftovers_when_asked(server, venv, system):
-    if shutil.which("uv") is None:
-        pytest.skip("uv is not installed")
+@pytest.mark.headline("install")
+def test_uv_installs_and_removes_leftovers_when_asked(server, venv, tmp_path):
+    from conftest import find_test_uv
+
+    uv = find_test_uv()
+    if uv is None:
+        pytest.skip(f"uv (a declared test dependency) is not installed in the environment of {sys.executable}: pip install -e '.[test]'")
+    env = isolated_env(tmp_path)
+    env["PATH"] = os.path.dirname(uv) + os.pathsep + env.get("PATH", "")  # stackdoctor runs "uv" from the target's PATH
     r = inst.execute(
-        plan_for(server.base()), system=system, python=py(venv), installer="uv", index_base=server.base(),
+        plan_for(server.base()), system=System(env=env), python=py(venv), installer="uv", index_base=server.base(),
         remove_leftovers=True, stream=lambda t: None,
     )
     assert r.ok, r.message

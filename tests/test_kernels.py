@@ -139,6 +139,7 @@ def system():
     return System(env=env)
 
 
+@pytest.mark.headline("torch")
 def test_matmul_and_conv_for_real(system, torch_python):
     kf = run_kernels(system, torch_python, kernels=["matmul", "conv"], devices=["cpu"], sizes=[64, 128], timeout_s=120, min_time=0.02)
     assert kf.error is None, kf.stderr_tail

@@ -31,9 +31,9 @@ import pytest
 
 from conftest import write_fake_tool
 from helpers import Run, machine_env, run_sd, validate_report
+from unprivileged import NOBODY, UnprivilegedInstall
 
 BOUND_S = 30.0  # generous wall-time bound for one stackdoctor run under a fault
-NOBODY = 65534
 
 OS_RELEASE = 'NAME="Ubuntu"\nID=ubuntu\nVERSION_ID="22.04"\nPRETTY_NAME="Ubuntu 22.04.4 LTS"\n'
 # /proc/driver/nvidia/version as the 550.54.14 proprietary module prints it (same text as tests/test_cli_check.py).
@@ -96,76 +96,14 @@ def check(m: Machine, *extra: str, python: str | None = None, env: dict[str, str
     return run, data
 
 
-def check_as_nobody(m: Machine, *, timeout: float = 90) -> dict[str, Any]:
-    """``check`` (no kernels, fast timeouts) on the fake machine, run as uid/gid 65534; returns the report data.
-
-    Tests run as root (CI too) and the stackdoctor install may sit under a root-only home, so
-    the unprivileged run is this process forked: the check pipeline (imported here first),
-    then ``setgroups([]) + setgid + setuid(65534)``, then the same ``build_report`` the CLI
-    calls. The child's report comes back through a pipe; a crash in it fails the test.
-    """
-    import select
-    import signal
-    import time
-
-    if os.geteuid() != 0:
-        pytest.skip("needs root to switch to an unprivileged user")
-    from stackdoctor.commands import check as chk
-    import stackdoctor.diagnose, stackdoctor.engine, stackdoctor.matrix, stackdoctor.config  # noqa: F401,E401
-    import stackdoctor.kernels  # noqa: F401
-    from stackdoctor.engine import PROBES, _load
-
-    for _, mod in PROBES:
-        _load(mod)
-    import yaml  # noqa: F401  (the matrix loader imports it lazily)
-
-    env = m.env()
-    r, w = os.pipe()
-    start = time.monotonic()
-    pid = os.fork()
-    if pid == 0:  # child
-        code = 0
-        try:
-            os.close(r)
-            os.chdir(m.root)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            os.environ.clear()
-            os.environ.update(env)
-            opts = chk.CheckOptions(python=m.python, timeout_s=1.0, torch_timeout_s=5.0, kernels=False)
-            payload = chk.build_report(opts).to_json().encode()
-        except BaseException:
-            import traceback
-
-            payload = ("CHILD-FAILED\n" + traceback.format_exc()).encode()
-            code = 3
-        view = memoryview(payload)
-        while view:
-            n = os.write(w, view)
-            view = view[n:]
-        os._exit(code)
-    os.close(w)
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([r], [], [], 1.0)
-        if ready:
-            chunk = os.read(r, 1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    else:
-        os.kill(pid, signal.SIGKILL)
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    elapsed = time.monotonic() - start
-    text = b"".join(chunks).decode("utf-8", "replace")
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, text
-    assert elapsed < BOUND_S, elapsed
-    import json
-
-    data = json.loads(text)
+def check_as_nobody(m: Machine, inst: UnprivilegedInstall, *, timeout: float = 90) -> dict[str, Any]:
+    """``stackdoctor check --json`` (no kernels, fast timeouts) on the fake machine, run as uid/gid 65534 from
+    ``inst`` (a copy of stackdoctor that user can read: tests/unprivileged.py); returns the report data."""
+    run = run_sd([inst.stackdoctor, "check", "--json", *FAST, "--python", m.python], env=m.env(**inst.env), cwd=m.root,
+                 timeout=timeout, user=NOBODY)
+    assert run.elapsed < BOUND_S, f"took {run.elapsed:.1f} s"
+    assert run.rc in (0, 1), (run.rc, run.stderr)
+    data = run.json()
     validate_report(data)
     return data
 
@@ -185,15 +123,10 @@ def shared_tmp():
 
 
 @pytest.fixture
-def nobody_machine(shared_tmp) -> Machine:
-    """A fake machine readable by uid 65534, with a torch-less target venv of its own (pytest's tmp is root-only)."""
-    # a venv of a system interpreter: the one running the tests may live under a root-only home
-    base = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.path.exists(p)), None)
-    if base is None:
-        pytest.skip("no system python3 outside root's home for an unprivileged target")
-    venv = shared_tmp / "venv"
-    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True)
-    m = make_machine(shared_tmp / "machine", str(venv / "bin" / "python"))
+def nobody_machine(shared_tmp, unprivileged_install) -> Machine:
+    """A fake machine readable by uid 65534 (pytest's tmp is root-only); its target is the unprivileged
+    install's own venv (torch-less, readable by that user)."""
+    m = make_machine(shared_tmp / "machine", unprivileged_install.python)
     for p in [shared_tmp, *shared_tmp.rglob("*")]:
         if p.is_dir():
             p.chmod(0o755)
@@ -270,92 +203,6 @@ def assert_usage_error(run: Run, *needles: str) -> str:
     return line
 
 
-def _import_everything() -> None:
-    """Import every module of the CLI's packages now: after setuid the install may be unreadable."""
-    import importlib
-    import pkgutil
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        _walk_import(importlib, pkgutil)
-
-
-def _walk_import(importlib, pkgutil) -> None:  # noqa: ANN001
-    for name in ("click", "typer", "rich", "yaml", "packaging", "pydantic", "stackdoctor"):
-        try:
-            pkg = importlib.import_module(name)
-        except ImportError:
-            continue
-        for info in pkgutil.walk_packages(getattr(pkg, "__path__", []), prefix=name + "."):
-            if ".tests" in info.name or info.name.endswith("__main__") or "_worker" in info.name:
-                continue
-            try:
-                importlib.import_module(info.name)
-            except Exception:
-                pass
-
-
-def run_cli_as_nobody(args: list[str], *, env: dict[str, str], cwd: Path, timeout: float = 90) -> Run:
-    """``stackdoctor ARGS`` as uid/gid 65534: this process forked, privileges dropped, then ``cli.main(args)``.
-
-    (The console script itself may be unreachable for nobody when Python lives under a root-only
-    home, so the CLI is entered in-process after the fork; its stdout/stderr go to files.)
-    Asserts no traceback, like ``helpers.run_sd``.
-    """
-    import time
-
-    if os.geteuid() != 0:
-        pytest.skip("needs root to switch to an unprivileged user")
-    import stackdoctor.cli as cli
-    import stackdoctor.commands.check  # noqa: F401
-    import stackdoctor.diagnose, stackdoctor.engine, stackdoctor.matrix, stackdoctor.config, stackdoctor.output  # noqa: F401,E401
-    from stackdoctor.engine import PROBES, _load
-
-    for _, mod in PROBES:
-        _load(mod)
-    _import_everything()
-
-    out_dir = Path(tempfile.mkdtemp(prefix="sd-nobody-out-"))
-    out_dir.chmod(0o777)
-    out_f, err_f = out_dir / "stdout", out_dir / "stderr"
-    start = time.monotonic()
-    pid = os.fork()
-    if pid == 0:  # child: never returns
-        try:
-            os.chdir(cwd)
-            fo = os.open(out_f, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-            fe = os.open(err_f, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-            os.dup2(fo, 1)
-            os.dup2(fe, 2)
-            sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # pytest's capture objects are not fds 1/2
-            sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
-            sys.stdin = open(os.devnull)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            os.environ.clear()
-            os.environ.update(env)
-            cli.main(list(args))  # exits with its code (os._exit)
-        except BaseException:
-            import traceback
-
-            traceback.print_exc()
-            sys.stderr.flush()
-        os._exit(99)
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail(f"stackdoctor {args} as nobody did not finish in {timeout} s")
-        time.sleep(0.05)
-    rc = os.waitstatus_to_exitcode(status)
-    run = Run(rc, out_f.read_text(errors="replace"), err_f.read_text(errors="replace"), time.monotonic() - start)
-    shutil.rmtree(out_dir, ignore_errors=True)
-    assert "Traceback" not in run.stderr, run.stderr
-    assert "Traceback" not in run.stdout, run.stdout
-    return run
+def run_cli_as_nobody(inst: UnprivilegedInstall, args: list[str], *, env: dict[str, str], cwd: Path, timeout: float = 90) -> Run:
+    """``stackdoctor ARGS`` as uid/gid 65534, from the copy that user can read; asserts no traceback (``helpers.run_sd``)."""
+    return run_sd([inst.stackdoctor, *args], env={**env, **inst.env}, cwd=cwd, timeout=timeout, user=NOBODY)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import pytest
+
 from helpers import validate_report
 from .conftest import BOUND_S, FAST, assert_others_intact, check, check_as_nobody, probe_status
 
 NV_FILES = ("/proc/driver/nvidia/version", "/sys/module/nvidia/version")
 
 
-def test_proc_and_sys_entry_unreadable_as_unprivileged_user(nobody_machine):
+@pytest.mark.headline("unprivileged")
+def test_proc_and_sys_entry_unreadable_as_unprivileged_user(nobody_machine, unprivileged_install):
     m = nobody_machine
     for path in NV_FILES:
         (m.sysroot / path.lstrip("/")).chmod(0o000)
-    data = check_as_nobody(m)
+    data = check_as_nobody(m, unprivileged_install)
     nv = data["facts"]["nvidia"]
     assert nv["kernel_module_version"] is None  # nothing guessed from a file it could not read
     assert probe_status(data)["nvidia"]["status"] == "ok"
@@ -20,13 +23,14 @@ def test_proc_and_sys_entry_unreadable_as_unprivileged_user(nobody_machine):
     # the same tree readable: the facts come back (so the test above can fail for the right reason)
     for path in NV_FILES:
         (m.sysroot / path.lstrip("/")).chmod(0o644)
-    assert check_as_nobody(m)["facts"]["nvidia"]["kernel_module_version"] == "550.54.14"
+    assert check_as_nobody(m, unprivileged_install)["facts"]["nvidia"]["kernel_module_version"] == "550.54.14"
 
 
-def test_etc_os_release_unreadable_as_unprivileged_user(nobody_machine):
+@pytest.mark.headline("unprivileged")
+def test_etc_os_release_unreadable_as_unprivileged_user(nobody_machine, unprivileged_install):
     m = nobody_machine
     (m.sysroot / "etc" / "os-release").chmod(0o000)
-    data = check_as_nobody(m)
+    data = check_as_nobody(m, unprivileged_install)
     assert data["facts"]["platform"]["os_id"] is None
     assert data["facts"]["platform"]["system"] == "Linux"
     assert_others_intact(data, faulted={"platform"})
