@@ -137,55 +137,66 @@ def fake_bin(tmp_path, monkeypatch):
     return add
 
 
+def _is_stackdoctor(argv: object) -> bool:
+    """A command line that runs stackdoctor: its console script, ``python -m stackdoctor``, or either behind a
+    wrapper such as ``ip netns exec NS ...``."""
+    if not isinstance(argv, (list, tuple)):
+        return False
+    parts = [str(a) for a in argv]
+    return any(os.path.basename(p) == "stackdoctor" for p in parts[:6]) or any(
+        a == "-m" and b == "stackdoctor" for a, b in zip(parts, parts[1:])
+    )
+
+
+def _documents(argv: list[str], stdout: object) -> list[str]:
+    """The texts a stackdoctor run produced: its stdout, and the file or folder named by --output/-o."""
+    texts = []
+    if isinstance(stdout, bytes):
+        stdout = stdout.decode("utf-8", "replace")
+    if isinstance(stdout, str):
+        texts.append(stdout)
+    for flag in ("--output", "-o"):
+        if flag in argv[:-1]:
+            path = Path(argv[argv.index(flag) + 1])
+            if path.is_file():
+                texts.append(path.read_text(encoding="utf-8", errors="replace"))
+            elif path.is_dir() and (path / "report.json").is_file():
+                texts.append((path / "report.json").read_text(encoding="utf-8"))
+    return texts
+
+
 @pytest.fixture(autouse=True, scope="session")
-def _every_report_keeps_the_contract():
-    """Every report the suite produces (stdout of any stackdoctor run, or its --output/-o file)
-    validates against the schema, has a fix on every warn/fail finding, and only codes that
-    ``explain`` documents in both languages (tests/helpers.py: check_report_invariants)."""
+def _every_document_keeps_the_contract():
+    """Every public JSON document the suite's stackdoctor runs produce (stdout, or the --output/-o file) is
+    checked by ``helpers.check_document``: a report (``stackdoctor.report/1``) validates against the shipped
+    schema, has a fix on every warn/fail finding and only codes that ``explain`` documents in both languages;
+    a plan (``plan/1``), kernels (``kernels/1``) or diff (``diff/1``) document validates against its shipped
+    schema. It hooks ``subprocess.Popen.communicate``, which ``subprocess.run`` uses too, so a stackdoctor
+    started either way (even behind ``ip netns exec``) is seen."""
     import json as _json
 
-    from helpers import SEEN_REPORTS, check_report_invariants
+    from helpers import SEEN_DOCUMENTS, check_document
 
-    real_run = subprocess.run
+    real_popen = subprocess.Popen
 
-    def is_stackdoctor(argv) -> bool:
-        if not isinstance(argv, (list, tuple)):
-            return False
-        parts = [str(a) for a in argv[:3]]
-        return any(p.endswith("stackdoctor") for p in parts[:1]) or parts[1:3] == ["-m", "stackdoctor"]
+    class CheckedPopen(real_popen):  # type: ignore[misc,valid-type]
+        def communicate(self, *args, **kwargs):
+            out, err = super().communicate(*args, **kwargs)
+            if self.returncode in (0, 1) and _is_stackdoctor(self.args):
+                argv = [str(a) for a in self.args]
+                for text in _documents(argv, out):
+                    if '"schema": "stackdoctor.' not in text[:300]:
+                        continue
+                    try:
+                        data = _json.loads(text)
+                    except ValueError:
+                        continue
+                    check_document(data)
+            return out, err
 
-    def checked_run(*args, **kwargs):
-        result = real_run(*args, **kwargs)
-        argv = args[0] if args else kwargs.get("args")
-        if is_stackdoctor(argv) and result.returncode in (0, 1):
-            texts = []
-            out = result.stdout
-            if isinstance(out, bytes):
-                out = out.decode("utf-8", "replace")
-            if isinstance(out, str):
-                texts.append(out)
-            argv = [str(a) for a in argv]
-            for flag in ("--output", "-o"):
-                if flag in argv[:-1]:
-                    path = Path(argv[argv.index(flag) + 1])
-                    if path.is_file():
-                        texts.append(path.read_text(encoding="utf-8", errors="replace"))
-                    elif path.is_dir() and (path / "report.json").is_file():
-                        texts.append((path / "report.json").read_text(encoding="utf-8"))
-            for text in texts:
-                if '"schema": "stackdoctor.report/' not in text[:300]:
-                    continue
-                try:
-                    data = _json.loads(text)
-                except ValueError:
-                    continue
-                if isinstance(data, dict) and data.get("schema") == "stackdoctor.report/1":
-                    check_report_invariants(data)
-        return result
-
-    subprocess.run = checked_run
-    yield SEEN_REPORTS
-    subprocess.run = real_run
+    subprocess.Popen = CheckedPopen  # type: ignore[misc]
+    yield SEEN_DOCUMENTS
+    subprocess.Popen = real_popen  # type: ignore[misc]
 
 
 # ---------------------------------------------------------------------------- headline tests

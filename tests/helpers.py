@@ -15,11 +15,25 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-@functools.lru_cache(maxsize=1)
-def report_schema() -> dict:
+# the "schema" value of each public JSON document -> its shipped schema file (stackdoctor/_schema.py generates them)
+SCHEMA_FILES = {
+    "stackdoctor.report/1": "report.schema.json",
+    "stackdoctor.plan/1": "plan.schema.json",
+    "stackdoctor.kernels/1": "kernels.schema.json",
+    "stackdoctor.diff/1": "diff.schema.json",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def shipped_schema(name: str) -> dict:
+    """A schema as the installed package ships it (``stackdoctor/schemas/NAME``)."""
     from importlib import resources
 
-    return json.loads(resources.files("stackdoctor").joinpath("schemas/report.schema.json").read_text())
+    return json.loads(resources.files("stackdoctor").joinpath("schemas", name).read_text(encoding="utf-8"))
+
+
+def report_schema() -> dict:
+    return shipped_schema("report.schema.json")
 
 
 def validate_report(data: dict) -> None:
@@ -29,22 +43,48 @@ def validate_report(data: dict) -> None:
     jsonschema.validate(data, report_schema())
 
 
-SEEN_REPORTS = {"count": 0}
+# how many documents of each kind the suite's stackdoctor runs produced and this module checked
+SEEN_DOCUMENTS: dict[str, int] = {kind: 0 for kind in SCHEMA_FILES}
+SEEN_REPORTS = SEEN_DOCUMENTS  # older name
 
 
 def check_report_invariants(data: dict) -> None:
     """What must hold for EVERY report the suite produces (run_sd calls this on each one):
     it validates against the shipped schema; no warn/fail finding lacks a fix; every code is
     documented by ``explain`` in both languages."""
+    validate_report(data)
+    _findings_are_explained(data["findings"])
+    SEEN_DOCUMENTS["stackdoctor.report/1"] += 1
+
+
+def _findings_are_explained(findings: list[dict]) -> None:
     from stackdoctor import catalog
 
-    validate_report(data)
-    for f in data["findings"]:
+    for f in findings:
         if f["severity"] in ("warn", "fail"):
             assert f["fix"], f"{f['code']} ({f['severity']}) has no fix"
         for lang in catalog.LANGS:
             assert catalog.explain(f["code"], lang), f"{f['code']} has no {lang} explanation"
-    SEEN_REPORTS["count"] += 1
+
+
+def check_document(data: object) -> bool:
+    """Check one JSON document a stackdoctor run printed or wrote, by its ``schema`` key: a report gets
+    :func:`check_report_invariants`; a plan, kernels or diff document validates against its shipped schema
+    (and a kernels document's findings are explained too). Returns whether it was one of ours."""
+    import jsonschema
+
+    kind = data.get("schema") if isinstance(data, dict) else None
+    if kind not in SCHEMA_FILES:
+        return False
+    assert isinstance(data, dict)
+    if kind == "stackdoctor.report/1":
+        check_report_invariants(data)
+        return True
+    jsonschema.validate(data, shipped_schema(SCHEMA_FILES[kind]))
+    if kind == "stackdoctor.kernels/1":
+        _findings_are_explained(data["findings"])
+    SEEN_DOCUMENTS[kind] += 1
+    return True
 
 
 def console_script() -> list[str]:

@@ -146,11 +146,11 @@ def test_compile_is_opt_in_from_check(torch_python, tmp_path):
     assert compiled[0]["ok"] is True, compiled[0]["error"]  # gcc is on this machine: Inductor's C++ backend works
 
 
-def test_reports_are_checked_as_the_suite_produces_them(fake_machine, plain_python, _every_report_keeps_the_contract):
+def test_reports_are_checked_as_the_suite_produces_them(fake_machine, plain_python, _every_document_keeps_the_contract):
     bindir, sysroot = fake_machine
-    before = _every_report_keeps_the_contract["count"]
+    before = _every_document_keeps_the_contract["stackdoctor.report/1"]
     run_sd(["check", "--json", "--python", plain_python], env=machine_env(bindir, sysroot))
-    assert _every_report_keeps_the_contract["count"] == before + 1
+    assert _every_document_keeps_the_contract["stackdoctor.report/1"] == before + 1
 
 
 def test_the_report_contract_check_can_fail():
