@@ -4,9 +4,11 @@ Every fault runs the real installed console script against a fake machine (fake 
 first on PATH, a SYSROOT tree) and asserts the same five things:
 
 1. no traceback (``helpers.run_sd`` asserts it on stdout and stderr);
-2. one clear message (one line, naming what failed);
-3. the exit code issue 2 defines: a broken machine is a finding (0 or 1), bad input is 2,
-   an internal error is 3;
+2. its one sentence, verbatim (``finding``: the finding that says it, one-line title; or the one
+   ``stackdoctor: ...`` line of bad input);
+3. its exact exit code and the exact set of problems (``pin``): a tool that is stuck, broken or cannot
+   run is a warning (0; 1 with --strict or a project requirement it leaves unmet), a broken driver or
+   target is a failing finding (1), bad input is 2, an internal error is 3;
 4. bounded wall time (generous: machines are shared and noisy);
 5. for probe faults: every OTHER probe's facts still in the report.
 
@@ -88,7 +90,7 @@ def machine(tmp_path, plain_python) -> Machine:
 def check(m: Machine, *extra: str, python: str | None = None, env: dict[str, str] | None = None, fast: bool = True, timeout: float = 90) -> tuple[Run, dict[str, Any]]:
     """``stackdoctor check --json`` on the fake machine: a fault is a finding (exit 0/1), a valid report, in bounded time."""
     args = ["check", "--json", *(FAST if fast else []), "--python", python or m.python, *extra]
-    run = run_sd(args, env=env if env is not None else m.env(), timeout=timeout)
+    run = run_sd(args, env=env if env is not None else m.env(), timeout=timeout, cwd=m.root)  # a project config would sit here
     assert run.elapsed < BOUND_S, f"took {run.elapsed:.1f} s"
     assert run.rc in (0, 1), (run.rc, run.stderr)
     data = run.json()
@@ -96,16 +98,16 @@ def check(m: Machine, *extra: str, python: str | None = None, env: dict[str, str
     return run, data
 
 
-def check_as_nobody(m: Machine, inst: UnprivilegedInstall, *, timeout: float = 90) -> dict[str, Any]:
+def check_as_nobody(m: Machine, inst: UnprivilegedInstall, *, timeout: float = 90) -> tuple[Run, dict[str, Any]]:
     """``stackdoctor check --json`` (no kernels, fast timeouts) on the fake machine, run as uid/gid 65534 from
-    ``inst`` (a copy of stackdoctor that user can read: tests/unprivileged.py); returns the report data."""
+    ``inst`` (a copy of stackdoctor that user can read: tests/unprivileged.py); the run and its report."""
     run = run_sd([inst.stackdoctor, "check", "--json", *FAST, "--python", m.python], env=m.env(**inst.env), cwd=m.root,
                  timeout=timeout, user=NOBODY)
     assert run.elapsed < BOUND_S, f"took {run.elapsed:.1f} s"
     assert run.rc in (0, 1), (run.rc, run.stderr)
     data = run.json()
     validate_report(data)
-    return data
+    return run, data
 
 
 @pytest.fixture
@@ -188,6 +190,32 @@ def one_clear_message(data: dict[str, Any], *needles: str) -> str:
     best = min(hits, key=len)
     assert "\n" not in best.strip() and len(best) < 600, best
     return best
+
+
+def problems(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """The report's non-ok findings as sorted (severity, code) pairs, duplicates kept."""
+    return sorted((f["severity"], f["code"]) for f in data["findings"] if f["severity"] != "ok")
+
+
+# The fake machine's target venv has no torch: that warning is in every report that reaches the target.
+NO_TORCH = ("warn", "torch-missing")
+
+
+def pin(run: Run, data: dict[str, Any], rc: int, *expected: tuple[str, str]) -> None:
+    """The fault's outcome, pinned: this exit code and exactly these (severity, code) problems."""
+    assert (run.rc, problems(data)) == (rc, sorted(expected)), (run.rc, [(f["severity"], f["code"], f["detail"][:200]) for f in data["findings"]])
+
+
+def finding(data: dict[str, Any], code: str, says: str, *, title: str | None = None) -> dict[str, Any]:
+    """The one finding with ``code`` whose title or detail carries the sentence ``says`` (verbatim); its title is
+    one line (``title``, when given, exactly). The detail may go on to quote a tool's stderr."""
+    hits = [f for f in data["findings"] if f["code"] == code and (says in f["detail"] or says in f["title"])]
+    assert len(hits) == 1, (code, says, [(f["code"], f["title"], f["detail"]) for f in data["findings"]])
+    f = hits[0]
+    assert "\n" not in f["title"], f
+    if title is not None:
+        assert f["title"] == title, f["title"]
+    return f
 
 
 def assert_usage_error(run: Run, *needles: str) -> str:

@@ -1,6 +1,10 @@
 """NVML faults: a fake ``pynvml`` put first on PYTHONPATH of the NVML child (stackdoctor/probes/nvml.py runs
 ``python -c _CHILD``, which honours PYTHONPATH). NVML is only used on the live root, so these runs
 have no SYSROOT; the fake nvidia-smi replays a real RTX 4070 table (c14) as the fallback source.
+
+NVML that is missing, lacks a function or fails for one GPU is a fact with its error quoted (``nvml_error`` /
+the GPU's ``errors``), never a finding by itself while nvidia-smi answers: each run exits 0 with only the
+torch-less target's warning.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from typing import Any
 
 from conftest import real_fixture
 from helpers import machine_env, run_sd, validate_report
-from .conftest import BOUND_S, Machine, probe_status
+from .conftest import BOUND_S, NO_TORCH, Machine, pin, probe_status
 
 from test_probe_nvidia import FAKE_PYNVML  # the probe tests' fake binding, reused, not copied
 
@@ -31,9 +35,9 @@ def live_check(m: Machine, spec: dict[str, Any] | None, *, drop: tuple[str, ...]
     args = ["check", "--json", "--no-kernels", "--timeout", "5", "--torch-timeout", "5", "--python", m.python]
     run = run_sd(args, env=env, timeout=90)
     assert run.elapsed < BOUND_S
-    assert run.rc in (0, 1), run.stderr
     data = run.json()
     validate_report(data)
+    pin(run, data, 0, NO_TORCH)
     st = probe_status(data)
     for name in ("target", "platform", "cuda_toolkit", "rocm", "intel", "jetson", "thunderbolt"):
         assert st[name]["status"] in ("ok", "skipped"), st[name]
@@ -45,7 +49,7 @@ def live_check(m: Machine, spec: dict[str, Any] | None, *, drop: tuple[str, ...]
 def test_nvml_library_missing(machine):
     _, data = live_check(machine, {"init": "LibraryNotFound"})
     nv = data["facts"]["nvidia"]
-    assert nv["nvml_state"] == "absent" and nv["nvml_error"] == "LibraryNotFound"
+    assert nv["nvml_state"] == "absent" and nv["nvml_error"] == "LibraryNotFound"  # the one sentence: NVML's own error name
     # nvidia-smi still answered: its facts are all there
     assert nv["driver_version"] == "550.40.07" and nv["cuda_driver_version"] == "12.4"  # c14 source.md
     assert [g["name"] for g in nv["gpus"]] == ["NVIDIA GeForce RTX 4070"]
@@ -55,8 +59,8 @@ def test_nvml_library_missing(machine):
 def test_nvml_binding_not_importable(machine):
     _, data = live_check(machine, None, binding="raise ImportError('libnvidia-ml.so.1: cannot open shared object file')\n")
     nv = data["facts"]["nvidia"]
-    assert nv["nvml_state"] == "absent" and "not importable" in nv["nvml_error"]
-    assert "\n" not in nv["nvml_error"]
+    assert nv["nvml_state"] == "absent"
+    assert nv["nvml_error"] == "nvidia-ml-py (pynvml) is not importable: ImportError: libnvidia-ml.so.1: cannot open shared object file"
     assert nv["driver_version"] == "550.40.07"
 
 
@@ -92,5 +96,4 @@ def test_nvml_error_mid_query_for_one_gpu_of_several(machine):
     assert len(good) >= 2 and all(g["compute_capability"] == "9.0" for g in good)
     lost = by_bus.get("00000000:02:00.0")
     assert lost is not None, list(by_bus)
-    assert "GpuIsLost" in lost["errors"].get("name", ""), lost["errors"]
-    assert "\n" not in lost["errors"]["name"]
+    assert lost["errors"] == {"name": "nvmlDeviceGetName: GpuIsLost", "memory_total_mib": "nvmlDeviceGetMemoryInfo: GpuIsLost"}
