@@ -213,7 +213,28 @@ HEADLINE_CATEGORIES = {
 }
 
 
+# Tests that share an expensive fixture run on one xdist worker, so it is built once per session:
+# by fixture name, and by module (module-scoped fixtures: a local index server with a seeded venv, a
+# quickstart install, allreduce runs; the network-namespace tests, which also want the link to themselves).
+XDIST_GROUPS_BY_FIXTURE = {"unprivileged_install": "wheel", "stackdoctor_wheel": "wheel"}
+XDIST_GROUPS_BY_MODULE = {
+    "test_install.py": "install-index",
+    "test_packaging.py": "wheel",
+    "test_netns.py": "netns",
+    "faults/test_network.py": "faults-network",
+    "faults/test_writes.py": "faults-writes",
+    "faults/test_kernels.py": "faults-kernels",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        group = next((g for f, g in XDIST_GROUPS_BY_FIXTURE.items() if f in getattr(item, "fixturenames", ())), None)
+        rel = item.nodeid.split("::", 1)[0].removeprefix("tests/")
+        group = group or XDIST_GROUPS_BY_MODULE.get(rel)
+        if group and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(group))
     for item in items:
         for mark in item.iter_markers("headline"):
             (category,) = mark.args

@@ -36,11 +36,25 @@ def report_schema() -> dict:
     return shipped_schema("report.schema.json")
 
 
+@functools.lru_cache(maxsize=None)
+def schema_validator(name: str):  # noqa: ANN201  (a jsonschema Validator)
+    """One validator per shipped schema, the schema itself checked once.
+
+    ``jsonschema.validate(data, schema)`` re-checks the schema against its metaschema on every call: 0.59 s
+    for the report schema here, against 0.009 s for the validation itself, and the suite validates hundreds of
+    documents. Same checks, same errors (``validate`` raises the best-matching ``ValidationError``).
+    """
+    from jsonschema.validators import validator_for
+
+    schema = shipped_schema(name)
+    cls = validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
 def validate_report(data: dict) -> None:
     """Every report a test produces must validate against the shipped schema."""
-    import jsonschema
-
-    jsonschema.validate(data, report_schema())
+    schema_validator("report.schema.json").validate(data)
 
 
 # how many documents of each kind the suite's stackdoctor runs produced and this module checked
@@ -71,8 +85,6 @@ def check_document(data: object) -> bool:
     """Check one JSON document a stackdoctor run printed or wrote, by its ``schema`` key: a report gets
     :func:`check_report_invariants`; a plan, kernels or diff document validates against its shipped schema
     (and a kernels document's findings are explained too). Returns whether it was one of ours."""
-    import jsonschema
-
     kind = data.get("schema") if isinstance(data, dict) else None
     if kind not in SCHEMA_FILES:
         return False
@@ -80,7 +92,7 @@ def check_document(data: object) -> bool:
     if kind == "stackdoctor.report/1":
         check_report_invariants(data)
         return True
-    jsonschema.validate(data, shipped_schema(SCHEMA_FILES[kind]))
+    schema_validator(SCHEMA_FILES[kind]).validate(data)
     if kind == "stackdoctor.kernels/1":
         _findings_are_explained(data["findings"])
     SEEN_DOCUMENTS[kind] += 1
