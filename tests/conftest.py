@@ -99,9 +99,13 @@ def plain_python(tmp_path_factory) -> str:
     return str(d / "bin" / "python")
 
 
-def write_fake_tool(bindir: Path, name: str, stdout: str = "", rc: int = 0, stderr: str = "", sleep: float = 0.0, script: str | None = None) -> Path:
+def write_fake_tool(bindir: Path, name: str, stdout: str = "", rc: int = 0, stderr: str = "", sleep: float = 0.0, script: str | None = None,
+                    answers: dict[str, tuple[str, int, str]] | None = None) -> Path:
     """A fake tool: prints ``stdout``/``stderr`` verbatim and exits with ``rc``.
 
+    ``answers`` makes it answer per argument list, as a real tool does: ``{"$*": (stdout, rc, stderr)}``
+    (``""`` is no arguments); any other argument list is an error (exit 2) saying that nothing was recorded
+    for it. tests/fakesmi.py builds such answers for ``nvidia-smi`` from a machine's real recordings.
     ``script`` replaces the body with arbitrary POSIX sh (for hangs, signals, partial output).
     """
     bindir.mkdir(parents=True, exist_ok=True)
@@ -109,6 +113,14 @@ def write_fake_tool(bindir: Path, name: str, stdout: str = "", rc: int = 0, stde
     data.write_text(stdout, encoding="utf-8")
     err = bindir / f".{name}.stderr"
     err.write_text(stderr, encoding="utf-8")
+    if answers is not None and script is None:
+        arms = []
+        for i, (args, (out, code, errtext)) in enumerate(sorted(answers.items())):
+            o, e = bindir / f".{name}.{i}.stdout", bindir / f".{name}.{i}.stderr"
+            o.write_text(out, encoding="utf-8")
+            e.write_text(errtext, encoding="utf-8")
+            arms.append(f"  {shlex.quote(args)}) cat {shlex.quote(str(o))}; cat {shlex.quote(str(e))} >&2; exit {code} ;;")
+        script = 'case "$*" in\n' + "\n".join(arms) + f'\n  *) echo "fake {name}: nothing was recorded for the arguments: $*" >&2; exit 2 ;;\nesac\n'
     body = script if script is not None else textwrap.dedent(
         f"""\
         cat {shlex.quote(str(data))}

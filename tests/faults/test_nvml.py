@@ -1,6 +1,6 @@
 """NVML faults: a fake ``pynvml`` put first on PYTHONPATH of the NVML child (stackdoctor/probes/nvml.py runs
 ``python -c _CHILD``, which honours PYTHONPATH). NVML is only used on the live root, so these runs
-have no SYSROOT; the fake nvidia-smi replays a real RTX 4070 table (c14) as the fallback source.
+have no SYSROOT; the fake nvidia-smi replays a real RTX 4070 machine (c14, tests/fakesmi.py) as the fallback source.
 
 NVML that is missing, lacks a function or fails for one GPU is a fact with its error quoted (``nvml_error`` /
 the GPU's ``errors``), never a finding by itself while nvidia-smi answers: each run exits 0 with only the
@@ -13,7 +13,8 @@ import json
 from typing import Any
 
 
-from conftest import real_fixture
+from conftest import FIXTURES
+from fakesmi import fake_nvidia_smi
 from helpers import machine_env, run_sd, validate_report
 from .conftest import BOUND_S, NO_TORCH, Machine, pin, probe_status
 
@@ -27,9 +28,7 @@ def live_check(m: Machine, spec: dict[str, Any] | None, *, drop: tuple[str, ...]
     d.mkdir()
     src = binding if binding is not None else FAKE_PYNVML + "".join(f"\ndel {name}\n" for name in drop)
     (d / "pynvml.py").write_text(src)
-    table = real_fixture(C14, "nvidia-smi.txt")
-    table = table.split("\n", 1)[1] if table.startswith(("$", "user")) else table
-    m.tool("nvidia-smi", stdout=table)
+    fake_nvidia_smi(m.bindir, FIXTURES / "real" / C14)  # answers the query, -L and the table as c14 recorded them
     env = machine_env(m.bindir, None, PYTHONPATH=str(d), FAKE_NVML=json.dumps(spec or {}))
     # --timeout 5: the NVML child is a Python start-up, slow on a loaded 2-core machine
     args = ["check", "--json", "--no-kernels", "--timeout", "5", "--torch-timeout", "5", "--python", m.python]
