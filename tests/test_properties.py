@@ -142,6 +142,20 @@ REAL_CASES = [
     ("r-wsl-kernel-releases", "proc-version-wsl2.txt", "platform.parse_proc_version"),
     ("r-sw_vers-catalina-ruby-build-1451", "sw_vers.txt", "apple.parse_sw_vers"),
     ("r-sw_vers-high-sierra-kernelpop-17", "sw_vers.txt", "apple.parse_sw_vers"),
+    ("c25-macmini-to-macstudio-tb5-rdma-system_profiler", "system_profiler_thunderbolt.txt", "thunderbolt.parse_system_profiler_text"),
+    ("r-titanv-rtx5880ada-driver570-query-triton-8070", "nvidia-smi-L.txt", "nvidia.parse_smi_list"),
+    ("r-2x-quadro-rtx4000-driver535-nvidia-smi-L-akash-12", "nvidia-smi-L.txt", "nvidia.parse_smi_list"),
+    ("r-4xa100-mig-nvidia-smi-L-telegraf-5812", "nvidia-smi-L.txt", "nvidia.parse_smi_list"),
+    ("doc-amd-smi-list-8xmi300x-oci-hpc-oke", "amd-smi-list.txt", "rocm.parse_amd_smi_list"),
+    ("doc-amd-smi-list-8xmi300x-oci-hpc-oke", "amd-smi-list.txt", "rocm.parse_amd_smi_version"),
+    ("r-mi300x-container-kfd-invalid-argument-4043", "rocm-smi-showallinfo.txt", "rocm.parse_rocm_smi_kv"),
+    ("r-proc-1-cgroup-docker-ctrsploit-280", "proc-1-cgroup.txt", "platform.parse_cgroup_container"),
+    ("r-cpuinfo-raspberry-pi-4b-fastfetch-1529", "cpuinfo.txt", "platform.parse_cpuinfo"),
+    ("r-meminfo-openwrt-arm-sysinfo-164", "meminfo.txt", "platform.parse_meminfo_total_mib"),
+    ("r-ip-json-addr-cloud-init-testdata", "ip-json-addr-show.json", "thunderbolt.parse_ip_addr_json"),
+    ("local-build-machine-proc-net-and-pci-sysfs", "proc-net-if_inet6.txt", "thunderbolt.parse_proc_if_inet6"),
+    ("local-build-machine-proc-net-and-pci-sysfs", "pci-0000-00-03.0-uevent.txt", "pci.parse_uevent_driver"),
+    ("local-sd-target-torch-2.13.0-cpu", "sd_target.txt", "target.parse_sections"),
 ]
 
 PROMPTS = ["$ {cmd}\n", "user@host:~$ {cmd}\n", "root@gpu-node-01:/# {cmd}\n", "(base) PS C:\\Users\\me> {cmd}\n", "% {cmd}\n", ""]
