@@ -13,9 +13,18 @@ import re
 from pathlib import Path
 
 import pytest
-
-from stackdoctor.probes import apple, jetson, nvidia, pci, platform, rocm, target, thunderbolt
 from test_properties import PARSERS, REAL_CASES
+
+from stackdoctor.probes import (
+    apple,
+    jetson,
+    nvidia,
+    pci,
+    platform,
+    rocm,
+    target,
+    thunderbolt,
+)
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 README = REAL / "README.md"
@@ -56,7 +65,7 @@ def without_public_recording() -> dict[str, str]:
     """README.md's "Parsers without a public recording" list: ``- `module.parse_x`: why``."""
     text = README.read_text(encoding="utf-8")
     section = text.split("## Parsers without a public recording", 1)[1].split("\n## ", 1)[0]
-    return {m.group(1): m.group(2).strip() for m in re.finditer(r"^- `([a-z_]+\.parse_[a-z_0-9]+)`: (.+)$", section, re.M)}
+    return {m.group(1): m.group(2).strip() for m in re.finditer(r"^- `([a-z_]+\.parse_[a-z_0-9]+)`: (.+)$", section, re.MULTILINE)}
 
 
 def test_every_parser_has_a_real_input_or_a_reason():
