@@ -34,7 +34,7 @@ def real_fixture(case: str, name: str) -> str:
         p = base / case / name
         if p.exists():
             return p.read_text(encoding="utf-8", errors="replace")
-    pytest.skip(f"fixture {case}/{name} not available")
+    pytest.fail(f"fixture {case}/{name} is missing from tests/fixtures/real")
 
 
 def find_test_uv() -> str | None:

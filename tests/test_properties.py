@@ -202,7 +202,7 @@ def _nonempty(value: Any) -> bool:
 def test_real_output_parses_the_same_with_capture_noise(case, fname, parser, prompt, trailer, blank_before):
     path = REAL / case / fname
     if not path.exists():
-        pytest.skip(f"{case}/{fname} not in tests/fixtures/real")
+        pytest.fail(f"{case}/{fname} is missing from tests/fixtures/real")
     text = path.read_text(encoding="utf-8", errors="replace")
     fn = PARSERS[parser]
     base = plain(fn(text))
