@@ -301,3 +301,16 @@ def test_judge_checks_version_and_a_present_gpu():
     assert inst.judge(plan, no_gpu, None)[0]  # no NVIDIA GPU on the machine: not a failure
     assert not inst.judge(plan, inst.Verification(imported=True, version="2.12.0+cu126"), None)[0]
     assert FAKE_MARK.startswith("STACKDOCTOR_FAKE_TORCH")
+
+
+@pytest.mark.parametrize("depth", [1, 12])
+def test_failure_line_keeps_the_reason_whatever_the_paths(depth):
+    """pip's error names two paths before saying why; however deep the user's folders, the reason survives."""
+    from stackdoctor.system import CommandResult
+
+    root = "/tmp/" + "/".join(["a-rather-long-folder-name"] * depth)
+    line = (f"ERROR: For req: torch==2.13.0+cu130. The wheel '/tmp/pip-unpack-x/torch-2.13.0+cu130-cp311-cp311-linux_x86_64.whl' has a file "
+            f"'{root}/venv/lib/python3.11/site-packages/torch/__init__.py' trying to install outside the target directory '{root}/venv/lib'")
+    got = inst.failure_line(CommandResult(("pip",), 1, "", "Processing ...\n" + line + "\n", 0.1, "ok"))
+    assert got.startswith("ERROR: For req: torch==2.13.0+cu130.") and "outside the target directory" in got
+    assert len(got) <= 300
