@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -71,24 +72,66 @@ def torch_python() -> str:
     return str(torchenv.ensure(torchenv.DEFAULT_DIR))
 
 
+def _session_root(tmp_path_factory) -> Path:
+    """A folder shared by every xdist worker of this run (each worker's basetemp is a child of it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def _shared(root: Path, name: str):
+    """An exclusive lock over ``root/name`` across the run's workers."""
+    import fcntl
+
+    with open(root / f".{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield root / name
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def stackdoctor_wheel(tmp_path_factory) -> Path:
-    """The checkout built into a wheel once per session (``pip wheel --no-deps``, the first half of ``pip install .``)."""
+    """The checkout built into a wheel once per run (``pip wheel --no-deps``, the first half of ``pip install .``),
+    shared by the xdist workers."""
     from unprivileged import build_wheel
 
-    return build_wheel(REPO, tmp_path_factory.mktemp("wheel"))
+    with _shared(_session_root(tmp_path_factory), "wheel") as folder:
+        found = sorted(folder.glob("stackdoctor-*.whl")) if folder.is_dir() else []
+        return found[0] if found else build_wheel(REPO, folder)
 
 
 @pytest.fixture(scope="session")
-def unprivileged_install(stackdoctor_wheel):
-    """stackdoctor installed where uid 65534 can run it, whoever can read this checkout (tests/unprivileged.py)."""
-    from unprivileged import install, remove
+def unprivileged_install(tmp_path_factory, stackdoctor_wheel):
+    """stackdoctor installed where uid 65534 can run it, whoever can read this checkout (tests/unprivileged.py).
+    Built once per run and shared by the xdist workers; the last one to finish removes it."""
+    import dataclasses
+    import json as _json
+
+    from unprivileged import UnprivilegedInstall, install, remove
 
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("needs root to switch to uid 65534 (the unprivileged tests)")
-    inst = install(stackdoctor_wheel)
+    root = _session_root(tmp_path_factory)
+    with _shared(root, "unprivileged.json") as record:
+        if record.is_file():
+            data = _json.loads(record.read_text())
+            inst = UnprivilegedInstall(**{**data["install"], "root": Path(data["install"]["root"])})
+            data["users"] += 1
+        else:
+            inst = install(stackdoctor_wheel)
+            data = {"install": {**dataclasses.asdict(inst), "root": str(inst.root)}, "users": 1}
+        record.write_text(_json.dumps(data))
     yield inst
-    remove(inst)
+    with _shared(root, "unprivileged.json") as record:
+        data = _json.loads(record.read_text())
+        data["users"] -= 1
+        if data["users"] <= 0:
+            remove(inst)
+            record.unlink()
+        else:
+            record.write_text(_json.dumps(data))
 
 
 @pytest.fixture(scope="session")
@@ -225,28 +268,7 @@ HEADLINE_CATEGORIES = {
 }
 
 
-# Tests that share an expensive fixture run on one xdist worker, so it is built once per session:
-# by fixture name, and by module (module-scoped fixtures: a local index server with a seeded venv, a
-# quickstart install, allreduce runs; the network-namespace tests, which also want the link to themselves).
-XDIST_GROUPS_BY_FIXTURE = {"unprivileged_install": "wheel", "stackdoctor_wheel": "wheel"}
-XDIST_GROUPS_BY_MODULE = {
-    "test_install.py": "install-index",
-    "test_packaging.py": "wheel",
-    "test_netns.py": "netns",
-    "faults/test_network.py": "faults-network",
-    "faults/test_writes.py": "faults-writes",
-    "faults/test_kernels.py": "faults-kernels",
-}
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        group = next((g for f, g in XDIST_GROUPS_BY_FIXTURE.items() if f in getattr(item, "fixturenames", ())), None)
-        rel = item.nodeid.split("::", 1)[0].removeprefix("tests/")
-        group = group or XDIST_GROUPS_BY_MODULE.get(rel)
-        if group and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(group))
     for item in items:
         for mark in item.iter_markers("headline"):
             (category,) = mark.args
