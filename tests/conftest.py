@@ -39,20 +39,18 @@ def real_fixture(case: str, name: str) -> str:
 
 
 def find_test_uv() -> str | None:
-    """The uv binary of the declared test dependency (``uv`` in the ``test`` extra), wherever pip put it.
-
-    Found next to the interpreter running the tests, never by luck of PATH: the package's own
-    ``uv.find_uv_bin()`` first, then ``uv`` beside ``sys.executable`` or in this environment's scripts folder.
-    """
-    try:
-        from uv import find_uv_bin
-
-        return find_uv_bin()
-    except Exception:  # not installed, or its binary missing
-        pass
+    """The uv binary of the declared test dependency (``uv`` in the ``test`` extra), wherever pip put it for the
+    interpreter running the tests: beside ``sys.executable``, in its environment's scripts folder, or in its user
+    scripts folder (``pip install --user``). Never found by luck of PATH, and never the base installation's uv
+    (``uv.find_uv_bin`` would take that one, so a venv that lost its own uv would still pass)."""
     import sysconfig
 
-    for folder in (os.path.dirname(sys.executable), sysconfig.get_path("scripts")):
+    folders = [os.path.dirname(sys.executable), sysconfig.get_path("scripts")]
+    try:
+        folders.append(sysconfig.get_path("scripts", f"{os.name}_user"))
+    except KeyError:
+        pass
+    for folder in dict.fromkeys(f for f in folders if f):
         found = shutil.which("uv", path=folder)
         if found:
             return found
