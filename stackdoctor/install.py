@@ -485,12 +485,17 @@ def execute(
 
 
 def failure_line(res: CommandResult) -> str:
-    """The installer's own error line (pip ``ERROR: ...``, uv ``error: ...`` / ``×``), else how it ended."""
+    """The installer's own error line (pip ``ERROR: ...``, uv ``error: ...`` / ``×``), else how it ended.
+
+    Its length must not decide what survives: pip names paths before it says why ("... has a file '<path>'
+    trying to install outside the target directory '<path>'"), and a path is as long as the user's folders.
+    So a long quoted path keeps its last three parts, then a line still over 300 characters keeps its start
+    and its end."""
     for line in (res.stderr + "\n" + res.stdout).splitlines():
         s = line.strip()
         if s.startswith(("ERROR:", "error:", "×")):
-            # long paths push pip's point to the end ("... trying to install outside the target directory"): keep both ends
-            return s if len(s) <= 300 else f"{s[:140]} ... {s[-150:]}"
+            s = re.sub(r"(['\"])(/[^'\"]{60,})\1", lambda m: f"{m.group(1)}…/{'/'.join(m.group(2).rsplit('/', 3)[-3:])}{m.group(1)}", s)
+            return s if len(s) <= 300 else f"{s[:150]} … {s[-147:]}"
     return res.describe_failure() or res.detail or "unknown failure"
 
 

@@ -703,6 +703,20 @@ class System:
     def which(self, name: str) -> str | None:
         return shutil.which(name, path=self.env.get("PATH", os.defpath))
 
+    def unrunnable(self, name: str) -> str | None:
+        """The first file called ``name`` on PATH that this user may not execute, when no runnable one exists.
+
+        ``which`` skips such a file, so without this a tool that is installed but not executable (a bad
+        ``chmod``, a ``noexec`` mount) would read as "not installed".
+        """
+        if self.which(name) is not None:
+            return None
+        for folder in self.env.get("PATH", os.defpath).split(os.pathsep):
+            candidate = os.path.join(folder or ".", name)
+            if os.path.isfile(candidate) and not os.access(candidate, os.X_OK):
+                return candidate
+        return None
+
     def run(
         self,
         argv: Sequence[str],
@@ -834,6 +848,9 @@ class System:
         if os.sep not in exe and not (os.altsep and os.altsep in exe):
             found = self.which(exe)
             if found is None:
+                blocked = self.unrunnable(exe)
+                if blocked is not None:
+                    return CommandResult(argv, None, "", "", 0.0, "denied", detail=f"{blocked} is not executable")
                 return CommandResult(argv, None, "", "", 0.0, "absent", detail="not found on PATH")
             exe = found
         child_env = dict(self.env)

@@ -857,7 +857,7 @@ def source_yaml(case: str) -> dict:
             m = re.search(r"## Derived facts\s*```yaml\n(.*?)```", text, re.S)
             assert m, f"{case}: no YAML block"
             return yaml.safe_load(m.group(1))
-    pytest.skip(f"{case} not available")
+    pytest.fail(f"{case} is missing from tests/fixtures/real")
 
 
 def _first_version(value) -> str | None:

@@ -112,6 +112,7 @@ def plan_for(base: str, variant: str = "cu130", torch: str = "2.13.0", vision: s
 # ---------------------------------------------------------------------------- real installs
 
 
+@pytest.mark.headline("install")
 def test_pip_switches_variant_verifies_and_lists_leftovers(server, venv, system):
     assert family(venv) == BEFORE
     r = inst.execute(plan_for(server.base()), system=system, python=py(venv), index_base=server.base(), stream=lambda t: None)
@@ -126,11 +127,17 @@ def test_pip_switches_variant_verifies_and_lists_leftovers(server, venv, system)
     assert r.leftovers == ["nvidia-cuda-runtime-cu12"] and "nvidia-cuda-runtime-cu12" in have
 
 
-def test_uv_installs_and_removes_leftovers_when_asked(server, venv, system):
-    if shutil.which("uv") is None:
-        pytest.skip("uv is not installed")
+@pytest.mark.headline("install")
+def test_uv_installs_and_removes_leftovers_when_asked(server, venv, tmp_path):
+    from conftest import find_test_uv
+
+    uv = find_test_uv()
+    if uv is None:
+        pytest.skip(f"uv (a declared test dependency) is not installed in the environment of {sys.executable}: pip install -e '.[test]'")
+    env = isolated_env(tmp_path)
+    env["PATH"] = os.path.dirname(uv) + os.pathsep + env.get("PATH", "")  # stackdoctor runs "uv" from the target's PATH
     r = inst.execute(
-        plan_for(server.base()), system=system, python=py(venv), installer="uv", index_base=server.base(),
+        plan_for(server.base()), system=System(env=env), python=py(venv), installer="uv", index_base=server.base(),
         remove_leftovers=True, stream=lambda t: None,
     )
     assert r.ok, r.message
@@ -302,3 +309,16 @@ def test_judge_checks_version_and_a_present_gpu():
     assert inst.judge(plan, no_gpu, None)[0]  # no NVIDIA GPU on the machine: not a failure
     assert not inst.judge(plan, inst.Verification(imported=True, version="2.12.0+cu126"), None)[0]
     assert FAKE_MARK.startswith("STACKDOCTOR_FAKE_TORCH")
+
+
+@pytest.mark.parametrize("depth", [1, 12])
+def test_failure_line_keeps_the_reason_whatever_the_paths(depth):
+    """pip's error names two paths before saying why; however deep the user's folders, the reason survives."""
+    from stackdoctor.system import CommandResult
+
+    root = "/tmp/" + "/".join(["a-rather-long-folder-name"] * depth)
+    line = (f"ERROR: For req: torch==2.13.0+cu130. The wheel '/tmp/pip-unpack-x/torch-2.13.0+cu130-cp311-cp311-linux_x86_64.whl' has a file "
+            f"'{root}/venv/lib/python3.11/site-packages/torch/__init__.py' trying to install outside the target directory '{root}/venv/lib'")
+    got = inst.failure_line(CommandResult(("pip",), 1, "", "Processing ...\n" + line + "\n", 0.1, "ok"))
+    assert got.startswith("ERROR: For req: torch==2.13.0+cu130.") and "outside the target directory" in got
+    assert len(got) <= 300

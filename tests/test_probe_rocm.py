@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, real_fixture, write_fake_tool
-from stackdoctor.facts import RocmFacts, to_data
+from stackdoctor.facts import RocmFacts
 from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.probes import rocm
 from stackdoctor.system import System
@@ -322,10 +322,23 @@ def test_probe_no_rocm_at_all(tmp_path: Path) -> None:
     assert f.kfd_present is False and f.kfd_accessible is None
 
 
-def test_probe_kfd_permission_denied_as_unprivileged_user() -> None:
-    """/dev/kfd (mode 600, root) under a synthetic root, probed by a forked child running as nobody."""
-    if not hasattr(os, "fork") or os.geteuid() != 0:
-        pytest.skip("needs root to drop to an unprivileged user")
+KFD_AS_NOBODY = """
+import json, sys
+from stackdoctor.facts import to_data
+from stackdoctor.probes import ProbeContext, Target, rocm
+from stackdoctor.system import System
+root = sys.argv[1]
+ctx = ProbeContext(system=System(sysroot=root, env={"PATH": root + "/bin"}, timeout_s=5.0), target=Target(sys.executable, "self"), timeout_s=5.0)
+print(json.dumps(to_data(rocm.gather(ctx))))
+"""
+
+
+@pytest.mark.headline("unprivileged")
+def test_probe_kfd_permission_denied_as_unprivileged_user(unprivileged_install) -> None:
+    """/dev/kfd (mode 600, root) under a synthetic root, probed by the real probe running as uid 65534
+    (stackdoctor's copy that user can read, tests/unprivileged.py). A crash of the probe is a failure."""
+    from unprivileged import as_nobody
+
     base = Path(tempfile.mkdtemp(prefix="sd-kfd-", dir="/tmp"))
     try:
         os.chmod(base, 0o755)
@@ -337,34 +350,9 @@ def test_probe_kfd_permission_denied_as_unprivileged_user() -> None:
         os.chmod(kfd, 0o600)
         for d in (root, root / "dev", root / "bin"):
             os.chmod(d, 0o755)
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child
-            code = 0
-            try:
-                os.close(r)
-                os.setgroups([])
-                os.setgid(65534)
-                os.setuid(65534)
-                f = rocm.gather(ctx_for(root, {"PATH": str(root / "bin")}))
-                os.write(w, json.dumps(to_data(f)).encode())
-            except BaseException as exc:  # report, never fall back into pytest in the child
-                os.write(w, json.dumps({"child_error": repr(exc)}).encode())
-                code = 1
-            finally:
-                os._exit(code)
-        os.close(w)
-        chunks = []
-        while True:
-            chunk = os.read(r, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        os.close(r)
-        os.waitpid(pid, 0)
-        data = json.loads(b"".join(chunks) or b"{}")
-        if "child_error" in data:
-            pytest.skip(f"could not run as an unprivileged user: {data['child_error']}")
+        r = as_nobody([unprivileged_install.python, "-c", KFD_AS_NOBODY, str(root)], env={"PATH": "/usr/bin:/bin", **unprivileged_install.env})
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        data = json.loads(r.stdout)
         assert data["kfd_present"] is True
         assert data["kfd_accessible"] is False
         assert data["kfd_error"] == "Unable to open /dev/kfd read-write: Permission denied"

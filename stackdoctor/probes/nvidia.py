@@ -516,7 +516,14 @@ def _run_smi(ctx: ProbeContext, facts: NvidiaFacts) -> str | None:
     system = ctx.system
     where = find_smi(system)
     if where is None:
-        facts.smi_state = "absent"
+        blocked = system.unrunnable("nvidia-smi")
+        if blocked is None:
+            facts.smi_state = "absent"
+            return None
+        # installed but not executable: a tool that cannot run, not a machine without one
+        facts.smi_path = blocked
+        facts.smi_state = "error"
+        facts.smi_message = f"nvidia-smi could not be run: {blocked} is not executable"
         return None
     facts.smi_path, path = where
 
@@ -598,6 +605,10 @@ def _run_smi(ctx: ProbeContext, facts: NvidiaFacts) -> str | None:
         facts.smi_state = "timeout"
         facts.smi_message = "; ".join(timeouts)
         return "; ".join(timeouts)
+    if facts.smi_state is None and not facts.gpus and not facts.observed.get("driver_version") and not facts.smi_version:
+        # it ran and exited 0 three times, yet printed nothing that reads as nvidia-smi: not "ok"
+        facts.smi_state = "error"
+        facts.smi_message = "nvidia-smi answered, but with nothing stackdoctor recognises as nvidia-smi output"
     if facts.smi_state is None:
         facts.smi_state = "ok"
     return None
