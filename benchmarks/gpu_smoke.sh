@@ -29,6 +29,37 @@ step() {  # step NAME TIMEOUT ARGV...
   return 0
 }
 
+# the real tool's outputs, kept as recordings for the parsers' fixtures (each form stackdoctor asks for)
+{ nvidia-smi; } >"$OUT/nvidia-smi.txt" 2>&1
+{ nvidia-smi -L; } >"$OUT/nvidia-smi-L.txt" 2>&1
+{ nvidia-smi --query-gpu=index,name,uuid,compute_cap,memory.total,pci.bus_id,driver_version,pcie.link.gen.current,pcie.link.width.current,power.limit,mig.mode.current,persistence_mode --format=csv,noheader,nounits; } >"$OUT/nvidia-smi-query.csv" 2>&1
+{ nvidia-smi -q; } >"$OUT/nvidia-smi-q.txt" 2>&1
+{ cat /proc/driver/nvidia/version; ls /proc/driver/nvidia/gpus/ && cat /proc/driver/nvidia/gpus/*/information; } >"$OUT/proc-driver-nvidia.txt" 2>&1
+
+# the static torch probe (no import) against torch's own arch list, on this machine's CUDA wheel
+"$PY" - "$OUT" <<'PYEOF' >"$OUT/static-vs-import.txt" 2>&1
+import json, os, site, sys, sysconfig, time
+sys.path.insert(0, os.getcwd())
+from stackdoctor.probes.torch_static import read_static_torch
+from stackdoctor.system import System
+dirs = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()]
+t0 = time.perf_counter()
+st = read_static_torch(System(), dirs)
+static_ms = (time.perf_counter() - t0) * 1000
+t0 = time.perf_counter()
+import torch
+import_s = time.perf_counter() - t0
+flags = torch._C._cuda_getArchFlags().split() if hasattr(torch._C, "_cuda_getArchFlags") else []
+arch = torch.cuda.get_arch_list()
+print(json.dumps({"version": st.version, "static_cuda": st.cuda, "torch_cuda": torch.version.cuda,
+                  "static_arch_list": st.arch_list, "static_arch_extra": st.arch_extra, "torch_arch_list": arch,
+                  "torch_arch_flags": flags, "same_set": sorted(set(st.arch_list)) == sorted(set(arch)),
+                  "static_ms": round(static_ms, 1), "import_torch_s": round(import_s, 2),
+                  "libraries": [(l.path.rsplit("/", 1)[-1], l.entries, l.error) for l in st.libraries],
+                  "runtime": st.runtime, "errors": st.errors}, indent=1))
+PYEOF
+"$PY" -c "import sys, os; sys.path.insert(0, os.getcwd()); from stackdoctor.probes.cudriver import query_driver_cuda; from stackdoctor.system import System; print(query_driver_cuda(System(), sys.executable, 20))" >"$OUT/cudriver.txt" 2>&1
+
 step check 180 "${SD[@]}" check --json --python "$PY" --torch-timeout 120
 step kernels 300 "${SD[@]}" kernels matmul conv --device cuda:0 --python "$PY" --timeout 280 --json
 step allreduce 180 "${SD[@]}" kernels allreduce --nproc 1 --backend nccl --device cuda --python "$PY" \

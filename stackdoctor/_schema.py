@@ -1,20 +1,37 @@
-"""Generate the JSON Schema of the report from the facts dataclasses.
+"""Generate the JSON Schemas of stackdoctor's public JSON documents from the dataclasses behind them.
 
-The shipped ``schemas/report.schema.json`` is this function's output, committed; a test
-keeps the two identical, so the schema can never drift from the code. Regenerate with
-``python -m stackdoctor._schema > stackdoctor/schemas/report.schema.json``.
+- ``report.schema.json``: ``stackdoctor.report/1`` (``check --json``, ``report``), from the facts dataclasses;
+- ``plan.schema.json``: ``stackdoctor.plan/1`` (``install --json``), from :class:`stackdoctor.plan.Plan`;
+- ``kernels.schema.json``: ``stackdoctor.kernels/1`` (``kernels --json``), from :class:`stackdoctor.facts.KernelFacts`
+  and :class:`stackdoctor.report.Finding`;
+- ``diff.schema.json``: ``stackdoctor.diff/1`` (``diff --json``), from :class:`stackdoctor.diff.Difference`.
+
+The shipped files under ``stackdoctor/schemas/`` are these functions' output, committed;
+``tests/test_schemas.py`` keeps each identical to its generator, so a schema can never drift from the
+code. Regenerate all with ``python -m stackdoctor._schema --write``; ``python -m stackdoctor._schema [NAME]``
+prints one (default: report).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import types
 import typing
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Union
 
-from stackdoctor.facts import Facts, _hints
+from stackdoctor.facts import Facts, KernelFacts
 from stackdoctor.report import SCHEMA, Finding, ProbeStatus
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """Resolved field types of a dataclass, looked up in its own module (``from __future__ import annotations``)."""
+    return typing.get_type_hints(cls, globalns=vars(sys.modules[cls.__module__]))
 
 
 def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
@@ -33,7 +50,7 @@ def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     if origin is dict:
         args = typing.get_args(tp)
         return {"type": "object", "additionalProperties": _type_schema(args[1] if len(args) == 2 else Any, defs)}
-    if dataclasses.is_dataclass(tp):
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         name = tp.__name__
         if name not in defs:
             defs[name] = {}  # placeholder against recursion
@@ -48,15 +65,20 @@ def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     return {bool: {"type": "boolean"}, int: {"type": "integer"}, float: {"type": "number"}, str: {"type": "string"}}.get(tp, {})
 
 
+def _finding_def(defs: dict[str, Any]) -> dict[str, Any]:
+    ref = _type_schema(Finding, defs)
+    defs["Finding"]["properties"]["severity"] = {"enum": ["ok", "warn", "fail"]}
+    return ref
+
+
 def report_schema() -> dict[str, Any]:
     defs: dict[str, Any] = {}
     facts = _type_schema(Facts, defs)
     probe = _type_schema(ProbeStatus, defs)
-    finding = _type_schema(Finding, defs)
-    defs["Finding"]["properties"]["severity"] = {"enum": ["ok", "warn", "fail"]}
+    finding = _finding_def(defs)
     defs["ProbeStatus"]["properties"]["status"] = {"enum": ["ok", "error", "timeout", "skipped"]}
     return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$schema": DRAFT,
         "$id": "https://stackdoctor.invalid/schemas/report-1.json",
         "title": "stackdoctor report",
         "type": "object",
@@ -76,8 +98,104 @@ def report_schema() -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    print(json.dumps(report_schema(), indent=2, sort_keys=True))
+def _object_of(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
+    """The object schema of dataclass ``cls`` itself (its fields as properties), its nested types in ``defs``."""
+    _type_schema(cls, defs)
+    return defs.pop(cls.__name__)
+
+
+def plan_schema() -> dict[str, Any]:
+    """``stackdoctor.plan/1``: ``{"schema": ..., **Plan fields}`` (``Plan.to_data``)."""
+    from stackdoctor.plan import PLAN_SCHEMA, Plan
+
+    defs: dict[str, Any] = {}
+    body = _object_of(Plan, defs)
+    return {
+        "$schema": DRAFT,
+        "$id": "https://stackdoctor.invalid/schemas/plan-1.json",
+        "title": "stackdoctor install plan",
+        "type": "object",
+        "required": ["schema", *body["required"]],
+        "properties": {"schema": {"const": PLAN_SCHEMA}, **body["properties"]},
+        "$defs": defs,
+    }
+
+
+def kernels_schema() -> dict[str, Any]:
+    """``stackdoctor.kernels/1``: schema, version and target, the KernelFacts fields, and the findings."""
+    from stackdoctor.kernels import KERNELS_SCHEMA
+
+    defs: dict[str, Any] = {}
+    body = _object_of(KernelFacts, defs)
+    finding = _finding_def(defs)
+    return {
+        "$schema": DRAFT,
+        "$id": "https://stackdoctor.invalid/schemas/kernels-1.json",
+        "title": "stackdoctor kernels",
+        "type": "object",
+        "required": ["schema", "stackdoctor_version", "target", *body["required"], "findings"],
+        "properties": {
+            "schema": {"const": KERNELS_SCHEMA},
+            "stackdoctor_version": {"type": "string"},
+            "target": {"type": "string"},
+            **body["properties"],
+            "findings": {"type": "array", "items": finding},
+        },
+        "$defs": defs,
+    }
+
+
+def diff_schema() -> dict[str, Any]:
+    """``stackdoctor.diff/1``: the two reports compared, and one entry per :class:`Difference`."""
+    from stackdoctor.diff import DIFF_SCHEMA, Difference
+
+    side = {
+        "type": "object",
+        "required": ["path", "created_at", "stackdoctor_version"],
+        "properties": {"path": {"type": "string"}, "created_at": {"type": "string"}, "stackdoctor_version": {"type": "string"}},
+    }
+    fields = [f.name for f in dataclasses.fields(Difference)]
+    difference = {"type": "object", "required": fields, "properties": {name: _type_schema(_hints(Difference)[name], {}) for name in fields}}
+    return {
+        "$schema": DRAFT,
+        "$id": "https://stackdoctor.invalid/schemas/diff-1.json",
+        "title": "stackdoctor diff",
+        "type": "object",
+        "required": ["schema", "a", "b", "count", "differences"],
+        "properties": {
+            "schema": {"const": DIFF_SCHEMA},
+            "a": {"$ref": "#/$defs/Side"},
+            "b": {"$ref": "#/$defs/Side"},
+            "count": {"type": "integer", "minimum": 0},
+            "differences": {"type": "array", "items": {"$ref": "#/$defs/Difference"}},
+        },
+        "$defs": {"Side": side, "Difference": difference},
+    }
+
+
+# file name under stackdoctor/schemas/ -> (the "schema" value it describes, its generator)
+SCHEMAS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
+    "report.schema.json": (SCHEMA, report_schema),
+    "plan.schema.json": ("stackdoctor.plan/1", plan_schema),
+    "kernels.schema.json": ("stackdoctor.kernels/1", kernels_schema),
+    "diff.schema.json": ("stackdoctor.diff/1", diff_schema),
+}
+
+
+def render(schema: dict[str, Any]) -> str:
+    """The exact text of a shipped schema file."""
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--write"]:
+        out = Path(__file__).resolve().parent / "schemas"
+        for name, (_, make) in SCHEMAS.items():
+            (out / name).write_text(render(make()), encoding="utf-8")
+        return
+    name = (args[0] if args else "report").removesuffix(".schema.json") + ".schema.json"
+    sys.stdout.write(render(SCHEMAS[name][1]()))
 
 
 if __name__ == "__main__":

@@ -9,10 +9,11 @@ line on stderr and its exit code; click usage errors are exit 2; anything else i
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -67,6 +68,75 @@ for _mod in COMMAND_MODULES:
             raise
 
 
+# What each option's value is, in words, for --help (typer would show a Python type: <str>, <float range>,
+# <list[str]>). Keyed by option name, or by (command, option) where one name means different things.
+METAVARS: dict[str, str] = {
+    "--python": "PATH", "--format": "FORMAT", "--output": "FILE", "--timeout": "SECONDS", "--torch-timeout": "SECONDS",
+    "--index-timeout": "SECONDS", "--replay": "REPORT", "--matrix": "FILE", "--config": "FILE", "--lang": "LANG",
+    "--only": "CODE", "--skip": "CODE", "--device": "DEVICE", "--sizes": "N,N,...", "--nproc": "N", "--rank": "N",
+    "--world-size": "N", "--master-addr": "ADDRESS", "--master-port": "PORT", "--iface": "INTERFACE", "--backend": "BACKEND",
+    "--min-bytes": "BYTES", "--max-bytes": "BYTES", "--iters": "N", "--min-busbw": "GB/s", "--over": "LINK",
+    "--torch": "VERSION", "--variant": "VARIANT", "--installer": "NAME", "--index-base": "URL", "--find-links": "URL",
+    "--emit": "FORMAT", "--python-version": "VERSION", "--platform": "PLATFORM", "--driver": "VERSION", "--gpu": "ARCH",
+    "--gfx": "GFX", "which": "KERNEL", "packages": "PACKAGE", "code": "CODE", "file": "FILE",
+}
+COMMAND_METAVARS: dict[tuple[str, str], str] = {("report", "--output"): "DIR"}
+
+
+def _word_for(command: str, param: object) -> str:
+    """The metavar of one parameter: from the tables, else a word for its type (never a Python type)."""
+    opts = [o for o in getattr(param, "opts", []) if o.startswith("--")] or [str(getattr(param, "name", "") or "")]
+    for name in opts:
+        if (command, name) in COMMAND_METAVARS:
+            return COMMAND_METAVARS[(command, name)]
+        if name in METAVARS:
+            return METAVARS[name]
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    if annotation is int:
+        return "N"
+    if annotation is float:
+        return "NUMBER"
+    return str(getattr(param, "name", "VALUE") or "VALUE").upper().replace("_", "-")
+
+
+class _Interrupted(Exception):
+    """Ctrl-C inside a command (typer would turn the KeyboardInterrupt into a silent exit 130)."""
+
+
+def _interruptible(callback: Any) -> Any:
+    @functools.wraps(callback)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return callback(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise _Interrupted() from None
+
+    return run
+
+
+def _word_metavars(command: object, name: str = "") -> None:
+    """Give every option and argument of ``command`` (and its subcommands) a metavar in words, and make
+    each command's Ctrl-C reach :func:`main` (which stops the children and says "interrupted")."""
+    for sub_name, sub in (getattr(command, "commands", None) or {}).items():
+        _word_metavars(sub, sub_name)
+    if getattr(command, "callback", None) is not None and not getattr(command, "commands", None):
+        command.callback = _interruptible(command.callback)  # type: ignore[attr-defined]
+    for param in getattr(command, "params", []):
+        if getattr(param, "is_flag", False):
+            continue
+        if getattr(param, "metavar", None) is None:
+            param.metavar = _word_for(name, param)
+        if getattr(param, "param_type_name", "") == "argument":
+            param.display_type_rich = lambda ctx: None  # the metavar says it; no "<str>" after it
+
+
+def command() -> object:
+    """The click command ``main`` runs: the typer app with word metavars and Ctrl-C reported."""
+    cmd = typer.main.get_command(app)
+    _word_metavars(cmd)
+    return cmd
+
+
 def debug_enabled(argv: list[str]) -> bool:
     return _DEBUG["on"] or "--debug" in argv or os.environ.get("STACKDOCTOR_DEBUG", "") not in ("", "0")
 
@@ -103,20 +173,22 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     code: int
     try:
-        rv = app(args=args, prog_name="stackdoctor", standalone_mode=False)
+        rv = command().main(args=args, prog_name="stackdoctor", standalone_mode=False)  # type: ignore[attr-defined]
         code = int(rv) if isinstance(rv, int) else 0
     except StackdoctorError as exc:
         _err(f"stackdoctor: {exc}")
         code = int(exc.exit_code)
     except typer.Exit as exc:
         code = exc.exit_code
-    except typer.Abort:
-        _err("stackdoctor: aborted.")
+    except typer.Abort as exc:  # click turns Ctrl-C into Abort
+        _stop_children()
+        _err("stackdoctor: interrupted." if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt) else "stackdoctor: aborted.")
         code = 130
     except click_exception as exc:  # bad flag, unknown command, unparsable value: usage, exit 2
         _err(_usage_line(exc))
         code = ExitCode.USAGE
-    except KeyboardInterrupt:
+    except (_Interrupted, KeyboardInterrupt):
+        _stop_children()
         _err("stackdoctor: interrupted.")
         code = 130
     except BrokenPipeError:
@@ -133,6 +205,17 @@ def main(argv: list[str] | None = None) -> None:
         )
         code = ExitCode.INTERNAL
     _exit(code)
+
+
+def _stop_children() -> None:
+    """On Ctrl-C: every child still running (a probe, the target's ``import torch``, allreduce ranks)
+    stops with us; each lives in a session of its own, so the terminal's SIGINT does not reach it."""
+    try:
+        from stackdoctor.system import stop_children
+
+        stop_children()
+    except Exception:
+        pass
 
 
 def _err(line: str) -> None:

@@ -15,7 +15,7 @@ from stackdoctor import catalog
 from stackdoctor.facts import Facts
 from stackdoctor.report import Finding, ProbeStatus
 
-__all__ = ["detect_lang", "diagnose", "list_checks", "select"]
+__all__ = ["check_patterns", "closest_code", "detect_lang", "diagnose", "list_checks", "select"]
 
 detect_lang = catalog.detect_lang
 
@@ -39,6 +39,32 @@ def diagnose(
 def matches(code: str, pattern: str) -> bool:
     """A code matches a pattern equal to it, or a prefix pattern ending in ``*`` (``thunderbolt-*``)."""
     return code == pattern or (pattern.endswith("*") and code.startswith(pattern[:-1]))
+
+
+def closest_code(text: str) -> str | None:
+    """The known code nearest to ``text`` (a typo: ``torch-mising`` -> ``torch-missing``), or None."""
+    import difflib
+
+    stem = text.strip().lower().rstrip("*")
+    found = difflib.get_close_matches(stem, catalog.codes(), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def check_patterns(patterns: Sequence[str] | None, flag: str, lang: str = "en") -> None:
+    """Refuse a pattern that matches no known code (``--only torch-mising`` would silently gate on nothing).
+
+    :raises UsageError: one sentence naming the pattern and the closest code.
+    """
+    from stackdoctor.errors import UsageError
+
+    known = catalog.codes()
+    for pattern in patterns or []:
+        if any(matches(code, pattern) for code in known):
+            continue
+        close = closest_code(pattern)
+        if close:
+            raise UsageError(catalog.ui("unknown_pattern_close", lang, flag=flag, pattern=pattern, close=close))
+        raise UsageError(catalog.ui("unknown_pattern", lang, flag=flag, pattern=pattern))
 
 
 def select(findings: Iterable[Finding], only: Sequence[str] | None = None, skip: Sequence[str] | None = None) -> list[Finding]:

@@ -1,10 +1,16 @@
 """What differs between two reports: two machines, or one machine on two days. Pure.
 
 :func:`diff_reports` flattens the stack-defining facts of each report into ``key -> value``
-(``nvidia.driver_version``, ``torch.variant``, ``nvidia.gpus[0].name``, ``torch.distributions.triton``,
+(``nvidia.driver_version``, ``torch.variant``, ``nvidia.gpus[0].name``, ``installed_distributions.triton``,
 ``environment.CUDA_VISIBLE_DEVICES``, ``findings.driver-too-old``, ...) and lists the keys whose
 values differ. Volatile or identifying fields never count: ``created_at``, durations, raw tool
 outputs, probe timings, kernel timings, host names, UUIDs, serials, paths of interpreters.
+
+The JSON document is ``stackdoctor.diff/2``. Version 1 named the installed Python distributions
+``torch.distributions.<name>`` and the conda packages ``torch.conda_packages.<name>``, which read like
+torch modules; version 2 names them after what they are: ``installed_distributions.<name>`` (the
+target environment's installed distributions of interest, with their versions) and
+``conda_packages.<name>``. Every other key is unchanged.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from stackdoctor.report import Report
 
 __all__ = ["DIFF_SCHEMA", "Difference", "diff_reports", "flatten_report"]
 
-DIFF_SCHEMA = "stackdoctor.diff/1"
+DIFF_SCHEMA = "stackdoctor.diff/2"  # /2: installed_distributions.* and conda_packages.* (were torch.distributions.* / torch.conda_packages.*)
 
 # (subject, fields) compared as plain values; lists compare whole.
 _FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -33,8 +39,8 @@ _FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("thunderbolt", ("present", "bridge_enabled", "rdma_state")),
     ("torch", ("installed", "version", "variant", "cuda", "hip", "debug", "cuda_available", "device_count", "arch_list", "cudnn_version",
                "nccl_version", "mps_built", "mps_available", "xpu_available", "distributed_available", "distributed_backends",
-               "torchvision_version", "torchaudio_version", "triton_version", "import_error_kind", "imported", "git_version",
-               "arch_list_files", "runtime_versions")),
+               "torchvision_version", "torchaudio_version", "triton_version", "numpy_version", "import_error_kind", "imported",
+               "git_version", "arch_list_files", "runtime_versions")),
 )
 _NVIDIA_GPU = ("name", "compute_capability", "memory_total_mib", "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "power_limit_w",
                "mig_mode", "persistence_mode", "driver_model", "sm_count")
@@ -82,10 +88,10 @@ def _flatten_facts(f: Facts) -> dict[str, Any]:
     for d in f.torch.devices:
         for name in _TORCH_DEVICE:
             out[f"torch.devices[{d.kind}:{d.index}].{name}"] = getattr(d, name)
-    for dist, ver in f.torch.distributions.items():
-        out[f"torch.distributions.{dist}"] = ver
+    for dist, ver in f.torch.distributions.items():  # the target environment's installed distributions, not torch modules
+        out[f"installed_distributions.{dist}"] = ver
     for pkg in f.torch.conda_packages:
-        out[f"torch.conda_packages.{pkg}"] = True
+        out[f"conda_packages.{pkg}"] = True
     for tk in f.cuda_toolkit.toolkits:
         out[f"cuda_toolkit.toolkits.{tk.nvcc_version or tk.version_json or '?'}"] = True
     for ig in f.intel.gpus:
@@ -115,7 +121,7 @@ def flatten_report(report: Report) -> dict[str, Any]:
 
 
 def _order(key: str) -> tuple[int, str]:
-    sections = ("nvidia", "rocm", "torch", "cuda_toolkit", "python", "platform", "apple", "jetson", "intel", "thunderbolt", "kernels",
+    sections = ("nvidia", "rocm", "torch", "installed_distributions", "conda_packages", "cuda_toolkit", "python", "platform", "apple", "jetson", "intel", "thunderbolt", "kernels",
                 "environment", "findings")
     head = key.split(".", 1)[0].split("[", 1)[0]
     return (sections.index(head) if head in sections else len(sections), key)

@@ -12,12 +12,17 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from stackdoctor.facts import Facts
 from stackdoctor.probes import ProbeContext, ProbeOutput, Target
 from stackdoctor.report import ProbeStatus, Report
+
+if TYPE_CHECKING:  # pragma: no cover
+    from stackdoctor.system import System
 
 # (probe name, module). Order is the order of the report's "probes" list.
 PROBES: tuple[tuple[str, str], ...] = (
@@ -96,7 +101,117 @@ def select_target(python: str | None, env: dict[str, str] | os._Environ, os_name
     return Target(sys.executable, "self")
 
 
-def capture_environment(env: dict[str, str] | os._Environ) -> dict[str, str]:
+@dataclass(frozen=True)
+class PythonCheck:
+    """What :func:`validate_python` learnt from an interpreter that answered as Python 3."""
+
+    python: str  # the interpreter as given (a path, or a name found on PATH)
+    version: tuple[int, int] | None  # (3, 11); None: it did not answer in time (left to the probes to report)
+    torch: bool | None  # a ``torch`` package is importable there (found, not imported); None: unknown
+
+
+# Asked of the interpreter: its version and whether a ``torch`` package is there (found, never imported).
+# Python 2 can run it too, so a Python 2 target is named as such. The current folder is dropped from
+# sys.path (``-c`` puts it first), since the workers never see it.
+_ASK_PYTHON = (
+    "import sys\n"
+    "sys.path = [p for p in sys.path if p not in ('', '.')]\n"
+    "try:\n"
+    "    import importlib.util as u\n"
+    "    t = u.find_spec('torch') is not None\n"
+    "except Exception:\n"
+    "    t = None\n"
+    "sys.stdout.write('@@stackdoctor-python %d %d %s\\n' % (sys.version_info[0], sys.version_info[1], t))\n"
+)
+_PYTHON_MARK = "@@stackdoctor-python "
+
+
+def validate_python(
+    python: str,
+    *,
+    system: System | None = None,
+    selected_by: str = "--python",
+    timeout_s: float = 10.0,
+    os_name: str | None = None,
+    run: bool = True,
+) -> PythonCheck:
+    """Check that ``python`` is a Python 3 interpreter before anything runs in it.
+
+    The one check behind ``--python`` for ``check``, ``report``, ``kernels`` (and ``install``). A
+    folder (``did you mean DIR/bin/python?``; ``DIR\\Scripts\\python.exe`` first on Windows), a
+    missing path, a file that is not executable (``/etc/passwd``), a program that is not Python
+    (``/usr/bin/perl``) and Python 2 are each one sentence and exit 2. ``selected_by`` names where
+    the path came from in that sentence (``"--python"``, ``"VIRTUAL_ENV"``, ...). An interpreter
+    that does not answer within ``timeout_s`` passes (version None): the probes report a hang.
+
+    ``run=False`` makes only the checks that start no process (a folder, a missing path, not a file,
+    not executable): instant, so ``check`` answers those before probing and leaves the run (is it
+    Python 3?) to :func:`stackdoctor.pipeline.build_report`, concurrently with the probes.
+
+    :raises UsageError: the sentence.
+    """
+    from stackdoctor.errors import UsageError
+    from stackdoctor.system import System
+
+    who = f"--python {python}" if selected_by == "--python" else f"the target interpreter {python} (from {selected_by})"
+    kind = "nt" if (os_name or os.name) == "nt" else "posix"
+    sys_ = system or System.from_env()
+    exe = python
+    if os.sep not in python and not (os.altsep and os.altsep in python) and not os.path.exists(python):
+        found = sys_.which(python)
+        if found is None:
+            raise UsageError(f"{who}: no such interpreter on PATH.")
+        exe = found
+    if os.path.isdir(exe):
+        for layouts in (VENV_PYTHONS[kind], CONDA_PYTHONS[kind]):
+            for parts in layouts:
+                cand = os.path.join(exe, *parts)
+                if os.path.isfile(cand):
+                    raise UsageError(f"{who} is a folder; did you mean {cand}?")
+        inside = os.path.join("bin", "python") if kind == "posix" else os.path.join("Scripts", "python.exe")
+        raise UsageError(f"{who} is a folder, and it holds no Python interpreter (no {inside}).")
+    if not os.path.lexists(exe):
+        raise UsageError(f"{who}: no such file.")
+    if not os.path.exists(exe):
+        raise UsageError(f"{who} is a broken link (it points to {os.path.realpath(exe)}, which does not exist).")
+    if not os.path.isfile(exe):
+        raise UsageError(f"{who} is not a file, so not a Python interpreter.")
+    if kind == "posix" and not os.access(exe, os.X_OK):
+        raise UsageError(f"{who} is not executable, so not a Python interpreter.")
+    if not run:
+        return PythonCheck(python, None, None)
+    res = sys_.run([exe, "-E", "-s", "-c", _ASK_PYTHON], timeout=timeout_s, parse_env=False, record=False)
+    if res.status == "timeout":
+        return PythonCheck(python, None, None)
+    if res.status in ("absent", "denied", "error") and res.signal is None:
+        raise UsageError(f"{who} cannot be run ({res.detail}), so it is not a Python interpreter.")
+    for line in res.stdout.splitlines():
+        i = line.find(_PYTHON_MARK)
+        if i < 0:
+            continue
+        said = line[i + len(_PYTHON_MARK) :].split()
+        if len(said) == 3 and said[0].isdigit() and said[1].isdigit():
+            major, minor = int(said[0]), int(said[1])
+            if major < 3:
+                raise UsageError(f"{who} is Python {major}.{minor}; stackdoctor needs a Python 3 interpreter.")
+            return PythonCheck(python, (major, minor), {"True": True, "False": False}.get(said[2]))
+    ver = sys_.run([exe, "--version"], timeout=timeout_s, parse_env=False, record=False)
+    version = ((ver.stdout.strip() or ver.stderr.strip()).splitlines() or [""])[0].strip()
+    if version.startswith("Python 2"):
+        raise UsageError(f"{who} is {version}; stackdoctor needs a Python 3 interpreter.")
+    if version.startswith("Python ") and res.signal is None:
+        raise UsageError(f"{who} says it is {version} but could not run a one-line Python script: {_first_line(res.stderr) or res.describe_failure()}.")
+    if res.signal is not None:
+        raise UsageError(f"{who} was killed by {res.detail.replace('killed by ', '')} before answering, so it cannot be used as the target.")
+    told = _first_line(res.stderr) if res.returncode not in (0, None) else ""  # a broken interpreter says why
+    raise UsageError(f"{who} is not a Python interpreter" + (f" ({told[:160]})." if told else "."))
+
+
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+
+
+def capture_environment(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in sorted(env.items()) if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
 
 

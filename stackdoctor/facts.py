@@ -115,13 +115,31 @@ class NvidiaGpu:
 
 
 @dataclass
+class NvidiaProcGpu:
+    """One GPU as the loaded kernel module lists it: ``/proc/driver/nvidia/gpus/<bus>/information``.
+
+    Readable without nvidia-smi or NVML (a container started without the ``utility`` capability still
+    sees procfs), so it names the GPUs when the user-space tools are absent.
+    """
+
+    bus_id: str | None = None  # "Bus Location" (else the directory name): "0000:62:00.0"
+    name: str | None = None  # "Model": "NVIDIA H100 80GB HBM3"
+    uuid: str | None = None  # "GPU UUID" (None when the GPU was not initialised: "GPU-????????-...")
+    device_minor: int | None = None  # "Device Minor": N of /dev/nvidiaN
+    video_bios: str | None = None
+    excluded: bool | None = None  # "GPU Excluded" / older "Blacklisted"
+    source: str | None = None  # the file read: "/proc/driver/nvidia/gpus/0000:62:00.0/information"
+
+
+@dataclass
 class NvidiaFacts:
     driver_version: str | None = None  # "550.54.14" (user-space: NVML / nvidia-smi)
     cuda_driver_version: str | None = None  # "12.4": the newest CUDA this driver runs
     kernel_module_version: str | None = None  # loaded kernel module (/proc, /sys)
     kernel_module_flavor: str | None = None  # "open" | "proprietary"
     nvml_version: str | None = None
-    gpus: list[NvidiaGpu] = field(default_factory=list)
+    gpus: list[NvidiaGpu] = field(default_factory=list)  # the user-space tools' GPUs (NVML, nvidia-smi)
+    proc_gpus: list[NvidiaProcGpu] = field(default_factory=list)  # the kernel module's: /proc/driver/nvidia/gpus/*
     # How nvidia-smi / NVML answered. state: ok | absent | no-driver | lib-mismatch |
     # no-devices | cuda-err | timeout | error
     smi_state: str | None = None
@@ -173,13 +191,36 @@ class RocmGpu:
     bus_id: str | None = None  # "0000:03:00.0" (rocm-smi --showhw BUS)
     device_id: str | None = None  # "0x7480" (rocm-smi --showhw DID)
     smi_gfx_version: str | None = None  # rocm-smi's "GFX VER" verbatim (KFD rendering, e.g. "gfx11002")
+    node: int | None = None  # KFD topology node id (rocminfo "Node:", amd-smi list NODE_ID)
+    sources: dict[str, str] = field(default_factory=dict)  # field -> the tool that gave it
+
+
+@dataclass
+class KfdNode:
+    """A GPU node of the kernel's KFD topology: ``/sys/class/kfd/kfd/topology/nodes/<node>/properties``.
+
+    What the amdgpu kernel driver itself says about a compute GPU, readable without any ROCm tool
+    (a container without rocminfo, a replayed tree).
+    """
+
+    node: int  # the directory name
+    gfx_target_version: int | None = None  # KFD's encoding: major*10000 + minor*100 + stepping (100301)
+    gfx: str | None = None  # the LLVM target it encodes: "gfx1031"
+    vendor_id: str | None = None  # "0x1002"
+    device_id: str | None = None  # "0x73df"
+    simd_count: int | None = None  # > 0 for a GPU (0 for a CPU node)
+    bus_id: str | None = None  # "0000:c2:00.0", from domain and location_id (PCI bus << 8 | devfn)
+    drm_render_minor: int | None = None  # /dev/dri/renderD<N>
+    local_mem_size: int | None = None  # bytes of dedicated VRAM KFD reports (0 on APUs)
+    source: str | None = None  # the file read
 
 
 @dataclass
 class RocmFacts:
     version: str | None = None  # "6.3.3"
     hip_version: str | None = None
-    gpus: list[RocmGpu] = field(default_factory=list)
+    gpus: list[RocmGpu] = field(default_factory=list)  # ROCm's tools (rocminfo, rocm_agent_enumerator, rocm-smi, amd-smi)
+    kfd_nodes: list[KfdNode] = field(default_factory=list)  # the kernel's KFD topology (GPU nodes only)
     kfd_present: bool | None = None
     kfd_accessible: bool | None = None
     kfd_error: str | None = None
@@ -349,6 +390,7 @@ class TorchFacts:
     torchvision_version: str | None = None
     torchaudio_version: str | None = None
     triton_version: str | None = None
+    numpy_version: str | None = None  # from numpy's distribution metadata (not imported)
     config: dict[str, str] = field(default_factory=dict)  # torch.__config__.show() essentials
     location: str | None = None
     import_error: str | None = None  # last line of the exception when import failed
@@ -427,6 +469,8 @@ class GpuView:
     torch_index: int | None = None  # the index torch gives it, when torch sees it
     witnesses: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
+    # every witness's value for each field: {"name": {"nvidia-smi": "Tesla P4", "/proc/driver/nvidia/gpus": "Tesla P4"}}
+    seen: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -452,9 +496,10 @@ class Evidence:
 class Disagreement:
     """Two witnesses of the same fact that do not agree."""
 
-    subject: str  # "nvidia.driver_version" | "gpu.count" | "gpu.compute_capability"
+    subject: str  # "nvidia.driver_version" | "nvidia.cuda_driver_version" | "gpu.count" | "gpu.compute_capability" | "gpu.gfx"
     values: dict[str, str] = field(default_factory=dict)  # witness -> what it said
-    note: str | None = None
+    note: str | None = None  # which GPU, or what the disagreement is about
+    explained_by: str | None = None  # what accounts for it, when something does: "CUDA_VISIBLE_DEVICES=0", "MIG", "container"
 
 
 @dataclass

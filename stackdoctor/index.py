@@ -16,7 +16,6 @@ httpx is imported inside functions to keep start-up light.
 
 from __future__ import annotations
 
-import configparser
 import hashlib
 import html.parser
 import json
@@ -375,55 +374,17 @@ def python_version_of(facts: Facts, request: Request | None = None) -> str | Non
 # ---------------------------------------------------------------------------- configuration
 
 
-def _pip_config_files(env: Mapping[str, str]) -> list[Path]:
-    """pip's configuration files in load order (later wins); ``PIP_CONFIG_FILE=/dev/null`` means none."""
-    explicit = env.get("PIP_CONFIG_FILE")
-    if explicit == os.devnull:
-        return []
-    home = Path(env.get("HOME") or os.path.expanduser("~"))
-    xdg_dirs = (env.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(os.pathsep)
-    files = [Path(d) / "pip" / "pip.conf" for d in xdg_dirs if d] + [Path("/etc/pip.conf")]
-    files += [home / ".pip" / "pip.conf", Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "pip" / "pip.conf"]
-    venv = env.get("VIRTUAL_ENV")
-    if venv:
-        files.append(Path(venv) / "pip.conf")
-    if explicit:
-        files.append(Path(explicit))
-    return files
+def network_settings(env: Mapping[str, str], prefix: str | None = None) -> NetworkSettings:
+    """pip's network options as pip would see them (files in pip's load order, ``[global]`` then
+    ``[install]``, then ``PIP_*``): see :func:`stackdoctor.sources.read_pip_config`."""
+    from stackdoctor.sources import read_pip_config
 
-
-def network_settings(env: Mapping[str, str]) -> NetworkSettings:
-    """pip's network options as pip would see them: config files ([global] then [install]), then ``PIP_*``."""
-    out = NetworkSettings()
-    keys = {"proxy": "proxy", "cert": "cert", "client-cert": "client_cert", "trusted-host": "trusted_hosts"}
-    for path in _pip_config_files(env):
-        cp = configparser.RawConfigParser()
-        try:
-            # pip.conf is user configuration, not a machine probe: read directly (never under the sysroot)
-            if not cp.read(path, encoding="utf-8"):
-                continue
-        except (configparser.Error, OSError, UnicodeDecodeError):
-            continue
-        for section in ("global", "install"):
-            if not cp.has_section(section):
-                continue
-            for key, attr in keys.items():
-                if cp.has_option(section, key):
-                    _set(out, attr, cp.get(section, key), f"{path} [{section}] {key}")
-    for key, attr in keys.items():
-        var = "PIP_" + key.upper().replace("-", "_")
-        if env.get(var):
-            _set(out, attr, env[var], var)
+    cfg = read_pip_config(env, prefix if prefix is not None else env.get("VIRTUAL_ENV"))
+    out = NetworkSettings(proxy=cfg.proxy, cert=cfg.cert, client_cert=cfg.client_cert, trusted_hosts=list(cfg.trusted_hosts))
+    for key, attr in (("proxy", "proxy"), ("cert", "cert"), ("client-cert", "client_cert"), ("trusted-host", "trusted_hosts")):
+        if key in cfg.origins:
+            out.sources[attr] = cfg.origins[key]
     return out
-
-
-def _set(out: NetworkSettings, attr: str, value: str, source: str) -> None:
-    value = value.strip()
-    if attr == "trusted_hosts":
-        out.trusted_hosts = value.split()
-    else:
-        setattr(out, attr, value or None)
-    out.sources[attr] = source
 
 
 # ---------------------------------------------------------------------------- fetching
@@ -561,7 +522,10 @@ class IndexClient:
         return self.client
 
     def fetch(self, url: str) -> Page:
-        """GET one index page; every failure is one IndexError_ sentence."""
+        """GET one index page; every failure is one IndexError_ sentence (``.reason``: "missing" for
+        a 404, "unreachable", "failing"). A ``file://`` URL is read from disk, as pip does."""
+        if url.startswith("file:"):
+            return read_local_page(url, self.max_bytes)
         import httpx
 
         cached = self.cache.get(url)
@@ -579,24 +543,25 @@ class IndexClient:
                     meta, body = cached
                     return Page(meta.get("final_url") or url, meta.get("content_type") or "", _text(body), from_cache=True)
                 if resp.status_code == 404:
-                    raise IndexError_(f"{url} does not exist (HTTP 404): the index has no such package or variant; check --index-base and --variant.")
+                    raise _index_error("missing", f"{url} does not exist (HTTP 404): the index has no such package or variant; check --index-base and --variant.")
                 if resp.status_code >= 400:
-                    raise IndexError_(
+                    raise _index_error(
+                        "failing",
                         f"{url} answered HTTP {resp.status_code} {resp.reason_phrase}".rstrip()
                         + "; the index is failing: try again later, use a mirror with --index-base, or --offline."
                     )
                 if resp.status_code != 200:
-                    raise IndexError_(f"{url} answered HTTP {resp.status_code} instead of a package page.")
+                    raise _index_error("failing", f"{url} answered HTTP {resp.status_code} instead of a package page.")
                 length = resp.headers.get("content-length")
                 if length and length.isdigit() and int(length) > self.max_bytes:
-                    raise IndexError_(_too_large(url, int(length), self.max_bytes))
+                    raise _index_error("failing", _too_large(url, int(length), self.max_bytes))
                 buf = bytearray()
                 for chunk in resp.iter_bytes():
                     buf += chunk
                     if len(buf) > self.max_bytes:
-                        raise IndexError_(_too_large(url, None, self.max_bytes))
+                        raise _index_error("failing", _too_large(url, None, self.max_bytes))
                     if time.monotonic() > deadline:
-                        raise IndexError_(_too_slow(url, self.timeout_s))
+                        raise _index_error("unreachable", _too_slow(url, self.timeout_s))
                 body = bytes(buf)
                 final = str(resp.url)
                 self.cache.put(url, resp.headers, final, body)
@@ -604,23 +569,62 @@ class IndexClient:
         except IndexError_:
             raise
         except httpx.TooManyRedirects:
-            raise IndexError_(f"{url} redirects in a loop (more than {MAX_REDIRECTS} redirects); the index or a proxy is misconfigured.") from None
+            raise _index_error("failing", f"{url} redirects in a loop (more than {MAX_REDIRECTS} redirects); the index or a proxy is misconfigured.") from None
         except httpx.TimeoutException:
-            raise IndexError_(_too_slow(url, self.timeout_s)) from None
+            raise _index_error("unreachable", _too_slow(url, self.timeout_s)) from None
         except httpx.ProxyError as exc:
-            raise IndexError_(f"the proxy refused the request for {url}: {exc}.") from None
+            raise _index_error("unreachable", f"the proxy refused the request for {url}: {exc}.") from None
         except httpx.ConnectError as exc:
             text = str(exc)
             if "CERTIFICATE_VERIFY_FAILED" in text or "certificate" in text.lower():
-                raise IndexError_(
+                raise _index_error(
+                    "unreachable",
                     f"the TLS certificate of {urllib.parse.urlsplit(url).netloc} is not trusted ({_first(text)}); "
                     "set SSL_CERT_FILE or pip's `cert` to your CA bundle."
                 ) from None
-            raise IndexError_(f"cannot connect to {urllib.parse.urlsplit(url).netloc} for {url}: {_first(text) or 'connection failed'}; check the network, HTTPS_PROXY, or use --index-base / --offline.") from None
+            raise _index_error("unreachable", f"cannot connect to {urllib.parse.urlsplit(url).netloc} for {url}: {_first(text) or 'connection failed'}; check the network, HTTPS_PROXY, or use --index-base / --offline.") from None
         except httpx.DecodingError as exc:
-            raise IndexError_(f"{url} sent a body that cannot be decoded ({_first(str(exc))}).") from None
+            raise _index_error("failing", f"{url} sent a body that cannot be decoded ({_first(str(exc))}).") from None
         except (httpx.HTTPError, httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
-            raise IndexError_(f"{url} could not be read: {type(exc).__name__}: {_first(str(exc))}.") from None
+            raise _index_error("failing", f"{url} could not be read: {type(exc).__name__}: {_first(str(exc))}.") from None
+
+
+def _index_error(reason: str, message: str) -> IndexError_:
+    """An IndexError_ that also says what kind of failure it is (the index check skips an
+    "unreachable" or "failing" source instead of handing it to pip or uv)."""
+    exc = IndexError_(message)
+    exc.reason = reason  # type: ignore[attr-defined]
+    return exc
+
+
+def failure_reason(exc: BaseException) -> str:
+    return str(getattr(exc, "reason", "failing"))
+
+
+def local_path(location: str) -> Path:
+    """A ``file://`` URL or a plain path as a local path (``file:///opt/pypi/simple`` -> ``/opt/pypi/simple``)."""
+    if location.startswith("file:"):
+        return Path(urllib.parse.unquote(urllib.parse.urlsplit(location).path)).expanduser()
+    return Path(location).expanduser()
+
+
+def read_local_page(url: str, max_bytes: int = MAX_PAGE_BYTES) -> Page:
+    """A local index page: a directory's ``index.html`` (as pip reads ``file://`` index URLs) or an HTML file."""
+    path = local_path(url)
+    target = path / "index.html" if path.is_dir() else path
+    try:
+        # the user's own index on disk, not a probed machine file: read directly
+        if target.stat().st_size > max_bytes:
+            raise _index_error("failing", _too_large(url, target.stat().st_size, max_bytes))
+        data = target.read_bytes()
+    except FileNotFoundError:
+        raise _index_error("missing", f"{url} does not exist (no {target}).") from None
+    except NotADirectoryError:
+        raise _index_error("missing", f"{url} does not exist ({path.parent} is not a directory).") from None
+    except OSError as exc:
+        raise _index_error("failing", f"{url} cannot be read: {exc.strerror or exc}.") from None
+    page_url = url if url.endswith("/") or not path.is_dir() else url + "/"
+    return Page(page_url, "text/html", _text(data))
 
 
 def _text(body: bytes) -> str:

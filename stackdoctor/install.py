@@ -123,19 +123,24 @@ def install_command(
     *,
     find_links: str | None = None,
     uv: str = "uv",
+    source_args: Sequence[str] | None = None,
 ) -> list[str]:
     """The exact argv that installs ``plan`` into ``python``.
 
-    ``--index-url`` is the variant's index (download.pytorch.org mirrors every dependency torch
-    needs, as its own install commands assume); PyPI plans (macOS) leave the user's index
-    configuration alone; ``find_links`` installs from a directory with ``--no-index``.
+    ``source_args`` (from the index check, :mod:`stackdoctor.availability`) point the installer at the
+    sources that answered, on top of the user's configuration. Without them: ``--index-url`` is the
+    variant's index (download.pytorch.org mirrors every dependency torch needs, as its own install
+    commands assume); PyPI plans (macOS) leave the user's index configuration alone; ``find_links``
+    installs from a directory with ``--no-index``.
     """
     reqs = requirements(plan)
     if installer == "uv":
         argv = [uv, "pip", "install", "--python", python, *reqs]
     else:
         argv = [python, "-m", "pip", "install", *reqs]
-    if find_links:
+    if source_args is not None:
+        argv += list(source_args)
+    elif find_links:
         argv += ["--no-index", "--find-links", find_links]
     elif not is_pypi(plan.index_url):
         argv += ["--index-url", str(plan.index_url)]
@@ -396,20 +401,24 @@ def execute(
     stream: Callable[[str], None] | None = None,
     uv: str = "uv",
     grace_s: float = 30.0,
+    source_args: Sequence[str] | None = None,
+    env: Mapping[str, str | None] | None = None,
 ) -> InstallResult:
     """Install ``plan`` into ``python``; on failure leave (or put back) the previous torch.
 
+    ``source_args`` / ``env``: where the installer takes the packages from (the index check's
+    :class:`~stackdoctor.availability.Delivery`); without them the plan's own index is used.
     ``index_base`` is where the previous torch is put back from (``<index_base>/<its variant>``); None: the
     matrix's ``pytorch`` index."""
     index_base = index_base or default_index_url()
     say = say or (lambda line: print(line, file=sys.stderr))
     stream = stream or _stderr_writer
-    argv = install_command(plan, python, installer, find_links=find_links, uv=uv)
+    argv = install_command(plan, python, installer, find_links=find_links, uv=uv, source_args=source_args)
     before = snapshot(system, python)
     if not before.ok:
         return InstallResult(False, ExitCode.USAGE, f"cannot read the target's installed packages ({before.error}); nothing was changed.", argv)
     prev = before.torch_family()
-    res = system.run_streaming(argv, timeout=timeout_s, on_stdout=stream, on_stderr=stream, grace_s=grace_s)
+    res = system.run_streaming(argv, timeout=timeout_s, on_stdout=stream, on_stderr=stream, grace_s=grace_s, env=env)
     result = InstallResult(False, ExitCode.FAILED, "", argv, res.returncode, before=prev)
     result.interrupted = res.status == "interrupted"
     result.timed_out = res.status == "timeout"
@@ -476,11 +485,17 @@ def execute(
 
 
 def failure_line(res: CommandResult) -> str:
-    """The installer's own error line (pip ``ERROR: ...``, uv ``error: ...`` / ``×``), else how it ended."""
+    """The installer's own error line (pip ``ERROR: ...``, uv ``error: ...`` / ``×``), else how it ended.
+
+    Its length must not decide what survives: pip names paths before it says why ("... has a file '<path>'
+    trying to install outside the target directory '<path>'"), and a path is as long as the user's folders.
+    So a long quoted path keeps its last three parts, then a line still over 300 characters keeps its start
+    and its end."""
     for line in (res.stderr + "\n" + res.stdout).splitlines():
         s = line.strip()
         if s.startswith(("ERROR:", "error:", "×")):
-            return s[:300]
+            s = re.sub(r"(['\"])(/[^'\"]{60,})\1", lambda m: f"{m.group(1)}…/{'/'.join(m.group(2).rsplit('/', 3)[-3:])}{m.group(1)}", s)
+            return s if len(s) <= 300 else f"{s[:150]} … {s[-147:]}"
     return res.describe_failure() or res.detail or "unknown failure"
 
 

@@ -294,15 +294,31 @@ def run_allreduce_local(
                 decided.set()
 
     threads = [threading.Thread(target=one, args=(r,), daemon=True) for r in range(nproc)]
-    for t in threads:
-        t.start()
-    deadline = time.monotonic() + outer + 10
-    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
-        if decided.wait(0.1):
-            _stop_ranks(started, threads, outcomes, stopped, trigger[0], lock)
-    for t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
+    try:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + outer + 10
+        while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+            if decided.wait(0.1):
+                _stop_ranks(started, threads, outcomes, stopped, trigger[0], lock)
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+    except BaseException:  # Ctrl-C (or any exit) while ranks run: every rank stops with us, none runs on
+        _kill_all(started, lock)
+        raise
     return allreduce_kernel_facts(merge_allreduce(outcomes, nproc))
+
+
+def _kill_all(started: Mapping[int, Started], lock: threading.Lock) -> None:
+    """Kill the process tree of every rank started so far (each rank leads a session of its own,
+    so the terminal's SIGINT never reaches it)."""
+    with lock:
+        handles = list(started.values())
+    for handle in handles:
+        try:
+            handle.kill()
+        except Exception:  # one rank's kill failing must not leave the others running
+            pass
 
 
 def _reported(res: CommandResult) -> bool:

@@ -27,6 +27,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from stackdoctor.errors import MatrixError
+from stackdoctor.versions import at_least, dotted
 
 __all__ = [
     "CudaRow",
@@ -57,7 +58,6 @@ _VARIANT_RE = re.compile(r"^(?:(?P<cpu>cpu)|cu(?P<cu>\d{2,3})|rocm(?P<rocm>\d+\.
 _ARCH_RE = re.compile(r"^(?P<kind>sm|compute)_(?P<num>\d{2,3})(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
 _GFX_RE = re.compile(r"^gfx[0-9a-f]{3,4}$")
 _PY_RE = re.compile(r"^3\.\d{1,2}t?$")
-_DRIVER_RE = re.compile(r"^\d+(?:\.\d+){0,3}$")
 _INDEX_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
@@ -223,6 +223,7 @@ class Peak:
     bf16: float | None
     fp16: float | None
     source: str
+    tf32: float | None = None
 
 
 @dataclass(frozen=True)
@@ -231,6 +232,56 @@ class RocmOverride:
     value: str  # HSA_OVERRIDE_GFX_VERSION value: "10.3.0"
     as_gfx: str  # the gfx target the override makes it load: "gfx1030"
     source: str
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class MirrorRow:
+    """A mirror of the PyTorch wheel index (``compat_matrix/mirrors.yaml``)."""
+
+    name: str  # "aliyun"
+    url: str  # "https://mirrors.aliyun.com/pytorch-wheels"
+    layout: str  # "simple" (PEP 503 copy of /whl/<variant>/) | "flat" (file listings, find-links)
+    listing: str | None = None  # flat: the page of file links, "{url}/{variant}/" or "{url}/torch_stable.html"
+    source: str = ""
+    note: str | None = None
+    derived_from: str | None = None
+    unknown: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PypiDefault:
+    """The variant PyPI's plain ``torch`` wheel is built for, per torch minor and platform."""
+
+    torch: str  # "2.13"
+    platform: str  # "linux_x86_64" | "linux_aarch64" | "win_amd64"
+    variant: str | None  # "cu130"; None: not known
+    source: str = ""
+    unknown: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CondaRelease:
+    version: str  # "2.13.0"
+    cuda: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)  # conda subdir -> CUDA versions built
+    platforms: tuple[str, ...] = ()  # conda subdirs with builds
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class CondaInfo:
+    """conda-forge's PyTorch packages (``compat_matrix/conda.yaml``)."""
+
+    channel: str
+    package: str  # "pytorch"
+    cpu_package: str | None = None  # "pytorch-cpu"
+    gpu_package: str | None = None  # "pytorch-gpu"
+    cuda_selector: str | None = None  # "cuda-version"
+    cuda_build: str | None = None  # "cuda*"
+    cpu_build: str | None = None  # "cpu_*"
+    virtual_package: str | None = None  # "__cuda"
+    releases: tuple[CondaRelease, ...] = ()  # newest first
+    source: str = ""
     note: str | None = None
 
 
@@ -300,6 +351,9 @@ class Matrix:
     intel_families: tuple[IntelFamily, ...] = ()
     fp32_lanes: dict[str, Fp32Lanes] = field(default_factory=dict, hash=False)
     thresholds: dict[str, Threshold] = field(default_factory=dict, hash=False)
+    mirrors: tuple[MirrorRow, ...] = ()
+    pypi_defaults: tuple[PypiDefault, ...] = ()
+    conda: CondaInfo | None = None
 
     # ------------------------------------------------------------------ look-ups
 
@@ -328,6 +382,18 @@ class Matrix:
 
     def threshold(self, name: str) -> Threshold | None:
         return self.thresholds.get(name)
+
+    def mirror(self, name: str) -> MirrorRow | None:
+        return next((m for m in self.mirrors if m.name == name.strip().lower()), None)
+
+    def pypi_default(self, torch_version: str | Version, platform: str) -> PypiDefault | None:
+        """The PyPI default-build row for a torch version ("2.13.0" -> the "2.13" row) and platform."""
+        try:
+            v = torch_version if isinstance(torch_version, Version) else Version(str(torch_version).split("+", 1)[0])
+        except InvalidVersion:
+            return None
+        minor = f"{v.major}.{v.minor}"
+        return next((r for r in self.pypi_defaults if r.torch == minor and r.platform == platform), None)
 
     def release(self, version: str | Version) -> Release | None:
         """The release row for ``version`` ("2.9.0" gives 2.9.1's row with 2.9.0's pairings); local suffix ignored."""
@@ -466,6 +532,9 @@ class Matrix:
             out["jetson"] = [to_data(j) for j in self.jetson]
             out["peaks"] = {k: to_data(v) for k, v in self.peaks.items()}
             out["indexes"] = {k: to_data(v) for k, v in self.indexes.items()}
+            out["mirrors"] = [to_data(m) for m in self.mirrors]
+            out["pypi_default"] = [to_data(d) for d in self.pypi_defaults]
+            out["conda"] = to_data(self.conda)
         return out
 
 
@@ -565,21 +634,6 @@ def gfx_supported(variant: Variant, gfx: str) -> bool:
     return gfx.split(":", 1)[0].lower() in variant.gfx
 
 
-def driver_tuple(driver: str) -> tuple[int, ...] | None:
-    d = driver.strip()
-    if not _DRIVER_RE.match(d):
-        return None
-    return tuple(int(x) for x in d.split("."))
-
-
-def _ge(a: str, b: str) -> bool:
-    ta, tb = driver_tuple(a), driver_tuple(b)
-    if ta is None or tb is None:
-        return False
-    n = max(len(ta), len(tb))
-    return ta + (0,) * (n - len(ta)) >= tb + (0,) * (n - len(tb))
-
-
 def driver_meets(cuda_row: CudaRow, driver: str | None, windows: bool) -> str:
     """"full" when ``driver`` meets the toolkit minimum, "minor-compat" when only the major's
     minor-version-compatibility floor is met, "no" otherwise (or when the driver is unknown).
@@ -587,13 +641,13 @@ def driver_meets(cuda_row: CudaRow, driver: str | None, windows: bool) -> str:
     Where the toolkit minimum is unknown (Windows, CUDA 13.x) the floor is the documented requirement
     and meeting it counts as "full".
     """
-    if not driver or driver_tuple(driver) is None:
+    if not driver or dotted(driver) is None:
         return "no"
     minimum = cuda_row.min_driver_windows if windows else cuda_row.min_driver_linux
     floor = cuda_row.minor_compat_floor_windows if windows else cuda_row.minor_compat_floor_linux
-    if minimum is not None and _ge(driver, minimum):
+    if minimum is not None and at_least(driver, minimum):
         return "full"
-    if floor is not None and _ge(driver, floor):
+    if floor is not None and at_least(driver, floor):
         return "full" if minimum is None else "minor-compat"
     return "no"
 
@@ -832,6 +886,7 @@ _VARIANT_KEYS = {
 _TOP_KEYS = {
     "schema", "releases", "cuda", "gpus", "rocm_overrides", "jetson", "peaks", "indexes", "note",
     "l4t_releases", "rocm_apus", "intel_gpus", "fp32_lanes_per_sm", "thresholds",
+    "mirrors", "pypi_default", "conda",
 }
 
 
@@ -999,7 +1054,7 @@ def _release(ctx: _Ctx, raw: Any, where: str, line: int) -> Release:
 
 def _driver(ctx: _Ctx, d: _LDict, key: str, where: str) -> str | None:
     v = ctx.text(d, key, where)
-    if v is not None and driver_tuple(v) is None:
+    if v is not None and dotted(v) is None:
         raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"unparsable driver version {v!r}")
     return v
 
@@ -1012,6 +1067,9 @@ class _Parsed:
         self.overrides: dict[str, RocmOverride] = {}
         self.jetson: list[JetsonRow] = []
         self.peaks: dict[str, Peak] = {}
+        self.mirrors: list[MirrorRow] = []
+        self.pypi_defaults: list[PypiDefault] = []
+        self.conda: CondaInfo | None = None
         self.l4t: dict[str, L4tRow] = {}
         self.apus: dict[str, ApuRow] = {}
         self.intel: list[IntelFamily] = []
@@ -1193,15 +1251,17 @@ def _parse_document(data: Any, file: str) -> _Parsed:
         for i, raw in enumerate(ctx.seq(top["peaks"], "peaks", ctx.line_of(top, "peaks"))):
             where = f"peaks[{i}]"
             d = ctx.mapping(raw, where, ctx.line_of(top, "peaks"))
-            _check_keys(ctx, d, {"gpu", "fp32", "bf16", "fp16", "source", "note"}, where)
+            _check_keys(ctx, d, {"gpu", "fp32", "tf32", "bf16", "fp16", "source", "note"}, where)
             gpu = ctx.text(d, "gpu", where, required=True) or ""
             nums: dict[str, float | None] = {}
-            for k in ("fp32", "bf16", "fp16"):
+            for k in ("fp32", "tf32", "bf16", "fp16"):
                 v = d.get(k)
                 if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
                     raise ctx.fail(ctx.line_of(d, k), f"{where}.{k}", f"expected a number of TFLOP/s, got {_tname(v)}")
                 nums[k] = float(v) if v is not None else None
-            out.peaks[normalise_gpu_name(gpu)] = Peak(gpu, nums["fp32"], nums["bf16"], nums["fp16"], ctx.text(d, "source", where, required=True) or "")
+            out.peaks[normalise_gpu_name(gpu)] = Peak(
+                gpu, nums["fp32"], nums["bf16"], nums["fp16"], ctx.text(d, "source", where, required=True) or "", tf32=nums["tf32"]
+            )
     if top.get("indexes") is not None:
         im = ctx.mapping(top["indexes"], "indexes", ctx.line_of(top, "indexes"))
         for name, raw in im.items():
@@ -1215,6 +1275,7 @@ def _parse_document(data: Any, file: str) -> _Parsed:
                 raise ctx.fail(ctx.line_of(d, "url"), f"{where}.url", f"expected an http(s) URL, got {url!r}")
             out.indexes[name] = IndexRow(name, url.rstrip("/"), ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where))
     _parse_extras(ctx, top, out)
+    _parse_sources_tables(ctx, top, out)
     return out
 
 
@@ -1250,6 +1311,9 @@ def _build(parts: Sequence[tuple[str, _Parsed]]) -> Matrix:
     overrides: dict[str, RocmOverride] = {}
     jetson: dict[str, JetsonRow] = {}
     peaks: dict[str, Peak] = {}
+    mirrors: dict[str, MirrorRow] = {}
+    pypi_defaults: dict[tuple[str, str], PypiDefault] = {}
+    conda: CondaInfo | None = None
     l4t: dict[str, L4tRow] = {}
     apus: dict[str, ApuRow] = {}
     intel: dict[str, IntelFamily] = {}
@@ -1272,6 +1336,10 @@ def _build(parts: Sequence[tuple[str, _Parsed]]) -> Matrix:
             jetson[f"{j.jetpack}|{','.join(j.l4t)}"] = j
         peaks.update(p.peaks)
         indexes.update(p.indexes)
+        mirrors.update({m.name: m for m in p.mirrors})
+        pypi_defaults.update({(d.torch, d.platform): d for d in p.pypi_defaults})
+        if p.conda is not None:
+            conda = _merge_conda(conda, p.conda)
     rels = tuple(sorted(releases.values(), key=lambda r: r.version, reverse=True))
     return Matrix(
         releases=rels,
@@ -1288,6 +1356,9 @@ def _build(parts: Sequence[tuple[str, _Parsed]]) -> Matrix:
         intel_families=tuple(intel.values()),
         fp32_lanes=lanes,
         thresholds=thresholds,
+        mirrors=tuple(mirrors.values()),
+        pypi_defaults=tuple(pypi_defaults.values()),
+        conda=conda,
     )
 
 
@@ -1306,15 +1377,25 @@ def _read_user_file(path: str | Path) -> str:
         raise
     except UnicodeDecodeError:
         raise MatrixError(f"compat matrix {p} line 1: the file is not UTF-8 text.") from None
+    except FileNotFoundError:
+        raise MatrixError(f"cannot read the compat matrix {p}: no such file.") from None
+    except IsADirectoryError:
+        raise MatrixError(f"cannot read the compat matrix {p}: it is a folder, not a YAML file.") from None
+    except PermissionError:
+        raise MatrixError(f"cannot read the compat matrix {p}: permission denied.") from None
     except OSError as exc:
-        raise MatrixError(f"compat matrix {p} line 1: cannot read the file ({exc.strerror or exc}).") from None
+        raise MatrixError(f"cannot read the compat matrix {p}: {(exc.strerror or str(exc)).lower()}.") from None
 
 
 @functools.lru_cache(maxsize=1)
 def _embedded() -> tuple[tuple[str, _Parsed], ...]:
     from importlib import resources
 
-    base = resources.files("stackdoctor.compat_matrix")
+    try:
+        base: Any = resources.files("stackdoctor.compat_matrix")
+    except ModuleNotFoundError:
+        # run from a source checkout (``python -m stackdoctor`` in a clone): the data sits beside the package
+        base = Path(__file__).resolve().parent.parent / "compat_matrix"
     parts = []
     for entry in sorted(base.iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".yaml") and entry.is_file():
@@ -1366,3 +1447,116 @@ def default_index_url(name: str = "pytorch") -> str:
 def validate_file(path: str | Path) -> _Parsed:
     """Validate one user matrix file on its own (``stackdoctor matrix validate``)."""
     return parse_matrix_text(_read_user_file(path), str(path))
+
+
+# ---------------------------------------------------------------------------- mirrors, PyPI defaults, conda
+
+_MIRROR_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_PYPI_PLATFORMS = ("linux_x86_64", "linux_aarch64", "win_amd64", "macos_arm64", "macos_x86_64")
+_CONDA_SUBDIR_RE = re.compile(r"^(linux|osx|win)-(64|aarch64|arm64|ppc64le)$")
+
+
+def _url(ctx: _Ctx, d: _LDict, key: str, where: str, *, required: bool = False) -> str | None:
+    v = ctx.text(d, key, where, required=required)
+    if v is not None and not re.match(r"^(https?|file)://\S+$", v):
+        raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"not an http(s):// or file:// URL: {v!r}")
+    return v.rstrip("/") if v else v
+
+
+def _parse_sources_tables(ctx: _Ctx, top: _LDict, out: _Parsed) -> None:
+    """``mirrors``, ``pypi_default`` and ``conda`` (compat_matrix/mirrors.yaml, conda.yaml)."""
+    if top.get("mirrors") is not None:
+        for i, raw in enumerate(ctx.seq(top["mirrors"], "mirrors", ctx.line_of(top, "mirrors"))):
+            where = f"mirrors[{i}]"
+            d = ctx.mapping(raw, where, ctx.line_of(top, "mirrors"))
+            _check_keys(ctx, d, {"name", "url", "layout", "listing", "source", "note", "derived_from", "unknown"}, where)
+            name = (ctx.text(d, "name", where, required=True) or "").lower()
+            if not _MIRROR_NAME_RE.match(name):
+                raise ctx.fail(ctx.line_of(d, "name"), f"{where}.name", f"not a mirror name (lower-case letters, digits, '.', '-', '_'): {name!r}")
+            url = _url(ctx, d, "url", where, required=True) or ""
+            layout = ctx.text(d, "layout", where, required=True) or ""
+            if layout not in ("simple", "flat"):
+                raise ctx.fail(ctx.line_of(d, "layout"), f"{where}.layout", f"must be simple or flat, not {layout!r}")
+            listing = ctx.text(d, "listing", where)
+            if layout == "flat" and not listing:
+                listing = "{url}/{variant}/"
+            if listing is not None and "{url}" not in listing:
+                raise ctx.fail(ctx.line_of(d, "listing"), f"{where}.listing", "must start from {url} (e.g. \"{url}/{variant}/\")")
+            out.mirrors.append(
+                MirrorRow(
+                    name, url, layout, listing, ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where),
+                    ctx.text(d, "derived_from", where), ctx.strings(d, "unknown", where),
+                )
+            )
+    if top.get("pypi_default") is not None:
+        for i, raw in enumerate(ctx.seq(top["pypi_default"], "pypi_default", ctx.line_of(top, "pypi_default"))):
+            where = f"pypi_default[{i}]"
+            d = ctx.mapping(raw, where, ctx.line_of(top, "pypi_default"))
+            _check_keys(ctx, d, {"torch", "platform", "variant", "source", "unknown"}, where)
+            torch = ctx.text(d, "torch", where, required=True) or ""
+            if not re.match(r"^\d+\.\d+$", torch):
+                raise ctx.fail(ctx.line_of(d, "torch"), f"{where}.torch", f"expected a torch minor like \"2.13\", got {torch!r}")
+            platform = ctx.text(d, "platform", where, required=True) or ""
+            if platform not in _PYPI_PLATFORMS:
+                raise ctx.fail(ctx.line_of(d, "platform"), f"{where}.platform", f"must be one of {', '.join(_PYPI_PLATFORMS)}, not {platform!r}")
+            variant = ctx.text(d, "variant", where)
+            if variant is not None and not _VARIANT_RE.match(variant):
+                raise ctx.fail(ctx.line_of(d, "variant"), f"{where}.variant", f"not a variant name (cpu, cuXYZ, rocmX.Y, xpu): {variant!r}")
+            unknown = ctx.strings(d, "unknown", where)
+            if variant is None and not unknown:
+                raise ctx.fail(ctx.line_of(d), f"{where}.unknown", "a row without a variant must say what is unknown")
+            out.pypi_defaults.append(PypiDefault(torch, platform, variant, ctx.text(d, "source", where, required=True) or "", unknown))
+    if top.get("conda") is not None:
+        where = "conda"
+        d = ctx.mapping(top["conda"], where, ctx.line_of(top, "conda"))
+        _check_keys(
+            ctx, d,
+            {"channel", "package", "cpu_package", "gpu_package", "cuda_selector", "cuda_build", "cpu_build", "virtual_package", "releases", "source", "note"},
+            where,
+        )
+        releases: list[CondaRelease] = []
+        if d.get("releases") is not None:
+            for i, raw in enumerate(ctx.seq(d["releases"], f"{where}.releases", ctx.line_of(d, "releases"))):
+                w = f"{where}.releases[{i}]"
+                r = ctx.mapping(raw, w, ctx.line_of(d, "releases"))
+                _check_keys(ctx, r, {"version", "cuda", "platforms", "source"}, w)
+                version = ctx.version(r, "version", w)
+                cuda: dict[str, tuple[str, ...]] = {}
+                if r.get("cuda") is not None:
+                    cm = ctx.mapping(r["cuda"], f"{w}.cuda", ctx.line_of(r, "cuda"))
+                    for subdir in cm:
+                        if not _CONDA_SUBDIR_RE.match(str(subdir)):
+                            raise ctx.fail(ctx.line_of(cm, subdir), f"{w}.cuda.{subdir}", "not a conda platform (linux-64, linux-aarch64, osx-arm64, win-64, ...)")
+                        vals = ctx.strings(cm, subdir, f"{w}.cuda")
+                        for c in vals:
+                            if not re.match(r"^\d+\.\d+$", c):
+                                raise ctx.fail(ctx.line_of(cm, subdir), f"{w}.cuda.{subdir}", f"unparsable CUDA version {c!r} (expected like \"12.9\")")
+                        cuda[str(subdir)] = vals
+                platforms = ctx.strings(r, "platforms", w)
+                for pl in platforms:
+                    if not _CONDA_SUBDIR_RE.match(pl):
+                        raise ctx.fail(ctx.line_of(r, "platforms"), f"{w}.platforms", f"not a conda platform: {pl!r}")
+                releases.append(CondaRelease(str(version), cuda, platforms, ctx.text(r, "source", w, required=True) or ""))
+        releases.sort(key=lambda r: Version(r.version), reverse=True)
+        out.conda = CondaInfo(
+            channel=ctx.text(d, "channel", where, required=True) or "",
+            package=ctx.text(d, "package", where, required=True) or "",
+            cpu_package=ctx.text(d, "cpu_package", where),
+            gpu_package=ctx.text(d, "gpu_package", where),
+            cuda_selector=ctx.text(d, "cuda_selector", where),
+            cuda_build=ctx.text(d, "cuda_build", where),
+            cpu_build=ctx.text(d, "cpu_build", where),
+            virtual_package=ctx.text(d, "virtual_package", where),
+            releases=tuple(releases),
+            source=ctx.text(d, "source", where, required=True) or "",
+            note=ctx.text(d, "note", where),
+        )
+
+
+def _merge_conda(base: CondaInfo | None, over: CondaInfo) -> CondaInfo:
+    """A user ``conda`` table over the embedded one: given fields replace, releases merge by version."""
+    if base is None:
+        return over
+    versions = {r.version for r in over.releases}
+    rels = tuple(sorted(over.releases + tuple(r for r in base.releases if r.version not in versions), key=lambda r: Version(r.version), reverse=True))
+    return dataclasses.replace(over, releases=rels)

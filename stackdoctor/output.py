@@ -36,14 +36,18 @@ def redacted(report: Report) -> Report:
     return new
 
 
-def _human(report: Report, console: Any, verbose: bool, lang: str) -> None:
+def _human(report: Report, console: Any, verbose: bool, lang: str, strict: bool = False) -> None:
     from stackdoctor.render.human import render_report
 
-    render_report(report, console, verbose=verbose, lang=lang)
+    render_report(report, console, verbose=verbose, lang=lang, strict=strict)
 
 
-def format_report(report: Report, fmt: str, *, redact: bool = False) -> str:
-    """The text of a machine-readable format (every format but ``human``; ``github`` -> its annotations)."""
+def format_report(report: Report, fmt: str, *, redact: bool = False, lang: str = "en", strict: bool = False) -> str:
+    """The text of a machine-readable format (every format but ``human``; ``github`` -> its annotations).
+
+    ``markdown`` here is ``check``'s: short, without the raw tool outputs (those belong in the bundle
+    ``stackdoctor report`` writes). ``lang`` picks the words; ``strict`` lets the summary say why
+    warnings fail."""
     if redact:
         report = redacted(report)
     if fmt == "json":
@@ -51,15 +55,15 @@ def format_report(report: Report, fmt: str, *, redact: bool = False) -> str:
     if fmt == "markdown":
         from stackdoctor.render.markdown import render_markdown
 
-        return render_markdown(report, redacted=redact)
+        return render_markdown(report, raw=False, redacted=redact, lang=lang, strict=strict)
     if fmt == "github":
         from stackdoctor.render.github import render_annotations
 
-        return render_annotations(report)
+        return render_annotations(report, lang, strict)
     if fmt == "junit":
         from stackdoctor.render.junit import render_junit
 
-        return render_junit(report)
+        return render_junit(report, lang)
     raise UsageError(f"unknown output format {fmt!r} (choose one of {', '.join(FORMATS)}).")
 
 
@@ -158,6 +162,7 @@ def write_output(
     redact_default: bool,
     redact: bool | None = None,
     lang: str = "en",
+    strict: bool = False,
 ) -> None:
     """Render ``report`` in ``fmt`` to stdout, or to the file ``output``.
 
@@ -172,26 +177,26 @@ def write_output(
     if fmt == "human":
         shown = redacted(report) if do_redact else report
         if output is None:
-            _human(shown, console, verbose, lang)
+            _human(shown, console, verbose, lang, strict)
             return
         from stackdoctor.console import make_console
 
         buf = io.StringIO()
-        _human(shown, make_console(file=buf, width=100), verbose, lang)
+        _human(shown, make_console(file=buf, width=100), verbose, lang, strict)
         write_text_file(output, buf.getvalue())
         return
     if fmt == "github":
         shown = redacted(report) if do_redact else report
         from stackdoctor.render.github import render_annotations, render_summary
 
-        text = render_annotations(shown)
+        text = render_annotations(shown, lang, strict)
         if output is None:
             _stdout(text)
         else:
             write_text_file(output, text)
-        _append_step_summary(render_summary(shown, redacted=do_redact), console)
+        _append_step_summary(render_summary(shown, redacted=do_redact, lang=lang, strict=strict), console)
         return
-    text = format_report(report, fmt, redact=do_redact)
+    text = format_report(report, fmt, redact=do_redact, lang=lang, strict=strict)
     if output is None:
         _stdout(text)
     else:

@@ -56,6 +56,7 @@ class Options:
     gates: Gates | None = None  # thresholds beyond the project file (kernels --min-busbw)
     worker_hook: str | None = None  # tests only: STACKDOCTOR_TEST_HOOK for the target worker
     probes: Sequence[str] | None = None  # a subset of the probes (install needs fewer)
+    check_python: bool = False  # a --python that is not a Python 3 interpreter is a UsageError (engine.validate_python)
 
 
 def load_matrix(opts: Options) -> Matrix:
@@ -73,10 +74,10 @@ def lang_of(opts: Options) -> str:
 def gather(opts: Options, *, progress: Callable[[], AbstractContextManager[object]] | None = None) -> Report:
     """Probe this machine, or load the report to replay (its findings are dropped: they are judged again)."""
     if opts.replay:
-        from stackdoctor.report import load_report
+        from stackdoctor.report import load_report, replay_file
 
         report = load_report(opts.replay)
-        report.replayed_from = opts.replay
+        report.replayed_from = str(replay_file(opts.replay))  # a folder `report` wrote: its report.json
         report.findings = []
         return report
     from stackdoctor.engine import run_probes, select_target
@@ -154,11 +155,19 @@ def build_report(opts: Options, *, progress: Callable[[], AbstractContextManager
         catalog.title("torch-ok", lang_of(opts))
         return matrix
 
+    def check_python() -> None:
+        from stackdoctor.engine import validate_python
+
+        if opts.check_python and opts.python and not opts.replay:
+            validate_python(opts.python, timeout_s=max(opts.timeout_s, 5.0))
+
     if not opts.import_torch and not opts.replay and needs_torch_runtime(requirements_for(Report(), opts)):
         opts = dataclasses.replace(opts, import_torch=True)  # a backend or GPU count is proven only by torch itself
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare") as pool:
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="prepare") as pool:
         pending = pool.submit(prepare)
+        target_ok = pool.submit(check_python)  # is --python a Python 3 interpreter? asked beside the probes, free
         report = gather(opts, progress=progress)
+        target_ok.result()  # not Python (perl, Python 2): its one sentence, exit 2, instead of a report
         matrix = pending.result()  # a bad --matrix raises its MatrixError here, after the probes
     return judge(report, opts, matrix)
 

@@ -20,6 +20,8 @@ class PlannedPackage:
     version: str  # "2.13.0" (public version, no local suffix)
     variant: str | None  # "cu130"; None where the index has no local versions (PyPI's macOS wheels)
     index_url: str | None  # the index this package comes from
+    source: str | None = None  # where the index check found its wheel: an index page, a find-links folder or page
+    wheel: str | None = None  # the wheel file found there: "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 
     @property
     def requirement(self) -> str:
@@ -31,6 +33,44 @@ class PlannedPackage:
 class Rejected:
     variant: str
     reason: str
+
+
+@dataclass
+class PlanSource:
+    """A place the installer can take packages from, and what the index check found there."""
+
+    url: str  # index root (PEP 503), find-links folder / page
+    kind: str  # "index" | "links"
+    role: str  # "default" | "extra" | "links" | "pytorch" | "mirror"
+    origin: str  # "pip's default (PyPI)", "/root/.config/pip/pip.conf [global] extra-index-url", "PIP_FIND_LINKS", "--mirror aliyun"
+    configured: bool  # the installer uses it unasked (configuration / environment)
+    status: str = "unchecked"  # "ok" | "missing" (answered; no such package) | "unreachable" | "failing" | "skipped" | "unchecked"
+    detail: str | None = None  # why it is not "ok", one sentence
+    used: bool = False  # handed to the installer (an unreachable one never is)
+
+
+@dataclass
+class Route:
+    """Another way to install (conda targets): the command and why one would pick it."""
+
+    name: str  # "pip-wheels" | "conda-forge"
+    title: str
+    command: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    cautions: list[str] = field(default_factory=list)
+    specs: list[str] = field(default_factory=list)  # conda match specs ("pytorch=2.13.0=cuda*", "cuda-version=12.9")
+    channels: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # e.g. {"CONDA_OVERRIDE_CUDA": "12.9"} for a what-if
+    recommended: bool = False
+
+
+@dataclass
+class PlanError:
+    """Why ``install`` stopped (``--json`` prints the plan with this instead of nothing)."""
+
+    kind: str  # "usage" | "index" | "matrix" | "unmet" | "install"
+    message: str  # the one sentence also printed on stderr
+    exit_code: int = 2
 
 
 @dataclass
@@ -46,6 +86,12 @@ class Plan:
     env: dict[str, str] = field(default_factory=dict)  # e.g. {"HSA_OVERRIDE_GFX_VERSION": "10.3.0"}
     suggestions: list[str] = field(default_factory=list)  # nearest requests that would work (variant None)
     leftovers: list[str] = field(default_factory=list)  # old variant's runtime packages left behind
+    sources: list[PlanSource] = field(default_factory=list)  # what the index check asked, and what answered
+    command_env: dict[str, str | None] = field(default_factory=dict)  # environment the command needs (None: unset)
+    machine: str | None = None  # what-ifs: the hypothetical machine the plan is for
+    satisfied: bool = False  # the target already has exactly this plan: nothing to do
+    routes: list[Route] = field(default_factory=list)  # conda targets: pip wheels vs conda-forge
+    error: PlanError | None = None
 
     @property
     def satisfiable(self) -> bool:

@@ -59,7 +59,7 @@ def reconcile(facts: Facts, matrix: Matrix) -> Facts:
     view.evidence = recognise(f)
     view.nvidia_driver = _nvidia_driver(f)
     view.cuda_driver_version = _cuda_ceiling(f, view.evidence)
-    view.gpus = _nvidia_gpus(f, view) + _amd_gpus(f) + _intel_gpus(f) + _apple_gpus(f)
+    view.gpus = _nvidia_gpus(f, matrix) + _amd_gpus(f, matrix) + _intel_gpus(f) + _apple_gpus(f)
     view.disagreements = _disagreements(f, view)
     f.reconciled = view
     chosen = accelerators.select(f)
@@ -146,8 +146,8 @@ def _peak(f: Facts, r: KernelResult, matrix: Matrix) -> tuple[float | None, str]
         idx = r.device.partition(":")[2]
         gpu = next((g for g in gpus if str(g.index) == idx), None)
     row = matrix.peak(name or (gpu.name if gpu else None))
-    if row is not None and r.dtype in ("fp32", "bf16", "fp16", "tf32"):
-        value = getattr(row, {"tf32": "bf16"}.get(r.dtype, r.dtype), None)
+    if row is not None and r.dtype in ("fp32", "tf32", "bf16", "fp16"):
+        value = getattr(row, r.dtype, None)  # tf32 has its own (Tensor Core) column: half of bf16 on Hopper
         if value:
             return float(value), f"compat_matrix/peaks.yaml: {row.source}"
     if r.dtype == "fp32" and gpu is not None:
@@ -178,11 +178,12 @@ def _nvidia_driver(f: Facts) -> SeenValue:
     for src, value in sorted((n.observed.get("kernel_module_version") or {}).items()):
         if value:
             seen.witnesses[src] = value
+    if n.kernel_module_version:
+        seen.witnesses.setdefault(n.sources.get("kernel_module_version") or "kernel module", n.kernel_module_version)
     if n.driver_version:
         seen.witnesses.setdefault(n.sources.get("driver_version") or "nvidia", n.driver_version)
         seen.value, seen.source = n.driver_version, n.sources.get("driver_version") or "nvidia"
     elif n.kernel_module_version:
-        seen.witnesses.setdefault(n.sources.get("kernel_module_version") or "kernel module", n.kernel_module_version)
         seen.value, seen.source = n.kernel_module_version, n.sources.get("kernel_module_version") or "kernel module"
     return seen
 
@@ -207,6 +208,12 @@ def _cuda_ceiling(f: Facts, evidence: list[Evidence]) -> SeenValue:
 
 
 # ---------------------------------------------------------------------------- GPUs
+
+W_PROC = "/proc/driver/nvidia/gpus"  # the NVIDIA kernel module's GPU list
+W_KFD = "/sys/class/kfd"  # the amdgpu kernel driver's KFD topology
+W_PCI = "pci"  # /sys/bus/pci/devices
+W_TORCH = "torch"
+NAME_LOOKUP = DERIVED + "compat_matrix/gpus.yaml (name lookup)"
 
 
 def bus_key(bus_id: str | None) -> str | None:
@@ -240,41 +247,104 @@ def _torch_gpus(f: Facts) -> list[TorchDevice]:
     return [d for d in f.torch.devices if d.kind == "cuda" and (d.capability is None or want.match(d.capability))]
 
 
-def _witnesses_of(g: NvidiaGpu, default: str) -> list[str]:
-    names = {src.split(" ")[0] if src.startswith("nvidia-smi") else src for src in g.sources.values() if src and not _derived(src)}
+def _witness(source: str) -> str:
+    """The witness a source string names: "nvidia-smi --query-gpu" -> "nvidia-smi", "nvml" -> "nvml"."""
+    return source.split(" ")[0] if source.startswith(("nvidia-smi", "rocm-smi", "amd-smi")) else source
+
+
+def _witnesses_of(sources: dict[str, str], default: str) -> list[str]:
+    names = {_witness(src) for src in sources.values() if src and not _derived(src)}
     return sorted(names) or [default]
 
 
+def _see(v: GpuView, field: str, witness: str, value: object) -> None:
+    """Record what ``witness`` said of ``field`` beside the value kept."""
+    if value is not None and value != "":
+        v.seen.setdefault(field, {})[witness] = str(value)
+
+
+def _witnessed(v: GpuView, witness: str) -> None:
+    if witness not in v.witnesses:
+        v.witnesses.append(witness)
+
+
+def _join(views: list[GpuView], *, bus: str | None, uuid: str | None, name: str | None, taken: set[int], names_left: list[str]) -> GpuView | None:
+    """The view that is the same GPU: by PCI address, then UUID, then a name that only one GPU on each side has."""
+    free = [v for v in views if id(v) not in taken]
+    if bus:
+        hit = next((v for v in free if v.bus_id and bus_key(v.bus_id) == bus), None)
+        if hit is not None:
+            return hit
+    if uuid:
+        hit = next((v for v in free if _uuid_key(v.uuid) == uuid), None)
+        if hit is not None:
+            return hit
+    if name:
+        same = [v for v in free if v.name and v.name == name and not (bus and v.bus_id)]
+        if len(same) == 1 and names_left.count(name) == 1:
+            return same[0]
+    return None
+
+
 def _attach_torch(views: list[GpuView], devices: list[TorchDevice], *, field: str) -> list[TorchDevice]:
-    """Join torch's devices to ``views`` (by UUID, then PCI address, then a unique name); return the unmatched ones."""
+    """Join torch's devices to ``views`` (by PCI address, UUID, then a unique name; one left on each side is
+    the same GPU); return the unmatched ones. torch asked the device itself, so its capability replaces
+    one that was only looked up by name (the lookup stays in ``seen``); a measured one stays."""
     left = list(devices)
-    for d in list(left):
-        match = None
-        if _uuid_key(d.uuid):
-            match = next((v for v in views if v.torch_index is None and _uuid_key(v.uuid) == _uuid_key(d.uuid)), None)
-        if match is None and bus_key(d.bus_id):
-            match = next((v for v in views if v.torch_index is None and bus_key(v.bus_id) == bus_key(d.bus_id)), None)
-        if match is None and d.name:
-            same = [v for v in views if v.torch_index is None and v.name == d.name]
-            if len(same) == 1 or (same and len([x for x in left if x.name == d.name]) == len(same)):
-                match = same[0]
+    taken = {id(v) for v in views if v.torch_index is not None}
+    names = [d.name or "" for d in devices]
+    for d in list(devices):
+        match = _join(views, bus=bus_key(d.bus_id), uuid=_uuid_key(d.uuid), name=d.name, taken=taken, names_left=names)
         if match is None:
             continue
+        taken.add(id(match))
         left.remove(d)
-        match.torch_index = d.index
-        match.witnesses.append("torch")
-        value = (d.capability or "").split(":")[0] or None
-        if value and getattr(match, field) is None:
-            setattr(match, field, value)
-            match.sources[field] = "torch"
-        if match.memory_total_mib is None and d.total_memory_mib:
-            match.memory_total_mib = d.total_memory_mib
-            match.sources["memory_total_mib"] = "torch"
+        _merge_torch(match, d, field)
+    free = [v for v in views if id(v) not in taken and v.witnesses != [W_PCI]]
+    if len(left) == 1 and len(free) == 1 and not (bus_key(left[0].bus_id) and free[0].bus_id):
+        _merge_torch(free[0], left.pop(), field)
     return left
 
 
-def _nvidia_gpus(f: Facts, view: ReconciledFacts) -> list[GpuView]:
+def _merge_torch(v: GpuView, d: TorchDevice, field: str) -> None:
+    v.torch_index = d.index
+    _witnessed(v, W_TORCH)
+    value = (d.capability or "").split(":")[0] or None
+    if field == "gfx" and value:
+        value = value.lower()
+    _see(v, field, W_TORCH, value)
+    _see(v, "name", W_TORCH, d.name)
+    _see(v, "memory_total_mib", W_TORCH, d.total_memory_mib)
+    if value and (getattr(v, field) is None or _derived(v.sources.get(field))):
+        setattr(v, field, value)
+        v.sources[field] = W_TORCH
+    if v.name is None and d.name:
+        v.name, v.sources["name"] = d.name, W_TORCH
+    if v.memory_total_mib is None and d.total_memory_mib:
+        v.memory_total_mib = d.total_memory_mib
+        v.sources["memory_total_mib"] = W_TORCH
+    if v.uuid is None and d.uuid:
+        v.uuid, v.sources["uuid"] = d.uuid, W_TORCH
+    if v.bus_id is None and bus_key(d.bus_id):
+        v.bus_id, v.sources["bus_id"] = bus_key(d.bus_id), W_TORCH
+
+
+def _lookup_cc(v: GpuView, matrix: Matrix | None) -> None:
+    """The compute capability the matrix gives the GPU's name: kept when nothing measured one, always in ``seen``."""
+    if matrix is None or not v.name:
+        return
+    cc = matrix.gpu_compute_capability(v.name)
+    if cc is None:
+        return
+    _see(v, "compute_capability", NAME_LOOKUP, cc)
+    if v.compute_capability is None:
+        v.compute_capability = cc
+        v.sources["compute_capability"] = NAME_LOOKUP
+
+
+def _nvidia_gpus(f: Facts, matrix: Matrix | None) -> list[GpuView]:
     out: list[GpuView] = []
+    # 1. the user-space tools (NVML, nvidia-smi), as the nvidia probe merged them
     for g in f.nvidia.gpus:
         v = GpuView(
             vendor="nvidia",
@@ -284,108 +354,157 @@ def _nvidia_gpus(f: Facts, view: ReconciledFacts) -> list[GpuView]:
             memory_total_mib=g.memory_total_mib,
             uuid=g.uuid,
             bus_id=bus_key(g.bus_id),
-            witnesses=_witnesses_of(g, "nvidia-smi"),
+            witnesses=_witnesses_of(g.sources, "nvidia-smi"),
             sources={k: g.sources[k] for k in ("name", "compute_capability", "memory_total_mib", "uuid", "bus_id") if k in g.sources},
         )
+        for k in ("name", "compute_capability", "memory_total_mib", "uuid", "bus_id"):
+            src = g.sources.get(k)
+            if src:
+                _see(v, k, _witness(src) if not _derived(src) else src, bus_key(g.bus_id) if k == "bus_id" else getattr(g, k))
         out.append(v)
-    for d in _display(f.platform.nvidia_pci_devices):
+    # 2. the kernel module's list (/proc/driver/nvidia/gpus/*/information): no tool needed
+    proc = [g for g in f.nvidia.proc_gpus if g.bus_id or g.name]
+    host_only = bool(f.platform.container) and bool(out)
+    taken: set[int] = set()
+    names = [g.name or "" for g in proc]
+    for pg in proc:
+        key = bus_key(pg.bus_id)
+        match = _join(out, bus=key, uuid=_uuid_key(pg.uuid), name=pg.name, taken=taken, names_left=names)
+        if match is None and host_only:
+            continue  # in a container the tools list what it was given; procfs may also show the host's other GPUs
+        if match is None:
+            match = GpuView(vendor="nvidia", index=len(out), name=pg.name, uuid=pg.uuid, bus_id=key, witnesses=[])
+            for k, val in (("name", pg.name), ("uuid", pg.uuid), ("bus_id", key)):
+                if val:
+                    match.sources[k] = pg.source or W_PROC
+            out.append(match)
+        taken.add(id(match))
+        _witnessed(match, W_PROC)
+        for k, val in (("name", pg.name), ("uuid", pg.uuid), ("bus_id", key)):
+            _see(match, k, W_PROC, val)
+            if val and getattr(match, k) is None:
+                setattr(match, k, val)
+                match.sources[k] = pg.source or W_PROC
+    # 3. the PCI bus (sysfs): a GPU no driver lists is still seen there
+    pci = _display(f.platform.nvidia_pci_devices)
+    for d in pci:
         key = bus_key(getattr(d, "address", None))
         match = next((v for v in out if key and v.bus_id == key), None)
-        if match is None and len(out) == len(_display(f.platform.nvidia_pci_devices)) and not any(v.bus_id for v in out):
-            match = out[len([x for x in out if "pci" in x.witnesses])] if out else None
+        if match is None and len(out) == len(pci) and not any(v.bus_id for v in out):
+            match = out[len([x for x in out if W_PCI in x.witnesses])] if out else None
         if match is not None:
-            match.witnesses.append("pci")
+            _witnessed(match, W_PCI)
+            _see(match, "bus_id", W_PCI, key)
             if match.bus_id is None and key:
                 match.bus_id = key
                 match.sources["bus_id"] = "file:/sys/bus/pci/devices"
             continue
-        out.append(
-            GpuView(
-                vendor="nvidia",
-                index=len(out),
-                name=getattr(d, "name", None),
-                bus_id=key,
-                witnesses=["pci"],
-                sources={"bus_id": "file:/sys/bus/pci/devices"},
-            )
-        )
+        out.append(GpuView(vendor="nvidia", index=len(out), name=getattr(d, "name", None), bus_id=key, witnesses=[W_PCI], sources={"bus_id": "file:/sys/bus/pci/devices"}, seen={"bus_id": {W_PCI: key or "?"}}))
+    for v in out:
+        if W_PCI not in v.witnesses or len(v.witnesses) > 1:
+            _lookup_cc(v, matrix)  # PCI's names are chip names ("AD102 [...]"), not what gpus.yaml lists
+    # 4. torch's own device list
     if not f.torch.hip:
         unmatched = _attach_torch(out, _torch_gpus(f), field="compute_capability")
-        if not f.nvidia.gpus:
-            # no driver tool listed the GPUs (a container without the utility capability, a Windows shell
-            # without nvidia-smi on PATH): torch's own device list is the witness
-            for d in unmatched:
-                pci_only = next((v for v in out if v.witnesses == ["pci"] and (not d.bus_id or bus_key(d.bus_id) == v.bus_id)), None)
-                cap = d.capability if d.capability and re.fullmatch(r"\d+\.\d+", d.capability) else None
-                if pci_only is not None:
-                    pci_only.witnesses.append("torch")
-                    pci_only.torch_index = d.index
-                    pci_only.name = pci_only.name or d.name
-                    pci_only.compute_capability = cap
-                    pci_only.memory_total_mib = d.total_memory_mib
-                    pci_only.sources.update({"name": "torch", "compute_capability": "torch", "memory_total_mib": "torch"})
-                    continue
-                out.append(
-                    GpuView(
-                        vendor="nvidia",
-                        index=d.index,
-                        name=d.name,
-                        compute_capability=cap,
-                        memory_total_mib=d.total_memory_mib,
-                        uuid=d.uuid,
-                        bus_id=bus_key(d.bus_id),
-                        torch_index=d.index,
-                        witnesses=["torch"],
-                        sources={"name": "torch", "compute_capability": "torch", "memory_total_mib": "torch"},
-                    )
-                )
+        for d in unmatched:
+            # no driver tool listed it (a container without the utility capability, a Windows shell without
+            # nvidia-smi on PATH): torch's own device list is the witness; a PCI-only GPU may be the same one
+            pci_only = next((v for v in out if v.witnesses == [W_PCI] and v.torch_index is None and (not d.bus_id or bus_key(d.bus_id) == v.bus_id)), None)
+            if pci_only is not None:
+                pci_only.name = None  # the chip name of the PCI database is not the GPU's name
+                pci_only.sources.pop("name", None)
+                _merge_torch(pci_only, d, "compute_capability")
+                _lookup_cc(pci_only, matrix)
+                continue
+            cap = d.capability if d.capability and re.fullmatch(r"\d+\.\d+", d.capability) else None
+            v = GpuView(vendor="nvidia", index=d.index, torch_index=d.index, witnesses=[], bus_id=bus_key(d.bus_id), uuid=d.uuid)
+            _merge_torch(v, d, "compute_capability")
+            if cap is None:
+                v.compute_capability = None
+                v.sources.pop("compute_capability", None)
+            _lookup_cc(v, matrix)
+            out.append(v)
     return out
 
 
-def _amd_gpus(f: Facts) -> list[GpuView]:
+def _amd_gpus(f: Facts, matrix: Matrix | None) -> list[GpuView]:
     out: list[GpuView] = []
+    nodes: dict[int, int] = {}  # id(view) -> KFD node id
+    tools = {"rocminfo", "rocm-smi", "amd-smi", "rocm_agent_enumerator"}
+    # 1. ROCm's tools (rocminfo, rocm_agent_enumerator, rocm-smi, amd-smi), merged by the rocm probe
     for g in f.rocm.gpus:
-        out.append(
-            GpuView(
-                vendor="amd",
-                index=g.index,
-                name=g.name,
-                gfx=(g.gfx or "").split(":")[0].lower() or None,
-                integrated=g.integrated,
-                memory_total_mib=g.memory_total_mib,
-                uuid=g.uuid,
-                bus_id=bus_key(g.bus_id),
-                witnesses=sorted({s.split(" ")[0] for s in f.rocm.sources.values() if s} & {"rocminfo", "rocm-smi", "amd-smi", "rocm_agent_enumerator"})
-                or ["rocm"],
-                sources={"gfx": f.rocm.sources.get("gpus", "rocminfo")},
-            )
+        srcs = {k: v for k, v in g.sources.items() if v}
+        witnesses = sorted({_witness(x) for x in srcs.values()} & tools) or sorted(
+            {_witness(x) for x in f.rocm.sources.values() if x} & tools
+        ) or ["rocm"]
+        gfx = (g.gfx or "").split(":")[0].lower() or None
+        v = GpuView(
+            vendor="amd",
+            index=g.index,
+            name=g.name,
+            gfx=gfx,
+            integrated=g.integrated,
+            memory_total_mib=g.memory_total_mib,
+            uuid=g.uuid,
+            bus_id=bus_key(g.bus_id),
+            witnesses=witnesses,
+            sources={"gfx": srcs.get("gfx") or f.rocm.sources.get("gpus", "rocminfo"), **{k: srcs[k] for k in ("name", "bus_id", "uuid") if k in srcs}},
         )
+        for k in ("name", "gfx", "bus_id", "uuid"):
+            _see(v, k, _witness(srcs.get(k) or (witnesses[0] if witnesses else "rocm")), getattr(v, k))
+        if g.smi_gfx_version:
+            from stackdoctor.probes.rocm import normalise_smi_gfx
+
+            _see(v, "gfx", "rocm-smi", normalise_smi_gfx(g.smi_gfx_version))
+        if g.node is not None:
+            nodes[id(v)] = g.node
+        out.append(v)
+    # 2. the kernel's KFD topology: no tool needed
+    for n in f.rocm.kfd_nodes:
+        key = bus_key(n.bus_id)
+        match = next((v for v in out if nodes.get(id(v)) == n.node), None)
+        if match is None and key:
+            match = next((v for v in out if v.bus_id and v.bus_id == key), None)
+        if match is None and len(out) == len(f.rocm.kfd_nodes) and not nodes and not any(v.bus_id for v in out):
+            match = out[f.rocm.kfd_nodes.index(n)]  # same count, nothing to join on: KFD's node order is rocminfo's agent order
+        if match is None and f.platform.container and f.rocm.gpus:
+            continue  # in a container sysfs shows the host's KFD nodes; ROCm's tools list what the container was given
+        if match is None:
+            match = GpuView(vendor="amd", index=len(out), gfx=n.gfx, bus_id=key, witnesses=[], sources={})
+            if n.gfx:
+                match.sources["gfx"] = n.source or W_KFD
+            if key:
+                match.sources["bus_id"] = n.source or W_KFD
+            match.integrated = matrix is not None and matrix.apu(n.gfx) is not None
+            out.append(match)
+        _witnessed(match, W_KFD)
+        _see(match, "gfx", W_KFD, n.gfx)
+        _see(match, "bus_id", W_KFD, key)
+        if match.gfx is None and n.gfx:
+            match.gfx, match.sources["gfx"] = n.gfx, n.source or W_KFD
+        if match.bus_id is None and key:
+            match.bus_id, match.sources["bus_id"] = key, n.source or W_KFD
+    # 3. the PCI bus
     for d in _display(f.platform.amd_pci_devices):
         key = bus_key(getattr(d, "address", None))
         match = next((v for v in out if key and v.bus_id == key), None)
         if match is not None:
-            match.witnesses.append("pci")
+            _witnessed(match, W_PCI)
+            _see(match, "bus_id", W_PCI, key)
             continue
         if out:
             continue  # ROCm's tools list GPUs without PCI addresses: do not count one GPU twice
-        out.append(GpuView(vendor="amd", index=len(out), name=getattr(d, "name", None), bus_id=key, witnesses=["pci"], sources={"bus_id": "file:/sys/bus/pci/devices"}))
+        out.append(GpuView(vendor="amd", index=len(out), name=getattr(d, "name", None), bus_id=key, witnesses=[W_PCI], sources={"bus_id": "file:/sys/bus/pci/devices"}))
+    # 4. torch's own device list (a ROCm build answers through torch.cuda)
     if f.torch.hip:
         unmatched = _attach_torch(out, _torch_gpus(f), field="gfx")
-        if not f.rocm.gpus:
+        if not f.rocm.gpus and not f.rocm.kfd_nodes:
             for d in unmatched:
-                gfx = (d.capability or "").split(":")[0].lower() or None
-                out.append(
-                    GpuView(
-                        vendor="amd",
-                        index=d.index,
-                        name=d.name,
-                        gfx=gfx,
-                        memory_total_mib=d.total_memory_mib,
-                        torch_index=d.index,
-                        witnesses=["torch"],
-                        sources={"name": "torch", "gfx": "torch (gcnArchName)"},
-                    )
-                )
+                v = GpuView(vendor="amd", index=d.index, witnesses=[], sources={})
+                _merge_torch(v, d, "gfx")
+                v.sources["gfx"] = "torch (gcnArchName)"
+                v.integrated = matrix is not None and matrix.apu(v.gfx) is not None
+                out.append(v)
     return out
 
 
@@ -397,7 +516,7 @@ def _intel_gpus(f: Facts) -> list[GpuView]:
             name=g.name,
             integrated=g.discrete is False,
             bus_id=bus_key(g.address),
-            witnesses=["pci"],
+            witnesses=[W_PCI],
             sources={"bus_id": "file:/sys/bus/pci/devices"},
         )
         for i, g in enumerate(f.intel.gpus)
@@ -414,13 +533,21 @@ def _apple_gpus(f: Facts) -> list[GpuView]:
 # ---------------------------------------------------------------------------- evidence
 
 
-# (regex, finding it proves, value names); matched against torch's messages and the kernel pass's errors
+# (regex, the finding it proves): matched line by line against torch's messages, the kernel pass's errors and
+# ROCm's tool errors. Each is a message the runtime prints when that fault is the cause; the sources
+# are in tests/fixtures/real/*/source.md.
 _RECOGNISED: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"The NVIDIA driver on your system is too old \(found version (?P<found>\d+)\)"), "driver-too-old"),
-    (re.compile(r"CUDA driver version is insufficient for CUDA runtime version"), "driver-too-old"),
-    (re.compile(r"no kernel image is available for execution on the device"), "gpu-arch-unsupported"),
-    (re.compile(r"hipErrorNoBinaryForGpu|HIP error: invalid device function|No binary for GPU"), "rocm-gfx-unsupported"),
+    # torch's CUDA init: "...too old (found version 10020)..." (cudaDriverGetVersion's number: 10020 = CUDA 10.2)
+    (re.compile(r"The NVIDIA driver on your system is too old \(found version (?P<found>\d{4,6})\)"), "driver-too-old"),
+    (re.compile(r"CUDA driver version is insufficient for CUDA runtime version|cudaErrorInsufficientDriver"), "driver-too-old"),
+    # a kernel with no SASS/PTX for this GPU; torch's own warning names the GPU's capability
+    (re.compile(r"no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice"), "gpu-arch-unsupported"),
+    (re.compile(r"with CUDA capability sm_(?P<sm>\d{2,3}) is not compatible with the current PyTorch installation"), "gpu-arch-unsupported"),
+    (re.compile(r"CUDA error: invalid device function|cudaErrorInvalidDeviceFunction"), "gpu-arch-unsupported"),
+    (re.compile(r"hipErrorNoBinaryForGpu|HIP error: invalid device function|No binary for GPU|Unable to find code object for all current devices"), "rocm-gfx-unsupported"),
     (re.compile(r"Unable to open /dev/kfd read-write: (?:Permission denied|Operation not permitted)"), "rocm-kfd-permission"),
+    # a library loaded from elsewhere (or an older/newer copy) lacks a symbol torch was linked against
+    (re.compile(r"(?P<lib>[\w./+-]*\.so[\w.]*): undefined symbol: (?P<symbol>[\w@.]+)"), "torch-lib-stale"),
 )
 
 
@@ -448,22 +575,33 @@ def recognise(f: Facts) -> list[Evidence]:
     out: list[Evidence] = []
     seen: set[tuple[str, str]] = set()
     for source, text in texts:
-        for line in text.splitlines():
+        for line in text.splitlines()[-400:]:
+            line = line[:1000]  # real lines are short; the cap keeps every pattern linear on hostile input
             for pattern, proves in _RECOGNISED:
                 m = pattern.search(line)
                 if not m or (proves, source) in seen:
                     continue
                 seen.add((proves, source))
                 values: dict[str, str] = {}
-                found = m.groupdict().get("found")
+                groups = m.groupdict()
+                found = groups.get("found")
                 if found:
                     n = int(found)
                     values["driver_cuda"] = f"{n // 1000}.{(n % 1000) // 10}"  # 12040 -> "12.4" (cudaDriverGetVersion's encoding)
+                if groups.get("sm"):
+                    values["compute_capability"] = f"{groups['sm'][:-1]}.{groups['sm'][-1]}"  # sm_61 -> "6.1"
+                for key in ("lib", "symbol"):
+                    if groups.get(key):
+                        values[key] = groups[key]
                 out.append(Evidence(proves=proves, source=source, line=line.strip()[:500], values=values))
     return out
 
 
 # ---------------------------------------------------------------------------- disagreements
+
+TOOL_WITNESSES = {"nvidia": ("nvml", "nvidia-smi"), "amd": ("rocminfo", "rocm-smi", "amd-smi", "rocm_agent_enumerator")}
+KERNEL_WITNESSES = {"nvidia": W_PROC, "amd": W_KFD}
+HIDING_VARS = {"nvidia": ("CUDA_VISIBLE_DEVICES",), "amd": ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")}
 
 
 def _disagreements(f: Facts, view: ReconciledFacts) -> list[Disagreement]:
@@ -479,10 +617,69 @@ def _disagreements(f: Facts, view: ReconciledFacts) -> list[Disagreement]:
     if len(cv) >= 2 and not all(same_release(cv[0], v) for v in cv[1:]):
         out.append(Disagreement("nvidia.cuda_driver_version", dict(ceiling)))
     for g in view.gpus:
-        if g.vendor != "nvidia" or g.torch_index is None:
-            continue
-        tdev = next((d for d in _torch_gpus(f) if d.index == g.torch_index), None)
-        drv_cc = next((x.compute_capability for x in f.nvidia.gpus if x.index == g.index and not _derived(x.sources.get("compute_capability"))), None)
-        if tdev and tdev.capability and drv_cc and tdev.capability != drv_cc:
-            out.append(Disagreement("gpu.compute_capability", {"nvidia-smi": drv_cc, "torch": tdev.capability}, f"GPU {g.index} {g.name or ''}".strip()))
+        label = f"GPU{g.index} {g.name or ''}".strip()
+        if g.vendor == "nvidia":
+            said = g.seen.get("compute_capability", {})
+            if len(set(said.values())) > 1:
+                out.append(Disagreement("gpu.compute_capability", dict(said), label))
+        if g.vendor == "amd":
+            said = {k: v for k, v in g.seen.get("gfx", {}).items() if v}
+            if len(set(said.values())) > 1:
+                override = f.environment.get("HSA_OVERRIDE_GFX_VERSION") or f.rocm.hsa_override_gfx_version
+                # HSA's tools (rocminfo, torch) report the ISA after HSA_OVERRIDE_GFX_VERSION; KFD and the SMIs the chip
+                out.append(Disagreement("gpu.gfx", said, label, f"HSA_OVERRIDE_GFX_VERSION={override}" if override else None))
+    out.extend(_count_disagreements(f, view))
     return out
+
+
+def visible_entries(value: str, count: int) -> int:
+    """How many of ``count`` GPUs a ``CUDA_VISIBLE_DEVICES``-style value leaves (CUDA stops at the first bad entry)."""
+    v = value.strip()
+    if v in ("", "-1", "NoDevFiles", "none", "void"):
+        return 0
+    seen: list[str] = []
+    for tok in (x.strip() for x in v.split(",")):
+        if re.fullmatch(r"\d+", tok):
+            if int(tok) >= count or tok in seen:
+                break
+        elif not tok.upper().startswith(("GPU-", "MIG-")):
+            break
+        seen.append(tok)
+    return len(seen)
+
+
+def _count_disagreements(f: Facts, view: ReconciledFacts) -> list[Disagreement]:
+    """torch's device count against the driver's: the tools' list, else the kernel's (outside a container,
+    where /proc and /sys show the host's GPUs). What explains a difference is kept beside it."""
+    t = f.torch
+    if not t.cuda_available or t.device_count is None:
+        return []
+    vendor = "amd" if t.hip else "nvidia"
+    gpus = [g for g in view.gpus if g.vendor == vendor]
+    counted, witness = [], ""
+    tools = [g for g in gpus if set(g.witnesses) & set(TOOL_WITNESSES[vendor])]
+    kernel = [g for g in gpus if KERNEL_WITNESSES[vendor] in g.witnesses]
+    if tools:
+        counted = tools
+        witness = "/".join(w for w in TOOL_WITNESSES[vendor] if any(w in g.witnesses for g in tools))
+    elif kernel:
+        counted, witness = kernel, KERNEL_WITNESSES[vendor]
+    if not counted or t.device_count == len(counted):
+        return []
+    why: str | None = None
+    env = f.environment
+    for var in HIDING_VARS[vendor]:
+        if var in env:
+            left = visible_entries(env[var], len(counted))
+            why = f"{var}={env[var]}" if t.device_count == left else f"{var}={env[var]} (leaves {left})"
+            break
+    if why is None and vendor == "nvidia" and any(g.mig_mode == "Enabled" for g in f.nvidia.gpus):
+        why = "MIG"
+    if why is None and f.platform.container and witness in (W_PROC, W_KFD):
+        nvd = env.get("NVIDIA_VISIBLE_DEVICES")
+        why = f"container (NVIDIA_VISIBLE_DEVICES={nvd})" if nvd and vendor == "nvidia" else "container"
+    explained = why if why and "(leaves" not in why else None
+    d = Disagreement("gpu.count", {witness: str(len(counted)), "torch": str(t.device_count)}, f"{vendor} GPUs", explained)
+    if why and explained is None:
+        d.note = f"{vendor} GPUs; {why}"
+    return [d]

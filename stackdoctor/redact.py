@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Redactor", "address_family", "address_kind", "is_secret_name", "redact_report", "redact_text"]
+__all__ = ["Redactor", "address_family", "address_kind", "describe_counts", "is_secret_name", "redact_report", "redact_text"]
 
 # ---------------------------------------------------------------------------- patterns
 # Every pattern runs over raw tool outputs of up to 4 MiB: no nested or unbounded-then-backtracking
@@ -402,3 +402,42 @@ def redact_report(data: dict[str, Any], redactor: Redactor | None = None) -> dic
 def redact_text(text: str, redactor: Redactor | None = None) -> str:
     """Redact free text with the generic rules (no report to learn the host name from)."""
     return (redactor or Redactor()).text(text)
+
+
+# What each token kind is called when counted ("1 URL credential", "2 host names"): (one, many).
+_KIND_NOUNS: dict[str, tuple[str, str]] = {
+    "credentials": ("URL credential", "URL credentials"),
+    "host": ("host name", "host names"),
+    "user": ("user name", "user names"),
+    "mac": ("MAC address", "MAC addresses"),
+    "serial": ("serial number", "serial numbers"),
+    "uuid": ("UUID", "UUIDs"),
+    "gpu-uuid": ("GPU UUID", "GPU UUIDs"),
+    "mig-uuid": ("MIG UUID", "MIG UUIDs"),
+    "peer": ("Thunderbolt peer name", "Thunderbolt peer names"),
+    "secret": ("secret", "secrets"),
+    "private-key": ("private key", "private keys"),
+    "api-key": ("API key", "API keys"),
+    "aws-key": ("AWS key", "AWS keys"),
+    "jwt": ("JSON web token", "JSON web tokens"),
+}
+
+
+def describe_counts(counts: dict[str, int]) -> str:
+    """``{"credentials": 1, "host": 2}`` -> ``"1 URL credential, 2 host names"`` (sorted by kind)."""
+    parts = []
+    for kind, n in sorted(counts.items()):
+        if kind in _KIND_NOUNS:
+            one, many = _KIND_NOUNS[kind]
+        elif kind.endswith("-token"):
+            what = kind[: -len("-token")]
+            what = {"github": "GitHub", "gitlab": "GitLab", "hf": "Hugging Face", "slack": "Slack"}.get(what, what.replace("-", " "))
+            one, many = f"{what} token", f"{what} tokens"
+        elif kind.startswith(("ip-", "ip6-")):
+            family, _, scope = kind.partition("-")
+            one = f"{'IPv4' if family == 'ip' else 'IPv6'} address" + (f" ({scope.replace('linklocal', 'link-local')})" if scope else "")
+            many = one.replace("address", "addresses", 1)
+        else:
+            one = many = kind
+        parts.append(f"{n} {one if n == 1 else many}")
+    return ", ".join(parts)

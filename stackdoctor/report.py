@@ -117,9 +117,22 @@ def report_from_data(data: Any, *, origin: str = "report") -> Report:
     )
 
 
+def replay_file(path: str | Path) -> Path:
+    """The report a replay reads: ``path``, or ``path/report.json`` when ``path`` is the folder
+    ``stackdoctor report`` wrote.
+
+    :raises ReplayError: a folder without a report.json."""
+    p = Path(path)
+    if p.is_dir():
+        if not (p / "report.json").is_file():
+            raise ReplayError(f"cannot replay {p}: it is a folder without a report.json (the file `stackdoctor report` writes).")
+        return p / "report.json"
+    return p
+
+
 def load_report(path: str | Path) -> Report:
     """Read a report file for replay; every problem is one :class:`ReplayError` sentence."""
-    p = Path(path)
+    p = replay_file(path)
     try:
         size = p.stat().st_size
         if size > MAX_REPORT_BYTES:
@@ -141,9 +154,11 @@ def load_report(path: str | Path) -> Report:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno}, column {exc.colno}"
-        if exc.pos >= len(text.rstrip()) - 1:
-            raise ReplayError(f"{p} is truncated or not JSON (ends early at {where}).") from None
-        raise ReplayError(f"{p} is not valid JSON ({exc.msg} at {where}).") from None
+        # json's messages may end in "at" ("Unterminated string starting at"): the place follows once
+        what = exc.msg[: -len(" at")] if exc.msg.endswith(" at") else exc.msg
+        if exc.pos >= len(text.rstrip()) - 1 or exc.msg.startswith("Unterminated string"):
+            raise ReplayError(f"{p} is truncated or not JSON (it ends early; {what.lower()} at {where}).") from None
+        raise ReplayError(f"{p} is not valid JSON ({what} at {where}).") from None
     except RecursionError:
         raise ReplayError(f"{p} is nested too deeply to be a stackdoctor report.") from None
     return report_from_data(data, origin=str(p))

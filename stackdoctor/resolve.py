@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from stackdoctor.facts import Facts
+from stackdoctor.facts import Facts, ReconciledFacts
 from stackdoctor.matrix import (
     Matrix,
     Release,
@@ -35,6 +35,8 @@ from stackdoctor.matrix import (
     variant_kind,
 )
 from stackdoctor.plan import Plan, PlannedPackage, Rejected, Request
+from stackdoctor.versions import major_minor
+from stackdoctor.versions import release as release_tuple
 
 __all__ = ["resolve", "Target", "Gpu", "target_from"]
 
@@ -53,8 +55,8 @@ class Gpu:
     uuid: str | None = None
 
     def label(self) -> str:
-        name = self.name or (self.gfx or "") or "unknown GPU"
-        return f"GPU {self.index} {name}"
+        """``GPU 0 NVIDIA GeForce RTX 4090``; without a name only ``GPU 0`` (its sm_/gfx follows where it matters)."""
+        return f"GPU {self.index} {self.name}" if self.name else f"GPU {self.index}"
 
 
 @dataclass
@@ -67,6 +69,8 @@ class Target:
     windows_driver: bool = False  # compare the driver with the Windows column (Windows or WSL2)
     wsl: bool = False
     driver: str | None = None
+    driver_cuda: str | None = None  # the newest CUDA the driver runs, when its version is unknown ("10.2" from torch's message)
+    driver_runs_cuda: str | None = None  # a CUDA build that initialised on this driver (torch's), when nothing else is known
     gpus: list[Gpu] = field(default_factory=list)
     jetson: bool = False
     l4t: str | None = None
@@ -96,15 +100,6 @@ class Target:
         return [g for g in self.gpus if g.vendor == "intel"]
 
 
-def _vtuple(text: str | None) -> tuple[int, int] | None:
-    if not text:
-        return None
-    m = re.match(r"^(\d+)(?:[._](\d+))?", text.strip())
-    if not m:
-        return None
-    return (int(m.group(1)), int(m.group(2) or 0))
-
-
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64", "aarch64": "aarch64", "x86_64": "x86_64"}
 
 
@@ -130,8 +125,19 @@ _INTEL_XPU_RE = re.compile(
 )
 
 
+def _reconciled(facts: Facts, matrix: Matrix) -> Facts:
+    """``facts`` with their reconciled view: as given when they carry one (check and install reconcile first)."""
+    if facts.reconciled != ReconciledFacts():
+        return facts
+    from stackdoctor.reconcile import reconcile
+
+    return reconcile(facts, matrix)
+
+
 def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
-    """The target of a resolution: this machine's facts with the request's what-if overrides applied."""
+    """The target of a resolution: this machine's facts (their reconciled view: every witness of the GPUs
+    and the driver) with the request's what-if overrides applied."""
+    facts = _reconciled(facts, matrix)
     p = facts.platform
     tag = request.platform or facts.python.platform_tag
     os_, arch, floor = ("unknown", "", None)
@@ -153,9 +159,9 @@ def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
     t = Target(os=os_, arch=arch)
     t.musl = (tag or "").startswith("musllinux") or p.libc == "musl"
     if os_ == "linux":
-        t.glibc = floor if floor else (_vtuple(p.glibc_version) if not request.platform else None)
+        t.glibc = floor if floor else (major_minor(p.glibc_version) if not request.platform else None)
     if os_ == "macos":
-        t.macos = floor if (floor and request.platform) else (_vtuple(facts.apple.macos_version) or floor)
+        t.macos = floor if (floor and request.platform) else (major_minor(facts.apple.macos_version) or floor)
     # python
     if request.python_version:
         pv = request.python_version.strip().lower().removeprefix("cp").removeprefix("python")
@@ -179,20 +185,33 @@ def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
         for i, g in enumerate(request.gfx):
             t.gpus.append(Gpu("amd", i, None, gfx=g.strip().lower()))
     else:
-        for g in facts.nvidia.gpus:
-            cc = g.compute_capability or matrix.gpu_compute_capability(g.name)
-            t.gpus.append(Gpu("nvidia", g.index, g.name, cc=cc, uuid=g.uuid))
-        if not facts.nvidia.gpus and p.nvidia_pci_devices and not facts.jetson.is_jetson:
-            t.nvidia_unlisted = len(p.nvidia_pci_devices)
+        # every witness joined (stackdoctor.reconcile): the tools, the kernel module, the PCI bus, torch
+        view = facts.reconciled.gpus
+        listed = [v for v in view if v.vendor == "nvidia" and v.witnesses != ["pci"]]
+        for v in listed:
+            cc = v.compute_capability or matrix.gpu_compute_capability(v.name)
+            t.gpus.append(Gpu("nvidia", v.index, v.name, cc=cc, uuid=v.uuid))
+        unlisted = [v for v in view if v.vendor == "nvidia" and v.witnesses == ["pci"]]
+        if not listed and unlisted and not facts.jetson.is_jetson:
+            t.nvidia_unlisted = len(unlisted)
             t.notes.append(
-                f"{len(p.nvidia_pci_devices)} NVIDIA GPU(s) on the PCI bus but the driver did not list them"
+                f"{len(unlisted)} NVIDIA GPU(s) on the PCI bus but the driver did not list them"
                 + (f" (nvidia-smi: {facts.nvidia.smi_state})" if facts.nvidia.smi_state else "")
             )
-        for rg in facts.rocm.gpus:
-            t.gpus.append(Gpu("amd", rg.index, rg.name, gfx=(rg.gfx or "").split(":", 1)[0].lower() or None, integrated=rg.integrated, uuid=rg.uuid))
-        for i, ig in enumerate(facts.intel.gpus):
-            t.gpus.append(Gpu("intel", i, ig.name, integrated=ig.discrete is False))
-    t.driver = request.driver or facts.nvidia.driver_version
+        for v in view:
+            if v.vendor == "amd" and v.witnesses != ["pci"]:
+                t.gpus.append(Gpu("amd", v.index, v.name, gfx=(v.gfx or "").split(":", 1)[0].lower() or None, integrated=v.integrated, uuid=v.uuid))
+        for i, iv in enumerate(v for v in view if v.vendor == "intel"):
+            t.gpus.append(Gpu("intel", i, iv.name, integrated=iv.integrated))
+    drv = facts.reconciled.nvidia_driver
+    t.driver = request.driver or drv.value
+    if not request.driver and drv.value and drv.source and drv.source.startswith(("/proc", "/sys")):
+        t.notes.append(f"NVIDIA driver {drv.value}: the loaded kernel module's version ({drv.source}); no user-space tool reported one")
+    if not t.driver:
+        t.driver_cuda = facts.reconciled.cuda_driver_version.value
+        tf = facts.torch
+        if tf.cuda_available and tf.cuda and not tf.hip:
+            t.driver_runs_cuda = tf.cuda
     # a what-if platform keeps the Jetson path only where a Jetson's wheels run: Linux aarch64
     t.jetson = facts.jetson.is_jetson and (not request.platform or (os_ == "linux" and arch == "aarch64"))
     t.l4t = facts.jetson.l4t_release
@@ -232,7 +251,7 @@ def _platform_tag_for(release: Release, variant: Variant, t: Target) -> str:
             if t.musl:
                 blocked.append(f"{variant.name} has glibc (manylinux) wheels only; this system uses musl")
                 continue
-            need = floor or _vtuple(release.manylinux_glibc)
+            need = floor or major_minor(release.manylinux_glibc)
             if need and t.glibc and t.glibc < need:
                 blocked.append(f"{variant.name} wheels need glibc >= {need[0]}.{need[1]}; this system has {t.glibc[0]}.{t.glibc[1]}")
                 continue
@@ -301,7 +320,16 @@ def _fit(release: Release, version: Version, variant: Variant, t: Target, matrix
         if row is None:
             raise _Reject(f"{variant.name}: the matrix has no driver data for CUDA {variant.cuda}")
         nv = [g for g in gpus if g.vendor == "nvidia"]
-        if not t.driver:
+        if not t.driver and (t.driver_cuda or t.driver_runs_cuda):
+            verdict, known = _meets_unknown_driver(row, variant, t, matrix)
+            if verdict is None or verdict == "no":
+                raise _Reject(
+                    f"{variant.name}: the NVIDIA driver version is unknown, and {known}"
+                    + (f", not CUDA {variant.cuda}" if verdict == "no" else f"; that does not show it runs CUDA {variant.cuda}")
+                )
+            meets = verdict
+            fit.warnings.append(f"the NVIDIA driver version is unknown; {known}, so {variant.name} runs" + (" (through CUDA minor-version compatibility)" if meets == "minor-compat" else ""))
+        elif not t.driver:
             if nv or request.variant == "auto":
                 raise _Reject(f"{variant.name}: the NVIDIA driver version is unknown")
             fit.warnings.append(f"no NVIDIA driver on this machine: cannot check that the target's driver meets CUDA {variant.cuda}")
@@ -394,6 +422,33 @@ def _fit(release: Release, version: Version, variant: Variant, t: Target, matrix
     return fit
 
 
+def _meets_unknown_driver(row: object, variant: Variant, t: Target, matrix: Matrix) -> tuple[str | None, str]:
+    """("full" | "minor-compat" | "no" | None, how it is known) for a driver whose version is unknown.
+
+    From its own CUDA level (a tool's "CUDA Version", torch's "found version NNNN"): it runs CUDA up to
+    that level, a newer minor of the same major through minor-version compatibility, no newer major.
+    Else from a CUDA build torch initialised on it: the driver is at least that major's
+    minor-version-compatibility floor, and meets what that floor meets (None: unknown)."""
+    v = major_minor(variant.cuda)
+    if t.driver_cuda:
+        c = major_minor(t.driver_cuda)
+        how = f"it runs CUDA up to {t.driver_cuda}"
+        if c is None or v is None:
+            return None, how
+        if v <= c:
+            return "full", how
+        return ("minor-compat" if v[0] == c[0] else "no"), how
+    ran = matrix.cuda_row(t.driver_runs_cuda)
+    how = f"torch's CUDA {t.driver_runs_cuda} build initialised on it"
+    if ran is None:
+        return None, how
+    floor = (ran.minor_compat_floor_windows if t.windows_driver else ran.minor_compat_floor_linux) or (
+        ran.min_driver_windows if t.windows_driver else ran.min_driver_linux
+    )
+    verdict = driver_meets(row, floor, windows=t.windows_driver) if floor else "no"  # type: ignore[arg-type]
+    return (verdict if verdict != "no" else None), how
+
+
 def _accel_kind(t: Target, gpus: list[Gpu]) -> str:
     if any(g.vendor == "nvidia" for g in gpus) or (t.driver and not gpus and t.os != "macos"):
         return "cuda"
@@ -405,8 +460,7 @@ def _accel_kind(t: Target, gpus: list[Gpu]) -> str:
 
 
 def _kind_version(v: Variant) -> tuple[int, ...]:
-    text = v.cuda or v.rocm or "0"
-    return tuple(int(x) for x in text.split("."))
+    return release_tuple(v.cuda or v.rocm or "0")
 
 
 # ---------------------------------------------------------------------------- release candidates
@@ -546,8 +600,13 @@ def _best_gpu_fit(
     best = fits[0]
     if rejected is not None:
         for other in fits[1:]:
-            rejected.append(Rejected(other.variant.name, f"torch {version}: fits, but {best.variant.name} is the newer {kind.upper()} build"))
+            rejected.append(Rejected(other.variant.name, f"torch {version}: fits, but {best.variant.name} is the newer {_kind_name(kind)} build"))
     return best, rejects
+
+
+def _kind_name(kind: str) -> str:
+    """How a build kind is written in a sentence: ``CUDA``, ``ROCm``, ``XPU``, ``CPU``."""
+    return {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU", "cpu": "CPU", "mps": "MPS"}.get(kind, kind)
 
 
 def _gpu_summary(gpus: list[Gpu]) -> str:
@@ -648,7 +707,7 @@ def _nothing_suggestions(t: Target, matrix: Matrix, request: Request, cands: lis
         rel = cands[0][0]
         cpu = rel.variant("cpu")
         if cpu is not None:
-            for py in sorted(cpu.pythons, key=lambda s: tuple(int(x) for x in re.findall(r"\d+", s)), reverse=True):
+            for py in sorted(cpu.pythons, key=lambda s: release_tuple(s), reverse=True):
                 if py.endswith("t") != t.python.endswith("t") or py in rel.torch_only_pythons or not rel.python_on(py, t.os, t.arch):
                     continue
                 t2 = Target(**{**t.__dict__, "python": py})
@@ -690,6 +749,19 @@ def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
     if not cands:
         plan.reasons.append("no torch release in the request has builds the matrix knows")
         return plan
+    if request.variant != "auto" and not request.variant.startswith("jetson-"):
+        publishing = [(r, v) for r, v in cands if r.variant(request.variant) is not None]
+        if not publishing:
+            rel, ver = cands[0]
+            plan.reasons.append(
+                f"torch {ver if len(cands) == 1 else ', '.join(str(v) for _, v in cands[:3]) + (' ...' if len(cands) > 3 else '')} "
+                f"publishes no {request.variant} build (torch {ver} has {', '.join(v.name for v in rel.variants)})"
+            )
+            newest = next((r for r in matrix.releases if r.variant(request.variant) is not None), None)
+            if newest is not None:
+                plan.suggestions.append(f"torch {newest.version} is the newest release with a {request.variant} build (--torch {newest.version})")
+            return plan
+        cands = publishing
 
     if t.jetson:
         return _resolve_jetson(facts, matrix, request, t, cands, plan)
@@ -734,19 +806,19 @@ def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
                         + (" (the Windows driver, as WSL2 sees it)" if t.wsl else "")
                     )
                 else:
-                    plan.reasons.append(f"torch {ver} {best.variant.name}: the newest {'requested ' if request.torch else ''}release and {kind.upper()} build for {what}")
+                    plan.reasons.append(f"torch {ver} {best.variant.name}: the newest {'requested ' if request.torch else ''}release and {_kind_name(kind)} build for {what}")
                 newer = _newer_than(ver, cands)
                 if newer:
                     plan.reasons.append(
-                        f"an older release with a GPU build beats a CPU build of torch {newer[0][1]}: no {kind.upper()} build of "
-                        f"{', '.join(str(v) for _, v in newer)} runs here (see rejected)"
+                        f"an older release with a GPU build beats a CPU build of torch {newer[0][1]}: no {_kind_name(kind)} build of "
+                        f"{', '.join(str(v) for _, v in newer)} runs here" + (" (see rejected)" if plan.rejected else "")
                     )
                 if left:
                     env = _hide_env(kind, subset, gpus)
                     best.env.update(env)
                     var = "CUDA_VISIBLE_DEVICES" if kind == "cuda" else "HIP_VISIBLE_DEVICES"
                     plan.warnings.append(
-                        f"no {kind.upper()} build runs on every GPU: {_gpu_summary(left)} would be left out"
+                        f"no {_kind_name(kind)} build runs on every GPU: {_gpu_summary(left)} would be left out"
                         + (" (an integrated GPU)" if all(g.integrated for g in left) else "")
                         + f"; hide it with {var}={env[var]}"
                     )
@@ -757,7 +829,7 @@ def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
         plan.rejected.extend(rejected_all)
         if gpus or t.driver:
             plan.reasons.append(
-                f"no {kind.upper()} build of torch {cands[0][1] if len(cands) == 1 else ', '.join(str(v) for _, v in cands[:3]) + (' ...' if len(cands) > 3 else '')} "
+                f"no {_kind_name(kind)} build of torch {cands[0][1] if len(cands) == 1 else ', '.join(str(v) for _, v in cands[:3]) + (' ...' if len(cands) > 3 else '')} "
                 f"runs on {_gpu_summary(gpus) if gpus else 'this machine'}" + (f" with driver {t.driver}" if t.driver else "")
             )
         plan.suggestions.extend(_fallback_suggestions(t, matrix, request, kind, gpus, cands))
@@ -785,7 +857,7 @@ def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
         elif kind == "cpu" and not gpus and not t.driver:
             plan.reasons.append(f"torch {ver} cpu: no GPU found on this machine; the newest {'requested ' if request.torch else ''}release with a CPU build for it")
         else:
-            plan.reasons.append(f"torch {ver} cpu: no GPU build fits (see rejected); a CPU build is what works here")
+            plan.reasons.append(f"torch {ver} cpu: no GPU build fits{' (see rejected)' if plan.rejected else ''}; a CPU build is what works here")
         if plan.suggestions:
             plan.reasons.append("to get a GPU build: " + "; or ".join(plan.suggestions))
         return _finish(facts, matrix, request, fit, plan)
@@ -812,7 +884,7 @@ def _resolve_macos(facts: Facts, matrix: Matrix, request: Request, t: Target, ca
             rejects.append(f"torch {ver}: {r.reason}")
             continue
         if t.arch == "arm64":
-            mps = _vtuple(rel.mps_min_macos)
+            mps = major_minor(rel.mps_min_macos)
             if mps and t.macos and t.macos < mps:
                 if first_ok is None:
                     first_ok = fit

@@ -395,6 +395,48 @@ def _wait_gone(procs: list[Any], timeout: float) -> None:
             time.sleep(0.02)
 
 
+# Every child System.run / run_streaming started and that has not ended yet, with the control that
+# started it: on Ctrl-C the CLI stops them all (stop_children), since each runs in a session (process
+# group) of its own and would not see the terminal's SIGINT.
+_LIVE: dict[int, tuple[subprocess.Popen, ProcessControl]] = {}
+_LIVE_LOCK = threading.Lock()
+
+
+def _track(proc: subprocess.Popen, control: ProcessControl) -> None:
+    with _LIVE_LOCK:
+        _LIVE[proc.pid] = (proc, control)
+
+
+def _untrack(proc: subprocess.Popen) -> None:
+    with _LIVE_LOCK:
+        if proc.poll() is not None:  # a child still running stays for stop_children
+            _LIVE.pop(proc.pid, None)
+
+
+def stop_children() -> int:
+    """Kill every child this process started through :class:`System` that still runs, each with
+    everything it started (its process group, or its tree on Windows). The CLI calls this on
+    Ctrl-C: a child in its own session does not get the terminal's SIGINT, and an allreduce rank
+    or an ``import torch`` would otherwise run on after stackdoctor has exited. Returns how many
+    children were killed; never raises."""
+    with _LIVE_LOCK:
+        live = list(_LIVE.values())
+        _LIVE.clear()
+    killed = 0
+    for proc, control in live:
+        try:
+            if proc.poll() is not None:
+                continue
+            control.kill_tree(proc)
+            killed += 1
+        except Exception:
+            try:
+                proc.kill()
+            except OSError:
+                pass
+    return killed
+
+
 def default_control(os_name: str | None = None) -> ProcessControl:
     """The process control for an OS (``os.name``: ``"nt"`` -> :class:`WindowsTree`, else :class:`PosixGroups`)."""
     return WindowsTree() if (os_name or os.name) == "nt" else PosixGroups()
@@ -661,6 +703,20 @@ class System:
     def which(self, name: str) -> str | None:
         return shutil.which(name, path=self.env.get("PATH", os.defpath))
 
+    def unrunnable(self, name: str) -> str | None:
+        """The first file called ``name`` on PATH that this user may not execute, when no runnable one exists.
+
+        ``which`` skips such a file, so without this a tool that is installed but not executable (a bad
+        ``chmod``, a ``noexec`` mount) would read as "not installed".
+        """
+        if self.which(name) is not None:
+            return None
+        for folder in self.env.get("PATH", os.defpath).split(os.pathsep):
+            candidate = os.path.join(folder or ".", name)
+            if os.path.isfile(candidate) and not os.access(candidate, os.X_OK):
+                return candidate
+        return None
+
     def run(
         self,
         argv: Sequence[str],
@@ -686,29 +742,35 @@ class System:
                 on_start(Started(proc.pid, proc, self.control))
             except Exception:  # a caller's bookkeeping must not leave the child unwatched
                 pass
-        out = _Capture(proc.stdout, max_bytes)
-        err = _Capture(proc.stderr, max_bytes)
-        if stdin is not None:
-            try:
-                proc.stdin.write(stdin)  # type: ignore[union-attr]
-                proc.stdin.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
-        timed_out = False
         try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            self._kill(proc)
-        # A child that exits but leaves a grandchild holding the pipe must not hang us either.
-        deadline = time.monotonic() + 1.0
-        for cap in (out, err):
-            cap.thread.join(max(0.0, deadline - time.monotonic()))
-            if cap.thread.is_alive():
+            out = _Capture(proc.stdout, max_bytes)
+            err = _Capture(proc.stderr, max_bytes)
+            if stdin is not None:
+                try:
+                    proc.stdin.write(stdin)  # type: ignore[union-attr]
+                    proc.stdin.close()  # type: ignore[union-attr]
+                except OSError:
+                    pass
+            timed_out = False
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
                 self._kill(proc)
-                cap.thread.join(0.5)
-        status = "timeout" if timed_out else None
-        return self._keep(_result(argv, proc, out, err, start, status, timeout), record)
+            except KeyboardInterrupt:  # Ctrl-C while we wait: the child (in its own session) goes too
+                self._kill(proc)
+                raise
+            # A child that exits but leaves a grandchild holding the pipe must not hang us either.
+            deadline = time.monotonic() + 1.0
+            for cap in (out, err):
+                cap.thread.join(max(0.0, deadline - time.monotonic()))
+                if cap.thread.is_alive():
+                    self._kill(proc)
+                    cap.thread.join(0.5)
+            status = "timeout" if timed_out else None
+            return self._keep(_result(argv, proc, out, err, start, status, timeout), record)
+        finally:
+            _untrack(proc)
 
     def run_streaming(
         self,
@@ -736,6 +798,23 @@ class System:
         if isinstance(spawned, CommandResult):
             return self._keep(spawned, record)
         proc, argv, start = spawned
+        try:
+            return self._stream(proc, argv, start, timeout, on_stdout, on_stderr, grace_s, max_bytes, record)
+        finally:
+            _untrack(proc)
+
+    def _stream(
+        self,
+        proc: subprocess.Popen,
+        argv: tuple[str, ...],
+        start: float,
+        timeout: float,
+        on_stdout: Callable[[str], None] | None,
+        on_stderr: Callable[[str], None] | None,
+        grace_s: float,
+        max_bytes: int,
+        record: bool,
+    ) -> CommandResult:
         out = _Capture(proc.stdout, max_bytes, on_stdout)
         err = _Capture(proc.stderr, max_bytes, on_stderr)
         interrupted = timed_out = False
@@ -769,6 +848,9 @@ class System:
         if os.sep not in exe and not (os.altsep and os.altsep in exe):
             found = self.which(exe)
             if found is None:
+                blocked = self.unrunnable(exe)
+                if blocked is not None:
+                    return CommandResult(argv, None, "", "", 0.0, "denied", detail=f"{blocked} is not executable")
                 return CommandResult(argv, None, "", "", 0.0, "absent", detail="not found on PATH")
             exe = found
         child_env = dict(self.env)
@@ -796,6 +878,7 @@ class System:
             return CommandResult(argv, None, "", "", 0.0, "denied", detail=exc.strerror or "permission denied")
         except OSError as exc:
             return CommandResult(argv, None, "", "", 0.0, "error", detail=exc.strerror or str(exc))
+        _track(proc, self.control)
         return proc, argv, start
 
     def _stop(self, proc: subprocess.Popen, grace_s: float) -> None:

@@ -1,8 +1,9 @@
 """Shared test fixtures.
 
-- ``torch_python``: one real venv with torch 2.13.0 (CPU) shared by the whole suite.
+- ``torch_python``: one real venv with torch 2.13.0+cpu shared by the whole suite.
   ``STACKDOCTOR_TEST_TORCH_PYTHON`` names an existing interpreter (CI creates it once);
-  otherwise it is built at ``~/.cache/stackdoctor-tests/torch-venv`` the first time.
+  otherwise it is built at ``~/.cache/stackdoctor-tests/torch-venv`` the first time (tests/torchenv.py).
+- ``unprivileged_install``: stackdoctor installed where uid 65534 can run it (tests/unprivileged.py).
 - ``fake_bin``: puts a fake tool on PATH that replays a recorded output (the tool's real
   contract: argv in, text and an exit code out).
 - ``REAL``: ``../shared/fixtures/real`` (real machines from public bug reports) and
@@ -11,8 +12,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
+import shutil
 import stat
 import subprocess
 import sys
@@ -28,7 +31,6 @@ os.environ.setdefault("STACKDOCTOR_STRICT_RULES", "1")
 REPO = Path(__file__).resolve().parents[1]
 SHARED_REAL = REPO.parent / "shared" / "fixtures" / "real"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-TORCH_VERSION = "2.13.0"
 
 
 def real_fixture(case: str, name: str) -> str:
@@ -37,30 +39,101 @@ def real_fixture(case: str, name: str) -> str:
         p = base / case / name
         if p.exists():
             return p.read_text(encoding="utf-8", errors="replace")
-    pytest.skip(f"fixture {case}/{name} not available")
+    pytest.fail(f"fixture {case}/{name} is missing from tests/fixtures/real")
 
 
-def _build_torch_venv(path: Path) -> Path:
-    from helpers import venv_bin
+def find_test_uv() -> str | None:
+    """The uv binary of the declared test dependency (``uv`` in the ``test`` extra), wherever pip put it for the
+    interpreter running the tests: beside ``sys.executable``, in its environment's scripts folder, or in its user
+    scripts folder (``pip install --user``). Never found by luck of PATH, and never the base installation's uv
+    (``uv.find_uv_bin`` would take that one, so a venv that lost its own uv would still pass)."""
+    import sysconfig
 
-    py = venv_bin(path)
-    if py.exists():
-        ok = subprocess.run([str(py), "-c", f"import torch; assert torch.__version__.startswith('{TORCH_VERSION}')"], capture_output=True)
-        if ok.returncode == 0:
-            return py
-    path.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(path)], check=True)
-    subprocess.run([str(py), "-m", "pip", "install", "-q", f"torch=={TORCH_VERSION}"], check=True)
-    return py
+    folders = [os.path.dirname(sys.executable), sysconfig.get_path("scripts")]
+    try:
+        folders.append(sysconfig.get_path("scripts", f"{os.name}_user"))
+    except KeyError:
+        pass
+    for folder in dict.fromkeys(f for f in folders if f):
+        found = shutil.which("uv", path=folder)
+        if found:
+            return found
+    return None
 
 
 @pytest.fixture(scope="session")
 def torch_python() -> str:
-    """Path of an interpreter whose environment has torch 2.13.0 (CPU build)."""
+    """Path of an interpreter whose environment has torch 2.13.0, the CPU build (tests/torchenv.py)."""
+    import torchenv
+
     env = os.environ.get("STACKDOCTOR_TEST_TORCH_PYTHON")
     if env:
+        if not torchenv.has_cpu_torch(env):
+            pytest.fail(f"STACKDOCTOR_TEST_TORCH_PYTHON={env} does not import torch {torchenv.TORCH_VERSION}+cpu")
         return env
-    return str(_build_torch_venv(Path.home() / ".cache" / "stackdoctor-tests" / "torch-venv"))
+    return str(torchenv.ensure(torchenv.DEFAULT_DIR))
+
+
+def _session_root(tmp_path_factory) -> Path:
+    """A folder shared by every xdist worker of this run (each worker's basetemp is a child of it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def _shared(root: Path, name: str):
+    """An exclusive lock over ``root/name`` across the run's workers."""
+    import fcntl
+
+    with open(root / f".{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield root / name
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def stackdoctor_wheel(tmp_path_factory) -> Path:
+    """The checkout built into a wheel once per run (``pip wheel --no-deps``, the first half of ``pip install .``),
+    shared by the xdist workers."""
+    from unprivileged import build_wheel
+
+    with _shared(_session_root(tmp_path_factory), "wheel") as folder:
+        found = sorted(folder.glob("stackdoctor-*.whl")) if folder.is_dir() else []
+        return found[0] if found else build_wheel(REPO, folder)
+
+
+@pytest.fixture(scope="session")
+def unprivileged_install(tmp_path_factory, stackdoctor_wheel):
+    """stackdoctor installed where uid 65534 can run it, whoever can read this checkout (tests/unprivileged.py).
+    Built once per run and shared by the xdist workers; the last one to finish removes it."""
+    import dataclasses
+    import json as _json
+
+    from unprivileged import UnprivilegedInstall, install, remove
+
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("needs root to switch to uid 65534 (the unprivileged tests)")
+    root = _session_root(tmp_path_factory)
+    with _shared(root, "unprivileged.json") as record:
+        if record.is_file():
+            data = _json.loads(record.read_text())
+            inst = UnprivilegedInstall(**{**data["install"], "root": Path(data["install"]["root"])})
+            data["users"] += 1
+        else:
+            inst = install(stackdoctor_wheel)
+            data = {"install": {**dataclasses.asdict(inst), "root": str(inst.root)}, "users": 1}
+        record.write_text(_json.dumps(data))
+    yield inst
+    with _shared(root, "unprivileged.json") as record:
+        data = _json.loads(record.read_text())
+        data["users"] -= 1
+        if data["users"] <= 0:
+            remove(inst)
+            record.unlink()
+        else:
+            record.write_text(_json.dumps(data))
 
 
 @pytest.fixture(scope="session")
@@ -73,9 +146,13 @@ def plain_python(tmp_path_factory) -> str:
     return str(venv_bin(d))
 
 
-def write_fake_tool(bindir: Path, name: str, stdout: str = "", rc: int = 0, stderr: str = "", sleep: float = 0.0, script: str | None = None) -> Path:
+def write_fake_tool(bindir: Path, name: str, stdout: str = "", rc: int = 0, stderr: str = "", sleep: float = 0.0, script: str | None = None,
+                    answers: dict[str, tuple[str, int, str]] | None = None) -> Path:
     """A fake tool: prints ``stdout``/``stderr`` verbatim and exits with ``rc``.
 
+    ``answers`` makes it answer per argument list, as a real tool does: ``{"$*": (stdout, rc, stderr)}``
+    (``""`` is no arguments); any other argument list is an error (exit 2) saying that nothing was recorded
+    for it. tests/fakesmi.py builds such answers for ``nvidia-smi`` from a machine's real recordings.
     ``script`` replaces the body with arbitrary POSIX sh (for hangs, signals, partial output).
     A fake tool is a ``/bin/sh`` script: on Windows (no POSIX shell) the test that needs one is skipped.
     """
@@ -86,6 +163,14 @@ def write_fake_tool(bindir: Path, name: str, stdout: str = "", rc: int = 0, stde
     data.write_text(stdout, encoding="utf-8")
     err = bindir / f".{name}.stderr"
     err.write_text(stderr, encoding="utf-8")
+    if answers is not None and script is None:
+        arms = []
+        for i, (args, (out, code, errtext)) in enumerate(sorted(answers.items())):
+            o, e = bindir / f".{name}.{i}.stdout", bindir / f".{name}.{i}.stderr"
+            o.write_text(out, encoding="utf-8")
+            e.write_text(errtext, encoding="utf-8")
+            arms.append(f"  {shlex.quote(args)}) cat {shlex.quote(str(o))}; cat {shlex.quote(str(e))} >&2; exit {code} ;;")
+        script = 'case "$*" in\n' + "\n".join(arms) + f'\n  *) echo "fake {name}: nothing was recorded for the arguments: $*" >&2; exit 2 ;;\nesac\n'
     body = script if script is not None else textwrap.dedent(
         f"""\
         cat {shlex.quote(str(data))}
@@ -129,52 +214,113 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
+def _is_stackdoctor(argv: object) -> bool:
+    """A command line that runs stackdoctor: its console script, ``python -m stackdoctor``, or either behind a
+    wrapper such as ``ip netns exec NS ...``."""
+    if not isinstance(argv, (list, tuple)):
+        return False
+    parts = [str(a) for a in argv]
+    return any(os.path.basename(p) == "stackdoctor" for p in parts[:6]) or any(
+        a == "-m" and b == "stackdoctor" for a, b in zip(parts, parts[1:])
+    )
+
+
+def _documents(argv: list[str], stdout: object) -> list[str]:
+    """The texts a stackdoctor run produced: its stdout, and the file or folder named by --output/-o."""
+    texts = []
+    if isinstance(stdout, bytes):
+        stdout = stdout.decode("utf-8", "replace")
+    if isinstance(stdout, str):
+        texts.append(stdout)
+    for flag in ("--output", "-o"):
+        if flag in argv[:-1]:
+            path = Path(argv[argv.index(flag) + 1])
+            if path.is_file():
+                texts.append(path.read_text(encoding="utf-8", errors="replace"))
+            elif path.is_dir() and (path / "report.json").is_file():
+                texts.append((path / "report.json").read_text(encoding="utf-8"))
+    return texts
+
+
 @pytest.fixture(autouse=True, scope="session")
-def _every_report_keeps_the_contract():
-    """Every report the suite produces (stdout of any stackdoctor run, or its --output/-o file)
-    validates against the schema, has a fix on every warn/fail finding, and only codes that
-    ``explain`` documents in both languages (tests/helpers.py: check_report_invariants)."""
+def _every_document_keeps_the_contract():
+    """Every public JSON document the suite's stackdoctor runs produce (stdout, or the --output/-o file) is
+    checked by ``helpers.check_document``: a report (``stackdoctor.report/1``) validates against the shipped
+    schema, has a fix on every warn/fail finding and only codes that ``explain`` documents in both languages;
+    a plan (``plan/1``), kernels (``kernels/1``) or diff (``diff/1``) document validates against its shipped
+    schema. It hooks ``subprocess.Popen.communicate``, which ``subprocess.run`` uses too, so a stackdoctor
+    started either way (even behind ``ip netns exec``) is seen."""
     import json as _json
 
-    from helpers import SEEN_REPORTS, check_report_invariants
+    from helpers import SEEN_DOCUMENTS, check_document
 
-    real_run = subprocess.run
+    real_popen = subprocess.Popen
 
-    def is_stackdoctor(argv) -> bool:
-        if not isinstance(argv, (list, tuple)):
-            return False
-        parts = [str(a) for a in argv[:3]]
-        return any(p.endswith("stackdoctor") for p in parts[:1]) or parts[1:3] == ["-m", "stackdoctor"]
+    class CheckedPopen(real_popen):  # type: ignore[misc,valid-type]
+        def communicate(self, *args, **kwargs):
+            out, err = super().communicate(*args, **kwargs)
+            if self.returncode in (0, 1) and _is_stackdoctor(self.args):
+                argv = [str(a) for a in self.args]
+                for text in _documents(argv, out):
+                    if '"schema": "stackdoctor.' not in text[:300]:
+                        continue
+                    try:
+                        data = _json.loads(text)
+                    except ValueError:
+                        continue
+                    check_document(data)
+            return out, err
 
-    def checked_run(*args, **kwargs):
-        result = real_run(*args, **kwargs)
-        argv = args[0] if args else kwargs.get("args")
-        if is_stackdoctor(argv) and result.returncode in (0, 1):
-            texts = []
-            out = result.stdout
-            if isinstance(out, bytes):
-                out = out.decode("utf-8", "replace")
-            if isinstance(out, str):
-                texts.append(out)
-            argv = [str(a) for a in argv]
-            for flag in ("--output", "-o"):
-                if flag in argv[:-1]:
-                    path = Path(argv[argv.index(flag) + 1])
-                    if path.is_file():
-                        texts.append(path.read_text(encoding="utf-8", errors="replace"))
-                    elif path.is_dir() and (path / "report.json").is_file():
-                        texts.append((path / "report.json").read_text(encoding="utf-8"))
-            for text in texts:
-                if '"schema": "stackdoctor.report/' not in text[:300]:
-                    continue
-                try:
-                    data = _json.loads(text)
-                except ValueError:
-                    continue
-                if isinstance(data, dict) and data.get("schema") == "stackdoctor.report/1":
-                    check_report_invariants(data)
-        return result
+    subprocess.Popen = CheckedPopen  # type: ignore[misc]
+    yield SEEN_DOCUMENTS
+    subprocess.Popen = real_popen  # type: ignore[misc]
 
-    subprocess.run = checked_run
-    yield SEEN_REPORTS
-    subprocess.run = real_run
+
+# ---------------------------------------------------------------------------- headline tests
+
+# What README's "Reliability" section claims, by category. A test marked ``@pytest.mark.headline(CATEGORY)`` proves one
+# of these; .ci/run fails when one of them did not run (skipped, or never reached), unless STACKDOCTOR_CI_ALLOW_SKIP
+# names its category. The categories are fixed here so that a typo in a marker fails at collection.
+HEADLINE_CATEGORIES = {
+    "netns": "network namespaces joined by a veth named thunderbolt0 (needs root and `ip netns`)",
+    "install": "real pip and uv installs into real venvs",
+    "unprivileged": "faults seen as an unprivileged user (uid 65534; needs root to switch to it)",
+    "torch": "real-torch kernels in the CPU build of torch 2.13.0",
+    "gloo": "gloo allreduce across real processes",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for mark in item.iter_markers("headline"):
+            (category,) = mark.args
+            if category not in HEADLINE_CATEGORIES:
+                raise pytest.UsageError(f"{item.nodeid}: unknown headline category {category!r} (known: {', '.join(HEADLINE_CATEGORIES)})")
+            item.user_properties.append(("headline", category))  # travels with the reports, under xdist too
+
+
+_HEADLINE_OUTCOMES: dict[str, dict[str, str]] = {}
+
+
+def pytest_runtest_logreport(report):
+    cats = [v for k, v in report.user_properties if k == "headline"]
+    if not cats:
+        return
+    entry = _HEADLINE_OUTCOMES.setdefault(report.nodeid, {"category": cats[0], "outcome": "not run", "reason": ""})
+    if report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        entry.update(outcome="skipped", reason=reason.removeprefix("Skipped: "))
+    elif report.failed:
+        entry.update(outcome="failed")
+    elif report.when == "call" and entry["outcome"] == "not run":
+        entry.update(outcome="passed")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """With STACKDOCTOR_HEADLINE_REPORT=FILE (set by .ci/run), write what became of every headline test there."""
+    path = os.environ.get("STACKDOCTOR_HEADLINE_REPORT")
+    if not path or hasattr(session.config, "workerinput"):  # xdist workers report to the controller, which writes
+        return
+    import json as _json
+
+    Path(path).write_text(_json.dumps({"categories": HEADLINE_CATEGORIES, "tests": _HEADLINE_OUTCOMES}, indent=2, sort_keys=True))

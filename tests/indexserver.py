@@ -110,7 +110,7 @@ def build_wheel(spec: WheelSpec, *, broken: bool = False) -> bytes:
     """A valid wheel (METADATA, WHEEL, RECORD with hashes); ``broken`` adds a file outside the target,
     which pip and uv accept at resolution and refuse while installing."""
     dist = f"{spec.name.replace('-', '_')}-{spec.version}.dist-info"
-    meta = [f"Metadata-Version: 2.1", f"Name: {spec.name}", f"Version: {spec.version}", "Summary: synthetic test wheel (stackdoctor), not the real package"]
+    meta = ["Metadata-Version: 2.1", f"Name: {spec.name}", f"Version: {spec.version}", "Summary: synthetic test wheel (stackdoctor), not the real package"]
     meta += [f"Requires-Dist: {r}" for r in spec.requires]
     files = dict(spec.files)
     if spec.pad:

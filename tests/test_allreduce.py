@@ -109,6 +109,7 @@ def test_node_summary_from_facts():
 # ---------------------------------------------------------------------------- real gloo
 
 
+@pytest.mark.headline("gloo")
 @pytest.mark.parametrize("n", [2, 3])
 def test_gloo_loopback_exact(system, torch_python, n):
     kf = run_allreduce_local(system, torch_python, n, SMALL)
@@ -197,6 +198,7 @@ def test_under_a_launcher_environment(torch_python):
         assert "torch" not in fleet["differences"]
 
 
+@pytest.mark.headline("gloo")
 def test_min_busbw_gate_on_the_cli(torch_python):
     env = {k: v for k, v in os.environ.items() if k != "STACKDOCTOR_TEST_HOOK"}
     argv = [sys.executable, "-m", "stackdoctor", "kernels", "allreduce", "--nproc", "2", "--python", torch_python,

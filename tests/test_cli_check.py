@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from helpers import machine_env, run_sd, validate_report
-from conftest import real_fixture, write_fake_tool
+from conftest import FIXTURES, write_fake_tool
+from fakesmi import fake_nvidia_smi
 
 C14 = "c14-rtx4070-driver550-linux"
 
@@ -31,8 +32,10 @@ PROC_550 = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.40.07  Fri Jan 2
 
 @pytest.fixture
 def fake_machine(tmp_path):
+    """c14 (RTX 4070, driver 550.40.07) as a fake machine: its nvidia-smi answers each argument list from the
+    recorded table (tests/fakesmi.py), and the kernel module of the same driver is loaded."""
     bindir = tmp_path / "bin"
-    write_fake_tool(bindir, "nvidia-smi", real_fixture(C14, "nvidia-smi.txt").split("\n", 1)[1] if real_fixture(C14, "nvidia-smi.txt").startswith(("$", "user")) else real_fixture(C14, "nvidia-smi.txt"))
+    fake_nvidia_smi(bindir, FIXTURES / "real" / C14)
     sysroot = make_sysroot(tmp_path / "root", proc_version=PROC_550)
     return bindir, sysroot
 
@@ -45,8 +48,12 @@ def test_fake_machine_report_validates(fake_machine, plain_python):
     validate_report(data)
     f = data["facts"]
     assert f["nvidia"]["driver_version"] == "550.40.07"
+    assert f["nvidia"]["observed"]["driver_version"] == {"nvidia-smi --query-gpu": "550.40.07", "nvidia-smi": "550.40.07"}
     assert f["nvidia"]["cuda_driver_version"] == "12.4"
-    assert f["nvidia"]["gpus"][0]["name"].endswith("RTX 4070")
+    assert f["nvidia"]["smi_state"] == "ok"
+    (gpu,) = f["nvidia"]["gpus"]
+    assert gpu["name"] == "NVIDIA GeForce RTX 4070" and gpu["memory_total_mib"] == 12282 and gpu["bus_id"] == "00000000:2D:00.0"
+    assert gpu["sources"]["memory_total_mib"] == "nvidia-smi --query-gpu"
     assert f["nvidia"]["kernel_module_version"] == "550.40.07"
     assert f["python"]["executable"] == plain_python
     codes = {x["code"]: x["severity"] for x in data["findings"]}
@@ -69,6 +76,7 @@ def test_hung_tool_finishes_in_its_timeout(tmp_path, plain_python):
     assert data["facts"]["python"]["version"]  # the other probes' facts are still there
 
 
+@pytest.mark.headline("torch")
 @pytest.mark.slow
 def test_real_torch_in_separate_venv(torch_python, tmp_path):
     bindir = tmp_path / "bin"
@@ -145,11 +153,11 @@ def test_compile_is_opt_in_from_check(torch_python, tmp_path):
     assert compiled[0]["ok"] is True, compiled[0]["error"]  # gcc is on this machine: Inductor's C++ backend works
 
 
-def test_reports_are_checked_as_the_suite_produces_them(fake_machine, plain_python, _every_report_keeps_the_contract):
+def test_reports_are_checked_as_the_suite_produces_them(fake_machine, plain_python, _every_document_keeps_the_contract):
     bindir, sysroot = fake_machine
-    before = _every_report_keeps_the_contract["count"]
+    before = _every_document_keeps_the_contract["stackdoctor.report/1"]
     run_sd(["check", "--json", "--python", plain_python], env=machine_env(bindir, sysroot))
-    assert _every_report_keeps_the_contract["count"] == before + 1
+    assert _every_document_keeps_the_contract["stackdoctor.report/1"] == before + 1
 
 
 def test_the_report_contract_check_can_fail():
@@ -260,3 +268,58 @@ def test_torch_arch_list_differs_from_its_library(fake_machine, tmp_path):
     # without the import there is nothing of torch's own to compare with
     data = run_sd(["check", "--json", "--no-kernels", "--python", py], env=machine_env(bindir, sysroot)).json()
     assert "torch-arch-list-mismatch" not in {f["code"] for f in data["findings"]}
+
+
+TRITON = "r-titanv-rtx5880ada-driver570-query-triton-8070"
+
+
+def test_primary_nvidia_path_end_to_end(tmp_path, plain_python):
+    """The path most machines take: nvidia-smi --query-gpu (with compute_cap) and -L, answered from a real
+    two-GPU machine's recordings (TITAN V + RTX 5880 Ada, driver 570.86.15; tests/fakesmi.py), through
+    ``check`` and ``install --dry-run``."""
+    bindir = tmp_path / "bin"
+    calls = tmp_path / "calls"
+    smi = fake_nvidia_smi(bindir, FIXTURES / "real" / TRITON)
+    smi.write_text(smi.read_text().replace("#!/bin/sh\n", f'#!/bin/sh\necho "$*" >> {calls}\n', 1))
+    sysroot = make_sysroot(tmp_path / "root")
+    env = machine_env(bindir, sysroot)
+    run = run_sd(["check", "--json", "--no-kernels", "--python", plain_python], env=env)
+    data = run.json()
+    nv = data["facts"]["nvidia"]
+    sent = calls.read_text().splitlines()
+    assert sent[0].startswith("--query-gpu=index,name,uuid,compute_cap,") and sent[0].endswith(" --format=csv,noheader,nounits"), sent
+    assert sorted(sent[1:]) == ["", "-L"], sent  # then -L and the table (no recording of the table: exit 2)
+    assert (nv["driver_version"], nv["sources"]["driver_version"]) == ("570.86.15", "nvidia-smi --query-gpu")
+    assert [(g["index"], g["name"], g["compute_capability"], g["uuid"]) for g in nv["gpus"]] == [
+        (0, "NVIDIA TITAN V", "7.0", "GPU-b5169cef-2205-c30e-f2b3-220cfa14bafd"),
+        (1, "NVIDIA RTX 5880 Ada Generation", "8.9", "GPU-7518f6b0-991f-ce2b-3d37-c779130d3137"),
+    ]
+    assert all(g["sources"]["compute_capability"] == "nvidia-smi --query-gpu" for g in nv["gpus"])
+    assert all(g["memory_total_mib"] is None for g in nv["gpus"])  # [N/A]: no recording shows it, nothing invented
+    assert run.rc == 0, data["findings"]  # no torch in the target: a warning
+    plan = run_sd(["install", "--dry-run", "--offline", "--json", "--python", plain_python], env=env)
+    p = plan.json()
+    assert plan.rc == 0 and p["variant"].startswith("cu"), p  # a CUDA build, chosen from what the query said:
+    assert any("sm_70" in r and "sm_89" in r and "570.86.15" in r for r in p["reasons"]), p["reasons"]
+    assert any(r["variant"] == "cu130" and "570.86.15" in r["reason"] for r in p["rejected"]), p["rejected"]  # CUDA 13 needs >= 580
+
+
+SNAP470 = "r-rtxpro-snap-smi470-driver580-compute-cap-rejected-inference-snaps-89"
+
+
+def test_old_nvidia_smi_rejects_compute_cap_end_to_end(tmp_path, plain_python):
+    """The fallback path, on a real machine's recordings: a snap's nvidia-smi 470.256.02 rejects compute_cap
+    (exit 2), stackdoctor asks again without it, and the table adds the CUDA ceiling of the 580.95.05 driver."""
+    bindir = tmp_path / "bin"
+    calls = tmp_path / "calls"
+    smi = fake_nvidia_smi(bindir, FIXTURES / "real" / SNAP470)
+    smi.write_text(smi.read_text().replace("#!/bin/sh\n", f'#!/bin/sh\necho "$*" >> {calls}\n', 1))
+    run = run_sd(["check", "--json", "--no-kernels", "--python", plain_python], env=machine_env(bindir, make_sysroot(tmp_path / "root")))
+    nv = run.json()["facts"]["nvidia"]
+    sent = calls.read_text().splitlines()
+    assert "compute_cap" in sent[0] and "compute_cap" not in sent[1] and sent[1].startswith("--query-gpu=index,name,uuid,memory.total,"), sent
+    assert (nv["driver_version"], nv["smi_version"], nv["cuda_driver_version"]) == ("580.95.05", "470.256.02", "13.0")
+    (g,) = nv["gpus"]
+    assert (g["bus_id"], g["memory_total_mib"], g["power_limit_w"], g["compute_capability"]) == ("00000000:01:00.0", 8151, 60.0, None)
+    assert g["sources"]["memory_total_mib"] == "nvidia-smi --query-gpu"
+    assert nv["smi_state"] == "ok"

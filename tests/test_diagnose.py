@@ -315,7 +315,7 @@ def _cvd(f, m):
 
 
 def _conda(f, m):
-    f.torch.conda_packages = ["cudatoolkit", "python"]
+    f.torch.conda_packages = ["cudatoolkit-11.8.0-h4ba93d1_13", "python-3.11.7-h955ad1f_0"]  # conda-meta record names
 
 
 def _pynvml(f, m):
@@ -437,6 +437,23 @@ def _files_unreadable(f, m):  # --no-kernels on a torch package without its vers
     f.torch = TorchFacts(installed=True, imported=False, location="/src/pytorch/torch", static_errors=["/src/pytorch/torch/version.py: absent"])
 
 
+def _lib_stale(f, m):
+    """Real (rwth-i6/returnn issue 1802, tests/fixtures/real): `import torch` fails on a NCCL symbol with -cu11 and
+    -cu12 NCCL wheels installed side by side."""
+    case = HERE / "fixtures" / "real" / "r-libtorch-cuda-undefined-symbol-ncclMemFree-returnn-1802"
+    f.torch.import_error = (case / "import-error.txt").read_text().strip().splitlines()[-1]
+    f.torch.import_error_kind = "exception"
+    for line in (case / "pip-nccl.txt").read_text().splitlines():
+        name, _, version = line.removeprefix("[pip3] ").partition("==")
+        f.torch.distributions[name] = version
+
+
+def _torch_sees_fewer(f, m):  # nvidia-smi lists two GPUs, torch one, and no variable, MIG or container explains it
+    f.nvidia.gpus.append(NvidiaGpu(index=1, name="NVIDIA GeForce RTX 4090", uuid="GPU-5f1d2f0e-0001", compute_capability="8.9", bus_id="00000000:02:00.0",
+                                   sources={"name": "nvidia-smi --query-gpu", "bus_id": "nvidia-smi --query-gpu"}))
+    f.nvidia.gpus[0].sources = {"name": "nvidia-smi --query-gpu", "bus_id": "nvidia-smi --query-gpu"}
+
+
 TRIGGER = [
     pytest.param("torch-arch-list-mismatch", _arch_lists_differ, id="libtorch-cuda-of-another-build"),
     pytest.param("torch-files-unreadable", _files_unreadable, id="torch-without-version-py"),
@@ -473,6 +490,8 @@ TRIGGER = [
     pytest.param("driver-missing", _driver_missing, id="no-driver"),
     pytest.param("driver-library-mismatch", _lib_mismatch, id="nvml-lib-mismatch"),
     pytest.param("source-conflict", _source_conflict, id="sys-module-vs-nvml"),
+    pytest.param("source-conflict", _torch_sees_fewer, id="torch-sees-fewer-gpus-than-nvidia-smi"),
+    pytest.param("torch-lib-stale", _lib_stale, id="ncclMemFree-with-cu11-and-cu12-nccl"),
     pytest.param("gpu-lost", _gpu_lost, id="no-devices-found"),
     pytest.param("cuda-visible-devices-hides-all", _cvd, id="cvd-empty"),
     pytest.param("conda-pip-mix", _conda, id="conda-cudatoolkit-with-pip-torch"),
@@ -877,7 +896,7 @@ def source_yaml(case: str) -> dict:
             m = re.search(r"## Derived facts\s*```yaml\n(.*?)```", text, re.S)
             assert m, f"{case}: no YAML block"
             return yaml.safe_load(m.group(1))
-    pytest.skip(f"{case} not available")
+    pytest.fail(f"{case} is missing from tests/fixtures/real")
 
 
 def _first_version(value) -> str | None:

@@ -79,7 +79,7 @@ EXPECTED = {
     "nvidia.gpus[0].compute_capability": ("8.9", "7.5"),
     "nvidia.gpus[0].memory_total_mib": (24564, 15360),
     "torch.cuda_available": (True, False),
-    "torch.distributions.triton": ("3.2.0", None),
+    "installed_distributions.triton": ("3.2.0", None),
     "environment.CUDA_VISIBLE_DEVICES": ("0", ""),
     "findings.torch-ok": ("ok", None),
     "findings.driver-too-old": (None, "fail"),

@@ -282,3 +282,12 @@ def test_human_format_to_a_file(tmp_path):
     assert r.returncode in (0, 1), r.stderr
     text = out.read_text(encoding="utf-8")
     assert "\x1b[" not in text and ("ok" in text or "fail" in text)
+
+
+def test_shipped_schema_is_the_generated_one():
+    """``stackdoctor/schemas/report.schema.json`` is ``python -m stackdoctor._schema``'s output, never stale."""
+    import stackdoctor
+
+    shipped = Path(stackdoctor.__file__).parent / "schemas" / "report.schema.json"
+    made = subprocess.run([sys.executable, "-m", "stackdoctor._schema"], capture_output=True, text=True, check=True).stdout
+    assert json.loads(made) == json.loads(shipped.read_text(encoding="utf-8"))

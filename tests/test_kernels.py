@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from stackdoctor.facts import Facts, KernelFacts, KernelResult, NvidiaGpu, to_data
+from stackdoctor.facts import KernelFacts, KernelResult, NvidiaGpu, to_data
 from stackdoctor.kernels import MARK, format_busbw_chart, kernel_facts_from_run, run_kernels, worker_path
 from stackdoctor.matrix import load_matrix
 from stackdoctor.reconcile import peak_from_sm_clock, reconcile
@@ -144,6 +144,7 @@ def system():
     return System(env=env)
 
 
+@pytest.mark.headline("torch")
 def test_matmul_and_conv_for_real(system, torch_python):
     kf = run_kernels(system, torch_python, kernels=["matmul", "conv"], devices=["cpu"], sizes=[64, 128], timeout_s=120, min_time=0.02)
     assert kf.error is None, kf.stderr_tail

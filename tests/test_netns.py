@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.headline("netns")]
 
 ADDR_A = "169.254.77.1"
 ADDR_B = "169.254.77.2"

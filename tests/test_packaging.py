@@ -1,6 +1,10 @@
 """README's first quick-start command, for real: a fresh venv, `pip install .` (a built wheel, not
 an editable checkout), then `stackdoctor check`. This is what catches a dependency that only this
-machine happens to have, or data that the wheel does not ship."""
+machine happens to have, or data that the wheel does not ship.
+
+`pip install .` is pip building the checkout into a wheel, then installing that wheel with its
+dependencies; the build is the session's ``stackdoctor_wheel`` (shared with the unprivileged tests),
+the install happens here."""
 
 from __future__ import annotations
 
@@ -12,16 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, check_report_invariants, venv_bin
+from helpers import check_report_invariants, venv_bin
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
+def installed(tmp_path_factory, stackdoctor_wheel) -> Path:
     venv = tmp_path_factory.mktemp("quickstart") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     build = tmp_path_factory.mktemp("build")
     r = subprocess.run(
-        [str(venv_bin(venv)), "-m", "pip", "install", "-q", str(REPO)],
+        [str(venv_bin(venv)), "-m", "pip", "install", "-q", str(stackdoctor_wheel)],
         capture_output=True,
         text=True,
         timeout=600,

@@ -555,3 +555,52 @@ def test_probe_facts_fit_the_report_schema_and_round_trip(fake_bin, sysroot, tmp
     assert facts.gpus[0].errors["compute_capability"].startswith("nvmlDeviceGetCudaComputeCapability")
     # NVML failed on the capability, so the query's value fills it, and says where it came from
     assert (facts.gpus[0].compute_capability, facts.gpus[0].sources["compute_capability"]) == ("8.9", "nvidia-smi --query-gpu")
+
+
+# ---------------------------------------------------------------------------- the kernel module's GPU list (/proc)
+
+
+@pytest.mark.parametrize(
+    "case, want",
+    [
+        # tabs between key and value (canonical/snapd PR 14893)
+        ("r-proc-nvidia-gpus-information-l4-snapd-14893", ("0000:70:00.0", "NVIDIA L4", "GPU-3291dfa4-fcc4-0110-615b-c894a0d7c689", 0, "95.04.65.00.13", False)),
+        # an older driver: no Device Minor, no Excluded line (canonical/lxd issue 3950)
+        ("r-proc-nvidia-gpus-information-gtx650-lxd-3950", ("0000:04:00.0", "GeForce GTX 650", "GPU-e3f822b9-8c5f-95a5-b379-8dfdeefd7758", None, "80.07.35.00.80", None)),
+        # R535: GPU Firmware line, sixth GPU of its machine
+        ("r-proc-nvidia-gpus-information-h100-535", ("0000:62:00.0", "NVIDIA H100 80GB HBM3", "GPU-9221d5d1-b60b-a624-bf14-0a1819cfda3b", 5, "96.00.99.00.01", False)),
+        # R580, open module, tabs again (the project's GPU machine)
+        ("local-h200-driver580-open-proc-gpus", ("0000:00:06.0", "NVIDIA H200", "GPU-51a35715-0f67-e401-1003-89c33c5360ca", 0, "96.00.a5.00.1a", False)),
+    ],
+    ids=["l4-tabs", "gtx650-old", "h100-r535", "h200-r580-own-capture"],
+)
+def test_parse_proc_gpu_information_real(case, want):
+    g = nvidia.parse_proc_gpu_information((REAL / case / "information.txt").read_text())
+    assert g is not None
+    assert (g.bus_id, g.name, g.uuid, g.device_minor, g.video_bios, g.excluded) == want
+
+
+def test_parse_proc_gpu_information_uninitialised_gpu_has_no_uuid():
+    # the question-mark form a GPU shows before the driver initialised it (a VM guest in a public forum post)
+    text = (REAL / "r-proc-nvidia-gpus-information-gtx650-lxd-3950" / "information.txt").read_text()
+    text = text.replace("GPU-e3f822b9-8c5f-95a5-b379-8dfdeefd7758", "GPU-????????-????-????-????-????????????").replace("80.07.35.00.80", "??.??.??.??.??")
+    g = nvidia.parse_proc_gpu_information(text)
+    assert g is not None and g.uuid is None and g.video_bios is None and g.name == "GeForce GTX 650"
+    assert nvidia.parse_proc_gpu_information("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.40.07") is None
+
+
+@pytest.mark.skipif(os.name == "nt", reason="the PCI address directory names hold colons")
+def test_probe_reads_every_proc_gpu_without_any_tool(sysroot, tmp_path):
+    """No nvidia-smi, no NVML: the kernel module's files still give the driver and every GPU, with the file as source."""
+    for case, bus in (("r-proc-nvidia-gpus-information-h100-535", "0000:62:00.0"), ("r-proc-nvidia-gpus-information-l4-snapd-14893", "0000:70:00.0")):
+        d = sysroot / "proc/driver/nvidia/gpus" / bus
+        d.mkdir(parents=True)
+        (d / "information").write_text((REAL / case / "information.txt").read_text())
+    (sysroot / "proc/driver/nvidia/gpus/0000:99:00.0").mkdir(parents=True)  # a directory without its file: skipped
+    empty = tmp_path / "emptybin"
+    empty.mkdir()
+    f = nvidia.probe(ctx_for(sysroot, {"PATH": str(empty)})).facts["nvidia"]
+    assert f.smi_state == "absent" and f.gpus == []
+    assert [(g.bus_id, g.name, g.device_minor) for g in f.proc_gpus] == [("0000:62:00.0", "NVIDIA H100 80GB HBM3", 5), ("0000:70:00.0", "NVIDIA L4", 0)]
+    assert f.proc_gpus[0].source == "/proc/driver/nvidia/gpus/0000:62:00.0/information"
+    assert f.kernel_module_version == "565.57.01"

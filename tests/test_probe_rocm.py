@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, real_fixture, write_fake_tool
-from stackdoctor.facts import RocmFacts, to_data
+from stackdoctor.facts import RocmFacts
 from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.probes import rocm
 from stackdoctor.system import System
@@ -322,10 +322,23 @@ def test_probe_no_rocm_at_all(tmp_path: Path) -> None:
     assert f.kfd_present is False and f.kfd_accessible is None
 
 
-def test_probe_kfd_permission_denied_as_unprivileged_user() -> None:
-    """/dev/kfd (mode 600, root) under a synthetic root, probed by a forked child running as nobody."""
-    if not hasattr(os, "fork") or os.geteuid() != 0:
-        pytest.skip("needs root to drop to an unprivileged user")
+KFD_AS_NOBODY = """
+import json, sys
+from stackdoctor.facts import to_data
+from stackdoctor.probes import ProbeContext, Target, rocm
+from stackdoctor.system import System
+root = sys.argv[1]
+ctx = ProbeContext(system=System(sysroot=root, env={"PATH": root + "/bin"}, timeout_s=5.0), target=Target(sys.executable, "self"), timeout_s=5.0)
+print(json.dumps(to_data(rocm.gather(ctx))))
+"""
+
+
+@pytest.mark.headline("unprivileged")
+def test_probe_kfd_permission_denied_as_unprivileged_user(unprivileged_install) -> None:
+    """/dev/kfd (mode 600, root) under a synthetic root, probed by the real probe running as uid 65534
+    (stackdoctor's copy that user can read, tests/unprivileged.py). A crash of the probe is a failure."""
+    from unprivileged import as_nobody
+
     base = Path(tempfile.mkdtemp(prefix="sd-kfd-", dir="/tmp"))
     try:
         os.chmod(base, 0o755)
@@ -337,34 +350,9 @@ def test_probe_kfd_permission_denied_as_unprivileged_user() -> None:
         os.chmod(kfd, 0o600)
         for d in (root, root / "dev", root / "bin"):
             os.chmod(d, 0o755)
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # child
-            code = 0
-            try:
-                os.close(r)
-                os.setgroups([])
-                os.setgid(65534)
-                os.setuid(65534)
-                f = rocm.gather(ctx_for(root, {"PATH": str(root / "bin")}))
-                os.write(w, json.dumps(to_data(f)).encode())
-            except BaseException as exc:  # report, never fall back into pytest in the child
-                os.write(w, json.dumps({"child_error": repr(exc)}).encode())
-                code = 1
-            finally:
-                os._exit(code)
-        os.close(w)
-        chunks = []
-        while True:
-            chunk = os.read(r, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        os.close(r)
-        os.waitpid(pid, 0)
-        data = json.loads(b"".join(chunks) or b"{}")
-        if "child_error" in data:
-            pytest.skip(f"could not run as an unprivileged user: {data['child_error']}")
+        r = as_nobody([unprivileged_install.python, "-c", KFD_AS_NOBODY, str(root)], env={"PATH": "/usr/bin:/bin", **unprivileged_install.env})
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+        data = json.loads(r.stdout)
         assert data["kfd_present"] is True
         assert data["kfd_accessible"] is False
         assert data["kfd_error"] == "Unable to open /dev/kfd read-write: Permission denied"
@@ -388,3 +376,72 @@ def test_probe_c27_tool_outputs_are_not_mutated_by_stderr_noise(fake_bin, tmp_pa
 def test_fake_tool_is_executable(fake_bin) -> None:
     tool = fake_bin("rocminfo", "x")
     assert tool.stat().st_mode & stat.S_IXUSR
+
+
+# ---------------------------------------------------------------------------- the kernel's KFD topology, amd-smi static
+
+KFD1151 = "r-kfd-topology-gfx1151-strix-halo-lemonade-419"
+AMDSMI_STATIC = "r-amd-smi-static-mi350x-rocm-systems-2987"
+AMDSMI_LIST = "r-amd-smi-list-mi210-rocm-systems-3654"
+
+
+def test_kfd_properties_real_gfx1151():
+    props = rocm.parse_kfd_properties(real_fixture(KFD1151, "properties.txt"))
+    assert props["gfx_target_version"] == 110501 and props["simd_count"] == 64 and props["local_mem_size"] == 0
+    node = rocm.kfd_node(1, props)
+    assert node is not None
+    assert (node.gfx, node.vendor_id, node.device_id, node.bus_id, node.drm_render_minor) == ("gfx1151", "0x1002", "0x1586", "0000:c2:00.0", 128)
+
+
+@pytest.mark.parametrize(
+    "version, gfx",
+    # the amdgpu kernel driver's kfd_device.c values: Navy Flounder (RX 6700 XT), Aldebaran (MI200), MI300X, Navi 33, Strix Halo
+    [(100301, "gfx1031"), (90010, "gfx90a"), (90402, "gfx942"), (110002, "gfx1102"), (110501, "gfx1151"), (90012, "gfx90c"), (0, None), (None, None), (999999, None)],
+)
+def test_kfd_gfx_decodes_the_kernels_encoding(version, gfx):
+    assert rocm.kfd_gfx(version) == gfx
+
+
+def test_kfd_cpu_node_is_not_a_gpu():
+    assert rocm.kfd_node(0, rocm.parse_kfd_properties("cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\n")) is None
+
+
+def test_amd_smi_static_real_mi350x():
+    kv = rocm.parse_amd_smi_static(real_fixture(AMDSMI_STATIC, "amd-smi-static.txt"))
+    g = kv[0]
+    assert (g["ASIC.MARKET_NAME"], g["ASIC.TARGET_GRAPHICS_VERSION"], g["ASIC.DEVICE_ID"], g["BUS.BDF"]) == ("AMD Instinct MI350X", "gfx950", "0x75a0", "0000:05:00.0")
+    assert g["DRIVER.NAME"] == "amdgpu" and g["ASIC.NUM_COMPUTE_UNITS"] == "128"
+
+
+def test_amd_smi_list_real_with_a_nic_block():
+    kv = rocm.parse_amd_smi_list(real_fixture(AMDSMI_LIST, "amd-smi-list.txt"))
+    assert list(kv) == [0]  # AI_NIC: 0 is not a GPU
+    assert (kv[0]["BDF"], kv[0]["NODE_ID"]) == ("0000:23:00.0", "2")
+
+
+def test_probe_kfd_topology_alone(tmp_path: Path) -> None:
+    """No ROCm tool at all (a container without rocminfo, a captured tree): the kernel's KFD topology gives the GPU."""
+    root = tmp_path / "tree"
+    nodes = root / "sys/class/kfd/kfd/topology/nodes"
+    (nodes / "0").mkdir(parents=True)
+    (nodes / "0/properties").write_text("cpu_cores_count 16\nsimd_count 0\ngfx_target_version 0\nvendor_id 0\ndevice_id 0\n")
+    (nodes / "1").mkdir()
+    (nodes / "1/properties").write_text(real_fixture(KFD1151, "properties.txt"))
+    f = rocm.probe(ctx_for(root, {"PATH": str(only_cat_bin(tmp_path))})).facts["rocm"]
+    assert f.gpus == [] and [(n.node, n.gfx, n.bus_id) for n in f.kfd_nodes] == [(1, "gfx1151", "0000:c2:00.0")]
+    assert f.kfd_nodes[0].source == "/sys/class/kfd/kfd/topology/nodes/1/properties"
+    assert f.sources["kfd_nodes"] == "file:/sys/class/kfd/kfd/topology/nodes/*/properties"
+    assert f.amdgpu_loaded is True and f.sources["amdgpu_loaded"] == "file:/sys/class/kfd (KFD topology)"
+
+
+def test_probe_amd_smi_static_and_list_fill_the_gpu(fake_bin, tmp_path: Path) -> None:
+    # two recordings from two machines (an MI210's `list`, an MI350X's `static`) served by one fake amd-smi:
+    # the test is about the merge order and the sources, not about one real machine
+    dispatch_tool(fake_bin.dir, "amd-smi", {"list": fixture_path(AMDSMI_LIST, "amd-smi-list.txt"), "static": fixture_path(AMDSMI_STATIC, "amd-smi-static.txt")})
+    root = tmp_path / "tree"
+    root.mkdir()
+    f = rocm.probe(ctx_for(root)).facts["rocm"]
+    (g,) = f.gpus
+    # list answers first (BDF, UUID, NODE_ID); static adds the name, the device id and the gfx target
+    assert (g.bus_id, g.node, g.name, g.gfx, g.device_id) == ("0000:23:00.0", 2, "AMD Instinct MI350X", "gfx950", "0x75a0")
+    assert (g.sources["bus_id"], g.sources["gfx"], g.sources["name"]) == ("amd-smi list", "amd-smi static", "amd-smi static")

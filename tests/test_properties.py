@@ -138,6 +138,15 @@ REAL_CASES = [
     ("r-rocminfo-kfd-cannot-allocate-rocminfo-41", "rocminfo.txt", "rocm.parse_rocminfo"),
     ("r-rocminfo-kfd-permission-denied-rocm-docker-116", "rocminfo.txt", "rocm.parse_rocminfo"),
     ("r-amd-smi-version-mi300x-k8s-157", "amd-smi-version.txt", "rocm.parse_amd_smi_version"),
+    ("r-amd-smi-static-mi350x-rocm-systems-2987", "amd-smi-static.txt", "rocm.parse_amd_smi_static"),
+    ("r-amd-smi-list-mi210-rocm-systems-3654", "amd-smi-list.txt", "rocm.parse_amd_smi_list"),
+    ("r-kfd-topology-gfx1151-strix-halo-lemonade-419", "properties.txt", "rocm.parse_kfd_properties"),
+    ("r-proc-nvidia-gpus-information-l4-snapd-14893", "information.txt", "nvidia.parse_proc_gpu_information"),
+    ("r-proc-nvidia-gpus-information-gtx650-lxd-3950", "information.txt", "nvidia.parse_proc_gpu_information"),
+    ("r-proc-nvidia-gpus-information-h100-535", "information.txt", "nvidia.parse_proc_gpu_information"),
+    ("local-h200-driver580-open-proc-gpus", "information.txt", "nvidia.parse_proc_gpu_information"),
+    ("local-h200-driver580-open-proc-gpus", "proc_driver_nvidia_version.txt", "nvidia.parse_proc_driver_version"),
+    ("local-h200-driver580-open-proc-gpus", "nvidia-smi.txt", "nvidia.parse_smi_table"),
     ("r-hipconfig-version", "hipconfig-v-n-rocm600.txt", "rocm.parse_hipconfig_version"),
     ("r-hipconfig-version", "hipconfig-version-ubuntu-hipcc-rocm.txt", "rocm.parse_hipconfig_version"),
     ("c32-jetson-nano-jetbot-l4t-r32.3.1", "nv_tegra_release.txt", "jetson.parse_nv_tegra_release"),
@@ -150,6 +159,20 @@ REAL_CASES = [
     ("w01-win10-quadro-rtx8000-tcc-p2000-wddm-442-nvsmi-folder", "ver.txt", "platform.parse_windows_version"),
     ("w02-win-rtx3050-laptop-560-wddm-driver-model-column", "nvidia-smi.txt", "nvidia.parse_smi_table"),
     ("w03-win-nvcc-11.8-system32-prompt", "nvcc-version.txt", "cuda_toolkit.parse_nvcc_version"),
+    ("c25-macmini-to-macstudio-tb5-rdma-system_profiler", "system_profiler_thunderbolt.txt", "thunderbolt.parse_system_profiler_text"),
+    ("r-titanv-rtx5880ada-driver570-query-triton-8070", "nvidia-smi-L.txt", "nvidia.parse_smi_list"),
+    ("r-2x-quadro-rtx4000-driver535-nvidia-smi-L-akash-12", "nvidia-smi-L.txt", "nvidia.parse_smi_list"),
+    ("r-4xa100-mig-nvidia-smi-L-telegraf-5812", "nvidia-smi-L.txt", "nvidia.parse_smi_list"),
+    ("doc-amd-smi-list-8xmi300x-oci-hpc-oke", "amd-smi-list.txt", "rocm.parse_amd_smi_list"),
+    ("doc-amd-smi-list-8xmi300x-oci-hpc-oke", "amd-smi-list.txt", "rocm.parse_amd_smi_version"),
+    ("r-mi300x-container-kfd-invalid-argument-4043", "rocm-smi-showallinfo.txt", "rocm.parse_rocm_smi_kv"),
+    ("r-proc-1-cgroup-docker-ctrsploit-280", "proc-1-cgroup.txt", "platform.parse_cgroup_container"),
+    ("r-cpuinfo-raspberry-pi-4b-fastfetch-1529", "cpuinfo.txt", "platform.parse_cpuinfo"),
+    ("r-meminfo-openwrt-arm-sysinfo-164", "meminfo.txt", "platform.parse_meminfo_total_mib"),
+    ("r-ip-json-addr-cloud-init-testdata", "ip-json-addr-show.json", "thunderbolt.parse_ip_addr_json"),
+    ("local-build-machine-proc-net-and-pci-sysfs", "proc-net-if_inet6.txt", "thunderbolt.parse_proc_if_inet6"),
+    ("local-build-machine-proc-net-and-pci-sysfs", "pci-0000-00-03.0-uevent.txt", "pci.parse_uevent_driver"),
+    ("local-sd-target-torch-2.13.0-cpu", "sd_target.txt", "target.parse_sections"),
 ]
 
 PROMPTS = ["$ {cmd}\n", "user@host:~$ {cmd}\n", "root@gpu-node-01:/# {cmd}\n", "(base) PS C:\\Users\\me> {cmd}\n", "% {cmd}\n", ""]
@@ -196,7 +219,7 @@ def _nonempty(value: Any) -> bool:
 def test_real_output_parses_the_same_with_capture_noise(case, fname, parser, prompt, trailer, blank_before):
     path = REAL / case / fname
     if not path.exists():
-        pytest.skip(f"{case}/{fname} not in tests/fixtures/real")
+        pytest.fail(f"{case}/{fname} is missing from tests/fixtures/real")
     text = path.read_text(encoding="utf-8", errors="replace")
     fn = PARSERS[parser]
     base = plain(fn(text))

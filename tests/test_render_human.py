@@ -81,3 +81,29 @@ def test_summary_line_in_chinese():
     buf = io.StringIO()
     render_report(gpu_report(), Console(file=buf, width=100, color_system=None), lang="zh")
     assert buf.getvalue().strip().splitlines()[-1] == "1 项警告，1 项正常"
+
+
+def test_fix_is_never_folded_and_detail_still_wraps():
+    r = gpu_report()
+    long_fix = "python -m pip install --index-url https://download.pytorch.org/whl/cu130 torch==2.13.0+cu130 torchvision torchaudio"
+    r.findings[1].fix = long_fix
+    r.findings[1].detail = "HW slowdown active on GPU 0 NVIDIA H200 " * 4
+    for width in (40, 60, 200):
+        out = screen(r, width=width)
+        assert f"    fix: {long_fix}" in out.splitlines(), out
+        detail = [ln for ln in out.splitlines() if "slowdown" in ln]
+        assert detail and max(len(ln) for ln in detail) <= width
+
+
+def test_non_terminal_screen_has_no_trailing_spaces():
+    out = screen(gpu_report(), width=60, verbose=True)
+    assert out.splitlines() and all(ln == ln.rstrip() for ln in out.splitlines())
+
+
+def test_screen_in_chinese_uses_the_locale_words():
+    buf = io.StringIO()
+    render_report(gpu_report(), Console(file=buf, width=100, color_system=None), lang="zh", verbose=True)
+    out = buf.getvalue()
+    for english in ("runtime", "driver", "fix:", "kernels", "result", "probes", "available"):
+        assert english not in out, english
+    assert "运行时" in out and "驱动" in out and "修复：" in out and "速率" in out

@@ -88,6 +88,7 @@ def test_parse_sections_ignores_noise():
     assert parse_sections("") == {}
 
 
+@pytest.mark.headline("torch")
 @pytest.mark.slow
 def test_real_torch_cpu(torch_python):
     out = run_probe(torch_python)

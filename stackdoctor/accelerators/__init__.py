@@ -64,7 +64,8 @@ class Accelerator:
 
     def device_lines(self, facts: Facts) -> list[str]:
         """Its devices as screen lines ("0: NVIDIA GeForce RTX 4090 (sm_89, 23 GiB)")."""
-        return [f"{g.index}: {g.name or 'unknown ' + self.vendor.upper() + ' GPU'}" for g in self.devices(facts)]
+        vendor = {"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel", "apple": "Apple"}.get(self.vendor, self.vendor)
+        return [f"{g.index}: {g.name or 'unknown ' + vendor + ' GPU'}" for g in self.devices(facts)]
 
     def driver_line(self, facts: Facts) -> str | None:
         """The driver layer's line on the screen, or None when this kind shows none."""

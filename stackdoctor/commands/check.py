@@ -48,10 +48,12 @@ class _delayed_spinner:  # noqa: N801 - used as a context manager
                 self._status.stop()
 
 
-def spinner(show: bool) -> Any:
+def spinner(show: bool, lang: str = "en") -> Any:
     """The progress context ``build_report`` shows while probing (only on a terminal)."""
     if show and sys.stderr.isatty():
-        return lambda: _delayed_spinner("probing the stack…")
+        from stackdoctor.catalog import ui
+
+        return lambda: _delayed_spinner(ui("probing", lang))
     return None
 
 
@@ -93,9 +95,24 @@ def register(app: typer.Typer) -> None:
         if list_checks:
             from stackdoctor import diagnose as dx
 
-            for code, sev, layer, title in dx.list_checks(dx.detect_lang(os.environ, lang)):
-                print(f"{code:<32} {sev:<5} {layer or '':<10} {title}")
+            from rich.cells import cell_len
+
+            from stackdoctor.catalog import ui
+
+            lg = dx.detect_lang(os.environ, lang)
+            for code, sev, layer, title in dx.list_checks(lg):
+                word = ui("sev_" + sev, lg)
+                print(f"{code:<32} {word}{' ' * max(1, 6 - cell_len(word))}{layer or '':<10} {title}")
             return ExitCode.OK
+        from stackdoctor.diagnose import check_patterns
+
+        only_codes, skip_codes = _split(only), _split(skip)
+        check_patterns(only_codes, "--only", pipeline.lang_of(Options(lang=lang)))
+        check_patterns(skip_codes, "--skip", pipeline.lang_of(Options(lang=lang)))
+        if python and not replay:
+            from stackdoctor.engine import validate_python
+
+            validate_python(python, run=False)  # a folder, a missing path, not executable: one sentence, exit 2, at once
         opts = Options(
             python=python,
             timeout_s=timeout,
@@ -107,17 +124,18 @@ def register(app: typer.Typer) -> None:
             matrix_files=matrix or [],
             config=config,
             lang=lang,
-            only=_split(only),
-            skip=_split(skip),
+            only=only_codes,
+            skip=skip_codes,
             strict=strict,
             worker_hook=os.environ.get("STACKDOCTOR_TEST_HOOK"),
+            check_python=True,  # not Python 3 (perl, Python 2): asked beside the probes
         )
-        report = pipeline.build_report(opts, progress=spinner(fmt == "human" and output is None))
-        emit(report, fmt, output, verbose=verbose, lang=pipeline.lang_of(opts))
+        report = pipeline.build_report(opts, progress=spinner(fmt == "human" and output is None, pipeline.lang_of(opts)))
+        emit(report, fmt, output, verbose=verbose, lang=pipeline.lang_of(opts), strict=strict)
         return pipeline.exit_code(report, strict)
 
 
-def emit(report: Report, fmt: str, output: str | None, *, verbose: bool = False, lang: str = "en") -> None:
+def emit(report: Report, fmt: str, output: str | None, *, verbose: bool = False, lang: str = "en", strict: bool = False) -> None:
     """Write the report in ``fmt`` to stdout or ``output`` (``--json`` keeps stdout pure JSON)."""
     from stackdoctor.output import write_output
 
@@ -126,4 +144,4 @@ def emit(report: Report, fmt: str, output: str | None, *, verbose: bool = False,
         from stackdoctor.console import make_console
 
         console = make_console()
-    write_output(report, fmt, output, console=console, verbose=verbose, redact_default=False, lang=lang)
+    write_output(report, fmt, output, console=console, verbose=verbose, redact_default=False, lang=lang, strict=strict)

@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
     def diff(
         a: Annotated[str, typer.Argument(help="First report.json (e.g. the machine where it works).", metavar="A.json")],
         b: Annotated[str, typer.Argument(help="Second report.json (e.g. the CI runner).", metavar="B.json")],
-        json_: Annotated[bool, typer.Option("--json", help='Print {"schema": "stackdoctor.diff/1", ...} instead of a table.')] = False,
+        json_: Annotated[bool, typer.Option("--json", help='Print {"schema": "stackdoctor.diff/2", ...} instead of a table.')] = False,
     ) -> int:
         """Show what differs between two reports: driver, torch build, libraries, GPUs, findings."""
         from stackdoctor.diff import DIFF_SCHEMA, diff_reports

@@ -54,6 +54,11 @@ def register(app: typer.Typer) -> None:
             return ExitCode.OK
         key = code.strip().lower()
         if catalog.info(key) is None:
+            from stackdoctor.diagnose import closest_code
+
+            close = closest_code(key)
+            if close:
+                raise UsageError(catalog.ui("unknown_code_close", lg, code=code, close=close))
             raise UsageError(catalog.ui("unknown_code", lg, code=code))
         sys.stdout.write(format_code(key, lg))
         return ExitCode.OK

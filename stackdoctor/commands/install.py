@@ -1,13 +1,20 @@
-"""``stackdoctor install``: facts -> resolve -> confirm the wheels on the index -> show -> install -> verify.
+"""``stackdoctor install``: facts -> resolve -> locate the wheels on the user's sources -> show -> install -> verify.
 
-Exit codes: 0 done (or a dry run), 1 the request cannot be met (``plan.variant`` is None) or
-the install failed / was undone, 2 usage or index errors, 130 interrupted.
+The sources are the installer's own configuration (pip.conf / ``PIP_*``, uv.toml / ``[tool.uv]`` /
+``UV_*``: :mod:`stackdoctor.sources`), ``--find-links`` and the PyTorch variant index or a ``--mirror``
+(:mod:`stackdoctor.mirrors`); :mod:`stackdoctor.availability` asks them and says what the installer is
+handed (never a source that did not answer). conda targets get both routes (:mod:`stackdoctor.conda`).
+
+Exit codes: 0 done (or a dry run, or already satisfied), 1 the request cannot be met (``plan.variant`` is
+None) or the install failed / was undone, 2 usage or index errors, 130 interrupted. ``--json`` always
+prints one ``stackdoctor.plan/1`` document, with ``error`` set when the command stopped.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -16,15 +23,20 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 
 from stackdoctor import pipeline
-from stackdoctor.errors import ExitCode, UsageError
+from stackdoctor.errors import ExitCode, IndexError_, StackdoctorError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from stackdoctor.availability import Sourcing
     from stackdoctor.facts import Facts
     from stackdoctor.matrix import Matrix
     from stackdoctor.plan import Plan, Request
+    from stackdoctor.sources import InstallerConfig
 
 KNOWN_PACKAGES = ("torch", "torchvision", "torchaudio")
 PROBES = ["target", "platform", "nvidia", "rocm", "apple", "intel", "jetson"]
+INSTALLERS = ("pip", "uv", "conda", "mamba", "micromamba", "pixi")
+EMITS = ("requirements", "uv", "environment.yml")
+_DRIVER_RE = re.compile(r"^\d{2,4}(\.\d{1,3}){0,3}$")
 
 
 @dataclass
@@ -38,8 +50,10 @@ class InstallOptions:
     json_out: bool = False
     yes: bool = False
     offline: bool = False
+    no_index: bool = False
     index_base: str | None = None
-    find_links: str | None = None
+    find_links: list[str] = field(default_factory=list)
+    mirror: str | None = None
     matrix: list[str] = field(default_factory=list)
     emit: str | None = None
     python_version: str | None = None
@@ -54,7 +68,12 @@ class InstallOptions:
 
     @property
     def what_if(self) -> bool:
-        return bool(self.python_version or self.platform or self.replay)
+        """A plan for another machine (``--driver``/``--gpu``/``--gfx`` too): never carried out here."""
+        return bool(self.python_version or self.platform or self.replay or self.driver or self.gpus or self.gfx)
+
+    @property
+    def conda_installer(self) -> bool:
+        return self.installer in ("conda", "mamba", "micromamba", "pixi")
 
 
 def register(app: typer.Typer) -> None:
@@ -64,21 +83,23 @@ def register(app: typer.Typer) -> None:
         torch: Annotated[Optional[str], typer.Option("--torch", help="torch version or specifier: 2.13.0, '>=2.6,<2.12'.")] = None,
         variant: Annotated[str, typer.Option("--variant", help="auto, cpu, cu126, cu130, rocm7.2, xpu, ...")] = "auto",
         python: Annotated[Optional[str], typer.Option("--python", help="Interpreter to install into (default: active venv/conda env, else this one).")] = None,
-        installer: Annotated[str, typer.Option("--installer", help="pip or uv.")] = "pip",
+        installer: Annotated[str, typer.Option("--installer", help="pip, uv, or for conda envs conda, mamba, micromamba, pixi.")] = "pip",
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the plan and the command; change nothing.")] = False,
         json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON (stackdoctor.plan/1) on stdout.")] = False,
         yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before changing the environment.")] = False,
-        offline: Annotated[bool, typer.Option("--offline", help="Resolve from the compatibility matrix alone; skip the index check.")] = False,
-        index_base: Annotated[Optional[str], typer.Option("--index-base", help="Mirror of download.pytorch.org/whl (or STACKDOCTOR_INDEX_BASE).")] = None,
-        find_links: Annotated[Optional[str], typer.Option("--find-links", help="Install from the wheels in this directory (air-gapped).")] = None,
+        offline: Annotated[bool, typer.Option("--offline", help="No network: only local folders and file:// indexes serve the install.")] = False,
+        no_index: Annotated[bool, typer.Option("--no-index", help="Use no package index, only find-links folders and pages (as pip's --no-index).")] = False,
+        index_base: Annotated[Optional[str], typer.Option("--index-base", help="Base of the PyTorch index, download.pytorch.org/whl (or STACKDOCTOR_INDEX_BASE).")] = None,
+        find_links: Annotated[Optional[list[str]], typer.Option("--find-links", help="Also take wheels from this folder or page (repeatable), as pip's --find-links.")] = None,
+        mirror: Annotated[Optional[str], typer.Option("--mirror", help="A mirror of the PyTorch index: a name (aliyun, nju, sjtu) or a URL (or STACKDOCTOR_MIRROR).")] = None,
         matrix: Annotated[Optional[list[str]], typer.Option("--matrix", help="Compatibility matrix YAML layered over the embedded one.")] = None,
-        emit: Annotated[Optional[str], typer.Option("--emit", help="Print pins for your project: requirements or uv.")] = None,
+        emit: Annotated[Optional[str], typer.Option("--emit", help="Print for your project: requirements, uv (pyproject.toml) or environment.yml (conda).")] = None,
         python_version: Annotated[Optional[str], typer.Option("--python-version", help="What-if: resolve for this Python (3.12, 3.13t). Implies --dry-run.")] = None,
         platform: Annotated[Optional[str], typer.Option("--platform", help="What-if: wheel platform tag (manylinux_2_28_x86_64, win_amd64, macosx_14_0_arm64). Implies --dry-run.")] = None,
         replay: Annotated[Optional[str], typer.Option("--replay", help="Resolve for the machine a report describes. Implies --dry-run.")] = None,
-        driver: Annotated[Optional[str], typer.Option("--driver", help="What-if NVIDIA driver version.")] = None,
-        gpu: Annotated[Optional[list[str]], typer.Option("--gpu", help="What-if GPU: a name or sm_XY (repeatable).")] = None,
-        gfx: Annotated[Optional[list[str]], typer.Option("--gfx", help="What-if AMD GPU arch gfxNNNN (repeatable).")] = None,
+        driver: Annotated[Optional[str], typer.Option("--driver", help="What-if NVIDIA driver version. Implies --dry-run.")] = None,
+        gpu: Annotated[Optional[list[str]], typer.Option("--gpu", help="What-if GPU: a name or sm_XY (repeatable). Implies --dry-run.")] = None,
+        gfx: Annotated[Optional[list[str]], typer.Option("--gfx", help="What-if AMD GPU arch gfxNNNN (repeatable). Implies --dry-run.")] = None,
         remove_leftovers: Annotated[bool, typer.Option("--remove-leftovers", help="Uninstall the previous variant's runtime packages.")] = False,
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds the install may take.")] = 3600.0,
         index_timeout: Annotated[float, typer.Option("--index-timeout", help="Seconds for each index page.")] = 20.0,
@@ -94,8 +115,10 @@ def register(app: typer.Typer) -> None:
             json_out=json_out,
             yes=yes,
             offline=offline,
+            no_index=no_index,
             index_base=index_base,
-            find_links=find_links,
+            find_links=list(find_links or []),
+            mirror=mirror,
             matrix=list(matrix or []),
             emit=emit,
             python_version=python_version,
@@ -115,10 +138,11 @@ def register(app: typer.Typer) -> None:
 
 
 def check_options(opts: InstallOptions) -> None:
-    if opts.installer not in ("pip", "uv"):
-        raise UsageError(f"--installer must be pip or uv, not {opts.installer!r}.")
-    if opts.emit is not None and opts.emit not in ("requirements", "uv"):
-        raise UsageError(f"--emit must be requirements or uv, not {opts.emit!r}.")
+    """Input errors that need no facts: one sentence each, exit 2."""
+    if opts.installer not in INSTALLERS:
+        raise UsageError(f"--installer must be one of {', '.join(INSTALLERS)}, not {opts.installer!r}.")
+    if opts.emit is not None and opts.emit not in EMITS:
+        raise UsageError(f"--emit must be requirements, uv or environment.yml, not {opts.emit!r}.")
     if opts.emit and opts.json_out:
         raise UsageError("--emit and --json both print on stdout; choose one.")
     if opts.timeout_s <= 0 or opts.index_timeout_s <= 0:
@@ -128,8 +152,34 @@ def check_options(opts: InstallOptions) -> None:
         raise UsageError(
             f"stackdoctor install handles torch, torchvision and torchaudio, not {', '.join(unknown)}; install other packages with pip afterwards."
         )
-    if opts.find_links and opts.offline:
-        pass  # the directory check is local; --offline only skips the network
+    if opts.driver is not None and not _DRIVER_RE.match(opts.driver.strip()):
+        raise UsageError(f"--driver {opts.driver} is not an NVIDIA driver version (expected like 550.54.14 or 580).")
+    if opts.mirror and opts.index_base:
+        raise UsageError("--mirror and --index-base both name the PyTorch index; give one.")
+
+
+def check_request(opts: InstallOptions, facts: Facts, matrix: Matrix) -> None:
+    """Input errors that need the facts or the matrix."""
+    if opts.variant != "auto" and not opts.variant.startswith("jetson-"):
+        known = published_variants(matrix)
+        if opts.variant not in known:
+            raise UsageError(f"no torch release publishes {opts.variant} (known variants: {', '.join(known)}).")
+    if opts.gpus and not opts.driver and not facts.nvidia.driver_version and (opts.variant == "auto" or opts.variant.startswith("cu")):
+        raise UsageError(f"--gpu {opts.gpus[0]}: this machine has no NVIDIA driver to assume; add --driver VERSION to plan a CUDA build.")
+
+
+def published_variants(matrix: Matrix) -> list[str]:
+    """Every variant some release in the matrix publishes: cpu, cuXYZ (newest first), rocm, xpu."""
+    from stackdoctor.matrix import variant_kind
+
+    names = {v.name for r in matrix.releases for v in r.variants}
+
+    def key(n: str) -> tuple[int, tuple[int, ...]]:
+        kind = variant_kind(n)
+        order = {"cpu": 0, "cuda": 1, "rocm": 2, "xpu": 3}.get(kind[0] if kind else "", 4)
+        return (order, tuple(-int(x) for x in re.findall(r"\d+", n)))
+
+    return sorted(names, key=key)
 
 
 def pipeline_options(opts: InstallOptions) -> pipeline.Options:
@@ -142,6 +192,10 @@ def pipeline_options(opts: InstallOptions) -> pipeline.Options:
 
 def gather_facts(opts: InstallOptions) -> tuple[Facts, str, Matrix]:
     """(reconciled facts, target interpreter path, matrix): probed here, or from ``--replay``."""
+    if opts.python and not opts.replay:
+        from stackdoctor.engine import validate_python
+
+        validate_python(opts.python)  # a folder, a missing path, not Python 3: one sentence, exit 2 (as check, kernels, report)
     popts = pipeline_options(opts)
     matrix = pipeline.load_matrix(popts)
     report = pipeline.gather(popts)
@@ -168,12 +222,12 @@ def wanted_packages(opts: InstallOptions, facts: Facts) -> list[str]:
     return [p for p in KNOWN_PACKAGES if p == "torch" or p in named or (p in have and not opts.what_if)]
 
 
-def make_request(opts: InstallOptions, facts: Facts, matrix: Matrix | None = None) -> Request:
+def make_request(opts: InstallOptions, facts: Facts, matrix: Matrix | None = None, torch: str | None = None) -> Request:
     from stackdoctor.index import index_base
     from stackdoctor.plan import Request
 
     return Request(
-        torch=opts.torch,
+        torch=torch or opts.torch,
         variant=opts.variant,
         packages=wanted_packages(opts, facts),
         python_version=opts.python_version,
@@ -182,7 +236,7 @@ def make_request(opts: InstallOptions, facts: Facts, matrix: Matrix | None = Non
         gpus=list(opts.gpus),
         gfx=list(opts.gfx),
         index_base=index_base(opts.index_base, os.environ, matrix),
-        installer=opts.installer,
+        installer=opts.installer if opts.installer in ("pip", "uv") else "pip",
     )
 
 
@@ -199,39 +253,154 @@ def accelerator_seen(facts: Facts, variant: str | None) -> str | None:
     return None
 
 
-def resolve_plan(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix) -> tuple[Plan, Request]:
+def resolve_plan(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix, torch: str | None = None) -> tuple[Plan, Request]:
     from stackdoctor.install import install_command, predict_leftovers
     from stackdoctor.resolve import resolve
 
-    request = make_request(opts, facts, matrix)
+    request = make_request(opts, facts, matrix, torch)
     plan = resolve(facts, matrix, request)
     if plan.satisfiable:
-        plan.command = install_command(plan, python, opts.installer, find_links=opts.find_links, uv=facts.python.uv_path or "uv")
+        plan.command = install_command(plan, python, request.installer, uv=facts.python.uv_path or "uv")
         if not plan.leftovers:
             plan.leftovers = predict_leftovers(facts.torch.distributions, plan.variant)
     return plan, request
 
 
-def check_index(opts: InstallOptions, plan: Plan, facts: Facts, request: Request) -> list[Any]:
-    from stackdoctor.index import python_version_of, target_tags, verify_plan
+def describe_machine(opts: InstallOptions, facts: Facts) -> str:
+    """The hypothetical machine a what-if plan is for, in a few words."""
+    parts: list[str] = []
+    if opts.replay:
+        parts.append(f"the machine in {opts.replay}")
+    if opts.driver:
+        parts.append(f"NVIDIA driver {opts.driver}")
+    if opts.gpus:
+        parts.append(f"GPU {', '.join(opts.gpus)}")
+    if opts.gfx:
+        parts.append(f"AMD {', '.join(opts.gfx)}")
+    if opts.python_version:
+        parts.append(f"Python {opts.python_version}")
+    if opts.platform:
+        parts.append(opts.platform)
+    kept = []
+    if not opts.replay:
+        if not opts.python_version and facts.python.version:
+            kept.append(f"Python {'.'.join(facts.python.version.split('.')[:2])}")
+        if not opts.platform and facts.python.platform_tag:
+            kept.append(facts.python.platform_tag)
+    return ", ".join(parts) + (f" (otherwise this machine: {', '.join(kept)})" if kept else "")
 
+
+def target_tags(facts: Facts, request: Request) -> list[str]:
+    from stackdoctor.index import target_tags as _tags
+
+    return _tags(facts, request)
+
+
+def installed_matches(plan: Plan, facts: Facts) -> bool:
+    """The target already has exactly the planned torch build and companions (read from their metadata)."""
+    from packaging.version import InvalidVersion, Version
+
+    have = {k.lower(): v for k, v in facts.torch.distributions.items()}
+    if facts.torch.version:
+        have.setdefault("torch", facts.torch.version)
+    if facts.torch.torchvision_version:
+        have.setdefault("torchvision", facts.torch.torchvision_version)
+    if facts.torch.torchaudio_version:
+        have.setdefault("torchaudio", facts.torch.torchaudio_version)
+    if not plan.packages:
+        return False
+    for p in plan.packages:
+        got = have.get(p.name)
+        if not got:
+            return False
+        want = p.requirement.split("==", 1)[1]
+        try:
+            if Version(got) != Version(want):
+                return False
+        except InvalidVersion:
+            return False
+    return True
+
+
+def installer_config(opts: InstallOptions, facts: Facts) -> InstallerConfig:
+    from stackdoctor.sources import read_config
+
+    return read_config(opts.installer if opts.installer == "uv" else "pip", os.environ, prefix=facts.python.env_prefix, cwd=os.getcwd())
+
+
+def fit_words(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix) -> Any:
+    """``fit(version, variant)``: whether that build would run on this machine, in a few words."""
+
+    def fit(version: str, variant: str) -> str:
+        from dataclasses import replace
+
+        from packaging.version import InvalidVersion, Version
+
+        if matrix.release(version) is None:
+            try:
+                v = Version(version)
+                version = f"{v.major}.{v.minor}"  # a patch the matrix lacks: judge by its minor's row
+            except InvalidVersion:
+                pass
+
+        auto, _ = resolve_plan(opts, facts, python, matrix, torch=version)
+        if auto.variant == variant:
+            return "it fits this machine"
+        forced, _ = resolve_plan(replace(opts, variant=variant), facts, python, matrix, torch=version)
+        if not forced.satisfiable:
+            why = forced.rejected[0].reason if forced.rejected else (forced.reasons[-1] if forced.reasons else "")
+            return f"it does not run on this machine ({why})"
+        if variant.startswith("cu") and not facts.nvidia.gpus:
+            return f"it installs and runs here, but on the CPU only: no NVIDIA GPU here (the plan is {auto.variant})"
+        return f"it would run here, but this machine's build is {auto.variant}"
+
+    return fit
+
+
+def check_sources(
+    opts: InstallOptions, plan: Plan, facts: Facts, python: str, matrix: Matrix, request: Request, cfg: InstallerConfig, *, hypothetical: bool
+) -> Sourcing:
+    from stackdoctor.availability import check, read_constraints
+    from stackdoctor.index import IndexClient, python_version_of
+    from stackdoctor.mirrors import mirror_option, resolve_mirror
+
+    value, origin = mirror_option(opts.mirror, os.environ)
+    mirror = resolve_mirror(value, matrix, origin=origin) if value else None
     tags = target_tags(facts, request)
     if not tags:
         plan.warnings.append("the target's wheel tags are unknown, so the index check only confirmed that the versions exist.")
-    return verify_plan(
-        plan,
-        tags,
-        python_version=python_version_of(facts, request),
-        find_links=opts.find_links,
-        env=os.environ,
-        timeout_s=opts.index_timeout_s,
-    )
+    platform_tag = request.platform or facts.python.platform_tag
+    offline = opts.offline
+    client = None if offline else IndexClient(os.environ, timeout_s=opts.index_timeout_s)
+    try:
+        return check(
+            plan,
+            cfg=cfg,
+            matrix=matrix,
+            tags=tags,
+            python_version=python_version_of(facts, request),
+            platform_tag=platform_tag,
+            find_links=opts.find_links,
+            mirror=mirror,
+            offline=offline,
+            no_index=opts.no_index,
+            pinned=bool(opts.torch) or hypothetical,
+            client=client,
+            constraints=read_constraints(cfg.constraints) if not hypothetical else [],
+            reresolve=lambda v: resolve_plan(opts, facts, python, matrix, torch=v)[0],
+            fit=None if hypothetical else fit_words(opts, facts, python, matrix),
+            use_configured=not hypothetical,
+            prefer_added=bool(opts.index_base or opts.mirror),  # named on the command line: preferred, and its failure is final
+        )
+    finally:
+        if client is not None:
+            client.close()
 
 
 # ---------------------------------------------------------------------------- rendering
 
 
-def render_plan(plan: Plan, python: str, *, stderr: bool, matches: list[Any] | None = None) -> None:
+def render_plan(plan: Plan, python: str, *, stderr: bool, hypothetical: bool = False) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -241,18 +410,19 @@ def render_plan(plan: Plan, python: str, *, stderr: bool, matches: list[Any] | N
     if not plan.satisfiable:
         con.print(Text("No torch build fits this request.", style="bold red"))
     else:
-        con.print(Text(f"Plan for {python}: torch {plan.torch_version} ({plan.variant})", style="bold"))
+        where = f"a hypothetical machine: {plan.machine}" if hypothetical else python
+        con.print(Text(f"Plan for {where}: torch {plan.torch_version} ({plan.variant})", style="bold"))
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         table.add_column("package")
         table.add_column("version")
-        table.add_column("index", overflow="fold")
-        if matches:
+        table.add_column("source", overflow="fold")
+        checked = any(p.wheel for p in plan.packages)
+        if checked:
             table.add_column("wheel", overflow="fold")
-        found = {m.package: m for m in matches or []}
         for p in plan.packages:
-            row = [Text(p.name), Text(p.requirement.split("==", 1)[1]), Text(p.index_url or "PyPI")]
-            if matches:
-                row.append(Text(found[p.name].filename if p.name in found else "-"))
+            row = [Text(p.name), Text(p.requirement.split("==", 1)[1]), Text(p.source or p.index_url or "PyPI")]
+            if checked:
+                row.append(Text(p.wheel or "-"))
             table.add_row(*row)
         con.print(table)
     for title, items, style in (
@@ -269,11 +439,33 @@ def render_plan(plan: Plan, python: str, *, stderr: bool, matches: list[Any] | N
         con.print(Text("set before running torch:", style="bold"))
         for k, v in plan.env.items():
             con.print(Text(f"  export {k}={shlex.quote(v)}"))
-    if plan.leftovers:
+    if plan.leftovers and not hypothetical:
         con.print(Text(f"left behind by the previous variant (remove with --remove-leftovers): {', '.join(plan.leftovers)}", style="yellow"))
+    for route in plan.routes:
+        mark = " (recommended)" if route.recommended else ""
+        con.print(Text(f"route {route.name}{mark}: {route.title}", style="bold"))
+        for line in route.reasons:
+            con.print(Text(f"  + {line}"))
+        for line in route.cautions:
+            con.print(Text(f"  ! {line}", style="yellow"))
+        if route.command:
+            con.print(Text("    " + format_command(route.command, dict(route.env))))
     if plan.command:
-        con.print(Text("command:", style="bold"))
-        con.print(Text("  " + shlex.join(plan.command)))
+        label = "command (on that machine; not run here):" if hypothetical else "command:"
+        if plan.routes and not hypothetical:
+            label = "command (route pip-wheels, what --yes runs; --installer conda runs the conda-forge one):"
+        con.print(Text(label, style="bold"))
+        con.print(Text("  " + format_command(plan.command, plan.command_env)))
+
+
+def format_command(argv: list[str], env: dict[str, str | None] | None = None) -> str:
+    """``VAR=value ... argv`` as a shell would take it (``env -u VAR`` for an unset one)."""
+    pre: list[str] = []
+    unset = [k for k, v in (env or {}).items() if v is None]
+    if unset:
+        pre += ["env"] + [x for k in unset for x in ("-u", k)]
+    pre += [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items() if v is not None]
+    return " ".join(pre + [shlex.join(argv)])
 
 
 def say(text: str, style: str = "") -> None:
@@ -287,32 +479,251 @@ def say(text: str, style: str = "") -> None:
 # ---------------------------------------------------------------------------- the command
 
 
+@dataclass
+class _State:
+    plan: Plan | None = None
+
+
 def run(opts: InstallOptions) -> int:
+    state = _State()
+    try:
+        return _run(opts, state)
+    except StackdoctorError as exc:
+        if opts.json_out:
+            _print_json(state.plan, exc)
+        raise
+
+
+def _print_json(plan: Plan | None, exc: StackdoctorError | None = None) -> None:
+    from stackdoctor.errors import MatrixError
+    from stackdoctor.plan import Plan, PlanError
+
+    if plan is None:
+        plan = Plan(torch_version=None, variant=None, index_url=None)
+    if exc is not None:
+        kind = "matrix" if isinstance(exc, MatrixError) else "usage" if isinstance(exc, UsageError) else "index" if isinstance(exc, IndexError_) else "unmet"
+        plan.error = PlanError(kind, str(exc), int(exc.exit_code))
+    try:
+        sys.stdout.write(json.dumps(plan.to_data(), indent=2) + "\n")
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _run(opts: InstallOptions, state: _State) -> int:
     check_options(opts)
     facts, python, matrix = gather_facts(opts)
+    check_request(opts, facts, matrix)
+    hypothetical = opts.what_if
     plan, request = resolve_plan(opts, facts, python, matrix)
+    state.plan = plan
+    if hypothetical:
+        plan.machine = describe_machine(opts, facts)
+        plan.command = generic_command(plan, request)
     quiet_stdout = opts.json_out or opts.emit is not None
-    render_plan(plan, python, stderr=quiet_stdout)
-    matches: list[Any] = []
-    if plan.satisfiable and not (opts.offline and not opts.find_links):
-        matches = check_index(opts, plan, facts, request)  # raises IndexError_ (exit 2): nothing changed
-        where = opts.find_links or plan.index_url
-        say(f"index check: {len(matches)} wheel(s) found for this target on {where}.", "green")
-    elif plan.satisfiable:
-        say("--offline: the wheels were not checked on the index.", "dim")
-    if opts.json_out:
-        sys.stdout.write(json.dumps(plan.to_data(), indent=2) + "\n")
     if not plan.satisfiable:
+        render_plan(plan, python, stderr=quiet_stdout, hypothetical=hypothetical)
+        if opts.json_out:
+            _print_json(plan)
         return ExitCode.FAILED
-    if opts.emit:
-        from stackdoctor.install import emit_requirements, emit_uv
+    from stackdoctor.conda import is_conda_target
 
-        sys.stdout.write(emit_requirements(plan, find_links=opts.find_links) if opts.emit == "requirements" else emit_uv(plan))
-        return ExitCode.OK
-    if opts.dry_run or opts.what_if:
-        why = "" if opts.dry_run else " (--python-version, --platform and --replay only plan)"
+    conda = is_conda_target(facts) or opts.conda_installer or opts.emit == "environment.yml"
+    # already satisfied: the target has exactly this plan (checked before any network access)
+    if not hypothetical and not opts.conda_installer and installed_matches(plan, facts):
+        return _satisfied(opts, plan, python)
+    cfg = installer_config(opts, facts)
+    sourcing: Sourcing | None = None
+    try:
+        if not opts.conda_installer:  # conda, mamba, micromamba and pixi install from conda-forge, not from wheel sources
+            sourcing = check_sources(opts, plan, facts, python, matrix, request, cfg, hypothetical=hypothetical)
+    except IndexError_ as exc:
+        unchecked = getattr(exc, "reason", "") == "unchecked"
+        if not (unchecked and (hypothetical or ((opts.dry_run or opts.emit) and opts.offline))):
+            if not hypothetical:
+                plan.command = []  # no command that cannot reach its wheels
+            render_plan(plan, python, stderr=quiet_stdout, hypothetical=hypothetical)
+            raise
+        plan.warnings.append(f"the wheels were not checked: {exc}")
+    if sourcing is not None:
+        plan = sourcing.plan
+        state.plan = plan
+        if hypothetical:
+            plan.machine = describe_machine(opts, facts)
+            plan.command = generic_command(plan, request)
+        else:
+            _apply_delivery(plan, sourcing, python, request.installer, facts)
+        plan.warnings.extend(n for n in sourcing.notes if n not in plan.warnings)
+        if not hypothetical and not opts.conda_installer and installed_matches(plan, facts):
+            return _satisfied(opts, plan, python)
+    if conda:
+        _add_routes(opts, plan, facts, matrix, request, hypothetical)
+    render_plan(plan, python, stderr=quiet_stdout, hypothetical=hypothetical)
+    if sourcing is not None:
+        found = [m for m in sourcing.matches]
+        where = sorted({m.source for m in found})
+        say(f"index check: {len(found)} wheel(s) found for this target on {', '.join(where)}.", "green")
+        if sourcing.needs_dependency_check and not hypothetical:
+            _check_dependencies(sourcing, facts, request, python)
+    if opts.json_out:
+        _print_json(plan)
+    if opts.emit:
+        return _emit(opts, plan, facts, request)
+    if opts.conda_installer:
+        if opts.installer != "pixi" and not hypothetical and not is_conda_target(facts):
+            raise UsageError(
+                f"--installer {opts.installer}: {python} is not in a conda environment (no conda-meta in {facts.python.env_prefix or 'its prefix'}); "
+                "use --installer pip or uv, or point --python at a conda env."
+            )
+        return _conda_install(opts, plan, hypothetical)
+    if opts.dry_run or hypothetical:
+        why = "" if opts.dry_run else " (--python-version, --platform, --replay, --driver, --gpu and --gfx only plan)"
         say(f"dry run{why}: nothing was changed.")
         return ExitCode.OK
+    if sourcing is None:
+        raise IndexError_("the wheels could not be checked on any source, so nothing was installed; drop --offline or add --find-links DIR.")
+    return _install(opts, plan, facts, python, request, sourcing)
+
+
+def generic_command(plan: Plan, request: Request) -> list[str]:
+    """The install command for another machine: its own python, the PyTorch index, none of this machine's paths."""
+    from stackdoctor.install import install_command
+
+    return install_command(plan, "python3", request.installer, uv="uv")
+
+
+def _apply_delivery(plan: Plan, sourcing: Sourcing, python: str, installer: str, facts: Facts) -> None:
+    from stackdoctor.install import install_command
+
+    plan.command = install_command(plan, python, installer, uv=facts.python.uv_path or "uv", source_args=sourcing.delivery.args)
+    plan.command_env = dict(sourcing.delivery.env)
+
+
+def _satisfied(opts: InstallOptions, plan: Plan, python: str) -> int:
+    plan.satisfied = True
+    plan.command = []
+    plan.command_env = {}
+    reqs = ", ".join(p.requirement.replace("==", " ") for p in plan.packages)
+    say(f"already satisfied: {python} has {reqs}, the planned build; nothing was changed.", "green")
+    if opts.json_out:
+        _print_json(plan)
+    elif opts.emit:
+        return _emit_only(opts, plan)
+    return ExitCode.OK
+
+
+def _emit_only(opts: InstallOptions, plan: Plan) -> int:
+    from stackdoctor.install import emit_requirements, emit_uv
+
+    if opts.emit == "requirements":
+        sys.stdout.write(emit_requirements(plan))
+    elif opts.emit == "uv":
+        sys.stdout.write(emit_uv(plan))
+    return ExitCode.OK
+
+
+def _check_dependencies(sourcing: Sourcing, facts: Facts, request: Request, python: str) -> None:
+    from stackdoctor.availability import marker_environment, missing_dependencies
+    from stackdoctor.index import python_version_of
+    from stackdoctor.install import snapshot
+    from stackdoctor.system import System
+
+    local = [p for p in sourcing.probes if p.answered and p.source.local and any(s is p.source for s in sourcing.delivery.used)]
+    tags = target_tags(facts, request)
+    env = marker_environment(python_version_of(facts, request), request.platform or facts.python.platform_tag, facts.python.implementation)
+    pyv = python_version_of(facts, request)
+    missing = missing_dependencies(sourcing.roots, local, {}, tags, python_version=pyv, environment=env)
+    if missing:  # what the target already has may cover them: ask it only now
+        snap = snapshot(System.from_env(), python)
+        installed = dict(snap.versions) if snap.ok else {}
+        missing = missing_dependencies(sourcing.roots, local, installed, tags, python_version=pyv, environment=env)
+    if missing:
+        where = ", ".join(p.source.url for p in local) or "the local sources"
+        raise IndexError_(
+            f"{', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''} (needed by {sourcing.plan.packages[0].requirement}) "
+            f"{'is' if len(missing) == 1 else 'are'} in none of {where}, and no index can serve {'it' if len(missing) == 1 else 'them'}"
+            " (--offline, --no-index, or every index unreachable); add the wheels to the folder, or allow an index."
+        )
+
+
+def _add_routes(opts: InstallOptions, plan: Plan, facts: Facts, matrix: Matrix, request: Request, hypothetical: bool) -> None:
+    from stackdoctor.conda import routes
+
+    plan.routes = routes(
+        plan,
+        facts,
+        matrix,
+        pip_command=plan.command,
+        installer=opts.installer,
+        platform_tag=request.platform or facts.python.platform_tag,
+        driver=request.driver or facts.nvidia.driver_version,
+        packages=request.packages,
+        hypothetical=hypothetical,
+    )
+
+
+def _emit(opts: InstallOptions, plan: Plan, facts: Facts, request: Request) -> int:
+    from stackdoctor.conda import environment_yml, index_args
+    from stackdoctor.install import emit_requirements, emit_uv
+
+    if opts.emit == "requirements":
+        sys.stdout.write(emit_requirements(plan, find_links=opts.find_links[0] if opts.find_links else None))
+    elif opts.emit == "uv":
+        sys.stdout.write(emit_uv(plan))
+    else:
+        route = next((r for r in plan.routes if r.name == "conda-forge" and (r.recommended or opts.conda_installer)), None)
+        route = route or next((r for r in plan.routes if r.recommended), None) or (plan.routes[0] if plan.routes else None)
+        if route is None:
+            raise UsageError("--emit environment.yml: no route was planned for this target.")
+        py = request.python_version or (".".join(facts.python.version.split(".")[:2]) if facts.python.version else None)
+        name = os.path.basename(facts.python.env_prefix.rstrip("/")) if (facts.python.env_prefix and facts.python.env_kind == "conda") else None
+        pip_args = index_args(plan.command)
+        if not pip_args and plan.index_url and plan.variant and not (plan.index_url or "").startswith("https://pypi.org"):
+            pip_args = ["--extra-index-url", plan.index_url]
+        sys.stdout.write(environment_yml(route, name=name, python=py.rstrip("t") if py else None, pip_reqs=[p.requirement for p in plan.packages], pip_args=pip_args))
+    return ExitCode.OK
+
+
+def _conda_install(opts: InstallOptions, plan: Plan, hypothetical: bool) -> int:
+    from stackdoctor.conda import require_tool
+
+    route = next((r for r in plan.routes if r.name == "conda-forge"), None)
+    if route is None:
+        raise UsageError(f"--installer {opts.installer}: conda-forge has no pytorch build for this target; use --installer pip.")
+    if opts.dry_run or hypothetical:
+        say(f"dry run: run this with {opts.installer}:", "bold")
+        say("  " + format_command(route.command, dict(route.env)))
+        return ExitCode.OK
+    require_tool(opts.installer, route.command, os.environ)
+    if not opts.yes:
+        if not sys.stdin.isatty():
+            raise UsageError(
+                f"not changing the environment: there is no terminal to confirm on; re-run with --yes to run {opts.installer}, or --dry-run to only see the command."
+            )
+        if not typer.confirm(f"Run {format_command(route.command, dict(route.env))}?", default=False, err=True):
+            say("nothing was changed.")
+            return ExitCode.OK
+    from stackdoctor.system import System
+
+    res = System.from_env().run_streaming(route.command, timeout=opts.timeout_s, env=dict(route.env) or None, on_stdout=_write_err, on_stderr=_write_err)
+    if res.ok:
+        say(f"done: {opts.installer} installed {' '.join(route.specs)}.", "bold green")
+        return ExitCode.OK
+    from stackdoctor.install import failure_line
+
+    say(f"stackdoctor: {opts.installer} failed ({failure_line(res)}).", "bold red")
+    return 130 if res.status == "interrupted" else ExitCode.FAILED
+
+
+def _write_err(text: str) -> None:
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _install(opts: InstallOptions, plan: Plan, facts: Facts, python: str, request: Request, sourcing: Sourcing) -> int:
     if not opts.yes:
         if not sys.stdin.isatty():
             raise UsageError(
@@ -328,14 +739,15 @@ def run(opts: InstallOptions) -> int:
         plan,
         system=System.from_env(),
         python=python,
-        installer=opts.installer,
+        installer=request.installer,
         index_base=request.index_base,
-        find_links=opts.find_links,
         timeout_s=opts.timeout_s,
         remove_leftovers=opts.remove_leftovers,
         accelerator=accelerator_seen(facts, plan.variant),
         say=lambda line: say(line, "yellow"),
         uv=facts.python.uv_path or "uv",
+        source_args=sourcing.delivery.args,
+        env=sourcing.delivery.env or None,
     )
     say(("done: " if result.ok else "stackdoctor: ") + result.message, "bold green" if result.ok else "bold red")
     for note in result.notes:

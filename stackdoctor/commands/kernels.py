@@ -58,14 +58,21 @@ def register(app: typer.Typer) -> None:
         min_busbw: Annotated[Optional[str], typer.Option("--min-busbw", help="Fail below this busbw: 20, 20GB/s or 160Gb/s.")] = None,
         over: Annotated[Optional[str], typer.Option("--over", help="thunderbolt: bind allreduce to the Thunderbolt interface.")] = None,
         fleet: Annotated[bool, typer.Option("--fleet/--no-fleet", help="Across hosts: probe every node and print one table of differences on rank 0.")] = True,
+        lang: Annotated[Optional[str], typer.Option("--lang", help="en | zh (default from LC_ALL / LC_MESSAGES / LANG).")] = None,
     ) -> int:
         """Run real kernels and collectives in the target interpreter and check their numbers."""
-        from stackdoctor.engine import select_target
+        from stackdoctor.engine import select_target, validate_python
         from stackdoctor.facts import KernelFacts
         from stackdoctor.kernels import AllreduceOptions, run_allreduce_local, run_allreduce_rank, run_kernels
         from stackdoctor.system import System
+        from stackdoctor.catalog import ui
         from stackdoctor.units import parse_bandwidth
 
+        from stackdoctor.catalog import LANGS, detect_lang
+
+        if lang is not None and lang not in LANGS:
+            raise UsageError(f"unknown --lang {lang!r}; choose en or zh.")
+        lg = detect_lang(os.environ, lang)
         names = [n.strip() for w in which or [] for n in w.split(",") if n.strip()]
         for n in names:
             if n not in KERNEL_NAMES:
@@ -93,12 +100,16 @@ def register(app: typer.Typer) -> None:
 
         system = System.from_env()
         target = select_target(python, env)
+        found = validate_python(target.python, system=system, selected_by=target.selected_by, timeout_s=min(timeout, 30.0))
+        if found.torch is False:
+            how = "stackdoctor install" + (f" --python {target.python}" if python else "")
+            raise UsageError(f"torch is not installed in {target.python}; install it with: {how}")
         hook = env.get("STACKDOCTOR_TEST_HOOK")
         kf = KernelFacts(ran=False, mode="full")
         status = _Status(enabled=not json_)
 
         if compute:
-            with status(f"running {', '.join(compute)} in {target.python}…"):
+            with status(ui("kernels_running", lg, kernels=", ".join(compute), python=target.python)):
                 kf = run_kernels(system, target.python, kernels=compute, devices=device or [], sizes=size_list, timeout_s=timeout, hook=hook)
 
         if wants_ar:
@@ -113,7 +124,7 @@ def register(app: typer.Typer) -> None:
                 ar_dev = d.split(":")[0]
             opts = AllreduceOptions(min_bytes=lo, max_bytes=hi, iters=iters, timeout_s=min(timeout, 600.0), backend=backend, device=ar_dev, iface=iface)
             r = rank if rank is not None else (int(env["RANK"]) if _launcher_env(env) and nproc is None else None)
-            with status("running allreduce…"):
+            with status(ui("kernels_running_allreduce", lg)):
                 if r is not None:
                     ws = world_size or int(env.get("WORLD_SIZE", 0) or 0)
                     if not ws:
@@ -141,12 +152,12 @@ def register(app: typer.Typer) -> None:
             if ar.signal and not kf.signal:
                 kf.signal = ar.signal
 
-        facts, findings = _judge(kf, system, target, gate)
+        facts, findings = _judge(kf, system, target, gate, lg)
         kf = facts.kernels  # with the peaks reconcile derived
         if json_:
             _print_json(kf, findings, target.python)
         else:
-            _render(kf, findings)
+            _render(kf, findings, lg)
         return ExitCode.FAILED if any(f.severity == "fail" for f in findings) else ExitCode.OK
 
 
@@ -167,7 +178,7 @@ class _Status:
         return console.status(text, spinner=marks(console)["spinner"])
 
 
-def _judge(kf: Any, system: Any, target: Any, gate: float | None) -> tuple[Any, list[Any]]:
+def _judge(kf: Any, system: Any, target: Any, gate: float | None, lang: str = "en") -> tuple[Any, list[Any]]:
     """The kernel facts reconciled (peaks from the matrix and NVML) and judged by the kernel rules."""
     from stackdoctor import rules
     from stackdoctor.engine import run_probes
@@ -181,9 +192,6 @@ def _judge(kf: Any, system: Any, target: Any, gate: float | None) -> tuple[Any, 
         facts.nvidia = run_probes(ProbeContext(system=system, target=target, use_nvml=not system.moved), only=["nvidia"]).facts.nvidia
     matrix = load_matrix()
     facts = reconcile(facts, matrix)
-    from stackdoctor.catalog import detect_lang
-
-    lang = detect_lang(os.environ, None)
     return facts, rules.judge(facts, matrix, lang=lang, gates=rules.Gates(min_busbw_gbs=gate), groups=["kernels"])
 
 
@@ -236,84 +244,111 @@ def _print_json(kf: Any, findings: list[Any], python: str) -> None:
     write_stdout(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
 
-def _render(kf: Any, findings: list[Any]) -> None:
+def _render(kf: Any, findings: list[Any], lang: str = "en") -> None:
+    """The kernels screen in ``lang``: results, the allreduce sweep and chart, the fleet table, findings.
+
+    Not on a terminal (a pipe, a CI log), lines carry no trailing spaces and fix commands are
+    never folded, so each one copies as one line."""
+    from rich.cells import cell_len
+    from rich.console import Group
     from rich.table import Table
     from rich.text import Text
 
+    from stackdoctor.catalog import ui
     from stackdoctor.console import make_console, marks
     from stackdoctor.kernels import format_busbw_chart, format_size
+    from stackdoctor.units import format_flops
+
+    def t(key: str, /, **values: Any) -> str:
+        return ui(key, lang, **values)
 
     console = make_console()
     if not console.is_terminal:
         console = make_console(width=160)
+    mk = marks(console)
+    out: list[Any] = []
     compute = [r for r in kf.results if r.kernel != "allreduce"]
     if compute:
-        t = Table(title="kernels", title_justify="left", show_edge=False, pad_edge=False)
-        for col, just in (("kernel", "left"), ("device", "left"), ("dtype", "left"), ("size", "left"), ("result", "left"),
-                          ("max err", "right"), ("time", "right"), ("TFLOP/s", "right"), ("% peak", "right")):
-            t.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+        tb = Table(title=t("kernels_title"), title_justify="left", show_edge=False, pad_edge=False)
+        for key, just in (("col_kernel", "left"), ("col_device", "left"), ("col_dtype", "left"), ("col_size", "left"), ("col_result", "left"),
+                          ("col_max_err", "right"), ("col_time", "right"), ("col_rate", "right"), ("col_peak", "right")):
+            tb.add_column(t(key), justify=just, no_wrap=True)  # type: ignore[arg-type]
         for r in compute:
-            t.add_row(
+            tb.add_row(
                 r.kernel, r.device, r.dtype or "", r.size or "",
-                Text("ok", style="green") if r.ok else Text(r.error or "wrong", style="red"),
+                Text(t("result_ok"), style="green") if r.ok else Text(r.error or t("result_wrong"), style="red"),
                 f"{r.max_error:.1e}" if r.max_error is not None else "",
-                f"{r.time_s * 1e3:.3f} ms" if r.time_s else "",
-                f"{r.tflops:.3f}" if r.tflops is not None else "",
+                f"{r.time_s * 1e3:.3g} ms" if r.time_s else "",
+                format_flops(r.tflops),
                 f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else "",
             )
-        console.print(t)
+        out.append(tb)
     ar = kf.allreduce
     if ar:
-        head = f"allreduce: {ar.get('backend') or '?'} on {ar.get('device') or '?'}, {ar.get('world_size')} ranks"
+        head = t("ar_head", backend=ar.get("backend") or "?", device=ar.get("device") or "?", n=ar.get("world_size"))
         if ar.get("iface"):
-            head += f", interface {ar['iface']}"
-        console.print(Text(head, style="bold"))
+            head += t("ar_iface", iface=ar["iface"])
+        out.append(Text(head, style="bold"))
         if ar.get("backend_reason"):
-            console.print(Text(f"  backend: {ar['backend_reason']}"))
+            out.append(Text(t("ar_backend_reason", reason=ar["backend_reason"])))
         rows = ar.get("rows") or []
         if rows:
-            t = Table(show_edge=False, pad_edge=False)
-            for col in ("size", "count", "oop time(us)", "algbw", "busbw", "#wrong", "ip time(us)", "algbw", "busbw", "#wrong"):
-                t.add_column(col, justify="right", no_wrap=True)
+            tb = Table(show_edge=False, pad_edge=False)
+            for key in ("col_size", "col_count", "ar_col_oop_time", "ar_col_algbw", "ar_col_busbw", "ar_col_wrong",
+                        "ar_col_ip_time", "ar_col_algbw", "ar_col_busbw", "ar_col_wrong"):
+                tb.add_column(t(key), justify="right", no_wrap=True)
             for row in rows:
                 o, i = row["oop"], row["ip"]
-                t.add_row(format_size(row["bytes"]), str(row["count"]),
-                          f"{o['time_us']:.1f}", f"{o['algbw']:.3f}", f"{o['busbw']:.3f}", str(o["wrong"]),
-                          f"{i['time_us']:.1f}", f"{i['algbw']:.3f}", f"{i['busbw']:.3f}", str(i["wrong"]))
-            console.print(t)
-            console.print(Text("busbw (GB/s) by size, in-place:"))
-            for line in format_busbw_chart(rows, width=30, bar=marks(console)["bar"]):
-                console.print(Text(line))
+                tb.add_row(format_size(row["bytes"]), str(row["count"]),
+                           f"{o['time_us']:.1f}", f"{o['algbw']:.3f}", f"{o['busbw']:.3f}", str(o["wrong"]),
+                           f"{i['time_us']:.1f}", f"{i['algbw']:.3f}", f"{i['busbw']:.3f}", str(i["wrong"]))
+            out.append(tb)
+            out.append(Text(t("ar_chart")))
+            for line in format_busbw_chart(rows, width=30, bar=mk["bar"]):
+                out.append(Text(line))
             if ar.get("avg_busbw_gbs") is not None:
-                extra = f" ({ar['percent_of_link']}% of the {ar['link_rate_gbps']:g} Gb/s link)" if ar.get("percent_of_link") is not None else ""
-                console.print(Text(f"# Avg bus bandwidth : {ar['avg_busbw_gbs']:.3f} GB/s; max {ar['max_busbw_gbs']:.3f} GB/s{extra}"))
+                extra = t("ar_of_link", pct=ar["percent_of_link"], rate=f"{ar['link_rate_gbps']:g}") if ar.get("percent_of_link") is not None else ""
+                out.append(Text(t("ar_avg", avg=f"{ar['avg_busbw_gbs']:.3f}", max=f"{ar['max_busbw_gbs']:.3f}", extra=extra)))
     fl = (ar or {}).get("fleet")
     if fl and ar.get("rank", 0) == 0:
-        t = Table(title="nodes", title_justify="left", show_edge=False, pad_edge=False)
-        for col in ("rank", "host", "driver", "torch", "cuda", "nccl", "gpus", "matmul fp32 TFLOP/s"):
-            t.add_column(col, no_wrap=True)
+        tb = Table(title=t("nodes_title"), title_justify="left", show_edge=False, pad_edge=False)
+        for key in ("col_rank", "col_host", "layer_driver", "layer_torch", "col_cuda", "col_nccl", "col_gpus", "col_matmul_fp32"):
+            tb.add_column(t(key), no_wrap=True)
         diffs = fl.get("differences") or {}
         for n in fl.get("nodes") or []:
-            cells = [str(n.get("rank")), str(n.get("hostname") or "")]
+            cells: list[Any] = [str(n.get("rank")), str(n.get("hostname") or "")]
             for key in ("driver", "torch", "cuda", "nccl", "gpus"):
                 cells.append(Text(str(n.get(key) or "-"), style="yellow" if key in diffs else ""))
             tf = n.get("matmul_fp32_tflops")
-            cells.append(Text(f"{tf:.3f}" if tf else "-", style="red" if n.get("rank") == fl.get("slowest_rank") else ""))
-            t.add_row(*cells)
-        console.print(t)
+            cells.append(Text(format_flops(tf) if tf else "-", style="red" if n.get("rank") == fl.get("slowest_rank") else ""))
+            tb.add_row(*cells)
+        out.append(tb)
         for key, values in diffs.items():
-            console.print(Text(f"  differs: {key}: " + "; ".join(f"{v} on ranks {','.join(map(str, rs))}" for v, rs in values.items()), style="yellow"))
+            said = t("list_sep").join(t("fleet_on_ranks", value=v, ranks=",".join(map(str, rs))) for v, rs in values.items())
+            out.append(Text(t("fleet_differs", key=key, values=said), style="yellow"))
         if fl.get("slowest_rank") is not None:
-            console.print(Text(f"  slowest node: rank {fl['slowest_rank']} ({fl['slowest_ratio']:.0%} of the fastest matmul)"))
+            out.append(Text(t("fleet_slowest", rank=fl["slowest_rank"], ratio=f"{fl['slowest_ratio']:.0%}")))
     if kf.error:
-        console.print(Text(f"kernel process: {kf.error}", style="red"))
+        out.append(Text(t("kernel_process", error=kf.error), style="red"))
     if findings:
         for f in findings:
-            style = {"fail": "red", "warn": "yellow"}.get(f.severity, "green")
-            console.print(Text(f"[{f.severity}] {f.code}: {f.title}", style=style))
+            glyph, style = mk.get(f.severity, mk[None])
+            head_line = Text()
+            head_line.append(f"{glyph} {f.code}", style=f"bold {style}")
+            head_line.append(f"  {f.title}")
+            out.append(head_line)
             if f.detail:
-                console.print(Text("    " + f.detail.replace("\n", "\n    ")))
+                out.append(Text("    " + f.detail.replace("\n", "\n    ")))
             if f.fix:
-                console.print(Text(f"    fix: {f.fix}"))
+                prefix = t("fix_prefix")
+                for j, line in enumerate(f.fix.splitlines() or [""]):
+                    out.append(Text("    " + (prefix if j == 0 else " " * cell_len(prefix)) + line, no_wrap=True, overflow="ignore"))
     elif kf.results:
-        console.print(Text("all results ok", style="green"))
+        out.append(Text(t("kernels_all_ok"), style="green"))
+    screen = Group(*out)  # each Text keeps its own no_wrap (console.print would merge them into one Text)
+    if console.is_terminal or console.color_system is not None:
+        console.print(screen, crop=False)
+        return
+    with console.capture() as captured:
+        console.print(screen, crop=False)
+    console.print(Text("\n".join(line.rstrip() for line in captured.get().splitlines())), soft_wrap=True)

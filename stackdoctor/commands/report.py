@@ -38,6 +38,7 @@ def _gather(python: str | None, timeout: float, kernels: bool, replay: str | Non
         replay=replay,
         config=config,
         worker_hook=os.environ.get("STACKDOCTOR_TEST_HOOK"),
+        check_python=True,  # not Python 3 (perl, Python 2): asked beside the probes
     )
     return pipeline.build_report(opts)
 
@@ -62,7 +63,7 @@ def _check_target(out: Path, force: bool) -> None:
             raise UsageError(f"{out} already holds {' and '.join(clash)}; choose another folder with -o, or add --force to overwrite.")
 
 
-def bundle(report: Report, *, redact: bool) -> tuple[str, str, dict[str, int]]:
+def bundle(report: Report, *, redact: bool, lang: str = "en") -> tuple[str, str, dict[str, int]]:
     """(report.json text, report.md text, replacements by kind) for ``report``."""
     from stackdoctor.redact import Redactor, redact_report
     from stackdoctor.render.markdown import render_markdown
@@ -75,7 +76,7 @@ def bundle(report: Report, *, redact: bool) -> tuple[str, str, dict[str, int]]:
         counts = r.counts
     else:
         shown = report
-    md = render_markdown(shown, redacted=redact)
+    md = render_markdown(shown, redacted=redact, lang=lang)
     note = (
         "\n---\n_Made with `stackdoctor report`. Replay it with `stackdoctor check --replay report.json`._\n"
     )
@@ -102,10 +103,16 @@ def register(app: typer.Typer) -> None:
             _check_target(out, force)
         else:
             out = default_dir(Path.cwd())
+        if python and not replay:
+            from stackdoctor.engine import validate_python
+
+            validate_python(python, run=False)  # a folder, a missing path, not executable: one sentence, exit 2, at once
         if not redact:
             print(NO_REDACT_WARNING, file=sys.stderr)
         report = _gather(python, timeout, not no_kernels, replay, config)
-        json_text, md_text, counts = bundle(report, redact=redact)
+        from stackdoctor.catalog import detect_lang
+
+        json_text, md_text, counts = bundle(report, redact=redact, lang=detect_lang(os.environ))
         if preview:
             sys.stdout.write(f"==> {out / 'report.json'} <==\n{json_text}\n==> {out / 'report.md'} <==\n{md_text}")
             sys.stdout.flush()
@@ -118,7 +125,9 @@ def register(app: typer.Typer) -> None:
                 raise UsageError(f"cannot create the folder {out}: {exc.strerror or exc}.") from None
             write_text_file(out / "report.json", json_text)
             write_text_file(out / "report.md", md_text)
-            what = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) if counts else "nothing needed replacing"
+            from stackdoctor.redact import describe_counts
+
+            what = describe_counts(counts) if counts else "nothing needed replacing"
             print(f"Wrote {out / 'report.json'} and {out / 'report.md'}.", file=sys.stderr)
             if redact:
                 print(f"Redacted ({what}); read report.md before you share it.", file=sys.stderr)

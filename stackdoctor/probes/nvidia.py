@@ -7,7 +7,9 @@ Order (all are gathered; disagreement between them is a finding for the engine, 
 2. ``nvidia-smi --query-gpu=... --format=csv,noheader,nounits`` (retried without ``compute_cap``
    when an old driver rejects it), then ``nvidia-smi -L`` and the plain ``nvidia-smi`` table —
    unless the first call already showed a driver failure, a hang or no tool (bounded time).
-3. ``/proc/driver/nvidia/version`` and ``/sys/module/nvidia/version`` (the loaded kernel module).
+3. ``/proc/driver/nvidia/version`` and ``/sys/module/nvidia/version`` (the loaded kernel module), and
+   ``/proc/driver/nvidia/gpus/*/information`` (its GPUs: model, bus location, UUID), kept apart in
+   ``proc_gpus``: a witness of its own that needs neither nvidia-smi nor NVML.
 4. ``libcuda.so*`` locations (WSL's ``/usr/lib/wsl/lib`` shadowing a distro copy).
 5. The driver library itself: ``cuDriverGetVersion`` in a child process of stackdoctor's own
    interpreter (:mod:`stackdoctor.probes.cudriver`, no ``cuInit``), like NVML only on the live
@@ -33,7 +35,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 
-from stackdoctor.facts import NvidiaFacts, NvidiaGpu
+from stackdoctor.facts import NvidiaFacts, NvidiaGpu, NvidiaProcGpu
 from stackdoctor.probes import ProbeContext, ProbeOutput
 from stackdoctor.probes.cudriver import DriverCuda, query_driver_cuda
 from stackdoctor.probes.nvml import NvmlResult, query_nvml
@@ -45,6 +47,7 @@ __all__ = [
     "SmiTable",
     "find_smi",
     "parse_proc_driver_version",
+    "parse_proc_gpu_information",
     "parse_smi_failure",
     "parse_smi_list",
     "parse_smi_query",
@@ -74,6 +77,7 @@ SRC_TABLE = "nvidia-smi"
 SRC_PROC = "/proc/driver/nvidia/version"
 SRC_SYS = "/sys/module/nvidia/version"
 SRC_CUDRIVER = "cuDriverGetVersion"  # the driver library asked directly (stackdoctor.probes.cudriver)
+PROC_GPUS = "/proc/driver/nvidia/gpus"
 
 # Directories searched for libcuda.so* (WSL ships its own in /usr/lib/wsl/lib; a distro copy shadowing it breaks CUDA).
 LIBCUDA_DIRS: tuple[str, ...] = (
@@ -391,6 +395,54 @@ def parse_proc_driver_version(text: str) -> tuple[str | None, str | None]:
     return m.group(2), flavor
 
 
+_PROC_INFO_KEY = re.compile(r"^\s*([A-Za-z][A-Za-z ]{0,40}?)\s*:\s*(.*?)\s*$")
+
+
+def parse_proc_gpu_information(text: str) -> NvidiaProcGpu | None:
+    """``/proc/driver/nvidia/gpus/<bus>/information`` -> :class:`NvidiaProcGpu`, or None when it names no GPU.
+
+    ``Key: value`` lines, padded with spaces or tabs. Real sample (NVIDIA L4, canonical/snapd PR 14893)::
+
+        Model: \t\t NVIDIA L4
+        IRQ:   \t\t 16
+        GPU UUID: \t GPU-3291dfa4-fcc4-0110-615b-c894a0d7c689
+        Video BIOS: \t 95.04.65.00.13
+        Bus Type: \t PCIe
+        ...
+        Bus Location: \t 0000:70:00.0
+        Device Minor: \t 0
+        GPU Excluded:\t No
+
+    Older drivers print ``Blacklisted:`` for ``GPU Excluded:`` and may omit ``Device Minor`` (GTX 650,
+    canonical/lxd issue 3950); before the GPU is initialised the UUID and BIOS are question marks
+    (``GPU-????????-????-...``), which are not values.
+    """
+    if not isinstance(text, str):
+        return None
+    kv: dict[str, str] = {}
+    for line in _lines(text)[:200]:
+        m = _PROC_INFO_KEY.match(line)
+        if m and m.group(1).strip() not in kv:
+            kv[m.group(1).strip()] = m.group(2)
+    name = kv.get("Model") or None
+    bus = kv.get("Bus Location", "")
+    bus_id = bus if re.fullmatch(_BUS_ID, bus) else None
+    if name is None and bus_id is None:
+        return None
+    uuid = kv.get("GPU UUID", "")
+    minor = kv.get("Device Minor", "")
+    bios = kv.get("Video BIOS", "")
+    excluded = (kv.get("GPU Excluded") or kv.get("Blacklisted") or "").lower()
+    return NvidiaProcGpu(
+        bus_id=bus_id,
+        name=name,
+        uuid=uuid if re.fullmatch(r"GPU-[0-9A-Fa-f-]{8,64}", uuid) else None,
+        device_minor=int(minor) if re.fullmatch(r"\d{1,6}", minor) else None,
+        video_bios=bios if bios and "?" not in bios else None,
+        excluded={"yes": True, "no": False}.get(excluded),
+    )
+
+
 def parse_sys_module_version(text: str) -> str | None:
     """``/sys/module/nvidia/version`` -> the loaded module's version: ``"550.144.03\\n"`` -> ``"550.144.03"``."""
     if not isinstance(text, str):
@@ -471,7 +523,14 @@ def _run_smi(ctx: ProbeContext, facts: NvidiaFacts) -> str | None:
     system = ctx.system
     where = find_smi(system)
     if where is None:
-        facts.smi_state = "absent"
+        blocked = system.unrunnable("nvidia-smi")
+        if blocked is None:
+            facts.smi_state = "absent"
+            return None
+        # installed but not executable: a tool that cannot run, not a machine without one
+        facts.smi_path = blocked
+        facts.smi_state = "error"
+        facts.smi_message = f"nvidia-smi could not be run: {blocked} is not executable"
         return None
     facts.smi_path, path = where
 
@@ -553,6 +612,10 @@ def _run_smi(ctx: ProbeContext, facts: NvidiaFacts) -> str | None:
         facts.smi_state = "timeout"
         facts.smi_message = "; ".join(timeouts)
         return "; ".join(timeouts)
+    if facts.smi_state is None and not facts.gpus and not facts.observed.get("driver_version") and not facts.smi_version:
+        # it ran and exited 0 three times, yet printed nothing that reads as nvidia-smi: not "ok"
+        facts.smi_state = "error"
+        facts.smi_message = "nvidia-smi answered, but with nothing stackdoctor recognises as nvidia-smi output"
     if facts.smi_state is None:
         facts.smi_state = "ok"
     return None
@@ -575,6 +638,24 @@ def _kernel_module(ctx: ProbeContext, facts: NvidiaFacts) -> None:
         if facts.kernel_module_version is None:
             facts.kernel_module_version = version
             facts.sources["kernel_module_version"] = SRC_SYS
+
+
+def _proc_gpus(ctx: ProbeContext) -> list[NvidiaProcGpu]:
+    """Every ``/proc/driver/nvidia/gpus/<bus>/information`` the kernel module shows, in bus order."""
+    out: list[NvidiaProcGpu] = []
+    for entry in sorted(ctx.system.listdir(PROC_GPUS))[:64]:
+        path = f"{PROC_GPUS}/{entry}/information"
+        r = ctx.system.read_text(path)
+        if not r.ok:
+            continue
+        gpu = parse_proc_gpu_information(r.text)
+        if gpu is None:
+            continue
+        if gpu.bus_id is None and re.fullmatch(_BUS_ID, entry):
+            gpu.bus_id = entry
+        gpu.source = path
+        out.append(gpu)
+    return out
 
 
 def _libcuda(ctx: ProbeContext) -> list[str]:
@@ -636,6 +717,7 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     # Files first (cheap), while NVML's child starts. A kernel module and libcuda.so are Linux's.
     if not ctx.system.windows:
         _kernel_module(ctx, facts)
+        facts.proc_gpus = _proc_gpus(ctx)
         facts.libcuda_paths = _libcuda(ctx)
     # the driver library's own answer, on the live machine only (like NVML), where there is one
     cud_box: list[DriverCuda] = []

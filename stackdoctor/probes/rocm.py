@@ -6,8 +6,12 @@ Sources (all gathered; disagreement between them is itself a fact for diagnosis)
   ("ROCm version: 6.4.0"); ``hipconfig --version`` gives the HIP version.
 - GPUs: ``rocminfo`` agents (CPU agents skipped), ``rocm_agent_enumerator`` (one gfx per
   line, ``gfx000`` = CPU before ROCm 6), ``rocm-smi --showhw`` (DID, BUS, KFD's "GFX VER"),
-  ``rocm-smi --showproductname``, ``amd-smi list``. HSA tools report the ISA after
-  ``HSA_OVERRIDE_GFX_VERSION``; rocm-smi reads KFD directly, so both are kept.
+  ``rocm-smi --showproductname``, ``amd-smi list`` and ``amd-smi static --asic --bus`` (market name,
+  ``TARGET_GRAPHICS_VERSION``, device id, BDF). HSA tools report the ISA after
+  ``HSA_OVERRIDE_GFX_VERSION``; rocm-smi and amd-smi read KFD directly, so both are kept.
+- The kernel's own view, without any tool: the KFD topology,
+  ``/sys/class/kfd/kfd/topology/nodes/*/properties`` (``gfx_target_version``, vendor and device ids,
+  ``simd_count`` > 0 for a GPU, PCI location), kept apart in ``kfd_nodes``.
 - Tools are looked up on PATH, then in ``$ROCM_PATH/bin``, ``/opt/rocm/bin`` and
   ``/opt/rocm-*/bin`` inside the sysroot.
 - ``/dev/kfd``: present, openable read-write by this user (``System.access``), and rocminfo's
@@ -21,17 +25,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from stackdoctor.facts import RocmFacts, RocmGpu
+from stackdoctor.facts import KfdNode, RocmFacts, RocmGpu
 from stackdoctor.probes import ProbeContext, ProbeOutput
 from stackdoctor.system import CommandResult, System
 
 __all__ = [
+    "KFD_NODES",
     "RocminfoAgent",
     "RocminfoReport",
+    "kfd_gfx",
+    "kfd_node",
     "normalise_smi_gfx",
     "parse_amd_smi_list",
+    "parse_amd_smi_static",
     "parse_amd_smi_version",
     "parse_hipconfig_version",
+    "parse_kfd_properties",
     "parse_rocm_agent_enumerator",
     "parse_rocm_smi_kv",
     "parse_rocm_smi_showhw",
@@ -302,6 +311,139 @@ def parse_amd_smi_list(text: str) -> dict[int, dict[str, str]]:
     return out
 
 
+def parse_amd_smi_static(text: str) -> dict[int, dict[str, str]]:
+    """``amd-smi static``: ``GPU: N`` blocks of indented sections (``ASIC:``, ``BUS:``, ...) of ``KEY: value``
+    lines, per GPU index, keys as ``SECTION.KEY``.
+
+    Real sample (``amd-smi static --bus --ifwi --asic ...`` on an MI350X, ROCm/rocm-systems PR 2987)::
+
+        GPU: 0
+            ASIC:
+                MARKET_NAME: AMD Instinct MI350X
+                DEVICE_ID: 0x75a0
+                TARGET_GRAPHICS_VERSION: gfx950
+            BUS:
+                BDF: 0000:05:00.0
+
+    -> ``{0: {"ASIC.MARKET_NAME": "AMD Instinct MI350X", "ASIC.DEVICE_ID": "0x75a0",
+    "ASIC.TARGET_GRAPHICS_VERSION": "gfx950", "BUS.BDF": "0000:05:00.0"}}``. Deeper levels (lists of
+    cache or VRAM entries) keep the innermost section name.
+    """
+    out: dict[int, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    section_indent = -1
+    section = ""
+    for raw in (text or "").splitlines()[:20000]:
+        line = raw[:1000].rstrip()
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip(" \t"))
+        m = re.match(r"^GPU:\s*(\d{1,4})\s*$", line.strip())
+        if m and indent == 0:
+            current = out.setdefault(int(m.group(1)), {})
+            section, section_indent = "", -1
+            continue
+        if indent == 0:
+            current = None
+            continue
+        if current is None:
+            continue
+        key, sep, value = line.strip().partition(":")
+        if not sep or not key or " " in key.strip():
+            continue
+        key, value = key.strip(), value.strip()
+        if not value:
+            section, section_indent = key, indent
+            continue
+        if section and indent <= section_indent:
+            section, section_indent = "", -1
+        current.setdefault(f"{section}.{key}" if section else key, value)
+    return out
+
+
+def parse_kfd_properties(text: str) -> dict[str, int]:
+    """A KFD topology node's ``properties`` file: one ``name value`` pair per line, values integers.
+
+    Real sample (``/sys/class/kfd/kfd/topology/nodes/1/properties`` of a gfx1151 APU, lemonade-sdk/lemonade
+    PR 419)::
+
+        cpu_cores_count 0
+        simd_count 64
+        gfx_target_version 110501
+        vendor_id 4098
+        device_id 5510
+        location_id 49664
+        domain 0
+        drm_render_minor 128
+
+    Lines that are not a lower-case name and a decimal integer (a shell prompt, a paste's noise) are skipped.
+    """
+    out: dict[str, int] = {}
+    for line in (text or "").splitlines()[:400]:
+        m = re.fullmatch(r"\s*([a-z][a-z0-9_]{0,63})\s+(\d{1,20})\s*", line[:200])
+        if m and m.group(1) not in out:
+            out[m.group(1)] = int(m.group(2))
+    return out
+
+
+def kfd_gfx(version: int | None) -> str | None:
+    """KFD's ``gfx_target_version`` as the LLVM target it names: 100301 -> "gfx1031", 90010 -> "gfx90a".
+
+    The kernel encodes major * 10000 + minor * 100 + stepping (amdgpu ``kfd_device.c``: Navy Flounder,
+    the RX 6700 XT, is 100301; MI300X 90402); the LLVM name writes minor and stepping as one hex digit
+    each. 0 (a CPU node) and values outside that shape are None.
+    """
+    if not version or version < 10000:
+        return None
+    major, minor, stepping = version // 10000, (version // 100) % 100, version % 100
+    if minor > 15 or stepping > 15 or major > 99:
+        return None
+    return f"gfx{major}{minor:x}{stepping:x}"
+
+
+def kfd_node(node: int, props: dict[str, int]) -> KfdNode | None:
+    """A GPU node from its parsed ``properties`` (None for a CPU node: ``simd_count`` 0 or absent)."""
+    simd = props.get("simd_count")
+    if not simd:
+        return None
+    gtv = props.get("gfx_target_version")
+    loc, domain = props.get("location_id"), props.get("domain")
+    bus_id = None
+    if loc is not None and 0 < loc < 1 << 16:
+        bus_id = f"{domain or 0:04x}:{loc >> 8:02x}:{(loc & 0xFF) >> 3:02x}.{loc & 0x7}"
+    vendor, device = props.get("vendor_id"), props.get("device_id")
+    return KfdNode(
+        node=node,
+        gfx_target_version=gtv,
+        gfx=kfd_gfx(gtv),
+        vendor_id=f"0x{vendor:04x}" if vendor else None,
+        device_id=f"0x{device:04x}" if device else None,
+        simd_count=simd,
+        bus_id=bus_id,
+        drm_render_minor=props.get("drm_render_minor"),
+        local_mem_size=props.get("local_mem_size"),
+    )
+
+
+KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
+
+
+def _kfd_nodes(system: System) -> list[KfdNode]:
+    nodes: list[KfdNode] = []
+    for entry in sorted(system.listdir(KFD_NODES), key=lambda e: (len(e), e))[:256]:
+        if not entry.isdigit():
+            continue
+        path = f"{KFD_NODES}/{entry}/properties"
+        r = system.read_text(path)
+        if not r.ok:
+            continue
+        n = kfd_node(int(entry), parse_kfd_properties(r.text))
+        if n is not None:
+            n.source = path
+            nodes.append(n)
+    return nodes
+
+
 def normalise_smi_gfx(value: str | None) -> str | None:
     """rocm-smi's "GFX VER" as an LLVM target where its KFD rendering can be read unambiguously.
 
@@ -355,6 +497,7 @@ _COMMANDS: tuple[tuple[str, ...], ...] = (
     ("rocm-smi", "--showhw"),
     ("rocm-smi", "--showproductname"),
     ("amd-smi", "list"),
+    ("amd-smi", "static", "--asic", "--bus"),
 )
 
 
@@ -422,17 +565,18 @@ def gather(ctx: ProbeContext) -> RocmFacts:
     enum_gfx = parse_rocm_agent_enumerator(enum.stdout) if enum is not None and enum.ok else []
     gpus: list[RocmGpu] = []
     for i, agent in enumerate(report.gpus):
-        gpus.append(
-            RocmGpu(index=i, name=agent.marketing_name, gfx=agent.name, uuid=agent.uuid, compute_units=agent.compute_units)
-        )
+        g = RocmGpu(index=i, name=agent.marketing_name, gfx=agent.name, uuid=agent.uuid, compute_units=agent.compute_units, node=agent.node)
+        g.sources.update({k: "rocminfo" for k in ("name", "gfx", "uuid", "node") if getattr(g, k) is not None})
+        gpus.append(g)
     if gpus:
         src["gpus"] = "rocminfo"
     for i, gfx in enumerate(enum_gfx):
         if i >= len(gpus):
-            gpus.append(RocmGpu(index=i, gfx=gfx))
+            gpus.append(RocmGpu(index=i, gfx=gfx, sources={"gfx": "rocm_agent_enumerator"}))
             src.setdefault("gpus", "rocm_agent_enumerator")
         elif gpus[i].gfx is None:
             gpus[i].gfx = gfx
+            gpus[i].sources["gfx"] = "rocm_agent_enumerator"
 
     # rocm-smi / amd-smi: hardware view straight from KFD
     hw = results.get(("rocm-smi", "--showhw"))
@@ -445,24 +589,45 @@ def gather(ctx: ProbeContext) -> RocmFacts:
             gpus.append(RocmGpu(index=len(gpus)))
             src.setdefault("gpus", "rocm-smi --showhw")
         g = gpus[idx]
-        g.device_id = g.device_id or _na(row.get("DID"))
-        g.bus_id = g.bus_id or _na(row.get("BUS"))
+        _fill(g, "device_id", _na(row.get("DID")), "rocm-smi --showhw")
+        _fill(g, "bus_id", _na(row.get("BUS")), "rocm-smi --showhw")
         g.smi_gfx_version = _na(row.get("GFX VER"))
-        if g.gfx is None:
-            g.gfx = normalise_smi_gfx(g.smi_gfx_version)
+        _fill(g, "gfx", normalise_smi_gfx(g.smi_gfx_version), "rocm-smi --showhw")
+        node = _na(row.get("NODE"))
+        _fill(g, "node", int(node) if node and node.isdigit() else None, "rocm-smi --showhw")
     names = results.get(("rocm-smi", "--showproductname"))
     for idx, kv in (parse_rocm_smi_kv(names.stdout) if names is not None and names.stdout else {}).items():
-        if idx < len(gpus) and gpus[idx].name is None:
-            gpus[idx].name = _na(kv.get("Card series") or kv.get("Device Name"))
+        if idx < len(gpus):
+            _fill(gpus[idx], "name", _na(kv.get("Card series") or kv.get("Device Name")), "rocm-smi --showproductname")
     amdlist = results.get(("amd-smi", "list"))
     for idx, kv in (parse_amd_smi_list(amdlist.stdout) if amdlist is not None and amdlist.ok else {}).items():
         while len(gpus) <= idx:
             gpus.append(RocmGpu(index=len(gpus)))
             src.setdefault("gpus", "amd-smi list")
         g = gpus[idx]
-        g.bus_id = g.bus_id or _na(kv.get("BDF"))
-        g.uuid = g.uuid or _na(kv.get("UUID"))
+        _fill(g, "bus_id", _na(kv.get("BDF")), "amd-smi list")
+        _fill(g, "uuid", _na(kv.get("UUID")), "amd-smi list")
+        node = _na(kv.get("NODE_ID"))
+        _fill(g, "node", int(node) if node and node.isdigit() else None, "amd-smi list")
+    static = results.get(("amd-smi", "static", "--asic", "--bus"))
+    for idx, kv in (parse_amd_smi_static(static.stdout) if static is not None and static.ok else {}).items():
+        while len(gpus) <= idx:
+            gpus.append(RocmGpu(index=len(gpus)))
+            src.setdefault("gpus", "amd-smi static")
+        g = gpus[idx]
+        _fill(g, "name", _na(kv.get("ASIC.MARKET_NAME")), "amd-smi static")
+        _fill(g, "device_id", _na(kv.get("ASIC.DEVICE_ID")), "amd-smi static")
+        _fill(g, "bus_id", _na(kv.get("BUS.BDF")), "amd-smi static")
+        target = _na(kv.get("ASIC.TARGET_GRAPHICS_VERSION"))
+        _fill(g, "gfx", target if target and _GFX.match(target.lower()) else None, "amd-smi static")
+        cu = _na(kv.get("ASIC.NUM_COMPUTE_UNITS"))
+        _fill(g, "compute_units", int(cu) if cu and cu.isdigit() else None, "amd-smi static")
     f.gpus = gpus  # which are integrated (APUs) follows from the gfx target: stackdoctor.reconcile
+
+    # the kernel's own view: KFD topology (no tool needed)
+    f.kfd_nodes = _kfd_nodes(system)
+    if f.kfd_nodes:
+        src["kfd_nodes"] = f"file:{KFD_NODES}/*/properties"
 
     # /dev/kfd and the kernel driver
     f.kfd_present = system.exists("/dev/kfd")
@@ -480,6 +645,10 @@ def gather(ctx: ProbeContext) -> RocmFacts:
         # rocminfo checked the live module list; keep its answer when the tree lacks /sys/module.
         f.amdgpu_loaded = report.module_loaded
         src["amdgpu_loaded"] = "rocminfo (ROCk module line)"
+    if f.kfd_nodes and not f.amdgpu_loaded and not system.exists("/sys/module"):
+        # a tree without /sys/module: the KFD topology exists only while amdgpu (which carries KFD) is loaded
+        f.amdgpu_loaded = True
+        src["amdgpu_loaded"] = "file:/sys/class/kfd (KFD topology)"
 
     env = system.env
     f.hsa_override_gfx_version = env.get("HSA_OVERRIDE_GFX_VERSION")
@@ -493,6 +662,14 @@ def gather(ctx: ProbeContext) -> RocmFacts:
         if getattr(f, key) is not None:
             src[key] = f"env:{name}"
     return f
+
+
+def _fill(g: RocmGpu, name: str, value: object, source: str) -> None:
+    """Set ``g.<name>`` from ``source`` unless an earlier tool gave it; the source goes beside it."""
+    if value is None or getattr(g, name) is not None:
+        return
+    setattr(g, name, value)
+    g.sources[name] = source
 
 
 def _na(value: str | None) -> str | None:

@@ -163,7 +163,7 @@ def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> Torch
     if t.distributions:
         sites = [re.sub(r"[/\\][^/\\]+\.(?:dist|egg)-info([/\\].*)?$", "", v) for k, v in st.sources.items() if k.startswith("site_distributions.")]
         src["distributions"] = "*.dist-info in " + ", ".join(dict.fromkeys(sites))
-    for field_name, dists in (("torchvision_version", ("torchvision",)), ("torchaudio_version", ("torchaudio",)),
+    for field_name, dists in (("torchvision_version", ("torchvision",)), ("torchaudio_version", ("torchaudio",)), ("numpy_version", ("numpy",)),
                               ("triton_version", ("triton", "pytorch-triton-rocm", "pytorch-triton", "pytorch-triton-xpu"))):
         dist = next((d for d in dists if d in st.site_distributions), None)
         setattr(t, field_name, st.site_distributions[dist] if dist else None)

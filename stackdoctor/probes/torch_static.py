@@ -57,8 +57,9 @@ COMPANIONS = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton", 
 RUNTIME_PREFIXES = ("nvidia-", "cuda-toolkit", "rocm", "intel-", "onemkl-")
 NOT_RUNTIME = ("nvidia-ml-py",)  # NVML's Python binding, not a runtime library
 # every distribution of interest to a diagnosis (``StaticTorch.site_distributions``): torch and its kin,
-# runtime wheels, NVML bindings, CuPy, Intel's, and pip itself
+# runtime wheels, NVML bindings, CuPy, Intel's (name prefixes), and numpy and pip themselves (exact names)
 OF_INTEREST = ("torch", "pytorch-", "triton", "nvidia-", "cuda-", "rocm", "intel-", "onemkl-", "pynvml", "cupy")
+OF_INTEREST_EXACT = ("numpy", "pip")
 # runtime libraries whose file name carries a major version worth reporting when no metadata does
 RUNTIME_LIBS = {
     "cudnn": "cudnn",
@@ -133,7 +134,7 @@ class StaticTorch:
     runtime: dict[str, str] = field(default_factory=dict)  # "cudnn" -> "9.24.0.43", "nccl" -> "2.30.7"
     runtime_libraries: dict[str, str] = field(default_factory=dict)  # "libcudnn.so.9" -> its path
     distributions: dict[str, str] = field(default_factory=dict)  # "torch" -> "2.14.1" (dist-info)
-    # every distribution of interest (OF_INTEREST and pip), normalised name -> version, the first in import order
+    # every distribution of interest (OF_INTEREST, numpy, pip), normalised name -> version, the first in import order
     site_distributions: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
@@ -350,7 +351,13 @@ def read_static_torch(system: System, site_dirs: Sequence[str], *, zstd: binfmt.
     """
     st = StaticTorch()
     decoder = zstd if zstd is not None else stdlib_zstd()
-    site_dirs = [s for s in site_dirs if isinstance(s, str) and s]
+    # one entry per directory: purelib, platlib and site.getsitepackages() often name the same one
+    # (and lib64 is often a link to lib), which would make one torch look installed three times
+    unique: dict[str, str] = {}
+    for s in site_dirs:
+        if isinstance(s, str) and s:
+            unique.setdefault(system.realpath(s), s)
+    site_dirs = list(unique.values())
     _read_distributions(system, site_dirs, st)
     pkg, _site = _find_torch(system, site_dirs)
     if pkg is None:
@@ -396,7 +403,7 @@ def _read_distributions(system: System, site_dirs: Sequence[str], st: StaticTorc
             if not name:
                 continue
             rkey = runtime_key(name)
-            if name not in COMPANIONS and rkey is None and not (name == "pip" or name.startswith(OF_INTEREST)):
+            if name not in COMPANIONS and rkey is None and not (name in OF_INTEREST_EXACT or name.startswith(OF_INTEREST)):
                 continue
             meta_name = "METADATA" if entry.endswith(".dist-info") else "PKG-INFO"
             mpath = _join(site, entry, meta_name)

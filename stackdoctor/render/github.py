@@ -30,14 +30,16 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def format_annotation(f: Finding) -> str | None:
+def format_annotation(f: Finding, lang: str = "en") -> str | None:
     """One ``::error``/``::warning`` line for a finding; ``None`` for an ``ok`` finding."""
     level = _LEVEL.get(f.severity)
     if level is None:
         return None
+    from stackdoctor.catalog import ui
+
     message = f.detail or f.title
     if f.fix:
-        message += f"\nFix: {f.fix}"
+        message += "\n" + ui("annotation_fix", lang, fix=f.fix)
     if len(message) > MAX_MESSAGE_CHARS:
         message = message[:MAX_MESSAGE_CHARS] + " [...]"
     title = f"stackdoctor {f.code}: {f.title}"
@@ -45,15 +47,15 @@ def format_annotation(f: Finding) -> str | None:
     return f"::{level} title={escape_property(_CONTROL.sub('', title))}::{escape_data(_CONTROL.sub('', message))}"
 
 
-def render_annotations(report: Report) -> str:
+def render_annotations(report: Report, lang: str = "en", strict: bool = False) -> str:
     """Every annotation line, failures first, then one plain summary line."""
-    lines = [a for f in sorted(report.findings, key=lambda f: f.severity != "fail") if (a := format_annotation(f))]
+    lines = [a for f in sorted(report.findings, key=lambda f: f.severity != "fail") if (a := format_annotation(f, lang))]
     from stackdoctor.render.markdown import format_counts
 
-    lines.append(f"stackdoctor: {format_counts(report)}")
+    lines.append(f"stackdoctor: {format_counts(report, lang, strict)}")
     return "\n".join(lines) + "\n"
 
 
-def render_summary(report: Report, *, redacted: bool | None = True) -> str:
+def render_summary(report: Report, *, redacted: bool | None = True, lang: str = "en", strict: bool = False) -> str:
     """The step summary page (Markdown, no raw outputs: a summary is limited to 1 MiB)."""
-    return render_markdown(report, raw=False, redacted=redacted, heading="stackdoctor check")
+    return render_markdown(report, raw=False, redacted=redacted, heading="stackdoctor check", lang=lang, strict=strict)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
+from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
 from rich.padding import Padding
 from rich.table import Table
@@ -20,7 +21,24 @@ from stackdoctor.report import Finding, Report
 
 MARKS = UNICODE_MARKS
 _MARKS: ContextVar[dict] = ContextVar("marks", default=MARKS)  # the console's glyphs while render_report draws
+_LANG: ContextVar[str] = ContextVar("lang", default="en")  # the screen's language while render_report draws
 ORDER = {"fail": 2, "warn": 1, "ok": 0}
+LABEL_CELLS = 9  # the tree labels' column, in terminal cells (a CJK character takes two)
+
+
+def _t(key: str, /, **values: object) -> str:
+    """An interface word in the screen's language (``locale/<lang>.yaml``, ``ui:``)."""
+    from stackdoctor.catalog import ui
+
+    return ui(key, _LANG.get(), **values)
+
+
+def _word(prefix: str, value: str) -> str:
+    """``value`` (a closed-set word such as an env kind or a probe status) in the screen's language, or as is."""
+    from stackdoctor.catalog import texts
+
+    key = f"{prefix}{value}"
+    return _t(key) if key in texts("en")["ui"] else value
 
 
 def _worst(findings: list[Finding], layer: str) -> str | None:
@@ -36,7 +54,7 @@ def _label(title: str, value: str, sev: str | None, note: str = "") -> Text:
     mark, style = mk.get(sev, mk[None])
     t = Text()
     t.append(f"{mark} ", style=f"bold {style}")
-    t.append(f"{title:<9}", style="bold")
+    t.append(title + " " * max(1, LABEL_CELLS - cell_len(title)), style="bold")
     t.append(value)
     if note:
         t.append(f"  {note}", style="dim")
@@ -46,50 +64,66 @@ def _label(title: str, value: str, sev: str | None, note: str = "") -> Text:
 def _available(f: Facts) -> str:
     t = f.torch
     if t.import_error or t.import_error_kind:
-        return "torch does not import"
+        return _t("runtime_no_import")
     if t.imported is False:
-        return "not started (torch read from its files, not imported)"
-    return "available" if t.cuda_available else "NOT available"
+        return _t("runtime_not_started")
+    return _t("runtime_available") if t.cuda_available else _t("runtime_not_available")
 
 
 def runtime_line(f: Facts) -> str:
     t = f.torch
     if not t.installed or t.version is None:
-        return "unknown (no torch)"
+        return _t("runtime_no_torch")
+    sep = _t("list_sep")
     if t.cuda:
-        parts = [f"CUDA {t.cuda} (bundled in the wheel)"]
+        parts = [_t("runtime_cuda_bundled", version=t.cuda)]
         cudnn, nccl = t.cudnn_version or t.runtime_versions.get("cudnn"), t.nccl_version or t.runtime_versions.get("nccl")
         if cudnn:
             parts.append(f"cuDNN {cudnn}")
         if nccl:
             parts.append(f"NCCL {nccl}")
-        return ", ".join(parts) + f"; {_available(f)}"
+        return sep.join(parts) + _t("clause_sep") + _available(f)
     if t.hip:
-        return f"ROCm/HIP {t.hip}; {_available(f)}"
+        return f"ROCm/HIP {t.hip}" + _t("clause_sep") + _available(f)
     if t.mps_available:
-        return "MPS (Apple GPU)"
+        return _t("runtime_mps")
     if t.xpu_available:
-        return "XPU (Intel GPU)"
+        return _t("runtime_xpu")
     if t.imported is False and not t.import_error:
         if f.apple.is_macos:
-            return f"macOS build (MPS, CPU); {_available(f)}"
-        return "CPU only" if (t.variant or "cpu") == "cpu" else f"{t.variant} build; {_available(f)}"
-    return "CPU only"
+            return _t("runtime_macos_build") + _t("clause_sep") + _available(f)
+        if (t.variant or "cpu") != "cpu":
+            return _t("runtime_variant_build", variant=t.variant) + _t("clause_sep") + _available(f)
+    return _t("runtime_cpu_only")
 
 
 def driver_line(f: Facts) -> str | None:
     n = f.nvidia
     if n.driver_version or n.kernel_module_version:
         ver = n.driver_version or n.kernel_module_version
-        ceiling = f", supports CUDA <= {n.cuda_driver_version}" if n.cuda_driver_version else ""
+        ceiling = _t("driver_supports_cuda", cuda=n.cuda_driver_version) if n.cuda_driver_version else ""
         return f"NVIDIA {ver}{ceiling}"
     if n.smi_state and n.smi_state not in ("absent", "ok"):
         return f"NVIDIA: {n.smi_message or n.smi_state}"
     if f.rocm.version or f.rocm.gpus:
-        return f"ROCm {f.rocm.version or '(version unknown)'}" + ("" if f.rocm.amdgpu_loaded in (None, True) else " (amdgpu not loaded)")
+        return f"ROCm {f.rocm.version or _t('version_unknown')}" + ("" if f.rocm.amdgpu_loaded in (None, True) else _t("driver_amdgpu_not_loaded"))
     if f.apple.is_macos:
         return f"macOS {f.apple.macos_version or '?'} (Metal)"
     return None
+
+
+def cpu_line(f: Facts) -> str | None:
+    """The CPU as torch sees it: model, cores, the vector extensions torch dispatches to, memory."""
+    p = f.platform
+    parts = [p.cpu_model or _t("cpu_model_unknown")] if (p.cpu_model or p.cpu_count or p.memory_total_mib) else []
+    if p.cpu_count:
+        parts.append(_t("cpu_cores", n=p.cpu_count))
+    capability = (f.torch.config or {}).get("CPU capability usage")
+    if capability:
+        parts.append(_t("cpu_torch_uses", capability=capability))
+    if p.memory_total_mib:
+        parts.append(_t("cpu_memory", gib=f"{p.memory_total_mib / 1024:.1f}"))
+    return _t("list_sep").join(parts) if parts else None
 
 
 def build_tree(report: Report) -> Tree:
@@ -97,37 +131,41 @@ def build_tree(report: Report) -> Tree:
     py = f.python
     pyv = f"Python {py.version or '?'}"
     if py.free_threaded:
-        pyv += " (free-threaded)"
+        pyv += _t("python_free_threaded")
     pyv += f"  {py.executable or ''}"
-    root = Tree(_label("python", pyv, _worst(fs, "python"), py.env_kind or ""), guide_style="dim")
+    root = Tree(_label(_t("layer_python"), pyv, _worst(fs, "python"), _word("env_", py.env_kind) if py.env_kind else ""), guide_style="dim")
     t = f.torch
     if t.installed and t.version:
-        extras = [f"torchvision {t.torchvision_version}" if t.torchvision_version else "", f"torchaudio {t.torchaudio_version}" if t.torchaudio_version else ""]
-        tv = f"torch {t.version}  [{t.variant}]" + (f"  cannot be imported: {t.import_error}" if t.import_error else "")
-        node = root.add(_label("torch", tv, _worst(fs, "torch"), " ".join(e for e in extras if e)))
+        extras = [f"{name} {ver}" for name, ver in (("torchvision", t.torchvision_version), ("torchaudio", t.torchaudio_version), ("numpy", t.numpy_version)) if ver]
+        tv = f"torch {t.version}  [{t.variant}]" + ("  " + _t("torch_cannot_import", error=t.import_error) if t.import_error else "")
+        node = root.add(_label(_t("layer_torch"), tv, _worst(fs, "torch"), " ".join(extras)))
     elif t.import_error:
-        node = root.add(_label("torch", f"cannot be imported: {t.import_error}", _worst(fs, "torch") or "fail"))
+        node = root.add(_label(_t("layer_torch"), _t("torch_cannot_import", error=t.import_error), _worst(fs, "torch") or "fail"))
     elif t.installed:
-        node = root.add(_label("torch", "installed, version unknown", _worst(fs, "torch") or "warn"))
+        node = root.add(_label(_t("layer_torch"), _t("torch_version_unknown"), _worst(fs, "torch") or "warn"))
     else:
-        node = root.add(_label("torch", "not installed", _worst(fs, "torch") or "warn"))
-    node = node.add(_label("runtime", runtime_line(f), _worst(fs, "runtime")))
+        node = root.add(_label(_t("layer_torch"), _t("not_installed"), _worst(fs, "torch") or "warn"))
+    node = node.add(_label(_t("layer_runtime"), runtime_line(f), _worst(fs, "runtime")))
     drv = driver_line(f)
     if drv:
-        node = node.add(_label("driver", drv, _worst(fs, "driver")))
+        node = node.add(_label(_t("layer_driver"), drv, _worst(fs, "driver")))
     gpu_sev = _worst(fs, "gpu")
+    gpu = _t("layer_gpu")
     for g in f.nvidia.gpus:
         cc = f"sm_{g.compute_capability.replace('.', '')}" if g.compute_capability else "sm_?"
         mem = f", {g.memory_total_mib // 1024} GiB" if g.memory_total_mib else ""
-        node.add(_label("gpu", f"{g.index}: {g.name or '?'} ({cc}{mem})", gpu_sev))
-    for g in f.rocm.gpus:
-        node.add(_label("gpu", f"{g.index}: {g.name or '?'} ({g.gfx or '?'}{', integrated' if g.integrated else ''})", gpu_sev))
+        node.add(_label(gpu, f"{g.index}: {g.name or '?'} ({cc}{mem})", gpu_sev))
+    for rg in f.rocm.gpus:
+        node.add(_label(gpu, f"{rg.index}: {rg.name or '?'} ({rg.gfx or '?'}{_t('gpu_integrated') if rg.integrated else ''})", gpu_sev))
     if f.apple.is_macos and f.apple.chip:
-        node.add(_label("gpu", f.apple.chip, gpu_sev))
-    for g in f.intel.gpus:
-        node.add(_label("gpu", f"Intel {g.name or g.device_id} ({g.driver or 'no driver'})", gpu_sev))
+        node.add(_label(gpu, f.apple.chip, gpu_sev))
+    for ig in f.intel.gpus:
+        node.add(_label(gpu, f"Intel {ig.name or ig.device_id} ({ig.driver or _t('gpu_no_driver')})", gpu_sev))
     if not (f.nvidia.gpus or f.rocm.gpus or f.intel.gpus or (f.apple.is_macos and f.apple.chip)):
-        node.add(_label("gpu", "none found", gpu_sev))
+        node.add(_label(gpu, _t("none_found"), gpu_sev))
+    cpu = cpu_line(f)
+    if cpu:
+        node.add(_label(_t("layer_cpu"), cpu, _worst(fs, "platform")))
     return root
 
 
@@ -136,10 +174,10 @@ def kernels_table(report: Report) -> Table | None:
     if not k.results:
         return None
     with_peak = any(r.percent_of_peak is not None for r in k.results)
-    table = Table(title="kernels", title_justify="left", show_edge=False, pad_edge=False)
-    cols = [("kernel", "left"), ("device", "left"), ("dtype", "left"), ("result", "left"), ("TFLOP/s", "right")]
+    table = Table(title=_t("kernels_title"), title_justify="left", show_edge=False, pad_edge=False)
+    cols = [(_t("col_kernel"), "left"), (_t("col_device"), "left"), (_t("col_dtype"), "left"), (_t("col_result"), "left"), (_t("col_rate"), "right")]
     if with_peak:
-        cols.append(("% peak", "right"))
+        cols.append((_t("col_peak"), "right"))
     for col, just in cols:
         table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
     for r in k.results:
@@ -147,7 +185,7 @@ def kernels_table(report: Report) -> Table | None:
             r.kernel,
             r.device,
             r.dtype or "",
-            Text("ok", style="green") if r.ok else Text(r.error or "wrong", style="red"),
+            Text(_t("result_ok"), style="green") if r.ok else Text(r.error or _t("result_wrong"), style="red"),
             _flops(r.tflops),
         ]
         if with_peak:
@@ -157,10 +195,10 @@ def kernels_table(report: Report) -> Table | None:
 
 
 def _flops(tflops: float | None) -> str:
-    """TFLOP/s with three significant digits (a CPU conv is 0.00123, an H200 bf16 matmul 700)."""
-    if tflops is None:
-        return ""
-    return f"{tflops:.3g}" if tflops < 1000 else f"{tflops:.0f}"
+    """A FLOP rate with its unit chosen by magnitude ("195 GFLOP/s", "712 TFLOP/s"); JSON keeps ``tflops``."""
+    from stackdoctor.units import format_flops
+
+    return format_flops(tflops)
 
 
 def findings_view(report: Report, verbose: bool) -> RenderableType:
@@ -177,9 +215,13 @@ def findings_view(report: Report, verbose: bool) -> RenderableType:
         if f.detail:
             rows.append(Padding(Text(f.detail), (0, 0, 0, 4)))
         if f.fix:
-            fix = Text("fix: ", style="bold")
-            fix.append(f.fix, style="cyan")
-            rows.append(Padding(fix, (0, 0, 0, 4)))
+            # A fix is a command to copy: never folded at the console's width (a log keeps it on one
+            # line; a terminal soft-wraps it and still copies one line). Printed with crop=False.
+            for i, line in enumerate(f.fix.splitlines() or [""]):
+                fix = Text(" " * 4, no_wrap=True, overflow="ignore")
+                fix.append(_t("fix_prefix") if i == 0 else " " * cell_len(_t("fix_prefix")), style="bold")
+                fix.append(line, style="cyan")
+                rows.append(fix)
     if verbose:
         for f in report.findings:
             if f.severity == "ok":
@@ -187,8 +229,10 @@ def findings_view(report: Report, verbose: bool) -> RenderableType:
     return Group(*rows)
 
 
-def summary_line(report: Report, lang: str = "en") -> Text:
+def summary_line(report: Report, lang: str = "en", strict: bool = False) -> Text:
+    """``2 failed, 1 warning, 4 ok``; when only warnings make the exit code 1, it says why."""
     from stackdoctor.catalog import ui
+    from stackdoctor.pipeline import failing_reason
 
     c = report.counts
     parts = []
@@ -203,35 +247,73 @@ def summary_line(report: Report, lang: str = "en") -> Text:
         if i:
             t.append(sep)
         t.append(s, style=style)
+    reason = failing_reason(report, strict)
+    if reason == "--strict":
+        t.append(ui("summary_fails_strict", lang), style="bold red")
+    elif reason is not None:
+        source = str((report.requirements or {}).get("source") or "pyproject.toml")
+        t.append(ui("summary_fails_warnings_fail", lang, source=source), style="bold red")
     return t
 
 
 def probes_table(report: Report) -> Table:
-    table = Table(title="probes", title_justify="left", show_edge=False, pad_edge=False)
-    table.add_column("probe", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("time", justify="right", no_wrap=True)
-    table.add_column("source / error")
+    table = Table(title=_t("probes_title"), title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column(_t("col_probe"), no_wrap=True)
+    table.add_column(_t("col_status"), no_wrap=True)
+    table.add_column(_t("col_time"), justify="right", no_wrap=True)
+    table.add_column(_t("col_source"), overflow="fold")  # whole: long paths wrap, never cut
     for p in report.probes:
         style = {"ok": "green", "skipped": "dim"}.get(p.status, "red")
         sub = getattr(report.facts, p.name, None) if p.name != "target" else report.facts.python
-        sources = ", ".join(sorted(set(getattr(sub, "sources", {}).values())))[:200] if sub is not None else ""
-        table.add_row(p.name, Text(p.status, style=style), f"{p.duration_s:.2f}s", Text(p.error or sources))
+        sources = ", ".join(sorted(set(getattr(sub, "sources", {}).values()))) if sub is not None else ""
+        table.add_row(p.name, Text(_word("status_", p.status), style=style), f"{p.duration_s:.2f}s", Text(p.error or sources))
     return table
 
 
-def render_report(report: Report, console: Console, *, verbose: bool = False, lang: str = "en") -> None:
-    token = _MARKS.set(marks(console))  # ASCII stand-ins where the console's encoding has no glyph
+def witnesses_table(report: Report) -> Table | None:
+    """``check -v``: every reconciled value, the value kept and what each witness said (None when there is none)."""
+    from stackdoctor.render.witnesses import witness_rows
+
+    lang = _LANG.get()
+    rows = witness_rows(report.facts, lang)
+    if not rows:
+        return None
+    table = Table(title=_t("w_title"), title_justify="left", show_edge=False, pad_edge=False)
+    table.add_column(_t("w_value"), no_wrap=True)
+    table.add_column(_t("w_kept"))
+    table.add_column(_t("w_from"))
+    table.add_column(_t("w_said"))
+    for r in rows:
+        style = {"disagreement": "yellow", "evidence": "red"}.get(r.kind, "")
+        table.add_row(Text(r.what, style=style), Text(r.value), Text(r.source, style="dim"), Text(r.witnesses))
+    return table
+
+
+def render_report(report: Report, console: Console, *, verbose: bool = False, lang: str = "en", strict: bool = False) -> None:
+    """Draw the check screen on ``console`` in ``lang``.
+
+    On a console that is not a terminal and has no colours (a pipe, a CI log, a file), the screen is
+    drawn first and written without trailing spaces; fix commands are never folded (see
+    :func:`findings_view`), so each one is one line a person can copy from a log at any width."""
+    marks_token = _MARKS.set(marks(console))  # ASCII stand-ins where the console's encoding has no glyph
+    lang_token = _LANG.set(lang)
     try:
-        _render_report(report, console, verbose=verbose, lang=lang)
+        if console.is_terminal or console.color_system is not None:
+            _render_report(report, console, verbose=verbose, lang=lang, strict=strict)
+        else:
+            with console.capture() as captured:
+                _render_report(report, console, verbose=verbose, lang=lang, strict=strict)
+            text = "\n".join(line.rstrip() for line in captured.get().splitlines())
+            console.print(Text(text), soft_wrap=True)
     finally:
-        _MARKS.reset(token)
+        _LANG.reset(lang_token)
+        _MARKS.reset(marks_token)
 
 
-def _render_report(report: Report, console: Console, *, verbose: bool, lang: str) -> None:
+def _render_report(report: Report, console: Console, *, verbose: bool, lang: str, strict: bool = False) -> None:
     if report.replayed_from:
-        when = f" (created {report.created_at})" if report.created_at else ""
-        console.print(Text(f"replay of {report.replayed_from}{when}", style="dim"))
+        when = _t("replay_created", created=report.created_at) if report.created_at else ""
+        console.print(Text(_t("replay_of", path=report.replayed_from, when=when), style="dim"))
     console.print(build_tree(report))
     kt = kernels_table(report)
     if kt is not None:
@@ -240,8 +322,12 @@ def _render_report(report: Report, console: Console, *, verbose: bool, lang: str
     if verbose:
         console.print()
         console.print(probes_table(report))
+        wt = witnesses_table(report)
+        if wt is not None:
+            console.print()
+            console.print(wt)
     if any(f.severity != "ok" for f in report.findings) or verbose:
         console.print()
-        console.print(findings_view(report, verbose))
+        console.print(findings_view(report, verbose), crop=False)
     console.print()
-    console.print(summary_line(report, lang))
+    console.print(summary_line(report, lang, strict))

@@ -29,8 +29,10 @@ def _x(text: object) -> str:
     return _ILLEGAL_XML.sub("", "" if text is None else str(text))
 
 
-def render_junit(report: Report) -> str:
-    """The JUnit XML document (UTF-8 text with an XML declaration)."""
+def render_junit(report: Report, lang: str = "en") -> str:
+    """The JUnit XML document (UTF-8 text with an XML declaration); its words in ``lang``."""
+    from stackdoctor.catalog import ui
+
     root = ET.Element("testsuites", name="stackdoctor")
     ts = report.created_at or ""
 
@@ -41,13 +43,13 @@ def render_junit(report: Report) -> str:
         seen[f.code] = seen.get(f.code, 0) + 1
         name = f.code if seen[f.code] == 1 else f"{f.code} [{seen[f.code]}]"
         case = ET.SubElement(suite, "testcase", name=_x(name), classname=_x(f"stackdoctor.{f.layer or 'general'}"), time="0")
-        text = "\n".join(x for x in (f.title, f.detail, f"Fix: {f.fix}" if f.fix else "") if x)
+        text = "\n".join(x for x in (f.title, f.detail, ui("annotation_fix", lang, fix=f.fix) if f.fix else "") if x)
         if f.severity == "fail":
             failures += 1
             el = ET.SubElement(case, "failure", message=_x(f.title), type=_x(f.code))
             el.text = _x(text)
         elif f.severity == "warn":
-            ET.SubElement(case, "system-out").text = _x("WARNING: " + text)
+            ET.SubElement(case, "system-out").text = _x(ui("junit_warning", lang, text=text))
         else:
             ET.SubElement(case, "system-out").text = _x(text)
     suite.set("tests", str(len(report.findings)))

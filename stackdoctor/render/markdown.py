@@ -17,17 +17,44 @@ from stackdoctor.report import Finding, Report
 __all__ = ["MARKS", "format_counts", "render_markdown", "stack_rows"]
 
 MARKS = {"fail": "❌ fail", "warn": "⚠️ warn", "ok": "✅ ok"}
+_GLYPHS = {"fail": "❌", "warn": "⚠️", "ok": "✅"}
 _ORDER = {"fail": 0, "warn": 1, "ok": 2}
 RAW_LIMIT_CHARS = 12_000  # per output; GitHub issue bodies stop at 65,536 characters
 RAW_BUDGET_CHARS = 40_000  # all raw outputs together
 _BACKTICKS = re.compile(r"`+")
 
 
-def format_counts(report: Report) -> str:
-    """``2 failed, 1 warning, 14 ok``."""
+def _t(key: str, lang: str, /, **values: Any) -> str:
+    from stackdoctor.catalog import ui
+
+    return ui(key, lang, **values)
+
+
+def _mark(severity: str, lang: str) -> str:
+    """``❌ fail`` / ``⚠️ warn`` / ``✅ ok`` in ``lang``."""
+    if severity not in _GLYPHS:
+        return cell(severity)
+    return f"{_GLYPHS[severity]} {_t('sev_' + severity, lang)}"
+
+
+def format_counts(report: Report, lang: str = "en", strict: bool = False) -> str:
+    """``2 failed, 1 warning, 14 ok`` (and why the exit code is 1 when only warnings make it so)."""
+    from stackdoctor.pipeline import failing_reason
+
     c = report.counts
-    parts = [f"{c.get('fail', 0)} failed", f"{c.get('warn', 0)} warning" + ("s" if c.get("warn", 0) != 1 else ""), f"{c.get('ok', 0)} ok"]
-    return ", ".join(parts)
+    warn = c.get("warn", 0)
+    parts = [
+        _t("summary_failed", lang, n=c.get("fail", 0)),
+        _t("summary_warning" if warn == 1 else "summary_warnings", lang, n=warn),
+        _t("summary_ok", lang, n=c.get("ok", 0)),
+    ]
+    text = _t("summary_sep", lang).join(parts)
+    reason = failing_reason(report, strict)
+    if reason == "--strict":
+        text += _t("summary_fails_strict", lang)
+    elif reason is not None:
+        text += _t("summary_fails_warnings_fail", lang, source=str((report.requirements or {}).get("source") or "pyproject.toml"))
+    return text
 
 
 def cell(text: Any) -> str:
@@ -58,8 +85,8 @@ def _sorted(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: _ORDER.get(f.severity, 3))
 
 
-def stack_rows(report: Report) -> list[tuple[str, str]]:
-    """(layer, what was found) top to bottom: Python -> torch -> runtime -> driver -> GPUs -> platform."""
+def stack_rows(report: Report, lang: str = "en") -> list[tuple[str, str]]:
+    """(layer, what was found) top to bottom: Python -> torch -> runtime -> driver -> GPUs -> CPU -> platform."""
     f = report.facts
     rows: list[tuple[str, str]] = []
     py = f.python
@@ -77,22 +104,24 @@ def stack_rows(report: Report) -> list[tuple[str, str]]:
             extra.append(f"cuDNN {t.cudnn_version}")
         if t.nccl_version:
             extra.append(f"NCCL {t.nccl_version}")
+        if t.numpy_version:
+            extra.append(f"numpy {t.numpy_version}")
         avail = []
         if t.import_error:
             avail.append(f"not importable: {t.import_error}")
         elif t.imported is False:
             avail.append("read from its files, not imported")
         if t.cuda_available is not None:
-            avail.append(f"cuda available: {t.cuda_available}")
+            avail.append(f"torch.cuda.is_available(): {t.cuda_available}")
         if t.mps_available:
-            avail.append("mps available")
+            avail.append(_t("md_mps_available", lang))
         if t.xpu_available:
-            avail.append("xpu available")
+            avail.append(_t("md_xpu_available", lang))
         rows.append(("torch", " · ".join([f"{t.version or '?'} ({t.variant or '?'})", *extra, *avail])))
     elif t.import_error:
-        rows.append(("torch", f"not importable: {t.import_error}"))
+        rows.append(("torch", _t("md_torch_not_importable", lang, error=t.import_error)))
     else:
-        rows.append(("torch", "not installed"))
+        rows.append(("torch", _t("not_installed", lang)))
     n = f.nvidia
     if n.driver_version or n.smi_state not in (None, "absent"):
         drv = f"NVIDIA {n.driver_version or '?'}"
@@ -100,9 +129,9 @@ def stack_rows(report: Report) -> list[tuple[str, str]]:
             drv += f" (CUDA {n.cuda_driver_version})"
         if n.smi_state and n.smi_state != "ok":
             drv += f" · nvidia-smi: {n.smi_state}"
-        rows.append(("driver", drv))
+        rows.append((_t("md_layer_driver", lang), drv))
     if f.cuda_toolkit.nvcc_version:
-        rows.append(("CUDA toolkit", f"nvcc {f.cuda_toolkit.nvcc_version} {f.cuda_toolkit.nvcc_path or ''}".strip()))
+        rows.append((_t("md_layer_toolkit", lang), f"nvcc {f.cuda_toolkit.nvcc_version} {f.cuda_toolkit.nvcc_path or ''}".strip()))
     if f.rocm.version or f.rocm.gpus:
         rows.append(("ROCm", f.rocm.version or "?"))
     for g in n.gpus:
@@ -113,37 +142,42 @@ def stack_rows(report: Report) -> list[tuple[str, str]]:
             parts.append(f"{g.memory_total_mib} MiB")
         rows.append((f"GPU {g.index}", " · ".join(parts)))
     for rg in f.rocm.gpus:
-        rows.append((f"GPU {rg.index}", " · ".join(p for p in (rg.name or "?", rg.gfx or "", "integrated" if rg.integrated else "") if p)))
+        rows.append((f"GPU {rg.index}", " · ".join(p for p in (rg.name or "?", rg.gfx or "", _t("md_integrated", lang) if rg.integrated else "") if p)))
     if f.apple.is_macos:
         rows.append(("Apple", " · ".join(p for p in (f.apple.chip, f.apple.macos_version and f"macOS {f.apple.macos_version}") if p)))
     p = f.platform
-    plat = " · ".join(x for x in (p.os_name or p.system, p.machine, p.kernel and f"kernel {p.kernel}", p.container, "WSL" if p.is_wsl else None) if x)
+    capability = (t.config or {}).get("CPU capability usage")
+    cpu = [x for x in (p.cpu_model, p.cpu_count and _t("cpu_cores", lang, n=p.cpu_count), capability and _t("cpu_torch_uses", lang, capability=capability),
+                       p.memory_total_mib and _t("cpu_memory", lang, gib=f"{p.memory_total_mib / 1024:.1f}")) if x]
+    if cpu:
+        rows.append(("CPU", " · ".join(str(x) for x in cpu)))
+    plat = " · ".join(x for x in (p.os_name or p.system, p.machine, p.kernel and _t("md_kernel", lang, kernel=p.kernel), p.container, "WSL" if p.is_wsl else None) if x)
     if plat:
-        rows.append(("platform", plat))
+        rows.append((_t("md_layer_platform", lang), plat))
     return rows
 
 
-def _summary_table(report: Report) -> list[str]:
+def _summary_table(report: Report, lang: str = "en") -> list[str]:
     if not report.findings:
-        return ["_No findings._", ""]
-    out = ["| Status | Check | Finding |", "|---|---|---|"]
+        return [f"_{_t('md_no_findings', lang)}_", ""]
+    out = [f"| {_t('md_col_status', lang)} | {_t('md_col_check', lang)} | {_t('md_col_finding', lang)} |", "|---|---|---|"]
     for f in _sorted(report.findings):
-        out.append(f"| {MARKS.get(f.severity, cell(f.severity))} | `{cell(f.code)}` | {cell(f.title)} |")
+        out.append(f"| {_mark(f.severity, lang)} | `{cell(f.code)}` | {cell(f.title)} |")
     return [*out, ""]
 
 
-def _findings(report: Report) -> list[str]:
+def _findings(report: Report, lang: str = "en") -> list[str]:
     out: list[str] = []
     for f in _sorted(report.findings):
         if f.severity == "ok":
             continue
-        out.append(f"### {MARKS.get(f.severity, f.severity)} · {code(f.code)} — {_inline(f.title)}")
+        out.append(f"### {_mark(f.severity, lang)} · {code(f.code)} — {_inline(f.title)}")
         out.append("")
         if f.detail:
             out.append(_inline(f.detail))
             out.append("")
         if f.fix:
-            out.append("**Fix:**")
+            out.append(f"**{_t('md_fix', lang)}**")
             out.append("")
             out.append(fence(f.fix, "sh") if "\n" in f.fix or f.fix.startswith(("stackdoctor", "pip", "uv ", "sudo", "export", "conda")) else _inline(f.fix))
             out.append("")
@@ -163,7 +197,7 @@ def _inline(text: str) -> str:
     return _LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), t)
 
 
-def _raw_outputs(report: Report, limit: int, budget: int = RAW_BUDGET_CHARS) -> list[str]:
+def _raw_outputs(report: Report, limit: int, budget: int = RAW_BUDGET_CHARS, lang: str = "en") -> list[str]:
     """Each tool run in a collapsed section; past ``budget`` characters only the command lines are listed."""
     out: list[str] = []
     used = 0
@@ -180,7 +214,7 @@ def _raw_outputs(report: Report, limit: int, budget: int = RAW_BUDGET_CHARS) -> 
         if r.get("status") and r.get("status") != "ok":
             bits.append(str(r["status"]))
         if r.get("returncode") is not None:
-            bits.append(f"exit {r['returncode']}")
+            bits.append(_t("md_exit", lang, code=r["returncode"]))
         if isinstance(r.get("duration_s"), (int, float)):
             bits.append(f"{r['duration_s']:.2f} s")
         out.append(f"<details><summary><code>{html.escape(cmd[:300])}</code>{' — ' + html.escape(', '.join(bits)) if bits else ''}</summary>")
@@ -190,73 +224,103 @@ def _raw_outputs(report: Report, limit: int, budget: int = RAW_BUDGET_CHARS) -> 
             if not isinstance(text, str) or not text.strip():
                 continue
             if len(text) > limit:
-                text = text[:limit] + f"\n[... {len(text) - limit} more characters in report.json]\n"
+                text = text[:limit] + "\n" + _t("md_more_in_json", lang, n=len(text) - limit) + "\n"
             out.append(f"{stream}:")
             out.append("")
             out.append(fence(text))
             out.append("")
         if r.get("detail"):
-            out.append(f"detail: {_inline(str(r['detail']))}")
+            out.append(f"{_t('md_detail', lang)}: {_inline(str(r['detail']))}")
             out.append("")
         out.append("</details>")
         out.append("")
         used += sum(len(x) + 1 for x in out) - start
     if left_out:
-        out.append(f"{len(left_out)} more tool output(s) are in report.json (left out here to keep this page under GitHub's size limit):")
+        out.append(_t("md_left_out", lang, n=len(left_out)))
         out.append("")
         out.extend(f"- {code(c[:300])}" for c in left_out)
         out.append("")
     return out
 
 
-def render_markdown(report: Report, *, raw: bool = True, redacted: bool | None = None, raw_limit: int = RAW_LIMIT_CHARS, heading: str = "stackdoctor report") -> str:
-    """The whole report as Markdown. ``raw=False`` leaves out raw tool outputs (step summaries)."""
+def _witnesses(report: Report, lang: str) -> list[str]:
+    """Which witness saw each reconciled value (driver, GPUs), the disagreements and the recognised messages."""
+    from stackdoctor.render.witnesses import witness_rows
+
+    rows = witness_rows(report.facts, lang)
+    if not rows:
+        return []
+    heads = " | ".join(_t(k, lang) for k in ("w_value", "w_kept", "w_from", "w_said"))
+    out = [f"<details><summary>{html.escape(_t('md_witnesses', lang))}</summary>", "", f"| {heads} |", "|---|---|---|---|"]
+    out += [f"| {cell(r.what)} | {cell(r.value)} | {cell(r.source)} | {cell(r.witnesses)} |" for r in rows]
+    return out + ["", "</details>", ""]
+
+
+def render_markdown(
+    report: Report,
+    *,
+    raw: bool = True,
+    redacted: bool | None = None,
+    raw_limit: int = RAW_LIMIT_CHARS,
+    heading: str | None = None,
+    lang: str = "en",
+    strict: bool = False,
+) -> str:
+    """The whole report as Markdown in ``lang``. ``raw=False`` leaves out the raw tool outputs (``check``'s
+    stdout and step summaries: short; the bundle ``stackdoctor report`` writes keeps them)."""
     f = report.facts
-    lines = [f"## {heading}", ""]
-    meta = [f"**{format_counts(report)}**", f"stackdoctor {report.stackdoctor_version}"]
+    lines = [f"## {heading or _t('md_heading', lang)}", ""]
+    meta = [f"**{format_counts(report, lang, strict)}**", f"stackdoctor {report.stackdoctor_version}"]
     if report.created_at:
         meta.append(report.created_at)
     if f.platform.system or f.platform.machine:
         meta.append(" ".join(x for x in (f.platform.system, f.platform.machine) if x))
     if redacted is True:
-        meta.append("redacted")
+        meta.append(_t("md_redacted", lang))
     elif redacted is False:
-        meta.append("**not redacted**")
+        meta.append(f"**{_t('md_not_redacted', lang)}**")
     lines += [" · ".join(cell(m) if not m.startswith("**") else m for m in meta), ""]
-    lines += _summary_table(report)
-    rows = stack_rows(report)
+    lines += _summary_table(report, lang)
+    rows = stack_rows(report, lang)
     if rows:
-        lines += ["### Stack", "", "| Layer | Found |", "|---|---|"]
+        lines += [f"### {_t('md_stack', lang)}", "", f"| {_t('md_col_layer', lang)} | {_t('md_col_found', lang)} |", "|---|---|"]
         lines += [f"| {cell(a)} | {cell(b)} |" for a, b in rows]
         lines.append("")
-    body = _findings(report)
+    body = _findings(report, lang)
     if body:
-        lines += ["### Findings", "", *body]
+        lines += [f"### {_t('md_findings', lang)}", "", *body]
     if report.requirements:
         values = report.requirements.get("values") if isinstance(report.requirements, dict) else None
         src = report.requirements.get("source") if isinstance(report.requirements, dict) else None
-        lines += [f"### Project requirements ({code(str(src)) if src else 'recorded'})", ""]
+        lines += [f"### {_t('md_requirements', lang, source=code(str(src)) if src else _t('md_recorded', lang))}", ""]
         if isinstance(values, dict):
             set_values = {k: v for k, v in values.items() if v not in (None, [], False)}
-            lines += ["| Requirement | Value |", "|---|---|"] + [f"| `{cell(k)}` | {cell(v)} |" for k, v in set_values.items()]
+            lines += [f"| {_t('md_col_requirement', lang)} | {_t('md_col_value', lang)} |", "|---|---|"]
+            lines += [f"| `{cell(k)}` | {cell(v)} |" for k, v in set_values.items()]
         lines.append("")
     k = f.kernels
     if k.results or k.error:
-        lines += ["### Kernels", ""]
+        from stackdoctor.units import format_flops
+
+        lines += [f"### {_t('md_kernels', lang)}", ""]
         if k.error:
-            lines += [f"Kernel run failed: {_inline(k.error)}", ""]
+            lines += [_t("md_kernel_run_failed", lang, error=_inline(k.error)), ""]
         if k.results:
-            lines += ["| Kernel | Device | dtype | Result | TFLOP/s | % of peak |", "|---|---|---|---|---|---|"]
+            cols = ("col_kernel", "col_device", "col_dtype", "col_result", "col_rate", "col_peak")
+            lines += ["| " + " | ".join(_t(c, lang) for c in cols) + " |", "|---|---|---|---|---|---|"]
             for r in k.results:
-                res = "✅ ok" if r.ok else f"❌ {r.error or 'failed'}"
-                tf = f"{r.tflops:.2f}" if r.tflops is not None else None
+                res = f"✅ {_t('result_ok', lang)}" if r.ok else f"❌ {r.error or _t('md_failed', lang)}"
                 pp = f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else None
-                lines.append(f"| {cell(r.kernel)} | {cell(r.device)} | {cell(r.dtype)} | {cell(res)} | {cell(tf)} | {cell(pp)} |")
+                lines.append(f"| {cell(r.kernel)} | {cell(r.device)} | {cell(r.dtype)} | {cell(res)} | {cell(format_flops(r.tflops))} | {cell(pp)} |")
             lines.append("")
+    lines += _witnesses(report, lang)
     if report.probes:
-        lines += ["<details><summary>Probes</summary>", "", "| Probe | Status | Time | Error |", "|---|---|---|---|"]
+        heads = ("col_probe", "col_status", "col_time", "md_col_error")
+        lines += [f"<details><summary>{html.escape(_t('md_probes', lang))}</summary>", "", "| " + " | ".join(_t(c, lang) for c in heads) + " |", "|---|---|---|---|"]
         lines += [f"| {cell(p.name)} | {cell(p.status)} | {p.duration_s:.2f} s | {cell(p.error)} |" for p in report.probes]
         lines += ["", "</details>", ""]
     if raw and report.raw_outputs:
-        lines += ["### Raw tool outputs", "", *_raw_outputs(report, raw_limit)]
+        lines += [f"### {_t('md_raw', lang)}", "", *_raw_outputs(report, raw_limit, lang=lang)]
+    elif report.raw_outputs:
+        lines += [_t("md_raw_elsewhere", lang, n=len(report.raw_outputs)), ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -6,6 +6,7 @@ import re
 
 from stackdoctor import matrix as mx
 from stackdoctor.facts import Facts
+from stackdoctor.reconcile import DERIVED
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import amd_pci, built_for_files, install_fix, nvidia_pci, windows_driver
 from stackdoctor.versions import release as vt
@@ -85,18 +86,47 @@ def source_conflict(ctx: Ctx) -> None:
         )
     for d in f.reconciled.disagreements:
         if d.subject == "gpu.compute_capability":
+            measured = {w: v for w, v in d.values.items() if not w.startswith(DERIVED)}
+            lookup = next((v for w, v in d.values.items() if w.startswith(DERIVED)), None)
+            if lookup is not None and len(set(measured.values())) == 1:
+                # one measured value (torch, nvidia-smi) against the matrix's name lookup: the matrix is wrong for this name
+                ctx.add(
+                    detail="lookup",
+                    fix="lookup",
+                    facts=["reconciled.disagreements", "reconciled.gpus"],
+                    gpu=d.note or "GPU",
+                    lookup=lookup,
+                    measured=next(iter(measured.values())),
+                    witnesses=", ".join(sorted(measured)),
+                )
+                continue
             ctx.add(
                 detail="observed",
                 fix="observed",
                 facts=["reconciled.disagreements"],
                 key=f"compute capability of {d.note}" if d.note else "compute capability",
+                values="; ".join(f"{src.removeprefix(DERIVED)}: {val}" for src, val in sorted(d.values.items())),
+            )
+        elif d.subject == "gpu.gfx" and d.explained_by is None:
+            ctx.add(
+                detail="observed",
+                fix="observed",
+                facts=["reconciled.disagreements"],
+                key=f"gfx target of {d.note}" if d.note else "gfx target",
                 values="; ".join(f"{src}: {val}" for src, val in sorted(d.values.items())),
             )
-    t = f.torch
-    hidden = any(k in f.environment for k in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"))
-    if t.cuda_available and t.cuda and t.device_count is not None and n.gpus and not hidden and t.device_count != len(n.gpus):
-        if not any(g.mig_mode == "Enabled" for g in n.gpus):
-            ctx.add(detail="count", fix="count", facts=["torch.device_count", "nvidia.gpus"], torch_count=t.device_count, smi_count=len(n.gpus))
+        elif d.subject == "gpu.count" and d.explained_by is None:
+            witness = next((w for w in d.values if w != "torch"), "?")
+            hidden = d.note.split("; ", 1)[1] if d.note and "; " in d.note else None
+            ctx.add(
+                detail="count_hidden" if hidden else "count",
+                fix="count",
+                facts=["torch.device_count", "reconciled.gpus", "reconciled.disagreements"],
+                torch_count=d.values.get("torch", "?"),
+                witness=witness,
+                count=d.values.get(witness, "?"),
+                hidden=hidden or "",
+            )
 
 
 @rule("wsl-driver", severity="fail", layer="driver")
@@ -200,7 +230,11 @@ def rocm_kfd_permission(ctx: Ctx) -> None:
         return
     line = kfd_refused(ctx.facts)
     if line:
+        r = ctx.facts.rocm
+        proof = next((e for e in ctx.facts.reconciled.evidence if e.proves == "rocm-kfd-permission"), None)
         ctx.add(
+            detail="default" if r.kfd_present or proof is None else "evidence",
+            where=proof.source.split(".")[-1] if proof else "",
             fix="container" if p.container else "default",
             facts=["rocm.kfd_present", "rocm.kfd_accessible", "rocm.kfd_error", "reconciled.evidence"],
             error=line,

@@ -128,7 +128,11 @@ def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None
 
     facts = ctx.facts
     current = (public(facts.torch.version), variant_name(facts))
-    want_gpu = accelerators.select(facts) is not None and accelerators.select(facts).build_kind != "cpu"  # type: ignore[union-attr]
+    chosen = accelerators.select(facts)
+    # a CPU build is no fix where a GPU is usable, nor where an NVIDIA driver is known to be there
+    want_gpu = (chosen is not None and chosen.build_kind != "cpu") or bool(
+        facts.reconciled.nvidia_driver.value or facts.reconciled.cuda_driver_version.value
+    ) and not facts.jetson.is_jetson and not facts.apple.is_macos
     attempts: list[Request] = []
     if keep_torch and facts.torch.installed and current[0]:
         attempts.append(Request(torch=current[0]))

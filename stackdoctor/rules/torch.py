@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from stackdoctor import accelerators
 from stackdoctor import matrix as mx
@@ -26,13 +27,61 @@ from stackdoctor.versions import local, public
 from stackdoctor.versions import release as vt
 
 
-@rule("torch-import-failed", severity="fail", layer="torch", defers_to=("glibc-too-old", "lib-path-shadowing"))
+_FAMILY = re.compile(r"^(nvidia-[a-z0-9-]+?)-cu(\d+)$")
+
+
+@rule("torch-lib-stale", severity="fail", layer="torch", defers_to=("lib-path-shadowing",))
+def torch_lib_stale(ctx: Ctx) -> None:
+    """A library torch loaded lacks a symbol torch (or a library of its) was linked against: the copy that
+    was loaded is older or newer than the one the wheel pins. Shadowing by LD_LIBRARY_PATH has its own
+    finding; otherwise the usual cause is a second family of NVIDIA runtime wheels (-cu11 beside -cu12)
+    or a runtime wheel upgraded or downgraded by another package."""
+    f, t = ctx.facts, ctx.facts.torch
+    if ctx.has("lib-path-shadowing"):
+        return
+    proof = next((e for e in f.reconciled.evidence if e.proves == "torch-lib-stale" and e.source.startswith("torch.")), None)
+    if proof is None:
+        return
+    families: dict[str, list[str]] = {}
+    for dist in sorted(t.distributions):
+        m = _FAMILY.match(dist)
+        if m:
+            families.setdefault(m.group(1), []).append(m.group(2))
+    major = (t.cuda or "").split(".")[0]
+    if not major:
+        vm = re.fullmatch(r"cu(\d+)\d", variant_name(f) or "")  # cu128 -> 12
+        major = vm.group(1) if vm else ""
+    extra = sorted(f"{lib}-cu{cu}" for lib, cus in families.items() if len(cus) > 1 for cu in cus if cu != major) if major else []
+    version = public(t.version) if t.version else None
+    index = index_for(ctx, variant_name(f)) if version else None
+    reinstall = f'{python_exe(f)} -m pip install --force-reinstall "torch=={version}"' + (f" --index-url {index}" if index else "") if version else "stackdoctor install"
+    values: dict[str, Any] = {
+        "torch": t.version or "?",
+        "lib": proof.values.get("lib", "?").rsplit("/", 1)[-1],
+        "symbol": proof.values.get("symbol", "?"),
+        "error": proof.line,
+        "dists": ", ".join(extra),
+    }
+    if extra:
+        ctx.add(detail="duplicates", facts=[proof.source, "torch.distributions"], fix_text=f"{python_exe(f)} -m pip uninstall -y {' '.join(extra)}", **values)
+    else:
+        ctx.add(detail="default", facts=[proof.source, "torch.distributions"], fix_text=reinstall, **values)
+
+
+# findings whose evidence can be the import error itself ("hipErrorNoBinaryForGpu" aborts `import torch`)
+_IMPORT_PROVEN = ("rocm-gfx-unsupported", "gpu-arch-unsupported", "driver-too-old", "rocm-kfd-permission")
+
+
+@rule("torch-import-failed", severity="fail", layer="torch", defers_to=("glibc-too-old", "lib-path-shadowing", "torch-lib-stale", *_IMPORT_PROVEN))
 def torch_import_failed(ctx: Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
     if f.python.error and not t.installed and not t.import_error:
         return  # the target interpreter itself is unknown: probe-failed says so
-    if not import_failed(t) or ctx.has("glibc-too-old", "lib-path-shadowing"):
+    if not import_failed(t) or ctx.has("glibc-too-old", "lib-path-shadowing", "torch-lib-stale"):
         return  # explained by those, each with its own fix
+    proven = {e.proves for e in f.reconciled.evidence if e.source == "torch.import_error"} & set(_IMPORT_PROVEN)
+    if proven and ctx.has(*proven):
+        return  # the error is that finding's evidence, quoted there with its fix
     ctx.add(
         facts=["torch.import_error", "torch.import_error_kind"],
         fix_text=install_fix(ctx, keep_torch=False),
@@ -285,9 +334,12 @@ def conda_pip_mix(ctx: Ctx) -> None:
         return
     conda_cuda = ("cudatoolkit", "cudnn", "nccl", "pytorch-cuda", "cuda-runtime", "cuda-cudart", "cuda-libraries", "cuda-toolkit",
                   "libcublas", "libcusparse", "libnvjitlink")  # fmt: skip
+    from stackdoctor.conda import conda_name
+
+    names = [conda_name(p) for p in t.conda_packages]  # conda-meta records are name-version-build
     pip_torch = bool(local(t.version)) or any(k.startswith("nvidia-") for k in t.distributions)
-    conda_torch = "pytorch" in t.conda_packages
-    cuda_libs = [p for p in t.conda_packages if p in conda_cuda]
+    conda_torch = "pytorch" in names
+    cuda_libs = [p for p in names if p in conda_cuda]
     if pip_torch and (conda_torch or cuda_libs):
         names = (["pytorch"] if conda_torch else []) + cuda_libs
         ctx.add(

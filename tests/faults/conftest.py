@@ -4,9 +4,11 @@ Every fault runs the real installed console script against a fake machine (fake 
 first on PATH, a SYSROOT tree) and asserts the same five things:
 
 1. no traceback (``helpers.run_sd`` asserts it on stdout and stderr);
-2. one clear message (one line, naming what failed);
-3. the exit code issue 2 defines: a broken machine is a finding (0 or 1), bad input is 2,
-   an internal error is 3;
+2. its one sentence, verbatim (``finding``: the finding that says it, one-line title; or the one
+   ``stackdoctor: ...`` line of bad input);
+3. its exact exit code and the exact set of problems (``pin``): a tool that is stuck, broken or cannot
+   run is a warning (0; 1 with --strict or a project requirement it leaves unmet), a broken driver or
+   target is a failing finding (1), bad input is 2, an internal error is 3;
 4. bounded wall time (generous: machines are shared and noisy);
 5. for probe faults: every OTHER probe's facts still in the report.
 
@@ -17,11 +19,8 @@ facts survived it. Fast settings throughout: ``--timeout 1 --torch-timeout 5 --n
 
 from __future__ import annotations
 
-import os
 import shutil
 import stat
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,9 +30,9 @@ import pytest
 
 from conftest import write_fake_tool
 from helpers import Run, machine_env, run_sd, validate_report
+from unprivileged import NOBODY, UnprivilegedInstall
 
 BOUND_S = 30.0  # generous wall-time bound for one stackdoctor run under a fault
-NOBODY = 65534
 
 OS_RELEASE = 'NAME="Ubuntu"\nID=ubuntu\nVERSION_ID="22.04"\nPRETTY_NAME="Ubuntu 22.04.4 LTS"\n'
 # /proc/driver/nvidia/version as the 550.54.14 proprietary module prints it (same text as tests/test_cli_check.py).
@@ -88,7 +87,7 @@ def machine(tmp_path, plain_python) -> Machine:
 def check(m: Machine, *extra: str, python: str | None = None, env: dict[str, str] | None = None, fast: bool = True, timeout: float = 90) -> tuple[Run, dict[str, Any]]:
     """``stackdoctor check --json`` on the fake machine: a fault is a finding (exit 0/1), a valid report, in bounded time."""
     args = ["check", "--json", *(FAST if fast else []), "--python", python or m.python, *extra]
-    run = run_sd(args, env=env if env is not None else m.env(), timeout=timeout)
+    run = run_sd(args, env=env if env is not None else m.env(), timeout=timeout, cwd=m.root)  # a project config would sit here
     assert run.elapsed < BOUND_S, f"took {run.elapsed:.1f} s"
     assert run.rc in (0, 1), (run.rc, run.stderr)
     data = run.json()
@@ -96,84 +95,16 @@ def check(m: Machine, *extra: str, python: str | None = None, env: dict[str, str
     return run, data
 
 
-def check_as_nobody(m: Machine, *, timeout: float = 90) -> dict[str, Any]:
-    """``check`` (no kernels, fast timeouts) on the fake machine, run as uid/gid 65534; returns the report data.
-
-    Tests run as root (CI too) and the stackdoctor install may sit under a root-only home, so
-    the unprivileged run is this process forked: the check pipeline (imported here first),
-    then ``setgroups([]) + setgid + setuid(65534)``, then the same ``build_report`` the CLI
-    calls. The child's report comes back through a pipe; a crash in it fails the test.
-    """
-    import select
-    import signal
-    import time
-
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("needs root to switch to an unprivileged user")
-    from stackdoctor import pipeline as chk
-    import stackdoctor.diagnose, stackdoctor.engine, stackdoctor.matrix, stackdoctor.config  # noqa: F401,E401
-    import stackdoctor.kernels, stackdoctor.rules, stackdoctor.reconcile, stackdoctor.resolve  # noqa: F401,E401
-    from stackdoctor import catalog
-
-    catalog.texts("en")  # the texts and the rules load before the switch to an unprivileged user
-    from stackdoctor.engine import PROBES, _load
-
-    for _, mod in PROBES:
-        _load(mod)
-    import yaml  # noqa: F401  (the matrix loader imports it lazily)
-
-    # The embedded matrix is read (and cached) now: its loader imports importlib's resource readers
-    # lazily, which an interpreter under a root-only home cannot read after setuid.
-    chk.load_matrix(chk.Options())
-    env = m.env()
-    r, w = os.pipe()
-    start = time.monotonic()
-    pid = os.fork()
-    if pid == 0:  # child
-        code = 0
-        try:
-            os.close(r)
-            os.chdir(m.root)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            os.environ.clear()
-            os.environ.update(env)
-            opts = chk.Options(python=m.python, timeout_s=1.0, torch_timeout_s=5.0, kernels=False)
-            payload = chk.build_report(opts).to_json().encode()
-        except BaseException:
-            import traceback
-
-            payload = ("CHILD-FAILED\n" + traceback.format_exc()).encode()
-            code = 3
-        view = memoryview(payload)
-        while view:
-            n = os.write(w, view)
-            view = view[n:]
-        os._exit(code)
-    os.close(w)
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([r], [], [], 1.0)
-        if ready:
-            chunk = os.read(r, 1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    else:
-        os.kill(pid, signal.SIGKILL)
-    os.close(r)
-    _, status = os.waitpid(pid, 0)
-    elapsed = time.monotonic() - start
-    text = b"".join(chunks).decode("utf-8", "replace")
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, text
-    assert elapsed < BOUND_S, elapsed
-    import json
-
-    data = json.loads(text)
+def check_as_nobody(m: Machine, inst: UnprivilegedInstall, *, timeout: float = 90) -> tuple[Run, dict[str, Any]]:
+    """``stackdoctor check --json`` (no kernels, fast timeouts) on the fake machine, run as uid/gid 65534 from
+    ``inst`` (a copy of stackdoctor that user can read: tests/unprivileged.py); the run and its report."""
+    run = run_sd([inst.stackdoctor, "check", "--json", *FAST, "--python", m.python], env=m.env(**inst.env), cwd=m.root,
+                 timeout=timeout, user=NOBODY)
+    assert run.elapsed < BOUND_S, f"took {run.elapsed:.1f} s"
+    assert run.rc in (0, 1), (run.rc, run.stderr)
+    data = run.json()
     validate_report(data)
-    return data
+    return run, data
 
 
 @pytest.fixture
@@ -191,15 +122,10 @@ def shared_tmp():
 
 
 @pytest.fixture
-def nobody_machine(shared_tmp) -> Machine:
-    """A fake machine readable by uid 65534, with a torch-less target venv of its own (pytest's tmp is root-only)."""
-    # a venv of a system interpreter: the one running the tests may live under a root-only home
-    base = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3") if os.path.exists(p)), None)
-    if base is None:
-        pytest.skip("no system python3 outside root's home for an unprivileged target")
-    venv = shared_tmp / "venv"
-    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True)
-    m = make_machine(shared_tmp / "machine", str(venv / "bin" / "python"))
+def nobody_machine(shared_tmp, unprivileged_install) -> Machine:
+    """A fake machine readable by uid 65534 (pytest's tmp is root-only); its target is the unprivileged
+    install's own venv (torch-less, readable by that user)."""
+    m = make_machine(shared_tmp / "machine", unprivileged_install.python)
     for p in [shared_tmp, *shared_tmp.rglob("*")]:
         if p.is_dir():
             p.chmod(0o755)
@@ -263,6 +189,32 @@ def one_clear_message(data: dict[str, Any], *needles: str) -> str:
     return best
 
 
+def problems(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """The report's non-ok findings as sorted (severity, code) pairs, duplicates kept."""
+    return sorted((f["severity"], f["code"]) for f in data["findings"] if f["severity"] != "ok")
+
+
+# The fake machine's target venv has no torch: that warning is in every report that reaches the target.
+NO_TORCH = ("warn", "torch-missing")
+
+
+def pin(run: Run, data: dict[str, Any], rc: int, *expected: tuple[str, str]) -> None:
+    """The fault's outcome, pinned: this exit code and exactly these (severity, code) problems."""
+    assert (run.rc, problems(data)) == (rc, sorted(expected)), (run.rc, [(f["severity"], f["code"], f["detail"][:200]) for f in data["findings"]])
+
+
+def finding(data: dict[str, Any], code: str, says: str, *, title: str | None = None) -> dict[str, Any]:
+    """The one finding with ``code`` whose title or detail carries the sentence ``says`` (verbatim); its title is
+    one line (``title``, when given, exactly). The detail may go on to quote a tool's stderr."""
+    hits = [f for f in data["findings"] if f["code"] == code and (says in f["detail"] or says in f["title"])]
+    assert len(hits) == 1, (code, says, [(f["code"], f["title"], f["detail"]) for f in data["findings"]])
+    f = hits[0]
+    assert "\n" not in f["title"], f
+    if title is not None:
+        assert f["title"] == title, f["title"]
+    return f
+
+
 def assert_usage_error(run: Run, *needles: str) -> str:
     """Bad input: exit 2, nothing on stdout, exactly one ``stackdoctor: ...`` line on stderr naming the needles."""
     assert run.rc == 2, (run.rc, run.stdout[-500:], run.stderr)
@@ -276,92 +228,6 @@ def assert_usage_error(run: Run, *needles: str) -> str:
     return line
 
 
-def _import_everything() -> None:
-    """Import every module of the CLI's packages now: after setuid the install may be unreadable."""
-    import importlib
-    import pkgutil
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        _walk_import(importlib, pkgutil)
-
-
-def _walk_import(importlib, pkgutil) -> None:  # noqa: ANN001
-    for name in ("click", "typer", "rich", "yaml", "packaging", "pydantic", "stackdoctor"):
-        try:
-            pkg = importlib.import_module(name)
-        except ImportError:
-            continue
-        for info in pkgutil.walk_packages(getattr(pkg, "__path__", []), prefix=name + "."):
-            if ".tests" in info.name or info.name.endswith("__main__") or "_worker" in info.name:
-                continue
-            try:
-                importlib.import_module(info.name)
-            except Exception:
-                pass
-
-
-def run_cli_as_nobody(args: list[str], *, env: dict[str, str], cwd: Path, timeout: float = 90) -> Run:
-    """``stackdoctor ARGS`` as uid/gid 65534: this process forked, privileges dropped, then ``cli.main(args)``.
-
-    (The console script itself may be unreachable for nobody when Python lives under a root-only
-    home, so the CLI is entered in-process after the fork; its stdout/stderr go to files.)
-    Asserts no traceback, like ``helpers.run_sd``.
-    """
-    import time
-
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("needs root to switch to an unprivileged user")
-    import stackdoctor.cli as cli
-    import stackdoctor.commands.check  # noqa: F401
-    import stackdoctor.diagnose, stackdoctor.engine, stackdoctor.matrix, stackdoctor.config, stackdoctor.output  # noqa: F401,E401
-    from stackdoctor.engine import PROBES, _load
-
-    for _, mod in PROBES:
-        _load(mod)
-    _import_everything()
-
-    out_dir = Path(tempfile.mkdtemp(prefix="sd-nobody-out-"))
-    out_dir.chmod(0o777)
-    out_f, err_f = out_dir / "stdout", out_dir / "stderr"
-    start = time.monotonic()
-    pid = os.fork()
-    if pid == 0:  # child: never returns
-        try:
-            os.chdir(cwd)
-            fo = os.open(out_f, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-            fe = os.open(err_f, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
-            os.dup2(fo, 1)
-            os.dup2(fe, 2)
-            sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # pytest's capture objects are not fds 1/2
-            sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
-            sys.stdin = open(os.devnull)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            os.environ.clear()
-            os.environ.update(env)
-            cli.main(list(args))  # exits with its code (os._exit)
-        except BaseException:
-            import traceback
-
-            traceback.print_exc()
-            sys.stderr.flush()
-        os._exit(99)
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            pytest.fail(f"stackdoctor {args} as nobody did not finish in {timeout} s")
-        time.sleep(0.05)
-    rc = os.waitstatus_to_exitcode(status)
-    run = Run(rc, out_f.read_text(errors="replace"), err_f.read_text(errors="replace"), time.monotonic() - start)
-    shutil.rmtree(out_dir, ignore_errors=True)
-    assert "Traceback" not in run.stderr, run.stderr
-    assert "Traceback" not in run.stdout, run.stdout
-    return run
+def run_cli_as_nobody(inst: UnprivilegedInstall, args: list[str], *, env: dict[str, str], cwd: Path, timeout: float = 90) -> Run:
+    """``stackdoctor ARGS`` as uid/gid 65534, from the copy that user can read; asserts no traceback (``helpers.run_sd``)."""
+    return run_sd([inst.stackdoctor, *args], env={**env, **inst.env}, cwd=cwd, timeout=timeout, user=NOBODY)

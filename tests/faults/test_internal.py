@@ -14,7 +14,7 @@ import textwrap
 import time
 
 from helpers import validate_report
-from .conftest import BOUND_S, assert_others_intact
+from .conftest import BOUND_S, NO_TORCH, assert_others_intact, finding, pin
 
 BOOM = "import stackdoctor.cli as c; c.app.command('boom')(lambda: 1/0); c.main({args!r})"
 LINE = (
@@ -71,7 +71,9 @@ def test_internal_error_in_one_probe_is_contained(machine):
     data = json.loads(p.stdout)
     validate_report(data)
     rocm = next(x for x in data["probes"] if x["name"] == "rocm")
-    assert rocm["status"] == "error" and "KeyError" in rocm["error"] and "\n" not in rocm["error"]
-    assert p.returncode in (0, 1), p.stderr
-    assert any(f["code"] == "probe-failed" and "rocm" in f["detail"] for f in data["findings"]), data["findings"]
+    assert (rocm["status"], rocm["error"]) == ("error", "internal error in rocm probe: KeyError: 'simulated bug in the rocm probe'"), rocm
+    from helpers import Run
+
+    pin(Run(p.returncode, p.stdout, p.stderr, 0.0), data, 0, ("warn", "probe-failed"), NO_TORCH)
+    finding(data, "probe-failed", "KeyError: 'simulated bug in the rocm probe'")
     assert_others_intact(data, faulted={"rocm"})

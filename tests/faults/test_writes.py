@@ -24,7 +24,8 @@ def test_output_into_a_directory_that_does_not_exist(machine, tmp_path):
     assert not (tmp_path / "no").exists()  # nothing half-created
 
 
-def test_output_onto_a_read_only_file_as_unprivileged_user(nobody_machine):
+@pytest.mark.headline("unprivileged")
+def test_output_onto_a_read_only_file_as_unprivileged_user(nobody_machine, unprivileged_install):
     m = nobody_machine
     out_dir = m.root / "out"
     out_dir.mkdir()
@@ -32,7 +33,7 @@ def test_output_onto_a_read_only_file_as_unprivileged_user(nobody_machine):
     target.write_text("the user's previous report\n")
     target.chmod(0o444)
     out_dir.chmod(0o555)
-    run = run_cli_as_nobody(["check", "--json", *FAST, "--python", m.python, "--output", str(target)], env=m.env(), cwd=m.root)
+    run = run_cli_as_nobody(unprivileged_install, ["check", "--json", *FAST, "--python", m.python, "--output", str(target)], env=m.env(), cwd=m.root)
     assert_usage_error(run, str(target), "read-only")
     assert target.read_text() == "the user's previous report\n"  # untouched
 

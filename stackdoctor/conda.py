@@ -1,0 +1,283 @@
+"""conda / mamba / micromamba / pixi targets: both routes, with reasons.
+
+A conda environment can take PyTorch two ways:
+
+- **pip wheels into the env** (the plan as for any venv): every release and variant PyTorch publishes,
+  newest first; but conda does not see pip's torch, and conda packages of CUDA libraries or of
+  ``pytorch`` next to it are the ``conda-pip-mix`` failure (``stackdoctor explain conda-pip-mix``);
+- **conda-forge's build** (``compat_matrix/conda.yaml``): ``pytorch`` whose CUDA build is selected by the
+  ``cuda-version`` package (or ``pytorch-gpu``), CPU by ``pytorch-cpu``; one package manager for the
+  whole env, but releases land later and there are no ROCm or XPU builds.
+
+Everything here is pure (facts + matrix + plan in, routes / text out) except :func:`run_conda`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from stackdoctor.errors import UsageError
+from stackdoctor.plan import Route
+
+if TYPE_CHECKING:  # pragma: no cover
+    from stackdoctor.facts import Facts
+    from stackdoctor.matrix import CondaInfo, CondaRelease, Matrix
+    from stackdoctor.plan import Plan
+
+CONDA_INSTALLERS = ("conda", "mamba", "micromamba", "pixi")
+_CONDA_CUDA_LIBS = ("pytorch", "cudatoolkit", "cudnn", "nccl", "pytorch-cuda", "cuda-runtime", "cuda-cudart", "cuda-libraries", "libcublas")
+
+
+@dataclass
+class CondaChoice:
+    """The conda-forge build that fits: version, CPU or which CUDA, and the match specs that select it."""
+
+    release: CondaRelease
+    subdir: str  # "linux-64"
+    cuda: str | None  # "12.9"; None: the CPU build
+    specs: list[str]
+    reasons: list[str]
+
+
+def conda_subdir(facts: Facts, platform_tag: str | None = None) -> str | None:
+    """The conda platform of the target: ``linux-64``, ``linux-aarch64``, ``osx-arm64``, ``osx-64``, ``win-64``."""
+    tag = (platform_tag or facts.python.platform_tag or "").lower()
+    machine = (facts.platform.machine or "").lower()
+    if tag.startswith(("manylinux", "linux", "musllinux")) or (not tag and (facts.platform.system or "").lower() == "linux"):
+        return "linux-aarch64" if ("aarch64" in tag or machine in ("aarch64", "arm64")) else "linux-64"
+    if tag.startswith("macosx") or (not tag and (facts.platform.system or "").lower() == "darwin"):
+        return "osx-arm64" if ("arm64" in tag or machine == "arm64") else "osx-64"
+    if tag.startswith("win") or (not tag and (facts.platform.system or "").lower() == "windows"):
+        return "win-64"
+    return None
+
+
+def conda_name(entry: str) -> str:
+    """A conda-meta record name (``cudatoolkit-11.8.0-h4ba93d1_13``) -> the package name (``cudatoolkit``)."""
+    m = re.match(r"^(.+)-([^-]+)-([^-]+)$", entry)
+    return m.group(1) if m else entry
+
+
+def is_conda_target(facts: Facts) -> bool:
+    return facts.python.env_kind == "conda"
+
+
+def _cuda_tuple(text: str) -> tuple[int, int]:
+    m = re.match(r"(\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def driver_cuda_ceiling(facts: Facts, matrix: Matrix, driver: str | None) -> str | None:
+    """The newest CUDA the driver runs: nvidia-smi's "CUDA Version" when probed, else from the matrix's
+    driver table (the newest CUDA whose minimum the driver meets)."""
+    if not driver:
+        return None
+    if facts.nvidia.cuda_driver_version and driver == facts.nvidia.driver_version:
+        return facts.nvidia.cuda_driver_version
+    from stackdoctor.matrix import driver_meets
+
+    best: str | None = None
+    for version, row in matrix.cuda_versions.items():
+        if driver_meets(row, driver, windows=False) == "full" and (best is None or _cuda_tuple(version) > _cuda_tuple(best)):
+            best = version
+    return best
+
+
+def choose(
+    info: CondaInfo, plan: Plan, facts: Facts, matrix: Matrix, *, subdir: str | None, driver: str | None, packages: Sequence[str]
+) -> CondaChoice | None:
+    """conda-forge's build for the plan: the same torch release when conda-forge has it (else its newest), CUDA
+    when the plan is a CUDA one and a CUDA build runs on the driver, else the CPU build."""
+    from packaging.version import Version
+
+    if subdir is None:
+        return None
+    releases = [r for r in info.releases if subdir in r.platforms]
+    if not releases:
+        return None
+    want = plan.torch_version
+    same = next((r for r in releases if want and r.version == want), None)
+    rel = same or releases[0]
+    reasons: list[str] = []
+    if same is None and want:
+        newer = Version(rel.version) < Version(want)
+        reasons.append(
+            f"conda-forge has no pytorch {want}; its {'newest' if newer else 'closest'} for {subdir} is {rel.version} ({rel.source.split(' ')[0]})"
+        )
+    cuda: str | None = None
+    kind = (plan.variant or "").startswith("cu")
+    if kind:
+        ceiling = driver_cuda_ceiling(facts, matrix, driver)
+        builds = sorted(rel.cuda.get(subdir, ()), key=_cuda_tuple, reverse=True)
+        runnable = [c for c in builds if ceiling and _cuda_tuple(c) <= _cuda_tuple(ceiling)]
+        if runnable:
+            cuda = runnable[0]
+            reasons.append(f"CUDA {cuda}: the newest of conda-forge's CUDA builds for {subdir} ({', '.join(builds)}) that driver {driver} runs (CUDA <= {ceiling})")
+        elif builds:
+            reasons.append(f"conda-forge builds pytorch {rel.version} for CUDA {', '.join(builds)} on {subdir}; driver {driver or '?'} runs CUDA <= {ceiling or '?'}: the CPU build")
+        else:
+            reasons.append(f"conda-forge has no CUDA build of pytorch {rel.version} for {subdir}: the CPU build")
+    elif (plan.variant or "").startswith(("rocm", "xpu")):
+        reasons.append(f"conda-forge builds pytorch for CPU and CUDA only (no {plan.variant}): the CPU build")
+    specs: list[str] = []
+    if cuda:
+        specs += [f"{info.package}={rel.version}={info.cuda_build or 'cuda*'}"]
+        if info.cuda_selector:
+            specs.append(f"{info.cuda_selector}={cuda}")
+    else:
+        specs.append(f"{info.package}={rel.version}={info.cpu_build or 'cpu_*'}")
+    for p in packages:
+        if p != "torch":
+            specs.append(p)  # conda-forge torchvision / torchaudio; the solver pairs them with pytorch
+    return CondaChoice(rel, subdir, cuda, specs, reasons)
+
+
+def conda_command(installer: str, specs: Sequence[str], *, channel: str, prefix: str | None, yes: bool = True) -> list[str]:
+    """The install command for ``specs`` with conda, mamba, micromamba or pixi (pixi: into the project in the
+    current directory, the way pixi manages environments)."""
+    if installer == "pixi":
+        return ["pixi", "add", "--channel", channel, *[_pixi_spec(s) for s in specs]]
+    argv = [installer, "install"]
+    if yes:
+        argv.append("-y")
+    if prefix:
+        argv += ["-p", prefix]
+    argv += ["-c", channel, *specs]
+    return argv
+
+
+def _pixi_spec(spec: str) -> str:
+    """``pytorch=2.13.0=cuda*`` -> ``pytorch[version='==2.13.0', build='cuda*']`` (pixi takes full match specs)."""
+    parts = spec.split("=")
+    if len(parts) == 3:
+        return f"{parts[0]}[version='=={parts[1]}', build='{parts[2]}']"
+    if len(parts) == 2:
+        return f"{parts[0]}=={parts[1]}"
+    return spec
+
+
+def routes(
+    plan: Plan,
+    facts: Facts,
+    matrix: Matrix,
+    *,
+    pip_command: Sequence[str],
+    installer: str,
+    platform_tag: str | None,
+    driver: str | None,
+    packages: Sequence[str],
+    hypothetical: bool = False,
+) -> list[Route]:
+    """Both routes for a conda environment, each with its reasons and cautions; one is recommended."""
+    info = matrix.conda
+    out: list[Route] = []
+    conda_pkgs = sorted({n for n in (conda_name(p) for p in facts.torch.conda_packages) if n in _CONDA_CUDA_LIBS})
+    pip_route = Route("pip-wheels", f"PyTorch's wheels into the conda env with pip: torch {plan.torch_version} ({plan.variant})", list(pip_command))
+    pip_route.reasons.append("every release and variant PyTorch publishes (cpu, CUDA, ROCm, XPU), the day it is released")
+    pip_route.cautions.append("conda does not see pip's torch: do not conda-install packages that depend on pytorch into this env afterwards")
+    if conda_pkgs:
+        pip_route.cautions.append(
+            f"conda-pip-mix: this env already has conda's {', '.join(conda_pkgs)}; remove them first (conda remove --force {' '.join(conda_pkgs)}) "
+            "or their CUDA libraries shadow the wheel's (stackdoctor explain conda-pip-mix)"
+        )
+    out.append(pip_route)
+    if info is None:
+        return out
+    subdir = conda_subdir(facts, platform_tag)
+    choice = choose(info, plan, facts, matrix, subdir=subdir, driver=driver, packages=packages)
+    if choice is None:
+        pip_route.recommended = True
+        return out
+    prefix = None if hypothetical else facts.python.env_prefix
+    tool = installer if installer in CONDA_INSTALLERS else "conda"
+    cf = Route(
+        "conda-forge",
+        f"conda-forge's build: pytorch {choice.release.version} ({'CUDA ' + choice.cuda if choice.cuda else 'CPU'})",
+        conda_command(tool, choice.specs, channel=info.channel, prefix=prefix),
+        specs=list(choice.specs),
+        channels=[info.channel],
+    )
+    cf.reasons += choice.reasons
+    cf.reasons.append("one package manager for the whole env: conda resolves torch together with every other conda package")
+    if choice.cuda and info.cuda_selector:
+        cf.reasons.append(f"the CUDA build is selected by {info.cuda_selector}={choice.cuda} ({info.virtual_package or '__cuda'} must be present: a CUDA driver)")
+        if hypothetical or not (facts.nvidia.driver_version or "").strip():
+            cf.env["CONDA_OVERRIDE_CUDA"] = choice.cuda
+            cf.cautions.append(f"no CUDA driver is seen here: the solver needs CONDA_OVERRIDE_CUDA={choice.cuda} to pick the CUDA build")
+    if plan.variant and plan.variant.startswith(("rocm", "xpu")):
+        cf.cautions.append(f"conda-forge has no {plan.variant} build: this route gives CPU-only torch on this GPU")
+    if conda_pkgs and "pytorch" not in conda_pkgs:
+        cf.reasons.append(f"this env already has conda's {', '.join(conda_pkgs)}: staying with conda avoids conda-pip-mix")
+    out.append(cf)
+    # which one to recommend
+    lags = plan.torch_version is not None and choice.release.version != plan.torch_version
+    gpu_loss = (plan.variant or "").startswith(("rocm", "xpu")) or ((plan.variant or "").startswith("cu") and choice.cuda is None)
+    if installer in CONDA_INSTALLERS or (conda_pkgs and not gpu_loss):
+        cf.recommended = True
+    elif lags or gpu_loss:
+        pip_route.recommended = True
+    else:
+        cf.recommended = True
+    return out
+
+
+def environment_yml(route: Route, *, name: str | None, python: str | None, pip_reqs: Sequence[str] = (), pip_args: Sequence[str] = ()) -> str:
+    """An ``environment.yml`` conda, mamba, micromamba (and pixi import) accept, for one route."""
+    lines = [f"# {route.title}; chosen by stackdoctor"]
+    if name:
+        lines.append(f"name: {_yaml_str(name)}")
+    channels = route.channels or ["conda-forge"]
+    lines.append("channels:")
+    lines += [f"  - {_yaml_str(c)}" for c in channels]
+    lines.append("dependencies:")
+    if python:
+        lines.append(f"  - python={python}")
+    if route.name == "conda-forge":
+        lines += [f"  - {_yaml_str(s)}" for s in route.specs]
+    else:
+        lines.append("  - pip")
+        lines.append("  - pip:")
+        lines += [f"      - {_yaml_str(' '.join(pip_args[i:i + 2]))}" for i in range(0, len(pip_args), 2)]
+        lines += [f"      - {_yaml_str(r)}" for r in pip_reqs]
+    if route.env:
+        lines.append("variables:")
+        lines += [f"  {k}: {_yaml_str(v)}" for k, v in route.env.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _yaml_str(value: str) -> str:
+    """A YAML scalar: quoted when it holds YAML syntax (``*``, ``:``, ``#``, leading ``-``, quotes)."""
+    if re.match(r"^[A-Za-z0-9_.=<>!,+/-]+$", value) and not value.startswith(("-", "!")):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def index_args(argv: Sequence[str]) -> list[str]:
+    """The ``--index-url X`` / ``--extra-index-url X`` / ``--find-links X`` pairs of a pip command line."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in ("--index-url", "--extra-index-url", "--find-links") and i + 1 < len(argv):
+            out += [argv[i], argv[i + 1]]
+            i += 2
+            continue
+        i += 1
+    return out
+
+
+def which(installer: str, env: Mapping[str, str]) -> str | None:
+    import shutil
+
+    return shutil.which(installer, path=env.get("PATH") or os.defpath)
+
+
+def require_tool(installer: str, argv: Sequence[str], env: Mapping[str, str]) -> str:
+    path = which(installer, env)
+    if path is None:
+        raise UsageError(f"{installer} is not on PATH, so stackdoctor cannot run it; run it yourself: {shlex.join(argv)}")
+    return path

@@ -1,0 +1,58 @@
+"""Which witness saw each reconciled value: the rows ``check -v`` and the Markdown report show.
+
+One row per reconciled value (the NVIDIA driver, the newest CUDA it runs, each GPU's name, compute
+capability or gfx target and PCI address), with the value kept, where it came from, and what every
+witness said; then one row per disagreement and per recognised message. Pure: facts in, strings out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stackdoctor.catalog import ui
+from stackdoctor.facts import Facts, SeenValue
+
+DERIVED = "reconcile: "  # stackdoctor.reconcile.DERIVED (not imported: renderers sit above it, it sits below)
+_FIELDS = (("name", "w_name"), ("compute_capability", "w_cc"), ("gfx", "w_gfx"), ("bus_id", "w_pci"), ("uuid", "w_uuid"))
+
+
+@dataclass
+class WitnessRow:
+    what: str  # "NVIDIA driver", "GPU0 Tesla P4: compute capability"
+    value: str  # the value kept ("-" when none)
+    source: str  # where the kept value came from
+    witnesses: str  # "nvidia-smi: 550.40.07; /proc/driver/nvidia/version: 550.40.07"
+    kind: str = "value"  # "value" | "disagreement" | "evidence"
+
+
+def _said(by: dict[str, str]) -> str:
+    return "; ".join(f"{w.removeprefix(DERIVED)}: {v}" for w, v in sorted(by.items())) or "-"
+
+
+def _seen(what: str, s: SeenValue) -> WitnessRow | None:
+    if s.value is None and not s.witnesses:
+        return None
+    return WitnessRow(what, s.value or "-", (s.source or "-").removeprefix(DERIVED), _said(s.witnesses))
+
+
+def witness_rows(facts: Facts, lang: str = "en") -> list[WitnessRow]:
+    """Every reconciled value with its witnesses, then the disagreements and the recognised messages (labels in ``lang``)."""
+    view = facts.reconciled
+    rows = [r for r in (_seen(ui("w_driver", lang), view.nvidia_driver), _seen(ui("w_cuda", lang), view.cuda_driver_version)) if r]
+    for g in view.gpus:
+        label = f"{g.vendor.upper() if g.vendor != 'apple' else 'Apple'} GPU{g.index}"
+        rows.append(WitnessRow(label, g.name or "-", ui("w_seen_by", lang), ", ".join(g.witnesses) or "-"))
+        for field, key in _FIELDS:
+            value = getattr(g, field)
+            said = g.seen.get(field, {})
+            if value is None and not said:
+                continue
+            title = ui(key, lang)
+            rows.append(WitnessRow(f"{label}: {title}", str(value) if value is not None else "-", g.sources.get(field, "-").removeprefix(DERIVED), _said(said)))
+    for d in view.disagreements:
+        why = ui("w_explained", lang, why=d.explained_by) if d.explained_by else ui("w_unexplained", lang)
+        what = ui("w_disagreement", lang, subject=d.subject) + (f" ({d.note})" if d.note else "")
+        rows.append(WitnessRow(what, why, "-", _said(d.values), "disagreement"))
+    for e in view.evidence:
+        rows.append(WitnessRow(ui("w_proves", lang, code=e.proves), e.line, e.source, _said(e.values), "evidence"))
+    return rows
