@@ -4,7 +4,7 @@
 - ``plan.schema.json``: ``stackdoctor.plan/1`` (``install --json``), from :class:`stackdoctor.plan.Plan`;
 - ``kernels.schema.json``: ``stackdoctor.kernels/1`` (``kernels --json``), from :class:`stackdoctor.facts.KernelFacts`
   and :class:`stackdoctor.report.Finding`;
-- ``diff.schema.json``: ``stackdoctor.diff/1`` (``diff --json``), from :class:`stackdoctor.diff.Difference`.
+- ``diff.schema.json``: ``stackdoctor.diff/2`` (``diff --json``), from :class:`stackdoctor.diff.Difference`.
 
 The shipped files under ``stackdoctor/schemas/`` are these functions' output, committed;
 ``tests/test_schemas.py`` keeps each identical to its generator, so a schema can never drift from the
@@ -146,7 +146,7 @@ def kernels_schema() -> dict[str, Any]:
 
 
 def diff_schema() -> dict[str, Any]:
-    """``stackdoctor.diff/1``: the two reports compared, and one entry per :class:`Difference`."""
+    """``stackdoctor.diff/2``: the two reports compared, and one entry per :class:`Difference`."""
     from stackdoctor.diff import DIFF_SCHEMA, Difference
 
     side = {
@@ -158,7 +158,7 @@ def diff_schema() -> dict[str, Any]:
     difference = {"type": "object", "required": fields, "properties": {name: _type_schema(_hints(Difference)[name], {}) for name in fields}}
     return {
         "$schema": DRAFT,
-        "$id": "https://stackdoctor.invalid/schemas/diff-1.json",
+        "$id": "https://stackdoctor.invalid/schemas/diff-2.json",
         "title": "stackdoctor diff",
         "type": "object",
         "required": ["schema", "a", "b", "count", "differences"],
@@ -178,7 +178,7 @@ SCHEMAS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     "report.schema.json": (SCHEMA, report_schema),
     "plan.schema.json": ("stackdoctor.plan/1", plan_schema),
     "kernels.schema.json": ("stackdoctor.kernels/1", kernels_schema),
-    "diff.schema.json": ("stackdoctor.diff/1", diff_schema),
+    "diff.schema.json": ("stackdoctor.diff/2", diff_schema),
 }
 
 

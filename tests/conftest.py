@@ -247,7 +247,7 @@ def _every_document_keeps_the_contract():
     """Every public JSON document the suite's stackdoctor runs produce (stdout, or the --output/-o file) is
     checked by ``helpers.check_document``: a report (``stackdoctor.report/1``) validates against the shipped
     schema, has a fix on every warn/fail finding and only codes that ``explain`` documents in both languages;
-    a plan (``plan/1``), kernels (``kernels/1``) or diff (``diff/1``) document validates against its shipped
+    a plan (``plan/1``), kernels (``kernels/1``) or diff (``diff/2``) document validates against its shipped
     schema. It hooks ``subprocess.Popen.communicate``, which ``subprocess.run`` uses too, so a stackdoctor
     started either way (even behind ``ip netns exec``) is seen."""
     import json as _json

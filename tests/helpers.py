@@ -28,7 +28,7 @@ SCHEMA_FILES = {
     "stackdoctor.report/1": "report.schema.json",
     "stackdoctor.plan/1": "plan.schema.json",
     "stackdoctor.kernels/1": "kernels.schema.json",
-    "stackdoctor.diff/1": "diff.schema.json",
+    "stackdoctor.diff/2": "diff.schema.json",
 }
 
 
@@ -151,8 +151,11 @@ def run_sd(args: list[str], *, env: dict[str, str] | None = None, timeout: float
 
 
 def machine_env(bindir: Path, sysroot: Path | None = None, **extra: str) -> dict[str, str]:
-    """A clean environment: fake tools first on PATH, then only the system's basic dirs."""
+    """A clean environment: fake tools first on PATH, then only the system's basic dirs; pip's configuration
+    files are not read (``PIP_CONFIG_FILE`` = the null device, pip's documented switch), so a plan depends on the
+    machine under test, not on the mirror or wheel folder of the machine running the suite."""
     env = {
+        "PIP_CONFIG_FILE": os.devnull,
         "PATH": f"{bindir}{os.pathsep}/usr/bin{os.pathsep}/bin",
         "HOME": os.environ.get("HOME", "/root"),
         "LANG": "C.UTF-8",

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from conftest import _NEEDS, TORCH_VERSION
+from conftest import _NEEDS
+from torchenv import TORCH_VERSION
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -240,3 +240,29 @@ def test_cli_json_and_exit_code(torch_python):
     p = subprocess.run(argv, capture_output=True, text=True, timeout=120, env={**env, "STACKDOCTOR_TEST_HOOK": "nan"})
     assert p.returncode == 1
     assert {f["code"] for f in json.loads(p.stdout)["findings"]} == {"kernel-wrong-result"}
+
+
+@pytest.mark.parametrize(
+    ("device", "hip", "says", "never"),
+    [
+        ("cuda:0", None, "nvidia-smi -q -d ECC", "amd-smi"),
+        ("cuda:0", "6.4.43482", "amd-smi metric", "nvidia-smi"),
+        ("cpu", None, "torch.__config__.show()", "nvidia-smi"),
+        ("mps", None, "stackdoctor kernels --json", "nvidia-smi"),
+    ],
+)
+def test_wrong_numbers_point_at_the_device_that_computed_them(device, hip, says, never):
+    """Wrong numbers on an NVIDIA GPU send the user to its ECC counters; on ROCm (torch's device is also
+    "cuda") to amd-smi; on a CPU to the BLAS torch uses; elsewhere to a rerun: never another vendor's tool."""
+    from stackdoctor.facts import Facts
+
+    f = Facts()
+    f.torch.installed = True
+    f.torch.version, f.torch.hip = ("2.9.1+rocm6.4", hip) if hip else ("2.9.1+cu128", None)
+    f.python.executable = "/env/bin/python"
+    kf = KernelFacts(ran=True, results=[KernelResult(kernel="matmul", device=device, dtype="fp32", size=64, ok=False, max_error=0.5, tolerance=1e-3)])
+    (wrong,) = kernel_findings(kf, facts=f)
+    assert wrong.code == "kernel-wrong-result" and f"matmul fp32 on {device} returned wrong numbers" in wrong.detail
+    assert says in wrong.fix and never not in wrong.fix, wrong.fix
+    if device == "cpu":
+        assert wrong.fix.startswith("/env/bin/python -c ")

@@ -51,6 +51,14 @@ EXTRA = [
     ("c25-macmini-to-macstudio-tb5-rdma-system_profiler", "system_profiler_thunderbolt.txt", "thunderbolt.parse_speed_gbps"),
     ("c22-linux-boltctl-razer-core-tb3-egpu", "boltctl.txt", "thunderbolt.parse_speed_gbps"),
     ("local-build-machine-proc-net-and-pci-sysfs", "pci-0000-00-03.0-class.txt", "pci.parse_pci_id"),
+    ("d01-h200-driver580-open-kernel-module-lent-device", "nvidia-smi.txt", "nvidia.parse_smi_table"),
+    ("d01-h200-driver580-open-kernel-module-lent-device", "nvidia-smi-L.txt", "nvidia.parse_smi_list"),
+    ("d01-h200-driver580-open-kernel-module-lent-device", "nvidia-smi-query-gpu.csv", "nvidia.parse_smi_query"),
+    ("d01-h200-driver580-open-kernel-module-lent-device", "proc_driver_nvidia_version.txt", "nvidia.parse_proc_driver_version"),
+    ("d01-h200-driver580-open-kernel-module-lent-device", "proc_driver_nvidia_gpus_0000_00_06.0_information.txt", "nvidia.parse_proc_gpu_information"),
+    ("local-torch-2.14.1-cp311-pypi-wheel-files", "version.py", "torch_static.parse_torch_version_py"),
+    ("local-torch-2.14.1-cp311-pypi-wheel-files", "METADATA", "torch_static.parse_dist_metadata"),
+    ("local-torch-2.14.1-cp311-pypi-wheel-files", "dist-info-dirname.txt", "torch_static.parse_dist_info_dirname"),
 ]
 
 
@@ -80,14 +88,16 @@ def test_every_parser_has_a_real_input_or_a_reason():
 
 
 def test_every_case_has_its_source_and_is_read_by_a_test():
+    """Each case names its source and derived facts, and some test reads it: by the registry above, or by name
+    in another test module (the witness, fault and end-to-end tests read whole machines)."""
     used = {case for pairs in registered().values() for case, _ in pairs}
-    others = {"c48-wsl2-rtx4070-laptop-driver551-torch240cu121-collect_env", "c30-8xmi300x-gfx942-rocm633-rocminfo-sclk",
-              "c32-jetson-nano-jetbot-l4t-r32.3.1", "r-wsl-kernel-releases", "r-rtxpro-snap-smi470-driver580-compute-cap-rejected-inference-snaps-89"}
+    tests_dir = Path(__file__).resolve().parent
+    named = "\n".join(p.read_text(encoding="utf-8") for p in tests_dir.rglob("*.py") if "fixtures" not in p.parts and p != Path(__file__).resolve())
     for d in sorted(p for p in REAL.iterdir() if p.is_dir()):
         src = (d / "source.md").read_text(encoding="utf-8")
         assert "```yaml" in src, f"{d.name}/source.md has no derived facts"
         assert re.search(r"https?://|captured", src), f"{d.name}/source.md names no source"
-        assert d.name in used or d.name in others or d.name in README.read_text(encoding="utf-8"), d.name
+        assert d.name in used or d.name in named, f"{d.name} is read by no test"
 
 
 # ---------------------------------------------------------------------------- what each real input says (source.md)
@@ -192,3 +202,15 @@ def test_sections_of_the_real_target_worker():
     assert list(sections) == ["python", "torch", "done"]
     assert sections["python"]["version"] == "3.11.7" and sections["python"]["env_kind"] == "venv"
     assert sections["torch"]["version"] == "2.13.0+cpu" and sections["torch"]["cuda_available"] is False
+
+
+def test_the_torch_wheels_own_files_read_without_importing_it():
+    """PyPI's torch 2.14.1 (a CUDA build): version.py parsed (never executed), METADATA and the dist-info name."""
+    from stackdoctor.probes import torch_static
+
+    case = "local-torch-2.14.1-cp311-pypi-wheel-files"
+    v = torch_static.parse_torch_version_py(read(case, "version.py"))
+    assert (v["__version__"], v["cuda"], v["hip"], v["debug"]) == ("2.14.1+cu130", "13.0", None, False)
+    meta = torch_static.parse_dist_metadata(read(case, "METADATA"))
+    assert (meta["name"], meta["version"]) == ("torch", "2.14.1")
+    assert torch_static.parse_dist_info_dirname(read(case, "dist-info-dirname.txt").strip()) == {"name": "torch", "version": "2.14.1"}

@@ -49,7 +49,7 @@ def test_the_checks_can_fail():
     with pytest.raises(jsonschema.ValidationError):
         check_document({"schema": "stackdoctor.plan/1", "torch_version": "2.13.0"})  # most fields missing
     with pytest.raises(jsonschema.ValidationError):
-        check_document({"schema": "stackdoctor.diff/1", "a": {}, "b": {}, "count": -1, "differences": []})
+        check_document({"schema": "stackdoctor.diff/2", "a": {}, "b": {}, "count": -1, "differences": []})
     with pytest.raises(jsonschema.ValidationError):
         check_document({"schema": "stackdoctor.kernels/1", "stackdoctor_version": "0", "target": "/x", "ran": "yes"})
     assert check_document({"schema": "something else"}) is False
@@ -72,14 +72,33 @@ def test_plan_and_diff_outputs_are_checked_as_the_suite_produces_them(tmp_path, 
     diff = run_sd(["diff", str(a), str(b), "--json"], env=env)
     assert diff.rc == 1 and diff.json()["count"] >= 1
     assert seen["stackdoctor.plan/1"] == before["stackdoctor.plan/1"] + 1
-    assert seen["stackdoctor.diff/1"] == before["stackdoctor.diff/1"] + 1
+    assert seen["stackdoctor.diff/2"] == before["stackdoctor.diff/2"] + 1
 
 
-def test_kernels_output_is_checked_as_the_suite_produces_it(plain_python, _every_document_keeps_the_contract):
-    """A kernels run whose target has no torch: a failed result, still a valid kernels/1 document, seen by the hook."""
+def test_kernels_output_is_checked_as_the_suite_produces_it(tmp_path, _every_document_keeps_the_contract):
+    """A kernels run whose target's torch cannot be imported (its CUDA runtime library is gone, as after a partial
+    uninstall): a failed result, still a valid kernels/1 document, seen by the hook."""
     seen = _every_document_keeps_the_contract
     before = seen["stackdoctor.kernels/1"]
-    run = run_sd(["kernels", "matmul", "--device", "cpu", "--sizes", "32", "--python", plain_python, "--json"])
+    venv = tmp_path / "broken-torch"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    from helpers import venv_bin
+
+    python = str(venv_bin(venv))
+    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], capture_output=True, text=True, check=True).stdout.strip()
+    (Path(purelib) / "torch").mkdir(parents=True)
+    (Path(purelib) / "torch" / "__init__.py").write_text(
+        'raise ImportError("libcudart.so.12: cannot open shared object file: No such file or directory")\n')
+    run = run_sd(["kernels", "matmul", "--device", "cpu", "--sizes", "32", "--python", python, "--json"])
     doc = run.json()
     assert run.rc == 1 and doc["ran"] is False and [f["code"] for f in doc["findings"]] == ["kernel-failed"]
+    assert "libcudart.so.12" in json.dumps(doc)
     assert seen["stackdoctor.kernels/1"] == before + 1
+
+
+def test_kernels_on_a_target_without_torch_is_one_sentence(plain_python):
+    """No torch at all is a wrong target, not a kernel result: one sentence naming the fix, exit 2, no document."""
+    run = run_sd(["kernels", "matmul", "--device", "cpu", "--sizes", "32", "--python", plain_python, "--json"])
+    assert run.rc == 2 and run.stdout == ""
+    assert "torch is not installed in" in run.stderr and f"stackdoctor install --python {plain_python}" in run.stderr
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1

@@ -6,6 +6,7 @@ from typing import Any
 
 from stackdoctor.facts import KernelResult
 from stackdoctor.rules.core import Ctx, rule
+from stackdoctor.rules.helpers import built_for_files, python_exe
 from stackdoctor.units import format_flops
 
 SLOW_FRACTION = 0.25  # kernel-slow below this fraction of the device's peak (largest size of a sweep)
@@ -40,6 +41,17 @@ def kernel_failed(ctx: Ctx) -> None:
             ctx.add(detail="result", fix="result", facts=[f"kernels.results[{i}]"], label=_label(r), error=r.error or "-")
 
 
+def _wrong_fix(ctx: Ctx, r: KernelResult) -> str:
+    """Where to look when a device computes wrong numbers: the GPU's ECC counters with its vendor's tool, the
+    CPU's BLAS build, else the generic advice."""
+    device = (r.device or "").split(":")[0]
+    if device == "cpu":
+        return "result_cpu"
+    if device == "cuda":
+        return "result_rocm" if built_for_files(ctx.facts) == "rocm" else "result"
+    return "default"
+
+
 @rule("kernel-wrong-result", severity="fail", layer="kernels")
 def kernel_wrong_result(ctx: Ctx) -> None:
     k = ctx.facts.kernels
@@ -47,7 +59,8 @@ def kernel_wrong_result(ctx: Ctx) -> None:
         if r.kernel != "allreduce" and not r.ok and not _raised(r):
             ctx.add(
                 detail="result",
-                fix="result",
+                fix=_wrong_fix(ctx, r),
+                python=python_exe(ctx.facts),
                 facts=[f"kernels.results[{i}]"],
                 label=_label(r),
                 error=r.error or f"max relative error {r.max_error} > tolerance {r.tolerance}",

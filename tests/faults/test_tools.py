@@ -10,6 +10,8 @@ the exact set of problems, and its sentence; every run finishes in its timeout w
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import real_fixture
@@ -210,15 +212,24 @@ ROCMINFO_FAILURES = [
 
 @pytest.mark.parametrize(("case", "reason"), ROCMINFO_FAILURES, ids=[r for _, r in ROCMINFO_FAILURES])
 def test_tool_prints_known_rocm_failure(machine, case, reason):
-    """rocminfo's real /dev/kfd failures (public reports, tests/fixtures/real): a fact quoted verbatim, and one
-    warning naming /dev/kfd and the reason (ROCm's state is unknown, not broken: exit 0)."""
+    """rocminfo's real /dev/kfd failures (public reports, tests/fixtures/real): a fact quoted verbatim. "Permission
+    denied" is itself the witness of the cause (this user may not open /dev/kfd: not in the render/video group, or a
+    container without the device), so it is the one failure ROCm's own rule owns (fail, exit 1), and the generic
+    probe warning defers to it; any other reason leaves ROCm's state unknown, not broken: one warning naming
+    /dev/kfd and the reason, exit 0."""
     text = real_fixture(case, "rocminfo.txt")
     machine.tool("rocminfo", stdout=text, rc=1)
     run, data = check(machine)
-    pin(run, data, 0, ("warn", "probe-failed"), NO_TORCH)
     rocm = data["facts"]["rocm"]
     assert rocm["kfd_error"] == f"Unable to open /dev/kfd read-write: {reason}"
     assert rocm["gpus"] == []
-    finding(data, "probe-failed", f"rocminfo failed: rocminfo exited with code 1: Unable to open /dev/kfd read-write: {reason}.",
-            title="A tool that is installed failed, so part of the stack is unknown")
+    said = f"rocminfo exited with code 1: Unable to open /dev/kfd read-write: {reason}"
+    if reason == "Permission denied":
+        pin(run, data, 1, ("fail", "rocm-kfd-permission"), NO_TORCH)
+        f = finding(data, "rocm-kfd-permission", said)
+        assert f["detail"].startswith("rocminfo could not open /dev/kfd: "), f["detail"]
+        assert "usermod" in json.dumps(f) or "render" in json.dumps(f), f  # the fix names the group
+    else:
+        pin(run, data, 0, ("warn", "probe-failed"), NO_TORCH)
+        finding(data, "probe-failed", f"rocminfo failed: {said}.", title="A tool that is installed failed, so part of the stack is unknown")
     assert_others_intact(data, faulted={"rocm"})
