@@ -86,7 +86,8 @@ def main() -> None:
         (sysroot / "etc").mkdir(parents=True)
         (sysroot / "etc/os-release").write_text('NAME="Ubuntu"\nID=ubuntu\nVERSION_ID="22.04"\nPRETTY_NAME="Ubuntu 22.04.4 LTS"\n')
         env = dict(os.environ, PATH=f"{bindir}:/usr/bin:/bin", STACKDOCTOR_SYSROOT=str(sysroot))
-        save("broken", check_json(["--python", str(venv / "bin" / "python"), "--no-kernels"], env))
+        # --import-torch: the fake torch speaks only when imported (its CUDA-init warning is the point)
+        save("broken", check_json(["--python", str(venv / "bin" / "python"), "--no-kernels", "--import-torch"], env))
 
 
 if __name__ == "__main__":

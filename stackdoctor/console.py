@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import codecs
 import sys
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from rich.console import Console
+if TYPE_CHECKING:  # rich is imported when a console is made: a JSON run never needs it
+    from rich.console import Console
 
 __all__ = ["SafeStream", "can_encode", "make_console", "marks", "protect_std_streams", "write_stdout"]
 
@@ -102,6 +103,8 @@ def make_console(
         stream = SafeStream(stream)
     elif file is None:
         stream = None  # rich then follows sys.stdout / sys.stderr as they are when it writes
+    from rich.console import Console
+
     return Console(file=stream, highlight=False, soft_wrap=soft_wrap, width=width, record=record, stderr=stderr)
 
 

@@ -39,7 +39,8 @@ _FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("thunderbolt", ("present", "bridge_enabled", "rdma_state")),
     ("torch", ("installed", "version", "variant", "cuda", "hip", "debug", "cuda_available", "device_count", "arch_list", "cudnn_version",
                "nccl_version", "mps_built", "mps_available", "xpu_available", "distributed_available", "distributed_backends",
-               "torchvision_version", "torchaudio_version", "triton_version", "numpy_version", "import_error_kind")),
+               "torchvision_version", "torchaudio_version", "triton_version", "numpy_version", "import_error_kind", "imported",
+               "git_version", "arch_list_files", "runtime_versions")),
 )
 _NVIDIA_GPU = ("name", "compute_capability", "memory_total_mib", "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "power_limit_w",
                "mig_mode", "persistence_mode", "driver_model", "sm_count")

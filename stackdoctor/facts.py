@@ -342,6 +342,31 @@ class TorchDevice:
 
 
 @dataclass
+class TorchLibrary:
+    """The GPU code one of torch's shared libraries carries, read from the file (never loaded).
+
+    ``stackdoctor.probes.torch_static``: the CUDA fat binary (``.nv_fatbin``), the ROCm clang offload
+    bundles (``.hip_fatbin``) or the SYCL images of ``libtorch_cuda.so`` / ``libtorch_hip.so`` /
+    ``libtorch_xpu.so`` (``torch_cuda.dll`` ...)."""
+
+    path: str
+    kind: str  # "cuda" | "hip" | "xpu"
+    primary: bool = False  # carries the build's arch list (libtorch_cuda.so, libtorch_hip.so, ...)
+    format: str | None = None  # "elf64-le" | "pe" | ...
+    section: str | None = None  # ".nv_fatbin" | ".hip_fatbin" | "__CLANG_OFFLOAD_BUNDLE__sycl-spir64_gen"
+    section_size: int | None = None
+    containers: int = 0  # fat-binary containers / offload bundles (about one per translation unit)
+    entries: int = 0  # cubins + PTX / bundle entries
+    compressed: int = 0  # compressed entries (CUDA) / bundles (HIP)
+    archs: dict[str, int] = field(default_factory=dict)  # arch -> containers that carry it
+    arch_list: list[str] = field(default_factory=list)  # in at least half of the containers: the build's list
+    arch_extra: list[str] = field(default_factory=list)  # in fewer: per-file extras (sm_90a ...)
+    images: list[str] = field(default_factory=list)  # XPU: "spir64_gen (zstd)", "spir64" ...
+    error: str | None = None  # what could not be read, in one sentence
+    read_ms: float | None = None
+
+
+@dataclass
 class TorchFacts:
     installed: bool = False
     version: str | None = None  # as installed, local suffix kept: "2.13.0+cpu"
@@ -353,7 +378,7 @@ class TorchFacts:
     cuda_error: str | None = None  # exact text when unavailable (warning or exception)
     device_count: int | None = None
     devices: list[TorchDevice] = field(default_factory=list)
-    arch_list: list[str] = field(default_factory=list)  # torch.cuda.get_arch_list()
+    arch_list: list[str] = field(default_factory=list)  # the build's arch list: torch's own when imported, else the files' (sources say which)
     cudnn_version: str | None = None
     nccl_version: str | None = None
     mps_built: bool | None = None
@@ -372,6 +397,21 @@ class TorchFacts:
     import_error_kind: str | None = None  # "exception" | "timeout" | "crash"
     distributions: dict[str, str] = field(default_factory=dict)  # installed dists of interest -> version
     conda_packages: list[str] = field(default_factory=list)  # conda-meta names of interest
+    # --- how torch was read. True: `import torch` ran in the target and succeeded; False: torch was only
+    # read from its files, because no import was asked (`check --no-kernels`) or because it failed
+    # (then import_error says how); None: no torch installed.
+    imported: bool | None = None
+    # --- from torch's files (stackdoctor.probes.torch_static; never imported), beside what the import says
+    git_version: str | None = None  # torch.version.git_version
+    rocm: str | None = None  # torch.version.rocm (newer ROCm builds)
+    xpu: str | None = None  # torch.version.xpu (XPU builds)
+    arch_list_files: list[str] = field(default_factory=list)  # the GPU code in the primary library: "sm_90" / "gfx942"
+    arch_extra: list[str] = field(default_factory=list)  # per-file extra targets in that library ("sm_90a"): not the build's list
+    arch_list_torch: list[str] = field(default_factory=list)  # torch's own list (get_arch_list(), else _cuda_getArchFlags())
+    runtime_versions: dict[str, str] = field(default_factory=dict)  # "cudnn" -> "9.24.0.43" (runtime wheels, library names)
+    runtime_libraries: dict[str, str] = field(default_factory=dict)  # "libcudnn.so.9" -> its path
+    libraries: list[TorchLibrary] = field(default_factory=list)  # torch's GPU libraries as read
+    static_errors: list[str] = field(default_factory=list)  # what the read of torch's files could not read
     sources: dict[str, str] = field(default_factory=dict)
 
 

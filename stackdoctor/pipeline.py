@@ -13,6 +13,7 @@ one place, :func:`stackdoctor.matrix.user_matrix_paths`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -24,11 +25,13 @@ from typing import TYPE_CHECKING
 from stackdoctor.errors import ExitCode
 from stackdoctor.facts import Facts
 from stackdoctor.report import Report
-from stackdoctor.rules.core import Gates
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.config import Requirements
     from stackdoctor.matrix import Matrix
+    from stackdoctor.rules.core import Gates
+
+# (the rules are imported on the prepare thread while the probes run: build_report)
 
 __all__ = ["Options", "build_report", "exit_code", "failing_reason", "gather", "judge", "load_matrix", "probe_facts", "requirements_for"]
 
@@ -42,7 +45,7 @@ class Options:
     torch_timeout_s: float = 60.0  # the target worker (imports torch, runs the quick kernels)
     kernels: bool = True  # the quick kernel pass in the target
     compile: bool = False  # ... with a torch.compile check
-    import_torch: bool = True  # False: read torch/version.py instead of importing torch
+    import_torch: bool = True  # False: read torch from its files only, never import it (the kernel pass imports it anyway)
     replay: str | None = None  # a report to re-judge instead of probing
     matrix_files: list[str] = field(default_factory=list)  # --matrix (else STACKDOCTOR_MATRIX)
     config: str | None = None  # project requirements file (else found upward)
@@ -50,7 +53,7 @@ class Options:
     only: list[str] | None = None
     skip: list[str] | None = None
     strict: bool = False
-    gates: Gates = field(default_factory=Gates)
+    gates: Gates | None = None  # thresholds beyond the project file (kernels --min-busbw)
     worker_hook: str | None = None  # tests only: STACKDOCTOR_TEST_HOOK for the target worker
     probes: Sequence[str] | None = None  # a subset of the probes (install needs fewer)
     check_python: bool = False  # a --python that is not a Python 3 interpreter is a UsageError (engine.validate_python)
@@ -135,6 +138,12 @@ def judge(report: Report, opts: Options, matrix: Matrix) -> Report:
     return report
 
 
+def needs_torch_runtime(reqs: Requirements | None) -> bool:
+    """Whether the project's requirements can only be judged by ``import torch`` in the target (a GPU
+    backend, a number of GPUs torch can use): then ``check --no-kernels`` imports torch all the same."""
+    return reqs is not None and ((reqs.backend or "cpu") != "cpu" or (reqs.min_gpus or 0) > 0)
+
+
 def build_report(opts: Options, *, progress: Callable[[], AbstractContextManager[object]] | None = None) -> Report:
     """Probe (or replay) and judge. The matrix, the rules and the texts load on a thread while the
     probes run (the target's ``import torch`` takes seconds), so they add nothing to the wall time."""
@@ -152,6 +161,8 @@ def build_report(opts: Options, *, progress: Callable[[], AbstractContextManager
         if opts.check_python and opts.python and not opts.replay:
             validate_python(opts.python, timeout_s=max(opts.timeout_s, 5.0))
 
+    if not opts.import_torch and not opts.replay and needs_torch_runtime(requirements_for(Report(), opts)):
+        opts = dataclasses.replace(opts, import_torch=True)  # a backend or GPU count is proven only by torch itself
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="prepare") as pool:
         pending = pool.submit(prepare)
         target_ok = pool.submit(check_python)  # is --python a Python 3 interpreter? asked beside the probes, free

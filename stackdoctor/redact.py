@@ -89,7 +89,7 @@ _GENERIC_NAMES = frozenset(
 )
 
 # report paths where dotted numbers are versions, never addresses
-_VERSION_CONTAINERS = frozenset({"distributions", "conda_packages", "config", "observed", "arch_list"})
+_VERSION_CONTAINERS = frozenset({"distributions", "conda_packages", "config", "observed", "arch_list", "arch_list_files", "arch_list_torch", "arch_extra"})
 
 
 def is_secret_name(name: str) -> bool:

@@ -174,6 +174,102 @@ def test_the_report_contract_check_can_fail():
         check_report_invariants(json.loads(unknown.to_json()))
 
 
+# ---------------------------------------------------------------------------- torch read from its files (issue 14)
+
+
+def _problems(data) -> set[tuple[str, str]]:
+    return {(f["code"], f["severity"]) for f in data["findings"] if f["severity"] != "ok"}
+
+
+@pytest.mark.slow
+def test_real_torch_static_and_importing_paths_give_the_same_findings(torch_python, tmp_path):
+    """The torch 2.13.0 CPU venv: ``--no-kernels`` (read from the files), ``--no-kernels --import-torch`` and the
+    default quick kernel pass find the same problems; only the import can say the runtime works."""
+    env = machine_env(tmp_path / "bin", make_sysroot(tmp_path / "root"))
+    (tmp_path / "bin").mkdir()
+    runs = {name: run_sd(["check", "--json", *args, "--python", torch_python], env=env) for name, args in
+            (("files", ["--no-kernels"]), ("import", ["--no-kernels", "--import-torch"]), ("kernels", []))}
+    data = {name: r.json() for name, r in runs.items()}
+    for d in data.values():
+        validate_report(d)
+    assert runs["files"].rc == runs["import"].rc == runs["kernels"].rc == 0
+    assert _problems(data["files"]) == _problems(data["import"]) == _problems(data["kernels"])
+    oks = {name: {f["code"] for f in d["findings"] if f["severity"] == "ok"} for name, d in data.items()}
+    assert oks["import"] - oks["files"] == {"runtime-ok"} and oks["files"] <= oks["import"]
+    tf, ti = data["files"]["facts"]["torch"], data["import"]["facts"]["torch"]
+    assert (tf["imported"], ti["imported"]) == (False, True)
+    for key in ("version", "variant", "cuda", "hip", "git_version", "location", "distributions"):
+        assert tf[key] == ti[key], key
+    assert data["files"]["facts"]["kernels"]["ran"] is False and data["kernels"]["facts"]["kernels"]["ran"] is True
+
+
+def test_no_kernels_never_imports_torch(fake_machine, tmp_path):
+    """``check --no-kernels`` reads torch from its files: a torch whose ``__init__`` leaves a marker is never run."""
+    from test_target_probe import (
+        MARKER_INIT,
+        VERSION_2_14_1,
+        libtorch_cuda,
+        make_fake_torch_env,
+    )
+
+    bindir, sysroot = fake_machine
+    marker = tmp_path / "torch-was-imported"
+    py = make_fake_torch_env(tmp_path, MARKER_INIT.format(marker=str(marker)), version_py=VERSION_2_14_1,
+                             libs={"libtorch_cuda.so": libtorch_cuda(75, 80, 86, 90, 100, 120)}, dist_version="2.14.1")
+    run = run_sd(["check", "--json", "--no-kernels", "--python", py], env=machine_env(bindir, sysroot))
+    assert not marker.exists(), "check --no-kernels imported torch"
+    data = run.json()
+    t = data["facts"]["torch"]
+    assert t["imported"] is False and t["version"] == "2.14.1+cu130" and t["cuda"] == "13.0"
+    codes = {f["code"] for f in data["findings"]}
+    assert "driver-too-old" in codes and run.rc == 1  # cu130 on the 550 driver of c14: judged from the files
+    assert not codes & {"cuda-unavailable", "runtime-ok"}
+    run_sd(["check", "--json", "--no-kernels", "--import-torch", "--python", py], env=machine_env(bindir, sysroot))
+    assert marker.exists()  # and the marker works
+
+
+@pytest.mark.posix
+def test_import_abort_still_judges_the_gpu_and_the_driver(fake_machine, tmp_path):
+    """The default check imports torch; here the import aborts (as a ROCm build does with hipErrorNoBinaryForGpu).
+    The report keeps the version and the arch list read from the files, and judges the RTX 4070 (sm_89) and the
+    550 driver against them."""
+    from test_target_probe import VERSION_2_14_1, libtorch_cuda, make_fake_torch_env
+
+    bindir, sysroot = fake_machine
+    py = make_fake_torch_env(tmp_path, "import os\nos.abort()\n", version_py=VERSION_2_14_1, libs={"libtorch_cuda.so": libtorch_cuda(90, 100, 120)})
+    run = run_sd(["check", "--json", "--python", py], env=machine_env(bindir, sysroot))
+    data = run.json()
+    validate_report(data)
+    t = data["facts"]["torch"]
+    assert t["import_error_kind"] == "crash" and "SIGABRT" in t["import_error"] and t["imported"] is False
+    assert t["version"] == "2.14.1+cu130" and t["arch_list"] == ["sm_90", "sm_100", "sm_120"]
+    found = {f["code"]: f for f in data["findings"]}
+    assert {"torch-import-failed", "gpu-arch-unsupported", "driver-too-old"} <= set(found), sorted(found)
+    assert "libtorch_cuda.so" in found["gpu-arch-unsupported"]["detail"] and "sm_89" in found["gpu-arch-unsupported"]["detail"]
+    assert not set(found) & {"torch-missing", "torch-ok", "runtime-ok", "cuda-unavailable"}
+    assert run.rc == 1
+
+
+def test_torch_arch_list_differs_from_its_library(fake_machine, tmp_path):
+    """torch names one arch list, its libtorch_cuda.so carries another: a finding when both are read."""
+    from test_target_probe import (
+        FAKE_CU130_TORCH_OLD_DRIVER,
+        VERSION_2_14_1,
+        libtorch_cuda,
+        make_fake_torch_env,
+    )
+
+    bindir, sysroot = fake_machine
+    py = make_fake_torch_env(tmp_path, FAKE_CU130_TORCH_OLD_DRIVER, version_py=VERSION_2_14_1, libs={"libtorch_cuda.so": libtorch_cuda(80, 90)})
+    data = run_sd(["check", "--json", "--no-kernels", "--import-torch", "--python", py], env=machine_env(bindir, sysroot)).json()
+    hit = next(f for f in data["findings"] if f["code"] == "torch-arch-list-mismatch")
+    assert hit["severity"] == "warn" and "sm_75" in hit["detail"] and "libtorch_cuda.so" in hit["detail"]
+    assert "--force-reinstall" in hit["fix"]
+    # without the import there is nothing of torch's own to compare with
+    data = run_sd(["check", "--json", "--no-kernels", "--python", py], env=machine_env(bindir, sysroot)).json()
+    assert "torch-arch-list-mismatch" not in {f["code"] for f in data["findings"]}
+
+
 TRITON = "r-titanv-rtx5880ada-driver570-query-triton-8070"
 
 

@@ -423,6 +423,20 @@ def _xpu_torch_unavailable(f, m):
                          xpu_error="RuntimeError: no XPU device (Level Zero driver not found)", distributions={"torch": "2.13.0+xpu"})
 
 
+LIBTORCH_CUDA = "/venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so .nv_fatbin (475 fat-binary containers)"
+
+
+def _arch_lists_differ(f, m):  # torch names cu126's list, its libtorch_cuda.so carries cu130's (a library of another build)
+    f.torch.arch_list_torch = list(f.torch.arch_list)
+    f.torch.arch_list_files = arch(m, "2.13.0", "cu130")
+    f.torch.imported = True
+    f.torch.sources.update(arch_list_torch="torch.cuda.get_arch_list()", arch_list_files=LIBTORCH_CUDA)
+
+
+def _files_unreadable(f, m):  # --no-kernels on a torch package without its version.py (a source tree never built)
+    f.torch = TorchFacts(installed=True, imported=False, location="/src/pytorch/torch", static_errors=["/src/pytorch/torch/version.py: absent"])
+
+
 def _lib_stale(f, m):
     """Real (rwth-i6/returnn issue 1802, tests/fixtures/real): `import torch` fails on a NCCL symbol with -cu11 and
     -cu12 NCCL wheels installed side by side."""
@@ -441,6 +455,8 @@ def _torch_sees_fewer(f, m):  # nvidia-smi lists two GPUs, torch one, and no var
 
 
 TRIGGER = [
+    pytest.param("torch-arch-list-mismatch", _arch_lists_differ, id="libtorch-cuda-of-another-build"),
+    pytest.param("torch-files-unreadable", _files_unreadable, id="torch-without-version-py"),
     pytest.param("torch-cpu-only", _cpu_torch_on_arc, id="cpu-build-with-arc-a770"),
     pytest.param("xpu-unavailable", _xpu_torch_unavailable, id="xpu-build-level-zero-missing"),
     pytest.param("driver-too-old", _driver_too_old, id="cu130-on-550"),
@@ -632,7 +648,30 @@ def _nm_smi_table_prefix(f, m):  # nvidia-smi's table prints 580.82 for 580.82.0
     f.nvidia.observed = {"driver_version": {"nvml": "580.82.07", "nvidia-smi": "580.82"}}
 
 
+def _nm_arch_extras(f, m):  # the files' per-file extras (sm_90a in a few kernels) are not the build's list
+    f.torch.arch_list_torch = list(reversed(f.torch.arch_list))  # order does not matter: sets
+    f.torch.arch_list_files, f.torch.arch_extra = list(f.torch.arch_list), ["sm_90a", "sm_100a"]
+    f.torch.imported = True
+
+
+def _nm_arch_gfx_features(f, m):  # ROCm: torch's list may leave out the feature flags the bundles name
+    _gfx(f, m)
+    f.torch.arch_list_torch = ["gfx90a", "gfx942", "gfx1100"]
+    f.torch.arch_list_files = ["gfx90a:xnack-", "gfx90a:xnack+", "gfx942", "gfx1100"]
+    f.torch.imported = True
+
+
+def _nm_arch_not_imported(f, m):  # read from the files only: nothing of torch's own to compare with
+    _as_read_only(f)
+    f.torch.arch_list_files = arch(m, "2.13.0", "cu130")
+
+
 NOT_TRIGGER = [
+    pytest.param("torch-arch-list-mismatch", _nm_arch_extras, id="extras-and-order"),
+    pytest.param("torch-arch-list-mismatch", _nm_arch_gfx_features, id="gfx-feature-flags"),
+    pytest.param("torch-arch-list-mismatch", _nm_arch_not_imported, id="not-imported"),
+    pytest.param("torch-files-unreadable", lambda f, m: _as_read_only(f) and None, id="read-only-with-version"),
+    pytest.param("torch-ok", _files_unreadable, id="no-torch-ok-without-a-version"),
     pytest.param("driver-too-old", _nm_driver_new_enough, id="cu130-on-580"),
     pytest.param("driver-too-old", _nm_wsl_windows_driver, id="wsl-windows-driver-551"),
     pytest.param("driver-minor-compat", _nm_wsl_windows_driver, id="wsl-cu121-full"),
@@ -1047,3 +1086,169 @@ def test_report_findings_have_fixes_and_explanations(matrix, code, change, monke
             assert x.fix, x
         for lang in catalog.LANGS:
             assert catalog.explain(x.code, lang), (x.code, lang)
+
+
+# ---------------------------------------------------------------------------- both paths: torch read from its files vs imported
+
+# What only `import torch` can tell: torch's runtime and what it sees. `check --no-kernels` reads torch from
+# its files, so these stay unknown there (tests/test_target_probe.py shows the real probe does this).
+IMPORT_ONLY = ("cuda_available", "cuda_error", "device_count", "devices", "cudnn_version", "nccl_version", "mps_built", "mps_available",
+               "xpu_available", "xpu_error", "distributed_available", "distributed_backends", "config", "arch_list_torch")
+# the findings only an import can give: the runtime's own verdicts, and the comparison of torch's arch list with the files'
+IMPORT_CODES = {"runtime-ok", "cuda-unavailable", "xpu-unavailable", "mps-unavailable", "torch-arch-list-mismatch"}
+
+
+def _as_read_only(f: Facts) -> Facts:
+    """The same machine as ``check --no-kernels`` reports it: torch read from its files, not imported
+    (version, CUDA/HIP, the arch list in libtorch_cuda.so and the distributions as before; the runtime unknown)."""
+    t, blank = f.torch, TorchFacts()
+    for name in IMPORT_ONLY:
+        setattr(t, name, copy.deepcopy(getattr(blank, name)))
+    t.imported = False
+    t.arch_list_files = list(t.arch_list_files or t.arch_list)
+    t.location = t.location or "/venv/lib/python3.12/site-packages/torch"  # the static read always finds the package
+    return f
+
+
+def _runtime_said_something(t: TorchFacts) -> bool:
+    """The imported torch reported a problem, which only the importing path can see."""
+    runtime = t.cuda_available is False and bool(t.cuda or t.hip) or bool(t.cuda_error) or t.xpu_available is False or t.mps_available is False
+    own_list = bool(t.arch_list_torch and t.arch_list_files) and set(t.arch_list_torch) != set(t.arch_list_files)
+    return runtime or own_list
+
+
+def _both_paths_apply(f: Facts) -> bool:
+    t = f.torch
+    return t.installed and not t.import_error and t.import_error_kind is None and t.imported is not False and not _runtime_said_something(t)
+
+
+def _problems(findings: list[Finding]) -> set[tuple[str, str]]:
+    return {(x.code, x.severity) for x in findings if x.code not in IMPORT_CODES and x.severity != "ok"}
+
+
+def _machine_facts() -> list:
+    import json
+
+    from stackdoctor.facts import from_data
+
+    out = []
+    for path in sorted((HERE / "fixtures" / "machines").glob("*.json")):
+        out.append(pytest.param(lambda m, p=path: from_data(Facts, json.loads(p.read_text())["facts"]), id=f"machine-{path.stem}"))
+    return out
+
+
+def _scenario_facts() -> list:
+    out = [pytest.param(lambda m: healthy(m), id="healthy")]
+    for p in TRIGGER + NOT_TRIGGER:
+        _, change = p.values
+
+        def build(m, change=change):
+            f = healthy(m)
+            change(f, m)
+            return f
+
+        out.append(pytest.param(build, id=f"scenario-{p.id}"))
+    return out
+
+
+def _real_facts() -> list:
+    """The real machines (public bug reports) with what their threads add, and c48 (torch 2.4.0+cu121, collect_env)."""
+    out = []
+    for p in PROBLEM_CASES:
+        case, thread = p.values[0], p.values[1]
+
+        def build(m, case=case, thread=thread):
+            f = facts_from_source(case)
+            thread(f)
+            return f
+
+        out.append(pytest.param(build, id=f"real-{p.id}"))
+    c48 = "c48-wsl2-rtx4070-laptop-driver551-torch240cu121-collect_env"
+    out.append(pytest.param(lambda m: facts_from_source(c48), id="real-c48"))
+    return out
+
+
+def _applies(p) -> bool:
+    try:
+        return _both_paths_apply(p.values[0](load_matrix([])))
+    except pytest.skip.Exception:  # a shared real case not present in this checkout
+        return False
+
+
+ALL_FACTS = _scenario_facts() + _real_facts() + _machine_facts()
+BOTH_PATHS = [p for p in ALL_FACTS if _applies(p)]
+
+
+@pytest.mark.parametrize("build", BOTH_PATHS)
+def test_reading_torch_from_its_files_gives_the_same_findings_as_importing_it(matrix, build):
+    """Every scenario and every recorded machine where torch imports and its runtime reports nothing:
+    with torch read from its files only, the problems found are the importing path's; what needs the
+    import (runtime-ok, the arch-list comparison) is absent; the "ok" findings are a subset (torch's
+    device list is one more witness of a GPU); and torch-ok says that torch was not imported."""
+    f = build(matrix)
+    imported = diagnose(copy.deepcopy(f), matrix)
+    read = diagnose(_as_read_only(copy.deepcopy(f)), matrix)
+    assert _problems(read) == _problems(imported)
+    assert not {x.code for x in read} & IMPORT_CODES
+    assert codes(read, ("ok",)) <= codes(imported, ("ok",))
+    if "torch-ok" in {x.code for x in imported}:
+        assert "not imported" in by_code(read, "torch-ok").detail
+
+
+def test_both_paths_cover_most_scenarios():
+    """The comparison above is not vacuous: it runs on most scenarios and on machines with a GPU build."""
+    ids = {p.id for p in BOTH_PATHS}
+    scenarios = [p for p in ALL_FACTS if p.id.startswith("scenario-")]
+    assert len([i for i in ids if i.startswith("scenario-")]) >= len(scenarios) // 2, sorted(ids)
+    assert {"healthy", "scenario-cu130-on-550", "scenario-rtx5090-on-cu126", "scenario-cpu-build-with-rtx4090"} <= ids
+    assert {"real-c27-gfx1102", "real-c05-v100-525-cu124", "real-c32-jetson-pypi-wheel"} <= ids  # real machines with a torch
+
+
+# ---------------------------------------------------------------------------- torch does not import: the files still judge
+
+
+def _aborting_cuda_torch(f, m, version: str, variant: str, cuda: str) -> None:
+    """``import torch`` aborted (hipErrorNoBinaryForGpu-style) after the files were read: the target probe's facts."""
+    f.torch = TorchFacts(
+        installed=True,
+        imported=False,
+        version=version,
+        variant=variant,
+        cuda=cuda,
+        arch_list=arch(m, public_version(version), variant),
+        arch_list_files=arch(m, public_version(version), variant),
+        location="/venv/lib/python3.12/site-packages/torch",
+        import_error="the target interpreter died while importing torch (killed by SIGABRT)",
+        import_error_kind="crash",
+        sources={"version": "/venv/lib/python3.12/site-packages/torch/version.py", "arch_list": LIBTORCH_CUDA},
+    )
+
+
+def public_version(v: str) -> str:
+    return v.split("+", 1)[0]
+
+
+def test_import_abort_still_judges_arch_and_driver_from_the_files(matrix):
+    f = healthy(matrix)
+    f.nvidia.gpus[0].name, f.nvidia.gpus[0].compute_capability = "NVIDIA GeForce GTX 1080", "6.1"
+    f.nvidia.driver_version = f.nvidia.kernel_module_version = "550.54.14"
+    f.nvidia.cuda_driver_version = "12.4"
+    _aborting_cuda_torch(f, matrix, "2.13.0+cu130", "cu130", "13.0")
+    out = diagnose(f, matrix)
+    got = codes(out)
+    assert {"torch-import-failed", "gpu-arch-unsupported", "driver-too-old"} <= got, got
+    assert not got & {"torch-missing", "cuda-unavailable"}
+    assert not codes(out, ("ok",)) & {"torch-ok", "runtime-ok"}  # nothing claims torch runs
+    hit = by_code(out, "gpu-arch-unsupported")
+    assert "sm_61" in hit.detail and "sm_75" in hit.detail and "libtorch_cuda.so" in hit.detail  # the files' list, named
+    assert "13.0" in by_code(out, "driver-too-old").detail
+
+
+def test_import_abort_still_judges_rocm_gfx_from_the_files(matrix):
+    f = healthy(matrix)
+    _gfx(f, matrix)
+    f.torch = TorchFacts(installed=True, imported=False, version="2.5.1+rocm6.2", variant="rocm6.2", hip="6.2.41133",
+                         import_error="the target interpreter died while importing torch (killed by SIGABRT): "
+                                      "HIP error: hipErrorNoBinaryForGpu", import_error_kind="crash")
+    got = codes(diagnose(f, matrix))
+    assert {"torch-import-failed", "rocm-gfx-unsupported"} <= got and "torch-missing" not in got, got

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from stackdoctor.facts import TorchFacts
 from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.probes.target import parse_sections, probe
 from stackdoctor.system import System
@@ -21,16 +22,42 @@ def run_probe(python: str, *, torch_timeout: float = 60.0, kernels: bool = False
     return probe(ProbeContext(system, Target(python, "--python"), torch_timeout_s=torch_timeout, kernels=kernels))
 
 
-def make_fake_torch_env(tmp_path: Path, init_body: str) -> str:
-    """A real venv whose ``torch`` package does what ``init_body`` says when imported."""
+def make_fake_torch_env(tmp_path: Path, init_body: str, *, version_py: str | None = None, libs: dict[str, bytes] | None = None,
+                        dist_version: str | None = None) -> str:
+    """A real venv whose ``torch`` package does what ``init_body`` says when imported; with
+    ``version_py``, ``libs`` (``torch/lib/<name>`` files) and ``dist_version`` (a ``torch-*.dist-info``)
+    it also has the files the static probe reads."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = next(p for p in (*venv.glob("lib/python3*/site-packages"), venv / "Lib" / "site-packages") if p.is_dir())
     (site / "torch").mkdir()
     (site / "torch" / "__init__.py").write_text(textwrap.dedent(init_body))
+    if version_py is not None:
+        (site / "torch" / "version.py").write_text(version_py)
+    if libs:
+        (site / "torch" / "lib").mkdir()
+        for name, data in libs.items():
+            (site / "torch" / "lib" / name).write_bytes(data)
+    if dist_version is not None:
+        d = site / f"torch-{dist_version}.dist-info"
+        d.mkdir()
+        (d / "METADATA").write_text(f"Metadata-Version: 2.4\nName: torch\nVersion: {dist_version}\n\n")
     from helpers import venv_bin
 
     return str(venv_bin(venv))
+
+
+# torch/version.py of PyPI's torch 2.14.1 (CUDA 13.0), verbatim (tests/fixtures/static/README.md)
+VERSION_2_14_1 = (Path(__file__).parent / "fixtures" / "static" / "torch-2.14.1-version.py").read_text()
+
+
+def libtorch_cuda(*sms: int, containers: int = 3) -> bytes:
+    """A synthetic ``libtorch_cuda.so``: an ELF whose ``.nv_fatbin`` holds ``containers`` fat-binary
+    containers with a cubin for each ``sm`` (the layout of tests/binfixtures.py, from the documented format)."""
+    from binfixtures import elf, fatbin, fatbin_entry
+
+    one = [fatbin_entry(2, sm) for sm in sms]
+    return elf([(".text", b"\x90" * 16), (".nv_fatbin", fatbin(*([one] * containers)))])
 
 
 # A torch that reports itself as 2.13.0+cu130 and fails CUDA initialisation with the warning a real
@@ -158,7 +185,8 @@ def test_static_mode_reads_version_without_importing(torch_python):
     torch = out.facts["torch"]
     assert torch.installed and torch.version == "2.13.0+cpu" and torch.variant == "cpu"
     assert torch.cuda_available is None  # not imported, so not known
-    assert "version.py" in torch.sources["*"]
+    assert torch.imported is False and torch.import_error is None
+    assert torch.sources["version"].endswith("torch/version.py") and "not imported" in torch.sources["*"]
 
 
 @pytest.mark.posix
@@ -170,3 +198,126 @@ def test_static_mode_does_not_run_torch_init(tmp_path):
     out = probe(ProbeContext(System.from_env(), Target(py, "--python"), import_torch=False))
     torch = out.facts["torch"]
     assert out.status == "ok" and torch.version == "2.12.0+cu126" and torch.variant == "cu126" and torch.cuda == "12.6"
+
+
+# ---------------------------------------------------------------------------- torch read from its files (issue 14)
+
+
+def test_merge_static_without_import_takes_the_files_and_names_them():
+    from stackdoctor.probes.target import merge_static
+    from stackdoctor.probes.torch_static import StaticTorch
+
+    st = StaticTorch(installed=True, location="/s/torch", version="2.14.1+cu130", variant="cu130", cuda="13.0", git_version="5c48",
+                     debug=False, arch_list=["sm_75", "sm_120"], arch_extra=["sm_90a"], runtime={"cudnn": "9.24.0.43"},
+                     runtime_libraries={"libcudnn.so.9": "/s/nvidia/cudnn/lib/libcudnn.so.9"}, errors=["x: absent"],
+                     sources={"version": "/s/torch/version.py", "cuda": "/s/torch/version.py", "arch_list": "/s/torch/lib/libtorch_cuda.so .nv_fatbin (3 fat-binary containers)",
+                              "runtime.cudnn": "/s/nvidia_cudnn_cu13-9.24.0.43.dist-info/METADATA", "location": "/s/torch/__init__.py"})
+    child = TorchFacts(installed=True, distributions={"torch": "2.14.1"}, sources={"*": "py (importlib.metadata; torch not imported)"})
+    t = merge_static(child, st, imported=False)
+    assert (t.installed, t.imported, t.version, t.variant, t.cuda, t.git_version) == (True, False, "2.14.1+cu130", "cu130", "13.0", "5c48")
+    assert t.arch_list == t.arch_list_files == ["sm_75", "sm_120"] and t.arch_extra == ["sm_90a"] and t.arch_list_torch == []
+    assert t.runtime_versions == {"cudnn": "9.24.0.43"} and t.static_errors == ["x: absent"] and t.location == "/s/torch"
+    assert t.sources["version"] == "/s/torch/version.py" and t.sources["arch_list"].startswith("/s/torch/lib/libtorch_cuda.so")
+    assert t.sources["runtime_versions.cudnn"].endswith("METADATA") and t.sources["*"].endswith("torch not imported)")
+    assert t.cuda_available is None and child.imported is None  # pure: the input is unchanged
+
+
+def test_merge_static_keeps_the_imports_values_and_the_files_list_beside():
+    from stackdoctor.probes.target import merge_static
+    from stackdoctor.probes.torch_static import StaticTorch
+
+    st = StaticTorch(installed=True, version="2.14.1+cu130", cuda="13.0", arch_list=["sm_80"], sources={"arch_list": "lib .nv_fatbin"})
+    child = TorchFacts(installed=True, version="2.14.1+cu130", cuda="13.0", cuda_available=True, arch_list=["sm_75", "sm_80"],
+                       arch_list_torch=["sm_75", "sm_80"], sources={"*": "py (import torch)", "arch_list": "torch.cuda.get_arch_list()"})
+    t = merge_static(child, st, imported=True)
+    assert t.imported is True and t.arch_list == t.arch_list_torch == ["sm_75", "sm_80"] and t.arch_list_files == ["sm_80"]
+    assert t.sources["arch_list"] == "torch.cuda.get_arch_list()" and t.sources["arch_list_files"] == "lib .nv_fatbin"
+    # the import failed: the files give what it could not
+    failed = TorchFacts(installed=True, import_error="the target interpreter died while importing torch (killed by SIGABRT)", import_error_kind="crash")
+    t = merge_static(failed, st, imported=False)
+    assert t.imported is False and t.version == "2.14.1+cu130" and t.arch_list == ["sm_80"] and t.import_error_kind == "crash"
+    # no torch at all: nothing imported, nothing read
+    assert merge_static(TorchFacts(), StaticTorch(), imported=False).imported is None
+
+
+@pytest.mark.slow
+def test_real_torch_cpu_both_paths_agree(torch_python):
+    read = probe(ProbeContext(System.from_env(), Target(torch_python, "--python"), import_torch=False)).facts["torch"]
+    imported = run_probe(torch_python).facts["torch"]
+    assert (read.imported, imported.imported) == (False, True)
+    for key in ("installed", "version", "variant", "cuda", "hip", "debug", "git_version", "location", "distributions", "torchvision_version", "arch_list"):
+        assert getattr(read, key) == getattr(imported, key), key
+    assert read.git_version and read.location.endswith("torch") and read.static_errors == []
+    assert read.sources["git_version"].endswith("torch/version.py") and "import torch" in imported.sources["*"]
+    assert read.cuda_available is None and imported.cuda_available is False  # only the import starts the runtime
+
+
+MARKER_INIT = "import pathlib\npathlib.Path({marker!r}).write_text('imported')\n"
+
+
+def test_static_mode_never_runs_torch_init(tmp_path):
+    marker = tmp_path / "torch-was-imported"
+    py = make_fake_torch_env(tmp_path, MARKER_INIT.format(marker=str(marker)), version_py=VERSION_2_14_1,
+                             libs={"libtorch_cuda.so": libtorch_cuda(75, 80, 86, 90, 100, 120)}, dist_version="2.14.1")
+    out = probe(ProbeContext(System.from_env(), Target(py, "--python"), import_torch=False))
+    t = out.facts["torch"]
+    assert not marker.exists()
+    assert out.status == "ok" and t.imported is False and t.version == "2.14.1+cu130" and t.cuda == "13.0"
+    assert t.arch_list == ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"] and "libtorch_cuda.so" in t.sources["arch_list"]
+    out = probe(ProbeContext(System.from_env(), Target(py, "--python"), import_torch=True))
+    assert marker.exists() and out.facts["torch"].imported is True  # the marker does say when torch is imported
+
+
+@pytest.mark.posix
+def test_import_abort_keeps_version_and_arch_list_from_the_files(tmp_path):
+    py = make_fake_torch_env(tmp_path, "import os\nos.abort()\n", version_py=VERSION_2_14_1,
+                             libs={"libtorch_cuda.so": libtorch_cuda(90, 100, 120)})
+    out = run_probe(py)
+    t = out.facts["torch"]
+    assert t.import_error_kind == "crash" and "SIGABRT" in t.import_error and t.imported is False and t.installed
+    assert (t.version, t.variant, t.cuda, t.git_version) == ("2.14.1+cu130", "cu130", "13.0", "5c4886908584029761b579af026dcfb627c84070")
+    assert t.arch_list == t.arch_list_files == ["sm_90", "sm_100", "sm_120"]
+    assert t.sources["version"].endswith("torch/version.py") and "libtorch_cuda.so .nv_fatbin" in t.sources["arch_list"]
+    assert out.facts["python"].version
+
+
+def test_import_hang_keeps_the_static_facts(tmp_path):
+    py = make_fake_torch_env(tmp_path, "import time\ntime.sleep(600)\n", version_py=VERSION_2_14_1, libs={"libtorch_cuda.so": libtorch_cuda(80)})
+    out = run_probe(py, torch_timeout=3)
+    t = out.facts["torch"]
+    assert out.status == "timeout" and t.import_error_kind == "timeout"
+    assert t.version == "2.14.1+cu130" and t.arch_list == ["sm_80"]
+
+
+def test_torch_on_pythonpath_is_read_where_import_would_load_it(tmp_path):
+    """Not in site-packages: the child says where ``import torch`` would find it, without importing it."""
+    py = make_fake_torch_env(tmp_path, "raise SystemExit('never imported')\n")
+    src = tmp_path / "src"
+    (src / "torch").mkdir(parents=True)
+    (src / "torch" / "__init__.py").write_text("raise SystemExit('never imported')\n")
+    (src / "torch" / "version.py").write_text("__version__ = '2.16.0a0+git1234'\ncuda = None\nhip = None\n")
+    out = probe(ProbeContext(System.from_env(env={**os.environ, "PYTHONPATH": str(src)}), Target(py, "--python"), import_torch=False))
+    t = out.facts["torch"]
+    assert t.location == str(src / "torch") and t.version == "2.16.0a0+git1234"
+
+
+def test_torch_reports_its_arch_flags_when_get_arch_list_is_empty(tmp_path):
+    """``torch.cuda.get_arch_list()`` is [] while no GPU is usable; ``_cuda_getArchFlags()`` still has the build's list."""
+    init = FAKE_CU130_TORCH_OLD_DRIVER.replace('return ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]', "return []") + (
+        "class _C:\n    @staticmethod\n    def _cuda_getArchFlags():\n        return 'sm_75 sm_80 sm_86 sm_90 sm_100 sm_120'\n"
+    )
+    py = make_fake_torch_env(tmp_path, init, version_py=VERSION_2_14_1, libs={"libtorch_cuda.so": libtorch_cuda(75, 80, 86, 90, 100, 120)})
+    t = run_probe(py).facts["torch"]
+    assert t.imported is True and t.cuda_available is False
+    assert t.arch_list_torch == t.arch_list == ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
+    assert t.sources["arch_list_torch"] == "torch._C._cuda_getArchFlags()"
+    assert t.arch_list_files == t.arch_list_torch  # the two witnesses agree
+
+
+def test_shipped_schema_is_the_generators_output():
+    import json
+
+    from stackdoctor._schema import report_schema
+
+    shipped = json.loads((Path(__file__).resolve().parents[1] / "stackdoctor" / "schemas" / "report.schema.json").read_text())
+    assert shipped == report_schema(), "regenerate: python -m stackdoctor._schema > stackdoctor/schemas/report.schema.json"

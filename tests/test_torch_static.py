@@ -21,7 +21,21 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from binfixtures import ARCH_SPECIFIC, FAMILY, LZ4, ZSTD, ar, bundle, cached_wheel, ccob, elf, extract, fatbin, fatbin_entry, pe
+from binfixtures import (
+    ARCH_SPECIFIC,
+    FAMILY,
+    LZ4,
+    ZSTD,
+    ar,
+    bundle,
+    cached_wheel,
+    ccob,
+    elf,
+    extract,
+    fatbin,
+    fatbin_entry,
+    pe,
+)
 
 from stackdoctor import binfmt
 from stackdoctor.matrix import load_matrix
@@ -537,3 +551,33 @@ def test_real_torch_2_14_1_libtorch_cuda(tmp_path):
     assert " ".join(info.arch_list) == "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"  # torch._C._cuda_getArchFlags()
     assert info.archs == {"sm_75": 475, "sm_80": 475, "sm_86": 475, "sm_90": 475, "sm_100": 475, "sm_120": 475,
                           "sm_89": 1, "sm_90a": 4, "sm_100a": 59, "sm_103": 59, "sm_120a": 1, "sm_121a": 1}
+
+
+def test_nvidia_probe_asks_the_driver_library_as_one_more_witness(fake_libcuda, tmp_path):
+    """The NVIDIA probe runs the driver worker (live machine only, like NVML) where a libcuda is found, and
+    records its answer beside the others; reconcile names it among the witnesses of the driver's CUDA level."""
+    from stackdoctor.facts import Facts
+    from stackdoctor.probes import ProbeContext, Target, nvidia
+    from stackdoctor.reconcile import reconcile
+
+    empty = tmp_path / "bin"
+    empty.mkdir()  # no nvidia-smi
+    env = {**os.environ, "LD_LIBRARY_PATH": str(fake_libcuda), "PATH": str(empty), "FAKE_CUDA_VERSION": "12080", "FAKE_CUINIT": "hang"}
+    out = nvidia.probe(ProbeContext(System(env=env), Target(sys.executable, "self"), timeout_s=10))
+    n = out.facts["nvidia"]
+    assert n.observed["cuda_driver_version"]["cuDriverGetVersion"] == "12.8"
+    # the probe asks the version only: cuInit starts every GPU (seconds on a big machine); the worker skips it when told
+    only = cudriver.query_driver_cuda(System(env={**env, "FAKE_CUINIT": "100"}), sys.executable, 10, init=False)
+    assert only.version == "12.8" and only.init_rc is None
+    assert cudriver.query_driver_cuda(System(env={**env, "FAKE_CUINIT": "100"}), sys.executable, 10).init_rc == 100
+    if n.nvml_state != "ok":  # no NVML here: the driver library is the only witness, so it sets the fact
+        assert n.cuda_driver_version == "12.8" and n.sources["cuda_driver_version"] == "cuDriverGetVersion"
+    f = Facts()
+    f.nvidia = n
+    seen = reconcile(f, load_matrix()).reconciled.cuda_driver_version
+    assert seen.witnesses["cuDriverGetVersion"] == "12.8"
+    # not on a replayed machine (use_nvml is False under a moved sysroot), and not without a libcuda
+    assert "cuda_driver_version" not in nvidia.probe(ProbeContext(System(env=env), Target(sys.executable, "self"), use_nvml=False)).facts["nvidia"].observed
+    bare = {**env, "LD_LIBRARY_PATH": str(tmp_path)}
+    if not ctypes.util.find_library("cuda"):
+        assert "cuda_driver_version" not in nvidia.probe(ProbeContext(System(env=bare), Target(sys.executable, "self"))).facts["nvidia"].observed

@@ -3,8 +3,8 @@
 Run by stackdoctor as ``<python> sd_cudriver.py`` in a child process (standard library
 only, so any Python 3 works). It loads the driver library with ctypes (``libcuda.so.1``;
 ``nvcuda.dll`` on Windows), asks ``cuDriverGetVersion`` (which needs no ``cuInit``) and prints
-that at once, then calls ``cuInit(0)`` and prints its result code separately, so a driver
-that hangs or crashes in initialisation still leaves the version::
+that at once, then calls ``cuInit(0)`` (unless ``STACKDOCTOR_CUDRIVER_INIT=0``) and prints its
+result code separately, so a driver that hangs or crashes in initialisation still leaves the version::
 
     @@stackdoctor@@ {"section": "cudriver", "library": "libcuda.so.1", "version_rc": 0, "version": 12040, ...}
     @@stackdoctor@@ {"section": "cuinit", "rc": 100, "name": "CUDA_ERROR_NO_DEVICE", ...}
@@ -90,6 +90,8 @@ def main():
     if rc != 0:
         info["version_rc_name"] = error_name(lib, rc)
     emit("cudriver", info)
+    if os.environ.get("STACKDOCTOR_CUDRIVER_INIT") == "0":  # the version only (cuInit starts every GPU)
+        return
     init = getattr(lib, "cuInit", None)
     if init is None:
         emit("cuinit", {"rc": None, "error": f"{used} has no cuInit"})

@@ -66,12 +66,9 @@ def python_facts():
         out["tags_error"] = last_line(exc)
     out["tags"] = tags
     out["site_dirs"] = site_dirs()
-    try:
-        from importlib import metadata
-
-        out["pip_version"] = metadata.version("pip")
-    except Exception:
-        out["pip_version"] = None
+    out["torch_location"] = torch_location()
+    # pip's version and the installed distributions are read by the parent from the *.dist-info in
+    # site_dirs (stackdoctor.probes.torch_static): importlib.metadata costs more than the rest of this worker
     return out
 
 
@@ -107,26 +104,6 @@ def site_dirs():
     return ordered + [p for p in wanted if p not in ordered]
 
 
-INTERESTING = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "pynvml", "nvidia-ml-py", "intel-")
-
-
-def distributions():
-    found = {}
-    try:
-        from importlib import metadata
-
-        for dist in metadata.distributions():
-            try:
-                name = (dist.metadata["Name"] or "").lower()
-            except Exception:
-                continue
-            if name.startswith(("nvidia-", "torch", "pytorch-", "triton", "pynvml", "intel-", "cupy")) or name == "numpy":
-                found[name] = dist.version
-    except Exception:
-        pass
-    return found
-
-
 def conda_packages():
     meta = os.path.join(sys.prefix, "conda-meta")
     names = []
@@ -152,48 +129,29 @@ def variant_of(version, cuda, hip, xpu):
     return "cpu"
 
 
-def torch_static(out):
-    """Torch facts without importing it: ``torch/version.py`` read as text (fast, safe; for install)."""
-    import importlib.util
-    import re
+def torch_location():
+    """Where ``import torch`` would load torch from, found without importing it (``find_spec``
+    only locates a top-level package; nothing of torch runs). None when there is no torch package."""
+    try:
+        import importlib.util
 
-    try:
         spec = importlib.util.find_spec("torch")
-    except Exception as exc:
-        out["import_error"] = last_line(exc)
-        return out
+    except Exception:
+        return None
     if spec is None or not spec.submodule_search_locations:
-        return out
-    loc = list(spec.submodule_search_locations)[0]
-    out["installed"] = True
-    out["location"] = loc
-    try:
-        with open(os.path.join(loc, "version.py"), encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError:
-        text = ""
-    def field(name):
-        m = re.search(r"^%s\s*(?::[^=]*)?=\s*['\"]([^'\"]*)['\"]" % name, text, re.M)
-        return m.group(1) if m else None
-    version = field("__version__") or out["distributions"].get("torch")
-    cuda, hip, xpu = field("cuda"), field("hip"), field("xpu")
-    out.update(version=version, cuda=cuda, hip=hip)
-    if version:
-        out["variant"] = variant_of(version, cuda, hip, xpu)
-    out["sources_note"] = "torch/version.py (not imported)"
-    return out
+        return None
+    locations = list(spec.submodule_search_locations)
+    return locations[0] if locations else None
 
 
 def torch_facts():
     import warnings
 
-    out = {"installed": False, "distributions": distributions(), "conda_packages": conda_packages()}
-    for dist, key in (("torchvision", "torchvision_version"), ("torchaudio", "torchaudio_version")):
-        out[key] = out["distributions"].get(dist)
-    out["numpy_version"] = out["distributions"].get("numpy")  # what collect_env shows; read from metadata, not imported
-    out["triton_version"] = out["distributions"].get("triton") or out["distributions"].get("pytorch-triton-rocm") or out["distributions"].get("pytorch-triton")
+    out = {"installed": False, "conda_packages": conda_packages()}
     if os.environ.get("STACKDOCTOR_IMPORT_TORCH") == "0":
-        return torch_static(out), None
+        # not imported: the parent reads torch's files (stackdoctor.probes.torch_static)
+        out["not_imported"] = True
+        return out, None
     hook = os.environ.get("STACKDOCTOR_TEST_HOOK", "")
     t = time.monotonic()
     try:
@@ -201,7 +159,7 @@ def torch_facts():
             time.sleep(3600)
         import torch
     except BaseException as exc:  # ImportError, OSError (libs), SystemExit from a broken __init__ ...
-        out["installed"] = "torch" in out["distributions"] or not isinstance(exc, ModuleNotFoundError)
+        out["installed"] = not isinstance(exc, ModuleNotFoundError)  # the parent's read of the files says more
         if isinstance(exc, ModuleNotFoundError) and getattr(exc, "name", None) == "torch":
             out["import_error"] = None
         else:
@@ -217,6 +175,9 @@ def torch_facts():
     hip = getattr(tv, "hip", None)
     xpu = getattr(tv, "xpu", None)
     out.update(version=version, cuda=cuda, hip=hip, debug=getattr(tv, "debug", None))
+    for key in ("git_version", "rocm", "xpu"):
+        value = getattr(tv, key, None)
+        out[key] = value if isinstance(value, str) else None
     out["variant"] = variant_of(version, cuda, hip, xpu)
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -255,6 +216,14 @@ def torch_facts():
         out["arch_list"] = list(torch.cuda.get_arch_list()) if (cuda or hip) else []
     except Exception:
         out["arch_list"] = []
+    # get_arch_list() is [] while no GPU is usable; the build's flags are there all the same
+    flags = getattr(getattr(torch, "_C", None), "_cuda_getArchFlags", None)
+    if (cuda or hip) and flags is not None:
+        try:
+            value = flags()
+            out["arch_flags"] = value.split() if isinstance(value, str) else []
+        except Exception:
+            pass
     try:
         v = torch.backends.cudnn.version() if (cuda or hip) else None
         out["cudnn_version"] = str(v) if v else None

@@ -72,7 +72,8 @@ def register(app: typer.Typer) -> None:
         output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write the output to FILE instead of stdout.")] = None,
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds each tool may take.", min=0.1)] = 5.0,
         torch_timeout: Annotated[float, typer.Option("--torch-timeout", help="Seconds the target may take to import torch (and run the quick kernels).", min=0.1)] = 60.0,
-        no_kernels: Annotated[bool, typer.Option("--no-kernels", help="Skip the quick kernel pass.")] = False,
+        no_kernels: Annotated[bool, typer.Option("--no-kernels", help="Skip the quick kernel pass: torch is read from its files, not imported.")] = False,
+        import_torch: Annotated[bool, typer.Option("--import-torch", help="Import torch in the target (its runtime: devices, CUDA init) even with --no-kernels.")] = False,
         compile_: Annotated[bool, typer.Option("--compile", help="Add a torch.compile check (Triton on GPUs, C++ on CPU) to the kernel pass.")] = False,
         replay: Annotated[Optional[str], typer.Option("--replay", help="Re-diagnose a saved report.json without touching this machine.")] = None,
         matrix: Annotated[Optional[list[str]], typer.Option("--matrix", help="Layer a YAML compatibility matrix over the embedded one.")] = None,
@@ -117,6 +118,7 @@ def register(app: typer.Typer) -> None:
             timeout_s=timeout,
             torch_timeout_s=torch_timeout,
             kernels=not no_kernels,
+            import_torch=import_torch or not no_kernels,
             compile=compile_,
             replay=replay,
             matrix_files=matrix or [],
@@ -135,8 +137,11 @@ def register(app: typer.Typer) -> None:
 
 def emit(report: Report, fmt: str, output: str | None, *, verbose: bool = False, lang: str = "en", strict: bool = False) -> None:
     """Write the report in ``fmt`` to stdout or ``output`` (``--json`` keeps stdout pure JSON)."""
-    from stackdoctor.console import make_console
     from stackdoctor.output import write_output
 
-    console = make_console()
+    console = None
+    if fmt == "human" and output is None:  # only the screen needs rich
+        from stackdoctor.console import make_console
+
+        console = make_console()
     write_output(report, fmt, output, console=console, verbose=verbose, redact_default=False, lang=lang, strict=strict)

@@ -28,7 +28,7 @@ class ProbeContext:
     torch_timeout_s: float = 60.0  # the target worker (imports torch)
     kernels: bool = False  # run the quick kernel pass in the torch child
     compile: bool = False  # ... and a torch.compile check in it (check --compile)
-    import_torch: bool = True  # False: read torch/version.py instead (install: fast, and safe on a broken torch)
+    import_torch: bool = True  # False: torch is only read from its files, never imported (check --no-kernels, install)
     use_nvml: bool = True  # False under a moved sysroot: the live driver is not the replayed machine's
     worker_hook: str | None = None  # tests only: STACKDOCTOR_TEST_HOOK for the target worker
 

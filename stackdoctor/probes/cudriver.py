@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from stackdoctor.probes.target import worker_path
+from stackdoctor._worker import worker_path
 from stackdoctor.system import System
 
 MARK = "@@stackdoctor@@ "
@@ -91,9 +91,13 @@ def parse_cudriver_output(text: str) -> DriverCuda:
     return out
 
 
-def query_driver_cuda(system: System, python: str, timeout: float = 10.0) -> DriverCuda:
-    """Run the driver worker with ``python`` (any Python 3) and parse what it said. Never raises."""
-    res = system.run([python, worker_path("sd_cudriver.py")], timeout=timeout, env={"PYTHONIOENCODING": "utf-8"})
+def query_driver_cuda(system: System, python: str, timeout: float = 10.0, *, init: bool = True) -> DriverCuda:
+    """Run the driver worker with ``python`` (any Python 3) and parse what it said. Never raises.
+
+    ``init=False`` asks only ``cuDriverGetVersion`` (no ``cuInit``, which starts every GPU and can take
+    seconds on a large machine): the NVIDIA probe's witness of the driver's CUDA level."""
+    env = {"PYTHONIOENCODING": "utf-8", "STACKDOCTOR_CUDRIVER_INIT": None if init else "0"}
+    res = system.run([python, str(worker_path("sd_cudriver.py"))], timeout=timeout, env=env)
     out = parse_cudriver_output(res.stdout)
     if res.status == "timeout":
         where = "after cuDriverGetVersion, in cuInit" if out.version else "before answering"

@@ -11,6 +11,10 @@ Order (all are gathered; disagreement between them is a finding for the engine, 
    ``/proc/driver/nvidia/gpus/*/information`` (its GPUs: model, bus location, UUID), kept apart in
    ``proc_gpus``: a witness of its own that needs neither nvidia-smi nor NVML.
 4. ``libcuda.so*`` locations (WSL's ``/usr/lib/wsl/lib`` shadowing a distro copy).
+5. The driver library itself: ``cuDriverGetVersion`` in a child process of stackdoctor's own
+   interpreter (:mod:`stackdoctor.probes.cudriver`, no ``cuInit``), like NVML only on the live
+   machine and only where a ``libcuda.so`` / ``nvcuda.dll`` is found; its answer is another
+   witness of the driver's CUDA level (``observed["cuda_driver_version"]["cuDriverGetVersion"]``).
 
 Where nvidia-smi is: ``PATH`` first (what a user typing ``nvidia-smi`` gets), then on Windows
 ``%SystemRoot%\\System32\\nvidia-smi.exe`` (DCH drivers install it there; collect_env looks there
@@ -27,11 +31,13 @@ from __future__ import annotations
 
 import ntpath
 import re
+import sys
 import threading
 from dataclasses import dataclass, field
 
 from stackdoctor.facts import NvidiaFacts, NvidiaGpu, NvidiaProcGpu
 from stackdoctor.probes import ProbeContext, ProbeOutput
+from stackdoctor.probes.cudriver import DriverCuda, query_driver_cuda
 from stackdoctor.probes.nvml import NvmlResult, query_nvml
 from stackdoctor.system import CommandResult, System
 
@@ -70,6 +76,7 @@ SRC_LIST = "nvidia-smi -L"
 SRC_TABLE = "nvidia-smi"
 SRC_PROC = "/proc/driver/nvidia/version"
 SRC_SYS = "/sys/module/nvidia/version"
+SRC_CUDRIVER = "cuDriverGetVersion"  # the driver library asked directly (stackdoctor.probes.cudriver)
 PROC_GPUS = "/proc/driver/nvidia/gpus"
 
 # Directories searched for libcuda.so* (WSL ships its own in /usr/lib/wsl/lib; a distro copy shadowing it breaks CUDA).
@@ -664,6 +671,28 @@ def _libcuda(ctx: ProbeContext) -> list[str]:
     return found
 
 
+def _libcuda_present(ctx: ProbeContext, facts: NvidiaFacts) -> bool:
+    """Whether the driver library is on this machine (so asking it is worth a child process)."""
+    if ctx.system.windows:
+        root = ctx.system.getenv("SystemRoot") or "C:\\Windows"
+        return ctx.system.is_file(ntpath.join(root, "System32", "nvcuda.dll"))
+    if facts.libcuda_paths:
+        return True
+    extra = [d for d in (ctx.system.getenv("LD_LIBRARY_PATH") or "").split(":") if d.startswith("/")]
+    for d in [*extra, "/usr/lib", "/usr/lib/nvidia", "/run/opengl-driver/lib"]:
+        if any(name.startswith("libcuda.so") for name in ctx.system.listdir(d)):
+            return True
+    return False
+
+
+def _cudriver(ctx: ProbeContext, box: list[DriverCuda]) -> None:
+    box.append(query_driver_cuda(ctx.system, sys.executable, ctx.timeout_s, init=False))
+
+
+def _apply_cudriver(facts: NvidiaFacts, out: DriverCuda) -> None:
+    _observe(facts, "cuda_driver_version", SRC_CUDRIVER, out.version)
+
+
 def _apply_nvml(facts: NvidiaFacts, nv: NvmlResult) -> None:
     facts.nvml_state = nv.state
     facts.nvml_error = nv.error
@@ -690,6 +719,12 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
         _kernel_module(ctx, facts)
         facts.proc_gpus = _proc_gpus(ctx)
         facts.libcuda_paths = _libcuda(ctx)
+    # the driver library's own answer, on the live machine only (like NVML), where there is one
+    cud_box: list[DriverCuda] = []
+    cud_thread: threading.Thread | None = None
+    if ctx.use_nvml and _libcuda_present(ctx, facts):
+        cud_thread = threading.Thread(target=_cudriver, args=(ctx, cud_box), daemon=True)
+        cud_thread.start()
     smi_facts = NvidiaFacts()
     timeout = _run_smi(ctx, smi_facts)
     errors: list[str] = [timeout] if timeout else []
@@ -707,6 +742,10 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
         if key not in ("driver_version", "cuda_driver_version", "nvml_version"):
             facts.observed.setdefault(key, {}).update(by_src)
     _merge_gpus(facts, smi_facts.gpus)
+    if cud_thread is not None:
+        cud_thread.join(ctx.timeout_s + 5)
+        if cud_box:
+            _apply_cudriver(facts, cud_box[0])
     for name in ("smi_state", "smi_path", "smi_exit_code", "smi_message", "smi_version"):
         setattr(facts, name, getattr(smi_facts, name))
     if smi_facts.smi_version:

@@ -1,20 +1,43 @@
-"""The target interpreter: its Python facts and its torch, from a child process.
+"""The target interpreter: its Python facts and its torch, from a child process and from torch's files.
 
 The child is the TARGET interpreter running ``stackdoctor/_worker/sd_target.py``
 (stdlib + torch only), bounded by ``ctx.torch_timeout_s``. It prints one marked JSON
 line per section as soon as each is known, so a hang or crash inside ``import torch``
 still leaves the Python facts, and the report says what happened.
+
+torch is read two ways:
+
+- from its files, always, in this process (:func:`stackdoctor.probes.torch_static.read_static_torch`
+  on the child's site directories and the place ``import torch`` would load it from): version,
+  CUDA/HIP, the GPU code in its libraries, the runtime wheels. Never imported, so this survives an
+  ``import torch`` that raises, hangs or aborts;
+- by ``import torch`` in the child, when ``ctx.import_torch`` (the quick kernel pass, ``check
+  --import-torch``): what torch says of itself and of the devices it can use.
+
+:func:`merge_static` joins the two into one :class:`TorchFacts`: ``imported`` says which happened,
+and ``sources`` names, for each value, the file it was read from or the import.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import os
+import re
+import threading
 from pathlib import Path
 
 from stackdoctor._worker import worker_path
-from stackdoctor.facts import KernelFacts, PythonFacts, TorchFacts, from_data
+from stackdoctor.facts import (
+    KernelFacts,
+    PythonFacts,
+    TorchFacts,
+    TorchLibrary,
+    from_data,
+)
 from stackdoctor.probes import ProbeContext, ProbeOutput
+from stackdoctor.probes.torch_static import StaticTorch, read_static_torch
 from stackdoctor.system import CommandResult, System
 
 MARK = "@@stackdoctor@@ "
@@ -87,7 +110,96 @@ def _python_error(ctx: ProbeContext, res: CommandResult) -> str:
     return f"the target {target} is not a Python interpreter stackdoctor can use" + (f" ({tail[:200]})" if tail else "")
 
 
+def _import_worked(t: TorchFacts) -> bool:
+    return not t.import_error and t.import_error_kind is None
+
+
+def _torch_arch_list(torch: TorchFacts, flags: object) -> None:
+    """torch's own arch list: ``get_arch_list()``, which is empty while no GPU is usable, else the
+    build's ``_cuda_getArchFlags()``."""
+    if torch.arch_list:
+        torch.arch_list_torch = list(torch.arch_list)
+        torch.sources["arch_list_torch"] = torch.sources["arch_list"] = "torch.cuda.get_arch_list()"
+    elif isinstance(flags, list) and flags and all(isinstance(x, str) for x in flags):
+        torch.arch_list_torch = list(flags)
+        torch.arch_list = list(flags)
+        torch.sources["arch_list_torch"] = torch.sources["arch_list"] = "torch._C._cuda_getArchFlags()"
+
+
+def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> TorchFacts:
+    """``torch`` (what the child said: the import's facts, or only its conda packages) joined with what
+    torch's files say (``st``). Pure: returns new facts.
+
+    What only the files know is always added (the GPU code in the libraries, per-file extras, the
+    runtime wheels' versions, what could not be read), and the installed distributions come from
+    their ``*.dist-info`` whichever way torch was read. Where torch did not import (not asked, or it
+    failed), the files also give the version, CUDA/HIP, location and arch list; where it did, the
+    import's values stand and the files' arch list is kept beside torch's own for comparison.
+    Every value taken from the files names its file in ``sources``.
+    """
+    t = copy.deepcopy(torch)
+    src = dict(t.sources)
+    t.imported = imported if (t.installed or st.installed) else None
+    t.installed = t.installed or st.installed
+    kind = "hip" if st.hip else "cuda"
+    t.arch_list_files = list(st.gfx_list if kind == "hip" and st.gfx_list else st.arch_list)
+    if t.arch_list_files:
+        src["arch_list_files"] = st.sources.get("gfx_list" if kind == "hip" and st.gfx_list else "arch_list", "torch's libraries")
+    t.arch_extra = [a for a in st.arch_extra]
+    if t.arch_extra:
+        src["arch_extra"] = src.get("arch_list_files") or st.sources.get("arch_list", "torch's libraries")
+    t.runtime_versions = dict(st.runtime)
+    for key in st.runtime:
+        src[f"runtime_versions.{key}"] = st.sources.get(f"runtime.{key}", "torch's files")
+    t.runtime_libraries = dict(st.runtime_libraries)
+    t.libraries = [TorchLibrary(**dataclasses.asdict(lib)) for lib in st.libraries]
+    t.static_errors = list(st.errors)
+    for key in ("git_version", "rocm", "xpu"):
+        if getattr(t, key) is None and getattr(st, key) is not None:
+            setattr(t, key, getattr(st, key))
+            src[key] = st.sources.get(key, "torch/version.py")
+    # the installed distributions, as their *.dist-info say (in import order: the first of a name wins)
+    t.distributions = {k: v for k, v in st.site_distributions.items() if k != "pip"}
+    if t.distributions:
+        sites = [re.sub(r"[/\\][^/\\]+\.(?:dist|egg)-info([/\\].*)?$", "", v) for k, v in st.sources.items() if k.startswith("site_distributions.")]
+        src["distributions"] = "*.dist-info in " + ", ".join(dict.fromkeys(sites))
+    for field_name, dists in (("torchvision_version", ("torchvision",)), ("torchaudio_version", ("torchaudio",)), ("numpy_version", ("numpy",)),
+                              ("triton_version", ("triton", "pytorch-triton-rocm", "pytorch-triton", "pytorch-triton-xpu"))):
+        dist = next((d for d in dists if d in st.site_distributions), None)
+        setattr(t, field_name, st.site_distributions[dist] if dist else None)
+        if dist:
+            src[field_name] = st.sources.get(f"site_distributions.{dist}", f"{dist} dist-info")
+    if not imported:
+        for key in ("version", "variant", "cuda", "hip", "debug", "location"):
+            value = getattr(st, key)
+            if value is not None and getattr(t, key) is None:
+                setattr(t, key, value)
+                src[key] = st.sources.get(key) or st.sources.get("version") or "torch's files"
+        if not t.arch_list and t.arch_list_files:
+            t.arch_list = list(t.arch_list_files)
+            src["arch_list"] = src["arch_list_files"]
+    elif not t.arch_list and t.arch_list_files:  # imported, but torch named no list
+        t.arch_list = list(t.arch_list_files)
+        src["arch_list"] = src["arch_list_files"]
+    t.sources = src
+    return t
+
+
+def _uv(ctx: ProbeContext, path: str | None) -> tuple[str | None, str | None]:
+    """(path, version) of a ``uv`` that answers ``uv --version``; (None, None) otherwise."""
+    if not path:
+        return None, None
+    r = ctx.system.run([path, "--version"], timeout=ctx.timeout_s, record=False)
+    if r.ok and r.stdout.split()[:1] == ["uv"]:
+        return path, (r.stdout.split() + ["", ""])[1] or None
+    return None, None
+
+
 def probe(ctx: ProbeContext) -> ProbeOutput:
+    # the uv on PATH is asked while the target answers (a shim such as pyenv's takes a few tenths of a second)
+    uv_box: list[tuple[str | None, str | None]] = []
+    uv_thread = threading.Thread(target=lambda: uv_box.append(_uv(ctx, ctx.system.which("uv"))), daemon=True)
+    uv_thread.start()
     env: dict[str, str | None] = {"PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1"}
     pkg = packaging_path(ctx.system)
     if pkg:
@@ -121,7 +233,6 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
             platform_tag=tags[0].split("-")[-1] if tags else None,
             env_kind=pdata.get("env_kind"),
             env_prefix=pdata.get("prefix"),
-            pip_version=pdata.get("pip_version"),
             selected_by=ctx.target.selected_by,
             error=pdata.get("tags_error") and f"wheel tags unknown: {pdata['tags_error']}",
             sources={"*": f"{ctx.target.python} (sd_target.py)"},
@@ -129,31 +240,53 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     else:
         py.error = (pdata or {}).get("error") or _python_error(ctx, res)
         status, error = "error", py.error
-    uv = ctx.system.which("uv")
+    static: StaticTorch | None = None
+    if pdata is not None and not pdata.get("error"):
+        dirs = [d for d in pdata.get("site_dirs") or [] if isinstance(d, str)]
+        loc = pdata.get("torch_location")
+        if isinstance(loc, str) and loc:
+            dirs.insert(0, os.path.dirname(loc.rstrip("/\\")))  # where import would load it (PYTHONPATH, .pth, editable)
+        # the target's files are this machine's, never under a moved sysroot
+        static = read_static_torch(ctx.system.local, list(dict.fromkeys(dirs)))
+        py.pip_version = static.site_distributions.get("pip")
+        if py.pip_version:
+            py.sources["pip_version"] = static.sources.get("site_distributions.pip", "pip dist-info")
+    own_uv = None
     if py.env_prefix:
         for cand in (os.path.join(py.env_prefix, "bin", "uv"), os.path.join(py.env_prefix, "Scripts", "uv.exe")):
             if ctx.system.local.is_executable(cand):  # the target's own files: live, never under a sysroot
-                uv = cand
+                own_uv = cand
                 break
-    if uv:
-        r = ctx.system.run([uv, "--version"], timeout=ctx.timeout_s, record=False)
-        if r.ok and r.stdout.split()[:1] == ["uv"]:
-            py.uv_path, py.uv_version = uv, (r.stdout.split() + ["", ""])[1] or None
+    if own_uv is not None:  # the environment's own uv wins over the one on PATH
+        py.uv_path, py.uv_version = _uv(ctx, own_uv)
+    else:
+        uv_thread.join(ctx.timeout_s + 5)
+        if uv_box:
+            py.uv_path, py.uv_version = uv_box[0]
     facts["python"] = py
 
     # ---- torch
     tdata = sections.get("torch")
+    tried_import = False
     if tdata is not None:
-        note = tdata.get("sources_note")
-        clean = {k: v for k, v in tdata.items() if k not in ("section", "elapsed_s", "import_s", "sources_note")}
+        tried_import = not tdata.get("not_imported")
+        clean = {k: v for k, v in tdata.items() if k not in ("section", "elapsed_s", "import_s", "not_imported", "arch_flags", "sources")}
         try:
             torch = from_data(TorchFacts, clean)
         except TypeError as exc:
             torch = TorchFacts(import_error=f"unreadable torch facts from the target: {exc}", import_error_kind="exception")
-        torch.sources = {"*": f"{ctx.target.python} ({note or 'import torch'})"}
+        if tried_import:
+            torch.sources = {"*": f"{ctx.target.python} (import torch)"}
+            _torch_arch_list(torch, tdata.get("arch_flags"))
+        else:
+            torch.sources = {"*": f"{ctx.target.python} (sd_target.py; torch not imported: read from its files)"}
     else:
+        tried_import = ctx.import_torch
         torch = TorchFacts()
-        if pdata is not None:  # python answered, then the torch part never did
+        if pdata is not None and not ctx.import_torch:  # no import asked, yet the child stopped after its Python facts
+            how = f"did not finish in {res.detail} s" if res.status == "timeout" else f"died ({res.detail if res.signal is not None else f'exit code {res.returncode}'})"
+            status, error = ("timeout" if res.status == "timeout" else "error"), f"the target {ctx.target.python} {how} before listing its distributions"
+        elif pdata is not None:  # python answered, then the torch part never did
             if res.status == "timeout":
                 torch.import_error = f"import torch did not finish in {res.detail} s"
                 torch.import_error_kind = "timeout"
@@ -167,6 +300,8 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
                 torch.import_error_kind = "crash"
                 status, error = "error", torch.import_error
             torch.installed = True
+    if static is not None:
+        torch = merge_static(torch, static, imported=tried_import and torch.installed and _import_worked(torch))
     facts["torch"] = torch
 
     # ---- kernels (quick pass in the same child)

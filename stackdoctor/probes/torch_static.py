@@ -8,7 +8,8 @@ what a diagnosis needs is written in files:
   parsed with :mod:`ast` (never executed) by :func:`parse_torch_version_py`;
 - ``*.dist-info``: torch and its companions (torchvision, torchaudio, triton), and the
   runtime wheels (``nvidia-*``, ``cuda-toolkit``, ``rocm*``, Intel's ``intel-*`` /
-  ``onemkl-*``) with their versions (:func:`parse_dist_metadata`);
+  ``onemkl-*``) with their versions (:func:`parse_dist_metadata`); and every other
+  distribution a diagnosis asks about (NVML bindings, CuPy, pip: ``site_distributions``);
 - runtime library file names (``nvidia/cudnn/lib/libcudnn.so.9``, ``torch/lib/...``): the
   major version when no metadata says more;
 - the GPU code in torch's own libraries, read by :mod:`stackdoctor.binfmt`: the CUDA fat
@@ -55,6 +56,10 @@ MAX_METADATA = 64 * 1024  # the headers of a METADATA file come first
 COMPANIONS = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu")
 RUNTIME_PREFIXES = ("nvidia-", "cuda-toolkit", "rocm", "intel-", "onemkl-")
 NOT_RUNTIME = ("nvidia-ml-py",)  # NVML's Python binding, not a runtime library
+# every distribution of interest to a diagnosis (``StaticTorch.site_distributions``): torch and its kin,
+# runtime wheels, NVML bindings, CuPy, Intel's (name prefixes), and numpy and pip themselves (exact names)
+OF_INTEREST = ("torch", "pytorch-", "triton", "nvidia-", "cuda-", "rocm", "intel-", "onemkl-", "pynvml", "cupy")
+OF_INTEREST_EXACT = ("numpy", "pip")
 # runtime libraries whose file name carries a major version worth reporting when no metadata does
 RUNTIME_LIBS = {
     "cudnn": "cudnn",
@@ -129,6 +134,8 @@ class StaticTorch:
     runtime: dict[str, str] = field(default_factory=dict)  # "cudnn" -> "9.24.0.43", "nccl" -> "2.30.7"
     runtime_libraries: dict[str, str] = field(default_factory=dict)  # "libcudnn.so.9" -> its path
     distributions: dict[str, str] = field(default_factory=dict)  # "torch" -> "2.14.1" (dist-info)
+    # every distribution of interest (OF_INTEREST, numpy, pip), normalised name -> version, the first in import order
+    site_distributions: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
 
@@ -396,7 +403,7 @@ def _read_distributions(system: System, site_dirs: Sequence[str], st: StaticTorc
             if not name:
                 continue
             rkey = runtime_key(name)
-            if name not in COMPANIONS and rkey is None:
+            if name not in COMPANIONS and rkey is None and not (name in OF_INTEREST_EXACT or name.startswith(OF_INTEREST)):
                 continue
             meta_name = "METADATA" if entry.endswith(".dist-info") else "PKG-INFO"
             mpath = _join(site, entry, meta_name)
@@ -407,6 +414,9 @@ def _read_distributions(system: System, site_dirs: Sequence[str], st: StaticTorc
             if not version:
                 continue
             name = normalize_name(fields.get("name") or name)
+            if name not in st.site_distributions:
+                st.site_distributions[name] = version
+                st.sources[f"site_distributions.{name}"] = source
             if name == "torch":
                 seen_torch.append(f"{version} ({_join(site, entry)})")
             if name in COMPANIONS:

@@ -61,6 +61,15 @@ def _label(title: str, value: str, sev: str | None, note: str = "") -> Text:
     return t
 
 
+def _available(f: Facts) -> str:
+    t = f.torch
+    if t.import_error or t.import_error_kind:
+        return _t("runtime_no_import")
+    if t.imported is False:
+        return _t("runtime_not_started")
+    return _t("runtime_available") if t.cuda_available else _t("runtime_not_available")
+
+
 def runtime_line(f: Facts) -> str:
     t = f.torch
     if not t.installed or t.version is None:
@@ -68,18 +77,23 @@ def runtime_line(f: Facts) -> str:
     sep = _t("list_sep")
     if t.cuda:
         parts = [_t("runtime_cuda_bundled", version=t.cuda)]
-        if t.cudnn_version:
-            parts.append(f"cuDNN {t.cudnn_version}")
-        if t.nccl_version:
-            parts.append(f"NCCL {t.nccl_version}")
-        avail = _t("runtime_available") if t.cuda_available else _t("runtime_not_available")
-        return sep.join(parts) + _t("clause_sep") + avail
+        cudnn, nccl = t.cudnn_version or t.runtime_versions.get("cudnn"), t.nccl_version or t.runtime_versions.get("nccl")
+        if cudnn:
+            parts.append(f"cuDNN {cudnn}")
+        if nccl:
+            parts.append(f"NCCL {nccl}")
+        return sep.join(parts) + _t("clause_sep") + _available(f)
     if t.hip:
-        return f"ROCm/HIP {t.hip}" + _t("clause_sep") + (_t("runtime_available") if t.cuda_available else _t("runtime_not_available"))
+        return f"ROCm/HIP {t.hip}" + _t("clause_sep") + _available(f)
     if t.mps_available:
         return _t("runtime_mps")
     if t.xpu_available:
         return _t("runtime_xpu")
+    if t.imported is False and not t.import_error:
+        if f.apple.is_macos:
+            return _t("runtime_macos_build") + _t("clause_sep") + _available(f)
+        if (t.variant or "cpu") != "cpu":
+            return _t("runtime_variant_build", variant=t.variant) + _t("clause_sep") + _available(f)
     return _t("runtime_cpu_only")
 
 
@@ -123,10 +137,12 @@ def build_tree(report: Report) -> Tree:
     t = f.torch
     if t.installed and t.version:
         extras = [f"{name} {ver}" for name, ver in (("torchvision", t.torchvision_version), ("torchaudio", t.torchaudio_version), ("numpy", t.numpy_version)) if ver]
-        tv = f"torch {t.version}  [{t.variant}]"
+        tv = f"torch {t.version}  [{t.variant}]" + ("  " + _t("torch_cannot_import", error=t.import_error) if t.import_error else "")
         node = root.add(_label(_t("layer_torch"), tv, _worst(fs, "torch"), " ".join(extras)))
     elif t.import_error:
         node = root.add(_label(_t("layer_torch"), _t("torch_cannot_import", error=t.import_error), _worst(fs, "torch") or "fail"))
+    elif t.installed:
+        node = root.add(_label(_t("layer_torch"), _t("torch_version_unknown"), _worst(fs, "torch") or "warn"))
     else:
         node = root.add(_label(_t("layer_torch"), _t("not_installed"), _worst(fs, "torch") or "warn"))
     node = node.add(_label(_t("layer_runtime"), runtime_line(f), _worst(fs, "runtime")))

@@ -107,6 +107,10 @@ def stack_rows(report: Report, lang: str = "en") -> list[tuple[str, str]]:
         if t.numpy_version:
             extra.append(f"numpy {t.numpy_version}")
         avail = []
+        if t.import_error:
+            avail.append(f"not importable: {t.import_error}")
+        elif t.imported is False:
+            avail.append("read from its files, not imported")
         if t.cuda_available is not None:
             avail.append(f"torch.cuda.is_available(): {t.cuda_available}")
         if t.mps_available:

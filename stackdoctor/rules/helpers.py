@@ -25,14 +25,25 @@ def import_failed(t: TorchFacts) -> bool:
 
 
 def imports(t: TorchFacts) -> bool:
-    """torch is installed and `import torch` worked (so its runtime facts were asked)."""
-    return t.installed and not t.import_error and t.import_error_kind is None
+    """torch is installed and `import torch` ran and worked (so its runtime facts were asked).
+
+    False where torch was only read from its files (``check --no-kernels``: ``imported`` is False
+    without an import error); a report from before ``imported`` existed (None) counts as imported."""
+    return t.installed and not t.import_error and t.import_error_kind is None and t.imported is not False
+
+
+def read_only(t: TorchFacts) -> bool:
+    """torch is installed and was read from its files only, with no import tried (``check --no-kernels``)."""
+    return t.installed and t.imported is False and not t.import_error and t.import_error_kind is None
 
 
 def built_for(facts: Facts) -> BuildKind | None:
-    """The build kind of a torch that imports; None when there is none, or it did not import."""
+    """The build kind of a torch that imports, or that was only read from its files without trying
+    (``check --no-kernels``: the same verdicts as an import that works, for what the files decide);
+    None when there is no torch, or its import failed. The rules about torch's runtime ask
+    ``cuda_available`` & co., which only an import sets."""
     t = facts.torch
-    if not imports(t):
+    if not (imports(t) or read_only(t)):
         return None
     return accelerators.build_kind(t)
 

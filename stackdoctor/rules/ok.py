@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from stackdoctor import accelerators
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.rules.helpers import built_for, imports, python_exe, variant_name
+from stackdoctor.rules.helpers import (
+    built_for,
+    imports,
+    python_exe,
+    read_only,
+    variant_name,
+)
 
 
 def _bad_layers(ctx: Ctx) -> set[str]:
@@ -65,7 +71,8 @@ def python_ok(ctx: Ctx) -> None:
 @rule("torch-ok", severity="ok", layer="torch", summary=True)
 def torch_ok(ctx: Ctx) -> None:
     t = ctx.facts.torch
-    _ok(ctx, "torch", imports(t), torch=t.version or "?", variant=variant_name(ctx.facts) or "-")
+    key = "files" if read_only(t) else "default"  # read from its files, not imported: says so
+    _ok(ctx, "torch", imports(t) or (read_only(t) and bool(t.version and t.location)), key, torch=t.version or "?", variant=variant_name(ctx.facts) or "-")
 
 
 @rule("runtime-ok", severity="ok", layer="runtime", summary=True)

@@ -82,6 +82,9 @@ def _backend(chk: _Check, backend: str) -> None:
         return
     kind = accelerators.build_kind(t)
     built = kind == acc.build_kind and (backend != "mps" or t.mps_built is not False)
+    if built and t.imported is False:  # read from its files only: whether torch can use the device is unknown
+        chk.unmet("not_imported", ["torch.imported"], "stackdoctor check --import-torch", what=f"backend {backend}", torch=t.version)
+        return
     if not built:
         build = {"cuda": f"CUDA {t.cuda}", "rocm": f"ROCm {t.hip}", "xpu": "XPU", "cpu": "CPU-only"}.get(kind or "", "unknown")
         fix = install_fix(ctx, exclude="cpu") if acc.usable(f) else None
@@ -150,7 +153,9 @@ def assess(ctx: Ctx) -> _Check | None:
             chk.unmet("torch_version", ["torch.version"], fix, spec=reqs.torch, torch=t.version)
     if reqs.backend:
         _backend(chk, reqs.backend)
-    if reqs.min_gpus is not None and reqs.min_gpus > 0:
+    if reqs.min_gpus is not None and reqs.min_gpus > 0 and t.installed and t.imported is False and not t.import_error:
+        chk.unmet("not_imported", ["torch.imported"], "stackdoctor check --import-torch", what=f"at least {reqs.min_gpus} GPU(s)", torch=t.version)
+    elif reqs.min_gpus is not None and reqs.min_gpus > 0:
         n = _usable_gpus(ctx, reqs.backend)
         listed = len([g for g in f.reconciled.gpus if not g.integrated and g.vendor != "apple"])
         if n >= reqs.min_gpus:

@@ -13,11 +13,13 @@ from stackdoctor.rules.helpers import (
     amd_gpus,
     built_for,
     import_failed,
+    imports,
     index_for,
     install_fix,
     nvidia_gpus,
     nvidia_pci,
     python_exe,
+    read_only,
     release,
     variant_name,
 )
@@ -98,6 +100,20 @@ def torch_missing(ctx: Ctx) -> None:
     if runs_x86(f):
         return  # macos-x86-torch-too-new tells the whole story
     ctx.add(facts=["torch.installed"], fix_text="stackdoctor install", python=python_exe(f))
+
+
+@rule("torch-files-unreadable", severity="warn", layer="torch")
+def torch_files_unreadable(ctx: Ctx) -> None:
+    """torch was read from its files only (not imported), and they do not say which torch it is."""
+    f, t = ctx.facts, ctx.facts.torch
+    if not read_only(t) or (t.version and t.location):
+        return
+    ctx.add(
+        facts=["torch.installed", "torch.static_errors"],
+        location=t.location or "no torch package directory",
+        errors="; ".join(t.static_errors) or "-",
+        python=python_exe(f),
+    )
 
 
 def _gpu_names(ctx: Ctx, acc: accelerators.Accelerator) -> str:
@@ -208,6 +224,56 @@ def torchaudio_mismatch(ctx: Ctx) -> None:
         return
     _, expected = ctx.matrix.paired(public(t.version))
     _pair(ctx, "torchaudio", t.torchaudio_version, expected, strict_suffix=False)
+
+
+def _sorted_archs(archs: set[str]) -> str:
+    """Arch ids in a natural order ("sm_75 sm_80 ... sm_120 compute_120"; gfx908 before gfx1100)."""
+
+    def key(a: str) -> tuple[int, int, str]:
+        m = re.match(r"(sm|compute)_(\d+)", a)
+        if m:  # by number, sm_ before compute_ (PTX)
+            return (int(m.group(2)), 1 if m.group(1) == "compute" else 0, a)
+        return (len(a.split(":")[0]), 0, a)  # gfx9xx before gfx1xxx
+
+    return " ".join(sorted(archs, key=key))
+
+
+def _arch_key(arch: str) -> str:
+    """The target an arch id names: ROCm gfx targets without their feature flags ("gfx90a:xnack-" ->
+    "gfx90a": torch's list may leave them out), CUDA ids as they are ("sm_90" vs "sm_90a" differ)."""
+    return arch.split(":", 1)[0] if arch.startswith("gfx") else arch
+
+
+@rule("torch-arch-list-mismatch", severity="warn", layer="torch")
+def torch_arch_list_mismatch(ctx: Ctx) -> None:
+    """torch's own arch list (asked of the imported torch) and the GPU code its primary library carries
+    (read from the file) are two witnesses of one fact; compared as sets, they must agree. The per-file
+    extras (``arch_extra``: sm_90a in a few kernels) are not the build's list and are not compared."""
+    f, t = ctx.facts, ctx.facts.torch
+    if not imports(t) or not t.arch_list_torch or not t.arch_list_files:
+        return
+    own = {_arch_key(a) for a in t.arch_list_torch}
+    files = {_arch_key(a) for a in t.arch_list_files}
+    if own == files:
+        return
+    variant = variant_name(f)
+    index = index_for(ctx, variant) if variant and variant != "cpu" else None
+    want = public(t.version or "")
+    cmd = f'{python_exe(f)} -m pip install --force-reinstall --no-deps "torch=={want}"'
+    if index:
+        cmd += f" --index-url {index}"
+    ctx.add(
+        facts=["torch.arch_list_torch", "torch.arch_list_files"],
+        fix_text=cmd if t.version else None,
+        fix=None if t.version else "default",
+        torch=t.version or "?",
+        own=_sorted_archs(own),
+        own_source=t.sources.get("arch_list_torch") or "torch.cuda.get_arch_list()",
+        files=_sorted_archs(files),
+        library=t.sources.get("arch_list_files") or "torch's library",
+        only_torch=_sorted_archs(own - files) or "-",
+        only_files=_sorted_archs(files - own) or "-",
+    )
 
 
 @rule("jetson-wrong-wheel", severity="fail", layer="torch")

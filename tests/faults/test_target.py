@@ -3,6 +3,7 @@ segfaults; CUDA initialisation fails. Fake ``torch`` packages live in real venvs
 (tests/test_target_probe.py: make_fake_torch_env). A ``--python`` that is not a Python 3 interpreter
 is bad input (one sentence, exit 2); a target found by itself that cannot report is a failing
 finding (exit 1) naming the interpreter; every other probe's facts are still in the report.
+``--no-kernels`` reads torch from its files only, so the import faults run with ``--import-torch``.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def test_target_is_python2(machine, tmp_path):
 def test_target_import_torch_raises(machine, tmp_path):
     """A torch whose import raises is a failing finding quoting the exception, never torch-ok."""
     py = make_fake_torch_env(tmp_path, "raise OSError('libcudnn.so.9: cannot open shared object file: No such file or directory')\n")
-    run, data = check(machine, python=py)
+    run, data = check(machine, "--import-torch", python=py)
     pin(run, data, 1, ("fail", "torch-import-failed"))
     t = data["facts"]["torch"]
     assert t["installed"] is True and t["import_error_kind"] == "exception"
@@ -88,7 +89,7 @@ def test_target_import_torch_raises(machine, tmp_path):
 
 def test_target_import_torch_hangs(machine, tmp_path):
     py = make_fake_torch_env(tmp_path, "import time\ntime.sleep(600)\n")
-    run, data = check(machine, "--torch-timeout", "3", python=py)
+    run, data = check(machine, "--import-torch", "--torch-timeout", "3", python=py)
     assert run.elapsed < 3 + 20
     t = data["facts"]["torch"]
     assert t["import_error_kind"] == "timeout"
@@ -103,7 +104,7 @@ def test_target_import_torch_hangs(machine, tmp_path):
 @pytest.mark.posix
 def test_target_import_torch_segfaults(machine, tmp_path):
     py = make_fake_torch_env(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
-    run, data = check(machine, python=py)
+    run, data = check(machine, "--import-torch", python=py)
     pin(run, data, 1, ("fail", "torch-import-failed"))
     t = data["facts"]["torch"]
     assert t["import_error_kind"] == "crash" and "SIGSEGV" in t["import_error"]
@@ -116,7 +117,7 @@ def test_target_import_torch_segfaults(machine, tmp_path):
 
 def test_target_cuda_initialisation_fails(machine, tmp_path):
     py = make_fake_torch_env(tmp_path, FAKE_CU130_TORCH_OLD_DRIVER)
-    run, data = check(machine, python=py)
+    run, data = check(machine, "--import-torch", python=py)
     t = data["facts"]["torch"]
     assert t["version"] == "2.13.0+cu130" and t["cuda_available"] is False
     assert "driver on your system is too old" in t["cuda_error"]
