@@ -315,7 +315,7 @@ def test_numpy_version_comes_from_its_metadata(tmp_path):
 
 
 def test_real_healthy_screen_shows_this_cpu(tmp_path, torch_python):
-    run = run_sd(["check", "--json", "--no-kernels", "--python", torch_python], env=env(tmp_path))
+    run = run_sd(["check", "--json", "--no-kernels", "--import-torch", "--python", torch_python], env=env(tmp_path))
     data = run.json()
     screen = run_sd(["check", "--no-kernels", "--replay", _save(tmp_path, run.stdout)], env=env(tmp_path, COLUMNS="200")).stdout
     p, cfg = data["facts"]["platform"], data["facts"]["torch"]["config"]
@@ -323,8 +323,9 @@ def test_real_healthy_screen_shows_this_cpu(tmp_path, torch_python):
     if p["cpu_model"]:
         assert p["cpu_model"] in cpu
     assert f"{p['cpu_count']} cores" in cpu
-    if cfg.get("CPU capability usage"):  # torch's own word for the vector ISA it dispatches to (AVX2, AVX512, ...)
-        assert f"torch uses {cfg['CPU capability usage']}" in cpu
+    # torch's own word for the vector ISA it dispatches to (AVX2, AVX512, ...): on every x86/arm CPU build
+    assert cfg.get("CPU capability usage"), cfg
+    assert f"torch uses {cfg['CPU capability usage']}" in cpu
 
 
 def _save(tmp_path: Path, text: str) -> str:
@@ -356,7 +357,7 @@ def test_resolver_names_gpus_and_builds_plainly(tmp_path):
 
 
 def test_import_timeout_is_said_once(tmp_path, plain_python):
-    run = run_sd(["check", "--json", "--no-kernels", "--torch-timeout", "2", "--python", plain_python],
+    run = run_sd(["check", "--json", "--no-kernels", "--import-torch", "--torch-timeout", "2", "--python", plain_python],
                  env=env(tmp_path, STACKDOCTOR_TEST_HOOK="torch-import-hang"))
     details = [f["detail"] for f in run.json()["findings"] if f["code"] == "probe-timeout"]
     assert details, run.stdout
@@ -504,7 +505,7 @@ def test_interrupting_allreduce_stops_every_rank(tmp_path, torch_python):
 def test_interrupting_check_stops_the_target(tmp_path, plain_python):
     marker = b"sd_target.py"
     before = set(_alive(marker))
-    rc, err, took = _interrupt(["check", "--no-kernels", "--python", plain_python], marker, len(before) + 1,
+    rc, err, took = _interrupt(["check", "--no-kernels", "--import-torch", "--python", plain_python], marker, len(before) + 1,
                                env(tmp_path, STACKDOCTOR_TEST_HOOK="torch-import-hang"))
     assert rc == 130 and took < 5, (rc, took, err)
     assert [ln for ln in err.splitlines() if ln.strip()] == ["stackdoctor: interrupted."], err

@@ -135,15 +135,22 @@ def _minor_compat(f, m):
     f.nvidia.cuda_driver_version = "12.4"
 
 
+def _swap_gpu(f, name: str, cc: str) -> None:
+    """Another GPU in the slot, as every witness sees it: nvidia-smi and torch's device list."""
+    f.nvidia.gpus[0].name, f.nvidia.gpus[0].compute_capability = name, cc
+    for d in f.torch.devices:
+        d.name, d.capability = name, cc
+
+
 def _arch_new_gpu(f, m):  # RTX 5090 (sm_120) on a cu126 wheel
-    f.nvidia.gpus[0].name, f.nvidia.gpus[0].compute_capability = "NVIDIA GeForce RTX 5090", "12.0"
+    _swap_gpu(f, "NVIDIA GeForce RTX 5090", "12.0")
 
 
 def _arch_old_gpu(f, m):  # GTX 1080 (sm_61) on a cu130 wheel
     f.torch.version, f.torch.variant, f.torch.cuda = "2.13.0+cu130", "cu130", "13.0"
     f.torch.arch_list = arch(m, "2.13.0", "cu130")
     f.torch.torchvision_version = "0.28.0+cu130"
-    f.nvidia.gpus[0].name, f.nvidia.gpus[0].compute_capability = "NVIDIA GeForce GTX 1080", "6.1"
+    _swap_gpu(f, "NVIDIA GeForce GTX 1080", "6.1")
 
 
 def _cpu_only(f, m):
@@ -331,7 +338,8 @@ def _throttle(f, m):
 
 
 def _persistence(f, m):
-    f.nvidia.gpus[0].name, f.nvidia.gpus[0].compute_capability, f.nvidia.gpus[0].persistence_mode = "NVIDIA H100 80GB HBM3", "9.0", "Disabled"
+    _swap_gpu(f, "NVIDIA H100 80GB HBM3", "9.0")
+    f.nvidia.gpus[0].persistence_mode = "Disabled"
 
 
 def _tb_mac(f):
@@ -1119,7 +1127,11 @@ def _runtime_said_something(t: TorchFacts) -> bool:
 
 def _both_paths_apply(f: Facts) -> bool:
     t = f.torch
-    return t.installed and not t.import_error and t.import_error_kind is None and t.imported is not False and not _runtime_said_something(t)
+    # a CUDA torch's device list is a witness of the GPUs only the import has: where it disagrees with
+    # nvidia-smi, the importing path says so (source-conflict) and the files cannot
+    sees_other = bool(t.cuda) and t.device_count is not None and bool(f.nvidia.gpus) and t.device_count != len(f.nvidia.gpus)
+    return (t.installed and not t.import_error and t.import_error_kind is None and t.imported is not False
+            and not _runtime_said_something(t) and not sees_other)
 
 
 def _problems(findings: list[Finding]) -> set[tuple[str, str]]:
@@ -1230,7 +1242,7 @@ def public_version(v: str) -> str:
 
 def test_import_abort_still_judges_arch_and_driver_from_the_files(matrix):
     f = healthy(matrix)
-    f.nvidia.gpus[0].name, f.nvidia.gpus[0].compute_capability = "NVIDIA GeForce GTX 1080", "6.1"
+    _swap_gpu(f, "NVIDIA GeForce GTX 1080", "6.1")
     f.nvidia.driver_version = f.nvidia.kernel_module_version = "550.54.14"
     f.nvidia.cuda_driver_version = "12.4"
     _aborting_cuda_torch(f, matrix, "2.13.0+cu130", "cu130", "13.0")
@@ -1250,5 +1262,10 @@ def test_import_abort_still_judges_rocm_gfx_from_the_files(matrix):
     f.torch = TorchFacts(installed=True, imported=False, version="2.5.1+rocm6.2", variant="rocm6.2", hip="6.2.41133",
                          import_error="the target interpreter died while importing torch (killed by SIGABRT): "
                                       "HIP error: hipErrorNoBinaryForGpu", import_error_kind="crash")
-    got = codes(diagnose(f, matrix))
-    assert {"torch-import-failed", "rocm-gfx-unsupported"} <= got and "torch-missing" not in got, got
+    out = diagnose(f, matrix)
+    got = codes(out)
+    # the abort is rocm-gfx-unsupported's evidence: that finding quotes it beside its fix, once
+    assert "rocm-gfx-unsupported" in got and not got & {"torch-missing", "torch-import-failed"}, got
+    hit = by_code(out, "rocm-gfx-unsupported")
+    assert "gfx1102" in hit.detail and "hipErrorNoBinaryForGpu" in hit.detail, hit.detail
+    assert not codes(out, ("ok",)) & {"torch-ok", "runtime-ok"}  # nothing claims torch runs
