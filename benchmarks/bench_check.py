@@ -40,7 +40,7 @@ def paired(commands: dict[str, list[str]], n: int) -> tuple[dict[str, list[float
     """Each command ``n`` times, interleaved round by round (after one warm-up round)."""
     times: dict[str, list[float]] = {name: [] for name in commands}
     last: dict[str, subprocess.CompletedProcess] = {}
-    for name, argv in commands.items():  # warm the page cache once
+    for argv in commands.values():  # warm the page cache once
         timed(argv)
     for _ in range(n):
         for name, argv in commands.items():
@@ -73,7 +73,7 @@ def main() -> None:
     imp = times["import torch"]
 
     def ratio(name: str) -> float:
-        return statistics.median(t / i for t, i in zip(times[name], imp))
+        return statistics.median(t / i for t, i in zip(times[name], imp, strict=True))
 
     width = max(len(name) for name in commands)
     print(f"{args.n} paired rounds, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
@@ -81,7 +81,7 @@ def main() -> None:
     for name in commands:
         print(f"  {name:<{width}}  {med[name]:6.3f} s  {ratio(name):5.2f}x")
     print(f"check --no-kernels / import torch = {ratio('check --no-kernels'):.2f}x   (goal <= 0.35x)")
-    print(f"check --no-kernels / collect_env  = {statistics.median(t / c for t, c in zip(times['check --no-kernels'], times['collect_env'])):.2f}x")
+    print(f"check --no-kernels / collect_env  = {statistics.median(t / c for t, c in zip(times['check --no-kernels'], times['collect_env'], strict=True)):.2f}x")
     print(f"check without torch              = {med['check, target without torch']:.3f} s    (goal < 0.5 s)")
     facts = json.loads(last["check --no-kernels"].stdout)["facts"]
     collect = last["collect_env"].stdout

@@ -20,7 +20,10 @@ import string
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from stackdoctor.report import Finding
 
 __all__ = [
     "checks",
@@ -107,13 +110,14 @@ def detect_lang(env: Mapping[str, str], explicit: str | None = None) -> str:
 # ---------------------------------------------------------------------------- texts
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def texts(lang: str) -> dict[str, Any]:
     """The parsed locale file for ``lang`` (``{"ui": {...}, "codes": {code: {...}}}``)."""
     import yaml  # lazy: keep start-up light
 
     name = lang if lang in LANGS else "en"
-    raw = resources.files("stackdoctor").joinpath("locale", f"{name}.yaml").read_text(encoding="utf-8")
+    # one name per joinpath: Python 3.10's Traversable.joinpath takes a single child
+    raw = resources.files("stackdoctor").joinpath("locale").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
     # libyaml's loader when PyYAML has it (the same safe constructors; ~10x faster on these 50 kB files)
     data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     if not isinstance(data, dict):
@@ -184,7 +188,7 @@ def make_finding(
     detail: str = "",
     fix: str | None = None,
     facts: list[str] | None = None,
-) -> Any:
+) -> Finding:
     """A :class:`~stackdoctor.report.Finding` with the catalogue's title, severity and layer."""
     from stackdoctor.report import Finding
 

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from stackdoctor.errors import ConfigError
-from stackdoctor.units import parse_bandwidth
 from stackdoctor.report import Finding
+from stackdoctor.units import parse_bandwidth
 
 __all__ = [
     "BACKENDS",

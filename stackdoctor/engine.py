@@ -216,7 +216,8 @@ def capture_environment(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def _load(module: str) -> Callable[[ProbeContext], ProbeOutput]:
-    return importlib.import_module(module).probe  # type: ignore[no-any-return]
+    probe: Callable[[ProbeContext], ProbeOutput] = importlib.import_module(module).probe
+    return probe
 
 
 def run_probes(

@@ -575,13 +575,13 @@ def _coerce(tp: Any, value: Any) -> Any:
     if origin is list:
         if not isinstance(value, list):
             raise TypeError(f"expected a list, got {type(value).__name__}")
-        (inner,) = typing.get_args(tp) or (Any,)
+        inner = (typing.get_args(tp) or (Any,))[0]
         return [_coerce(inner, v) for v in value]
     if origin is dict:
         if not isinstance(value, dict):
             raise TypeError(f"expected an object, got {type(value).__name__}")
-        args = typing.get_args(tp)
-        inner = args[1] if len(args) == 2 else Any
+        kv = typing.get_args(tp)
+        inner = kv[1] if len(kv) == 2 else Any
         return {str(k): _coerce(inner, v) for k, v in value.items()}
     if tp is Any:
         return value
@@ -589,7 +589,7 @@ def _coerce(tp: Any, value: Any) -> Any:
         if value not in typing.get_args(tp):
             raise TypeError(f"{value!r} is not one of {', '.join(map(repr, typing.get_args(tp)))}")
         return value
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return from_data(tp, value)
     if tp is bool:
         if not isinstance(value, bool):

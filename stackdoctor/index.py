@@ -205,9 +205,9 @@ def parse_simple_json(text: str, page_url: str) -> list[IndexFile]:
         if not isinstance(f, dict) or not isinstance(f.get("filename"), str) or not isinstance(f.get("url"), str):
             continue
         url, frag_sha = _split_fragment(urllib.parse.urljoin(page_url, f["url"]))
-        hashes = f.get("hashes") if isinstance(f.get("hashes"), dict) else {}
-        sha = hashes.get("sha256") if isinstance(hashes.get("sha256"), str) else frag_sha
-        rp = f.get("requires-python") if isinstance(f.get("requires-python"), str) else None
+        hashes = h if isinstance(h := f.get("hashes"), dict) else {}
+        sha = s if isinstance(s := hashes.get("sha256"), str) else frag_sha
+        rp = r if isinstance(r := f.get("requires-python"), str) else None
         out.append(IndexFile(f["filename"], url, sha, rp, bool(f.get("yanked"))))
     return out
 
@@ -356,8 +356,8 @@ def target_tags(facts: Facts, request: Request | None = None) -> list[str]:
     if plat_req:
         platforms = _expand_platform(plat_req)
     else:
-        platforms = list(dict.fromkeys(t.split("-")[2] for t in facts.python.tags)) or None
-        if platforms is None:
+        platforms = list(dict.fromkeys(t.split("-")[2] for t in facts.python.tags))
+        if not platforms:
             return []
     interp = f"cp{nums[0]}{nums[1]}"
     abis = [interp + ("t" if free else "")]

@@ -462,8 +462,8 @@ def execute(
     after = snapshot(system, python)
     result.after = after.torch_family() if after.ok else {}
     if after.ok and result.after == prev and not after.family_damaged():
-        v = verify(system, python) if prev else None
-        result.verification = v
+        restored = verify(system, python) if prev else None
+        result.verification = restored
         if not prev:
             result.message = f"{how}; the target had no torch before and has none now."
         elif v and v.imported:

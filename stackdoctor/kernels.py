@@ -389,7 +389,7 @@ def format_busbw_chart(rows: Sequence[Mapping[str, Any]], width: int = 40, bar: 
     vals = [float((r.get("ip") or {}).get("busbw") or 0.0) for r in rows]
     top = max(vals, default=0.0) or 1.0
     lines = []
-    for r, v in zip(rows, vals):
+    for r, v in zip(rows, vals, strict=True):
         drawn = bar * max(0, int(round(width * v / top)))
         lines.append(f"{format_size(int(r.get('bytes') or 0)):>9} {drawn:<{width}} {v:8.3f} GB/s")
     return lines

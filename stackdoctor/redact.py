@@ -190,8 +190,12 @@ class Redactor:
             return
         pat = re.compile(r"(?<![A-Za-z0-9_<\-])" + re.escape(value) + r"(?![A-Za-z0-9_>])", re.IGNORECASE)
         repl = fixed if fixed is not None else self.token(kind, value)
-        self.literals.append((pat, lambda _m, r=repl: r, in_facts))
+        self.literals.append((pat, _always(repl), in_facts))
         self.literals.sort(key=lambda pr: -len(pr[0].pattern))
+
+    def _whole(self, kind: str) -> Callable[[re.Match[str]], str]:
+        """A replacement that tokenises the whole match as ``kind``."""
+        return lambda m: self.token(kind, m.group(0), fold=False)
 
     # -- one string
     def text(self, s: str, *, versions: bool = False, in_facts: bool = False) -> str:
@@ -201,7 +205,7 @@ class Redactor:
         s = _PEM.sub(lambda m: self.token("private-key", m.group(0), fold=False), s)
         s = _URL_CREDS.sub(lambda m: m.group("scheme") + self.token("credentials", m.group("userinfo"), fold=False) + "@", s)
         for kind, pat in _CREDENTIALS:
-            s = pat.sub(lambda m, k=kind: self.token(k, m.group(0), fold=False), s)
+            s = pat.sub(self._whole(kind), s)
         s = _BEARER.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) if m.group(3).startswith("<") else self.token("secret", m.group(3), fold=False)), s)
         s = _ASSIGN.sub(self._assign, s)
         s = _HOME.sub(self._home, s)
@@ -273,10 +277,20 @@ def _get(data: Any, *path: str) -> Any:
     return data
 
 
+def _always(text: str) -> Callable[[re.Match[str]], str]:
+    """A replacement that is always ``text``."""
+    return lambda _m: text
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` where it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def _prime(r: Redactor, data: dict[str, Any]) -> None:
     """Learn the identifying values that the facts name, so they are replaced everywhere."""
-    facts = data.get("facts") if isinstance(data.get("facts"), dict) else {}
-    platform = facts.get("platform") if isinstance(facts.get("platform"), dict) else {}
+    facts = _obj(data.get("facts"))
+    platform = _obj(facts.get("platform"))
     generic = set(_GENERIC_NAMES)
     for key in ("os_id", "os_name", "system", "machine"):
         v = platform.get(key)
@@ -302,7 +316,7 @@ def _prime(r: Redactor, data: dict[str, Any]) -> None:
     for port in _get(facts, "thunderbolt", "ports") or []:
         if isinstance(port, dict) and isinstance(port.get("peer"), str) and port["peer"].strip():
             r.add_literal(port["peer"].strip(), "peer", in_facts=False)
-    env = facts.get("environment") if isinstance(facts.get("environment"), dict) else {}
+    env = _obj(facts.get("environment"))
     for name, value in env.items():
         if isinstance(value, str) and is_secret_name(str(name)) and len(value) >= 4:
             r.add_literal(value, "secret", fixed=r.token("secret", value, fold=False))

@@ -148,6 +148,7 @@ def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
         fos = {"linux": "linux", "darwin": "macos", "windows": "windows"}.get(sysname, "unknown")
         if os_ == "musllinux":
             fos = "linux"
+        machine: str | None
         if fos == "macos" and facts.apple.rosetta is False and facts.apple.arch:
             machine = facts.apple.arch
         else:
@@ -351,7 +352,7 @@ def _fit(release: Release, version: Version, variant: Variant, t: Target, matrix
             if meets == "minor-compat":
                 fit.warnings.append(
                     f"driver {t.driver} is below CUDA {variant.cuda}'s toolkit minimum ({col}: {minimum}) but meets the "
-                    f"CUDA {variant.cuda.split('.')[0]}.x minor-version-compatibility floor ({floor}): {variant.name} runs, "
+                    f"CUDA {(variant.cuda or '?').split('.')[0]}.x minor-version-compatibility floor ({floor}): {variant.name} runs, "
                     f"but PTX JIT and features that need a newer driver can fail; upgrade the driver to >= {minimum}"
                 )
         archs = variant.arch_for(tag)
@@ -661,13 +662,13 @@ def _fallback_suggestions(
                 continue
             try:
                 _fit(newest[0], newest[1], v, t, matrix, request, gpus)
-            except _Reject as r:
-                if r.driver_needed:
+            except _Reject as rej:
+                if rej.driver_needed:
                     # would it fit with that driver?
-                    t2 = Target(**{**t.__dict__, "driver": r.driver_needed})
+                    t2 = Target(**{**t.__dict__, "driver": rej.driver_needed})
                     try:
                         _fit(newest[0], newest[1], v, t2, matrix, request, gpus)
-                        needed.append((_kind_version(v), r.driver_needed, v.name))
+                        needed.append((_kind_version(v), rej.driver_needed, v.name))
                     except _Reject:
                         pass
         if needed:

@@ -225,7 +225,7 @@ def read_pip_config(env: Mapping[str, str], prefix: str | None = None) -> Instal
             sec, _, key = skey.partition(".")
             if sec == section and value:  # pip ignores empty values
                 effective[key] = (value, origin)
-    for key, (value, origin) in effective.items():
+    for key, (_value, origin) in effective.items():
         if key in PIP_KEYS:
             cfg.origins[key] = origin
     index_url = effective.get("index-url", (pypi_simple(), "pip's default (PyPI)"))

@@ -147,7 +147,7 @@ def bundle(entries: list[tuple[str, bytes]], align: int = 4096) -> bytes:
     for off, size, bid in layout:
         head += struct.pack("<QQQ", off, size, len(bid.encode())) + bid.encode()
     out = bytearray(head)
-    for (off, size, _), (_, data) in zip(layout, entries):
+    for (off, _size, _), (_, data) in zip(layout, entries, strict=True):
         out += b"\0" * (off - len(out))
         out += data
     return bytes(out)

@@ -221,7 +221,7 @@ def _is_stackdoctor(argv: object) -> bool:
         return False
     parts = [str(a) for a in argv]
     return any(os.path.basename(p) == "stackdoctor" for p in parts[:6]) or any(
-        a == "-m" and b == "stackdoctor" for a, b in zip(parts, parts[1:])
+        a == "-m" and b == "stackdoctor" for a, b in zip(parts, parts[1:], strict=False)
     )
 
 

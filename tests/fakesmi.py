@@ -57,7 +57,7 @@ def from_query_csv(text: str) -> dict[int, dict[str, str]]:
     fields = [re.sub(r"\s*\[.*\]$", "", h.strip()) for h in rows[0]]
     out: dict[int, dict[str, str]] = {}
     for n, row in enumerate(r for r in rows[1:] if len(r) == len(fields)):
-        values = {f: _unitless(v) for f, v in zip(fields, row)}
+        values = {f: _unitless(v) for f, v in zip(fields, row, strict=True)}
         index = int(values["index"]) if values.get("index", "").isdigit() else n
         values["index"] = str(index)
         out[index] = values

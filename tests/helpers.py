@@ -32,7 +32,7 @@ SCHEMA_FILES = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def shipped_schema(name: str) -> dict:
     """A schema as the installed package ships it (``stackdoctor/schemas/NAME``)."""
     from importlib import resources
@@ -44,7 +44,7 @@ def report_schema() -> dict:
     return shipped_schema("report.schema.json")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def schema_validator(name: str):  # noqa: ANN201  (a jsonschema Validator)
     """One validator per shipped schema, the schema itself checked once.
 

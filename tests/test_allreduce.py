@@ -11,20 +11,20 @@ import sys
 import time
 
 import pytest
+from helpers import kernel_findings
 
 from stackdoctor.facts import KernelFacts
 from stackdoctor.kernels import (
     AllreduceOptions,
     allreduce_kernel_facts,
     fleet_table,
-    node_summary,
     free_port,
     merge_allreduce,
+    node_summary,
     run_allreduce_local,
     run_allreduce_rank,
 )
 from stackdoctor.system import System
-from helpers import kernel_findings
 
 SMALL = AllreduceOptions(min_bytes=8, max_bytes=64 * 1024, factor=4, iters=5, warmup=1, timeout_s=30)
 

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import yaml
-
 from conftest import _NEEDS
 from torchenv import TORCH_VERSION
 

@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-
-from helpers import machine_env, run_sd, validate_report
 from conftest import FIXTURES, write_fake_tool
 from fakesmi import fake_nvidia_smi
+from helpers import machine_env, run_sd, validate_report
 
 C14 = "c14-rtx4070-driver550-linux"
 
@@ -162,6 +161,7 @@ def test_reports_are_checked_as_the_suite_produces_them(fake_machine, plain_pyth
 
 def test_the_report_contract_check_can_fail():
     from helpers import check_report_invariants
+
     from stackdoctor.report import Finding, Report
 
     good = Report(findings=[Finding("torch-missing", "warn", "no torch", fix="stackdoctor install")])

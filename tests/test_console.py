@@ -11,8 +11,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from helpers import console_script, machine_env
+
 from stackdoctor.console import ASCII_MARKS, UNICODE_MARKS, SafeStream, can_encode, make_console, marks
 from stackdoctor.facts import Facts, KernelFacts, from_data
 from stackdoctor.report import Finding, Report

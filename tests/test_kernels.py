@@ -14,6 +14,7 @@ import sys
 import time
 
 import pytest
+from helpers import kernel_findings
 
 from stackdoctor.facts import KernelFacts, KernelResult, NvidiaGpu, to_data
 from stackdoctor.kernels import MARK, format_busbw_chart, kernel_facts_from_run, run_kernels, worker_path
@@ -21,8 +22,6 @@ from stackdoctor.matrix import load_matrix
 from stackdoctor.reconcile import peak_from_sm_clock, reconcile
 from stackdoctor.system import CommandResult, System
 from stackdoctor.units import parse_bandwidth
-
-from helpers import kernel_findings
 
 MATRIX = load_matrix([])
 

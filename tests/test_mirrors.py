@@ -146,7 +146,7 @@ def test_metadata_read_from_the_central_directory_matches_zipfile(tmp_path):
     import zipfile
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from indexserver import catalogue, build_wheel
+    from indexserver import build_wheel, catalogue
 
     from stackdoctor.mirrors import _metadata_from_central_directory, local_wheel_metadata
 

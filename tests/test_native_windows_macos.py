@@ -18,11 +18,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from helpers import machine_env, run_sd
+
 from stackdoctor.engine import select_target
-from stackdoctor.probes import ProbeContext, Target
-from stackdoctor.probes import cuda_toolkit, nvidia
+from stackdoctor.probes import ProbeContext, Target, cuda_toolkit, nvidia
 from stackdoctor.probes import platform as platform_probe
 from stackdoctor.probes.nvidia import find_smi, parse_smi_table
 from stackdoctor.probes.nvml import parse_nvml_output

@@ -7,13 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import real_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import real_fixture
 from stackdoctor.facts import AppleFacts
-from stackdoctor.probes import ProbeContext, Target
-from stackdoctor.probes import apple
+from stackdoctor.probes import ProbeContext, Target, apple
 from stackdoctor.system import Host, System
 
 CATALINA = "r-sw_vers-catalina-ruby-build-1451"

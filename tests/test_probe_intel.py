@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 from stackdoctor.facts import Facts
 from stackdoctor.matrix import load_matrix
-from stackdoctor.probes import ProbeContext, Target
-from stackdoctor.probes import intel
+from stackdoctor.probes import ProbeContext, Target, intel
 from stackdoctor.reconcile import reconcile
 from stackdoctor.system import System
 

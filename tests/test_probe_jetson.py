@@ -7,14 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import real_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import real_fixture
 from stackdoctor.facts import Facts
 from stackdoctor.matrix import load_matrix
-from stackdoctor.probes import ProbeContext, Target
-from stackdoctor.probes import jetson
+from stackdoctor.probes import ProbeContext, Target, jetson
 from stackdoctor.reconcile import reconcile
 from stackdoctor.system import System
 

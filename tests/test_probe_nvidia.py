@@ -15,8 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stackdoctor.facts import NvidiaFacts
-from stackdoctor.probes import ProbeContext, Target
-from stackdoctor.probes import nvidia
+from stackdoctor.probes import ProbeContext, Target, nvidia
 from stackdoctor.probes.nvidia import (
     parse_proc_driver_version,
     parse_smi_failure,
@@ -530,7 +529,7 @@ def test_probe_hanging_smi_ends_at_timeout_with_partial_output(fake_bin, sysroot
 
 
 def test_probe_hanging_table_after_good_query(fake_bin, sysroot, tmp_path):
-    script = smi_script(tmp_path, query=(SYN / "query_2gpu.csv").read_text()).replace('"") cat', '"") head -4 {0}; sleep 600; cat'.format(REAL / "c14-rtx4070-driver550-linux" / "nvidia-smi.txt"))
+    script = smi_script(tmp_path, query=(SYN / "query_2gpu.csv").read_text()).replace('"") cat', '"") head -4 {}; sleep 600; cat'.format(REAL / "c14-rtx4070-driver550-linux" / "nvidia-smi.txt"))
     fake_bin("nvidia-smi", script=script)
     out = nvidia.probe(ctx_for(sysroot, timeout=1.0))
     f = out.facts["nvidia"]

@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import real_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import real_fixture
 from stackdoctor.facts import PlatformFacts
 from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.probes import platform as plat

@@ -14,13 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES, real_fixture, write_fake_tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES, real_fixture, write_fake_tool
 from stackdoctor.facts import RocmFacts
-from stackdoctor.probes import ProbeContext, Target
-from stackdoctor.probes import rocm
+from stackdoctor.probes import ProbeContext, Target, rocm
 from stackdoctor.system import System
 
 C27 = "c27-amd-navi33-gfx1102-plus-raphael-igpu-hsa-override"

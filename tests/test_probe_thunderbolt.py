@@ -8,9 +8,9 @@ Real captures: c22 (boltctl), c25 (system_profiler text), c51 (ifconfig), and th
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-import json
 import sys
 import time
 from pathlib import Path

@@ -20,10 +20,13 @@ import json
 import pkgutil
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import Any, Union
 
 import pytest
+from binfixtures import bundle, ccob, elf, fatbin, fatbin_entry, pe
+from helpers import validate_report
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,9 +34,6 @@ import stackdoctor.probes as probes_pkg
 from stackdoctor import binfmt
 from stackdoctor import facts as F
 from stackdoctor.report import Finding, ProbeStatus, Report, report_from_data
-
-from binfixtures import bundle, ccob, elf, fatbin, fatbin_entry, pe
-from helpers import validate_report
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

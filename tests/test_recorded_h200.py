@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-
 from conftest import FIXTURES
+
 from stackdoctor.probes.nvidia import QUERY_FIELDS, parse_proc_driver_version, parse_smi_list, parse_smi_query, parse_smi_table
 
 CASE = FIXTURES / "real" / "d01-h200-driver580-open-kernel-module-lent-device"

@@ -284,6 +284,7 @@ def _judge(rep: Report) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("change", _scenarios())
 def test_every_diagnosis_scenario_survives_redaction(change):
     import test_diagnose as td
+
     from stackdoctor.matrix import load_matrix
 
     m = load_matrix([])

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from helpers import machine_env, run_sd
 
 MACHINES = sorted((Path(__file__).parent / "fixtures" / "machines").glob("*.json"))

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
+import test_diagnose as td
+from helpers import machine_env, run_sd
 
 from stackdoctor import catalog, rules
 from stackdoctor.facts import Facts, KernelFacts, KernelResult, TorchFacts, from_data
@@ -20,9 +22,6 @@ from stackdoctor.plan import Request
 from stackdoctor.reconcile import reconcile
 from stackdoctor.resolve import resolve
 from stackdoctor.rules.core import REGISTRY, RuleError
-
-import test_diagnose as td
-from helpers import machine_env, run_sd
 
 MATRIX = load_matrix([])
 MACHINES = sorted((Path(__file__).parent / "fixtures" / "machines").glob("*.json"))

@@ -303,7 +303,7 @@ def sweep(torch, dist, args, rank, world, device, h):
         for mode in ("oop", "ip"):
             recv = torch.empty_like(send)
 
-            def call():
+            def call(mode=mode, recv=recv, send=send):  # bound now: the loop's next round rebinds them
                 if mode == "oop":
                     recv.copy_(send)
                     dist.all_reduce(recv)

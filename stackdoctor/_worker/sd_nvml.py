@@ -12,7 +12,9 @@ environment this worker inherits. The driver model (nvmlDeviceGetDriverModel: cu
 NVML_DRIVER_WDDM = 0, NVML_DRIVER_WDM = 1 (TCC), NVML_DRIVER_MCDM = 2) is Windows-only: elsewhere
 NVML answers NotSupported, which leaves it None.
 """
-import json, sys
+import json
+import sys
+
 out = {"state": "ok", "error": None, "error_class": None, "system": {}, "gpus": [], "device_count": None}
 BENIGN = ("NVMLError_FunctionNotFound", "NVMLError_NotSupported")
 

@@ -3,8 +3,12 @@ interrupted or failed pip leaves behind for the named distributions, which pip i
 uninstall ("Cannot uninstall torchvision 0.28.0+cu130, RECORD file not found"). Run in the install
 target (stdlib only) with a JSON list of names as its argument.
 """
-import json, re, shutil, sys
+import json
+import re
+import shutil
+import sys
 from importlib import metadata
+
 names = set(json.loads(sys.argv[1]))
 removed = []
 for d in list(metadata.distributions()):

@@ -2,8 +2,11 @@
 requirement names, as one marked JSON line. Run in the install target (stdlib only) before and after
 an install, so a failed install can be undone.
 """
-import json, re
+import json
+import re
 from importlib import metadata
+
+
 def norm(n):
     return re.sub(r"[-_.]+", "-", n).lower()
 out = {}

@@ -1,7 +1,9 @@
 """stackdoctor verify worker: imports torch in THIS interpreter after an install and reports what it
 can do (version, CUDA/HIP, whether the GPU, MPS or XPU is usable), as one marked JSON line.
 """
-import json, warnings
+import json
+import warnings
+
 out = {"imported": False}
 try:
     import torch

@@ -93,10 +93,9 @@ def register(app: typer.Typer) -> None:
         if lang is not None and lang not in ("en", "zh"):
             raise UsageError(f"unknown --lang {lang!r}; choose en or zh.")
         if list_checks:
-            from stackdoctor import diagnose as dx
-
             from rich.cells import cell_len
 
+            from stackdoctor import diagnose as dx
             from stackdoctor.catalog import ui
 
             lg = dx.detect_lang(os.environ, lang)

@@ -61,14 +61,12 @@ def register(app: typer.Typer) -> None:
         lang: Annotated[Optional[str], typer.Option("--lang", help="en | zh (default from LC_ALL / LC_MESSAGES / LANG).")] = None,
     ) -> int:
         """Run real kernels and collectives in the target interpreter and check their numbers."""
+        from stackdoctor.catalog import LANGS, detect_lang, ui
         from stackdoctor.engine import select_target, validate_python
         from stackdoctor.facts import KernelFacts
         from stackdoctor.kernels import AllreduceOptions, run_allreduce_local, run_allreduce_rank, run_kernels
         from stackdoctor.system import System
-        from stackdoctor.catalog import ui
         from stackdoctor.units import parse_bandwidth
-
-        from stackdoctor.catalog import LANGS, detect_lang
 
         if lang is not None and lang not in LANGS:
             raise UsageError(f"unknown --lang {lang!r}; choose en or zh.")

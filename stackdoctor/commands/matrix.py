@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from stackdoctor.errors import ExitCode, UsageError
 
 
-def _show_text(data: dict, torch: str | None) -> str:  # type: ignore[type-arg]
+def _show_text(data: dict[str, Any], torch: str | None) -> str:
     lines: list[str] = []
     if data.get("files"):
         lines.append("matrix files: " + ", ".join(data["files"]))

@@ -14,7 +14,6 @@ the target interpreter's own machine is the python probe's fact.
 
 from __future__ import annotations
 
-
 from stackdoctor.facts import AppleFacts
 from stackdoctor.probes import ProbeContext, ProbeOutput
 from stackdoctor.system import CommandResult

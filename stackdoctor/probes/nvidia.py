@@ -149,7 +149,7 @@ def parse_smi_query(text: str, fields: tuple[str, ...] = QUERY_FIELDS) -> list[N
         cells = [c.strip() for c in line.split(",")]
         if len(cells) != len(fields):
             continue
-        row = dict(zip(fields, cells))
+        row = dict(zip(fields, cells, strict=True))
         index = _to_int(row.get("index"))
         if index is None:
             continue

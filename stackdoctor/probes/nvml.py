@@ -181,9 +181,9 @@ def parse_nvml_output(text: str) -> NvmlResult:
             break
     if not isinstance(doc, dict):
         return NvmlResult(state="error", error="NVML child printed no result")
-    state = doc.get("state") if isinstance(doc.get("state"), str) else "error"
+    state = st if isinstance(st := doc.get("state"), str) else "error"
     res = NvmlResult(state=state, error=_str(doc.get("error")))
-    sysd = doc.get("system") if isinstance(doc.get("system"), dict) else {}
+    sysd: dict[str, Any] = sd if isinstance(sd := doc.get("system"), dict) else {}
     res.driver_version = _str(sysd.get("driver_version"))
     res.nvml_version = _str(sysd.get("nvml_version"))
     res.cuda_driver_version = cuda_version_from_int(sysd.get("cuda_driver_version"))
@@ -191,7 +191,7 @@ def parse_nvml_output(text: str) -> NvmlResult:
     if isinstance(sysd.get("errors"), dict):
         res.system_errors = {str(k): str(v) for k, v in sysd["errors"].items()}
     res.device_count = _int(doc.get("device_count"))
-    gpus = doc.get("gpus") if isinstance(doc.get("gpus"), list) else []
+    gpus: list[Any] = gl if isinstance(gl := doc.get("gpus"), list) else []
     res.gpus = [_gpu_from(g, i) for i, g in enumerate(gpus) if isinstance(g, dict)]
     return res
 

@@ -262,7 +262,7 @@ def parse_rocm_smi_showhw(text: str) -> list[dict[str, str]]:
         values = s.split()
         if not values or not values[0].isdigit():
             continue
-        rows.append(dict(zip(header, values)))
+        rows.append(dict(zip(header, values, strict=False)))  # a short row leaves the last columns out
     return rows
 
 

@@ -20,18 +20,18 @@ Adding a finding: one ``@rule`` function in the module of its layer, plus its en
 from __future__ import annotations
 
 from stackdoctor.rules import (  # noqa: F401  (importing declares the rules, in this order)
-    probe,
-    platform,
     driver,
     gpu,
+    kernels,
+    network,
+    ok,
+    platform,
+    probe,
     python,
-    torch,
+    requirements,
     runtime,
     toolkit,
-    network,
-    kernels,
-    requirements,
-    ok,
+    torch,
 )
 from stackdoctor.rules.core import REGISTRY, RULE_ERROR, Ctx, Gates, Rule, RuleError, judge, ordered, rule
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from stackdoctor import matrix as mx
 from stackdoctor.facts import Facts
@@ -148,7 +149,7 @@ def wsl_driver(ctx: Ctx) -> None:
         )
 
 
-def _too_old_verdict(ctx: Ctx) -> tuple[str | None, dict[str, str]]:
+def _too_old_verdict(ctx: Ctx) -> tuple[str | None, dict[str, Any]]:
     """("no" | "minor-compat" | "full" | None, values for the texts) for the installed CUDA torch and the driver."""
     f, t = ctx.facts, ctx.facts.torch
     if built_for_files(f) != "cuda" or not t.cuda or f.jetson.is_jetson:

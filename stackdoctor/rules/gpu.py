@@ -6,6 +6,7 @@ import re
 
 from stackdoctor import matrix as mx
 from stackdoctor.facts import NvidiaGpu
+from stackdoctor.reconcile import bus_key
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
     amd_gpus,
@@ -19,7 +20,6 @@ from stackdoctor.rules.helpers import (
     variant_row,
     visible_to_torch,
 )
-from stackdoctor.reconcile import bus_key
 
 
 def _label(g: NvidiaGpu) -> str:

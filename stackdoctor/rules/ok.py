@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from stackdoctor import accelerators
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
@@ -22,7 +24,7 @@ def _bad_layers(ctx: Ctx) -> set[str]:
     return bad
 
 
-def _ok(ctx: Ctx, layer: str, checked: bool, key: str = "default", **values: object) -> None:
+def _ok(ctx: Ctx, layer: str, checked: bool, key: str = "default", **values: Any) -> None:
     if checked and layer not in _bad_layers(ctx):
         ctx.add(severity="ok", detail=key, fix=None, **values)
 

@@ -26,7 +26,6 @@ from stackdoctor.rules.helpers import (
 from stackdoctor.versions import local, public
 from stackdoctor.versions import release as vt
 
-
 _FAMILY = re.compile(r"^(nvidia-[a-z0-9-]+?)-cu(\d+)$")
 
 

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import write_fake_tool
 from helpers import Run, machine_env, run_sd, validate_report
 from unprivileged import NOBODY, UnprivilegedInstall

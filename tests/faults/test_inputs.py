@@ -11,8 +11,8 @@ import textwrap
 import time
 
 import pytest
-
 from helpers import run_sd
+
 from .conftest import BOUND_S, FAST, assert_usage_error, check
 
 HEAD = "schema: stackdoctor.matrix/1\nreleases:\n"

@@ -14,6 +14,7 @@ import textwrap
 import time
 
 from helpers import validate_report
+
 from .conftest import BOUND_S, NO_TORCH, assert_others_intact, finding, pin
 
 BOOM = "import stackdoctor.cli as c; c.app.command('boom')(lambda: 1/0); c.main({args!r})"

@@ -10,8 +10,8 @@ import json
 import socket
 
 import pytest
-
 from helpers import machine_env, run_sd
+
 from .conftest import BOUND_S, assert_others_intact, check, finding, pin
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,6 @@ import sys
 import time
 
 import pytest
-
 from test_install import BEFORE, family, imports_fake_torch, isolated_env, py, seeded, server, venv  # noqa: F401  (fixtures)
 
 from .conftest import BOUND_S

@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-
 from conftest import FIXTURES
 from fakesmi import fake_nvidia_smi
 from helpers import machine_env, run_sd, validate_report
-from .conftest import BOUND_S, NO_TORCH, Machine, pin, probe_status
-
 from test_probe_nvidia import FAKE_PYNVML  # the probe tests' fake binding, reused, not copied
+
+from .conftest import BOUND_S, NO_TORCH, Machine, pin, probe_status
 
 C14 = "c14-rtx4070-driver550-linux"
 

@@ -9,13 +9,10 @@ finding (exit 1) naming the interpreter; every other probe's facts are still in 
 from __future__ import annotations
 
 import pytest
-
 from helpers import run_sd
-
-from .conftest import FAST, assert_others_intact, assert_usage_error, check, finding, pin, probe_status
-
 from test_target_probe import FAKE_CU130_TORCH_OLD_DRIVER, make_fake_torch_env
 
+from .conftest import FAST, assert_others_intact, assert_usage_error, check, finding, pin, probe_status
 
 TARGET_FAILED = "A tool that is installed failed, so part of the stack is unknown"
 IMPORT_FAILED = "torch is installed but `import torch` fails"

@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import real_fixture
+
+from .conftest import NO_TORCH, assert_others_intact, check, finding, messages, pin, probe_status
 
 # what the nvidia probe says when nvidia-smi exits 0 with output that is not nvidia-smi's
 UNRECOGNISED = "nvidia-smi answered, but with nothing stackdoctor recognises as nvidia-smi output"
-from .conftest import NO_TORCH, assert_others_intact, check, finding, messages, pin, probe_status
 
 C14 = "c14-rtx4070-driver550-linux"
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from helpers import run_sd
+
 from .conftest import FAST, assert_usage_error, run_cli_as_nobody
 
 
