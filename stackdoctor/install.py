@@ -466,10 +466,10 @@ def execute(
         result.verification = restored
         if not prev:
             result.message = f"{how}; the target had no torch before and has none now."
-        elif v and v.imported:
-            result.message = f"{how}; nothing changed: the previous torch {v.version} still imports."
+        elif restored and restored.imported:
+            result.message = f"{how}; nothing changed: the previous torch {restored.version} still imports."
         else:
-            result.message = f"{how}; the torch packages are as before ({_fmt(prev)}), but torch does not import: {v.error if v else '?'}."
+            result.message = f"{how}; the torch packages are as before ({_fmt(prev)}), but torch does not import: {restored.error if restored else '?'}."
         return result
     if not prev:
         result.message = f"{how}; the target had no torch before, and now has {_fmt(result.after) or 'partial packages'}."
