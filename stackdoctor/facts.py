@@ -138,6 +138,9 @@ class NvidiaFacts:
     kernel_module_version: str | None = None  # loaded kernel module (/proc, /sys)
     kernel_module_flavor: str | None = None  # "open" | "proprietary"
     nvml_version: str | None = None
+    # the user-space driver's version as its library files are named (libcuda.so.550.90.07,
+    # libnvidia-ml.so.550.90.07): a witness that needs no working NVML (driver-library-mismatch)
+    driver_library_version: str | None = None
     gpus: list[NvidiaGpu] = field(default_factory=list)  # the user-space tools' GPUs (NVML, nvidia-smi)
     proc_gpus: list[NvidiaProcGpu] = field(default_factory=list)  # the kernel module's: /proc/driver/nvidia/gpus/*
     # How nvidia-smi / NVML answered. state: ok | absent | no-driver | lib-mismatch |

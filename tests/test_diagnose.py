@@ -1045,6 +1045,9 @@ def test_c18_names_both_versions(matrix):
     hit = by_code(diagnose(f, matrix), "driver-library-mismatch")
     assert "570.124" in hit.detail and "570.124.06" in hit.detail
     assert "reboot" in hit.fix and "torch" not in hit.fix
+    # with the libraries' file names as a witness, the exact user-space version (the thread's 570.124.04)
+    f.nvidia.driver_library_version = "570.124.04"
+    assert "are 570.124.04 but the loaded kernel module is 570.124.06" in by_code(diagnose(f, matrix), "driver-library-mismatch").detail
 
 
 HEALTHY_CASES = [

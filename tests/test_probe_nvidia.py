@@ -497,6 +497,31 @@ def test_probe_driver_failures_are_facts_and_stop_early(fake_bin, sysroot, tmp_p
         assert (f.nvml_version, f.sources["nvml_version"]) == ("570.124", "nvidia-smi (NVML library version line)")
 
 
+def test_probe_lib_mismatch_names_the_user_space_version_from_its_files(fake_bin, sysroot, tmp_path):
+    """c18's machine as its thread tells it: user space 570.124.04 on disk, kernel module 570.124.06 loaded.
+    nvidia-smi says only "570.124"; the libraries' file names say which 570.124. The forward-compatibility
+    libcuda under /usr/local/cuda-12.4/compat (550.54.14 in this tree) is not the driver's and is not a witness."""
+    text = (REAL / "c18-nvml-mismatch-570-open-p2p-ubuntu2204" / "nvidia-smi.txt").read_text().split("\n", 1)[1]
+    fake_bin("nvidia-smi", stdout=text, rc=18, script=f'printf "%s" "$(cat {tmp_path}/fakebin/.nvidia-smi.stdout)"\necho\nexit 18\n')
+    (sysroot / "proc/driver/nvidia/version").write_text(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.124.06  Release Build  (root@host)\n")
+    libdir = sysroot / "usr/lib/x86_64-linux-gnu"
+    for name in ("libcuda.so.570.124.04", "libnvidia-ml.so.570.124.04", "libnvidia-ml.so.1"):
+        (libdir / name).write_text("")
+    f = nvidia.probe(ctx_for(sysroot)).facts["nvidia"]
+    assert f.smi_state == "lib-mismatch"
+    assert f.driver_library_version == "570.124.04"
+    assert f.observed["driver_library_version"] == {"file:/usr/lib/x86_64-linux-gnu/libcuda.so.570.124.04": "570.124.04",
+                                                    "file:/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.570.124.04": "570.124.04"}
+    assert f.kernel_module_version == "570.124.06"
+    from stackdoctor.diagnose import diagnose
+    from stackdoctor.facts import Facts
+    from stackdoctor.matrix import load_matrix
+
+    hit = next(x for x in diagnose(Facts(nvidia=f), load_matrix([])) if x.code == "driver-library-mismatch")
+    assert hit.detail.startswith("The driver libraries are 570.124.04 but the loaded kernel module is 570.124.06"), hit.detail
+
+
 def test_probe_cuda_err_banner(fake_bin, sysroot, tmp_path):
     fake_bin("nvidia-smi", script=smi_script(tmp_path, table=(REAL / "c06-wsl2-rtx3060laptop-driver546-cuda-err" / "nvidia-smi.txt").read_text()))
     f = nvidia.probe(ctx_for(sysroot)).facts["nvidia"]

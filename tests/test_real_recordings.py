@@ -58,6 +58,7 @@ EXTRA = [
     ("d01-h200-driver580-open-kernel-module-lent-device", "proc_driver_nvidia_gpus_0000_00_06.0_information.txt", "nvidia.parse_proc_gpu_information"),
     ("local-torch-2.14.1-cp311-pypi-wheel-files", "version.py", "torch_static.parse_torch_version_py"),
     ("local-torch-2.14.1-cp311-pypi-wheel-files", "METADATA", "torch_static.parse_dist_metadata"),
+    ("r-ls-driver-libraries-550-gpud-415", "ll-lib-x86_64-linux-gnu.txt", "nvidia.parse_driver_library_name"),
     ("local-torch-2.14.1-cp311-pypi-wheel-files", "dist-info-dirname.txt", "torch_static.parse_dist_info_dirname"),
 ]
 
@@ -123,6 +124,17 @@ def test_smi_query_answer_with_its_own_fields():
 )
 def test_smi_list(case, expected):
     assert [(g.index, g.name, g.uuid) for g in nvidia.parse_smi_list(read(case, "nvidia-smi-L.txt"))] == expected
+
+
+def test_driver_library_names_in_a_real_listing():
+    """Every name in a real ``ll /lib/x86_64-linux-gnu`` (both sides of each link): only the two files named by
+    the driver's version are driver libraries; the links, the debugger library and ICU are not."""
+    text = read("r-ls-driver-libraries-550-gpud-415", "ll-lib-x86_64-linux-gnu.txt")
+    names = {n for line in text.splitlines() if line.startswith(("-rw", "lrw")) for n in line.split()[8:] if n != "->"}
+    assert len(names) == 10, sorted(names)  # the 10 entries listed (every link points at one of them)
+    got = {n: nvidia.parse_driver_library_name(n) for n in names}
+    assert {n: v for n, v in got.items() if v} == {"libnvidia-ml.so.550.90.07": ("libnvidia-ml", "550.90.07"),
+                                                  "libcuda.so.550.90.07": ("libcuda", "550.90.07")}
 
 
 def test_smi_list_skips_mig_devices():

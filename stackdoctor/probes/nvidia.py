@@ -87,6 +87,21 @@ LIBCUDA_DIRS: tuple[str, ...] = (
     "/usr/lib64",
 )
 
+# Where the driver installer and the distributions' packages put the user-space driver libraries, and where
+# the NVIDIA container toolkit mounts them into a container. Not /usr/local/cuda*/compat: the forward-
+# compatibility libcuda there is another version on purpose (580.95.05 beside driver 580.159.04 on the H200).
+DRIVER_LIBRARY_DIRS: tuple[str, ...] = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/lib/nvidia",
+    "/usr/local/nvidia/lib64",
+    "/usr/local/nvidia/lib",
+)
+# a driver release (three digits or more: 390.157, 550.90.07), not a soname such as Tegra's and WSL's libcuda.so.1.1
+_DRIVER_LIBRARY = re.compile(r"^(libcuda|libnvidia-ml)\.so\.(\d{3,}\.\d+(?:\.\d+)?)$")
+
 _VERSION = r"\d+(?:\.\d+)+"
 _BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
 _NOT_A_VALUE = {"", "[n/a]", "n/a", "[not supported]", "[unknown error]", "[insufficient permissions]", "[gpu is lost]", "[gpu requires reset]", "err!"}
@@ -658,6 +673,23 @@ def _proc_gpus(ctx: ProbeContext) -> list[NvidiaProcGpu]:
     return out
 
 
+def parse_driver_library_name(name: str) -> tuple[str, str] | None:
+    """``("libcuda", "550.90.07")`` from the file name ``libcuda.so.550.90.07`` (or ``libnvidia-ml.so.X``):
+    the user-space driver names its libraries by its version. None for the links ``libcuda.so`` /
+    ``libcuda.so.1`` and for anything else."""
+    m = _DRIVER_LIBRARY.match(name.strip())
+    return (m.group(1), m.group(2)) if m else None
+
+
+def _driver_libraries(ctx: ProbeContext, facts: NvidiaFacts) -> None:
+    """The user-space driver's version from its libraries' file names, one witness per file."""
+    for d in DRIVER_LIBRARY_DIRS:
+        for name in sorted(ctx.system.listdir(d)):
+            hit = parse_driver_library_name(name)
+            if hit:
+                _observe(facts, "driver_library_version", f"file:{d}/{name}", hit[1])
+
+
 def _libcuda(ctx: ProbeContext) -> list[str]:
     dirs = list(LIBCUDA_DIRS)
     for entry in ctx.system.listdir("/usr/local"):
@@ -719,6 +751,7 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
         _kernel_module(ctx, facts)
         facts.proc_gpus = _proc_gpus(ctx)
         facts.libcuda_paths = _libcuda(ctx)
+        _driver_libraries(ctx, facts)
     # the driver library's own answer, on the live machine only (like NVML), where there is one
     cud_box: list[DriverCuda] = []
     cud_thread: threading.Thread | None = None

@@ -49,9 +49,10 @@ def driver_library_mismatch(ctx: Ctx) -> None:
     n = ctx.facts.nvidia
     if n.smi_state == "lib-mismatch" or n.nvml_state == "lib-mismatch":
         m = re.search(r"NVML library version:\s*([\d.]+)", (n.smi_message or "") + "\n" + (n.nvml_error or ""))
+        # the libraries' own file names are exact (570.124.04); nvidia-smi's line gives two fields (570.124)
         ctx.add(
-            facts=["nvidia.smi_state", "nvidia.nvml_state", "nvidia.kernel_module_version"],
-            user=n.driver_version or (m.group(1) if m else None) or "?",
+            facts=["nvidia.smi_state", "nvidia.nvml_state", "nvidia.kernel_module_version", "nvidia.driver_library_version"],
+            user=n.driver_version or n.driver_library_version or (m.group(1) if m else None) or "?",
             kernel=n.kernel_module_version or "?",
             message=n.smi_message or n.nvml_error or "",
         )
