@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stackdoctor import catalog
+from stackdoctor import catalog, shell
 from stackdoctor.facts import Facts, Severity
 from stackdoctor.report import Finding, ProbeStatus
 
@@ -131,6 +131,8 @@ class Ctx:
         text_fix = fix_text
         if text_fix is None and fix is not None:
             text_fix = catalog.message(code, "fix", fix, self.lang, **values) or None
+        if text_fix and self.facts.platform.system == "Windows":
+            text_fix = shell.for_windows(text_fix)  # `export X=1` does nothing good in PowerShell
         finding = catalog.make_finding(
             code,
             self.lang,

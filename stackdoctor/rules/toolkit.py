@@ -19,7 +19,8 @@ def nvcc_mismatch(ctx: Ctx) -> None:
     fix_text = None
     if match is not None:
         root = re.sub(r"[/\\]bin[/\\]nvcc(\.exe)?$", "", match.path)  # C:\...\v12.4\bin\nvcc.exe too
-        fix_text = f"export CUDA_HOME={root} PATH={root}/bin:$PATH"
+        bin_dir = root + ("\\bin" if "\\" in root else "/bin")
+        fix_text = f'export CUDA_HOME="{root}" PATH="{bin_dir}:$PATH"'  # quoted: C:\Program Files\... has spaces
     ctx.add(
         fix=None if fix_text else "default",
         fix_text=fix_text,

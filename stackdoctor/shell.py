@@ -1,0 +1,50 @@
+"""Fix lines in the user's shell: POSIX sh where stackdoctor runs on Linux and macOS, PowerShell on Windows.
+
+The locale files and the rules write environment changes the POSIX way (``export NAME=value``,
+``unset NAME``). A Windows user pasting that into PowerShell (the default shell of Windows Terminal)
+gets an error, so :func:`for_windows` rewrites those two forms, wherever they stand in a fix line
+(also inside a trailing comment: "e.g. export CUDA_VISIBLE_DEVICES=0"). Pure; no other text changes.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["for_windows", "powershell_set", "powershell_unset"]
+
+# export NAME=value (value: a quoted string or up to the next blank); several assignments after one export too
+_EXPORT = re.compile(r"(?<![\w$-])export\s+((?:[A-Za-z_][A-Za-z0-9_]*=(?:\"[^\"]*\"|'[^']*'|[^\s\"';]*)\s*)+)")
+_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|[^\s\"';]*)")
+_UNSET = re.compile(r"(?<![\w$-])unset\s+([A-Za-z_][A-Za-z0-9_]*)")
+_POSIX_VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+
+
+def powershell_set(name: str, value: str) -> str:
+    """``$env:NAME = "value"``; a POSIX ``$VAR`` inside the value becomes ``$env:VAR``."""
+    value = _POSIX_VAR.sub(lambda m: f"$env:{m.group(1)}", value).replace('"', '`"')
+    return f'$env:{name} = "{value}"'
+
+
+def powershell_unset(name: str) -> str:
+    """PowerShell's ``unset``: removing the variable from the process environment."""
+    return f"Remove-Item Env:{name}"
+
+
+def for_windows(fix: str) -> str:
+    """``fix`` with its POSIX environment commands written for PowerShell.
+
+    ``export A=1 B=2`` -> ``$env:A = "1"; $env:B = "2"``; ``unset A`` -> ``Remove-Item Env:A``. A search
+    PATH keeps its entries: ``PATH=/x/bin:$PATH`` -> ``$env:PATH = "/x/bin;$env:PATH"`` (Windows separates
+    with ``;``)."""
+
+    def export(m: re.Match[str]) -> str:
+        parts = []
+        for name, raw in _ASSIGN.findall(m.group(1)):
+            value = raw[1:-1] if raw[:1] in "\"'" and raw[-1:] == raw[:1] and len(raw) >= 2 else raw
+            if name.upper() == "PATH" or name.upper().endswith("_PATH"):
+                value = value.replace(":$", ";$").replace(":${", ";${")
+            parts.append(powershell_set(name, value))
+        whole = m.group(0)
+        return "; ".join(parts) + whole[len(whole.rstrip()):]  # the spacing before a comment stays
+
+    return _UNSET.sub(lambda m: powershell_unset(m.group(1)), _EXPORT.sub(export, fix))
