@@ -538,3 +538,30 @@ def test_stop_children_kills_what_system_started():
     worker.join(10)
     assert results and results[0].returncode != 0 and time.monotonic() - start < 10
     assert stop_children() == 0  # nothing left
+
+
+@pytest.mark.linux
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="the synthetic wheels are manylinux x86_64")
+@pytest.mark.parametrize("width", WIDTHS)
+def test_install_plan_in_a_log_keeps_wheel_names_and_commands_whole(tmp_path, plain_python, width):
+    """install's plan through a pipe (a CI log): a wheel's file name and the command are one line each at any
+    width, and no line ends in spaces (the table used to fold the name mid-word and pad every row)."""
+    from indexserver import build_wheel, catalogue
+
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    py_tag = subprocess.run([plain_python, "-c", "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    specs = [s for s in catalogue(py_tag) if s.version.endswith("+cpu") and s.tag.startswith(py_tag)]
+    for s in specs:
+        (folder / s.filename).write_bytes(build_wheel(s))
+    torch_wheel = next(s.filename for s in specs if s.name == "torch")
+    run = run_sd(["install", "--dry-run", "--offline", "--find-links", str(folder), "--torch", "2.13.0", "--python", plain_python],
+                 env=env(tmp_path, COLUMNS=str(width)))
+    assert run.rc == 0, (run.stdout, run.stderr)
+    lines = run.stdout.splitlines()
+    assert [ln for ln in lines if ln != ln.rstrip()] == [], "trailing spaces"
+    row = next(ln for ln in lines if ln.startswith("torch "))
+    assert row.split()[-1] == torch_wheel, row
+    cmd = lines[lines.index("command:") + 1]
+    assert cmd.strip().startswith(plain_python) and cmd.rstrip().endswith(str(folder)), cmd

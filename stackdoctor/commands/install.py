@@ -18,7 +18,7 @@ import re
 import shlex
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 import typer
 
@@ -401,12 +401,27 @@ def check_sources(
 
 
 def render_plan(plan: Plan, python: str, *, stderr: bool, hypothetical: bool = False) -> None:
-    from rich.table import Table
+    """Draw ``plan``. On a terminal the table fits its width; elsewhere (a pipe, a CI log) nothing is folded,
+    so a wheel's file name and every command stay one line a person can copy, and no line ends in spaces."""
     from rich.text import Text
 
     from stackdoctor.console import make_console
 
     con = make_console(stderr=stderr, soft_wrap=True)
+    if con.is_terminal or con.color_system is not None:
+        _draw_plan(con, plan, python, hypothetical=hypothetical, fold=True)
+        return
+    wide = make_console(stderr=stderr, soft_wrap=True, width=10_000)
+    with wide.capture() as captured:
+        _draw_plan(wide, plan, python, hypothetical=hypothetical, fold=False)
+    con.print(Text("\n".join(line.rstrip() for line in captured.get().splitlines())), soft_wrap=True)
+
+
+def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: bool) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    overflow: Literal["fold", "ignore"] = "fold" if fold else "ignore"
     if not plan.satisfiable:
         con.print(Text("No torch build fits this request.", style="bold red"))
     else:
@@ -415,10 +430,10 @@ def render_plan(plan: Plan, python: str, *, stderr: bool, hypothetical: bool = F
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         table.add_column("package")
         table.add_column("version")
-        table.add_column("source", overflow="fold")
+        table.add_column("source", overflow=overflow, no_wrap=not fold)
         checked = any(p.wheel for p in plan.packages)
         if checked:
-            table.add_column("wheel", overflow="fold")
+            table.add_column("wheel", overflow=overflow, no_wrap=not fold)
         for p in plan.packages:
             row = [Text(p.name), Text(p.requirement.split("==", 1)[1]), Text(p.source or p.index_url or "PyPI")]
             if checked:
