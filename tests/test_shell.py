@@ -83,3 +83,30 @@ def test_replayed_windows_machine_prints_a_powershell_fix(tmp_path):
     assert run.rc == 1 and hit["fix"].startswith("Remove-Item Env:CUDA_VISIBLE_DEVICES"), hit
     screen = run_sd(["check", "--replay", str(report)], env=machine_env(tmp_path / "bin", None, HOME=str(tmp_path), COLUMNS="200"))
     assert "Remove-Item Env:CUDA_VISIBLE_DEVICES" in screen.stdout and "unset CUDA_VISIBLE_DEVICES" not in screen.stdout
+
+
+def test_install_commands_for_powershell():
+    from stackdoctor.commands.install import format_command
+
+    argv = ["C:\\Program Files\\Python312\\python.exe", "-m", "pip", "install", "torch==2.13.0+cu126", "torch>=2", "--index-url", "https://download.pytorch.org/whl/cu126"]
+    assert format_command(argv, {"PIP_CONSTRAINT": None, "PIP_NO_INDEX": "1"}, windows=True) == (
+        'Remove-Item Env:PIP_CONSTRAINT; $env:PIP_NO_INDEX = "1"; '
+        "& 'C:\\Program Files\\Python312\\python.exe' -m pip install torch==2.13.0+cu126 'torch>=2' --index-url https://download.pytorch.org/whl/cu126"
+    )
+    # a plain path stays bare (POSIX quoting made it a string PowerShell would print, not run)
+    assert format_command(["C:\\Python312\\python.exe", "-m", "pip"], windows=True) == "C:\\Python312\\python.exe -m pip"
+    assert format_command(["C:\\Python312\\python.exe", "-m", "pip"]) == "'C:\\Python312\\python.exe' -m pip"
+    assert format_command(["/usr/bin/python3", "-m", "pip", "install", "torch>=2"], {"PIP_CONSTRAINT": None}) == "env -u PIP_CONSTRAINT /usr/bin/python3 -m pip install 'torch>=2'"
+
+
+def test_replayed_windows_machine_gets_a_windows_install_command(tmp_path):
+    facts = json.loads((HERE / "fixtures" / "machines" / "windows-gtx1070-driver551.json").read_text())["facts"]
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"schema": "stackdoctor.report/1", "facts": facts, "probes": [], "findings": []}))
+    run = run_sd(["install", "--replay", str(report), "--offline"], env=machine_env(tmp_path / "bin", None, HOME=str(tmp_path), COLUMNS="200"))
+    lines = (run.stdout + run.stderr).splitlines()
+    cmd = lines[next(i for i, ln in enumerate(lines) if ln.startswith("command")) + 1].strip()
+    assert cmd.startswith("python -m pip install torch==") and "+cu12" in cmd, cmd
+    linux = run_sd(["install", "--replay", str(report), "--offline", "--platform", "manylinux_2_28_x86_64"],
+                   env=machine_env(tmp_path / "bin", None, HOME=str(tmp_path), COLUMNS="200"))
+    assert "  python3 -m pip install torch==" in linux.stdout + linux.stderr

@@ -24,6 +24,7 @@ import typer
 
 from stackdoctor import pipeline
 from stackdoctor.errors import ExitCode, IndexError_, StackdoctorError, UsageError
+from stackdoctor.shell import powershell_set, powershell_unset
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.availability import Sourcing
@@ -400,24 +401,25 @@ def check_sources(
 # ---------------------------------------------------------------------------- rendering
 
 
-def render_plan(plan: Plan, python: str, *, stderr: bool, hypothetical: bool = False) -> None:
+def render_plan(plan: Plan, python: str, *, stderr: bool, hypothetical: bool = False, windows: bool = False) -> None:
     """Draw ``plan``. On a terminal the table fits its width; elsewhere (a pipe, a CI log) nothing is folded,
-    so a wheel's file name and every command stay one line a person can copy, and no line ends in spaces."""
+    so a wheel's file name and every command stay one line a person can copy, and no line ends in spaces.
+    ``windows``: the target is a Windows machine, so commands and variables are written for PowerShell."""
     from rich.text import Text
 
     from stackdoctor.console import make_console
 
     con = make_console(stderr=stderr, soft_wrap=True)
     if con.is_terminal or con.color_system is not None:
-        _draw_plan(con, plan, python, hypothetical=hypothetical, fold=True)
+        _draw_plan(con, plan, python, hypothetical=hypothetical, fold=True, windows=windows)
         return
     wide = make_console(stderr=stderr, soft_wrap=True, width=10_000)
     with wide.capture() as captured:
-        _draw_plan(wide, plan, python, hypothetical=hypothetical, fold=False)
+        _draw_plan(wide, plan, python, hypothetical=hypothetical, fold=False, windows=windows)
     con.print(Text("\n".join(line.rstrip() for line in captured.get().splitlines())), soft_wrap=True)
 
 
-def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: bool) -> None:
+def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: bool, windows: bool = False) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -453,7 +455,7 @@ def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: b
     if plan.env:
         con.print(Text("set before running torch:", style="bold"))
         for k, v in plan.env.items():
-            con.print(Text(f"  export {k}={shlex.quote(v)}"))
+            con.print(Text("  " + (powershell_set(k, v) if windows else f"export {k}={shlex.quote(v)}")))
     if plan.leftovers and not hypothetical:
         con.print(Text(f"left behind by the previous variant (remove with --remove-leftovers): {', '.join(plan.leftovers)}", style="yellow"))
     for route in plan.routes:
@@ -464,17 +466,35 @@ def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: b
         for line in route.cautions:
             con.print(Text(f"  ! {line}", style="yellow"))
         if route.command:
-            con.print(Text("    " + format_command(route.command, dict(route.env))))
+            con.print(Text("    " + format_command(route.command, dict(route.env), windows=windows)))
     if plan.command:
         label = "command (on that machine; not run here):" if hypothetical else "command:"
         if plan.routes and not hypothetical:
             label = "command (route pip-wheels, what --yes runs; --installer conda runs the conda-forge one):"
         con.print(Text(label, style="bold"))
-        con.print(Text("  " + format_command(plan.command, plan.command_env)))
+        con.print(Text("  " + format_command(plan.command, plan.command_env, windows=windows)))
 
 
-def format_command(argv: list[str], env: dict[str, str | None] | None = None) -> str:
-    """``VAR=value ... argv`` as a shell would take it (``env -u VAR`` for an unset one)."""
+_PS_BARE = re.compile(r"[\w\-.:\\/=+,@%]+")
+
+
+def _ps_quote(arg: str) -> str:
+    """One PowerShell argument: bare when it is plain (``C:\\x\\python.exe``, ``torch==2.13.0+cu126``), else a
+    single-quoted literal (PowerShell doubles a ``'`` inside one)."""
+    return arg if _PS_BARE.fullmatch(arg) else "'" + arg.replace("'", "''") + "'"
+
+
+def format_command(argv: list[str], env: dict[str, str | None] | None = None, *, windows: bool = False) -> str:
+    """``VAR=value ... argv`` as a shell would take it (``env -u VAR`` for an unset one).
+
+    ``windows``: as PowerShell takes it: ``$env:VAR = "value"; `` (``Remove-Item Env:VAR; ``) before the
+    command, backslashes left bare (POSIX quoting would turn ``C:\\x\\python.exe`` into a string PowerShell
+    prints instead of running), and ``&`` before a quoted program."""
+    if windows:
+        first = _ps_quote(argv[0]) if argv else ""
+        cmd = " ".join([("& " + first) if first != (argv[0] if argv else "") else first, *(_ps_quote(a) for a in argv[1:])])
+        pre_ps = [powershell_unset(k) if v is None else powershell_set(k, v) for k, v in (env or {}).items()]
+        return "; ".join([*pre_ps, cmd])
     pre: list[str] = []
     unset = [k for k, v in (env or {}).items() if v is None]
     if unset:
@@ -525,6 +545,14 @@ def _print_json(plan: Plan | None, exc: StackdoctorError | None = None) -> None:
         pass
 
 
+def _windows(opts: InstallOptions, facts: Facts) -> bool:
+    """Whether the plan's commands are for a Windows shell (PowerShell): the planned machine is Windows,
+    this one or a replayed one, or a what-if's ``--platform win_*``."""
+    if opts.platform:
+        return opts.platform.lower().startswith("win")
+    return facts.platform.system == "Windows"
+
+
 def _run(opts: InstallOptions, state: _State) -> int:
     check_options(opts)
     facts, python, matrix = gather_facts(opts)
@@ -534,10 +562,10 @@ def _run(opts: InstallOptions, state: _State) -> int:
     state.plan = plan
     if hypothetical:
         plan.machine = describe_machine(opts, facts)
-        plan.command = generic_command(plan, request)
+        plan.command = generic_command(plan, request, windows=_windows(opts, facts))
     quiet_stdout = opts.json_out or opts.emit is not None
     if not plan.satisfiable:
-        render_plan(plan, python, stderr=quiet_stdout, hypothetical=hypothetical)
+        render_plan(plan, python, stderr=quiet_stdout, hypothetical=hypothetical, windows=_windows(opts, facts))
         if opts.json_out:
             _print_json(plan)
         return ExitCode.FAILED
@@ -557,7 +585,7 @@ def _run(opts: InstallOptions, state: _State) -> int:
         if not (unchecked and (hypothetical or ((opts.dry_run or opts.emit) and opts.offline))):
             if not hypothetical:
                 plan.command = []  # no command that cannot reach its wheels
-            render_plan(plan, python, stderr=quiet_stdout, hypothetical=hypothetical)
+            render_plan(plan, python, stderr=quiet_stdout, hypothetical=hypothetical, windows=_windows(opts, facts))
             raise
         plan.warnings.append(f"the wheels were not checked: {exc}")
     if sourcing is not None:
@@ -565,7 +593,7 @@ def _run(opts: InstallOptions, state: _State) -> int:
         state.plan = plan
         if hypothetical:
             plan.machine = describe_machine(opts, facts)
-            plan.command = generic_command(plan, request)
+            plan.command = generic_command(plan, request, windows=_windows(opts, facts))
         else:
             _apply_delivery(plan, sourcing, python, request.installer, facts)
         plan.warnings.extend(n for n in sourcing.notes if n not in plan.warnings)
@@ -573,7 +601,7 @@ def _run(opts: InstallOptions, state: _State) -> int:
             return _satisfied(opts, plan, python)
     if conda:
         _add_routes(opts, plan, facts, matrix, request, hypothetical)
-    render_plan(plan, python, stderr=quiet_stdout, hypothetical=hypothetical)
+    render_plan(plan, python, stderr=quiet_stdout, hypothetical=hypothetical, windows=_windows(opts, facts))
     if sourcing is not None:
         found = [m for m in sourcing.matches]
         where = sorted({m.source for m in found})
@@ -600,11 +628,12 @@ def _run(opts: InstallOptions, state: _State) -> int:
     return _install(opts, plan, facts, python, request, sourcing)
 
 
-def generic_command(plan: Plan, request: Request) -> list[str]:
-    """The install command for another machine: its own python, the PyTorch index, none of this machine's paths."""
+def generic_command(plan: Plan, request: Request, *, windows: bool = False) -> list[str]:
+    """The install command for another machine: its own python, the PyTorch index, none of this machine's paths.
+    Its python is ``python3``, or ``python`` on Windows (where python.org's installer has no ``python3``)."""
     from stackdoctor.install import install_command
 
-    return install_command(plan, "python3", request.installer, uv="uv")
+    return install_command(plan, "python" if windows else "python3", request.installer, uv="uv")
 
 
 def _apply_delivery(plan: Plan, sourcing: Sourcing, python: str, installer: str, facts: Facts) -> None:
