@@ -126,20 +126,20 @@ def test_real_rocm_compressed_bundles(bnb_wheel, lib, version, gfx_count):
     for b in res.bundles:
         assert b.compressed and b.version == version and b.method == "zstd"
         assert b.total_size and b.uncompressed_size and b.uncompressed_size > b.total_size
-        if binfmt_has_no_stdlib_zstd():
-            assert b.entries == [] and "zstd" in (b.error or "")
+        assert b.entries == [] and "zstd" in (b.error or "")  # walk_file passes no decoder
     # with one: the ids, gfx942 among them, the same in both translation units
     info = read_library(System(), str(path), "hip", primary=True, zstd=zstd_cli_decoder())
     assert info.error is None and info.containers == 2 and info.compressed == 2
     assert len(info.arch_list) == gfx_count and "gfx942" in info.arch_list and info.arch_extra == []
     assert info.arch_list[:3] == ["gfx908", "gfx90a", "gfx942"]  # natural order: gfx9xx before gfx1xxx
     assert all(n == 2 for n in info.archs.values())
+    # the decoder a user has (compression.zstd from 3.14, else the zstandard dependency) reads the same ids
+    from stackdoctor.probes.torch_static import zstd_decoder
 
-
-def binfmt_has_no_stdlib_zstd() -> bool:
-    from stackdoctor.probes.torch_static import stdlib_zstd
-
-    return stdlib_zstd() is None
+    decoder = zstd_decoder()
+    assert decoder is not None, "zstandard is a dependency below Python 3.14"
+    mine = read_library(System(), str(path), "hip", primary=True, zstd=decoder)
+    assert (mine.error, mine.arch_list, mine.archs) == (None, info.arch_list, info.archs)
 
 
 def test_real_xpu_sycl_images(bnb_wheel):
@@ -467,6 +467,17 @@ def test_hip_and_broken_library_in_the_tree(tmp_path):
     st = read_static_torch(System(sysroot=str(tmp_path)), ["/s"])
     assert st.variant == "rocm6.4" and st.gfx_list == ["gfx942", "gfx1100"] and st.arch_list == []
     assert any("libtorch_cuda.so: not an ELF or PE file" in e for e in st.errors)
+
+
+def test_a_rocm_torch_with_compressed_bundles_names_its_gfx_list(tmp_path, bnb_wheel):
+    """Recent ROCm builds compress their code bundles with zstd. The static read decodes them with what the user's
+    Python has (compression.zstd, else the zstandard dependency): a real compressed library (bitsandbytes' ROCm 7.1
+    build) as a torch's libtorch_hip.so gives its gfx list, not "inside a zstd stream"."""
+    real = extract(bnb_wheel, "bitsandbytes/libbitsandbytes_rocm71.so").read_bytes()
+    make_site(tmp_path, "/s", version_py="__version__ = '2.10.0+rocm7.1'\nhip = '7.1.25424'\ncuda = None\n", libs={"libtorch_hip.so": real})
+    st = read_static_torch(System(sysroot=str(tmp_path)), ["/s"])
+    assert st.variant == "rocm7.1" and len(st.gfx_list) == 15 and "gfx942" in st.gfx_list, (st.gfx_list, st.errors)
+    assert not any("zstd" in e for e in st.errors), st.errors
 
 
 # ---------------------------------------------------------------------------- the driver worker

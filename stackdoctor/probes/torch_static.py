@@ -38,6 +38,7 @@ moved ``STACKDOCTOR_SYSROOT`` replays a captured tree); nothing here judges.
 from __future__ import annotations
 
 import ast
+import io
 import os
 import posixpath
 import re
@@ -258,17 +259,41 @@ def _majority(counts: dict[str, int], total: int) -> tuple[list[str], list[str]]
 def stdlib_zstd() -> binfmt.ZstdDecoder | None:
     """A zstd prefix decoder from the standard library (``compression.zstd``, Python 3.14+), or None."""
     try:
-        from compression import zstd as _z  # type: ignore[import-not-found]
+        from compression import zstd as _z  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return None
 
     def decode(data: bytes, max_out: int) -> bytes | None:
         try:
             return bytes(_z.ZstdDecompressor().decompress(data, max_length=max_out))
-        except Exception:
+        except Exception:  # a corrupt stream: the reader says the ids could not be read
             return None
 
     return decode
+
+
+def package_zstd() -> binfmt.ZstdDecoder | None:
+    """A zstd prefix decoder from the ``zstandard`` package (a dependency before Python 3.14), or None.
+    Only ``max_out`` bytes are decompressed: the bundle header is at the start of the stream."""
+    try:
+        import zstandard
+    except ImportError:
+        return None
+
+    def decode(data: bytes, max_out: int) -> bytes | None:
+        try:
+            with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)) as reader:
+                return reader.read(max_out) or None
+        except Exception:  # zstandard.ZstdError on a corrupt stream; the reader says the ids could not be read
+            return None
+
+    return decode
+
+
+def zstd_decoder() -> binfmt.ZstdDecoder | None:
+    """The standard library's zstd (3.14+), else the ``zstandard`` package's, else None (then a compressed
+    ROCm bundle's gfx ids are reported as unreadable, never guessed)."""
+    return stdlib_zstd() or package_zstd()
 
 
 # ---------------------------------------------------------------------------- files
@@ -350,7 +375,7 @@ def read_static_torch(system: System, site_dirs: Sequence[str], *, zstd: binfmt.
     library's (Python 3.14+) when there is one. Never raises.
     """
     st = StaticTorch()
-    decoder = zstd if zstd is not None else stdlib_zstd()
+    decoder = zstd if zstd is not None else zstd_decoder()
     # one entry per directory: purelib, platlib and site.getsitepackages() often name the same one
     # (and lib64 is often a link to lib), which would make one torch look installed three times
     unique: dict[str, str] = {}
