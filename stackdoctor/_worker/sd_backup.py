@@ -110,7 +110,7 @@ def place(src, dst, size, state, cap):
 
 
 def save(root, names, cap):
-    out = {"mode": "save", "dir": root, "saved": {}, "not_backed_up": {}, "linked": 0, "copied": 0,
+    out = {"mode": "save", "dir": root, "saved": {}, "bytes": {}, "not_backed_up": {}, "linked": 0, "copied": 0,
            "linked_bytes": 0, "copied_bytes": 0, "errors": []}
     manifest = {"names": sorted(names), "dists": []}
     state = {"copied_bytes": 0, "dirs": set()}
@@ -167,6 +167,7 @@ def save(root, names, cap):
             continue
         manifest["dists"].append(entry)
         out["saved"][name] = d.version
+        out["bytes"][name] = counts["link_bytes"] + counts["copy_bytes"]
         out["linked"] += counts["link"]
         out["copied"] += counts["copy"]
         out["linked_bytes"] += counts["link_bytes"]
