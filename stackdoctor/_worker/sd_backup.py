@@ -3,9 +3,10 @@ puts them back exactly (offline) when the install fails. Run in the install targ
 syntax); it never raises: every failure is reported in its one marked JSON line.
 
 ``save DIR NAMES_JSON [COPY_CAP_BYTES]``: for each installed distribution in NAMES, hard-link every file its
-RECORD lists into DIR (same relative layout under ``DIR/files``; ``..`` parts, which RECORD uses for scripts,
-become ``__up__``), and write ``DIR/manifest.json`` (name, version, site dir, each file's RECORD path, hash and
-size). Where a hard link is refused (another filesystem, EPERM) the file is copied, while the copied bytes stay
+RECORD lists into ``DIR/files``, and write ``DIR/manifest.json`` (name, version, site dir, and for each file its
+RECORD path, which may start with ``..`` for scripts, its hash, its size and its name in the backup). The layout
+lives in the manifest and the files lie flat (``<name>-<n>``): torch 2.13.0+cpu has 14 622 files in 1 169
+folders, and creating those folders took 1.0-1.3 s of a 1.5 s save here, linking flat 0.35 s. Where a hard link is refused (another filesystem, EPERM) the file is copied, while the copied bytes stay
 under the cap (default 2 GiB); a distribution past the cap is reported in ``not_backed_up`` and left out.
 
 ``restore DIR [NAMES_JSON]``: removes what is installed now for NAMES (default: the manifest's names): the
@@ -75,14 +76,6 @@ def target_path(site, rel):
     return os.path.normpath(rel if os.path.isabs(rel) else os.path.join(site, rel))
 
 
-def stored_path(rel):
-    """Where a RECORD path lives inside the backup: relative, never outside it."""
-    parts = rel.replace("\\", "/").split("/")
-    if os.path.isabs(rel):
-        parts = ["__abs__"] + [p for p in parts if p]
-    return os.path.join(*["__up__" if p == ".." else p for p in parts if p not in ("", ".")])
-
-
 def sha256_b64(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -145,7 +138,7 @@ def save(root, names, cap):
                     why = "%s is listed in RECORD but missing" % rel
                     break
                 continue  # e.g. a .pyc listed without hash that was never written
-            store = stored_path(rel)
+            store = "%s-%d" % (name, len(entry["files"]))
             try:
                 how = place(src, os.path.join(files_root, store), nbytes, state, cap)
             except OSError as e:
@@ -173,7 +166,7 @@ def save(root, names, cap):
         out["linked_bytes"] += counts["link_bytes"]
         out["copied_bytes"] += counts["copy_bytes"]
     with open(os.path.join(root, "manifest.json"), "w") as f:
-        json.dump(manifest, f)
+        f.write(json.dumps(manifest))  # dumps uses the C encoder; dump to a file does not (0.5 s for torch's 14 000 files)
     return out
 
 
