@@ -258,6 +258,7 @@ def assert_put_back_exactly(r: inst.InstallResult, venv: Path, files_before: dic
     assert backups_left(venv) == []
 
 
+@pytest.mark.headline("install")
 def test_torch_replaced_then_a_failure_is_put_back_from_its_files_without_the_index(server, venv, system):
     """pip replaces torch, then torchvision's wheel fails mid-install: torch 2.13.0+cu130 and a half-installed
     torchvision are left. The cu126 index is unreachable; the saved files bring 2.12.0+cu126 back exactly."""
