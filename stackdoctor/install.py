@@ -3,12 +3,14 @@
 Steps (all subprocesses through :class:`~stackdoctor.system.System`):
 
 1. snapshot the target's torch family and runtime packages (``importlib.metadata`` in the
-   target, no import of torch);
+   target, no import of torch), and hard-link the family's installed files aside (``sd_backup.py``,
+   into ``<prefix>/.stackdoctor-backup-<pid>-<time>``, removed again on every path);
 2. run ``<python> -m pip install ...`` or ``uv pip install --python <python> ...``, streaming
    its output to stderr while capturing it; Ctrl-C / the time-out reach the installer as
    SIGINT (:meth:`System.run_streaming`) so pip can roll back its own uninstall;
 3. on failure or interruption, snapshot again: if the torch family changed (pip rolls back
-   only the package it was installing), reinstall the recorded versions;
+   only the package it was installing), put the backed-up files back (offline, sha256-checked),
+   and reinstall the recorded versions from their index only if that is incomplete;
 4. on success, import torch in the target and check the version, the variant and the
    accelerator; list the previous variant's runtime packages left behind and remove them
    only when asked.
@@ -19,8 +21,12 @@ The pure parts (command lines, ``--emit`` text, leftover rules) are plain functi
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import sys
+import tempfile
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -38,6 +44,8 @@ PYPI_HOSTS = ("pypi.org", "pypi.python.org")
 DEFAULT_INSTALL_TIMEOUT_S = 3600.0
 SNAP_MARK = "@@stackdoctor-snapshot@@ "
 VERIFY_MARK = "@@stackdoctor-verify@@ "
+BACKUP_MARK = "@@stackdoctor-backup@@ "
+BACKUP_COPY_CAP = 2 * 1024**3  # bytes copied (not linked) into a backup, past which a distribution is left out
 
 
 # ---------------------------------------------------------------------------- data
@@ -51,6 +59,7 @@ class Snapshot:
     requires: dict[str, list[str]] = field(default_factory=dict)
     damaged: list[str] = field(default_factory=list)  # half-installed (no RECORD) or installed twice
     error: str | None = None
+    prefix: str | None = None  # the target's sys.prefix
 
     @property
     def ok(self) -> bool:
@@ -84,6 +93,35 @@ class Verification:
 
 
 @dataclass
+class Backup:
+    """The torch family's installed files, hard-linked (or copied) aside before an install (``sd_backup.py save``)."""
+
+    dir: str
+    saved: dict[str, str] = field(default_factory=dict)  # name -> version backed up whole
+    not_backed_up: dict[str, str] = field(default_factory=dict)  # name -> why
+    linked: int = 0
+    copied: int = 0
+    linked_bytes: int = 0
+    copied_bytes: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass
+class BackupRestore:
+    """What ``sd_backup.py restore`` put back."""
+
+    restored: dict[str, str] = field(default_factory=dict)  # name -> version, every file back and its hash checked
+    removed: list[str] = field(default_factory=list)  # what was installed for those names before
+    mismatch: list[str] = field(default_factory=list)  # RECORD paths whose sha256 differs from the RECORD
+    missing: list[str] = field(default_factory=list)  # RECORD paths that could not be put back
+    linked: int = 0
+    copied: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+
+
+@dataclass
 class InstallResult:
     ok: bool
     exit_code: int
@@ -95,6 +133,7 @@ class InstallResult:
     before: dict[str, str] = field(default_factory=dict)  # torch family before
     after: dict[str, str] = field(default_factory=dict)  # torch family after
     restored: bool | None = None  # None: no restore was needed
+    restored_from: str | None = None  # "backup" (its own files) | "index" (reinstalled) | None
     verification: Verification | None = None
     leftovers: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
@@ -284,7 +323,9 @@ def snapshot(system: System, python: str, *, timeout: float = 60.0) -> Snapshot:
     if data is None:
         return Snapshot(error=res.describe_failure() or "the target printed no package list")
     damaged = data.pop("@damaged", [])
+    prefix = data.pop("@prefix", None)
     snap = Snapshot(damaged=[d for d in damaged if isinstance(d, str)] if isinstance(damaged, list) else [])
+    snap.prefix = prefix if isinstance(prefix, str) else None
     for name, info in data.items():
         if isinstance(info, dict) and isinstance(info.get("version"), str):
             snap.versions[name] = info["version"]
@@ -315,6 +356,71 @@ def verify(system: System, python: str, *, timeout: float = 300.0) -> Verificati
         location=data.get("file"),
     )
     return v
+
+
+def _str_dict(value: object) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _str_list(value: object) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def backup_dir_for(snap: Snapshot) -> str:
+    """A new, empty folder for a backup: in the target's prefix (the filesystem of its site-packages, so files
+    can be hard-linked), else a temporary folder (then files are copied, up to the cap)."""
+    name = f".stackdoctor-backup-{os.getpid()}-{time.time_ns()}"
+    if snap.prefix:
+        path = os.path.join(snap.prefix, name)
+        try:
+            os.mkdir(path, 0o700)
+            return path
+        except OSError:
+            pass
+    return tempfile.mkdtemp(prefix="stackdoctor-backup-")
+
+
+def save_backup(
+    system: System, python: str, names: Sequence[str], directory: str, *, copy_cap: int = BACKUP_COPY_CAP, timeout: float = 600.0
+) -> Backup:
+    """Back up the installed files of ``names`` into ``directory`` (in the target: ``sd_backup.py save``)."""
+    start = time.monotonic()
+    argv = [python, "-I", str(worker_path("sd_backup.py")), "save", directory, json.dumps(list(names)), str(int(copy_cap))]
+    res = system.run(argv, timeout=timeout, record=False)
+    data = _marked(res.stdout, BACKUP_MARK)
+    b = Backup(directory, seconds=time.monotonic() - start)
+    if data is None:
+        b.error = res.describe_failure() or "the backup worker printed nothing"
+        return b
+    b.error = data.get("error") if isinstance(data.get("error"), str) else None
+    b.saved = _str_dict(data.get("saved"))
+    b.not_backed_up = _str_dict(data.get("not_backed_up"))
+    b.linked, b.copied = _int(data.get("linked")), _int(data.get("copied"))
+    b.linked_bytes, b.copied_bytes = _int(data.get("linked_bytes")), _int(data.get("copied_bytes"))
+    return b
+
+
+def restore_backup(system: System, python: str, backup: Backup, names: Sequence[str], *, timeout: float = 900.0) -> BackupRestore:
+    """Remove what is installed for ``names`` and put the backed-up files back (``sd_backup.py restore``)."""
+    start = time.monotonic()
+    argv = [python, "-I", str(worker_path("sd_backup.py")), "restore", backup.dir, json.dumps(list(names))]
+    res = system.run(argv, timeout=timeout, record=False)
+    data = _marked(res.stdout, BACKUP_MARK)
+    r = BackupRestore(seconds=time.monotonic() - start)
+    if data is None:
+        r.error = res.describe_failure() or "the backup worker printed nothing"
+        return r
+    r.error = data.get("error") if isinstance(data.get("error"), str) else None
+    r.restored = _str_dict(data.get("restored"))
+    r.removed = _str_list(data.get("removed"))
+    r.mismatch = _str_list(data.get("mismatch"))
+    r.missing = _str_list(data.get("missing"))
+    r.linked, r.copied = _int(data.get("linked")), _int(data.get("copied"))
+    return r
 
 
 def expected_version(plan: Plan) -> str | None:
@@ -403,8 +509,14 @@ def execute(
     grace_s: float = 30.0,
     source_args: Sequence[str] | None = None,
     env: Mapping[str, str | None] | None = None,
+    backup_copy_cap: int = BACKUP_COPY_CAP,
 ) -> InstallResult:
     """Install ``plan`` into ``python``; on failure leave (or put back) the previous torch.
+
+    Before the installer runs, the previous torch family's files are hard-linked aside (:func:`save_backup`;
+    copied, up to ``backup_copy_cap`` bytes, where links are refused); a failure that changed the family puts
+    them back first (offline, sha256-checked), and reinstalls from ``index_base`` only if that was not
+    enough. The backup folder is removed on every path.
 
     ``source_args`` / ``env``: where the installer takes the packages from (the index check's
     :class:`~stackdoctor.availability.Delivery`); without them the plan's own index is used.
@@ -418,6 +530,82 @@ def execute(
     if not before.ok:
         return InstallResult(False, ExitCode.USAGE, f"cannot read the target's installed packages ({before.error}); nothing was changed.", argv)
     prev = before.torch_family()
+    backup_dir: str | None = None
+    try:
+        backup: Backup | None = None
+        if prev:
+            try:
+                backup_dir = backup_dir_for(before)
+            except OSError as e:
+                backup = Backup("", error=f"no folder for a backup: {e}")
+            else:
+                backup = save_backup(system, python, list(prev), backup_dir, copy_cap=backup_copy_cap)
+        put_back = _PutBack(system, python, installer, index_base, find_links, before, stream, uv, backup)
+        return _run_install(plan, argv, prev, put_back, timeout_s, remove_leftovers, accelerator, say, grace_s, env)
+    finally:
+        if backup_dir:
+            shutil.rmtree(backup_dir, ignore_errors=True)
+
+
+@dataclass
+class _PutBack:
+    """Everything needed to put the previous torch family back after a failed install."""
+
+    system: System
+    python: str
+    installer: str
+    index_base: str
+    find_links: str | None
+    before: Snapshot
+    stream: Callable[[str], None]
+    uv: str
+    backup: Backup | None
+
+    def __call__(self, result: InstallResult) -> None:
+        """The backed-up files first (offline, exact); the index reinstall only if they were not enough."""
+        prev = self.before.torch_family()
+        b = self.backup
+        if b is not None and b.saved:
+            # clear what is backed up, and what was not there before (a companion the install added); a name that
+            # was there but could not be backed up is left to the index reinstall
+            rb = restore_backup(self.system, self.python, b, [n for n in TORCH_FAMILY if n in b.saved or n not in prev])
+            after = snapshot(self.system, self.python)
+            v = verify(self.system, self.python)
+            result.verification = v
+            result.after = after.torch_family() if after.ok else {}
+            if rb.error is None and not rb.mismatch and not rb.missing and rb.restored == prev and result.after == prev and not after.family_damaged() and v.imported:
+                result.restored = True
+                result.restored_from = "backup"
+                return
+            why = (
+                rb.error
+                or (f"files differ from their RECORD: {', '.join(rb.mismatch[:3])}" if rb.mismatch else "")
+                or (f"files not put back: {', '.join(rb.missing[:3])}" if rb.missing else "")
+                or (f"not backed up: {'; '.join(f'{k} ({w})' for k, w in b.not_backed_up.items())}" if b.not_backed_up else "")
+                or (f"torch does not import: {v.error}" if not v.imported else f"now: {_fmt(result.after) or 'none'}")
+            )
+            result.notes.append(f"putting back the saved files was not enough ({why}); reinstalling from the index.")
+        elif b is not None:
+            why = b.error or "; ".join(f"{k} ({w})" for k, w in b.not_backed_up.items()) or "nothing was saved"
+            result.notes.append(f"there was no backup of the previous files ({why}); reinstalling from the index.")
+        _restore(self.system, self.python, self.installer, self.index_base, self.find_links, self.before, result, self.stream, self.uv)
+        if result.restored:
+            result.restored_from = "index"
+
+
+def _run_install(
+    plan: Plan,
+    argv: list[str],
+    prev: dict[str, str],
+    put_back: _PutBack,
+    timeout_s: float,
+    remove_leftovers: bool,
+    accelerator: str | None,
+    say: Callable[[str], None],
+    grace_s: float,
+    env: Mapping[str, str | None] | None,
+) -> InstallResult:
+    system, python, stream, before = put_back.system, put_back.python, put_back.stream, put_back.before
     res = system.run_streaming(argv, timeout=timeout_s, on_stdout=stream, on_stderr=stream, grace_s=grace_s, env=env)
     result = InstallResult(False, ExitCode.FAILED, "", argv, res.returncode, before=prev)
     result.interrupted = res.status == "interrupted"
@@ -430,8 +618,8 @@ def execute(
         ok, sentence = judge(plan, v, accelerator)
         if not v.imported and prev:
             # the new torch does not even import: put the previous one back
-            say(f"stackdoctor: {sentence}; reinstalling the previous {_fmt(prev)}.")
-            _restore(system, python, installer, index_base, find_links, before, result, stream, uv)
+            say(f"stackdoctor: {sentence}; putting back the previous {_fmt(prev)}.")
+            put_back(result)
             result.exit_code = ExitCode.FAILED
             result.message = sentence + "; " + _restore_sentence(result, prev)
             return result
@@ -442,7 +630,7 @@ def execute(
             result.leftovers = exact_leftovers(before, after)
         if result.leftovers and remove_leftovers:
             rm = system.run_streaming(
-                uninstall_command(result.leftovers, python, installer, uv=uv), timeout=600, on_stdout=stream, on_stderr=stream
+                uninstall_command(result.leftovers, python, put_back.installer, uv=put_back.uv), timeout=600, on_stdout=stream, on_stderr=stream
             )
             if rm.ok:
                 result.removed = list(result.leftovers)
@@ -478,8 +666,8 @@ def execute(
     state = _fmt(result.after) or "nothing importable"
     if damaged:
         state += f" (half-installed: {', '.join(damaged)})"
-    say(f"stackdoctor: {how}; it left {state} instead of {_fmt(prev)}: reinstalling the previous versions.")
-    _restore(system, python, installer, index_base, find_links, before, result, stream, uv)
+    say(f"stackdoctor: {how}; it left {state} instead of {_fmt(prev)}: putting back the previous versions.")
+    put_back(result)
     result.message = f"{how}; " + _restore_sentence(result, prev)
     return result
 
@@ -532,6 +720,8 @@ def _restore(
 
 
 def _restore_sentence(result: InstallResult, prev: Mapping[str, str]) -> str:
+    if result.restored and result.restored_from == "backup":
+        return f"the previous {_fmt(prev)} was put back from its own files and imports."
     if result.restored:
         return f"the previous {_fmt(prev)} was reinstalled and imports."
     return (

@@ -104,6 +104,31 @@ def imports_fake_torch(venv: Path) -> str:
     return subprocess.run([py(venv), "-I", "-c", code], capture_output=True, text=True, check=True).stdout.strip()
 
 
+FAMILY_FILES = """
+import csv, hashlib, json, os, importlib.metadata as m
+out = {}
+for d in m.distributions():
+    n = (d.metadata["Name"] or "").lower()
+    if n not in ("torch", "torchvision", "torchaudio"):
+        continue
+    site = str(d.locate_file(""))
+    for row in csv.reader((d.read_text("RECORD") or "").splitlines()):
+        p = os.path.normpath(os.path.join(site, row[0]))
+        out[n + ":" + row[0]] = hashlib.sha256(open(p, "rb").read()).hexdigest() if os.path.isfile(p) else None
+print(json.dumps(out))
+"""
+
+
+def family_files(venv: Path) -> dict[str, str | None]:
+    """sha256 of every file the installed torch family's RECORDs list (None: listed but absent), read in the venv."""
+    out = subprocess.run([py(venv), "-I", "-c", FAMILY_FILES], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def backups_left(venv: Path) -> list[str]:
+    return [p.name for p in venv.iterdir() if p.name.startswith(".stackdoctor-backup-")]
+
+
 def plan_for(base: str, variant: str = "cu130", torch: str = "2.13.0", vision: str = "0.28.0") -> Plan:
     url = f"{base}/{variant}"
     return Plan(torch, variant, url, [PlannedPackage("torch", torch, variant, url), PlannedPackage("torchvision", vision, variant, url)])
@@ -117,7 +142,8 @@ def test_pip_switches_variant_verifies_and_lists_leftovers(server, venv, system)
     assert family(venv) == BEFORE
     r = inst.execute(plan_for(server.base()), system=system, python=py(venv), index_base=server.base(), stream=lambda t: None)
     assert r.ok and r.exit_code == 0, r.message
-    assert family(venv) == AFTER
+    assert family(venv) == AFTER and r.restored is None and r.restored_from is None
+    assert backups_left(venv) == []  # the backup of the old files is gone after a success too
     have = installed(venv)
     assert have["nvidia-cuda-runtime"] == "13.0.96" and have["nvidia-cudnn-cu13"] == "9.13.0.50"
     assert imports_fake_torch(venv) == "2.13.0+cu130"
@@ -159,8 +185,9 @@ def test_pip_rolls_back_a_wheel_that_fails_mid_install(server, venv, system):
     23.2.1: pip restores the old files but leaves the new, RECORD-less torch dist-info, so
     importlib.metadata reports torch 2.13.0+cu130; stackdoctor clears it and reinstalls 2.12.0+cu126."""
     r = inst.execute(plan_for(server.base("brokentorch")), system=system, python=py(venv), index_base=server.base(), stream=lambda t: None)
-    assert not r.ok and "outside the target" in r.message
-    assert r.restored is True and "reinstalled and imports" in r.message
+    assert not r.ok and r.exit_code == 1 and "outside the target" in r.message
+    assert r.restored is True and r.restored_from == "backup"
+    assert "torchvision 0.27.0+cu126 was put back from its own files and imports." in r.message
     assert family(venv) == BEFORE and imports_fake_torch(venv) == "2.12.0+cu126"
 
 
@@ -211,6 +238,90 @@ def test_sigint_halfway_through_the_download_leaves_the_old_torch(server, venv, 
     assert res["interrupted"] and res["code"] == 130
     assert "interrupted" in res["message"] and "2.12.0+cu126 still imports" in res["message"]
     assert family(venv) == BEFORE and imports_fake_torch(venv) == "2.12.0+cu126"
+    assert backups_left(venv) == []
+
+
+# ---------------------------------------------------------------------------- put back from its own files, offline
+# The failed install really changes the family, and the old variant's index is NOT reachable while it is put back:
+# ``index_base`` (where the previous torch would be reinstalled from) is a closed port on 127.0.0.1.
+
+DEAD_INDEX_BASE = "http://127.0.0.1:9/whl"
+PUT_BACK = "the previous torch 2.12.0+cu126, torchvision 0.27.0+cu126 was put back from its own files and imports."
+
+
+def assert_put_back_exactly(r: inst.InstallResult, venv: Path, files_before: dict[str, str | None]) -> None:
+    assert r.restored is True and r.restored_from == "backup", (r.message, r.notes)
+    assert r.message.endswith(PUT_BACK), r.message
+    assert r.after == BEFORE and family(venv) == BEFORE
+    assert family_files(venv) == files_before  # every file of the old family, byte for byte
+    assert imports_fake_torch(venv) == "2.12.0+cu126"
+    assert backups_left(venv) == []
+
+
+@pytest.mark.headline("install")
+def test_torch_replaced_then_a_failure_is_put_back_from_its_files_without_the_index(server, venv, system):
+    """pip replaces torch, then torchvision's wheel fails mid-install: torch 2.13.0+cu130 and a half-installed
+    torchvision are left. The cu126 index is unreachable; the saved files bring 2.12.0+cu126 back exactly."""
+    files_before = family_files(venv)
+    said: list[str] = []
+    r = inst.execute(plan_for(server.base("broken")), system=system, python=py(venv), index_base=DEAD_INDEX_BASE, stream=lambda t: None, say=said.append)
+    assert not r.ok and r.exit_code == 1
+    assert r.message.startswith("the install failed (ERROR:") and "outside the target" in r.message
+    assert len(said) == 1 and "putting back the previous versions" in said[0] and "torch 2.13.0+cu130" in said[0]
+    assert_put_back_exactly(r, venv, files_before)
+
+
+def test_torch_wheel_failing_mid_install_is_put_back_without_the_index(server, venv, system):
+    """torch's own wheel fails after pip uninstalled the old one (pip leaves a RECORD-less 2.13 dist-info)."""
+    files_before = family_files(venv)
+    r = inst.execute(plan_for(server.base("brokentorch")), system=system, python=py(venv), index_base=DEAD_INDEX_BASE, stream=lambda t: None)
+    assert not r.ok and r.exit_code == 1 and "outside the target" in r.message
+    assert_put_back_exactly(r, venv, files_before)
+
+
+def test_a_new_torch_that_does_not_import_is_put_back_without_the_index(server, venv, system):
+    files_before = family_files(venv)
+    r = inst.execute(plan_for(server.base("noimport")), system=system, python=py(venv), index_base=DEAD_INDEX_BASE, stream=lambda t: None)
+    assert not r.ok and r.exit_code == 1
+    assert r.message.startswith("torch does not import in the target: ImportError: libtorch_cuda.so"), r.message
+    assert_put_back_exactly(r, venv, files_before)
+
+
+def test_uv_installing_a_torch_that_does_not_import_is_put_back_without_the_index(server, venv, tmp_path):
+    from conftest import find_test_uv
+
+    uv = find_test_uv()
+    if uv is None:
+        pytest.skip(f"uv (a declared test dependency) is not installed in the environment of {sys.executable}: pip install -e '.[test]'")
+    files_before = family_files(venv)
+    env = isolated_env(tmp_path)
+    env["PATH"] = os.path.dirname(uv) + os.pathsep + env.get("PATH", "")
+    r = inst.execute(
+        plan_for(server.base("noimport")), system=System(env=env), python=py(venv), installer="uv", index_base=DEAD_INDEX_BASE,
+        stream=lambda t: None,
+    )
+    assert r.command[:4] == ["uv", "pip", "install", "--python"]
+    assert not r.ok and r.exit_code == 1
+    assert r.message.startswith("torch does not import in the target: ImportError"), r.message
+    assert_put_back_exactly(r, venv, files_before)
+
+
+def test_without_a_backup_and_without_the_index_the_user_is_told_how_to_reinstall(server, venv, system):
+    """torch cannot be backed up (it is installed twice, so no single RECORD is the truth) and the index is
+    unreachable: the restore fails and says so, with the pip command that would put it back."""
+    site = next(venv.glob("lib/python*/site-packages"))
+    twin = site / "torch-2.12.0+cu126.dist-info"
+    shutil.copytree(twin, site / "torch-2.12.0+cu126.dist-info.twin" / "torch-2.12.0+cu126.dist-info")
+    # importlib.metadata only sees dist-info folders on sys.path: add the twin's folder through a .pth file
+    (site / "zz-twin.pth").write_text(str(site / "torch-2.12.0+cu126.dist-info.twin") + "\n")
+    r = inst.execute(plan_for(server.base("broken")), system=system, python=py(venv), index_base=DEAD_INDEX_BASE, stream=lambda t: None)
+    assert not r.ok and r.exit_code == 1
+    assert r.restored is False and r.restored_from is None
+    assert "did not work" in r.message and "reinstall it with: pip install torch==2.12.0+cu126 torchvision==0.27.0+cu126." in r.message
+    # torchvision was backed up and is put back from its files; torch (installed twice) is left to the index
+    assert r.notes[0] == "putting back the saved files was not enough (not backed up: torch (installed twice)); reinstalling from the index.", r.notes
+    assert any(n.startswith("restore step failed") for n in r.notes), r.notes
+    assert backups_left(venv) == []
 
 
 # ---------------------------------------------------------------------------- the command, end to end

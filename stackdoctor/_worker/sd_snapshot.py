@@ -4,6 +4,7 @@ an install, so a failed install can be undone.
 """
 import json
 import re
+import sys
 from importlib import metadata
 
 
@@ -29,4 +30,5 @@ for d in metadata.distributions():
     except Exception:
         continue
 out["@damaged"] = sorted(set(damaged))
+out["@prefix"] = sys.prefix  # where a backup of its files can be hard-linked (same filesystem)
 print("@@stackdoctor-snapshot@@ " + json.dumps(out))

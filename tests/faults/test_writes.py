@@ -47,7 +47,7 @@ def test_output_onto_dev_full(machine):
 
 # ---------------------------------------------------------------------------- install interrupted
 
-from test_install import BEFORE, family, imports_fake_torch, isolated_env, py, seeded, server, venv  # noqa: E402,F401  (fixtures)
+from test_install import BEFORE, backups_left, family, imports_fake_torch, isolated_env, py, seeded, server, venv  # noqa: E402,F401  (fixtures)
 
 
 @pytest.mark.posix
@@ -86,3 +86,4 @@ def test_install_interrupted_with_sigint_halfway(server, venv, tmp_path):
     assert len(lines) == 1 and "interrupted" in lines[0], err[-2000:]
     assert family(venv) == BEFORE
     assert imports_fake_torch(venv) == BEFORE["torch"]
+    assert backups_left(venv) == []  # the backup of the old torch's files went with the interrupted command
