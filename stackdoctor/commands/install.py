@@ -618,7 +618,7 @@ def _run(opts: InstallOptions, state: _State) -> int:
                 f"--installer {opts.installer}: {python} is not in a conda environment (no conda-meta in {facts.python.env_prefix or 'its prefix'}); "
                 "use --installer pip or uv, or point --python at a conda env."
             )
-        return _conda_install(opts, plan, hypothetical)
+        return _conda_install(opts, plan, hypothetical, windows=_windows(opts, facts))
     if opts.dry_run or hypothetical:
         why = "" if opts.dry_run else " (--python-version, --platform, --replay, --driver, --gpu and --gfx only plan)"
         say(f"dry run{why}: nothing was changed.")
@@ -728,7 +728,7 @@ def _emit(opts: InstallOptions, plan: Plan, facts: Facts, request: Request) -> i
     return ExitCode.OK
 
 
-def _conda_install(opts: InstallOptions, plan: Plan, hypothetical: bool) -> int:
+def _conda_install(opts: InstallOptions, plan: Plan, hypothetical: bool, *, windows: bool = False) -> int:
     from stackdoctor.conda import require_tool
 
     route = next((r for r in plan.routes if r.name == "conda-forge"), None)
@@ -736,7 +736,7 @@ def _conda_install(opts: InstallOptions, plan: Plan, hypothetical: bool) -> int:
         raise UsageError(f"--installer {opts.installer}: conda-forge has no pytorch build for this target; use --installer pip.")
     if opts.dry_run or hypothetical:
         say(f"dry run: run this with {opts.installer}:", "bold")
-        say("  " + format_command(route.command, dict(route.env)))
+        say("  " + format_command(route.command, dict(route.env), windows=windows))
         return ExitCode.OK
     require_tool(opts.installer, route.command, os.environ)
     if not opts.yes:
@@ -744,7 +744,7 @@ def _conda_install(opts: InstallOptions, plan: Plan, hypothetical: bool) -> int:
             raise UsageError(
                 f"not changing the environment: there is no terminal to confirm on; re-run with --yes to run {opts.installer}, or --dry-run to only see the command."
             )
-        if not typer.confirm(f"Run {format_command(route.command, dict(route.env))}?", default=False, err=True):
+        if not typer.confirm(f"Run {format_command(route.command, dict(route.env), windows=windows)}?", default=False, err=True):
             say("nothing was changed.")
             return ExitCode.OK
     from stackdoctor.system import System

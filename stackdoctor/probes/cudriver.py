@@ -12,14 +12,10 @@ The parser is pure; nothing here judges.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
 from stackdoctor._worker import worker_path
 from stackdoctor.system import System
-
-MARK = "@@stackdoctor@@ "
 
 
 @dataclass
@@ -49,18 +45,10 @@ def parse_cudriver_output(text: str) -> DriverCuda:
     >>> parse_cudriver_output('@@stackdoctor@@ {"section": "cudriver", "library": "libcuda.so.1", "version_rc": 0, "version": 12040}').version
     '12.4'
     """
+    from stackdoctor.probes.target import parse_sections  # the workers' one protocol: marked JSON sections
+
     out = DriverCuda()
-    sections: dict[str, dict[str, Any]] = {}
-    for line in text.splitlines():
-        idx = line.find(MARK)
-        if idx < 0:
-            continue
-        try:
-            data = json.loads(line[idx + len(MARK) :])
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(data, dict) and isinstance(data.get("section"), str):
-            sections[data["section"]] = data
+    sections = parse_sections(text)
     drv = sections.get("cudriver")
     if drv is None:
         out.error = "the driver worker printed no result"

@@ -6,13 +6,12 @@ from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import python_exe
 
 
-@rule("probe-timeout", severity="fail", layer="probe")
-def probe_timeout(ctx: Ctx) -> None:
-    t, n = ctx.facts.torch, ctx.facts.nvidia
-    if t.import_error_kind == "timeout":
-        ctx.add(severity="fail", detail="import", fix="import", facts=["torch.import_error"], error=t.import_error or "", python=python_exe(ctx.facts))
+def _probes_that(ctx: Ctx, status: str) -> None:
+    """One finding per probe that ended with ``status``: the target's is a failure (the torch stack is
+    unknown), another's a warning. A target whose ``import torch`` already failed is torch's finding."""
+    t = ctx.facts.torch
     for p in ctx.probes:
-        if p.status != "timeout" or (p.name == "target" and t.import_error_kind in ("timeout", "exception", "crash")):
+        if p.status != status or (p.name == "target" and t.import_error_kind in ("timeout", "exception", "crash")):
             continue
         target = p.name == "target"
         ctx.add(
@@ -25,27 +24,22 @@ def probe_timeout(ctx: Ctx) -> None:
             seconds=f"{p.duration_s:g}",
             python=python_exe(ctx.facts),
         )
+
+
+@rule("probe-timeout", severity="fail", layer="probe")
+def probe_timeout(ctx: Ctx) -> None:
+    t, n = ctx.facts.torch, ctx.facts.nvidia
+    if t.import_error_kind == "timeout":
+        ctx.add(severity="fail", detail="import", fix="import", facts=["torch.import_error"], error=t.import_error or "", python=python_exe(ctx.facts))
+    _probes_that(ctx, "timeout")
     if n.smi_state == "timeout":
         ctx.add(severity="warn", detail="smi", fix="smi", facts=["nvidia.smi_state"], error=n.smi_message or "")
 
 
 @rule("probe-failed", severity="fail", layer="probe", defers_to=("rocm-kfd-permission",))
 def probe_failed(ctx: Ctx) -> None:
-    t, n = ctx.facts.torch, ctx.facts.nvidia
-    for p in ctx.probes:
-        if p.status != "error" or (p.name == "target" and t.import_error_kind in ("timeout", "exception", "crash")):
-            continue
-        target = p.name == "target"
-        ctx.add(
-            severity="fail" if target else "warn",
-            detail="target" if target else "default",
-            fix="target" if target else "default",
-            facts=[f"probes.{p.name}"],
-            probe=p.name,
-            error=p.error or "",
-            seconds=f"{p.duration_s:g}",
-            python=python_exe(ctx.facts),
-        )
+    n = ctx.facts.nvidia
+    _probes_that(ctx, "error")
     if n.smi_state == "error" and n.smi_message and not ctx.has("probe-failed"):
         ctx.add(severity="warn", detail="smi", fix="smi", facts=["nvidia.smi_state", "nvidia.smi_message"], error=n.smi_message)
     elif n.smi_state == "cuda-err" and not ctx.facts.platform.is_wsl:
