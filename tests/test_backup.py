@@ -132,3 +132,24 @@ def test_the_worker_never_raises(venv, tmp_path):
     assert got["error"].startswith("JSONDecodeError:")
     assert worker(venv, "frobnicate")["error"].startswith("usage: sd_backup.py save DIR NAMES_JSON")
     assert family(venv) == BEFORE and backups_left(venv) == []
+
+
+def test_clearing_the_family_never_removes_folders_at_or_above_the_site_directory(venv):
+    """The restore clears the installed family and prunes the folders that clearing emptied, but only inside the
+    site directory: a RECORD entry outside it (a console script in the venv's bin/) leaves its folder in place even
+    when it was the only file there."""
+    s = site(venv)
+    record = next(s.glob("torchvision-*.dist-info")) / "RECORD"
+    lonely = venv / "only-torchvision"  # a folder beside site-packages' ancestors that holds one RECORD file
+    lonely.mkdir()
+    lonely.chmod(0o710)  # a folder the restore would make anew gets the default mode: this one must be the same folder
+    (lonely / "tool").write_text("#!/bin/sh\n")
+    rel = os.path.relpath(lonely / "tool", s)
+    record.write_text(record.read_text() + f"{rel},,\n")
+    d = venv / ".stackdoctor-backup-test"
+    d.mkdir()
+    worker(venv, "save", str(d), NAMES)
+    got = worker(venv, "restore", str(d), NAMES)
+    assert got["restored"] == BEFORE and got["errors"] == []
+    assert (lonely / "tool").is_file() and (lonely.stat().st_mode & 0o777) == 0o710  # put back; its folder never pruned
+    assert s.is_dir() and (venv / "lib").is_dir()

@@ -185,14 +185,15 @@ def remove_installed(names, out):
                     try:
                         if os.path.isfile(p) or os.path.islink(p):
                             os.unlink(p)
-                            dirs.add(os.path.dirname(p))
+                            dirs.add((os.path.dirname(p), site))
                     except OSError as e:
                         out["errors"].append("removing %s: %s" % (p, e))
             if path and path.endswith(".dist-info") and os.path.isdir(path):
                 shutil.rmtree(path, ignore_errors=True)
                 out["removed"].append(name + " " + version + ("" if rows is not None else " (no RECORD)"))
-    for d in sorted(dirs, key=len, reverse=True):  # prune the package folders the removal emptied
-        while d and os.path.isdir(d):
+    for d, site in sorted(dirs, key=lambda pair: len(pair[0]), reverse=True):  # prune the package folders the removal emptied
+        # ... inside the site directory only: never the site directory itself or anything above it
+        while d and os.path.isdir(d) and d != site and d.startswith(site.rstrip(os.sep) + os.sep):
             pycache = os.path.join(d, "__pycache__")
             try:
                 if os.path.isdir(pycache) and not any(n.endswith(".py") for n in os.listdir(d)):
