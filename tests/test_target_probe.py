@@ -48,7 +48,7 @@ def make_fake_torch_env(tmp_path: Path, init_body: str, *, version_py: str | Non
 
 
 # torch/version.py of PyPI's torch 2.14.1 (CUDA 13.0), verbatim (tests/fixtures/static/README.md)
-VERSION_2_14_1 = (Path(__file__).parent / "fixtures" / "static" / "torch-2.14.1-version.py").read_text()
+VERSION_2_14_1 = (Path(__file__).parent / "fixtures" / "real" / "local-torch-2.14.1-cp311-pypi-wheel-files" / "version.py").read_text()
 
 
 def libtorch_cuda(*sms: int, containers: int = 3) -> bytes:

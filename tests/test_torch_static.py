@@ -187,7 +187,7 @@ def test_no_torch(tmp_path):
 
 
 def test_parse_version_py_layouts():
-    real = (Path(__file__).parent / "fixtures" / "static" / "torch-2.14.1-version.py").read_text()
+    real = (Path(__file__).parent / "fixtures" / "real" / "local-torch-2.14.1-cp311-pypi-wheel-files" / "version.py").read_text()
     assert parse_torch_version_py(real) == {
         "__version__": "2.14.1+cu130", "debug": False, "cuda": "13.0", "git_version": "5c4886908584029761b579af026dcfb627c84070",
         "hip": None, "rocm": None, "xpu": None,
@@ -402,7 +402,7 @@ def make_site(root: Path, site: str = "/venv/lib/python3.11/site-packages", vers
     pkg = sp / "torch"
     (pkg / "lib").mkdir(parents=True)
     (pkg / "__init__.py").write_text("raise SystemExit('never imported')\n")
-    (pkg / "version.py").write_text(version_py or (Path(__file__).parent / "fixtures" / "static" / "torch-2.14.1-version.py").read_text())
+    (pkg / "version.py").write_text(version_py or (Path(__file__).parent / "fixtures" / "real" / "local-torch-2.14.1-cp311-pypi-wheel-files" / "version.py").read_text())
     for name, data in (libs or {}).items():
         (pkg / "lib" / name).write_bytes(data)
     for dist, ver in (("torch", "2.14.1"), ("torchvision", "0.29.1"), ("triton", "3.8.0"), ("nvidia_cudnn_cu13", "9.24.0.43"),
