@@ -127,19 +127,28 @@ def test_real_rocm_compressed_bundles(bnb_wheel, lib, version, gfx_count):
         assert b.compressed and b.version == version and b.method == "zstd"
         assert b.total_size and b.uncompressed_size and b.uncompressed_size > b.total_size
         assert b.entries == [] and "zstd" in (b.error or "")  # walk_file passes no decoder
-    # with one: the ids, gfx942 among them, the same in both translation units
-    info = read_library(System(), str(path), "hip", primary=True, zstd=zstd_cli_decoder())
-    assert info.error is None and info.containers == 2 and info.compressed == 2
-    assert len(info.arch_list) == gfx_count and "gfx942" in info.arch_list and info.arch_extra == []
-    assert info.arch_list[:3] == ["gfx908", "gfx90a", "gfx942"]  # natural order: gfx9xx before gfx1xxx
-    assert all(n == 2 for n in info.archs.values())
-    # the decoder a user has (compression.zstd from 3.14, else the zstandard dependency) reads the same ids
+    # with the decoder a user has (compression.zstd from 3.14, else the zstandard dependency): the ids, gfx942
+    # among them, the same in both translation units
     from stackdoctor.probes.torch_static import zstd_decoder
 
     decoder = zstd_decoder()
     assert decoder is not None, "zstandard is a dependency below Python 3.14"
-    mine = read_library(System(), str(path), "hip", primary=True, zstd=decoder)
-    assert (mine.error, mine.arch_list, mine.archs) == (None, info.arch_list, info.archs)
+    info = read_library(System(), str(path), "hip", primary=True, zstd=decoder)
+    assert info.error is None and info.containers == 2 and info.compressed == 2
+    assert len(info.arch_list) == gfx_count and "gfx942" in info.arch_list and info.arch_extra == []
+    assert info.arch_list[:3] == ["gfx908", "gfx90a", "gfx942"]  # natural order: gfx9xx before gfx1xxx
+    assert all(n == 2 for n in info.archs.values())
+
+
+@pytest.mark.parametrize("lib", ["rocm64", "rocm71", "rocm714"])
+def test_zstd_tool_reads_the_same_gfx_ids(bnb_wheel, lib):
+    """A second witness of the decoding: the reference `zstd` tool gives the same ids as stackdoctor's decoder."""
+    from stackdoctor.probes.torch_static import zstd_decoder
+
+    path = extract(bnb_wheel, f"bitsandbytes/libbitsandbytes_{lib}.so")
+    tool = read_library(System(), str(path), "hip", primary=True, zstd=zstd_cli_decoder())
+    mine = read_library(System(), str(path), "hip", primary=True, zstd=zstd_decoder())
+    assert tool.error is None and tool.arch_list and (mine.arch_list, mine.archs) == (tool.arch_list, tool.archs)
 
 
 def test_real_xpu_sycl_images(bnb_wheel):
