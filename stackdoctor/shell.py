@@ -9,14 +9,28 @@ gets an error, so :func:`for_windows` rewrites those two forms, wherever they st
 from __future__ import annotations
 
 import re
+import shlex
 
-__all__ = ["for_windows", "powershell_set", "powershell_unset"]
+__all__ = ["for_windows", "powershell_set", "powershell_unset", "word"]
 
 # export NAME=value (value: a quoted string or up to the next blank); several assignments after one export too
 _EXPORT = re.compile(r"(?<![\w$-])export\s+((?:[A-Za-z_][A-Za-z0-9_]*=(?:\"[^\"]*\"|'[^']*'|[^\s\"';]*)\s*)+)")
 _ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|[^\s\"';]*)")
 _UNSET = re.compile(r"(?<![\w$-])unset\s+([A-Za-z_][A-Za-z0-9_]*)")
 _POSIX_VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
+
+
+_PS_BARE = re.compile(r"[\w\-.:\\/=+,@%]+")
+
+
+def word(arg: str, *, windows: bool = False) -> str:
+    """One argument as the shell reads it. POSIX: :func:`shlex.quote`. PowerShell: bare when it is plain
+    (``C:\\x\\python.exe``, ``torch==2.13.0+cu126``; POSIX quoting would make the path a string PowerShell
+    prints instead of running), else a single-quoted literal (a ``'`` inside is doubled). A quoted program
+    needs ``&`` before it in PowerShell: :func:`for_windows` and the install command add it."""
+    if not windows:
+        return shlex.quote(arg)
+    return arg if _PS_BARE.fullmatch(arg) else "'" + arg.replace("'", "''") + "'"
 
 
 def powershell_set(name: str, value: str) -> str:
@@ -47,4 +61,5 @@ def for_windows(fix: str) -> str:
         whole = m.group(0)
         return "; ".join(parts) + whole[len(whole.rstrip()):]  # the spacing before a comment stays
 
-    return _UNSET.sub(lambda m: powershell_unset(m.group(1)), _EXPORT.sub(export, fix))
+    out = _UNSET.sub(lambda m: powershell_unset(m.group(1)), _EXPORT.sub(export, fix))
+    return "& " + out if out.startswith("'") else out  # a quoted program (a Python under C:\Users\First Last)

@@ -110,3 +110,22 @@ def test_replayed_windows_machine_gets_a_windows_install_command(tmp_path):
     linux = run_sd(["install", "--replay", str(report), "--offline", "--platform", "manylinux_2_28_x86_64"],
                    env=machine_env(tmp_path / "bin", None, HOME=str(tmp_path), COLUMNS="200"))
     assert "  python3 -m pip install torch==" in linux.stdout + linux.stderr
+
+
+@pytest.mark.parametrize(
+    ("system", "exe", "start"),
+    [
+        ("Windows", "C:\\Users\\First Last\\AppData\\Local\\Programs\\Python\\Python312\\python.exe",
+         "& 'C:\\Users\\First Last\\AppData\\Local\\Programs\\Python\\Python312\\python.exe' -c "),
+        ("Windows", "C:\\Python312\\python.exe", "C:\\Python312\\python.exe -c "),
+        ("Linux", "/home/first last/venv/bin/python", "'/home/first last/venv/bin/python' -c "),
+        ("Linux", "/venv/bin/python", "/venv/bin/python -c "),
+    ],
+)
+def test_a_python_path_with_spaces_is_one_word_in_the_fix(system, exe, start):
+    """A user name with a space puts one in the interpreter's path: the fix line quotes it as that shell needs
+    (PowerShell: a single-quoted program run with &), and leaves a plain path bare."""
+    f = _machine(system)
+    f.environment = {}
+    f.python.executable = exe
+    assert _fix(f, "cuda-unavailable").startswith(start)

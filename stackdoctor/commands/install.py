@@ -24,7 +24,7 @@ import typer
 
 from stackdoctor import pipeline
 from stackdoctor.errors import ExitCode, IndexError_, StackdoctorError, UsageError
-from stackdoctor.shell import powershell_set, powershell_unset
+from stackdoctor.shell import powershell_set, powershell_unset, word
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.availability import Sourcing
@@ -475,15 +475,6 @@ def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: b
         con.print(Text("  " + format_command(plan.command, plan.command_env, windows=windows)))
 
 
-_PS_BARE = re.compile(r"[\w\-.:\\/=+,@%]+")
-
-
-def _ps_quote(arg: str) -> str:
-    """One PowerShell argument: bare when it is plain (``C:\\x\\python.exe``, ``torch==2.13.0+cu126``), else a
-    single-quoted literal (PowerShell doubles a ``'`` inside one)."""
-    return arg if _PS_BARE.fullmatch(arg) else "'" + arg.replace("'", "''") + "'"
-
-
 def format_command(argv: list[str], env: dict[str, str | None] | None = None, *, windows: bool = False) -> str:
     """``VAR=value ... argv`` as a shell would take it (``env -u VAR`` for an unset one).
 
@@ -491,8 +482,8 @@ def format_command(argv: list[str], env: dict[str, str | None] | None = None, *,
     command, backslashes left bare (POSIX quoting would turn ``C:\\x\\python.exe`` into a string PowerShell
     prints instead of running), and ``&`` before a quoted program."""
     if windows:
-        first = _ps_quote(argv[0]) if argv else ""
-        cmd = " ".join([("& " + first) if first != (argv[0] if argv else "") else first, *(_ps_quote(a) for a in argv[1:])])
+        words = [word(a, windows=True) for a in argv]
+        cmd = " ".join((["&"] if words and words[0] != argv[0] else []) + words)
         pre_ps = [powershell_unset(k) if v is None else powershell_set(k, v) for k, v in (env or {}).items()]
         return "; ".join([*pre_ps, cmd])
     pre: list[str] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import accelerators, shell
 from stackdoctor import matrix as mx
 from stackdoctor.facts import BuildKind, Facts, GpuView, TorchFacts
 from stackdoctor.rules.core import Ctx
@@ -57,7 +57,9 @@ def built_for_files(facts: Facts) -> BuildKind | None:
 
 
 def python_exe(facts: Facts) -> str:
-    return facts.python.executable or "python"
+    """The target's interpreter as one word of a fix line, quoted only where the shell needs it (a path with
+    spaces: ``C:\\Users\\First Last\\...\\python.exe``); PowerShell's rules on Windows."""
+    return shell.word(facts.python.executable or "python", windows=facts.platform.system == "Windows")
 
 
 def gpu_label(g: GpuView) -> str:
