@@ -48,8 +48,9 @@ _PACKAGING_DIR: list[str] = []
 
 def packaging_path(system: System) -> str | None:
     """A directory holding only a link to stackdoctor's own ``packaging``, for targets without it."""
-    if _PACKAGING_DIR:
+    if _PACKAGING_DIR and os.path.isdir(_PACKAGING_DIR[0]):  # (removed at exit: system.remove_lent)
         return _PACKAGING_DIR[0]
+    _PACKAGING_DIR.clear()
     try:
         import packaging
 

