@@ -101,3 +101,32 @@ def test_sigterm_and_sighup_of_check_stop_the_target_in_one_sentence(tmp_path, p
         time.sleep(0.05)
     assert not set(_alive(b"sd_target.py")) & workers, "the target worker outlived stackdoctor"
     assert os.listdir(tmp) == [], "the lent folder outlived stackdoctor"
+
+
+# ---------------------------------------------------------------------------- a requirement's fix
+
+
+def test_a_backend_requirement_fix_is_the_install_that_meets_it_never_check_itself(tmp_path):
+    from test_config import cpu_laptop, cuda_box
+
+    cfg = tmp_path / "pyproject.toml"
+    cfg.write_text('[tool.stackdoctor]\nbackend = "cuda"\n', encoding="utf-8")
+    box = cuda_box()  # two A100s and a driver, but a CPU build of torch
+    box.torch.version, box.torch.variant, box.torch.cuda, box.torch.cuda_available, box.torch.device_count = "2.13.0+cpu", "cpu", None, False, 0
+    box.torch.devices = []
+    for f in (box,):
+        f.platform.system, f.platform.machine, f.platform.libc, f.platform.glibc_version = "Linux", "x86_64", "glibc", "2.35"
+        f.python.executable, f.python.version = "/usr/bin/python3", "3.12.3"
+    fixes = {}
+    for name, facts in (("laptop", cpu_laptop()), ("box", box)):
+        p = tmp_path / f"{name}.json"
+        p.write_text(Report(facts=facts).to_json(), encoding="utf-8")
+        run = run_sd(["check", "--replay", str(p), "--config", str(cfg), "--json"], env=env(tmp_path), cwd=tmp_path)
+        doc = json.loads(run.stdout)
+        unmet = [f for f in doc["findings"] if f["code"] == "requirement-unmet"]
+        assert len(unmet) == 1 and "backend cuda" in unmet[0]["detail"], unmet
+        fixes[name] = unmet[0]["fix"]
+        assert not any((f.get("fix") or "").startswith("stackdoctor check") for f in unmet), unmet
+    # the box: the CUDA build the resolver plans for its GPUs; the laptop: the CUDA build, for a machine that has a GPU
+    assert re.fullmatch(r"stackdoctor install (--torch \S+ )?--variant cu\d+", fixes["box"]), fixes["box"]
+    assert re.fullmatch(r"stackdoctor install --variant cu\d+ +# on a machine with a cuda device.*", fixes["laptop"]), fixes["laptop"]
