@@ -413,6 +413,8 @@ class TorchFacts:
     arch_list_torch: list[str] = field(default_factory=list)  # torch's own list (get_arch_list(), else _cuda_getArchFlags())
     runtime_versions: dict[str, str] = field(default_factory=dict)  # "cudnn" -> "9.24.0.43" (runtime wheels, library names)
     runtime_libraries: dict[str, str] = field(default_factory=dict)  # "libcudnn.so.9" -> its path
+    runtime_bytes: dict[str, int] = field(default_factory=dict)  # "nvidia-cublas-cu12" -> bytes its files take (sum of its RECORD)
+    import_warnings: list[str] = field(default_factory=list)  # what `import torch` warned ("UserWarning: Failed to initialize NumPy: ...")
     libraries: list[TorchLibrary] = field(default_factory=list)  # torch's GPU libraries as read
     static_errors: list[str] = field(default_factory=list)  # what the read of torch's files could not read
     sources: dict[str, str] = field(default_factory=dict)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import signal
 import subprocess
 import time
@@ -20,8 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import console_script, machine_env, run_sd
 
-from stackdoctor.facts import Facts, KernelFacts, KernelResult
-from stackdoctor.report import ProbeStatus, Report
+from stackdoctor.report import Report
 
 
 def env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -130,3 +128,59 @@ def test_a_backend_requirement_fix_is_the_install_that_meets_it_never_check_itse
     # the box: the CUDA build the resolver plans for its GPUs; the laptop: the CUDA build, for a machine that has a GPU
     assert re.fullmatch(r"stackdoctor install (--torch \S+ )?--variant cu\d+", fixes["box"]), fixes["box"]
     assert re.fullmatch(r"stackdoctor install --variant cu\d+ +# on a machine with a cuda device.*", fixes["laptop"]), fixes["laptop"]
+
+
+# ---------------------------------------------------------------------------- a CUDA build without a GPU; torch without NumPy
+
+REAL = Path(__file__).resolve().parent / "fixtures" / "real"
+
+
+def cuda_torch_venv(tmp_path: Path) -> str:
+    """A venv holding PyTorch's CUDA 13.0 build as its files say it (torch 2.14.1's real version.py and METADATA)
+    and two real NVIDIA runtime wheels' dist-info (METADATA + RECORD): what the static read of torch sees."""
+    import shutil
+    import sys
+
+    venv = tmp_path / "cuda-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True,
+                               text=True, check=True).stdout.strip())
+    wheel = REAL / "local-torch-2.14.1-cp311-pypi-wheel-files"
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text("raise ImportError('a stand-in: read from its files only')\n")
+    shutil.copy(wheel / "version.py", site / "torch" / "version.py")
+    dist = site / (wheel / "dist-info-dirname.txt").read_text().strip()
+    dist.mkdir()
+    shutil.copy(wheel / "METADATA", dist / "METADATA")
+    for d in (REAL / "local-nvidia-cu13-runtime-dist-info").glob("*.dist-info"):
+        shutil.copytree(d, site / d.name)
+    return str(py)
+
+
+def test_a_cuda_build_on_a_machine_without_a_gpu_names_the_cpu_build_and_the_disk_it_saves(tmp_path):
+    py = cuda_torch_venv(tmp_path)
+    run = run_sd(["check", "--no-kernels", "--json", "--python", py], env=env(tmp_path))
+    doc = json.loads(run.stdout)
+    assert doc["facts"]["torch"]["variant"] == "cu130", doc["facts"]["torch"]
+    # measured from the RECORD files (source.md: 7242477 + 140063827 bytes), each with its source
+    assert doc["facts"]["torch"]["runtime_bytes"] == {"nvidia-cuda-runtime": 7242477, "nvidia-nvvm": 140063827}
+    assert doc["facts"]["torch"]["sources"]["runtime_bytes.nvidia-nvvm"].endswith("nvidia_nvvm-13.0.88.dist-info/RECORD")
+    found = [f for f in doc["findings"] if f["code"] == "torch-gpu-build-no-gpu"]
+    assert len(found) == 1 and found[0]["severity"] == "warn", [f["code"] for f in doc["findings"]]
+    f = found[0]
+    assert "CUDA 13.0 build" in f["detail"] and "147 MB" in f["detail"] and "nvidia-nvvm 140 MB" in f["detail"], f["detail"]
+    assert f["fix"].startswith("stackdoctor install") and "--variant cpu" in f["fix"] and f["fix"].endswith("--remove-leftovers"), f["fix"]
+    screen = run_sd(["check", "--no-kernels", "--python", py, "--lang", "zh"], env=env(tmp_path)).stdout
+    assert "CUDA 13.0 构建" in screen and "147 MB" in screen and "--variant cpu" in screen
+
+
+def test_torch_without_numpy_is_a_warning_naming_pip_install_numpy(tmp_path, torch_python):
+    """The suite's real torch 2.13.0+cpu venv has no NumPy: torch warns "Failed to initialize NumPy" on import."""
+    run = run_sd(["check", "--no-kernels", "--import-torch", "--json", "--python", torch_python], env=env(tmp_path))
+    doc = json.loads(run.stdout)
+    assert any("Failed to initialize NumPy: No module named 'numpy'" in w for w in doc["facts"]["torch"]["import_warnings"]), doc["facts"]["torch"]
+    found = [f for f in doc["findings"] if f["code"] == "torch-numpy-missing"]
+    assert len(found) == 1 and found[0]["severity"] == "warn", [f["code"] for f in doc["findings"]]
+    assert found[0]["fix"] == f"{torch_python} -m pip install numpy"
+    assert "Failed to initialize NumPy" in found[0]["detail"]

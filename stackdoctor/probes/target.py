@@ -153,6 +153,9 @@ def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> Torch
     for key in st.runtime:
         src[f"runtime_versions.{key}"] = st.sources.get(f"runtime.{key}", "torch's files")
     t.runtime_libraries = dict(st.runtime_libraries)
+    t.runtime_bytes = dict(st.runtime_bytes)
+    for key in st.runtime_bytes:
+        src[f"runtime_bytes.{key}"] = st.sources.get(f"runtime_bytes.{key}", "its RECORD")
     t.libraries = [TorchLibrary(**dataclasses.asdict(lib)) for lib in st.libraries]
     t.static_errors = list(st.errors)
     for key in ("git_version", "rocm", "xpu"):
