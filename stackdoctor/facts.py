@@ -432,8 +432,11 @@ class KernelResult:
     ok: bool = False
     max_error: float | None = None
     tolerance: float | None = None
-    time_s: float | None = None
-    tflops: float | None = None
+    time_s: float | None = None  # per call: the median of ``runs`` timed runs
+    tflops: float | None = None  # the median run's rate
+    runs: int | None = None  # timed runs behind time_s / tflops (each of several calls)
+    tflops_min: float | None = None  # the slowest run's rate
+    tflops_max: float | None = None  # the fastest run's rate
     peak_tflops: float | None = None
     percent_of_peak: float | None = None
     error: str | None = None

@@ -761,10 +761,12 @@ class System:
         max_bytes: int = MAX_CAPTURE_BYTES,
         record: bool = True,
         on_start: Callable[[Started], None] | None = None,
+        on_stderr: Callable[[str], None] | None = None,
     ) -> CommandResult:
         """Run ``argv`` without a shell; never raises, never waits past ``timeout``.
 
-        ``on_start`` gets a :class:`Started` handle as soon as the child runs (to stop it early)."""
+        ``on_start`` gets a :class:`Started` handle as soon as the child runs (to stop it early);
+        ``on_stderr`` gets the child's stderr as it arrives (progress), captured all the same."""
         timeout = self.timeout_s if timeout is None else timeout
         spawned = self._spawn(argv, env, parse_env, stdin is not None)
         if isinstance(spawned, CommandResult):
@@ -777,7 +779,7 @@ class System:
                 pass
         try:
             out = _Capture(proc.stdout, max_bytes)
-            err = _Capture(proc.stderr, max_bytes)
+            err = _Capture(proc.stderr, max_bytes, on_stderr)
             if stdin is not None:
                 try:
                     proc.stdin.write(stdin)  # type: ignore[union-attr]

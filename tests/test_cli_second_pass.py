@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import time
@@ -175,12 +176,131 @@ def test_a_cuda_build_on_a_machine_without_a_gpu_names_the_cpu_build_and_the_dis
     assert "CUDA 13.0 构建" in screen and "147 MB" in screen and "--variant cpu" in screen
 
 
-def test_torch_without_numpy_is_a_warning_naming_pip_install_numpy(tmp_path, torch_python):
-    """The suite's real torch 2.13.0+cpu venv has no NumPy: torch warns "Failed to initialize NumPy" on import."""
-    run = run_sd(["check", "--no-kernels", "--import-torch", "--json", "--python", torch_python], env=env(tmp_path))
+def test_torch_without_numpy_is_a_warning_and_kernel_rates_are_medians_with_their_spread(tmp_path, torch_python):
+    """The suite's real torch 2.13.0+cpu venv has no NumPy: torch warns "Failed to initialize NumPy" on import.
+    The same check's quick kernels give each rate as the median of a few timed runs, with the slowest and fastest."""
+    run = run_sd(["check", "--json", "--python", torch_python], env=env(tmp_path))
     doc = json.loads(run.stdout)
+    timed = [r for r in doc["facts"]["kernels"]["results"] if r["kernel"] == "matmul"]
+    assert timed, doc["facts"]["kernels"]
+    for r in timed:
+        assert r["runs"] >= 3 and len(r["extra"]["run_times_s"]) == r["runs"], r
+        assert r["tflops_min"] <= r["tflops"] <= r["tflops_max"], r
+    saved = tmp_path / "report.json"
+    saved.write_text(run.stdout, encoding="utf-8")
+    screen = run_sd(["check", "--replay", str(saved), "--lang", "en"], env=env(tmp_path)).stdout
+    assert re.search(r"matmul .* \d[\d.]* [GMT]FLOP/s ±\d+%", screen), screen
+    md = run_sd(["check", "--replay", str(saved), "--format", "markdown"], env=env(tmp_path)).stdout
+    assert re.search(r"FLOP/s ±\d+% \|", md), md
     assert any("Failed to initialize NumPy: No module named 'numpy'" in w for w in doc["facts"]["torch"]["import_warnings"]), doc["facts"]["torch"]
     found = [f for f in doc["findings"] if f["code"] == "torch-numpy-missing"]
     assert len(found) == 1 and found[0]["severity"] == "warn", [f["code"] for f in doc["findings"]]
     assert found[0]["fix"] == f"{torch_python} -m pip install numpy"
     assert "Failed to initialize NumPy" in found[0]["detail"]
+
+
+def test_the_record_sizes_are_the_sums_source_md_derived():
+    from stackdoctor.probes.torch_static import parse_record_bytes
+
+    base = REAL / "local-nvidia-cu13-runtime-dist-info"
+    got = {d: parse_record_bytes((base / d / "RECORD").read_text(encoding="utf-8"))
+           for d in ("nvidia_cuda_runtime-13.0.96.dist-info", "nvidia_nvvm-13.0.88.dist-info")}
+    assert got == {"nvidia_cuda_runtime-13.0.96.dist-info": 7242477, "nvidia_nvvm-13.0.88.dist-info": 140063827}
+
+
+# ---------------------------------------------------------------------------- kernels on a real 80-column terminal
+
+
+def run_in_pty(argv: list[str], env_: dict[str, str], columns: int = 80, timeout: float = 120) -> tuple[int, str]:
+    """Run ``argv`` on a real pseudo-terminal of ``columns`` x 40 (stdout and stderr both on it): (exit code, what it drew)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env={**env_, "COLUMNS": str(columns), "TERM": "xterm"}, close_fds=True)
+    os.close(slave)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not data:
+                    break
+                chunks.append(data)
+            elif proc.poll() is not None:
+                break
+        rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    return rc, b"".join(chunks).decode("utf-8", "replace")
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+
+
+def screen_lines(drawn: str) -> list[str]:
+    return [ANSI.sub("", ln) for ln in drawn.split("\n")]
+
+
+@pytest.mark.posix
+@pytest.mark.linux
+def test_kernels_and_allreduce_fit_80_columns_on_a_real_terminal_with_progress_per_size(tmp_path, torch_python):
+    from rich.cells import cell_len
+
+    argv = [*console_script(), "kernels", "matmul", "conv", "allreduce", "--device", "cpu", "--sizes", "64", "--nproc", "2",
+            "--max-bytes", "512", "--iters", "2", "--python", torch_python, "--lang", "en"]
+    rc, drawn = run_in_pty(argv, env(tmp_path))
+    assert rc == 0, drawn[-3000:]
+    # progress: the status line named every message size as the sweep completed it (8, 64, 512 B)
+    for i, size in ((1, "8 B"), (2, "64 B"), (3, "512 B")):
+        assert f"allreduce {i}/3: {size} done" in drawn, drawn[-3000:]
+    lines = screen_lines(drawn)
+    table = [ln for ln in lines if "│" in ln or "┃" in ln]
+    assert table, drawn[-3000:]
+    cut = [ln for ln in lines if "…" in ln and "running " not in ln]  # (the status lines end "running ...…" while a child runs)
+    assert not cut, cut
+    assert all(cell_len(ln.rstrip()) <= 80 for ln in table), [ln for ln in table if cell_len(ln.rstrip()) > 80]
+    heads = " ".join(ln for ln in lines if "┃" in ln)
+    for head in ("kernel", "device", "dtype", "result", "GFLOP/s", "±", "µs", "GB/s", "#wrong"):
+        assert head in heads, (head, heads)
+    # every number whole: each compute row has its rate and spread as numbers; each sweep row its size and figures
+    rows = [[c.strip() for c in ln.split("│")] for ln in table if "│" in ln]
+    matmul = [r for r in rows if r[0] in ("matmul", "conv")]
+    sweep = [r for r in rows if re.fullmatch(r"\d+ (B|KiB|MiB)", r[0])]
+    assert len(matmul) == 3 and [r[0] for r in sweep] == ["8 B", "64 B", "512 B"], rows
+    for r in matmul:
+        rate, spread = r[-2], r[-1]
+        assert re.fullmatch(r"[0-9.]+(e-\d+)?", rate) and re.fullmatch(r"\d+%", spread), r
+    for r in sweep:
+        assert all(re.fullmatch(r"[0-9.]+", c) for c in r[1:]), r
+
+
+@pytest.mark.posix
+def test_allreduce_in_a_pipe_prints_one_line_per_size_as_it_completes(tmp_path, torch_python):
+    argv = [*console_script(), "kernels", "allreduce", "--nproc", "2", "--max-bytes", "512", "--iters", "2", "--python", torch_python,
+            "--lang", "en"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(tmp_path))
+    try:
+        first = proc.stderr.readline()  # read incrementally: the first size, while the sweep goes on
+        alive_then = proc.poll() is None
+        rest_err = proc.stderr.read()
+        out = proc.stdout.read()
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert first.startswith("allreduce 1/3: 8 B done"), (first, rest_err)
+    assert alive_then, "the first size's line came only when the process had ended"
+    lines = [first.rstrip("\n"), *[ln for ln in rest_err.splitlines() if ln.strip()]]
+    assert [ln.split(":")[0] for ln in lines] == ["allreduce 1/3", "allreduce 2/3", "allreduce 3/3"], lines
+    assert proc.returncode == 0 and "# Avg bus bandwidth" in out

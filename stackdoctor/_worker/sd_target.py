@@ -169,7 +169,7 @@ def torch_facts():
             out["import_error_kind"] = "exception"
         return out, None
     out["import_s"] = round(time.monotonic() - t, 3)
-    said = []
+    said = []  # type: list[str]
     for w in import_caught:
         line = "%s: %s" % (getattr(w.category, "__name__", "Warning"), (str(w.message).strip().splitlines() or [""])[0][:500])
         if line not in said and len(said) < 10:

@@ -116,7 +116,7 @@ def _backend_variant(ctx: Ctx, acc: Any) -> str | None:
         return None
     rel = ctx.matrix.release(_public(ctx.facts.torch.version)) if ctx.facts.torch.version else None
     for r in ([rel] if rel else []) + list(ctx.matrix.releases):  # newest first
-        names = [v.name for v in r.variants if acc.serves(v.name)]
+        names: list[str] = [str(v.name) for v in r.variants if acc.serves(v.name)]
         if names:
             return max(names, key=lambda n: [int(x) for x in re.findall(r"\d+", n)] or [0])
     return None

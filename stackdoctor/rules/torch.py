@@ -391,7 +391,7 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
     )
 
 
-@rule("torch-numpy-missing", severity="warn", layer="torch")
+@rule("torch-numpy-missing", severity="warn", layer="runtime")
 def torch_numpy_missing(ctx: Ctx) -> None:
     """`import torch` warned "Failed to initialize NumPy": torch runs, every NumPy interop fails."""
     f, t = ctx.facts, ctx.facts.torch
