@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from helpers import console_script, machine_env, run_sd
 
+from stackdoctor.facts import KernelFacts, KernelResult
 from stackdoctor.report import Report
 
 
@@ -304,3 +305,46 @@ def test_allreduce_in_a_pipe_prints_one_line_per_size_as_it_completes(tmp_path, 
     lines = [first.rstrip("\n"), *[ln for ln in rest_err.splitlines() if ln.strip()]]
     assert [ln.split(":")[0] for ln in lines] == ["allreduce 1/3", "allreduce 2/3", "allreduce 3/3"], lines
     assert proc.returncode == 0 and "# Avg bus bandwidth" in out
+
+
+def test_the_widest_kernel_screens_fit_80_columns_without_cutting(monkeypatch):
+    """Worst cases the suite's CPU cannot produce: eight GPUs with peaks, a long error, a 256 MiB sweep, a fleet."""
+    import io
+
+    from rich.console import Console
+
+    from stackdoctor import console as console_mod
+    from stackdoctor.render.kernels import print_kernels
+
+    buf = io.StringIO()
+    monkeypatch.setattr(console_mod, "make_console", lambda **kw: Console(file=buf, width=80, force_terminal=True, color_system=None))
+    results = [KernelResult("matmul", f"cuda:{i}", dt, "8192x8192x8192", ok=True, max_error=1.2e-3, time_s=0.00154, tflops=712.4,
+                            runs=5, tflops_min=700.1, tflops_max=719.9, percent_of_peak=72.0) for i in range(8) for dt in ("fp32", "bf16")]
+    results.append(KernelResult("conv", "cuda:7", "fp16", "N32 C64->64 56x56 k3", ok=False, time_s=0.5, tflops=0.000123,
+                                error="CUDNN_STATUS_EXECUTION_FAILED: cudnnConvolutionBackwardData returned 8 on /pytorch/aten/src/ATen/native/cudnn/Conv_v8.cpp"))
+    rows = [{"bytes": 8 << k, "count": (8 << k) // 4, "oop": {"time_us": 123456.7, "algbw": 123.456, "busbw": 216.048, "wrong": 0},
+             "ip": {"time_us": 1234567.8, "algbw": 123.456, "busbw": 216.048, "wrong": 12345}} for k in range(0, 28, 3)]
+    node = {"driver": "580.126.09", "torch": "2.14.1+cu130", "cuda": "13.0", "nccl": "2.30.7", "gpus": "NVIDIA H200, NVIDIA H100 80GB HBM3",
+            "matmul_fp32_tflops": 51.2}
+    fleet = {"nodes": [dict(node, rank=r, hostname=f"gpu-node-{r:03d}.cluster.example.org") for r in range(4)], "differences": {},
+             "slowest_rank": 3, "slowest_ratio": 0.93}
+    kf = KernelFacts(ran=True, results=results, allreduce={"backend": "nccl", "device": "cuda", "world_size": 4, "rows": rows, "rank": 0,
+                                                            "avg_busbw_gbs": 216.0, "max_busbw_gbs": 216.0, "fleet": fleet})
+    print_kernels(kf, [], "en")
+    text = buf.getvalue()
+    from rich.cells import cell_len
+
+    assert "…" not in text, text
+    assert all(cell_len(ln) <= 80 for ln in text.splitlines()), [ln for ln in text.splitlines() if cell_len(ln) > 80]
+    for number in ("712", "0.00012", "72%", "1%", "123456.7", "1234567.8", "216.048", "12345", "128 MiB", "51.2 TFLOP/s", "TFLOP/s"):
+        assert number in text, (number, text)
+    # the long error wraps in its column, whole: its pieces, read down the column, are the error
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("conv"))
+    pieces = []
+    for ln in lines[start:]:
+        cells = [c.strip() for c in ln.split("│")]
+        if len(cells) < 5 or (pieces and cells[0]):
+            break
+        pieces.append(cells[4])
+    assert "".join(pieces).replace(" ", "") == results[-1].error.replace(" ", ""), pieces

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
-from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -52,23 +51,58 @@ class Column:
     drop: int = 0  # 0: always shown; else left out first (1), then (2), ... where the width is short
 
 
+WRAP_MIN = 12  # the narrowest a text column that wraps is made (a word longer than that folds)
+
+
+def _plain(cell: Any) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def _longest_line(text: str) -> int:
+    from rich.cells import cell_len
+
+    return max((cell_len(line) for line in text.split("\n")), default=0)
+
+
+def _widths(c: Column) -> tuple[int, int]:
+    """(narrowest, natural) width of a column: a number column is never narrower than its widest cell."""
+    head = _longest_line(c.header)
+    natural = max([head, *(_longest_line(_plain(x)) for x in c.cells)])
+    if not c.wrap:
+        return natural, natural
+    return max(head, min(natural, WRAP_MIN)), natural
+
+
 def fit_table(console: Console, columns: Sequence[Column], width: int, **table_args: Any) -> Table:
-    """A table of ``columns`` whose narrowest layout fits ``width``: droppable columns are left out,
-    lowest ``drop`` first, until it does. Never cuts a cell (no ``…``): numbers keep their width and
-    text folds; where even the essential columns cannot fit, everything folds."""
+    """A table of ``columns`` that fits ``width`` without cutting a cell (no ``…``): droppable columns are
+    left out, lowest ``drop`` first, until every number column has its widest cell's width and each
+    text column at least :data:`WRAP_MIN` (text wraps, a long word folds). Where even the essential
+    columns cannot fit (a very narrow terminal), everything folds rather than being cut."""
+    del console  # (the widths are the cells' own: a table's measurement is clamped to the width it is given)
     order = sorted({c.drop for c in columns if c.drop})
     for level in [0, *order]:
         kept = [c for c in columns if not c.drop or c.drop > level]
-        table = _table(kept, fold_all=False, **table_args)
-        if Measurement.get(console, console.options.update_width(width), table).minimum <= width:
-            return table
-    return _table([c for c in columns if not c.drop], fold_all=True, **table_args)
+        sizes = [_widths(c) for c in kept]
+        spare = width - (sum(lo for lo, _ in sizes) + 3 * (len(kept) - 1))  # " │ " between columns
+        if spare < 0:
+            continue
+        fixed = [lo for lo, _ in sizes]
+        while spare > 0:  # the room left goes to the text columns, a character at a time, up to their natural width
+            short = [k for k, c in enumerate(kept) if c.wrap and fixed[k] < sizes[k][1]]
+            if not short:
+                break
+            for k in short[:spare]:
+                fixed[k] += 1
+            spare -= min(spare, len(short))
+        return _table(kept, fixed, **table_args)
+    return _table([c for c in columns if not c.drop], None, **table_args)
 
 
-def _table(columns: Sequence[Column], *, fold_all: bool, **table_args: Any) -> Table:
+def _table(columns: Sequence[Column], widths: Sequence[int] | None, **table_args: Any) -> Table:
     table = Table(show_edge=False, pad_edge=False, **table_args)
-    for c in columns:
-        table.add_column(c.header, justify=c.justify, no_wrap=not (c.wrap or fold_all), overflow="fold")  # type: ignore[arg-type]
+    for k, c in enumerate(columns):
+        table.add_column(c.header, justify=c.justify, no_wrap=not c.wrap and widths is not None, overflow="fold",  # type: ignore[arg-type]
+                         width=widths[k] if widths is not None else None)
     rows = max((len(c.cells) for c in columns), default=0)
     for i in range(rows):
         table.add_row(*[c.cells[i] if i < len(c.cells) else "" for c in columns])
@@ -166,10 +200,10 @@ def print_kernels(kf: Any, findings: list[Any], lang: str = "en") -> None:
                 Column(t("col_size"), [format_size(row["bytes"]) for row in rows], "right"),
                 Column(t("col_count"), [str(row["count"]) for row in rows], "right", drop=1),
                 Column(t("ar_k_oop_time"), [f"{o['time_us']:.1f}" for o in oop], "right"),
-                Column(t("ar_k_algbw"), [f"{o['algbw']:.3f}" for o in oop], "right"),
+                Column(t("ar_k_algbw"), [f"{o['algbw']:.3f}" for o in oop], "right", drop=2),
                 Column(t("ar_k_busbw"), [f"{o['busbw']:.3f}" for o in oop], "right"),
                 Column(t("ar_k_ip_time"), [f"{i['time_us']:.1f}" for i in ip], "right"),
-                Column(t("ar_k_algbw"), [f"{i['algbw']:.3f}" for i in ip], "right"),
+                Column(t("ar_k_algbw"), [f"{i['algbw']:.3f}" for i in ip], "right", drop=2),
                 Column(t("ar_k_busbw"), [f"{i['busbw']:.3f}" for i in ip], "right"),
                 Column(t("ar_col_wrong"), [str(int(o["wrong"]) + int(i["wrong"])) for o, i in zip(oop, ip, strict=True)], "right"),
             ]
@@ -190,8 +224,8 @@ def print_kernels(kf: Any, findings: list[Any], lang: str = "en") -> None:
 
         cols = [Column(t("col_rank"), [str(n.get("rank")) for n in nodes], "right"),
                 Column(t("col_host"), [str(n.get("hostname") or "") for n in nodes], wrap=True)]
-        for key, header in (("driver", "layer_driver"), ("torch", "layer_torch"), ("cuda", "col_cuda"), ("nccl", "col_nccl")):
-            cols.append(Column(t(header), [cell(n, key) for n in nodes]))
+        for key, header, drop in (("driver", "layer_driver", 3), ("torch", "layer_torch", 0), ("cuda", "col_cuda", 2), ("nccl", "col_nccl", 1)):
+            cols.append(Column(t(header), [cell(n, key) for n in nodes], drop=0 if key in diffs else drop))  # a difference stays
         cols.append(Column(t("col_gpus"), [cell(n, "gpus") for n in nodes], wrap=True))
         cols.append(Column(t("col_matmul_fp32"), [Text(format_flops(n.get("matmul_fp32_tflops")) if n.get("matmul_fp32_tflops") else "-",
                                                        style="red" if n.get("rank") == fl.get("slowest_rank") else "") for n in nodes], "right"))
