@@ -34,18 +34,19 @@ def private_tmp(tmp_path: Path) -> Path:
     return d
 
 
-def _alive(marker: bytes) -> list[int]:
-    """Processes (not zombies) whose command line holds ``marker``."""
+def _alive(marker: bytes, parent: int | None = None) -> list[int]:
+    """Processes (not zombies) whose command line holds ``marker`` (children of ``parent`` only, when given:
+    another test running the same worker at the same time is not this one's)."""
     out = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if marker in cmd and state != "Z":
+        if marker in cmd and stat[0] != "Z" and (parent is None or int(stat[1]) == parent):
             out.append(int(pid))
     return out
 
@@ -77,14 +78,13 @@ def test_check_report_and_a_dry_run_leave_nothing_in_the_temp_directory(tmp_path
 def test_sigterm_and_sighup_of_check_stop_the_target_in_one_sentence(tmp_path, plain_python, sig, code, words):
     tmp = private_tmp(tmp_path)
     argv = [*console_script(), "check", "--no-kernels", "--import-torch", "--python", plain_python, "--lang", "en"]
-    before = set(_alive(b"sd_target.py"))
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env(tmp_path, TMPDIR=str(tmp), STACKDOCTOR_TEST_HOOK="torch-import-hang"))
     try:
         start = time.monotonic()
-        while not (set(_alive(b"sd_target.py")) - before) and time.monotonic() - start < 60:
+        while not _alive(b"sd_target.py", proc.pid) and time.monotonic() - start < 60:
             time.sleep(0.05)
-        workers = set(_alive(b"sd_target.py")) - before
+        workers = set(_alive(b"sd_target.py", proc.pid))
         assert workers, "the target worker never started"
         assert os.listdir(tmp), "the worker runs with a folder lent to it"
         proc.send_signal(sig)
@@ -259,7 +259,7 @@ def test_kernels_and_allreduce_fit_80_columns_on_a_real_terminal_with_progress_p
     from rich.cells import cell_len
 
     argv = [*console_script(), "kernels", "matmul", "conv", "allreduce", "--device", "cpu", "--sizes", "64", "--nproc", "2",
-            "--max-bytes", "512", "--iters", "2", "--python", torch_python, "--lang", "en"]
+            "--max-bytes", "512", "--factor", "8", "--iters", "2", "--python", torch_python, "--lang", "en"]
     rc, drawn = run_in_pty(argv, env(tmp_path))
     assert rc == 0, drawn[-3000:]
     # progress: the status line named every message size as the sweep completed it (8, 64, 512 B)
@@ -288,7 +288,7 @@ def test_kernels_and_allreduce_fit_80_columns_on_a_real_terminal_with_progress_p
 
 @pytest.mark.posix
 def test_allreduce_in_a_pipe_prints_one_line_per_size_as_it_completes(tmp_path, torch_python):
-    argv = [*console_script(), "kernels", "allreduce", "--nproc", "2", "--max-bytes", "512", "--iters", "2", "--python", torch_python,
+    argv = [*console_script(), "kernels", "allreduce", "--nproc", "2", "--max-bytes", "512", "--factor", "8", "--iters", "2", "--python", torch_python,
             "--lang", "en"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(tmp_path))
     try:

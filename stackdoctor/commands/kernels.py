@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
         backend: Annotated[str, typer.Option("--backend", help="auto | gloo | nccl | xccl | tccl")] = "auto",
         min_bytes: Annotated[Optional[str], typer.Option("--min-bytes", help="Smallest allreduce message (8, 64K, 1M; default 8).")] = None,
         max_bytes: Annotated[Optional[str], typer.Option("--max-bytes", help="Largest allreduce message (default 16M; 256M with --full).")] = None,
-        factor: Annotated[Optional[int], typer.Option("--factor", help="Each allreduce message this many times the last (default 8; 2 with --full).", min=2)] = None,
+        factor: Annotated[Optional[int], typer.Option("--factor", help="Each allreduce message this many times the last (default 2; the default sweep, without --min-bytes / --max-bytes / --full, uses 8).", min=2)] = None,
         full: Annotated[bool, typer.Option("--full", help="allreduce: nccl-tests' full sweep, 8 B to 256 MiB by factors of 2 (minutes on a few cores).")] = False,
         iters: Annotated[int, typer.Option("--iters", help="Timed allreduce calls per size (at most).", min=1)] = 20,
         min_busbw: Annotated[Optional[str], typer.Option("--min-busbw", help="Fail below this busbw: 20, 20GB/s or 160Gb/s.")] = None,
@@ -127,7 +127,8 @@ def register(app: typer.Typer) -> None:
             ar_dev = None
             for d in device or []:
                 ar_dev = d.split(":")[0]
-            opts = AllreduceOptions(min_bytes=lo, max_bytes=hi, factor=factor or sweep[2], iters=iters, timeout_s=min(timeout, 600.0),
+            quick = min_bytes is None and max_bytes is None and not full  # an explicit range keeps nccl-tests' factor 2
+            opts = AllreduceOptions(min_bytes=lo, max_bytes=hi, factor=factor or (QUICK_SWEEP[2] if quick else FULL_SWEEP[2]), iters=iters, timeout_s=min(timeout, 600.0),
                                     backend=backend, device=ar_dev, iface=iface)
             r = rank if rank is not None else (int(env["RANK"]) if _launcher_env(env) and nproc is None else None)
             with SweepProgress(lg) as progress:
@@ -140,7 +141,7 @@ def register(app: typer.Typer) -> None:
                     if not addr:
                         raise UsageError("--rank needs --master-addr (or MASTER_ADDR from the launcher).")
                     lr = int(env["LOCAL_RANK"]) if "LOCAL_RANK" in env else None
-                    node = _node(system, target) if fleet and ws > 1 else None
+                    node = _node(python) if fleet and ws > 1 else None
                     ar = run_allreduce_rank(system, target.python, rank=r, world_size=ws, master_addr=addr, master_port=port, opts=opts,
                                             local_rank=lr, hook=hook, node=node, on_progress=progress)
                 else:
@@ -185,15 +186,13 @@ class _Status:
         return console.status(text, spinner=marks(console)["spinner"])
 
 
-def _node(system: Any, target: Any) -> dict[str, Any] | None:
-    """This host's fleet summary: platform, driver and torch probes plus the quick kernels."""
+def _node(python: str | None) -> dict[str, Any] | None:
+    """This host's fleet summary: platform, driver and torch probes plus the quick kernels (the pipeline's gather)."""
     try:
-        from stackdoctor.engine import run_probes
+        from stackdoctor import pipeline
         from stackdoctor.kernels import node_summary
-        from stackdoctor.probes import ProbeContext
 
-        ctx = ProbeContext(system=system, target=target, kernels=True, use_nvml=not system.moved)
-        return node_summary(run_probes(ctx, only=["target", "platform", "nvidia"]).facts)
+        return node_summary(pipeline.gather(pipeline.Options(python=python, kernels=True, probes=["target", "platform", "nvidia"])).facts)
     except Exception as exc:  # the fleet table is a bonus: never cost the allreduce
         return {"error": f"{type(exc).__name__}: {exc}"}
 
