@@ -1,9 +1,13 @@
 """``stackdoctor kernels``: run real kernels (matmul, conv, compile) and allreduce in the target.
 
     stackdoctor kernels [matmul|conv|compile|allreduce ...] [--device D] [--json]
-    stackdoctor kernels allreduce --nproc 3                       # ranks on this host
+    stackdoctor kernels allreduce --nproc 3                       # ranks on this host: 8 B..16 MiB by 8 (--full: ..256 MiB by 2)
     stackdoctor kernels allreduce --rank 0 --world-size 2 --master-addr A --master-port P --iface IF
     torchrun --nproc-per-node 2 -m stackdoctor kernels allreduce  # RANK/WORLD_SIZE/... from the launcher
+
+allreduce reports each message size as it completes (a status line on a terminal, one flushed line on
+stderr in a pipe or CI log). The results go through the pipeline (gather -> reconcile -> judge:
+:func:`stackdoctor.pipeline.judge_kernels`) and are drawn by :mod:`stackdoctor.render.kernels`.
 
 Exit code: 1 when a finding fails (wrong numbers, a crash, a timeout, busbw under
 ``--min-busbw``), else 0. ``--json`` prints one ``stackdoctor.kernels/1`` document.
