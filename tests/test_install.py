@@ -126,7 +126,8 @@ def family_files(venv: Path) -> dict[str, str | None]:
 
 
 def backups_left(venv: Path) -> list[str]:
-    return [p.name for p in venv.iterdir() if p.name.startswith(".stackdoctor-backup-")]
+    """stackdoctor's own folders left in the environment (the install journal and its backup, older backups)."""
+    return [p.name for p in venv.iterdir() if p.name.startswith((".stackdoctor-backup-", ".stackdoctor-install"))]
 
 
 def plan_for(base: str, variant: str = "cu130", torch: str = "2.13.0", vision: str = "0.28.0") -> Plan:
@@ -306,21 +307,20 @@ def test_uv_installing_a_torch_that_does_not_import_is_put_back_without_the_inde
     assert_put_back_exactly(r, venv, files_before)
 
 
-def test_without_a_backup_and_without_the_index_the_user_is_told_how_to_reinstall(server, venv, system):
-    """torch cannot be backed up (it is installed twice, so no single RECORD is the truth) and the index is
-    unreachable: the restore fails and says so, with the pip command that would put it back."""
+def test_two_dist_infos_stop_the_install_before_anything_changes(server, venv, system):
+    """torch is installed twice (no single RECORD is the truth), so no complete backup can be made: the install
+    stops before pip runs, says why in one sentence and how to proceed knowingly; every file is as it was."""
     site = next(venv.glob("lib/python*/site-packages"))
     twin = site / "torch-2.12.0+cu126.dist-info"
     shutil.copytree(twin, site / "torch-2.12.0+cu126.dist-info.twin" / "torch-2.12.0+cu126.dist-info")
     # importlib.metadata only sees dist-info folders on sys.path: add the twin's folder through a .pth file
     (site / "zz-twin.pth").write_text(str(site / "torch-2.12.0+cu126.dist-info.twin") + "\n")
-    r = inst.execute(plan_for(server.base("broken")), system=system, python=py(venv), index_base=DEAD_INDEX_BASE, stream=lambda t: None)
-    assert not r.ok and r.exit_code == 1
-    assert r.restored is False and r.restored_from is None
-    assert "did not work" in r.message and "reinstall it with: pip install torch==2.12.0+cu126 torchvision==0.27.0+cu126." in r.message
-    # torchvision was backed up and is put back from its files; torch (installed twice) is left to the index
-    assert r.notes[0] == "putting back the saved files was not enough (not backed up: torch (installed twice)); reinstalling from the index.", r.notes
-    assert any(n.startswith("restore step failed") for n in r.notes), r.notes
+    files_before = family_files(venv)
+    r = inst.execute(plan_for(server.base()), system=system, python=py(venv), index_base=DEAD_INDEX_BASE, stream=lambda t: None)
+    assert not r.ok and r.exit_code == 1 and r.stopped_before and r.returncode is None  # the installer never ran
+    assert r.message.startswith("nothing was changed: the backup failed (torch is installed twice ("), r.message
+    assert "install without a way back yourself: " + " ".join(r.command) in r.message
+    assert family_files(venv) == files_before and imports_fake_torch(venv) == "2.12.0+cu126"
     assert backups_left(venv) == []
 
 
