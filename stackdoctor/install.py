@@ -665,6 +665,7 @@ def execute(
     backup_copy_cap: int = BACKUP_COPY_CAP,
     offline: bool = False,
     user_find_links: Sequence[str] = (),
+    reinstall: bool = False,
 ) -> InstallResult:
     """Install ``plan`` into ``python`` as a transaction: the target holds exactly its previous torch family or
     exactly the new one, whatever happens (a failure, Ctrl-C, SIGTERM, SIGHUP, a full disk; after SIGKILL or a power
@@ -686,6 +687,9 @@ def execute(
     say = say or (lambda line: print(line, file=sys.stderr))
     stream = stream or _stderr_writer
     argv = install_command(plan, python, installer, find_links=find_links, uv=uv, source_args=source_args)
+    if reinstall:  # the same build, damaged: its files again (a transactional repair)
+        at = argv.index("install") + 1
+        argv[at:at] = ["--reinstall" if installer == "uv" else "--force-reinstall", "--no-deps"]
     before = snapshot(system, python)
     if not before.ok:
         return InstallResult(False, ExitCode.USAGE, f"cannot read the target's installed packages ({before.error}); nothing was changed.", argv)
@@ -717,6 +721,47 @@ def execute(
     if result.ok and result.state == "new":
         _remove_leftovers(result, before, system, python, installer, uv, stream, remove_leftovers)
     return result
+
+
+def execute_recovery(
+    system: System,
+    python: str,
+    *,
+    installer: str = "pip",
+    stream: Callable[[str], None] | None = None,
+    say: Callable[[str], None] | None = None,
+    uv: str = "uv",
+    offline: bool = False,
+    find_links: Sequence[str] = (),
+) -> InstallResult:
+    """``install --recover`` (and the start of every install): finish a killed install's journal, under the lock."""
+    before = snapshot(system, python)
+    if not before.ok or not before.prefix:
+        return InstallResult(False, ExitCode.FAILED, f"cannot read the target's installed packages ({before.error or 'no sys.prefix'}).")
+    prefix = before.prefix
+    try:
+        with env_lock(prefix), signals(say) as sig:
+            journal = read_journal(prefix)
+            if journal is None:
+                return InstallResult(True, ExitCode.OK, f"no unfinished install in {prefix}: nothing to do.", before=before.torch_family(), after=before.torch_family())
+            return recover(system, python, journal, sig, installer=installer, stream=stream, say=say, uv=uv, offline=offline, find_links=find_links)
+    except Locked as exc:
+        who = f" (process {exc.pid})" if exc.pid else ""
+        return InstallResult(False, ExitCode.FAILED, f"another stackdoctor install{who} is changing {prefix}; run this again when it has finished.")
+
+
+def intact(system: System, python: str, names: Sequence[str]) -> str | None:
+    """None when every named distribution is complete per its RECORD (every sha256) and torch imports; else why not."""
+    argv = [python, "-I", str(worker_path("sd_backup.py")), "check", json.dumps(list(names))]
+    res = system.run(argv, timeout=600, record=False)
+    data = _marked(res.stdout, BACKUP_MARK)
+    if data is None or isinstance(data.get("error"), str):
+        return str((data or {}).get("error") or res.describe_failure() or "the backup worker printed nothing")
+    bad = _str_dict(data.get("damaged"))
+    if bad:
+        return "; ".join(f"{n}: {w}" for n, w in bad.items())
+    v = verify(system, python)
+    return None if v.imported else f"torch does not import: {v.error or '?'}"
 
 
 def _remove_leftovers(

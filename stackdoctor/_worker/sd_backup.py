@@ -23,6 +23,8 @@ the family's top-level folders that no other distribution owns, pip's stash fold
 saved files back and checks each one's sha256 against its RECORD hash (empty hashes, as for RECORD itself and
 .pyc files, are skipped).
 
+``check NAMES_JSON``: which of NAMES are not complete per their RECORD (a file missing or changed, installed twice).
+
 ``STACKDOCTOR_TEST_HOOK_DIR`` (tests only): halfway through a save or a restore, create ``<dir>/backup-mid`` or
 ``<dir>/restore-mid`` and wait (at most 60 s) for ``<name>.go``, so a test can interrupt at that instant.
 """
@@ -549,6 +551,14 @@ def main(argv):
         if mode == "state" and len(argv) >= 5:
             planned = dict((norm(k), v) for k, v in json.loads(argv[4]).items())
             return judge_state(os.path.abspath(argv[2]), set(norm(n) for n in json.loads(argv[3])), planned)
+        if mode == "check" and len(argv) >= 3:
+            found = installed(set(norm(n) for n in json.loads(argv[2])))
+            damaged = {}
+            for n, ds in found.items():
+                why = "installed twice" if len(ds) > 1 else complete(ds[0])
+                if why:
+                    damaged[n] = why
+            return {"mode": mode, "damaged": damaged}
         return {"mode": mode, "error": "usage: sd_backup.py save DIR NAMES_JSON [CAP] | state DIR NAMES_JSON PLANNED_JSON | restore DIR [NAMES_JSON [PLANNED_JSON]]"}
     except BaseException as e:  # never raise: the caller reads this line
         return {"mode": mode, "error": "%s: %s" % (type(e).__name__, e)}
