@@ -196,11 +196,20 @@ class Journal:
         """Make the folder and write the first journal (raises OSError: no space, no inodes, read-only)."""
         os.mkdir(self.dir, 0o700)
         _fsync_dir(self.prefix)
-        self.write()
+        self._write()
 
-    def write(self, phase: str | None = None) -> None:
+    def write(self, phase: str | None = None) -> str | None:
+        """The next phase; an error (a disk the installer just filled) is returned, not raised: the outcome is
+        decided from the files, and the journal that is there still names the backup."""
         if phase is not None:
             self.phase = phase
+        try:
+            self._write()
+        except OSError as e:
+            return str(e)
+        return None
+
+    def _write(self) -> None:
         tmp = self.path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(json.dumps(self.to_data()))
