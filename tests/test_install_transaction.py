@@ -554,14 +554,12 @@ def mount_tmpfs(mnt: Path, **opts: int) -> None:
 
 
 def tree_size(path: Path) -> tuple[int, int]:
+    """(bytes in 4 KiB pages, inodes) a copy of ``path`` takes on a tmpfs (links and folders count as inodes)."""
     blocks = inodes = 0
     for dp, dn, fn in os.walk(path):
-        inodes += 1
-        for f in fn:
-            inodes += 1
-            st = os.lstat(os.path.join(dp, f))
-            blocks += (st.st_size + 4095) // 4096 * 4096
-    return blocks, inodes + len([1 for dp, dn, fn in os.walk(path) for d in dn if os.path.islink(os.path.join(dp, d))])
+        inodes += 1 + len(fn) + sum(1 for d in dn if os.path.islink(os.path.join(dp, d)))
+        blocks += sum((os.lstat(os.path.join(dp, f)).st_size + 4095) // 4096 * 4096 for f in fn)
+    return blocks, inodes
 
 
 def test_a_full_disk_puts_the_old_torch_back(seeded_old, wheels, small_fs, tmp_path):
