@@ -354,6 +354,14 @@ def test_cli_without_terminal_or_yes_changes_nothing(server, venv, cli_env):
     assert family(venv) == BEFORE
 
 
+def test_cli_json_without_yes_in_a_pipe_prints_exactly_one_document(server, venv, cli_env):
+    p = sd(["--python", py(venv), "--torch", "2.13.0", "--variant", "cu130", "--index-base", server.base(), "--json"], cli_env)
+    assert p.returncode == 2 and "--yes" in p.stderr
+    doc = json.loads(p.stdout)  # one document: json.loads refuses a second one after the first
+    assert doc["schema"] == "stackdoctor.plan/1" and doc["error"]["kind"] == "usage" and "--yes" in doc["error"]["message"]
+    assert family(venv) == BEFORE
+
+
 def test_cli_installs_with_yes_and_json_prints_the_plan(server, venv, cli_env):
     p = sd(["--python", py(venv), "--torch", "2.13.0", "--variant", "cu130", "--index-base", server.base(), "--yes", "--json"], cli_env)
     assert p.returncode == 0, p.stderr[-3000:]
