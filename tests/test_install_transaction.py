@@ -588,3 +588,34 @@ def test_no_inodes_for_the_journal_or_the_backup_stops_before_pip(seeded_old, wh
     assert "No space left on device" in res["message"] and "install without a way back yourself:" in res["message"]
     assert "Successfully" not in text and "Installing" not in text  # pip never ran
     assert_exactly(venv, OLD, before)
+
+
+# ---------------------------------------------------------------------------- a venv that had no torch
+
+
+@pytest.mark.parametrize("watch", ["extracting", "verify"])
+def test_interrupted_into_a_fresh_venv_leaves_no_torch_files(watch, venv, wheels, tmp_path):
+    subprocess.run([str(venv_bin(venv)), "-m", "pip", "uninstall", "-q", "-y", "torch"], check=True, env=isolated_env(tmp_path))
+    site = site_of(venv)
+    assert not (site / "torch").exists() and not (venv / "bin" / "torchrun").exists()
+    if watch == "extracting":
+        code, res, text, ctl = run_driver(venv, wheels, tmp_path, watch=first_new_file(venv))
+    else:
+        code, res, text, ctl = run_driver(venv, wheels, tmp_path, actions={"verify": None})
+    assert code == 130, res
+    assert res["message"].endswith("the target had no torch before, and its partial files were removed: it has none now.") or res["message"].endswith(
+        "the target had no torch before and has none now."), res["message"]
+    assert not (site / "torch").exists() and [e for e in os.listdir(site) if e.startswith(("torch", "~"))] == []
+    assert not (venv / "bin" / "torchrun").exists() and left_behind(venv) == []
+    assert imports(venv) is None
+
+
+def test_the_fallback_reinstall_is_only_the_exact_previous_build_from_the_users_sources():
+    from stackdoctor.install import restore_commands
+
+    prev = {"torch": "2.11.0+cu126", "torchvision": "0.26.0+cu126"}
+    online = restore_commands(prev, "/v/bin/python", "pip")
+    assert online == [["/v/bin/python", "-m", "pip", "install", "--force-reinstall", "--no-deps", "torch==2.11.0+cu126", "torchvision==0.26.0+cu126"]]
+    # offline: never an index, only the user's own folders; none: no command at all (the user is told what to run)
+    assert restore_commands(prev, "/v/bin/python", "uv", offline=True, find_links=["/w"])[0][-3:] == ["--no-index", "--find-links", "/w"]
+    assert restore_commands(prev, "/v/bin/python", "pip", offline=True) == []
