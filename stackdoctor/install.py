@@ -295,15 +295,22 @@ def closure(snap: Snapshot, roots: Iterable[str]) -> set[str]:
     return seen
 
 
-def exact_leftovers(before: Snapshot, after: Snapshot) -> list[str]:
-    """After installing: runtime packages the old torch pulled in that nothing installed now needs."""
-    old = closure(before, TORCH_FAMILY)
-    new = closure(after, TORCH_FAMILY)
-    others = [n for n in after.versions if n not in new and runtime_family(n) is None and n not in old]
-    needed_by_others = closure(after, others) - set(others)
-    return sorted(
-        n for n in old if n in after.versions and n not in new and n not in needed_by_others and runtime_family(n) is not None
-    )
+def leftovers(candidates: Iterable[str], snap: Snapshot) -> list[str]:
+    """The one leftovers answer, for the dry run (``snap`` before) and for ``--remove-leftovers`` (``snap`` after):
+    the predicted runtime packages of the previous variant (the plan's list) that are installed and that no other
+    installed distribution requires (markers ignored: a package something may need is never called a leftover)."""
+    cands = {canonical_name(c) for c in candidates}
+    # what the others need, not through the torch family (the previous torch is being replaced: what it pulled in is
+    # exactly what may be left over; a package that requires torch gets the new one)
+    needed: set[str] = set()
+    todo = [r for n in snap.versions if n not in cands and n not in TORCH_FAMILY for r in snap.requires.get(n, [])]
+    while todo:
+        n = todo.pop()
+        if n in needed or n in TORCH_FAMILY or n not in snap.versions:
+            continue
+        needed.add(n)
+        todo.extend(snap.requires.get(n, []))
+    return sorted(n for n in cands if n in snap.versions and n not in needed)
 
 
 # ---------------------------------------------------------------------------- the target
@@ -719,7 +726,8 @@ def execute(
             False, ExitCode.FAILED, f"another stackdoctor install{who} is changing {prefix}; nothing was changed: run this again when it has finished.", argv
         )
     if result.ok and result.state == "new":
-        _remove_leftovers(result, before, system, python, installer, uv, stream, remove_leftovers)
+        predicted = plan.leftovers or predict_leftovers(before.versions, plan.variant)
+        _remove_leftovers(result, predicted, system, python, installer, uv, stream, remove_leftovers)
     return result
 
 
@@ -765,11 +773,11 @@ def intact(system: System, python: str, names: Sequence[str]) -> str | None:
 
 
 def _remove_leftovers(
-    result: InstallResult, before: Snapshot, system: System, python: str, installer: str, uv: str, stream: Callable[[str], None], remove: bool
+    result: InstallResult, predicted: Sequence[str], system: System, python: str, installer: str, uv: str, stream: Callable[[str], None], remove: bool
 ) -> None:
     after = snapshot(system, python)
     if after.ok:
-        result.leftovers = exact_leftovers(before, after)
+        result.leftovers = leftovers(predicted, after)
     if result.leftovers and remove:
         rm = system.run_streaming(uninstall_command(result.leftovers, python, installer, uv=uv), timeout=600, on_stdout=stream, on_stderr=stream)
         if rm.ok:

@@ -374,6 +374,18 @@ def test_cli_installs_with_yes_and_json_prints_the_plan(server, venv, cli_env):
     assert "imports in the target" in p.stderr
 
 
+def test_cli_dry_run_leftovers_are_what_remove_leftovers_removes(server, venv, cli_env):
+    args = ["--python", py(venv), "--torch", "2.13.0", "--variant", "cu130", "--index-base", server.base()]
+    dry = sd([*args, "--dry-run", "--json"], cli_env)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    predicted = json.loads(dry.stdout)["leftovers"]
+    assert predicted == ["nvidia-cuda-runtime-cu12"] and family(venv) == BEFORE
+    done = sd([*args, "--yes", "--remove-leftovers"], cli_env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"removed the previous variant's packages: {', '.join(predicted)}." in done.stderr
+    assert not set(predicted) & set(installed(venv))
+
+
 def test_cli_emit_uv_is_valid_pyproject(server, venv, cli_env):
     p = sd(["--python", py(venv), "--torch", "2.13.0", "--variant", "cu130", "--offline", "--emit", "uv"], cli_env)
     assert p.returncode == 0, p.stderr[-2000:]
@@ -441,3 +453,12 @@ def test_failure_line_keeps_the_reason_whatever_the_paths(depth):
     got = inst.failure_line(CommandResult(("pip",), 1, "", "Processing ...\n" + line + "\n", 0.1, "ok"))
     assert got.startswith("ERROR: For req: torch==2.13.0+cu130.") and "outside the target directory" in got
     assert len(got) <= 300
+
+
+def test_a_runtime_package_another_package_needs_is_no_leftover():
+    snap = inst.Snapshot(
+        versions={"torch": "2.12.0+cu126", "nvidia-cublas-cu12": "1", "nvidia-cudnn-cu12": "1", "cupy-cuda12x": "1", "transformers": "1"},
+        requires={"torch": ["nvidia-cublas-cu12", "nvidia-cudnn-cu12"], "cupy-cuda12x": ["nvidia-cublas-cu12"], "transformers": ["torch"]},
+    )
+    # cupy needs cuBLAS; transformers needs torch (which gets the new build), not the old torch's cuDNN
+    assert inst.leftovers(["nvidia-cublas-cu12", "nvidia-cudnn-cu12"], snap) == ["nvidia-cudnn-cu12"]

@@ -267,6 +267,13 @@ def resolve_plan(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix
         plan.command = install_command(plan, python, request.installer, uv=facts.python.uv_path or "uv")
         if not plan.leftovers:
             plan.leftovers = predict_leftovers(facts.torch.distributions, plan.variant)
+        if plan.leftovers and not opts.what_if:  # the same answer --remove-leftovers acts on (install.leftovers)
+            from stackdoctor.install import leftovers, snapshot
+            from stackdoctor.system import System
+
+            snap = snapshot(System.from_env(), python)
+            if snap.ok:
+                plan.leftovers = leftovers(plan.leftovers, snap)
     return plan, request
 
 
