@@ -854,6 +854,7 @@ def _transaction(
         result.state = st.state
         result.after = {k: v for k, v in st.now.items() if v != "twice"}
         if st.state == "new":
+            hook("import")
             v = verify(system, python)
             result.verification = v
             ok, sentence = judge(plan, v, accelerator)

@@ -290,6 +290,7 @@ INSTANTS = {
     "uninstall": dict(watch=pip_stash),  # pip has moved the old torch to its stash ~orch
     "extracting": dict(watch=first_new_file),  # pip writes the new build's files
     "verify": dict(actions={"verify": None}),  # pip finished; the files are being judged
+    "import": dict(actions={"import": None}),  # the new build is complete per RECORD; its import is being checked
     "commit": dict(actions={"commit": None}),  # the new build is complete and imports; not yet committed
 }
 
@@ -306,7 +307,7 @@ def test_ctrl_c_on_a_terminal_leaves_exactly_the_old_torch(instant, venv, wheels
     assert res["signal"] == "SIGINT" and "Traceback" not in text
     if instant in ("backup", "backup-mid", "before-installer"):
         assert how == "untouched" and "before anything was changed" in res["message"] or "nothing changed" in res["message"]
-    if instant in ("verify", "commit"):
+    if instant in ("verify", "import", "commit"):
         assert how == "put back"
 
 
@@ -378,8 +379,9 @@ def test_uv_goes_through_the_same_transaction(instant, venv, wheels, tmp_path):
         del box
 
 
-def test_uv_and_pip_install_the_new_build_exactly(venv, wheels, tmp_path):
-    code, res, text, ctl = run_driver(venv, wheels, tmp_path, installer="pip")
+@pytest.mark.parametrize("installer", ["pip", "uv"])
+def test_uv_and_pip_install_the_new_build_exactly(installer, venv, wheels, tmp_path):
+    code, res, text, ctl = run_driver(venv, wheels, tmp_path, installer=installer)
     assert code == 0 and res["state"] == "new", res
     assert res["message"] == "torch 2.12.0+cpu imports in the target."
     assert_exactly(venv, NEW)
