@@ -691,7 +691,7 @@ def execute(
     :class:`~stackdoctor.availability.Delivery`). ``index_base`` is kept for callers and not used to put back: the
     previous build never comes from an index given for the new one."""
     del index_base
-    say = say or (lambda line: print(line, file=sys.stderr))
+    say = _never_raises(say or (lambda line: print(line, file=sys.stderr)))  # a closed terminal (SIGHUP) must not stop a put-back
     stream = stream or _stderr_writer
     argv = install_command(plan, python, installer, find_links=find_links, uv=uv, source_args=source_args)
     if reinstall:  # the same build, damaged: its files again (a transactional repair)
@@ -962,6 +962,16 @@ def _restore_sentence(result: InstallResult, prev: Mapping[str, str]) -> str:
 
 def _fmt(family: Mapping[str, str]) -> str:
     return ", ".join(f"{k} {v}" for k, v in family.items())
+
+
+def _never_raises(say: Callable[[str], None]) -> Callable[[str], None]:
+    def safe(line: str) -> None:
+        try:
+            say(line)
+        except Exception:  # noqa: BLE001 - a message that cannot be shown must not change what is done
+            pass
+
+    return safe
 
 
 def _stderr_writer(text: str) -> None:
