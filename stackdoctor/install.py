@@ -618,7 +618,7 @@ def recover(
     """Finish an install that was killed (its journal is there): keep a complete, importing new build, else put
     the previous one back. The result's message says what the environment holds now."""
     stream = stream or _stderr_writer
-    say = say or (lambda line: print(line, file=sys.stderr))
+    say = _never_raises(say or (lambda line: print(line, file=sys.stderr)))
     journal.python = journal.python or python
     tx = _Tx(system, python, journal.installer or installer, journal, sig, stream, say, uv, offline, find_links)
     prev = journal.before
