@@ -17,11 +17,17 @@ the priority when several are present), then the matrix rows and locale texts it
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, TorchFacts
 
-__all__ = ["ALL", "Accelerator", "build_kind", "by_name", "for_backend", "for_variant", "present", "select"]
+
+class Say(Protocol):
+    """An interface word in the screen's language: ``say("gpu_integrated")`` (``locale/<lang>.yaml``, ``ui:``)."""
+
+    def __call__(self, key: str, /, **values: object) -> str: ...
+
+__all__ = ["ALL", "Accelerator", "Say", "build_kind", "by_name", "device_lines", "driver_lines", "for_backend", "for_variant", "present", "select"]
 
 
 class Accelerator:
@@ -62,13 +68,13 @@ class Accelerator:
         """True when the index variant ``variant`` ("cu126", "rocm7.2", "xpu") is a build for this kind."""
         return bool(variant) and any(variant.startswith(p) for p in self.variant_prefixes)  # type: ignore[union-attr]
 
-    def device_lines(self, facts: Facts) -> list[str]:
-        """Its devices as screen lines ("0: NVIDIA GeForce RTX 4090 (sm_89, 23 GiB)")."""
-        vendor = {"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel", "apple": "Apple"}.get(self.vendor, self.vendor)
-        return [f"{g.index}: {g.name or 'unknown ' + vendor + ' GPU'}" for g in self.devices(facts)]
+    def device_lines(self, facts: Facts, say: Say) -> list[str]:
+        """Its devices as lines of the screen and the Markdown stack ("0: NVIDIA GeForce RTX 4090 (sm_89, 23 GiB)"),
+        from the reconciled view."""
+        return [f"{g.index}: {g.name or '?'}" for g in self.devices(facts)]
 
-    def driver_line(self, facts: Facts) -> str | None:
-        """The driver layer's line on the screen, or None when this kind shows none."""
+    def driver_line(self, facts: Facts, say: Say) -> str | None:
+        """The driver layer's line on the screen and in the Markdown stack, or None when this kind shows none."""
         return None
 
     def __repr__(self) -> str:
@@ -112,6 +118,16 @@ def present(facts: Facts) -> list[Accelerator]:
 def select(facts: Facts) -> Accelerator | None:
     """The accelerator torch should use on this machine: the first usable kind in priority order."""
     return next((a for a in ALL if a.usable(facts)), None)
+
+
+def driver_lines(facts: Facts, say: Say) -> list[str]:
+    """Every kind's driver line (the screen's and the Markdown stack's driver layer), in priority order."""
+    return [line for a in ALL if (line := a.driver_line(facts, say))]
+
+
+def device_lines(facts: Facts, say: Say) -> list[str]:
+    """Every kind's devices as lines (the GPU layer), in priority order; empty when no witness saw one."""
+    return [line for a in ALL for line in a.device_lines(facts, say)]
 
 
 def build_kind(torch: TorchFacts) -> BuildKind | None:

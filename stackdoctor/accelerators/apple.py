@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators import Accelerator
+from stackdoctor.accelerators import Accelerator, Say
 from stackdoctor.facts import Facts
 
 
@@ -35,8 +35,8 @@ class Apple(Accelerator):
     def usable(self, facts: Facts) -> bool:
         return self.present(facts) and not facts.apple.rosetta
 
-    def device_lines(self, facts: Facts) -> list[str]:
-        return [facts.apple.chip] if is_mac(facts) and facts.apple.chip else []
+    def device_lines(self, facts: Facts, say: Say) -> list[str]:
+        return [facts.apple.chip] if facts.apple.is_macos and facts.apple.chip else []
 
-    def driver_line(self, facts: Facts) -> str | None:
+    def driver_line(self, facts: Facts, say: Say) -> str | None:
         return f"macOS {facts.apple.macos_version or '?'} (Metal)" if facts.apple.is_macos else None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators import Accelerator
+from stackdoctor.accelerators import Accelerator, Say
 from stackdoctor.facts import Facts
 
 
@@ -27,5 +27,5 @@ class Intel(Accelerator):
             return False
         return any(g.xpu for g in facts.intel.gpus)
 
-    def device_lines(self, facts: Facts) -> list[str]:
-        return [f"Intel {g.name or g.device_id} ({g.driver or 'no driver'})" for g in facts.intel.gpus]
+    def device_lines(self, facts: Facts, say: Say) -> list[str]:
+        return [f"Intel {g.name or g.device_id} ({g.driver or say('gpu_no_driver')})" for g in facts.intel.gpus]

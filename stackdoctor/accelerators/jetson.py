@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators import Accelerator
+from stackdoctor.accelerators import Accelerator, Say
 from stackdoctor.facts import Facts
 
 
@@ -25,13 +25,13 @@ class Jetson(Accelerator):
         # the iGPU is driven by L4T itself: no separate driver to install
         return facts.jetson.is_jetson
 
-    def device_lines(self, facts: Facts) -> list[str]:
+    def device_lines(self, facts: Facts, say: Say) -> list[str]:
         j = facts.jetson
         if not j.is_jetson:
             return []
         what = j.model or "Jetson"
         return [f"{what} (L4T {j.l4t_release or '?'}, JetPack {j.jetpack or '?'})"]
 
-    def driver_line(self, facts: Facts) -> str | None:
+    def driver_line(self, facts: Facts, say: Say) -> str | None:
         j = facts.jetson
         return f"L4T {j.l4t_release or '?'} (JetPack {j.jetpack or '?'}, CUDA {j.cuda or '?'})" if j.is_jetson else None

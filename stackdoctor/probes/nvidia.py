@@ -499,13 +499,11 @@ def _merge_gpus(facts: NvidiaFacts, gpus: list[NvidiaGpu]) -> None:
 
 
 def _observe(facts: NvidiaFacts, name: str, source: str, value: str | None) -> None:
-    """Record a system-level value by source; the first source seen sets the fact."""
+    """Record a system-level value by its source. No winner is picked here: ``stackdoctor.reconcile`` weighs
+    the witnesses and writes the kept value into ``driver_version`` / ``cuda_driver_version`` / ``nvml_version``."""
     if value is None:
         return
     facts.observed.setdefault(name, {})[source] = value
-    if getattr(facts, name) is None:
-        setattr(facts, name, value)
-        facts.sources[name] = source
 
 
 # ---------------------------------------------------------------------------- probe
