@@ -513,6 +513,7 @@ class ReconciledFacts:
     nvidia_driver: SeenValue = field(default_factory=SeenValue)  # user-space driver version
     cuda_driver_version: SeenValue = field(default_factory=SeenValue)  # the newest CUDA the driver runs
     accelerator: str | None = None  # the machine's accelerator: "nvidia" | "amd" | "intel" | "apple" | "jetson"
+    done: bool = False  # True once reconcile built this view (the resolver refuses facts without it)
     evidence: list[Evidence] = field(default_factory=list)
     disagreements: list[Disagreement] = field(default_factory=list)
 

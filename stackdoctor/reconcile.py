@@ -55,7 +55,7 @@ def reconcile(facts: Facts, matrix: Matrix) -> Facts:
     _derive_rocm(f, matrix)
     _derive_intel(f, matrix)
     _derive_torch(f)
-    view = ReconciledFacts()
+    view = ReconciledFacts(done=True)
     view.evidence = recognise(f)
     view.nvidia_driver = _nvidia_driver(f)
     view.cuda_driver_version = _cuda_ceiling(f, view.evidence)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from stackdoctor.facts import Facts, ReconciledFacts
+from stackdoctor.facts import Facts
 from stackdoctor.matrix import (
     Matrix,
     Release,
@@ -125,19 +125,17 @@ _INTEL_XPU_RE = re.compile(
 )
 
 
-def _reconciled(facts: Facts, matrix: Matrix) -> Facts:
-    """``facts`` with their reconciled view: as given when they carry one (check and install reconcile first)."""
-    if facts.reconciled != ReconciledFacts():
-        return facts
-    from stackdoctor.reconcile import reconcile
-
-    return reconcile(facts, matrix)
+def _reconciled(facts: Facts) -> Facts:
+    """``facts`` as the pipeline hands them: reconciled (every witness weighed, derived values derived once)."""
+    if not facts.reconciled.done:
+        raise ValueError("resolve needs reconciled facts: pass them through stackdoctor.reconcile.reconcile first")
+    return facts
 
 
 def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
     """The target of a resolution: this machine's facts (their reconciled view: every witness of the GPUs
     and the driver) with the request's what-if overrides applied."""
-    facts = _reconciled(facts, matrix)
+    facts = _reconciled(facts)
     p = facts.platform
     tag = request.platform or facts.python.platform_tag
     os_, arch, floor = ("unknown", "", None)
@@ -190,8 +188,7 @@ def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
         view = facts.reconciled.gpus
         listed = [v for v in view if v.vendor == "nvidia" and v.witnesses != ["pci"]]
         for v in listed:
-            cc = v.compute_capability or matrix.gpu_compute_capability(v.name)
-            t.gpus.append(Gpu("nvidia", v.index, v.name, cc=cc, uuid=v.uuid))
+            t.gpus.append(Gpu("nvidia", v.index, v.name, cc=v.compute_capability, uuid=v.uuid))  # derived once, in reconcile
         unlisted = [v for v in view if v.vendor == "nvidia" and v.witnesses == ["pci"]]
         if not listed and unlisted and not facts.jetson.is_jetson:
             t.nvidia_unlisted = len(unlisted)

@@ -611,3 +611,13 @@ def test_cli_real_h200_without_tools_every_consumer_reads_the_reconciled_view(tm
     assert plan.rc == 0, plan.stdout + plan.stderr
     body = plan.json()
     assert body["variant"].startswith("cu") and any("580.159.04" in r for r in body["reasons"]), body["reasons"]
+
+
+def test_the_resolver_plans_only_from_reconciled_facts(m):
+    """The resolver reads the reconciled view and never reconciles by itself: raw facts are a caller's bug."""
+    raw = linux()
+    raw.nvidia = NvidiaFacts(observed={"driver_version": {"nvml": "570.86.15"}}, gpus=[NvidiaGpu(0, "NVIDIA GeForce RTX 4090", sources={"name": "nvml"})])
+    with pytest.raises(ValueError, match="reconciled"):
+        resolve(raw, m, Request())
+    plan = resolve(reconcile(raw, m), m, Request())
+    assert plan.variant and plan.variant.startswith("cu") and any("570.86.15" in r for r in plan.reasons), plan.reasons
