@@ -27,7 +27,7 @@ class Say(Protocol):
 
     def __call__(self, key: str, /, **values: object) -> str: ...
 
-__all__ = ["ALL", "Accelerator", "Say", "build_kind", "by_name", "device_lines", "driver_lines", "for_backend", "for_variant", "present", "select"]
+__all__ = ["ALL", "Accelerator", "Say", "build_kind", "by_name", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
 
 
 class Accelerator:
@@ -35,6 +35,7 @@ class Accelerator:
 
     name: ClassVar[str]  # "nvidia" | "amd" | "intel" | "apple" | "jetson"
     vendor: ClassVar[str]  # GpuView.vendor of its devices
+    subject: ClassVar[str]  # the probe (engine.PROBES) and the Facts subject that show it: "nvidia" | "rocm" | ...
     label: ClassVar[str]  # "NVIDIA CUDA": what the screen calls it
     backend: ClassVar[Backend]  # what torch runs on: "cuda" | "rocm" | "xpu" | "mps"
     build_kind: ClassVar[BuildKind]  # the torch build that serves it ("cpu" for MPS: macOS's default build)
@@ -108,6 +109,11 @@ def for_backend(backend: str | None) -> Accelerator | None:
 def for_variant(variant: str | None) -> Accelerator | None:
     """The accelerator an index variant is built for ("cu126" -> NVIDIA, "jetson-jp6-cu126" -> Jetson); None for cpu."""
     return next((a for a in ALL if a.serves(variant)), None)
+
+
+def for_subject(subject: str) -> list[Accelerator]:
+    """The kinds a probe's subject shows ("nvidia" -> NVIDIA; "rocm" -> AMD)."""
+    return [a for a in ALL if a.subject == subject]
 
 
 def present(facts: Facts) -> list[Accelerator]:

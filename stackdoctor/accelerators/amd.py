@@ -9,6 +9,7 @@ from stackdoctor.facts import Facts
 class Amd(Accelerator):
     name = "amd"
     vendor = "amd"
+    subject = "rocm"
     label = "AMD ROCm"
     backend = "rocm"
     build_kind = "rocm"

@@ -21,6 +21,7 @@ def runs_x86(facts: Facts) -> bool:
 class Apple(Accelerator):
     name = "apple"
     vendor = "apple"
+    subject = "apple"
     label = "Apple MPS"
     backend = "mps"
     build_kind = "cpu"  # MPS lives in macOS's default (PyPI) build

@@ -9,6 +9,7 @@ from stackdoctor.facts import Facts
 class Intel(Accelerator):
     name = "intel"
     vendor = "intel"
+    subject = "intel"
     label = "Intel XPU"
     backend = "xpu"
     build_kind = "xpu"

@@ -9,6 +9,7 @@ from stackdoctor.facts import Facts
 class Jetson(Accelerator):
     name = "jetson"
     vendor = "nvidia"
+    subject = "jetson"
     label = "NVIDIA Jetson (CUDA)"
     backend = "cuda"
     build_kind = "cuda"

@@ -9,6 +9,7 @@ from stackdoctor.facts import Facts
 class Nvidia(Accelerator):
     name = "nvidia"
     vendor = "nvidia"
+    subject = "nvidia"
     label = "NVIDIA CUDA"
     backend = "cuda"
     build_kind = "cuda"

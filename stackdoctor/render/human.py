@@ -252,7 +252,12 @@ def probes_table(report: Report) -> Table:
         style = {"ok": "green", "skipped": "dim"}.get(p.status, "red")
         sub = getattr(report.facts, p.name, None) if p.name != "target" else report.facts.python
         sources = ", ".join(sorted(set(getattr(sub, "sources", {}).values()))) if sub is not None else ""
-        table.add_row(p.name, Text(_word("status_", p.status), style=style), f"{p.duration_s:.2f}s", Text(p.error or sources))
+        status = _word("status_", p.status)
+        kinds = accelerators.for_subject(p.name)
+        nothing = (kinds and not any(a.present(report.facts) for a in kinds)) or (sub is not None and hasattr(sub, "sources") and not sources)
+        if p.status == "ok" and nothing:
+            status, style = _t("none_found"), "dim"  # it ran and found no hardware of its kind: not "nvidia ok"
+        table.add_row(p.name, Text(status, style=style), f"{p.duration_s:.2f}s", Text(p.error or sources))
     return table
 
 
