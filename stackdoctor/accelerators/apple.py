@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators import Accelerator, Say
+from stackdoctor.accelerators.base import Accelerator, Say
 from stackdoctor.facts import Facts
 
 
