@@ -535,10 +535,11 @@ class Facts:
     torch: TorchFacts = field(default_factory=TorchFacts)
     kernels: KernelFacts = field(default_factory=KernelFacts)
     environment: dict[str, str] = field(default_factory=dict)  # variables that shape the stack
+    plugins: dict[str, Any] = field(default_factory=dict)  # a plug-in accelerator's facts, by its probe's subject (plain data)
     reconciled: ReconciledFacts = field(default_factory=ReconciledFacts)  # derived: stackdoctor.reconcile
 
 
-SUBJECTS = tuple(f.name for f in dataclasses.fields(Facts) if f.name not in ("environment", "reconciled"))
+SUBJECTS = tuple(f.name for f in dataclasses.fields(Facts) if f.name not in ("environment", "plugins", "reconciled"))
 
 
 # ---------------------------------------------------------------------------- serialisation

@@ -61,7 +61,7 @@ def reconcile(facts: Facts, matrix: Matrix) -> Facts:
     view.cuda_driver_version = _cuda_ceiling(f, view.evidence)
     n = f.nvidia
     more = {key: _pick(n.observed.get(key) or {}, getattr(n, key), n.sources.get(key)) for key in ("nvml_version", "driver_library_version")}
-    view.gpus = _nvidia_gpus(f, matrix) + _amd_gpus(f, matrix) + _intel_gpus(f) + _apple_gpus(f)
+    view.gpus = _nvidia_gpus(f, matrix) + _amd_gpus(f, matrix) + _intel_gpus(f) + _apple_gpus(f) + [g for a in accelerators.ALL for g in a.gpus(f)]
     view.disagreements = _disagreements(f, view)
     f.reconciled = view
     _publish(f, view, more)
@@ -137,7 +137,7 @@ def _publish(f: Facts, view: ReconciledFacts, more: dict[str, SeenValue]) -> Non
         user = src in WITNESS_ORDER or src in (n.observed.get(key) or {})
         n.sources[key] = src if user and not src.startswith(("/proc", "/sys")) else DERIVED + src
     by_bus = {bus_key(g.bus_id): g for g in n.gpus if bus_key(g.bus_id)}
-    tools = set(TOOL_WITNESSES["nvidia"])
+    tools = set(_kind("nvidia").tool_witnesses)
     for v in (g for g in view.gpus if g.vendor == "nvidia"):
         if set(v.witnesses) & tools:
             g = by_bus.get(v.bus_id) or next((x for x in n.gpus if x.index == v.index), None)
@@ -680,9 +680,12 @@ def recognise(f: Facts) -> list[Evidence]:
 
 # ---------------------------------------------------------------------------- disagreements
 
-TOOL_WITNESSES = {"nvidia": ("nvml", "nvidia-smi"), "amd": ("rocminfo", "rocm-smi", "amd-smi", "rocm_agent_enumerator")}
-KERNEL_WITNESSES = {"nvidia": W_PROC, "amd": W_KFD}
-HIDING_VARS = {"nvidia": ("CUDA_VISIBLE_DEVICES",), "amd": ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")}
+def _kind(vendor: str) -> accelerators.Accelerator:
+    """The accelerator kind of ``vendor``'s devices: its tools, its kernel driver's list and its hiding variables."""
+    acc = accelerators.by_vendor(vendor)
+    if acc is None:  # pragma: no cover - the built-in kinds are always registered
+        raise LookupError(f"no accelerator kind for vendor {vendor!r}")
+    return acc
 
 
 def _disagreements(f: Facts, view: ReconciledFacts) -> list[Disagreement]:
@@ -738,18 +741,19 @@ def _count_disagreements(f: Facts, view: ReconciledFacts) -> list[Disagreement]:
     vendor = "amd" if t.hip else "nvidia"
     gpus = [g for g in view.gpus if g.vendor == vendor]
     counted, witness = [], ""
-    tools = [g for g in gpus if set(g.witnesses) & set(TOOL_WITNESSES[vendor])]
-    kernel = [g for g in gpus if KERNEL_WITNESSES[vendor] in g.witnesses]
+    acc = _kind(vendor)
+    tools = [g for g in gpus if set(g.witnesses) & set(acc.tool_witnesses)]
+    kernel = [g for g in gpus if acc.kernel_witness in g.witnesses]
     if tools:
         counted = tools
-        witness = "/".join(w for w in TOOL_WITNESSES[vendor] if any(w in g.witnesses for g in tools))
-    elif kernel:
-        counted, witness = kernel, KERNEL_WITNESSES[vendor]
+        witness = "/".join(w for w in acc.tool_witnesses if any(w in g.witnesses for g in tools))
+    elif kernel and acc.kernel_witness:
+        counted, witness = kernel, acc.kernel_witness
     if not counted or t.device_count == len(counted):
         return []
     why: str | None = None
     env = f.environment
-    for var in HIDING_VARS[vendor]:
+    for var in acc.hiding():
         if var in env:
             left = visible_entries(env[var], len(counted))
             why = f"{var}={env[var]}" if t.device_count == left else f"{var}={env[var]} (leaves {left})"

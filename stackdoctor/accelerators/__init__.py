@@ -25,7 +25,7 @@ from stackdoctor.accelerators.jetson import Jetson
 from stackdoctor.accelerators.nvidia import Nvidia
 from stackdoctor.facts import BuildKind, Facts, TorchFacts
 
-__all__ = ["ALL", "Accelerator", "Say", "build_kind", "by_name", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
+__all__ = ["ALL", "Accelerator", "Say", "backends", "build_kind", "by_name", "by_vendor", "probes", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
 
 
 def _all() -> tuple[Accelerator, ...]:
@@ -34,7 +34,55 @@ def _all() -> tuple[Accelerator, ...]:
     return (Jetson(), Nvidia(), Amd(), Intel(), Apple())
 
 
-ALL: tuple[Accelerator, ...] = _all()
+PLUGIN_GROUP = "stackdoctor.accelerators"  # the entry point group a plug-in kind registers its Accelerator class in
+PLUGIN_ERRORS: list[str] = []  # a plug-in that could not be loaded, in one sentence each (shown by check -v)
+
+
+def _plugins(builtin: tuple[Accelerator, ...]) -> tuple[Accelerator, ...]:
+    """The kinds other distributions register (entry point group :data:`PLUGIN_GROUP`), after the built-in ones.
+
+    Each declares everything kind-specific once (:class:`Accelerator`); its variant pattern joins the matrix's
+    variant kinds, its probe joins ``engine``'s probes. One that fails to load is a sentence in
+    :data:`PLUGIN_ERRORS`, never a crash of ``check``."""
+    from importlib.metadata import entry_points
+
+    from stackdoctor import matrix
+
+    out: list[Accelerator] = []
+    taken = {a.name for a in builtin}
+    for ep in entry_points(group=PLUGIN_GROUP):
+        try:
+            cls = ep.load()
+            acc = cls()
+            if not isinstance(acc, Accelerator) or acc.name in taken:
+                raise TypeError(f"{ep.value} is not a new Accelerator kind")
+            if acc.variant_pattern:
+                matrix.register_variant_kind(acc.build_kind, acc.variant_pattern)
+        except Exception as exc:  # a broken plug-in is a fact, not a crash
+            PLUGIN_ERRORS.append(f"accelerator plug-in {ep.name} ({ep.value}): {type(exc).__name__}: {exc}")
+            continue
+        taken.add(acc.name)
+        out.append(acc)
+    return tuple(out)
+
+
+BUILTIN: tuple[Accelerator, ...] = _all()
+ALL: tuple[Accelerator, ...] = BUILTIN + _plugins(BUILTIN)
+
+
+def backends() -> tuple[str, ...]:
+    """Every backend torch can run on here, as ``[tool.stackdoctor] backend`` names them: each kind's, then "cpu"."""
+    return tuple(dict.fromkeys([*(a.backend for a in ALL if a.name != "jetson"), "cpu"]))
+
+
+def probes() -> tuple[tuple[str, str], ...]:
+    """(subject, module) of the plug-in kinds' probes (the built-in kinds' are in ``engine.PROBES``)."""
+    return tuple((a.subject, a.probe) for a in ALL if a.probe)
+
+
+def by_vendor(vendor: str) -> Accelerator | None:
+    """The (first) kind whose devices carry ``vendor`` in the reconciled view."""
+    return next((a for a in ALL if a.vendor == vendor and a.name != "jetson"), None)
 
 
 def by_name(name: str | None) -> Accelerator | None:

@@ -18,6 +18,12 @@ class Amd(Accelerator):
     error_field = "cuda_error"
     runtime_families = ("rocm",)
     hide_var = "HIP_VISIBLE_DEVICES"
+    hide_vars = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+    build_label = "ROCm"
+    vendor_label = "AMD"
+    torch_api = "cuda"  # ROCm builds answer through torch.cuda
+    tool_witnesses = ("rocminfo", "rocm-smi", "amd-smi", "rocm_agent_enumerator")
+    kernel_witness = "/sys/class/kfd"
 
     def present(self, facts: Facts) -> bool:
         return any(not g.integrated for g in self.devices(facts))

@@ -28,6 +28,9 @@ class Apple(Accelerator):
     variant_prefixes = ()
     available_field = "mps_available"
     hide_var = None
+    build_label = "MPS"
+    vendor_label = "Apple"
+    torch_api = "backends.mps"
 
     def present(self, facts: Facts) -> bool:
         a = facts.apple

@@ -6,7 +6,8 @@ imports the kinds, with no import circle.
 
 from __future__ import annotations
 
-from typing import ClassVar, Protocol
+import re
+from typing import Any, ClassVar, Protocol
 
 from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, TorchFacts
 
@@ -32,7 +33,32 @@ class Accelerator:
     available_field: ClassVar[str]  # the TorchFacts field of torch.<x>.is_available()
     error_field: ClassVar[str | None] = None  # the TorchFacts field with torch's reason when unavailable
     runtime_families: ClassVar[tuple[str, ...]] = ()  # install.runtime_family() names of its runtime wheels
-    hide_var: ClassVar[str | None] = None  # the variable that hides devices from torch
+    hide_var: ClassVar[str | None] = None  # the variable a plan sets to hide devices from torch
+    hide_vars: ClassVar[tuple[str, ...]] = ()  # every variable that hides its devices (default: hide_var)
+    build_label: ClassVar[str] = ""  # its torch build in a sentence: "CUDA" | "ROCm" | "XPU"
+    vendor_label: ClassVar[str] = ""  # its vendor in a sentence: "NVIDIA" | "AMD" | "Intel" | "Apple"
+    torch_api: ClassVar[str] = ""  # the torch module that answers for it: torch.<torch_api>.is_available()
+    tool_witnesses: ClassVar[tuple[str, ...]] = ()  # the user-space tools that list its devices (device counting)
+    kernel_witness: ClassVar[str | None] = None  # the kernel driver's own list of them (device counting)
+    # A plug-in kind (one outside this package, registered through the "stackdoctor.accelerators" entry
+    # point group) also names its probe module and the pattern of its index variants' names; the built-in
+    # kinds' probes are in engine.PROBES and their variants are the matrix's own (cuXYZ, rocmX.Y, xpu).
+    probe: ClassVar[str | None] = None  # "my_plugin.probe": a module with probe(ctx) -> ProbeOutput
+    variant_pattern: ClassVar[str | None] = None  # regex of its variants' names, e.g. r"^foo\d+$"
+
+    def hiding(self) -> tuple[str, ...]:
+        """Every variable that hides its devices from torch, the first the one a plan sets."""
+        return self.hide_vars or ((self.hide_var,) if self.hide_var else ())
+
+    def own_facts(self, facts: Facts) -> dict[str, Any]:
+        """A plug-in kind's facts as its probe wrote them (``Facts.plugins[subject]``, plain data); {} for none."""
+        data = facts.plugins.get(self.subject)
+        return data if isinstance(data, dict) else {}
+
+    def gpus(self, facts: Facts) -> list[GpuView]:
+        """Its GPUs for the reconciled view, from its own facts. The built-in kinds' GPUs are joined by
+        :mod:`stackdoctor.reconcile` from every witness; a plug-in kind lists its own here."""
+        return []
 
     def devices(self, facts: Facts) -> list[GpuView]:
         """Its GPUs in the reconciled view (every witness joined)."""
@@ -48,7 +74,7 @@ class Accelerator:
 
     def torch_available(self, torch: TorchFacts) -> bool | None:
         """What torch said: ``torch.<x>.is_available()`` (None: not asked, or torch did not import)."""
-        value = getattr(torch, self.available_field, None)
+        value = getattr(torch, self.available_field, None) if self.available_field else None
         return value if isinstance(value, bool) else None
 
     def torch_error(self, torch: TorchFacts) -> str | None:
@@ -56,6 +82,8 @@ class Accelerator:
 
     def serves(self, variant: str | None) -> bool:
         """True when the index variant ``variant`` ("cu126", "rocm7.2", "xpu") is a build for this kind."""
+        if self.variant_pattern and variant and re.match(self.variant_pattern, variant):
+            return True
         return bool(variant) and any(variant.startswith(p) for p in self.variant_prefixes)  # type: ignore[union-attr]
 
     def device_lines(self, facts: Facts, say: Say) -> list[str]:

@@ -18,6 +18,9 @@ class Intel(Accelerator):
     error_field = "xpu_error"
     runtime_families = ("xpu",)
     hide_var = "ZE_AFFINITY_MASK"
+    build_label = "XPU"
+    vendor_label = "Intel"
+    torch_api = "xpu"
 
     def present(self, facts: Facts) -> bool:
         return bool(facts.intel.gpus) or bool(self.devices(facts))

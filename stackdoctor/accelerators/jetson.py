@@ -18,6 +18,9 @@ class Jetson(Accelerator):
     error_field = "cuda_error"
     runtime_families = ("cuda", "cuda12", "cuda13")
     hide_var = "CUDA_VISIBLE_DEVICES"
+    build_label = "CUDA"
+    vendor_label = "NVIDIA"
+    torch_api = "cuda"
 
     def present(self, facts: Facts) -> bool:
         return facts.jetson.is_jetson

@@ -18,6 +18,11 @@ class Nvidia(Accelerator):
     error_field = "cuda_error"
     runtime_families = ("cuda", "cuda12", "cuda13")
     hide_var = "CUDA_VISIBLE_DEVICES"
+    build_label = "CUDA"
+    vendor_label = "NVIDIA"
+    torch_api = "cuda"
+    tool_witnesses = ("nvml", "nvidia-smi")
+    kernel_witness = "/proc/driver/nvidia/gpus"
 
     def present(self, facts: Facts) -> bool:
         return bool(self.devices(facts))

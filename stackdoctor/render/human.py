@@ -251,10 +251,12 @@ def probes_table(report: Report) -> Table:
     for p in report.probes:
         style = {"ok": "green", "skipped": "dim"}.get(p.status, "red")
         sub = getattr(report.facts, p.name, None) if p.name != "target" else report.facts.python
-        sources = ", ".join(sorted(set(getattr(sub, "sources", {}).values()))) if sub is not None else ""
+        own = report.facts.plugins.get(p.name)  # a plug-in accelerator's probe: its facts are plain data
+        found = getattr(sub, "sources", {}) if sub is not None else (own.get("sources") or {}) if isinstance(own, dict) else {}
+        sources = ", ".join(sorted({str(v) for v in found.values()}))
         status = _word("status_", p.status)
         kinds = accelerators.for_subject(p.name)
-        nothing = (kinds and not any(a.present(report.facts) for a in kinds)) or (sub is not None and hasattr(sub, "sources") and not sources)
+        nothing = (kinds and not any(a.present(report.facts) for a in kinds)) or ((hasattr(sub, "sources") or isinstance(own, dict)) and not sources)
         if p.status == "ok" and nothing:
             status, style = _t("none_found"), "dim"  # it ran and found no hardware of its kind: not "nvidia ok"
         table.add_row(p.name, Text(status, style=style), f"{p.duration_s:.2f}s", Text(p.error or sources))
