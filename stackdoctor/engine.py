@@ -264,6 +264,8 @@ def run_probes(
     pool.shutdown(wait=False, cancel_futures=True)
     with lock:
         probes = [statuses[n] for n, _ in selected if n in statuses]
+        # an accelerator plug-in that could not be loaded is a failed probe of its own (probe-failed says so)
+        probes += [ProbeStatus("plugins", "error", 0.0, error) for error in accelerators.PLUGIN_ERRORS if only is None]
         raw = [r.to_dict() for r in ctx.system.record]
         snapshot = facts
     return Report(facts=snapshot, probes=probes, raw_outputs=raw)

@@ -80,3 +80,14 @@ def test_diff_compares_the_plugin_kinds_facts(foo_machine, plain_python, tmp_pat
     (tmp_path / "b.json").write_text(json.dumps(b))
     diff = run_sd(["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--json"], env=env).json()
     assert {"key": "foo.driver", "a": "1.2.3", "b": "2.0.0"} in diff["differences"], diff
+
+
+def test_a_plugin_that_does_not_load_is_a_finding_not_a_crash(foo_machine, plain_python):
+    """An entry point naming a module that is not there (tests/fixtures/plugin-broken): check still runs the other
+    kinds, and the failure is a probe-failed finding naming the plug-in."""
+    base, env = foo_machine
+    both = {**env, "PYTHONPATH": f"{PLUGIN}:{PLUGIN.parent / 'plugin-broken'}"}
+    data = run_sd(["check", "--json", "--no-kernels", "--python", plain_python], env=both).json()
+    assert data["facts"]["reconciled"]["accelerator"] == "foo"
+    (failed,) = [f for f in data["findings"] if f["code"] == "probe-failed"]
+    assert "sdbroken_missing" in failed["detail"] and "ModuleNotFoundError" in failed["detail"], failed
