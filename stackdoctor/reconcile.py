@@ -57,10 +57,15 @@ def reconcile(facts: Facts, matrix: Matrix) -> Facts:
     _derive_torch(f)
     view = ReconciledFacts(done=True)
     view.evidence = recognise(f)
+    n = f.nvidia
+    if n.kernel_module_version is None:  # the loaded module's version: /proc's file, else /sys's (no user-space witness)
+        kmod = _pick(n.observed.get("kernel_module_version") or {}, None, None)
+        if kmod.value:
+            n.kernel_module_version, n.sources["kernel_module_version"] = kmod.value, kmod.source or "kernel module"
+    more = {key: _pick(n.observed.get(key) or {}, getattr(n, key), n.sources.get(key)) for key in ("nvml_version", "driver_library_version")}
     view.nvidia_driver = _nvidia_driver(f)
     view.cuda_driver_version = _cuda_ceiling(f, view.evidence)
     n = f.nvidia
-    more = {key: _pick(n.observed.get(key) or {}, getattr(n, key), n.sources.get(key)) for key in ("nvml_version", "driver_library_version")}
     view.gpus = _nvidia_gpus(f, matrix) + _amd_gpus(f, matrix) + _intel_gpus(f) + _apple_gpus(f) + [g for a in accelerators.ALL for g in a.gpus(f)]
     view.disagreements = _disagreements(f, view)
     f.reconciled = view
@@ -77,7 +82,10 @@ def reconcile(facts: Facts, matrix: Matrix) -> Facts:
 # kept; every other stays in ``nvidia.observed`` and in the view's ``witnesses``): NVML is the stable
 # interface, nvidia-smi's CSV query the next, its table last; the driver library's own cuDriverGetVersion
 # answers only the CUDA level.
-WITNESS_ORDER: tuple[str, ...] = ("nvml", "nvidia-smi --query-gpu", "nvidia-smi", "nvidia-smi (NVML library version line)", "cuDriverGetVersion")
+WITNESS_ORDER: tuple[str, ...] = (
+    "nvml", "nvidia-smi --query-gpu", "nvidia-smi", "nvidia-smi (NVML library version line)", "cuDriverGetVersion",
+    "/proc/driver/nvidia/version", "/sys/module/nvidia/version",
+)
 
 
 def _rank(source: str) -> tuple[int, str]:

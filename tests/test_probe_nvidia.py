@@ -630,8 +630,10 @@ def test_probe_reads_every_proc_gpu_without_any_tool(sysroot, tmp_path):
     (sysroot / "proc/driver/nvidia/gpus/0000:99:00.0").mkdir(parents=True)  # a directory without its file: skipped
     empty = tmp_path / "emptybin"
     empty.mkdir()
-    f = nvidia.probe(ctx_for(sysroot, {"PATH": str(empty)})).facts["nvidia"]
-    assert f.smi_state == "absent" and f.gpus == []
+    f = weighed(nvidia.probe(ctx_for(sysroot, {"PATH": str(empty)})))
+    # no tool listed a GPU: the report's GPUs are the kernel module's, marked as reconcile's (a replay derives them again)
+    assert f.smi_state == "absent" and [g.name for g in f.gpus] == ["NVIDIA H100 80GB HBM3", "NVIDIA L4"]
+    assert all(g.sources["index"].startswith("reconcile: ") for g in f.gpus)
     assert [(g.bus_id, g.name, g.device_minor) for g in f.proc_gpus] == [("0000:62:00.0", "NVIDIA H100 80GB HBM3", 5), ("0000:70:00.0", "NVIDIA L4", 0)]
     assert f.proc_gpus[0].source == "/proc/driver/nvidia/gpus/0000:62:00.0/information"
     assert f.kernel_module_version == "565.57.01"
