@@ -53,7 +53,7 @@ def test_tool_not_executable(machine):
     finding(data, "probe-failed", says, title="A tool that is installed failed, so part of the stack is unknown")
     # nothing invented from a file it could not run: the driver version is the loaded kernel module's, marked as reconcile's
     assert nv["gpus"] == [] and "nvidia-smi" not in nv["observed"].get("driver_version", {})
-    assert nv["driver_version"] is None or nv["sources"]["driver_version"].startswith("reconcile: /")
+    assert nv["sources"]["driver_version"].startswith("reconcile: /"), nv["sources"]
     assert data["facts"]["cuda_toolkit"]["nvcc_version"] is None
     assert_others_intact(data, faulted={"nvidia", "cuda_toolkit"})
 
