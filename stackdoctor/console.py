@@ -198,9 +198,9 @@ class BoundaryStream:
 def install_boundary() -> None:
     """Route ``sys.stdout`` / ``sys.stderr`` through :class:`BoundaryStream` (once; ``main`` calls it)."""
     if not isinstance(sys.stdout, BoundaryStream):
-        sys.stdout = BoundaryStream(sys.stdout, "standard output", raises=True)  # type: ignore[assignment]
+        sys.stdout = BoundaryStream(sys.stdout, "standard output", raises=True)
     if not isinstance(sys.stderr, BoundaryStream):
-        sys.stderr = BoundaryStream(sys.stderr, "standard error", raises=False)  # type: ignore[assignment]
+        sys.stderr = BoundaryStream(sys.stderr, "standard error", raises=False)
 
 
 def _safe_console_class() -> Any:

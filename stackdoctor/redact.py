@@ -248,8 +248,13 @@ def _known_secrets(environ: Any) -> list[str]:
         if is_secret_name(str(name)) and len(value) >= 6 and value.lower() not in _PLAIN_VALUES:
             found.add(value)
         if "://" in value:
+
+            def keep(kind: str, v: str) -> str:
+                found.add(v.split(":", 1)[-1] if kind == "credentials" else v)
+                return v
+
             for url in _URL.findall(value):
-                redact_url(url, lambda kind, v: found.add(v.split(":", 1)[-1] if kind == "credentials" else v) or v)
+                redact_url(url, keep)
     return sorted((v for v in found if len(v) >= 6), key=len, reverse=True)
 
 
@@ -282,7 +287,11 @@ def scrub_secrets(text: str, mask: Callable[[str, str], str] | None = None) -> s
     if "@" in text:
         text = _BARE_USERINFO.sub(lambda m: m.group(0) if m.group("pw") == MASK or m.group("pw").startswith("<") else m.group("user") + ":" + sub("secret", m.group("pw")) + "@", text)
     for kind, pat in _CREDENTIALS:
-        text = pat.sub(lambda m, kind=kind: sub(kind, m.group(0)), text)
+
+        def shaped(m: re.Match[str], kind: str = kind) -> str:
+            return sub(kind, m.group(0))
+
+        text = pat.sub(shaped, text)
     text = _BEARER.sub(lambda m: m.group(0) if m.group(3).startswith("<") or m.group(3) == MASK else m.group(1) + m.group(2) + sub("secret", m.group(3)), text)
 
     def assign(m: re.Match[str]) -> str:

@@ -51,6 +51,49 @@ SECRETS = (PIP_PW, GITLAB, S3_TOKEN, S3_SIG, UV_PW, UVTOML_PW, PROXY_PW, HF, GH,
 pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the generated wheels are cp311")
 
 
+# ---------------------------------------------------------------------------- argv: no credential on it
+
+
+def test_delivery_moves_credentialed_urls_from_argv_to_the_environment():
+    """The sources stackdoctor adds go to pip/uv through their variables when they carry credentials (with what the
+    option would have been combined with: the configured extras that answered), otherwise as options, as before."""
+    from stackdoctor.availability import Probe, deliver_pip, deliver_uv
+    from stackdoctor.sources import InstallerConfig, Source
+
+    secret = Source("https://alice:pw1@idx.corp/whl/cpu", "index", "pytorch", "added", configured=False)
+    links = Source("https://b.s3.amazonaws.com/w/?X-Amz-Signature=sig1", "links", "links", "added", configured=False)
+    plain = Source("https://download.pytorch.org/whl/cpu", "index", "pytorch", "added", configured=False)
+    extra = Source("https://extra.corp/simple", "index", "extra", "pip.conf")
+    cfg = InstallerConfig("pip", [Source("https://pypi.org/simple", "index", "default", "pip's default"), extra])
+    probes = [Probe(src, "ok") for src in cfg.sources]
+    d = deliver_pip(cfg, probes, [plain, secret, links], no_index=False, offline=False)
+    assert not [a for a in d.args if "pw1" in a or "sig1" in a], d.args
+    # the whole option moves, with the configured extra it adds to (an env value replaces pip.conf's)
+    assert d.env["PIP_EXTRA_INDEX_URL"] == f"{extra.url} {plain.url} {secret.url}" and d.env["PIP_FIND_LINKS"] == links.url
+    uv = deliver_uv(InstallerConfig("uv", []), [], [secret, links], no_index=False, offline=False)
+    assert not [a for a in uv.args if "pw1" in a or "sig1" in a], uv.args
+    assert uv.env["UV_INDEX"] == secret.url and uv.env["UV_FIND_LINKS"] == links.url
+    clean = deliver_pip(cfg, probes, [plain], no_index=False, offline=False)
+    assert "PIP_EXTRA_INDEX_URL" not in clean.env and clean.args == ["--extra-index-url", plain.url]  # no credentials: as before
+
+
+def test_install_argv_never_holds_a_credential():
+    from stackdoctor.install import credentials_out_of_argv
+
+    argv = ["/v/bin/python", "-m", "pip", "install", "torch==2.13.0+cpu", "--index-url", "https://a:pw2@i/whl/cpu", "--find-links", "/wheels"]
+    out, env = credentials_out_of_argv(argv, {"PIP_FIND_LINKS": " "}, "pip")
+    assert out == ["/v/bin/python", "-m", "pip", "install", "torch==2.13.0+cpu", "--find-links", "/wheels"]
+    assert env == {"PIP_FIND_LINKS": " ", "PIP_INDEX_URL": "https://a:pw2@i/whl/cpu"}
+    uv = ["uv", "pip", "install", "--python", "/p", "torch", "--index-url", "https://i/whl?token=t0k", "--find-links", "https://f/?sig=s1"]
+    out, env = credentials_out_of_argv(uv, None, "uv")
+    assert out == ["uv", "pip", "install", "--python", "/p", "torch"]
+    assert env == {"UV_DEFAULT_INDEX": "https://i/whl?token=t0k", "UV_FIND_LINKS": "https://f/?sig=s1"}
+    assert credentials_out_of_argv(argv[:5], None, "pip") == (argv[:5], None)
+
+
+# ---------------------------------------------------------------------------- the canary
+
+
 def leaks(text: str) -> list[str]:
     return [s for s in SECRETS if s in text]
 
@@ -161,19 +204,22 @@ def test_canary_no_credential_in_any_output(world, src):
     # the real install: the index refuses requests without alice's password; its argv never holds it
     seen: list[str] = []
     stop = threading.Event()
-    proc = subprocess.Popen([*console_script(), "install", *target, "--yes", "--torch", "2.13.0", "--variant", "cpu"],
+    # --index-base with credentials: the PyTorch index stackdoctor adds to the installer's sources needs them
+    base = src.torch_index().replace("http://127.0.0.1", f"http://alice:{PIP_PW}@localhost")
+    proc = subprocess.Popen([*console_script(), "install", *target, "--yes", "--torch", "2.13.0", "--variant", "cpu", "--index-base", base],
                             env=env, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
 
     def poll() -> None:
         while not stop.is_set():
             for pid in os.listdir("/proc"):
-                if not pid.isdigit() or int(pid) == os.getpid():
+                if not pid.isdigit() or int(pid) in (os.getpid(), proc.pid):  # stackdoctor's own argv is the user's
                     continue
                 try:
                     cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
                 except OSError:
                     continue
-                if str(venv) in cmd and cmd not in seen:
+                # stackdoctor's own argv (and a child's between fork and exec) is what the user typed
+                if str(venv) in cmd and "bin/stackdoctor" not in cmd and cmd not in seen:
                     seen.append(cmd)
             time.sleep(0.005)
 
@@ -195,5 +241,4 @@ def test_canary_no_credential_in_any_output(world, src):
     assert not cmd_leaks, cmd_leaks
     file_leaks = leaks(files_text(out))
     assert not found and not file_leaks, (found, file_leaks)
-    print(stderr)
     print(f"canary: {runs + 2} runs, {len(SECRETS)} secrets, {len(seen)} child command lines polled, 0 occurrences")

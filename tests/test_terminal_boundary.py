@@ -31,7 +31,9 @@ VERSION_PY = f"__version__ = {HOSTILE!r}\ncuda = None\nhip = None\ngit_version =
 def hostile(tmp_path_factory):
     base = tmp_path_factory.mktemp("hostile")
     venv = Path(os.fsdecode(os.fsencode(str(base)) + b"/venv-\xff"))
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", os.fsencode(str(venv))], check=True)
+    made = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(made)], check=True)
+    os.rename(made, os.fsencode(str(venv)))  # venv cannot write a non-UTF-8 path into its files; Python runs from one
     site = next(p for p in venv.glob("lib/python3*/site-packages") if p.is_dir())
     (site / "torch").mkdir()
     (site / "torch" / "__init__.py").write_text(INIT)

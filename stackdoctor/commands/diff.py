@@ -43,7 +43,6 @@ def register(app: typer.Typer) -> None:
                 "differences": [d.to_data() for d in diffs],
             }
             from stackdoctor.console import write_stdout
-
             from stackdoctor.redact import safe_data
 
             write_stdout(json.dumps(safe_data(doc), indent=2, ensure_ascii=False) + "\n")
