@@ -349,16 +349,17 @@ def escape_controls(text: str, *, lines: bool = False) -> str:
     return (_CONTROL if lines else _CONTROL_ALL).sub(_escape_one, text)
 
 
-def _secret_key(name: str) -> bool:
-    return is_secret_name(name) if name.upper() == name else bool(_STRONG_SECRET_NAME.search(name))
+# dicts of environment variables (a report's facts.environment, a plan's command_env / a route's env)
+ENV_DICTS = frozenset({"environment", "command_env", "env"})
 
 
 def safe_data(obj: Any, *, screen: bool = False, lines_in: frozenset[str] = frozenset()) -> Any:
-    """A copy of a JSON document fit to leave: every string :func:`scrub` bed, the value of a secret-named key
-    (``HF_TOKEN``) ``****`` (that it is set stays a fact). ``screen``: control characters escaped too
-    (:func:`escape_controls`), keeping line breaks only under the keys in ``lines_in`` (raw tool outputs)."""
+    """A copy of a JSON document fit to leave: every string :func:`scrub` bed; in a dict of environment variables
+    (:data:`ENV_DICTS`) the value of a secret-named one (``HF_TOKEN``) ``****`` (that it is set stays a fact).
+    ``screen``: control characters escaped too (:func:`escape_controls`), keeping line breaks only under the
+    keys in ``lines_in`` (raw tool outputs)."""
 
-    def walk(o: Any, lines: bool) -> Any:
+    def walk(o: Any, lines: bool, env: bool) -> Any:
         if isinstance(o, str):
             o = scrub(o)
             return escape_controls(o, lines=lines) if screen else o
@@ -366,16 +367,16 @@ def safe_data(obj: Any, *, screen: bool = False, lines_in: frozenset[str] = froz
             out: dict[Any, Any] = {}
             for k, v in o.items():
                 key = fix_undecodable(k) if isinstance(k, str) else k
-                if isinstance(k, str) and isinstance(v, str) and v and v != MASK and _secret_key(k) and str(k).upper() not in _NOT_SECRET_NAMES:
+                if env and isinstance(k, str) and isinstance(v, str) and v and v != MASK and is_secret_name(k):
                     out[key] = MASK
                 else:
-                    out[key] = walk(v, lines or (isinstance(k, str) and k in lines_in))
+                    out[key] = walk(v, lines or (isinstance(k, str) and k in lines_in), isinstance(k, str) and k in ENV_DICTS)
             return out
         if isinstance(o, (list, tuple)):
-            return [walk(v, lines) for v in o]
+            return [walk(v, lines, False) for v in o]
         return o
 
-    return walk(obj, False)
+    return walk(obj, False, False)
 
 
 def safe_copy(obj: Any, *, screen: bool = False) -> Any:
@@ -383,9 +384,9 @@ def safe_copy(obj: Any, *, screen: bool = False) -> Any:
     objects that are drawn without a JSON round trip."""
     import dataclasses
 
-    def walk(o: Any, key: str | None) -> Any:
+    def walk(o: Any, key: str | None, env: bool = False) -> Any:
         if isinstance(o, str):
-            if key is not None and o and o != MASK and _secret_key(key) and key.upper() not in _NOT_SECRET_NAMES:
+            if env and key is not None and o and o != MASK and is_secret_name(key):
                 return MASK
             o = scrub(o)
             return escape_controls(o) if screen else o
@@ -393,7 +394,7 @@ def safe_copy(obj: Any, *, screen: bool = False) -> Any:
             changes = {f.name: walk(getattr(o, f.name), f.name) for f in dataclasses.fields(o) if f.init}
             return dataclasses.replace(o, **changes)
         if isinstance(o, dict):
-            return {k: walk(v, k if isinstance(k, str) else None) for k, v in o.items()}
+            return {k: walk(v, k if isinstance(k, str) else None, key in ENV_DICTS) for k, v in o.items()}
         if isinstance(o, list):
             return [walk(v, None) for v in o]
         if isinstance(o, tuple):

@@ -421,8 +421,9 @@ def test_escape_controls_and_undecodable_bytes():
 
 def test_safe_data_masks_secret_names_and_keeps_the_fact():
     doc = {"environment": {"HF_TOKEN": "anything", "AWS_SECRET_ACCESS_KEY": "x" * 8, "PATH": "/usr/bin", "UV_KEYRING_PROVIDER": "subprocess"},
-           "url": "http://u:p4ss@h/simple", "path": "/v-\udcff"}
+           "url": "http://u:p4ss@h/simple", "path": "/v-\udcff", "sources": {"APIKEY": "0"}}
     out = safe_data(doc)
+    assert out["sources"] == {"APIKEY": "0"}  # only variables are judged by their names
     assert out["environment"] == {"HF_TOKEN": MASK, "AWS_SECRET_ACCESS_KEY": MASK, "PATH": "/usr/bin", "UV_KEYRING_PROVIDER": "subprocess"}
     assert out["url"] == "http://u:****@h/simple" and out["path"] == "/v-\\xff"
     assert json.loads(json.dumps(out, ensure_ascii=False).encode("utf-8"))
