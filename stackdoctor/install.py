@@ -303,7 +303,10 @@ def families_needed(variant: str | None) -> set[str] | None:
         return {"xpu"}
     if variant == "cpu":
         return set()
-    return None
+    from stackdoctor import accelerators
+
+    acc = accelerators.for_variant(variant)  # a plug-in kind's build: the runtime families it declares
+    return set(acc.runtime_families) if acc is not None and acc not in accelerators.BUILTIN else None
 
 
 def predict_leftovers(installed: Mapping[str, str], variant: str | None) -> list[str]:

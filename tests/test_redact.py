@@ -302,6 +302,7 @@ def test_every_machine_gives_the_same_findings_and_plan_after_redaction(path):
     from stackdoctor.facts import from_data
     from stackdoctor.matrix import load_matrix
     from stackdoctor.plan import Request
+    from stackdoctor.reconcile import reconcile
     from stackdoctor.resolve import resolve
 
     f = from_data(Facts, json.loads(path.read_text(encoding="utf-8"))["facts"])
@@ -311,7 +312,7 @@ def test_every_machine_gives_the_same_findings_and_plan_after_redaction(path):
     red = report_from_data(redact_report(rep.to_data(), r))
     assert _judge(red) == _judge(report_from_data(rep.to_data()))
     m = load_matrix([])
-    pa, pb = resolve(rep.facts, m, Request()), resolve(red.facts, m, Request())
+    pa, pb = resolve(reconcile(rep.facts, m), m, Request()), resolve(reconcile(red.facts, m), m, Request())
     # the same plan; values naming this machine (CUDA_VISIBLE_DEVICES=GPU-...) carry the same tokens
     assert (pa.torch_version, pa.variant, pa.index_url) == (pb.torch_version, pb.variant, pb.index_url)
     assert {k: r.text(v, in_facts=True) for k, v in pa.env.items()} == pb.env
