@@ -190,6 +190,47 @@ def install_command(
     return argv
 
 
+# where an installer takes each option's value from its environment (uv: the separator of a list)
+_OPTION_VARS = {
+    "pip": {"--index-url": ("PIP_INDEX_URL", " "), "--extra-index-url": ("PIP_EXTRA_INDEX_URL", " "), "--find-links": ("PIP_FIND_LINKS", " ")},
+    "uv": {"--index-url": ("UV_DEFAULT_INDEX", " "), "--default-index": ("UV_DEFAULT_INDEX", " "), "--index": ("UV_INDEX", " "),
+           "--extra-index-url": ("UV_INDEX", " "), "--find-links": ("UV_FIND_LINKS", ",")},
+}
+
+
+def credentials_out_of_argv(
+    argv: Sequence[str], env: Mapping[str, str | None] | None, installer: str = "pip"
+) -> tuple[list[str], dict[str, str | None] | None]:
+    """``argv`` without a credentialed URL, and the environment that carries it instead: the installer's argv
+    is visible to every local user (``ps``, /proc/<pid>/cmdline), its environment is not. A value of the
+    same variable already in ``env`` is kept in front (the sources the index check chose)."""
+    from stackdoctor.redact import has_credentials
+
+    table = _OPTION_VARS["uv" if installer == "uv" else "pip"]
+    out: list[str] = []
+    moved: dict[str, list[str]] = {}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in table and i + 1 < len(argv) and has_credentials(argv[i + 1]):
+            moved.setdefault(a, []).append(argv[i + 1])
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    if not moved:
+        return list(argv), dict(env) if env is not None else None
+    new_env: dict[str, str | None] = dict(env or {})
+    for option, values in moved.items():
+        var, sep = table[option]
+        if var in ("PIP_INDEX_URL", "UV_DEFAULT_INDEX"):  # one default index: the argv's wins
+            new_env[var] = values[-1]
+            continue
+        have = new_env.get(var)
+        new_env[var] = sep.join([*([have] if have and have.strip() else []), *values])
+    return out, new_env
+
+
 def uninstall_command(names: Sequence[str], python: str, installer: str = "pip", *, uv: str = "uv") -> list[str]:
     if installer == "uv":
         return [uv, "pip", "uninstall", "--python", python, *names]
@@ -700,6 +741,7 @@ def execute(
     if reinstall:  # the same build, damaged: its files again (a transactional repair)
         at = argv.index("install") + 1
         argv[at:at] = ["--reinstall" if installer == "uv" else "--force-reinstall", "--no-deps"]
+    argv, env = credentials_out_of_argv(argv, env, installer)
     before = snapshot(system, python)
     if not before.ok:
         return InstallResult(False, ExitCode.USAGE, f"cannot read the target's installed packages ({before.error}); nothing was changed.", argv)
@@ -790,11 +832,13 @@ def _remove_leftovers(
             result.notes.append(f"removing the leftovers failed: {rm.describe_failure()}")
 
 
-def _stopped(argv: list[str], prev: Mapping[str, str], why: str) -> InstallResult:
+def _stopped(argv: list[str], prev: Mapping[str, str], why: str, env: Mapping[str, str | None] | None = None) -> InstallResult:
     r = InstallResult(False, ExitCode.FAILED, "", argv, before=dict(prev), after=dict(prev), state="old", stopped_before=True)
+    carried = sorted(k for k, v in (env or {}).items() if v is not None)  # credentials travel in the environment, never shown
     r.message = (
         f"nothing was changed: {why}, so the previous torch could not be kept aside to put back; "
         f"fix that and run again, or install without a way back yourself: {' '.join(argv)}"
+        + (f" (with {', '.join(carried)} set as for the index check)" if carried else "")
     )
     return r
 
@@ -831,14 +875,14 @@ def _transaction(
             journal.create()
         except OSError as e:
             journal.remove()
-            return _stopped(argv, prev, f"the install journal could not be written in {journal.dir} ({e.strerror or e})")
+            return _stopped(argv, prev, f"the install journal could not be written in {journal.dir} ({e.strerror or e})", env)
         phase = "backup"
         hook("backup")
         b = save_backup(system, python, list(TORCH_FAMILY), journal.backup, copy_cap=copy_cap)
         if b.error:
             with sig.shielded():
                 journal.remove()
-            return _stopped(argv, prev, f"the backup failed ({b.error})")
+            return _stopped(argv, prev, f"the backup failed ({b.error})", env)
         if b.missing:
             result.notes.append(
                 f"the previous {', '.join(f'{n} ({k} files already missing)' for n, k in b.missing.items())} was backed up as it is."

@@ -419,7 +419,9 @@ def render_plan(plan: Plan, python: str, *, stderr: bool, hypothetical: bool = F
     from rich.text import Text
 
     from stackdoctor.console import make_console
+    from stackdoctor.redact import safe_copy
 
+    plan = safe_copy(plan, screen=True)  # the output boundary: credentials ****, control characters escaped
     con = make_console(stderr=stderr, soft_wrap=True)
     if con.is_terminal or con.color_system is not None:
         _draw_plan(con, plan, python, hypothetical=hypothetical, fold=True, windows=windows)
@@ -549,7 +551,9 @@ def _print_json(plan: Plan | None, exc: StackdoctorError | None = None) -> None:
         kind = "matrix" if isinstance(exc, MatrixError) else "usage" if isinstance(exc, UsageError) else "index" if isinstance(exc, IndexError_) else "unmet"
         plan.error = PlanError(kind, str(exc), int(exc.exit_code))
     try:
-        sys.stdout.write(json.dumps(plan.to_data(), indent=2) + "\n")
+        from stackdoctor.redact import safe_data
+
+        sys.stdout.write(json.dumps(safe_data(plan.to_data()), indent=2) + "\n")
         sys.stdout.flush()
     except (OSError, ValueError):
         pass
