@@ -82,6 +82,7 @@ class PythonFacts:
     uv_path: str | None = None
     selected_by: str | None = None  # "--python" | "VIRTUAL_ENV" | "CONDA_PREFIX" | "self"
     error: str | None = None
+    unfinished_install: str | None = None  # a killed `stackdoctor install`'s journal in env_prefix: "phase install: torch 2.11.0+cpu -> 2.12.0+cpu"
     sources: dict[str, str] = field(default_factory=dict)
 
 

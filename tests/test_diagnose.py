@@ -379,6 +379,10 @@ def _tb_ll(f, m):
     f.thunderbolt.interfaces[1].addresses = ["169.254.12.7/16"]
 
 
+def _install_killed(f: Facts, m) -> None:
+    f.python.unfinished_install = "phase install: torch 2.12.0+cu126 -> torch 2.13.0+cu130"
+
+
 def _torch_missing(f, m):
     f.torch = TorchFacts(import_error="ModuleNotFoundError: No module named 'torch'", import_error_kind="exception")
 
@@ -512,6 +516,7 @@ TRIGGER = [
     pytest.param("thunderbolt-link-slow", _tb_slow, id="tb4-link-with-rdma"),
     pytest.param("thunderbolt-link-local-ip", _tb_ll, id="rdma-en2-link-local"),
     pytest.param("torch-missing", _torch_missing, id="fresh-machine"),
+    pytest.param("install-unfinished", _install_killed, id="install-killed-halfway"),
     pytest.param("torch-import-failed", _import_failed, id="libcudnn-missing"),
     pytest.param("torch-import-failed", _import_crash, id="import-segfaults-installed-true"),
 ]

@@ -195,6 +195,26 @@ def _uv(ctx: ProbeContext, path: str | None) -> tuple[str | None, str | None]:
     return None, None
 
 
+def unfinished_install(system: System, prefix: str) -> str | None:
+    """What a killed ``stackdoctor install`` left in ``prefix`` (its journal, :mod:`stackdoctor.transaction`),
+    in a few words; None when there is none. Read through ``system`` (the target's own files: never a sysroot)."""
+    journal = os.path.join(prefix, ".stackdoctor-install")
+    if not system.exists(journal):
+        return None
+    res = system.read_text(os.path.join(journal, "journal.json"), max_bytes=1 << 20)
+    try:
+        data = json.loads(res.text or "") if res.ok else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        return "its journal is unreadable"
+
+    def fam(v: object) -> str:
+        return ", ".join(f"{k} {x}" for k, x in v.items()) if isinstance(v, dict) and v else "no torch"
+
+    return f"phase {data.get('phase', '?')}: {fam(data.get('before'))} -> {fam(data.get('planned'))}"
+
+
 def probe(ctx: ProbeContext) -> ProbeOutput:
     # the uv on PATH is asked while the target answers (a shim such as pyenv's takes a few tenths of a second)
     uv_box: list[tuple[str | None, str | None]] = []
@@ -251,6 +271,10 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
         py.pip_version = static.site_distributions.get("pip")
         if py.pip_version:
             py.sources["pip_version"] = static.sources.get("site_distributions.pip", "pip dist-info")
+    if py.env_prefix:
+        py.unfinished_install = unfinished_install(ctx.system.local, py.env_prefix)
+        if py.unfinished_install:
+            py.sources["unfinished_install"] = os.path.join(py.env_prefix, ".stackdoctor-install", "journal.json")
     own_uv = None
     if py.env_prefix:
         for cand in (os.path.join(py.env_prefix, "bin", "uv"), os.path.join(py.env_prefix, "Scripts", "uv.exe")):

@@ -89,6 +89,22 @@ def torch_import_failed(ctx: Ctx) -> None:
     )
 
 
+@rule("install-unfinished", severity="fail", layer="torch")
+def install_unfinished(ctx: Ctx) -> None:
+    """A `stackdoctor install` into the target was killed (SIGKILL, power loss) before it finished: its journal
+    and the previous torch's backup are still in the environment, and the torch family may be half replaced."""
+    f = ctx.facts
+    if not f.python.unfinished_install:
+        return
+    ctx.add(
+        facts=["python.unfinished_install"],
+        prefix=f.python.env_prefix or "?",
+        state=f.python.unfinished_install,
+        python=python_exe(f),
+        fix_text=f"stackdoctor install --python {python_exe(f)} --recover",
+    )
+
+
 @rule("torch-missing", severity="warn", layer="torch")
 def torch_missing(ctx: Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
