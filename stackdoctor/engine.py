@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from stackdoctor.facts import Facts
+from stackdoctor.facts import SUBJECTS, Facts, from_data, to_data
 from stackdoctor.probes import ProbeContext, ProbeOutput, Target
 from stackdoctor.report import ProbeStatus, Report
 
@@ -220,6 +220,41 @@ def _load(module: str) -> Callable[[ProbeContext], ProbeOutput]:
     return probe
 
 
+_STATUSES = ("ok", "error", "timeout", "skipped")
+
+
+def checked_output(name: str, out: object) -> ProbeOutput:
+    """``out`` if it is a well-typed :class:`ProbeOutput`: each subject a known one, each value of that
+    subject's dataclass with every field of the declared type (checked by the same loader a replay uses).
+    Anything else becomes that probe's failure, naming what was wrong, so the rules, the renderers and
+    ``stackdoctor report`` never meet a value of the wrong type: the report still comes out."""
+    if not isinstance(out, ProbeOutput):
+        return ProbeOutput(status="error", error=f"internal error in {name} probe: it returned {type(out).__name__}, not ProbeOutput")
+    if not isinstance(out.status, str) or out.status not in _STATUSES or not (out.error is None or isinstance(out.error, str)):
+        return ProbeOutput(status="error", error=f"internal error in {name} probe: status {out.status!r} / error {type(out.error).__name__}")
+    if not isinstance(out.facts, dict):
+        return ProbeOutput(status="error", error=f"internal error in {name} probe: facts are {type(out.facts).__name__}, not a mapping")
+    blank = Facts()
+    good: dict[str, object] = {}
+    bad: list[str] = []
+    for subject, value in out.facts.items():
+        if not isinstance(subject, str) or subject not in SUBJECTS:
+            bad.append(f"unknown subject {subject!r}")
+            continue
+        cls = type(getattr(blank, subject))
+        try:
+            if not isinstance(value, cls):
+                raise TypeError(f"{subject} is {type(value).__name__}, not {cls.__name__}")
+            from_data(cls, to_data(value))  # every field of the declared type, all the way down
+        except (TypeError, ValueError, RecursionError) as exc:
+            bad.append(str(exc)[:300])
+            continue
+        good[subject] = value
+    if bad:
+        return ProbeOutput(facts=good, status="error", error=f"internal error in {name} probe: wrong facts: {'; '.join(bad)[:600]}")
+    return out
+
+
 def run_probes(
     ctx: ProbeContext,
     *,
@@ -236,7 +271,7 @@ def run_probes(
     def one(name: str, module: str) -> None:
         start = time.monotonic()
         try:
-            out = _load(module)(ctx)
+            out = checked_output(name, _load(module)(ctx))
         except Exception as exc:  # a probe bug (or a broken install of it) must not take the run down
             out = ProbeOutput(status="error", error=f"internal error in {name} probe: {type(exc).__name__}: {exc}")
         st = ProbeStatus(name, out.status, round(time.monotonic() - start, 4), out.error)

@@ -24,6 +24,7 @@ from stackdoctor.diagnose import detect_lang, diagnose, list_checks, select
 from stackdoctor.facts import (
     Facts,
     IntelGpu,
+    LinkProblem,
     NetInterface,
     NvidiaFacts,
     NvidiaGpu,
@@ -462,7 +463,44 @@ def _torch_sees_fewer(f, m):  # nvidia-smi lists two GPUs, torch one, and no var
     f.nvidia.gpus[0].sources = {"name": "nvidia-smi --query-gpu", "bus_id": "nvidia-smi --query-gpu"}
 
 
+SITE = "/venv/lib/python3.12/site-packages"
+
+
+def _fast(f):  # check --no-kernels: torch read from its files (defined below, with the read-only comparison)
+    return _as_read_only(f)
+
+
+def _fast_unreadable_lib(f, m):  # a 0-byte libtorch_cuda.so: the fast path names it instead of "torch ok"
+    _fast(f).torch.static_unreadable = [f"{SITE}/torch/lib/libtorch_cuda.so: empty or unreadable file"]
+
+
+def _installed_twice(f, m):
+    f.torch.duplicate_installs = [f"2.13.0+cu126 ({SITE}/torch-2.13.0+cu126.dist-info)", f"2.12.1 ({SITE}/torch-2.12.1.dist-info)"]
+
+
+def _fast_cudnn_missing(f, m):  # the files say what `import torch` would: libcudnn.so.9 is on no search path
+    _fast(f).torch.linkage_checked = True
+    f.torch.linkage = [LinkProblem("missing", "libcudnn.so.9", f"{SITE}/torch/lib/libtorch_cuda.so")]
+
+
+def _fast_nccl_lacks_symbol(f, m):  # the NCCL copy that would be loaded lacks ncclMemFree
+    _fast(f).torch.linkage_checked = True
+    f.torch.linkage = [LinkProblem("symbol", f"{SITE}/nvidia/nccl/lib/libnccl.so.2", f"{SITE}/torch/lib/libtorch_cuda.so", symbol="ncclMemFree")]
+
+
+def _fast_shadowed(f, m):  # a system cuDNN first on LD_LIBRARY_PATH, ahead of the wheel's
+    _fast(f).torch.linkage_checked = True
+    f.environment["LD_LIBRARY_PATH"] = "/usr/local/cuda-12.1/lib64"
+    f.torch.linkage = [LinkProblem("shadowed", "/usr/local/cuda-12.1/lib64/libcudnn.so.9", f"{SITE}/torch/lib/libtorch_cuda.so",
+                                   detail=f"{SITE}/nvidia/cudnn/lib/libcudnn.so.9")]
+
+
 TRIGGER = [
+    pytest.param("torch-files-partial", _fast_unreadable_lib, id="fast-path-0-byte-libtorch-cuda"),
+    pytest.param("torch-installed-twice", _installed_twice, id="two-torch-dist-infos"),
+    pytest.param("torch-import-failed", _fast_cudnn_missing, id="fast-path-libcudnn-on-no-search-path"),
+    pytest.param("torch-lib-stale", _fast_nccl_lacks_symbol, id="fast-path-nccl-lacks-ncclMemFree"),
+    pytest.param("lib-path-shadowing", _fast_shadowed, id="fast-path-system-cudnn-first-on-ld-library-path"),
     pytest.param("torch-arch-list-mismatch", _arch_lists_differ, id="libtorch-cuda-of-another-build"),
     pytest.param("torch-files-unreadable", _files_unreadable, id="torch-without-version-py"),
     pytest.param("torch-cpu-only", _cpu_torch_on_arc, id="cpu-build-with-arc-a770"),

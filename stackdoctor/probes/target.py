@@ -154,6 +154,13 @@ def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> Torch
     t.runtime_libraries = dict(st.runtime_libraries)
     t.libraries = [TorchLibrary(**dataclasses.asdict(lib)) for lib in st.libraries]
     t.static_errors = list(st.errors)
+    t.static_unreadable = list(st.unreadable)
+    t.duplicate_installs = list(st.duplicates)
+    if st.linkage is not None:
+        t.linkage_checked = st.linkage.checked
+        t.linkage = [dataclasses.replace(p) for p in st.linkage.problems]
+        t.linkage_note = st.linkage.note
+        src["linkage"] = f"DT_NEEDED / RPATH / versioned symbols of {len(st.linkage.loaded)} libraries, read from the files ({st.linkage.elapsed_ms:g} ms)"
     for key in ("git_version", "rocm", "xpu"):
         if getattr(t, key) is None and getattr(st, key) is not None:
             setattr(t, key, getattr(st, key))
@@ -183,6 +190,12 @@ def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> Torch
         src["arch_list"] = src["arch_list_files"]
     t.sources = src
     return t
+
+
+def _interpreter(pdata: dict, fallback: str) -> str:
+    """The target's interpreter binary (its RPATH and libraries apply to torch's): as the child named it."""
+    exe = pdata.get("executable")
+    return exe if isinstance(exe, str) and exe else fallback
 
 
 def _uv(ctx: ProbeContext, path: str | None) -> tuple[str | None, str | None]:
@@ -247,7 +260,7 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
         if isinstance(loc, str) and loc:
             dirs.insert(0, os.path.dirname(loc.rstrip("/\\")))  # where import would load it (PYTHONPATH, .pth, editable)
         # the target's files are this machine's, never under a moved sysroot
-        static = read_static_torch(ctx.system.local, list(dict.fromkeys(dirs)))
+        static = read_static_torch(ctx.system.local, list(dict.fromkeys(dirs)), env=ctx.system.env, interpreter=_interpreter(pdata, ctx.target.python))
         py.pip_version = static.site_distributions.get("pip")
         if py.pip_version:
             py.sources["pip_version"] = static.sources.get("site_distributions.pip", "pip dist-info")

@@ -64,6 +64,21 @@ def lib_path_shadowing(ctx: Ctx) -> None:
     bad = [e for e in entries if _SHADOW_DIR.search(e + "/") or (conda_prefix and e.rstrip("/").startswith(conda_prefix.rstrip("/") + "/lib"))]
     if f.platform.is_wsl:
         bad = [e for e in bad if not e.startswith("/usr/lib/wsl")]
+    shadowed = next((p for p in t.linkage if p.kind == "shadowed"), None)
+    if shadowed is not None:  # read from the files: the loader would take that copy first
+        where = next((e for e in entries if shadowed.library.startswith(e.rstrip("/") + "/")), None)
+        keep = [e for e in entries if e != where]
+        ctx.add(
+            severity="fail",
+            detail="predicted",
+            facts=["environment.LD_LIBRARY_PATH", "torch.linkage"],
+            fix_text=f"export LD_LIBRARY_PATH={':'.join(keep)}" if keep else "unset LD_LIBRARY_PATH",
+            dirs=where or shadowed.library.rsplit("/", 1)[0],
+            lib=shadowed.library,
+            needed_by=shadowed.needed_by.rsplit("/", 1)[-1],
+            wheel_copy=shadowed.detail or "-",
+        )
+        return
     err = t.import_error or t.cuda_error or ""
     symptom = re.search(r"undefined symbol: __nvJitLink\w*|lib(cudnn|cublas|cusparse|nvJitLink|nccl)[\w.]*: cannot open shared object file", err)
     bundled = accelerators.build_kind(t) == "cuda" and any(k.startswith("nvidia-") for k in t.distributions)
