@@ -94,8 +94,10 @@ MAX_AR_MEMBERS = 4096
 MAX_ZERO_SKIP = 1 << 20  # padding skipped between containers before giving up
 MAX_DECOMPRESSED_PREFIX = 1 << 20  # output decompressed to find a compressed bundle's header
 MAX_COMPRESSED_READ = 4 << 20  # input read to get that prefix
-MAX_TOTAL_DECOMPRESSED = 64 << 20  # output decompressed in one walk, all bundles together
-MAX_TOTAL_BUNDLE_ENTRIES = 1 << 16  # bundle entries kept from one walk, all bundles together
+MAX_TOTAL_DECOMPRESSED = 512 << 20  # output decompressed in one walk, all bundles together (a time bound)
+MAX_TOTAL_BUNDLE_ENTRIES = 1 << 19  # bundle entries kept from one walk, all bundles together
+MAX_DISTINCT_IDS = 1 << 14  # different bundle ids kept (each stored once): a real build has a few dozen
+MAX_ID_BYTES = 8 << 20
 MAX_SECTION_TABLE = 16 << 20  # bytes of section headers read at once (more: entry by entry)
 
 FATBIN_MAGIC = 0xBA55ED50
@@ -560,17 +562,32 @@ def _decompress_prefix(method: int, stream: bytes, zstd: ZstdDecoder | None, out
 
 
 class _Budget:
-    """What one bundle walk has decompressed and kept, all bundles together; equal ids are stored once."""
+    """What one bundle walk has decompressed and kept, all bundles together; equal ids are stored once, and
+    the walk stops (``full``) before the ids or entries kept could grow past their caps."""
 
     def __init__(self) -> None:
         self.output = 0
         self.entries = 0
+        self.id_bytes = 0
         self.ids: dict[str, str] = {}
 
-    def keep(self, e: BundleEntry) -> BundleEntry:
-        self.entries += 1
-        ident = self.ids.setdefault(e.id, e.id) if len(self.ids) < 4096 else e.id
-        return e if ident is e.id else BundleEntry(ident, e.offset, e.size)
+    @property
+    def full(self) -> bool:
+        return (self.entries >= MAX_TOTAL_BUNDLE_ENTRIES or self.output >= MAX_TOTAL_DECOMPRESSED
+                or len(self.ids) >= MAX_DISTINCT_IDS or self.id_bytes >= MAX_ID_BYTES)
+
+    def keep_all(self, entries: list[BundleEntry]) -> list[BundleEntry]:
+        out: list[BundleEntry] = []
+        for e in entries:
+            if self.full:
+                break
+            ident = self.ids.get(e.id)
+            if ident is None:
+                ident = self.ids[e.id] = e.id
+                self.id_bytes += len(e.id)
+            self.entries += 1
+            out.append(e if ident is e.id else BundleEntry(ident, e.offset, e.size))
+        return out
 
 
 def _read_ccob(r: _Reader, pos: int, end: int, zstd: ZstdDecoder | None, budget: _Budget | None = None) -> tuple[OffloadBundle, int | None]:
@@ -605,7 +622,7 @@ def _read_ccob(r: _Reader, pos: int, end: int, zstd: ZstdDecoder | None, budget:
     else:
         # the inner header is in the first few KiB of output: read a little input and decompress a little
         # output, more of either only while the header is cut short (a stream is never decompressed whole)
-        want, avail, out_cap = 1 << 16, max(0, stream_end - pos - hlen), 1 << 14
+        want, avail, out_cap = 1 << 16, max(0, stream_end - pos - hlen), 1 << 12
         while True:
             stream = r.read(pos + hlen, min(want, avail))
             data, err = _decompress_prefix(method, stream, zstd, out_cap)
@@ -658,10 +675,11 @@ def walk_offload_bundles(fh: BinaryIO, offset: int, size: int, zstd: ZstdDecoder
             res.truncated = True
             res.error = "the time budget ran out; the rest was not read" + (f" ({res.error})" if res.error else "")
             break
-        if budget.entries >= MAX_TOTAL_BUNDLE_ENTRIES or budget.output >= MAX_TOTAL_DECOMPRESSED:
+        if budget.full:
             res.truncated = True
             res.error = res.error or (
-                f"more than {MAX_TOTAL_BUNDLE_ENTRIES} bundle entries or {MAX_TOTAL_DECOMPRESSED >> 20} MiB decompressed; the rest were not read"
+                f"more than {MAX_TOTAL_BUNDLE_ENTRIES} bundle entries, {MAX_DISTINCT_IDS} different ids or "
+                f"{MAX_TOTAL_DECOMPRESSED >> 20} MiB decompressed; the rest were not read"
             )
             break
         pos = _skip_zeros(r, pos, end, 1)
@@ -685,7 +703,7 @@ def walk_offload_bundles(fh: BinaryIO, offset: int, size: int, zstd: ZstdDecoder
                 break
             pos = found
             continue
-        b.entries = [budget.keep(e) for e in b.entries[: max(0, MAX_TOTAL_BUNDLE_ENTRIES - budget.entries)]]
+        b.entries = budget.keep_all(b.entries)
         res.bundles.append(b)
         if nxt is None or nxt <= pos:
             nxt = _find_magic(r, pos + 4, end)
