@@ -223,6 +223,18 @@ def _load(module: str) -> Callable[[ProbeContext], ProbeOutput]:
 _STATUSES = ("ok", "error", "timeout", "skipped")
 
 
+def _broken_on_purpose(name: str) -> ProbeOutput | None:
+    """Tests only: ``STACKDOCTOR_TEST_HOOK=break-probe:NAME`` makes that probe return facts of the wrong types
+    (its subject's dataclass with a number where text belongs, and an unknown subject), to prove the report
+    still comes out with the probe's failure in it."""
+    hook = os.environ.get("STACKDOCTOR_TEST_HOOK", "")
+    if hook != f"break-probe:{name}":
+        return None
+    from stackdoctor.facts import PlatformFacts
+
+    return ProbeOutput(facts={"platform": PlatformFacts(system=42), "no_such_subject": object()})  # type: ignore[arg-type]
+
+
 def checked_output(name: str, out: object) -> ProbeOutput:
     """``out`` if it is a well-typed :class:`ProbeOutput`: each subject a known one, each value of that
     subject's dataclass with every field of the declared type (checked by the same loader a replay uses).
@@ -271,7 +283,7 @@ def run_probes(
     def one(name: str, module: str) -> None:
         start = time.monotonic()
         try:
-            out = checked_output(name, _load(module)(ctx))
+            out = checked_output(name, _broken_on_purpose(name) or _load(module)(ctx))
         except Exception as exc:  # a probe bug (or a broken install of it) must not take the run down
             out = ProbeOutput(status="error", error=f"internal error in {name} probe: {type(exc).__name__}: {exc}")
         st = ProbeStatus(name, out.status, round(time.monotonic() - start, 4), out.error)

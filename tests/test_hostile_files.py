@@ -284,3 +284,25 @@ def test_read_bounded_refuses_what_is_not_a_regular_file(fifo):
     with pytest.raises(TooLarge):
         read_bounded(__file__, 10, too_large=True)
     assert read_bounded(__file__, 10) == Path(__file__).read_bytes()[:10]
+
+
+# ---------------------------------------------------------------------------- a probe returning nonsense
+
+
+@pytest.mark.posix
+def test_a_probe_returning_wrong_types_is_that_probes_failure_and_the_report_still_comes_out(tmp_path, plain_python):
+    """The platform probe returns a number where text belongs and an unknown subject (test hook): `check` and
+    `stackdoctor report` (which the error message asks for) still write their report, naming the probe's failure."""
+    from helpers import machine_env
+
+    env = machine_env(tmp_path / "bin", STACKDOCTOR_TEST_HOOK="break-probe:platform")
+    run = run_sd(["check", "--json", "--no-kernels", "--python", plain_python], env=env)
+    data = run.json()
+    probe = next(p for p in data["probes"] if p["name"] == "platform")
+    assert run.rc in (0, 1) and probe["status"] == "error" and "PlatformFacts.system" in probe["error"] and "no_such_subject" in probe["error"]
+    assert "probe-failed" in {f["code"] for f in data["findings"]}
+    out = tmp_path / "bundle"
+    rep = run_sd(["report", "--no-kernels", "--python", plain_python, "--output", str(out)], env=env)
+    assert rep.rc in (0, 1), rep.stderr
+    saved = json.loads((out / "report.json").read_text())
+    assert next(p for p in saved["probes"] if p["name"] == "platform")["status"] == "error"
