@@ -24,6 +24,7 @@ import copy
 import dataclasses
 import json
 import os
+import posixpath
 import re
 import threading
 from pathlib import Path
@@ -198,11 +199,45 @@ def _interpreter(pdata: dict, fallback: str) -> str:
     return exe if isinstance(exe, str) and exe else fallback
 
 
+_PYENV_SHIM = re.compile(r'^exec "(?P<pyenv>[^"]+/libexec/pyenv)" exec "\$program"', re.M)
+
+
+def pyenv_shim_target(system: System, shim: str, cwd: str | None = None) -> str | None:
+    """The program a pyenv shim would run, found as ``pyenv exec`` finds it, without starting pyenv (its bash
+    scripts take a few tenths of a second): the version from ``PYENV_VERSION``, else the nearest
+    ``.python-version`` from ``cwd`` up, else ``$PYENV_ROOT/version``; then ``$PYENV_ROOT/versions/<v>/bin/<name>``.
+    None when ``shim`` is no pyenv shim or the answer is not that simple (several versions, "system")."""
+    res = system.read_text(shim, max_bytes=4096)
+    m = _PYENV_SHIM.search(res.text) if res.ok else None
+    if m is None:
+        return None
+    root = posixpath.dirname(posixpath.dirname(m.group("pyenv")))
+    version = (system.getenv("PYENV_VERSION") or "").strip()
+    d = cwd or os.getcwd()
+    while not version:
+        v = system.read_text(posixpath.join(d, ".python-version"), max_bytes=4096)
+        if v.ok:
+            version = v.text.strip()
+            break
+        if d in ("/", ""):
+            v = system.read_text(posixpath.join(root, "version"), max_bytes=4096)
+            version = v.text.strip() if v.ok else ""
+            break
+        d = posixpath.dirname(d)
+    words = version.split()
+    if len(words) != 1 or words[0] == "system" or "/" in words[0]:
+        return None
+    cand = posixpath.join(root, "versions", words[0], "bin", posixpath.basename(shim))
+    return cand if system.is_executable(cand) else None
+
+
 def _uv(ctx: ProbeContext, path: str | None) -> tuple[str | None, str | None]:
-    """(path, version) of a ``uv`` that answers ``uv --version``; (None, None) otherwise."""
+    """(path, version) of a ``uv`` that answers ``uv --version``; (None, None) otherwise. A pyenv shim is
+    asked through the program it would run (:func:`pyenv_shim_target`); the path reported stays the shim."""
     if not path:
         return None, None
-    r = ctx.system.run([path, "--version"], timeout=ctx.timeout_s, record=False)
+    real = pyenv_shim_target(ctx.system.local, path) if os.name != "nt" else None
+    r = ctx.system.run([real or path, "--version"], timeout=ctx.timeout_s, record=False)
     if r.ok and r.stdout.split()[:1] == ["uv"]:
         return path, (r.stdout.split() + ["", ""])[1] or None
     return None, None
