@@ -44,8 +44,12 @@ def visible_count(value: str, gpus: Sequence[Any]) -> int:
 @rule("cuda-visible-devices-hides-all", severity="fail", layer="runtime")
 def cuda_visible_devices_hides_all(ctx: Ctx) -> None:
     env, n, r = ctx.facts.environment, ctx.facts.nvidia, ctx.facts.rocm
-    if "CUDA_VISIBLE_DEVICES" in env and n.gpus and visible_count(env["CUDA_VISIBLE_DEVICES"], n.gpus) == 0:
-        ctx.add(facts=["environment.CUDA_VISIBLE_DEVICES", "nvidia.gpus"], var="CUDA_VISIBLE_DEVICES", value=env["CUDA_VISIBLE_DEVICES"], count=len(n.gpus))
+    # the GPUs any witness sees: the tools' list, else the kernel module's (/proc/driver/nvidia/gpus), so a
+    # container without nvidia-smi, or the fast path, judges the variable the same way torch would
+    listed: Sequence[Any] = n.gpus or [g for g in n.proc_gpus if not g.excluded]
+    where = "nvidia.gpus" if n.gpus else "nvidia.proc_gpus"
+    if "CUDA_VISIBLE_DEVICES" in env and listed and visible_count(env["CUDA_VISIBLE_DEVICES"], listed) == 0:
+        ctx.add(facts=["environment.CUDA_VISIBLE_DEVICES", where], var="CUDA_VISIBLE_DEVICES", value=env["CUDA_VISIBLE_DEVICES"], count=len(listed))
     for var in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
         if var in env and r.gpus and visible_count(env[var], r.gpus) == 0:
             ctx.add(facts=[f"environment.{var}", "rocm.gpus"], var=var, value=env[var], count=len(r.gpus))
