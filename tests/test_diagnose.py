@@ -22,14 +22,14 @@ import yaml
 from stackdoctor import catalog
 from stackdoctor.diagnose import detect_lang, diagnose, list_checks, select
 from stackdoctor.facts import (
-    KfdNode,
-    NvidiaProcGpu,
     Facts,
     IntelGpu,
+    KfdNode,
     LinkProblem,
     NetInterface,
     NvidiaFacts,
     NvidiaGpu,
+    NvidiaProcGpu,
     PciDevice,
     PlatformFacts,
     PythonFacts,

@@ -198,7 +198,7 @@ def test_the_real_cpu_torch_is_predicted_to_load(torch_python):
     res = check_linkage(system, torch_roots(system, os.path.join(site, "torch")), env=dict(os.environ), interpreter=os.path.realpath(torch_python),
                         site_dirs=[site], wheel_dirs=[site])
     assert res.checked and res.problems == [] and res.note is None, res.problems[:3]
-    assert "libtorch_cpu.so" in res.loaded and "libc.so.6" in res.loaded and res.symbols_checked > 100
+    assert "libtorch_cpu.so" in res.loaded and "libc.so.6" in res.loaded and res.symbols_checked > 10  # the wheel's own (libgomp)
 
 
 def test_check_no_kernels_predicts_the_import_failure(wheel_tree, tmp_path):
