@@ -225,3 +225,13 @@ def test_check_no_kernels_predicts_the_import_failure(wheel_tree, tmp_path):
     shutil.copytree(wheel_tree / "nvidia" / "cudnn", site / "nvidia" / "cudnn")
     again = run_sd(["check", "--json", "--no-kernels", "--python", py], env=env).json()
     assert "torch-import-failed" not in {f["code"] for f in again["findings"]} and again["facts"]["torch"]["linkage_checked"] is True
+
+
+def test_only_glibcs_loader_is_predicted(wheel_tree):
+    """On a macOS or Windows host the libraries are Mach-O or PE: no prediction (never a false import failure)."""
+    from stackdoctor.probes.torch_static import read_static_torch
+    from stackdoctor.system import Host
+
+    assert read_static_torch(System(), [str(wheel_tree)]).linkage is not None
+    for name in ("Darwin", "Windows"):
+        assert read_static_torch(System(host_override=Host(system=name)), [str(wheel_tree)]).linkage is None

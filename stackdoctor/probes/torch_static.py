@@ -457,7 +457,8 @@ def read_static_torch(
         st.sources["variant"] = st.sources.get("version", "")
     _read_libraries(system, pkg, st, decoder, deadline)
     _read_runtime_libraries(system, pkg, site_dirs, st)
-    roots = torch_roots(system, pkg) if linkage else []
+    # glibc's loader only: macOS (Mach-O, dyld) and Windows (PE) libraries are not predicted
+    roots = torch_roots(system, pkg) if linkage and system.host().system in ("Linux", None) else []
     if roots:
         left = max(0.5, min(LINK_BUDGET_S, deadline - time.monotonic()))
         st.linkage = check_linkage(system, roots, env=env or {}, interpreter=interpreter, site_dirs=site_dirs, wheel_dirs=site_dirs, budget_s=left)
