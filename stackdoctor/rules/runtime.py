@@ -9,7 +9,7 @@ from typing import Any
 from stackdoctor import accelerators
 from stackdoctor.accelerators.apple import is_mac, runs_x86
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.rules.helpers import amd_gpus, built_for, nvidia_gpus, python_exe, release
+from stackdoctor.rules.helpers import amd_gpus, built_for, nvidia_gpus, python_exe, read_only, release
 from stackdoctor.versions import release as vt
 
 
@@ -68,7 +68,8 @@ def lib_path_shadowing(ctx: Ctx) -> None:
     bad = [e for e in entries if _SHADOW_DIR.search(e + "/") or (conda_prefix and e.rstrip("/").startswith(conda_prefix.rstrip("/") + "/lib"))]
     if f.platform.is_wsl:
         bad = [e for e in bad if not e.startswith("/usr/lib/wsl")]
-    shadowed = next((p for p in t.linkage if p.kind == "shadowed"), None)
+    # read from the files only (an import that ran says what happened itself)
+    shadowed = next((p for p in t.linkage if p.kind == "shadowed"), None) if read_only(t) else None
     if shadowed is not None:  # read from the files: the loader would take that copy first
         where = next((e for e in entries if shadowed.library.startswith(e.rstrip("/") + "/")), None)
         keep = [e for e in entries if e != where]
