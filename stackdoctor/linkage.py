@@ -49,7 +49,7 @@ import posixpath
 import re
 import struct
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -127,10 +127,14 @@ class _Elf:
     # -- header and sections
     def _parse(self) -> None:
         head = self.r.read(0, 64)
-        if len(head) < 52 or head[:4] != b"\x7fELF":
-            self.error = "file too short" if len(head) < 52 and head[:4] == b"\x7fELF"[: len(head[:4])] else "invalid ELF header"
-            if not head:
-                self.error = "empty file (file too short)"
+        if not head:
+            self.error = "empty file (file too short)"
+            return
+        if head[:4] != b"\x7fELF"[: len(head[:4])] or (len(head) >= 4 and head[:4] != b"\x7fELF"):
+            self.error = "invalid ELF header"
+            return
+        if len(head) < 52:
+            self.error = "file too short"
             return
         self.klass, enc = head[4], head[5]
         if self.klass not in (1, 2) or enc not in (1, 2):
@@ -666,14 +670,12 @@ def _defined_anywhere(name: str, version: str | None, first: _Obj, everyone: Seq
     return False
 
 
-def _check_symbols(obj: _Obj, providers: dict[str, _Obj], everyone: Sequence[_Obj], res: LinkCheck, problem: object) -> None:
+def _check_symbols(obj: _Obj, providers: dict[str, _Obj], everyone: Sequence[_Obj], res: LinkCheck, report: Callable[[LinkProblem], None]) -> None:
     e = obj.elf
     undefined = e.undefined()
     if not undefined:
         return
     needs = e.verneeds()
-    report = problem  # a callable: LinkProblem -> None
-    assert callable(report)
     missing_versions: set[tuple[str, str]] = set()
     stems = {s: p for s, p in ((_stem(n), p) for n, p in providers.items()) if len(s) >= 4}
     for name, vidx in undefined:
