@@ -52,6 +52,7 @@ from stackdoctor.mirrors import (
 )
 from stackdoctor.plan import PlanSource
 from stackdoctor.sources import InstallerConfig, Source, dedupe, is_local
+from stackdoctor.system import read_bounded
 
 if TYPE_CHECKING:  # pragma: no cover
 
@@ -331,7 +332,7 @@ def read_constraints(paths: Sequence[str]) -> list[tuple[str, str, str]]:
     for p in paths:
         try:
             # the user's own pip configuration, not a probed machine file
-            text = Path(p).expanduser().read_text(encoding="utf-8", errors="replace")[: 1024 * 1024]
+            text = read_bounded(Path(p).expanduser(), 1024 * 1024).decode("utf-8", errors="replace")  # never a FIFO
         except OSError:
             continue
         for name, spec in parse_constraints(text).items():

@@ -55,7 +55,7 @@ class CheckInfo:
 
 
 # Made by the rule registry itself when a rule raises (stackdoctor.rules.core.judge), so no rule declares it.
-RULE_ERROR_INFO = CheckInfo("rule-error", "warn", "stackdoctor", "core")
+RULE_ERROR_INFO = CheckInfo("rule-error", "fail", "stackdoctor", "core")  # fail when the broken rule can fail
 _LAYER_ORDER = ("probe", "platform", "driver", "gpu", "python", "torch", "runtime", "toolkit", "network", "kernels", "requirements", "stackdoctor")
 
 

@@ -371,6 +371,22 @@ class TorchLibrary:
 
 
 @dataclass
+class LinkProblem:
+    """One thing the dynamic loader would fail on when ``import torch`` loads torch's libraries, predicted from
+    the files by :mod:`stackdoctor.linkage` (never loaded). ``kind``: "missing" (a needed library found on no
+    search path), "unloadable" (found, but not a loadable ELF file), "version" (a symbol version the provider does not
+    define), "symbol" (a symbol the provider does not define), "shadowed" (a copy outside the wheel is
+    found before the wheel's own)."""
+
+    kind: str
+    library: str  # the needed name ("libcudnn.so.9") / the provider's path (version, symbol, shadowed)
+    needed_by: str  # the path of the object that needs it
+    symbol: str | None = None
+    version: str | None = None
+    detail: str | None = None  # shadowed: the wheel's copy; unloadable: why
+
+
+@dataclass
 class TorchFacts:
     installed: bool = False
     version: str | None = None  # as installed, local suffix kept: "2.13.0+cpu"
@@ -416,6 +432,12 @@ class TorchFacts:
     runtime_libraries: dict[str, str] = field(default_factory=dict)  # "libcudnn.so.9" -> its path
     libraries: list[TorchLibrary] = field(default_factory=list)  # torch's GPU libraries as read
     static_errors: list[str] = field(default_factory=list)  # what the read of torch's files could not read
+    static_unreadable: list[str] = field(default_factory=list)  # files there but unreadable ("path: why"): FIFO, mode 000, truncated
+    duplicate_installs: list[str] = field(default_factory=list)  # "2.13.0 (<site>/torch-2.13.0.dist-info)" when torch is installed twice
+    # the predicted load of torch's libraries (stackdoctor.linkage): None when not checked (no torch, not Linux)
+    linkage_checked: bool | None = None
+    linkage: list[LinkProblem] = field(default_factory=list)
+    linkage_note: str | None = None  # what the prediction did not check (time budget, caps)
     sources: dict[str, str] = field(default_factory=dict)
 
 

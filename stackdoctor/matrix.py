@@ -1378,11 +1378,16 @@ def parse_matrix_text(text: str, file: str) -> _Parsed:
 
 
 def _read_user_file(path: str | Path) -> str:
+    from stackdoctor.system import TooLarge, read_bounded
+
     p = Path(path)
     try:
         if p.stat().st_size > MAX_DOCUMENT_BYTES:
             raise MatrixError(f"compat matrix {p} line 1: the file is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB.")
-        return p.read_text(encoding="utf-8")
+        # a FIFO or /dev/zero is refused before anything is read (NotRegularFile: an OSError with its reason)
+        return read_bounded(p, MAX_DOCUMENT_BYTES, too_large=True).decode("utf-8")
+    except TooLarge:
+        raise MatrixError(f"compat matrix {p} line 1: the file is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB.") from None
     except MatrixError:
         raise
     except UnicodeDecodeError:

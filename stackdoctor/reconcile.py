@@ -629,6 +629,9 @@ _RECOGNISED: tuple[tuple[re.Pattern[str], str], ...] = (
     # torch's CUDA init: "...too old (found version 10020)..." (cudaDriverGetVersion's number: 10020 = CUDA 10.2)
     (re.compile(r"The NVIDIA driver on your system is too old \(found version (?P<found>\d{4,6})\)"), "driver-too-old"),
     (re.compile(r"CUDA driver version is insufficient for CUDA runtime version|cudaErrorInsufficientDriver"), "driver-too-old"),
+    # the driver's CUDA level in any other wording ("... found version 12070 of the driver API"): a witness
+    # of the level only; driver-too-old compares it with the build's CUDA (no verdict from the words alone)
+    (re.compile(r"\bdriver\b.{0,200}?\bfound version (?P<found>\d{4,6})\b", re.I), "driver-cuda-level"),
     # a kernel with no SASS/PTX for this GPU; torch's own warning names the GPU's capability
     (re.compile(r"no kernel image is available for execution on the device|cudaErrorNoKernelImageForDevice"), "gpu-arch-unsupported"),
     (re.compile(r"with CUDA capability sm_(?P<sm>\d{2,3}) is not compatible with the current PyTorch installation"), "gpu-arch-unsupported"),

@@ -7,7 +7,8 @@ whose ``detail`` / ``fix`` texts come from ``stackdoctor/locale/<lang>.yaml``. T
 (``stackdoctor explain``, ``check --list-checks``) is derived from these declarations.
 
 A rule that raises is never silently dropped: :func:`judge` turns it into a ``rule-error`` finding
-(warn) naming the rule and the exception, so a broken rule cannot turn a broken node into "all ok".
+naming the rule and the exception, so a broken rule cannot turn a broken node into "all ok"; its
+severity is the broken rule's worst (fail for a rule that can fail), so the exit code stays failing.
 Under the test suite (``STACKDOCTOR_STRICT_RULES=1``, set by ``tests/conftest.py``) it raises instead.
 """
 
@@ -210,6 +211,8 @@ def judge(
             ctx.current = None
             ctx.add(
                 RULE_ERROR,
+                # a rule that can fail the run fails it when it breaks: a broken rule never turns exit 1 into 0
+                severity="fail" if r.severity == "fail" else "warn",
                 facts=[f"rules.{r.code}"],
                 rule=r.name,
                 failed_code=r.code,
