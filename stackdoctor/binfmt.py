@@ -75,6 +75,7 @@ the raw member names; it does not translate them into device names.
 from __future__ import annotations
 
 import struct
+import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -93,6 +94,11 @@ MAX_AR_MEMBERS = 4096
 MAX_ZERO_SKIP = 1 << 20  # padding skipped between containers before giving up
 MAX_DECOMPRESSED_PREFIX = 1 << 20  # output decompressed to find a compressed bundle's header
 MAX_COMPRESSED_READ = 4 << 20  # input read to get that prefix
+MAX_TOTAL_DECOMPRESSED = 128 << 20  # output decompressed in one walk, all bundles together (a time bound)
+MAX_TOTAL_BUNDLE_ENTRIES = 1 << 19  # bundle entries kept from one walk, all bundles together
+MAX_DISTINCT_IDS = 1 << 14  # different bundle ids kept (each stored once): a real build has a few dozen
+MAX_ID_BYTES = 8 << 20
+MAX_SECTION_TABLE = 16 << 20  # bytes of section headers read at once (more: entry by entry)
 
 FATBIN_MAGIC = 0xBA55ED50
 BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
@@ -114,10 +120,15 @@ ZstdDecoder = Callable[[bytes, int], "bytes | None"]
 
 
 class _Reader:
-    """Positioned reads from a file object; short reads and OS errors become ``b""``."""
+    """Positioned reads from a file object; short reads and OS errors become ``b""``.
 
-    def __init__(self, fh: BinaryIO) -> None:
+    ``deadline`` (a ``time.monotonic()`` value): past it every read returns ``b""`` and ``expired``
+    is set, so a walk stops where it is and keeps what it read (a time budget for hostile files)."""
+
+    def __init__(self, fh: BinaryIO, deadline: float | None = None) -> None:
         self.fh = fh
+        self.deadline = deadline
+        self.expired = False
         self.size = -1
         try:
             self.size = int(fh.seek(0, 2))
@@ -126,6 +137,9 @@ class _Reader:
 
     def read(self, pos: int, n: int) -> bytes:
         if pos < 0 or n <= 0 or (self.size >= 0 and pos >= self.size):
+            return b""
+        if self.deadline is not None and (self.expired or time.monotonic() > self.deadline):
+            self.expired = True
             return b""
         if self.size >= 0:
             n = min(n, self.size - pos)
@@ -221,16 +235,23 @@ def _elf_sections(r: _Reader, head: bytes) -> SectionTable:
     error = None
     if shnum > MAX_SECTIONS:
         shnum, error = MAX_SECTIONS, f"more than {MAX_SECTIONS} sections; the rest were not read"
-    table = r.read(shoff, shnum * shentsize)
-    count = len(table) // shentsize
+    raw: list[tuple[int, int, int, int]] = []  # name offset, type, file offset, size
+    if shnum * shentsize <= MAX_SECTION_TABLE:
+        table = r.read(shoff, shnum * shentsize)
+        count = len(table) // shentsize
+        for i in range(count):
+            ent = struct.unpack_from(ent_fmt, table, i * shentsize)
+            raw.append((ent[0], ent[1], ent[4], ent[5]))
+    else:  # oversized entries (a header claiming 65,535 x 65,535 bytes): only the fields, one entry at a time
+        for i in range(shnum):
+            ent_b = r.read(shoff + i * shentsize, need)
+            if len(ent_b) < need:
+                break
+            ent = struct.unpack_from(ent_fmt, ent_b, 0)
+            raw.append((ent[0], ent[1], ent[4], ent[5]))
+    count = len(raw)
     if count < shnum:
         error = error or f"section header table truncated ({count} of {shnum} sections)"
-    raw: list[tuple[int, int, int, int]] = []  # name offset, type, file offset, size
-    for i in range(count):
-        ent = struct.unpack_from(ent_fmt, table, i * shentsize)
-        sh_name, sh_type = ent[0], ent[1]
-        sh_offset, sh_size = ent[4], ent[5]
-        raw.append((sh_name, sh_type, sh_offset, sh_size))
     names = b""
     if 0 < shstrndx < len(raw):
         _, _, stroff, strsize = raw[shstrndx]
@@ -346,9 +367,14 @@ def _skip_zeros(r: _Reader, pos: int, end: int, align: int) -> int:
     return min(end, pos)
 
 
-def walk_fatbin(fh: BinaryIO, offset: int, size: int) -> FatbinResult:
+def walk_fatbin(fh: BinaryIO, offset: int, size: int, deadline: float | None = None) -> FatbinResult:
     """Every container and entry header of the fat binary data at ``offset`` (``size`` bytes)."""
-    return _walk_fatbin(_Reader(fh), offset, size)
+    r = _Reader(fh, deadline)
+    res = _walk_fatbin(r, offset, size)
+    if r.expired:
+        res.truncated = True
+        res.error = "the time budget ran out; the rest was not read" + (f" ({res.error})" if res.error else "")
+    return res
 
 
 def _walk_fatbin(r: _Reader, offset: int, size: int) -> FatbinResult:
@@ -515,18 +541,18 @@ def _read_plain_bundle(r: _Reader, pos: int, end: int) -> tuple[OffloadBundle, i
     return b, pos + max(last, len(BUNDLE_MAGIC))
 
 
-def _decompress_prefix(method: int, stream: bytes, zstd: ZstdDecoder | None) -> tuple[bytes | None, str | None]:
+def _decompress_prefix(method: int, stream: bytes, zstd: ZstdDecoder | None, out_cap: int = MAX_DECOMPRESSED_PREFIX) -> tuple[bytes | None, str | None]:
     if method == 0:
         try:
             d = zlib.decompressobj()
-            return d.decompress(stream, MAX_DECOMPRESSED_PREFIX), None
+            return d.decompress(stream, out_cap), None
         except zlib.error as exc:
             return None, f"zlib stream is corrupt: {exc}"
     if method == 1:
         if zstd is None:
             return None, "the bundle ids are inside a zstd stream and no zstd decoder is available"
         try:
-            out = zstd(stream, MAX_DECOMPRESSED_PREFIX)
+            out = zstd(stream, out_cap)
         except Exception as exc:  # a decoder is caller code: it must not take the walk down
             return None, f"zstd decoder failed: {type(exc).__name__}: {exc}"
         if out is None:
@@ -535,7 +561,36 @@ def _decompress_prefix(method: int, stream: bytes, zstd: ZstdDecoder | None) -> 
     return None, f"unknown compression method {method}"
 
 
-def _read_ccob(r: _Reader, pos: int, end: int, zstd: ZstdDecoder | None) -> tuple[OffloadBundle, int | None]:
+class _Budget:
+    """What one bundle walk has decompressed and kept, all bundles together; equal ids are stored once, and
+    the walk stops (``full``) before the ids or entries kept could grow past their caps."""
+
+    def __init__(self) -> None:
+        self.output = 0
+        self.entries = 0
+        self.id_bytes = 0
+        self.ids: dict[str, str] = {}
+
+    @property
+    def full(self) -> bool:
+        return (self.entries >= MAX_TOTAL_BUNDLE_ENTRIES or self.output >= MAX_TOTAL_DECOMPRESSED
+                or len(self.ids) >= MAX_DISTINCT_IDS or self.id_bytes >= MAX_ID_BYTES)
+
+    def keep_all(self, entries: list[BundleEntry]) -> list[BundleEntry]:
+        out: list[BundleEntry] = []
+        for e in entries:
+            if self.full:
+                break
+            ident = self.ids.get(e.id)
+            if ident is None:
+                ident = self.ids[e.id] = e.id
+                self.id_bytes += len(e.id)
+            self.entries += 1
+            out.append(e if ident is e.id else BundleEntry(ident, e.offset, e.size))
+        return out
+
+
+def _read_ccob(r: _Reader, pos: int, end: int, zstd: ZstdDecoder | None, budget: _Budget | None = None) -> tuple[OffloadBundle, int | None]:
     """A compressed bundle at ``pos``; returns it and where it ends (None when the header does not say)."""
     head = r.read(pos, 32)
     b = OffloadBundle(pos, compressed=True)
@@ -565,18 +620,22 @@ def _read_ccob(r: _Reader, pos: int, end: int, zstd: ZstdDecoder | None) -> tupl
     if method == 1 and zstd is None:
         err: str | None = "the bundle ids are inside a zstd stream and no zstd decoder is available"
     else:
-        # the inner header is in the first few KiB of output: read a little input, more only if needed
-        want, avail = 1 << 16, max(0, stream_end - pos - hlen)
+        # the inner header is in the first few KiB of output: read a little input and decompress a little
+        # output, more of either only while the header is cut short (a stream is never decompressed whole)
+        want, avail, out_cap = 1 << 16, max(0, stream_end - pos - hlen), 1 << 12
         while True:
             stream = r.read(pos + hlen, min(want, avail))
-            data, err = _decompress_prefix(method, stream, zstd)
+            data, err = _decompress_prefix(method, stream, zstd, out_cap)
             if data is None:
                 break
+            if budget is not None:
+                budget.output += len(data)
             entries, perr, _ = parse_bundle_header(data)
             b.entries, err = entries, perr and f"decompressed bundle: {perr}"
-            if perr != "bundle header truncated" or want >= min(avail, MAX_COMPRESSED_READ):
+            del data
+            if perr != "bundle header truncated" or (want >= min(avail, MAX_COMPRESSED_READ) and out_cap >= MAX_DECOMPRESSED_PREFIX):
                 break
-            want *= 4
+            want, out_cap = min(want * 4, MAX_COMPRESSED_READ), min(out_cap * 8, MAX_DECOMPRESSED_PREFIX)
     b.error = b.error or err
     return b, (pos + b.total_size if b.total_size and b.total_size >= hlen else None)
 
@@ -597,20 +656,32 @@ def _find_magic(r: _Reader, pos: int, end: int) -> int:
     return end
 
 
-def walk_offload_bundles(fh: BinaryIO, offset: int, size: int, zstd: ZstdDecoder | None = None) -> BundlesResult:
+def walk_offload_bundles(fh: BinaryIO, offset: int, size: int, zstd: ZstdDecoder | None = None, deadline: float | None = None) -> BundlesResult:
     """Every offload bundle (plain or ``CCOB``) in the section data at ``offset`` (``size`` bytes).
 
     ``zstd(data, max_out)`` decodes a prefix of a zstd stream (at most ``max_out`` bytes of
     output, ``None`` when it cannot); without it, zstd-compressed bundles are reported with
     their header facts and no ids.
     """
-    r = _Reader(fh)
+    r = _Reader(fh, deadline)
     res = BundlesResult()
     end = offset + max(size, 0)
     if r.size >= 0 and end > r.size:
         res.error, end = "the offload bundle section runs past the end of the file", r.size
+    budget = _Budget()
     pos = offset
     while pos < end:
+        if r.expired:
+            res.truncated = True
+            res.error = "the time budget ran out; the rest was not read" + (f" ({res.error})" if res.error else "")
+            break
+        if budget.full:
+            res.truncated = True
+            res.error = res.error or (
+                f"more than {MAX_TOTAL_BUNDLE_ENTRIES} bundle entries, {MAX_DISTINCT_IDS} different ids or "
+                f"{MAX_TOTAL_DECOMPRESSED >> 20} MiB decompressed; the rest were not read"
+            )
+            break
         pos = _skip_zeros(r, pos, end, 1)
         if pos >= end:
             break
@@ -623,7 +694,7 @@ def walk_offload_bundles(fh: BinaryIO, offset: int, size: int, zstd: ZstdDecoder
         if head.startswith(BUNDLE_MAGIC):
             b, nxt = _read_plain_bundle(r, pos, end)
         elif head.startswith(CCOB_MAGIC):
-            b, nxt = _read_ccob(r, pos, end, zstd)
+            b, nxt = _read_ccob(r, pos, end, zstd, budget)
         else:
             found = _find_magic(r, pos, end)
             if found >= end:
@@ -632,6 +703,7 @@ def walk_offload_bundles(fh: BinaryIO, offset: int, size: int, zstd: ZstdDecoder
                 break
             pos = found
             continue
+        b.entries = budget.keep_all(b.entries)
         res.bundles.append(b)
         if nxt is None or nxt <= pos:
             nxt = _find_magic(r, pos + 4, end)
@@ -652,9 +724,9 @@ class SyclImage:
     error: str | None = None
 
 
-def read_sycl_image(fh: BinaryIO, section: Section) -> SyclImage:
+def read_sycl_image(fh: BinaryIO, section: Section, deadline: float | None = None) -> SyclImage:
     """What one ``__CLANG_OFFLOAD_BUNDLE__sycl-*`` section holds (see the module docstring)."""
-    r = _Reader(fh)
+    r = _Reader(fh, deadline)
     img = SyclImage(section.name, section.name[len(SYCL_SECTION_PREFIX) :], section.size)
     head = r.read(section.offset, 8)
     if head.startswith(ZSTD_MAGIC):
@@ -673,11 +745,16 @@ def read_sycl_image(fh: BinaryIO, section: Section) -> SyclImage:
         except ValueError:
             img.error = "malformed ar member size"
             break
+        if msize < 0 or not h[48:58].strip().isdigit():  # "-60" would walk backwards forever
+            img.error = f"malformed ar member size {h[48:58].decode('latin-1').strip()!r}"
+            break
         name = h[:16].decode("latin-1").rstrip().rstrip("/")
         if name and not name.startswith("pad_"):
             img.members.append(name)
         if len(img.members) >= MAX_AR_MEMBERS:
             img.error = f"more than {MAX_AR_MEMBERS} members; the rest were not read"
             break
-        pos += 60 + msize + (msize & 1)
+        pos += 60 + msize + (msize & 1)  # always forward: msize >= 0
+    if r.expired:
+        img.error = "the time budget ran out; the rest was not read"
     return img

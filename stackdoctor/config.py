@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stackdoctor import accelerators
 from stackdoctor.errors import ConfigError
 from stackdoctor.report import Finding
 from stackdoctor.units import parse_bandwidth
@@ -41,7 +42,7 @@ __all__ = [
     "load_config",
 ]
 
-BACKENDS = ("cuda", "rocm", "mps", "xpu", "cpu")
+BACKENDS = accelerators.backends()  # every accelerator kind's backend (stackdoctor.accelerators), then "cpu"
 KERNELS = ("matmul", "conv", "compile", "allreduce")
 CONFIG_NAMES = ("stackdoctor.toml", "pyproject.toml")
 _KEYS = ("torch", "backend", "min_gpus", "compute_capability", "kernels", "min_busbw", "ignore", "warnings_fail")
@@ -163,10 +164,15 @@ def _validate(table: dict[str, Any], where: str, *, strict: bool = True) -> Requ
 
 # ---------------------------------------------------------------------------- files
 
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    from stackdoctor.system import read_bounded
+
     try:
-        text = path.read_text(encoding="utf-8")
+        # a FIFO or /dev/zero is refused before anything is read; a project file is never megabytes
+        text = read_bounded(path, MAX_CONFIG_BYTES, too_large=True).decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text.") from None
     except OSError as exc:

@@ -8,6 +8,7 @@ even a probe bug cannot hold ``check`` past it.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 import threading
@@ -17,7 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from stackdoctor.facts import Facts
+from stackdoctor import accelerators
+from stackdoctor.facts import SUBJECTS, Facts, from_data, to_data
 from stackdoctor.probes import ProbeContext, ProbeOutput, Target
 from stackdoctor.report import ProbeStatus, Report
 
@@ -220,6 +222,62 @@ def _load(module: str) -> Callable[[ProbeContext], ProbeOutput]:
     return probe
 
 
+_STATUSES = ("ok", "error", "timeout", "skipped")
+
+
+def _broken_on_purpose(name: str) -> ProbeOutput | None:
+    """Tests only: ``STACKDOCTOR_TEST_HOOK=break-probe:NAME`` makes that probe return facts of the wrong types
+    (its subject's dataclass with a number where text belongs, and an unknown subject), to prove the report
+    still comes out with the probe's failure in it."""
+    hook = os.environ.get("STACKDOCTOR_TEST_HOOK", "")
+    if hook != f"break-probe:{name}":
+        return None
+    from stackdoctor.facts import PlatformFacts
+
+    return ProbeOutput(facts={"platform": PlatformFacts(system=42), "no_such_subject": object()})  # type: ignore[arg-type]
+
+
+def checked_output(name: str, out: object) -> ProbeOutput:
+    """``out`` if it is a well-typed :class:`ProbeOutput`: each subject a known one, each value of that
+    subject's dataclass with every field of the declared type (checked by the same loader a replay uses).
+    Anything else becomes that probe's failure, naming what was wrong, so the rules, the renderers and
+    ``stackdoctor report`` never meet a value of the wrong type: the report still comes out."""
+    if not isinstance(out, ProbeOutput):
+        return ProbeOutput(status="error", error=f"internal error in {name} probe: it returned {type(out).__name__}, not ProbeOutput")
+    if not isinstance(out.status, str) or out.status not in _STATUSES or not (out.error is None or isinstance(out.error, str)):
+        return ProbeOutput(status="error", error=f"internal error in {name} probe: status {out.status!r} / error {type(out.error).__name__}")
+    if not isinstance(out.facts, dict):
+        return ProbeOutput(status="error", error=f"internal error in {name} probe: facts are {type(out.facts).__name__}, not a mapping")
+    blank = Facts()
+    good: dict[str, object] = {}
+    bad: list[str] = []
+    plugin_subjects = {subject for subject, _ in accelerators.probes()}
+    for subject, value in out.facts.items():
+        if isinstance(subject, str) and subject in plugin_subjects and subject not in SUBJECTS:
+            try:  # a plug-in accelerator's own subject: kept as plain data, so it must be plain data
+                json.dumps(to_data(value))
+            except (TypeError, ValueError, RecursionError) as exc:
+                bad.append(f"{subject}: not plain data ({exc})"[:300])
+                continue
+            good[subject] = value
+            continue
+        if not isinstance(subject, str) or subject not in SUBJECTS:
+            bad.append(f"unknown subject {subject!r}")
+            continue
+        cls = type(getattr(blank, subject))
+        try:
+            if not isinstance(value, cls):
+                raise TypeError(f"{subject} is {type(value).__name__}, not {cls.__name__}")
+            from_data(cls, to_data(value))  # every field of the declared type, all the way down
+        except (TypeError, ValueError, RecursionError) as exc:
+            bad.append(str(exc)[:300])
+            continue
+        good[subject] = value
+    if bad:
+        return ProbeOutput(facts=good, status="error", error=f"internal error in {name} probe: wrong facts: {'; '.join(bad)[:600]}")
+    return out
+
+
 def run_probes(
     ctx: ProbeContext,
     *,
@@ -231,18 +289,21 @@ def run_probes(
     facts.environment = capture_environment(ctx.system.env)
     statuses: dict[str, ProbeStatus] = {}
     lock = threading.Lock()
-    selected = [(n, m) for n, m in PROBES if only is None or n in only]
+    selected = [(n, m) for n, m in (*PROBES, *accelerators.probes()) if only is None or n in only]
 
     def one(name: str, module: str) -> None:
         start = time.monotonic()
         try:
-            out = _load(module)(ctx)
+            out = checked_output(name, _broken_on_purpose(name) or _load(module)(ctx))
         except Exception as exc:  # a probe bug (or a broken install of it) must not take the run down
             out = ProbeOutput(status="error", error=f"internal error in {name} probe: {type(exc).__name__}: {exc}")
         st = ProbeStatus(name, out.status, round(time.monotonic() - start, 4), out.error)
         with lock:
             for subject, value in out.facts.items():
-                setattr(facts, subject, value)
+                if subject in SUBJECTS:
+                    setattr(facts, subject, value)
+                else:  # a plug-in accelerator's own subject
+                    facts.plugins[subject] = to_data(value)
             statuses[name] = st
         if on_progress:
             on_progress(name, st)
@@ -260,6 +321,8 @@ def run_probes(
     pool.shutdown(wait=False, cancel_futures=True)
     with lock:
         probes = [statuses[n] for n, _ in selected if n in statuses]
+        # an accelerator plug-in that could not be loaded is a failed probe of its own (probe-failed says so)
+        probes += [ProbeStatus("plugins", "error", 0.0, error) for error in accelerators.PLUGIN_ERRORS if only is None]
         raw = [r.to_dict() for r in ctx.system.record]
         snapshot = facts
     return Report(facts=snapshot, probes=probes, raw_outputs=raw)

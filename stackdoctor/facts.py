@@ -82,6 +82,7 @@ class PythonFacts:
     uv_path: str | None = None
     selected_by: str | None = None  # "--python" | "VIRTUAL_ENV" | "CONDA_PREFIX" | "self"
     error: str | None = None
+    unfinished_install: str | None = None  # a killed `stackdoctor install`'s journal in env_prefix: "phase install: torch 2.11.0+cpu -> 2.12.0+cpu"
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -370,6 +371,22 @@ class TorchLibrary:
 
 
 @dataclass
+class LinkProblem:
+    """One thing the dynamic loader would fail on when ``import torch`` loads torch's libraries, predicted from
+    the files by :mod:`stackdoctor.linkage` (never loaded). ``kind``: "missing" (a needed library found on no
+    search path), "unloadable" (found, but not a loadable ELF file), "version" (a symbol version the provider does not
+    define), "symbol" (a symbol the provider does not define), "shadowed" (a copy outside the wheel is
+    found before the wheel's own)."""
+
+    kind: str
+    library: str  # the needed name ("libcudnn.so.9") / the provider's path (version, symbol, shadowed)
+    needed_by: str  # the path of the object that needs it
+    symbol: str | None = None
+    version: str | None = None
+    detail: str | None = None  # shadowed: the wheel's copy; unloadable: why
+
+
+@dataclass
 class TorchFacts:
     installed: bool = False
     version: str | None = None  # as installed, local suffix kept: "2.13.0+cpu"
@@ -417,6 +434,12 @@ class TorchFacts:
     import_warnings: list[str] = field(default_factory=list)  # what `import torch` warned ("UserWarning: Failed to initialize NumPy: ...")
     libraries: list[TorchLibrary] = field(default_factory=list)  # torch's GPU libraries as read
     static_errors: list[str] = field(default_factory=list)  # what the read of torch's files could not read
+    static_unreadable: list[str] = field(default_factory=list)  # files there but unreadable ("path: why"): FIFO, mode 000, truncated
+    duplicate_installs: list[str] = field(default_factory=list)  # "2.13.0 (<site>/torch-2.13.0.dist-info)" when torch is installed twice
+    # the predicted load of torch's libraries (stackdoctor.linkage): None when not checked (no torch, not Linux)
+    linkage_checked: bool | None = None
+    linkage: list[LinkProblem] = field(default_factory=list)
+    linkage_note: str | None = None  # what the prediction did not check (time budget, caps)
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -518,6 +541,7 @@ class ReconciledFacts:
     nvidia_driver: SeenValue = field(default_factory=SeenValue)  # user-space driver version
     cuda_driver_version: SeenValue = field(default_factory=SeenValue)  # the newest CUDA the driver runs
     accelerator: str | None = None  # the machine's accelerator: "nvidia" | "amd" | "intel" | "apple" | "jetson"
+    done: bool = False  # True once reconcile built this view (the resolver refuses facts without it)
     evidence: list[Evidence] = field(default_factory=list)
     disagreements: list[Disagreement] = field(default_factory=list)
 
@@ -539,10 +563,11 @@ class Facts:
     torch: TorchFacts = field(default_factory=TorchFacts)
     kernels: KernelFacts = field(default_factory=KernelFacts)
     environment: dict[str, str] = field(default_factory=dict)  # variables that shape the stack
+    plugins: dict[str, Any] = field(default_factory=dict)  # a plug-in accelerator's facts, by its probe's subject (plain data)
     reconciled: ReconciledFacts = field(default_factory=ReconciledFacts)  # derived: stackdoctor.reconcile
 
 
-SUBJECTS = tuple(f.name for f in dataclasses.fields(Facts) if f.name not in ("environment", "reconciled"))
+SUBJECTS = tuple(f.name for f in dataclasses.fields(Facts) if f.name not in ("environment", "plugins", "reconciled"))
 
 
 # ---------------------------------------------------------------------------- serialisation

@@ -610,13 +610,17 @@ def local_path(location: str) -> Path:
 
 def read_local_page(url: str, max_bytes: int = MAX_PAGE_BYTES) -> Page:
     """A local index page: a directory's ``index.html`` (as pip reads ``file://`` index URLs) or an HTML file."""
+    from stackdoctor.system import TooLarge, read_bounded
+
     path = local_path(url)
     target = path / "index.html" if path.is_dir() else path
     try:
         # the user's own index on disk, not a probed machine file: read directly
         if target.stat().st_size > max_bytes:
             raise _index_error("failing", _too_large(url, target.stat().st_size, max_bytes))
-        data = target.read_bytes()
+        data = read_bounded(target, max_bytes, too_large=True)  # a FIFO or /dev/zero: refused, never read
+    except TooLarge:
+        raise _index_error("failing", f"{url} is larger than {max_bytes} bytes; not an index page.") from None
     except FileNotFoundError:
         raise _index_error("missing", f"{url} does not exist (no {target}).") from None
     except NotADirectoryError:

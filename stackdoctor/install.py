@@ -24,8 +24,8 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from stackdoctor._worker import worker_path
 from stackdoctor.errors import ExitCode
-from stackdoctor.matrix import default_index_url
+from stackdoctor.transaction import EXIT_FOR, Interrupted, Journal, Locked, Signals, env_lock, hook, read_journal, signal_name, signals
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.plan import Plan
@@ -97,8 +97,8 @@ class Backup:
     """The torch family's installed files, hard-linked (or copied) aside before an install (``sd_backup.py save``)."""
 
     dir: str
-    saved: dict[str, str] = field(default_factory=dict)  # name -> version backed up whole
-    not_backed_up: dict[str, str] = field(default_factory=dict)  # name -> why
+    saved: dict[str, str] = field(default_factory=dict)  # name -> version backed up (every RECORD file there)
+    missing: dict[str, int] = field(default_factory=dict)  # name -> RECORD files already gone before (backed up as it is)
     linked: int = 0
     copied: int = 0
     linked_bytes: int = 0
@@ -138,6 +138,10 @@ class InstallResult:
     leftovers: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    state: str | None = None  # what the family on disk is at the end: "old" | "new" | "mixed" (from the files)
+    signal: str | None = None  # "SIGINT" | "SIGTERM" | "SIGHUP": what stopped the install
+    journal_kept: str | None = None  # the journal folder (with the backup) left for `install --recover`, when putting back failed
+    stopped_before: bool = False  # stopped before the installer ran: nothing was changed
 
 
 # ---------------------------------------------------------------------------- command lines (pure)
@@ -184,6 +188,47 @@ def install_command(
     elif not is_pypi(plan.index_url):
         argv += ["--index-url", str(plan.index_url)]
     return argv
+
+
+# where an installer takes each option's value from its environment (uv: the separator of a list)
+_OPTION_VARS = {
+    "pip": {"--index-url": ("PIP_INDEX_URL", " "), "--extra-index-url": ("PIP_EXTRA_INDEX_URL", " "), "--find-links": ("PIP_FIND_LINKS", " ")},
+    "uv": {"--index-url": ("UV_DEFAULT_INDEX", " "), "--default-index": ("UV_DEFAULT_INDEX", " "), "--index": ("UV_INDEX", " "),
+           "--extra-index-url": ("UV_INDEX", " "), "--find-links": ("UV_FIND_LINKS", ",")},
+}
+
+
+def credentials_out_of_argv(
+    argv: Sequence[str], env: Mapping[str, str | None] | None, installer: str = "pip"
+) -> tuple[list[str], dict[str, str | None] | None]:
+    """``argv`` without a credentialed URL, and the environment that carries it instead: the installer's argv
+    is visible to every local user (``ps``, /proc/<pid>/cmdline), its environment is not. A value of the
+    same variable already in ``env`` is kept in front (the sources the index check chose)."""
+    from stackdoctor.redact import has_credentials
+
+    table = _OPTION_VARS["uv" if installer == "uv" else "pip"]
+    out: list[str] = []
+    moved: dict[str, list[str]] = {}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in table and i + 1 < len(argv) and has_credentials(argv[i + 1]):
+            moved.setdefault(a, []).append(argv[i + 1])
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    if not moved:
+        return list(argv), dict(env) if env is not None else None
+    new_env: dict[str, str | None] = dict(env or {})
+    for option, values in moved.items():
+        var, sep = table[option]
+        if var in ("PIP_INDEX_URL", "UV_DEFAULT_INDEX"):  # one default index: the argv's wins
+            new_env[var] = values[-1]
+            continue
+        have = new_env.get(var)
+        new_env[var] = sep.join([*([have] if have and have.strip() else []), *values])
+    return out, new_env
 
 
 def uninstall_command(names: Sequence[str], python: str, installer: str = "pip", *, uv: str = "uv") -> list[str]:
@@ -262,7 +307,10 @@ def families_needed(variant: str | None) -> set[str] | None:
         return {"xpu"}
     if variant == "cpu":
         return set()
-    return None
+    from stackdoctor import accelerators
+
+    acc = accelerators.for_variant(variant)  # a plug-in kind's build: the runtime families it declares
+    return set(acc.runtime_families) if acc is not None and acc not in accelerators.BUILTIN else None
 
 
 def predict_leftovers(installed: Mapping[str, str], variant: str | None) -> list[str]:
@@ -291,15 +339,22 @@ def closure(snap: Snapshot, roots: Iterable[str]) -> set[str]:
     return seen
 
 
-def exact_leftovers(before: Snapshot, after: Snapshot) -> list[str]:
-    """After installing: runtime packages the old torch pulled in that nothing installed now needs."""
-    old = closure(before, TORCH_FAMILY)
-    new = closure(after, TORCH_FAMILY)
-    others = [n for n in after.versions if n not in new and runtime_family(n) is None and n not in old]
-    needed_by_others = closure(after, others) - set(others)
-    return sorted(
-        n for n in old if n in after.versions and n not in new and n not in needed_by_others and runtime_family(n) is not None
-    )
+def leftovers(candidates: Iterable[str], snap: Snapshot) -> list[str]:
+    """The one leftovers answer, for the dry run (``snap`` before) and for ``--remove-leftovers`` (``snap`` after):
+    the predicted runtime packages of the previous variant (the plan's list) that are installed and that no other
+    installed distribution requires (markers ignored: a package something may need is never called a leftover)."""
+    cands = {canonical_name(c) for c in candidates}
+    # what the others need, not through the torch family (the previous torch is being replaced: what it pulled in is
+    # exactly what may be left over; a package that requires torch gets the new one)
+    needed: set[str] = set()
+    todo = [r for n in snap.versions if n not in cands and n not in TORCH_FAMILY for r in snap.requires.get(n, [])]
+    while todo:
+        n = todo.pop()
+        if n in needed or n in TORCH_FAMILY or n not in snap.versions:
+            continue
+        needed.add(n)
+        todo.extend(snap.requires.get(n, []))
+    return sorted(n for n in cands if n in snap.versions and n not in needed)
 
 
 # ---------------------------------------------------------------------------- the target
@@ -370,24 +425,11 @@ def _int(value: object) -> int:
     return value if isinstance(value, int) else 0
 
 
-def backup_dir_for(snap: Snapshot) -> str:
-    """A new, empty folder for a backup: in the target's prefix (the filesystem of its site-packages, so files
-    can be hard-linked), else a temporary folder (then files are copied, up to the cap)."""
-    name = f".stackdoctor-backup-{os.getpid()}-{time.time_ns()}"
-    if snap.prefix:
-        path = os.path.join(snap.prefix, name)
-        try:
-            os.mkdir(path, 0o700)
-            return path
-        except OSError:
-            pass
-    return tempfile.mkdtemp(prefix="stackdoctor-backup-")
-
-
 def save_backup(
     system: System, python: str, names: Sequence[str], directory: str, *, copy_cap: int = BACKUP_COPY_CAP, timeout: float = 600.0
 ) -> Backup:
-    """Back up the installed files of ``names`` into ``directory`` (in the target: ``sd_backup.py save``)."""
+    """Back up the installed files of ``names`` into ``directory`` (in the target: ``sd_backup.py save``):
+    every RECORD entry, or ``error`` says why not (then nothing may change)."""
     start = time.monotonic()
     argv = [python, "-I", str(worker_path("sd_backup.py")), "save", directory, json.dumps(list(names)), str(int(copy_cap))]
     res = system.run(argv, timeout=timeout, record=False)
@@ -398,16 +440,18 @@ def save_backup(
         return b
     b.error = data.get("error") if isinstance(data.get("error"), str) else None
     b.saved = _str_dict(data.get("saved"))
-    b.not_backed_up = _str_dict(data.get("not_backed_up"))
+    b.missing = {k: _int(v) for k, v in data.get("missing", {}).items()} if isinstance(data.get("missing"), dict) else {}
     b.linked, b.copied = _int(data.get("linked")), _int(data.get("copied"))
     b.linked_bytes, b.copied_bytes = _int(data.get("linked_bytes")), _int(data.get("copied_bytes"))
     return b
 
 
-def restore_backup(system: System, python: str, backup: Backup, names: Sequence[str], *, timeout: float = 900.0) -> BackupRestore:
-    """Remove what is installed for ``names`` and put the backed-up files back (``sd_backup.py restore``)."""
+def restore_backup(
+    system: System, python: str, directory: str, names: Sequence[str], planned: Mapping[str, str] | None = None, *, timeout: float = 900.0
+) -> BackupRestore:
+    """Remove everything of the family and put the backed-up files back (``sd_backup.py restore``)."""
     start = time.monotonic()
-    argv = [python, "-I", str(worker_path("sd_backup.py")), "restore", backup.dir, json.dumps(list(names))]
+    argv = [python, "-I", str(worker_path("sd_backup.py")), "restore", directory, json.dumps(list(names)), json.dumps(dict(planned or {}))]
     res = system.run(argv, timeout=timeout, record=False)
     data = _marked(res.stdout, BACKUP_MARK)
     r = BackupRestore(seconds=time.monotonic() - start)
@@ -421,6 +465,27 @@ def restore_backup(system: System, python: str, backup: Backup, names: Sequence[
     r.missing = _str_list(data.get("missing"))
     r.linked, r.copied = _int(data.get("linked")), _int(data.get("copied"))
     return r
+
+
+@dataclass
+class FamilyState:
+    """What the torch family on disk is, compared with the journal's backup and plan (``sd_backup.py state``)."""
+
+    state: str  # "old" | "new" | "mixed" | "unknown"
+    why: str = ""
+    stash: list[str] = field(default_factory=list)  # pip's stash folders of the family (``~orch``)
+    now: dict[str, str] = field(default_factory=dict)
+
+
+def family_state(system: System, python: str, directory: str, planned: Mapping[str, str], *, timeout: float = 600.0) -> FamilyState:
+    argv = [python, "-I", str(worker_path("sd_backup.py")), "state", directory, json.dumps(list(TORCH_FAMILY)), json.dumps(dict(planned))]
+    res = system.run(argv, timeout=timeout, record=False)
+    data = _marked(res.stdout, BACKUP_MARK)
+    if data is None or isinstance(data.get("error"), str):
+        why = (data or {}).get("error") or res.describe_failure() or "the backup worker printed nothing"
+        return FamilyState("unknown", str(why))
+    st = str(data.get("state") or "unknown")
+    return FamilyState(st if st in ("old", "new", "mixed") else "unknown", str(data.get("why") or ""), _str_list(data.get("stash")), _str_dict(data.get("now")))
 
 
 def expected_version(plan: Plan) -> str | None:
@@ -467,29 +532,168 @@ def judge(plan: Plan, v: Verification, accelerator: str | None) -> tuple[bool, s
 # ---------------------------------------------------------------------------- execution
 
 
-def _variant_of(version: str) -> str | None:
-    return version.partition("+")[2] or None
-
-
 def restore_commands(
-    before: Snapshot, python: str, installer: str, index_base: str, *, find_links: str | None = None, uv: str = "uv"
+    before: Mapping[str, str], python: str, installer: str, *, offline: bool = False, find_links: Sequence[str] = (), uv: str = "uv"
 ) -> list[list[str]]:
-    """Reinstall the recorded torch family from its own variant's index: first its files, over
-    whatever a failed install left (``--force-reinstall --no-deps``), then its dependencies."""
-    pins = before.pins(TORCH_FAMILY)
+    """The last resort when the saved files could not be put back: reinstall exactly the previous build
+    (version and local label) over what is there, from the sources the user's own configuration trusts, never a
+    ``--index-base`` / mirror given for the new build. Offline (``--offline`` / ``--no-index``): only the user's
+    ``--find-links`` folders, with ``--no-index``; none, no command."""
+    pins = [f"{n}=={v}" for n, v in before.items()]
     if not pins:
         return []
     where: list[str] = []
-    old = _variant_of(before.versions.get("torch", ""))
-    if find_links:
-        where += ["--find-links", find_links]
-    if old:
-        where += ["--index-url", f"{index_base.rstrip('/')}/{old}"]
+    if offline:
+        if not find_links:
+            return []
+        where = ["--no-index"] + [x for d in find_links for x in ("--find-links", d)]
     if installer == "uv":
-        base = [uv, "pip", "install", "--python", python]
-        return [[*base, "--reinstall", "--no-deps", *pins, *where], [*base, *pins, *where]]
-    base = [python, "-m", "pip", "install"]
-    return [[*base, "--force-reinstall", "--no-deps", *pins, *where], [*base, *pins, *where]]
+        return [[uv, "pip", "install", "--python", python, "--reinstall", "--no-deps", *pins, *where]]
+    return [[python, "-m", "pip", "install", "--force-reinstall", "--no-deps", *pins, *where]]
+
+
+def planned_versions(plan: Plan) -> dict[str, str]:
+    """name -> the exact version the plan installs (local label included)."""
+    out = {}
+    for p in plan.packages:
+        if "==" in p.requirement:
+            out[canonical_name(p.name)] = p.requirement.split("==", 1)[1]
+    return out
+
+
+@dataclass
+class _Tx:
+    """One install's transaction: the target, its journal, the signals, how to talk."""
+
+    system: System
+    python: str
+    installer: str
+    journal: Journal
+    sig: Signals
+    stream: Callable[[str], None]
+    say: Callable[[str], None]
+    uv: str
+    offline: bool
+    user_find_links: Sequence[str]
+
+    def state(self) -> FamilyState:
+        return family_state(self.system, self.python, self.journal.backup, self.journal.planned)
+
+    def commit(self, st: FamilyState) -> str | None:
+        """The family is exactly old or exactly new: drop pip's stash folders, the backup and the journal."""
+        for p in st.stash:
+            shutil.rmtree(p, ignore_errors=True)
+        return self.journal.remove()
+
+    def put_back(self, result: InstallResult) -> None:
+        """The saved files back (offline, every hash checked), then the import; the reinstall of the exact
+        previous build only if that was not enough. Shielded: signals are remembered, not obeyed."""
+        prev = self.journal.before
+        with self.sig.shielded():
+            self.journal.write("restore")
+            hook("restore")
+            rb = restore_backup(self.system, self.python, self.journal.backup, TORCH_FAMILY, self.journal.planned)
+            st = self.state()
+            result.state = st.state
+            result.after = {k: v for k, v in st.now.items() if v != "twice"}
+            v = verify(self.system, self.python) if prev else None
+            result.verification = v
+            if rb.error is None and not rb.mismatch and not rb.missing and st.state == "old":
+                result.restored = True
+                result.restored_from = "backup"
+                self._finish(result, st)
+                return
+            why = (
+                rb.error
+                or (f"files differ from their RECORD: {', '.join(rb.mismatch[:3])}" if rb.mismatch else "")
+                or (f"files not put back: {', '.join(rb.missing[:3])}" if rb.missing else "")
+                or st.why
+            )
+            cmds = restore_commands(prev, self.python, self.installer, offline=self.offline, find_links=self.user_find_links, uv=self.uv)
+            if not cmds:
+                result.restored = False
+                result.notes.append(f"putting back the saved files was not enough ({why}).")
+                self._keep(result)
+                return
+            result.notes.append(f"putting back the saved files was not enough ({why}); reinstalling the exact previous build.")
+            ok = True
+            for cmd in cmds:
+                res = self.system.run_streaming(cmd, timeout=DEFAULT_INSTALL_TIMEOUT_S, on_stdout=self.stream, on_stderr=self.stream)
+                if not res.ok:
+                    ok = False
+                    result.notes.append(f"restore step failed ({failure_line(res)}): {' '.join(cmd)}")
+                    break
+            after = snapshot(self.system, self.python)
+            v = verify(self.system, self.python)
+            result.verification = v
+            result.after = after.torch_family() if after.ok else {}
+            result.restored = ok and result.after == prev and not after.family_damaged() and v.imported
+            if result.restored:
+                result.restored_from = "index"
+                self._finish(result, FamilyState("old", stash=self.state().stash))
+            else:
+                self._keep(result)
+
+    def _finish(self, result: InstallResult, st: FamilyState) -> None:
+        err = self.commit(st)
+        if err:
+            result.notes.append(f"the install journal {self.journal.dir} could not be removed ({err}); remove it by hand.")
+
+    def _keep(self, result: InstallResult) -> None:
+        result.journal_kept = self.journal.dir
+        result.notes.append(
+            f"the previous files are kept in {self.journal.backup}; run `stackdoctor install --python {self.python} --recover` to try again."
+        )
+
+
+def recover(
+    system: System,
+    python: str,
+    journal: Journal,
+    sig: Signals,
+    *,
+    installer: str = "pip",
+    stream: Callable[[str], None] | None = None,
+    say: Callable[[str], None] | None = None,
+    uv: str = "uv",
+    offline: bool = False,
+    find_links: Sequence[str] = (),
+) -> InstallResult:
+    """Finish an install that was killed (its journal is there): keep a complete, importing new build, else put
+    the previous one back. The result's message says what the environment holds now."""
+    stream = stream or _stderr_writer
+    say = _never_raises(say or (lambda line: print(line, file=sys.stderr)))
+    journal.python = journal.python or python
+    tx = _Tx(system, python, journal.installer or installer, journal, sig, stream, say, uv, offline, find_links)
+    prev = journal.before
+    result = InstallResult(False, ExitCode.FAILED, "", list(journal.command), before=dict(prev))
+    with sig.shielded():
+        if journal.phase == "backup" or not os.path.exists(os.path.join(journal.backup, "manifest.json")):
+            err = journal.remove()
+            result.ok, result.exit_code, result.state = err is None, ExitCode.OK if err is None else ExitCode.FAILED, "old"
+            result.message = "an earlier install was stopped before it changed anything; its journal was removed" + (f" ({err})" if err else "") + "."
+            return result
+        st = tx.state()
+        result.state = st.state
+        if st.state == "old":
+            tx._finish(result, st)
+            result.ok, result.exit_code, result.after = True, ExitCode.OK, dict(prev)
+            result.message = f"an earlier install was stopped before it changed the torch family; {_holds(prev)} as before."
+            return result
+        if st.state == "new":
+            v = verify(system, python)
+            result.verification = v
+            if v.imported:
+                tx._finish(result, st)
+                result.ok, result.exit_code, result.after = True, ExitCode.OK, dict(journal.planned)
+                result.message = f"an earlier install had finished before it was stopped: {_fmt(journal.planned)} is complete (every file's sha256 checked) and imports; it was kept."
+                return result
+        say(f"stackdoctor: an earlier install into {journal.prefix} was stopped halfway ({st.why or 'the new build does not import'}); putting back {_fmt(prev) or 'the state before it'}.")
+    tx.put_back(result)
+    result.ok = bool(result.restored) or (not prev and result.state == "old")
+    result.exit_code = ExitCode.OK if result.ok else ExitCode.FAILED
+    result.message = "an earlier install was stopped halfway; " + _restore_sentence(result, prev)
+    return result
 
 
 def execute(
@@ -510,166 +714,264 @@ def execute(
     source_args: Sequence[str] | None = None,
     env: Mapping[str, str | None] | None = None,
     backup_copy_cap: int = BACKUP_COPY_CAP,
+    offline: bool = False,
+    user_find_links: Sequence[str] = (),
+    reinstall: bool = False,
 ) -> InstallResult:
-    """Install ``plan`` into ``python``; on failure leave (or put back) the previous torch.
+    """Install ``plan`` into ``python`` as a transaction: the target holds exactly its previous torch family or
+    exactly the new one, whatever happens (a failure, Ctrl-C, SIGTERM, SIGHUP, a full disk; after SIGKILL or a power
+    loss, the next install or ``--recover`` finishes it from the journal).
 
-    Before the installer runs, the previous torch family's files are hard-linked aside (:func:`save_backup`;
-    copied, up to ``backup_copy_cap`` bytes, where links are refused); a failure that changed the family puts
-    them back first (offline, sha256-checked), and reinstalls from ``index_base`` only if that was not
-    enough. The backup folder is removed on every path.
+    1. lock the environment; finish an earlier install's journal if one is there;
+    2. write the journal (:class:`~stackdoctor.transaction.Journal`), then back up every RECORD file of the family
+       (hard links); if the backup cannot be complete, stop here: nothing is changed;
+    3. run the installer (its own session: a terminal's Ctrl-C reaches only stackdoctor, which stops it);
+    4. judge the family from its files (:func:`family_state`): exactly the new build, complete per RECORD and
+       importing: done; exactly the old files: nothing changed; anything else, or an interrupt: put the old files
+       back (every hash checked), then the import; only if that fails, reinstall the exact previous build from the
+       user's own sources (``offline``: only ``user_find_links``).
 
-    ``source_args`` / ``env``: where the installer takes the packages from (the index check's
-    :class:`~stackdoctor.availability.Delivery`); without them the plan's own index is used.
-    ``index_base`` is where the previous torch is put back from (``<index_base>/<its variant>``); None: the
-    matrix's ``pytorch`` index."""
-    index_base = index_base or default_index_url()
-    say = say or (lambda line: print(line, file=sys.stderr))
+    ``source_args`` / ``env``: where the installer takes the new packages from (the index check's
+    :class:`~stackdoctor.availability.Delivery`). ``index_base`` is kept for callers and not used to put back: the
+    previous build never comes from an index given for the new one."""
+    del index_base
+    say = _never_raises(say or (lambda line: print(line, file=sys.stderr)))  # a closed terminal (SIGHUP) must not stop a put-back
     stream = stream or _stderr_writer
     argv = install_command(plan, python, installer, find_links=find_links, uv=uv, source_args=source_args)
+    if reinstall:  # the same build, damaged: its files again (a transactional repair)
+        at = argv.index("install") + 1
+        argv[at:at] = ["--reinstall" if installer == "uv" else "--force-reinstall", "--no-deps"]
+    argv, env = credentials_out_of_argv(argv, env, installer)
     before = snapshot(system, python)
     if not before.ok:
         return InstallResult(False, ExitCode.USAGE, f"cannot read the target's installed packages ({before.error}); nothing was changed.", argv)
-    prev = before.torch_family()
-    backup_dir: str | None = None
+    prefix = before.prefix or ""
+    if not prefix or not os.path.isdir(prefix):
+        return InstallResult(False, ExitCode.FAILED, f"the target did not say where its environment is (sys.prefix {prefix!r}); nothing was changed.", argv)
     try:
-        backup: Backup | None = None
-        if prev:
-            try:
-                backup_dir = backup_dir_for(before)
-            except OSError as e:
-                backup = Backup("", error=f"no folder for a backup: {e}")
-            else:
-                backup = save_backup(system, python, list(prev), backup_dir, copy_cap=backup_copy_cap)
-        put_back = _PutBack(system, python, installer, index_base, find_links, before, stream, uv, backup)
-        return _run_install(plan, argv, prev, put_back, timeout_s, remove_leftovers, accelerator, say, grace_s, env)
-    finally:
-        if backup_dir:
-            shutil.rmtree(backup_dir, ignore_errors=True)
-
-
-@dataclass
-class _PutBack:
-    """Everything needed to put the previous torch family back after a failed install."""
-
-    system: System
-    python: str
-    installer: str
-    index_base: str
-    find_links: str | None
-    before: Snapshot
-    stream: Callable[[str], None]
-    uv: str
-    backup: Backup | None
-
-    def __call__(self, result: InstallResult) -> None:
-        """The backed-up files first (offline, exact); the index reinstall only if they were not enough."""
-        prev = self.before.torch_family()
-        b = self.backup
-        if b is not None and b.saved:
-            # clear what is backed up, and what was not there before (a companion the install added); a name that
-            # was there but could not be backed up is left to the index reinstall
-            rb = restore_backup(self.system, self.python, b, [n for n in TORCH_FAMILY if n in b.saved or n not in prev])
-            after = snapshot(self.system, self.python)
-            v = verify(self.system, self.python)
-            result.verification = v
-            result.after = after.torch_family() if after.ok else {}
-            if rb.error is None and not rb.mismatch and not rb.missing and rb.restored == prev and result.after == prev and not after.family_damaged() and v.imported:
-                result.restored = True
-                result.restored_from = "backup"
-                return
-            why = (
-                rb.error
-                or (f"files differ from their RECORD: {', '.join(rb.mismatch[:3])}" if rb.mismatch else "")
-                or (f"files not put back: {', '.join(rb.missing[:3])}" if rb.missing else "")
-                or (f"not backed up: {'; '.join(f'{k} ({w})' for k, w in b.not_backed_up.items())}" if b.not_backed_up else "")
-                or (f"torch does not import: {v.error}" if not v.imported else f"now: {_fmt(result.after) or 'none'}")
+        with env_lock(prefix), signals(say) as sig:
+            earlier = read_journal(prefix)
+            notes: list[str] = []
+            if earlier is not None:
+                rec = recover(system, python, earlier, sig, installer=installer, stream=stream, say=say, uv=uv, offline=offline, find_links=user_find_links)
+                if rec.journal_kept:
+                    return rec
+                notes.append(rec.message)
+                before = snapshot(system, python)
+                if not before.ok:
+                    return InstallResult(False, ExitCode.FAILED, f"cannot read the target's installed packages ({before.error}).", argv, notes=notes)
+            result = _transaction(
+                plan, argv, before, prefix, sig, system=system, python=python, installer=installer, timeout_s=timeout_s, accelerator=accelerator,
+                say=say, stream=stream, uv=uv, grace_s=grace_s, env=env, copy_cap=backup_copy_cap, offline=offline, user_find_links=user_find_links,
             )
-            result.notes.append(f"putting back the saved files was not enough ({why}); reinstalling from the index.")
-        elif b is not None:
-            why = b.error or "; ".join(f"{k} ({w})" for k, w in b.not_backed_up.items()) or "nothing was saved"
-            result.notes.append(f"there was no backup of the previous files ({why}); reinstalling from the index.")
-        _restore(self.system, self.python, self.installer, self.index_base, self.find_links, self.before, result, self.stream, self.uv)
-        if result.restored:
-            result.restored_from = "index"
+            result.notes[:0] = notes
+    except Locked as exc:
+        who = f" (process {exc.pid})" if exc.pid else ""
+        return InstallResult(
+            False, ExitCode.FAILED, f"another stackdoctor install{who} is changing {prefix}; nothing was changed: run this again when it has finished.", argv
+        )
+    if result.ok and result.state == "new":
+        predicted = plan.leftovers or predict_leftovers(before.versions, plan.variant)
+        _remove_leftovers(result, predicted, system, python, installer, uv, stream, remove_leftovers)
+    return result
 
 
-def _run_install(
+def execute_recovery(
+    system: System,
+    python: str,
+    *,
+    installer: str = "pip",
+    stream: Callable[[str], None] | None = None,
+    say: Callable[[str], None] | None = None,
+    uv: str = "uv",
+    offline: bool = False,
+    find_links: Sequence[str] = (),
+) -> InstallResult:
+    """``install --recover`` (and the start of every install): finish a killed install's journal, under the lock."""
+    before = snapshot(system, python)
+    if not before.ok or not before.prefix:
+        return InstallResult(False, ExitCode.FAILED, f"cannot read the target's installed packages ({before.error or 'no sys.prefix'}).")
+    prefix = before.prefix
+    try:
+        with env_lock(prefix), signals(say) as sig:
+            journal = read_journal(prefix)
+            if journal is None:
+                return InstallResult(True, ExitCode.OK, f"no unfinished install in {prefix}: nothing to do.", before=before.torch_family(), after=before.torch_family())
+            return recover(system, python, journal, sig, installer=installer, stream=stream, say=say, uv=uv, offline=offline, find_links=find_links)
+    except Locked as exc:
+        who = f" (process {exc.pid})" if exc.pid else ""
+        return InstallResult(False, ExitCode.FAILED, f"another stackdoctor install{who} is changing {prefix}; run this again when it has finished.")
+
+
+def intact(system: System, python: str, names: Sequence[str]) -> str | None:
+    """None when every named distribution is complete per its RECORD (every sha256) and torch imports; else why not."""
+    argv = [python, "-I", str(worker_path("sd_backup.py")), "check", json.dumps(list(names))]
+    res = system.run(argv, timeout=600, record=False)
+    data = _marked(res.stdout, BACKUP_MARK)
+    if data is None or isinstance(data.get("error"), str):
+        return str((data or {}).get("error") or res.describe_failure() or "the backup worker printed nothing")
+    bad = _str_dict(data.get("damaged"))
+    if bad:
+        return "; ".join(f"{n}: {w}" for n, w in bad.items())
+    v = verify(system, python)
+    return None if v.imported else f"torch does not import: {v.error or '?'}"
+
+
+def _remove_leftovers(
+    result: InstallResult, predicted: Sequence[str], system: System, python: str, installer: str, uv: str, stream: Callable[[str], None], remove: bool
+) -> None:
+    after = snapshot(system, python)
+    if after.ok:
+        result.leftovers = leftovers(predicted, after)
+    if result.leftovers and remove:
+        rm = system.run_streaming(uninstall_command(result.leftovers, python, installer, uv=uv), timeout=600, on_stdout=stream, on_stderr=stream)
+        if rm.ok:
+            result.removed = list(result.leftovers)
+            result.leftovers = []
+        else:
+            result.notes.append(f"removing the leftovers failed: {rm.describe_failure()}")
+
+
+def _stopped(argv: list[str], prev: Mapping[str, str], why: str, env: Mapping[str, str | None] | None = None) -> InstallResult:
+    r = InstallResult(False, ExitCode.FAILED, "", argv, before=dict(prev), after=dict(prev), state="old", stopped_before=True)
+    carried = sorted(k for k, v in (env or {}).items() if v is not None)  # credentials travel in the environment, never shown
+    r.message = (
+        f"nothing was changed: {why}, so the previous torch could not be kept aside to put back; "
+        f"fix that and run again, or install without a way back yourself: {' '.join(argv)}"
+        + (f" (with {', '.join(carried)} set as for the index check)" if carried else "")
+    )
+    return r
+
+
+def _transaction(
     plan: Plan,
     argv: list[str],
-    prev: dict[str, str],
-    put_back: _PutBack,
+    before: Snapshot,
+    prefix: str,
+    sig: Signals,
+    *,
+    system: System,
+    python: str,
+    installer: str,
     timeout_s: float,
-    remove_leftovers: bool,
     accelerator: str | None,
     say: Callable[[str], None],
+    stream: Callable[[str], None],
+    uv: str,
     grace_s: float,
     env: Mapping[str, str | None] | None,
+    copy_cap: int,
+    offline: bool,
+    user_find_links: Sequence[str],
 ) -> InstallResult:
-    system, python, stream, before = put_back.system, put_back.python, put_back.stream, put_back.before
-    res = system.run_streaming(argv, timeout=timeout_s, on_stdout=stream, on_stderr=stream, grace_s=grace_s, env=env)
-    result = InstallResult(False, ExitCode.FAILED, "", argv, res.returncode, before=prev)
-    result.interrupted = res.status == "interrupted"
-    result.timed_out = res.status == "timeout"
-    if res.ok and not result.interrupted:
-        after = snapshot(system, python)
-        v = verify(system, python)
-        result.verification = v
-        result.after = after.torch_family()
-        ok, sentence = judge(plan, v, accelerator)
-        if not v.imported and prev:
-            # the new torch does not even import: put the previous one back
+    prev = before.torch_family()
+    journal = Journal(prefix=prefix, python=python, before=dict(prev), planned=planned_versions(plan), command=list(argv), installer=installer)
+    tx = _Tx(system, python, installer, journal, sig, stream, say, uv, offline, user_find_links)
+    result = InstallResult(False, ExitCode.FAILED, "", argv, before=dict(prev))
+    res: CommandResult | None = None
+    phase = "journal"
+    try:
+        try:
+            journal.create()
+        except OSError as e:
+            journal.remove()
+            return _stopped(argv, prev, f"the install journal could not be written in {journal.dir} ({e.strerror or e})", env)
+        phase = "backup"
+        hook("backup")
+        b = save_backup(system, python, list(TORCH_FAMILY), journal.backup, copy_cap=copy_cap)
+        if b.error:
+            with sig.shielded():
+                journal.remove()
+            return _stopped(argv, prev, f"the backup failed ({b.error})", env)
+        if b.missing:
+            result.notes.append(
+                f"the previous {', '.join(f'{n} ({k} files already missing)' for n, k in b.missing.items())} was backed up as it is."
+            )
+        journal.write("install")
+        phase = "install"
+        hook("install")
+        res = system.run_streaming(argv, timeout=timeout_s, on_stdout=stream, on_stderr=stream, grace_s=grace_s, env=env)
+        result.returncode = res.returncode
+        phase = "verify"
+        if res.status == "interrupted":
+            raise Interrupted(sig.received or int(signal.SIGINT))
+        journal.write("verify")
+        hook("verify")
+        st = tx.state()
+        result.state = st.state
+        result.after = {k: v for k, v in st.now.items() if v != "twice"}
+        if st.state == "new":
+            hook("import")
+            v = verify(system, python)
+            result.verification = v
+            ok, sentence = judge(plan, v, accelerator)
+            if v.imported or not prev:
+                hook("commit")
+                with sig.shielded():
+                    err = tx.commit(st)
+                if err:
+                    result.notes.append(f"the install journal {journal.dir} could not be removed ({err}); remove it by hand.")
+                result.ok = ok
+                result.exit_code = ExitCode.OK if ok else ExitCode.FAILED
+                result.message = sentence + "."
+                return result
             say(f"stackdoctor: {sentence}; putting back the previous {_fmt(prev)}.")
-            put_back(result)
-            result.exit_code = ExitCode.FAILED
+            tx.put_back(result)
             result.message = sentence + "; " + _restore_sentence(result, prev)
             return result
-        result.ok = ok
-        result.exit_code = ExitCode.OK if ok else ExitCode.FAILED
-        result.message = sentence + "."
-        if after.ok:
-            result.leftovers = exact_leftovers(before, after)
-        if result.leftovers and remove_leftovers:
-            rm = system.run_streaming(
-                uninstall_command(result.leftovers, python, put_back.installer, uv=put_back.uv), timeout=600, on_stdout=stream, on_stderr=stream
-            )
-            if rm.ok:
-                result.removed = list(result.leftovers)
-                result.leftovers = []
-            else:
-                result.notes.append(f"removing the leftovers failed: {rm.describe_failure()}")
+        how = f"the install did not finish in {timeout_s:g} s" if res.status == "timeout" else f"the install failed ({failure_line(res)})" if not res.ok else (
+            f"the install ended, but left {_fmt(result.after) or 'no torch'} ({st.why})"
+        )
+        return _undo(tx, result, st, how)
+    except Interrupted as exc:
+        signum = sig.received or exc.signum
+        result.interrupted = True
+        result.signal = signal_name(signum)
+        result.exit_code = EXIT_FOR.get(signum, 130)
+        how = "the install was interrupted" if signum == signal.SIGINT else f"the install was stopped by {result.signal}"
+        if phase in ("journal", "backup"):
+            with sig.shielded():
+                err = journal.remove()
+            result.state, result.after, result.stopped_before = "old", dict(prev), True
+            result.message = f"{how} before anything was changed; {_holds(prev)} as before." + (f" ({err})" if err else "")
+            return result
+        with sig.shielded():
+            st = tx.state()
+        result.state = st.state
+        result.after = {k: v for k, v in st.now.items() if v != "twice"}
+        code = result.exit_code
+        _undo(tx, result, st, how)
+        result.exit_code = code
         return result
-    # failed, interrupted or timed out
-    how = (
-        "the install was interrupted"
-        if result.interrupted
-        else f"the install did not finish in {timeout_s:g} s"
-        if result.timed_out
-        else f"the install failed ({failure_line(res)})"
-    )
-    result.exit_code = 130 if result.interrupted else ExitCode.FAILED
-    after = snapshot(system, python)
-    result.after = after.torch_family() if after.ok else {}
-    if after.ok and result.after == prev and not after.family_damaged():
-        restored = verify(system, python) if prev else None
-        result.verification = restored
+
+
+def _undo(tx: _Tx, result: InstallResult, st: FamilyState, how: str) -> InstallResult:
+    """After a failed or interrupted install: commit an untouched family as it is, else put the old files back."""
+    prev = tx.journal.before
+    if result.exit_code == ExitCode.OK:
+        result.exit_code = ExitCode.FAILED
+    if st.state == "old":
+        with tx.sig.shielded():
+            v = verify(tx.system, tx.python) if prev else None
+            result.verification = v
+            tx._finish(result, st)
+        result.after = dict(prev)
         if not prev:
             result.message = f"{how}; the target had no torch before and has none now."
-        elif restored and restored.imported:
-            result.message = f"{how}; nothing changed: the previous torch {restored.version} still imports."
+        elif v and v.imported:
+            result.message = f"{how}; nothing changed: the previous torch {v.version} still imports."
         else:
-            result.message = f"{how}; the torch packages are as before ({_fmt(prev)}), but torch does not import: {restored.error if restored else '?'}."
+            result.message = f"{how}; nothing changed: the torch packages are exactly as before ({_fmt(prev)}), but torch does not import: {v.error if v else '?'}."
         return result
-    if not prev:
-        result.message = f"{how}; the target had no torch before, and now has {_fmt(result.after) or 'partial packages'}."
-        return result
-    damaged = after.family_damaged() if after.ok else []
-    state = _fmt(result.after) or "nothing importable"
-    if damaged:
-        state += f" (half-installed: {', '.join(damaged)})"
-    say(f"stackdoctor: {how}; it left {state} instead of {_fmt(prev)}: putting back the previous versions.")
-    put_back(result)
+    state = _fmt(result.after) or "no complete torch"
+    tx.say(f"stackdoctor: {how}; it left {state} instead of {_fmt(prev) or 'no torch'}: putting back the previous versions.")
+    tx.put_back(result)
     result.message = f"{how}; " + _restore_sentence(result, prev)
     return result
+
+
+def _holds(prev: Mapping[str, str]) -> str:
+    return f"the target has {_fmt(prev)}" if prev else "the target has no torch"
 
 
 def failure_line(res: CommandResult) -> str:
@@ -687,39 +989,12 @@ def failure_line(res: CommandResult) -> str:
     return res.describe_failure() or res.detail or "unknown failure"
 
 
-def _restore(
-    system: System,
-    python: str,
-    installer: str,
-    index_base: str,
-    find_links: str | None,
-    before: Snapshot,
-    result: InstallResult,
-    stream: Callable[[str], None],
-    uv: str,
-) -> None:
-    cmds = restore_commands(before, python, installer, index_base, find_links=find_links, uv=uv)
-    if not cmds:
-        result.restored = False
-        return
-    repair = system.run([python, "-I", str(worker_path("sd_repair.py")), json.dumps(list(TORCH_FAMILY))], timeout=120, record=False)
-    if not repair.ok:
-        result.notes.append(f"could not clear half-installed packages: {repair.describe_failure()}")
-    ok = True
-    for cmd in cmds:
-        res = system.run_streaming(cmd, timeout=DEFAULT_INSTALL_TIMEOUT_S, on_stdout=stream, on_stderr=stream)
-        if not res.ok:
-            ok = False
-            result.notes.append(f"restore step failed ({failure_line(res)}): {' '.join(cmd)}")
-            break
-    after = snapshot(system, python)
-    v = verify(system, python)
-    result.verification = v
-    result.after = after.torch_family() if after.ok else {}
-    result.restored = ok and result.after == before.torch_family() and not after.family_damaged() and v.imported
-
-
 def _restore_sentence(result: InstallResult, prev: Mapping[str, str]) -> str:
+    if not prev and result.state == "old":
+        return "the target had no torch before, and its partial files were removed: it has none now."
+    v = result.verification
+    if result.restored and result.restored_from == "backup" and v is not None and not v.imported:
+        return f"the previous {_fmt(prev)} was put back exactly as it was (every file's sha256 checked), but it does not import: {v.error or '?'}."
     if result.restored and result.restored_from == "backup":
         return f"the previous {_fmt(prev)} was put back from its own files and imports."
     if result.restored:
@@ -727,11 +1002,23 @@ def _restore_sentence(result: InstallResult, prev: Mapping[str, str]) -> str:
     return (
         f"putting back the previous {_fmt(prev)} did not work (now: {_fmt(result.after) or 'none'}); "
         f"reinstall it with: pip install {' '.join(f'{k}=={v}' for k, v in prev.items())}."
+        if prev
+        else f"putting the target back to no torch did not work (now: {_fmt(result.after) or 'partial files'}); run `pip uninstall torch` there."
     )
 
 
 def _fmt(family: Mapping[str, str]) -> str:
     return ", ".join(f"{k} {v}" for k, v in family.items())
+
+
+def _never_raises(say: Callable[[str], None]) -> Callable[[str], None]:
+    def safe(line: str) -> None:
+        try:
+            say(line)
+        except Exception:  # noqa: BLE001 - a message that cannot be shown must not change what is done
+            pass
+
+    return safe
 
 
 def _stderr_writer(text: str) -> None:

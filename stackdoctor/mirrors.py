@@ -16,6 +16,7 @@ and never raise.
 
 from __future__ import annotations
 
+import os
 import re
 import zipfile
 from collections.abc import Iterable, Mapping
@@ -184,8 +185,10 @@ def local_wheel_metadata(path: Path) -> dict[str, list[str]] | None:
     fast = _metadata_from_central_directory(path)
     if fast is not None:
         return parse_wheel_metadata(fast)
+    from stackdoctor.system import open_regular
+
     try:
-        with zipfile.ZipFile(path) as zf:
+        with os.fdopen(open_regular(path), "rb") as raw, zipfile.ZipFile(raw) as zf:  # a FIFO never blocks
             names = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1]
             if not names:
                 return None
@@ -202,7 +205,9 @@ def _metadata_from_central_directory(path: Path) -> str | None:
     import zlib
 
     try:
-        with open(path, "rb") as fh:
+        from stackdoctor.system import open_regular
+
+        with os.fdopen(open_regular(path), "rb") as fh:  # a FIFO named like a wheel never blocks
             fh.seek(0, 2)
             size = fh.tell()
             tail_len = min(size, 65536 + 22)

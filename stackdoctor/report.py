@@ -73,7 +73,11 @@ class Report:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_data(), indent=indent, sort_keys=False, ensure_ascii=False)
+        """The report as it may leave the machine: credentials ``****`` (their presence kept), a secret-named
+        variable's value ``****``, undecodable path bytes as ``\\xff`` (valid UTF-8 whatever the paths)."""
+        from stackdoctor.redact import safe_data
+
+        return json.dumps(safe_data(self.to_data()), indent=indent, sort_keys=False, ensure_ascii=False)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -133,11 +137,17 @@ def replay_file(path: str | Path) -> Path:
 def load_report(path: str | Path) -> Report:
     """Read a report file for replay; every problem is one :class:`ReplayError` sentence."""
     p = replay_file(path)
+    from stackdoctor.system import NotRegularFile, TooLarge, read_bounded
+
     try:
         size = p.stat().st_size
         if size > MAX_REPORT_BYTES:
             raise ReplayError(f"{p} is {size // (1024 * 1024)} MiB; a stackdoctor report is never that large.")
-        raw = p.read_bytes()
+        raw = read_bounded(p, MAX_REPORT_BYTES, too_large=True)  # a FIFO or /dev/zero: refused, never read
+    except TooLarge:
+        raise ReplayError(f"{p} is larger than {MAX_REPORT_BYTES // (1024 * 1024)} MiB; a stackdoctor report is never that large.") from None
+    except NotRegularFile as exc:
+        raise ReplayError(f"cannot replay {p}: {exc.strerror}.") from None
     except FileNotFoundError:
         raise ReplayError(f"cannot replay {p}: no such file.") from None
     except IsADirectoryError:

@@ -195,7 +195,9 @@ def _read_text(path: Path, notes: list[str]) -> str | None:
         if path.stat().st_size > 1024 * 1024:
             notes.append(f"{path}: larger than 1 MiB, not read")
             return None
-        return path.read_text(encoding="utf-8", errors="replace")
+        from stackdoctor.system import read_bounded
+
+        return read_bounded(path, 1024 * 1024).decode("utf-8", errors="replace")
     except OSError as exc:
         notes.append(f"{path}: cannot be read ({exc.strerror or exc})")
         return None

@@ -24,9 +24,12 @@ from stackdoctor.diagnose import detect_lang, diagnose, list_checks, select
 from stackdoctor.facts import (
     Facts,
     IntelGpu,
+    KfdNode,
+    LinkProblem,
     NetInterface,
     NvidiaFacts,
     NvidiaGpu,
+    NvidiaProcGpu,
     PciDevice,
     PlatformFacts,
     PythonFacts,
@@ -379,6 +382,10 @@ def _tb_ll(f, m):
     f.thunderbolt.interfaces[1].addresses = ["169.254.12.7/16"]
 
 
+def _install_killed(f: Facts, m) -> None:
+    f.python.unfinished_install = "phase install: torch 2.12.0+cu126 -> torch 2.13.0+cu130"
+
+
 def _torch_missing(f, m):
     f.torch = TorchFacts(import_error="ModuleNotFoundError: No module named 'torch'", import_error_kind="exception")
 
@@ -472,7 +479,96 @@ def _numpy_missing(f, m):
     f.torch.import_warnings = ["UserWarning: Failed to initialize NumPy: No module named 'numpy' (Triggered internally at tensor_numpy.cpp:84.)"]
 
 
+SITE = "/venv/lib/python3.12/site-packages"
+
+
+def _fast(f):  # check --no-kernels: torch read from its files (defined below, with the read-only comparison)
+    return _as_read_only(f)
+
+
+def _fast_unreadable_lib(f, m):  # a 0-byte libtorch_cuda.so: the fast path names it instead of "torch ok"
+    _fast(f).torch.static_unreadable = [f"{SITE}/torch/lib/libtorch_cuda.so: empty or unreadable file"]
+
+
+def _installed_twice(f, m):
+    f.torch.duplicate_installs = [f"2.13.0+cu126 ({SITE}/torch-2.13.0+cu126.dist-info)", f"2.12.1 ({SITE}/torch-2.12.1.dist-info)"]
+
+
+def _fast_cudnn_missing(f, m):  # the files say what `import torch` would: libcudnn.so.9 is on no search path
+    _fast(f).torch.linkage_checked = True
+    f.torch.linkage = [LinkProblem("missing", "libcudnn.so.9", f"{SITE}/torch/lib/libtorch_cuda.so")]
+
+
+def _fast_nccl_lacks_symbol(f, m):  # the NCCL copy that would be loaded lacks ncclMemFree
+    _fast(f).torch.linkage_checked = True
+    f.torch.linkage = [LinkProblem("symbol", f"{SITE}/nvidia/nccl/lib/libnccl.so.2", f"{SITE}/torch/lib/libtorch_cuda.so", symbol="ncclMemFree")]
+
+
+def _fast_shadowed(f, m):  # a system cuDNN first on LD_LIBRARY_PATH, ahead of the wheel's
+    _fast(f).torch.linkage_checked = True
+    f.environment["LD_LIBRARY_PATH"] = "/usr/local/cuda-12.1/lib64"
+    f.torch.linkage = [LinkProblem("shadowed", "/usr/local/cuda-12.1/lib64/libcudnn.so.9", f"{SITE}/torch/lib/libtorch_cuda.so",
+                                   detail=f"{SITE}/nvidia/cudnn/lib/libcudnn.so.9")]
+
+
+def _jetson_by_tegra_kernel(f, m):  # an Orin known only by its -tegra kernel: no nv_tegra_release, no nvidia-smi
+    f.platform = PlatformFacts(system="Linux", machine="aarch64", libc="glibc", glibc_version="2.35", kernel="5.15.148-tegra")
+    f.nvidia = NvidiaFacts(smi_state="absent", nvml_state="absent")
+    # what the jetson probe makes of it (tests/test_probe_jetson.py: the kernel release as the only witness)
+    f.jetson.is_jetson, f.jetson.sources = True, {"is_jetson": "file:/proc/sys/kernel/osrelease (5.15.148-tegra)"}
+    f.torch = TorchFacts(installed=True, version="2.13.0+cu126", variant="cu126", cuda="12.6", imported=False, location=f"{SITE}/torch",
+                         distributions={"torch": "2.13.0+cu126"})
+
+
+def _cvd_hides_gpus_no_tool(f, m):  # no nvidia-smi/NVML in the container; the kernel module lists the GPU
+    f.nvidia = NvidiaFacts(smi_state="absent", nvml_state="absent", kernel_module_version="580.82.07",
+                           proc_gpus=[NvidiaProcGpu(bus_id="0000:01:00.0", name="NVIDIA GeForce RTX 4090")])
+    f.environment["CUDA_VISIBLE_DEVICES"] = "-1"
+    _fast(f)
+
+
+def _driver_cuda_from_any_sentence(f, m):  # cu130 torch; the driver's CUDA level known only from a message
+    _driver_too_old(f, m)
+    f.nvidia = NvidiaFacts(smi_state="absent", nvml_state="absent", kernel_module_version="550.54.14")
+    f.torch.cuda_available, f.torch.device_count = False, 0
+    f.torch.cuda_error = "UserWarning: CUDA initialization: CUDA driver initialization failed, found version 12070 of the driver API"
+
+
+def _rocm_abort_under_override(f, m):  # HSA_OVERRIDE_GFX_VERSION set to the wrong value: import torch aborts
+    _gfx(f, m)
+    f.environment["HSA_OVERRIDE_GFX_VERSION"] = "9.0.0"
+    f.torch = TorchFacts(installed=True, version="2.5.1+rocm6.2", variant="rocm6.2", hip="6.2.41133",
+                         import_error="the target interpreter died while importing torch (killed by SIGABRT)", import_error_kind="crash")
+
+
+def _gfx_only_kfd(f, m):  # no ROCm tool in the container: only the KFD topology names the gfx
+    _gfx(f, m)
+    f.rocm.gpus = []
+    f.rocm.kfd_nodes = [KfdNode(node=1, gfx_target_version=110002, gfx="gfx1102", vendor_id="0x1002", device_id="0x7480", simd_count=64,
+                                bus_id="0000:03:00.0")]
+    _fast(f)
+
+
+def _cuda_wheel_on_amd_no_tool(f, m):  # a CUDA wheel on an AMD GPU, and no NVIDIA tool at all
+    _gfx(f, m)
+    f.rocm.gpus = []
+    f.rocm.kfd_nodes = [KfdNode(node=1, gfx_target_version=110002, gfx="gfx1102", vendor_id="0x1002", device_id="0x7480", simd_count=64)]
+    f.torch = TorchFacts(installed=True, version="2.13.0+cu126", variant="cu126", cuda="12.6", imported=False, location=f"{SITE}/torch",
+                         distributions={"torch": "2.13.0+cu126"})
+
+
 TRIGGER = [
+    pytest.param("jetson-wrong-wheel", _jetson_by_tegra_kernel, id="jetson-known-only-by-its-tegra-kernel"),
+    pytest.param("cuda-visible-devices-hides-all", _cvd_hides_gpus_no_tool, id="fast-path-cvd-hides-the-gpu-the-kernel-lists"),
+    pytest.param("driver-too-old", _driver_cuda_from_any_sentence, id="found-version-12070-in-another-sentence"),
+    pytest.param("rocm-gfx-unsupported", _rocm_abort_under_override, id="rocm-abort-under-hsa-override"),
+    pytest.param("rocm-gfx-unsupported", _gfx_only_kfd, id="fast-path-gfx-only-in-kfd-topology"),
+    pytest.param("torch-backend-mismatch", _cuda_wheel_on_amd_no_tool, id="cuda-wheel-on-amd-without-nvidia-tools"),
+    pytest.param("torch-files-partial", _fast_unreadable_lib, id="fast-path-0-byte-libtorch-cuda"),
+    pytest.param("torch-installed-twice", _installed_twice, id="two-torch-dist-infos"),
+    pytest.param("torch-import-failed", _fast_cudnn_missing, id="fast-path-libcudnn-on-no-search-path"),
+    pytest.param("torch-lib-stale", _fast_nccl_lacks_symbol, id="fast-path-nccl-lacks-ncclMemFree"),
+    pytest.param("lib-path-shadowing", _fast_shadowed, id="fast-path-system-cudnn-first-on-ld-library-path"),
     pytest.param("torch-arch-list-mismatch", _arch_lists_differ, id="libtorch-cuda-of-another-build"),
     pytest.param("torch-files-unreadable", _files_unreadable, id="torch-without-version-py"),
     pytest.param("torch-cpu-only", _cpu_torch_on_arc, id="cpu-build-with-arc-a770"),
@@ -524,6 +620,7 @@ TRIGGER = [
     pytest.param("thunderbolt-link-slow", _tb_slow, id="tb4-link-with-rdma"),
     pytest.param("thunderbolt-link-local-ip", _tb_ll, id="rdma-en2-link-local"),
     pytest.param("torch-missing", _torch_missing, id="fresh-machine"),
+    pytest.param("install-unfinished", _install_killed, id="install-killed-halfway"),
     pytest.param("torch-import-failed", _import_failed, id="libcudnn-missing"),
     pytest.param("torch-import-failed", _import_crash, id="import-segfaults-installed-true"),
 ]

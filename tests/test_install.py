@@ -126,7 +126,8 @@ def family_files(venv: Path) -> dict[str, str | None]:
 
 
 def backups_left(venv: Path) -> list[str]:
-    return [p.name for p in venv.iterdir() if p.name.startswith(".stackdoctor-backup-")]
+    """stackdoctor's own folders left in the environment (the install journal and its backup, older backups)."""
+    return [p.name for p in venv.iterdir() if p.name.startswith((".stackdoctor-backup-", ".stackdoctor-install"))]
 
 
 def plan_for(base: str, variant: str = "cu130", torch: str = "2.13.0", vision: str = "0.28.0") -> Plan:
@@ -306,21 +307,20 @@ def test_uv_installing_a_torch_that_does_not_import_is_put_back_without_the_inde
     assert_put_back_exactly(r, venv, files_before)
 
 
-def test_without_a_backup_and_without_the_index_the_user_is_told_how_to_reinstall(server, venv, system):
-    """torch cannot be backed up (it is installed twice, so no single RECORD is the truth) and the index is
-    unreachable: the restore fails and says so, with the pip command that would put it back."""
+def test_two_dist_infos_stop_the_install_before_anything_changes(server, venv, system):
+    """torch is installed twice (no single RECORD is the truth), so no complete backup can be made: the install
+    stops before pip runs, says why in one sentence and how to proceed knowingly; every file is as it was."""
     site = next(venv.glob("lib/python*/site-packages"))
     twin = site / "torch-2.12.0+cu126.dist-info"
     shutil.copytree(twin, site / "torch-2.12.0+cu126.dist-info.twin" / "torch-2.12.0+cu126.dist-info")
     # importlib.metadata only sees dist-info folders on sys.path: add the twin's folder through a .pth file
     (site / "zz-twin.pth").write_text(str(site / "torch-2.12.0+cu126.dist-info.twin") + "\n")
-    r = inst.execute(plan_for(server.base("broken")), system=system, python=py(venv), index_base=DEAD_INDEX_BASE, stream=lambda t: None)
-    assert not r.ok and r.exit_code == 1
-    assert r.restored is False and r.restored_from is None
-    assert "did not work" in r.message and "reinstall it with: pip install torch==2.12.0+cu126 torchvision==0.27.0+cu126." in r.message
-    # torchvision was backed up and is put back from its files; torch (installed twice) is left to the index
-    assert r.notes[0] == "putting back the saved files was not enough (not backed up: torch (installed twice)); reinstalling from the index.", r.notes
-    assert any(n.startswith("restore step failed") for n in r.notes), r.notes
+    files_before = family_files(venv)
+    r = inst.execute(plan_for(server.base()), system=system, python=py(venv), index_base=DEAD_INDEX_BASE, stream=lambda t: None)
+    assert not r.ok and r.exit_code == 1 and r.stopped_before and r.returncode is None  # the installer never ran
+    assert r.message.startswith("nothing was changed: the backup failed (torch is installed twice ("), r.message
+    assert "install without a way back yourself: " + " ".join(r.command) in r.message
+    assert family_files(venv) == files_before and imports_fake_torch(venv) == "2.12.0+cu126"
     assert backups_left(venv) == []
 
 
@@ -354,6 +354,14 @@ def test_cli_without_terminal_or_yes_changes_nothing(server, venv, cli_env):
     assert family(venv) == BEFORE
 
 
+def test_cli_json_without_yes_in_a_pipe_prints_exactly_one_document(server, venv, cli_env):
+    p = sd(["--python", py(venv), "--torch", "2.13.0", "--variant", "cu130", "--index-base", server.base(), "--json"], cli_env)
+    assert p.returncode == 2 and "--yes" in p.stderr
+    doc = json.loads(p.stdout)  # one document: json.loads refuses a second one after the first
+    assert doc["schema"] == "stackdoctor.plan/1" and doc["error"]["kind"] == "usage" and "--yes" in doc["error"]["message"]
+    assert family(venv) == BEFORE
+
+
 def test_cli_installs_with_yes_and_json_prints_the_plan(server, venv, cli_env):
     p = sd(["--python", py(venv), "--torch", "2.13.0", "--variant", "cu130", "--index-base", server.base(), "--yes", "--json"], cli_env)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -364,6 +372,18 @@ def test_cli_installs_with_yes_and_json_prints_the_plan(server, venv, cli_env):
     assert plan["command"][:4] == [py(venv), "-m", "pip", "install"]
     assert family(venv)["torch"] == "2.13.0+cu130"
     assert "imports in the target" in p.stderr
+
+
+def test_cli_dry_run_leftovers_are_what_remove_leftovers_removes(server, venv, cli_env):
+    args = ["--python", py(venv), "--torch", "2.13.0", "--variant", "cu130", "--index-base", server.base()]
+    dry = sd([*args, "--dry-run", "--json"], cli_env)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    predicted = json.loads(dry.stdout)["leftovers"]
+    assert predicted == ["nvidia-cuda-runtime-cu12"] and family(venv) == BEFORE
+    done = sd([*args, "--yes", "--remove-leftovers"], cli_env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"removed the previous variant's packages: {', '.join(predicted)}." in done.stderr
+    assert not set(predicted) & set(installed(venv))
 
 
 def test_cli_emit_uv_is_valid_pyproject(server, venv, cli_env):
@@ -433,3 +453,12 @@ def test_failure_line_keeps_the_reason_whatever_the_paths(depth):
     got = inst.failure_line(CommandResult(("pip",), 1, "", "Processing ...\n" + line + "\n", 0.1, "ok"))
     assert got.startswith("ERROR: For req: torch==2.13.0+cu130.") and "outside the target directory" in got
     assert len(got) <= 300
+
+
+def test_a_runtime_package_another_package_needs_is_no_leftover():
+    snap = inst.Snapshot(
+        versions={"torch": "2.12.0+cu126", "nvidia-cublas-cu12": "1", "nvidia-cudnn-cu12": "1", "cupy-cuda12x": "1", "transformers": "1"},
+        requires={"torch": ["nvidia-cublas-cu12", "nvidia-cudnn-cu12"], "cupy-cuda12x": ["nvidia-cublas-cu12"], "transformers": ["torch"]},
+    )
+    # cupy needs cuBLAS; transformers needs torch (which gets the new build), not the old torch's cuDNN
+    assert inst.leftovers(["nvidia-cublas-cu12", "nvidia-cudnn-cu12"], snap) == ["nvidia-cudnn-cu12"]

@@ -117,7 +117,7 @@ def test_pip_conf_mirror_without_cuda_builds_plus_folder_installs_with_no_flags(
     before = record.stat().st_mtime_ns
     again = sd(["--python", py(venv), "--yes"], env)
     assert again.returncode == 0, again.stderr[-2000:]
-    assert f"already satisfied: {py(venv)} has torch 2.13.0+cpu, the planned build; nothing was changed." in again.stderr
+    assert f"already satisfied: {py(venv)} has torch 2.13.0+cpu, the planned build, complete (every file's sha256 checked) and importing; nothing was changed." in again.stderr
     assert record.stat().st_mtime_ns == before and "done:" not in again.stderr
 
 

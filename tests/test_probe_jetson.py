@@ -112,6 +112,17 @@ def test_probe_model_only(tmp_path: Path) -> None:
     assert f.l4t_release is None and f.jetpack is None
 
 
+@pytest.mark.parametrize("release, jetson_", [("5.15.148-tegra", True), ("4.9.253-tegra", True), ("6.8.0-49-generic", False)])
+def test_probe_kernel_release_alone(tmp_path: Path, release: str, jetson_: bool) -> None:
+    """An L4T kernel ("<version>-tegra") is a Jetson with no nv_tegra_release, device-tree model or dpkg record."""
+    (tmp_path / "proc/sys/kernel").mkdir(parents=True)
+    (tmp_path / "proc/sys/kernel/osrelease").write_text(release + "\n")
+    f = jetson.probe(ctx_for(tmp_path)).facts["jetson"]
+    assert f.is_jetson is jetson_
+    if jetson_:
+        assert f.sources["is_jetson"] == f"file:/proc/sys/kernel/osrelease ({release})"
+
+
 def test_probe_raspberry_pi_model_is_not_jetson(tmp_path: Path) -> None:
     (tmp_path / "proc/device-tree").mkdir(parents=True)
     (tmp_path / "proc/device-tree/model").write_bytes(b"Raspberry Pi 4 Model B Rev 1.4\x00")  # synthetic

@@ -16,7 +16,7 @@ import test_diagnose as td
 from helpers import machine_env, run_sd
 
 from stackdoctor import catalog, rules
-from stackdoctor.facts import Facts, KernelFacts, KernelResult, TorchFacts, from_data
+from stackdoctor.facts import Facts, KernelFacts, KernelResult, PythonFacts, TorchFacts, from_data, to_data
 from stackdoctor.matrix import load_matrix
 from stackdoctor.plan import Request
 from stackdoctor.reconcile import reconcile
@@ -140,7 +140,9 @@ def test_each_rule_mutated_is_noticed(scenario, monkeypatch):
         judge(facts, probes, reqs, gates)
     loose = judge(facts, probes, reqs, gates, strict=False)
     err = [x for x in loose if x.code == "rule-error"]
-    assert len(err) == 1 and code in err[0].detail and "KeyError" in err[0].detail and err[0].severity == "warn" and err[0].fix
+    # a broken rule that can fail the run fails it (exit 1 never becomes 0); a broken warning rule warns
+    expected = "fail" if REGISTRY[code].severity == "fail" else "warn"
+    assert len(err) == 1 and code in err[0].detail and "KeyError" in err[0].detail and err[0].severity == expected and err[0].fix
     assert code not in {x.code for x in loose}
     monkeypatch.setitem(REGISTRY, code, _mutated(code, "silent"))
     assert code not in {x.code for x in judge(facts, probes, reqs, gates)}
@@ -160,6 +162,22 @@ def test_a_broken_rule_outside_tests_is_a_rule_error_in_the_report(tmp_path):
     assert found["rule-error"]["severity"] == "warn" and "torch-missing" in found["rule-error"]["detail"]
     strict = run_sd(["check", "--replay", str(rep), "--strict"], env=env)
     assert strict.rc == 1
+
+
+def test_a_broken_fail_rule_keeps_the_exit_code_failing(tmp_path):
+    """A rule of severity fail that raises on a broken torch: rule-error is a fail finding, so the exit code
+    stays 1 (it was 0: rule-error was only a warning, and the broken torch's own finding was lost)."""
+    facts = Facts()
+    facts.python = PythonFacts(executable="/usr/bin/python3", version="3.11.7")
+    facts.torch = TorchFacts(installed=True, version="2.13.0", import_error="ImportError: libtorch_cpu.so: cannot open shared object file", import_error_kind="exception")
+    rep = tmp_path / "report.json"
+    rep.write_text(json.dumps({"schema": "stackdoctor.report/1", "facts": to_data(facts), "probes": [], "findings": []}))
+    env = machine_env(tmp_path / "bin", STACKDOCTOR_TEST_HOOK="break-rule:torch-import-failed")
+    env.pop("STACKDOCTOR_STRICT_RULES")
+    r = run_sd(["check", "--replay", str(rep), "--json"], env=env)
+    found = {f["code"]: f for f in r.json()["findings"]}
+    assert "torch-import-failed" not in found
+    assert found["rule-error"]["severity"] == "fail" and r.rc == 1
 
 
 # ---------------------------------------------------------------------------- check and install agree

@@ -321,3 +321,30 @@ def test_shipped_schema_is_the_generators_output():
 
     shipped = json.loads((Path(__file__).resolve().parents[1] / "stackdoctor" / "schemas" / "report.schema.json").read_text())
     assert shipped == report_schema(), "regenerate: python -m stackdoctor._schema > stackdoctor/schemas/report.schema.json"
+
+
+def test_a_pyenv_shim_is_asked_through_the_program_it_runs(tmp_path):
+    """pyenv's shims are bash scripts that take tenths of a second: the uv behind one is found as `pyenv exec`
+    finds it (PYENV_VERSION, else .python-version up from the folder, else $PYENV_ROOT/version)."""
+    from stackdoctor.probes.target import pyenv_shim_target
+    from stackdoctor.system import System
+
+    root = tmp_path / "pyenv"
+    (root / "shims").mkdir(parents=True)
+    (root / "libexec").mkdir()
+    shim = root / "shims" / "uv"
+    shim.write_text(f'#!/usr/bin/env bash\nset -e\nprogram="${{0##*/}}"\nexport PYENV_ROOT="{root}"\nexec "{root}/libexec/pyenv" exec "$program" "$@"\n')
+    for v in ("3.11.7", "3.12.1"):
+        (root / "versions" / v / "bin").mkdir(parents=True)
+        (root / "versions" / v / "bin" / "uv").write_text("#!/bin/sh\n")
+        (root / "versions" / v / "bin" / "uv").chmod(0o755)
+    (root / "version").write_text("3.11.7\n")
+    project = tmp_path / "project" / "sub"
+    project.mkdir(parents=True)
+    assert pyenv_shim_target(System(env={}), str(shim), cwd=str(project)) == str(root / "versions" / "3.11.7" / "bin" / "uv")
+    (tmp_path / "project" / ".python-version").write_text("3.12.1\n")
+    assert pyenv_shim_target(System(env={}), str(shim), cwd=str(project)) == str(root / "versions" / "3.12.1" / "bin" / "uv")
+    assert pyenv_shim_target(System(env={"PYENV_VERSION": "3.11.7"}), str(shim), cwd=str(project)).endswith("3.11.7/bin/uv")
+    assert pyenv_shim_target(System(env={"PYENV_VERSION": "system"}), str(shim), cwd=str(project)) is None  # left to the shim
+    assert pyenv_shim_target(System(env={"PYENV_VERSION": "3.11.7 3.12.1"}), str(shim), cwd=str(project)) is None
+    assert pyenv_shim_target(System(env={}), str(root / "versions" / "3.11.7" / "bin" / "uv")) is None  # not a shim

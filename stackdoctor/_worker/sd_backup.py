@@ -1,18 +1,32 @@
-"""stackdoctor backup worker: keeps the installed files of some distributions aside before an install, and
-puts them back exactly (offline) when the install fails. Run in the install target (stdlib only, Python 3.8
-syntax); it never raises: every failure is reported in its one marked JSON line.
+"""stackdoctor backup worker: keeps the installed files of the torch family aside before an install, judges
+what the family on disk is afterwards, and puts the old files back exactly (offline). Run in the install target
+(stdlib only, Python 3.8 syntax); it never raises: every failure is reported in its one marked JSON line.
 
 ``save DIR NAMES_JSON [COPY_CAP_BYTES]``: for each installed distribution in NAMES, hard-link every file its
-RECORD lists into ``DIR/files``, and write ``DIR/manifest.json`` (name, version, site dir, and for each file its
-RECORD path, which may start with ``..`` for scripts, its hash, its size and its name in the backup). The layout
-lives in the manifest and the files lie flat (``<name>-<n>``): torch 2.13.0+cpu has 14 622 files in 1 169
-folders, and creating those folders took 1.0-1.3 s of a 1.5 s save here, linking flat 0.35 s. Where a hard link is refused (another filesystem, EPERM) the file is copied, while the copied bytes stay
-under the cap (default 2 GiB); a distribution past the cap is reported in ``not_backed_up`` and left out.
+RECORD lists into ``DIR/files``, and write ``DIR/manifest.json`` (fsync'd, renamed into place: name, version, site
+dir, dist-info, and for each file its RECORD path, which may start with ``..`` for scripts, its hash, its size, its
+name in the backup). The backup is complete or it is not made: a name installed twice, a dist-info without RECORD,
+a link or copy that fails (no space, no inodes) or a copy past the cap gives ``error`` and removes what was saved.
+A file the RECORD lists that is already gone is noted in ``missing`` (the torch is backed up as it is).
+The files lie flat (``<name>-<n>``): torch 2.13.0+cpu has 14 622 files in 1 169 folders, and creating those
+folders took 1.0-1.3 s of a 1.5 s save here, linking flat 0.35 s. Where a hard link is refused (another
+filesystem, EPERM) the file is copied, while the copied bytes stay under the cap (default 2 GiB).
 
-``restore DIR [NAMES_JSON]``: removes what is installed now for NAMES (default: the manifest's names): the
-files of their RECORDs and their dist-info directories, and half-written dist-info directories without RECORD;
-then links (or copies) the saved files back and checks each one's sha256 against its RECORD hash (empty hashes,
-as for RECORD itself and .pyc files, are skipped).
+``state DIR NAMES_JSON PLANNED_JSON``: what the family on disk is now, decided from the files: ``old`` (exactly the
+saved files: same inode, or same sha256 for a copy, and nothing else of the family), ``new`` (exactly the planned
+versions, every RECORD hash checked, the unplanned names untouched), ``mixed`` otherwise; and pip's stash folders
+(``~orch``) of the family.
+
+``restore DIR [NAMES_JSON]``: removes what is installed now for NAMES (default: the manifest's names) and
+everything else of the family (their RECORD files, dist-info folders, half-written ``torch-*.dist-info`` folders,
+the family's top-level folders that no other distribution owns, pip's stash folders); then links (or copies) the
+saved files back and checks each one's sha256 against its RECORD hash (empty hashes, as for RECORD itself and
+.pyc files, are skipped).
+
+``check NAMES_JSON``: which of NAMES are not complete per their RECORD (a file missing or changed, installed twice).
+
+``STACKDOCTOR_TEST_HOOK_DIR`` (tests only): halfway through a save or a restore, create ``<dir>/backup-mid`` or
+``<dir>/restore-mid`` and wait (at most 60 s) for ``<name>.go``, so a test can interrupt at that instant.
 """
 import base64
 import csv
@@ -23,14 +37,29 @@ import re
 import shutil
 import stat
 import sys
+import time
 from importlib import metadata
 
 MARK = "@@stackdoctor-backup@@ "
 DEFAULT_CAP = 2 * 1024 ** 3
+LEADING = "-~.=%0123456789"  # pip's AdjacentTempDirectory.LEADING_CHARS: a stash is "~" + some of these + a suffix of the name
 
 
 def norm(name):
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def hook(point):
+    d = os.environ.get("STACKDOCTOR_TEST_HOOK_DIR")
+    if not d:
+        return
+    try:
+        open(os.path.join(d, point), "w").close()
+    except OSError:
+        return
+    end = time.monotonic() + 60
+    while time.monotonic() < end and not os.path.exists(os.path.join(d, point + ".go")):
+        time.sleep(0.005)
 
 
 def dist_path(d):
@@ -52,7 +81,10 @@ def installed(names):
 
 
 def record_rows(d):
-    text = d.read_text("RECORD")
+    try:
+        text = d.read_text("RECORD")
+    except Exception:
+        text = None
     if text is None:
         return None
     rows = []
@@ -72,8 +104,30 @@ def site_of(d):
         return os.path.dirname(path) if path else None
 
 
+def site_dirs():
+    import site as _site
+
+    out = []
+    for p in sys.path:
+        if p and os.path.isdir(p) and p not in out and (p.endswith("site-packages") or p.endswith("dist-packages")):
+            out.append(os.path.abspath(p))
+    try:
+        for p in _site.getsitepackages():
+            if os.path.isdir(p) and os.path.abspath(p) not in out:
+                out.append(os.path.abspath(p))
+    except Exception:
+        pass
+    return out
+
+
 def target_path(site, rel):
     return os.path.normpath(rel if os.path.isabs(rel) else os.path.join(site, rel))
+
+
+def top_level(rel):
+    """The site-packages entry a RECORD path lives in ("torch" for torch/lib/x.so), None for ../bin paths."""
+    parts = rel.replace("\\", "/").split("/")
+    return None if parts[0] in ("..", "") or os.path.isabs(rel) else parts[0]
 
 
 def sha256_b64(path):
@@ -82,6 +136,29 @@ def sha256_b64(path):
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return "sha256=" + base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
+
+
+def fsync_dir(path):
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(os.path.dirname(path))
 
 
 def place(src, dst, size, state, cap):
@@ -95,6 +172,8 @@ def place(src, dst, size, state, cap):
         return "link"
     except OSError as e:
         link_error = e
+        if e.errno in (28, 122):  # ENOSPC (no inodes / no space for the entry), EDQUOT: a copy would fail too
+            return "%s (%s)" % (os.strerror(e.errno), dst)
     if cap is not None and state["copied_bytes"] + size > cap:
         return "over the copy cap of %d bytes (a hard link was refused: %s)" % (cap, link_error)
     shutil.copy2(src, dst)
@@ -102,41 +181,65 @@ def place(src, dst, size, state, cap):
     return "copy"
 
 
+def dist_info_name(entry):
+    """canonical name of a ``<name>-<version>.dist-info`` folder name (also a half-written one), else None."""
+    if not entry.endswith(".dist-info"):
+        return None
+    return norm(entry[: -len(".dist-info")].split("-", 1)[0])
+
+
 def save(root, names, cap):
-    out = {"mode": "save", "dir": root, "saved": {}, "bytes": {}, "not_backed_up": {}, "linked": 0, "copied": 0,
-           "linked_bytes": 0, "copied_bytes": 0, "errors": []}
-    manifest = {"names": sorted(names), "dists": []}
+    out = {"mode": "save", "dir": root, "saved": {}, "bytes": {}, "missing": {}, "linked": 0, "copied": 0,
+           "linked_bytes": 0, "copied_bytes": 0, "errors": [], "error": None}
+    manifest = {"names": sorted(names), "dists": [], "tops": []}
     state = {"copied_bytes": 0, "dirs": set()}
     files_root = os.path.join(root, "files")
+    os.makedirs(files_root, exist_ok=True)
     found = installed(names)
+    # a half-written dist-info of the family (no METADATA, so no name for importlib.metadata) is damage too
+    for site in site_dirs():
+        try:
+            entries = os.listdir(site)
+        except OSError:
+            continue
+        for e in entries:
+            n = dist_info_name(e)
+            if n in names and not os.path.isfile(os.path.join(site, e, "METADATA")):
+                out["error"] = "%s has a half-written %s in %s (no METADATA)" % (n, e, site)
+                return out
+    total = sum(len(record_rows(d) or []) for ds in found.values() for d in ds)
+    done = 0
     for name in sorted(names):
         dists = found.get(name, [])
         if not dists:
             continue
         if len(dists) > 1:
-            out["not_backed_up"][name] = "installed twice"
-            continue
+            out["error"] = "%s is installed twice (%s)" % (name, ", ".join(sorted(str(dist_path(d)) for d in dists)))
+            return out
         d = dists[0]
         rows = record_rows(d)
         site = site_of(d)
         if rows is None or site is None:
-            out["not_backed_up"][name] = "no RECORD (half-installed)"
-            continue
-        entry = {"name": name, "version": d.version, "site": site, "dist_info": dist_path(d), "files": []}
+            out["error"] = "%s %s has no RECORD, so its files are not known (%s)" % (name, d.version, dist_path(d))
+            return out
+        entry = {"name": name, "version": d.version, "site": site, "dist_info": dist_path(d), "files": [], "missing": []}
         counts = {"link": 0, "copy": 0, "link_bytes": 0, "copy_bytes": 0}
-        start_copied = state["copied_bytes"]
-        why = None
         for rel, digest, size in rows:
+            done += 1
+            if done == total // 2:
+                hook("backup-mid")
+            top = top_level(rel)
+            if top and top not in manifest["tops"]:
+                manifest["tops"].append(top)
             src = target_path(site, rel)
             try:
-                st = os.stat(src)
+                st = os.lstat(src)
                 nbytes = st.st_size if stat.S_ISREG(st.st_mode) else -1
             except OSError:
                 nbytes = -1
             if nbytes < 0:
-                if digest:  # a hashed file that is gone: this copy could not be put back whole
-                    why = "%s is listed in RECORD but missing" % rel
-                    break
+                if digest:  # a hashed file that is already gone: backed up as it is, noted
+                    entry["missing"].append(rel)
                 continue  # e.g. a .pyc listed without hash that was never written
             store = "%s-%d" % (name, len(entry["files"]))
             try:
@@ -144,39 +247,218 @@ def save(root, names, cap):
             except OSError as e:
                 how = "%s: %s" % (rel, e)
             if how not in ("link", "copy"):
-                why = how
-                break
+                out["error"] = "%s could not be saved: %s" % (rel, how)
+                return out
             counts[how] += 1
             counts[how + "_bytes"] += nbytes
-            entry["files"].append({"path": rel, "stored": store, "hash": digest, "size": size})
-        if why is not None:
-            out["not_backed_up"][name] = why
-            for f in entry["files"]:  # free what was saved of it (and its share of the copy budget)
-                try:
-                    os.unlink(os.path.join(files_root, f["stored"]))
-                except OSError:
-                    pass
-            state["copied_bytes"] = start_copied
-            continue
+            entry["files"].append({"path": rel, "stored": store, "hash": digest, "size": size, "ino": [st.st_dev, st.st_ino]})
         manifest["dists"].append(entry)
         out["saved"][name] = d.version
+        if entry["missing"]:
+            out["missing"][name] = len(entry["missing"])
         out["bytes"][name] = counts["link_bytes"] + counts["copy_bytes"]
         out["linked"] += counts["link"]
         out["copied"] += counts["copy"]
         out["linked_bytes"] += counts["link_bytes"]
         out["copied_bytes"] += counts["copy_bytes"]
-    with open(os.path.join(root, "manifest.json"), "w") as f:
-        f.write(json.dumps(manifest))  # dumps uses the C encoder; dump to a file does not (0.5 s for torch's 14 000 files)
+    fsync_dir(files_root)
+    # dumps uses the C encoder; dump to a file does not (0.5 s for torch's 14 000 files)
+    write_atomic(os.path.join(root, "manifest.json"), json.dumps(manifest))
     return out
 
 
-def remove_installed(names, out):
-    """Remove what is installed for names: RECORD files, dist-info dirs, half-written dist-info dirs."""
+def load_manifest(root):
+    with open(os.path.join(root, "manifest.json")) as f:
+        return json.load(f)
+
+
+def is_stash(entry, tops):
+    """pip's stash of a top-level entry (AdjacentTempDirectory: "~" + leading chars + a suffix of the name)."""
+    if not entry.startswith("~"):
+        return False
+    for t in tops:
+        if len(entry) < len(t) and not entry[1:]:
+            continue
+        for j in range(1, len(entry)):
+            rest = entry[j:]
+            if rest and t.endswith(rest) and all(c in LEADING for c in entry[1:j]) and len(entry) >= len(t):
+                return True
+            if entry[j] not in LEADING:
+                break
+    return False
+
+
+def family_layout(names, manifest, planned):
+    """(site dirs, the family's top-level names, the top-level names other distributions own)."""
+    tops = set(manifest.get("tops") or []) | set(names)
+    for e in manifest.get("dists") or []:
+        if e.get("dist_info"):
+            tops.add(os.path.basename(e["dist_info"]))
+    for n, v in (planned or {}).items():
+        tops.add("%s-%s.dist-info" % (n, v))
+    others = set()
+    for d in metadata.distributions():
+        try:
+            n = norm(d.metadata["Name"] or "")
+        except Exception:
+            continue
+        rows = record_rows(d) or []
+        mine = n in names
+        for rel, _h, _s in rows:
+            t = top_level(rel)
+            if t:
+                (tops if mine else others).add(t)
+        if mine:
+            p = dist_path(d)
+            if p:
+                tops.add(os.path.basename(p))
+    return site_dirs(), tops, others
+
+
+def stash_entries(sites, tops):
+    out = []
+    for s in sites:
+        try:
+            for e in os.listdir(s):
+                if is_stash(e, tops):
+                    out.append(os.path.join(s, e))
+        except OSError:
+            pass
+    return sorted(out)
+
+
+def same_as_saved(entry, files_root):
+    """Every saved file of this dist is at its place, unchanged (same inode as its backup link, or same hash)."""
+    for f in entry["files"]:
+        p = target_path(entry["site"], f["path"])
+        try:
+            st = os.lstat(p)
+            bk = os.stat(os.path.join(files_root, f["stored"]))
+        except OSError:
+            return "%s is missing" % f["path"]
+        if (st.st_dev, st.st_ino) == (bk.st_dev, bk.st_ino):
+            continue
+        if st.st_size != bk.st_size or (f["hash"] and sha256_b64(p) != f["hash"]):
+            return "%s differs" % f["path"]
+    for rel in entry.get("missing") or []:
+        if os.path.lexists(target_path(entry["site"], rel)):
+            return "%s is back" % rel
+    return None
+
+
+def complete(d):
+    """None when every hashed RECORD file of d is there with its hash, else why not."""
+    rows = record_rows(d)
+    site = site_of(d)
+    if rows is None or site is None:
+        return "no RECORD"
+    for rel, digest, _size in rows:
+        if not digest:
+            continue
+        p = target_path(site, rel)
+        try:
+            if sha256_b64(p) != digest:
+                return "%s differs from its RECORD" % rel
+        except OSError:
+            return "%s is missing" % rel
+    return None
+
+
+def family_dist_infos(sites, names):
+    out = []
+    for s in sites:
+        try:
+            for e in os.listdir(s):
+                if dist_info_name(e) in names:
+                    out.append(os.path.join(s, e))
+        except OSError:
+            pass
+    return sorted(out)
+
+
+def judge_state(root, names, planned):
+    """old | new | mixed, with why, and the stash folders, from the files on disk."""
+    manifest = load_manifest(root) if os.path.exists(os.path.join(root, "manifest.json")) else {"dists": [], "tops": []}
+    names = set(names) | set(manifest.get("names") or []) | set(planned)
+    files_root = os.path.join(root, "files")
+    sites, tops, _others = family_layout(names, manifest, planned)
+    stash = stash_entries(sites, tops)
+    found = installed(names)
+    infos = family_dist_infos(sites, names)
+    saved = {e["name"]: e for e in manifest["dists"]}
+    out = {"mode": "state", "state": "mixed", "why": "", "stash": stash, "now": {}}
+    for n, ds in found.items():
+        out["now"][n] = ds[0].version if len(ds) == 1 else "twice"
+    # exactly the old files?
+    why_old = None
+    if len(infos) != sum(len(v) for v in found.values()):
+        why_old = "a half-written dist-info: %s" % ", ".join(os.path.basename(p) for p in infos)
+    for n in names:
+        if why_old:
+            break
+        ds = found.get(n, [])
+        e = saved.get(n)
+        if e is None:
+            if ds:
+                why_old = "%s %s was not there before" % (n, ds[0].version)
+            continue
+        if len(ds) != 1 or ds[0].version != e["version"] or os.path.abspath(str(dist_path(ds[0]))) != os.path.abspath(str(e["dist_info"])):
+            why_old = "%s is now %s" % (n, out["now"].get(n, "gone"))
+            continue
+        why_old = same_as_saved(e, files_root)
+    if why_old is None and not manifest["dists"]:
+        left = [t for t in names if any(os.path.lexists(os.path.join(s, t)) for s in sites)]
+        if left:
+            why_old = "%s folder is there" % left[0]
+    if why_old is None:
+        out["state"], out["why"] = "old", ""
+        return out
+    # exactly the planned build (the unplanned names untouched)?
+    why_new = None
+    if len(infos) != sum(len(v) for v in found.values()):
+        why_new = why_old
+    for n in sorted(names):
+        if why_new:
+            break
+        ds = found.get(n, [])
+        if n in planned:
+            if len(ds) != 1 or ds[0].version != planned[n]:
+                why_new = "%s is %s, not %s" % (n, out["now"].get(n, "missing"), planned[n])
+            else:
+                why_new = complete(ds[0])
+                if why_new:
+                    why_new = "%s %s: %s" % (n, planned[n], why_new)
+        elif n in saved:
+            e = saved[n]
+            why_new = None if len(ds) == 1 and ds[0].version == e["version"] else "%s changed" % n
+            why_new = why_new or same_as_saved(e, files_root)
+        elif ds:
+            why_new = "%s %s appeared" % (n, ds[0].version)
+    if why_new is None:
+        out["state"] = "new"
+        return out
+    out["why"] = why_old if why_old and why_new == why_old else "%s; %s" % (why_old, why_new)
+    return out
+
+
+def remove_tree(path, out):
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
+    except OSError as e:
+        out["errors"].append("removing %s: %s" % (path, e))
+
+
+def remove_installed(names, manifest, planned, out):
+    """Remove everything of the family: RECORD files, dist-info dirs (half-written ones too), the family's
+    top-level folders no other distribution owns, pip's stash folders."""
+    sites, tops, others = family_layout(names, manifest, planned)
     dirs = set()
     for name, dists in installed(names).items():
         for d in dists:
             path = dist_path(d)
-            version = d.version or "?"
             rows = record_rows(d)
             site = site_of(d)
             if rows is not None and site is not None:
@@ -189,8 +471,20 @@ def remove_installed(names, out):
                     except OSError as e:
                         out["errors"].append("removing %s: %s" % (p, e))
             if path and path.endswith(".dist-info") and os.path.isdir(path):
-                shutil.rmtree(path, ignore_errors=True)
-                out["removed"].append(name + " " + version + ("" if rows is not None else " (no RECORD)"))
+                remove_tree(path, out)
+                out["removed"].append(name + " " + (d.version or "?") + ("" if rows is not None else " (no RECORD)"))
+    for p in family_dist_infos(sites, names):
+        remove_tree(p, out)
+    for p in stash_entries(sites, tops):
+        remove_tree(p, out)
+        out["stash_removed"].append(os.path.basename(p))
+    for s in sites:
+        for t in tops:
+            if t in others or t.endswith(".dist-info") or "/" in t:
+                continue
+            p = os.path.join(s, t)
+            if os.path.isdir(p) and not os.path.islink(p):
+                remove_tree(p, out)
     for d, site in sorted(dirs, key=lambda pair: len(pair[0]), reverse=True):  # prune the package folders the removal emptied
         # ... inside the site directory only: never the site directory itself or anything above it
         while d and os.path.isdir(d) and d != site and d.startswith(site.rstrip(os.sep) + os.sep):
@@ -204,25 +498,32 @@ def remove_installed(names, out):
             d = os.path.dirname(d)
 
 
-def restore(root, names):
-    out = {"mode": "restore", "dir": root, "restored": {}, "removed": [], "mismatch": [], "missing": [],
+def restore(root, names, planned):
+    out = {"mode": "restore", "dir": root, "restored": {}, "removed": [], "stash_removed": [], "mismatch": [], "missing": [],
            "linked": 0, "copied": 0, "errors": []}
-    with open(os.path.join(root, "manifest.json")) as f:
-        manifest = json.load(f)
+    manifest = load_manifest(root)  # no manifest, no clearing: a wrong folder must not cost the family
     names = set(names or manifest.get("names") or [])
     names.update(d["name"] for d in manifest["dists"])
-    remove_installed(names, out)
+    names.update(planned)
+    remove_installed(names, manifest, planned, out)
     files_root = os.path.join(root, "files")
     state = {"copied_bytes": 0, "dirs": set()}
+    total = sum(len(e["files"]) for e in manifest["dists"])
+    done = 0
     for entry in manifest["dists"]:
         bad = False
         for f in entry["files"]:
+            done += 1
+            if done == total // 2:
+                hook("restore-mid")
             src = os.path.join(files_root, f["stored"])
             dst = target_path(entry["site"], f["path"])
             try:
                 if os.path.lexists(dst):
                     os.unlink(dst)
                 how = place(src, dst, 0, state, None)
+                if how not in ("link", "copy"):
+                    raise OSError(how)
                 out["linked" if how == "link" else "copied"] += 1
                 if f["hash"] and sha256_b64(dst) != f["hash"]:
                     out["mismatch"].append(f["path"])
@@ -232,6 +533,8 @@ def restore(root, names):
                 bad = True
         if not bad:
             out["restored"][entry["name"]] = entry["version"]
+    for s in set(e["site"] for e in manifest["dists"]):
+        fsync_dir(s)
     return out
 
 
@@ -243,8 +546,20 @@ def main(argv):
             return save(os.path.abspath(argv[2]), set(norm(n) for n in json.loads(argv[3])), cap)
         if mode == "restore" and len(argv) >= 3:
             names = set(norm(n) for n in json.loads(argv[3])) if len(argv) > 3 else set()
-            return restore(os.path.abspath(argv[2]), names)
-        return {"mode": mode, "error": "usage: sd_backup.py save DIR NAMES_JSON [CAP] | restore DIR [NAMES_JSON]"}
+            planned = dict((norm(k), v) for k, v in json.loads(argv[4]).items()) if len(argv) > 4 else {}
+            return restore(os.path.abspath(argv[2]), names, planned)
+        if mode == "state" and len(argv) >= 5:
+            planned = dict((norm(k), v) for k, v in json.loads(argv[4]).items())
+            return judge_state(os.path.abspath(argv[2]), set(norm(n) for n in json.loads(argv[3])), planned)
+        if mode == "check" and len(argv) >= 3:
+            found = installed(set(norm(n) for n in json.loads(argv[2])))
+            damaged = {}
+            for n, ds in found.items():
+                why = "installed twice" if len(ds) > 1 else complete(ds[0])
+                if why:
+                    damaged[n] = why
+            return {"mode": mode, "damaged": damaged}
+        return {"mode": mode, "error": "usage: sd_backup.py save DIR NAMES_JSON [CAP] | state DIR NAMES_JSON PLANNED_JSON | restore DIR [NAMES_JSON [PLANNED_JSON]]"}
     except BaseException as e:  # never raise: the caller reads this line
         return {"mode": mode, "error": "%s: %s" % (type(e).__name__, e)}
 

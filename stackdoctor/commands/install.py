@@ -15,16 +15,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from stackdoctor import pipeline
+from stackdoctor import accelerators, pipeline
 from stackdoctor.errors import ExitCode, IndexError_, StackdoctorError, UsageError
-from stackdoctor.shell import powershell_set, powershell_unset, word
+from stackdoctor.render.plan import format_command, render_plan  # the plan's screen lives in render/
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.availability import Sourcing
@@ -64,6 +63,7 @@ class InstallOptions:
     gpus: list[str] = field(default_factory=list)
     gfx: list[str] = field(default_factory=list)
     remove_leftovers: bool = False
+    recover: bool = False
     timeout_s: float = 3600.0
     index_timeout_s: float = 20.0
 
@@ -102,6 +102,7 @@ def register(app: typer.Typer) -> None:
         gpu: Annotated[Optional[list[str]], typer.Option("--gpu", help="What-if GPU: a name or sm_XY (repeatable). Implies --dry-run.")] = None,
         gfx: Annotated[Optional[list[str]], typer.Option("--gfx", help="What-if AMD GPU arch gfxNNNN (repeatable). Implies --dry-run.")] = None,
         remove_leftovers: Annotated[bool, typer.Option("--remove-leftovers", help="Uninstall the previous variant's runtime packages.")] = False,
+        recover: Annotated[bool, typer.Option("--recover", help="Only finish an install that was killed: put the previous torch back (or keep a complete new one), then stop.")] = False,
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds the install may take.")] = 3600.0,
         index_timeout: Annotated[float, typer.Option("--index-timeout", help="Seconds for each index page.")] = 20.0,
     ) -> int:
@@ -129,6 +130,7 @@ def register(app: typer.Typer) -> None:
             gpus=list(gpu or []),
             gfx=list(gfx or []),
             remove_leftovers=remove_leftovers,
+            recover=recover,
             timeout_s=timeout,
             index_timeout_s=index_timeout,
         )
@@ -187,7 +189,8 @@ def pipeline_options(opts: InstallOptions) -> pipeline.Options:
     # install needs the target's tags and what torch build is there, not a working torch:
     # read torch/version.py instead of importing it (seconds faster, and safe on a broken torch)
     return pipeline.Options(
-        python=opts.python, kernels=False, import_torch=False, replay=opts.replay, matrix_files=list(opts.matrix), probes=PROBES
+        python=opts.python, kernels=False, import_torch=False, replay=opts.replay, matrix_files=list(opts.matrix),
+        probes=[*PROBES, *(subject for subject, _ in accelerators.probes())],  # and each plug-in accelerator's own
     )
 
 
@@ -264,6 +267,13 @@ def resolve_plan(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix
         plan.command = install_command(plan, python, request.installer, uv=facts.python.uv_path or "uv")
         if not plan.leftovers:
             plan.leftovers = predict_leftovers(facts.torch.distributions, plan.variant)
+        if plan.leftovers and not opts.what_if:  # the same answer --remove-leftovers acts on (install.leftovers)
+            from stackdoctor.install import leftovers, snapshot
+            from stackdoctor.system import System
+
+            snap = snapshot(System.from_env(), python)
+            if snap.ok:
+                plan.leftovers = leftovers(plan.leftovers, snap)
     return plan, request
 
 
@@ -398,102 +408,6 @@ def check_sources(
             client.close()
 
 
-# ---------------------------------------------------------------------------- rendering
-
-
-def render_plan(plan: Plan, python: str, *, stderr: bool, hypothetical: bool = False, windows: bool = False) -> None:
-    """Draw ``plan``. On a terminal the table fits its width; elsewhere (a pipe, a CI log) nothing is folded,
-    so a wheel's file name and every command stay one line a person can copy, and no line ends in spaces.
-    ``windows``: the target is a Windows machine, so commands and variables are written for PowerShell."""
-    from rich.text import Text
-
-    from stackdoctor.console import make_console
-
-    con = make_console(stderr=stderr, soft_wrap=True)
-    if con.is_terminal or con.color_system is not None:
-        _draw_plan(con, plan, python, hypothetical=hypothetical, fold=True, windows=windows)
-        return
-    wide = make_console(stderr=stderr, soft_wrap=True, width=10_000)
-    with wide.capture() as captured:
-        _draw_plan(wide, plan, python, hypothetical=hypothetical, fold=False, windows=windows)
-    con.print(Text("\n".join(line.rstrip() for line in captured.get().splitlines())), soft_wrap=True)
-
-
-def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: bool, windows: bool = False) -> None:
-    from rich.table import Table
-    from rich.text import Text
-
-    overflow: Literal["fold", "ignore"] = "fold" if fold else "ignore"
-    if not plan.satisfiable:
-        con.print(Text("No torch build fits this request.", style="bold red"))
-    else:
-        where = f"a hypothetical machine: {plan.machine}" if hypothetical else python
-        con.print(Text(f"Plan for {where}: torch {plan.torch_version} ({plan.variant})", style="bold"))
-        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-        table.add_column("package")
-        table.add_column("version")
-        table.add_column("source", overflow=overflow, no_wrap=not fold)
-        checked = any(p.wheel for p in plan.packages)
-        if checked:
-            table.add_column("wheel", overflow=overflow, no_wrap=not fold)
-        for p in plan.packages:
-            row = [Text(p.name), Text(p.requirement.split("==", 1)[1]), Text(p.source or p.index_url or "PyPI")]
-            if checked:
-                row.append(Text(p.wheel or "-"))
-            table.add_row(*row)
-        con.print(table)
-    for title, items, style in (
-        ("why", plan.reasons, ""),
-        ("warnings", plan.warnings, "yellow"),
-        ("rejected", [f"{r.variant}: {r.reason}" for r in plan.rejected], "dim"),
-        ("would work instead", plan.suggestions, ""),
-    ):
-        if items:
-            con.print(Text(f"{title}:", style="bold " + style))
-            for line in items:
-                con.print(Text(f"  - {line}", style=style))
-    if plan.env:
-        con.print(Text("set before running torch:", style="bold"))
-        for k, v in plan.env.items():
-            con.print(Text("  " + (powershell_set(k, v) if windows else f"export {k}={shlex.quote(v)}")))
-    if plan.leftovers and not hypothetical:
-        con.print(Text(f"left behind by the previous variant (remove with --remove-leftovers): {', '.join(plan.leftovers)}", style="yellow"))
-    for route in plan.routes:
-        mark = " (recommended)" if route.recommended else ""
-        con.print(Text(f"route {route.name}{mark}: {route.title}", style="bold"))
-        for line in route.reasons:
-            con.print(Text(f"  + {line}"))
-        for line in route.cautions:
-            con.print(Text(f"  ! {line}", style="yellow"))
-        if route.command:
-            con.print(Text("    " + format_command(route.command, dict(route.env), windows=windows)))
-    if plan.command:
-        label = "command (on that machine; not run here):" if hypothetical else "command:"
-        if plan.routes and not hypothetical:
-            label = "command (route pip-wheels, what --yes runs; --installer conda runs the conda-forge one):"
-        con.print(Text(label, style="bold"))
-        con.print(Text("  " + format_command(plan.command, plan.command_env, windows=windows)))
-
-
-def format_command(argv: list[str], env: dict[str, str | None] | None = None, *, windows: bool = False) -> str:
-    """``VAR=value ... argv`` as a shell would take it (``env -u VAR`` for an unset one).
-
-    ``windows``: as PowerShell takes it: ``$env:VAR = "value"; `` (``Remove-Item Env:VAR; ``) before the
-    command, backslashes left bare (POSIX quoting would turn ``C:\\x\\python.exe`` into a string PowerShell
-    prints instead of running), and ``&`` before a quoted program."""
-    if windows:
-        words = [word(a, windows=True) for a in argv]
-        cmd = " ".join((["&"] if words and words[0] != argv[0] else []) + words)
-        pre_ps = [powershell_unset(k) if v is None else powershell_set(k, v) for k, v in (env or {}).items()]
-        return "; ".join([*pre_ps, cmd])
-    pre: list[str] = []
-    unset = [k for k, v in (env or {}).items() if v is None]
-    if unset:
-        pre += ["env"] + [x for k in unset for x in ("-u", k)]
-    pre += [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items() if v is not None]
-    return " ".join(pre + [shlex.join(argv)])
-
-
 def say(text: str, style: str = "") -> None:
     from rich.text import Text
 
@@ -511,13 +425,21 @@ class _State:
 
 
 def run(opts: InstallOptions) -> int:
+    """The command; with ``--json`` exactly one ``stackdoctor.plan/1`` document on stdout, on every path."""
     state = _State()
     try:
-        return _run(opts, state)
+        code = _run(opts, state)
     except StackdoctorError as exc:
         if opts.json_out:
             _print_json(state.plan, exc)
         raise
+    except BaseException:
+        if opts.json_out and state.plan is not None:
+            _print_json(state.plan)
+        raise
+    if opts.json_out and not opts.recover:
+        _print_json(state.plan)
+    return code
 
 
 def _print_json(plan: Plan | None, exc: StackdoctorError | None = None) -> None:
@@ -530,7 +452,9 @@ def _print_json(plan: Plan | None, exc: StackdoctorError | None = None) -> None:
         kind = "matrix" if isinstance(exc, MatrixError) else "usage" if isinstance(exc, UsageError) else "index" if isinstance(exc, IndexError_) else "unmet"
         plan.error = PlanError(kind, str(exc), int(exc.exit_code))
     try:
-        sys.stdout.write(json.dumps(plan.to_data(), indent=2) + "\n")
+        from stackdoctor.redact import safe_data
+
+        sys.stdout.write(json.dumps(safe_data(plan.to_data()), indent=2) + "\n")
         sys.stdout.flush()
     except (OSError, ValueError):
         pass
@@ -546,26 +470,38 @@ def _windows(opts: InstallOptions, facts: Facts) -> bool:
 
 def _run(opts: InstallOptions, state: _State) -> int:
     check_options(opts)
+    if opts.recover:
+        return _recover_only(opts)
     facts, python, matrix = gather_facts(opts)
+    unfinished = _unfinished(opts, facts)
+    if unfinished and not (opts.dry_run or opts.emit):
+        code = _finish_earlier(opts, facts, python)  # before anything is planned: the facts of a half-installed torch are no base
+        if code is not None:
+            return code
+        facts, python, matrix = gather_facts(opts)
     check_request(opts, facts, matrix)
     hypothetical = opts.what_if
     plan, request = resolve_plan(opts, facts, python, matrix)
     state.plan = plan
+    if unfinished and (opts.dry_run or opts.emit):
+        plan.warnings.append(f"an install into {facts.python.env_prefix} was stopped halfway; `stackdoctor install --python {python} --recover` finishes it.")
     if hypothetical:
         plan.machine = describe_machine(opts, facts)
         plan.command = generic_command(plan, request, windows=_windows(opts, facts))
     quiet_stdout = opts.json_out or opts.emit is not None
     if not plan.satisfiable:
         render_plan(plan, python, stderr=quiet_stdout, hypothetical=hypothetical, windows=_windows(opts, facts))
-        if opts.json_out:
-            _print_json(plan)
         return ExitCode.FAILED
     from stackdoctor.conda import is_conda_target
 
     conda = is_conda_target(facts) or opts.conda_installer or opts.emit == "environment.yml"
     # already satisfied: the target has exactly this plan (checked before any network access)
+    repair: str | None = None
     if not hypothetical and not opts.conda_installer and installed_matches(plan, facts):
-        return _satisfied(opts, plan, python)
+        repair = _damage(python, plan)
+        if repair is None:
+            return _satisfied(opts, plan, python)
+        plan.warnings.append(f"the installed build is damaged ({repair}): it is reinstalled")
     cfg = installer_config(opts, facts)
     sourcing: Sourcing | None = None
     try:
@@ -588,8 +524,11 @@ def _run(opts: InstallOptions, state: _State) -> int:
         else:
             _apply_delivery(plan, sourcing, python, request.installer, facts)
         plan.warnings.extend(n for n in sourcing.notes if n not in plan.warnings)
-        if not hypothetical and not opts.conda_installer and installed_matches(plan, facts):
-            return _satisfied(opts, plan, python)
+        if not hypothetical and not opts.conda_installer and repair is None and installed_matches(plan, facts):
+            repair = _damage(python, plan)
+            if repair is None:
+                return _satisfied(opts, plan, python)
+            plan.warnings.append(f"the installed build is damaged ({repair}): it is reinstalled")
     if conda:
         _add_routes(opts, plan, facts, matrix, request, hypothetical)
     render_plan(plan, python, stderr=quiet_stdout, hypothetical=hypothetical, windows=_windows(opts, facts))
@@ -599,8 +538,6 @@ def _run(opts: InstallOptions, state: _State) -> int:
         say(f"index check: {len(found)} wheel(s) found for this target on {', '.join(where)}.", "green")
         if sourcing.needs_dependency_check and not hypothetical:
             _check_dependencies(sourcing, facts, request, python)
-    if opts.json_out:
-        _print_json(plan)
     if opts.emit:
         return _emit(opts, plan, facts, request)
     if opts.conda_installer:
@@ -616,7 +553,53 @@ def _run(opts: InstallOptions, state: _State) -> int:
         return ExitCode.OK
     if sourcing is None:
         raise IndexError_("the wheels could not be checked on any source, so nothing was installed; drop --offline or add --find-links DIR.")
-    return _install(opts, plan, facts, python, request, sourcing)
+    return _install(opts, plan, facts, python, request, sourcing, repair=repair is not None)
+
+
+def _unfinished(opts: InstallOptions, facts: Facts) -> bool:
+    from stackdoctor.transaction import journal_dir
+
+    prefix = facts.python.env_prefix
+    return bool(prefix and not opts.what_if and os.path.isdir(journal_dir(prefix)))
+
+
+def _finish_earlier(opts: InstallOptions, facts: Facts, python: str) -> int | None:
+    """Finish a killed install's journal; None when it is finished (then planning goes on)."""
+    from stackdoctor.install import InstallResult, execute_recovery
+    from stackdoctor.system import System
+
+    result: InstallResult = execute_recovery(
+        System.from_env(), python, uv=facts.python.uv_path or "uv", offline=opts.offline or opts.no_index, find_links=opts.find_links,
+        say=lambda line: say(line, "yellow"),
+    )
+    say(("" if result.ok else "stackdoctor: ") + result.message, "yellow" if result.ok else "bold red")
+    for note in result.notes:
+        say(f"  {note}", "yellow")
+    return None if result.ok else int(result.exit_code)
+
+
+def _recover_only(opts: InstallOptions) -> int:
+    from stackdoctor.engine import select_target, validate_python
+    from stackdoctor.install import execute_recovery
+    from stackdoctor.system import System
+
+    if opts.python:
+        validate_python(opts.python)
+    python = select_target(opts.python, os.environ).python
+    result = execute_recovery(System.from_env(), python, offline=opts.offline or opts.no_index, find_links=opts.find_links, say=lambda line: say(line, "yellow"))
+    say(("done: " if result.ok else "stackdoctor: ") + result.message, "bold green" if result.ok else "bold red")
+    for note in result.notes:
+        say(f"  {note}", "yellow")
+    return int(result.exit_code)
+
+
+def _damage(python: str, plan: Plan) -> str | None:
+    """Why the installed build the plan names is not really there (a RECORD file missing or changed, torch not
+    importing), or None: complete per RECORD and importing."""
+    from stackdoctor.install import intact
+    from stackdoctor.system import System
+
+    return intact(System.from_env(), python, [p.name for p in plan.packages])
 
 
 def generic_command(plan: Plan, request: Request, *, windows: bool = False) -> list[str]:
@@ -639,10 +622,8 @@ def _satisfied(opts: InstallOptions, plan: Plan, python: str) -> int:
     plan.command = []
     plan.command_env = {}
     reqs = ", ".join(p.requirement.replace("==", " ") for p in plan.packages)
-    say(f"already satisfied: {python} has {reqs}, the planned build; nothing was changed.", "green")
-    if opts.json_out:
-        _print_json(plan)
-    elif opts.emit:
+    say(f"already satisfied: {python} has {reqs}, the planned build, complete (every file's sha256 checked) and importing; nothing was changed.", "green")
+    if opts.emit and not opts.json_out:
         return _emit_only(opts, plan)
     return ExitCode.OK
 
@@ -758,7 +739,7 @@ def _write_err(text: str) -> None:
         pass
 
 
-def _install(opts: InstallOptions, plan: Plan, facts: Facts, python: str, request: Request, sourcing: Sourcing) -> int:
+def _install(opts: InstallOptions, plan: Plan, facts: Facts, python: str, request: Request, sourcing: Sourcing, *, repair: bool = False) -> int:
     if not opts.yes:
         if not sys.stdin.isatty():
             raise UsageError(
@@ -783,6 +764,9 @@ def _install(opts: InstallOptions, plan: Plan, facts: Facts, python: str, reques
         uv=facts.python.uv_path or "uv",
         source_args=sourcing.delivery.args,
         env=sourcing.delivery.env or None,
+        offline=opts.offline or opts.no_index,
+        user_find_links=opts.find_links,
+        reinstall=repair,
     )
     say(("done: " if result.ok else "stackdoctor: ") + result.message, "bold green" if result.ok else "bold red")
     for note in result.notes:

@@ -94,6 +94,12 @@ def gather(ctx: ProbeContext) -> JetsonFacts:
                 f.l4t_release = _l4t_from_package(f.l4t_core_version)
                 if f.l4t_release:
                     src["l4t_release"] = "file:/var/lib/dpkg/status (nvidia-l4t-core)"
+    kernel = system.read_text("/proc/sys/kernel/osrelease", max_bytes=4096)
+    if kernel.ok and kernel.text.strip().endswith("-tegra") and not f.is_jetson:
+        # L4T's kernel names itself "<version>-tegra" (5.15.148-tegra): a Jetson even where the BSP's files and
+        # nvidia-smi are missing (a container without the L4T mounts)
+        f.is_jetson = True
+        src["is_jetson"] = f"file:/proc/sys/kernel/osrelease ({kernel.text.strip()[:80]})"
     return f  # JetPack and its CUDA follow from the L4T release: stackdoctor.reconcile, from compat_matrix/jetson.yaml
 
 

@@ -30,6 +30,7 @@ The parsers are pure and never raise on arbitrary text.
 from __future__ import annotations
 
 import ntpath
+import os
 import re
 import sys
 import threading
@@ -499,13 +500,11 @@ def _merge_gpus(facts: NvidiaFacts, gpus: list[NvidiaGpu]) -> None:
 
 
 def _observe(facts: NvidiaFacts, name: str, source: str, value: str | None) -> None:
-    """Record a system-level value by source; the first source seen sets the fact."""
+    """Record a system-level value by its source. No winner is picked here: ``stackdoctor.reconcile`` weighs
+    the witnesses and writes the kept value into ``driver_version`` / ``cuda_driver_version`` / ``nvml_version``."""
     if value is None:
         return
     facts.observed.setdefault(name, {})[source] = value
-    if getattr(facts, name) is None:
-        setattr(facts, name, value)
-        facts.sources[name] = source
 
 
 # ---------------------------------------------------------------------------- probe
@@ -637,22 +636,17 @@ def _run_smi(ctx: ProbeContext, facts: NvidiaFacts) -> str | None:
 
 
 def _kernel_module(ctx: ProbeContext, facts: NvidiaFacts) -> None:
+    """The loaded kernel module's version as each file says it (reconcile keeps one: /proc's, else /sys's)."""
     proc = ctx.system.read_text(SRC_PROC)
     if proc.ok:
         version, flavor = parse_proc_driver_version(proc.text)
-        if version:
-            facts.observed.setdefault("kernel_module_version", {})[SRC_PROC] = version
-            facts.kernel_module_version = version
-            facts.sources["kernel_module_version"] = SRC_PROC
+        _observe(facts, "kernel_module_version", SRC_PROC, version)
         if flavor:
             facts.kernel_module_flavor = flavor
             facts.sources["kernel_module_flavor"] = SRC_PROC
     sysv = ctx.system.read_text(SRC_SYS)
-    if sysv.ok and (version := parse_sys_module_version(sysv.text)):
-        facts.observed.setdefault("kernel_module_version", {})[SRC_SYS] = version
-        if facts.kernel_module_version is None:
-            facts.kernel_module_version = version
-            facts.sources["kernel_module_version"] = SRC_SYS
+    if sysv.ok:
+        _observe(facts, "kernel_module_version", SRC_SYS, parse_sys_module_version(sysv.text))
 
 
 def _proc_gpus(ctx: ProbeContext) -> list[NvidiaProcGpu]:
@@ -703,6 +697,30 @@ def _libcuda(ctx: ProbeContext) -> list[str]:
     return found
 
 
+NVML_LIBRARY = "libnvidia-ml.so"
+
+
+def _nvml_dirs(ctx: ProbeContext) -> list[str]:
+    extra = [d for d in (ctx.system.getenv("LD_LIBRARY_PATH") or "").split(":") if d.startswith("/")]
+    return list(dict.fromkeys([*LIBCUDA_DIRS, *DRIVER_LIBRARY_DIRS, *extra, "/run/opengl-driver/lib"]))
+
+
+def _nvml_present(ctx: ProbeContext) -> bool:
+    """Whether asking NVML is worth a child process (as the driver child is gated on libcuda): a
+    ``libnvidia-ml.so*`` where the binding's ``dlopen("libnvidia-ml.so.1")`` could find it, or a ``pynvml``
+    binding on ``PYTHONPATH`` (it may bring its own way to NVML; the NVML fault tests stand one in there).
+    Windows: always (nvml.dll is found by the binding itself)."""
+    if ctx.system.windows:
+        return True
+    for d in _nvml_dirs(ctx):
+        if any(name.startswith(NVML_LIBRARY) for name in ctx.system.listdir(d)):
+            return True
+    for d in (ctx.system.getenv("PYTHONPATH") or "").split(os.pathsep):
+        if d and any(name in ("pynvml.py", "pynvml") for name in ctx.system.local.listdir(d)):
+            return True
+    return False
+
+
 def _libcuda_present(ctx: ProbeContext, facts: NvidiaFacts) -> bool:
     """Whether the driver library is on this machine (so asking it is worth a child process)."""
     if ctx.system.windows:
@@ -741,9 +759,11 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     facts = NvidiaFacts()
     nvml_box: list[NvmlResult] = []
     nvml_thread: threading.Thread | None = None
-    if ctx.use_nvml:
+    if ctx.use_nvml and _nvml_present(ctx):
         nvml_thread = threading.Thread(target=lambda: nvml_box.append(query_nvml(ctx.system, ctx.timeout_s)), daemon=True)
         nvml_thread.start()
+    elif ctx.use_nvml:  # no NVML library anywhere the binding would look: its answer is known without a child
+        facts.nvml_state, facts.nvml_error = "absent", f"LibraryNotFound (no {NVML_LIBRARY}* in {', '.join(_nvml_dirs(ctx)[:4])}, ...; NVML not asked)"
     else:
         facts.nvml_state = "skipped"
     # Files first (cheap), while NVML's child starts. A kernel module and libcuda.so are Linux's.

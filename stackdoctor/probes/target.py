@@ -24,6 +24,7 @@ import copy
 import dataclasses
 import json
 import os
+import posixpath
 import re
 import threading
 from pathlib import Path
@@ -158,6 +159,13 @@ def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> Torch
         src[f"runtime_bytes.{key}"] = st.sources.get(f"runtime_bytes.{key}", "its RECORD")
     t.libraries = [TorchLibrary(**dataclasses.asdict(lib)) for lib in st.libraries]
     t.static_errors = list(st.errors)
+    t.static_unreadable = list(st.unreadable)
+    t.duplicate_installs = list(st.duplicates)
+    if st.linkage is not None:
+        t.linkage_checked = st.linkage.checked
+        t.linkage = [dataclasses.replace(p) for p in st.linkage.problems]
+        t.linkage_note = st.linkage.note
+        src["linkage"] = f"DT_NEEDED / RPATH / versioned symbols of {len(st.linkage.loaded)} libraries, read from the files ({st.linkage.elapsed_ms:g} ms)"
     for key in ("git_version", "rocm", "xpu"):
         if getattr(t, key) is None and getattr(st, key) is not None:
             setattr(t, key, getattr(st, key))
@@ -189,14 +197,74 @@ def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> Torch
     return t
 
 
+def _interpreter(pdata: dict, fallback: str) -> str:
+    """The target's interpreter binary (its RPATH and libraries apply to torch's): as the child named it."""
+    exe = pdata.get("executable")
+    return exe if isinstance(exe, str) and exe else fallback
+
+
+_PYENV_SHIM = re.compile(r'^exec "(?P<pyenv>[^"]+/libexec/pyenv)" exec "\$program"', re.M)
+
+
+def pyenv_shim_target(system: System, shim: str, cwd: str | None = None) -> str | None:
+    """The program a pyenv shim would run, found as ``pyenv exec`` finds it, without starting pyenv (its bash
+    scripts take a few tenths of a second): the version from ``PYENV_VERSION``, else the nearest
+    ``.python-version`` from ``cwd`` up, else ``$PYENV_ROOT/version``; then ``$PYENV_ROOT/versions/<v>/bin/<name>``.
+    None when ``shim`` is no pyenv shim or the answer is not that simple (several versions, "system")."""
+    res = system.read_text(shim, max_bytes=4096)
+    m = _PYENV_SHIM.search(res.text) if res.ok else None
+    if m is None:
+        return None
+    root = posixpath.dirname(posixpath.dirname(m.group("pyenv")))
+    version = (system.getenv("PYENV_VERSION") or "").strip()
+    d = cwd or os.getcwd()
+    while not version:
+        v = system.read_text(posixpath.join(d, ".python-version"), max_bytes=4096)
+        if v.ok:
+            version = v.text.strip()
+            break
+        if d in ("/", ""):
+            v = system.read_text(posixpath.join(root, "version"), max_bytes=4096)
+            version = v.text.strip() if v.ok else ""
+            break
+        d = posixpath.dirname(d)
+    words = version.split()
+    if len(words) != 1 or words[0] == "system" or "/" in words[0]:
+        return None
+    cand = posixpath.join(root, "versions", words[0], "bin", posixpath.basename(shim))
+    return cand if system.is_executable(cand) else None
+
+
 def _uv(ctx: ProbeContext, path: str | None) -> tuple[str | None, str | None]:
-    """(path, version) of a ``uv`` that answers ``uv --version``; (None, None) otherwise."""
+    """(path, version) of a ``uv`` that answers ``uv --version``; (None, None) otherwise. A pyenv shim is
+    asked through the program it would run (:func:`pyenv_shim_target`); the path reported stays the shim."""
     if not path:
         return None, None
-    r = ctx.system.run([path, "--version"], timeout=ctx.timeout_s, record=False)
+    real = pyenv_shim_target(ctx.system.local, path) if os.name != "nt" else None
+    r = ctx.system.run([real or path, "--version"], timeout=ctx.timeout_s, record=False)
     if r.ok and r.stdout.split()[:1] == ["uv"]:
         return path, (r.stdout.split() + ["", ""])[1] or None
     return None, None
+
+
+def unfinished_install(system: System, prefix: str) -> str | None:
+    """What a killed ``stackdoctor install`` left in ``prefix`` (its journal, :mod:`stackdoctor.transaction`),
+    in a few words; None when there is none. Read through ``system`` (the target's own files: never a sysroot)."""
+    journal = os.path.join(prefix, ".stackdoctor-install")
+    if not system.exists(journal):
+        return None
+    res = system.read_text(os.path.join(journal, "journal.json"), max_bytes=1 << 20)
+    try:
+        data = json.loads(res.text or "") if res.ok else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        return "its journal is unreadable"
+
+    def fam(v: object) -> str:
+        return ", ".join(f"{k} {x}" for k, x in v.items()) if isinstance(v, dict) and v else "no torch"
+
+    return f"phase {data.get('phase', '?')}: {fam(data.get('before'))} -> {fam(data.get('planned'))}"
 
 
 def probe(ctx: ProbeContext) -> ProbeOutput:
@@ -251,10 +319,14 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
         if isinstance(loc, str) and loc:
             dirs.insert(0, os.path.dirname(loc.rstrip("/\\")))  # where import would load it (PYTHONPATH, .pth, editable)
         # the target's files are this machine's, never under a moved sysroot
-        static = read_static_torch(ctx.system.local, list(dict.fromkeys(dirs)))
+        static = read_static_torch(ctx.system.local, list(dict.fromkeys(dirs)), env=ctx.system.env, interpreter=_interpreter(pdata, ctx.target.python))
         py.pip_version = static.site_distributions.get("pip")
         if py.pip_version:
             py.sources["pip_version"] = static.sources.get("site_distributions.pip", "pip dist-info")
+    if py.env_prefix:
+        py.unfinished_install = unfinished_install(ctx.system.local, py.env_prefix)
+        if py.unfinished_install:
+            py.sources["unfinished_install"] = os.path.join(py.env_prefix, ".stackdoctor-install", "journal.json")
     own_uv = None
     if py.env_prefix:
         for cand in (os.path.join(py.env_prefix, "bin", "uv"), os.path.join(py.env_prefix, "Scripts", "uv.exe")):

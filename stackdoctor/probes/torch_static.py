@@ -43,14 +43,18 @@ import os
 import posixpath
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from stackdoctor import binfmt
 from stackdoctor._worker.sd_target import variant_of
+from stackdoctor.linkage import DEFAULT_BUDGET_S as LINK_BUDGET_S
+from stackdoctor.linkage import LinkCheck, check_linkage, torch_roots
 from stackdoctor.system import ReadResult, System
 
+MAX_ARCHS = 256  # architectures reported per library
+DEFAULT_BUDGET_S = 10.0  # the whole static read; what is left when it runs out is named in errors
 VERSION_KEYS = ("__version__", "cuda", "hip", "rocm", "xpu", "git_version", "debug")
 MAX_VERSION_PY = 256 * 1024  # a real torch/version.py is ~300 bytes
 MAX_METADATA = 64 * 1024  # the headers of a METADATA file come first
@@ -139,6 +143,10 @@ class StaticTorch:
     # every distribution of interest (OF_INTEREST, numpy, pip), normalised name -> version, the first in import order
     site_distributions: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    # files that are there but could not be read ("path: why"): a FIFO, mode 000, 0 bytes, truncated, not ELF
+    unreadable: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)  # "2.13.0 (.../torch-2.13.0.dist-info)" when torch is installed twice
+    linkage: LinkCheck | None = None  # the predicted load of torch's libraries (Linux)
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -250,8 +258,20 @@ def sort_gfx(targets: Sequence[str]) -> list[str]:
 
 
 def _majority(counts: dict[str, int], total: int) -> tuple[list[str], list[str]]:
-    main = [a for a, n in counts.items() if total and n * 2 >= total]
-    return main, [a for a in counts if a not in main]
+    """(in at least half of ``total`` containers, the rest): one pass, linear in the number of archs."""
+    main: list[str] = []
+    rest: list[str] = []
+    for a, n in counts.items():
+        (main if total and n * 2 >= total else rest).append(a)
+    return main, rest
+
+
+def _cap_archs(counts: dict[str, int]) -> tuple[dict[str, int], str | None]:
+    """At most :data:`MAX_ARCHS` architectures, the most common first (a real build has a few dozen)."""
+    if len(counts) <= MAX_ARCHS:
+        return counts, None
+    keep = sorted(counts.items(), key=lambda kv: -kv[1])[:MAX_ARCHS]
+    return dict(keep), f"{len(counts)} different architectures (a real build has a few dozen); only the {MAX_ARCHS} most common are reported"
 
 
 # ---------------------------------------------------------------------------- zstd
@@ -304,8 +324,10 @@ def _join(*parts: str) -> str:
     return posixpath.join(*parts) if parts[0].startswith("/") else os.path.join(*parts)
 
 
-def read_library(system: System, path: str, kind: str, primary: bool = False, zstd: binfmt.ZstdDecoder | None = None) -> LibraryInfo:
-    """The GPU code of one library (``path`` is a machine path, read under the sysroot)."""
+def read_library(system: System, path: str, kind: str, primary: bool = False, zstd: binfmt.ZstdDecoder | None = None,
+                 deadline: float | None = None) -> LibraryInfo:
+    """The GPU code of one library (``path`` is a machine path, read under the sysroot). Past ``deadline``
+    (``time.monotonic()``) the walk stops and says so, keeping what it read."""
     info = LibraryInfo(path=path, kind=kind, primary=primary)
     t0 = time.perf_counter()
     fh = system.open_binary(path)
@@ -319,7 +341,7 @@ def read_library(system: System, path: str, kind: str, primary: bool = False, zs
             info.error = f"{path}: {table.error}"
             return info
         if kind == "xpu":
-            images = [binfmt.read_sycl_image(fh, s) for s in table.with_prefix(binfmt.SYCL_SECTION_PREFIX)]
+            images = [binfmt.read_sycl_image(fh, s, deadline) for s in table.with_prefix(binfmt.SYCL_SECTION_PREFIX)[:64]]
             info.images = [img.target + (f" ({img.compression})" if img.compression else "") for img in images]
             info.section_size = sum(img.size for img in images) or None
             members = sorted({m for img in images for m in img.members})
@@ -327,6 +349,8 @@ def read_library(system: System, path: str, kind: str, primary: bool = False, zs
             info.arch_list = members
             if not images:
                 info.error = f"{path}: no SYCL offload image"
+            elif any(img.error for img in images):
+                info.error = f"{path}: " + next(img.error for img in images if img.error)
             elif any(img.compression for img in images):
                 info.error = "the AOT device targets are inside a compressed SYCL image; not read"
             return info
@@ -337,18 +361,20 @@ def read_library(system: System, path: str, kind: str, primary: bool = False, zs
             return info
         info.section, info.section_size = sec.name, sec.size
         if kind == "cuda":
-            fat = binfmt.walk_fatbin(fh, sec.offset, sec.size)
+            fat = binfmt.walk_fatbin(fh, sec.offset, sec.size, deadline)
             info.containers, info.entries, info.compressed = fat.containers, len(fat.entries), fat.compressed
-            info.archs = fat.arch_containers()
+            info.archs, capped = _cap_archs(fat.arch_containers())
+            fat.error = fat.error or capped
             main, extra = _majority(info.archs, fat.containers)
             info.arch_list, info.arch_extra = sort_archs(main), sort_archs(extra)
             info.error = fat.error
         else:
-            bundles = binfmt.walk_offload_bundles(fh, sec.offset, sec.size, zstd=zstd)
+            bundles = binfmt.walk_offload_bundles(fh, sec.offset, sec.size, zstd=zstd, deadline=deadline)
             info.containers = len(bundles.bundles)
             info.entries = sum(len(b.entries) for b in bundles.bundles)
             info.compressed = bundles.compressed
-            info.archs = bundles.target_bundles()
+            info.archs, capped = _cap_archs(bundles.target_bundles())
+            bundles.error = bundles.error or capped
             known = sum(1 for b in bundles.bundles if b.entries)
             main, extra = _majority(info.archs, known)
             info.arch_list, info.arch_extra = sort_gfx(main), sort_gfx(extra)
@@ -369,13 +395,26 @@ def _find_torch(system: System, site_dirs: Sequence[str]) -> tuple[str | None, s
     return None, None
 
 
-def read_static_torch(system: System, site_dirs: Sequence[str], *, zstd: binfmt.ZstdDecoder | None = None) -> StaticTorch:
+def read_static_torch(
+    system: System,
+    site_dirs: Sequence[str],
+    *,
+    zstd: binfmt.ZstdDecoder | None = None,
+    budget_s: float = DEFAULT_BUDGET_S,
+    env: Mapping[str, str] | None = None,
+    interpreter: str | None = None,
+    linkage: bool = True,
+) -> StaticTorch:
     """The installed torch in ``site_dirs`` (import order: the first torch found wins), without importing it.
 
     ``zstd`` decodes zstd-compressed ROCm offload bundles; by default the standard
-    library's (Python 3.14+) when there is one. Never raises.
+    library's (Python 3.14+) when there is one. The whole read runs within ``budget_s`` seconds:
+    what is left unread when it runs out is named in ``errors`` and ``unreadable``. ``linkage``:
+    predict what loading torch's libraries does (:mod:`stackdoctor.linkage`; ``env`` gives
+    ``LD_LIBRARY_PATH``, ``interpreter`` the target Python whose RPATH and libraries apply). Never raises.
     """
     st = StaticTorch()
+    deadline = time.monotonic() + budget_s
     decoder = zstd if zstd is not None else zstd_decoder()
     # one entry per directory: purelib, platlib and site.getsitepackages() often name the same one
     # (and lib64 is often a link to lib), which would make one torch look installed three times
@@ -409,14 +448,21 @@ def read_static_torch(system: System, site_dirs: Sequence[str], *, zstd: binfmt.
                 st.sources[name] = vpath
     else:
         st.errors.append(f"{vpath}: {res.status}" + (f" ({res.detail})" if res.detail else ""))
+        if res.status != "absent":
+            st.unreadable.append(f"{vpath}: {res.detail or res.status}")
     if st.version is None and "torch" in st.distributions:
         st.version = st.distributions["torch"]
         st.sources["version"] = st.sources.get("distributions.torch", "torch dist-info")
     if st.version:
         st.variant = variant_of(st.version, st.cuda, st.hip, st.xpu)
         st.sources["variant"] = st.sources.get("version", "")
-    _read_libraries(system, pkg, st, decoder)
+    _read_libraries(system, pkg, st, decoder, deadline)
     _read_runtime_libraries(system, pkg, site_dirs, st)
+    # glibc's loader only: macOS (Mach-O, dyld) and Windows (PE) libraries are not predicted
+    roots = torch_roots(system, pkg) if linkage and system.host().system in ("Linux", None) else []
+    if roots:
+        left = max(0.5, min(LINK_BUDGET_S, deadline - time.monotonic()))
+        st.linkage = check_linkage(system, roots, env=env or {}, interpreter=interpreter, site_dirs=site_dirs, wheel_dirs=site_dirs, budget_s=left)
     return st
 
 
@@ -458,6 +504,9 @@ def _read_distributions(system: System, site_dirs: Sequence[str], st: StaticTorc
             mpath = _join(site, entry, meta_name)
             meta = system.read_text(mpath, max_bytes=MAX_METADATA)
             fields = parse_dist_metadata(meta.text) if meta.ok else {}
+            if not meta.ok and meta.status != "absent":  # a FIFO, mode 000: the directory name still says the version
+                st.errors.append(f"{mpath}: {meta.status} ({meta.detail or meta.status})")
+                st.unreadable.append(f"{mpath}: {meta.detail or meta.status}")
             version = fields.get("version") or parsed.get("version")
             source = mpath if fields.get("version") else _join(site, entry)
             if not version:
@@ -484,10 +533,21 @@ def _read_distributions(system: System, site_dirs: Sequence[str], st: StaticTorc
                     st.sources[f"runtime.{key}"] = source
     if len(seen_torch) > 1:
         st.errors.append("more than one torch distribution is installed: " + ", ".join(seen_torch))
+        st.duplicates = list(seen_torch)
 
 
-def _read_libraries(system: System, pkg: str, st: StaticTorch, decoder: binfmt.ZstdDecoder | None) -> None:
-    listing = system.listdir(_join(pkg, "lib"))
+# errors that say what stackdoctor does not decode, not that a file is broken
+_NOT_BROKEN = ("compressed SYCL image", "zstd stream and no zstd decoder")
+
+
+def _read_libraries(system: System, pkg: str, st: StaticTorch, decoder: binfmt.ZstdDecoder | None, deadline: float | None = None) -> None:
+    libdir = _join(pkg, "lib")
+    listing = system.listdir(libdir)
+    if not listing and system.exists(libdir):
+        ok, why = system.access(libdir, os.R_OK)
+        if not ok:  # mode 000: an empty listing is not "no GPU libraries"
+            st.errors.append(f"{libdir}: cannot be listed ({why})")
+            st.unreadable.append(f"{libdir}: cannot be listed ({why})")
     present = set(listing)
     # torch-xpu-ops can build its SYCL kernels into separate libraries (BUILD_SEPARATE_OPS /
     # BUILD_SPLIT_KERNEL_LIB: torch-xpu-ops-sycl-*.so; torch_xpu_ops_sycl_*.dll on Windows)
@@ -495,10 +555,18 @@ def _read_libraries(system: System, pkg: str, st: StaticTorch, decoder: binfmt.Z
     for rel, kind, primary in TORCH_LIBRARIES + xpu_ops:
         if posixpath.basename(rel) not in present:
             continue
-        info = read_library(system, _join(pkg, *rel.split("/")), kind, primary, decoder)
+        path = _join(pkg, *rel.split("/"))
+        if deadline is not None and time.monotonic() > deadline:
+            st.errors.append(f"{path}: not read (the time budget of the static read ran out)")
+            st.unreadable.append(f"{path}: not read (the time budget of the static read ran out)")
+            continue
+        info = read_library(system, path, kind, primary, decoder, deadline)
         st.libraries.append(info)
         if info.error:
-            st.errors.append(info.error if info.error.startswith(info.path) else f"{info.path}: {info.error}")
+            said = info.error if info.error.startswith(info.path) else f"{info.path}: {info.error}"
+            st.errors.append(said)
+            if not any(n in info.error for n in _NOT_BROKEN):
+                st.unreadable.append(said)
         if not primary:
             continue
         where = f"{info.path} {info.section or ''}".strip()

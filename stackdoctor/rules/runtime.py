@@ -9,7 +9,7 @@ from typing import Any
 from stackdoctor import accelerators
 from stackdoctor.accelerators.apple import is_mac, runs_x86
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.rules.helpers import amd_gpus, built_for, nvidia_gpus, python_exe, release
+from stackdoctor.rules.helpers import amd_gpus, built_for, nvidia_gpus, python_exe, read_only, release
 from stackdoctor.versions import release as vt
 
 
@@ -44,8 +44,12 @@ def visible_count(value: str, gpus: Sequence[Any]) -> int:
 @rule("cuda-visible-devices-hides-all", severity="fail", layer="runtime")
 def cuda_visible_devices_hides_all(ctx: Ctx) -> None:
     env, n, r = ctx.facts.environment, ctx.facts.nvidia, ctx.facts.rocm
-    if "CUDA_VISIBLE_DEVICES" in env and n.gpus and visible_count(env["CUDA_VISIBLE_DEVICES"], n.gpus) == 0:
-        ctx.add(facts=["environment.CUDA_VISIBLE_DEVICES", "nvidia.gpus"], var="CUDA_VISIBLE_DEVICES", value=env["CUDA_VISIBLE_DEVICES"], count=len(n.gpus))
+    # the GPUs any witness sees: the tools' list, else the kernel module's (/proc/driver/nvidia/gpus), so a
+    # container without nvidia-smi, or the fast path, judges the variable the same way torch would
+    listed: Sequence[Any] = n.gpus or [g for g in n.proc_gpus if not g.excluded]
+    where = "nvidia.gpus" if n.gpus else "nvidia.proc_gpus"
+    if "CUDA_VISIBLE_DEVICES" in env and listed and visible_count(env["CUDA_VISIBLE_DEVICES"], listed) == 0:
+        ctx.add(facts=["environment.CUDA_VISIBLE_DEVICES", where], var="CUDA_VISIBLE_DEVICES", value=env["CUDA_VISIBLE_DEVICES"], count=len(listed))
     for var in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
         if var in env and r.gpus and visible_count(env[var], r.gpus) == 0:
             ctx.add(facts=[f"environment.{var}", "rocm.gpus"], var=var, value=env[var], count=len(r.gpus))
@@ -64,6 +68,22 @@ def lib_path_shadowing(ctx: Ctx) -> None:
     bad = [e for e in entries if _SHADOW_DIR.search(e + "/") or (conda_prefix and e.rstrip("/").startswith(conda_prefix.rstrip("/") + "/lib"))]
     if f.platform.is_wsl:
         bad = [e for e in bad if not e.startswith("/usr/lib/wsl")]
+    # read from the files only (an import that ran says what happened itself)
+    shadowed = next((p for p in t.linkage if p.kind == "shadowed"), None) if read_only(t) else None
+    if shadowed is not None:  # read from the files: the loader would take that copy first
+        where = next((e for e in entries if shadowed.library.startswith(e.rstrip("/") + "/")), None)
+        keep = [e for e in entries if e != where]
+        ctx.add(
+            severity="fail",
+            detail="predicted",
+            facts=["environment.LD_LIBRARY_PATH", "torch.linkage"],
+            fix_text=f"export LD_LIBRARY_PATH={':'.join(keep)}" if keep else "unset LD_LIBRARY_PATH",
+            dirs=where or shadowed.library.rsplit("/", 1)[0],
+            lib=shadowed.library,
+            needed_by=shadowed.needed_by.rsplit("/", 1)[-1],
+            wheel_copy=shadowed.detail or "-",
+        )
+        return
     err = t.import_error or t.cuda_error or ""
     symptom = re.search(r"undefined symbol: __nvJitLink\w*|lib(cudnn|cublas|cusparse|nvJitLink|nccl)[\w.]*: cannot open shared object file", err)
     bundled = accelerators.build_kind(t) == "cuda" and any(k.startswith("nvidia-") for k in t.distributions)

@@ -40,7 +40,8 @@ def torch_lib_stale(ctx: Ctx) -> None:
     if ctx.has("lib-path-shadowing"):
         return
     proof = next((e for e in f.reconciled.evidence if e.proves == "torch-lib-stale" and e.source.startswith("torch.")), None)
-    if proof is None:
+    predicted = next((p for p in t.linkage if p.kind in ("symbol", "version")), None) if read_only(t) else None
+    if proof is None and predicted is None:
         return
     families: dict[str, list[str]] = {}
     for dist in sorted(t.distributions):
@@ -55,6 +56,17 @@ def torch_lib_stale(ctx: Ctx) -> None:
     version = public(t.version) if t.version else None
     index = index_for(ctx, variant_name(f)) if version else None
     reinstall = f'{python_exe(f)} -m pip install --force-reinstall "torch=={version}"' + (f" --index-url {index}" if index else "") if version else "stackdoctor install"
+    if proof is None and predicted is not None:  # read from the files only: what the loader would say
+        symbol = (predicted.symbol or "") + (f"@{predicted.version}" if predicted.version else "") if predicted.symbol else f"version {predicted.version}"
+        pv: dict[str, Any] = {"torch": t.version or "?", "lib": predicted.library.rsplit("/", 1)[-1], "path": predicted.library,
+                              "needed_by": predicted.needed_by.rsplit("/", 1)[-1], "symbol": symbol, "dists": ", ".join(extra)}
+        facts = ["torch.linkage", "torch.distributions"]
+        if extra:
+            ctx.add(detail="predicted_duplicates", facts=facts, fix_text=f"{python_exe(f)} -m pip uninstall -y {' '.join(extra)}", **pv)
+        else:
+            ctx.add(detail="predicted", facts=facts, fix_text=reinstall, **pv)
+        return
+    assert proof is not None
     values: dict[str, Any] = {
         "torch": t.version or "?",
         "lib": proof.values.get("lib", "?").rsplit("/", 1)[-1],
@@ -77,6 +89,18 @@ def torch_import_failed(ctx: Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
     if f.python.error and not t.installed and not t.import_error:
         return  # the target interpreter itself is unknown: probe-failed says so
+    broken = next((p for p in t.linkage if p.kind in ("missing", "unloadable")), None) if read_only(t) else None
+    if broken is not None and not ctx.has("glibc-too-old", "lib-path-shadowing", "torch-lib-stale"):
+        ctx.add(
+            detail="predicted" if broken.kind == "missing" else "unloadable",
+            facts=["torch.linkage"],
+            fix_text=install_fix(ctx, keep_torch=False),
+            lib=broken.library,
+            needed_by=broken.needed_by,
+            why=broken.detail or "-",
+            python=python_exe(f),
+        )
+        return
     if not import_failed(t) or ctx.has("glibc-too-old", "lib-path-shadowing", "torch-lib-stale"):
         return  # explained by those, each with its own fix
     proven = {e.proves for e in f.reconciled.evidence if e.source == "torch.import_error"} & set(_IMPORT_PROVEN)
@@ -87,6 +111,22 @@ def torch_import_failed(ctx: Ctx) -> None:
         fix_text=install_fix(ctx, keep_torch=False),
         error=t.import_error,
         python=python_exe(f),
+    )
+
+
+@rule("install-unfinished", severity="fail", layer="torch")
+def install_unfinished(ctx: Ctx) -> None:
+    """A `stackdoctor install` into the target was killed (SIGKILL, power loss) before it finished: its journal
+    and the previous torch's backup are still in the environment, and the torch family may be half replaced."""
+    f = ctx.facts
+    if not f.python.unfinished_install:
+        return
+    ctx.add(
+        facts=["python.unfinished_install"],
+        prefix=f.python.env_prefix or "?",
+        state=f.python.unfinished_install,
+        python=python_exe(f),
+        fix_text=f"stackdoctor install --python {python_exe(f)} --recover",
     )
 
 
@@ -114,6 +154,26 @@ def torch_files_unreadable(ctx: Ctx) -> None:
         errors="; ".join(t.static_errors) or "-",
         python=python_exe(f),
     )
+
+
+@rule("torch-files-partial", severity="warn", layer="torch", defers_to=("torch-files-unreadable",))
+def torch_files_partial(ctx: Ctx) -> None:
+    """Files of torch that are there but could not be read (a FIFO, mode 000, 0 bytes, cut short, not a
+    library): named, so the fast path never says "ok" about what it did not read."""
+    f, t = ctx.facts, ctx.facts.torch
+    if not t.static_unreadable or ctx.has("torch-files-unreadable"):
+        return
+    shown = t.static_unreadable[:6]
+    more = len(t.static_unreadable) - len(shown)
+    ctx.add(facts=["torch.static_unreadable"], files="; ".join(shown) + (f" (and {more} more)" if more > 0 else ""), python=python_exe(f))
+
+
+@rule("torch-installed-twice", severity="warn", layer="torch")
+def torch_installed_twice(ctx: Ctx) -> None:
+    f, t = ctx.facts, ctx.facts.torch
+    if len(t.duplicate_installs) < 2:
+        return
+    ctx.add(facts=["torch.duplicate_installs"], dists="; ".join(t.duplicate_installs[:4]), python=python_exe(f))
 
 
 def _gpu_names(ctx: Ctx, acc: accelerators.Accelerator) -> str:
@@ -169,8 +229,8 @@ def torch_backend_mismatch(ctx: Ctx) -> None:
         facts=["torch.version", "torch.cuda", "torch.hip"],
         fix_text=install_fix(ctx, exclude=variant_name(f)),
         torch=t.version,
-        build={"rocm": "ROCm", "cuda": "CUDA", "xpu": "XPU"}[kind],
-        machine={"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel"}[acc.name],
+        build=next((a.build_label for a in accelerators.ALL if a.build_kind == kind), kind),
+        machine=acc.vendor_label,
         gpus=_gpu_names(ctx, acc),
     )
 

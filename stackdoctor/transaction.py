@@ -1,0 +1,272 @@
+"""The install transaction's own state in the target environment: the journal, the lock, the signals.
+
+``<prefix>/.stackdoctor-install/`` holds ``journal.json`` (written fsync'd and renamed into place before
+anything changes, and again at every phase) and ``backup/`` (the torch family's files, hard-linked aside by
+``sd_backup.py save``). The folder exists only while an install is under way: its presence afterwards means an
+install was killed (SIGKILL, power loss), and the next ``stackdoctor install`` finishes it before it plans
+anything; ``check`` reports it (:mod:`stackdoctor.rules.torch`, ``install.unfinished``).
+
+The lock is ``flock`` on the prefix folder itself (no file is left behind): a second install into the same
+environment is refused in one sentence while the first holds it.
+
+Signals: inside :func:`signals`, SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` (a ``KeyboardInterrupt``,
+so :meth:`System.run_streaming` stops the installer child and waits for it); inside :func:`Signals.shielded` (the
+put-back, the commit) they are only remembered, and a Ctrl-C there prints that the previous torch is being put
+back. The installer runs in its own session, so a terminal's Ctrl-C reaches stackdoctor only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+JOURNAL_DIR = ".stackdoctor-install"
+JOURNAL_SCHEMA = "stackdoctor.install-journal/1"
+HOOK_ENV = "STACKDOCTOR_TEST_HOOK_DIR"
+EXIT_FOR = {int(signal.SIGINT): 130, int(getattr(signal, "SIGTERM", 15)): 143, int(getattr(signal, "SIGHUP", 1)): 129}
+PLEASE_WAIT = "stackdoctor: putting back the previous torch, please wait."
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP during an install."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+@dataclass
+class Signals:
+    """Which signal arrived (first one wins), and whether one may raise now."""
+
+    received: int | None = None
+    shield_depth: int = 0
+    say: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr, flush=True))
+    _old: dict[int, Any] = field(default_factory=dict)
+
+    def handler(self, signum: int, _frame: object) -> None:
+        if self.received is None:
+            self.received = signum
+        if self.shield_depth:
+            if signum == signal.SIGINT:
+                with contextlib.suppress(Exception):
+                    self.say(PLEASE_WAIT)
+            return
+        raise Interrupted(signum)
+
+    @contextlib.contextmanager
+    def shielded(self) -> Iterator[None]:
+        self.shield_depth += 1
+        try:
+            yield
+        finally:
+            self.shield_depth -= 1
+
+    @property
+    def exit_code(self) -> int | None:
+        return EXIT_FOR.get(self.received) if self.received is not None else None
+
+
+@contextlib.contextmanager
+def signals(say: Callable[[str], None] | None = None) -> Iterator[Signals]:
+    """SIGINT / SIGTERM / SIGHUP handled for the install's duration (main thread only; elsewhere untouched)."""
+    sig = Signals()
+    if say is not None:
+        sig.say = say
+    nums = [signal.SIGINT] + [getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n)]
+    try:
+        for n in nums:
+            sig._old[int(n)] = signal.signal(n, sig.handler)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield sig
+    finally:
+        for n, old in sig._old.items():
+            with contextlib.suppress(ValueError, OSError):
+                signal.signal(n, old)
+
+
+def hook(point: str) -> None:
+    """Tests only (``STACKDOCTOR_TEST_HOOK_DIR``): announce ``point`` and wait (at most 60 s) for ``<point>.go``."""
+    d = os.environ.get(HOOK_ENV)
+    if not d:
+        return
+    try:
+        with open(os.path.join(d, point), "w"):
+            pass
+    except OSError:
+        return
+    end = time.monotonic() + 60
+    go = os.path.join(d, point + ".go")
+    while time.monotonic() < end and not os.path.exists(go):
+        time.sleep(0.005)
+
+
+def journal_dir(prefix: str) -> str:
+    return os.path.join(prefix, JOURNAL_DIR)
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Journal:
+    """What an install is doing to one environment; one JSON file, replaced whole at each phase."""
+
+    prefix: str
+    python: str
+    phase: str = "backup"  # backup | install | verify | restore
+    pid: int = field(default_factory=os.getpid)
+    started: float = field(default_factory=time.time)
+    before: dict[str, str] = field(default_factory=dict)  # the torch family before
+    planned: dict[str, str] = field(default_factory=dict)  # name -> exact version the install brings
+    command: list[str] = field(default_factory=list)  # the installer's argv
+    installer: str = "pip"
+
+    @property
+    def dir(self) -> str:
+        return journal_dir(self.prefix)
+
+    @property
+    def backup(self) -> str:
+        return os.path.join(self.dir, "backup")
+
+    @property
+    def path(self) -> str:
+        return os.path.join(self.dir, "journal.json")
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "schema": JOURNAL_SCHEMA,
+            "prefix": self.prefix,
+            "python": self.python,
+            "phase": self.phase,
+            "pid": self.pid,
+            "started": self.started,
+            "before": dict(self.before),
+            "planned": dict(self.planned),
+            "command": list(self.command),
+            "installer": self.installer,
+            "backup": self.backup,
+        }
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> Journal:
+        def sdict(v: object) -> dict[str, str]:
+            return {str(k): str(x) for k, x in v.items()} if isinstance(v, dict) else {}
+
+        return cls(
+            prefix=str(data.get("prefix") or ""),
+            python=str(data.get("python") or ""),
+            phase=str(data.get("phase") or "backup"),
+            pid=int(data["pid"]) if isinstance(data.get("pid"), int) else 0,
+            started=float(data["started"]) if isinstance(data.get("started"), (int, float)) else 0.0,
+            before=sdict(data.get("before")),
+            planned=sdict(data.get("planned")),
+            command=[str(a) for a in data.get("command") or [] if isinstance(a, str)],
+            installer=str(data.get("installer") or "pip"),
+        )
+
+    def create(self) -> None:
+        """Make the folder and write the first journal (raises OSError: no space, no inodes, read-only)."""
+        os.mkdir(self.dir, 0o700)
+        _fsync_dir(self.prefix)
+        self._write()
+
+    def write(self, phase: str | None = None) -> str | None:
+        """The next phase; an error (a disk the installer just filled) is returned, not raised: the outcome is
+        decided from the files, and the journal that is there still names the backup."""
+        if phase is not None:
+            self.phase = phase
+        try:
+            self._write()
+        except OSError as e:
+            return str(e)
+        return None
+
+    def _write(self) -> None:
+        tmp = self.path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps(self.to_data()))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        _fsync_dir(self.dir)
+
+    def remove(self) -> str | None:
+        """Remove the journal folder (its backup too); the error, if any (never raises)."""
+        import shutil
+
+        errors: list[str] = []
+        shutil.rmtree(self.dir, onerror=lambda _f, p, e: errors.append(f"{p}: {e[1]}"))
+        _fsync_dir(self.prefix)
+        return errors[0] if errors and os.path.exists(self.dir) else None
+
+
+def read_journal(prefix: str) -> Journal | None:
+    """The journal of an unfinished install in ``prefix`` (a folder with no readable journal: one killed
+    while it was being created, read as phase ``backup`` with nothing changed), or None."""
+    d = journal_dir(prefix)
+    if not os.path.isdir(d):
+        return None
+    try:
+        with open(os.path.join(d, "journal.json"), encoding="utf-8") as f:
+            data = json.load(f)
+        if isinstance(data, dict):
+            j = Journal.from_data(data)
+            j.prefix = prefix
+            return j
+    except (OSError, ValueError):
+        pass
+    return Journal(prefix=prefix, python="", phase="backup", pid=0)
+
+
+class Locked(Exception):
+    def __init__(self, pid: int | None) -> None:
+        super().__init__(pid)
+        self.pid = pid
+
+
+@contextlib.contextmanager
+def env_lock(prefix: str) -> Iterator[None]:
+    """An exclusive lock on the environment (``flock`` on its prefix folder); :class:`Locked` when held."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock; the journal still records the install
+        yield
+        return
+    fd = os.open(prefix, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            j = read_journal(prefix)
+            raise Locked(j.pid if j and j.pid else None) from None
+        yield
+    finally:
+        os.close(fd)
