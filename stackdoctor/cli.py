@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None) -> None:
     install_boundary()  # every write scrubbed of credentials; a closed / full stdout is one sentence, exit 2
     click_exception = _click_base("ClickException")
     args = list(sys.argv[1:] if argv is None else argv)
+    handle_termination()
     code: int
     try:
         rv = command().main(args=args, prog_name="stackdoctor", standalone_mode=False)  # type: ignore[attr-defined]
@@ -220,6 +221,46 @@ def _stop_children() -> None:
         pass
 
 
+# SIGTERM (a CI runner's timeout, `kill`, systemd) and SIGHUP (the terminal closed): exit code and words
+_TERMINATING = {"SIGTERM": (143, "terminated (SIGTERM)"), "SIGHUP": (129, "hung up (SIGHUP: the terminal closed)")}
+
+
+def handle_termination() -> None:
+    """Make SIGTERM and SIGHUP stop stackdoctor the way Ctrl-C does: every child stops, the temporary
+    folders go, one sentence on stderr, exit 143 (129 for SIGHUP) instead of a silent -15.
+
+    Installed by :func:`main` before any command runs. A command with its own clean-up (``install``'s
+    transaction) replaces it with ``signal.signal`` while that work runs and may end through
+    :func:`terminate` itself. Only in the main thread (``signal.signal`` is refused elsewhere)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for name in _TERMINATING:
+        signum = getattr(signal, name, None)
+        if signum is not None:
+            try:
+                signal.signal(signum, _on_terminate)
+            except (OSError, ValueError):  # pragma: no cover - a platform that refuses it
+                pass
+
+
+def _on_terminate(signum: int, frame: object) -> None:
+    terminate(signum)
+
+
+def terminate(signum: int) -> None:
+    """Stop the children, say why in one sentence, remove the temporary folders and exit (never returns)."""
+    import signal
+
+    name = signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else f"signal {signum}"
+    code, words = _TERMINATING.get(name, (128 + signum, f"stopped by {name}"))
+    _stop_children()
+    _err(f"stackdoctor: {words}; stopped every process it had started.")
+    _exit(code)
+
+
 def _err(line: str) -> None:
     try:
         print(line, file=sys.stderr)
@@ -228,7 +269,13 @@ def _err(line: str) -> None:
 
 
 def _exit(code: int) -> None:
-    """Flush and leave; never wait on an abandoned probe thread."""
+    """Flush, remove the temporary folders and leave; never wait on an abandoned probe thread."""
+    try:
+        from stackdoctor.system import remove_lent
+
+        remove_lent()
+    except Exception:
+        pass
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

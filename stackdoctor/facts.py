@@ -430,6 +430,8 @@ class TorchFacts:
     arch_list_torch: list[str] = field(default_factory=list)  # torch's own list (get_arch_list(), else _cuda_getArchFlags())
     runtime_versions: dict[str, str] = field(default_factory=dict)  # "cudnn" -> "9.24.0.43" (runtime wheels, library names)
     runtime_libraries: dict[str, str] = field(default_factory=dict)  # "libcudnn.so.9" -> its path
+    runtime_bytes: dict[str, int] = field(default_factory=dict)  # "nvidia-cublas-cu12" -> bytes its files take (sum of its RECORD)
+    import_warnings: list[str] = field(default_factory=list)  # what `import torch` warned ("UserWarning: Failed to initialize NumPy: ...")
     libraries: list[TorchLibrary] = field(default_factory=list)  # torch's GPU libraries as read
     static_errors: list[str] = field(default_factory=list)  # what the read of torch's files could not read
     static_unreadable: list[str] = field(default_factory=list)  # files there but unreadable ("path: why"): FIFO, mode 000, truncated
@@ -453,8 +455,11 @@ class KernelResult:
     ok: bool = False
     max_error: float | None = None
     tolerance: float | None = None
-    time_s: float | None = None
-    tflops: float | None = None
+    time_s: float | None = None  # per call: the median of ``runs`` timed runs
+    tflops: float | None = None  # the median run's rate
+    runs: int | None = None  # timed runs behind time_s / tflops (each of several calls)
+    tflops_min: float | None = None  # the slowest run's rate
+    tflops_max: float | None = None  # the fastest run's rate
     peak_tflops: float | None = None
     percent_of_peak: float | None = None
     error: str | None = None

@@ -128,11 +128,15 @@ def run_kernels(
 # ---------------------------------------------------------------------------- allreduce
 
 
+QUICK_SWEEP = (8, 16 * 1024 * 1024, 8)  # min bytes, max bytes, factor: 8 sizes, 8 B .. 16 MiB, seconds on two cores
+FULL_SWEEP = (8, 256 * 1024 * 1024, 2)  # nccl-tests' usual -b 8 -e 256M -f 2: 26 sizes (``--full``)
+
+
 @dataclass
 class AllreduceOptions:
-    min_bytes: int = 8
-    max_bytes: int = 256 * 1024 * 1024
-    factor: int = 2
+    min_bytes: int = QUICK_SWEEP[0]
+    max_bytes: int = QUICK_SWEEP[1]
+    factor: int = QUICK_SWEEP[2]
     iters: int = 20
     warmup: int = 2
     timeout_s: float = 60.0
@@ -158,6 +162,22 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+class _ProgressLines:
+    """A stderr sink: the worker's ``progress`` lines (one per message size done) passed on as they arrive."""
+
+    def __init__(self, on_progress: Callable[[dict[str, Any]], None]) -> None:
+        self.on_progress = on_progress
+        self.pending = ""
+
+    def __call__(self, text: str) -> None:
+        self.pending += text
+        while "\n" in self.pending:
+            line, self.pending = self.pending.split("\n", 1)
+            for sec in _sections(line):
+                if sec.get("section") == "progress":
+                    self.on_progress(sec)
 
 
 def _rank_outcome(rank: int, res: CommandResult) -> dict[str, Any]:
@@ -254,8 +274,11 @@ def run_allreduce_local(
     *,
     master_port: int | None = None,
     hook: str | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> KernelFacts:
     """``nproc`` ranks here on loopback (one process each), joined within ``opts.timeout_s``.
+
+    ``on_progress`` gets rank 0's report of each message size as the sweep completes it.
 
     As soon as one rank *reports* a failure or a timeout (a port in use, peers missing), the
     run is decided: the ranks still running are stopped (each rank's process tree is killed
@@ -280,8 +303,9 @@ def run_allreduce_local(
             with lock:
                 started[rank] = handle
 
+        sink = _ProgressLines(on_progress) if on_progress is not None and rank == 0 else None
         res = system.run(_rank_argv(python, args, ()), timeout=outer, env={"STACKDOCTOR_TEST_HOOK": hook}, parse_env=False,
-                         on_start=keep)
+                         on_start=keep, on_stderr=sink)
         outcome = _rank_outcome(rank, res)
         with lock:
             if rank in stopped:
@@ -353,6 +377,7 @@ def run_allreduce_rank(
     prefix: Sequence[str] = (),
     hook: str | None = None,
     node: Mapping[str, Any] | None = None,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> KernelFacts:
     """This host's rank of a multi-host allreduce (``prefix``: e.g. ``ip netns exec NS``).
 
@@ -361,7 +386,8 @@ def run_allreduce_rank(
             "local_rank": rank if local_rank is None else local_rank}
     if node is not None:
         args["node"] = dict(node)
-    res = system.run(_rank_argv(python, args, prefix), timeout=opts.timeout_s * 2 + 30, env={"STACKDOCTOR_TEST_HOOK": hook}, parse_env=False)
+    res = system.run(_rank_argv(python, args, prefix), timeout=opts.timeout_s * 2 + 30, env={"STACKDOCTOR_TEST_HOOK": hook}, parse_env=False,
+                     on_stderr=_ProgressLines(on_progress) if on_progress is not None else None)
     outcome = _rank_outcome(rank, res)
     summary = merge_allreduce({rank: outcome}, world_size)
     if isinstance(outcome.get("nodes"), list):

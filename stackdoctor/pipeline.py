@@ -23,17 +23,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stackdoctor.errors import ExitCode
-from stackdoctor.facts import Facts
+from stackdoctor.facts import Facts, KernelFacts
 from stackdoctor.report import Report
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.config import Requirements
     from stackdoctor.matrix import Matrix
     from stackdoctor.rules.core import Gates
+    from stackdoctor.system import System
 
 # (the rules are imported on the prepare thread while the probes run: build_report)
 
-__all__ = ["Options", "build_report", "exit_code", "failing_reason", "gather", "judge", "load_matrix", "probe_facts", "requirements_for"]
+__all__ = ["Options", "build_report", "exit_code", "failing_reason", "gather", "gather_kernels", "judge", "judge_kernels", "load_matrix", "probe_facts",
+           "requirements_for"]
 
 
 @dataclass
@@ -57,6 +59,7 @@ class Options:
     worker_hook: str | None = None  # tests only: STACKDOCTOR_TEST_HOOK for the target worker
     probes: Sequence[str] | None = None  # a subset of the probes (install needs fewer)
     check_python: bool = False  # a --python that is not a Python 3 interpreter is a UsageError (engine.validate_python)
+    groups: Sequence[str] | None = None  # only the rules of these groups (``kernels`` judges with its own: ["kernels"])
 
 
 def load_matrix(opts: Options) -> Matrix:
@@ -130,12 +133,38 @@ def judge(report: Report, opts: Options, matrix: Matrix) -> Report:
 
     reqs = requirements_for(report, opts)
     report.facts = _reconciled(report.facts, matrix)
-    findings = rules.judge(report.facts, matrix, probes=report.probes, lang=lang_of(opts), requirements=reqs, gates=opts.gates)
+    findings = rules.judge(report.facts, matrix, probes=report.probes, lang=lang_of(opts), requirements=reqs, gates=opts.gates,
+                           groups=opts.groups)
     if reqs is not None:
         findings = cfg.apply_policy(findings, reqs, lang=lang_of(opts))
         report.requirements = reqs.as_report_entry()
     report.findings = select(findings, opts.only, opts.skip)
     return report
+
+
+def gather_kernels(kernels: KernelFacts, opts: Options, system: System | None = None) -> Report:
+    """gather for ``kernels``: what the kernels did in the target (run by the command, which shows their
+    progress), with the NVIDIA probe's facts where a CUDA device ran (the peaks reconcile derives)."""
+    facts = Facts(kernels=kernels)
+    report = Report(facts=facts)
+    if any(r.device.startswith("cuda") for r in kernels.results):
+        from stackdoctor.engine import run_probes, select_target
+        from stackdoctor.probes import ProbeContext
+        from stackdoctor.system import System as _System
+
+        sys_ = system or _System.from_env(timeout_s=opts.timeout_s)
+        probed = run_probes(ProbeContext(system=sys_, target=select_target(opts.python, os.environ), use_nvml=not sys_.moved), only=["nvidia"])
+        facts.nvidia = probed.facts.nvidia
+        report.probes = probed.probes
+    return report
+
+
+def judge_kernels(kernels: KernelFacts, opts: Options, system: System | None = None) -> Report:
+    """``kernels`` through the pipeline: gather (:func:`gather_kernels`) -> reconcile -> judge by the kernel
+    rules (``opts.groups``, default ``["kernels"]``) with ``opts.gates`` and the project's policy."""
+    if opts.groups is None:
+        opts = dataclasses.replace(opts, groups=["kernels"])
+    return judge(gather_kernels(kernels, opts, system), opts, load_matrix(opts))
 
 
 def needs_torch_runtime(reqs: Requirements | None) -> bool:

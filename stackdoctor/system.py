@@ -491,6 +491,35 @@ def _untrack(proc: subprocess.Popen) -> None:
             _LIVE.pop(proc.pid, None)
 
 
+_LENT: list[str] = []  # temporary directories lent to targets (lend_package), removed at exit
+_LENT_LOCK = threading.Lock()
+
+
+def _remember_lent(path: str) -> None:
+    with _LENT_LOCK:
+        if not _LENT:
+            import atexit
+
+            atexit.register(remove_lent)
+        _LENT.append(path)
+
+
+def lent_dirs() -> list[str]:
+    """The temporary directories lent so far and not yet removed."""
+    with _LENT_LOCK:
+        return list(_LENT)
+
+
+def remove_lent() -> None:
+    """Remove every temporary directory :meth:`System.lend_package` made (the link inside is removed,
+    never what it points to). Never raises; safe to call more than once."""
+    with _LENT_LOCK:
+        dirs = list(_LENT)
+        _LENT.clear()
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def stop_children() -> int:
     """Kill every child this process started through :class:`System` that still runs, each with
     everything it started (its process group, or its tree on Windows). The CLI calls this on
@@ -719,9 +748,13 @@ class System:
 
     def lend_package(self, package_dir: Path, *, prefix: str) -> str | None:
         """A new temporary directory holding only a link to ``package_dir`` (a copy where links are
-        not allowed, as on Windows without developer mode), for a target's ``sys.path``; None on failure."""
+        not allowed, as on Windows without developer mode), for a target's ``sys.path``; None on failure.
+
+        The directory is removed when this process ends (:func:`remove_lent`: the CLI calls it on every
+        exit path, signals included, and ``atexit`` covers library use)."""
         try:
             d = tempfile.mkdtemp(prefix=prefix)
+            _remember_lent(d)
             dest = os.path.join(d, package_dir.name)
             try:
                 os.symlink(package_dir, dest, target_is_directory=True)
@@ -810,10 +843,12 @@ class System:
         max_bytes: int = MAX_CAPTURE_BYTES,
         record: bool = True,
         on_start: Callable[[Started], None] | None = None,
+        on_stderr: Callable[[str], None] | None = None,
     ) -> CommandResult:
         """Run ``argv`` without a shell; never raises, never waits past ``timeout``.
 
-        ``on_start`` gets a :class:`Started` handle as soon as the child runs (to stop it early)."""
+        ``on_start`` gets a :class:`Started` handle as soon as the child runs (to stop it early);
+        ``on_stderr`` gets the child's stderr as it arrives (progress), captured all the same."""
         timeout = self.timeout_s if timeout is None else timeout
         spawned = self._spawn(argv, env, parse_env, stdin is not None)
         if isinstance(spawned, CommandResult):
@@ -826,7 +861,7 @@ class System:
                 pass
         try:
             out = _Capture(proc.stdout, max_bytes)
-            err = _Capture(proc.stderr, max_bytes)
+            err = _Capture(proc.stderr, max_bytes, on_stderr)
             if stdin is not None:
                 try:
                     proc.stdin.write(stdin)  # type: ignore[union-attr]

@@ -193,9 +193,13 @@ def test_real_torch_static_and_importing_paths_give_the_same_findings(torch_pyth
     for d in data.values():
         validate_report(d)
     assert runs["files"].rc == runs["import"].rc == runs["kernels"].rc == 0
-    assert _problems(data["files"]) == _problems(data["import"]) == _problems(data["kernels"])
+    # only an import hears torch's own warnings: this venv has no NumPy (torch warns "Failed to initialize NumPy")
+    heard = {("torch-numpy-missing", "warn")}
+    assert heard <= _problems(data["import"]) and heard <= _problems(data["kernels"])
+    assert _problems(data["files"]) == _problems(data["import"]) - heard == _problems(data["kernels"]) - heard
     oks = {name: {f["code"] for f in d["findings"] if f["severity"] == "ok"} for name, d in data.items()}
-    assert oks["import"] - oks["files"] == {"runtime-ok"} and oks["files"] <= oks["import"]
+    # only the import could say the runtime works; it does not, for torch without NumPy is not a working runtime
+    assert oks["import"] == oks["files"] == oks["kernels"] and "runtime-ok" not in oks["import"]
     tf, ti = data["files"]["facts"]["torch"], data["import"]["facts"]["torch"]
     assert (tf["imported"], ti["imported"]) == (False, True)
     for key in ("version", "variant", "cuda", "hip", "git_version", "location", "distributions"):

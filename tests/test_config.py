@@ -92,6 +92,7 @@ def test_every_requirement_trips_on_a_cpu_laptop():
     assert "torch >=2.6" not in details and "the matmul kernel" not in details
     backend = next(f for f in out if "backend" in f.detail)
     assert "CPU-only build" in backend.detail and "pyproject.toml" in backend.detail
+    assert backend.fix.startswith("stackdoctor install --variant cu") and "no cuda device" in backend.detail
 
 
 @pytest.mark.parametrize(

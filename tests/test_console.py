@@ -94,7 +94,7 @@ def test_safe_stream_replaces_instead_of_raising():
 
 
 def test_busbw_chart_uses_hash_bars_on_cp1252(monkeypatch):
-    from stackdoctor.commands import kernels as cmd
+    from stackdoctor.render.kernels import print_kernels
 
     summary = {"status": "ok", "backend": "gloo", "world_size": 2, "device": "cpu", "avg_busbw_gbs": 1.0, "max_busbw_gbs": 2.0,
                "rows": [{"bytes": n, "count": n // 4,
@@ -102,7 +102,7 @@ def test_busbw_chart_uses_hash_bars_on_cp1252(monkeypatch):
                          "oop": {"time_us": 5.0, "algbw": bw, "busbw": bw, "wrong": 0}} for n, bw in ((1024, 1.0), (2048, 2.0))]}
     out = stream("cp1252")
     monkeypatch.setattr("sys.stdout", out)
-    cmd._render(KernelFacts(ran=True, mode="full", allreduce=summary), [])
+    print_kernels(KernelFacts(ran=True, mode="full", allreduce=summary), [])
     screen = text_of(out)
     assert "#" * 30 in screen and "█" not in screen
 

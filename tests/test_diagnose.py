@@ -469,6 +469,16 @@ def _torch_sees_fewer(f, m):  # nvidia-smi lists two GPUs, torch one, and no var
     f.nvidia.gpus[0].sources = {"name": "nvidia-smi --query-gpu", "bus_id": "nvidia-smi --query-gpu"}
 
 
+def _cuda_build_without_gpu(f, m):  # what `pip install torch` gives on Linux, on a machine with no NVIDIA GPU
+    f.platform.nvidia_pci_devices, f.nvidia = [], NvidiaFacts(smi_state="absent", nvml_state="absent")
+    f.torch.cuda_available, f.torch.device_count, f.torch.devices = False, 0, []
+    f.torch.runtime_bytes = {"nvidia-cublas-cu12": 566_000_000, "nvidia-cudnn-cu12": 1_070_000_000}
+
+
+def _numpy_missing(f, m):
+    f.torch.import_warnings = ["UserWarning: Failed to initialize NumPy: No module named 'numpy' (Triggered internally at tensor_numpy.cpp:84.)"]
+
+
 SITE = "/venv/lib/python3.12/site-packages"
 
 
@@ -562,6 +572,8 @@ TRIGGER = [
     pytest.param("torch-arch-list-mismatch", _arch_lists_differ, id="libtorch-cuda-of-another-build"),
     pytest.param("torch-files-unreadable", _files_unreadable, id="torch-without-version-py"),
     pytest.param("torch-cpu-only", _cpu_torch_on_arc, id="cpu-build-with-arc-a770"),
+    pytest.param("torch-gpu-build-no-gpu", _cuda_build_without_gpu, id="cuda-build-without-gpu"),
+    pytest.param("torch-numpy-missing", _numpy_missing, id="torch-warns-numpy-missing"),
     pytest.param("xpu-unavailable", _xpu_torch_unavailable, id="xpu-build-level-zero-missing"),
     pytest.param("driver-too-old", _driver_too_old, id="cu130-on-550"),
     pytest.param("driver-minor-compat", _minor_compat, id="cu126-on-550"),

@@ -60,6 +60,7 @@ EXTRA = [
     ("local-torch-2.14.1-cp311-pypi-wheel-files", "METADATA", "torch_static.parse_dist_metadata"),
     ("r-ls-driver-libraries-550-gpud-415", "ll-lib-x86_64-linux-gnu.txt", "nvidia.parse_driver_library_name"),
     ("local-torch-2.14.1-cp311-pypi-wheel-files", "dist-info-dirname.txt", "torch_static.parse_dist_info_dirname"),
+    ("local-nvidia-cu13-runtime-dist-info", "nvidia_nvvm-13.0.88.dist-info/RECORD", "torch_static.parse_record_bytes"),
 ]
 
 

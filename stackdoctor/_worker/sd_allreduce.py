@@ -20,8 +20,8 @@ are small integers stored as float32, so every sum is exact), summed over ranks.
 no out-of-place allreduce, so out-of-place is "copy the send buffer into the receive
 buffer, then reduce in place" and includes the copy.
 
-Prints ``@@stackdoctor@@ {"section": "allreduce", ...}`` once at the end (and ``progress``
-lines per size on stderr). Test hooks (``STACKDOCTOR_TEST_HOOK``): ``corrupt-rank=R``
+Prints ``@@stackdoctor@@ {"section": "allreduce", ...}`` once at the end, and a ``progress`` line on
+stderr as each message size completes (index/total, bytes, time, busbw), which the parent shows as it comes. Test hooks (``STACKDOCTOR_TEST_HOOK``): ``corrupt-rank=R``
 (rank R adds 1 to its input), ``abort-rank=R``, ``hang-rank=R`` (never joins).
 With ``"node": {...}`` in the arguments (the parent's probe summary of this host), every rank
 publishes it in the rendezvous store and reads all of them back into ``nodes`` (the fleet
@@ -289,7 +289,8 @@ def sweep(torch, dist, args, rank, world, device, h):
     corrupt = h.get("corrupt-rank") == str(rank)
     rows = []
     fac = busbw_factor(world)
-    for nbytes in sizes(min_b, max_b, int(args.get("factor", 2))):
+    sweep_sizes = sizes(min_b, max_b, int(args.get("factor", 2)))
+    for index, nbytes in enumerate(sweep_sizes):
         count = nbytes // 4
         iters = int(max(1, min(iters_max, budget_bytes // max(1, nbytes))))
         row = {"bytes": count * 4, "count": count, "type": "float", "redop": "sum", "iters": iters}
@@ -335,8 +336,8 @@ def sweep(torch, dist, args, rank, world, device, h):
             algbw = row["bytes"] / t / 1e9 if t > 0 else 0.0
             row[mode] = {"time_us": t * 1e6, "algbw": algbw, "busbw": algbw * fac, "wrong": int(wsum.item())}
         rows.append(row)
-        if rank == 0:
-            progress({"section": "progress", "bytes": row["bytes"], "busbw": row["ip"]["busbw"]})
+        progress({"section": "progress", "rank": rank, "index": index + 1, "total": len(sweep_sizes), "bytes": row["bytes"],
+                  "time_us": row["ip"]["time_us"], "busbw": row["ip"]["busbw"], "wrong": row["oop"]["wrong"] + row["ip"]["wrong"]})
     return rows
 
 

@@ -168,23 +168,41 @@ def torch_dtype(torch, name):
     return {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
 
 
-def timed(torch, device, fn, min_time, max_iters, warmup=2):
-    """Seconds per call of ``fn`` after ``warmup`` calls, device synchronised; (seconds, iters)."""
+RUNS = 5  # timed runs per kernel: the rate is their median, their spread is reported beside it
+
+
+def timed(torch, device, fn, min_time, max_iters, warmup=2, runs=RUNS):
+    """Seconds per call of ``fn``: the median of ``runs`` timed runs of a few calls each, after ``warmup``
+    calls, the device synchronised around each run; (median seconds, calls timed, per-call seconds of each run).
+
+    One run on a loaded machine can be 100x off; the median of several is not, and their spread says how
+    steady the machine was. A kernel slower than the whole budget gets 3 runs of one call."""
     for _ in range(warmup):
         fn()
     synchronize(torch, device)
-    iters = 0
     start = time.perf_counter()
-    elapsed = 0.0
-    while iters < max_iters and (iters == 0 or elapsed < min_time):
-        fn()
-        iters += 1
-        if iters in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) or iters >= max_iters:
-            synchronize(torch, device)
-            elapsed = time.perf_counter() - start
+    fn()
     synchronize(torch, device)
-    elapsed = time.perf_counter() - start
-    return elapsed / iters, iters
+    one = max(time.perf_counter() - start, 1e-9)
+    samples = []
+    if one * runs > 2 * min_time:  # slower than the budget: that call is the first of 3 runs of one call
+        runs, samples = min(runs, 3), [one]
+    per_run = int(max(1, min(max(1, max_iters // runs), (min_time / runs) / one)))
+    while len(samples) < runs:
+        start = time.perf_counter()
+        for _ in range(per_run):
+            fn()
+        synchronize(torch, device)
+        samples.append((time.perf_counter() - start) / per_run)
+    ordered = sorted(samples)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+    return median, per_run * len(samples), samples
+
+
+def rates(flops, samples):
+    """(slowest, fastest) TFLOP/s of the timed runs."""
+    return flops / max(samples) / 1e12, flops / min(samples) / 1e12
 
 
 def rel_error(torch, got, ref):
@@ -233,11 +251,13 @@ def matmul(torch, device, dtype, n, min_time=0.2, max_iters=200, h=None):
         else:  # every element must still be finite
             err = rel_error(torch, out.to("cpu")[rows], ref) if bool(torch.isfinite(out).all()) else float("inf")
         res["max_error"] = err
-        t, iters = timed(torch, device, lambda: ad @ bd, min_time, max_iters)
+        t, iters, samples = timed(torch, device, lambda: ad @ bd, min_time, max_iters)
         flops = 2.0 * n * n * n
         res["time_s"] = t
         res["tflops"] = flops / t / 1e12
-        res["extra"].update({"iters": iters, "flops": flops})
+        res["runs"] = len(samples)
+        res["tflops_min"], res["tflops_max"] = rates(flops, samples)
+        res["extra"].update({"iters": iters, "flops": flops, "run_times_s": samples})
         if err == float("inf"):
             res["error"] = "the result has NaN or Inf values"
             res["max_error"] = None
@@ -299,11 +319,13 @@ def conv(torch, device, dtype="fp32", batch=8, cin=16, cout=32, hw=32, k=3, min_
         }
         err = max(errs.values())
         res["extra"]["errors"] = {k2: (v if v != float("inf") else None) for k2, v in errs.items()}
-        t, iters = timed(torch, device, step, min_time, max_iters, warmup=1)
+        t, iters, samples = timed(torch, device, step, min_time, max_iters, warmup=1)
         flops = 3 * 2.0 * batch * cout * hw * hw * cin * k * k  # fwd + grad_input + grad_weight
         res["time_s"] = t
         res["tflops"] = flops / t / 1e12
-        res["extra"].update({"iters": iters, "flops": flops})
+        res["runs"] = len(samples)
+        res["tflops_min"], res["tflops_max"] = rates(flops, samples)
+        res["extra"].update({"iters": iters, "flops": flops, "run_times_s": samples})
         if err == float("inf"):
             res["error"] = "the result has NaN or Inf values"
             res["extra"]["nonfinite"] = True
@@ -338,10 +360,11 @@ def compile_check(torch, device, n=4096):
         res["extra"]["compile_s"] = time.perf_counter() - start
         ref = f(x.cpu().double(), y.cpu().double())  # float64 on the CPU: MPS has no float64
         err = rel_error(torch, got, ref)
-        t, iters = timed(torch, device, lambda: cf(x, y), 0.05, 100)
-        te, _ = timed(torch, device, lambda: f(x, y), 0.05, 100)
+        t, iters, samples = timed(torch, device, lambda: cf(x, y), 0.05, 100)
+        te, _, _ = timed(torch, device, lambda: f(x, y), 0.05, 100)
         res["time_s"] = t
-        res["extra"].update({"iters": iters, "eager_time_s": te})
+        res["runs"] = len(samples)
+        res["extra"].update({"iters": iters, "eager_time_s": te, "run_times_s": samples})
         if err == float("inf"):
             res["error"] = "the compiled function returned NaN or Inf"
             res["extra"]["nonfinite"] = True

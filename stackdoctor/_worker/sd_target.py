@@ -157,7 +157,9 @@ def torch_facts():
     try:
         if hook == "torch-import-hang":
             time.sleep(3600)
-        import torch
+        with warnings.catch_warnings(record=True) as import_caught:  # torch's own warnings (NumPy missing...)
+            warnings.simplefilter("always")
+            import torch
     except BaseException as exc:  # ImportError, OSError (libs), SystemExit from a broken __init__ ...
         out["installed"] = not isinstance(exc, ModuleNotFoundError)  # the parent's read of the files says more
         if isinstance(exc, ModuleNotFoundError) and getattr(exc, "name", None) == "torch":
@@ -167,6 +169,12 @@ def torch_facts():
             out["import_error_kind"] = "exception"
         return out, None
     out["import_s"] = round(time.monotonic() - t, 3)
+    said = []  # type: list[str]
+    for w in import_caught:
+        line = "%s: %s" % (getattr(w.category, "__name__", "Warning"), (str(w.message).strip().splitlines() or [""])[0][:500])
+        if line not in said and len(said) < 10:
+            said.append(line)
+    out["import_warnings"] = said
     out["installed"] = True
     out["location"] = os.path.dirname(getattr(torch, "__file__", "") or "") or None
     version = str(getattr(torch, "__version__", ""))

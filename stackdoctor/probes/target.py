@@ -49,8 +49,9 @@ _PACKAGING_DIR: list[str] = []
 
 def packaging_path(system: System) -> str | None:
     """A directory holding only a link to stackdoctor's own ``packaging``, for targets without it."""
-    if _PACKAGING_DIR:
+    if _PACKAGING_DIR and os.path.isdir(_PACKAGING_DIR[0]):  # (removed at exit: system.remove_lent)
         return _PACKAGING_DIR[0]
+    _PACKAGING_DIR.clear()
     try:
         import packaging
 
@@ -153,6 +154,9 @@ def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> Torch
     for key in st.runtime:
         src[f"runtime_versions.{key}"] = st.sources.get(f"runtime.{key}", "torch's files")
     t.runtime_libraries = dict(st.runtime_libraries)
+    t.runtime_bytes = dict(st.runtime_bytes)
+    for key in st.runtime_bytes:
+        src[f"runtime_bytes.{key}"] = st.sources.get(f"runtime_bytes.{key}", "its RECORD")
     t.libraries = [TorchLibrary(**dataclasses.asdict(lib)) for lib in st.libraries]
     t.static_errors = list(st.errors)
     t.static_unreadable = list(st.unreadable)

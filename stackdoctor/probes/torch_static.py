@@ -138,6 +138,7 @@ class StaticTorch:
     libraries: list[LibraryInfo] = field(default_factory=list)
     runtime: dict[str, str] = field(default_factory=dict)  # "cudnn" -> "9.24.0.43", "nccl" -> "2.30.7"
     runtime_libraries: dict[str, str] = field(default_factory=dict)  # "libcudnn.so.9" -> its path
+    runtime_bytes: dict[str, int] = field(default_factory=dict)  # "nvidia-cublas-cu12" -> bytes installed (its RECORD's sizes)
     distributions: dict[str, str] = field(default_factory=dict)  # "torch" -> "2.14.1" (dist-info)
     # every distribution of interest (OF_INTEREST, numpy, pip), normalised name -> version, the first in import order
     site_distributions: dict[str, str] = field(default_factory=dict)
@@ -465,6 +466,28 @@ def read_static_torch(
     return st
 
 
+MAX_RECORD = 4 * 1024 * 1024  # a runtime wheel's RECORD lists tens to a few thousand files
+
+
+def parse_record_bytes(text: str) -> int:
+    """The installed size of a distribution: the sum of the size column of its ``RECORD`` (path,hash,size).
+
+    >>> parse_record_bytes("nvidia/cublas/lib/libcublas.so.12,sha256=x,1048576\nnvidia_cublas_cu12-12.6.4.1.dist-info/RECORD,,\n")
+    1048576
+    """
+    total = 0
+    for line in text.splitlines():
+        size = line.rsplit(",", 1)[-1].strip() if "," in line else ""
+        if size.isdigit():
+            total += int(size)
+    return total
+
+
+def record_bytes(system: System, path: str) -> int | None:
+    """Bytes the files of one installed distribution take, from its ``RECORD``; None when unreadable."""
+    res = system.read_text(path, max_bytes=MAX_RECORD)
+    return parse_record_bytes(res.text) if res.ok else None
+
 
 def _read_distributions(system: System, site_dirs: Sequence[str], st: StaticTorch) -> None:
     seen_torch: list[str] = []
@@ -499,6 +522,11 @@ def _read_distributions(system: System, site_dirs: Sequence[str], st: StaticTorc
                     st.distributions[name] = version
                     st.sources[f"distributions.{name}"] = source
             elif rkey is not None:
+                if entry.endswith(".dist-info") and name not in st.runtime_bytes:
+                    size = record_bytes(system, _join(site, entry, "RECORD"))
+                    if size is not None:
+                        st.runtime_bytes[name] = size
+                        st.sources[f"runtime_bytes.{name}"] = _join(site, entry, "RECORD")
                 key = runtime_key(name) or rkey
                 if key not in st.runtime:
                     st.runtime[key] = version

@@ -156,6 +156,8 @@ def build_tree(report: Report) -> Tree:
 
 
 def kernels_table(report: Report) -> Table | None:
+    from stackdoctor.render.kernels import kernel_rate
+
     k = report.facts.kernels
     if not k.results:
         return None
@@ -172,7 +174,7 @@ def kernels_table(report: Report) -> Table | None:
             r.device,
             r.dtype or "",
             Text(_t("result_ok"), style="green") if r.ok else Text(r.error or _t("result_wrong"), style="red"),
-            _flops(r.tflops),
+            kernel_rate(r),  # the median of a few runs, ± their spread
         ]
         if with_peak:
             row.append(f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else "")

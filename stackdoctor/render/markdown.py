@@ -291,7 +291,7 @@ def render_markdown(
         lines.append("")
     k = f.kernels
     if k.results or k.error:
-        from stackdoctor.units import format_flops
+        from stackdoctor.render.kernels import kernel_rate
 
         lines += [f"### {_t('md_kernels', lang)}", ""]
         if k.error:
@@ -302,7 +302,7 @@ def render_markdown(
             for r in k.results:
                 res = f"✅ {_t('result_ok', lang)}" if r.ok else f"❌ {r.error or _t('md_failed', lang)}"
                 pp = f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else None
-                lines.append(f"| {cell(r.kernel)} | {cell(r.device)} | {cell(r.dtype)} | {cell(res)} | {cell(format_flops(r.tflops))} | {cell(pp)} |")
+                lines.append(f"| {cell(r.kernel)} | {cell(r.device)} | {cell(r.dtype)} | {cell(res)} | {cell(kernel_rate(r))} | {cell(pp)} |")
             lines.append("")
     lines += _witnesses(report, lang)
     if report.probes:

@@ -87,8 +87,13 @@ def _backend(chk: _Check, backend: str) -> None:
         return
     if not built:
         build = {"cuda": f"CUDA {t.cuda}", "rocm": f"ROCm {t.hip}", "xpu": "XPU", "cpu": "CPU-only"}.get(kind or "", "unknown")
-        fix = install_fix(ctx, exclude="cpu") if acc.usable(f) else None
-        chk.unmet("backend_build", ["torch.variant", "torch.cuda", "torch.hip"], fix, backend=backend, torch=t.version, build=build)
+        if acc.usable(f):  # the install that meets it: a build for that backend, as the resolver plans it
+            chk.unmet("backend_build", ["torch.variant", "torch.cuda", "torch.hip"], install_fix(ctx, exclude="cpu"), backend=backend,
+                      torch=t.version, build=build)
+        else:  # no build gives this machine the device: the build that meets it, for the machine that has one
+            variant = _backend_variant(ctx, acc)
+            chk.unmet("backend_build_nodevice", ["torch.variant", "torch.cuda", "torch.hip", "reconciled.gpus"],
+                      None if variant else "stackdoctor install", backend=backend, torch=t.version, build=build, variant=variant or "-")
         return
     if acc.torch_available(t):
         chk.met.append(f"backend {backend}")
@@ -101,6 +106,20 @@ def _backend(chk: _Check, backend: str) -> None:
         api=acc.torch_api,
         error=acc.torch_error(t) or "-",
     )
+
+
+def _backend_variant(ctx: Ctx, acc: Any) -> str | None:
+    """The newest build for ``acc`` of the installed torch's release (else of the newest release) in the matrix."""
+    from stackdoctor.versions import public as _public
+
+    if ctx.matrix is None:
+        return None
+    rel = ctx.matrix.release(_public(ctx.facts.torch.version)) if ctx.facts.torch.version else None
+    for r in ([rel] if rel else []) + list(ctx.matrix.releases):  # newest first
+        names: list[str] = [str(v.name) for v in r.variants if acc.serves(v.name)]
+        if names:
+            return max(names, key=lambda n: [int(x) for x in re.findall(r"\d+", n)] or [0])
+    return None
 
 
 def _usable_gpus(ctx: Ctx, backend: str | None) -> int:

@@ -12,6 +12,7 @@ from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
     amd_gpus,
     built_for,
+    built_for_files,
     import_failed,
     imports,
     index_for,
@@ -410,3 +411,52 @@ def conda_pip_mix(ctx: Ctx) -> None:
 
 
 __all__ = ["is_mac"]
+
+
+def _size(n: int) -> str:
+    """Bytes for a person: "5.4 GB", "612 MB" (decimal, as disks and pip report them)."""
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= div:
+            return f"{n / div:.3g} {unit}"
+    return f"{n} B"
+
+
+@rule("torch-gpu-build-no-gpu", severity="warn", layer="torch")
+def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
+    """A CUDA build where no witness sees an NVIDIA GPU or driver: the CPU build would do, and the
+    NVIDIA runtime packages' disk (measured from their RECORD files) would be saved."""
+    f, t = ctx.facts, ctx.facts.torch
+    if not t.installed or built_for_files(f) != "cuda" or t.cuda_available or f.jetson.is_jetson or f.apple.is_macos:
+        return
+    if nvidia_gpus(f) or nvidia_pci(f) or f.reconciled.nvidia_driver.value or f.reconciled.cuda_driver_version.value:
+        return
+    if accelerators.select(f) is not None and accelerators.select(f).build_kind != "cpu":  # type: ignore[union-attr]
+        return  # another accelerator is there: torch-backend-mismatch speaks of it
+    sizes = {k: v for k, v in t.runtime_bytes.items() if k.startswith("nvidia-")}
+    fix = install_fix(ctx, keep_torch=True, exclude=variant_name(f))
+    if "--variant" not in fix:
+        fix += " --variant cpu"
+    if sizes:
+        fix += " --remove-leftovers"  # the NVIDIA packages go too: that is the disk saved
+    largest = sorted(sizes.items(), key=lambda kv: -kv[1])[:2]
+    ctx.add(
+        detail="default" if sizes else "unknown_size",
+        facts=["torch.variant", "torch.cuda", "torch.runtime_bytes", "reconciled.gpus"],
+        install=fix,
+        torch=t.version or "?",
+        cuda=t.cuda or "?",
+        count=len(sizes),
+        size=_size(sum(sizes.values())),
+        largest=", ".join(f"{k} {_size(v)}" for k, v in largest),
+    )
+
+
+@rule("torch-numpy-missing", severity="warn", layer="runtime")
+def torch_numpy_missing(ctx: Ctx) -> None:
+    """`import torch` warned "Failed to initialize NumPy": torch runs, every NumPy interop fails."""
+    f, t = ctx.facts, ctx.facts.torch
+    said = next((w for w in t.import_warnings if "Failed to initialize NumPy" in w), None)
+    if said is None:
+        return
+    kind = "missing" if "No module named" in said else "broken"
+    ctx.add(detail=kind, fix=kind, facts=["torch.import_warnings"], python=python_exe(f), warning=said)

@@ -33,7 +33,8 @@ def kernels_cli(m, torch_python: str, *args: str, hook: str, timeout: float = 12
 def test_kernel_returns_nan(machine, torch_python):
     """The quick kernel pass inside ``check``: NaN in matmul is a failing finding; nothing else is lost."""
     run, data = check(machine, "--timeout", "1", "--torch-timeout", "60", python=torch_python, env=machine.env(STACKDOCTOR_TEST_HOOK="nan"), fast=False)
-    pin(run, data, 1, ("fail", "kernel-wrong-result"), ("fail", "kernel-wrong-result"))  # one per matmul result
+    # one per matmul result; and the suite's torch venv has no NumPy, which torch's import warns of
+    pin(run, data, 1, ("fail", "kernel-wrong-result"), ("fail", "kernel-wrong-result"), ("warn", "torch-numpy-missing"))
     k = data["facts"]["kernels"]
     assert k["ran"] is True
     bad = [r for r in k["results"] if r["kernel"] == "matmul"]
