@@ -16,6 +16,7 @@ rename. Each code has, per language, a one-line ``title``, an ``explain`` text f
 from __future__ import annotations
 
 import functools
+import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,9 +34,12 @@ __all__ = [
     "detect_lang",
     "explain",
     "info",
+    "layer_word",
     "make_finding",
     "message",
     "placeholders",
+    "sentence",
+    "sentence_key",
     "texts",
     "title",
     "ui",
@@ -124,6 +128,7 @@ def texts(lang: str) -> dict[str, Any]:
         raise ValueError(f"stackdoctor/locale/{name}.yaml is not a mapping")
     data.setdefault("ui", {})
     data.setdefault("codes", {})
+    data.setdefault("sentences", {})
     return data
 
 
@@ -147,6 +152,12 @@ def ui(key: str, lang: str = "en", /, **values: Any) -> str:
     """A user-interface sentence (``explain`` command, headings)."""
     template = texts(lang)["ui"].get(key) or texts("en")["ui"].get(key) or key
     return _fill(str(template), values)
+
+
+def layer_word(layer: str, lang: str = "en") -> str:
+    """A code's layer in ``lang`` (``driver`` -> ``驱动``); the layer names themselves stay the JSON's."""
+    word = texts(lang)["ui"].get("layer_" + layer) or texts("en")["ui"].get("layer_" + layer)
+    return str(word) if word else layer
 
 
 class _Keep(dict):  # a missing field stays visible instead of raising
@@ -173,6 +184,64 @@ def message(code: str, kind: str, key: str = "default", lang: str = "en", /, **v
     if key != "default":
         return message(code, kind, "default", lang, **values)
     return ""
+
+
+# ---------------------------------------------------------------------------- stackdoctor's own sentences
+
+
+@functools.cache
+def _sentence_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """Each English ``sentences:`` template as an anchored pattern with one group per ``{field}``, most
+    specific first (the most literal text), so ``cannot write {path}: it is a directory.`` wins over
+    ``cannot write {path}: {reason}.``."""
+    out: list[tuple[int, str, re.Pattern[str]]] = []
+    for key, template in (texts("en").get("sentences") or {}).items():
+        parts, seen, literal = [], set(), 0
+        for text, name, _, _ in string.Formatter().parse(str(template)):
+            parts.append(re.escape(text))
+            literal += len(text)
+            if name:
+                parts.append(f"(?P={name})" if name in seen else f"(?P<{name}>.+?)")
+                seen.add(name)
+        out.append((literal, str(key), re.compile("".join(parts), re.DOTALL)))
+    out.sort(key=lambda x: -x[0])
+    return tuple((key, pattern) for _, key, pattern in out)
+
+
+def sentence_key(text: str) -> tuple[str, dict[str, str]] | None:
+    """The ``sentences:`` key whose English template ``text`` was written from, with its field values."""
+    for key, pattern in _sentence_patterns():
+        m = pattern.fullmatch(text)
+        if m:
+            return key, m.groupdict()
+    return None
+
+
+def sentence(text: str, lang: str = "en", _depth: int = 0, /) -> str:
+    """``text``, a sentence stackdoctor wrote in English (an error, a line of the install screen, a reason a
+    worker gave), in ``lang``.
+
+    Code writes its sentences in English from the templates under ``sentences:`` in en.yaml (so logs, JSON
+    ``error`` fields and tests read one language); the edge that shows them to a person calls this, which
+    finds the template the sentence was written from and fills the same key's template in ``lang`` with the
+    same values. A sentence no template matches is shown as written (tests/test_catalog.py keeps every
+    literal error message of the package covered).
+
+    >>> sentence("--python /nope: no such file.", "zh")
+    '--python /nope：文件不存在。'
+    """
+    if lang == "en" or lang not in LANGS or not text:
+        return text
+    found = sentence_key(text)
+    if found is None:
+        return text
+    key, values = found
+    template = (texts(lang).get("sentences") or {}).get(key)
+    if not template:
+        return text
+    if _depth < 3:  # a field that is itself one of these sentences (click's reason inside "Invalid value for ...")
+        values = {k: sentence(v, lang, _depth + 1) for k, v in values.items()}
+    return _fill(str(template), values)
 
 
 def placeholders(template: str) -> set[str]:

@@ -288,7 +288,9 @@ def _render(kf: Any, findings: list[Any], lang: str = "en") -> None:
             head += t("ar_iface", iface=ar["iface"])
         out.append(Text(head, style="bold"))
         if ar.get("backend_reason"):
-            out.append(Text(t("ar_backend_reason", reason=ar["backend_reason"])))
+            from stackdoctor.catalog import sentence  # the worker's reason, written in English
+
+            out.append(Text(t("ar_backend_reason", reason=sentence(ar["backend_reason"], lang))))
         rows = ar.get("rows") or []
         if rows:
             tb = Table(show_edge=False, pad_edge=False)
