@@ -137,7 +137,7 @@ def _word_metavars(command: object, name: str = "") -> None:
         _word_metavars(sub, sub_name)
         help_text = str(getattr(sub, "help", None) or "")
         if help_text and not getattr(sub, "short_help", None):
-            sub.short_help = " ".join(help_text.strip().split("\n\n")[0].split())  # type: ignore[attr-defined]
+            sub.short_help = " ".join(help_text.strip().split("\n\n")[0].split())
     if getattr(command, "callback", None) is not None and not getattr(command, "commands", None):
         command.callback = _interruptible(command.callback)  # type: ignore[attr-defined]
     for param in getattr(command, "params", []):
