@@ -155,3 +155,23 @@ def test_json_and_another_format_conflict(tmp_path):
     replay = write_report(tmp_path / "r.json", healthy_cpu_report())
     run = run_sd(["check", "--json", "--format", "json", "--replay", replay], env=env(tmp_path))  # the same format twice is fine
     assert run.rc == 0 and run.json()["schema"].startswith("stackdoctor.report/")
+
+
+def test_report_md_has_no_line_to_scroll(tmp_path):
+    """The target worker's one-line JSON (hundreds of wheel tags, ~8,000 characters) is indented and its tag list
+    cut to a count in report.md; report.json keeps every tag."""
+    import json
+
+    rep = healthy_cpu_report()
+    tags = [f"cp312-cp312-manylinux_2_{n}_x86_64" for n in range(17, 40)] * 20
+    line = "@@stackdoctor@@ " + json.dumps({"executable": "/usr/bin/python3", "tags": tags})
+    assert len(line) > 8000
+    rep.raw_outputs = [{"argv": ["/usr/bin/python3", "sd_target.py"], "returncode": 0, "stdout": line + "\n", "duration_s": 0.5}]
+    out = tmp_path / "bundle"
+    run = run_sd(["report", "--replay", write_report(tmp_path / "r.json", rep), "-o", str(out)], env=env(tmp_path))
+    assert run.rc == 0, run.stderr
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert max(len(ln) for ln in md.splitlines()) <= 300, max(md.splitlines(), key=len)[:200]
+    assert f"... {len(tags) - 12} more in report.json" in md and '"executable": "/usr/bin/python3"' in md
+    saved = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert line in saved["raw_outputs"][0]["stdout"]
