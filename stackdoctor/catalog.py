@@ -209,12 +209,17 @@ def _sentence_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
 
 
 def sentence_key(text: str) -> tuple[str, dict[str, str]] | None:
-    """The ``sentences:`` key whose English template ``text`` was written from, with its field values."""
+    """The ``sentences:`` key whose English template ``text`` was written from, with its field values
+    (the most specific template when several match)."""
     for key, pattern in _sentence_patterns():
         m = pattern.fullmatch(text)
         if m:
             return key, m.groupdict()
     return None
+
+
+def _matches(text: str) -> list[tuple[str, dict[str, str]]]:
+    return [(key, m.groupdict()) for key, pattern in _sentence_patterns() if (m := pattern.fullmatch(text))]
 
 
 def sentence(text: str, lang: str = "en", _depth: int = 0, /) -> str:
@@ -232,16 +237,37 @@ def sentence(text: str, lang: str = "en", _depth: int = 0, /) -> str:
     """
     if lang == "en" or lang not in LANGS or not text:
         return text
-    found = sentence_key(text)
-    if found is None:
-        return text
-    key, values = found
-    template = (texts(lang).get("sentences") or {}).get(key)
-    if not template:
-        return text
-    if _depth < 3:  # a field that is itself one of these sentences (click's reason inside "Invalid value for ...")
-        values = {k: sentence(v, lang, _depth + 1) for k, v in values.items()}
-    return _fill(str(template), values)
+    # A sentence can parse more than one way ("the wheels were not checked: {error}" holds another sentence):
+    # the reading that leaves the fewest English letters wins; among equals, the most specific template.
+    best, best_left = text, _letters(text)
+    for key, values in _matches(text):
+        template = (texts(lang).get("sentences") or {}).get(key)
+        if not template:
+            continue
+        if _depth < 3:  # a field that is itself one of these sentences (click's reason inside "Invalid value for ...")
+            values = {k: _inner(v, lang, _depth + 1) if k in _SENTENCE_FIELDS else v for k, v in values.items()}
+        out = _fill(str(template), values)
+        left = _letters(out)
+        if left < best_left or best is text:
+            best, best_left = out, left
+    return best
+
+
+def _letters(text: str) -> int:
+    return sum(1 for c in text if c.isascii() and c.isalpha())
+
+
+# The fields whose value is itself a sentence stackdoctor wrote (a reason, an error, clauses joined by "; ");
+# every other field is a value (a path, a version, a machine) and is shown as it came.
+_SENTENCE_FIELDS = frozenset({"message", "reason", "error", "detail", "parts", "fits", "why", "told", "machine"})
+
+
+def _inner(value: str, lang: str, depth: int) -> str:
+    whole = sentence(value, lang, depth)
+    if "; " not in value:
+        return whole
+    parts = ui("clause_sep", lang).join(sentence(part, lang, depth) for part in value.split("; "))
+    return parts if _letters(parts) < _letters(whole) else whole
 
 
 def placeholders(template: str) -> set[str]:

@@ -32,7 +32,7 @@ def english_words(line: str, *values: str) -> set[str]:
     for v in sorted(values, key=len, reverse=True):
         line = line.replace(v, " ")
     line = re.sub(r"`[^`]*`|'[^']*'|--?[A-Za-z][A-Za-z-]*", " ", line)
-    return {w for w in re.findall(r"[A-Za-z]{2,}", line) if w not in {"stackdoctor", "help", "json", "markdown", "NVIDIA"}}
+    return {w for w in re.findall(r"[A-Za-z]{2,}", line) if w not in {"stackdoctor", "help", "json", "markdown", "NVIDIA", "CUDA", "GPU", "CPU", "PyPI", "wheel"}}
 
 
 # ---------------------------------------------------------------------------- errors in the user's language
@@ -175,3 +175,20 @@ def test_report_md_has_no_line_to_scroll(tmp_path):
     assert f"... {len(tags) - 12} more in report.json" in md and '"executable": "/usr/bin/python3"' in md
     saved = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert line in saved["raw_outputs"][0]["stdout"]
+
+
+def test_install_plan_screen_in_chinese(tmp_path):
+    """The plan a what-if prints (no network: --offline) is Chinese around its values: headings, columns, the
+    resolver's reasons and warnings, the rejected builds and the closing line."""
+    args = ["install", "--dry-run", "--offline", "--driver", "550.54.14", "--gpu", "sm_89", "--platform", "linux_x86_64", "--python-version", "3.12"]
+    run = run_sd(args, env=zh_env(tmp_path))
+    assert run.rc == 0, run.stderr
+    screen = run.stdout + run.stderr
+    for word in ("的安装计划：torch 2.14.0（cu126）", "软件包", "原因：", "警告：", "已排除：", "命令（在那台机器上运行；此处不运行）：", "试运行：没有做任何修改。"):
+        assert word in screen, (word, screen)
+    values = ("NVIDIA driver 550.54.14", "GPU 0 (sm_89)", "https://download.pytorch.org/whl/cu126", "python3 -m pip install torch==2.14.0+cu126 --index-url",
+              "PTX JIT", "GPU sm_89", "linux_x86_64", "cp312-cp312-linux_x86_64", "Python 3.12", "Linux", "DIR", "NAME", "torch", "cu126", "cu130", "cu132")
+    for line in screen.splitlines():
+        assert not english_words(line, *values), (english_words(line, *values), line)
+    en = run_sd(args, env=env(tmp_path, LANG="C.UTF-8"))
+    assert "Plan for a hypothetical machine: NVIDIA driver 550.54.14" in en.stdout + en.stderr and not CJK.search(en.stdout + en.stderr)
