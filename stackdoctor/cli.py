@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
         code = exc.exit_code
     except typer.Abort as exc:  # click turns Ctrl-C into Abort
         _stop_children()
-        _err("stackdoctor: interrupted." if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt) else "stackdoctor: aborted.")
+        _err("stackdoctor: " + _localized("interrupted." if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt) else "aborted.", args))
         code = 130
     except click_exception as exc:  # bad flag, unknown command, unparsable value: usage, exit 2
         if type(exc).__name__ == "NoArgsIsHelpError":  # `stackdoctor`, `stackdoctor matrix` alone: the help, as asked
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
             code = ExitCode.USAGE
     except (_Interrupted, KeyboardInterrupt):
         _stop_children()
-        _err("stackdoctor: interrupted.")
+        _err("stackdoctor: " + _localized("interrupted.", args))
         code = 130
     except BrokenPipeError:
         code = 0
@@ -224,10 +224,10 @@ def main(argv: list[str] | None = None) -> None:
 
             traceback.print_exc()
         first = str(exc).splitlines()[0] if str(exc) else ""
-        _err(
-            f"stackdoctor: internal error: {type(exc).__name__}{': ' + first if first else ''}; "
-            "please attach `stackdoctor report` to a bug report (re-run with --debug for the traceback)."
-        )
+        _err("stackdoctor: " + _localized(
+            f"internal error: {type(exc).__name__}{': ' + first if first else ''}; "
+            "please attach `stackdoctor report` to a bug report (re-run with --debug for the traceback).", args
+        ))
         code = ExitCode.INTERNAL
     _exit(code)
 
