@@ -59,9 +59,24 @@ def save(name: str, data: dict) -> None:
     console = Console(record=True, width=100, color_system="truecolor", force_terminal=True, file=open(os.devnull, "w"))
     render_report(report, console)
     console.save_svg(str(HERE / f"screen-{name}.svg"), title=f"stackdoctor check ({name})")
-    plain = Console(record=True, width=100, color_system=None, file=open(os.devnull, "w"))
-    render_report(report, plain)
-    (HERE / f"screen-{name}.txt").write_text(plain.export_text())
+    # the text is what `check` prints into a pipe or a CI log (no fix folded, no trailing spaces): the real CLI
+    # re-rendering the same report, less the line that names the replayed file
+    with tempfile.TemporaryDirectory() as d:
+        saved = Path(d) / "report.json"
+        saved.write_text(json.dumps(data))
+        env = dict(os.environ, COLUMNS="100", LANG="C.UTF-8", LC_ALL="C.UTF-8")
+        out = subprocess.run([sys.executable, "-m", "stackdoctor", "check", "--replay", str(saved)], capture_output=True, text=True, env=env)
+    lines = out.stdout.splitlines()
+    if lines and lines[0].startswith("replay of "):
+        lines = lines[1:]
+    text = "\n".join(lines).strip("\n") + "\n"
+    (HERE / f"screen-{name}.txt").write_text(text)
+    if name == "broken":
+        readme = REPO / "README.md"
+        start, end = "<!-- screen-broken.txt: written by docs/make_screens.py -->\n  ```text\n", "\n  ```\n"
+        body = readme.read_text(encoding="utf-8")
+        head, rest = body.split(start, 1)
+        readme.write_text(head + start + "\n".join(("  " + ln).rstrip() for ln in text.splitlines()) + end + rest.split(end, 1)[1], encoding="utf-8")
 
 
 def main() -> None:

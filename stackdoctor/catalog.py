@@ -21,7 +21,7 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from stackdoctor.texts import LANGS, detect_lang, explain, message, placeholders, texts, title, ui
+from stackdoctor.texts import LANGS, detect_lang, explain, layer_word, message, placeholders, sentence, sentence_key, texts, title, ui
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.report import Finding
@@ -34,9 +34,12 @@ __all__ = [
     "detect_lang",
     "explain",
     "info",
+    "layer_word",
     "make_finding",
     "message",
     "placeholders",
+    "sentence",
+    "sentence_key",
     "texts",
     "title",
     "ui",

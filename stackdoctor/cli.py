@@ -114,11 +114,30 @@ def _interruptible(callback: Any) -> Any:
     return run
 
 
+def _not_empty(ctx: Any, param: Any, value: Any) -> Any:
+    """An option given an empty value on the command line (``--python ''``, ``--only ''``) is a usage error:
+    one sentence and exit 2, never silently the default."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if any(isinstance(v, str) and not v.strip() for v in values):
+        try:
+            given = ctx.get_parameter_source(param.name).name == "COMMANDLINE"
+        except Exception:
+            given = True
+        if given:
+            raise typer.BadParameter("the value is empty", ctx=ctx, param=param)
+    return value
+
+
 def _word_metavars(command: object, name: str = "") -> None:
     """Give every option and argument of ``command`` (and its subcommands) a metavar in words, and make
-    each command's Ctrl-C reach :func:`main` (which stops the children and says "interrupted")."""
+    each command's Ctrl-C reach :func:`main` (which stops the children and says "interrupted").
+    Each subcommand's whole first paragraph is its line in the parent's ``--help`` (click would cut it at
+    45 characters with an ellipsis), and an option given an empty value is refused."""
     for sub_name, sub in (getattr(command, "commands", None) or {}).items():
         _word_metavars(sub, sub_name)
+        help_text = str(getattr(sub, "help", None) or "")
+        if help_text and not getattr(sub, "short_help", None):
+            sub.short_help = " ".join(help_text.strip().split("\n\n")[0].split())
     if getattr(command, "callback", None) is not None and not getattr(command, "commands", None):
         command.callback = _interruptible(command.callback)  # type: ignore[attr-defined]
     for param in getattr(command, "params", []):
@@ -126,6 +145,8 @@ def _word_metavars(command: object, name: str = "") -> None:
             continue
         if getattr(param, "metavar", None) is None:
             param.metavar = _word_for(name, param)
+        if getattr(param, "param_type_name", "") == "option" and getattr(param, "callback", None) is None:
+            param.callback = _not_empty
         if getattr(param, "param_type_name", "") == "argument":
             param.display_type_rich = lambda ctx: None  # the metavar says it; no "<str>" after it
 
@@ -179,20 +200,24 @@ def main(argv: list[str] | None = None) -> None:
         code = int(rv) if isinstance(rv, int) else 0
         sys.stdout.flush()  # a full stdout shows here (the text was buffered): one sentence, exit 2
     except StackdoctorError as exc:
-        _err(f"stackdoctor: {exc}")
+        _err(f"stackdoctor: {_localized(str(exc), args)}")
         code = int(exc.exit_code)
     except typer.Exit as exc:
         code = exc.exit_code
     except typer.Abort as exc:  # click turns Ctrl-C into Abort
         _stop_children()
-        _err("stackdoctor: interrupted." if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt) else "stackdoctor: aborted.")
+        _err("stackdoctor: " + _localized("interrupted." if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt) else "aborted.", args))
         code = 130
     except click_exception as exc:  # bad flag, unknown command, unparsable value: usage, exit 2
-        _err(_usage_line(exc))
-        code = ExitCode.USAGE
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `stackdoctor`, `stackdoctor matrix` alone: the help, as asked
+            print(exc.ctx.get_help())  # type: ignore[attr-defined]
+            code = ExitCode.OK
+        else:
+            _err("stackdoctor: " + _localized(_usage_line(exc).removeprefix("stackdoctor: "), args))
+            code = ExitCode.USAGE
     except (_Interrupted, KeyboardInterrupt):
         _stop_children()
-        _err("stackdoctor: interrupted.")
+        _err("stackdoctor: " + _localized("interrupted.", args))
         code = 130
     except BrokenPipeError:
         code = 0
@@ -202,12 +227,31 @@ def main(argv: list[str] | None = None) -> None:
 
             traceback.print_exc()
         first = str(exc).splitlines()[0] if str(exc) else ""
-        _err(
-            f"stackdoctor: internal error: {type(exc).__name__}{': ' + first if first else ''}; "
-            "please attach `stackdoctor report` to a bug report (re-run with --debug for the traceback)."
-        )
+        _err("stackdoctor: " + _localized(
+            f"internal error: {type(exc).__name__}{': ' + first if first else ''}; "
+            "please attach `stackdoctor report` to a bug report (re-run with --debug for the traceback).", args
+        ))
         code = ExitCode.INTERNAL
     _exit(code)
+
+
+def _localized(text: str, args: list[str]) -> str:
+    """One of stackdoctor's English sentences in the user's language (``--lang``, else LC_ALL / LC_MESSAGES /
+    LANG): the error a user reads is in the language of the screen they asked for."""
+    try:
+        from stackdoctor import catalog
+
+        lang = None
+        for i, a in enumerate(args):
+            if a == "--":
+                break
+            if a == "--lang" and i + 1 < len(args):
+                lang = args[i + 1]
+            elif a.startswith("--lang="):
+                lang = a.split("=", 1)[1]
+        return catalog.sentence(text, catalog.detect_lang(os.environ, lang))
+    except Exception:  # the sentence in English rather than none
+        return text
 
 
 def _stop_children() -> None:

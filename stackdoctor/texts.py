@@ -12,12 +12,13 @@ exist, their severity and layer, is the rules' (:mod:`stackdoctor.rules`, listed
 from __future__ import annotations
 
 import functools
+import re
 import string
 from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-__all__ = ["LANGS", "detect_lang", "explain", "message", "placeholders", "texts", "title", "ui"]
+__all__ = ["LANGS", "detect_lang", "explain", "layer_word", "message", "placeholders", "sentence", "sentence_key", "texts", "title", "ui"]
 
 LANGS = ("en", "zh")
 
@@ -60,6 +61,7 @@ def texts(lang: str) -> dict[str, Any]:
         raise ValueError(f"stackdoctor/locale/{name}.yaml is not a mapping")
     data.setdefault("ui", {})
     data.setdefault("codes", {})
+    data.setdefault("sentences", {})
     return data
 
 
@@ -83,6 +85,12 @@ def ui(key: str, lang: str = "en", /, **values: Any) -> str:
     """A user-interface sentence (``explain`` command, headings)."""
     template = texts(lang)["ui"].get(key) or texts("en")["ui"].get(key) or key
     return _fill(str(template), values)
+
+
+def layer_word(layer: str, lang: str = "en") -> str:
+    """A code's layer in ``lang`` (``driver`` -> ``驱动``); the layer names themselves stay the JSON's."""
+    word = texts(lang)["ui"].get("layer_" + layer) or texts("en")["ui"].get("layer_" + layer)
+    return str(word) if word else layer
 
 
 class _Keep(dict):  # a missing field stays visible instead of raising
@@ -109,6 +117,90 @@ def message(code: str, kind: str, key: str = "default", lang: str = "en", /, **v
     if key != "default":
         return message(code, kind, "default", lang, **values)
     return ""
+
+
+# ---------------------------------------------------------------------------- stackdoctor's own sentences
+
+
+@functools.cache
+def _sentence_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """Each English ``sentences:`` template as an anchored pattern with one group per ``{field}``, most
+    specific first (the most literal text), so ``cannot write {path}: it is a directory.`` wins over
+    ``cannot write {path}: {reason}.``."""
+    out: list[tuple[int, str, re.Pattern[str]]] = []
+    for key, template in (texts("en").get("sentences") or {}).items():
+        parts, seen, literal = [], set(), 0
+        for text, name, _, _ in string.Formatter().parse(str(template)):
+            parts.append(re.escape(text))
+            literal += len(text)
+            if name:
+                parts.append(f"(?P={name})" if name in seen else f"(?P<{name}>.+?)")
+                seen.add(name)
+        out.append((literal, str(key), re.compile("".join(parts), re.DOTALL)))
+    out.sort(key=lambda x: -x[0])
+    return tuple((key, pattern) for _, key, pattern in out)
+
+
+def sentence_key(text: str) -> tuple[str, dict[str, str]] | None:
+    """The ``sentences:`` key whose English template ``text`` was written from, with its field values
+    (the most specific template when several match)."""
+    for key, pattern in _sentence_patterns():
+        m = pattern.fullmatch(text)
+        if m:
+            return key, m.groupdict()
+    return None
+
+
+def _matches(text: str) -> list[tuple[str, dict[str, str]]]:
+    return [(key, m.groupdict()) for key, pattern in _sentence_patterns() if (m := pattern.fullmatch(text))]
+
+
+def sentence(text: str, lang: str = "en", _depth: int = 0, /) -> str:
+    """``text``, a sentence stackdoctor wrote in English (an error, a line of the install screen, a reason a
+    worker gave), in ``lang``.
+
+    Code writes its sentences in English from the templates under ``sentences:`` in en.yaml (so logs, JSON
+    ``error`` fields and tests read one language); the edge that shows them to a person calls this, which
+    finds the template the sentence was written from and fills the same key's template in ``lang`` with the
+    same values. A sentence no template matches is shown as written (tests/test_catalog.py keeps every
+    literal error message of the package covered).
+
+    >>> sentence("--python /nope: no such file.", "zh")
+    '--python /nope：文件不存在。'
+    """
+    if lang == "en" or lang not in LANGS or not text:
+        return text
+    # A sentence can parse more than one way ("the wheels were not checked: {error}" holds another sentence):
+    # the reading that leaves the fewest English letters wins; among equals, the most specific template.
+    best, best_left = text, _letters(text)
+    for key, values in _matches(text):
+        template = (texts(lang).get("sentences") or {}).get(key)
+        if not template:
+            continue
+        if _depth < 3:  # a field that is itself one of these sentences (click's reason inside "Invalid value for ...")
+            values = {k: _inner(v, lang, _depth + 1) if k in _SENTENCE_FIELDS else v for k, v in values.items()}
+        out = _fill(str(template), values)
+        left = _letters(out)
+        if left < best_left or best is text:
+            best, best_left = out, left
+    return best
+
+
+def _letters(text: str) -> int:
+    return sum(1 for c in text if c.isascii() and c.isalpha())
+
+
+# The fields whose value is itself a sentence stackdoctor wrote (a reason, an error, clauses joined by "; ");
+# every other field is a value (a path, a version, a machine) and is shown as it came.
+_SENTENCE_FIELDS = frozenset({"message", "reason", "error", "detail", "parts", "fits", "why", "told", "machine"})
+
+
+def _inner(value: str, lang: str, depth: int) -> str:
+    whole = sentence(value, lang, depth)
+    if "; " not in value:
+        return whole
+    parts = ui("clause_sep", lang).join(sentence(part, lang, depth) for part in value.split("; "))
+    return parts if _letters(parts) < _letters(whole) else whole
 
 
 def placeholders(template: str) -> set[str]:

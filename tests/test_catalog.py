@@ -122,3 +122,109 @@ def test_explain_unknown_code_is_one_sentence_and_exit_2():
     assert r.stdout == ""
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "no-such-code" in lines[0]
+
+
+# ---------------------------------------------------------------------------- stackdoctor's own sentences (issue 24)
+
+_ERRORS = {"UsageError", "StackdoctorError", "MatrixError", "ReplayError", "ConfigError", "IndexError_", "RequestUnmet"}
+# Raise sites whose message is not a literal, and why that is fine: already in the user's language, or a
+# sentence another layer wrote (and that layer's literal is checked where it is written).
+_NOT_LITERAL = {
+    "catalog.ui(": "already in the user's language",
+    "str(exc)": "re-raises another error's sentence",
+    "p.detail or f'{p.source.url} did not answer.'": "the index client's sentence, else a literal covered here",
+}
+
+
+def _variants(arg):
+    """Every message a raise's argument can produce: one per truth assignment of its conditions (the same
+    condition twice decides both places alike), each value (a path, a version) a token, the same expression
+    the same token. None when the message is not built from literals."""
+    import ast
+    import itertools
+
+    tests = list(dict.fromkeys(ast.unparse(n.test) for n in ast.walk(arg) if isinstance(n, ast.IfExp)))
+    tokens: dict[str, str] = {}
+
+    def render(node, choice):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.JoinedStr):
+            parts = [render(v, choice) for v in node.values]
+            return None if None in parts else "".join(parts)
+        if isinstance(node, ast.FormattedValue):
+            inner = render(node.value, choice) if isinstance(node.value, (ast.IfExp, ast.Constant)) else None
+            return inner if inner is not None else tokens.setdefault(ast.unparse(node.value), f"Zq{len(tokens)}q")
+        if isinstance(node, ast.IfExp):
+            return render(node.body if choice[ast.unparse(node.test)] else node.orelse, choice)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = render(node.left, choice), render(node.right, choice)
+            return None if left is None or right is None else left + right
+        return None
+
+    out = [render(arg, dict(zip(tests, bits, strict=True))) for bits in itertools.product((True, False), repeat=len(tests))]
+    return None if None in out else (out, list(tokens.values()))
+
+
+def _raise_sites():
+    import ast
+
+    for path in sorted(PKG.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+                func = node.exc.func
+                if (func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")) in _ERRORS:
+                    yield f"{path.relative_to(PKG).as_posix()}:{node.lineno}", node.exc.args[0]
+
+
+def test_every_error_sentence_is_catalogued_and_translated():
+    """Each literal message a StackdoctorError is raised with was written from a ``sentences:`` template, so a
+    Chinese user reads it in Chinese (the values, as tokens here, come through unchanged)."""
+    import ast
+
+    missing, sites = [], 0
+    for where, arg in _raise_sites():
+        found = _variants(arg)
+        if found is None:
+            src = ast.unparse(arg)
+            assert any(src.startswith(k) for k in _NOT_LITERAL), f"{where}: a message the catalogue cannot check: {src}"
+            continue
+        sites += 1
+        variants, tokens = found
+        for text in variants:
+            zh = catalog.sentence(text, "zh")
+            if zh == text or any(t in text and t not in zh for t in tokens):
+                missing.append(f"{where}: {text}")
+    assert sites > 100  # the walk found the package's raise sites
+    assert not missing, "add a sentences: entry to en.yaml and zh.yaml for:\n" + "\n".join(missing)
+
+
+def test_ui_and_sentences_have_the_same_keys_and_fields_in_both_languages():
+    for section in ("ui", "sentences"):
+        en, zh = catalog.texts("en")[section], catalog.texts("zh")[section]
+        assert set(en) == set(zh), (section, set(en) ^ set(zh))
+        for key in en:
+            assert catalog.placeholders(str(en[key])) == catalog.placeholders(str(zh[key])), (section, key)
+
+
+def test_a_sentence_comes_back_in_chinese_with_its_values():
+    assert catalog.sentence("--python /no/such: no such file.", "zh") == "--python /no/such：文件不存在。"
+    # the most specific template wins; a value that is itself a sentence is translated too
+    assert catalog.sentence("cannot write /x: it is a directory.", "zh") == "无法写入 /x：这是一个目录。"
+    assert catalog.sentence("Invalid value for '--only': the value is empty", "zh") == "'--only' 的值无效：值为空"
+    assert catalog.sentence("a sentence nobody wrote", "zh") == "a sentence nobody wrote"
+    assert catalog.sentence("--python /x: no such file.", "en") == "--python /x: no such file."
+
+
+def test_one_chinese_term_per_concept():
+    """内核 is the operating system's kernel; a compute kernel is always 计算内核 (the glossary atop zh.yaml)."""
+    text = (PKG / "locale" / "zh.yaml").read_text(encoding="utf-8")
+    os_terms = ("内核模块", "内核驱动", "内核日志", "内核更新", "当前内核", "运行中内核", "内核 {kernel}")
+    lines = [line.strip() for line in text.splitlines() if not line.lstrip().startswith("#")]  # the glossary itself
+    bare = [line for line in lines if "内核" in line.replace("计算内核", "") and not any(t in line for t in os_terms)]
+    assert bare == [], bare
+    ui = catalog.texts("zh")["ui"]
+    assert ui["col_kernel"] == "计算内核" and ui["md_kernel"].startswith("内核 ")
+    for key in ("severity", "fix", "layer"):  # labels are followed by a full-width colon in Chinese
+        assert catalog.ui("label_value", "zh", label=ui[key], value="x") == f"{ui[key]}：x"
+    assert ui["fix_prefix"] == "修复："

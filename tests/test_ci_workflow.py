@@ -85,3 +85,24 @@ def test_the_skip_markers_are_registered():
     """Every marker that skips a test on another system is declared in pyproject.toml."""
     declared = {m.split(":", 1)[0] for m in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]}
     assert set(_NEEDS) <= declared
+
+
+def _quick_start() -> list[str]:
+    """The command lines of README's quick start block (comments and blank lines left out)."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Quick start", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block, "README's quick start has no sh block"
+    return [ln.strip() for ln in block.group(1).splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def test_readme_quick_start_makes_a_venv_and_ci_runs_it_verbatim():
+    """A stock Debian/Ubuntu Python refuses pip outside a venv, so the quick start makes one first; .ci/run runs
+    that line and README's test command exactly as written."""
+    venv, install_check, test = _quick_start()
+    assert venv == "python3 -m venv .venv && . .venv/bin/activate"
+    assert install_check == "python3 -m pip install . && stackdoctor check"
+    assert test == "python3 -m pip install -e '.[test]' && python3 -m pytest -q"
+    ci = [ln.strip() for ln in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert any(ln.startswith(venv + " ||") for ln in ci), "the venv line of README is not in .ci/run"
+    assert any(ln.startswith(test + " ||") for ln in ci), "README's test command is not in .ci/run verbatim"

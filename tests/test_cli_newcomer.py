@@ -242,7 +242,8 @@ def test_markdown_on_stdout_is_short(tmp_path):
     assert run_sd(["report", "--replay", replay, "-o", str(bundle)], env=env(tmp_path)).rc == 0
     full = (bundle / "report.md").read_text(encoding="utf-8")
     assert "<code>/usr/bin/python3 /site/stackdoctor/_worker/sd_nvml.py</code>" in full
-    assert "&quot;" not in full and "manylinux_2_300" in full
+    assert "&quot;" not in full and "manylinux_2_20_x86_64" in full  # report.md: the first tags and a count (issue 24)
+    assert f"... {len(tags) - 12} more in report.json" in full and "manylinux_2_300" in (bundle / "report.json").read_text(encoding="utf-8")
 
 
 def test_flop_rates_have_one_unit_per_magnitude(tmp_path):

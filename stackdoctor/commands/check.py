@@ -68,7 +68,7 @@ def register(app: typer.Typer) -> None:
     def check(
         python: Annotated[Optional[str], typer.Option("--python", help="Target interpreter (default: active venv, conda env, or this Python).")] = None,
         json_: Annotated[bool, typer.Option("--json", help="Short for --format json.")] = False,
-        fmt: Annotated[str, typer.Option("--format", help="human | json | markdown | github | junit")] = "human",
+        fmt_given: Annotated[Optional[str], typer.Option("--format", help="human | json | markdown | github | junit (default: human)")] = None,
         output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write the output to FILE instead of stdout.")] = None,
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds each tool may take.", min=0.1)] = 5.0,
         torch_timeout: Annotated[float, typer.Option("--torch-timeout", help="Seconds the target may take to import torch (and run the quick kernels).", min=0.1)] = 60.0,
@@ -86,6 +86,9 @@ def register(app: typer.Typer) -> None:
         verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show each probe's source and time.")] = False,
     ) -> int:
         """Probe every layer of the PyTorch stack and say what is wrong, with the fix."""
+        fmt = fmt_given or "human"
+        if json_ and fmt_given is not None and fmt_given != "json":
+            raise UsageError(f"--json and --format {fmt_given} conflict: --json is short for --format json; give one of them.")
         if json_:
             fmt = "json"
         if fmt not in ("human", "json", "markdown", "github", "junit"):
@@ -96,12 +99,13 @@ def register(app: typer.Typer) -> None:
             from rich.cells import cell_len
 
             from stackdoctor import diagnose as dx
-            from stackdoctor.catalog import ui
+            from stackdoctor.catalog import layer_word, ui
 
             lg = dx.detect_lang(os.environ, lang)
-            for code, sev, layer, title in dx.list_checks(lg):
-                word = ui("sev_" + sev, lg)
-                print(f"{code:<32} {word}{' ' * max(1, 6 - cell_len(word))}{layer or '':<10} {title}")
+            rows = [(code, ui("sev_" + sev, lg), layer_word(layer, lg) if layer else "", title) for code, sev, layer, title in dx.list_checks(lg)]
+            widths = [max(cell_len(r[i]) for r in rows) for i in range(3)]  # columns as wide as their longest cell
+            for row in rows:
+                print("  ".join(cell + " " * (w - cell_len(cell)) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3])
             return ExitCode.OK
         from stackdoctor.diagnose import check_patterns
 

@@ -6,6 +6,7 @@ Exit 0 when nothing differs, 1 when something does, 2 when a report cannot be re
 from __future__ import annotations
 
 import json
+import os
 from typing import Annotated, Any
 
 import typer
@@ -50,15 +51,17 @@ def register(app: typer.Typer) -> None:
             from rich.table import Table
             from rich.text import Text
 
+            from stackdoctor.catalog import detect_lang, sentence
             from stackdoctor.console import make_console
             from stackdoctor.redact import safe_data
 
+            lang = detect_lang(os.environ)
             console = make_console()
             if not diffs:
-                console.print(Text(f"No differences between {a} and {b}."))
+                console.print(Text(sentence(f"No differences between {a} and {b}.", lang)))
             else:
-                table = Table(title=Text(f"{len(diffs)} difference(s)"), title_justify="left")
-                table.add_column("Key", no_wrap=True)
+                table = Table(title=Text(sentence(f"{len(diffs)} difference(s)", lang)), title_justify="left")
+                table.add_column(sentence("Key", lang), no_wrap=True)
                 table.add_column(Text(f"A: {a}"), overflow="fold")
                 table.add_column(Text(f"B: {b}"), overflow="fold")
                 section = None

@@ -17,10 +17,14 @@ from stackdoctor.errors import ExitCode, UsageError
 
 
 def format_list(lang: str) -> str:
+    from rich.cells import cell_len
+
     lines = [catalog.ui("list_header", lang), ""]
-    width = max(len(c.code) for c in catalog.checks())
-    for c in catalog.checks():
-        lines.append(f"  {c.code:<{width}}  {c.severity:<4}  {c.layer:<8}  {catalog.title(c.code, lang)}")
+    rows = [(c.code, catalog.ui("sev_" + c.severity, lang), catalog.layer_word(c.layer, lang)) for c in catalog.checks()]
+    widths = [max(cell_len(r[i]) for r in rows) for i in range(3)]  # columns as wide as their longest cell
+    for c, row in zip(catalog.checks(), rows, strict=True):
+        cells = "  ".join(cell + " " * (w - cell_len(cell)) for cell, w in zip(row, widths, strict=True))
+        lines.append(f"  {cells}  {catalog.title(c.code, lang)}")
     return "\n".join(lines)
 
 
@@ -28,14 +32,17 @@ def format_code(code: str, lang: str) -> str:
     ci = catalog.info(code)
     assert ci is not None
     out = [
-        f"{code}: {catalog.title(code, lang)}",
-        f"{catalog.ui('severity', lang)}: {ci.severity}    {catalog.ui('layer', lang)}: {ci.layer}    {catalog.ui('rule_group', lang)}: {ci.group}",
+        catalog.ui("label_value", lang, label=code, value=catalog.title(code, lang)),
+        "    ".join(
+            catalog.ui("label_value", lang, label=catalog.ui(label, lang), value=value)
+            for label, value in (("severity", catalog.ui("sev_" + ci.severity, lang)), ("layer", catalog.layer_word(ci.layer, lang)), ("rule_group", ci.group))
+        ),
         "",
         catalog.explain(code, lang) or "",
     ]
     fix = catalog.message(code, "fix", "default", lang)
     if fix and "{" not in fix:  # templates with fields are filled per machine by `check`
-        out += ["", f"{catalog.ui('fix', lang)}: {fix}"]
+        out += ["", catalog.ui("fix_prefix", lang) + fix]  # the prefix `check` prints: "fix: " / "修复："
     return "\n".join(out).rstrip() + "\n"
 
 

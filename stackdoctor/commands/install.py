@@ -23,7 +23,7 @@ import typer
 
 from stackdoctor import accelerators, pipeline
 from stackdoctor.errors import ExitCode, IndexError_, StackdoctorError, UsageError
-from stackdoctor.render.plan import format_command, render_plan  # the plan's screen lives in render/
+from stackdoctor.render.plan import format_command, localized, render_plan  # the plan's screen lives in render/
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.availability import Sourcing
@@ -413,7 +413,7 @@ def say(text: str, style: str = "") -> None:
 
     from stackdoctor.console import make_console
 
-    make_console(stderr=True, soft_wrap=True).print(Text(text, style=style))
+    make_console(stderr=True, soft_wrap=True).print(Text(localized(text), style=style))
 
 
 # ---------------------------------------------------------------------------- the command
@@ -716,7 +716,7 @@ def _conda_install(opts: InstallOptions, plan: Plan, hypothetical: bool, *, wind
             raise UsageError(
                 f"not changing the environment: there is no terminal to confirm on; re-run with --yes to run {opts.installer}, or --dry-run to only see the command."
             )
-        if not typer.confirm(f"Run {format_command(route.command, dict(route.env), windows=windows)}?", default=False, err=True):
+        if not typer.confirm(localized(f"Run {format_command(route.command, dict(route.env), windows=windows)}?"), default=False, err=True):
             say("nothing was changed.")
             return ExitCode.OK
     from stackdoctor.system import System
@@ -745,7 +745,7 @@ def _install(opts: InstallOptions, plan: Plan, facts: Facts, python: str, reques
             raise UsageError(
                 f"not changing {python}: there is no terminal to confirm on; re-run with --yes to install, or --dry-run to only see the plan."
             )
-        if not typer.confirm(f"Install into {python}?", default=False, err=True):
+        if not typer.confirm(localized(f"Install into {python}?"), default=False, err=True):
             say("nothing was changed.")
             return ExitCode.OK
     from stackdoctor.install import execute

@@ -85,6 +85,16 @@ def bundle(report: Report, *, redact: bool, lang: str = "en") -> tuple[str, str,
     return shown.to_json() + "\n", md + note, counts
 
 
+def _counts_in(counts: dict[str, int], lang: str) -> str:
+    """What redaction replaced, by kind, in ``lang`` (``3 个主机名，1 个 UUID``); a kind without a word keeps its name."""
+    from stackdoctor.catalog import texts, ui
+
+    words = texts(lang)["ui"]
+    return ui("list_sep", lang).join(
+        ui("redact_count", lang, n=n, what=words.get("redact_kind_" + kind) or kind) for kind, n in sorted(counts.items())
+    )
+
+
 def register(app: typer.Typer) -> None:
     @app.command("report")
     def report_cmd(
@@ -110,7 +120,9 @@ def register(app: typer.Typer) -> None:
 
             validate_python(python, run=False)  # a folder, a missing path, not executable: one sentence, exit 2, at once
         if not redact:
-            print(NO_REDACT_WARNING, file=sys.stderr)
+            from stackdoctor.catalog import detect_lang, sentence
+
+            print("stackdoctor: " + sentence(NO_REDACT_WARNING.removeprefix("stackdoctor: "), detect_lang(os.environ)), file=sys.stderr)
         report = _gather(python, timeout, not no_kernels, replay, config)
         from stackdoctor.catalog import detect_lang
 
@@ -127,11 +139,13 @@ def register(app: typer.Typer) -> None:
                 raise UsageError(f"cannot create the folder {out}: {exc.strerror or exc}.") from None
             write_text_file(out / "report.json", json_text)
             write_text_file(out / "report.md", md_text)
+            from stackdoctor.catalog import sentence
             from stackdoctor.redact import describe_counts
 
-            what = describe_counts(counts) if counts else "nothing needed replacing"
-            print(f"Wrote {out / 'report.json'} and {out / 'report.md'}.", file=sys.stderr)
+            lang = detect_lang(os.environ)
+            what = (describe_counts(counts) if lang == "en" else _counts_in(counts, lang)) if counts else sentence("nothing needed replacing", lang)
+            print(sentence(f"Wrote {out / 'report.json'} and {out / 'report.md'}.", lang), file=sys.stderr)
             if redact:
-                print(f"Redacted ({what}); read report.md before you share it.", file=sys.stderr)
+                print(sentence(f"Redacted ({what}); read report.md before you share it.", lang), file=sys.stderr)
         sev = {f.severity for f in report.findings}
         return ExitCode.FAILED if "fail" in sev else ExitCode.OK

@@ -192,7 +192,9 @@ def print_kernels(kf: Any, findings: list[Any], lang: str = "en") -> None:
             head += t("ar_iface", iface=ar["iface"])
         out.append(Text(head, style="bold"))
         if ar.get("backend_reason"):
-            out.append(Text(t("ar_backend_reason", reason=ar["backend_reason"])))
+            from stackdoctor.catalog import sentence  # the worker's reason, written in English
+
+            out.append(Text(t("ar_backend_reason", reason=sentence(ar["backend_reason"], lang))))
         rows = ar.get("rows") or []
         if rows:
             oop, ip = [row["oop"] for row in rows], [row["ip"] for row in rows]

@@ -188,6 +188,42 @@ def _inline(text: str) -> str:
     return _LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), t)
 
 
+_LONG_LINE = 200  # a raw output line longer than this is made readable in Markdown (report.json keeps it whole)
+_LONG_LIST = 12  # a JSON list longer than this shows its first items and how many more
+
+
+def _readable(text: str) -> str:
+    """``text`` with no line a reader must scroll for: a long one-line JSON document (the target worker's
+    ``@@stackdoctor@@ {...}``, with hundreds of wheel tags) is indented, its long lists cut to their first
+    items and a count; any other long line is wrapped at ``_LONG_LINE`` characters."""
+    import json
+
+    def shorten(value: object) -> object:
+        if isinstance(value, list):
+            if len(value) > _LONG_LIST:
+                return [shorten(v) for v in value[:_LONG_LIST]] + [f"... {len(value) - _LONG_LIST} more in report.json"]
+            return [shorten(v) for v in value]
+        if isinstance(value, dict):
+            return {k: shorten(v) for k, v in value.items()}
+        return value
+
+    out: list[str] = []
+    for line in text.split("\n"):
+        if len(line) <= _LONG_LINE:
+            out.append(line)
+            continue
+        brace = line.find("{")
+        try:
+            doc = json.loads(line[brace:]) if brace >= 0 else None
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict):
+            out.append(line[:brace] + json.dumps(shorten(doc), indent=1, ensure_ascii=False))
+        else:
+            out.extend(line[i : i + _LONG_LINE] for i in range(0, len(line), _LONG_LINE))
+    return "\n".join(out)
+
+
 def _raw_outputs(report: Report, limit: int, budget: int = RAW_BUDGET_CHARS, lang: str = "en") -> list[str]:
     """Each tool run in a collapsed section; past ``budget`` characters only the command lines are listed."""
     out: list[str] = []
@@ -214,6 +250,7 @@ def _raw_outputs(report: Report, limit: int, budget: int = RAW_BUDGET_CHARS, lan
             text = r.get(stream)
             if not isinstance(text, str) or not text.strip():
                 continue
+            text = _readable(text)
             if len(text) > limit:
                 text = text[:limit] + "\n" + _t("md_more_in_json", lang, n=len(text) - limit) + "\n"
             out.append(f"{stream}:")

@@ -3,6 +3,7 @@ variants, routes and the command, for a terminal (folded to its width) or a pipe
 
 from __future__ import annotations
 
+import os
 import shlex
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -38,17 +39,17 @@ def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: b
 
     overflow: Literal["fold", "ignore"] = "fold" if fold else "ignore"
     if not plan.satisfiable:
-        con.print(Text("No torch build fits this request.", style="bold red"))
+        con.print(Text(localized("No torch build fits this request."), style="bold red"))
     else:
-        where = f"a hypothetical machine: {plan.machine}" if hypothetical else python
-        con.print(Text(f"Plan for {where}: torch {plan.torch_version} ({plan.variant})", style="bold"))
+        where = localized(f"a hypothetical machine: {plan.machine}") if hypothetical else python
+        con.print(Text(localized(f"Plan for {where}: torch {plan.torch_version} ({plan.variant})"), style="bold"))
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-        table.add_column("package")
-        table.add_column("version")
-        table.add_column("source", overflow=overflow, no_wrap=not fold)
+        table.add_column(localized("package"))
+        table.add_column(localized("version"))
+        table.add_column(localized("source"), overflow=overflow, no_wrap=not fold)
         checked = any(p.wheel for p in plan.packages)
         if checked:
-            table.add_column("wheel", overflow=overflow, no_wrap=not fold)
+            table.add_column(localized("wheel"), overflow=overflow, no_wrap=not fold)
         for p in plan.packages:
             row = [Text(p.name), Text(p.requirement.split("==", 1)[1]), Text(p.source or p.index_url or "PyPI")]
             if checked:
@@ -58,33 +59,33 @@ def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: b
     for title, items, style in (
         ("why", plan.reasons, ""),
         ("warnings", plan.warnings, "yellow"),
-        ("rejected", [f"{r.variant}: {r.reason}" for r in plan.rejected], "dim"),
+        ("rejected", [localized(f"{r.variant}: {r.reason}", r.reason) for r in plan.rejected], "dim"),
         ("would work instead", plan.suggestions, ""),
     ):
         if items:
-            con.print(Text(f"{title}:", style="bold " + style))
+            con.print(Text(localized(f"{title}:"), style="bold " + style))
             for line in items:
-                con.print(Text(f"  - {line}", style=style))
+                con.print(Text(f"  - {localized(line)}", style=style))
     if plan.env:
-        con.print(Text("set before running torch:", style="bold"))
+        con.print(Text(localized("set before running torch:"), style="bold"))
         for k, v in plan.env.items():
             con.print(Text("  " + (powershell_set(k, v) if windows else f"export {k}={shlex.quote(v)}")))
     if plan.leftovers and not hypothetical:
-        con.print(Text(f"left behind by the previous variant (remove with --remove-leftovers): {', '.join(plan.leftovers)}", style="yellow"))
+        con.print(Text(localized(f"left behind by the previous variant (remove with --remove-leftovers): {', '.join(plan.leftovers)}"), style="yellow"))
     for route in plan.routes:
         mark = " (recommended)" if route.recommended else ""
-        con.print(Text(f"route {route.name}{mark}: {route.title}", style="bold"))
+        con.print(Text(localized(f"route {route.name}{mark}: {route.title}"), style="bold"))
         for line in route.reasons:
-            con.print(Text(f"  + {line}"))
+            con.print(Text(f"  + {localized(line)}"))
         for line in route.cautions:
-            con.print(Text(f"  ! {line}", style="yellow"))
+            con.print(Text(f"  ! {localized(line)}", style="yellow"))
         if route.command:
             con.print(Text("    " + format_command(route.command, dict(route.env), windows=windows)))
     if plan.command:
         label = "command (on that machine; not run here):" if hypothetical else "command:"
         if plan.routes and not hypothetical:
             label = "command (route pip-wheels, what --yes runs; --installer conda runs the conda-forge one):"
-        con.print(Text(label, style="bold"))
+        con.print(Text(localized(label), style="bold"))
         con.print(Text("  " + format_command(plan.command, plan.command_env, windows=windows)))
 
 
@@ -105,3 +106,14 @@ def format_command(argv: list[str], env: dict[str, str | None] | None = None, *,
         pre += ["env"] + [x for k in unset for x in ("-u", k)]
     pre += [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items() if v is not None]
     return " ".join(pre + [shlex.join(argv)])
+
+
+def localized(text: str, reason: str | None = None) -> str:
+    """One of the install screen's English sentences in the user's language (catalog ``sentences:``);
+    with ``reason``, ``text`` is ``LABEL: reason`` and only the reason is a sentence."""
+    from stackdoctor.catalog import detect_lang, sentence, ui
+
+    lang = detect_lang(os.environ)
+    if reason is not None and text.endswith(": " + reason):
+        return ui("label_value", lang, label=text[: -len(reason) - 2], value=sentence(reason, lang))
+    return sentence(text, lang)
