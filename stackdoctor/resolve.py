@@ -564,10 +564,19 @@ def _leftovers(facts: Facts, new_variant: str | None) -> list[str]:
 
 def _finish(facts: Facts, matrix: Matrix, request: Request, fit: _Fit, plan: Plan, *, pypi: bool = False) -> Plan:
     v = fit.variant
-    if pypi:
+    if pypi or v.index == "pypi":
+        # a label-less default build (PyPI's): the index that serves it, with a plain ==version requirement
         index_url, pkg_variant = matrix.index_url("pypi"), None
+    elif v.index:
+        index_url, pkg_variant = v.index, v.name  # learned from that index (an index witness)
     else:
         index_url, pkg_variant = _index_url(matrix, request, v.name), v.name
+    if v.learned:
+        where = v.source.split(" (", 1)[0].split("; ", 1)[0]
+        plan.reasons.append(
+            f"torch {fit.version} {v.name}: learned {v.learned} from the index's own files ({where})"
+            + (f"; GPU code {v.derived_from}" if v.derived_from and v.derived_from.startswith("inferred") else "")
+        )
     plan.torch_version = str(fit.version)
     plan.variant = v.name
     plan.index_url = index_url
