@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from packaging.markers import InvalidMarker, Marker
+from packaging.markers import InvalidMarker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
@@ -250,13 +250,20 @@ def triton_pin(meta: CoreMetadata, tag: str, python: str | None = None) -> tuple
 
 def torch_pin(meta: CoreMetadata) -> str | None:
     """The torch version a companion wheel pins (``Requires-Dist: torch==2.15.0``), local label dropped."""
+    req = torch_requirement(meta)
+    pin = _pin(req) if req is not None else None
+    return pin.split("+", 1)[0] if pin else None
+
+
+def torch_requirement(meta: CoreMetadata) -> Requirement | None:
+    """A companion wheel's requirement on torch (``torch==2.13.0``, ``torch>=2.14.0``); None when it names none."""
     for text in meta.requires_dist:
         try:
             req = Requirement(text)
         except InvalidRequirement:
             continue
-        if req.name.lower() == "torch" and (pin := _pin(req)):
-            return pin.split("+", 1)[0]
+        if req.name.lower() == "torch" and not (req.marker and "extra" in str(req.marker)):
+            return req
     return None
 
 
@@ -387,6 +394,7 @@ class SnapshotSource:
     path: Path
     name: str = ""
     data: dict[str, Any] = field(default_factory=dict)
+    wheels: Path | None = None  # a folder of wheels downloaded earlier (by their index file names), for --download
 
     def __post_init__(self) -> None:
         try:
@@ -415,7 +423,25 @@ class SnapshotSource:
         return CoreMetadata(row.get("requires_python"), tuple(row.get("requires_dist") or ())), used
 
     def wheel(self, f: IndexFile, into: Path) -> Path | None:
-        return None
+        """The wheel from the ``wheels`` folder when it is there and its sha256 is the index's."""
+        if self.wheels is None:
+            return None
+        p = self.wheels / f.filename
+        if not p.is_file():
+            return None
+        if f.sha256 and _file_sha256(p) != f.sha256:
+            raise IndexError_(f"{p}: its sha256 is not the index's ({f.sha256[:12]}...); not read.")
+        return p
+
+
+def _file_sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def _wheel_metadata(path: Path) -> CoreMetadata | None:
@@ -594,6 +620,7 @@ def _learn_companion(
             groups.setdefault(w.version, []).append(w)
     pairs: dict[str, str] = {}
     pythons: dict[str, set[str]] = {}
+    ranged: list[tuple[str, Requirement, str]] = []
     oldest = min((Version(t) for t in torch_versions), default=floor)
     for cv in sorted(groups, reverse=True):
         if set(pairs) >= torch_versions:
@@ -604,22 +631,34 @@ def _learn_companion(
         meta, _used = source.metadata(IndexFile(w.filename, w.url, w.sha256, w.requires_python))
         if meta is None:
             continue
-        pin = torch_pin(meta)
-        if pin is None:
-            continue
-        try:
-            pv = Version(pin)
-        except InvalidVersion:
-            continue
-        if pv < oldest:
-            break
+        req = torch_requirement(meta)
+        if req is None:
+            continue  # no torch requirement at all: it pairs with nothing it says
+        pin = _pin(req)
         pys = {p for x in ws for p in x.pythons}
         if not pys and meta.requires_python:  # py3-none wheels: Requires-Python decides
             pys = {f"3.{n}{t}" for n in range(8, 20) for t in ("", "t") if _spec_ok(meta.requires_python, f"3.{n}")}
         pythons[str(cv)] = pys
-        if str(pv) not in pairs and str(pv) in torch_versions:
-            pairs[str(pv)] = str(cv)
-            res.lines.append(f"{comp} {cv} pins torch=={pv} ({_public(w.url)})")
+        if pin is not None:
+            try:
+                pv = Version(pin.split("+", 1)[0])
+            except InvalidVersion:
+                continue
+            if pv < oldest:
+                break
+            hits = [str(pv)] if str(pv) in torch_versions else []
+        else:  # a range (torch>=2.14.0): every learned torch it admits (after the exact pins), the newest companion first
+            ranged.append((str(cv), req, w.url))
+            continue
+        for t in hits:
+            if t not in pairs:
+                pairs[t] = str(cv)
+                res.lines.append(f"{comp} {cv} requires {req.name}{req.specifier}: paired with torch {t} ({_public(w.url)})")
+    for cvs, req, url in ranged:
+        for t in sorted(torch_versions, key=Version, reverse=True):
+            if t not in pairs and req.specifier.contains(t, prereleases=False):
+                pairs[t] = cvs
+                res.lines.append(f"{comp} {cvs} requires {req.name}{req.specifier}: paired with torch {t} ({_public(url)})")
     return pairs, pythons
 
 
@@ -663,7 +702,7 @@ def _learn_release(
             if triton == (None, None):
                 triton = triton_pin(meta, plat, rep.pythons[0] if rep.pythons else None)
         pys = {p for m in members for p in m.pythons}
-        py_by_plat.setdefault(plat, set()).update(pys)
+        py_by_plat.setdefault(_family(plat), set()).update(pys)
         vr = variants.setdefault(name, {"name": name, "platforms": [], "pythons": set(), "learned": date})
         vr["platforms"].append(plat)
         vr["pythons"] |= pys
@@ -676,7 +715,7 @@ def _learn_release(
         if download and name.startswith(("cu", "rocm")):
             with tempfile.TemporaryDirectory(prefix="sd-learn-") as tmp:
                 try:
-                    path = source.wheel(IndexFile(rep.filename, rep.url, rep.sha256), Path(tmp))
+                    path = source.wheel(used, Path(tmp))
                 except IndexError_ as exc:
                     res.errors.append(str(exc))
                     path = None
@@ -700,7 +739,13 @@ def _learn_release(
         res.errors.append(f"torch {v}: no build could be learned from {page}")
         return None
     all_pys = sorted({p for s in py_by_plat.values() for p in s}, key=_py_key)
-    python_platforms = {p: sorted(t for t, s in py_by_plat.items() if p in s) for p in all_pys if not all(p in s for s in py_by_plat.values())}
+    fam_tags: dict[str, str] = {}
+    for w in ws:
+        for t in w.platforms:
+            fam_tags.setdefault(_family(t), t)
+    python_platforms = {
+        p: sorted(fam_tags[f] for f, s in py_by_plat.items() if p in s) for p in all_pys if not all(p in s for s in py_by_plat.values())
+    }
     out_variants = []
     by_plat: dict[str, dict[str, str]] = {}
     for vr in variants.values():

@@ -1320,7 +1320,7 @@ def _merge_variant(base: Variant, over: Variant) -> Variant:
         arch_by_platform=by_platform,
         gfx=over.gfx or base.gfx,
         source=source,
-        unknown=tuple(u for u in base.unknown if not (over.arch_list and ("PTX" in u or "arch" in u.lower()))) + tuple(
+        unknown=tuple(u for u in base.unknown if not (over.arch_list and any(w in u.lower() for w in ("not verified", "unverified", "arch list")))) + tuple(
             u for u in over.unknown if u not in base.unknown and not (base.arch_list and "arch list" in u)
         ),
         derived_from=over.derived_from or base.derived_from,
@@ -1339,6 +1339,11 @@ def _merge_release(base: Release, over: Release) -> Release:
     variants = merged + tuple(v for v in base.variants if v.name not in names)
     if over.learned and base.source and base.source != over.source:
         over = dataclasses.replace(over, source=f"{over.source}; {base.source}")
+    unknown = over.unknown or base.unknown
+    if over.learned:  # what the artifacts now say is no longer unknown
+        said = [k for k, given in (("triton", over.triton or over.triton_requirement), ("torchvision", over.torchvision),
+                                   ("torchaudio", over.torchaudio), ("pythons", over.pythons), ("3.", over.pythons)) if given]
+        unknown = tuple(dict.fromkeys(over.unknown + tuple(u for u in base.unknown if not any(u.lower().startswith(k) for k in said))))
     return Release(
         version=over.version,
         variants=variants,
@@ -1354,7 +1359,7 @@ def _merge_release(base: Release, over: Release) -> Release:
         released=over.released or base.released,
         source=over.source,
         derived_from=over.derived_from or base.derived_from,
-        unknown=over.unknown or base.unknown,
+        unknown=unknown,
         patches=over.patches or base.patches,
         line=over.line,
         requires_python=over.requires_python or base.requires_python,

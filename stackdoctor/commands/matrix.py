@@ -93,6 +93,7 @@ def register(app: typer.Typer) -> None:
     def learn_cmd(
         index: Annotated[Optional[str], typer.Option("--index", help="The index to learn from (PEP 503/691; default: the matrix's pypi index). A download.pytorch.org-shaped variant index works too (…/whl/cu130).")] = None,
         snapshot: Annotated[Optional[str], typer.Option("--snapshot", help="Learn from an index snapshot (benchmarks/pypi_via_pip.py) instead of --index.")] = None,
+        wheels: Annotated[Optional[str], typer.Option("--wheels", help="With --snapshot --download: a folder of wheels downloaded earlier (checked against the index's sha256).")] = None,
         out: Annotated[Optional[str], typer.Option("--out", help="The layer file to write (default: ~/.config/stackdoctor/learned.yaml, or STACKDOCTOR_LEARNED).")] = None,
         shipped: Annotated[bool, typer.Option("--shipped", help="Write the shipped layer compat_matrix/learned.yaml of this source checkout (maintainers).")] = False,
         torch: Annotated[Optional[list[str]], typer.Option("--torch", help="Learn only this release (repeatable).")] = None,
@@ -135,7 +136,7 @@ def register(app: typer.Typer) -> None:
         existing = {str(r.get("version")): r for r in doc.get("releases") or [] if isinstance(r, dict)}
         client = None
         if snapshot:
-            src: L.Source = L.SnapshotSource(Path(snapshot))
+            src: L.Source = L.SnapshotSource(Path(snapshot), wheels=Path(wheels) if wheels and download else None)
         else:
             url = (index or load_matrix().index_url("pypi")).rstrip("/")
             client = IndexClient(timeout_s=timeout)
