@@ -570,10 +570,11 @@ def learn(
             continue
         todo.append(v)
     pairs: dict[str, dict[str, str]] = {}
+    ranged_pairs: dict[str, set[str]] = {}
     comp_pythons: dict[str, dict[str, set[str]]] = {}
     if companions and todo:
         for comp in COMPANIONS:
-            pairs[comp], comp_pythons[comp] = _learn_companion(source, comp, {str(v) for v in todo}, floor, res)
+            pairs[comp], comp_pythons[comp], ranged_pairs[comp] = _learn_companion(source, comp, {str(v) for v in todo}, floor, res)
     by_fam_default: dict[tuple[str, str], tuple[Version, str, str]] = {}
     for v in todo:
         row = _learn_release(source, page, v, by_version[v], date, download, res)
@@ -583,6 +584,8 @@ def learn(
             cv = pairs.get(comp, {}).get(str(v))
             if cv:
                 row[comp] = cv
+                if str(v) in ranged_pairs.get(comp, set()):
+                    row.setdefault("paired_by_range", []).append(comp)
         tv = row.get("torchvision")
         if tv and comp_pythons.get("torchvision", {}).get(tv) is not None:
             have = comp_pythons["torchvision"][tv]
@@ -610,8 +613,9 @@ def _has_gpu_code(row: Mapping[str, Any]) -> bool:
 
 def _learn_companion(
     source: Source, comp: str, torch_versions: set[str], floor: Version, res: LearnResult
-) -> tuple[dict[str, str], dict[str, set[str]]]:
-    """torch version -> the newest ``comp`` release pinning it; ``comp`` version -> Pythons its wheels serve."""
+) -> tuple[dict[str, str], dict[str, set[str]], set[str]]:
+    """torch version -> the newest ``comp`` release pinning it; ``comp`` version -> Pythons its wheels serve; the
+    torch versions paired through a range (``torch>=2.14.0``) rather than an exact pin."""
     _page, files = source.files(comp)
     groups: dict[Version, list[WheelFacts]] = {}
     for f in files:
@@ -654,12 +658,14 @@ def _learn_companion(
             if t not in pairs:
                 pairs[t] = str(cv)
                 res.lines.append(f"{comp} {cv} requires {req.name}{req.specifier}: paired with torch {t} ({_public(w.url)})")
+    by_range: set[str] = set()
     for cvs, req, url in ranged:
         for t in sorted(torch_versions, key=Version, reverse=True):
             if t not in pairs and req.specifier.contains(t, prereleases=False):
                 pairs[t] = cvs
+                by_range.add(t)
                 res.lines.append(f"{comp} {cvs} requires {req.name}{req.specifier}: paired with torch {t} ({_public(url)})")
-    return pairs, pythons
+    return pairs, pythons, by_range
 
 
 def _spec_ok(spec: str, python: str) -> bool:

@@ -155,6 +155,8 @@ class Release:
     requires_python: str | None = None  # the wheels' Requires-Python (">=3.11")
     triton_requirement: str | None = None  # the torch wheel's triton pin as written ("~=3.9.0")
     learned: str | None = None  # the date ``stackdoctor matrix learn`` read this row from an index
+    # companions paired because their Requires-Dist range admits this torch (no release pins it exactly)
+    paired_by_range: tuple[str, ...] = ()
 
     @property
     def minor(self) -> tuple[int, int]:
@@ -888,7 +890,7 @@ def _tname(v: Any) -> str:
 _RELEASE_KEYS = {
     "version", "variants", "torchvision", "torchaudio", "triton", "min_macos", "mps_min_macos", "manylinux_glibc", "pythons",
     "torch_only_pythons", "python_platforms", "released", "source", "derived_from", "unknown", "patches", "note",
-    "requires_python", "triton_requirement", "learned",
+    "requires_python", "triton_requirement", "learned", "paired_by_range",
 }
 _VARIANT_KEYS = {
     "name", "kind", "platforms", "pythons", "arch_list", "arch_by_platform", "gfx", "source", "derived_from", "unknown", "note",
@@ -1074,6 +1076,7 @@ def _release(ctx: _Ctx, raw: Any, where: str, line: int) -> Release:
         requires_python=ctx.text(d, "requires_python", where),
         triton_requirement=ctx.text(d, "triton_requirement", where),
         learned=ctx.text(d, "learned", where),
+        paired_by_range=ctx.strings(d, "paired_by_range", where),
     )
 
 
@@ -1308,7 +1311,10 @@ def _merge_variant(base: Variant, over: Variant) -> Variant:
     """A learned variant over a known one of the same name: what the artifacts say wins field by field (their
     arch list, Pythons, runtime pins), platforms add up, and both sources are kept (the known one still
     answers for the platforms the learned index does not serve)."""
-    platforms = tuple(dict.fromkeys(base.platforms + over.platforms))
+    # a platform family the known row has keeps the known tag: its glibc / macOS floor is sourced, while a wheel's
+    # tag can claim less (PyPI's torch 2.6.0 is tagged manylinux1 but needs glibc 2.28)
+    fams = {parse_platform(t)[:2] for t in base.platforms}
+    platforms = base.platforms + tuple(t for t in dict.fromkeys(over.platforms) if parse_platform(t)[:2] not in fams)
     by_platform = {**base.arch_by_platform, **over.arch_by_platform}
     arch = over.arch_list or base.arch_list
     source = over.source if over.source == base.source else f"{over.source}; {base.source}"
@@ -1333,10 +1339,11 @@ def _merge_variant(base: Variant, over: Variant) -> Variant:
 def _merge_release(base: Release, over: Release) -> Release:
     """A user release row over an embedded one: given fields replace, variants merge by name (a learned
     variant merges into the known one field by field: :func:`_merge_variant`)."""
-    names = [v.name for v in over.variants]
-    olds = {v.name: v for v in base.variants}
-    merged = tuple(_merge_variant(olds[v.name], v) if v.learned and v.name in olds else v for v in over.variants)
-    variants = merged + tuple(v for v in base.variants if v.name not in names)
+    overs = {v.name: v for v in over.variants}
+    # the known variants keep their order (a learned one merged in place), new ones follow
+    variants = tuple(
+        (_merge_variant(v, overs[v.name]) if overs[v.name].learned else overs[v.name]) if v.name in overs else v for v in base.variants
+    ) + tuple(v for v in over.variants if v.name not in {b.name for b in base.variants})
     if over.learned and base.source and base.source != over.source:
         over = dataclasses.replace(over, source=f"{over.source}; {base.source}")
     unknown = over.unknown or base.unknown
@@ -1344,11 +1351,14 @@ def _merge_release(base: Release, over: Release) -> Release:
         said = [k for k, given in (("triton", over.triton or over.triton_requirement), ("torchvision", over.torchvision),
                                    ("torchaudio", over.torchaudio), ("pythons", over.pythons), ("3.", over.pythons)) if given]
         unknown = tuple(dict.fromkeys(over.unknown + tuple(u for u in base.unknown if not any(u.lower().startswith(k) for k in said))))
+    # a pairing a companion's range implies yields to a hand-kept one (an exact pin or a release's own word)
+    tv = base.torchvision if "torchvision" in over.paired_by_range and base.torchvision else over.torchvision or base.torchvision
+    ta = base.torchaudio if "torchaudio" in over.paired_by_range and base.torchaudio else over.torchaudio or base.torchaudio
     return Release(
         version=over.version,
         variants=variants,
-        torchvision=over.torchvision or base.torchvision,
-        torchaudio=over.torchaudio or base.torchaudio,
+        torchvision=tv,
+        torchaudio=ta,
         triton=over.triton or base.triton,
         min_macos=over.min_macos or base.min_macos,
         mps_min_macos=over.mps_min_macos or base.mps_min_macos,
@@ -1365,6 +1375,7 @@ def _merge_release(base: Release, over: Release) -> Release:
         requires_python=over.requires_python or base.requires_python,
         triton_requirement=over.triton_requirement or base.triton_requirement,
         learned=over.learned or base.learned,
+        paired_by_range=tuple(c for c in over.paired_by_range if not getattr(base, c)),
     )
 
 

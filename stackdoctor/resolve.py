@@ -1022,6 +1022,22 @@ def _resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
         if plan.suggestions:
             plan.reasons.append("to get a GPU build: " + "; or ".join(plan.suggestions))
         return _finish(facts, matrix, request, fit, plan)
+    # no CPU build: PyPI's default build (a CUDA build, learned from its wheels) runs on the CPU too, as `pip install torch` does
+    for rel, ver in cands:
+        for v in rel.variants:
+            if v.index != "pypi" or v.kind == "cpu" or (request.variant != "auto" and v.name != request.variant):
+                continue
+            try:
+                _platform_tag_for(rel, v, t)
+                _python_fits(rel, v, t, request.packages)
+            except _Reject:
+                continue
+            plan.reasons.append(
+                f"torch {ver} {v.name}: no CPU build of it is known for {_OS_WORDS.get(t.os, t.os)} {t.arch}"
+                + (f" and Python {t.python}" if t.python else "")
+                + f"; PyPI's default build ({v.name}) runs on the CPU as well, with its CUDA libraries unused"
+            )
+            return _finish(facts, matrix, request, _Fit(rel, ver, v), plan)
     # nothing at all
     plan.torch_version = None
     plan.reasons.extend(cpu_rejects[:3] or ["no build of the requested torch fits this platform and Python"])
