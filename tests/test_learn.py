@@ -234,3 +234,29 @@ def test_companions_fall_back_to_the_newest_release_that_has_them(tmp_path):
     plan = resolve(Facts(), m, Request(platform="win_amd64", python_version="3.12", packages=["torch", "torchvision", "torchaudio"]))
     assert plan.torch_version == "2.15.0", plan.reasons
     assert any("2.16.0" in r and "no torchaudio or torchvision paired" in r for r in plan.reasons), plan.reasons
+
+
+def test_index_credentials_stay_out_of_what_learn_prints_and_writes(index, tmp_path):
+    url = index.url.replace("http://", "http://learner:s3cr3t-token@")
+    out = tmp_path / "l.yaml"
+    r = _cli("matrix", "learn", "--index", url, "--out", str(out), "--torch", "2.16.0", "--no-companions", home=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "s3cr3t-token" not in r.stdout + r.stderr and "s3cr3t-token" not in out.read_text()
+    assert "2.16.0" in out.read_text()
+
+
+def test_no_fix_downgrades_to_reach_the_same_variant():
+    """driver-minor-compat on 2.15.0+cu132 (driver 580: CUDA 13's floor, below 13.2's toolkit minimum) with a matrix that
+    does not know 2.15.0's builds: its fix must not be `install --variant cu132`, which plans 2.14.0+cu132."""
+    from stackdoctor.diagnose import diagnose
+    from stackdoctor.matrix import load_matrix
+    from stackdoctor.reconcile import reconcile
+
+    hand_kept = load_matrix([REPO / "compat_matrix" / n for n in ("releases.yaml", "cuda.yaml", "gpus.yaml", "indexes.yaml", "platform.yaml")], embedded=False)
+    f = _h100_with("2.15.0", "cu132")
+    f.nvidia.driver_version = "580.82.07"
+    f.nvidia.cuda_driver_version = "13.0"
+    out = {x.code: x for x in diagnose(reconcile(f, hand_kept), hand_kept)}
+    assert "driver-minor-compat" in out, list(out)
+    assert "--variant cu132" not in (out["driver-minor-compat"].fix or "")
+    assert "torch-newer-than-matrix" not in out  # the matrix has a 2.15.0 row (its builds unknown): not newer than it

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from stackdoctor.errors import ExitCode, UsageError
+from stackdoctor.errors import ExitCode, IndexError_, UsageError
 
 
 def _show_text(data: dict[str, Any], torch: str | None) -> str:
@@ -143,6 +143,8 @@ def register(app: typer.Typer) -> None:
             src = L.HttpSource(url, client, download=download, max_wheel_bytes=max_wheel_mb * 1024 * 1024)
         try:
             res = L.learn(src, existing=existing, since=since, versions=torch or (), refresh=refresh, download=download, companions=not no_companions)
+        except IndexError_ as exc:
+            raise IndexError_(redact_text(str(exc))) from None  # the index URL may carry credentials
         finally:
             if client is not None:
                 client.close()
