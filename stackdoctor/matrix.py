@@ -546,6 +546,12 @@ class Matrix:
             out["mirrors"] = [to_data(m) for m in self.mirrors]
             out["pypi_default"] = [to_data(d) for d in self.pypi_defaults]
             out["conda"] = to_data(self.conda)
+            # the smaller tables too, under their document keys: `matrix show --json` shows every table
+            out["l4t_releases"] = {k: to_data(v) for k, v in self.l4t_releases.items()}
+            out["rocm_apus"] = {k: to_data(v) for k, v in self.rocm_apus.items()}
+            out["intel_gpus"] = [to_data(f) for f in self.intel_families]
+            out["fp32_lanes_per_sm"] = {k: to_data(v) for k, v in self.fp32_lanes.items()}
+            out["thresholds"] = {k: to_data(v) for k, v in self.thresholds.items()}
         return out
 
 

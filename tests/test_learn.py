@@ -260,3 +260,11 @@ def test_no_fix_downgrades_to_reach_the_same_variant():
     assert "driver-minor-compat" in out, list(out)
     assert "--variant cu132" not in (out["driver-minor-compat"].fix or "")
     assert "torch-newer-than-matrix" not in out  # the matrix has a 2.15.0 row (its builds unknown): not newer than it
+
+
+def test_matrix_show_json_has_every_table():
+    from stackdoctor.matrix import _TOP_KEYS
+
+    data = _shipped().to_data()
+    assert _TOP_KEYS - {"note"} <= set(data)
+    assert data["l4t_releases"] and data["intel_gpus"] and data["pypi_default"]
