@@ -268,3 +268,20 @@ def test_matrix_show_json_has_every_table():
     data = _shipped().to_data()
     assert _TOP_KEYS - {"note"} <= set(data)
     assert data["l4t_releases"] and data["intel_gpus"] and data["pypi_default"]
+
+
+def test_index_witness_infers_gpu_code_from_the_nearest_build_of_the_same_cuda(tmp_path):
+    from stackdoctor.facts import Facts
+    from stackdoctor.index import IndexClient, PageCache
+    from stackdoctor.learn import HttpSource, witness_matrix
+    from stackdoctor.plan import Request
+    from stackdoctor.resolve import resolve
+
+    standin = standin_wheel(tmp_path, "torch", "2.16.0+cu132", "cp312-cp312-manylinux_2_28_x86_64", ">=3.11")
+    with LearnIndex([standin]) as idx, IndexClient({}, cache=PageCache(None)) as client:
+        m, notes = witness_matrix(_shipped(), [HttpSource(idx.url, client)])
+    cu = m.release("2.16.0").variant("cu132")
+    assert cu.arch_list == m.release("2.15.0").variant("cu132").arch_list and cu.derived_from.startswith("inferred: GPU code of torch 2.15.0 cu132")
+    plan = resolve(Facts(), m, Request(platform="manylinux_2_28_x86_64", python_version="3.12", gpus=["H100"], driver="595.45.04"))
+    assert (plan.torch_version, plan.variant, plan.index_url) == ("2.16.0", "cu132", idx.url)
+    assert any("inferred" in r and idx.url.rsplit("/", 1)[0] in r for r in plan.reasons), plan.reasons
