@@ -526,6 +526,32 @@ def _kept(probes: Sequence[Probe], source: Source) -> bool:
     return p is None or p.answered
 
 
+def _secrets_to_env(d: Delivery, options: dict[str, tuple[str, list[str], str]]) -> None:
+    """Credentialed URLs leave the installer's argv (``ps`` and /proc/<pid>/cmdline show it to every local
+    user) for its environment: each option whose values carry credentials becomes its variable, holding what
+    the installer would have combined (``before``: the configured values the option adds to).
+
+    ``options``: option -> (variable, configured values it adds to, separator)."""
+    from stackdoctor.redact import has_credentials
+
+    for option, (var, before, sep) in options.items():
+        values = [d.args[i + 1] for i in range(len(d.args) - 1) if d.args[i] == option]
+        if not any(has_credentials(v) for v in values):
+            continue
+        keep: list[str] = []
+        skip = False
+        for i, a in enumerate(d.args):
+            if skip:
+                skip = False
+                continue
+            if a == option and i + 1 < len(d.args):
+                skip = True
+                continue
+            keep.append(a)
+        d.args = keep
+        d.env[var] = sep.join(dict.fromkeys([*before, *values]))
+
+
 def deliver_pip(cfg: InstallerConfig, probes: Sequence[Probe], added: Sequence[Source], *, no_index: bool, offline: bool) -> Delivery:
     """pip: configured sources that did not answer are overridden, the added ones are passed."""
     d = Delivery()
@@ -571,6 +597,8 @@ def deliver_pip(cfg: InstallerConfig, probes: Sequence[Probe], added: Sequence[S
         d.env["PIP_FIND_LINKS"] = " ".join(s.url for s in kept_links) or " "
     for s in add_links:
         d.args += ["--find-links", s.url]
+    _secrets_to_env(d, {"--index-url": ("PIP_INDEX_URL", [], " "), "--extra-index-url": ("PIP_EXTRA_INDEX_URL", [s.url for s in kept_extras], " "),
+                        "--find-links": ("PIP_FIND_LINKS", [s.url for s in kept_links], " ")})
     d.used = dedupe(index_left + kept_links + list(add_links))
     for p in dropped:
         d.notes.append(f"{p.source.url} ({p.source.origin}) is left out of the install command: {p.detail or p.status}")
@@ -615,6 +643,7 @@ def deliver_uv(cfg: InstallerConfig, probes: Sequence[Probe], added: Sequence[So
         used = [s for s in used if s.kind == "links"]
     for s in add_links:
         d.args += ["--find-links", s.url]
+    _secrets_to_env(d, {"--index": ("UV_INDEX", [], " "), "--default-index": ("UV_DEFAULT_INDEX", [], " "), "--find-links": ("UV_FIND_LINKS", [], ",")})
     d.used = dedupe(used + list(add_links))
     for p in dropped:
         d.notes.append(f"{p.source.url} ({p.source.origin}) is left out of the install command: {p.detail or p.status}")

@@ -4,7 +4,9 @@ Codes are public and stable (CI configs select and ignore by code): add freely, 
 rename. Each code has, per language, a one-line ``title``, an ``explain`` text for
 ``stackdoctor explain CODE``, and the ``detail`` / ``fix`` templates the rules fill in
 (``str.format`` fields named after the values they carry). The texts live in
-``stackdoctor/locale/<lang>.yaml``; codes, commands and JSON keys are never translated.
+``stackdoctor/locale/<lang>.yaml`` and are read by :mod:`stackdoctor.texts` (which the rules use, so
+that the rules and this catalogue of their codes do not import each other); codes, commands and JSON
+keys are never translated.
 
 >>> from stackdoctor.catalog import info, title
 >>> info("driver-too-old").layer
@@ -16,11 +18,10 @@ rename. Each code has, per language, a one-line ``title``, an ``explain`` text f
 from __future__ import annotations
 
 import functools
-import string
-from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
 from typing import TYPE_CHECKING, Any
+
+from stackdoctor.texts import LANGS, detect_lang, explain, message, placeholders, texts, title, ui
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.report import Finding
@@ -40,8 +41,6 @@ __all__ = [
     "title",
     "ui",
 ]
-
-LANGS = ("en", "zh")
 
 
 @dataclass(frozen=True)
@@ -84,100 +83,6 @@ def codes() -> list[str]:
 
 def info(code: str) -> CheckInfo | None:
     return next((c for c in checks() if c.code == code), None)
-
-
-# ---------------------------------------------------------------------------- language
-
-
-def detect_lang(env: Mapping[str, str], explicit: str | None = None) -> str:
-    """``"zh"`` or ``"en"``: ``explicit`` (``--lang``) first, then POSIX precedence LC_ALL > LC_MESSAGES > LANG.
-
-    >>> detect_lang({"LANG": "zh_CN.UTF-8"}, None)
-    'zh'
-    >>> detect_lang({"LC_ALL": "C", "LANG": "zh_CN.UTF-8"}, None)
-    'en'
-    """
-    if explicit:
-        low = explicit.strip().lower()
-        return "zh" if low.startswith("zh") else "en"
-    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
-        value = (env.get(name) or "").strip()
-        if value:  # the first one set decides, as in setlocale(3)
-            return "zh" if value.lower().startswith("zh") else "en"
-    return "en"
-
-
-# ---------------------------------------------------------------------------- texts
-
-
-@functools.cache
-def texts(lang: str) -> dict[str, Any]:
-    """The parsed locale file for ``lang`` (``{"ui": {...}, "codes": {code: {...}}}``)."""
-    import yaml  # lazy: keep start-up light
-
-    name = lang if lang in LANGS else "en"
-    # one name per joinpath: Python 3.10's Traversable.joinpath takes a single child
-    raw = resources.files("stackdoctor").joinpath("locale").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
-    # libyaml's loader when PyYAML has it (the same safe constructors; ~10x faster on these 50 kB files)
-    data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"stackdoctor/locale/{name}.yaml is not a mapping")
-    data.setdefault("ui", {})
-    data.setdefault("codes", {})
-    return data
-
-
-def _entry(code: str, lang: str) -> dict[str, Any]:
-    entry = texts(lang)["codes"].get(code)
-    if isinstance(entry, dict):
-        return entry
-    return texts("en")["codes"].get(code) or {}
-
-
-def title(code: str, lang: str = "en") -> str:
-    return str(_entry(code, lang).get("title") or code)
-
-
-def explain(code: str, lang: str = "en") -> str | None:
-    text = _entry(code, lang).get("explain")
-    return str(text).rstrip() if text else None
-
-
-def ui(key: str, lang: str = "en", /, **values: Any) -> str:
-    """A user-interface sentence (``explain`` command, headings)."""
-    template = texts(lang)["ui"].get(key) or texts("en")["ui"].get(key) or key
-    return _fill(str(template), values)
-
-
-class _Keep(dict):  # a missing field stays visible instead of raising
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
-
-
-def _fill(template: str, values: Mapping[str, Any]) -> str:
-    try:
-        return string.Formatter().vformat(template, (), _Keep({k: ("" if v is None else v) for k, v in values.items()}))
-    except (ValueError, IndexError):  # a malformed template must never crash a diagnosis
-        return template
-
-
-def message(code: str, kind: str, key: str = "default", lang: str = "en", /, **values: Any) -> str:
-    """The ``detail`` or ``fix`` template ``key`` of ``code`` in ``lang``, filled with ``values``.
-
-    Falls back to English, then to the ``default`` template.
-    """
-    for lg in dict.fromkeys((lang if lang in LANGS else "en", "en")):
-        group = (texts(lg)["codes"].get(code) or {}).get(kind)
-        if isinstance(group, dict) and key in group:
-            return _fill(str(group[key]), values)
-    if key != "default":
-        return message(code, kind, "default", lang, **values)
-    return ""
-
-
-def placeholders(template: str) -> set[str]:
-    """The ``{field}`` names a template uses."""
-    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
 
 
 def make_finding(

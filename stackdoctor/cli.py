@@ -3,7 +3,7 @@
 Every command lives in ``stackdoctor/commands/<name>.py`` and adds itself with
 ``register(app)``. Commands *return* an :class:`~stackdoctor.errors.ExitCode`;
 only :func:`main` exits. One policy for errors: a :class:`StackdoctorError` is one
-line on stderr and its exit code; click usage errors are exit 2; anything else is
+line on stderr and its exit code (a closed or full stdout is one: exit 2); click usage errors are exit 2; anything else is
 "internal error" and exit 3 (traceback only with ``--debug`` / ``STACKDOCTOR_DEBUG``).
 """
 
@@ -166,15 +166,17 @@ def _usage_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, map every outcome to an exit code, never show a traceback unasked."""
-    from stackdoctor.console import protect_std_streams
+    from stackdoctor.console import install_boundary, protect_std_streams
 
     protect_std_streams()  # a cp936/cp1252 console: replace what it cannot encode, never raise
+    install_boundary()  # every write scrubbed of credentials; a closed / full stdout is one sentence, exit 2
     click_exception = _click_base("ClickException")
     args = list(sys.argv[1:] if argv is None else argv)
     code: int
     try:
         rv = command().main(args=args, prog_name="stackdoctor", standalone_mode=False)  # type: ignore[attr-defined]
         code = int(rv) if isinstance(rv, int) else 0
+        sys.stdout.flush()  # a full stdout shows here (the text was buffered): one sentence, exit 2
     except StackdoctorError as exc:
         _err(f"stackdoctor: {exc}")
         code = int(exc.exit_code)

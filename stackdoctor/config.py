@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stackdoctor import accelerators
 from stackdoctor.errors import ConfigError
 from stackdoctor.report import Finding
 from stackdoctor.units import parse_bandwidth
@@ -41,7 +42,7 @@ __all__ = [
     "load_config",
 ]
 
-BACKENDS = ("cuda", "rocm", "mps", "xpu", "cpu")
+BACKENDS = accelerators.backends()  # every accelerator kind's backend (stackdoctor.accelerators), then "cpu"
 KERNELS = ("matmul", "conv", "compile", "allreduce")
 CONFIG_NAMES = ("stackdoctor.toml", "pyproject.toml")
 _KEYS = ("torch", "backend", "min_gpus", "compute_capability", "kernels", "min_busbw", "ignore", "warnings_fail")

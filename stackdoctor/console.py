@@ -16,6 +16,13 @@ raise ``UnicodeEncodeError`` and lose the whole screen. Here:
 - :func:`write_stdout` writes a machine-readable document (JSON, Markdown, JUnit) as UTF-8 bytes
   when stdout's own encoding is not UTF: a JSON consumer expects UTF-8, and nothing is lost.
 
+The output boundary (:func:`install_boundary`, called once by ``main``): ``sys.stdout`` and ``sys.stderr``
+become :class:`BoundaryStream` s, so every character stackdoctor writes to them, relayed installer output
+included, passes :func:`stackdoctor.redact.scrub` (credentials ``****``, undecodable bytes ``\\xff``).
+A stdout that is closed (``>&-``) or full (``>/dev/full``) is :class:`OutputUnwritable`: one sentence and
+exit 2. Every console :func:`make_console` builds shows control characters in the text it draws as escapes
+(``\\x1b``): a value from the machine never moves the cursor, sets the title or clears the screen.
+
 Chinese text (``--lang zh``): GBK (cp936) encodes CJK, so it prints as is; on cp1252 each CJK
 character becomes ``?`` (the replacement is the codec's own; the command still exits as it
 would on UTF-8). ``NO_COLOR`` and redirected output are rich's own behaviour and are kept.
@@ -24,13 +31,26 @@ would on UTF-8). ``NO_COLOR`` and redirected output are rich's own behaviour and
 from __future__ import annotations
 
 import codecs
+import errno
 import sys
 from typing import IO, TYPE_CHECKING, Any
+
+from stackdoctor.errors import ExitCode, StackdoctorError
 
 if TYPE_CHECKING:  # rich is imported when a console is made: a JSON run never needs it
     from rich.console import Console
 
-__all__ = ["SafeStream", "can_encode", "make_console", "marks", "protect_std_streams", "write_stdout"]
+__all__ = [
+    "BoundaryStream",
+    "OutputUnwritable",
+    "SafeStream",
+    "can_encode",
+    "install_boundary",
+    "make_console",
+    "marks",
+    "protect_std_streams",
+    "write_stdout",
+]
 
 UNICODE_MARKS: dict[str | None, tuple[str, str]] = {"ok": ("✓", "green"), "warn": ("!", "yellow"), "fail": ("✗", "red"), None: ("·", "dim")}
 ASCII_MARKS: dict[str | None, tuple[str, str]] = {"ok": ("ok", "green"), "warn": ("!!", "yellow"), "fail": ("x ", "red"), None: ("- ", "dim")}
@@ -90,6 +110,121 @@ class SafeStream:
         return getattr(self._stream, name)
 
 
+class OutputUnwritable(StackdoctorError):
+    """stdout is closed or cannot take what is written (a full disk): the user's setup, exit 2."""
+
+    exit_code = ExitCode.USAGE
+
+
+def _why(exc: OSError) -> str:
+    if exc.errno == errno.ENOSPC:
+        return "no space left on device"
+    if exc.errno == errno.EBADF:
+        return "it is closed"
+    return exc.strerror or str(exc)
+
+
+class BoundaryStream:
+    """``sys.stdout`` / ``sys.stderr`` as stackdoctor writes them: each text passes
+    :func:`stackdoctor.redact.scrub`. On stdout a write or flush that fails (closed, full) raises
+    :class:`OutputUnwritable`; on stderr it is dropped (what failed to show there cannot be shown)."""
+
+    def __init__(self, stream: Any, name: str, *, raises: bool) -> None:
+        self._stream = stream
+        self._name = name
+        self._raises = raises
+
+    @property
+    def wrapped(self) -> Any:
+        return self._stream
+
+    @property
+    def encoding(self) -> str:
+        return getattr(self._stream, "encoding", None) or "utf-8"
+
+    def _fail(self, exc: OSError) -> None:
+        if self._raises:
+            raise OutputUnwritable(f"cannot write to {self._name}: {_why(exc)}.") from None
+
+    def write(self, text: str) -> int:
+        from stackdoctor.redact import scrub
+
+        if self._stream is None:
+            self._fail(OSError(errno.EBADF, "closed"))
+            return len(text)
+        safe = scrub(text)
+        try:
+            self._stream.write(safe)
+        except BrokenPipeError:
+            raise
+        except UnicodeEncodeError:
+            enc = self.encoding
+            self._stream.write(safe.encode(enc, errors="replace").decode(enc, errors="replace"))
+        except OSError as exc:
+            self._fail(exc)
+        except ValueError:  # "I/O operation on closed file"
+            self._fail(OSError(errno.EBADF, "closed"))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._stream is None:
+            return
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            self._fail(exc)
+        except ValueError:
+            self._fail(OSError(errno.EBADF, "closed"))
+
+    def isatty(self) -> bool:
+        try:
+            return bool(self._stream is not None and self._stream.isatty())
+        except (OSError, ValueError):
+            return False
+
+    def fileno(self) -> int:
+        if self._stream is None:
+            raise OSError(errno.EBADF, "closed")
+        return int(self._stream.fileno())
+
+    def __getattr__(self, name: str) -> Any:
+        if self._stream is None:
+            raise AttributeError(name)
+        return getattr(self._stream, name)
+
+
+def install_boundary() -> None:
+    """Route ``sys.stdout`` / ``sys.stderr`` through :class:`BoundaryStream` (once; ``main`` calls it)."""
+    if not isinstance(sys.stdout, BoundaryStream):
+        sys.stdout = BoundaryStream(sys.stdout, "standard output", raises=True)
+    if not isinstance(sys.stderr, BoundaryStream):
+        sys.stderr = BoundaryStream(sys.stderr, "standard error", raises=False)
+
+
+def _safe_console_class() -> Any:
+    """A rich Console that escapes control characters in the text it draws (never in its own styles)."""
+    cls = _CONSOLE_CLASS.get("cls")
+    if cls is not None:
+        return cls
+    from rich.console import Console
+    from rich.segment import Segment
+
+    from stackdoctor.redact import escape_controls
+
+    class _SafeConsole(Console):
+        def _render_buffer(self, buffer: Any) -> str:
+            clean = (seg if seg.control else Segment(escape_controls(seg.text, lines=True), seg.style) for seg in buffer)
+            return str(super()._render_buffer(clean))
+
+    _CONSOLE_CLASS["cls"] = _SafeConsole
+    return _SafeConsole
+
+
+_CONSOLE_CLASS: dict[str, Any] = {}
+
+
 def make_console(
     *, stderr: bool = False, file: IO[str] | None = None, width: int | None = None, record: bool = False, soft_wrap: bool = False
 ) -> Console:
@@ -103,9 +238,8 @@ def make_console(
         stream = SafeStream(stream)
     elif file is None:
         stream = None  # rich then follows sys.stdout / sys.stderr as they are when it writes
-    from rich.console import Console
-
-    return Console(file=stream, highlight=False, soft_wrap=soft_wrap, width=width, record=record, stderr=stderr)
+    console: Console = _safe_console_class()(file=stream, highlight=False, soft_wrap=soft_wrap, width=width, record=record, stderr=stderr)
+    return console
 
 
 def marks(console: Console) -> dict[Any, Any]:
@@ -139,12 +273,19 @@ def write_stdout(text: str) -> None:
     """Write a machine-readable document to stdout: as text on a UTF stream, else as UTF-8 bytes to
     the underlying buffer (JSON and XML are UTF-8 by definition; a legacy code page would lose or
     refuse characters)."""
+    from stackdoctor.redact import scrub
+
     out = sys.stdout
     buffer = getattr(out, "buffer", None)
     if buffer is not None and not _is_utf(_encoding_of(out)):
         out.flush()
-        buffer.write(text.encode("utf-8"))
-        buffer.flush()
+        try:
+            buffer.write(scrub(text).encode("utf-8"))
+            buffer.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise OutputUnwritable(f"cannot write to standard output: {_why(exc)}.") from None
         return
     out.write(text)
     out.flush()

@@ -71,6 +71,20 @@ def _plain(v: Any) -> Any:
     return v
 
 
+def _flatten_plain(out: dict[str, Any], key: str, value: Any) -> None:
+    """Plain data as ``key.field`` / ``key[i].field`` leaves (a list of scalars stays one value)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k != "sources":
+                _flatten_plain(out, f"{key}.{k}", v)
+    elif isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        out[f"{key}_count"] = len(value)
+        for i, v in enumerate(value):
+            _flatten_plain(out, f"{key}[{i}]", v)
+    else:
+        out[key] = _plain(value)
+
+
 def _flatten_facts(f: Facts) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for subject, fields in _FIELDS:
@@ -100,6 +114,8 @@ def _flatten_facts(f: Facts) -> dict[str, Any]:
         out[f"kernels.{r.kernel}[{r.device}{'/' + r.dtype if r.dtype else ''}].ok"] = r.ok
     if f.kernels.error:
         out["kernels.error"] = f.kernels.error
+    for subject, data in sorted(f.plugins.items()):  # a plug-in accelerator's own facts (stackdoctor.accelerators)
+        _flatten_plain(out, subject, data)
     for name, value in f.environment.items():
         if name not in _ENV_VOLATILE:
             out[f"environment.{name}"] = value

@@ -17,7 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from stackdoctor.facts import Facts
+from stackdoctor import accelerators
+from stackdoctor.facts import SUBJECTS, Facts, to_data
 from stackdoctor.probes import ProbeContext, ProbeOutput, Target
 from stackdoctor.report import ProbeStatus, Report
 
@@ -231,7 +232,7 @@ def run_probes(
     facts.environment = capture_environment(ctx.system.env)
     statuses: dict[str, ProbeStatus] = {}
     lock = threading.Lock()
-    selected = [(n, m) for n, m in PROBES if only is None or n in only]
+    selected = [(n, m) for n, m in (*PROBES, *accelerators.probes()) if only is None or n in only]
 
     def one(name: str, module: str) -> None:
         start = time.monotonic()
@@ -242,7 +243,10 @@ def run_probes(
         st = ProbeStatus(name, out.status, round(time.monotonic() - start, 4), out.error)
         with lock:
             for subject, value in out.facts.items():
-                setattr(facts, subject, value)
+                if subject in SUBJECTS:
+                    setattr(facts, subject, value)
+                else:  # a plug-in accelerator's own subject
+                    facts.plugins[subject] = to_data(value)
             statuses[name] = st
         if on_progress:
             on_progress(name, st)
@@ -260,6 +264,8 @@ def run_probes(
     pool.shutdown(wait=False, cancel_futures=True)
     with lock:
         probes = [statuses[n] for n, _ in selected if n in statuses]
+        # an accelerator plug-in that could not be loaded is a failed probe of its own (probe-failed says so)
+        probes += [ProbeStatus("plugins", "error", 0.0, error) for error in accelerators.PLUGIN_ERRORS if only is None]
         raw = [r.to_dict() for r in ctx.system.record]
         snapshot = facts
     return Report(facts=snapshot, probes=probes, raw_outputs=raw)

@@ -513,6 +513,7 @@ class ReconciledFacts:
     nvidia_driver: SeenValue = field(default_factory=SeenValue)  # user-space driver version
     cuda_driver_version: SeenValue = field(default_factory=SeenValue)  # the newest CUDA the driver runs
     accelerator: str | None = None  # the machine's accelerator: "nvidia" | "amd" | "intel" | "apple" | "jetson"
+    done: bool = False  # True once reconcile built this view (the resolver refuses facts without it)
     evidence: list[Evidence] = field(default_factory=list)
     disagreements: list[Disagreement] = field(default_factory=list)
 
@@ -534,10 +535,11 @@ class Facts:
     torch: TorchFacts = field(default_factory=TorchFacts)
     kernels: KernelFacts = field(default_factory=KernelFacts)
     environment: dict[str, str] = field(default_factory=dict)  # variables that shape the stack
+    plugins: dict[str, Any] = field(default_factory=dict)  # a plug-in accelerator's facts, by its probe's subject (plain data)
     reconciled: ReconciledFacts = field(default_factory=ReconciledFacts)  # derived: stackdoctor.reconcile
 
 
-SUBJECTS = tuple(f.name for f in dataclasses.fields(Facts) if f.name not in ("environment", "reconciled"))
+SUBJECTS = tuple(f.name for f in dataclasses.fields(Facts) if f.name not in ("environment", "plugins", "reconciled"))
 
 
 # ---------------------------------------------------------------------------- serialisation

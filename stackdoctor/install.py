@@ -186,6 +186,47 @@ def install_command(
     return argv
 
 
+# where an installer takes each option's value from its environment (uv: the separator of a list)
+_OPTION_VARS = {
+    "pip": {"--index-url": ("PIP_INDEX_URL", " "), "--extra-index-url": ("PIP_EXTRA_INDEX_URL", " "), "--find-links": ("PIP_FIND_LINKS", " ")},
+    "uv": {"--index-url": ("UV_DEFAULT_INDEX", " "), "--default-index": ("UV_DEFAULT_INDEX", " "), "--index": ("UV_INDEX", " "),
+           "--extra-index-url": ("UV_INDEX", " "), "--find-links": ("UV_FIND_LINKS", ",")},
+}
+
+
+def credentials_out_of_argv(
+    argv: Sequence[str], env: Mapping[str, str | None] | None, installer: str = "pip"
+) -> tuple[list[str], dict[str, str | None] | None]:
+    """``argv`` without a credentialed URL, and the environment that carries it instead: the installer's argv
+    is visible to every local user (``ps``, /proc/<pid>/cmdline), its environment is not. A value of the
+    same variable already in ``env`` is kept in front (the sources the index check chose)."""
+    from stackdoctor.redact import has_credentials
+
+    table = _OPTION_VARS["uv" if installer == "uv" else "pip"]
+    out: list[str] = []
+    moved: dict[str, list[str]] = {}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in table and i + 1 < len(argv) and has_credentials(argv[i + 1]):
+            moved.setdefault(a, []).append(argv[i + 1])
+            i += 2
+            continue
+        out.append(a)
+        i += 1
+    if not moved:
+        return list(argv), dict(env) if env is not None else None
+    new_env: dict[str, str | None] = dict(env or {})
+    for option, values in moved.items():
+        var, sep = table[option]
+        if var in ("PIP_INDEX_URL", "UV_DEFAULT_INDEX"):  # one default index: the argv's wins
+            new_env[var] = values[-1]
+            continue
+        have = new_env.get(var)
+        new_env[var] = sep.join([*([have] if have and have.strip() else []), *values])
+    return out, new_env
+
+
 def uninstall_command(names: Sequence[str], python: str, installer: str = "pip", *, uv: str = "uv") -> list[str]:
     if installer == "uv":
         return [uv, "pip", "uninstall", "--python", python, *names]
@@ -262,7 +303,10 @@ def families_needed(variant: str | None) -> set[str] | None:
         return {"xpu"}
     if variant == "cpu":
         return set()
-    return None
+    from stackdoctor import accelerators
+
+    acc = accelerators.for_variant(variant)  # a plug-in kind's build: the runtime families it declares
+    return set(acc.runtime_families) if acc is not None and acc not in accelerators.BUILTIN else None
 
 
 def predict_leftovers(installed: Mapping[str, str], variant: str | None) -> list[str]:
@@ -526,6 +570,7 @@ def execute(
     say = say or (lambda line: print(line, file=sys.stderr))
     stream = stream or _stderr_writer
     argv = install_command(plan, python, installer, find_links=find_links, uv=uv, source_args=source_args)
+    argv, env = credentials_out_of_argv(argv, env, installer)
     before = snapshot(system, python)
     if not before.ok:
         return InstallResult(False, ExitCode.USAGE, f"cannot read the target's installed packages ({before.error}); nothing was changed.", argv)

@@ -558,11 +558,21 @@ class Matrix:
 # ---------------------------------------------------------------------------- pure helpers
 
 
+# kind -> the pattern of its variants' names, for a plug-in accelerator's own build kind
+# (stackdoctor.accelerators registers it: the matrix itself knows no accelerator)
+PLUGIN_VARIANT_KINDS: dict[str, re.Pattern[str]] = {}
+
+
+def register_variant_kind(kind: str, pattern: str) -> None:
+    """Make ``kind`` a variant kind whose variants' names match ``pattern`` (a plug-in accelerator's builds)."""
+    PLUGIN_VARIANT_KINDS[kind] = re.compile(pattern)
+
+
 def variant_kind(name: str) -> tuple[str, str | None, str | None] | None:
     """("cuda", "13.0", None) for "cu130"; ("rocm", None, "6.2.4") for "rocm6.2.4"; None when not a variant name."""
     m = _VARIANT_RE.match(name)
     if not m:
-        return None
+        return next(((kind, None, None) for kind, pat in PLUGIN_VARIANT_KINDS.items() if pat.match(name)), None)
     if m.group("cpu"):
         return ("cpu", None, None)
     if m.group("xpu"):
@@ -946,8 +956,8 @@ def _variant(ctx: _Ctx, raw: Any, where: str, line: int, rel_pythons: tuple[str,
         raise ctx.fail(ctx.line_of(d, "name"), f"{where}.name", f"unknown variant kind {name!r} (expected cpu, cuXYZ, rocmX.Y[.Z] or xpu)")
     declared = ctx.text(d, "kind", where)
     if declared is not None and declared != kind[0]:
-        if declared not in VARIANT_KINDS:
-            raise ctx.fail(ctx.line_of(d, "kind"), f"{where}.kind", f"unknown variant kind {declared!r} (expected {', '.join(VARIANT_KINDS)})")
+        if declared not in (*VARIANT_KINDS, *PLUGIN_VARIANT_KINDS):
+            raise ctx.fail(ctx.line_of(d, "kind"), f"{where}.kind", f"unknown variant kind {declared!r} (expected {', '.join((*VARIANT_KINDS, *PLUGIN_VARIANT_KINDS))})")
         raise ctx.fail(ctx.line_of(d, "kind"), f"{where}.kind", f"{declared!r} does not match the name {name!r}")
     source = ctx.text(d, "source", f"{where}", required=True)
     assert source is not None

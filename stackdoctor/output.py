@@ -3,8 +3,10 @@
 ``human`` (the rich screen), ``json`` (the report), ``markdown``, ``github`` (annotations on
 stdout, a summary appended to ``$GITHUB_STEP_SUMMARY``) and ``junit``. ``--output FILE`` writes
 the format to FILE instead of stdout, atomically (a temporary file in the same folder, then
-``os.replace``): a failed write never leaves half a file. ``json`` and ``human`` stay unredacted
-unless asked (they do not leave the machine by themselves); the CI formats are redacted.
+``os.replace``): a failed write never leaves half a file. ``json`` and ``human`` keep host and user names
+unless asked (they do not leave the machine by themselves); the CI formats are redacted. Credentials are
+``****`` in every format (:mod:`stackdoctor.redact`'s output boundary), and what a screen or document
+draws has its control characters escaped (:func:`shown`).
 """
 
 from __future__ import annotations
@@ -36,10 +38,25 @@ def redacted(report: Report) -> Report:
     return new
 
 
+# strings that are many lines by nature: a tool's output, a finding's explanation and fix
+MULTILINE_KEYS = frozenset({"stdout", "stderr", "detail", "fix", "raw_outputs"})
+
+
+def shown(report: Report) -> Report:
+    """``report`` as it may be drawn on a screen or in a document: credentials ``****``, control characters
+    from the machine escaped (``\\x1b``, ``\\r``, ``\\n`` inside a value), undecodable bytes ``\\xff``
+    (:func:`stackdoctor.redact.safe_data`). Every renderer gets this copy, so no renderer needs to care."""
+    from stackdoctor.redact import safe_data
+
+    new = report_from_data(safe_data(report.to_data(), screen=True, lines_in=MULTILINE_KEYS), origin="report")
+    new.replayed_from = report.replayed_from and safe_data(report.replayed_from, screen=True)
+    return new
+
+
 def _human(report: Report, console: Any, verbose: bool, lang: str, strict: bool = False) -> None:
     from stackdoctor.render.human import render_report
 
-    render_report(report, console, verbose=verbose, lang=lang, strict=strict)
+    render_report(shown(report), console, verbose=verbose, lang=lang, strict=strict)
 
 
 def format_report(report: Report, fmt: str, *, redact: bool = False, lang: str = "en", strict: bool = False) -> str:
@@ -50,6 +67,8 @@ def format_report(report: Report, fmt: str, *, redact: bool = False, lang: str =
     warnings fail."""
     if redact:
         report = redacted(report)
+    if fmt != "json":
+        report = shown(report)
     if fmt == "json":
         return report.to_json() + "\n"
     if fmt == "markdown":
@@ -84,8 +103,10 @@ def write_text_file(path: str | Path, text: str) -> None:
 
     :raises UsageError: the folder is missing, the file is read-only or a directory, the disk is full.
     """
+    from stackdoctor.redact import scrub
+
     p = Path(path)
-    data = text.encode("utf-8")
+    data = scrub(text).encode("utf-8")  # the output boundary: no credential, no undecodable byte in a file
     try:
         st: os.stat_result | None = os.stat(p)
     except FileNotFoundError:
@@ -175,26 +196,27 @@ def write_output(
         raise UsageError(f"unknown output format {fmt!r} (choose one of {', '.join(FORMATS)}).")
     do_redact = redact if redact is not None else (fmt in CI_FORMATS or redact_default)
     if fmt == "human":
-        shown = redacted(report) if do_redact else report
+        base = redacted(report) if do_redact else report
         if output is None:
-            _human(shown, console, verbose, lang, strict)
+            _human(base, console, verbose, lang, strict)
             return
         from stackdoctor.console import make_console
 
         buf = io.StringIO()
-        _human(shown, make_console(file=buf, width=100), verbose, lang, strict)
+        _human(base, make_console(file=buf, width=100), verbose, lang, strict)
         write_text_file(output, buf.getvalue())
         return
     if fmt == "github":
-        shown = redacted(report) if do_redact else report
+        base = redacted(report) if do_redact else report
         from stackdoctor.render.github import render_annotations, render_summary
 
-        text = render_annotations(shown, lang, strict)
+        drawn = shown(base)
+        text = render_annotations(drawn, lang, strict)
         if output is None:
             _stdout(text)
         else:
             write_text_file(output, text)
-        _append_step_summary(render_summary(shown, redacted=do_redact, lang=lang, strict=strict), console)
+        _append_step_summary(render_summary(drawn, redacted=do_redact, lang=lang, strict=strict), console)
         return
     text = format_report(report, fmt, redact=do_redact, lang=lang, strict=strict)
     if output is None:

@@ -50,21 +50,119 @@ DERIVED = "reconcile: "  # prefix of the source of every derived value
 def reconcile(facts: Facts, matrix: Matrix) -> Facts:
     """New facts: derivations redone from the matrix and ``reconciled`` built from every witness. Pure."""
     f = copy.deepcopy(facts)
-    _derive_nvidia(f, matrix)
+    _unpublish(f)
     _derive_jetson(f, matrix)
     _derive_rocm(f, matrix)
     _derive_intel(f, matrix)
-    _derive_peaks(f, matrix)
-    view = ReconciledFacts()
+    _derive_torch(f)
+    view = ReconciledFacts(done=True)
     view.evidence = recognise(f)
+    n = f.nvidia
+    if n.kernel_module_version is None:  # the loaded module's version: /proc's file, else /sys's (no user-space witness)
+        kmod = _pick(n.observed.get("kernel_module_version") or {}, None, None)
+        if kmod.value:
+            n.kernel_module_version, n.sources["kernel_module_version"] = kmod.value, kmod.source or "kernel module"
+    more = {key: _pick(n.observed.get(key) or {}, getattr(n, key), n.sources.get(key)) for key in ("nvml_version", "driver_library_version")}
     view.nvidia_driver = _nvidia_driver(f)
     view.cuda_driver_version = _cuda_ceiling(f, view.evidence)
-    view.gpus = _nvidia_gpus(f, matrix) + _amd_gpus(f, matrix) + _intel_gpus(f) + _apple_gpus(f)
+    n = f.nvidia
+    view.gpus = _nvidia_gpus(f, matrix) + _amd_gpus(f, matrix) + _intel_gpus(f) + _apple_gpus(f) + [g for a in accelerators.ALL for g in a.gpus(f)]
     view.disagreements = _disagreements(f, view)
     f.reconciled = view
+    _publish(f, view, more)
+    _derive_peaks(f, matrix)
     chosen = accelerators.select(f)
     view.accelerator = chosen.name if chosen else None
     return f
+
+
+# ---------------------------------------------------------------------------- the stable keys carry the view
+
+# The order in which the witnesses of one system-level NVIDIA value are weighed (the first that answered is
+# kept; every other stays in ``nvidia.observed`` and in the view's ``witnesses``): NVML is the stable
+# interface, nvidia-smi's CSV query the next, its table last; the driver library's own cuDriverGetVersion
+# answers only the CUDA level.
+WITNESS_ORDER: tuple[str, ...] = (
+    "nvml", "nvidia-smi --query-gpu", "nvidia-smi", "nvidia-smi (NVML library version line)", "cuDriverGetVersion",
+    "/proc/driver/nvidia/version", "/sys/module/nvidia/version",
+)
+
+
+def _rank(source: str) -> tuple[int, str]:
+    return (WITNESS_ORDER.index(source) if source in WITNESS_ORDER else len(WITNESS_ORDER), source)
+
+
+def _pick(observed: dict[str, str], given: str | None, given_source: str | None) -> SeenValue:
+    """One value from its witnesses: a value the report already carries (a probe of an older stackdoctor, a
+    hand-written fixture) first, then the witnesses in :data:`WITNESS_ORDER`."""
+    seen = SeenValue()
+    for src, value in sorted(observed.items(), key=lambda kv: _rank(kv[0])):
+        if value:
+            seen.witnesses[src] = value
+    if given:
+        src = given_source or "nvidia"
+        seen.witnesses.setdefault(src, given)
+        seen.value, seen.source = given, src
+    elif seen.witnesses:
+        seen.source, seen.value = next(iter(seen.witnesses.items()))
+    return seen
+
+
+def user_space_driver(f: Facts) -> str | None:
+    """The user-space driver's version (NVML, nvidia-smi): ``nvidia.driver_version`` unless reconcile took it
+    from the kernel module because no user-space witness answered."""
+    n = f.nvidia
+    return None if _derived(n.sources.get("driver_version")) else n.driver_version
+
+
+def _unpublish(f: Facts) -> None:
+    """Undo what an earlier reconcile wrote into the stable keys (a replayed report), so it is derived again."""
+    n = f.nvidia
+    for key in ("driver_version", "cuda_driver_version", "nvml_version", "driver_library_version"):
+        if _derived(n.sources.get(key)):
+            setattr(n, key, None)
+            del n.sources[key]
+    n.gpus = [g for g in n.gpus if not _derived(g.sources.get("index"))]
+    for g in n.gpus:
+        if _derived(g.sources.get("compute_capability")):
+            g.compute_capability = None
+            del g.sources["compute_capability"]
+    t = f.torch
+    if _derived(t.sources.get("cudnn_version")):
+        t.cudnn_version = t.sources.pop("cudnn_version").split("torch.backends.cudnn.version() ", 1)[-1].strip() or None
+
+
+def _publish(f: Facts, view: ReconciledFacts, more: dict[str, SeenValue]) -> None:
+    """The reconciled values into the report's stable keys (``nvidia.driver_version``, ``nvidia.gpus`` ...),
+    every witness's own value kept beside them (``nvidia.observed``, ``reconciled.*.witnesses``). A value
+    no user-space tool gave is marked ``reconcile:`` so that a replay derives it again."""
+    n = f.nvidia
+    for key, seen in (("driver_version", view.nvidia_driver), ("cuda_driver_version", view.cuda_driver_version), *more.items()):
+        if seen.value is None or getattr(n, key) is not None:
+            continue
+        setattr(n, key, seen.value)
+        src = seen.source or "nvidia"
+        user = src in WITNESS_ORDER or src in (n.observed.get(key) or {})
+        n.sources[key] = src if user and not src.startswith(("/proc", "/sys")) else DERIVED + src
+    by_bus = {bus_key(g.bus_id): g for g in n.gpus if bus_key(g.bus_id)}
+    tools = set(_kind("nvidia").tool_witnesses)
+    for v in (g for g in view.gpus if g.vendor == "nvidia"):
+        if set(v.witnesses) & tools:
+            g = by_bus.get(v.bus_id) or next((x for x in n.gpus if x.index == v.index), None)
+            if g is not None and g.compute_capability is None and v.compute_capability:
+                src = v.sources.get("compute_capability") or "reconciled view"
+                g.compute_capability, g.sources["compute_capability"] = v.compute_capability, src if _derived(src) else DERIVED + src
+            continue
+        if v.witnesses == [W_PCI] or not v.witnesses and v.torch_index is None:
+            continue  # a GPU no driver lists (only the PCI bus sees it) is not a driver's GPU
+        g = NvidiaGpu(index=v.index, name=v.name, uuid=v.uuid, compute_capability=v.compute_capability, memory_total_mib=v.memory_total_mib, bus_id=v.bus_id)
+        g.sources["index"] = DERIVED + "reconciled view (" + ", ".join(v.witnesses) + ")"
+        for k in ("name", "uuid", "compute_capability", "memory_total_mib", "bus_id"):
+            given = v.sources.get(k)
+            if getattr(g, k) is not None and given:
+                g.sources[k] = given if _derived(given) else DERIVED + given
+        n.gpus.append(g)
+    n.gpus.sort(key=lambda g: g.index)
 
 
 # ---------------------------------------------------------------------------- derivations
@@ -72,18 +170,6 @@ def reconcile(facts: Facts, matrix: Matrix) -> Facts:
 
 def _derived(source: str | None) -> bool:
     return bool(source) and source.startswith(DERIVED)  # type: ignore[union-attr]
-
-
-def _derive_nvidia(f: Facts, matrix: Matrix) -> None:
-    for g in f.nvidia.gpus:
-        if _derived(g.sources.get("compute_capability")):
-            g.compute_capability = None
-            del g.sources["compute_capability"]
-        if g.compute_capability is None and g.name:
-            cc = matrix.gpu_compute_capability(g.name)
-            if cc:
-                g.compute_capability = cc
-                g.sources["compute_capability"] = DERIVED + "compat_matrix/gpus.yaml (name lookup)"
 
 
 def _derive_jetson(f: Facts, matrix: Matrix) -> None:
@@ -169,35 +255,24 @@ def peak_from_sm_clock(gpu: NvidiaGpu, matrix: Matrix) -> float | None:
 
 
 def _nvidia_driver(f: Facts) -> SeenValue:
-    """The user-space driver version (NVML, nvidia-smi), else the kernel module's (``/proc``, ``/sys``)."""
+    """The user-space driver version (NVML, nvidia-smi, in :data:`WITNESS_ORDER`), else the loaded kernel
+    module's (``/proc``, ``/sys``); every witness's value beside it."""
     n = f.nvidia
-    seen = SeenValue()
-    for src, value in sorted((n.observed.get("driver_version") or {}).items()):
-        if value:
-            seen.witnesses[src] = value
+    seen = _pick(n.observed.get("driver_version") or {}, n.driver_version, n.sources.get("driver_version"))
     for src, value in sorted((n.observed.get("kernel_module_version") or {}).items()):
         if value:
-            seen.witnesses[src] = value
+            seen.witnesses.setdefault(src, value)
     if n.kernel_module_version:
         seen.witnesses.setdefault(n.sources.get("kernel_module_version") or "kernel module", n.kernel_module_version)
-    if n.driver_version:
-        seen.witnesses.setdefault(n.sources.get("driver_version") or "nvidia", n.driver_version)
-        seen.value, seen.source = n.driver_version, n.sources.get("driver_version") or "nvidia"
-    elif n.kernel_module_version:
-        seen.value, seen.source = n.kernel_module_version, n.sources.get("kernel_module_version") or "kernel module"
+        if seen.value is None:
+            seen.value, seen.source = n.kernel_module_version, n.sources.get("kernel_module_version") or "kernel module"
     return seen
 
 
 def _cuda_ceiling(f: Facts, evidence: list[Evidence]) -> SeenValue:
-    """The newest CUDA the driver runs: NVML / nvidia-smi, else torch's "found version NNNN" message."""
+    """The newest CUDA the driver runs: NVML / nvidia-smi / the driver library, else torch's "found version NNNN" message."""
     n = f.nvidia
-    seen = SeenValue()
-    for src, value in sorted((n.observed.get("cuda_driver_version") or {}).items()):
-        if value:
-            seen.witnesses[src] = value
-    if n.cuda_driver_version:
-        seen.witnesses.setdefault(n.sources.get("cuda_driver_version") or "nvidia", n.cuda_driver_version)
-        seen.value, seen.source = n.cuda_driver_version, n.sources.get("cuda_driver_version") or "nvidia"
+    seen = _pick(n.observed.get("cuda_driver_version") or {}, n.cuda_driver_version, n.sources.get("cuda_driver_version"))
     for ev in evidence:
         ceiling = ev.values.get("driver_cuda")
         if ceiling:
@@ -205,6 +280,20 @@ def _cuda_ceiling(f: Facts, evidence: list[Evidence]) -> SeenValue:
             if seen.value is None:
                 seen.value, seen.source = ceiling, ev.source
     return seen
+
+
+def _derive_torch(f: Facts) -> None:
+    """cuDNN's version in one form, the runtime's own ("9.10.2"): torch.backends.cudnn.version() answers an
+    integer (91002 = 9.10.2; 8907 = 8.9.7 before cuDNN 9); the runtime wheels' files name "9.24.0.43"."""
+    t = f.torch
+    raw = t.cudnn_version
+    if raw and raw.isdigit():
+        v = int(raw)
+        major, rest = (v // 10000, v % 10000) if v >= 90000 else (v // 1000, v % 1000)
+        dotted = f"{major}.{rest // 100}.{rest % 100}"
+        files = t.runtime_versions.get("cudnn")
+        t.cudnn_version = files if files and (files == dotted or files.startswith(dotted + ".")) else dotted
+        t.sources["cudnn_version"] = DERIVED + "torch.backends.cudnn.version() " + raw
 
 
 # ---------------------------------------------------------------------------- GPUs
@@ -599,9 +688,12 @@ def recognise(f: Facts) -> list[Evidence]:
 
 # ---------------------------------------------------------------------------- disagreements
 
-TOOL_WITNESSES = {"nvidia": ("nvml", "nvidia-smi"), "amd": ("rocminfo", "rocm-smi", "amd-smi", "rocm_agent_enumerator")}
-KERNEL_WITNESSES = {"nvidia": W_PROC, "amd": W_KFD}
-HIDING_VARS = {"nvidia": ("CUDA_VISIBLE_DEVICES",), "amd": ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")}
+def _kind(vendor: str) -> accelerators.Accelerator:
+    """The accelerator kind of ``vendor``'s devices: its tools, its kernel driver's list and its hiding variables."""
+    acc = accelerators.by_vendor(vendor)
+    if acc is None:  # pragma: no cover - the built-in kinds are always registered
+        raise LookupError(f"no accelerator kind for vendor {vendor!r}")
+    return acc
 
 
 def _disagreements(f: Facts, view: ReconciledFacts) -> list[Disagreement]:
@@ -657,18 +749,19 @@ def _count_disagreements(f: Facts, view: ReconciledFacts) -> list[Disagreement]:
     vendor = "amd" if t.hip else "nvidia"
     gpus = [g for g in view.gpus if g.vendor == vendor]
     counted, witness = [], ""
-    tools = [g for g in gpus if set(g.witnesses) & set(TOOL_WITNESSES[vendor])]
-    kernel = [g for g in gpus if KERNEL_WITNESSES[vendor] in g.witnesses]
+    acc = _kind(vendor)
+    tools = [g for g in gpus if set(g.witnesses) & set(acc.tool_witnesses)]
+    kernel = [g for g in gpus if acc.kernel_witness in g.witnesses]
     if tools:
         counted = tools
-        witness = "/".join(w for w in TOOL_WITNESSES[vendor] if any(w in g.witnesses for g in tools))
-    elif kernel:
-        counted, witness = kernel, KERNEL_WITNESSES[vendor]
+        witness = "/".join(w for w in acc.tool_witnesses if any(w in g.witnesses for g in tools))
+    elif kernel and acc.kernel_witness:
+        counted, witness = kernel, acc.kernel_witness
     if not counted or t.device_count == len(counted):
         return []
     why: str | None = None
     env = f.environment
-    for var in HIDING_VARS[vendor]:
+    for var in acc.hiding():
         if var in env:
             left = visible_entries(env[var], len(counted))
             why = f"{var}={env[var]}" if t.device_count == left else f"{var}={env[var]} (leaves {left})"

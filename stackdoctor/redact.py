@@ -28,7 +28,25 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Redactor", "address_family", "address_kind", "describe_counts", "is_secret_name", "redact_report", "redact_text"]
+__all__ = [
+    "MASK",
+    "Redactor",
+    "address_family",
+    "address_kind",
+    "describe_counts",
+    "escape_controls",
+    "fix_undecodable",
+    "has_credentials",
+    "is_secret_name",
+    "is_secret_param",
+    "redact_report",
+    "redact_text",
+    "redact_url",
+    "safe_copy",
+    "safe_data",
+    "scrub",
+    "scrub_secrets",
+]
 
 # ---------------------------------------------------------------------------- patterns
 # Every pattern runs over raw tool outputs of up to 4 MiB: no nested or unbounded-then-backtracking
@@ -71,7 +89,8 @@ _MAC = re.compile(
 _IPV4 = re.compile(r"(?<![0-9A-Za-z.])(?:\d{1,3}\.){3}\d{1,3}(?![0-9A-Za-z]|\.\d)")
 _IPV6 = re.compile(r"(?<![0-9A-Za-z:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{0,4}|(?:\d{1,3}\.){3}\d{1,3})(?:%[A-Za-z0-9_.\-]+)?(?![0-9A-Za-z:])")
 _HOME = re.compile(
-    r"(?P<pre>/home/|/Users/|/var/home/)(?P<user>[^/\\\s\"'<>:;,]+)"
+    # on whole path components only: /srv/x/home/alice is no /home/alice (that HOME is learnt as a whole, see _prime)
+    r"(?<![^\s\"'=:;,(\[{<>|])(?P<pre>/home/|/Users/|/var/home/)(?P<user>[^/\\\s\"'<>:;,]+)"
     # Windows profile folders may hold spaces ("C:\\Users\\Bob Smith")
     r"|(?P<wpre>\b[A-Za-z]:[\\/]Users[\\/])(?P<wuser>[^/\\\r\n\"'<>:;,|*?]+)"
 )
@@ -155,6 +174,236 @@ def address_family(text: str) -> int | None:
     return addr.version if addr is not None else None
 
 
+# ---------------------------------------------------------------------------- the output boundary
+# Everything stackdoctor writes (screens, JSON documents, emitted files, relayed installer output, logs, the
+# bundle) passes :func:`scrub`: credentials become ``****`` the way pip's ``redact_auth_from_url`` shows them,
+# so a reader still sees *that* an index needed credentials (``https://alice:****@host``), never their value.
+
+MASK = "****"
+
+# a URL (scheme://...) up to white space or a quote; its userinfo is everything before the first @ of the authority
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]{0,31}://[^\s\"'<>`]+")
+_AUTHORITY_USERINFO = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]{0,31}://)(?P<userinfo>[^/?#@\s]*)@")
+# user:password@host without a scheme (a URL's netloc quoted alone: "cannot connect to gina:pw@host:9")
+_BARE_USERINFO = re.compile(r"(?<![\w/:.%+\-])(?P<user>[\w.%+\-]{1,64}):(?P<pw>[^\s/@:\"'<>]{1,256})@(?=[\w\[])")
+# name=value pairs of a query string (or a fragment): ?a=1&b=2;c=3
+_QUERY_PAIR = re.compile(r"(?P<pre>[?&;#])(?P<name>[^=&;#?\s]+)=(?P<value>[^&;#\s]*)")
+_SECRET_PARAM_WORDS = re.compile(r"(token|secret|passw|signature|credential|api[-_]?key|access[-_]?key|private[-_]?key|auth)", re.IGNORECASE)
+_SECRET_PARAM_NAMES = frozenset({"key", "sig", "pass", "pwd", "code", "session", "sessionid", "client_secret", "apikey", "sv_sig"})
+
+
+def is_secret_param(name: str) -> bool:
+    """Whether a URL query parameter carries a secret: ``token``, ``private_token``, ``access_token``,
+    ``job_token``, ``key``, ``password``, ``secret``, ``signature``, ``sig`` (Azure SAS),
+    ``X-Amz-Security-Token`` / ``X-Amz-Signature`` / ``X-Amz-Credential`` (S3 pre-signed), ``X-Goog-Signature``..."""
+    low = name.lower()
+    return low in _SECRET_PARAM_NAMES or bool(_SECRET_PARAM_WORDS.search(low))
+
+
+def _mask_userinfo(userinfo: str) -> str:
+    """pip's form: ``user:pass`` -> ``user:****``; a lone token (``ghp_...@``) -> ``****``."""
+    if ":" in userinfo:
+        return userinfo.split(":", 1)[0] + ":" + MASK
+    return MASK
+
+
+def redact_url(url: str, mask: Callable[[str, str], str] | None = None) -> str:
+    """One URL with its userinfo and secret query parameters replaced.
+
+    ``mask(kind, value)`` makes the replacement (``kind`` is ``"credentials"`` for the whole userinfo,
+    ``"secret"`` for a parameter's value); the default is pip's ``****``."""
+    m = _AUTHORITY_USERINFO.match(url)
+    if m and m.group("userinfo") and not m.group("userinfo").startswith("<"):
+        ui = m.group("userinfo")
+        if mask is None:
+            if ui.split(":", 1)[-1] != MASK and ui != MASK:
+                url = m.group("scheme") + _mask_userinfo(ui) + "@" + url[m.end() :]
+        else:
+            url = m.group("scheme") + mask("credentials", ui) + "@" + url[m.end() :]
+    if "=" not in url:
+        return url
+
+    def pair(q: re.Match[str]) -> str:
+        value = q.group("value")
+        if not value or not is_secret_param(q.group("name")) or value == MASK or value.startswith("<"):
+            return q.group(0)
+        return q.group("pre") + q.group("name") + "=" + (mask("secret", value) if mask else MASK)
+
+    return _QUERY_PAIR.sub(pair, url)
+
+
+def has_credentials(url: str) -> bool:
+    """Whether a URL carries credentials (userinfo or a secret query parameter): a fact that may be shown."""
+    return redact_url(url) != url
+
+
+def _known_secrets(environ: Any) -> list[str]:
+    """Values the environment holds that are secrets wherever they show up (``HF_TOKEN``'s value, a
+    password inside ``PIP_INDEX_URL``): replaced as literals, so a value split or re-quoted by a tool
+    (``%40``, ``user:pass`` on its own) still goes."""
+    found: set[str] = set()
+    for name, value in environ.items():
+        if not isinstance(value, str) or not value:
+            continue
+        if is_secret_name(str(name)) and len(value) >= 6 and value.lower() not in _PLAIN_VALUES:
+            found.add(value)
+        if "://" in value:
+
+            def keep(kind: str, v: str) -> str:
+                found.add(v.split(":", 1)[-1] if kind == "credentials" else v)
+                return v
+
+            for url in _URL.findall(value):
+                redact_url(url, keep)
+    return sorted((v for v in found if len(v) >= 6), key=len, reverse=True)
+
+
+_LITERALS: dict[str, Any] = {"key": None, "pattern": None}
+
+
+def _literal_pattern() -> re.Pattern[str] | None:
+    import os
+
+    values = _known_secrets(os.environ)
+    key = "\0".join(values)
+    if _LITERALS["key"] != key:
+        _LITERALS["key"] = key
+        _LITERALS["pattern"] = re.compile("|".join(re.escape(v) for v in values)) if values else None
+    pattern: re.Pattern[str] | None = _LITERALS["pattern"]
+    return pattern
+
+
+def scrub_secrets(text: str, mask: Callable[[str, str], str] | None = None) -> str:
+    """Credentials out of free text: URL userinfo and secret query parameters (:func:`redact_url`), tokens shaped
+    like a known credential (``hf_``, ``ghp_``, ``AKIA...``, JWTs, PEM keys), ``NAME=value`` where NAME is a
+    secret's name, and the secret values the environment holds. ``mask(kind, value)`` as for :func:`redact_url`."""
+    if not text:
+        return text
+    sub = mask or (lambda _kind, _value: MASK)
+    if "-----BEGIN" in text:
+        text = _PEM.sub(lambda m: sub("private-key", m.group(0)), text)
+    if "://" in text:
+        text = _URL.sub(lambda m: redact_url(m.group(0), mask), text)
+    if "@" in text:
+        text = _BARE_USERINFO.sub(lambda m: m.group(0) if m.group("pw") == MASK or m.group("pw").startswith("<") else m.group("user") + ":" + sub("secret", m.group("pw")) + "@", text)
+    for kind, pat in _CREDENTIALS:
+
+        def shaped(m: re.Match[str], kind: str = kind) -> str:
+            return sub(kind, m.group(0))
+
+        text = pat.sub(shaped, text)
+    text = _BEARER.sub(lambda m: m.group(0) if m.group(3).startswith("<") or m.group(3) == MASK else m.group(1) + m.group(2) + sub("secret", m.group(3)), text)
+
+    def assign(m: re.Match[str]) -> str:
+        name, value = m.group("name"), m.group("value")
+        secret = is_secret_name(name) if name.upper() == name else bool(_STRONG_SECRET_NAME.search(name))
+        if not secret or value.startswith("<") or value == MASK or len(value) < 3 or value.lower() in _PLAIN_VALUES or "://" in value:
+            return m.group(0)
+        return name + m.group("sep") + sub("secret", value)
+
+    text = _ASSIGN.sub(assign, text)
+    literal = _literal_pattern()
+    if literal is not None:
+        text = literal.sub(lambda m: sub("secret", m.group(0)), text)
+    return text
+
+
+def fix_undecodable(text: str) -> str:
+    """A string decoded with ``surrogateescape`` (a non-UTF-8 path) with each undecodable byte written as
+    ``\\xff``: visible, and encodable as UTF-8 (a lone surrogate is not)."""
+    if not any("\udc80" <= c <= "\udcff" or "\ud800" <= c <= "\udfff" for c in text):
+        return text
+    out = []
+    for c in text:
+        if "\udc80" <= c <= "\udcff":
+            out.append(f"\\x{ord(c) - 0xDC00:02x}")
+        elif "\ud800" <= c <= "\udfff":
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def scrub(text: str) -> str:
+    """What may leave stackdoctor: :func:`scrub_secrets` and :func:`fix_undecodable`."""
+    return fix_undecodable(scrub_secrets(text))
+
+
+# C0 (but the ones a layout keeps), DEL, C1, and the bidirectional overrides / isolates that reorder what is shown
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_ALL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape_one(m: re.Match[str]) -> str:
+    c = m.group(0)
+    if c in _NAMED:
+        return _NAMED[c]
+    return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+
+def escape_controls(text: str, *, lines: bool = False) -> str:
+    """``text`` with control characters shown, not obeyed: ESC (``\\x1b``), CR (``\\r``), other C0 and C1
+    characters and bidi overrides (``\\u202e``) become visible escapes. ``lines``: keep LF and TAB (a tool's
+    multi-line output); otherwise they are escaped too (one value is one line)."""
+    return (_CONTROL if lines else _CONTROL_ALL).sub(_escape_one, text)
+
+
+# dicts of environment variables (a report's facts.environment, a plan's command_env / a route's env)
+ENV_DICTS = frozenset({"environment", "command_env", "env"})
+
+
+def safe_data(obj: Any, *, screen: bool = False, lines_in: frozenset[str] = frozenset()) -> Any:
+    """A copy of a JSON document fit to leave: every string :func:`scrub` bed; in a dict of environment variables
+    (:data:`ENV_DICTS`) the value of a secret-named one (``HF_TOKEN``) ``****`` (that it is set stays a fact).
+    ``screen``: control characters escaped too (:func:`escape_controls`), keeping line breaks only under the
+    keys in ``lines_in`` (raw tool outputs)."""
+
+    def walk(o: Any, lines: bool, env: bool) -> Any:
+        if isinstance(o, str):
+            o = scrub(o)
+            return escape_controls(o, lines=lines) if screen else o
+        if isinstance(o, dict):
+            out: dict[Any, Any] = {}
+            for k, v in o.items():
+                key = fix_undecodable(k) if isinstance(k, str) else k
+                if env and isinstance(k, str) and isinstance(v, str) and v and v != MASK and is_secret_name(k):
+                    out[key] = MASK
+                else:
+                    out[key] = walk(v, lines or (isinstance(k, str) and k in lines_in), isinstance(k, str) and k in ENV_DICTS)
+            return out
+        if isinstance(o, (list, tuple)):
+            return [walk(v, lines, False) for v in o]
+        return o
+
+    return walk(obj, False, False)
+
+
+def safe_copy(obj: Any, *, screen: bool = False) -> Any:
+    """A copy of a dataclass tree (a plan) with every string as :func:`safe_data` would leave it; for the
+    objects that are drawn without a JSON round trip."""
+    import dataclasses
+
+    def walk(o: Any, key: str | None, env: bool = False) -> Any:
+        if isinstance(o, str):
+            if env and key is not None and o and o != MASK and is_secret_name(key):
+                return MASK
+            o = scrub(o)
+            return escape_controls(o) if screen else o
+        if dataclasses.is_dataclass(o) and not isinstance(o, type):
+            changes = {f.name: walk(getattr(o, f.name), f.name) for f in dataclasses.fields(o) if f.init}
+            return dataclasses.replace(o, **changes)
+        if isinstance(o, dict):
+            return {k: walk(v, k if isinstance(k, str) else None, key in ENV_DICTS) for k, v in o.items()}
+        if isinstance(o, list):
+            return [walk(v, None) for v in o]
+        if isinstance(o, tuple):
+            return tuple(walk(v, None) for v in o)
+        return o
+
+    return walk(obj, None)
+
+
 # ---------------------------------------------------------------------------- the redactor
 
 
@@ -203,7 +452,12 @@ class Redactor:
         if not s:
             return s
         s = _PEM.sub(lambda m: self.token("private-key", m.group(0), fold=False), s)
-        s = _URL_CREDS.sub(lambda m: m.group("scheme") + self.token("credentials", m.group("userinfo"), fold=False) + "@", s)
+        # the output boundary's rules (userinfo, secret query parameters), with stable tokens instead of ****
+        if "://" in s:
+            s = _URL.sub(lambda m: redact_url(m.group(0), lambda kind, v: self.token(kind, v, fold=False)), s)
+            s = _URL_CREDS.sub(lambda m: m.group(0) if m.group("userinfo").startswith("<") else m.group("scheme") + self.token("credentials", m.group("userinfo"), fold=False) + "@", s)
+        if "@" in s:
+            s = _BARE_USERINFO.sub(lambda m: m.group(0) if m.group("pw").startswith("<") else m.group("user") + ":" + self.token("secret", m.group("pw"), fold=False) + "@", s)
         for kind, pat in _CREDENTIALS:
             s = pat.sub(self._whole(kind), s)
         s = _BEARER.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) if m.group(3).startswith("<") else self.token("secret", m.group(3), fold=False)), s)
@@ -320,6 +574,19 @@ def _prime(r: Redactor, data: dict[str, Any]) -> None:
     for name, value in env.items():
         if isinstance(value, str) and is_secret_name(str(name)) and len(value) >= 4:
             r.add_literal(value, "secret", fixed=r.token("secret", value, fold=False))
+    # the home folder itself, wherever it lives (HOME=/srv/x/home/alice.smith), replaced on whole path components
+    import os
+
+    for home in {str(env.get("HOME") or ""), os.environ.get("HOME", "")}:
+        home = home.rstrip("/\\")
+        user = re.split(r"[/\\]", home)[-1]
+        if len(home) < 2 or not user or user.lower() in generic:
+            continue  # "/", "/root": identify no one
+        pat = re.compile(r"(?<![^\s\"'=:;,(\[{<>|])" + re.escape(home) + r"(?![^/\\\s\"'<>:;,|)\]}])")
+        r.literals.append((pat, _always("<home>"), True))
+        r.literals.sort(key=lambda pr: -len(pr[0].pattern))
+        if len(user) >= 3 and not user.startswith("<"):
+            r.add_literal(user, "user", fixed="<user>", in_facts=False)
     # user names from home paths anywhere in the report
     found: set[str] = set()
 

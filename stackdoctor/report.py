@@ -73,7 +73,11 @@ class Report:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_data(), indent=indent, sort_keys=False, ensure_ascii=False)
+        """The report as it may leave the machine: credentials ``****`` (their presence kept), a secret-named
+        variable's value ``****``, undecodable path bytes as ``\\xff`` (valid UTF-8 whatever the paths)."""
+        from stackdoctor.redact import safe_data
+
+        return json.dumps(safe_data(self.to_data()), indent=indent, sort_keys=False, ensure_ascii=False)
 
     @property
     def counts(self) -> dict[str, int]:

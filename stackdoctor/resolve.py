@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from stackdoctor.facts import Facts, ReconciledFacts
+from stackdoctor import accelerators
+from stackdoctor.facts import Facts
 from stackdoctor.matrix import (
     Matrix,
     Release,
@@ -125,19 +126,17 @@ _INTEL_XPU_RE = re.compile(
 )
 
 
-def _reconciled(facts: Facts, matrix: Matrix) -> Facts:
-    """``facts`` with their reconciled view: as given when they carry one (check and install reconcile first)."""
-    if facts.reconciled != ReconciledFacts():
-        return facts
-    from stackdoctor.reconcile import reconcile
-
-    return reconcile(facts, matrix)
+def _reconciled(facts: Facts) -> Facts:
+    """``facts`` as the pipeline hands them: reconciled (every witness weighed, derived values derived once)."""
+    if not facts.reconciled.done:
+        raise ValueError("resolve needs reconciled facts: pass them through stackdoctor.reconcile.reconcile first")
+    return facts
 
 
 def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
     """The target of a resolution: this machine's facts (their reconciled view: every witness of the GPUs
     and the driver) with the request's what-if overrides applied."""
-    facts = _reconciled(facts, matrix)
+    facts = _reconciled(facts)
     p = facts.platform
     tag = request.platform or facts.python.platform_tag
     os_, arch, floor = ("unknown", "", None)
@@ -190,8 +189,7 @@ def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
         view = facts.reconciled.gpus
         listed = [v for v in view if v.vendor == "nvidia" and v.witnesses != ["pci"]]
         for v in listed:
-            cc = v.compute_capability or matrix.gpu_compute_capability(v.name)
-            t.gpus.append(Gpu("nvidia", v.index, v.name, cc=cc, uuid=v.uuid))
+            t.gpus.append(Gpu("nvidia", v.index, v.name, cc=v.compute_capability, uuid=v.uuid))  # derived once, in reconcile
         unlisted = [v for v in view if v.vendor == "nvidia" and v.witnesses == ["pci"]]
         if not listed and unlisted and not facts.jetson.is_jetson:
             t.nvidia_unlisted = len(unlisted)
@@ -204,6 +202,9 @@ def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
                 t.gpus.append(Gpu("amd", v.index, v.name, gfx=(v.gfx or "").split(":", 1)[0].lower() or None, integrated=v.integrated, uuid=v.uuid))
         for i, iv in enumerate(v for v in view if v.vendor == "intel"):
             t.gpus.append(Gpu("intel", i, iv.name, integrated=iv.integrated))
+        for acc in accelerators.ALL:
+            if acc not in accelerators.BUILTIN:  # a plug-in kind: its GPUs as the reconciled view lists them
+                t.gpus.extend(Gpu(acc.vendor, v.index, v.name, integrated=v.integrated, uuid=v.uuid) for v in acc.devices(facts))
     drv = facts.reconciled.nvidia_driver
     t.driver = request.driver or drv.value
     if not request.driver and drv.value and drv.source and drv.source.startswith(("/proc", "/sys")):
@@ -457,6 +458,9 @@ def _accel_kind(t: Target, gpus: list[Gpu]) -> str:
         return "rocm"
     if any(g.vendor == "intel" for g in gpus):
         return "xpu"
+    for acc in accelerators.ALL:  # a plug-in kind's build serves its GPUs
+        if acc not in accelerators.BUILTIN and any(g.vendor == acc.vendor for g in gpus):
+            return acc.build_kind
     return "cpu"
 
 
@@ -616,7 +620,9 @@ def _best_gpu_fit(
 
 def _kind_name(kind: str) -> str:
     """How a build kind is written in a sentence: ``CUDA``, ``ROCm``, ``XPU``, ``CPU``."""
-    return {"cuda": "CUDA", "rocm": "ROCm", "xpu": "XPU", "cpu": "CPU", "mps": "MPS"}.get(kind, kind)
+    if kind == "cpu":
+        return "CPU"
+    return next((a.build_label for a in accelerators.ALL if a.build_kind == kind and a.build_label), kind)
 
 
 def _gpu_summary(gpus: list[Gpu]) -> str:
@@ -651,7 +657,8 @@ def _hide_env(kind: str, kept: list[Gpu], all_gpus: list[Gpu]) -> dict[str, str]
         if all(g.uuid for g in kept):
             return {"CUDA_VISIBLE_DEVICES": ",".join(g.uuid for g in kept)}  # type: ignore[misc]
         return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(str(g.index) for g in kept)}
-    return {"HIP_VISIBLE_DEVICES": ",".join(str(g.index) for g in kept)}
+    acc = next((a for a in accelerators.ALL if a.build_kind == kind and a.hide_var), None)
+    return {acc.hide_var if acc and acc.hide_var else "HIP_VISIBLE_DEVICES": ",".join(str(g.index) for g in kept)}
 
 
 def _newer_than(version: Version, cands: list[tuple[Release, Version]]) -> list[tuple[Release, Version]]:

@@ -18,6 +18,7 @@ The wheels are built with tests/indexserver.py's ``build_wheel`` (valid RECORD, 
 
 from __future__ import annotations
 
+import base64
 import threading
 import urllib.parse
 from collections import Counter
@@ -53,7 +54,12 @@ def specs() -> dict[str, WheelSpec]:
 
 
 class SourceServer:
-    def __init__(self) -> None:
+    """``auth``: path prefix -> (user, password) that requests under it must send as HTTP basic auth (else 401),
+    an index that needs the credentials its users configure (tests/test_output_boundary.py)."""
+
+    def __init__(self, auth: dict[str, tuple[str, str]] | None = None) -> None:
+        self.auth = dict(auth or {})
+        self.refused = 0
         self.specs = specs()
         self.wheels = {name: build_wheel(s) for name, s in self.specs.items()}
         self.hits: Counter[str] = Counter()
@@ -149,7 +155,16 @@ class SourceServer:
                 with srv.lock:
                     srv.hits[urllib.parse.urlsplit(self.path).path] += 1
                 status, body, ctype = srv.route(self.path)
+                need = next((cred for prefix, cred in srv.auth.items() if self.path.startswith(prefix)), None)
+                if need is not None:
+                    want = "Basic " + base64.b64encode(f"{need[0]}:{need[1]}".encode()).decode()
+                    if self.headers.get("Authorization") != want:
+                        with srv.lock:
+                            srv.refused += 1
+                        status, body, ctype = 401, b"credentials required", "text/plain"
                 self.send_response(status)
+                if status == 401:
+                    self.send_header("WWW-Authenticate", 'Basic realm="stackdoctor-tests"')
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()

@@ -25,6 +25,7 @@ from stackdoctor.conda import conda_command, conda_name, environment_yml, routes
 from stackdoctor.facts import Facts
 from stackdoctor.matrix import load_matrix
 from stackdoctor.plan import Request
+from stackdoctor.reconcile import reconcile
 from stackdoctor.resolve import resolve
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -48,6 +49,7 @@ def conda_facts(driver: str | None = None, cuda: str | None = None, gpu: str | N
 
 def plan_routes(f: Facts, installer: str = "pip", torch: str | None = "2.13.0"):
     m = load_matrix()
+    f = reconcile(f, m)  # as install hands them on: the witnesses weighed
     plan = resolve(f, m, Request(torch=torch))
     rs = routes(plan, f, m, pip_command=["python", "-m", "pip", "install", "x"], installer=installer, platform_tag=f.python.platform_tag,
                 driver=f.nvidia.driver_version, packages=["torch"])

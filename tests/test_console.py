@@ -15,6 +15,8 @@ from helpers import console_script, machine_env
 
 from stackdoctor.console import ASCII_MARKS, UNICODE_MARKS, SafeStream, can_encode, make_console, marks
 from stackdoctor.facts import Facts, KernelFacts, from_data
+from stackdoctor.matrix import load_matrix
+from stackdoctor.reconcile import reconcile
 from stackdoctor.report import Finding, Report
 
 MACHINES = Path(__file__).parent / "fixtures" / "machines"
@@ -33,6 +35,7 @@ def text_of(s: io.TextIOWrapper) -> str:
 
 def report_with_every_mark() -> Report:
     facts = from_data(Facts, json.loads(BROKEN.read_text())["facts"])  # no torch: the tree has ok, warn and none marks
+    facts = reconcile(facts, load_matrix([]))  # as the pipeline hands them to the screen
     return Report(facts=facts, findings=[
         Finding(code="driver-too-old", severity="fail", title="The NVIDIA driver is too old", detail="d", fix="f", layer="driver"),
         Finding(code="torch-missing", severity="warn", title="PyTorch is not installed", detail="d", fix="f", layer="torch"),

@@ -61,6 +61,14 @@ def learned(index, tmp_path_factory):
     return home, out, r, yaml.safe_load(out.read_text())
 
 
+def _plan(facts, matrix, request):
+    """The plan as install makes it: the facts reconciled first (resolve refuses raw ones)."""
+    from stackdoctor.reconcile import reconcile
+    from stackdoctor.resolve import resolve
+
+    return resolve(reconcile(facts, matrix), matrix, request)
+
+
 def _row(doc, version):
     return next(r for r in doc["releases"] if r["version"] == version)
 
@@ -123,14 +131,13 @@ def test_index_witness_plans_an_unknown_release(index):
     from stackdoctor.learn import HttpSource, witness_matrix
     from stackdoctor.matrix import load_matrix
     from stackdoctor.plan import Request
-    from stackdoctor.resolve import resolve
 
     m = load_matrix()
     assert m.release("2.16.0") is None
     with IndexClient({}, cache=PageCache(None)) as client:
         m2, notes = witness_matrix(m, [HttpSource(index.url, client)])
     assert any("2.16.0" in n and index.url in n for n in notes)
-    plan = resolve(Facts(), m2, Request(platform="manylinux_2_28_x86_64", python_version="3.11", variant="cpu"))
+    plan = _plan(Facts(), m2, Request(platform="manylinux_2_28_x86_64", python_version="3.11", variant="cpu"))
     assert plan.torch_version == "2.16.0" and plan.variant == "cpu"
     assert any("learned" in r and "127.0.0.1" in r for r in plan.reasons), plan.reasons
 
@@ -161,19 +168,18 @@ def test_every_final_pypi_release_is_known():
 def test_unpinned_plans_pick_the_newest_release_where_it_fits():
     from stackdoctor.facts import Facts
     from stackdoctor.plan import Request
-    from stackdoctor.resolve import resolve
 
     m = _shipped()
-    h100 = resolve(Facts(), m, Request(platform="manylinux_2_28_x86_64", python_version="3.12", gpus=["H100"], driver="595.45.04"))
+    h100 = _plan(Facts(), m, Request(platform="manylinux_2_28_x86_64", python_version="3.12", gpus=["H100"], driver="595.45.04"))
     assert (h100.torch_version, h100.variant) == ("2.15.0", "cu132"), h100.reasons
     assert h100.command and "torch==2.15.0" in h100.command  # PyPI's default build is cu132: planned from PyPI
-    win = resolve(Facts(), m, Request(platform="win_amd64", python_version="3.12"))
+    win = _plan(Facts(), m, Request(platform="win_amd64", python_version="3.12"))
     assert (win.torch_version, win.variant) == ("2.15.0", "cpu"), win.reasons
-    py315 = resolve(Facts(), m, Request(platform="manylinux_2_28_x86_64", python_version="3.15", gpus=["H100"], driver="595.45.04"))
+    py315 = _plan(Facts(), m, Request(platform="manylinux_2_28_x86_64", python_version="3.15", gpus=["H100"], driver="595.45.04"))
     assert py315.torch_version == "2.15.0", py315.reasons
-    old_driver = resolve(Facts(), m, Request(platform="manylinux_2_28_x86_64", python_version="3.12", gpus=["H100"], driver="570.86.10"))
+    old_driver = _plan(Facts(), m, Request(platform="manylinux_2_28_x86_64", python_version="3.12", gpus=["H100"], driver="570.86.10"))
     assert old_driver.variant != "cu132" and old_driver.torch_version != "2.15.0", old_driver.reasons  # CUDA 13 needs >= 580
-    t13 = resolve(Facts(), m, Request(platform="manylinux_2_28_x86_64", python_version="3.13t", gpus=["H100"], driver="595.45.04", torch="2.12.0"))
+    t13 = _plan(Facts(), m, Request(platform="manylinux_2_28_x86_64", python_version="3.13t", gpus=["H100"], driver="595.45.04", torch="2.12.0"))
     assert t13.torch_version == "2.12.0", t13.reasons  # 2.12.0 has cp313t wheels (only 2.12.1 dropped them)
 
 
@@ -192,28 +198,27 @@ def _h100_with(torch_version: str, variant: str):
 def test_no_silent_downgrade():
     from stackdoctor.matrix import load_matrix
     from stackdoctor.plan import Request
-    from stackdoctor.resolve import resolve
 
     hand_kept = load_matrix([REPO / "compat_matrix" / n for n in ("releases.yaml", "cuda.yaml", "gpus.yaml", "indexes.yaml", "platform.yaml")], embedded=False)
     assert hand_kept.release("2.15.0") is not None and not hand_kept.release("2.15.0").variants  # builds unknown there
     f = _h100_with("2.15.0", "cu132")
-    keep = resolve(f, hand_kept, Request())
+    keep = _plan(f, hand_kept, Request())
     assert keep.satisfied and (keep.torch_version, keep.variant) == ("2.15.0", "cu132") and keep.command == []
     assert "no downgrade" in keep.reasons[0] and "matrix learn" in keep.reasons[0]
-    pinned = resolve(f, hand_kept, Request(torch="2.14.0"))
+    pinned = _plan(f, hand_kept, Request(torch="2.14.0"))
     assert pinned.reasons[0].startswith("downgrade from 2.15.0+cu132 to 2.14.0+cu132: --torch 2.14.0 asks for it"), pinned.reasons
-    down = resolve(_h100_with("2.14.1", "cu130"), _shipped(), Request(variant="cpu"))
+    down = _plan(_h100_with("2.14.1", "cu130"), _shipped(), Request(variant="cpu"))
     assert down.reasons[0].startswith("downgrade from 2.14.1+cu130 to 2.14.0+cpu: --variant cpu asks for that build"), down.reasons
-    up = resolve(_h100_with("2.13.0", "cu130"), _shipped(), Request(variant="cpu"))
+    up = _plan(_h100_with("2.13.0", "cu130"), _shipped(), Request(variant="cpu"))
     assert up.reasons[0] == "replaces the installed torch: 2.13.0+cu130 -> 2.14.0+cpu", up.reasons
 
 
 def test_a_failed_plan_is_one_honest_answer():
     from stackdoctor.facts import Facts
     from stackdoctor.plan import Request
-    from stackdoctor.resolve import request_value_error, resolve
+    from stackdoctor.resolve import request_value_error
 
-    plan = resolve(Facts(), _shipped(), Request(platform="win_amd64", python_version="3.12", torch="2.15.0", variant="cu132", driver="595.45.04", gpus=["H100"]))
+    plan = _plan(Facts(), _shipped(), Request(platform="win_amd64", python_version="3.12", torch="2.15.0", variant="cu132", driver="595.45.04", gpus=["H100"]))
     assert plan.variant is None and plan.command == [] and plan.error is not None and plan.error.exit_code == 1
     assert plan.error.message.startswith("No torch build fits this request: ")
     assert "amiga" in request_value_error(platform="amiga")
@@ -226,12 +231,11 @@ def test_companions_fall_back_to_the_newest_release_that_has_them(tmp_path):
     from stackdoctor.facts import Facts
     from stackdoctor.matrix import load_matrix
     from stackdoctor.plan import Request
-    from stackdoctor.resolve import resolve
 
     layer = tmp_path / "l.yaml"
     layer.write_text('releases:\n  - {version: "2.16.0", source: "test stand-in", pythons: ["3.12"], variants: [{name: cpu, platforms: [win_amd64], source: "test stand-in"}]}\n')
     m = load_matrix([layer])
-    plan = resolve(Facts(), m, Request(platform="win_amd64", python_version="3.12", packages=["torch", "torchvision", "torchaudio"]))
+    plan = _plan(Facts(), m, Request(platform="win_amd64", python_version="3.12", packages=["torch", "torchvision", "torchaudio"]))
     assert plan.torch_version == "2.15.0", plan.reasons
     assert any("2.16.0" in r and "no torchaudio or torchvision paired" in r for r in plan.reasons), plan.reasons
 
@@ -275,13 +279,12 @@ def test_index_witness_infers_gpu_code_from_the_nearest_build_of_the_same_cuda(t
     from stackdoctor.index import IndexClient, PageCache
     from stackdoctor.learn import HttpSource, witness_matrix
     from stackdoctor.plan import Request
-    from stackdoctor.resolve import resolve
 
     standin = standin_wheel(tmp_path, "torch", "2.16.0+cu132", "cp312-cp312-manylinux_2_28_x86_64", ">=3.11")
     with LearnIndex([standin]) as idx, IndexClient({}, cache=PageCache(None)) as client:
         m, notes = witness_matrix(_shipped(), [HttpSource(idx.url, client)])
     cu = m.release("2.16.0").variant("cu132")
     assert cu.arch_list == m.release("2.15.0").variant("cu132").arch_list and cu.derived_from.startswith("inferred: GPU code of torch 2.15.0 cu132")
-    plan = resolve(Facts(), m, Request(platform="manylinux_2_28_x86_64", python_version="3.12", gpus=["H100"], driver="595.45.04"))
+    plan = _plan(Facts(), m, Request(platform="manylinux_2_28_x86_64", python_version="3.12", gpus=["H100"], driver="595.45.04"))
     assert (plan.torch_version, plan.variant, plan.index_url) == ("2.16.0", "cu132", idx.url)
     assert any("inferred" in r and idx.url.rsplit("/", 1)[0] in r for r in plan.reasons), plan.reasons

@@ -21,11 +21,14 @@ import yaml
 from helpers import machine_env, run_sd
 
 from stackdoctor.engine import select_target
+from stackdoctor.facts import Facts
+from stackdoctor.matrix import load_matrix
 from stackdoctor.probes import ProbeContext, Target, cuda_toolkit, nvidia
 from stackdoctor.probes import platform as platform_probe
 from stackdoctor.probes.nvidia import find_smi, parse_smi_table
 from stackdoctor.probes.nvml import parse_nvml_output
 from stackdoctor.probes.platform import parse_windows_version
+from stackdoctor.reconcile import reconcile
 from stackdoctor.system import Host, System
 
 # The replaying tools are /bin/sh scripts placed where Windows keeps its tools; on a real Windows
@@ -149,7 +152,7 @@ def test_nvidia_smi_from_the_nvsmi_folder_when_not_on_path(tmp_path):
     c = ctx(root, {"PATH": empty_path(tmp_path)})
     assert find_smi(c.system) == (NVSMI, str(root / "C" / "Program Files" / "NVIDIA Corporation" / "NVSMI" / "nvidia-smi.exe"))
     out = nvidia.probe(c)
-    f = out.facts["nvidia"]
+    f = reconcile(Facts(nvidia=out.facts["nvidia"]), load_matrix([])).nvidia  # the witnesses weighed
     want = derived(W01)
     assert out.status == "ok" and f.smi_state == "ok" and f.smi_path == NVSMI
     assert (f.driver_version, f.cuda_driver_version, f.smi_version) == (want["driver_version"], want["driver_max_cuda"], want["nvidia_smi_version"])

@@ -14,7 +14,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stackdoctor.facts import NvidiaFacts
+from stackdoctor.facts import Facts, NvidiaFacts
+from stackdoctor.matrix import load_matrix
 from stackdoctor.probes import ProbeContext, Target, nvidia
 from stackdoctor.probes.nvidia import (
     parse_proc_driver_version,
@@ -25,7 +26,13 @@ from stackdoctor.probes.nvidia import (
     parse_sys_module_version,
 )
 from stackdoctor.probes.nvml import cuda_version_from_int, parse_nvml_output, query_nvml, throttle_reason_names
+from stackdoctor.reconcile import reconcile
 from stackdoctor.system import System
+
+
+def weighed(out) -> NvidiaFacts:
+    """The probe's NVIDIA facts after reconcile weighed the witnesses (the probe records each witness; it picks no winner)."""
+    return reconcile(Facts(nvidia=out.facts["nvidia"]), load_matrix([])).nvidia
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 REAL = FIX / "real"
@@ -424,7 +431,7 @@ def test_probe_healthy_machine_from_sysroot_and_fake_smi(fake_bin, sysroot, tmp_
     ))
     out = nvidia.probe(ctx_for(sysroot))
     assert out.status == "ok" and out.error is None
-    f: NvidiaFacts = out.facts["nvidia"]
+    f: NvidiaFacts = weighed(out)
     assert f.nvml_state == "skipped"
     assert (f.driver_version, f.sources["driver_version"]) == ("550.40.07", "nvidia-smi --query-gpu")
     assert (f.cuda_driver_version, f.sources["cuda_driver_version"]) == ("12.4", "nvidia-smi")
@@ -450,7 +457,7 @@ def test_probe_nvml_first_then_smi(fake_bin, sysroot, tmp_path, fake_pynvml):
     env = fake_pynvml({"driver": "550.54.14", "gpus": [{"name": "NVIDIA GeForce RTX 4070", "bus": "00000000:2D:00.0", "uuid": "GPU-5c3b0e1f-0000-1111-2222-333344445555"}]})
     env["PATH"] = os.environ["PATH"]
     out = nvidia.probe(ctx_for(sysroot, env, use_nvml=True))
-    f = out.facts["nvidia"]
+    f = weighed(out)
     assert f.nvml_state == "ok"
     assert (f.driver_version, f.sources["driver_version"]) == ("550.54.14", "nvml")
     assert f.observed["driver_version"]["nvidia-smi --query-gpu"] == "550.40.07"  # disagreement kept for the engine
@@ -465,10 +472,10 @@ def test_probe_old_driver_rejects_compute_cap(fake_bin, sysroot, tmp_path):
         tmp_path, reject_cc=True, old_query=(SYN / "query_no_compute_cap.csv").read_text(),
         table=(REAL / "c36-rtx3070-driver470-cuda114-ubuntu" / "nvidia-smi.txt").read_text(),
     ))
-    f = nvidia.probe(ctx_for(sysroot)).facts["nvidia"]
+    f = weighed(nvidia.probe(ctx_for(sysroot)))
     assert f.smi_state == "ok"
     g = f.gpus[0]
-    assert g.compute_capability is None
+    assert g.sources["compute_capability"].startswith("reconcile: ")  # no tool answered it: the matrix's name lookup
     assert g.name == "NVIDIA GeForce RTX 3070" and g.sources["name"] == "nvidia-smi --query-gpu"
     assert (f.driver_version, f.cuda_driver_version) == ("470.57.02", "11.4")
 
@@ -487,7 +494,7 @@ def test_probe_driver_failures_are_facts_and_stop_early(fake_bin, sysroot, tmp_p
     calls = tmp_path / "calls.log"
     fake_bin("nvidia-smi", stdout=text, rc=rc, script=f'echo "$*" >> {calls}\nprintf "%s" "$(cat {tmp_path}/fakebin/.nvidia-smi.stdout)"\necho\nexit {rc}\n')
     out = nvidia.probe(ctx_for(sysroot))
-    f = out.facts["nvidia"]
+    f = weighed(out)
     assert out.status == "ok"
     assert f.smi_state == state and f.smi_exit_code == rc
     assert f.smi_message == (message or text.strip())
@@ -508,7 +515,7 @@ def test_probe_lib_mismatch_names_the_user_space_version_from_its_files(fake_bin
     libdir = sysroot / "usr/lib/x86_64-linux-gnu"
     for name in ("libcuda.so.570.124.04", "libnvidia-ml.so.570.124.04", "libnvidia-ml.so.1"):
         (libdir / name).write_text("")
-    f = nvidia.probe(ctx_for(sysroot)).facts["nvidia"]
+    f = weighed(nvidia.probe(ctx_for(sysroot)))
     assert f.smi_state == "lib-mismatch"
     assert f.driver_library_version == "570.124.04"
     assert f.observed["driver_library_version"] == {"file:/usr/lib/x86_64-linux-gnu/libcuda.so.570.124.04": "570.124.04",
@@ -524,7 +531,7 @@ def test_probe_lib_mismatch_names_the_user_space_version_from_its_files(fake_bin
 
 def test_probe_cuda_err_banner(fake_bin, sysroot, tmp_path):
     fake_bin("nvidia-smi", script=smi_script(tmp_path, table=(REAL / "c06-wsl2-rtx3060laptop-driver546-cuda-err" / "nvidia-smi.txt").read_text()))
-    f = nvidia.probe(ctx_for(sysroot)).facts["nvidia"]
+    f = weighed(nvidia.probe(ctx_for(sysroot)))
     assert f.smi_state == "cuda-err" and f.smi_message == "CUDA Version: ERR!"
     assert f.cuda_driver_version is None and f.driver_version == "546.80" and f.smi_version == "545.46"
 
@@ -533,7 +540,7 @@ def test_probe_without_nvidia_smi_is_a_plain_fact(tmp_path):
     empty = tmp_path / "emptybin"
     empty.mkdir()
     out = nvidia.probe(ctx_for(tmp_path / "nothing", {"PATH": str(empty)}))
-    f = out.facts["nvidia"]
+    f = weighed(out)
     assert out.status == "ok" and out.error is None
     assert f.smi_state == "absent" and f.gpus == [] and f.libcuda_paths == [] and f.kernel_module_version is None
 
@@ -545,7 +552,7 @@ def test_probe_hanging_smi_ends_at_timeout_with_partial_output(fake_bin, sysroot
     start = time.monotonic()
     out = nvidia.probe(ctx)
     assert time.monotonic() - start < 10
-    f = out.facts["nvidia"]
+    f = weighed(out)
     assert out.status == "timeout"
     assert out.error == "nvidia-smi did not answer in 1 s"
     assert f.smi_state == "timeout"
@@ -557,7 +564,7 @@ def test_probe_hanging_table_after_good_query(fake_bin, sysroot, tmp_path):
     script = smi_script(tmp_path, query=(SYN / "query_2gpu.csv").read_text()).replace('"") cat', '"") head -4 {}; sleep 600; cat'.format(REAL / "c14-rtx4070-driver550-linux" / "nvidia-smi.txt"))
     fake_bin("nvidia-smi", script=script)
     out = nvidia.probe(ctx_for(sysroot, timeout=1.0))
-    f = out.facts["nvidia"]
+    f = weighed(out)
     assert out.status == "timeout" and "did not answer in 1 s" in (out.error or "")
     assert len(f.gpus) == 2 and f.driver_version == "550.40.07"
     assert f.smi_version == "550.40.07"  # the banner arrived before the hang
@@ -623,8 +630,10 @@ def test_probe_reads_every_proc_gpu_without_any_tool(sysroot, tmp_path):
     (sysroot / "proc/driver/nvidia/gpus/0000:99:00.0").mkdir(parents=True)  # a directory without its file: skipped
     empty = tmp_path / "emptybin"
     empty.mkdir()
-    f = nvidia.probe(ctx_for(sysroot, {"PATH": str(empty)})).facts["nvidia"]
-    assert f.smi_state == "absent" and f.gpus == []
+    f = weighed(nvidia.probe(ctx_for(sysroot, {"PATH": str(empty)})))
+    # no tool listed a GPU: the report's GPUs are the kernel module's, marked as reconcile's (a replay derives them again)
+    assert f.smi_state == "absent" and [g.name for g in f.gpus] == ["NVIDIA H100 80GB HBM3", "NVIDIA L4"]
+    assert all(g.sources["index"].startswith("reconcile: ") for g in f.gpus)
     assert [(g.bus_id, g.name, g.device_minor) for g in f.proc_gpus] == [("0000:62:00.0", "NVIDIA H100 80GB HBM3", 5), ("0000:70:00.0", "NVIDIA L4", 0)]
     assert f.proc_gpus[0].source == "/proc/driver/nvidia/gpus/0000:62:00.0/information"
     assert f.kernel_module_version == "565.57.01"

@@ -302,6 +302,7 @@ def test_every_machine_gives_the_same_findings_and_plan_after_redaction(path):
     from stackdoctor.facts import from_data
     from stackdoctor.matrix import load_matrix
     from stackdoctor.plan import Request
+    from stackdoctor.reconcile import reconcile
     from stackdoctor.resolve import resolve
 
     f = from_data(Facts, json.loads(path.read_text(encoding="utf-8"))["facts"])
@@ -311,7 +312,7 @@ def test_every_machine_gives_the_same_findings_and_plan_after_redaction(path):
     red = report_from_data(redact_report(rep.to_data(), r))
     assert _judge(red) == _judge(report_from_data(rep.to_data()))
     m = load_matrix([])
-    pa, pb = resolve(rep.facts, m, Request()), resolve(red.facts, m, Request())
+    pa, pb = resolve(reconcile(rep.facts, m), m, Request()), resolve(reconcile(red.facts, m), m, Request())
     # the same plan; values naming this machine (CUDA_VISIBLE_DEVICES=GPU-...) carry the same tokens
     assert (pa.torch_version, pa.variant, pa.index_url) == (pb.torch_version, pb.variant, pb.index_url)
     assert {k: r.text(v, in_facts=True) for k, v in pa.env.items()} == pb.env
@@ -366,3 +367,89 @@ def test_public_address_in_1_to_9_slash_8_is_redacted_where_text_says_address():
     # versions keep their shape
     assert r.text("nvidia-cudnn-cu12 9.1.0.70") == "nvidia-cudnn-cu12 9.1.0.70"
     assert r.text("cuDNN version 9.1.0.70 loaded") == "cuDNN version 9.1.0.70 loaded"
+
+
+# ---------------------------------------------------------------------------- the output boundary (issue 21)
+
+from stackdoctor.redact import MASK, escape_controls, fix_undecodable, has_credentials, redact_url, safe_data, scrub  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://alice:s3cr3t@host/simple", "https://alice:****@host/simple"),  # pip's redact_auth_from_url form
+        ("https://ghp_tok3n@host/simple", "https://****@host/simple"),  # a token alone: no user to keep
+        ("https://host/simple?private_token=glp4t&page=2", "https://host/simple?private_token=****&page=2"),
+        ("https://h/x?access_token=a1b2&job_token=c3d4&token=e5f6", "https://h/x?access_token=****&job_token=****&token=****"),
+        ("https://acct.blob.core.windows.net/w/?sv=2022-11-02&sig=AbC%2Bd3", "https://acct.blob.core.windows.net/w/?sv=2022-11-02&sig=****"),
+        (
+            "https://b.s3.amazonaws.com/w/?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=ASIAX%2F2026&X-Amz-Security-Token=IQoJ&X-Amz-Signature=9f8e",
+            "https://b.s3.amazonaws.com/w/?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=****&X-Amz-Security-Token=****&X-Amz-Signature=****",
+        ),
+        ("https://h/x?KEY=v4lue&Password=pw&secret=s&signature=sg", "https://h/x?KEY=****&Password=****&secret=****&signature=****"),
+        ("http://bob:pr0xy@proxy.corp:3128", "http://bob:****@proxy.corp:3128"),
+        ("https://download.pytorch.org/whl/cu130?variant=cpu", "https://download.pytorch.org/whl/cu130?variant=cpu"),
+    ],
+)
+def test_urls_lose_their_credentials_but_say_they_had_them(url, shown):
+    assert redact_url(url) == shown == scrub(url)
+    assert has_credentials(url) is (shown != url)
+    assert redact_url(shown) == shown  # idempotent: a redacted URL stays as it is
+
+
+def test_scrub_catches_credentials_in_free_text():
+    text = "cannot connect to gina:pw9Xz@127.0.0.1:9 for PIP_EXTRA_INDEX_URL='https://h/s?private_token=abc123' HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUvWx"
+    out = scrub(text)
+    assert "pw9Xz" not in out and "abc123" not in out and "hf_AbCd" not in out
+    assert "gina:****@127.0.0.1:9" in out and "private_token=****" in out
+    assert scrub("mail git@github.com, torch 2.6.0+cu124") == "mail git@github.com, torch 2.6.0+cu124"
+
+
+def test_secret_values_of_the_environment_go_wherever_they_show(monkeypatch):
+    monkeypatch.setenv("DB_PASSWORD", "hunter2hunter2")
+    monkeypatch.setenv("PIP_INDEX_URL", "https://alice:Qw3rtyPass@idx.example/simple")
+    out = scrub("pip said: hunter2hunter2 / password Qw3rtyPass for alice (percent-less)")
+    assert "hunter2hunter2" not in out and "Qw3rtyPass" not in out and out.count(MASK) == 2
+
+
+def test_escape_controls_and_undecodable_bytes():
+    assert escape_controls("2.1\x1b]0;owned\x07\x1b[2J") == "2.1\\x1b]0;owned\\x07\\x1b[2J"
+    assert escape_controls("a\r\nb\u202ec\x9b") == "a\\r\\nb\\u202ec\\x9b"
+    assert escape_controls("line 1\nline\t2\r", lines=True) == "line 1\nline\t2\\r"
+    assert fix_undecodable("/tmp/venv-\udcff/bin") == "/tmp/venv-\\xff/bin"
+    assert fix_undecodable("/tmp/venv-\udcff").encode("utf-8")
+
+
+def test_safe_data_masks_secret_names_and_keeps_the_fact():
+    doc = {"environment": {"HF_TOKEN": "anything", "AWS_SECRET_ACCESS_KEY": "x" * 8, "PATH": "/usr/bin", "UV_KEYRING_PROVIDER": "subprocess"},
+           "url": "http://u:p4ss@h/simple", "path": "/v-\udcff", "sources": {"APIKEY": "0"}}
+    out = safe_data(doc)
+    assert out["sources"] == {"APIKEY": "0"}  # only variables are judged by their names
+    assert out["environment"] == {"HF_TOKEN": MASK, "AWS_SECRET_ACCESS_KEY": MASK, "PATH": "/usr/bin", "UV_KEYRING_PROVIDER": "subprocess"}
+    assert out["url"] == "http://u:****@h/simple" and out["path"] == "/v-\\xff"
+    assert json.loads(json.dumps(out, ensure_ascii=False).encode("utf-8"))
+
+
+def test_bundle_redactor_uses_the_same_rules_for_query_secrets():
+    """The bundle used to keep query tokens and the S3 session token/signature; it now replaces them (stable tokens)."""
+    f = Facts()
+    f.environment = {
+        "PIP_EXTRA_INDEX_URL": "https://gitlab.corp/api/v4/projects/7/packages/pypi/simple?private_token=glpatQQQ111",
+        "PIP_FIND_LINKS": "https://b.s3.amazonaws.com/w/?X-Amz-Security-Token=IQoJSESSION&X-Amz-Signature=abcdef0123&sig=AzureSig1",
+        "UV_INDEX": "https://x/simple?access_token=acc3ss&job_token=j0btok",
+    }
+    out = json.dumps(redact_report(Report(facts=f).to_data()))
+    for secret in ("glpatQQQ111", "IQoJSESSION", "abcdef0123", "AzureSig1", "acc3ss", "j0btok"):
+        assert secret not in out
+    assert "private_token=<secret-" in out and "X-Amz-Signature=<secret-" in out
+
+
+def test_a_home_outside_slash_home_is_replaced_on_whole_components(monkeypatch):
+    """HOME=/srv/x/home/alice.smith: the bundle used to say /srv/x<home>/proj (a prefix replacement)."""
+    monkeypatch.setenv("HOME", "/srv/x/home/alice.smith")
+    f = Facts()
+    f.python = PythonFacts(executable="/srv/x/home/alice.smith/proj/.venv/bin/python", env_prefix="/srv/x/home/alice.smithy/env")
+    out = redact_report(Report(facts=f).to_data())
+    assert out["facts"]["python"]["executable"] == "<home>/proj/.venv/bin/python"
+    assert out["facts"]["python"]["env_prefix"] == "/srv/x/home/alice.smithy/env"  # another folder, not this home
+    assert "<home>" not in json.dumps(out).replace('"<home>/proj', "")

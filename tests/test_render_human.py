@@ -7,6 +7,8 @@ import io
 from rich.console import Console
 
 from stackdoctor.facts import Facts, KernelFacts, KernelResult, NvidiaGpu
+from stackdoctor.matrix import load_matrix
+from stackdoctor.reconcile import reconcile
 from stackdoctor.render.human import render_report
 from stackdoctor.report import Finding, Report
 
@@ -17,13 +19,14 @@ def screen(report: Report, width: int = 100, verbose: bool = False) -> str:
     return buf.getvalue()
 
 
-def gpu_report() -> Report:
+def gpu_report(gpu_name: str = "NVIDIA H200") -> Report:
+    """A report as the pipeline hands it to the screen: its facts reconciled (the screen draws the reconciled view)."""
     f = Facts()
     f.python.version, f.python.executable, f.python.env_kind = "3.12.3", "/srv/venv/bin/python", "venv"
     f.torch.installed, f.torch.version, f.torch.variant, f.torch.cuda = True, "2.13.0+cu130", "cu130", "13.0"
     f.torch.cuda_available, f.torch.cudnn_version, f.torch.nccl_version = True, "91002", "2.27.3"
     f.nvidia.driver_version, f.nvidia.cuda_driver_version = "580.65.06", "13.0"
-    f.nvidia.gpus = [NvidiaGpu(0, "NVIDIA H200", compute_capability="9.0", memory_total_mib=143771)]
+    f.nvidia.gpus = [NvidiaGpu(0, gpu_name, compute_capability="9.0", memory_total_mib=143771, sources={"name": "nvml", "compute_capability": "nvml"})]
     f.kernels = KernelFacts(
         ran=True,
         mode="quick",
@@ -36,7 +39,7 @@ def gpu_report() -> Report:
         Finding("torch-ok", "ok", "torch imports", layer="torch"),
         Finding("gpu-throttled", "warn", "GPU 0 is throttled", detail="HW slowdown active on GPU 0 NVIDIA H200", fix="nvidia-smi -q -d PERFORMANCE", layer="gpu"),
     ]
-    return Report(facts=f, findings=findings)
+    return Report(facts=reconcile(f, load_matrix([])), findings=findings)
 
 
 def test_layers_in_order_with_versions_and_marks():
@@ -44,7 +47,8 @@ def test_layers_in_order_with_versions_and_marks():
     lines = out.splitlines()
     order = [next(i for i, ln in enumerate(lines) if key in ln) for key in ("Python 3.12.3", "torch 2.13.0+cu130", "CUDA 13.0", "NVIDIA 580.65.06", "NVIDIA H200")]
     assert order == sorted(order)
-    assert "cuDNN 91002" in out and "NCCL 2.27.3" in out and "sm_90" in out
+    # torch's integer cuDNN version (91002) is shown as the runtime names it, the form its files give
+    assert "cuDNN 9.10.2" in out and "NCCL 2.27.3" in out and "sm_90" in out
     assert "✓ torch" in out and "! gpu" in out  # the worst finding of the layer marks it
 
 
@@ -67,8 +71,7 @@ def test_findings_with_fix_and_summary_line():
 
 
 def test_external_text_is_not_markup():
-    r = gpu_report()
-    r.facts.nvidia.gpus[0].name = "[bold red]evil[/] GPU"
+    r = gpu_report("[bold red]evil[/] GPU")
     assert "[bold red]evil[/] GPU" in screen(r)
 
 

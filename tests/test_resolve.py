@@ -22,7 +22,8 @@ from stackdoctor.matrix import (
     variant_kind,
 )
 from stackdoctor.plan import Plan, Request
-from stackdoctor.resolve import resolve
+from stackdoctor.reconcile import reconcile
+from stackdoctor.resolve import resolve as _resolve
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 MACHINES = FIXTURES / "machines"
@@ -48,6 +49,11 @@ def machine(name: str) -> Facts:
     data = json.loads((MACHINES / f"{name}.json").read_text(encoding="utf-8"))
     assert data["source"]
     return from_data(Facts, data["facts"])
+
+
+def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
+    """The resolver as check and install call it: on the machine's reconciled facts."""
+    return _resolve(reconcile(facts, matrix), matrix, request)
 
 
 def text(plan: Plan) -> str:

@@ -591,11 +591,12 @@ def test_nvidia_probe_asks_the_driver_library_as_one_more_witness(fake_libcuda, 
     only = cudriver.query_driver_cuda(System(env={**env, "FAKE_CUINIT": "100"}), sys.executable, 10, init=False)
     assert only.version == "12.8" and only.init_rc is None
     assert cudriver.query_driver_cuda(System(env={**env, "FAKE_CUINIT": "100"}), sys.executable, 10).init_rc == 100
-    if n.nvml_state != "ok":  # no NVML here: the driver library is the only witness, so it sets the fact
-        assert n.cuda_driver_version == "12.8" and n.sources["cuda_driver_version"] == "cuDriverGetVersion"
     f = Facts()
     f.nvidia = n
-    seen = reconcile(f, load_matrix()).reconciled.cuda_driver_version
+    weighed = reconcile(f, load_matrix())
+    if n.nvml_state != "ok":  # no NVML here: the driver library is the only witness, so reconcile keeps its value
+        assert weighed.nvidia.cuda_driver_version == "12.8" and weighed.nvidia.sources["cuda_driver_version"] == "cuDriverGetVersion"
+    seen = weighed.reconciled.cuda_driver_version
     assert seen.witnesses["cuDriverGetVersion"] == "12.8"
     # not on a replayed machine (use_nvml is False under a moved sysroot), and not without a libcuda
     assert "cuda_driver_version" not in nvidia.probe(ProbeContext(System(env=env), Target(sys.executable, "self"), use_nvml=False)).facts["nvidia"].observed

@@ -479,6 +479,8 @@ def test_cli_proc_version_alone_plans_cuda(tmp_path, plain_python):
     data = run_sd(["check", "--json", "--python", plain_python], env=env).json()
     drv = data["facts"]["reconciled"]["nvidia_driver"]
     assert (drv["value"], drv["source"]) == ("565.57.01", "/proc/driver/nvidia/version")
+    assert data["facts"]["nvidia"]["driver_version"] == "565.57.01"  # the stable key carries the reconciled value
+    assert "NVIDIA 565.57.01" in run_sd(["check", "--python", plain_python], env=env).stdout
     plan = run_sd(["install", "--offline", "--json", "--python", plain_python], env=env).json()
     assert plan["variant"].startswith("cu") and any("driver 565.57.01" in r for r in plan["reasons"]), plan
 
@@ -579,3 +581,43 @@ def test_cli_real_h200_without_any_user_space_tool(tmp_path, plain_python):
     assert data["facts"]["reconciled"]["accelerator"] == "nvidia"
     plan = run_sd(["install", "--offline", "--json", "--python", plain_python], env=env).json()
     assert plan["variant"].startswith("cu") and any("NVIDIA H200" in r and "580.159.04" in r for r in plan["reasons"]), plan["reasons"]
+
+
+@pytest.mark.skipif(os.name == "nt", reason="the PCI address directory names hold colons")
+def test_cli_real_h200_without_tools_every_consumer_reads_the_reconciled_view(tmp_path, plain_python):
+    """The same container (no nvidia-smi, no NVML): the report's stable keys carry the reconciled driver and GPU,
+    each witness's value beside them; the screen and the Markdown stack show both; the --gpu what-if plans."""
+    root = h200_tree(tmp_path / "root")
+    (tmp_path / "bin").mkdir()
+    env = machine_env(tmp_path / "bin", root, COLUMNS="200")
+    data = run_sd(["check", "--json", "--python", plain_python], env=env).json()
+    nv = data["facts"]["nvidia"]
+    assert nv["driver_version"] == "580.159.04" and nv["sources"]["driver_version"] == "reconcile: /proc/driver/nvidia/version"
+    assert nv["observed"]["kernel_module_version"] == {"/proc/driver/nvidia/version": "580.159.04", "/sys/module/nvidia/version": "580.159.04"}
+    (g,) = nv["gpus"]
+    assert (g["name"], g["bus_id"], g["compute_capability"], g["uuid"]) == ("NVIDIA H200", "00:06.0", "9.0", "GPU-51a35715-0f67-e401-1003-89c33c5360ca")
+    assert g["sources"]["index"].startswith("reconcile: ") and g["sources"]["name"] == "reconcile: /proc/driver/nvidia/gpus/0000:00:06.0/information"
+    # a replay of that report derives the same keys again (nothing published is taken for a witness)
+    saved = tmp_path / "report.json"
+    saved.write_text(json.dumps(data))
+    again = run_sd(["check", "--replay", str(saved), "--json"], env=env).json()
+    assert again["facts"]["nvidia"]["gpus"] == nv["gpus"] and again["facts"]["nvidia"]["driver_version"] == "580.159.04"
+    screen = run_sd(["check", "--python", plain_python], env=env).stdout
+    assert "NVIDIA 580.159.04" in screen and "0: NVIDIA H200 (sm_90)" in screen and "none found" not in screen
+    md = run_sd(["check", "--format", "markdown", "--python", plain_python], env=env).stdout
+    stack = md[md.index("### Stack"):md.index("### Findings") if "### Findings" in md else None]
+    assert "| driver | NVIDIA 580.159.04 |" in stack and "| GPU | 0: NVIDIA H200 (sm_90) |" in stack, stack
+    plan = run_sd(["install", "--dry-run", "--offline", "--json", "--gpu", "NVIDIA H100 80GB HBM3", "--python", plain_python], env=env)
+    assert plan.rc == 0, plan.stdout + plan.stderr
+    body = plan.json()
+    assert body["variant"].startswith("cu") and any("580.159.04" in r for r in body["reasons"]), body["reasons"]
+
+
+def test_the_resolver_plans_only_from_reconciled_facts(m):
+    """The resolver reads the reconciled view and never reconciles by itself: raw facts are a caller's bug."""
+    raw = linux()
+    raw.nvidia = NvidiaFacts(observed={"driver_version": {"nvml": "570.86.15"}}, gpus=[NvidiaGpu(0, "NVIDIA GeForce RTX 4090", sources={"name": "nvml"})])
+    with pytest.raises(ValueError, match="reconciled"):
+        resolve(raw, m, Request())
+    plan = resolve(reconcile(raw, m), m, Request())
+    assert plan.variant and plan.variant.startswith("cu") and any("570.86.15" in r for r in plan.reasons), plan.reasons

@@ -17,77 +17,72 @@ the priority when several are present), then the matrix rows and locale texts it
 
 from __future__ import annotations
 
-from typing import ClassVar
+from stackdoctor.accelerators.amd import Amd
+from stackdoctor.accelerators.apple import Apple
+from stackdoctor.accelerators.base import Accelerator, Say
+from stackdoctor.accelerators.intel import Intel
+from stackdoctor.accelerators.jetson import Jetson
+from stackdoctor.accelerators.nvidia import Nvidia
+from stackdoctor.facts import BuildKind, Facts, TorchFacts
 
-from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, TorchFacts
-
-__all__ = ["ALL", "Accelerator", "build_kind", "by_name", "for_backend", "for_variant", "present", "select"]
-
-
-class Accelerator:
-    """One kind of accelerator. Subclasses set the class attributes and :meth:`present` / :meth:`usable`."""
-
-    name: ClassVar[str]  # "nvidia" | "amd" | "intel" | "apple" | "jetson"
-    vendor: ClassVar[str]  # GpuView.vendor of its devices
-    label: ClassVar[str]  # "NVIDIA CUDA": what the screen calls it
-    backend: ClassVar[Backend]  # what torch runs on: "cuda" | "rocm" | "xpu" | "mps"
-    build_kind: ClassVar[BuildKind]  # the torch build that serves it ("cpu" for MPS: macOS's default build)
-    variant_prefixes: ClassVar[tuple[str, ...]]  # index variants that serve it: ("cu",) | ("rocm",) | ("xpu",) | ()
-    available_field: ClassVar[str]  # the TorchFacts field of torch.<x>.is_available()
-    error_field: ClassVar[str | None] = None  # the TorchFacts field with torch's reason when unavailable
-    runtime_families: ClassVar[tuple[str, ...]] = ()  # install.runtime_family() names of its runtime wheels
-    hide_var: ClassVar[str | None] = None  # the variable that hides devices from torch
-
-    def devices(self, facts: Facts) -> list[GpuView]:
-        """Its GPUs in the reconciled view (every witness joined)."""
-        return [g for g in facts.reconciled.gpus if g.vendor == self.vendor]
-
-    def present(self, facts: Facts) -> bool:
-        """The hardware is here (any witness)."""
-        raise NotImplementedError
-
-    def usable(self, facts: Facts) -> bool:
-        """torch could use it with the right build: the hardware and what drives it are here."""
-        raise NotImplementedError
-
-    def torch_available(self, torch: TorchFacts) -> bool | None:
-        """What torch said: ``torch.<x>.is_available()`` (None: not asked, or torch did not import)."""
-        value = getattr(torch, self.available_field, None)
-        return value if isinstance(value, bool) else None
-
-    def torch_error(self, torch: TorchFacts) -> str | None:
-        return getattr(torch, self.error_field, None) if self.error_field else None
-
-    def serves(self, variant: str | None) -> bool:
-        """True when the index variant ``variant`` ("cu126", "rocm7.2", "xpu") is a build for this kind."""
-        return bool(variant) and any(variant.startswith(p) for p in self.variant_prefixes)  # type: ignore[union-attr]
-
-    def device_lines(self, facts: Facts) -> list[str]:
-        """Its devices as screen lines ("0: NVIDIA GeForce RTX 4090 (sm_89, 23 GiB)")."""
-        vendor = {"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel", "apple": "Apple"}.get(self.vendor, self.vendor)
-        return [f"{g.index}: {g.name or 'unknown ' + vendor + ' GPU'}" for g in self.devices(facts)]
-
-    def driver_line(self, facts: Facts) -> str | None:
-        """The driver layer's line on the screen, or None when this kind shows none."""
-        return None
-
-    def __repr__(self) -> str:
-        return f"<accelerator {self.name}>"
+__all__ = ["ALL", "Accelerator", "Say", "backends", "build_kind", "by_name", "by_vendor", "probes", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
 
 
 def _all() -> tuple[Accelerator, ...]:
-    from stackdoctor.accelerators.amd import Amd
-    from stackdoctor.accelerators.apple import Apple
-    from stackdoctor.accelerators.intel import Intel
-    from stackdoctor.accelerators.jetson import Jetson
-    from stackdoctor.accelerators.nvidia import Nvidia
-
     # Priority when several are present: a Jetson's iGPU is its CUDA device; a discrete NVIDIA GPU
     # beats an AMD one (one torch build serves one vendor), which beats an Intel GPU; Apple last.
     return (Jetson(), Nvidia(), Amd(), Intel(), Apple())
 
 
-ALL: tuple[Accelerator, ...] = _all()
+PLUGIN_GROUP = "stackdoctor.accelerators"  # the entry point group a plug-in kind registers its Accelerator class in
+PLUGIN_ERRORS: list[str] = []  # a plug-in that could not be loaded, in one sentence each (shown by check -v)
+
+
+def _plugins(builtin: tuple[Accelerator, ...]) -> tuple[Accelerator, ...]:
+    """The kinds other distributions register (entry point group :data:`PLUGIN_GROUP`), after the built-in ones.
+
+    Each declares everything kind-specific once (:class:`Accelerator`); its variant pattern joins the matrix's
+    variant kinds, its probe joins ``engine``'s probes. One that fails to load is a sentence in
+    :data:`PLUGIN_ERRORS`, never a crash of ``check``."""
+    from importlib.metadata import entry_points
+
+    from stackdoctor import matrix
+
+    out: list[Accelerator] = []
+    taken = {a.name for a in builtin}
+    for ep in entry_points(group=PLUGIN_GROUP):
+        try:
+            cls = ep.load()
+            acc = cls()
+            if not isinstance(acc, Accelerator) or acc.name in taken:
+                raise TypeError(f"{ep.value} is not a new Accelerator kind")
+            if acc.variant_pattern:
+                matrix.register_variant_kind(acc.build_kind, acc.variant_pattern)
+        except Exception as exc:  # a broken plug-in is a fact, not a crash
+            PLUGIN_ERRORS.append(f"accelerator plug-in {ep.name} ({ep.value}): {type(exc).__name__}: {exc}")
+            continue
+        taken.add(acc.name)
+        out.append(acc)
+    return tuple(out)
+
+
+BUILTIN: tuple[Accelerator, ...] = _all()
+ALL: tuple[Accelerator, ...] = BUILTIN + _plugins(BUILTIN)
+
+
+def backends() -> tuple[str, ...]:
+    """Every backend torch can run on here, as ``[tool.stackdoctor] backend`` names them: each kind's, then "cpu"."""
+    return tuple(dict.fromkeys([*(a.backend for a in ALL if a.name != "jetson"), "cpu"]))
+
+
+def probes() -> tuple[tuple[str, str], ...]:
+    """(subject, module) of the plug-in kinds' probes (the built-in kinds' are in ``engine.PROBES``)."""
+    return tuple((a.subject, a.probe) for a in ALL if a.probe)
+
+
+def by_vendor(vendor: str) -> Accelerator | None:
+    """The (first) kind whose devices carry ``vendor`` in the reconciled view."""
+    return next((a for a in ALL if a.vendor == vendor and a.name != "jetson"), None)
 
 
 def by_name(name: str | None) -> Accelerator | None:
@@ -104,6 +99,11 @@ def for_variant(variant: str | None) -> Accelerator | None:
     return next((a for a in ALL if a.serves(variant)), None)
 
 
+def for_subject(subject: str) -> list[Accelerator]:
+    """The kinds a probe's subject shows ("nvidia" -> NVIDIA; "rocm" -> AMD)."""
+    return [a for a in ALL if a.subject == subject]
+
+
 def present(facts: Facts) -> list[Accelerator]:
     """Every kind whose hardware is here, in priority order."""
     return [a for a in ALL if a.present(facts)]
@@ -112,6 +112,16 @@ def present(facts: Facts) -> list[Accelerator]:
 def select(facts: Facts) -> Accelerator | None:
     """The accelerator torch should use on this machine: the first usable kind in priority order."""
     return next((a for a in ALL if a.usable(facts)), None)
+
+
+def driver_lines(facts: Facts, say: Say) -> list[str]:
+    """Every kind's driver line (the screen's and the Markdown stack's driver layer), in priority order."""
+    return [line for a in ALL if (line := a.driver_line(facts, say))]
+
+
+def device_lines(facts: Facts, say: Say) -> list[str]:
+    """Every kind's devices as lines (the GPU layer), in priority order; empty when no witness saw one."""
+    return [line for a in ALL for line in a.device_lines(facts, say)]
 
 
 def build_kind(torch: TorchFacts) -> BuildKind | None:

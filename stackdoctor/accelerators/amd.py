@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators import Accelerator
+from stackdoctor.accelerators.base import Accelerator, Say
 from stackdoctor.facts import Facts
 
 
 class Amd(Accelerator):
     name = "amd"
     vendor = "amd"
+    subject = "rocm"
     label = "AMD ROCm"
     backend = "rocm"
     build_kind = "rocm"
@@ -17,6 +18,12 @@ class Amd(Accelerator):
     error_field = "cuda_error"
     runtime_families = ("rocm",)
     hide_var = "HIP_VISIBLE_DEVICES"
+    hide_vars = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+    build_label = "ROCm"
+    vendor_label = "AMD"
+    torch_api = "cuda"  # ROCm builds answer through torch.cuda
+    tool_witnesses = ("rocminfo", "rocm-smi", "amd-smi", "rocm_agent_enumerator")
+    kernel_witness = "/sys/class/kfd"
 
     def present(self, facts: Facts) -> bool:
         return any(not g.integrated for g in self.devices(facts))
@@ -27,13 +34,11 @@ class Amd(Accelerator):
             return False
         return self.present(facts) and facts.rocm.amdgpu_loaded is not False
 
-    def device_lines(self, facts: Facts) -> list[str]:
-        return [
-            f"{g.index}: {g.name or 'AMD GPU'} ({g.gfx or 'gfx?'}{', integrated' if g.integrated else ''})" for g in self.devices(facts)
-        ]
+    def device_lines(self, facts: Facts, say: Say) -> list[str]:
+        return [f"{g.index}: {g.name or '?'} ({g.gfx or '?'}{say('gpu_integrated') if g.integrated else ''})" for g in self.devices(facts)]
 
-    def driver_line(self, facts: Facts) -> str | None:
+    def driver_line(self, facts: Facts, say: Say) -> str | None:
         r = facts.rocm
-        if not (r.version or r.gpus or self.devices(facts)):
+        if not (r.version or r.gpus):
             return None
-        return f"ROCm {r.version or '(version unknown)'}" + ("" if r.amdgpu_loaded in (None, True) else " (amdgpu not loaded)")
+        return f"ROCm {r.version or say('version_unknown')}" + ("" if r.amdgpu_loaded in (None, True) else say("driver_amdgpu_not_loaded"))

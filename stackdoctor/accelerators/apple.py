@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators import Accelerator
+from stackdoctor.accelerators.base import Accelerator, Say
 from stackdoctor.facts import Facts
 
 
@@ -21,12 +21,16 @@ def runs_x86(facts: Facts) -> bool:
 class Apple(Accelerator):
     name = "apple"
     vendor = "apple"
+    subject = "apple"
     label = "Apple MPS"
     backend = "mps"
     build_kind = "cpu"  # MPS lives in macOS's default (PyPI) build
     variant_prefixes = ()
     available_field = "mps_available"
     hide_var = None
+    build_label = "MPS"
+    vendor_label = "Apple"
+    torch_api = "backends.mps"
 
     def present(self, facts: Facts) -> bool:
         a = facts.apple
@@ -35,8 +39,8 @@ class Apple(Accelerator):
     def usable(self, facts: Facts) -> bool:
         return self.present(facts) and not facts.apple.rosetta
 
-    def device_lines(self, facts: Facts) -> list[str]:
-        return [facts.apple.chip] if is_mac(facts) and facts.apple.chip else []
+    def device_lines(self, facts: Facts, say: Say) -> list[str]:
+        return [facts.apple.chip] if facts.apple.is_macos and facts.apple.chip else []
 
-    def driver_line(self, facts: Facts) -> str | None:
+    def driver_line(self, facts: Facts, say: Say) -> str | None:
         return f"macOS {facts.apple.macos_version or '?'} (Metal)" if facts.apple.is_macos else None

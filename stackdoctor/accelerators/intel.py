@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators import Accelerator
+from stackdoctor.accelerators.base import Accelerator, Say
 from stackdoctor.facts import Facts
 
 
 class Intel(Accelerator):
     name = "intel"
     vendor = "intel"
+    subject = "intel"
     label = "Intel XPU"
     backend = "xpu"
     build_kind = "xpu"
@@ -17,6 +18,9 @@ class Intel(Accelerator):
     error_field = "xpu_error"
     runtime_families = ("xpu",)
     hide_var = "ZE_AFFINITY_MASK"
+    build_label = "XPU"
+    vendor_label = "Intel"
+    torch_api = "xpu"
 
     def present(self, facts: Facts) -> bool:
         return bool(facts.intel.gpus) or bool(self.devices(facts))
@@ -27,5 +31,5 @@ class Intel(Accelerator):
             return False
         return any(g.xpu for g in facts.intel.gpus)
 
-    def device_lines(self, facts: Facts) -> list[str]:
-        return [f"Intel {g.name or g.device_id} ({g.driver or 'no driver'})" for g in facts.intel.gpus]
+    def device_lines(self, facts: Facts, say: Say) -> list[str]:
+        return [f"Intel {g.name or g.device_id} ({g.driver or say('gpu_no_driver')})" for g in facts.intel.gpus]

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators import Accelerator
+from stackdoctor.accelerators.base import Accelerator, Say
 from stackdoctor.facts import Facts
 
 
 class Jetson(Accelerator):
     name = "jetson"
     vendor = "nvidia"
+    subject = "jetson"
     label = "NVIDIA Jetson (CUDA)"
     backend = "cuda"
     build_kind = "cuda"
@@ -17,6 +18,9 @@ class Jetson(Accelerator):
     error_field = "cuda_error"
     runtime_families = ("cuda", "cuda12", "cuda13")
     hide_var = "CUDA_VISIBLE_DEVICES"
+    build_label = "CUDA"
+    vendor_label = "NVIDIA"
+    torch_api = "cuda"
 
     def present(self, facts: Facts) -> bool:
         return facts.jetson.is_jetson
@@ -25,13 +29,13 @@ class Jetson(Accelerator):
         # the iGPU is driven by L4T itself: no separate driver to install
         return facts.jetson.is_jetson
 
-    def device_lines(self, facts: Facts) -> list[str]:
+    def device_lines(self, facts: Facts, say: Say) -> list[str]:
         j = facts.jetson
         if not j.is_jetson:
             return []
         what = j.model or "Jetson"
         return [f"{what} (L4T {j.l4t_release or '?'}, JetPack {j.jetpack or '?'})"]
 
-    def driver_line(self, facts: Facts) -> str | None:
+    def driver_line(self, facts: Facts, say: Say) -> str | None:
         j = facts.jetson
         return f"L4T {j.l4t_release or '?'} (JetPack {j.jetpack or '?'}, CUDA {j.cuda or '?'})" if j.is_jetson else None

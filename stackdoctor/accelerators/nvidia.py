@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators import Accelerator
+from stackdoctor.accelerators.base import Accelerator, Say
 from stackdoctor.facts import Facts
 
 
 class Nvidia(Accelerator):
     name = "nvidia"
     vendor = "nvidia"
+    subject = "nvidia"
     label = "NVIDIA CUDA"
     backend = "cuda"
     build_kind = "cuda"
@@ -17,6 +18,11 @@ class Nvidia(Accelerator):
     error_field = "cuda_error"
     runtime_families = ("cuda", "cuda12", "cuda13")
     hide_var = "CUDA_VISIBLE_DEVICES"
+    build_label = "CUDA"
+    vendor_label = "NVIDIA"
+    torch_api = "cuda"
+    tool_witnesses = ("nvml", "nvidia-smi")
+    kernel_witness = "/proc/driver/nvidia/gpus"
 
     def present(self, facts: Facts) -> bool:
         return bool(self.devices(facts))
@@ -27,20 +33,22 @@ class Nvidia(Accelerator):
             return False
         return self.present(facts) and facts.reconciled.nvidia_driver.value is not None
 
-    def device_lines(self, facts: Facts) -> list[str]:
+    def device_lines(self, facts: Facts, say: Say) -> list[str]:
+        if facts.jetson.is_jetson:
+            return []  # a Jetson's iGPU is the Jetson's line
         out = []
         for g in self.devices(facts):
             cc = f"sm_{g.compute_capability.replace('.', '')}" if g.compute_capability else "sm_?"
             mem = f", {g.memory_total_mib // 1024} GiB" if g.memory_total_mib else ""
-            out.append(f"{g.index}: {g.name or 'NVIDIA GPU (name unknown)'} ({cc}{mem})")
+            out.append(f"{g.index}: {g.name or '?'} ({cc}{mem})")
         return out
 
-    def driver_line(self, facts: Facts) -> str | None:
+    def driver_line(self, facts: Facts, say: Say) -> str | None:
         drv = facts.reconciled.nvidia_driver
         n = facts.nvidia
         if drv.value:
             ceiling = facts.reconciled.cuda_driver_version.value
-            return f"NVIDIA {drv.value}" + (f", supports CUDA <= {ceiling}" if ceiling else "")
+            return f"NVIDIA {drv.value}" + (say("driver_supports_cuda", cuda=ceiling) if ceiling else "")
         if n.smi_state and n.smi_state not in ("absent", "ok"):
             return f"NVIDIA: {n.smi_message or n.smi_state}"
         return None

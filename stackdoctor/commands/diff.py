@@ -43,13 +43,15 @@ def register(app: typer.Typer) -> None:
                 "differences": [d.to_data() for d in diffs],
             }
             from stackdoctor.console import write_stdout
+            from stackdoctor.redact import safe_data
 
-            write_stdout(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+            write_stdout(json.dumps(safe_data(doc), indent=2, ensure_ascii=False) + "\n")
         else:
             from rich.table import Table
             from rich.text import Text
 
             from stackdoctor.console import make_console
+            from stackdoctor.redact import safe_data
 
             console = make_console()
             if not diffs:
@@ -64,6 +66,6 @@ def register(app: typer.Typer) -> None:
                     if section is not None and d.section != section:
                         table.add_section()
                     section = d.section
-                    table.add_row(Text(d.key), Text(_show(d.a)), Text(_show(d.b)))
+                    table.add_row(*(Text(safe_data(v, screen=True)) for v in (d.key, _show(d.a), _show(d.b))))
                 console.print(table)
         return ExitCode.FAILED if diffs else ExitCode.OK

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Optional
 
 import typer
 
-from stackdoctor import pipeline
+from stackdoctor import accelerators, pipeline
 from stackdoctor.errors import ExitCode, IndexError_, StackdoctorError, UsageError
 from stackdoctor.shell import powershell_set, powershell_unset, word
 
@@ -192,7 +192,8 @@ def pipeline_options(opts: InstallOptions) -> pipeline.Options:
     # install needs the target's tags and what torch build is there, not a working torch:
     # read torch/version.py instead of importing it (seconds faster, and safe on a broken torch)
     return pipeline.Options(
-        python=opts.python, kernels=False, import_torch=False, replay=opts.replay, matrix_files=list(opts.matrix), probes=PROBES
+        python=opts.python, kernels=False, import_torch=False, replay=opts.replay, matrix_files=list(opts.matrix),
+        probes=[*PROBES, *(subject for subject, _ in accelerators.probes())],  # and each plug-in accelerator's own
     )
 
 
@@ -413,7 +414,9 @@ def render_plan(plan: Plan, python: str, *, stderr: bool, hypothetical: bool = F
     from rich.text import Text
 
     from stackdoctor.console import make_console
+    from stackdoctor.redact import safe_copy
 
+    plan = safe_copy(plan, screen=True)  # the output boundary: credentials ****, control characters escaped
     con = make_console(stderr=stderr, soft_wrap=True)
     if con.is_terminal or con.color_system is not None:
         _draw_plan(con, plan, python, hypothetical=hypothetical, fold=True, windows=windows)
@@ -535,7 +538,9 @@ def _print_json(plan: Plan | None, exc: StackdoctorError | None = None) -> None:
         kind = "matrix" if isinstance(exc, MatrixError) else "usage" if isinstance(exc, UsageError) else "index" if isinstance(exc, IndexError_) else "unmet"
         plan.error = PlanError(kind, str(exc), int(exc.exit_code))
     try:
-        sys.stdout.write(json.dumps(plan.to_data(), indent=2) + "\n")
+        from stackdoctor.redact import safe_data
+
+        sys.stdout.write(json.dumps(safe_data(plan.to_data()), indent=2) + "\n")
         sys.stdout.flush()
     except (OSError, ValueError):
         pass

@@ -76,7 +76,9 @@ def bundle(report: Report, *, redact: bool, lang: str = "en") -> tuple[str, str,
         counts = r.counts
     else:
         shown = report
-    md = render_markdown(shown, redacted=redact, lang=lang)
+    from stackdoctor.output import shown as drawn
+
+    md = render_markdown(drawn(shown), redacted=redact, lang=lang)  # credentials ****, control characters escaped
     note = (
         "\n---\n_Made with `stackdoctor report`. Replay it with `stackdoctor check --replay report.json`._\n"
     )

@@ -499,13 +499,11 @@ def _merge_gpus(facts: NvidiaFacts, gpus: list[NvidiaGpu]) -> None:
 
 
 def _observe(facts: NvidiaFacts, name: str, source: str, value: str | None) -> None:
-    """Record a system-level value by source; the first source seen sets the fact."""
+    """Record a system-level value by its source. No winner is picked here: ``stackdoctor.reconcile`` weighs
+    the witnesses and writes the kept value into ``driver_version`` / ``cuda_driver_version`` / ``nvml_version``."""
     if value is None:
         return
     facts.observed.setdefault(name, {})[source] = value
-    if getattr(facts, name) is None:
-        setattr(facts, name, value)
-        facts.sources[name] = source
 
 
 # ---------------------------------------------------------------------------- probe
@@ -637,22 +635,17 @@ def _run_smi(ctx: ProbeContext, facts: NvidiaFacts) -> str | None:
 
 
 def _kernel_module(ctx: ProbeContext, facts: NvidiaFacts) -> None:
+    """The loaded kernel module's version as each file says it (reconcile keeps one: /proc's, else /sys's)."""
     proc = ctx.system.read_text(SRC_PROC)
     if proc.ok:
         version, flavor = parse_proc_driver_version(proc.text)
-        if version:
-            facts.observed.setdefault("kernel_module_version", {})[SRC_PROC] = version
-            facts.kernel_module_version = version
-            facts.sources["kernel_module_version"] = SRC_PROC
+        _observe(facts, "kernel_module_version", SRC_PROC, version)
         if flavor:
             facts.kernel_module_flavor = flavor
             facts.sources["kernel_module_flavor"] = SRC_PROC
     sysv = ctx.system.read_text(SRC_SYS)
-    if sysv.ok and (version := parse_sys_module_version(sysv.text)):
-        facts.observed.setdefault("kernel_module_version", {})[SRC_SYS] = version
-        if facts.kernel_module_version is None:
-            facts.kernel_module_version = version
-            facts.sources["kernel_module_version"] = SRC_SYS
+    if sysv.ok:
+        _observe(facts, "kernel_module_version", SRC_SYS, parse_sys_module_version(sysv.text))
 
 
 def _proc_gpus(ctx: ProbeContext) -> list[NvidiaProcGpu]:

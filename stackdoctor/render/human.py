@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from stackdoctor import accelerators
 from stackdoctor.console import UNICODE_MARKS, marks
 from stackdoctor.facts import Facts
 from stackdoctor.report import Finding, Report
@@ -97,19 +98,9 @@ def runtime_line(f: Facts) -> str:
     return _t("runtime_cpu_only")
 
 
-def driver_line(f: Facts) -> str | None:
-    n = f.nvidia
-    if n.driver_version or n.kernel_module_version:
-        ver = n.driver_version or n.kernel_module_version
-        ceiling = _t("driver_supports_cuda", cuda=n.cuda_driver_version) if n.cuda_driver_version else ""
-        return f"NVIDIA {ver}{ceiling}"
-    if n.smi_state and n.smi_state not in ("absent", "ok"):
-        return f"NVIDIA: {n.smi_message or n.smi_state}"
-    if f.rocm.version or f.rocm.gpus:
-        return f"ROCm {f.rocm.version or _t('version_unknown')}" + ("" if f.rocm.amdgpu_loaded in (None, True) else _t("driver_amdgpu_not_loaded"))
-    if f.apple.is_macos:
-        return f"macOS {f.apple.macos_version or '?'} (Metal)"
-    return None
+def driver_lines(f: Facts) -> list[str]:
+    """The driver layer: each accelerator's line from the reconciled view (:mod:`stackdoctor.accelerators`)."""
+    return accelerators.driver_lines(f, _t)
 
 
 def cpu_line(f: Facts) -> str | None:
@@ -140,28 +131,23 @@ def build_tree(report: Report) -> Tree:
         tv = f"torch {t.version}  [{t.variant}]" + ("  " + _t("torch_cannot_import", error=t.import_error) if t.import_error else "")
         node = root.add(_label(_t("layer_torch"), tv, _worst(fs, "torch"), " ".join(extras)))
     elif t.import_error:
-        node = root.add(_label(_t("layer_torch"), _t("torch_cannot_import", error=t.import_error), _worst(fs, "torch") or "fail"))
+        node = root.add(_label(_t("layer_torch"), _t("torch_cannot_import", error=t.import_error), _worst(fs, "torch")))
     elif t.installed:
-        node = root.add(_label(_t("layer_torch"), _t("torch_version_unknown"), _worst(fs, "torch") or "warn"))
+        node = root.add(_label(_t("layer_torch"), _t("torch_version_unknown"), _worst(fs, "torch")))
     else:
-        node = root.add(_label(_t("layer_torch"), _t("not_installed"), _worst(fs, "torch") or "warn"))
+        node = root.add(_label(_t("layer_torch"), _t("not_installed"), _worst(fs, "torch")))  # no mark of its own: --skip torch-missing is heard
+    tk = f.cuda_toolkit
+    if tk.nvcc_version:
+        node.add(_label(_t("layer_toolkit"), f"nvcc {tk.nvcc_version}", _worst(fs, "toolkit"), tk.nvcc_path or ""))
     node = node.add(_label(_t("layer_runtime"), runtime_line(f), _worst(fs, "runtime")))
-    drv = driver_line(f)
-    if drv:
+    for drv in driver_lines(f):
         node = node.add(_label(_t("layer_driver"), drv, _worst(fs, "driver")))
     gpu_sev = _worst(fs, "gpu")
     gpu = _t("layer_gpu")
-    for g in f.nvidia.gpus:
-        cc = f"sm_{g.compute_capability.replace('.', '')}" if g.compute_capability else "sm_?"
-        mem = f", {g.memory_total_mib // 1024} GiB" if g.memory_total_mib else ""
-        node.add(_label(gpu, f"{g.index}: {g.name or '?'} ({cc}{mem})", gpu_sev))
-    for rg in f.rocm.gpus:
-        node.add(_label(gpu, f"{rg.index}: {rg.name or '?'} ({rg.gfx or '?'}{_t('gpu_integrated') if rg.integrated else ''})", gpu_sev))
-    if f.apple.is_macos and f.apple.chip:
-        node.add(_label(gpu, f.apple.chip, gpu_sev))
-    for ig in f.intel.gpus:
-        node.add(_label(gpu, f"Intel {ig.name or ig.device_id} ({ig.driver or _t('gpu_no_driver')})", gpu_sev))
-    if not (f.nvidia.gpus or f.rocm.gpus or f.intel.gpus or (f.apple.is_macos and f.apple.chip)):
+    devices = accelerators.device_lines(f, _t)
+    for line in devices:
+        node.add(_label(gpu, line, gpu_sev))
+    if not devices:
         node.add(_label(gpu, _t("none_found"), gpu_sev))
     cpu = cpu_line(f)
     if cpu:
@@ -265,8 +251,15 @@ def probes_table(report: Report) -> Table:
     for p in report.probes:
         style = {"ok": "green", "skipped": "dim"}.get(p.status, "red")
         sub = getattr(report.facts, p.name, None) if p.name != "target" else report.facts.python
-        sources = ", ".join(sorted(set(getattr(sub, "sources", {}).values()))) if sub is not None else ""
-        table.add_row(p.name, Text(_word("status_", p.status), style=style), f"{p.duration_s:.2f}s", Text(p.error or sources))
+        own = report.facts.plugins.get(p.name)  # a plug-in accelerator's probe: its facts are plain data
+        found = getattr(sub, "sources", {}) if sub is not None else (own.get("sources") or {}) if isinstance(own, dict) else {}
+        sources = ", ".join(sorted({str(v) for v in found.values()}))
+        status = _word("status_", p.status)
+        kinds = accelerators.for_subject(p.name)
+        nothing = (kinds and not any(a.present(report.facts) for a in kinds)) or ((hasattr(sub, "sources") or isinstance(own, dict)) and not sources)
+        if p.status == "ok" and nothing:
+            status, style = _t("none_found"), "dim"  # it ran and found no hardware of its kind: not "nvidia ok"
+        table.add_row(p.name, Text(status, style=style), f"{p.duration_s:.2f}s", Text(p.error or sources))
     return table
 
 

@@ -122,29 +122,20 @@ def stack_rows(report: Report, lang: str = "en") -> list[tuple[str, str]]:
         rows.append(("torch", _t("md_torch_not_importable", lang, error=t.import_error)))
     else:
         rows.append(("torch", _t("not_installed", lang)))
+    from stackdoctor import accelerators
+
+    def say(key: str, /, **values: object) -> str:
+        return _t(key, lang, **values)
+
     n = f.nvidia
-    if n.driver_version or n.smi_state not in (None, "absent"):
-        drv = f"NVIDIA {n.driver_version or '?'}"
-        if n.cuda_driver_version:
-            drv += f" (CUDA {n.cuda_driver_version})"
-        if n.smi_state and n.smi_state != "ok":
+    for drv in accelerators.driver_lines(f, say):
+        if drv.startswith("NVIDIA ") and n.smi_state and n.smi_state not in ("ok", "absent"):
             drv += f" · nvidia-smi: {n.smi_state}"
         rows.append((_t("md_layer_driver", lang), drv))
     if f.cuda_toolkit.nvcc_version:
         rows.append((_t("md_layer_toolkit", lang), f"nvcc {f.cuda_toolkit.nvcc_version} {f.cuda_toolkit.nvcc_path or ''}".strip()))
-    if f.rocm.version or f.rocm.gpus:
-        rows.append(("ROCm", f.rocm.version or "?"))
-    for g in n.gpus:
-        parts = [g.name or "?"]
-        if g.compute_capability:
-            parts.append(f"sm {g.compute_capability}")
-        if g.memory_total_mib:
-            parts.append(f"{g.memory_total_mib} MiB")
-        rows.append((f"GPU {g.index}", " · ".join(parts)))
-    for rg in f.rocm.gpus:
-        rows.append((f"GPU {rg.index}", " · ".join(p for p in (rg.name or "?", rg.gfx or "", _t("md_integrated", lang) if rg.integrated else "") if p)))
-    if f.apple.is_macos:
-        rows.append(("Apple", " · ".join(p for p in (f.apple.chip, f.apple.macos_version and f"macOS {f.apple.macos_version}") if p)))
+    for line in accelerators.device_lines(f, say):
+        rows.append(("GPU", line))
     p = f.platform
     capability = (t.config or {}).get("CPU capability usage")
     cpu = [x for x in (p.cpu_model, p.cpu_count and _t("cpu_cores", lang, n=p.cpu_count), capability and _t("cpu_torch_uses", lang, capability=capability),

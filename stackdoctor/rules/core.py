@@ -18,13 +18,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stackdoctor import catalog, shell
+from stackdoctor import shell, texts
 from stackdoctor.facts import Facts, Severity
 from stackdoctor.report import Finding, ProbeStatus
 
 __all__ = ["RULE_ERROR", "REGISTRY", "Ctx", "Gates", "Rule", "RuleError", "judge", "ordered", "rule"]
 
 RULE_ERROR = "rule-error"
+RULE_ERROR_LAYER = "stackdoctor"  # the layer of a rule-error finding (catalog.RULE_ERROR_INFO lists it)
 STRICT_ENV = "STACKDOCTOR_STRICT_RULES"
 _SEV_RANK = {"ok": 0, "warn": 1, "fail": 2}
 
@@ -130,15 +131,17 @@ class Ctx:
         assert code is not None
         text_fix = fix_text
         if text_fix is None and fix is not None:
-            text_fix = catalog.message(code, "fix", fix, self.lang, **values) or None
+            text_fix = texts.message(code, "fix", fix, self.lang, **values) or None
         if text_fix and self.facts.platform.system == "Windows":
             text_fix = shell.for_windows(text_fix)  # `export X=1` does nothing good in PowerShell
-        finding = catalog.make_finding(
-            code,
-            self.lang,
-            severity=severity,
-            detail=catalog.message(code, "detail", detail, self.lang, **values),
+        declared = me if me is not None else REGISTRY.get(code)
+        finding = Finding(
+            code=code,
+            severity=severity or (declared.severity if declared else "warn"),
+            title=texts.title(code, self.lang),
+            detail=texts.message(code, "detail", detail, self.lang, **values),
             fix=text_fix,
+            layer=declared.layer if declared else RULE_ERROR_LAYER if code == RULE_ERROR else None,
             facts=list(facts),
         )
         self.out.append(finding)
@@ -154,7 +157,7 @@ class Ctx:
         return any(f.code in codes for f in self.out)
 
     def msg(self, code: str, kind: str, key: str, /, **values: Any) -> str:
-        return catalog.message(code, kind, key, self.lang, **values)
+        return texts.message(code, kind, key, self.lang, **values)
 
 
 def strict_default() -> bool:
@@ -183,12 +186,11 @@ def judge(
     ``groups`` limits the rules to some modules (``["kernels"]`` for ``stackdoctor kernels``). A rule
     that raises becomes a ``rule-error`` finding (or, when ``strict``, a :class:`RuleError`).
     """
-    import stackdoctor.rules  # noqa: F401  (declares every rule)
-
+    # every rule is declared: importing this module ran stackdoctor/rules/__init__.py, which imports them all
     ctx = Ctx(
         facts=facts,
         matrix=matrix,
-        lang=lang if lang in catalog.LANGS else "en",
+        lang=lang if lang in texts.LANGS else "en",
         probes=list(probes),
         requirements=requirements,
         gates=gates or Gates(),

@@ -7,7 +7,7 @@ from typing import Any
 
 from stackdoctor import matrix as mx
 from stackdoctor.facts import Facts
-from stackdoctor.reconcile import DERIVED
+from stackdoctor.reconcile import DERIVED, user_space_driver
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import amd_pci, built_for_files, install_fix, nvidia_pci, windows_driver
 from stackdoctor.versions import release as vt
@@ -52,7 +52,7 @@ def driver_library_mismatch(ctx: Ctx) -> None:
         # the libraries' own file names are exact (570.124.04); nvidia-smi's line gives two fields (570.124)
         ctx.add(
             facts=["nvidia.smi_state", "nvidia.nvml_state", "nvidia.kernel_module_version", "nvidia.driver_library_version"],
-            user=n.driver_version or n.driver_library_version or (m.group(1) if m else None) or "?",
+            user=user_space_driver(ctx.facts) or n.driver_library_version or (m.group(1) if m else None) or "?",
             kernel=n.kernel_module_version or "?",
             message=n.smi_message or n.nvml_error or "",
         )
@@ -62,13 +62,14 @@ def driver_library_mismatch(ctx: Ctx) -> None:
 def source_conflict(ctx: Ctx) -> None:
     f = ctx.facts
     n, p = f.nvidia, f.platform
-    if not ctx.has("driver-library-mismatch") and not p.is_wsl and n.driver_version and n.kernel_module_version:
-        if not same_release(n.driver_version, n.kernel_module_version):
+    user = user_space_driver(f)
+    if not ctx.has("driver-library-mismatch") and not p.is_wsl and user and n.kernel_module_version:
+        if not same_release(user, n.kernel_module_version):
             ctx.add(
                 detail="module",
                 fix="module",
                 facts=["nvidia.driver_version", "nvidia.kernel_module_version"],
-                user=n.driver_version,
+                user=user,
                 user_source=n.sources.get("driver_version", "NVML"),
                 kernel=n.kernel_module_version,
                 kernel_source=n.sources.get("kernel_module_version", "/sys/module/nvidia/version"),

@@ -98,7 +98,7 @@ def _backend(chk: _Check, backend: str) -> None:
         [f"torch.{acc.available_field}"],
         backend=backend,
         torch=t.version,
-        api={"cuda": "cuda", "rocm": "cuda", "xpu": "xpu", "mps": "backends.mps"}[backend],
+        api=acc.torch_api,
         error=acc.torch_error(t) or "-",
     )
 

@@ -168,8 +168,8 @@ def torch_backend_mismatch(ctx: Ctx) -> None:
         facts=["torch.version", "torch.cuda", "torch.hip"],
         fix_text=install_fix(ctx, exclude=variant_name(f)),
         torch=t.version,
-        build={"rocm": "ROCm", "cuda": "CUDA", "xpu": "XPU"}[kind],
-        machine={"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel"}[acc.name],
+        build=next((a.build_label for a in accelerators.ALL if a.build_kind == kind), kind),
+        machine=acc.vendor_label,
         gpus=_gpu_names(ctx, acc),
     )
 

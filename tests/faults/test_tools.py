@@ -51,7 +51,9 @@ def test_tool_not_executable(machine):
     nv = data["facts"]["nvidia"]
     assert (nv["smi_state"], nv["smi_message"], nv["smi_path"]) == ("error", says, str(tool))
     finding(data, "probe-failed", says, title="A tool that is installed failed, so part of the stack is unknown")
-    assert nv["gpus"] == [] and nv["driver_version"] is None  # nothing invented from a file it could not run
+    # nothing invented from a file it could not run: the driver version is the loaded kernel module's, marked as reconcile's
+    assert nv["gpus"] == [] and "nvidia-smi" not in nv["observed"].get("driver_version", {})
+    assert nv["sources"]["driver_version"].startswith("reconcile: /"), nv["sources"]
     assert data["facts"]["cuda_toolkit"]["nvcc_version"] is None
     assert_others_intact(data, faulted={"nvidia", "cuda_toolkit"})
 

@@ -1,0 +1,99 @@
+"""The accelerator plug-in's interface: :class:`Accelerator`, which every kind in this package subclasses.
+
+Kept apart from the registry (``stackdoctor.accelerators``) so that the kinds import it and the registry
+imports the kinds, with no import circle.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar, Protocol
+
+from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, TorchFacts
+
+__all__ = ["Accelerator", "Say"]
+
+
+class Say(Protocol):
+    """An interface word in the screen's language: ``say("gpu_integrated")`` (``locale/<lang>.yaml``, ``ui:``)."""
+
+    def __call__(self, key: str, /, **values: object) -> str: ...
+
+
+class Accelerator:
+    """One kind of accelerator. Subclasses set the class attributes and :meth:`present` / :meth:`usable`."""
+
+    name: ClassVar[str]  # "nvidia" | "amd" | "intel" | "apple" | "jetson"
+    vendor: ClassVar[str]  # GpuView.vendor of its devices
+    subject: ClassVar[str]  # the probe (engine.PROBES) and the Facts subject that show it: "nvidia" | "rocm" | ...
+    label: ClassVar[str]  # "NVIDIA CUDA": what the screen calls it
+    backend: ClassVar[Backend]  # what torch runs on: "cuda" | "rocm" | "xpu" | "mps"
+    build_kind: ClassVar[BuildKind]  # the torch build that serves it ("cpu" for MPS: macOS's default build)
+    variant_prefixes: ClassVar[tuple[str, ...]]  # index variants that serve it: ("cu",) | ("rocm",) | ("xpu",) | ()
+    available_field: ClassVar[str]  # the TorchFacts field of torch.<x>.is_available()
+    error_field: ClassVar[str | None] = None  # the TorchFacts field with torch's reason when unavailable
+    runtime_families: ClassVar[tuple[str, ...]] = ()  # install.runtime_family() names of its runtime wheels
+    hide_var: ClassVar[str | None] = None  # the variable a plan sets to hide devices from torch
+    hide_vars: ClassVar[tuple[str, ...]] = ()  # every variable that hides its devices (default: hide_var)
+    build_label: ClassVar[str] = ""  # its torch build in a sentence: "CUDA" | "ROCm" | "XPU"
+    vendor_label: ClassVar[str] = ""  # its vendor in a sentence: "NVIDIA" | "AMD" | "Intel" | "Apple"
+    torch_api: ClassVar[str] = ""  # the torch module that answers for it: torch.<torch_api>.is_available()
+    tool_witnesses: ClassVar[tuple[str, ...]] = ()  # the user-space tools that list its devices (device counting)
+    kernel_witness: ClassVar[str | None] = None  # the kernel driver's own list of them (device counting)
+    # A plug-in kind (one outside this package, registered through the "stackdoctor.accelerators" entry
+    # point group) also names its probe module and the pattern of its index variants' names; the built-in
+    # kinds' probes are in engine.PROBES and their variants are the matrix's own (cuXYZ, rocmX.Y, xpu).
+    probe: ClassVar[str | None] = None  # "my_plugin.probe": a module with probe(ctx) -> ProbeOutput
+    variant_pattern: ClassVar[str | None] = None  # regex of its variants' names, e.g. r"^foo\d+$"
+
+    def hiding(self) -> tuple[str, ...]:
+        """Every variable that hides its devices from torch, the first the one a plan sets."""
+        return self.hide_vars or ((self.hide_var,) if self.hide_var else ())
+
+    def own_facts(self, facts: Facts) -> dict[str, Any]:
+        """A plug-in kind's facts as its probe wrote them (``Facts.plugins[subject]``, plain data); {} for none."""
+        data = facts.plugins.get(self.subject)
+        return data if isinstance(data, dict) else {}
+
+    def gpus(self, facts: Facts) -> list[GpuView]:
+        """Its GPUs for the reconciled view, from its own facts. The built-in kinds' GPUs are joined by
+        :mod:`stackdoctor.reconcile` from every witness; a plug-in kind lists its own here."""
+        return []
+
+    def devices(self, facts: Facts) -> list[GpuView]:
+        """Its GPUs in the reconciled view (every witness joined)."""
+        return [g for g in facts.reconciled.gpus if g.vendor == self.vendor]
+
+    def present(self, facts: Facts) -> bool:
+        """The hardware is here (any witness)."""
+        raise NotImplementedError
+
+    def usable(self, facts: Facts) -> bool:
+        """torch could use it with the right build: the hardware and what drives it are here."""
+        raise NotImplementedError
+
+    def torch_available(self, torch: TorchFacts) -> bool | None:
+        """What torch said: ``torch.<x>.is_available()`` (None: not asked, or torch did not import)."""
+        value = getattr(torch, self.available_field, None) if self.available_field else None
+        return value if isinstance(value, bool) else None
+
+    def torch_error(self, torch: TorchFacts) -> str | None:
+        return getattr(torch, self.error_field, None) if self.error_field else None
+
+    def serves(self, variant: str | None) -> bool:
+        """True when the index variant ``variant`` ("cu126", "rocm7.2", "xpu") is a build for this kind."""
+        if self.variant_pattern and variant and re.match(self.variant_pattern, variant):
+            return True
+        return bool(variant) and any(variant.startswith(p) for p in self.variant_prefixes)  # type: ignore[union-attr]
+
+    def device_lines(self, facts: Facts, say: Say) -> list[str]:
+        """Its devices as lines of the screen and the Markdown stack ("0: NVIDIA GeForce RTX 4090 (sm_89, 23 GiB)"),
+        from the reconciled view."""
+        return [f"{g.index}: {g.name or '?'}" for g in self.devices(facts)]
+
+    def driver_line(self, facts: Facts, say: Say) -> str | None:
+        """The driver layer's line on the screen and in the Markdown stack, or None when this kind shows none."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"<accelerator {self.name}>"
