@@ -81,6 +81,11 @@ class Variant:
     derived_from: str | None = None
     arch_by_platform: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
     line: int | None = field(default=None, compare=False, hash=False)
+    # learned from an index (``stackdoctor matrix learn``): the date; its facts are the artifacts' (source)
+    learned: str | None = None
+    # where the learned build is served: "pypi" (label-less default build of a PyPI-shaped index); None: <pytorch>/<name>
+    index: str | None = None
+    runtime: dict[str, str] = field(default_factory=dict, hash=False)  # pinned runtime wheels: "cuda-toolkit" -> "13.2.2"
 
     def arch_for(self, platform: str | None) -> tuple[str, ...]:
         """The arch list of the wheel for ``platform`` (a compatibility tag or a bare arch/OS family)."""
@@ -147,6 +152,11 @@ class Release:
     unknown: tuple[str, ...] = ()
     patches: tuple[PatchRow, ...] = ()  # older patch releases of the same minor (their pairings)
     line: int | None = field(default=None, compare=False, hash=False)
+    requires_python: str | None = None  # the wheels' Requires-Python (">=3.11")
+    triton_requirement: str | None = None  # the torch wheel's triton pin as written ("~=3.9.0")
+    learned: str | None = None  # the date ``stackdoctor matrix learn`` read this row from an index
+    # companions paired because their Requires-Dist range admits this torch (no release pins it exactly)
+    paired_by_range: tuple[str, ...] = ()
 
     @property
     def minor(self) -> tuple[int, int]:
@@ -410,6 +420,7 @@ class Matrix:
         for r in self.releases:
             if r.version == v:
                 return r
+        for r in self.releases:
             for p in r.patches:
                 if p.version == v:
                     return dataclasses.replace(
@@ -535,6 +546,12 @@ class Matrix:
             out["mirrors"] = [to_data(m) for m in self.mirrors]
             out["pypi_default"] = [to_data(d) for d in self.pypi_defaults]
             out["conda"] = to_data(self.conda)
+            # the smaller tables too, under their document keys: `matrix show --json` shows every table
+            out["l4t_releases"] = {k: to_data(v) for k, v in self.l4t_releases.items()}
+            out["rocm_apus"] = {k: to_data(v) for k, v in self.rocm_apus.items()}
+            out["intel_gpus"] = [to_data(f) for f in self.intel_families]
+            out["fp32_lanes_per_sm"] = {k: to_data(v) for k, v in self.fp32_lanes.items()}
+            out["thresholds"] = {k: to_data(v) for k, v in self.thresholds.items()}
         return out
 
 
@@ -889,9 +906,11 @@ def _tname(v: Any) -> str:
 _RELEASE_KEYS = {
     "version", "variants", "torchvision", "torchaudio", "triton", "min_macos", "mps_min_macos", "manylinux_glibc", "pythons",
     "torch_only_pythons", "python_platforms", "released", "source", "derived_from", "unknown", "patches", "note",
+    "requires_python", "triton_requirement", "learned", "paired_by_range",
 }
 _VARIANT_KEYS = {
     "name", "kind", "platforms", "pythons", "arch_list", "arch_by_platform", "gfx", "source", "derived_from", "unknown", "note",
+    "learned", "index", "runtime",
 }
 _TOP_KEYS = {
     "schema", "releases", "cuda", "gpus", "rocm_overrides", "jetson", "peaks", "indexes", "note",
@@ -963,6 +982,14 @@ def _variant(ctx: _Ctx, raw: Any, where: str, line: int, rel_pythons: tuple[str,
     if kind[0] != "rocm" and gfx:
         raise ctx.fail(ctx.line_of(d, "gfx"), f"{where}.gfx", f"only ROCm variants carry a gfx list, not {name!r}")
     pythons = _pythons(ctx, d, "pythons", where) or rel_pythons
+    index = ctx.text(d, "index", where)
+    if index is not None and index != "pypi" and not re.match(r"^(https?|file)://\S+$", index):
+        raise ctx.fail(ctx.line_of(d, "index"), f"{where}.index", f"must be \"pypi\" (a label-less build of a PyPI-shaped index) or the URL of the index that serves it, not {index!r}")
+    runtime: dict[str, str] = {}
+    if d.get("runtime") is not None:
+        rm = ctx.mapping(d["runtime"], f"{where}.runtime", ctx.line_of(d, "runtime"))
+        for dist in rm:
+            runtime[str(dist)] = ctx.text(rm, dist, f"{where}.runtime") or ""
     return Variant(
         name=name,
         kind=kind[0],
@@ -977,6 +1004,9 @@ def _variant(ctx: _Ctx, raw: Any, where: str, line: int, rel_pythons: tuple[str,
         derived_from=ctx.text(d, "derived_from", where),
         arch_by_platform=by_platform,
         line=d.line,
+        learned=ctx.text(d, "learned", where),
+        index=index,
+        runtime=runtime,
     )
 
 
@@ -1059,6 +1089,10 @@ def _release(ctx: _Ctx, raw: Any, where: str, line: int) -> Release:
         unknown=ctx.strings(d, "unknown", where),
         patches=tuple(patches),
         line=d.line,
+        requires_python=ctx.text(d, "requires_python", where),
+        triton_requirement=ctx.text(d, "triton_requirement", where),
+        learned=ctx.text(d, "learned", where),
+        paired_by_range=ctx.strings(d, "paired_by_range", where),
     )
 
 
@@ -1289,15 +1323,58 @@ def _parse_document(data: Any, file: str) -> _Parsed:
     return out
 
 
+def _merge_variant(base: Variant, over: Variant) -> Variant:
+    """A learned variant over a known one of the same name: what the artifacts say wins field by field (their
+    arch list, Pythons, runtime pins), platforms add up, and both sources are kept (the known one still
+    answers for the platforms the learned index does not serve)."""
+    # a platform family the known row has keeps the known tag: its glibc / macOS floor is sourced, while a wheel's
+    # tag can claim less (PyPI's torch 2.6.0 is tagged manylinux1 but needs glibc 2.28)
+    fams = {parse_platform(t)[:2] for t in base.platforms}
+    platforms = base.platforms + tuple(t for t in dict.fromkeys(over.platforms) if parse_platform(t)[:2] not in fams)
+    by_platform = {**base.arch_by_platform, **over.arch_by_platform}
+    arch = over.arch_list or base.arch_list
+    source = over.source if over.source == base.source else f"{over.source}; {base.source}"
+    return dataclasses.replace(
+        base,
+        platforms=platforms,
+        pythons=tuple(dict.fromkeys(base.pythons + over.pythons)) if over.pythons else base.pythons,
+        arch_list=arch,
+        arch_by_platform=by_platform,
+        gfx=over.gfx or base.gfx,
+        source=source,
+        unknown=tuple(u for u in base.unknown if not (over.arch_list and any(w in u.lower() for w in ("not verified", "unverified", "arch list")))) + tuple(
+            u for u in over.unknown if u not in base.unknown and not (base.arch_list and "arch list" in u)
+        ),
+        derived_from=over.derived_from or base.derived_from,
+        learned=over.learned,
+        index=None,  # the known build's index serves it; the learned index is one more witness
+        runtime={**base.runtime, **over.runtime},
+    )
+
+
 def _merge_release(base: Release, over: Release) -> Release:
-    """A user release row over an embedded one: given fields replace, variants merge by name."""
-    names = [v.name for v in over.variants]
-    variants = tuple(over.variants) + tuple(v for v in base.variants if v.name not in names)
+    """A user release row over an embedded one: given fields replace, variants merge by name (a learned
+    variant merges into the known one field by field: :func:`_merge_variant`)."""
+    overs = {v.name: v for v in over.variants}
+    # the known variants keep their order (a learned one merged in place), new ones follow
+    variants = tuple(
+        (_merge_variant(v, overs[v.name]) if overs[v.name].learned else overs[v.name]) if v.name in overs else v for v in base.variants
+    ) + tuple(v for v in over.variants if v.name not in {b.name for b in base.variants})
+    if over.learned and base.source and base.source != over.source:
+        over = dataclasses.replace(over, source=f"{over.source}; {base.source}")
+    unknown = over.unknown or base.unknown
+    if over.learned:  # what the artifacts now say is no longer unknown
+        said = [k for k, given in (("triton", over.triton or over.triton_requirement), ("torchvision", over.torchvision),
+                                   ("torchaudio", over.torchaudio), ("pythons", over.pythons), ("3.", over.pythons)) if given]
+        unknown = tuple(dict.fromkeys(over.unknown + tuple(u for u in base.unknown if not any(u.lower().startswith(k) for k in said))))
+    # a pairing a companion's range implies yields to a hand-kept one (an exact pin or a release's own word)
+    tv = base.torchvision if "torchvision" in over.paired_by_range and base.torchvision else over.torchvision or base.torchvision
+    ta = base.torchaudio if "torchaudio" in over.paired_by_range and base.torchaudio else over.torchaudio or base.torchaudio
     return Release(
         version=over.version,
         variants=variants,
-        torchvision=over.torchvision or base.torchvision,
-        torchaudio=over.torchaudio or base.torchaudio,
+        torchvision=tv,
+        torchaudio=ta,
         triton=over.triton or base.triton,
         min_macos=over.min_macos or base.min_macos,
         mps_min_macos=over.mps_min_macos or base.mps_min_macos,
@@ -1308,10 +1385,23 @@ def _merge_release(base: Release, over: Release) -> Release:
         released=over.released or base.released,
         source=over.source,
         derived_from=over.derived_from or base.derived_from,
-        unknown=over.unknown or base.unknown,
+        unknown=unknown,
         patches=over.patches or base.patches,
         line=over.line,
+        requires_python=over.requires_python or base.requires_python,
+        triton_requirement=over.triton_requirement or base.triton_requirement,
+        learned=over.learned or base.learned,
+        paired_by_range=tuple(c for c in over.paired_by_range if not getattr(base, c)),
     )
+
+
+def _patch_base(releases: dict[Version, Release], version: Version) -> Release | None:
+    """The row a patch version lives in (``patches:`` of a newer row of its minor), as that version's own row."""
+    for r in releases.values():
+        for p in r.patches:
+            if p.version == version:
+                return dataclasses.replace(r, version=p.version, torchvision=p.torchvision, torchaudio=p.torchaudio, triton=p.triton, patches=())
+    return None
 
 
 def _build(parts: Sequence[tuple[str, _Parsed]]) -> Matrix:
@@ -1337,7 +1427,8 @@ def _build(parts: Sequence[tuple[str, _Parsed]]) -> Matrix:
         lanes.update(p.lanes)
         thresholds.update(p.thresholds)
         for r in p.releases:
-            releases[r.version] = _merge_release(releases[r.version], r) if r.version in releases else r
+            base = releases.get(r.version) or (_patch_base(releases, r.version) if r.learned else None)
+            releases[r.version] = _merge_release(base, r) if base is not None else r
         cuda.update(p.cuda)
         for g in p.gpu_rows:
             gpu_rows[normalise_gpu_name(g.name)] = g
@@ -1412,7 +1503,8 @@ def _embedded() -> tuple[tuple[str, _Parsed], ...]:
         # run from a source checkout (``python -m stackdoctor`` in a clone): the data sits beside the package
         base = Path(__file__).resolve().parent.parent / "compat_matrix"
     parts = []
-    for entry in sorted(base.iterdir(), key=lambda e: e.name):
+    # learned*.yaml (written by ``stackdoctor matrix learn --shipped``) last: it layers over the hand-kept rows
+    for entry in sorted(base.iterdir(), key=lambda e: (e.name.startswith("learned"), e.name)):
         if entry.name.endswith(".yaml") and entry.is_file():
             name = f"compat_matrix/{entry.name}"
             parts.append((name, parse_matrix_text(entry.read_text(encoding="utf-8"), name)))
@@ -1433,6 +1525,17 @@ def user_matrix_paths(extra: Sequence[str | Path] = (), env: dict[str, str] | No
     return paths
 
 
+def learned_layer_path(env: dict[str, str] | None = None) -> Path:
+    """The user's learned layer (``stackdoctor matrix learn`` writes it; :func:`load_matrix` layers it over the
+    embedded matrix, under ``--matrix`` files): ``STACKDOCTOR_LEARNED``, else
+    ``$XDG_CONFIG_HOME/stackdoctor/learned.yaml`` (``~/.config/stackdoctor/learned.yaml``)."""
+    e = os.environ if env is None else env
+    if e.get("STACKDOCTOR_LEARNED"):
+        return Path(e["STACKDOCTOR_LEARNED"]).expanduser()
+    base = Path(e["XDG_CONFIG_HOME"]).expanduser() if e.get("XDG_CONFIG_HOME") else Path(e.get("HOME") or "~").expanduser() / ".config"
+    return base / "stackdoctor" / "learned.yaml"
+
+
 def load_matrix(extra: Sequence[str | Path] = (), *, embedded: bool = True) -> Matrix:
     """The embedded matrix with user files layered over it (later files win).
 
@@ -1445,6 +1548,9 @@ def load_matrix(extra: Sequence[str | Path] = (), *, embedded: bool = True) -> M
     if not embedded:
         return _build([(str(p), parse_matrix_text(_read_user_file(p), str(p))) for p in extra])
     paths = user_matrix_paths(extra)
+    learned = learned_layer_path()
+    if learned.is_file():
+        paths = [str(learned), *paths]
     if not paths:
         return _embedded_matrix()
     parts = list(_embedded())

@@ -35,7 +35,7 @@ from stackdoctor.matrix import (
     parse_platform,
     variant_kind,
 )
-from stackdoctor.plan import Plan, PlannedPackage, Rejected, Request
+from stackdoctor.plan import Plan, PlanError, PlannedPackage, Rejected, Request
 from stackdoctor.versions import major_minor
 from stackdoctor.versions import release as release_tuple
 
@@ -568,10 +568,19 @@ def _leftovers(facts: Facts, new_variant: str | None) -> list[str]:
 
 def _finish(facts: Facts, matrix: Matrix, request: Request, fit: _Fit, plan: Plan, *, pypi: bool = False) -> Plan:
     v = fit.variant
-    if pypi:
+    if pypi or v.index == "pypi":
+        # a label-less default build (PyPI's): the index that serves it, with a plain ==version requirement
         index_url, pkg_variant = matrix.index_url("pypi"), None
+    elif v.index:
+        index_url, pkg_variant = v.index, v.name  # learned from that index (an index witness)
     else:
         index_url, pkg_variant = _index_url(matrix, request, v.name), v.name
+    if v.learned:
+        where = v.source.split(" (", 1)[0].split("; ", 1)[0]
+        plan.reasons.append(
+            f"torch {fit.version} {v.name}: learned {v.learned} from the index's own files ({where})"
+            + (f"; GPU code {v.derived_from}" if v.derived_from and v.derived_from.startswith("inferred") else "")
+        )
     plan.torch_version = str(fit.version)
     plan.variant = v.name
     plan.index_url = index_url
@@ -729,7 +738,138 @@ def _nothing_suggestions(t: Target, matrix: Matrix, request: Request, cands: lis
 
 
 def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
-    """The install plan for ``request`` on the machine ``facts`` describe, from ``matrix``. Pure."""
+    """The install plan for ``request`` on the machine ``facts`` describe, from ``matrix``. Pure.
+
+    One honest answer either way: a plan that cannot be met has no command and its ``error`` says why in one
+    sentence (exit 1, README "Exit codes"); a plan against the installed torch says what it replaces, and
+    never downgrades silently (:func:`_mind_installed`)."""
+    plan = _resolve(facts, matrix, request)
+    if not plan.satisfiable:
+        plan.packages, plan.command = [], []
+        if plan.error is None:
+            plan.error = PlanError("unmet", _unmet_sentence(plan), 1)
+        return plan
+    _mind_installed(facts, matrix, request, plan)
+    return plan
+
+
+_PYTHON_RE = re.compile(r"^(?:cp|python)?(\d)(?:\.?(\d{1,2}))?(t?)$", re.I)
+
+
+def request_value_error(torch: str | None = None, platform: str | None = None, python_version: str | None = None) -> str | None:
+    """One sentence for a request value that cannot mean anything (the install command exits 2 with it), else None.
+
+    ``--platform amiga`` (not a wheel platform tag), ``--python-version 2.7`` (torch wheels are Python 3 only),
+    ``--torch banana`` (neither a version nor a specifier). Values that parse but that no release serves are
+    the resolver's to answer (an unmet plan, with what would work instead)."""
+    if platform is not None:
+        os_, _arch, _floor = parse_platform(platform)
+        if os_ == "unknown" or not platform.strip():
+            return (
+                f"--platform {platform!r} is not a wheel platform tag (expected like manylinux_2_28_x86_64, manylinux_2_28_aarch64, "
+                "win_amd64 or macosx_14_0_arm64)."
+            )
+    if python_version is not None:
+        m = _PYTHON_RE.match(python_version.strip())
+        if not m:
+            return f"--python-version {python_version!r} is not a Python version (expected like 3.12 or 3.13t)."
+        if m.group(1) != "3":
+            return f"--python-version {python_version}: torch wheels are for Python 3 only (e.g. --python-version 3.12)."
+    if torch is not None:
+        text = torch.strip()
+        if not text:
+            return "--torch needs a version (e.g. 2.13.0) or a specifier (e.g. '>=2.6,<2.12')."
+        if re.search(r"[<>=!~,]", text):
+            try:
+                SpecifierSet(text)
+            except InvalidSpecifier:
+                return f"--torch {torch!r} is neither a version nor a version specifier (e.g. 2.13.0 or '>=2.6,<2.12')."
+        else:
+            try:
+                Version(text)
+            except InvalidVersion:
+                return f"--torch {torch!r} is not a torch version (e.g. 2.13.0, or a specifier like '>=2.6,<2.12')."
+    return None
+
+
+def _unmet_sentence(plan: Plan) -> str:
+    why = plan.reasons[0] if plan.reasons else "no torch build fits this request"
+    s = f"No torch build fits this request: {why}"
+    if plan.suggestions:
+        s += f" (would work instead: {plan.suggestions[0]})"
+    return s.rstrip(".") + "."
+
+
+def _what_if(request: Request) -> bool:
+    """The request plans for another machine, so this one's installed torch is not the one replaced."""
+    return bool(request.platform or request.python_version or request.gpus or request.gfx or request.driver)
+
+
+def _installed_works(facts: Facts) -> bool:
+    """The installed torch imports (or its files are whole) and, for a GPU build, saw its GPU."""
+    t = facts.torch
+    if not t.installed or t.import_error:
+        return False
+    kind = variant_kind(t.variant or "")
+    if kind and kind[0] in ("cuda", "rocm") and t.cuda_available is False:
+        return False
+    return True
+
+
+def _mind_installed(facts: Facts, matrix: Matrix, request: Request, plan: Plan) -> None:
+    """No silent downgrade: an unpinned plan older than a working installed build of the same kind keeps that
+    build; any other plan older than the installed torch says "downgrade from X to Y" and why; a plan that
+    replaces the installed torch says so (``2.14.1+cu130 -> 2.13.0+cpu``)."""
+    t = facts.torch
+    if _what_if(request) or not t.installed or not t.version or not plan.torch_version:
+        return
+    try:
+        inst = Version(t.version.split("+", 1)[0])
+        new = Version(plan.torch_version)
+    except InvalidVersion:
+        return
+    inst_variant = t.variant or (t.version.split("+", 1)[1] if "+" in t.version else None)
+    new_full = f"{new}+{plan.variant}" if plan.variant and not plan.variant.startswith("jetson-") else str(new)
+    old_full = t.version if "+" in t.version or not inst_variant else f"{t.version}+{inst_variant}"
+    if (inst, inst_variant) == (new, plan.variant):
+        return
+    ik, nk = variant_kind(inst_variant or ""), variant_kind(plan.variant or "")
+    same_kind = ik is not None and nk is not None and ik[0] == nk[0]
+    gpu_to_cpu = ik is not None and ik[0] != "cpu" and nk is not None and nk[0] == "cpu"
+    if inst > new:
+        works = _installed_works(facts)
+        if not request.torch and request.variant == "auto" and works and (same_kind or gpu_to_cpu):
+            row = matrix.release(inst)
+            unknown = row is None or not row.variants
+            plan.reasons.insert(
+                0,
+                f"torch {old_full} is installed and works; the newest build the matrix fits here is {new_full}, older, so an unpinned "
+                f"install keeps it (no downgrade)"
+                + (f"; the matrix does not know torch {inst}'s builds: `stackdoctor matrix learn --torch {inst}` reads them from the index" if unknown else ""),
+            )
+            plan.torch_version, plan.variant = str(inst), inst_variant
+            plan.packages = [p for p in plan.packages if p.name == "torch"]
+            for p in plan.packages:
+                p.version, p.variant = str(inst), inst_variant
+            plan.command = []
+            plan.satisfied = True
+            plan.leftovers = []
+            return
+        if request.torch:
+            why = f"--torch {request.torch} asks for it"
+        elif request.variant != "auto":
+            why = f"--variant {request.variant} asks for that build, and {new_full} is the newest the matrix knows for this machine"
+        elif not works:
+            why = f"the installed build does not work here ({t.import_error or 'torch sees no GPU'})"
+        else:
+            why = f"no {_kind_name(ik[0]) if ik else ''} build of torch {inst} that the matrix knows fits this machine; {new_full} is the newest that does".replace("  ", " ")
+        plan.reasons.insert(0, f"downgrade from {old_full} to {new_full}: {why}")
+        plan.warnings.append(f"this plan downgrades torch from {old_full} to {new_full}")
+        return
+    plan.reasons.insert(0, f"replaces the installed torch: {old_full} -> {new_full}")
+
+
+def _resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
     plan = Plan(torch_version=None, variant=None, index_url=None)
     t = target_from(facts, matrix, request)
     plan.warnings.extend(t.notes)
@@ -757,6 +897,26 @@ def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
     if not cands:
         plan.reasons.append("no torch release in the request has builds the matrix knows")
         return plan
+    comps = [p for p in request.packages if p in ("torchvision", "torchaudio")]
+    if comps and not request.torch:
+        # companions: the newest release whose torchvision / torchaudio the sources have, naming what is missing
+        def missing(v: Version) -> list[str]:
+            tv, ta = matrix.paired(v)
+            return [c for c in comps if {"torchvision": tv, "torchaudio": ta}[c] is None]
+
+        with_all = [(r, v) for r, v in cands if not missing(v)]
+        if with_all and with_all[0][1] != cands[0][1]:
+            newer = [(r, v) for r, v in cands if v > with_all[0][1]]
+            gone = sorted({c for _, v in newer for c in missing(v)})
+            plan.reasons.append(
+                f"torch {', '.join(str(v) for _, v in newer[:3])}{' ...' if len(newer) > 3 else ''}: no {' or '.join(gone)} paired with it is known; "
+                f"torch {with_all[0][1]} is the newest release with {' and '.join(comps)} (install torch alone for a newer one)"
+            )
+            cands = with_all
+        elif not with_all:
+            gone = sorted({c for _, v in cands for c in missing(v)})
+            plan.reasons.append(f"no torch release in the matrix has a known {' and '.join(gone)} pairing")
+            return plan
     if request.variant != "auto" and not request.variant.startswith("jetson-"):
         publishing = [(r, v) for r, v in cands if r.variant(request.variant) is not None]
         if not publishing:
@@ -869,6 +1029,22 @@ def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
         if plan.suggestions:
             plan.reasons.append("to get a GPU build: " + "; or ".join(plan.suggestions))
         return _finish(facts, matrix, request, fit, plan)
+    # no CPU build: PyPI's default build (a CUDA build, learned from its wheels) runs on the CPU too, as `pip install torch` does
+    for rel, ver in cands:
+        for v in rel.variants:
+            if v.index != "pypi" or v.kind == "cpu" or (request.variant != "auto" and v.name != request.variant):
+                continue
+            try:
+                _platform_tag_for(rel, v, t)
+                _python_fits(rel, v, t, request.packages)
+            except _Reject:
+                continue
+            plan.reasons.append(
+                f"torch {ver} {v.name}: no CPU build of it is known for {_OS_WORDS.get(t.os, t.os)} {t.arch}"
+                + (f" and Python {t.python}" if t.python else "")
+                + f"; PyPI's default build ({v.name}) runs on the CPU as well, with its CUDA libraries unused"
+            )
+            return _finish(facts, matrix, request, _Fit(rel, ver, v), plan)
     # nothing at all
     plan.torch_version = None
     plan.reasons.extend(cpu_rejects[:3] or ["no build of the requested torch fits this platform and Python"])

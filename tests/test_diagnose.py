@@ -390,6 +390,11 @@ def _torch_missing(f, m):
     f.torch = TorchFacts(import_error="ModuleNotFoundError: No module named 'torch'", import_error_kind="exception")
 
 
+def _torch_newer(f, m):  # a torch released after the matrix: one minor past its newest release
+    newest = m.releases[0].version
+    f.torch.version = f"{newest.major}.{newest.minor + 1}.0+cu126"
+
+
 def _import_failed(f, m):  # the cuDNN the wheel needs is missing and nothing on LD_LIBRARY_PATH explains it
     f.torch = TorchFacts(
         import_error="ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory", import_error_kind="exception"
@@ -622,6 +627,7 @@ TRIGGER = [
     pytest.param("torch-missing", _torch_missing, id="fresh-machine"),
     pytest.param("install-unfinished", _install_killed, id="install-killed-halfway"),
     pytest.param("torch-import-failed", _import_failed, id="libcudnn-missing"),
+    pytest.param("torch-newer-than-matrix", _torch_newer, id="torch-after-the-matrix"),
     pytest.param("torch-import-failed", _import_crash, id="import-segfaults-installed-true"),
 ]
 

@@ -54,14 +54,18 @@ def test_pypi_default_build_is_read_from_the_real_wheel_metadata():
     assert parse_cuda_requirement(["filelock", "sympy>=1.13.3"]) is None
 
 
-def test_default_build_variant_from_the_matrix_and_unknown_rows():
+def test_default_build_variant_from_the_matrix_and_unknown_rows(tmp_path):
     m = load_matrix()
     remote = IndexFile("torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "https://pypi.org/files/torch-2.13.0.whl")
     b = default_build_variant(remote, "2.13.0", "manylinux_2_28_x86_64", m)
     assert b.variant == "cu130" and "pypi_default 2.13 linux_x86_64" in b.how
     assert default_build_variant(remote, "2.13.0", "win_amd64", m).variant == "cpu"
-    unknown = default_build_variant(remote, "2.9.1", "manylinux_2_28_x86_64", m)
-    assert unknown.variant is None and "STABLE_CUDA_VERSIONS" in unknown.how
+    # learned from the 2.9.1 wheel's own pins (nvidia-cuda-runtime-cu12==12.8.90)
+    assert default_build_variant(remote, "2.9.1", "manylinux_2_28_x86_64", m).variant == "cu128"
+    layer = tmp_path / "unknown.yaml"
+    layer.write_text('pypi_default:\n  - {torch: "2.9", platform: linux_x86_64, variant: null, source: "test", unknown: ["test: conflicting sources"]}\n')
+    unknown = default_build_variant(remote, "2.9.1", "manylinux_2_28_x86_64", load_matrix([layer]))
+    assert unknown.variant is None and "conflicting sources" in unknown.how
     assert pypi_platform("manylinux_2_28_aarch64") == "linux_aarch64" and pypi_platform("macosx_14_0_arm64") == "macos_arm64"
 
 

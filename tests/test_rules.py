@@ -215,7 +215,8 @@ def test_check_and_install_agree_on_every_machine(case):
     cpu = dataclasses.replace(facts, torch=TorchFacts(installed=True, version=f"{plan.torch_version}+cpu", variant="cpu", distributions={}))
     out = judge(cpu)
     flagged = [x for x in out if x.code in ("torch-cpu-only", "torch-backend-mismatch", "jetson-wrong-wheel") and x.severity != "ok"]
-    gpu_planned = plan.variant not in ("cpu", None) and not (plan.index_url or "").startswith("https://pypi.org")
+    # a GPU build is planned (from the PyTorch index, or PyPI's default CUDA build) where a GPU runs it
+    gpu_planned = plan.variant not in ("cpu", None) and bool(plan.reasons) and "runs on the CPU as well" not in plan.reasons[0]
     assert bool(flagged) == gpu_planned, (plan.variant, [x.code for x in out])
     if flagged:
         assert f"--variant {plan.variant}" in flagged[0].fix, (flagged[0].fix, plan.variant)

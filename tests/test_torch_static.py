@@ -88,13 +88,14 @@ def test_real_torchvision_fatbin_matches_the_matrix(torchvision_wheel):
     assert info.arch_list == ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]
     assert info.arch_extra == [] and info.error is None
 
-    # the wheel bundles CUDA 13's runtime, so it pairs with torch 2.13.0's cu130 build in the matrix
+    # the wheel bundles CUDA 13's runtime, so it pairs with torch 2.13.0's cu130 build in the matrix: the same cubins;
+    # torchvision adds compute_120 PTX, which PyPI's torch 2.13.0 cu130 wheel does not carry (read from that wheel)
     with zipfile.ZipFile(torchvision_wheel) as zf:
         assert any("libcudart" in n and n.endswith(".so.13") for n in zf.namelist())
     release = load_matrix().release("2.13.0")
     assert release is not None
     variant = next(v for v in release.variants if v.name == "cu130")
-    assert info.arch_list == sort_archs(variant.arch_list) == list(variant.arch_list)
+    assert [a for a in info.arch_list if a.startswith("sm_")] == sort_archs(variant.arch_list) == list(variant.arch_list)
 
 
 # ---------------------------------------------------------------------------- real: ROCm and XPU libraries (bitsandbytes)

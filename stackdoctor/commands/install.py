@@ -159,6 +159,11 @@ def check_options(opts: InstallOptions) -> None:
         raise UsageError(f"--driver {opts.driver} is not an NVIDIA driver version (expected like 550.54.14 or 580).")
     if opts.mirror and opts.index_base:
         raise UsageError("--mirror and --index-base both name the PyTorch index; give one.")
+    from stackdoctor.resolve import request_value_error
+
+    bad = request_value_error(opts.torch, opts.platform, opts.python_version)
+    if bad:
+        raise UsageError(bad)
 
 
 def check_request(opts: InstallOptions, facts: Facts, matrix: Matrix) -> None:
@@ -487,7 +492,8 @@ def _run(opts: InstallOptions, state: _State) -> int:
         plan.warnings.append(f"an install into {facts.python.env_prefix} was stopped halfway; `stackdoctor install --python {python} --recover` finishes it.")
     if hypothetical:
         plan.machine = describe_machine(opts, facts)
-        plan.command = generic_command(plan, request, windows=_windows(opts, facts))
+        if plan.satisfiable:  # an unmet plan has no command (not an empty `pip install`)
+            plan.command = generic_command(plan, request, windows=_windows(opts, facts))
     quiet_stdout = opts.json_out or opts.emit is not None
     if not plan.satisfiable:
         render_plan(plan, python, stderr=quiet_stdout, hypothetical=hypothetical, windows=_windows(opts, facts))

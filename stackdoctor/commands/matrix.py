@@ -7,7 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from stackdoctor.errors import ExitCode, UsageError
+from stackdoctor.errors import ExitCode, IndexError_, UsageError
 
 
 def _show_text(data: dict[str, Any], torch: str | None) -> str:
@@ -54,7 +54,7 @@ def _show_text(data: dict[str, Any], torch: str | None) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    sub = typer.Typer(name="matrix", help="Show or validate the compatibility matrix.", no_args_is_help=True, rich_markup_mode=None)
+    sub = typer.Typer(name="matrix", help="Show, validate or learn the compatibility matrix.", no_args_is_help=True, rich_markup_mode=None)
 
     @sub.command("show")
     def show(
@@ -87,6 +87,80 @@ def register(app: typer.Typer) -> None:
             f"{file}: valid ({n} release{'s' if n != 1 else ''}, {len(parsed.cuda)} CUDA row(s), {len(parsed.gpu_rows)} GPU name(s), "
             f"{len(parsed.overrides)} ROCm override(s), {len(parsed.jetson)} Jetson row(s))."
         )
+        return int(ExitCode.OK)
+
+    @sub.command("learn")
+    def learn_cmd(
+        index: Annotated[Optional[str], typer.Option("--index", help="The index to learn from (PEP 503/691; default: the matrix's pypi index). A download.pytorch.org-shaped variant index works too (…/whl/cu130).")] = None,
+        snapshot: Annotated[Optional[str], typer.Option("--snapshot", help="Learn from an index snapshot (benchmarks/pypi_via_pip.py) instead of --index.")] = None,
+        wheels: Annotated[Optional[str], typer.Option("--wheels", help="With --snapshot --download: a folder of wheels downloaded earlier (checked against the index's sha256).")] = None,
+        out: Annotated[Optional[str], typer.Option("--out", help="The layer file to write (default: ~/.config/stackdoctor/learned.yaml, or STACKDOCTOR_LEARNED).")] = None,
+        shipped: Annotated[bool, typer.Option("--shipped", help="Write the shipped layer compat_matrix/learned.yaml of this source checkout (maintainers).")] = False,
+        torch: Annotated[Optional[list[str]], typer.Option("--torch", help="Learn only this release (repeatable).")] = None,
+        since: Annotated[str, typer.Option("--since", help="Oldest release to learn.")] = "2.0",
+        download: Annotated[bool, typer.Option("--download", help="Download GPU wheels to read their GPU code (arch lists, PTX, gfx) and metadata missing on the index.")] = False,
+        refresh: Annotated[bool, typer.Option("--refresh", help="Read releases already learned again.")] = False,
+        no_companions: Annotated[bool, typer.Option("--no-companions", help="Do not read torchvision/torchaudio pairings.")] = False,
+        max_wheel_mb: Annotated[int, typer.Option("--max-wheel-mb", help="Largest wheel --download reads, in MiB.")] = 6144,
+        timeout: Annotated[float, typer.Option("--timeout", help="Seconds for one index page.")] = 20.0,
+    ) -> int:
+        """Learn torch releases from an index's wheels (names, core metadata, with --download their GPU code) into a matrix layer."""
+        from pathlib import Path
+
+        from packaging.version import InvalidVersion, Version
+
+        from stackdoctor import learn as L
+        from stackdoctor.index import IndexClient
+        from stackdoctor.matrix import learned_layer_path, load_matrix
+        from stackdoctor.redact import redact_text
+
+        try:
+            Version(since)
+            for t in torch or ():
+                Version(t)
+        except InvalidVersion as exc:
+            raise UsageError(f"not a torch version: {str(exc).split(':', 1)[-1].strip()}.") from None
+        if index and snapshot:
+            raise UsageError("--index and --snapshot are two sources; give one.")
+        if max_wheel_mb < 1 or timeout <= 0:
+            raise UsageError("--max-wheel-mb and --timeout must be positive.")
+        if shipped and out:
+            raise UsageError("--shipped and --out name two layer files; give one.")
+        if shipped:
+            target = Path(__file__).resolve().parent.parent.parent / "compat_matrix" / "learned.yaml"
+            if not target.parent.is_dir():
+                raise UsageError("--shipped needs a source checkout (compat_matrix/ beside the stackdoctor package).")
+        else:
+            target = Path(out).expanduser() if out else learned_layer_path()
+        doc = L.read_layer(target)
+        existing = {str(r.get("version")): r for r in doc.get("releases") or [] if isinstance(r, dict)}
+        client = None
+        if snapshot:
+            src: L.Source = L.SnapshotSource(Path(snapshot), wheels=Path(wheels) if wheels and download else None)
+        else:
+            url = (index or load_matrix().index_url("pypi")).rstrip("/")
+            client = IndexClient(timeout_s=timeout)
+            src = L.HttpSource(url, client, download=download, max_wheel_bytes=max_wheel_mb * 1024 * 1024)
+        try:
+            res = L.learn(src, existing=existing, since=since, versions=torch or (), refresh=refresh, download=download, companions=not no_companions)
+        except IndexError_ as exc:
+            raise IndexError_(redact_text(str(exc))) from None  # the index URL may carry credentials
+        finally:
+            if client is not None:
+                client.close()
+        for line in res.lines:
+            print(redact_text(line))
+        if res.skipped:
+            print(f"already learned (not fetched again; --refresh reads them): torch {', '.join(res.skipped)}")
+        for err in res.errors:
+            print(redact_text(f"warning: {err}"))
+        if not res.rows:
+            if torch and not res.skipped:
+                raise UsageError(redact_text(res.errors[0] if res.errors else f"{src.name} serves no torch {', '.join(torch)}") + ".")
+            print(redact_text(f"nothing new on {src.name}; {target} unchanged."))
+            return int(ExitCode.OK)
+        L.write_layer(target, doc, res)
+        print(f"wrote {len(res.rows)} release row(s) to {target}")
         return int(ExitCode.OK)
 
     app.add_typer(sub, name="matrix")

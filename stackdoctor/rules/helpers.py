@@ -118,6 +118,16 @@ def index_for(ctx: Ctx, variant: str | None) -> str | None:
     return f"{ctx.matrix.index_url('pytorch').rstrip('/')}/{variant}" if variant else None
 
 
+def _older(a: str | None, b: str | None) -> bool:
+    """``a`` is an older torch version than ``b`` (False where either is unknown)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return bool(a and b) and Version(str(a)) < Version(str(b))
+    except InvalidVersion:
+        return False
+
+
 def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None) -> str:
     """The ``stackdoctor install ...`` line the resolver plans for this machine.
 
@@ -145,6 +155,8 @@ def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None
             continue
         if plan.variant == exclude or (plan.torch_version, plan.variant) == current:
             continue
+        if plan.variant == current[1] and _older(plan.torch_version, current[0]):
+            continue  # no fix downgrades torch to reach the variant it already has
         if want_gpu and plan.variant == "cpu":
             continue  # a CPU build is no fix on a machine whose GPU should work
         if req.torch:

@@ -44,7 +44,10 @@ def glibc_too_old(ctx: Ctx) -> None:
             v = rel.variant("cpu") or (rel.variants[0] if rel.variants else None)
         floors = []
         arch = (f.platform.machine or "x86_64").lower().replace("amd64", "x86_64").replace("arm64", "aarch64")
-        for tag in getattr(v, "platforms", ()) or ():
+        tags = list(getattr(v, "platforms", ()) or ())
+        if rel is not None and not t.installed and not any(mx.parse_platform(x)[:2] == ("linux", arch) for x in tags):
+            tags = [x for w in rel.variants for x in w.platforms]  # its CPU build is not for Linux here: any build that is
+        for tag in tags:
             os_, tarch, floor = mx.parse_platform(tag)
             if os_ == "linux" and tarch == arch:
                 floors.append(floor or vt(getattr(rel, "manylinux_glibc", None) or "") or None)

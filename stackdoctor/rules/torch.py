@@ -460,3 +460,30 @@ def torch_numpy_missing(ctx: Ctx) -> None:
         return
     kind = "missing" if "No module named" in said else "broken"
     ctx.add(detail=kind, fix=kind, facts=["torch.import_warnings"], python=python_exe(f), warning=said)
+
+
+@rule("torch-newer-than-matrix", severity="warn", layer="torch")
+def torch_newer_than_matrix(ctx: Ctx) -> None:
+    """The installed torch is newer than every release the matrix knows: its builds, GPU code and pairings are
+    judged from nothing; `stackdoctor matrix learn` reads them from the index that serves it."""
+    from packaging.version import InvalidVersion, Version
+
+    t = ctx.facts.torch
+    if not t.installed or not t.version or ctx.matrix is None or not ctx.matrix.releases:
+        return
+    try:
+        installed = Version(public(t.version) or "")
+    except InvalidVersion:
+        return
+    newest = ctx.matrix.releases[0].version
+    if installed <= newest or ctx.matrix.release(installed) is not None:
+        return
+    variant = variant_name(ctx.facts)
+    label = t.version.split("+", 1)[1] if "+" in t.version else None
+    index = f" --index {index_for(ctx, variant)}" if label and variant else ""
+    ctx.add(
+        facts=["torch.version"],
+        torch=t.version,
+        newest=str(newest),
+        command=f"stackdoctor matrix learn --torch {installed}{index}",
+    )

@@ -1,0 +1,113 @@
+"""A PEP 503 + PEP 658/714 index on 127.0.0.1 serving REAL artifacts, for ``stackdoctor matrix learn``.
+
+It serves, under their real file names, whatever wheels it is given: the real torch 2.13.0+cpu wheel (the
+suite's torch venv installs it; /opt/wheels holds it here), the real torchvision 0.28.0 wheel, the committed
+skeleton of PyPI's torch 2.15.0 CUDA wheel (tests/fixtures/learn/, made by benchmarks/make_wheel_skeleton.py)
+and small stand-ins the test generates (named as such). Project pages list each file with its sha256,
+``data-requires-python`` and ``data-core-metadata``; ``<file>.metadata`` is the wheel's own METADATA, read out of
+the zip once. Requests are counted per path, so a test can prove what was (not) fetched again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import threading
+import urllib.parse
+import zipfile
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+
+def wheel_metadata(path: Path) -> bytes:
+    with zipfile.ZipFile(path) as z:
+        name = next(n for n in z.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
+        return z.read(name)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class LearnIndex:
+    def __init__(self, wheels: list[Path], *, metadata: bool = True) -> None:
+        self.files: dict[str, Path] = {w.name: w for w in wheels}
+        self.meta: dict[str, bytes] = {w.name: wheel_metadata(w) for w in wheels} if metadata else {}
+        self.sha: dict[str, str] = {w.name: _sha256(w) for w in wheels}
+        self.hits: Counter[str] = Counter()
+        index = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a: object) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                path = urllib.parse.unquote(self.path.split("?", 1)[0])
+                index.hits[path] = index.hits[path] + 1
+                parts = [p for p in path.split("/") if p]
+                if len(parts) == 2 and parts[0] == "simple":
+                    return self._page(parts[1])
+                if len(parts) == 2 and parts[0] == "files":
+                    name = parts[1]
+                    if name.endswith(".metadata") and name[: -len(".metadata")] in index.meta:
+                        return self._send(index.meta[name[: -len(".metadata")]], "text/plain")
+                    if name in index.files:
+                        return self._send(index.files[name].read_bytes(), "application/octet-stream")
+                self.send_error(404)
+
+            def _page(self, project: str) -> None:
+                links = []
+                for name in sorted(index.files):
+                    pname = str(canonicalize_name(parse_wheel_filename(name)[0]))
+                    if pname != canonicalize_name(project):
+                        continue
+                    href = "/files/" + urllib.parse.quote(name) + f"#sha256={index.sha[name]}"
+                    extra = ""
+                    if name in index.meta:
+                        extra = f' data-core-metadata="sha256={hashlib.sha256(index.meta[name]).hexdigest()}"'
+                    links.append(f'<a href="{html.escape(href)}"{extra}>{html.escape(name)}</a><br/>')
+                if not links:
+                    return self.send_error(404)
+                self._send(("<!DOCTYPE html><html><body>\n" + "\n".join(links) + "\n</body></html>").encode(), "text/html")
+
+            def _send(self, body: bytes, ctype: str) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/simple"
+
+    def __enter__(self) -> LearnIndex:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def standin_wheel(folder: Path, name: str, version: str, tag: str, requires_python: str, requires: list[str] = ()) -> Path:  # type: ignore[assignment]
+    """A tiny wheel NAMED as a stand-in (its METADATA says so): a release nobody knows yet."""
+    dist = f"{name}-{version.split('+')[0]}.dist-info"
+    path = folder / f"{name}-{version}-{tag}.whl"
+    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", f"Requires-Python: {requires_python}",
+            "Summary: STAND-IN generated by stackdoctor tests/learnserver.py (not PyTorch)"]
+    meta += [f"Requires-Dist: {r}" for r in requires]
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{dist}/METADATA", "\n".join(meta) + "\n")
+        z.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: stackdoctor-tests\nRoot-Is-Purelib: false\n")
+    return path
