@@ -258,9 +258,17 @@ def _stop_children() -> None:
     """On Ctrl-C: every child still running (a probe, the target's ``import torch``, allreduce ranks)
     stops with us; each lives in a session of its own, so the terminal's SIGINT does not reach it."""
     try:
+        import threading
+        import time
+
         from stackdoctor.system import stop_children
 
         stop_children()
+        # A probe thread may be between starting its child and recording it: a second pass, once the
+        # other threads have had a moment, stops a child that was not yet on the list.
+        if threading.active_count() > 1:
+            time.sleep(0.2)
+            stop_children()
     except Exception:
         pass
 

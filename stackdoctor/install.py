@@ -907,6 +907,8 @@ def _transaction(
             ok, sentence = judge(plan, v, accelerator)
             if v.imported or not prev:
                 hook("commit")
+                if sig.received is not None:  # arrived while the import was checked: the user asked to stop
+                    raise Interrupted(sig.received)
                 with sig.shielded():
                     err = tx.commit(st)
                 if err:
@@ -914,6 +916,11 @@ def _transaction(
                 result.ok = ok
                 result.exit_code = ExitCode.OK if ok else ExitCode.FAILED
                 result.message = sentence + "."
+                if sig.received is not None:  # arrived during the commit, which a signal never cuts short
+                    result.interrupted = True
+                    result.signal = signal_name(sig.received)
+                    result.exit_code = EXIT_FOR.get(sig.received, 130)
+                    result.message = f"the interrupt came while the new build was being committed, so it stays: {sentence}."
                 return result
             say(f"stackdoctor: {sentence}; putting back the previous {_fmt(prev)}.")
             tx.put_back(result)

@@ -115,6 +115,16 @@ def hook(point: str) -> None:
     go = os.path.join(d, point + ".go")
     while time.monotonic() < end and not os.path.exists(go):
         time.sleep(0.005)
+    # A test that sent a signal at this point says so in the .go file: stay at this instant until the
+    # signal lands (the handler raises out of this sleep), since a terminal delivers it asynchronously.
+    try:
+        with open(go, encoding="utf-8") as f:
+            wait_for_signal = f.read().strip() == "after-signal"
+    except OSError:
+        wait_for_signal = False
+    end = time.monotonic() + 10
+    while wait_for_signal and time.monotonic() < end:
+        time.sleep(0.005)
 
 
 def journal_dir(prefix: str) -> str:

@@ -201,6 +201,7 @@ class Controller(threading.Thread):
         self.seen: list[str] = []
         self.stop = threading.Event()
         self.hold: set[str] = set()
+        self.signals: set[str] = set()
 
     def run(self) -> None:
         done: set[str] = set()
@@ -215,7 +216,8 @@ class Controller(threading.Thread):
                 act = self.actions.get(name)
                 if callable(act):
                     act()
-                (self.dir / (name + ".go")).touch()
+                # a signal sent here: the install stays at this instant until it lands (transaction.hook)
+                (self.dir / (name + ".go")).write_text("after-signal" if name in self.signals else "")
             if self.watch is not None and not watched and self.watch[0]():
                 watched = True
                 self.seen.append("watch")
@@ -245,6 +247,7 @@ def run_driver(venv: Path, wheels: Path, tmp_path: Path, *, installer: str = "pi
     if watch is not None:
         w = (watch, send)
     ctl = Controller(hook_dir, acts, w)
+    ctl.signals = {k for k, v in (actions or {}).items() if not callable(v)}
     ctl.start()
     try:
         code, res, text = term.wait()
