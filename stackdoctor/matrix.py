@@ -1549,7 +1549,11 @@ def load_matrix(extra: Sequence[str | Path] = (), *, embedded: bool = True) -> M
         return _build([(str(p), parse_matrix_text(_read_user_file(p), str(p))) for p in extra])
     paths = user_matrix_paths(extra)
     learned = learned_layer_path()
-    if learned.is_file():
+    try:
+        have_learned = learned.is_file()
+    except OSError:  # a home folder this user cannot read (another user's HOME under sudo -u): no learned layer
+        have_learned = False
+    if have_learned:
         paths = [str(learned), *paths]
     if not paths:
         return _embedded_matrix()

@@ -52,6 +52,12 @@ def english_words(line: str, *values: str) -> set[str]:
         (["kernels", "--sizes", "1,x"], ["1,x"]),
         (["install", "--driver", "banana", "--dry-run"], ["banana", "550.54.14"]),
         (["matrix", "show", "--torch", "1.0.0"], ["1.0.0"]),
+        # resolve.request_value_error's sentences (raised by install from a variable)
+        (["install", "--dry-run", "--platform", "amiga"], ["manylinux_2_28_x86_64", "manylinux_2_28_aarch64", "win_amd64", "macosx_14_0_arm64"]),
+        (["install", "--dry-run", "--python-version", "2.7"], ["2.7", "3.12", "Python"]),
+        (["install", "--dry-run", "--python-version", "x.y"], ["3.12", "3.13t", "Python"]),
+        (["install", "--dry-run", "--torch", "banana"], ["2.13.0"]),
+        (["install", "--dry-run", "--torch", ">=banana"], ["2.13.0"]),
     ],
 )
 def test_errors_are_one_chinese_sentence(tmp_path, args, values):

@@ -156,7 +156,9 @@ def register(app: typer.Typer) -> None:
             print(redact_text(f"warning: {err}"))
         if not res.rows:
             if torch and not res.skipped:
-                raise UsageError(redact_text(res.errors[0] if res.errors else f"{src.name} serves no torch {', '.join(torch)}") + ".")
+                if res.errors:
+                    raise UsageError(str(redact_text(res.errors[0])).rstrip(".") + ".")  # the index's own sentence
+                raise UsageError(redact_text(f"{src.name} serves no torch {', '.join(torch)}."))
             print(redact_text(f"nothing new on {src.name}; {target} unchanged."))
             return int(ExitCode.OK)
         L.write_layer(target, doc, res)
