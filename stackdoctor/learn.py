@@ -887,7 +887,7 @@ def _parsed_of(matrix: Any) -> Any:
     """A :class:`Matrix` as a parsed layer (so :func:`_build` can layer witness rows over it): every declared table's rows."""
     from stackdoctor.matrix import TABLES, _Parsed
 
-    return _Parsed({t.key: t.rows(matrix.table(t.key)) for t in TABLES})
+    return _Parsed({t.key: t.rows(matrix.table(t.key)) for t in TABLES}, layered=True)
 
 
 def _infer_gpu_code(matrix: Any, version: str, vr: dict[str, Any]) -> None:

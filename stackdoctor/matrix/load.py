@@ -27,10 +27,14 @@ _TOP_KEYS = top_keys()
 
 
 class _Parsed:
-    """One validated document: each table's rows (by YAML key), in the order the file gives them."""
+    """One validated document: each table's rows (by YAML key), in the order the file gives them.
 
-    def __init__(self, rows: dict[str, list[Any]] | None = None) -> None:
+    ``layered``: the rows of a matrix already built (``learn.witness_matrix`` layers rows over one): they are taken
+    as they are, not merged again (a learned patch row merged twice would repeat its sources)."""
+
+    def __init__(self, rows: dict[str, list[Any]] | None = None, *, layered: bool = False) -> None:
         self.rows: dict[str, list[Any]] = rows if rows is not None else {}
+        self.layered = layered
 
     def table(self, key: str) -> list[Any]:
         return self.rows.get(key, [])
@@ -94,7 +98,7 @@ def _build(parts: Sequence[tuple[str, _Parsed]], tables: Sequence[Table[Any]] | 
             if not rows:
                 continue
             acc = accs[t.key]
-            key_of, merge = t.key_of, t.merge
+            key_of, merge = t.key_of, (None if p.layered else t.merge)
             for row in rows:
                 acc[key_of(row)] = merge(acc, row) if merge is not None else row
     values = {t.key: t.value(accs[t.key]) for t in reg}

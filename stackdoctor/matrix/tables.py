@@ -99,7 +99,7 @@ class Table(Generic[R]):
     order: Callable[[list[R]], list[R]] | None = None  # the rows' order in the Matrix (default: first layered first)
     check_key: Callable[[str], str | None] | None = None  # mapping shape: what is wrong with a key, None if nothing
     key_doc: str = ""  # mapping shape: what the key is (SCHEMA.md)
-    layering: str = "a row replaces the earlier one with the same key"  # the merge rule in words (SCHEMA.md)
+    layering: str = "by key"  # the merge rule in words (SCHEMA.md): what a later row replaces or merges into
     doc: str = ""  # markdown after the field table: examples, how code reads it
     parts: tuple[Part, ...] = ()
     row_data: Callable[[R], Any] | None = None  # one row as JSON-ready data (default: facts.to_data)
@@ -741,7 +741,7 @@ def _peak(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[Peak]:
 
 PEAKS: Table[Peak] = Table(
     key="peaks",
-    summary="optional: peak TFLOP/s per GPU",
+    summary="peak TFLOP/s per GPU (optional)",
     shape="list",
     fields=(
         Field("gpu", "string, required", "the GPU's name (matched like `gpus` names; the longest listed prefix wins)"),
