@@ -42,10 +42,6 @@ class _Parsed:
     def count(self, key: str) -> int:
         return len(self.rows.get(key, ()))
 
-    @property
-    def releases(self) -> list[Any]:
-        return self.table("releases")
-
 
 def _parse_document(data: Any, file: str, tables: Sequence[Table[Any]] | None = None) -> _Parsed:
     reg = TABLES if tables is None else tables

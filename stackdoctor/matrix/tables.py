@@ -112,10 +112,10 @@ class Table(Generic[R]):
         """The Matrix's value of the table from the layered rows (key -> row, in first-layered order)."""
         if self.holds == "one":
             return next(iter(acc.values()), None)
-        rows = list(acc.values())
-        if self.order is not None:
-            rows = self.order(rows)
-        return dict(zip((self.key_of(r) for r in rows), rows, strict=True)) if self.holds == "dict" else tuple(rows)
+        if self.order is None:
+            return dict(acc) if self.holds == "dict" else tuple(acc.values())
+        rows = self.order(list(acc.values()))
+        return {self.key_of(r): r for r in rows} if self.holds == "dict" else tuple(rows)
 
     def rows(self, value: Any) -> list[R]:
         """The rows of a Matrix's value (the inverse of :meth:`value`: a built matrix as a layer again)."""
