@@ -126,6 +126,8 @@ def test_schema_doc_check_mode_sees_a_drift(tmp_path):
     assert bad.returncode == 1 and "differs from the table declarations" in bad.stderr
     good = subprocess.run([*run, str(_file(tmp_path, "ok.md", render()))], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert good.returncode == 0, good.stderr
+    nowhere = subprocess.run([*run, str(tmp_path / "no" / "SCHEMA.md")], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert nowhere.returncode == 2 and nowhere.stderr.count("\n") == 1 and "Traceback" not in nowhere.stderr
 
 
 def test_every_field_a_shipped_file_uses_is_declared_and_documented():

@@ -136,6 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     check = "--check" in args
     rest = [a for a in args if a != "--check"]
     path = Path(rest[0]) if rest else shipped_path()
+    if not path.parent.is_dir():
+        print(f"no folder {path.parent}: name the file to write, or run it in a source checkout (compat_matrix/ beside the package)", file=sys.stderr)
+        return 2
     text = render()
     if check:
         same = path.is_file() and path.read_text(encoding="utf-8") == text
