@@ -884,26 +884,10 @@ def witness_matrix(matrix: Any, sources: Iterable[Source], *, newer_only: bool =
 
 
 def _parsed_of(matrix: Any) -> Any:
-    """A :class:`Matrix` as a parsed layer (so :func:`_build` can layer witness rows over it)."""
-    from stackdoctor.matrix import _Parsed
+    """A :class:`Matrix` as a parsed layer (so :func:`_build` can layer witness rows over it): every declared table's rows."""
+    from stackdoctor.matrix import TABLES, _Parsed
 
-    p = _Parsed()
-    p.releases = list(matrix.releases)
-    p.cuda = dict(matrix.cuda_versions)
-    p.gpu_rows = list(matrix.gpu_rows)
-    p.overrides = dict(matrix.rocm_overrides)
-    p.jetson = list(matrix.jetson)
-    p.peaks = dict(matrix.peaks)
-    p.indexes = dict(matrix.indexes)
-    p.l4t = dict(matrix.l4t_releases)
-    p.apus = dict(matrix.rocm_apus)
-    p.intel = list(matrix.intel_families)
-    p.lanes = dict(matrix.fp32_lanes)
-    p.thresholds = dict(matrix.thresholds)
-    p.mirrors = list(matrix.mirrors)
-    p.pypi_defaults = list(matrix.pypi_defaults)
-    p.conda = matrix.conda
-    return p
+    return _Parsed({t.key: t.rows(matrix.table(t.key)) for t in TABLES}, layered=True)
 
 
 def _infer_gpu_code(matrix: Any, version: str, vr: dict[str, Any]) -> None:

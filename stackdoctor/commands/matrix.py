@@ -82,10 +82,10 @@ def register(app: typer.Typer) -> None:
 
         parsed = validate_file(file)
         load_matrix([file])  # layering must work too
-        n = len(parsed.releases)
+        n = parsed.count("releases")
         print(
-            f"{file}: valid ({n} release{'s' if n != 1 else ''}, {len(parsed.cuda)} CUDA row(s), {len(parsed.gpu_rows)} GPU name(s), "
-            f"{len(parsed.overrides)} ROCm override(s), {len(parsed.jetson)} Jetson row(s))."
+            f"{file}: valid ({n} release{'s' if n != 1 else ''}, {parsed.count('cuda')} CUDA row(s), {parsed.count('gpus')} GPU name(s), "
+            f"{parsed.count('rocm_overrides')} ROCm override(s), {parsed.count('jetson')} Jetson row(s))."
         )
         return int(ExitCode.OK)
 

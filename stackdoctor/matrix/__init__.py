@@ -1,0 +1,290 @@
+"""The compatibility matrix: which torch builds exist, what they run on, and where each fact came from.
+
+The data lives in ``compat_matrix/*.yaml`` (shipped as the package ``stackdoctor.compat_matrix``;
+schema in ``compat_matrix/SCHEMA.md``, generated from the declarations by :mod:`stackdoctor.matrix.schema_doc`).
+:func:`load_matrix` reads the embedded files, then layers user files over them (``--matrix FILE`` /
+``STACKDOCTOR_MATRIX``): a user row replaces or merges into the earlier row with the same key, by its table's rule.
+
+Every table is declared once in :mod:`stackdoctor.matrix.tables` (:data:`TABLES`): its YAML key, fields, row parser,
+layering key and merge rule, the :class:`Matrix` field it fills, how it is shown. Parsing and validation
+(:mod:`~stackdoctor.matrix.load`), layering (``_build``), :meth:`Matrix.to_data` and ``SCHEMA.md`` iterate them.
+
+Loading is strict: a malformed or invalid file raises :class:`~stackdoctor.errors.MatrixError` with
+one sentence naming the file, the line and the field. Only ``yaml.safe_load`` semantics are used,
+with a cap on document size and on alias resolutions (no "billion laughs") (:mod:`~stackdoctor.matrix.reader`).
+
+Everything else here is pure: :func:`arch_runs`, :func:`gfx_supported`, :func:`driver_meets`,
+:func:`variant_from_version` (:mod:`~stackdoctor.matrix.pure`) and the :class:`Matrix` look-ups
+(:mod:`~stackdoctor.matrix.model`) do no I/O.
+
+The modules: ``pure`` (helpers) <- ``model`` (rows, Matrix) <- ``reader`` (YAML, validation context) <- ``tables``
+(the declarations) <- ``load`` (files, layering); ``schema_doc`` writes SCHEMA.md. This module only re-exports.
+"""
+
+from __future__ import annotations
+
+from stackdoctor.matrix.load import (
+    _TOP_KEYS as _TOP_KEYS,
+)
+from stackdoctor.matrix.load import (
+    _build as _build,
+)
+from stackdoctor.matrix.load import (
+    _embedded as _embedded,
+)
+from stackdoctor.matrix.load import (
+    _embedded_matrix as _embedded_matrix,
+)
+from stackdoctor.matrix.load import (
+    _parse_document as _parse_document,
+)
+from stackdoctor.matrix.load import (
+    _Parsed as _Parsed,
+)
+from stackdoctor.matrix.load import (
+    _read_user_file as _read_user_file,
+)
+from stackdoctor.matrix.load import (
+    default_index_url as default_index_url,
+)
+from stackdoctor.matrix.load import (
+    learned_layer_path as learned_layer_path,
+)
+from stackdoctor.matrix.load import (
+    load_matrix as load_matrix,
+)
+from stackdoctor.matrix.load import (
+    parse_matrix_text as parse_matrix_text,
+)
+from stackdoctor.matrix.load import (
+    top_keys as top_keys,
+)
+from stackdoctor.matrix.load import (
+    user_matrix_paths as user_matrix_paths,
+)
+from stackdoctor.matrix.load import (
+    validate_file as validate_file,
+)
+from stackdoctor.matrix.model import (
+    SCHEMA as SCHEMA,
+)
+from stackdoctor.matrix.model import (
+    ApuRow as ApuRow,
+)
+from stackdoctor.matrix.model import (
+    CondaInfo as CondaInfo,
+)
+from stackdoctor.matrix.model import (
+    CondaRelease as CondaRelease,
+)
+from stackdoctor.matrix.model import (
+    CudaRow as CudaRow,
+)
+from stackdoctor.matrix.model import (
+    Fp32Lanes as Fp32Lanes,
+)
+from stackdoctor.matrix.model import (
+    GpuRow as GpuRow,
+)
+from stackdoctor.matrix.model import (
+    IndexRow as IndexRow,
+)
+from stackdoctor.matrix.model import (
+    IntelFamily as IntelFamily,
+)
+from stackdoctor.matrix.model import (
+    JetsonRow as JetsonRow,
+)
+from stackdoctor.matrix.model import (
+    L4tRow as L4tRow,
+)
+from stackdoctor.matrix.model import (
+    Matrix as Matrix,
+)
+from stackdoctor.matrix.model import (
+    MirrorRow as MirrorRow,
+)
+from stackdoctor.matrix.model import (
+    PatchRow as PatchRow,
+)
+from stackdoctor.matrix.model import (
+    Peak as Peak,
+)
+from stackdoctor.matrix.model import (
+    PypiDefault as PypiDefault,
+)
+from stackdoctor.matrix.model import (
+    Release as Release,
+)
+from stackdoctor.matrix.model import (
+    RocmOverride as RocmOverride,
+)
+from stackdoctor.matrix.model import (
+    Threshold as Threshold,
+)
+from stackdoctor.matrix.model import (
+    Variant as Variant,
+)
+from stackdoctor.matrix.pure import (
+    _ARCH_RE as _ARCH_RE,
+)
+from stackdoctor.matrix.pure import (
+    _GFX_RE as _GFX_RE,
+)
+from stackdoctor.matrix.pure import (
+    _INDEX_NAME_RE as _INDEX_NAME_RE,
+)
+from stackdoctor.matrix.pure import (
+    _PY_RE as _PY_RE,
+)
+from stackdoctor.matrix.pure import (
+    _TEGRA as _TEGRA,
+)
+from stackdoctor.matrix.pure import (
+    _VARIANT_RE as _VARIANT_RE,
+)
+from stackdoctor.matrix.pure import (
+    PLUGIN_VARIANT_KINDS as PLUGIN_VARIANT_KINDS,
+)
+from stackdoctor.matrix.pure import (
+    VARIANT_KINDS as VARIANT_KINDS,
+)
+from stackdoctor.matrix.pure import (
+    _cc_tuple as _cc_tuple,
+)
+from stackdoctor.matrix.pure import (
+    _sass_runs as _sass_runs,
+)
+from stackdoctor.matrix.pure import (
+    arch_match as arch_match,
+)
+from stackdoctor.matrix.pure import (
+    arch_runs as arch_runs,
+)
+from stackdoctor.matrix.pure import (
+    driver_meets as driver_meets,
+)
+from stackdoctor.matrix.pure import (
+    gfx_supported as gfx_supported,
+)
+from stackdoctor.matrix.pure import (
+    normalise_gpu_name as normalise_gpu_name,
+)
+from stackdoctor.matrix.pure import (
+    parse_platform as parse_platform,
+)
+from stackdoctor.matrix.pure import (
+    register_variant_kind as register_variant_kind,
+)
+from stackdoctor.matrix.pure import (
+    variant_from_version as variant_from_version,
+)
+from stackdoctor.matrix.pure import (
+    variant_kind as variant_kind,
+)
+from stackdoctor.matrix.reader import (
+    MAX_ALIASES as MAX_ALIASES,
+)
+from stackdoctor.matrix.reader import (
+    MAX_DOCUMENT_BYTES as MAX_DOCUMENT_BYTES,
+)
+from stackdoctor.matrix.reader import (
+    MAX_EXPANDED_NODES as MAX_EXPANDED_NODES,
+)
+from stackdoctor.matrix.reader import (
+    _check_expansion as _check_expansion,
+)
+from stackdoctor.matrix.reader import (
+    _check_keys as _check_keys,
+)
+from stackdoctor.matrix.reader import (
+    _Ctx as _Ctx,
+)
+from stackdoctor.matrix.reader import (
+    _LDict as _LDict,
+)
+from stackdoctor.matrix.reader import (
+    _LList as _LList,
+)
+from stackdoctor.matrix.reader import (
+    _make_loader as _make_loader,
+)
+from stackdoctor.matrix.reader import (
+    _parse_yaml as _parse_yaml,
+)
+from stackdoctor.matrix.reader import (
+    _tname as _tname,
+)
+from stackdoctor.matrix.tables import (
+    _CONDA_SUBDIR_RE as _CONDA_SUBDIR_RE,
+)
+from stackdoctor.matrix.tables import (
+    _MIRROR_NAME_RE as _MIRROR_NAME_RE,
+)
+from stackdoctor.matrix.tables import (
+    _PYPI_PLATFORMS as _PYPI_PLATFORMS,
+)
+from stackdoctor.matrix.tables import (
+    TABLES as TABLES,
+)
+from stackdoctor.matrix.tables import (
+    Field as Field,
+)
+from stackdoctor.matrix.tables import (
+    Part as Part,
+)
+from stackdoctor.matrix.tables import (
+    Table as Table,
+)
+from stackdoctor.matrix.tables import (
+    _arch_list as _arch_list,
+)
+from stackdoctor.matrix.tables import (
+    _driver as _driver,
+)
+from stackdoctor.matrix.tables import (
+    _merge_conda as _merge_conda,
+)
+from stackdoctor.matrix.tables import (
+    _merge_release as _merge_release,
+)
+from stackdoctor.matrix.tables import (
+    _merge_variant as _merge_variant,
+)
+from stackdoctor.matrix.tables import (
+    _patch_base as _patch_base,
+)
+from stackdoctor.matrix.tables import (
+    _pythons as _pythons,
+)
+from stackdoctor.matrix.tables import (
+    _release as _release,
+)
+from stackdoctor.matrix.tables import (
+    _url as _url,
+)
+from stackdoctor.matrix.tables import (
+    _variant as _variant,
+)
+
+__all__ = [
+    "CudaRow",
+    "IndexRow",
+    "JetsonRow",
+    "Matrix",
+    "Release",
+    "Table",
+    "TABLES",
+    "Variant",
+    "arch_runs",
+    "arch_match",
+    "default_index_url",
+    "driver_meets",
+    "gfx_supported",
+    "load_matrix",
+    "parse_platform",
+    "variant_from_version",
+    "variant_kind",
+    "MAX_DOCUMENT_BYTES",
+    "MAX_ALIASES",
+]

@@ -1,0 +1,215 @@
+"""Loading the matrix: each file parsed and validated against the declarations (:data:`~stackdoctor.matrix.tables.TABLES`),
+then the layers (embedded files, the learned layer, ``--matrix`` files) layered in order by each table's rule."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from stackdoctor.errors import MatrixError
+from stackdoctor.matrix.model import SCHEMA, Matrix
+from stackdoctor.matrix.reader import MAX_DOCUMENT_BYTES, _check_keys, _Ctx, _parse_yaml
+from stackdoctor.matrix.tables import TABLES, Table
+
+# keys a document may carry besides its tables
+_DOCUMENT_KEYS = ("schema", "note")
+
+
+def top_keys(tables: Sequence[Table[Any]] | None = None) -> set[str]:
+    """The keys a matrix document may carry at its top level: ``schema``, ``note`` and every table's."""
+    return {*_DOCUMENT_KEYS, *(t.key for t in (TABLES if tables is None else tables))}
+
+
+_TOP_KEYS = top_keys()
+
+
+class _Parsed:
+    """One validated document: each table's rows (by YAML key), in the order the file gives them.
+
+    ``layered``: the rows of a matrix already built (``learn.witness_matrix`` layers rows over one): they are taken
+    as they are, not merged again (a learned patch row merged twice would repeat its sources)."""
+
+    def __init__(self, rows: dict[str, list[Any]] | None = None, *, layered: bool = False) -> None:
+        self.rows: dict[str, list[Any]] = rows if rows is not None else {}
+        self.layered = layered
+
+    def table(self, key: str) -> list[Any]:
+        return self.rows.get(key, [])
+
+    def count(self, key: str) -> int:
+        return len(self.rows.get(key, ()))
+
+
+def _parse_document(data: Any, file: str, tables: Sequence[Table[Any]] | None = None) -> _Parsed:
+    reg = TABLES if tables is None else tables
+    ctx = _Ctx(file)
+    out = _Parsed()
+    if data is None:
+        return out
+    top = ctx.mapping(data, "the document", 1)
+    _check_keys(ctx, top, _TOP_KEYS if tables is None else top_keys(reg), "top level")
+    schema = ctx.text(top, "schema", "top level")
+    if schema is not None and schema != SCHEMA:
+        raise ctx.fail(ctx.line_of(top, "schema"), "schema", f"unsupported schema {schema!r} (this stackdoctor reads {SCHEMA})")
+    for t in reg:
+        raw = top.get(t.key)
+        if raw is None:
+            continue
+        line = ctx.line_of(top, t.key)
+        rows: list[Any] = []
+        if t.shape == "list":
+            for i, item in enumerate(ctx.seq(raw, t.key, line)):
+                where = f"{t.key}[{i}]"
+                d = ctx.mapping(item, where, line)
+                _check_keys(ctx, d, t.names, where)
+                rows.extend(t.parse(ctx, d, where, ""))
+        elif t.shape == "mapping":
+            m = ctx.mapping(raw, t.key, line)
+            for key, item in m.items():
+                where = f"{t.key}.{key}"
+                wrong = t.check_key(key) if t.check_key is not None else None
+                if wrong is not None:
+                    raise ctx.fail(ctx.line_of(m, key), where, wrong)
+                d = ctx.mapping(item, where, ctx.line_of(m, key))
+                _check_keys(ctx, d, t.names, where)
+                rows.extend(t.parse(ctx, d, where, key))
+        else:
+            d = ctx.mapping(raw, t.key, line)
+            _check_keys(ctx, d, t.names, t.key)
+            rows.extend(t.parse(ctx, d, t.key, t.key))
+        out.rows[t.key] = rows
+    return out
+
+
+def _build(parts: Sequence[tuple[str, _Parsed]], tables: Sequence[Table[Any]] | None = None) -> Matrix:
+    """The layers in order, each table layered by its rule (a later row meets the earlier one of the same key)."""
+    reg = tuple(TABLES if tables is None else tables)
+    accs: dict[str, dict[Any, Any]] = {t.key: {} for t in reg}
+    for _file, p in parts:
+        for t in reg:
+            rows = p.rows.get(t.key)
+            if not rows:
+                continue
+            acc = accs[t.key]
+            key_of, merge = t.key_of, (None if p.layered else t.merge)
+            for row in rows:
+                acc[key_of(row)] = merge(acc, row) if merge is not None else row
+    values = {t.key: t.value(accs[t.key]) for t in reg}
+    named = {t.attr: values[t.key] for t in reg if t.attr}
+    return Matrix(**named, files=tuple(f for f, _ in parts), tables=values, registry=reg)
+
+
+def parse_matrix_text(text: str, file: str, tables: Sequence[Table[Any]] | None = None) -> _Parsed:
+    """Parse and validate one matrix document (raises :class:`MatrixError`)."""
+    return _parse_document(_parse_yaml(text, file), file, tables)
+
+
+def _read_user_file(path: str | Path) -> str:
+    from stackdoctor.system import TooLarge, read_bounded
+
+    p = Path(path)
+    try:
+        if p.stat().st_size > MAX_DOCUMENT_BYTES:
+            raise MatrixError(f"compat matrix {p} line 1: the file is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB.")
+        # a FIFO or /dev/zero is refused before anything is read (NotRegularFile: an OSError with its reason)
+        return read_bounded(p, MAX_DOCUMENT_BYTES, too_large=True).decode("utf-8")
+    except TooLarge:
+        raise MatrixError(f"compat matrix {p} line 1: the file is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB.") from None
+    except MatrixError:
+        raise
+    except UnicodeDecodeError:
+        raise MatrixError(f"compat matrix {p} line 1: the file is not UTF-8 text.") from None
+    except FileNotFoundError:
+        raise MatrixError(f"cannot read the compat matrix {p}: no such file.") from None
+    except IsADirectoryError:
+        raise MatrixError(f"cannot read the compat matrix {p}: it is a folder, not a YAML file.") from None
+    except PermissionError:
+        raise MatrixError(f"cannot read the compat matrix {p}: permission denied.") from None
+    except OSError as exc:
+        raise MatrixError(f"cannot read the compat matrix {p}: {(exc.strerror or str(exc)).lower()}.") from None
+
+
+@functools.lru_cache(maxsize=1)
+def _embedded() -> tuple[tuple[str, _Parsed], ...]:
+    from importlib import resources
+
+    try:
+        base: Any = resources.files("stackdoctor.compat_matrix")
+    except ModuleNotFoundError:
+        # run from a source checkout (``python -m stackdoctor`` in a clone): the data sits beside the package
+        base = Path(__file__).resolve().parent.parent.parent / "compat_matrix"
+    parts = []
+    # learned*.yaml (written by ``stackdoctor matrix learn --shipped``) last: it layers over the hand-kept rows
+    for entry in sorted(base.iterdir(), key=lambda e: (e.name.startswith("learned"), e.name)):
+        if entry.name.endswith(".yaml") and entry.is_file():
+            name = f"compat_matrix/{entry.name}"
+            parts.append((name, parse_matrix_text(entry.read_text(encoding="utf-8"), name)))
+    return tuple(parts)
+
+
+@functools.lru_cache(maxsize=1)
+def _embedded_matrix() -> Matrix:
+    return _build(_embedded())
+
+
+def user_matrix_paths(extra: Sequence[str | Path] = (), env: dict[str, str] | None = None) -> list[str]:
+    """``--matrix`` files, then ``STACKDOCTOR_MATRIX`` (os.pathsep-separated) when no ``--matrix`` was given."""
+    paths = [str(p) for p in extra if str(p)]
+    if not paths:
+        raw = (os.environ if env is None else env).get("STACKDOCTOR_MATRIX", "")
+        paths = [p for p in raw.split(os.pathsep) if p.strip()]
+    return paths
+
+
+def learned_layer_path(env: dict[str, str] | None = None) -> Path:
+    """The user's learned layer (``stackdoctor matrix learn`` writes it; :func:`load_matrix` layers it over the
+    embedded matrix, under ``--matrix`` files): ``STACKDOCTOR_LEARNED``, else
+    ``$XDG_CONFIG_HOME/stackdoctor/learned.yaml`` (``~/.config/stackdoctor/learned.yaml``)."""
+    e = os.environ if env is None else env
+    if e.get("STACKDOCTOR_LEARNED"):
+        return Path(e["STACKDOCTOR_LEARNED"]).expanduser()
+    base = Path(e["XDG_CONFIG_HOME"]).expanduser() if e.get("XDG_CONFIG_HOME") else Path(e.get("HOME") or "~").expanduser() / ".config"
+    return base / "stackdoctor" / "learned.yaml"
+
+
+def load_matrix(extra: Sequence[str | Path] = (), *, embedded: bool = True, tables: Sequence[Table[Any]] | None = None) -> Matrix:
+    """The embedded matrix with user files layered over it (later files win).
+
+    ``extra`` are ``--matrix`` files; without them ``STACKDOCTOR_MATRIX`` is read. With ``embedded=False`` the
+    matrix is ``extra`` alone, layered in order, and ``STACKDOCTOR_MATRIX`` is not read (tests use this to run
+    the resolver against a frozen matrix of their own). ``tables`` replaces the declarations the user files are
+    read and layered with (a test's registry with a table of its own; the embedded files are read as shipped).
+
+    :raises MatrixError: a file is unreadable, malformed or invalid (one sentence: file, line, field).
+    """
+    if not embedded:
+        return _build([(str(p), parse_matrix_text(_read_user_file(p), str(p), tables)) for p in extra], tables)
+    paths = user_matrix_paths(extra)
+    learned = learned_layer_path()
+    try:
+        have_learned = learned.is_file()
+    except OSError:  # a home folder this user cannot read (another user's HOME under sudo -u): no learned layer
+        have_learned = False
+    if have_learned:
+        paths = [str(learned), *paths]
+    if not paths and tables is None:
+        return _embedded_matrix()
+    parts = list(_embedded())
+    for p in paths:
+        parts.append((str(p), parse_matrix_text(_read_user_file(p), str(p), tables)))
+    return _build(parts, tables)
+
+
+def default_index_url(name: str = "pytorch") -> str:
+    """``index_url(name)`` of the embedded matrix: the default where no matrix is at hand (a ``--matrix`` file
+    can move it; code that holds a :class:`Matrix` asks it instead)."""
+    return _embedded_matrix().index_url(name)
+
+
+def validate_file(path: str | Path) -> _Parsed:
+    """Validate one user matrix file on its own (``stackdoctor matrix validate``)."""
+    return parse_matrix_text(_read_user_file(path), str(path))
+

@@ -1,0 +1,1160 @@
+"""The compatibility matrix's tables, declared once each.
+
+A :class:`Table` says everything about one top-level table of a matrix file: its YAML key and shape, its fields
+(which are the allowed keys, and the rows of its section in ``compat_matrix/SCHEMA.md``), how one row is parsed and
+validated, how a later layer's row meets an earlier one (its key and merge rule), which :class:`Matrix` field holds
+it and how ``matrix show --json`` shows it. Parsing, layering, validation, ``Matrix.to_data`` and the generated
+``SCHEMA.md`` (:mod:`stackdoctor.matrix.schema_doc`) all iterate :data:`TABLES`: adding a table is one declaration
+here (its row parser beside it) and its row dataclass in :mod:`stackdoctor.matrix.model`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from packaging.version import InvalidVersion, Version
+
+from stackdoctor.matrix.model import (
+    ApuRow,
+    CondaInfo,
+    CondaRelease,
+    CudaRow,
+    Fp32Lanes,
+    GpuRow,
+    IndexRow,
+    IntelFamily,
+    JetsonRow,
+    L4tRow,
+    MirrorRow,
+    PatchRow,
+    Peak,
+    PypiDefault,
+    Release,
+    RocmOverride,
+    Threshold,
+    Variant,
+)
+from stackdoctor.matrix.pure import (
+    _ARCH_RE,
+    _GFX_RE,
+    _INDEX_NAME_RE,
+    _PY_RE,
+    _VARIANT_RE,
+    PLUGIN_VARIANT_KINDS,
+    VARIANT_KINDS,
+    _cc_tuple,
+    normalise_gpu_name,
+    parse_platform,
+    variant_kind,
+)
+from stackdoctor.matrix.reader import _check_keys, _Ctx, _LDict, _tname
+from stackdoctor.versions import dotted
+
+R = TypeVar("R")
+
+
+# ---------------------------------------------------------------------------- the declaration
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a row: its name (an allowed key), its type and meaning in words (``SCHEMA.md``)."""
+
+    name: str
+    type: str = ""
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Part:
+    """A row nested in a table's rows (``releases[].variants[]``): its own fields, checked and documented."""
+
+    heading: str
+    fields: tuple[Field, ...]
+    doc: str = ""
+
+    @functools.cached_property
+    def names(self) -> frozenset[str]:
+        return frozenset(f.name for f in self.fields)
+
+
+@dataclass(frozen=True)
+class Table(Generic[R]):
+    """One top-level table of a matrix file."""
+
+    key: str  # the YAML key: "releases", "cuda", ...
+    summary: str  # one line: the top-level block of SCHEMA.md
+    shape: Literal["list", "mapping", "one"]  # a list of rows, a mapping key -> row, or one mapping
+    fields: tuple[Field, ...]  # the row's fields (any other key is an error)
+    parse: Callable[[_Ctx, _LDict, str, str], Iterable[R]]  # one YAML row (where, its key) -> its rows, validated
+    key_of: Callable[[R], Hashable]  # layering: a later row with the same key meets the earlier one ...
+    merge: Callable[[dict[Any, R], R], R] | None = None  # ... this way (given the rows so far); None: it replaces it
+    attr: str | None = None  # the Matrix field that holds the table too (None: only Matrix.table(key))
+    holds: Literal["dict", "tuple", "one"] = "dict"  # how: key -> row, rows in order, or the one row (None if absent)
+    order: Callable[[list[R]], list[R]] | None = None  # the rows' order in the Matrix (default: first layered first)
+    check_key: Callable[[str], str | None] | None = None  # mapping shape: what is wrong with a key, None if nothing
+    key_doc: str = ""  # mapping shape: what the key is (SCHEMA.md)
+    layering: str = "by key"  # the merge rule in words (SCHEMA.md): what a later row replaces or merges into
+    doc: str = ""  # markdown after the field table: examples, how code reads it
+    parts: tuple[Part, ...] = ()
+    row_data: Callable[[R], Any] | None = None  # one row as JSON-ready data (default: facts.to_data)
+
+    @functools.cached_property
+    def names(self) -> frozenset[str]:
+        return frozenset(f.name for f in self.fields)
+
+    def value(self, acc: dict[Any, R]) -> Any:
+        """The Matrix's value of the table from the layered rows (key -> row, in first-layered order)."""
+        if self.holds == "one":
+            return next(iter(acc.values()), None)
+        if self.order is None:
+            return dict(acc) if self.holds == "dict" else tuple(acc.values())
+        rows = self.order(list(acc.values()))
+        return {self.key_of(r): r for r in rows} if self.holds == "dict" else tuple(rows)
+
+    def rows(self, value: Any) -> list[R]:
+        """The rows of a Matrix's value (the inverse of :meth:`value`: a built matrix as a layer again)."""
+        if value is None:
+            return []
+        if self.holds == "one":
+            return [value]
+        return list(value.values()) if self.holds == "dict" else list(value)
+
+    def data(self, value: Any) -> Any:
+        """The table as ``matrix show --json`` shows it."""
+        from stackdoctor.facts import to_data
+
+        one = self.row_data or to_data
+        if self.holds == "one":
+            return None if value is None else one(value)
+        if self.holds == "dict":
+            return {str(k): one(v) for k, v in (value or {}).items()}
+        return [one(r) for r in value or ()]
+
+
+def _one(row: R) -> tuple[R]:
+    return (row,)
+
+
+# ---------------------------------------------------------------------------- shared field parsers
+
+
+def _pythons(ctx: _Ctx, d: _LDict, key: str, where: str) -> tuple[str, ...]:
+    vals = ctx.strings(d, key, where)
+    for p in vals:
+        if not _PY_RE.match(p):
+            raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"unparsable Python version {p!r} (expected like \"3.12\" or \"3.13t\")")
+    return vals
+
+
+def _arch_list(ctx: _Ctx, values: Sequence[str], line: int, where: str) -> tuple[str, ...]:
+    out: list[str] = []
+    for a in values:
+        m = _ARCH_RE.match(a)
+        if not m:
+            raise ctx.fail(line, where, f"unparsable CUDA arch {a!r} (expected like \"sm_90\", \"sm_120+PTX\" or \"compute_90\")")
+        base = f"{m.group('kind')}_{m.group('num')}{m.group('suffix')}"
+        out.append(base)
+        if m.group("ptx"):
+            out.append(f"compute_{m.group('num')}{m.group('suffix')}")
+    return tuple(out)
+
+
+def _driver(ctx: _Ctx, d: _LDict, key: str, where: str) -> str | None:
+    v = ctx.text(d, key, where)
+    if v is not None and dotted(v) is None:
+        raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"unparsable driver version {v!r}")
+    return v
+
+
+def _url(ctx: _Ctx, d: _LDict, key: str, where: str, *, required: bool = False) -> str | None:
+    v = ctx.text(d, key, where, required=required)
+    if v is not None and not re.match(r"^(https?|file)://\S+$", v):
+        raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"not an http(s):// or file:// URL: {v!r}")
+    return v.rstrip("/") if v else v
+
+
+def _no(pattern: str, what: str) -> Callable[[str], str | None]:
+    """A key check: ``what`` (formatted with the key's repr) unless the key matches ``pattern``."""
+    rx = re.compile(pattern)
+    return lambda key: None if rx.match(key) else what.format(repr(key))
+
+
+_SOURCE = Field("source", "string, required", "a URL, or `owner/repo path@commit`")
+_NOTE = Field("note", "string", "free text")
+_UNKNOWN = Field("unknown", "list of strings", "what is not known about the row (never guessed)")
+_DERIVED = Field("derived_from", "string", "how inferred values were obtained")
+
+
+# ---------------------------------------------------------------------------- releases
+
+_VARIANTS = Part(
+    "releases[].variants[]",
+    (
+        Field("name", "string, required", "the index directory: `cpu`, `cuXYZ` (`cu126` = CUDA 12.6), `rocmX.Y[.Z]`, `xpu`; anything else is an error"),
+        Field("kind", "string", "optional; if given must agree with the name (`cpu`, `cuda`, `rocm`, `xpu`)"),
+        Field("source", "string, required", ""),
+        Field(
+            "platforms", "list",
+            "**compatibility** platform tags: what the target must accept. `manylinux_2_28_x86_64` (glibc 2.28), `manylinux_2_17_x86_64` "
+            "(wheels named `linux_x86_64` but built on manylinux2014), `manylinux_2_28_aarch64`, `win_amd64`, `macosx_11_0_arm64`, "
+            "`macosx_10_9_x86_64`; a plain `linux_<arch>` takes the release's `manylinux_glibc`",
+        ),
+        Field("pythons", "list", "overrides the release's list"),
+        Field(
+            "arch_list", "list",
+            "CUDA only. The Linux x86_64 list in `torch.cuda.get_arch_list()` notation: `sm_90`, `sm_90a`, `compute_90`; `sm_120+PTX` is "
+            "shorthand for `sm_120` + `compute_120`. Write `+PTX` only where the **release** wheels carry PTX",
+        ),
+        Field(
+            "arch_by_platform", "mapping",
+            "CUDA only: platform tag -> list, for platforms whose list differs (Windows, aarch64). A platform other than Linux x86_64 without "
+            "an entry is **unknown**: the resolver then judges the GPUs by another platform's list of the same variant (the Linux x86_64 "
+            "list first) and says so in a warning; with no list at all it refuses the variant",
+        ),
+        Field("gfx", "list", "ROCm only: `gfx90a`, `gfx1100`, ...; empty with an `unknown` entry when not known"),
+        Field("learned", "string", "the date the variant was learned from an index"),
+        Field(
+            "index", "string",
+            "where a learned build is served: `pypi` (a label-less default build: planned as `torch==X` from the matrix's `pypi` index) or "
+            "the URL of the index it was learned from; absent: `<pytorch>/<name>`",
+        ),
+        Field("runtime", "mapping", "the runtime wheels the build pins (`cuda-toolkit: \"13.2.2\"`, `nvidia-cudnn-cu13: \"9.26.0.51\"`), from its core metadata"),
+        _UNKNOWN,
+        _DERIVED,
+        _NOTE,
+    ),
+)
+_PATCHES = Part(
+    "releases[].patches",
+    (
+        Field("torchvision", "string", "the torchvision paired with that patch"),
+        Field("torchaudio", "string", "the torchaudio paired with it"),
+        Field("triton", "string", "the triton it pins"),
+        Field("source", "string", ""),
+    ),
+    "A mapping patch version -> pairings: `\"2.9.0\": {torchvision: \"0.24.0\", torchaudio: \"2.9.0\", triton: ...}`.",
+)
+_RELEASE_FIELDS = (
+    Field("version", "string, required", "newest patch of the minor, no local suffix: `\"2.9.1\"`"),
+    Field("source", "string, required", ""),
+    Field("released", "string", "date"),
+    Field("pythons", "list", "default Pythons of the variants: `\"3.10\"`, free-threaded `\"3.13t\"`"),
+    Field("torch_only_pythons", "list", "Pythons with torch wheels but no torchvision/torchaudio"),
+    Field(
+        "python_platforms", "mapping",
+        "Python -> platform tags, for a Python whose wheels exist only on some platforms: `{\"3.13t\": [manylinux_2_17_x86_64]}`. Only the "
+        "OS and arch of a tag count (not its floor); a Python not named here is on every platform of the variant",
+    ),
+    Field("torchvision", "string / null", "paired version; null when unknown"),
+    Field("torchaudio", "string / null", "paired version; null when unknown"),
+    Field("triton", "string / null", "paired version; null when unknown"),
+    Field("min_macos", "string", "the arm64 wheel's macOS floor (`\"11.0\"`, `\"14.0\"`)"),
+    Field("mps_min_macos", "string", "macOS that MPS needs with this release (may be stricter than the wheel)"),
+    Field("manylinux_glibc", "string", "glibc floor of plain `linux_*` platform tags of this release"),
+    Field("patches", "mapping", "older patch versions and their pairings (below)"),
+    Field("unknown", "list of strings", "what is not known about the release"),
+    _DERIVED,
+    Field("variants", "list", "see below; an empty list means \"builds unknown\" (the resolver skips the release and says so)"),
+    Field("requires_python", "string", "the wheels' `Requires-Python` (`\">=3.11\"`)"),
+    Field("triton_requirement", "string", "the torch wheel's triton requirement as written (`\"triton~=3.9.0\"`); `triton` holds an exact pin only"),
+    Field("learned", "string", "the date `stackdoctor matrix learn` read the row from an index (a learned row: see \"Learned rows\")"),
+    Field(
+        "paired_by_range", "list",
+        "companions (`torchvision`, `torchaudio`) paired because their own `Requires-Dist` range admits this torch (`torch>=2.11`), not an "
+        "exact pin; a hand-kept pairing wins over them",
+    ),
+    _NOTE,
+)
+
+
+def _variant(ctx: _Ctx, raw: Any, where: str, line: int, rel_pythons: tuple[str, ...], rel_source: str) -> Variant:
+    d = ctx.mapping(raw, where, line)
+    _check_keys(ctx, d, _VARIANTS.names, where)
+    name = ctx.text(d, "name", where, required=True)
+    assert name is not None
+    kind = variant_kind(name)
+    if kind is None:
+        raise ctx.fail(ctx.line_of(d, "name"), f"{where}.name", f"unknown variant kind {name!r} (expected cpu, cuXYZ, rocmX.Y[.Z] or xpu)")
+    declared = ctx.text(d, "kind", where)
+    if declared is not None and declared != kind[0]:
+        if declared not in (*VARIANT_KINDS, *PLUGIN_VARIANT_KINDS):
+            raise ctx.fail(ctx.line_of(d, "kind"), f"{where}.kind", f"unknown variant kind {declared!r} (expected {', '.join((*VARIANT_KINDS, *PLUGIN_VARIANT_KINDS))})")
+        raise ctx.fail(ctx.line_of(d, "kind"), f"{where}.kind", f"{declared!r} does not match the name {name!r}")
+    source = ctx.text(d, "source", f"{where}", required=True)
+    assert source is not None
+    platforms = ctx.strings(d, "platforms", where)
+    for p in platforms:
+        if parse_platform(p)[0] == "unknown":
+            raise ctx.fail(ctx.line_of(d, "platforms"), f"{where}.platforms", f"unknown platform tag {p!r}")
+    arch = _arch_list(ctx, ctx.strings(d, "arch_list", where), ctx.line_of(d, "arch_list"), f"{where}.arch_list")
+    by_platform: dict[str, tuple[str, ...]] = {}
+    if d.get("arch_by_platform") is not None:
+        bp = ctx.mapping(d["arch_by_platform"], f"{where}.arch_by_platform", ctx.line_of(d, "arch_by_platform"))
+        for tag in bp:
+            if parse_platform(tag)[0] == "unknown":
+                raise ctx.fail(ctx.line_of(bp, tag), f"{where}.arch_by_platform", f"unknown platform tag {tag!r}")
+            by_platform[tag] = _arch_list(ctx, ctx.strings(bp, tag, f"{where}.arch_by_platform"), ctx.line_of(bp, tag), f"{where}.arch_by_platform.{tag}")
+    gfx = tuple(g.lower() for g in ctx.strings(d, "gfx", where))
+    for g in gfx:
+        if not _GFX_RE.match(g):
+            raise ctx.fail(ctx.line_of(d, "gfx"), f"{where}.gfx", f"unparsable gfx target {g!r}")
+    if kind[0] != "cuda" and (arch or by_platform):
+        raise ctx.fail(ctx.line_of(d, "arch_list"), f"{where}.arch_list", f"only CUDA variants carry a CUDA arch list, not {name!r}")
+    if kind[0] != "rocm" and gfx:
+        raise ctx.fail(ctx.line_of(d, "gfx"), f"{where}.gfx", f"only ROCm variants carry a gfx list, not {name!r}")
+    pythons = _pythons(ctx, d, "pythons", where) or rel_pythons
+    index = ctx.text(d, "index", where)
+    if index is not None and index != "pypi" and not re.match(r"^(https?|file)://\S+$", index):
+        raise ctx.fail(ctx.line_of(d, "index"), f"{where}.index", f"must be \"pypi\" (a label-less build of a PyPI-shaped index) or the URL of the index that serves it, not {index!r}")
+    runtime: dict[str, str] = {}
+    if d.get("runtime") is not None:
+        rm = ctx.mapping(d["runtime"], f"{where}.runtime", ctx.line_of(d, "runtime"))
+        for dist in rm:
+            runtime[str(dist)] = ctx.text(rm, dist, f"{where}.runtime") or ""
+    return Variant(
+        name=name,
+        kind=kind[0],
+        cuda=kind[1],
+        rocm=kind[2],
+        platforms=platforms,
+        pythons=pythons,
+        arch_list=arch,
+        gfx=gfx,
+        source=source,
+        unknown=ctx.strings(d, "unknown", where),
+        derived_from=ctx.text(d, "derived_from", where),
+        arch_by_platform=by_platform,
+        line=d.line,
+        learned=ctx.text(d, "learned", where),
+        index=index,
+        runtime=runtime,
+    )
+
+
+def _release(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[Release]:
+    version = ctx.version(d, "version", where)
+    where = f"releases[{version}]"
+    source = ctx.text(d, "source", where, required=True)
+    assert source is not None
+    pythons = _pythons(ctx, d, "pythons", where)
+    variants: list[Variant] = []
+    if d.get("variants") is not None:
+        vs = ctx.seq(d["variants"], f"{where}.variants", ctx.line_of(d, "variants"))
+        seen: set[str] = set()
+        for i, vraw in enumerate(vs):
+            v = _variant(ctx, vraw, f"{where}.variants[{i}]", ctx.line_of(vraw) if isinstance(vraw, dict) else ctx.line_of(d, "variants"), pythons, source)
+            if v.name in seen:
+                raise ctx.fail(v.line, f"{where}.variants[{i}].name", f"variant {v.name!r} listed twice")
+            seen.add(v.name)
+            variants.append(v)
+    patches: list[PatchRow] = []
+    if d.get("patches") is not None:
+        pm = ctx.mapping(d["patches"], f"{where}.patches", ctx.line_of(d, "patches"))
+        for pv, prow in pm.items():
+            pl = ctx.line_of(pm, pv)
+            try:
+                pver = Version(pv)
+            except InvalidVersion:
+                raise ctx.fail(pl, f"{where}.patches", f"unparsable version {pv!r}") from None
+            pd = ctx.mapping(prow, f"{where}.patches.{pv}", pl)
+            _check_keys(ctx, pd, _PATCHES.names, f"{where}.patches.{pv}")
+            patches.append(
+                PatchRow(
+                    pver,
+                    ctx.text(pd, "torchvision", f"{where}.patches.{pv}"),
+                    ctx.text(pd, "torchaudio", f"{where}.patches.{pv}"),
+                    ctx.text(pd, "triton", f"{where}.patches.{pv}"),
+                )
+            )
+    python_platforms: dict[str, tuple[str, ...]] = {}
+    if d.get("python_platforms") is not None:
+        pp = ctx.mapping(d["python_platforms"], f"{where}.python_platforms", ctx.line_of(d, "python_platforms"))
+        for py in pp:
+            if not _PY_RE.match(py):
+                raise ctx.fail(ctx.line_of(pp, py), f"{where}.python_platforms", f"unparsable Python version {py!r} (expected like \"3.13t\")")
+            tags = ctx.strings(pp, py, f"{where}.python_platforms")
+            if not tags:
+                raise ctx.fail(ctx.line_of(pp, py), f"{where}.python_platforms.{py}", "expected a non-empty list of platform tags")
+            for tag in tags:
+                if parse_platform(tag)[0] == "unknown":
+                    raise ctx.fail(ctx.line_of(pp, py), f"{where}.python_platforms.{py}", f"unknown platform tag {tag!r}")
+            python_platforms[py] = tags
+    for key in ("min_macos", "mps_min_macos", "manylinux_glibc"):
+        val = ctx.text(d, key, where)
+        if val is not None and not re.match(r"^\d+(\.\d+)*$", val):
+            raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"unparsable version {val!r}")
+    for key in ("torchvision", "torchaudio", "triton"):
+        val = ctx.text(d, key, where)
+        if val is not None:
+            try:
+                Version(val)
+            except InvalidVersion:
+                raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"unparsable version {val!r}") from None
+    return _one(Release(
+        version=version,
+        variants=tuple(variants),
+        torchvision=ctx.text(d, "torchvision", where),
+        torchaudio=ctx.text(d, "torchaudio", where),
+        triton=ctx.text(d, "triton", where),
+        min_macos=ctx.text(d, "min_macos", where),
+        mps_min_macos=ctx.text(d, "mps_min_macos", where),
+        manylinux_glibc=ctx.text(d, "manylinux_glibc", where),
+        pythons=pythons,
+        torch_only_pythons=_pythons(ctx, d, "torch_only_pythons", where),
+        python_platforms=python_platforms,
+        released=ctx.text(d, "released", where),
+        source=source,
+        derived_from=ctx.text(d, "derived_from", where),
+        unknown=ctx.strings(d, "unknown", where),
+        patches=tuple(patches),
+        line=d.line,
+        requires_python=ctx.text(d, "requires_python", where),
+        triton_requirement=ctx.text(d, "triton_requirement", where),
+        learned=ctx.text(d, "learned", where),
+        paired_by_range=ctx.strings(d, "paired_by_range", where),
+    ))
+
+
+def _merge_variant(base: Variant, over: Variant) -> Variant:
+    """A learned variant over a known one of the same name: what the artifacts say wins field by field (their
+    arch list, Pythons, runtime pins), platforms add up, and both sources are kept (the known one still
+    answers for the platforms the learned index does not serve)."""
+    # a platform family the known row has keeps the known tag: its glibc / macOS floor is sourced, while a wheel's
+    # tag can claim less (PyPI's torch 2.6.0 is tagged manylinux1 but needs glibc 2.28)
+    fams = {parse_platform(t)[:2] for t in base.platforms}
+    platforms = base.platforms + tuple(t for t in dict.fromkeys(over.platforms) if parse_platform(t)[:2] not in fams)
+    by_platform = {**base.arch_by_platform, **over.arch_by_platform}
+    arch = over.arch_list or base.arch_list
+    source = over.source if over.source == base.source else f"{over.source}; {base.source}"
+    return dataclasses.replace(
+        base,
+        platforms=platforms,
+        pythons=tuple(dict.fromkeys(base.pythons + over.pythons)) if over.pythons else base.pythons,
+        arch_list=arch,
+        arch_by_platform=by_platform,
+        gfx=over.gfx or base.gfx,
+        source=source,
+        unknown=tuple(u for u in base.unknown if not (over.arch_list and any(w in u.lower() for w in ("not verified", "unverified", "arch list")))) + tuple(
+            u for u in over.unknown if u not in base.unknown and not (base.arch_list and "arch list" in u)
+        ),
+        derived_from=over.derived_from or base.derived_from,
+        learned=over.learned,
+        index=None,  # the known build's index serves it; the learned index is one more witness
+        runtime={**base.runtime, **over.runtime},
+    )
+
+
+def _merge_release(base: Release, over: Release) -> Release:
+    """A user release row over an embedded one: given fields replace, variants merge by name (a learned
+    variant merges into the known one field by field: :func:`_merge_variant`)."""
+    overs = {v.name: v for v in over.variants}
+    # the known variants keep their order (a learned one merged in place), new ones follow
+    variants = tuple(
+        (_merge_variant(v, overs[v.name]) if overs[v.name].learned else overs[v.name]) if v.name in overs else v for v in base.variants
+    ) + tuple(v for v in over.variants if v.name not in {b.name for b in base.variants})
+    if over.learned and base.source and base.source != over.source:
+        over = dataclasses.replace(over, source=f"{over.source}; {base.source}")
+    unknown = over.unknown or base.unknown
+    if over.learned:  # what the artifacts now say is no longer unknown
+        said = [k for k, given in (("triton", over.triton or over.triton_requirement), ("torchvision", over.torchvision),
+                                   ("torchaudio", over.torchaudio), ("pythons", over.pythons), ("3.", over.pythons)) if given]
+        unknown = tuple(dict.fromkeys(over.unknown + tuple(u for u in base.unknown if not any(u.lower().startswith(k) for k in said))))
+    # a pairing a companion's range implies yields to a hand-kept one (an exact pin or a release's own word)
+    tv = base.torchvision if "torchvision" in over.paired_by_range and base.torchvision else over.torchvision or base.torchvision
+    ta = base.torchaudio if "torchaudio" in over.paired_by_range and base.torchaudio else over.torchaudio or base.torchaudio
+    return Release(
+        version=over.version,
+        variants=variants,
+        torchvision=tv,
+        torchaudio=ta,
+        triton=over.triton or base.triton,
+        min_macos=over.min_macos or base.min_macos,
+        mps_min_macos=over.mps_min_macos or base.mps_min_macos,
+        manylinux_glibc=over.manylinux_glibc or base.manylinux_glibc,
+        pythons=over.pythons or base.pythons,
+        torch_only_pythons=over.torch_only_pythons or base.torch_only_pythons,
+        python_platforms=over.python_platforms or base.python_platforms,
+        released=over.released or base.released,
+        source=over.source,
+        derived_from=over.derived_from or base.derived_from,
+        unknown=unknown,
+        patches=over.patches or base.patches,
+        line=over.line,
+        requires_python=over.requires_python or base.requires_python,
+        triton_requirement=over.triton_requirement or base.triton_requirement,
+        learned=over.learned or base.learned,
+        paired_by_range=tuple(c for c in over.paired_by_range if not getattr(base, c)),
+    )
+
+
+def _patch_base(releases: dict[Version, Release], version: Version) -> Release | None:
+    """The row a patch version lives in (``patches:`` of a newer row of its minor), as that version's own row."""
+    for r in releases.values():
+        for p in r.patches:
+            if p.version == version:
+                return dataclasses.replace(r, version=p.version, torchvision=p.torchvision, torchaudio=p.torchaudio, triton=p.triton, patches=())
+    return None
+
+
+
+def _layer_release(acc: dict[Any, Release], r: Release) -> Release:
+    """A release row over the rows so far: over the same version, or (a learned row) over the row that lists it
+    under ``patches:``."""
+    base = acc.get(r.version) or (_patch_base(acc, r.version) if r.learned else None)
+    return _merge_release(base, r) if base is not None else r
+
+
+def _release_data(r: Release) -> dict[str, Any]:
+    from stackdoctor.facts import to_data
+
+    d = {f.name: to_data(getattr(r, f.name)) for f in dataclasses.fields(r) if f.name not in ("line", "version", "patches")}
+    d["version"] = str(r.version)
+    d["patches"] = [{"version": str(p.version), "torchvision": p.torchvision, "torchaudio": p.torchaudio, "triton": p.triton} for p in r.patches]
+    for v in d["variants"]:
+        v.pop("line", None)
+    return d
+
+
+RELEASES: Table[Release] = Table(
+    key="releases",
+    summary="torch releases",
+    shape="list",
+    fields=_RELEASE_FIELDS,
+    parse=_release,
+    key_of=lambda r: r.version,
+    merge=_layer_release,
+    attr="releases",
+    holds="tuple",
+    order=lambda rows: sorted(rows, key=lambda r: r.version, reverse=True),
+    layering=(
+        "a row with the version of an earlier one replaces the fields it gives; its variants replace the earlier variants of the same "
+        "`name` and add the others (a learned row: see \"Learned rows\"); a new version is added"
+    ),
+    doc="`matrix.release(\"2.9.0\")` returns the 2.9.1 row with 2.9.0's pairings; `matrix.release(\"2.9\")` the newest patch.",
+    parts=(_VARIANTS, _PATCHES),
+    row_data=_release_data,
+)
+
+
+# ---------------------------------------------------------------------------- cuda
+
+
+def _cuda(ctx: _Ctx, d: _LDict, where: str, ver: str) -> tuple[CudaRow]:
+    src = ctx.text(d, "source", where, required=True)
+    return _one(CudaRow(
+        version=ver,
+        min_driver_linux=_driver(ctx, d, "min_driver_linux", where),
+        min_driver_windows=_driver(ctx, d, "min_driver_windows", where),
+        minor_compat_floor_linux=_driver(ctx, d, "minor_compat_floor_linux", where),
+        minor_compat_floor_windows=_driver(ctx, d, "minor_compat_floor_windows", where),
+        source=src or "",
+        derived_from=ctx.text(d, "derived_from", where),
+        unknown=ctx.strings(d, "unknown", where),
+    ))
+
+
+CUDA: Table[CudaRow] = Table(
+    key="cuda",
+    summary="CUDA version -> driver requirements",
+    shape="mapping",
+    fields=(
+        Field("min_driver_linux", "string / null", "the toolkit's minimum Linux driver (NVIDIA release notes, Table 3, GA row); null: unknown"),
+        Field("min_driver_windows", "string / null", "the same for Windows (Table 3 prints N/A for 13.x on Windows: null)"),
+        Field("minor_compat_floor_linux", "string / null", "the major's minor-version-compatibility floor on Linux"),
+        Field("minor_compat_floor_windows", "string / null", "the same on Windows"),
+        _SOURCE, _DERIVED, _UNKNOWN, _NOTE,
+    ),
+    parse=_cuda,
+    key_of=lambda r: r.version,
+    attr="cuda_versions",
+    check_key=_no(r"^\d+\.\d+$", "unparsable CUDA version {} (expected like \"12.6\")"),
+    key_doc="the CUDA version: `\"13.0\"`",
+    doc=(
+        "```yaml\n"
+        "cuda:\n"
+        "  \"13.0\":\n"
+        "    min_driver_linux: \"580.65.06\"        # toolkit minimum (NVIDIA release notes, Table 3, GA row)\n"
+        "    min_driver_windows: null             # null: unknown (Table 3 prints N/A for 13.x on Windows)\n"
+        "    minor_compat_floor_linux: \"580\"      # the major's minor-version-compatibility floor\n"
+        "    minor_compat_floor_windows: \"580\"\n"
+        "    source: \"...\"\n"
+        "```\n"
+        "\n"
+        "`driver_meets(row, driver, windows)` answers `full` (toolkit minimum met), `minor-compat` (only the floor met: the\n"
+        "wheel runs, PTX JIT and newer features may not) or `no`. Where the toolkit minimum is unknown the floor is the\n"
+        "documented requirement and meeting it counts as `full`. Under WSL2 the driver is the Windows one: use the Windows\n"
+        "columns."
+    ),
+)
+
+
+# ---------------------------------------------------------------------------- gpus
+
+
+def _gpus(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[GpuRow, ...]:
+    cc = ctx.text(d, "cc", where, required=True)
+    assert cc is not None
+    if _cc_tuple(cc) is None or "." not in cc:
+        raise ctx.fail(ctx.line_of(d, "cc"), f"{where}.cc", f"unparsable compute capability {cc!r} (expected like \"8.9\")")
+    src = ctx.text(d, "source", where, required=True) or ""
+    return tuple(GpuRow(n, cc, src) for n in ctx.strings(d, "names", where))
+
+
+GPUS: Table[GpuRow] = Table(
+    key="gpus",
+    summary="GPU name -> compute capability",
+    shape="list",
+    fields=(
+        Field("cc", "string, required", "the compute capability: `\"8.9\"`"),
+        Field("names", "list", "marketing names with that capability (each becomes one row)"),
+        _SOURCE, _NOTE,
+    ),
+    parse=_gpus,
+    key_of=lambda g: normalise_gpu_name(g.name),
+    attr="gpu_rows",
+    holds="tuple",
+    layering="by GPU name (normalised)",
+    doc=(
+        "```yaml\n"
+        "gpus:\n"
+        "  - {cc: \"8.9\", names: [RTX 4090, L40S], source: \"https://developer.nvidia.com/cuda-gpus\"}\n"
+        "```\n"
+        "\n"
+        "Names are matched after lower-casing and dropping `NVIDIA`, `GeForce`, `Tesla`, `Quadro` and parentheses; an\n"
+        "exact match wins, else the longest listed name that prefixes the GPU's name at a word boundary\n"
+        "(`Tesla V100-SXM2-32GB` -> `V100`)."
+    ),
+)
+
+
+# ---------------------------------------------------------------------------- rocm_overrides
+
+
+def _override(ctx: _Ctx, d: _LDict, where: str, gfx: str) -> tuple[RocmOverride]:
+    value = ctx.text(d, "value", where, required=True) or ""
+    if not re.match(r"^\d+\.\d+\.\d+$", value):
+        raise ctx.fail(ctx.line_of(d, "value"), f"{where}.value", f"unparsable override {value!r} (expected like \"10.3.0\")")
+    as_gfx = ctx.text(d, "as_gfx", where, required=True) or ""
+    return _one(RocmOverride(gfx, value, as_gfx, ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where)))
+
+
+_GFX_KEY = _no(_GFX_RE.pattern, "unparsable gfx target {}")
+
+ROCM_OVERRIDES: Table[RocmOverride] = Table(
+    key="rocm_overrides",
+    summary="gfx -> HSA_OVERRIDE_GFX_VERSION",
+    shape="mapping",
+    fields=(
+        Field("value", "string, required", "the `HSA_OVERRIDE_GFX_VERSION` value: `\"10.3.0\"`"),
+        Field("as_gfx", "string, required", "the target whose code objects the override makes the GPU load"),
+        _SOURCE, _NOTE,
+    ),
+    parse=_override,
+    key_of=lambda o: o.gfx,
+    attr="rocm_overrides",
+    check_key=_GFX_KEY,
+    key_doc="the GPU's gfx target: `gfx1031`",
+    doc=(
+        "```yaml\n"
+        "rocm_overrides:\n"
+        "  gfx1031: {value: \"10.3.0\", as_gfx: gfx1030, source: \"...\", note: \"RX 6700 XT\"}\n"
+        "```\n"
+        "\n"
+        "The resolver uses the override only when `as_gfx` is in the variant's `gfx` list, and only when one value serves\n"
+        "every GPU of the process."
+    ),
+)
+
+
+# ---------------------------------------------------------------------------- jetson
+
+
+def _jetson(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[JetsonRow]:
+    upi = d.get("use_pytorch_index", False)
+    if not isinstance(upi, bool):
+        raise ctx.fail(ctx.line_of(d, "use_pytorch_index"), f"{where}.use_pytorch_index", "expected true or false")
+    torch_versions = ctx.strings(d, "torch", where)
+    for tv in torch_versions:
+        try:
+            Version(tv)
+        except InvalidVersion:
+            raise ctx.fail(ctx.line_of(d, "torch"), f"{where}.torch", f"unparsable version {tv!r}") from None
+    return _one(JetsonRow(
+        jetpack=ctx.text(d, "jetpack", where, required=True) or "",
+        l4t=ctx.strings(d, "l4t", where),
+        cuda=ctx.text(d, "cuda", where),
+        variant=ctx.text(d, "variant", where),
+        index_url=ctx.text(d, "index_url", where),
+        torch=torch_versions,
+        pythons=_pythons(ctx, d, "pythons", where),
+        gpu_cc=ctx.strings(d, "gpu_cc", where),
+        use_pytorch_index=upi,
+        note=ctx.text(d, "note", where),
+        source=ctx.text(d, "source", where, required=True) or "",
+        unknown=ctx.strings(d, "unknown", where),
+    ))
+
+
+JETSON: Table[JetsonRow] = Table(
+    key="jetson",
+    summary="L4T / JetPack -> wheel source",
+    shape="list",
+    fields=(
+        Field("jetpack", "string, required", "JetPack major"),
+        Field("l4t", "list", "L4T prefixes covered (`[\"36.4\"]` matches 36.4.3)"),
+        Field("cuda", "string / null", "JetPack's CUDA"),
+        Field("variant", "string / null", "plan variant name, e.g. `jetson-jp6-cu126`; null when no index is known"),
+        Field("index_url", "string / null", "the pip index of that source"),
+        Field("torch", "list", "torch versions known on that index, newest first"),
+        Field("pythons", "list", "Pythons of those wheels"),
+        Field("gpu_cc", "list", "compute capabilities of the JetPack's modules"),
+        Field("use_pytorch_index", "true/false", "true when download.pytorch.org's aarch64 CUDA builds serve this JetPack (Thor)"),
+        _NOTE, _SOURCE, _UNKNOWN,
+    ),
+    parse=_jetson,
+    key_of=lambda j: f"{j.jetpack}|{','.join(j.l4t)}",
+    attr="jetson",
+    holds="tuple",
+    layering="by (`jetpack`, `l4t`)",
+)
+
+
+# ---------------------------------------------------------------------------- peaks
+
+
+def _peak(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[Peak]:
+    gpu = ctx.text(d, "gpu", where, required=True) or ""
+    nums: dict[str, float | None] = {}
+    for k in ("fp32", "tf32", "bf16", "fp16"):
+        v = d.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise ctx.fail(ctx.line_of(d, k), f"{where}.{k}", f"expected a number of TFLOP/s, got {_tname(v)}")
+        nums[k] = float(v) if v is not None else None
+    return _one(Peak(gpu, nums["fp32"], nums["bf16"], nums["fp16"], ctx.text(d, "source", where, required=True) or "", tf32=nums["tf32"]))
+
+
+PEAKS: Table[Peak] = Table(
+    key="peaks",
+    summary="peak TFLOP/s per GPU (optional)",
+    shape="list",
+    fields=(
+        Field("gpu", "string, required", "the GPU's name (matched like `gpus` names; the longest listed prefix wins)"),
+        Field("fp32", "number", "dense TFLOP/s on the CUDA cores"),
+        Field("tf32", "number", "the Tensor Core figure for float32 matmuls with TF32 allowed (the kernels' `tf32` rows)"),
+        Field("bf16", "number", "dense Tensor Core TFLOP/s"),
+        Field("fp16", "number", "dense Tensor Core TFLOP/s"),
+        _SOURCE, _NOTE,
+    ),
+    parse=_peak,
+    key_of=lambda p: normalise_gpu_name(p.gpu),
+    attr="peaks",
+    layering="by GPU name (normalised)",
+    doc=(
+        "`{gpu: \"H100 SXM\", fp32: 67.0, tf32: 494.5, bf16: 989.0, fp16: 989.0, source: \"...\"}` — dense TFLOP/s; leave out what is\n"
+        "not sourced (a dtype without a figure gets no \"% of peak\"). The embedded matrix ships rows for data-center GPUs from\n"
+        "NVIDIA's specification pages (`peaks.yaml`: H200, H100, A100, L40S, L40, L4, V100, T4); a GPU without a row gets no\n"
+        "\"% of peak\"."
+    ),
+)
+
+
+# ---------------------------------------------------------------------------- indexes
+
+
+def _index(ctx: _Ctx, d: _LDict, where: str, name: str) -> tuple[IndexRow]:
+    url = ctx.text(d, "url", where, required=True) or ""
+    if not re.match(r"^https?://[^\s/]+(/\S*)?$", url):
+        raise ctx.fail(ctx.line_of(d, "url"), f"{where}.url", f"expected an http(s) URL, got {url!r}")
+    return _one(IndexRow(name, url.rstrip("/"), ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where)))
+
+
+INDEXES: Table[IndexRow] = Table(
+    key="indexes",
+    summary="package indexes the plans point at (pytorch, pypi)",
+    shape="mapping",
+    fields=(Field("url", "string, required", "http(s) URL; a trailing `/` is dropped"), _SOURCE, _NOTE),
+    parse=_index,
+    key_of=lambda i: i.name,
+    attr="indexes",
+    check_key=_no(_INDEX_NAME_RE.pattern, "unparsable index name {} (expected like \"pytorch\")"),
+    key_doc="the index name: `pytorch` (variant indexes are `<url>/cu126`, `<url>/cpu`, ...), `pypi`",
+    doc=(
+        "```yaml\n"
+        "indexes:\n"
+        "  pytorch: {url: \"https://download.pytorch.org/whl\", source: \"...\"}   # the base of <url>/<variant>\n"
+        "  pypi: {url: \"https://pypi.org/simple\", source: \"...\"}               # default builds (macOS)\n"
+        "```\n"
+        "\n"
+        "Code reads them through one accessor, `Matrix.index_url(name=\"pytorch\")` (`stackdoctor.matrix.default_index_url(name)`\n"
+        "where no matrix is at hand: the embedded value). `--index-base` / `STACKDOCTOR_INDEX_BASE` still win over the matrix\n"
+        "for the `pytorch` index."
+    ),
+)
+
+
+# ---------------------------------------------------------------------------- l4t_releases, rocm_apus, intel_gpus, fp32_lanes_per_sm, thresholds
+
+
+def _l4t(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[L4tRow]:
+    l4t = ctx.text(d, "l4t", where, required=True) or ""
+    if not re.match(r"^\d+\.\d+\.\d+$", l4t):
+        raise ctx.fail(ctx.line_of(d, "l4t"), f"{where}.l4t", f"unparsable L4T release {l4t!r} (expected like \"36.4.3\")")
+    cuda = ctx.text(d, "cuda", where)
+    if cuda is not None and not re.match(r"^\d+\.\d+$", cuda):
+        raise ctx.fail(ctx.line_of(d, "cuda"), f"{where}.cuda", f"unparsable CUDA version {cuda!r}")
+    return _one(L4tRow(l4t, ctx.text(d, "jetpack", where, required=True) or "", cuda, ctx.text(d, "source", where, required=True) or ""))
+
+
+L4T_RELEASES: Table[L4tRow] = Table(
+    key="l4t_releases",
+    summary="L4T release -> JetPack and its CUDA",
+    shape="list",
+    fields=(
+        Field("l4t", "string, required", "the L4T release: `\"36.4.3\"`"),
+        Field("jetpack", "string, required", "the JetPack it ships in: `\"6.2\"`"),
+        Field("cuda", "string", "JetPack's default CUDA; absent where no source gives it"),
+        _SOURCE, _NOTE,
+    ),
+    parse=_l4t,
+    key_of=lambda r: r.l4t,
+    attr="l4t_releases",
+    layering="by `l4t`",
+    doc="`Matrix.jetpack_for(\"32.5\")` reads `\"32.5\"` as `\"32.5.0\"`.",
+)
+
+
+def _apu(ctx: _Ctx, d: _LDict, where: str, gfx: str) -> tuple[ApuRow]:
+    return _one(ApuRow(gfx, ctx.text(d, "name", where, required=True) or "", ctx.text(d, "source", where, required=True) or ""))
+
+
+ROCM_APUS: Table[ApuRow] = Table(
+    key="rocm_apus",
+    summary="AMD gfx targets that are integrated GPUs (APUs)",
+    shape="mapping",
+    fields=(Field("name", "string, required", "what the part is sold as"), _SOURCE, _NOTE),
+    parse=_apu,
+    key_of=lambda a: a.gfx,
+    attr="rocm_apus",
+    check_key=_GFX_KEY,
+    key_doc="the gfx target: `gfx1036`",
+)
+
+
+def _intel(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[IntelFamily]:
+    flags = {}
+    for key in ("discrete", "xpu"):
+        v = d.get(key)
+        if not isinstance(v, bool):
+            raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", "expected true or false")
+        flags[key] = v
+    ids = []
+    for did in ctx.strings(d, "device_ids", where):
+        try:
+            ids.append(f"0x{int(did, 16):04x}")
+        except ValueError:
+            raise ctx.fail(ctx.line_of(d, "device_ids"), f"{where}.device_ids", f"unparsable PCI device id {did!r}") from None
+    return _one(IntelFamily(
+        ctx.text(d, "family", where, required=True) or "",
+        ctx.text(d, "name", where, required=True) or "",
+        flags["discrete"],
+        flags["xpu"],
+        tuple(ids),
+        ctx.text(d, "source", where, required=True) or "",
+    ))
+
+
+INTEL_GPUS: Table[IntelFamily] = Table(
+    key="intel_gpus",
+    summary="Intel GPU families by PCI device id",
+    shape="list",
+    fields=(
+        Field("family", "string, required", "the family: `DG2`"),
+        Field("name", "string, required", "what it is sold as: `Arc A-series (Alchemist)`"),
+        Field("discrete", "true/false, required", "a discrete GPU (not integrated)"),
+        Field("xpu", "true/false, required", "listed among the GPUs PyTorch's XPU build supports"),
+        Field("device_ids", "list", "PCI device ids (`\"0x56a0\"`; stored lower case, four digits)"),
+        _SOURCE, _NOTE,
+    ),
+    parse=_intel,
+    key_of=lambda f: f.family,
+    attr="intel_families",
+    holds="tuple",
+    layering="by `family`",
+)
+
+
+def _lanes(ctx: _Ctx, d: _LDict, where: str, cc: str) -> tuple[Fp32Lanes]:
+    lanes = d.get("lanes")
+    if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes <= 0:
+        raise ctx.fail(ctx.line_of(d, "lanes"), f"{where}.lanes", f"expected a positive whole number, got {_tname(lanes)}")
+    return _one(Fp32Lanes(cc, lanes, ctx.text(d, "source", where, required=True) or ""))
+
+
+def _cc_key(cc: str) -> str | None:
+    return None if _cc_tuple(cc) is not None and "." in cc else f"unparsable compute capability {cc!r} (expected like \"8.9\")"
+
+
+FP32_LANES: Table[Fp32Lanes] = Table(
+    key="fp32_lanes_per_sm",
+    summary="FP32 lanes per SM by compute capability (peak = SMs x lanes x 2 x clock)",
+    shape="mapping",
+    fields=(Field("lanes", "whole number, required", "FP32 fused multiply-add results per clock per SM"), _SOURCE, _NOTE),
+    parse=_lanes,
+    key_of=lambda r: r.cc,
+    attr="fp32_lanes",
+    check_key=_cc_key,
+    key_doc="the compute capability: `\"8.9\"`",
+)
+
+
+def _threshold(ctx: _Ctx, d: _LDict, where: str, name: str) -> tuple[Threshold]:
+    mv = ctx.text(d, "min_version", where, required=True) or ""
+    if not re.match(r"^\d+(\.\d+)*$", mv):
+        raise ctx.fail(ctx.line_of(d, "min_version"), f"{where}.min_version", f"unparsable version {mv!r}")
+    return _one(Threshold(name, mv, ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where)))
+
+
+THRESHOLDS: Table[Threshold] = Table(
+    key="thresholds",
+    summary="versions a platform feature needs",
+    shape="mapping",
+    fields=(Field("min_version", "string, required", "the version it needs: `\"26.2\"`"), _SOURCE, _NOTE),
+    parse=_threshold,
+    key_of=lambda t: t.name,
+    attr="thresholds",
+    key_doc="the feature: `macos.rdma_over_thunderbolt`",
+)
+
+
+# ---------------------------------------------------------------------------- mirrors, pypi_default, conda
+
+_MIRROR_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_PYPI_PLATFORMS = ("linux_x86_64", "linux_aarch64", "win_amd64", "macos_arm64", "macos_x86_64")
+_CONDA_SUBDIR_RE = re.compile(r"^(linux|osx|win)-(64|aarch64|arm64|ppc64le)$")
+
+
+def _mirror(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[MirrorRow]:
+    name = (ctx.text(d, "name", where, required=True) or "").lower()
+    if not _MIRROR_NAME_RE.match(name):
+        raise ctx.fail(ctx.line_of(d, "name"), f"{where}.name", f"not a mirror name (lower-case letters, digits, '.', '-', '_'): {name!r}")
+    url = _url(ctx, d, "url", where, required=True) or ""
+    layout = ctx.text(d, "layout", where, required=True) or ""
+    if layout not in ("simple", "flat"):
+        raise ctx.fail(ctx.line_of(d, "layout"), f"{where}.layout", f"must be simple or flat, not {layout!r}")
+    listing = ctx.text(d, "listing", where)
+    if layout == "flat" and not listing:
+        listing = "{url}/{variant}/"
+    if listing is not None and "{url}" not in listing:
+        raise ctx.fail(ctx.line_of(d, "listing"), f"{where}.listing", "must start from {url} (e.g. \"{url}/{variant}/\")")
+    return _one(MirrorRow(
+        name, url, layout, listing, ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where),
+        ctx.text(d, "derived_from", where), ctx.strings(d, "unknown", where),
+    ))
+
+
+MIRRORS: Table[MirrorRow] = Table(
+    key="mirrors",
+    summary="mirrors of the PyTorch wheel index (mirrors.yaml)",
+    shape="list",
+    fields=(
+        Field("name", "string, required", "lower-case letters, digits, `.`, `-`, `_`"),
+        Field("url", "string, required", "`http(s)://` or `file://`"),
+        Field("layout", "string, required", "`simple` or `flat` (below)"),
+        Field("listing", "string", "flat only: the page of file links (default `\"{url}/{variant}/\"`; `{url}` and `{variant}` are filled in)"),
+        _SOURCE, _NOTE, _DERIVED, _UNKNOWN,
+    ),
+    parse=_mirror,
+    key_of=lambda m: m.name,
+    attr="mirrors",
+    holds="tuple",
+    layering="by `name`",
+    doc=(
+        "A mirror of https://download.pytorch.org/whl that `stackdoctor install --mirror NAME` (or `STACKDOCTOR_MIRROR`)\n"
+        "uses instead of it. A user file can add an internal one.\n"
+        "\n"
+        "```yaml\n"
+        "mirrors:\n"
+        "  - name: aliyun\n"
+        "    url: https://mirrors.aliyun.com/pytorch-wheels\n"
+        "    layout: flat\n"
+        "    listing: \"{url}/{variant}/\"\n"
+        "    source: \"...\"\n"
+        "```\n"
+        "\n"
+        "| layout | what the mirror serves | what the installer is given |\n"
+        "|---|---|---|\n"
+        "| `simple` | a PEP 503 copy of `/whl/<variant>/`: pages `<url>/<variant>/<project>/` | `--index-url` / `--extra-index-url <url>/<variant>` (uv: `--index`) |\n"
+        "| `flat` | the files of a variant in one folder, `<url>/<variant>/<file>.whl`, and a page linking them (`listing`) | `--find-links <listing>` |\n"
+        "\n"
+        "`--mirror URL` names a mirror the matrix does not know; its layout is found by asking both forms (the one that answers is kept)."
+    ),
+)
+
+
+def _pypi_default(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[PypiDefault]:
+    torch = ctx.text(d, "torch", where, required=True) or ""
+    if not re.match(r"^\d+\.\d+$", torch):
+        raise ctx.fail(ctx.line_of(d, "torch"), f"{where}.torch", f"expected a torch minor like \"2.13\", got {torch!r}")
+    platform = ctx.text(d, "platform", where, required=True) or ""
+    if platform not in _PYPI_PLATFORMS:
+        raise ctx.fail(ctx.line_of(d, "platform"), f"{where}.platform", f"must be one of {', '.join(_PYPI_PLATFORMS)}, not {platform!r}")
+    variant = ctx.text(d, "variant", where)
+    if variant is not None and not _VARIANT_RE.match(variant):
+        raise ctx.fail(ctx.line_of(d, "variant"), f"{where}.variant", f"not a variant name (cpu, cuXYZ, rocmX.Y, xpu): {variant!r}")
+    unknown = ctx.strings(d, "unknown", where)
+    if variant is None and not unknown:
+        raise ctx.fail(ctx.line_of(d), f"{where}.unknown", "a row without a variant must say what is unknown")
+    return _one(PypiDefault(torch, platform, variant, ctx.text(d, "source", where, required=True) or "", unknown))
+
+
+PYPI_DEFAULT: Table[PypiDefault] = Table(
+    key="pypi_default",
+    summary="which variant PyPI's plain `torch` wheel is (learned.yaml)",
+    shape="list",
+    fields=(
+        Field("torch", "string, required", "a torch minor: `\"2.13\"`"),
+        Field("platform", "string, required", ", ".join(f"`{p}`" for p in _PYPI_PLATFORMS)),
+        Field("variant", "string / null", "a variant name; `null` when not known"),
+        _SOURCE,
+        Field("unknown", "list of strings", "required with a `null` variant: why it is not known"),
+    ),
+    parse=_pypi_default,
+    key_of=lambda d: (d.torch, d.platform),
+    attr="pypi_defaults",
+    holds="tuple",
+    layering="by (`torch`, `platform`)",
+    doc=(
+        "Written by `stackdoctor matrix learn`. PyPI's `torch` wheels carry no local label, yet each is one variant (on Linux a\n"
+        "CUDA build). A label-less torch on a PyPI-style index counts as the planned build only when it is that variant;\n"
+        "otherwise `install` says what it is and whether it fits the machine.\n"
+        "\n"
+        "```yaml\n"
+        "pypi_default:\n"
+        "  - {torch: \"2.13\", platform: linux_x86_64, variant: cu130, source: \"...\"}\n"
+        "  - {torch: \"2.9\", platform: linux_x86_64, variant: null, source: \"...\", unknown: [\"cu128 per ... vs cu126 per ...\"]}\n"
+        "```\n"
+        "\n"
+        "Where the wheel itself is on disk, its METADATA decides instead (`Requires-Dist: cuda-toolkit[...]==13.0.3` -> `cu130`)."
+    ),
+)
+
+_CONDA_RELEASES = Part(
+    "conda.releases[]",
+    (
+        Field("version", "string, required", "the pytorch package version: `\"2.13.0\"`"),
+        Field("cuda", "mapping", "conda platform -> the CUDA versions built for it: `{linux-64: [\"12.9\", \"13.0\"]}`"),
+        Field("platforms", "list", "every conda platform with a build (`linux-64`, `linux-aarch64`, `osx-arm64`, `win-64`, ...)"),
+        Field("source", "string, required", ""),
+    ),
+)
+
+
+def _conda(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[CondaInfo]:
+    releases: list[CondaRelease] = []
+    if d.get("releases") is not None:
+        for i, raw in enumerate(ctx.seq(d["releases"], f"{where}.releases", ctx.line_of(d, "releases"))):
+            w = f"{where}.releases[{i}]"
+            r = ctx.mapping(raw, w, ctx.line_of(d, "releases"))
+            _check_keys(ctx, r, _CONDA_RELEASES.names, w)
+            version = ctx.version(r, "version", w)
+            cuda: dict[str, tuple[str, ...]] = {}
+            if r.get("cuda") is not None:
+                cm = ctx.mapping(r["cuda"], f"{w}.cuda", ctx.line_of(r, "cuda"))
+                for subdir in cm:
+                    if not _CONDA_SUBDIR_RE.match(str(subdir)):
+                        raise ctx.fail(ctx.line_of(cm, subdir), f"{w}.cuda.{subdir}", "not a conda platform (linux-64, linux-aarch64, osx-arm64, win-64, ...)")
+                    vals = ctx.strings(cm, subdir, f"{w}.cuda")
+                    for c in vals:
+                        if not re.match(r"^\d+\.\d+$", c):
+                            raise ctx.fail(ctx.line_of(cm, subdir), f"{w}.cuda.{subdir}", f"unparsable CUDA version {c!r} (expected like \"12.9\")")
+                    cuda[str(subdir)] = vals
+            platforms = ctx.strings(r, "platforms", w)
+            for pl in platforms:
+                if not _CONDA_SUBDIR_RE.match(pl):
+                    raise ctx.fail(ctx.line_of(r, "platforms"), f"{w}.platforms", f"not a conda platform: {pl!r}")
+            releases.append(CondaRelease(str(version), cuda, platforms, ctx.text(r, "source", w, required=True) or ""))
+    releases.sort(key=lambda r: Version(r.version), reverse=True)
+    return _one(CondaInfo(
+        channel=ctx.text(d, "channel", where, required=True) or "",
+        package=ctx.text(d, "package", where, required=True) or "",
+        cpu_package=ctx.text(d, "cpu_package", where),
+        gpu_package=ctx.text(d, "gpu_package", where),
+        cuda_selector=ctx.text(d, "cuda_selector", where),
+        cuda_build=ctx.text(d, "cuda_build", where),
+        cpu_build=ctx.text(d, "cpu_build", where),
+        virtual_package=ctx.text(d, "virtual_package", where),
+        releases=tuple(releases),
+        source=ctx.text(d, "source", where, required=True) or "",
+        note=ctx.text(d, "note", where),
+    ))
+
+
+def _merge_conda(base: CondaInfo | None, over: CondaInfo) -> CondaInfo:
+    """A user ``conda`` table over the embedded one: given fields replace, releases merge by version."""
+    if base is None:
+        return over
+    versions = {r.version for r in over.releases}
+    rels = tuple(sorted(over.releases + tuple(r for r in base.releases if r.version not in versions), key=lambda r: Version(r.version), reverse=True))
+    return dataclasses.replace(over, releases=rels)
+
+
+CONDA: Table[CondaInfo] = Table(
+    key="conda",
+    summary="conda-forge's PyTorch packages (conda.yaml)",
+    shape="one",
+    fields=(
+        Field("channel", "string, required", "`conda-forge`"),
+        Field("package", "string, required", "the package; CUDA and CPU builds are told apart by the build string (`pytorch`)"),
+        Field("cpu_package", "string", "`pytorch-cpu`"),
+        Field("gpu_package", "string", "`pytorch-gpu`"),
+        Field("cuda_selector", "string", "the package whose version selects the CUDA build (`cuda-version`: `\"cuda-version=12.9\"`)"),
+        Field("cuda_build", "string", "build-string pattern of the CUDA builds (`\"cuda*\"`: spec `\"pytorch=2.13.0=cuda*\"`)"),
+        Field("cpu_build", "string", "build-string pattern of the CPU builds (`\"cpu_*\"`)"),
+        Field("virtual_package", "string", "what a CUDA build needs the solver to see (`__cuda`: a CUDA driver)"),
+        Field("releases", "list", "the package's releases (below)"),
+        _SOURCE, _NOTE,
+    ),
+    parse=_conda,
+    key_of=lambda _c: "conda",
+    merge=lambda acc, c: _merge_conda(acc.get("conda"), c),
+    attr="conda",
+    holds="one",
+    layering="the fields a later table gives replace, its `releases` merge by `version`",
+    doc=(
+        "For conda / mamba / micromamba / pixi environments: `install` offers them beside the pip wheels;\n"
+        "`--installer conda|mamba|micromamba|pixi` and `--emit environment.yml` use them.\n"
+        "\n"
+        "```yaml\n"
+        "conda:\n"
+        "  channel: conda-forge\n"
+        "  package: pytorch\n"
+        "  cuda_selector: cuda-version\n"
+        "  cuda_build: \"cuda*\"\n"
+        "  cpu_build: \"cpu_*\"\n"
+        "  virtual_package: __cuda\n"
+        "  source: \"...\"\n"
+        "  releases:\n"
+        "    - version: \"2.13.0\"\n"
+        "      cuda: {linux-64: [\"12.9\", \"13.0\"], linux-aarch64: [\"12.9\", \"13.0\"], win-64: [\"12.8\", \"13.0\"]}\n"
+        "      platforms: [linux-64, linux-aarch64, osx-64, osx-arm64, win-64]\n"
+        "      source: \"...\"\n"
+        "```"
+    ),
+    parts=(_CONDA_RELEASES,),
+)
+
+
+# ---------------------------------------------------------------------------- the registry
+
+# in the order a document's tables are read (a file with two bad tables names the first of them)
+TABLES: tuple[Table[Any], ...] = (
+    RELEASES, CUDA, GPUS, ROCM_OVERRIDES, JETSON, PEAKS, INDEXES,
+    L4T_RELEASES, ROCM_APUS, INTEL_GPUS, FP32_LANES, THRESHOLDS,
+    MIRRORS, PYPI_DEFAULT, CONDA,
+)
