@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, Say
+from stackdoctor.accelerators.base import Accelerator, Say, Verified
+from stackdoctor.accelerators.nvidia import verify_cuda
 from stackdoctor.facts import Facts
 
 
@@ -24,6 +25,9 @@ class Amd(Accelerator):
     torch_api = "cuda"  # ROCm builds answer through torch.cuda
     tool_witnesses = ("rocminfo", "rocm-smi", "amd-smi", "rocm_agent_enumerator")
     kernel_witness = "/sys/class/kfd"
+
+    def verify(self, v: Verified) -> tuple[bool, str] | None:
+        return verify_cuda(v)
 
     def present(self, facts: Facts) -> bool:
         return any(not g.integrated for g in self.devices(facts))
