@@ -149,7 +149,8 @@ def build_kind(torch: TorchFacts) -> BuildKind | None:
     """What the installed torch was built for: "cuda" | "rocm" | "xpu" | "cpu"; None when no torch, or nothing says.
 
     From torch's ``version.cuda`` / ``version.hip`` first (read by importing torch, or from
-    ``torch/version.py`` without importing it), then the variant label ("+cu126", "+xpu"). Whether
+    ``torch/version.py`` without importing it), then the variant label ("+cu126", "+xpu", a plug-in kind's
+    ``variant_pattern``). Whether
     torch also imports is a separate fact (``TorchFacts.import_error``).
     """
     from stackdoctor.matrix import variant_from_version
@@ -167,4 +168,5 @@ def build_kind(torch: TorchFacts) -> BuildKind | None:
         return "cuda"
     if v == "xpu" or torch.xpu_available:
         return "xpu"
-    return "cpu"
+    plugin = next((a for a in ALL if a not in BUILTIN and a.serves(v)), None)  # "+foo1": a plug-in kind's build
+    return plugin.build_kind if plugin is not None else "cpu"
