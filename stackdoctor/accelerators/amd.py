@@ -43,6 +43,7 @@ class Amd(Accelerator):
 
     def driver_line(self, facts: Facts, say: Say) -> str | None:
         r = facts.rocm
-        if not (r.version or r.gpus):
+        listed = [g for g in r.gpus if not (g.sources.get("index") or "").startswith("reconcile: ")]  # by ROCm's tools
+        if not (r.version or listed):
             return None
         return f"ROCm {r.version or say('version_unknown')}" + ("" if r.amdgpu_loaded in (None, True) else say("driver_amdgpu_not_loaded"))
