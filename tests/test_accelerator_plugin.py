@@ -1,6 +1,8 @@
 """The accelerator is a complete plug-in (issue 25): a kind that exists only in this test — its plug-in, its probe
 and its matrix file under tests/fixtures/plugin — goes through ``check`` (screen, Markdown, JSON), ``install
---dry-run``, ``[tool.stackdoctor] backend = "foo"`` and ``diff`` with no edit anywhere in the package.
+--dry-run``, ``[tool.stackdoctor] backend = "foo"`` and ``diff`` with no edit anywhere in the package; its
+``torch_api`` is asked of a stand-in torch (``torch.foo.is_available()``) in ``check`` and after an install, and
+the install verdict for a ``foo1`` build is the plug-in's ``verify``.
 
 The plug-in is found as any installed one would be: an ``entry_points.txt`` in the ``stackdoctor.accelerators``
 group of a distribution on the path (here ``PYTHONPATH``). The machine is a captured tree whose ``/sys/class/foo``
