@@ -217,3 +217,16 @@ def test_the_install_verdict_for_a_foo_build_is_the_plugins(answer, accelerator,
     assert got["asked"] == {"foo": "foo"}
     assert got["available"] == {"foo": answer is True}, got
     assert got["verdict"] == verdict, got
+
+
+def test_a_cuda_build_on_the_foo_machine_is_a_backend_mismatch(foo_machine, plain_python, tmp_path):
+    """torch-backend-mismatch is derived from the registry: a CUDA build where only a foo device is (a replayed
+    report of the foo machine, its torch replaced) names the plug-in's vendor and devices."""
+    _, env = foo_machine
+    data = run_sd(["check", "--json", "--no-kernels", "--python", plain_python], env=env).json()
+    data["facts"]["torch"] = {"installed": True, "imported": False, "version": "2.13.0+cu130", "variant": "cu130", "cuda": "13.0",
+                              "distributions": {"torch": "2.13.0+cu130"}}
+    (tmp_path / "cuda.json").write_text(json.dumps(data))
+    out = run_sd(["check", "--replay", str(tmp_path / "cuda.json"), "--json"], env=env).json()
+    (hit,) = [f for f in out["findings"] if f["code"] == "torch-backend-mismatch"]
+    assert "CUDA build" in hit["detail"] and "Foo" in hit["detail"] and "Foo N1 NPU" in hit["detail"], hit["detail"]
