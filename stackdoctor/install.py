@@ -395,7 +395,7 @@ def verify(system: System, python: str, *, timeout: float = 300.0) -> Verificati
 
     asked = accelerators.torch_questions()
     ask = {"STACKDOCTOR_TORCH_ASK": json.dumps(asked, sort_keys=True) if asked else None}
-    res = system.run([python, "-I", str(worker_path("sd_verify.py"))], timeout=timeout, record=False, env=ask, parse_env=False)
+    res = system.run([python, "-I", str(worker_path("sd_verify.py"))], timeout=timeout, record=False, env=ask)
     data = _marked(res.stdout, VERIFY_MARK)
     if data is None:
         why = res.describe_failure() or "it printed nothing"

@@ -43,15 +43,15 @@ try:
     except ValueError:
         asked = {}
     for kind, api in sorted(asked.items() if isinstance(asked, dict) else []):
-        module = torch
-        for part in str(api).split(".") if api else ["?"]:
-            module = getattr(module, part, None)
-            if module is None:
-                break
-        if module is None:
-            out["available_errors"][str(kind)] = "torch has no torch.%s" % api
-            continue
         try:
+            module = torch
+            for part in str(api).split(".") if api else ["?"]:
+                module = getattr(module, part, None)
+                if module is None:
+                    break
+            if module is None:
+                out["available_errors"][str(kind)] = "torch has no torch.%s" % api
+                continue
             with warnings.catch_warnings(record=True) as said:
                 warnings.simplefilter("always")
                 out["available"][str(kind)] = bool(module.is_available())
