@@ -233,6 +233,9 @@ class RocmFacts:
     hip_visible_devices: str | None = None
     rocr_visible_devices: str | None = None
     tool_errors: dict[str, str] = field(default_factory=dict)  # tool -> failure sentence
+    # every value seen for a system-level fact, by source: {"version": {"file:/opt/rocm/.info/version": "6.3.3",
+    # "amd-smi version": "6.3.3"}, "hip_version": {"hipconfig --version": "6.3.42133"}}
+    observed: dict[str, dict[str, str]] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -405,6 +408,10 @@ class TorchFacts:
     mps_available: bool | None = None
     xpu_available: bool | None = None
     xpu_error: str | None = None
+    # an accelerator plug-in's torch.<torch_api>.is_available() (accelerators.torch_questions()), by kind name;
+    # the built-in kinds' answers are the fields above
+    available: dict[str, bool] = field(default_factory=dict)
+    available_errors: dict[str, str] = field(default_factory=dict)  # kind -> why torch gave no answer, or said False
     distributed_available: bool | None = None
     distributed_backends: list[str] = field(default_factory=list)
     torchvision_version: str | None = None
@@ -540,6 +547,7 @@ class ReconciledFacts:
     gpus: list[GpuView] = field(default_factory=list)
     nvidia_driver: SeenValue = field(default_factory=SeenValue)  # user-space driver version
     cuda_driver_version: SeenValue = field(default_factory=SeenValue)  # the newest CUDA the driver runs
+    rocm_version: SeenValue = field(default_factory=SeenValue)  # the installed ROCm release (its files, amd-smi, HIP's version)
     accelerator: str | None = None  # the machine's accelerator: "nvidia" | "amd" | "intel" | "apple" | "jetson"
     done: bool = False  # True once reconcile built this view (the resolver refuses facts without it)
     evidence: list[Evidence] = field(default_factory=list)

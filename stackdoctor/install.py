@@ -87,6 +87,8 @@ class Verification:
     device_name: str | None = None
     mps_available: bool | None = None
     xpu_available: bool | None = None
+    available: dict[str, bool] = field(default_factory=dict)  # a plug-in kind's torch.<torch_api>.is_available(), by kind
+    available_errors: dict[str, str] = field(default_factory=dict)  # kind -> why torch gave no answer, or said False
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
     location: str | None = None
@@ -389,7 +391,11 @@ def snapshot(system: System, python: str, *, timeout: float = 60.0) -> Snapshot:
 
 
 def verify(system: System, python: str, *, timeout: float = 300.0) -> Verification:
-    res = system.run([python, "-I", str(worker_path("sd_verify.py"))], timeout=timeout, record=False)
+    from stackdoctor import accelerators
+
+    asked = accelerators.torch_questions()
+    ask = {"STACKDOCTOR_TORCH_ASK": json.dumps(asked, sort_keys=True) if asked else None}
+    res = system.run([python, "-I", str(worker_path("sd_verify.py"))], timeout=timeout, record=False, env=ask)
     data = _marked(res.stdout, VERIFY_MARK)
     if data is None:
         why = res.describe_failure() or "it printed nothing"
@@ -406,6 +412,8 @@ def verify(system: System, python: str, *, timeout: float = 300.0) -> Verificati
         device_name=data.get("device_name"),
         mps_available=data.get("mps_available"),
         xpu_available=data.get("xpu_available"),
+        available={str(k): x for k, x in (data.get("available") or {}).items() if isinstance(x, bool)} if isinstance(data.get("available"), dict) else {},
+        available_errors=_str_dict(data.get("available_errors")),
         warnings=[w for w in data.get("warnings") or [] if isinstance(w, str)],
         error=data.get("error"),
         location=data.get("file"),
@@ -498,7 +506,8 @@ def expected_version(plan: Plan) -> str | None:
 def judge(plan: Plan, v: Verification, accelerator: str | None) -> tuple[bool, str]:
     """(ok, sentence): did the install give the planned torch, and can it use the accelerator seen?
 
-    ``accelerator`` is what the machine's facts show: "cuda" | "rocm" | "xpu" | "mps" | None.
+    ``accelerator`` is what the machine's facts show: "cuda" | "rocm" | "xpu" | "mps" | a plug-in kind's backend |
+    None. The sentence for the kind is the registry's (``accelerators.verify_install``: each kind's ``verify``).
     """
     if not v.imported:
         return False, f"torch does not import in the target: {v.error or 'unknown error'}"
@@ -513,18 +522,13 @@ def judge(plan: Plan, v: Verification, accelerator: str | None) -> tuple[bool, s
         if not same:
             return False, f"the target imports torch {v.version}, not the planned {want} (another torch shadows it? {v.location})"
     got = f"torch {v.version} imports in the target"
-    variant = plan.variant or ""
-    gpu_variant = variant.startswith(("cu", "rocm", "jetson")) or variant == "xpu"
-    if accelerator in ("cuda", "rocm") and gpu_variant and variant != "xpu":
-        if v.cuda_available and v.cuda_ok is not False:
-            return True, f"{got} and runs on {v.device_name or 'the GPU'}"
-        why = v.cuda_error or (v.warnings[0] if v.warnings else "torch.cuda.is_available() is False")
-        return False, f"{got}, but the GPU is not usable from it: {why}; run `stackdoctor check`"
-    if accelerator == "xpu" and variant == "xpu":
-        return (True, f"{got} and sees the Intel GPU") if v.xpu_available else (False, f"{got}, but torch.xpu.is_available() is False; run `stackdoctor check`")
-    if accelerator == "mps":
-        return (True, f"{got} and MPS is available") if v.mps_available else (False, f"{got}, but MPS is not available; run `stackdoctor check`")
-    if gpu_variant:
+    from stackdoctor import accelerators
+
+    verdict = accelerators.verify_install(accelerator, plan.variant, v)
+    if verdict is not None:
+        ok, clause = verdict
+        return (True, f"{got} and {clause}") if ok else (False, f"{got}, but {clause}; run `stackdoctor check`")
+    if accelerators.for_variant(plan.variant) is not None:  # a GPU build, and no kind of it here to try
         return True, f"{got} (no matching GPU on this machine, so the accelerator was not tried)"
     return True, got
 

@@ -36,6 +36,7 @@ from stackdoctor.facts import (
     KernelResult,
     NvidiaGpu,
     ReconciledFacts,
+    RocmGpu,
     SeenValue,
     TorchDevice,
 )
@@ -65,11 +66,13 @@ def reconcile(facts: Facts, matrix: Matrix) -> Facts:
     more = {key: _pick(n.observed.get(key) or {}, getattr(n, key), n.sources.get(key)) for key in ("nvml_version", "driver_library_version")}
     view.nvidia_driver = _nvidia_driver(f)
     view.cuda_driver_version = _cuda_ceiling(f, view.evidence)
+    view.rocm_version = _rocm_version(f)
     n = f.nvidia
     view.gpus = _nvidia_gpus(f, matrix) + _amd_gpus(f, matrix) + _intel_gpus(f) + _apple_gpus(f) + [g for a in accelerators.ALL for g in a.gpus(f)]
     view.disagreements = _disagreements(f, view)
     f.reconciled = view
     _publish(f, view, more)
+    _publish_rocm(f, view)
     _derive_peaks(f, matrix)
     chosen = accelerators.select(f)
     view.accelerator = chosen.name if chosen else None
@@ -127,6 +130,15 @@ def _unpublish(f: Facts) -> None:
         if _derived(g.sources.get("compute_capability")):
             g.compute_capability = None
             del g.sources["compute_capability"]
+    r = f.rocm
+    if _derived(r.sources.get("version")):
+        r.version = None
+        del r.sources["version"]
+    r.gpus = [g for g in r.gpus if not _derived(g.sources.get("index"))]
+    for rg in r.gpus:
+        if _derived(rg.sources.get("gfx")):
+            rg.gfx = None
+            del rg.sources["gfx"]
     t = f.torch
     if _derived(t.sources.get("cudnn_version")):
         t.cudnn_version = t.sources.pop("cudnn_version").split("torch.backends.cudnn.version() ", 1)[-1].strip() or None
@@ -163,6 +175,60 @@ def _publish(f: Facts, view: ReconciledFacts, more: dict[str, SeenValue]) -> Non
                 g.sources[k] = given if _derived(given) else DERIVED + given
         n.gpus.append(g)
     n.gpus.sort(key=lambda g: g.index)
+
+
+def _publish_rocm(f: Facts, view: ReconciledFacts) -> None:
+    """ROCm's stable keys from the reconciled view, as :func:`_publish` does NVIDIA's: ``rocm.version`` from its
+    witnesses (``rocm.observed``, ``reconciled.rocm_version``), and in ``rocm.gpus`` every AMD GPU that a witness
+    other than ROCm's tools lists (the kernel's KFD topology, torch), each marked ``reconcile:``; a GPU a tool
+    lists gains the gfx target another witness gave where the tool gave none."""
+    r = f.rocm
+    seen = view.rocm_version
+    if r.version is None and seen.value:
+        src = seen.source or "rocm"
+        r.version = seen.value
+        r.sources["version"] = src if src in (r.observed.get("version") or {}) else DERIVED + src
+    tools = set(_kind("amd").tool_witnesses)
+    by_bus = {bus_key(g.bus_id): g for g in r.gpus if bus_key(g.bus_id)}
+    for v in (g for g in view.gpus if g.vendor == "amd"):
+        if set(v.witnesses) & tools:
+            rg = by_bus.get(v.bus_id) or next((x for x in r.gpus if x.index == v.index), None)
+            if rg is not None and rg.gfx is None and v.gfx:
+                src = v.sources.get("gfx") or "reconciled view"
+                rg.gfx, rg.sources["gfx"] = v.gfx, src if _derived(src) else DERIVED + src
+            continue
+        if v.witnesses == [W_PCI] or not v.witnesses and v.torch_index is None:
+            continue  # a GPU only the PCI bus sees is not one amdgpu drives
+        rg = RocmGpu(index=v.index, name=v.name, gfx=v.gfx, integrated=v.integrated, uuid=v.uuid, memory_total_mib=v.memory_total_mib, bus_id=v.bus_id)
+        rg.sources["index"] = DERIVED + "reconciled view (" + ", ".join(v.witnesses or ["torch"]) + ")"
+        for k in ("name", "gfx", "uuid", "memory_total_mib", "bus_id"):
+            given = v.sources.get(k)
+            if getattr(rg, k) is not None and given:
+                rg.sources[k] = given if _derived(given) else DERIVED + given
+        r.gpus.append(rg)
+    r.gpus.sort(key=lambda g: g.index)
+
+
+def _rocm_version(f: Facts) -> SeenValue:
+    """The installed ROCm release: the version a report already carries, else the first witness that gave one
+    (its ``.info/version`` files, ``amd-smi version``: ``rocm.observed``), else the major.minor of HIP's
+    version (``hipconfig --version``: HIP's version is numbered after the ROCm release that ships it)."""
+    r = f.rocm
+    seen = SeenValue()
+    for src, value in (r.observed.get("version") or {}).items():
+        if value:
+            seen.witnesses[src] = value
+    hip = r.hip_version or next(iter((r.observed.get("hip_version") or {}).values()), None)
+    m = re.match(r"(\d+)\.(\d+)", hip or "")
+    if m:
+        seen.witnesses[f"{r.sources.get('hip_version') or 'hipconfig --version'} (HIP {hip})"] = f"{m[1]}.{m[2]}"
+    if r.version:
+        src = r.sources.get("version") or "rocm"
+        seen.witnesses.setdefault(src, r.version)
+        seen.value, seen.source = r.version, src
+    elif seen.witnesses:
+        seen.source, seen.value = next(iter(seen.witnesses.items()))
+    return seen
 
 
 # ---------------------------------------------------------------------------- derivations

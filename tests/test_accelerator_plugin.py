@@ -1,6 +1,8 @@
 """The accelerator is a complete plug-in (issue 25): a kind that exists only in this test — its plug-in, its probe
 and its matrix file under tests/fixtures/plugin — goes through ``check`` (screen, Markdown, JSON), ``install
---dry-run``, ``[tool.stackdoctor] backend = "foo"`` and ``diff`` with no edit anywhere in the package.
+--dry-run``, ``[tool.stackdoctor] backend = "foo"`` and ``diff`` with no edit anywhere in the package; its
+``torch_api`` is asked of a stand-in torch (``torch.foo.is_available()``) in ``check`` and after an install, and
+the install verdict for a ``foo1`` build is the plug-in's ``verify``.
 
 The plug-in is found as any installed one would be: an ``entry_points.txt`` in the ``stackdoctor.accelerators``
 group of a distribution on the path (here ``PYTHONPATH``). The machine is a captured tree whose ``/sys/class/foo``
@@ -91,3 +93,140 @@ def test_a_plugin_that_does_not_load_is_a_finding_not_a_crash(foo_machine, plain
     assert data["facts"]["reconciled"]["accelerator"] == "foo"
     (failed,) = [f for f in data["findings"] if f["code"] == "probe-failed"]
     assert "sdbroken_missing" in failed["detail"] and "ModuleNotFoundError" in failed["detail"], failed
+
+
+# ---------------------------------------------------------------------------- torch is asked about the plug-in's torch_api
+
+STANDIN_TORCH = '''"""A stand-in torch for tests/test_accelerator_plugin.py: a foo build whose torch.foo answers is_available()."""
+__version__ = "99.0.0+foo1"
+
+
+class version:
+    cuda = None
+    hip = None
+    debug = False
+
+
+class _Api:
+    def __init__(self, answer):
+        self.answer = answer
+
+    def is_available(self):
+        if isinstance(self.answer, str):
+            raise RuntimeError(self.answer)
+        return self.answer
+
+    def device_count(self):
+        return 0
+
+
+cuda = _Api(False)
+foo = _Api(ANSWER)
+'''
+
+
+def foo_torch_venv(root: Path, answer: bool | str) -> str:
+    """A venv whose torch is the stand-in above: ``torch.foo.is_available()`` returns ``answer``, or raises it."""
+    import subprocess
+    import sys
+
+    from helpers import venv_bin
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True, timeout=120)
+    py = str(venv_bin(root))
+    site = Path(subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True,
+                               check=True, timeout=60).stdout.strip())
+    (site / "torch").mkdir()
+    (site / "torch" / "__init__.py").write_text(STANDIN_TORCH.replace("ANSWER", repr(answer)))
+    dist = site / "torch-99.0.0+foo1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 99.0.0+foo1\n")
+    return py
+
+
+@pytest.mark.parametrize("answer", [True, False, "foo runtime not loaded"], ids=["available", "unavailable", "raises"])
+def test_torch_is_asked_about_the_plugins_torch_api(answer, tmp_path):
+    """The target worker answers ``torch.foo.is_available()`` (the plug-in's torch_api) into torch.available; the
+    plug-in's usable() consults it (no driver file here: torch's True is what says the device is driven), and the
+    project's ``backend = "foo"`` is met or unmet by the same answer."""
+    py = foo_torch_venv(tmp_path / "venv", answer)
+    (tmp_path / "bin").mkdir()
+    root = foo_tree(tmp_path / "root", "")
+    (root / "sys/module/foo/version").unlink()  # no driver file: only torch can say the device is driven
+    env = machine_env(tmp_path / "bin", root, PYTHONPATH=str(PLUGIN), COLUMNS="200")
+    (tmp_path / "pyproject.toml").write_text('[tool.stackdoctor]\nbackend = "foo"\n')
+    data = run_sd(["check", "--json", "--no-kernels", "--import-torch", "--python", py], env=env, cwd=tmp_path).json()
+    t = data["facts"]["torch"]
+    assert (t["version"], t["imported"]) == ("99.0.0+foo1", True), t
+    assert t["available"] == {"foo": answer is True}, t
+    codes = {f["code"]: f for f in data["findings"]}
+    if answer is True:
+        assert t["available_errors"] == {}
+        assert data["facts"]["reconciled"]["accelerator"] == "foo"
+        assert not {"requirement-unmet", "torch-backend-mismatch", "torch-cpu-only"} & set(codes), sorted(codes)  # a foo build, not a CPU one
+    else:
+        assert data["facts"]["reconciled"]["accelerator"] is None  # a device, and nothing says it is driven
+        unmet = codes["requirement-unmet"]
+        assert "torch.foo" in unmet["detail"] and "torch.available.foo" in unmet["facts"], unmet
+        if isinstance(answer, str):
+            assert t["available_errors"] == {"foo": "RuntimeError: foo runtime not loaded"}, t
+            assert "foo runtime not loaded" in unmet["detail"], unmet
+
+
+def test_no_plugin_no_question(tmp_path, plain_python):
+    """Without the plug-in on the path nothing is asked: the facts carry no plug-in answer."""
+    py = foo_torch_venv(tmp_path / "venv", True)
+    (tmp_path / "bin").mkdir()
+    env = machine_env(tmp_path / "bin", foo_tree(tmp_path / "root", "1.2.3"))
+    t = run_sd(["check", "--json", "--no-kernels", "--import-torch", "--python", py], env=env).json()["facts"]["torch"]
+    assert t["version"] == "99.0.0+foo1" and t["available"] == {} and t["available_errors"] == {}, t
+
+
+VERDICT = """
+import json, sys
+from stackdoctor import accelerators, install
+from stackdoctor.plan import Plan, PlannedPackage
+from stackdoctor.system import System
+plan = Plan(torch_version="99.0.0", variant="foo1", index_url=None,
+            packages=[PlannedPackage(name="torch", version="99.0.0", variant="foo1", index_url=None)])
+v = install.verify(System(), sys.argv[1])
+print(json.dumps({"available": v.available, "errors": v.available_errors, "asked": accelerators.torch_questions(),
+                  "verdict": install.judge(plan, v, sys.argv[2] or None)}))
+"""
+
+
+@pytest.mark.parametrize(("answer", "accelerator", "verdict"), [
+    (True, "foo", [True, "torch 99.0.0+foo1 imports in the target and sees the Foo NPU"]),
+    (False, "foo", [False, "torch 99.0.0+foo1 imports in the target, but torch.foo.is_available() is False; run `stackdoctor check`"]),
+    ("no device node", "foo", [False, "torch 99.0.0+foo1 imports in the target, but torch.foo.is_available() is False (RuntimeError: no device node);"
+                                      " run `stackdoctor check`"]),
+    (True, "", [True, "torch 99.0.0+foo1 imports in the target (no matching GPU on this machine, so the accelerator was not tried)"]),
+], ids=["available", "unavailable", "raises", "no-foo-here"])
+def test_the_install_verdict_for_a_foo_build_is_the_plugins(answer, accelerator, verdict, tmp_path):
+    """install.verify asks the target's torch the plug-in's question (sd_verify.py), and judge's sentence for a foo1
+    build is the plug-in's verify(): "sees the Foo NPU", or why not; with no foo device seen, the build's kind is
+    still known (the variant pattern), so the accelerator was just not tried."""
+    import subprocess
+    import sys
+
+    py = foo_torch_venv(tmp_path / "venv", answer)
+    env = {**machine_env(tmp_path / "bin"), "PYTHONPATH": str(PLUGIN)}
+    out = subprocess.run([sys.executable, "-c", VERDICT, py, accelerator], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["asked"] == {"foo": "foo"}
+    assert got["available"] == {"foo": answer is True}, got
+    assert got["verdict"] == verdict, got
+
+
+def test_a_cuda_build_on_the_foo_machine_is_a_backend_mismatch(foo_machine, plain_python, tmp_path):
+    """torch-backend-mismatch is derived from the registry: a CUDA build where only a foo device is (a replayed
+    report of the foo machine, its torch replaced) names the plug-in's vendor and devices."""
+    _, env = foo_machine
+    data = run_sd(["check", "--json", "--no-kernels", "--python", plain_python], env=env).json()
+    data["facts"]["torch"] = {"installed": True, "imported": False, "version": "2.13.0+cu130", "variant": "cu130", "cuda": "13.0",
+                              "distributions": {"torch": "2.13.0+cu130"}}
+    (tmp_path / "cuda.json").write_text(json.dumps(data))
+    out = run_sd(["check", "--replay", str(tmp_path / "cuda.json"), "--json"], env=env).json()
+    (hit,) = [f for f in out["findings"] if f["code"] == "torch-backend-mismatch"]
+    assert "CUDA build" in hit["detail"] and "Foo" in hit["detail"] and "Foo N1 NPU" in hit["detail"], hit["detail"]

@@ -15,6 +15,7 @@ import json
 import os
 import sys
 import time
+import warnings
 
 MARK = "@@stackdoctor@@ "
 _t0 = time.monotonic()
@@ -145,8 +146,6 @@ def torch_location():
 
 
 def torch_facts():
-    import warnings
-
     out = {"installed": False, "conda_packages": conda_packages()}
     if os.environ.get("STACKDOCTOR_IMPORT_TORCH") == "0":
         # not imported: the parent reads torch's files (stackdoctor.probes.torch_static)
@@ -261,6 +260,10 @@ def torch_facts():
         out["xpu_available"] = False
         out["xpu_error"] = last_line(exc)
     out["devices"] = devices
+    available, available_errors = ask_torch(torch, os.environ.get("STACKDOCTOR_TORCH_ASK", ""))
+    if available or available_errors:
+        out["available"] = available
+        out["available_errors"] = available_errors
     try:
         import torch.distributed as dist
 
@@ -289,6 +292,42 @@ def torch_facts():
     except Exception:
         out["config"] = {}
     return out, torch
+
+
+def ask_torch(torch, asked):
+    """The accelerator plug-ins' questions: ``asked`` is JSON ``{"<kind>": "<torch module>"}`` (the parent's
+    ``accelerators.torch_questions()``); each is answered by ``torch.<module>.is_available()``. Returns
+    (kind -> bool, kind -> why no answer): a module torch lacks, or its exception's last line, is a reason."""
+    available, errors = {}, {}
+    try:
+        questions = json.loads(asked) if asked else {}
+    except ValueError as exc:
+        return {}, {"*": "STACKDOCTOR_TORCH_ASK is not JSON: %s" % last_line(exc)}
+    if not isinstance(questions, dict):
+        return {}, {"*": "STACKDOCTOR_TORCH_ASK is not a JSON object"}
+    for kind, api in sorted(questions.items()):
+        if not isinstance(api, str) or not api:
+            errors[str(kind)] = "no torch module named"
+            continue
+        module = torch
+        try:
+            for part in api.split("."):
+                module = getattr(module, part, None)
+                if module is None:
+                    break
+            if module is None:
+                errors[str(kind)] = "torch has no torch.%s" % api
+                continue
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                answer = bool(module.is_available())
+            available[str(kind)] = answer
+            if not answer and caught:
+                errors[str(kind)] = str(caught[-1].message).strip()[:1000]
+        except Exception as exc:
+            available[str(kind)] = False
+            errors[str(kind)] = last_line(exc)
+    return available, errors
 
 
 CONFIG_KEYS = ("BLAS_INFO", "LAPACK_INFO", "CUDA_VERSION", "CUDNN_VERSION", "USE_CUDA", "USE_CUDNN", "USE_ROCM", "USE_MKLDNN", "USE_NCCL", "USE_MPI", "USE_GLOO", "TORCH_VERSION", "CXX_COMPILER")

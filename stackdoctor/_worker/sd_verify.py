@@ -2,6 +2,7 @@
 can do (version, CUDA/HIP, whether the GPU, MPS or XPU is usable), as one marked JSON line.
 """
 import json
+import os
 import warnings
 
 out = {"imported": False}
@@ -35,6 +36,30 @@ try:
         except Exception:
             out["xpu_available"] = None
     out["warnings"] = [str(w.message).splitlines()[0][:300] for w in caught]
+    # the accelerator plug-ins' questions (STACKDOCTOR_TORCH_ASK: {"<kind>": "<torch module>"}), as sd_target.py asks them
+    out["available"], out["available_errors"] = {}, {}
+    try:
+        asked = json.loads(os.environ.get("STACKDOCTOR_TORCH_ASK") or "{}")
+    except ValueError:
+        asked = {}
+    for kind, api in sorted(asked.items() if isinstance(asked, dict) else []):
+        try:
+            module = torch
+            for part in str(api).split(".") if api else ["?"]:
+                module = getattr(module, part, None)
+                if module is None:
+                    break
+            if module is None:
+                out["available_errors"][str(kind)] = "torch has no torch.%s" % api
+                continue
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                out["available"][str(kind)] = bool(module.is_available())
+            if not out["available"][str(kind)] and said:
+                out["available_errors"][str(kind)] = str(said[-1].message).strip().splitlines()[0][:300]
+        except Exception as e:
+            out["available"][str(kind)] = False
+            out["available_errors"][str(kind)] = (type(e).__name__ + ": " + str(e)).splitlines()[0][:300]
 except BaseException as e:
     out["error"] = (type(e).__name__ + ": " + str(e)).strip().splitlines()[-1][:300] if str(e) else type(e).__name__
 print("@@stackdoctor-verify@@ " + json.dumps(out))

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from stackdoctor.accelerators.amd import Amd
 from stackdoctor.accelerators.apple import Apple
-from stackdoctor.accelerators.base import Accelerator, Say
+from stackdoctor.accelerators.base import Accelerator, Say, Verified
 from stackdoctor.accelerators.intel import Intel
 from stackdoctor.accelerators.jetson import Jetson
 from stackdoctor.accelerators.nvidia import Nvidia
 from stackdoctor.facts import BuildKind, Facts, TorchFacts
 
-__all__ = ["ALL", "Accelerator", "Say", "backends", "build_kind", "by_name", "by_vendor", "probes", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
+__all__ = ["ALL", "Accelerator", "Say", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
 
 
 def _all() -> tuple[Accelerator, ...]:
@@ -80,6 +80,27 @@ def probes() -> tuple[tuple[str, str], ...]:
     return tuple((a.subject, a.probe) for a in ALL if a.probe)
 
 
+def torch_questions() -> dict[str, str]:
+    """kind -> torch module, for every kind torch is asked about by name (``torch.<module>.is_available()``): the
+    plug-in kinds with no TorchFacts field of their own. The target worker answers them into
+    ``TorchFacts.available`` (its ``STACKDOCTOR_TORCH_ASK``, as JSON); the built-in kinds' questions are its own."""
+    return {a.name: a.torch_api for a in ALL if a not in BUILTIN and a.torch_api and not a.available_field}
+
+
+def verify_install(accelerator: str | None, variant: str | None, v: Verified) -> tuple[bool, str] | None:
+    """The post-install verdict of the kind ``accelerator`` names (its backend, "cuda" | "rocm" | ... as
+    ``commands.install.accelerator_seen`` gives it, or its name) for a build of ``variant``: (ok, clause) from
+    :meth:`Accelerator.verify`; None when no such kind builds ``variant`` or torch was not asked about it."""
+    if not accelerator:
+        return None
+    for a in ALL:
+        if accelerator in (a.backend, a.name) and a.builds(variant):
+            verdict = a.verify(v)
+            if verdict is not None:
+                return verdict
+    return None
+
+
 def by_vendor(vendor: str) -> Accelerator | None:
     """The (first) kind whose devices carry ``vendor`` in the reconciled view."""
     return next((a for a in ALL if a.vendor == vendor and a.name != "jetson"), None)
@@ -128,7 +149,8 @@ def build_kind(torch: TorchFacts) -> BuildKind | None:
     """What the installed torch was built for: "cuda" | "rocm" | "xpu" | "cpu"; None when no torch, or nothing says.
 
     From torch's ``version.cuda`` / ``version.hip`` first (read by importing torch, or from
-    ``torch/version.py`` without importing it), then the variant label ("+cu126", "+xpu"). Whether
+    ``torch/version.py`` without importing it), then the variant label ("+cu126", "+xpu", a plug-in kind's
+    ``variant_pattern``). Whether
     torch also imports is a separate fact (``TorchFacts.import_error``).
     """
     from stackdoctor.matrix import variant_from_version
@@ -146,4 +168,5 @@ def build_kind(torch: TorchFacts) -> BuildKind | None:
         return "cuda"
     if v == "xpu" or torch.xpu_available:
         return "xpu"
-    return "cpu"
+    plugin = next((a for a in ALL if a not in BUILTIN and a.serves(v)), None)  # "+foo1": a plug-in kind's build
+    return plugin.build_kind if plugin is not None else "cpu"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, Say
+from stackdoctor.accelerators.base import Accelerator, Say, Verified
+from stackdoctor.accelerators.nvidia import verify_cuda
 from stackdoctor.facts import Facts
 
 
@@ -25,6 +26,9 @@ class Amd(Accelerator):
     tool_witnesses = ("rocminfo", "rocm-smi", "amd-smi", "rocm_agent_enumerator")
     kernel_witness = "/sys/class/kfd"
 
+    def verify(self, v: Verified) -> tuple[bool, str] | None:
+        return verify_cuda(v)
+
     def present(self, facts: Facts) -> bool:
         return any(not g.integrated for g in self.devices(facts))
 
@@ -39,6 +43,7 @@ class Amd(Accelerator):
 
     def driver_line(self, facts: Facts, say: Say) -> str | None:
         r = facts.rocm
-        if not (r.version or r.gpus):
+        listed = [g for g in r.gpus if not (g.sources.get("index") or "").startswith("reconcile: ")]  # by ROCm's tools
+        if not (r.version or listed):
             return None
         return f"ROCm {r.version or say('version_unknown')}" + ("" if r.amdgpu_loaded in (None, True) else say("driver_amdgpu_not_loaded"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, Say
+from stackdoctor.accelerators.base import Accelerator, Say, Verified
 from stackdoctor.facts import Facts
 
 
@@ -31,6 +31,12 @@ class Apple(Accelerator):
     build_label = "MPS"
     vendor_label = "Apple"
     torch_api = "backends.mps"
+
+    def builds(self, variant: str | None) -> bool:
+        return True  # MPS is in macOS's default build; no other build runs on a Mac's GPU
+
+    def verify(self, v: Verified) -> tuple[bool, str]:
+        return (True, "MPS is available") if v.mps_available else (False, "MPS is not available")
 
     def present(self, facts: Facts) -> bool:
         a = facts.apple

@@ -11,13 +11,28 @@ from typing import Any, ClassVar, Protocol
 
 from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, TorchFacts
 
-__all__ = ["Accelerator", "Say"]
+__all__ = ["Accelerator", "Say", "Verified"]
 
 
 class Say(Protocol):
     """An interface word in the screen's language: ``say("gpu_integrated")`` (``locale/<lang>.yaml``, ``ui:``)."""
 
     def __call__(self, key: str, /, **values: object) -> str: ...
+
+
+class Verified(Protocol):
+    """What the import of torch after an install found (``stackdoctor.install.Verification``, read by
+    ``_worker/sd_verify.py``): the built-in kinds' answers, and each plug-in kind's in ``available``."""
+
+    cuda_available: bool | None
+    cuda_ok: bool | None
+    cuda_error: str | None
+    device_name: str | None
+    mps_available: bool | None
+    xpu_available: bool | None
+    available: dict[str, bool]
+    available_errors: dict[str, str]
+    warnings: list[str]
 
 
 class Accelerator:
@@ -72,19 +87,58 @@ class Accelerator:
         """torch could use it with the right build: the hardware and what drives it are here."""
         raise NotImplementedError
 
+    def targeted(self, kind: BuildKind | None) -> bool:
+        """The installed torch, a build of ``kind`` (:func:`stackdoctor.accelerators.build_kind`), is a build for
+        this kind; a CPU build targets none (MPS is in macOS's CPU build, but a CPU build mismatches nothing)."""
+        return kind is not None and kind != "cpu" and kind == self.build_kind
+
+    def needs_build(self, facts: Facts) -> bool:
+        """This machine has a device of this kind that only a build for it drives: present, and usable or a
+        discrete GPU (an integrated GPU torch cannot use is no reason for another build)."""
+        if self.build_kind == "cpu" or not self.present(facts):
+            return False
+        return self.usable(facts) or any(not g.integrated for g in self.devices(facts))
+
     def torch_available(self, torch: TorchFacts) -> bool | None:
-        """What torch said: ``torch.<x>.is_available()`` (None: not asked, or torch did not import)."""
-        value = getattr(torch, self.available_field, None) if self.available_field else None
+        """What torch said: ``torch.<x>.is_available()`` (None: not asked, or torch did not import). A kind
+        with no TorchFacts field of its own (a plug-in) is asked by its :attr:`torch_api` (:func:`torch_questions`)."""
+        if not self.available_field:
+            return torch.available.get(self.name)
+        value = getattr(torch, self.available_field, None)
         return value if isinstance(value, bool) else None
 
     def torch_error(self, torch: TorchFacts) -> str | None:
+        if not self.available_field:
+            return torch.available_errors.get(self.name)
         return getattr(torch, self.error_field, None) if self.error_field else None
+
+    def torch_fact(self) -> str:
+        """The fact key of its ``is_available()`` answer: "torch.cuda_available", "torch.available.foo"."""
+        return f"torch.{self.available_field}" if self.available_field else f"torch.available.{self.name}"
 
     def serves(self, variant: str | None) -> bool:
         """True when the index variant ``variant`` ("cu126", "rocm7.2", "xpu") is a build for this kind."""
         if self.variant_pattern and variant and re.match(self.variant_pattern, variant):
             return True
         return bool(variant) and any(variant.startswith(p) for p in self.variant_prefixes)  # type: ignore[union-attr]
+
+    def builds(self, variant: str | None) -> bool:
+        """True when the index variant ``variant`` is a build whose install is verified on this kind
+        (:meth:`verify`): the variants it :meth:`serves`; Apple's is macOS's default build."""
+        return self.serves(variant)
+
+    def verify(self, v: Verified) -> tuple[bool, str] | None:
+        """After an install of a build for this kind: (ok, clause) from what torch said, None when torch was not
+        asked. The clause completes "torch X imports in the target and <clause>" when ok, "..., but <clause>;
+        run `stackdoctor check`" when not ("runs on <device>" / "torch.xpu.is_available() is False")."""
+        if self.name in v.available:
+            if v.available[self.name]:
+                return True, f"sees the {self.label}"
+            why = v.available_errors.get(self.name)
+            return False, f"torch.{self.torch_api}.is_available() is False" + (f" ({why})" if why else "")
+        if self.name in v.available_errors:
+            return False, f"torch.{self.torch_api}.is_available() could not be asked: {v.available_errors[self.name]}"
+        return None
 
     def device_lines(self, facts: Facts, say: Say) -> list[str]:
         """Its devices as lines of the screen and the Markdown stack ("0: NVIDIA GeForce RTX 4090 (sm_89, 23 GiB)"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, Say
+from stackdoctor.accelerators.base import Accelerator, Say, Verified
 from stackdoctor.facts import Facts
 
 
@@ -21,6 +21,12 @@ class Intel(Accelerator):
     build_label = "XPU"
     vendor_label = "Intel"
     torch_api = "xpu"
+
+    def verify(self, v: Verified) -> tuple[bool, str]:
+        return (True, "sees the Intel GPU") if v.xpu_available else (False, "torch.xpu.is_available() is False")
+
+    def needs_build(self, facts: Facts) -> bool:
+        return self.usable(facts)  # a GPU of a family the matrix does not list is no reason for an XPU build
 
     def present(self, facts: Facts) -> bool:
         return bool(facts.intel.gpus) or bool(self.devices(facts))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, Say
+from stackdoctor.accelerators.base import Accelerator, Say, Verified
+from stackdoctor.accelerators.nvidia import verify_cuda
 from stackdoctor.facts import Facts
 
 
@@ -21,6 +22,9 @@ class Jetson(Accelerator):
     build_label = "CUDA"
     vendor_label = "NVIDIA"
     torch_api = "cuda"
+
+    def verify(self, v: Verified) -> tuple[bool, str] | None:
+        return verify_cuda(v)
 
     def present(self, facts: Facts) -> bool:
         return facts.jetson.is_jetson

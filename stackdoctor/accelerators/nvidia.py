@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, Say
+from stackdoctor.accelerators.base import Accelerator, Say, Verified
 from stackdoctor.facts import Facts
+
+
+def verify_cuda(v: Verified) -> tuple[bool, str]:
+    """torch.cuda after an install (CUDA, ROCm and Jetson builds all answer through it): a tensor added on the GPU."""
+    if v.cuda_available and v.cuda_ok is not False:
+        return True, f"runs on {v.device_name or 'the GPU'}"
+    why = v.cuda_error or (v.warnings[0] if v.warnings else "torch.cuda.is_available() is False")
+    return False, f"the GPU is not usable from it: {why}"
 
 
 class Nvidia(Accelerator):
@@ -26,6 +34,9 @@ class Nvidia(Accelerator):
 
     def present(self, facts: Facts) -> bool:
         return bool(self.devices(facts))
+
+    def verify(self, v: Verified) -> tuple[bool, str] | None:
+        return verify_cuda(v)
 
     def usable(self, facts: Facts) -> bool:
         """A GPU and a driver that some witness reports (tools, NVML, the kernel module, torch's own messages)."""

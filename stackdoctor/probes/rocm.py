@@ -535,6 +535,8 @@ def gather(ctx: ProbeContext) -> RocmFacts:
         r = system.read_text(f"{base}/.info/version")
         if r.ok:
             v = parse_rocm_version_file(r.text)
+            if v:
+                f.observed.setdefault("version", {})[f"file:{base}/.info/version"] = v
             if v and f.version is None:
                 f.version = v
                 src["version"] = f"file:{base}/.info/version"
@@ -544,12 +546,15 @@ def gather(ctx: ProbeContext) -> RocmFacts:
         f.hip_version = parse_hipconfig_version(hip.stdout)
         if f.hip_version:
             src["hip_version"] = "hipconfig --version"
+            f.observed.setdefault("hip_version", {})["hipconfig --version"] = f.hip_version
     amdsmi_ver = results.get(("amd-smi", "version"))
-    if amdsmi_ver is not None and amdsmi_ver.ok and f.version is None:
+    if amdsmi_ver is not None and amdsmi_ver.ok:
         v = parse_amd_smi_version(amdsmi_ver.stdout).get("ROCm version")
         if v and _VERSION.match(v):
-            f.version = _VERSION.match(v).group(1)  # type: ignore[union-attr]
-            src["version"] = "amd-smi version"
+            f.observed.setdefault("version", {})["amd-smi version"] = _VERSION.match(v).group(1)  # type: ignore[union-attr]
+            if f.version is None:
+                f.version = _VERSION.match(v).group(1)  # type: ignore[union-attr]
+                src["version"] = "amd-smi version"
 
     # GPUs from HSA (rocminfo, rocm_agent_enumerator)
     info = results.get(("rocminfo",))

@@ -267,6 +267,14 @@ def unfinished_install(system: System, prefix: str) -> str | None:
     return f"phase {data.get('phase', '?')}: {fam(data.get('before'))} -> {fam(data.get('planned'))}"
 
 
+def _torch_ask() -> str | None:
+    """The accelerator plug-ins' questions to torch, as the worker reads them (None: none to ask)."""
+    from stackdoctor import accelerators
+
+    asked = accelerators.torch_questions()
+    return json.dumps(asked, sort_keys=True) if asked else None
+
+
 def probe(ctx: ProbeContext) -> ProbeOutput:
     # the uv on PATH is asked while the target answers (a shim such as pyenv's takes a few tenths of a second)
     uv_box: list[tuple[str | None, str | None]] = []
@@ -280,6 +288,7 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     env["STACKDOCTOR_IMPORT_TORCH"] = None if ctx.import_torch else "0"
     if ctx.worker_hook is not None:
         env["STACKDOCTOR_TEST_HOOK"] = ctx.worker_hook
+    env["STACKDOCTOR_TORCH_ASK"] = _torch_ask()
     res = ctx.system.run(
         [ctx.target.python, str(worker_path("sd_target.py"))],
         timeout=ctx.torch_timeout_s,

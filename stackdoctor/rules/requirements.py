@@ -100,7 +100,7 @@ def _backend(chk: _Check, backend: str) -> None:
         return
     chk.unmet(
         "backend_unavailable",
-        [f"torch.{acc.available_field}"],
+        [acc.torch_fact()],
         backend=backend,
         torch=t.version,
         api=acc.torch_api,

@@ -10,7 +10,6 @@ from stackdoctor import matrix as mx
 from stackdoctor.accelerators.apple import is_mac, runs_x86
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
-    amd_gpus,
     built_for,
     built_for_files,
     import_failed,
@@ -213,18 +212,12 @@ def torch_backend_mismatch(ctx: Ctx) -> None:
     kind = built_for(f)
     if kind is None or kind == "cpu" or f.jetson.is_jetson:
         return
-    has_nv = bool(nvidia_gpus(f)) or bool(nvidia_pci(f))
-    has_amd = any(not g.integrated for g in amd_gpus(f))
-    has_intel = bool(f.intel.gpus)
-    mismatch = (
-        (kind == "rocm" and has_nv and not has_amd)
-        or (kind == "cuda" and has_amd and not has_nv)
-        or (kind == "xpu" and (has_nv or has_amd) and not has_intel)
-    )
-    if not mismatch:
+    # the build's own kinds have no device here, and another kind's device needs a build of its own
+    if any(a.targeted(kind) and a.present(f) for a in accelerators.ALL):
         return
-    acc = accelerators.by_name("nvidia" if has_nv else ("amd" if has_amd else "intel"))
-    assert acc is not None
+    acc = next((a for a in accelerators.ALL if a.name != "jetson" and not a.targeted(kind) and a.needs_build(f)), None)
+    if acc is None:
+        return
     ctx.add(
         facts=["torch.version", "torch.cuda", "torch.hip"],
         fix_text=install_fix(ctx, exclude=variant_name(f)),
