@@ -293,3 +293,19 @@ def test_gpu_check_is_pure_over_its_inputs(tmp_path):
     assert l4 is not None and not l4.cannot_run and l4.data["gpus"][0]["runs"] == "sass"  # sm_86 cubins run on 8.9
     assert inst.check_gpu_code(Plan(NEW, "cpu", None), v, [v100], system) is None  # not a GPU build: nothing read
     assert inst.check_gpu_code(plan_215(), v, [], system) is None  # no NVIDIA GPU here: nothing to judge
+
+
+def test_binaries_that_differ_from_the_inferred_list_but_serve_the_gpu_are_a_note(venv, wheels, tmp_path, monkeypatch):
+    """A layer infers 2.15.0 cu132's GPU code from a neighbour (sm_80 sm_90 sm_100 sm_120, marked inferred): the
+    binaries read differ but run on the H200, so the install is committed and the note says both lists."""
+    gpus = gpus_of(H200, tmp_path, monkeypatch)
+    layer = tmp_path / "inferred.yaml"
+    layer.write_text(
+        "releases:\n- version: 2.15.0\n  source: a stand-in layer for this test\n  variants:\n  - name: cu132\n"
+        "    arch_list: [sm_80, sm_90, sm_100, sm_120]\n    derived_from: 'inferred: GPU code of torch 2.14.1 cu132'\n"
+        "    source: a stand-in layer for this test\n")
+    monkeypatch.setenv("STACKDOCTOR_MATRIX", str(layer))
+    r = execute(venv, wheels, gpus, tmp_path)
+    assert r.ok and r.state == "new", r.message
+    assert f"GPU code read from the installed {LIB}: {ARCHS}; it runs on GPU 0 NVIDIA H200 (sm_90); the plan had sm_80 sm_90 sm_100 sm_120 (inferred: GPU code of torch 2.14.1 cu132)." in r.notes, r.notes
+    assert r.gpu_code is not None and r.gpu_code["planned"] == {"list": ["sm_80", "sm_90", "sm_100", "sm_120"], "derived_from": "inferred: GPU code of torch 2.14.1 cu132"}
