@@ -12,7 +12,7 @@ run -> gather -> reconcile -> judge), and the one judged report is drawn by :mod
 and gives the exit code (:func:`stackdoctor.pipeline.exit_code`).
 
 Exit code: 1 when a finding fails (wrong numbers, a crash, a timeout, busbw under
-``--min-busbw``), else 0. ``--json`` prints one ``stackdoctor.kernels/1`` document.
+``--min-busbw``), or warns where the project sets ``warnings_fail`` (as ``check``), else 0. ``--json`` prints one ``stackdoctor.kernels/1`` document.
 """
 
 from __future__ import annotations
