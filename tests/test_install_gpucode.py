@@ -309,3 +309,44 @@ def test_binaries_that_differ_from_the_inferred_list_but_serve_the_gpu_are_a_not
     assert r.ok and r.state == "new", r.message
     assert f"GPU code read from the installed {LIB}: {ARCHS}; it runs on GPU 0 NVIDIA H200 (sm_90); the plan had sm_80 sm_90 sm_100 sm_120 (inferred: GPU code of torch 2.14.1 cu132)." in r.notes, r.notes
     assert r.gpu_code is not None and r.gpu_code["planned"] == {"list": ["sm_80", "sm_90", "sm_100", "sm_120"], "derived_from": "inferred: GPU code of torch 2.14.1 cu132"}
+
+
+def test_ptx_forward_compatibility_and_rocm_gfx_with_the_plans_override(tmp_path):
+    """Synthetic libraries (tests/binfixtures.py's documented layouts, not PyTorch's): a CUDA build of sm_80 cubins
+    plus compute_80 PTX runs on sm_90 by JIT and not on sm_75; a ROCm build for gfx90a/gfx942/gfx1100 does not run
+    on a gfx1030 GPU, unless the plan's HSA_OVERRIDE_GFX_VERSION=11.0.0 makes it load the gfx1100 code."""
+    from binfixtures import bundle, elf, fatbin, fatbin_entry
+
+    from stackdoctor.facts import GpuView
+
+    cuda = tmp_path / "cu" / "torch"
+    (cuda / "lib").mkdir(parents=True)
+    (cuda / "lib" / "libtorch_cuda.so").write_bytes(elf([(".nv_fatbin", fatbin([fatbin_entry(2, 80), fatbin_entry(1, 80)]))]))
+    (cuda / "__init__.py").write_text("")
+    v = inst.Verification(imported=True, version="2.9.0", location=str(cuda / "__init__.py"))
+    system = System()
+    plan = Plan("2.9.0", "cu126", None)
+    h100 = GpuView("nvidia", 0, "NVIDIA H100", compute_capability="9.0", witnesses=["nvidia-smi"])
+    t4 = GpuView("nvidia", 0, "Tesla T4", compute_capability="7.5", witnesses=["nvidia-smi"])
+    jit = inst.check_gpu_code(plan, v, [h100], system)
+    assert jit is not None and not jit.cannot_run and jit.data["gpus"][0]["runs"] == "ptx", jit.sentence
+    assert "sm_80 compute_80;" in jit.sentence
+    old = inst.check_gpu_code(plan, v, [t4], system)
+    assert old is not None and old.cannot_run and "(no code for sm_75 and no PTX at or below it)" in old.sentence
+
+    hip = tmp_path / "rocm" / "torch"
+    (hip / "lib").mkdir(parents=True)
+    host, amd = "host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--"
+    code = bundle([(host, b"")] + [(amd + t, b"\x7fELF" + t.encode() * 30) for t in ("gfx90a", "gfx942", "gfx1100")])
+    (hip / "lib" / "libtorch_hip.so").write_bytes(elf([(".hip_fatbin", code)]))
+    (hip / "__init__.py").write_text("")
+    v = inst.Verification(imported=True, version="2.9.0", location=str(hip / "__init__.py"))
+    rx6800 = GpuView("amd", 0, "AMD Radeon RX 6800", gfx="gfx1030", witnesses=["rocminfo"])
+    rocm = Plan("2.9.0", "rocm6.4", None)
+    no = inst.check_gpu_code(rocm, v, [rx6800], system)
+    assert no is not None and no.cannot_run and "GPU 0 AMD Radeon RX 6800 (gfx1030)" in no.sentence and "gfx90a gfx942 gfx1100" in no.sentence
+    assert "no PTX" not in no.sentence
+    rocm.env["HSA_OVERRIDE_GFX_VERSION"] = "11.0.0"
+    yes = inst.check_gpu_code(rocm, v, [rx6800], system)
+    assert yes is not None and not yes.cannot_run and yes.data["gpus"] == [{"gpu": "GPU 0 AMD Radeon RX 6800", "arch": "gfx1100", "runs": "code object"}]
+    assert inst.check_gpu_code(Plan("2.9.0", "rocm6.4", None), v, [h100], system) is None  # an NVIDIA GPU does not run a ROCm build's code
