@@ -113,6 +113,9 @@ class NvidiaGpu:
     throttle_reasons: list[str] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)  # field -> NVML/tool error that left it unknown
     sources: dict[str, str] = field(default_factory=dict)
+    # every witness's value of each field, by source: {"name": {"nvml": "NVIDIA H200", "nvidia-smi --query-gpu": ...}}.
+    # The probe records them all; stackdoctor.reconcile weighs them into the fields above (reconcile.GPU_WITNESS_ORDER)
+    observed: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass

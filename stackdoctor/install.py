@@ -29,13 +29,14 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from stackdoctor._worker import worker_path
 from stackdoctor.errors import ExitCode
 from stackdoctor.transaction import EXIT_FOR, Interrupted, Journal, Locked, Signals, env_lock, hook, read_journal, signal_name, signals
 
 if TYPE_CHECKING:  # pragma: no cover
+    from stackdoctor.facts import GpuView
     from stackdoctor.plan import Plan
     from stackdoctor.system import CommandResult, System
 
@@ -144,6 +145,9 @@ class InstallResult:
     signal: str | None = None  # "SIGINT" | "SIGTERM" | "SIGHUP": what stopped the install
     journal_kept: str | None = None  # the journal folder (with the backup) left for `install --recover`, when putting back failed
     stopped_before: bool = False  # stopped before the installer ran: nothing was changed
+    # a GPU build's code read from the installed binaries before the commit (:func:`check_gpu_code`): what was read,
+    # each GPU of this kind and how it runs it, the verdict ("runs" | "cannot-run" | "not-judged" | "unread")
+    gpu_code: dict[str, Any] | None = None
 
 
 # ---------------------------------------------------------------------------- command lines (pure)
@@ -533,6 +537,171 @@ def judge(plan: Plan, v: Verification, accelerator: str | None) -> tuple[bool, s
     return True, got
 
 
+# ---------------------------------------------------------------------------- GPU code of the installed binaries
+
+GPU_CODE_READ_S = 60.0  # the static read of libtorch_cuda.so / libtorch_hip.so (headers only; seconds on a 1 GB library)
+
+
+@dataclass
+class GpuCodeCheck:
+    """What the installed binaries of a GPU build carry, against the GPUs of that kind here."""
+
+    sentence: str  # the note (committed), or why the install is not done (``cannot_run``)
+    cannot_run: bool = False  # a GPU here that none of the code read can run: roll back
+    data: dict[str, Any] = field(default_factory=dict)  # InstallResult.gpu_code
+
+
+def _build_kind(variant: str | None) -> tuple[str, str] | None:
+    """(library kind, GPU vendor) of a GPU build's variant name: cu* -> CUDA on NVIDIA, rocm* -> HIP on AMD."""
+    v = variant or ""
+    if re.match(r"^cu\d+$", v):
+        return "cuda", "nvidia"
+    if v.startswith("rocm"):
+        return "hip", "amd"
+    return None
+
+
+def _gpus_for(plan: Plan, vendor: str, gpus: Sequence[GpuView]) -> list[GpuView]:
+    """The GPUs of ``vendor`` the installed torch will run on: listed by their driver's tools (not seen only on the
+    PCI bus, as the resolver counts them), minus those the plan's environment hides (``CUDA_VISIBLE_DEVICES``...)."""
+    listed = [g for g in gpus if g.vendor == vendor and g.witnesses != ["pci"]]
+    from stackdoctor import accelerators
+
+    hide = "CUDA_VISIBLE_DEVICES" if vendor == "nvidia" else next(
+        (a.hide_var for a in accelerators.ALL if a.vendor == vendor and a.hide_var), "HIP_VISIBLE_DEVICES")
+    shown = plan.env.get(hide) if hide else None
+    if shown is None:
+        return listed
+    keep = {x.strip() for x in shown.split(",") if x.strip()}
+    return [g for g in listed if str(g.index) in keep or (g.uuid and g.uuid in keep)]
+
+
+def _label(g: GpuView, arch: str | None) -> str:
+    return f"GPU {g.index} {g.name or '?'}" + (f" ({arch})" if arch else "")
+
+
+def _override_gfx(value: str | None) -> str | None:
+    """``HSA_OVERRIDE_GFX_VERSION=10.3.0`` -> ``gfx1030`` (major, minor, stepping in hex: 9.0.10 -> gfx90a)."""
+    m = re.match(r"^(\d+)\.(\d+)\.(\d+)$", (value or "").strip())
+    return f"gfx{int(m.group(1))}{int(m.group(2))}{int(m.group(3)):x}" if m else None
+
+
+def _planned_gpu_code(plan: Plan, kind: str) -> tuple[list[str], str | None] | None:
+    """The plan's GPU code as the matrix (the embedded rows, the learned layer, ``STACKDOCTOR_MATRIX``) lists it, and
+    where it came from (``inferred: ...`` for a release learned without its binaries); None when no row says."""
+    if not plan.torch_version or not plan.variant:
+        return None
+    try:
+        from stackdoctor.matrix import load_matrix
+
+        variant = load_matrix().variant(plan.torch_version, plan.variant)
+    except Exception:  # noqa: BLE001 - the matrix only adds a comparison to the note; what was read stands without it
+        return None
+    if variant is None:
+        return None
+    wheel = next((p.wheel for p in plan.packages if p.name == "torch" and p.wheel), None)
+    platform = wheel[: -len(".whl")].rsplit("-", 1)[-1] if wheel and wheel.endswith(".whl") else None
+    listed = list(variant.arch_for(platform) if kind == "cuda" else variant.gfx)
+    return (listed, variant.derived_from) if listed else None
+
+
+def _as_read(archs: Iterable[str]) -> set[str]:
+    """The matrix's notation (``sm_120+PTX``) as the binaries name their code (``sm_120``, ``compute_120``)."""
+    out: set[str] = set()
+    for a in archs:
+        base, plus, _ = a.partition("+")
+        out.add(base.split(":", 1)[0].lower())
+        if plus and base.startswith("sm_"):
+            out.add("compute_" + base[3:])
+    return out
+
+
+def _code_words(read: Mapping[str, Any]) -> str:
+    if read.get("kind") == "cuda":
+        sms, ptx = list(read.get("arch_list") or []), list(read.get("ptx") or [])
+        return " ".join(sms + ptx) + (" (no PTX)" if not ptx else "") if sms or ptx else "no GPU code"
+    return " ".join(read.get("gfx") or []) or "no GPU code"
+
+
+def check_gpu_code(plan: Plan, v: Verification, gpus: Sequence[GpuView], system: System, *, timeout_s: float = GPU_CODE_READ_S) -> GpuCodeCheck | None:
+    """Read the GPU code of the installed torch (``v.location``'s folder) and compare it with this machine's GPUs.
+
+    None: not a CUDA / ROCm build, or no GPU of its kind here (nothing to judge). A GPU whose compute capability has
+    no cubin the arch rules let it run and no PTX at or below it (:func:`stackdoctor.matrix.arch_match`), or whose
+    gfx target (after the plan's ``HSA_OVERRIDE_GFX_VERSION``) has no code object, makes ``cannot_run``; an incomplete
+    read never does (it is a note: not judged). A read that fails is a note too, never a silent ok."""
+    bk = _build_kind(plan.variant)
+    if bk is None:
+        return None
+    kind, vendor = bk
+    here = _gpus_for(plan, vendor, gpus)
+    if not here:
+        return None
+    data: dict[str, Any] = {"read": None, "gpus": [], "planned": None, "verdict": "unread"}
+    if not v.location:
+        return GpuCodeCheck("the GPU code of the installed torch was not read: its import did not say where it is", data=data)
+    from stackdoctor.learn import read_installed_gpu_code
+
+    torch_dir = os.path.dirname(v.location)
+    try:
+        read = read_installed_gpu_code(torch_dir, system=system, timeout_s=timeout_s)
+    except Exception as exc:  # noqa: BLE001 - a reader bug must not decide an install: it is said, and nothing is judged
+        return GpuCodeCheck(f"the GPU code of the installed torch was not read ({type(exc).__name__}: {exc})", data=data)
+    lib = "libtorch_cuda.so" if kind == "cuda" else "libtorch_hip.so"
+    if read is None:
+        return GpuCodeCheck(f"the GPU code of the installed torch was not read: {torch_dir} has no {lib}", data=data)
+    data["read"] = read
+    words = _code_words(read)
+    where = str(read.get("library") or lib)
+    got = list(read.get("arch_list") or []) + list(read.get("ptx") or []) if kind == "cuda" else list(read.get("gfx") or [])
+    if not got:
+        return GpuCodeCheck(f"the GPU code of the installed torch was not read from {where}: {read.get('error') or 'no GPU code found'}", data=data)
+    from stackdoctor.matrix import arch_match
+
+    override = _override_gfx(plan.env.get("HSA_OVERRIDE_GFX_VERSION")) if kind == "hip" else None
+    have_gfx = {x.split(":", 1)[0].lower() for x in got}
+    served: list[str] = []
+    unserved: list[str] = []
+    unknown: list[str] = []
+    for g in here:
+        if kind == "cuda":
+            cc = g.compute_capability
+            arch = f"sm_{cc.replace('.', '')}" if cc else None
+            how = arch_match(got, cc) if cc else None
+        else:
+            arch = override or ((g.gfx or "").split(":", 1)[0].lower() or None)
+            how = ("code object" if arch in have_gfx else None) if arch else None
+        data["gpus"].append({"gpu": _label(g, None), "arch": arch, "runs": how})
+        (unknown if arch is None else served if how else unserved).append(_label(g, arch))
+    planned = _planned_gpu_code(plan, kind)
+    differs = ""
+    if planned is not None:
+        data["planned"] = {"list": planned[0], "derived_from": planned[1]}
+        if _as_read(planned[0]) != _as_read(got):
+            differs = f"; the plan had {' '.join(planned[0])}" + (f" ({planned[1]})" if planned[1] else "")
+    complete = not read.get("error")
+    if unserved and complete:
+        data["verdict"] = "cannot-run"
+        torch = f"torch {v.version}" if v.version else "torch"
+        missing = (f"no code for {', '.join(sorted({u.rsplit('(', 1)[-1].rstrip(')') for u in unserved}))}"
+                   + (" and no PTX at or below it" if kind == "cuda" else ""))
+        return GpuCodeCheck(
+            f"the installed {torch} cannot run on {', '.join(unserved)}: its GPU code, read from {where}, is {words} ({missing}){differs}",
+            cannot_run=True, data=data,
+        )
+    if unserved or not complete:
+        data["verdict"] = "not-judged"
+        return GpuCodeCheck(
+            f"GPU code read from the installed {where}: {words}, but the read was incomplete ({read.get('error')}), so it was not judged"
+            + (f" (in what was read, nothing runs on {', '.join(unserved)})" if unserved else "") + differs,
+            data=data,
+        )
+    data["verdict"] = "runs" if served else "not-judged"
+    runs = f"it runs on {', '.join(served)}" if served else "no GPU here said its compute capability, so nothing was judged"
+    tail = f" ({', '.join(unknown)}: compute capability unknown, not judged)" if unknown and served else ""
+    return GpuCodeCheck(f"GPU code read from the installed {where}: {words}; {runs}{tail}{differs}", data=data)
+
+
 # ---------------------------------------------------------------------------- execution
 
 
@@ -721,6 +890,7 @@ def execute(
     offline: bool = False,
     user_find_links: Sequence[str] = (),
     reinstall: bool = False,
+    gpu_targets: Sequence[GpuView] = (),
 ) -> InstallResult:
     """Install ``plan`` into ``python`` as a transaction: the target holds exactly its previous torch family or
     exactly the new one, whatever happens (a failure, Ctrl-C, SIGTERM, SIGHUP, a full disk; after SIGKILL or a power
@@ -737,7 +907,11 @@ def execute(
 
     ``source_args`` / ``env``: where the installer takes the new packages from (the index check's
     :class:`~stackdoctor.availability.Delivery`). ``index_base`` is kept for callers and not used to put back: the
-    previous build never comes from an index given for the new one."""
+    previous build never comes from an index given for the new one.
+
+    ``gpu_targets``: the machine's GPUs (``facts.reconciled.gpus``). For a CUDA / ROCm build, the GPU code of the
+    installed binaries is read before the commit (:func:`check_gpu_code`): binaries that cannot run on a GPU of
+    this kind here are put back like a failed import; what was read is a note (and ``InstallResult.gpu_code``)."""
     del index_base
     say = _never_raises(say or (lambda line: print(line, file=sys.stderr)))  # a closed terminal (SIGHUP) must not stop a put-back
     stream = stream or _stderr_writer
@@ -767,6 +941,7 @@ def execute(
             result = _transaction(
                 plan, argv, before, prefix, sig, system=system, python=python, installer=installer, timeout_s=timeout_s, accelerator=accelerator,
                 say=say, stream=stream, uv=uv, grace_s=grace_s, env=env, copy_cap=backup_copy_cap, offline=offline, user_find_links=user_find_links,
+                gpu_targets=gpu_targets,
             )
             result.notes[:0] = notes
     except Locked as exc:
@@ -867,6 +1042,7 @@ def _transaction(
     copy_cap: int,
     offline: bool,
     user_find_links: Sequence[str],
+    gpu_targets: Sequence[GpuView] = (),
 ) -> InstallResult:
     prev = before.torch_family()
     journal = Journal(prefix=prefix, python=python, before=dict(prev), planned=planned_versions(plan), command=list(argv), installer=installer)
@@ -909,6 +1085,16 @@ def _transaction(
             v = verify(system, python)
             result.verification = v
             ok, sentence = judge(plan, v, accelerator)
+            gpu = check_gpu_code(plan, v, gpu_targets, system) if v.imported else None
+            if gpu is not None:
+                result.gpu_code = gpu.data
+                if gpu.cannot_run:  # binaries that cannot run on this machine's GPU: not done, put back as a failed verdict
+                    say(f"stackdoctor: {gpu.sentence}; " + (f"putting back the previous {_fmt(prev)}." if prev else "removing it (the target had no torch before)."))
+                    tx.put_back(result)
+                    result.ok, result.exit_code = False, ExitCode.FAILED
+                    result.message = gpu.sentence + "; " + _restore_sentence(result, prev)
+                    return result
+                result.notes.append(gpu.sentence + ".")
             if v.imported or not prev:
                 hook("commit")
                 if sig.received is not None:  # arrived while the import was checked: the user asked to stop

@@ -40,7 +40,7 @@ import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from packaging.markers import InvalidMarker
 from packaging.requirements import InvalidRequirement, Requirement
@@ -49,6 +49,9 @@ from packaging.version import InvalidVersion, Version
 
 from stackdoctor.errors import IndexError_, MatrixError, UsageError
 from stackdoctor.index import IndexClient, IndexFile, list_project, project_page_url
+
+if TYPE_CHECKING:  # pragma: no cover
+    from stackdoctor.system import System
 
 __all__ = [
     "CoreMetadata",
@@ -495,14 +498,29 @@ def _read_library(lib: Path, kind: str, label: str) -> dict[str, Any]:
         return {"kind": "hip", "library": label, "gfx": sort_gfx(main), "containers": len(bundles.bundles), "error": bundles.error}
 
 
-def read_installed_gpu_code(torch_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+def read_installed_gpu_code(torch_dir: str | os.PathLike[str], *, system: System | None = None, timeout_s: float = 60.0) -> dict[str, Any] | None:
     """The GPU code of an installed torch (``.../site-packages/torch``), for the install flow to compare with what
-    the plan inferred (a mismatch is the install transaction's to roll back). None: no GPU library."""
-    base = Path(torch_dir)
+    the plan inferred (a mismatch is the install transaction's to roll back). None: no GPU library.
+
+    Read through ``system`` (a live path: :attr:`System.local`) by the static readers (:mod:`stackdoctor.binfmt`,
+    headers only), the walk stopped after ``timeout_s`` (then ``error`` says so and the lists are what was read).
+    The shape is :func:`read_wheel_gpu_code`'s: ``{"kind": "cuda", "library", "arch_list": [sm_..], "ptx":
+    [compute_..], "containers", "error"}`` or ``{"kind": "hip", "library", "gfx": [...], "containers", "error"}``."""
+    from stackdoctor.probes.torch_static import read_library, zstd_decoder
+    from stackdoctor.system import System as _System
+
+    sys_ = (system or _System()).local
+    base = os.fspath(torch_dir)
     for member, kind in _GPU_LIBS.items():
-        lib = base / member.split("/", 1)[1]
-        if lib.is_file():
-            return _read_library(lib, kind, member)
+        path = os.path.join(base, *member.split("/")[1:])
+        if not sys_.is_file(path):
+            continue
+        info = read_library(sys_, path, kind, primary=True, zstd=zstd_decoder() if kind == "hip" else None,
+                            deadline=time.monotonic() + timeout_s)
+        if kind == "cuda":
+            return {"kind": "cuda", "library": member, "arch_list": [a for a in info.arch_list if a.startswith("sm_")],
+                    "ptx": [a for a in info.arch_list if a.startswith("compute_")], "containers": info.containers, "error": info.error}
+        return {"kind": "hip", "library": member, "gfx": list(info.arch_list), "containers": info.containers, "error": info.error}
     return None
 
 

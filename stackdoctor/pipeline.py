@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from stackdoctor.errors import ExitCode
 from stackdoctor.facts import Facts, KernelFacts
@@ -28,14 +28,15 @@ from stackdoctor.report import Report
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.config import Requirements
+    from stackdoctor.kernels import AllreduceOptions
     from stackdoctor.matrix import Matrix
     from stackdoctor.rules.core import Gates
     from stackdoctor.system import System
 
 # (the rules are imported on the prepare thread while the probes run: build_report)
 
-__all__ = ["Options", "build_report", "exit_code", "failing_reason", "gather", "gather_kernels", "judge", "judge_kernels", "load_matrix", "probe_facts",
-           "requirements_for"]
+__all__ = ["AllreduceRun", "KernelRun", "Options", "build_kernels_report", "build_report", "exit_code", "failing_reason", "gather", "gather_kernels",
+           "judge", "judge_kernels", "load_matrix", "probe_facts", "requirements_for", "run_kernel_facts"]
 
 
 @dataclass
@@ -165,6 +166,89 @@ def judge_kernels(kernels: KernelFacts, opts: Options, system: System | None = N
     if opts.groups is None:
         opts = dataclasses.replace(opts, groups=["kernels"])
     return judge(gather_kernels(kernels, opts, system), opts, load_matrix(opts))
+
+
+@dataclass
+class AllreduceRun:
+    """How ``kernels`` runs allreduce: ``nproc`` ranks here (``rank`` None), or this host's ``rank`` of ``world_size``."""
+
+    opts: AllreduceOptions
+    nproc: int = 2
+    rank: int | None = None
+    world_size: int = 0
+    master_addr: str = ""
+    master_port: int | None = None
+    local_rank: int | None = None
+    node: Mapping[str, Any] | None = None  # this host's fleet summary (across hosts)
+    link_gbps: float | None = None  # --over thunderbolt: the link's rate, for % of link
+    iface_reason: str | None = None  # why that interface
+
+
+@dataclass
+class KernelRun:
+    """What ``kernels`` runs in the target (the command fills it from its flags)."""
+
+    python: str  # the target interpreter
+    compute: Sequence[str] = ()  # matmul conv compile
+    devices: Sequence[str] = ()
+    sizes: Sequence[int] = ()
+    timeout_s: float = 300.0
+    hook: str | None = None  # tests only: STACKDOCTOR_TEST_HOOK for the workers
+    allreduce: AllreduceRun | None = None
+
+
+def run_kernel_facts(
+    run: KernelRun,
+    system: System,
+    *,
+    progress: Callable[[], AbstractContextManager[object]] | None = None,
+    sweep: Callable[[], AbstractContextManager[Callable[[dict[str, Any]], None]]] | None = None,
+) -> KernelFacts:
+    """gather for ``kernels``: the compute kernels, then allreduce, in the target (``progress`` is shown while the
+    kernels run, ``sweep`` is entered around allreduce and called as each message size completes)."""
+    from stackdoctor.kernels import run_allreduce_local, run_allreduce_rank, run_kernels
+
+    kf = KernelFacts(ran=False, mode="full")
+    if run.compute:
+        with (progress() if progress else nullcontext()):
+            kf = run_kernels(system, run.python, kernels=list(run.compute), devices=list(run.devices), sizes=list(run.sizes), timeout_s=run.timeout_s,
+                             hook=run.hook)
+    a = run.allreduce
+    if a is None:
+        return kf
+    with (sweep() if sweep else nullcontext(None)) as on_progress:
+        if a.rank is not None:
+            ar = run_allreduce_rank(system, run.python, rank=a.rank, world_size=a.world_size, master_addr=a.master_addr, master_port=a.master_port or 29500,
+                                    opts=a.opts, local_rank=a.local_rank, hook=run.hook, node=a.node, on_progress=on_progress)
+        else:
+            ar = run_allreduce_local(system, run.python, a.nproc, a.opts, master_port=a.master_port, hook=run.hook, on_progress=on_progress)
+    summary = ar.allreduce or {}
+    if a.link_gbps:
+        summary["link_rate_gbps"] = a.link_gbps
+        if summary.get("max_busbw_gbs") is not None:
+            summary["percent_of_link"] = round(100.0 * summary["max_busbw_gbs"] * 8 / a.link_gbps, 1)
+    if a.iface_reason:
+        summary["iface_reason"] = a.iface_reason
+    kf.ran = kf.ran or ar.ran
+    kf.results.extend(ar.results)
+    kf.allreduce = summary
+    if ar.signal and not kf.signal:
+        kf.signal = ar.signal
+    return kf
+
+
+def build_kernels_report(
+    run: KernelRun,
+    opts: Options,
+    system: System,
+    *,
+    progress: Callable[[], AbstractContextManager[object]] | None = None,
+    sweep: Callable[[], AbstractContextManager[Callable[[dict[str, Any]], None]]] | None = None,
+) -> Report:
+    """``kernels`` as ``check`` is built: run the kernels in the target (:func:`run_kernel_facts`), then gather ->
+    reconcile -> judge by the kernel rules (:func:`judge_kernels`). The screen, ``--json`` and the exit code
+    (:func:`exit_code`) all read the one judged report."""
+    return judge_kernels(run_kernel_facts(run, system, progress=progress, sweep=sweep), opts, system)
 
 
 def needs_torch_runtime(reqs: Requirements | None) -> bool:

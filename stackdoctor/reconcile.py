@@ -56,6 +56,7 @@ def reconcile(facts: Facts, matrix: Matrix) -> Facts:
     _derive_rocm(f, matrix)
     _derive_intel(f, matrix)
     _derive_torch(f)
+    _weigh_nvidia_gpus(f)
     view = ReconciledFacts(done=True)
     view.evidence = recognise(f)
     n = f.nvidia
@@ -109,6 +110,42 @@ def _pick(observed: dict[str, str], given: str | None, given_source: str | None)
     elif seen.witnesses:
         seen.source, seen.value = next(iter(seen.witnesses.items()))
     return seen
+
+
+# The order in which the witnesses of one GPU's field are weighed (``NvidiaGpu.observed``, recorded by the probe):
+# NVML, then nvidia-smi's CSV query, its ``-L`` list (full names and UUIDs), its table last (names cut to fit).
+GPU_WITNESS_ORDER: tuple[str, ...] = ("nvml", "nvidia-smi --query-gpu", "nvidia-smi -L", "nvidia-smi")
+
+
+def _gpu_rank(source: str) -> tuple[int, str]:
+    return (GPU_WITNESS_ORDER.index(source) if source in GPU_WITNESS_ORDER else len(GPU_WITNESS_ORDER), source)
+
+
+def _weigh_nvidia_gpus(f: Facts) -> None:
+    """Each NVIDIA GPU's fields from its witnesses (the probe keeps every witness's value in ``observed`` and picks
+    none): the first witness in :data:`GPU_WITNESS_ORDER` that gave a value is kept, with its source. A report
+    without ``observed`` (an older stackdoctor's, a hand-written fixture) keeps the values it carries."""
+    for g in f.nvidia.gpus:
+        for name, by_src in g.observed.items():
+            if not hasattr(g, name) or name in ("observed", "sources", "errors") or _derived(g.sources.get(name)):
+                continue
+            given = [(src, v) for src, v in sorted(by_src.items(), key=lambda kv: _gpu_rank(kv[0])) if v not in (None, "", [])]
+            if given:
+                src, value = given[0]
+                setattr(g, name, list(value) if isinstance(value, list) else value)
+                g.sources[name] = src
+
+
+def _names_agree(values: Iterable[str]) -> bool:
+    """Names of one GPU agree when each is the same, or a cut form of another (nvidia-smi's table writes
+    ``Tesla V100-SXM2...`` for ``Tesla V100-SXM2-32GB``)."""
+    names = {v.strip() for v in values if v and v.strip()}
+    whole = {v for v in names if not v.endswith("...")}
+    cut = [v.removesuffix("...").rstrip() for v in names - whole]
+    if len(whole) != 1:
+        return not whole  # two different whole names disagree; only cut forms cannot be told apart
+    (w,) = whole
+    return all(c and w.startswith(c) for c in cut)
 
 
 def user_space_driver(f: Facts) -> str | None:
@@ -513,9 +550,14 @@ def _nvidia_gpus(f: Facts, matrix: Matrix | None) -> list[GpuView]:
             sources={k: g.sources[k] for k in ("name", "compute_capability", "memory_total_mib", "uuid", "bus_id") if k in g.sources},
         )
         for k in ("name", "compute_capability", "memory_total_mib", "uuid", "bus_id"):
+            # every witness's own value (the probe's record), the kept one last so that it stands for its tool
+            for wsrc, val in sorted((g.observed.get(k) or {}).items(), key=lambda kv: _gpu_rank(kv[0]), reverse=True):
+                if wsrc != g.sources.get(k):
+                    _see(v, k, _witness(wsrc), bus_key(str(val)) if k == "bus_id" else val)
             src = g.sources.get(k)
             if src:
                 _see(v, k, _witness(src) if not _derived(src) else src, bus_key(g.bus_id) if k == "bus_id" else getattr(g, k))
+        v.witnesses = sorted(set(v.witnesses) | {_witness(src) for by in g.observed.values() for src in by if not _derived(src)})
         out.append(v)
     # 2. the kernel module's list (/proc/driver/nvidia/gpus/*/information): no tool needed
     proc = [g for g in f.nvidia.proc_gpus if g.bus_id or g.name]
@@ -783,6 +825,12 @@ def _disagreements(f: Facts, view: ReconciledFacts) -> list[Disagreement]:
             said = g.seen.get("compute_capability", {})
             if len(set(said.values())) > 1:
                 out.append(Disagreement("gpu.compute_capability", dict(said), label))
+            names = {w: n for w, n in g.seen.get("name", {}).items() if w in ("nvml", "nvidia-smi")}
+            if len(names) > 1 and not _names_agree(names.values()):
+                out.append(Disagreement("gpu.name", names, label))
+            mem = {w: m for w, m in g.seen.get("memory_total_mib", {}).items() if w in ("nvml", "nvidia-smi")}
+            if len(set(mem.values())) > 1:
+                out.append(Disagreement("gpu.memory_total_mib", dict(mem), label))
         if g.vendor == "amd":
             said = {k: v for k, v in g.seen.get("gfx", {}).items() if v}
             if len(set(said.values())) > 1:

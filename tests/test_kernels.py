@@ -265,3 +265,29 @@ def test_wrong_numbers_point_at_the_device_that_computed_them(device, hip, says,
     assert says in wrong.fix and never not in wrong.fix, wrong.fix
     if device == "cpu":
         assert wrong.fix.startswith("/env/bin/python -c ")
+
+
+def test_the_pipeline_runs_and_judges_kernels_as_check_is_built(system, torch_python, tmp_path, monkeypatch):
+    """``kernels`` is built as ``check`` is: the pipeline runs the kernels in the real torch venv (the progress
+    shown while they run), judges them, and the screen's findings and the exit code come from that one report;
+    the project's policy (``ignore`` in [tool.stackdoctor]) applies to it as to ``check``."""
+    from stackdoctor import pipeline
+
+    monkeypatch.chdir(tmp_path)  # no project file above: no policy
+    entered = []
+
+    class Shown:
+        def __enter__(self):
+            entered.append("kernels")
+
+        def __exit__(self, *exc):
+            return False
+
+    run = pipeline.KernelRun(python=torch_python, compute=["matmul"], devices=["cpu"], sizes=[32], timeout_s=60, hook="nan")
+    report = pipeline.build_kernels_report(run, pipeline.Options(python=torch_python), system, progress=Shown)
+    assert entered == ["kernels"] and report.facts.kernels.ran
+    assert set(codes(report.findings)) == {"kernel-wrong-result"} and pipeline.exit_code(report) == 1
+    (tmp_path / "pyproject.toml").write_text('[tool.stackdoctor]\nignore = ["kernel-wrong-result"]\n')
+    ignored = pipeline.build_kernels_report(run, pipeline.Options(python=torch_python), system)
+    assert "kernel-wrong-result" not in {f.code for f in ignored.findings if f.severity == "fail"} and pipeline.exit_code(ignored) == 0
+    assert pipeline.run_kernel_facts(pipeline.KernelRun(python=torch_python), system).ran is False  # nothing asked: nothing run

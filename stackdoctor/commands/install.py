@@ -773,6 +773,7 @@ def _install(opts: InstallOptions, plan: Plan, facts: Facts, python: str, reques
         offline=opts.offline or opts.no_index,
         user_find_links=opts.find_links,
         reinstall=repair,
+        gpu_targets=facts.reconciled.gpus,
     )
     say(("done: " if result.ok else "stackdoctor: ") + result.message, "bold green" if result.ok else "bold red")
     for note in result.notes:

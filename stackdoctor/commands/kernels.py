@@ -6,11 +6,13 @@
     torchrun --nproc-per-node 2 -m stackdoctor kernels allreduce  # RANK/WORLD_SIZE/... from the launcher
 
 allreduce reports each message size as it completes (a status line on a terminal, one flushed line on
-stderr in a pipe or CI log). The results go through the pipeline (gather -> reconcile -> judge:
-:func:`stackdoctor.pipeline.judge_kernels`) and are drawn by :mod:`stackdoctor.render.kernels`.
+stderr in a pipe or CI log). The command only turns flags into a :class:`stackdoctor.pipeline.KernelRun`;
+the pipeline runs it and judges it as ``check`` is judged (:func:`stackdoctor.pipeline.build_kernels_report`:
+run -> gather -> reconcile -> judge), and the one judged report is drawn by :mod:`stackdoctor.render.kernels`
+and gives the exit code (:func:`stackdoctor.pipeline.exit_code`).
 
 Exit code: 1 when a finding fails (wrong numbers, a crash, a timeout, busbw under
-``--min-busbw``), else 0. ``--json`` prints one ``stackdoctor.kernels/1`` document.
+``--min-busbw``), or warns where the project sets ``warnings_fail`` (as ``check``), else 0. ``--json`` prints one ``stackdoctor.kernels/1`` document.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from stackdoctor.errors import ExitCode, UsageError
+from stackdoctor.errors import UsageError
 
 KERNEL_NAMES = ("matmul", "conv", "compile", "allreduce")
 
@@ -70,8 +72,7 @@ def register(app: typer.Typer) -> None:
         from stackdoctor import pipeline
         from stackdoctor.catalog import LANGS, detect_lang, ui
         from stackdoctor.engine import select_target, validate_python
-        from stackdoctor.facts import KernelFacts
-        from stackdoctor.kernels import FULL_SWEEP, QUICK_SWEEP, AllreduceOptions, run_allreduce_local, run_allreduce_rank, run_kernels
+        from stackdoctor.kernels import FULL_SWEEP, QUICK_SWEEP, AllreduceOptions
         from stackdoctor.render.kernels import SweepProgress, print_kernels
         from stackdoctor.rules import Gates
         from stackdoctor.system import System
@@ -114,13 +115,7 @@ def register(app: typer.Typer) -> None:
             how = "stackdoctor install" + (f" --python {target.python}" if python else "")
             raise UsageError(f"torch is not installed in {target.python}; install it with: {how}")
         hook = env.get("STACKDOCTOR_TEST_HOOK")
-        kf = KernelFacts(ran=False, mode="full")
-        status = _Status(enabled=not json_)
-
-        if compute:
-            with status(ui("kernels_running", lg, kernels=", ".join(compute), python=target.python)):
-                kf = run_kernels(system, target.python, kernels=compute, devices=device or [], sizes=size_list, timeout_s=timeout, hook=hook)
-
+        run = pipeline.KernelRun(python=target.python, compute=compute, devices=device or [], sizes=size_list, timeout_s=timeout, hook=hook)
         if wants_ar:
             link_gbps = None
             iface_reason = None
@@ -134,43 +129,35 @@ def register(app: typer.Typer) -> None:
             quick = min_bytes is None and max_bytes is None and not full  # an explicit range keeps nccl-tests' factor 2
             opts = AllreduceOptions(min_bytes=lo, max_bytes=hi, factor=factor or (QUICK_SWEEP[2] if quick else FULL_SWEEP[2]), iters=iters, timeout_s=min(timeout, 600.0),
                                     backend=backend, device=ar_dev, iface=iface)
+            ar = pipeline.AllreduceRun(opts=opts, nproc=nproc or 2, master_port=master_port, link_gbps=link_gbps, iface_reason=iface_reason)
             r = rank if rank is not None else (int(env["RANK"]) if _launcher_env(env) and nproc is None else None)
-            with SweepProgress(lg) as progress:
-                if r is not None:
-                    ws = world_size or int(env.get("WORLD_SIZE", 0) or 0)
-                    if not ws:
-                        raise UsageError("--rank needs --world-size (or WORLD_SIZE from the launcher).")
-                    addr = master_addr or env.get("MASTER_ADDR")
-                    port = master_port or int(env.get("MASTER_PORT", 0) or 0) or 29500
-                    if not addr:
-                        raise UsageError("--rank needs --master-addr (or MASTER_ADDR from the launcher).")
-                    lr = int(env["LOCAL_RANK"]) if "LOCAL_RANK" in env else None
-                    node = _node(python) if fleet and ws > 1 else None
-                    ar = run_allreduce_rank(system, target.python, rank=r, world_size=ws, master_addr=addr, master_port=port, opts=opts,
-                                            local_rank=lr, hook=hook, node=node, on_progress=progress)
-                else:
-                    ar = run_allreduce_local(system, target.python, nproc or 2, opts, master_port=master_port, hook=hook, on_progress=progress)
-            summary = ar.allreduce or {}
-            if link_gbps:
-                summary["link_rate_gbps"] = link_gbps
-                if summary.get("max_busbw_gbs") is not None:
-                    summary["percent_of_link"] = round(100.0 * summary["max_busbw_gbs"] * 8 / link_gbps, 1)
-            if iface_reason:
-                summary["iface_reason"] = iface_reason
-            kf.ran = kf.ran or ar.ran
-            kf.results.extend(ar.results)
-            kf.allreduce = summary
-            if ar.signal and not kf.signal:
-                kf.signal = ar.signal
+            if r is not None:
+                ws = world_size or int(env.get("WORLD_SIZE", 0) or 0)
+                if not ws:
+                    raise UsageError("--rank needs --world-size (or WORLD_SIZE from the launcher).")
+                addr = master_addr or env.get("MASTER_ADDR")
+                if not addr:
+                    raise UsageError("--rank needs --master-addr (or MASTER_ADDR from the launcher).")
+                ar.rank, ar.world_size, ar.master_addr = r, ws, addr
+                ar.master_port = master_port or int(env.get("MASTER_PORT", 0) or 0) or 29500
+                ar.local_rank = int(env["LOCAL_RANK"]) if "LOCAL_RANK" in env else None
+                ar.node = _node(python) if fleet and ws > 1 else None
+            run.allreduce = ar
 
-        # gather -> reconcile -> judge, as every command: the kernel rules, the --min-busbw gate, the project's policy
-        judged = pipeline.judge_kernels(kf, pipeline.Options(python=python, lang=lg, gates=Gates(min_busbw_gbs=gate)), system)
-        kf, findings = judged.facts.kernels, judged.findings  # kf: with the peaks reconcile derived
+        # as `check` is built: run (gather) -> reconcile -> judge by the kernel rules, the --min-busbw gate and the
+        # project's policy; the screen, --json and the exit code all read the one judged report
+        status = _Status(enabled=not json_)
+        report = pipeline.build_kernels_report(
+            run, pipeline.Options(python=python, lang=lg, gates=Gates(min_busbw_gbs=gate)), system,
+            progress=lambda: status(ui("kernels_running", lg, kernels=", ".join(compute), python=target.python)),
+            sweep=lambda: SweepProgress(lg),
+        )
+        kf, findings = report.facts.kernels, report.findings  # kf: with the peaks reconcile derived
         if json_:
             _print_json(kf, findings, target.python)
         else:
             print_kernels(kf, findings, lg)
-        return ExitCode.FAILED if any(f.severity == "fail" for f in findings) else ExitCode.OK
+        return pipeline.exit_code(report)
 
 
 class _Status:

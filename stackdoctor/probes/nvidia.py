@@ -470,8 +470,24 @@ def parse_sys_module_version(text: str) -> str | None:
 # ---------------------------------------------------------------------------- merge
 
 
+def _record(into: NvidiaGpu, other: NvidiaGpu) -> None:
+    """Keep every value ``other``'s witness gave, by its source, in ``into.observed`` (reconcile weighs them)."""
+    for name, src in other.sources.items():
+        value = getattr(other, name, None)
+        if value not in (None, []):
+            into.observed.setdefault(name, {})[src] = list(value) if isinstance(value, list) else value
+    if into is other:
+        return
+    for name, by_src in other.observed.items():
+        for src, value in by_src.items():
+            into.observed.setdefault(name, {}).setdefault(src, value)
+
+
 def _merge_gpu(into: NvidiaGpu, other: NvidiaGpu) -> None:
-    """Fill what ``into`` lacks from ``other`` (earlier sources win), keeping each value's source."""
+    """Join ``other`` (the same GPU, seen by another witness) into ``into``: every value it gave is kept by its
+    source (``observed``); the fields hold a provisional value (the first witness's, filled from the later ones)
+    until :mod:`stackdoctor.reconcile` weighs the witnesses."""
+    _record(into, other)
     for name, src in other.sources.items():
         if getattr(into, name, None) in (None, []) and getattr(other, name, None) not in (None, []):
             setattr(into, name, getattr(other, name))
@@ -495,6 +511,7 @@ def _merge_gpus(facts: NvidiaFacts, gpus: list[NvidiaGpu]) -> None:
                 _merge_gpu(have, gpu)
                 break
         else:
+            _record(gpu, gpu)
             facts.gpus.append(gpu)
     facts.gpus.sort(key=lambda g: g.index)
 
