@@ -22,7 +22,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from stackdoctor import accelerators, pipeline
 from stackdoctor.errors import ExitCode, IndexError_, StackdoctorError, UsageError
@@ -166,6 +166,9 @@ def _flow(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> int:
     hypothetical = opts.what_if
     out.hypothetical, out.windows = hypothetical, _windows(opts, facts)
     plan, request = resolve_plan(opts, facts, python, matrix)
+    cfg = installer_config(opts, facts)
+    if not plan.satisfiable and not opts.conda_installer and unknown_pin(opts.torch, matrix):
+        plan, request, matrix = witness_pin(opts, facts, python, matrix, plan, cfg, hypothetical=hypothetical)
     out.plan = plan
     if unfinished and (opts.dry_run or opts.emit):
         plan.warnings.append(f"an install into {facts.python.env_prefix} was stopped halfway; `stackdoctor install --python {python} --recover` finishes it.")
@@ -187,12 +190,12 @@ def _flow(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> int:
         if repair is None:
             return _satisfied(opts, plan, out)
         plan.warnings.append(f"the installed build is damaged ({repair}): it is reinstalled")
-    cfg = installer_config(opts, facts)
     sourcing: Sourcing | None = None
     try:
         if not opts.conda_installer:  # conda, mamba, micromamba and pixi install from conda-forge, not from wheel sources
-            sourcing = check_sources(opts, plan, facts, python, matrix, request, cfg, hypothetical=hypothetical)
+            sourcing, matrix, request = check_sources(opts, out, facts, python, matrix, request, cfg, hypothetical=hypothetical)
     except IndexError_ as exc:
+        plan = out.plan
         unchecked = getattr(exc, "reason", "") == "unchecked"
         if not (unchecked and (hypothetical or ((opts.dry_run or opts.emit) and opts.offline))):
             if not hypothetical:
@@ -384,8 +387,7 @@ def resolve_plan(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix
     plan = resolve(facts, matrix, request)
     if plan.satisfiable:
         plan.command = install_command(plan, python, request.installer, uv=facts.python.uv_path or "uv")
-        if not plan.leftovers:
-            plan.leftovers = predict_leftovers(facts.torch.distributions, plan.variant)
+        plan.leftovers = predict_leftovers(facts.torch.distributions, plan.variant)  # the one prediction (execute's too)
         if plan.leftovers and not opts.what_if:  # the same answer --remove-leftovers acts on (install.leftovers)
             from stackdoctor.install import leftovers, snapshot
             from stackdoctor.system import System
@@ -502,40 +504,129 @@ def _client(opts: InstallOptions) -> IndexClient | None:
     return None if opts.offline else IndexClient(os.environ, timeout_s=opts.index_timeout_s)
 
 
-def check_sources(
-    opts: InstallOptions, plan: Plan, facts: Facts, python: str, matrix: Matrix, request: Request, cfg: InstallerConfig, *, hypothetical: bool
-) -> Sourcing:
-    from stackdoctor.availability import check, read_constraints
-    from stackdoctor.index import python_version_of
+def _survey_options(opts: InstallOptions, cfg: InstallerConfig, matrix: Matrix, client: IndexClient | None, *, hypothetical: bool) -> dict[str, Any]:
+    """How the sources are asked (:func:`stackdoctor.availability.survey_sources`), the same for every stage."""
     from stackdoctor.mirrors import mirror_option, resolve_mirror
 
     value, origin = mirror_option(opts.mirror, os.environ)
-    mirror = resolve_mirror(value, matrix, origin=origin) if value else None
+    return {
+        "cfg": cfg,
+        "find_links": opts.find_links,
+        "mirror": resolve_mirror(value, matrix, origin=origin) if value else None,
+        "offline": opts.offline,
+        "no_index": opts.no_index,
+        "client": client,
+        "use_configured": not hypothetical,
+        "prefer_added": bool(opts.index_base or opts.mirror),  # named on the command line: preferred, and its failure is final
+    }
+
+
+def _learned(notes: list[str]) -> tuple[list[str], list[str]]:
+    """witness_matrix's notes: (what was learned, where; what failed)."""
+    failed = [n for n in notes if n.startswith("index witness:")]
+    return [n for n in notes if n not in failed], failed
+
+
+def _adopt(opts: InstallOptions, facts: Facts, old: Plan, new: Plan, request: Request, learned: list[str], *, hypothetical: bool) -> Plan:
+    """``new`` (planned from the widened matrix) in place of ``old``: where it was learned first, the warnings kept."""
+    new.reasons[:0] = [n for n in learned if n not in new.reasons]
+    new.warnings.extend(w for w in old.warnings if w not in new.warnings)
+    if hypothetical and new.satisfiable:
+        new.machine = describe_machine(opts, facts)
+        new.command = generic_command(new, request, windows=_windows(opts, facts))
+    return new
+
+
+def unknown_pin(torch: str | None, matrix: Matrix) -> str | None:
+    """The exact torch version asked for (``--torch 2.16.0`` or ``==2.16.0``) when the matrix does not know it."""
+    from packaging.version import InvalidVersion, Version
+
+    if not torch:
+        return None
+    text = torch.strip().removeprefix("==").strip()
+    try:
+        v = Version(text)
+    except InvalidVersion:
+        return None
+    known = {str(r.version) for r in matrix.releases} | {str(p.version) for r in matrix.releases for p in r.patches}
+    return None if str(v) in known else str(v)
+
+
+def witness_pin(
+    opts: InstallOptions, facts: Facts, python: str, matrix: Matrix, plan: Plan, cfg: InstallerConfig, *, hypothetical: bool
+) -> tuple[Plan, Request, Matrix]:
+    """``--torch V`` that the matrix lacks: before refusing, ask the sources (this machine's build's: the configured
+    ones, ``--find-links``, the PyTorch index or mirror) whether they serve V, and learn it from their files."""
+    from stackdoctor.availability import learn_sources, survey_sources
+    from stackdoctor.learn import witness_matrix
+
+    version = unknown_pin(opts.torch, matrix) or ""
+    base, request = resolve_plan(replace(opts, torch=None), facts, python, matrix)  # where this machine's build is looked for
+    client = _client(opts)
+    try:
+        surveyed = survey_sources(base if base.satisfiable else plan, **_survey_options(opts, cfg, matrix, client, hypothetical=hypothetical))
+        sources = learn_sources(surveyed, [version], client)
+        wider, notes = witness_matrix(matrix, sources, versions=[version]) if sources else (matrix, [])
+    finally:
+        if client is not None:
+            client.close()
+    learned, failed = _learned(notes)
+    if wider is matrix:
+        plan.warnings.extend(n for n in [*surveyed.notes, *failed] if n not in plan.warnings)
+        return plan, make_request(opts, facts, matrix), matrix
+    new, request = resolve_plan(opts, facts, python, wider)
+    new.warnings.extend(n for n in failed if n not in new.warnings)
+    return _adopt(opts, facts, plan, new, request, learned, hypothetical=hypothetical), request, wider
+
+
+def check_sources(
+    opts: InstallOptions, out: InstallOutcome, facts: Facts, python: str, matrix: Matrix, request: Request, cfg: InstallerConfig, *, hypothetical: bool
+) -> tuple[Sourcing, Matrix, Request]:
+    """Locate the plan's wheels (:func:`stackdoctor.availability.check`). Unpinned, a torch release newer than the
+    matrix's newest that a source serves is learned from its files (:func:`stackdoctor.learn.witness_matrix`) and
+    planned when it fits; ``out.plan`` is the plan so far. Returns the sourcing, and the matrix and request it used."""
+    from stackdoctor.availability import check, learn_sources, newer_offers, read_constraints, survey_sources, torch_offers
+    from stackdoctor.index import python_version_of
+    from stackdoctor.learn import witness_matrix
+
+    assert out.plan is not None
+    plan = out.plan
     tags = target_tags(facts, request)
-    if not tags:
-        plan.warnings.append("the target's wheel tags are unknown, so the index check only confirmed that the versions exist.")
     platform_tag = request.platform or facts.python.platform_tag
     client = _client(opts)
     try:
-        return check(
+        how = _survey_options(opts, cfg, matrix, client, hypothetical=hypothetical)
+        surveyed = survey_sources(plan, **how)
+        if not opts.torch and surveyed.named_failure is None:
+            pyv = python_version_of(facts, request)
+            newer = newer_offers(torch_offers(surveyed.probes, tags, python_version=pyv, matrix=matrix, platform_tag=platform_tag), matrix)
+            sources = learn_sources(surveyed, newer, client) if newer else []
+            if sources:
+                wider, notes = witness_matrix(matrix, sources, versions=newer)
+                learned, failed = _learned(notes)
+                plan.warnings.extend(n for n in failed if n not in plan.warnings)
+                if wider is not matrix:
+                    new, new_request = resolve_plan(opts, facts, python, wider)
+                    if new.satisfiable and new.torch_version in newer:  # it fits this machine: planned
+                        plan = out.plan = _adopt(opts, facts, plan, new, new_request, learned, hypothetical=hypothetical)
+                        matrix, request = wider, new_request
+                        how = _survey_options(opts, cfg, matrix, client, hypothetical=hypothetical)
+        if not tags:
+            plan.warnings.append("the target's wheel tags are unknown, so the index check only confirmed that the versions exist.")
+        sourcing = check(
             plan,
-            cfg=cfg,
             matrix=matrix,
             tags=tags,
             python_version=python_version_of(facts, request),
             platform_tag=platform_tag,
-            find_links=opts.find_links,
-            mirror=mirror,
-            offline=opts.offline,
-            no_index=opts.no_index,
             pinned=bool(opts.torch) or hypothetical,
-            client=client,
             constraints=read_constraints(cfg.constraints) if not hypothetical else [],
             reresolve=lambda v: resolve_plan(opts, facts, python, matrix, torch=v)[0],
             fit=None if hypothetical else fit_words(opts, facts, python, matrix),
-            use_configured=not hypothetical,
-            prefer_added=bool(opts.index_base or opts.mirror),  # named on the command line: preferred, and its failure is final
+            surveyed=surveyed,
+            **how,
         )
+        return sourcing, matrix, request
     finally:
         if client is not None:
             client.close()
