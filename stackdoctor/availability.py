@@ -862,9 +862,9 @@ def check(
             plan, cfg=cfg, find_links=find_links, mirror=mirror, offline=offline, no_index=no_index, client=client,
             use_configured=use_configured, prefer_added=prefer_added,
         )
-    failed = surveyed.named_failure
-    if failed is not None:  # the user named it on the command line: its failure is the answer, not a skipped source
-        raise IndexError_(failed.detail or f"{failed.source.url} did not answer.")
+    p = surveyed.named_failure
+    if p is not None:  # the user named it on the command line: its failure is the answer, not a skipped source
+        raise IndexError_(p.detail or f"{p.source.url} did not answer.")
     probes, cli_links, named = surveyed.probes, surveyed.sources.cli_links, surveyed.named
     notes = list(surveyed.notes)
 
