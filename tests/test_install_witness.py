@@ -67,10 +67,13 @@ class VariantIndex:
                 path = urllib.parse.unquote(self.path.split("?", 1)[0])
                 index.hits[path] += 1
                 parts = [p for p in path.split("/") if p]
-                if len(parts) == 3 and parts[0] == "whl" and parts[2] == "torch" and parts[1] == "cpu":
+                if len(parts) == 3 and parts[0] == "whl" and parts[2] == "torch":
+                    names = [n for n in sorted(index.files) if f"+{parts[1]}-" in n]  # the variant's folder: its label
+                    if not names:
+                        return self.send_error(404)
                     links = "".join(
                         f'<a href="/files/{html.escape(urllib.parse.quote(n))}" data-core-metadata="true">{html.escape(n)}</a><br/>\n'
-                        for n in sorted(index.files)
+                        for n in names
                     )
                     return self._send(f"<!DOCTYPE html><html><body>\n{links}</body></html>".encode(), "text/html")
                 if len(parts) == 2 and parts[0] == "files":
@@ -158,6 +161,26 @@ def test_the_pytorch_index_named_by_index_base_is_a_witness_and_the_plan_install
     assert f"--index-url {idx.base}/cpu" in p.stdout  # the learned build's index: the one that served it
     assert hits[f"/files/torch-2.16.0+cpu-{TAG}.whl.metadata"] == 1 and hits[f"/files/torch-2.16.0+cpu-{TAG}.whl"] == 0
     assert hits["/whl/cpu/torch/"] == 1  # the source survey's page, read once: the witness reads what it listed
+
+
+def test_a_learned_cuda_build_is_planned_with_its_gpu_code_marked_inferred(tmp_path):
+    """A what-if for an H100: the stand-in torch 2.16.0+cu132 on a find-links page (names and metadata, no binaries
+    read) gets the GPU code of the nearest known cu132 build, and the plan's reasons say so."""
+    standin_wheel(tmp_path, "torch", "2.16.0+cu132", "cp312-cp312-manylinux_2_28_x86_64", ">=3.10")
+    what_if = ["--python-version", "3.12", "--platform", "manylinux_2_28_x86_64", "--gpu", "H100", "--driver", "595.45.04"]
+    with VariantIndex(sorted(tmp_path.glob("*.whl"))) as idx:
+        p = subprocess.run(
+            [sys.executable, "-m", "stackdoctor", "install", *what_if, "--find-links", f"{idx.base}/cu132/torch/", "--json"],
+            env=user_env(tmp_path), capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, cwd=REPO,
+        )
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    plan = json.loads(p.stdout)
+    assert (plan["torch_version"], plan["variant"]) == ("2.16.0", "cu132"), plan["reasons"]
+    assert plan["reasons"][0] == LEARNED.format(url=f"{idx.base}/cu132/torch/")
+    assert any("; GPU code inferred: GPU code of torch " in r and " cu132 (the nearest known build of the same CUDA version)" in r for r in plan["reasons"]), plan["reasons"]
+    # a find-links page is no index: the learned build keeps its variant's index, the wheel was found on the page
+    assert plan["index_url"] == f"{DEAD}/cu132" and plan["packages"][0]["source"] == f"{idx.base}/cu132/torch/"
+    assert plan["command"][:3] == ["python3", "-m", "pip"]
 
 
 @linux_x86_64
