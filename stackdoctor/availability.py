@@ -733,10 +733,14 @@ def survey_sources(
     client: IndexClient | None = None,
     use_configured: bool = True,
     prefer_added: bool = False,
+    reuse: Surveyed | None = None,
 ) -> Surveyed:
-    """Ask the plan's sources (:func:`source_list`) about its projects (torch alone for a plan without packages)."""
+    """Ask the plan's sources (:func:`source_list`) about its projects (torch alone for a plan without packages);
+    ``reuse``: an earlier survey, kept when it asked the same sources about the same projects."""
     sources = source_list(plan, cfg, find_links=find_links, mirror=mirror, use_configured=use_configured)
     projects = [p.name for p in plan.packages] or ["torch"]
+    if reuse is not None and reuse.urls == [s.url for s in sources.all] and reuse.projects == projects:
+        return reuse
     probes = survey(sources.all, projects, client=client, offline=offline or cfg.offline, no_index=no_index or cfg.no_index)
     named = sources.cli_links + (sources.extra if prefer_added else [])
     notes = [
@@ -856,12 +860,10 @@ def check(
     words whether a build would run on this machine. ``surveyed``: the sources already asked for this plan
     (:func:`survey_sources`), not asked again. Raises :class:`IndexError_` (one sentence).
     """
-    same = source_list(plan, cfg, find_links=find_links, mirror=mirror, use_configured=use_configured).all
-    if surveyed is None or surveyed.urls != [s.url for s in same] or surveyed.projects != [p.name for p in plan.packages]:
-        surveyed = survey_sources(
-            plan, cfg=cfg, find_links=find_links, mirror=mirror, offline=offline, no_index=no_index, client=client,
-            use_configured=use_configured, prefer_added=prefer_added,
-        )
+    surveyed = survey_sources(
+        plan, cfg=cfg, find_links=find_links, mirror=mirror, offline=offline, no_index=no_index, client=client,
+        use_configured=use_configured, prefer_added=prefer_added, reuse=surveyed,
+    )
     p = surveyed.named_failure
     if p is not None:  # the user named it on the command line: its failure is the answer, not a skipped source
         raise IndexError_(p.detail or f"{p.source.url} did not answer.")

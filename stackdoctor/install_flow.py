@@ -28,7 +28,7 @@ from stackdoctor import accelerators, pipeline
 from stackdoctor.errors import ExitCode, IndexError_, StackdoctorError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.availability import Sourcing
+    from stackdoctor.availability import Sourcing, Surveyed
     from stackdoctor.facts import Facts
     from stackdoctor.index import IndexClient
     from stackdoctor.install import InstallResult
@@ -167,8 +167,9 @@ def _flow(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> int:
     out.hypothetical, out.windows = hypothetical, _windows(opts, facts)
     plan, request = resolve_plan(opts, facts, python, matrix)
     cfg = installer_config(opts, facts)
+    surveyed: Surveyed | None = None
     if not plan.satisfiable and not opts.conda_installer and unknown_pin(opts.torch, matrix):
-        plan, request, matrix = witness_pin(opts, facts, python, matrix, plan, cfg, hypothetical=hypothetical)
+        plan, request, matrix, surveyed = witness_pin(opts, facts, python, matrix, plan, cfg, hypothetical=hypothetical)
     out.plan = plan
     if unfinished and (opts.dry_run or opts.emit):
         plan.warnings.append(f"an install into {facts.python.env_prefix} was stopped halfway; `stackdoctor install --python {python} --recover` finishes it.")
@@ -193,7 +194,7 @@ def _flow(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> int:
     sourcing: Sourcing | None = None
     try:
         if not opts.conda_installer:  # conda, mamba, micromamba and pixi install from conda-forge, not from wheel sources
-            sourcing, matrix, request = check_sources(opts, out, facts, python, matrix, request, cfg, hypothetical=hypothetical)
+            sourcing, matrix, request = check_sources(opts, out, facts, python, matrix, request, cfg, hypothetical=hypothetical, surveyed=surveyed)
     except IndexError_ as exc:
         plan = out.plan
         unchecked = getattr(exc, "reason", "") == "unchecked"
@@ -554,7 +555,7 @@ def unknown_pin(torch: str | None, matrix: Matrix) -> str | None:
 
 def witness_pin(
     opts: InstallOptions, facts: Facts, python: str, matrix: Matrix, plan: Plan, cfg: InstallerConfig, *, hypothetical: bool
-) -> tuple[Plan, Request, Matrix]:
+) -> tuple[Plan, Request, Matrix, Surveyed]:
     """``--torch V`` that the matrix lacks: before refusing, ask the sources (this machine's build's: the configured
     ones, ``--find-links``, the PyTorch index or mirror) whether they serve V, and learn it from their files."""
     from stackdoctor.availability import learn_sources, survey_sources
@@ -573,18 +574,19 @@ def witness_pin(
     learned, failed = _learned(notes)
     if wider is matrix:
         plan.warnings.extend(n for n in [*surveyed.notes, *failed] if n not in plan.warnings)
-        return plan, make_request(opts, facts, matrix), matrix
+        return plan, make_request(opts, facts, matrix), matrix, surveyed
     new, request = resolve_plan(opts, facts, python, wider)
     new.warnings.extend(n for n in failed if n not in new.warnings)
-    return _adopt(opts, facts, plan, new, request, learned, hypothetical=hypothetical), request, wider
+    return _adopt(opts, facts, plan, new, request, learned, hypothetical=hypothetical), request, wider, surveyed
 
 
 def check_sources(
-    opts: InstallOptions, out: InstallOutcome, facts: Facts, python: str, matrix: Matrix, request: Request, cfg: InstallerConfig, *, hypothetical: bool
+    opts: InstallOptions, out: InstallOutcome, facts: Facts, python: str, matrix: Matrix, request: Request, cfg: InstallerConfig, *,
+    hypothetical: bool, surveyed: Surveyed | None = None,
 ) -> tuple[Sourcing, Matrix, Request]:
     """Locate the plan's wheels (:func:`stackdoctor.availability.check`). Unpinned, a torch release newer than the
     matrix's newest that a source serves is learned from its files (:func:`stackdoctor.learn.witness_matrix`) and
-    planned when it fits; ``out.plan`` is the plan so far. Returns the sourcing, and the matrix and request it used."""
+    planned when it fits; ``out.plan`` is the plan so far; ``surveyed``: the sources already asked. Returns the sourcing, and the matrix and request it used."""
     from stackdoctor.availability import check, learn_sources, newer_offers, read_constraints, survey_sources, torch_offers
     from stackdoctor.index import python_version_of
     from stackdoctor.learn import witness_matrix
@@ -596,7 +598,7 @@ def check_sources(
     client = _client(opts)
     try:
         how = _survey_options(opts, cfg, matrix, client, hypothetical=hypothetical)
-        surveyed = survey_sources(plan, **how)
+        surveyed = survey_sources(plan, reuse=surveyed, **how)  # the pinned witness's survey, when it asked the same
         if not opts.torch and surveyed.named_failure is None:
             pyv = python_version_of(facts, request)
             newer = newer_offers(torch_offers(surveyed.probes, tags, python_version=pyv, matrix=matrix, platform_tag=platform_tag), matrix)

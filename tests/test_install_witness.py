@@ -139,8 +139,10 @@ def sd(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]
 @pytest.mark.parametrize("pin", [[], ["--torch", "2.16.0"]], ids=["unpinned", "pinned"])
 def test_a_release_nobody_knows_on_a_find_links_page_is_planned_with_where_it_was_learned(learn_index, tmp_path, pin):
     page = learn_index.url + "/torch/"
+    before = learn_index.hits["/simple/torch/"]
     p = sd(["--dry-run", "--json", "--find-links", page, *pin], user_env(tmp_path))
     assert p.returncode == 0, p.stderr[-3000:]
+    assert learn_index.hits["/simple/torch/"] - before == 1  # asked once: the witness reads what the survey listed
     plan = json.loads(p.stdout)
     assert (plan["torch_version"], plan["variant"]) == ("2.16.0", "cpu"), plan["reasons"]
     assert plan["reasons"][0] == LEARNED.format(url=page)
