@@ -266,3 +266,28 @@ def test_the_install_command_is_thin():
         assert f"stackdoctor.{heavy}" not in imported, heavy
     assert not any(m.startswith("stackdoctor.commands.") for m in imported)  # no command imports another
     assert "stackdoctor.install_flow" in imported
+
+
+@linux_x86_64
+def test_a_learned_release_installs_into_a_fresh_venv_from_a_local_folder(tmp_path):
+    """The whole way: a (FAKE, importable) torch 2.16.0+cpu in a find-links folder, --offline --yes: learned, planned,
+    installed by real pip into a fresh venv, and verified by importing it there."""
+    from indexserver import WheelSpec, _torch_files, build_wheel
+
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    spec = WheelSpec("torch", "2.16.0+cpu", TAG, [], _torch_files("2.16.0+cpu"))
+    (folder / spec.filename).write_bytes(build_wheel(spec))
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True, timeout=120)
+    target = str(tmp_path / "venv" / "bin" / "python")
+    p = subprocess.run(
+        [sys.executable, "-m", "stackdoctor", "install", "--python", target, "--variant", "cpu", "--offline", "--find-links", str(folder), "--yes", "--json"],
+        env=user_env(tmp_path, PIP_CACHE_DIR=str(tmp_path / "pip-cache"), PIP_DISABLE_PIP_VERSION_CHECK="1"),
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, cwd=REPO,
+    )
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    plan = json.loads(p.stdout)
+    assert plan["torch_version"] == "2.16.0" and plan["reasons"][0] == LEARNED.format(url=str(folder))
+    assert "done: " in p.stderr and "imports in the target" in p.stderr
+    got = subprocess.run([target, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True, timeout=60)
+    assert got.stdout.strip() == "2.16.0+cpu"
