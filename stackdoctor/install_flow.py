@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -522,6 +522,18 @@ def _survey_options(opts: InstallOptions, cfg: InstallerConfig, matrix: Matrix, 
     }
 
 
+def witness(matrix: Matrix, sources: Sequence[Any], versions: Sequence[str]) -> tuple[Matrix, list[str]]:
+    """:func:`stackdoctor.learn.witness_matrix` for ``versions``; what an index serves never stops the plan: a row
+    it cannot make (an index's odd files) is a note, and the matrix stays as it is."""
+    from stackdoctor.learn import witness_matrix
+
+    try:
+        wider, notes = witness_matrix(matrix, sources, versions=versions)
+    except StackdoctorError as exc:
+        return matrix, [f"index witness: {exc}"]
+    return wider, notes
+
+
 def _learned(notes: list[str]) -> tuple[list[str], list[str]]:
     """witness_matrix's notes: (what was learned, where; what failed)."""
     failed = [n for n in notes if n.startswith("index witness:")]
@@ -559,7 +571,6 @@ def witness_pin(
     """``--torch V`` that the matrix lacks: before refusing, ask the sources (this machine's build's: the configured
     ones, ``--find-links``, the PyTorch index or mirror) whether they serve V, and learn it from their files."""
     from stackdoctor.availability import learn_sources, survey_sources
-    from stackdoctor.learn import witness_matrix
 
     version = unknown_pin(opts.torch, matrix) or ""
     base, request = resolve_plan(replace(opts, torch=None), facts, python, matrix)  # where this machine's build is looked for
@@ -567,7 +578,7 @@ def witness_pin(
     try:
         surveyed = survey_sources(base if base.satisfiable else plan, **_survey_options(opts, cfg, matrix, client, hypothetical=hypothetical))
         sources = learn_sources(surveyed, [version], client)
-        wider, notes = witness_matrix(matrix, sources, versions=[version]) if sources else (matrix, [])
+        wider, notes = witness(matrix, sources, [version]) if sources else (matrix, [])
     finally:
         if client is not None:
             client.close()
@@ -589,7 +600,6 @@ def check_sources(
     planned when it fits; ``out.plan`` is the plan so far; ``surveyed``: the sources already asked. Returns the sourcing, and the matrix and request it used."""
     from stackdoctor.availability import check, learn_sources, newer_offers, read_constraints, survey_sources, torch_offers
     from stackdoctor.index import python_version_of
-    from stackdoctor.learn import witness_matrix
 
     assert out.plan is not None
     plan = out.plan
@@ -604,7 +614,7 @@ def check_sources(
             newer = newer_offers(torch_offers(surveyed.probes, tags, python_version=pyv, matrix=matrix, platform_tag=platform_tag), matrix)
             sources = learn_sources(surveyed, newer, client) if newer else []
             if sources:
-                wider, notes = witness_matrix(matrix, sources, versions=newer)
+                wider, notes = witness(matrix, sources, newer)
                 learned, failed = _learned(notes)
                 plan.warnings.extend(n for n in failed if n not in plan.warnings)
                 if wider is not matrix:
