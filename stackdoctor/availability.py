@@ -681,6 +681,148 @@ def pytorch_sources(plan: Plan, mirror: Mirror | None) -> list[Source]:
     return [Source(str(plan.index_url), "index", "pytorch", f"PyTorch index for {plan.variant}", configured=False)]
 
 
+@dataclass
+class SourceList:
+    """The sources a plan's wheels are looked for on, in order: the installer's configuration, ``--find-links``,
+    and the PyTorch variant index for the plan (or the mirror's form of it) where the configuration lacks it."""
+
+    configured: list[Source]
+    cli_links: list[Source]
+    extra: list[Source]
+
+    @property
+    def all(self) -> list[Source]:
+        return dedupe(self.configured + self.cli_links + self.extra)
+
+
+def source_list(plan: Plan, cfg: InstallerConfig, *, find_links: Sequence[str] = (), mirror: Mirror | None = None, use_configured: bool = True) -> SourceList:
+    configured = [s for s in cfg.sources] if use_configured else []
+    cli_links = [Source(fl, "links", "links", "--find-links", configured=False) for fl in find_links]
+    extra = pytorch_sources(plan, mirror)
+    known = {(s.kind, s.url.rstrip("/")) for s in configured}
+    return SourceList(configured, cli_links, [s for s in extra if (s.kind, s.url.rstrip("/")) not in known])
+
+
+@dataclass
+class Surveyed:
+    """What every source of a :class:`SourceList` answered about the planned projects."""
+
+    sources: SourceList
+    probes: list[Probe]
+    named: list[Source]  # named on the command line: their failure is the answer
+    projects: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # the sources that did not answer
+
+    @property
+    def urls(self) -> list[str]:
+        return [s.url for s in self.sources.all]
+
+    @property
+    def named_failure(self) -> Probe | None:
+        return next((p for p in self.probes if p.status in ("unreachable", "failing") and any(p.source is s for s in self.named)), None)
+
+
+def survey_sources(
+    plan: Plan,
+    *,
+    cfg: InstallerConfig,
+    find_links: Sequence[str] = (),
+    mirror: Mirror | None = None,
+    offline: bool = False,
+    no_index: bool = False,
+    client: IndexClient | None = None,
+    use_configured: bool = True,
+    prefer_added: bool = False,
+    reuse: Surveyed | None = None,
+) -> Surveyed:
+    """Ask the plan's sources (:func:`source_list`) about its projects (torch alone for a plan without packages);
+    ``reuse``: an earlier survey, kept when it asked the same sources about the same projects."""
+    sources = source_list(plan, cfg, find_links=find_links, mirror=mirror, use_configured=use_configured)
+    projects = [p.name for p in plan.packages] or ["torch"]
+    if reuse is not None and reuse.urls == [s.url for s in sources.all] and reuse.projects == projects:
+        return reuse
+    probes = survey(sources.all, projects, client=client, offline=offline or cfg.offline, no_index=no_index or cfg.no_index)
+    named = sources.cli_links + (sources.extra if prefer_added else [])
+    notes = [
+        f"{p.source.url} did not answer ({p.detail}); it is skipped, not retried"
+        for p in probes
+        if p.status in ("unreachable", "failing")
+    ]
+    return Surveyed(sources, probes, named, projects, notes)
+
+
+@dataclass
+class ProbeSource:
+    """A surveyed source as :mod:`stackdoctor.learn` reads it (its protocol ``Source``): the files it listed (not
+    asked again), their core metadata (the PEP 658 ``.metadata`` file; a local wheel's own ``METADATA``), never a
+    wheel. A find-links location serves no index of its own: a build learned there keeps its variant's index."""
+
+    probe: Probe
+    client: IndexClient | None
+    name: str = ""
+    index_url: str | None = None
+    serves_index: bool = True
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.probe.source.url
+        self.serves_index = self.probe.source.kind == "index"
+        self.index_url = self.probe.source.url if self.serves_index else None
+
+    def files(self, project: str) -> tuple[str, list[IndexFile]]:
+        return self.probe.where(project), list(self.probe.files.get(canonical_name(project)) or [])
+
+    def metadata(self, f: IndexFile) -> tuple[Any, IndexFile]:
+        from stackdoctor.learn import HttpSource, _wheel_metadata, parse_core_metadata
+
+        if f.url.startswith("file:"):
+            path = local_path(f.url)
+            sidecar = path.with_name(path.name + ".metadata")
+            try:
+                if sidecar.is_file():
+                    return parse_core_metadata(read_bounded(sidecar, 4 * 1024 * 1024).decode("utf-8", errors="replace")), f
+                return (_wheel_metadata(path) if path.is_file() else None), f
+            except (OSError, ValueError):
+                return None, f
+        if self.client is None:
+            return None, f
+        return HttpSource(self.probe.source.url, self.client).metadata(f)
+
+    def wheel(self, f: IndexFile, into: Path) -> Path | None:
+        del f, into
+        return None
+
+
+def newer_offers(offers: Sequence[Offer], matrix: Matrix) -> list[str]:
+    """The torch versions the sources serve that are newer than every release the matrix knows."""
+    from packaging.version import InvalidVersion, Version
+
+    newest = matrix.releases[0].version if matrix.releases else Version("0")
+    out: list[str] = []
+    for o in offers:
+        try:
+            v = Version(o.version)
+        except InvalidVersion:
+            continue
+        if v > newest and not (v.is_prerelease or v.is_devrelease) and o.version not in out:
+            out.append(o.version)
+    return out
+
+
+def learn_sources(surveyed: Surveyed, versions: Sequence[str], client: IndexClient | None) -> list[ProbeSource]:
+    """The answering sources that list a torch wheel of one of ``versions``, as :mod:`stackdoctor.learn` reads them."""
+    from stackdoctor.index import _wheel_parts
+
+    want = set(versions)
+    out = []
+    for p in surveyed.probes:
+        if not p.answered:
+            continue
+        listed = {str(parts[1].public) for f in p.files.get("torch") or [] if (parts := _wheel_parts(f.filename)) is not None}
+        if listed & want:
+            out.append(ProbeSource(p, client))
+    return out
+
+
 def _fmt_versions(offers: Iterable[Offer]) -> str:
     seen: list[str] = []
     for o in offers:
@@ -709,29 +851,24 @@ def check(
     fit: Callable[[str, str], str] | None = None,
     use_configured: bool = True,
     prefer_added: bool = False,
+    surveyed: Surveyed | None = None,
 ) -> Sourcing:
     """Locate every planned wheel on the user's sources (plus ``find_links`` and the PyTorch index or
     ``mirror``), fall back to the newest served release when unpinned, and say what to hand the installer.
 
     ``reresolve(version)`` re-plans for another torch version; ``fit(version, variant)`` says in a few
-    words whether a build would run on this machine. Raises :class:`IndexError_` (one sentence).
+    words whether a build would run on this machine. ``surveyed``: the sources already asked for this plan
+    (:func:`survey_sources`), not asked again. Raises :class:`IndexError_` (one sentence).
     """
-    configured = [s for s in cfg.sources] if use_configured else []
-    cli_links = [Source(fl, "links", "links", "--find-links", configured=False) for fl in find_links]
-    extra = pytorch_sources(plan, mirror)
-    known = {(s.kind, s.url.rstrip("/")) for s in configured}
-    extra = [s for s in extra if (s.kind, s.url.rstrip("/")) not in known]
-    all_sources = dedupe(configured + cli_links + extra)
-    projects = [p.name for p in plan.packages]
-    probes = survey(all_sources, projects, client=client, offline=offline or cfg.offline, no_index=no_index or cfg.no_index)
-    notes: list[str] = []
-    named = cli_links + (extra if prefer_added else [])
-    for p in probes:
-        if p.status in ("unreachable", "failing"):
-            if any(p.source is s for s in named):
-                # the user named it on the command line: its failure is the answer, not a skipped source
-                raise IndexError_(p.detail or f"{p.source.url} did not answer.")
-            notes.append(f"{p.source.url} did not answer ({p.detail}); it is skipped, not retried")
+    surveyed = survey_sources(
+        plan, cfg=cfg, find_links=find_links, mirror=mirror, offline=offline, no_index=no_index, client=client,
+        use_configured=use_configured, prefer_added=prefer_added, reuse=surveyed,
+    )
+    p = surveyed.named_failure
+    if p is not None:  # the user named it on the command line: its failure is the answer, not a skipped source
+        raise IndexError_(p.detail or f"{p.source.url} did not answer.")
+    probes, cli_links, named = surveyed.probes, surveyed.sources.cli_links, surveyed.named
+    notes = list(surveyed.notes)
 
     def find_all(current: Plan) -> tuple[list[WheelMatch], list[Hit], list[str]]:
         matches: list[WheelMatch] = []

@@ -196,6 +196,27 @@ def install_command(
     return argv
 
 
+def installer_argv(
+    plan: Plan,
+    python: str,
+    installer: str = "pip",
+    *,
+    find_links: str | None = None,
+    uv: str = "uv",
+    source_args: Sequence[str] | None = None,
+    env: Mapping[str, str | None] | None = None,
+    reinstall: bool = False,
+) -> tuple[list[str], dict[str, str | None] | None]:
+    """The one argv (and environment) the installer is run with: :func:`install_command`, plus the repair flags
+    (``reinstall``: the same build, damaged, gets its files again) and with any credentialed URL moved out of the
+    argv into the environment (:func:`credentials_out_of_argv`)."""
+    argv = install_command(plan, python, installer, find_links=find_links, uv=uv, source_args=source_args)
+    if reinstall:  # the same build, damaged: its files again (a transactional repair)
+        at = argv.index("install") + 1
+        argv[at:at] = ["--reinstall" if installer == "uv" else "--force-reinstall", "--no-deps"]
+    return credentials_out_of_argv(argv, env, installer)
+
+
 # where an installer takes each option's value from its environment (uv: the separator of a list)
 _OPTION_VARS = {
     "pip": {"--index-url": ("PIP_INDEX_URL", " "), "--extra-index-url": ("PIP_EXTRA_INDEX_URL", " "), "--find-links": ("PIP_FIND_LINKS", " ")},
@@ -915,11 +936,7 @@ def execute(
     del index_base
     say = _never_raises(say or (lambda line: print(line, file=sys.stderr)))  # a closed terminal (SIGHUP) must not stop a put-back
     stream = stream or _stderr_writer
-    argv = install_command(plan, python, installer, find_links=find_links, uv=uv, source_args=source_args)
-    if reinstall:  # the same build, damaged: its files again (a transactional repair)
-        at = argv.index("install") + 1
-        argv[at:at] = ["--reinstall" if installer == "uv" else "--force-reinstall", "--no-deps"]
-    argv, env = credentials_out_of_argv(argv, env, installer)
+    argv, env = installer_argv(plan, python, installer, find_links=find_links, uv=uv, source_args=source_args, env=env, reinstall=reinstall)
     before = snapshot(system, python)
     if not before.ok:
         return InstallResult(False, ExitCode.USAGE, f"cannot read the target's installed packages ({before.error}); nothing was changed.", argv)

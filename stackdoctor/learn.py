@@ -857,11 +857,15 @@ def write_layer(path: Path, doc: dict[str, Any], result: LearnResult) -> dict[st
 # ---------------------------------------------------------------------------- run time: the index as a witness
 
 
-def witness_matrix(matrix: Any, sources: Iterable[Source], *, newer_only: bool = True) -> tuple[Any, list[str]]:
+def witness_matrix(
+    matrix: Any, sources: Iterable[Source], *, newer_only: bool = True, versions: Sequence[str] = ()
+) -> tuple[Any, list[str]]:
     """``matrix`` plus the torch releases ``sources`` serve that it lacks (names and metadata only, nothing
     downloaded), and one note per release learned. A learned CUDA / ROCm build without a read arch list gets the
     list of the nearest known build of the same CUDA / ROCm version, marked inferred in its ``derived_from``
-    (the resolver's reasons carry it). Index failures leave the matrix as it is (a note says so)."""
+    (the resolver's reasons carry it). Index failures leave the matrix as it is (a note says so, starting
+    ``index witness:``). ``versions``: only those (``newer_only`` does not apply to them). A source whose
+    ``serves_index`` is false (a find-links page or folder) is no index: its builds keep their variant's index."""
     from stackdoctor.matrix import _build, parse_matrix_text
 
     notes: list[str] = []
@@ -875,7 +879,8 @@ def witness_matrix(matrix: Any, sources: Iterable[Source], *, newer_only: bool =
             notes.append(f"index witness: {exc}")
             continue
         vs = {w.version for f in files if (w := wheel_facts(f)) is not None and w.project == "torch" and _version_ok(w.version, Version("2.0"))}
-        new = sorted(v for v in vs if str(v) not in known and (not newer_only or v > newest))
+        only = {Version(v) for v in versions}
+        new = sorted(v for v in vs if str(v) not in known and (v in only if only else (not newer_only or v > newest)))
         if not new:
             continue
         try:
@@ -886,7 +891,7 @@ def witness_matrix(matrix: Any, sources: Iterable[Source], *, newer_only: bool =
         for row in res.rows:
             for vr in row["variants"]:
                 _infer_gpu_code(matrix, row["version"], vr)
-                if vr.get("index") != "pypi":
+                if vr.get("index") != "pypi" and getattr(src, "serves_index", True):
                     vr["index"] = getattr(src, "index_url", None) or src.name
             rows.append(row)
             known.add(row["version"])

@@ -3,14 +3,104 @@ variants, routes and the command, for a terminal (folded to its width) or a pipe
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+import sys
 from typing import TYPE_CHECKING, Any, Literal
 
 from stackdoctor.shell import powershell_set, powershell_unset, word
 
 if TYPE_CHECKING:  # pragma: no cover
+    from stackdoctor.errors import StackdoctorError
+    from stackdoctor.install_flow import InstallOutcome
     from stackdoctor.plan import Plan
+
+
+def say(text: str, style: str = "") -> None:
+    """One of the install screen's lines on stderr, in the user's language."""
+    from rich.text import Text
+
+    from stackdoctor.console import make_console
+
+    make_console(stderr=True, soft_wrap=True).print(Text(localized(text), style=style))
+
+
+def write_err(text: str) -> None:
+    """An installer's own output, as it comes (a closed stderr is ignored: it must not stop an install)."""
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def render_planned(outcome: InstallOutcome) -> None:
+    """The plan, once it is final (before any question): on stderr when stdout carries ``--json`` / ``--emit``;
+    then where the wheels were found."""
+    opts = outcome.opts
+    if outcome.plan is None:
+        return
+    quiet_stdout = opts.json_out or opts.emit is not None
+    render_plan(outcome.plan, outcome.python, stderr=quiet_stdout, hypothetical=outcome.hypothetical, windows=outcome.windows)
+    if outcome.sourcing is not None:
+        where = sorted({m.source for m in outcome.sourcing.matches})
+        say(f"index check: {len(outcome.sourcing.matches)} wheel(s) found for this target on {', '.join(where)}.", "green")
+
+
+def render_outcome(outcome: InstallOutcome) -> None:
+    """What happened, after the flow: the last lines on stderr and ``--emit``'s text on stdout."""
+    opts, plan, what = outcome.opts, outcome.plan, outcome.what
+    result = outcome.result
+    if what == "recovered" and result is not None:
+        say(("done: " if result.ok else "stackdoctor: ") + result.message, "bold green" if result.ok else "bold red")
+        for note in result.notes:
+            say(f"  {note}", "yellow")
+        return
+    if what == "satisfied" and plan is not None:
+        reqs = ", ".join(p.requirement.replace("==", " ") for p in plan.packages)
+        say(f"already satisfied: {outcome.python} has {reqs}, the planned build, complete (every file's sha256 checked) and importing; nothing was changed.", "green")
+    if outcome.emitted is not None:
+        sys.stdout.write(outcome.emitted)
+    route = outcome.route
+    if what == "dry-run":
+        if route is not None:
+            say(f"dry run: run this with {opts.installer}:", "bold")
+            say("  " + format_command(route.command, dict(route.env), windows=outcome.windows))
+        else:
+            why = "" if opts.dry_run else " (--python-version, --platform, --replay, --driver, --gpu and --gfx only plan)"
+            say(f"dry run{why}: nothing was changed.")
+    elif what == "declined":
+        say("nothing was changed.")
+    elif outcome.conda_result is not None and route is not None:
+        if outcome.conda_result.ok:
+            say(f"done: {opts.installer} installed {' '.join(route.specs)}.", "bold green")
+        else:
+            from stackdoctor.install import failure_line
+
+            say(f"stackdoctor: {opts.installer} failed ({failure_line(outcome.conda_result)}).", "bold red")
+    elif what in ("installed", "failed") and result is not None:
+        say(("done: " if result.ok else "stackdoctor: ") + result.message, "bold green" if result.ok else "bold red")
+        for note in result.notes:
+            say(f"  {note}", "yellow")
+        if result.removed:
+            say(f"removed the previous variant's packages: {', '.join(result.removed)}.")
+        elif result.leftovers:
+            say(f"left behind by the previous variant: {', '.join(result.leftovers)} (remove them with --remove-leftovers).", "yellow")
+
+
+def plan_json(plan: Plan | None, exc: StackdoctorError | None = None) -> str:
+    """The one ``stackdoctor.plan/1`` document (``error`` set when ``exc`` stopped the command), redacted."""
+    from stackdoctor.errors import IndexError_, MatrixError, UsageError
+    from stackdoctor.plan import Plan, PlanError
+    from stackdoctor.redact import safe_data
+
+    if plan is None:
+        plan = Plan(torch_version=None, variant=None, index_url=None)
+    if exc is not None:
+        kind = "matrix" if isinstance(exc, MatrixError) else "usage" if isinstance(exc, UsageError) else "index" if isinstance(exc, IndexError_) else "unmet"
+        plan.error = PlanError(kind, str(exc), int(exc.exit_code))
+    return json.dumps(safe_data(plan.to_data()), indent=2) + "\n"
 
 
 def render_plan(plan: Plan, python: str, *, stderr: bool, hypothetical: bool = False, windows: bool = False) -> None:
