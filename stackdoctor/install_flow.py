@@ -379,16 +379,15 @@ def accelerator_seen(facts: Facts, variant: str | None) -> str | None:
 
 
 def resolve_plan(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix, torch: str | None = None) -> tuple[Plan, Request]:
-    """The plan for the request, with its command and the leftovers (:func:`stackdoctor.install.predict_leftovers`,
+    """The plan for the request, with its command and the leftovers (the resolver's, from :func:`stackdoctor.leftovers.predict_leftovers`,
     the one prediction; on this machine narrowed by the target's packages as ``--remove-leftovers`` will be)."""
-    from stackdoctor.install import install_command, predict_leftovers
+    from stackdoctor.install import install_command
     from stackdoctor.resolve import resolve
 
     request = make_request(opts, facts, matrix, torch)
     plan = resolve(facts, matrix, request)
     if plan.satisfiable:
         plan.command = install_command(plan, python, request.installer, uv=facts.python.uv_path or "uv")
-        plan.leftovers = predict_leftovers(facts.torch.distributions, plan.variant)  # the one prediction (execute's too)
         if plan.leftovers and not opts.what_if:  # the same answer --remove-leftovers acts on (install.leftovers)
             from stackdoctor.install import leftovers, snapshot
             from stackdoctor.system import System

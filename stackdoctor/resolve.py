@@ -26,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 
 from stackdoctor import accelerators
 from stackdoctor.facts import Facts
+from stackdoctor.leftovers import predict_leftovers
 from stackdoctor.matrix import (
     Matrix,
     Release,
@@ -547,25 +548,6 @@ def _packages(
     return out
 
 
-def _leftovers(facts: Facts, new_variant: str | None) -> list[str]:
-    old = facts.torch.variant
-    if not old or not new_variant or old == new_variant:
-        return []
-    ok, nk = variant_kind(old), variant_kind(new_variant)
-    if ok is None:
-        return []
-    dists = sorted(facts.torch.distributions)
-    if ok[0] == "cuda":
-        old_major = (ok[1] or "").split(".")[0]
-        new_major = (nk[1] or "").split(".")[0] if nk and nk[0] == "cuda" else None
-        if new_major == old_major:
-            return []
-        return [d for d in dists if d.lower().startswith("nvidia-") and (new_major is None or d.lower().endswith(f"-cu{old_major}"))]
-    if ok[0] == "rocm" and (nk is None or nk[0] != "rocm"):
-        return [d for d in dists if "rocm" in d.lower()]
-    return []
-
-
 def _finish(facts: Facts, matrix: Matrix, request: Request, fit: _Fit, plan: Plan, *, pypi: bool = False) -> Plan:
     v = fit.variant
     if pypi or v.index == "pypi":
@@ -589,7 +571,7 @@ def _finish(facts: Facts, matrix: Matrix, request: Request, fit: _Fit, plan: Pla
     plan.env.update(fit.env)
     plan.packages = _packages(matrix, request, fit.version, pkg_variant, index_url, plan.warnings, target_from(facts, matrix, request))
     plan.command = _command(facts, request, [p.requirement for p in plan.packages], index_url)
-    plan.leftovers = _leftovers(facts, v.name)
+    plan.leftovers = predict_leftovers(facts.torch.distributions, v.name)  # the one prediction (install's too)
     return plan
 
 

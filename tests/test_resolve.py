@@ -275,7 +275,8 @@ def test_leftovers_when_switching_cuda_major(m):
     facts.torch.distributions = {"torch": "7.7.0+cu130", "nvidia-cublas": "13.0.0.19", "nvidia-cudnn-cu13": "9.13.0.50", "numpy": "2.3.0"}
     plan = resolve(facts, m, Request())
     assert plan.variant == "cu126"
-    assert plan.leftovers == ["nvidia-cudnn-cu13"]
+    # CUDA 13 wheels without a suffix (nvidia-cublas) are left behind too, and numpy is no runtime
+    assert plan.leftovers == ["nvidia-cublas", "nvidia-cudnn-cu13"]
 
 
 def test_resolve_is_pure(m):

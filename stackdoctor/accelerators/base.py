@@ -47,7 +47,7 @@ class Accelerator:
     variant_prefixes: ClassVar[tuple[str, ...]]  # index variants that serve it: ("cu",) | ("rocm",) | ("xpu",) | ()
     available_field: ClassVar[str]  # the TorchFacts field of torch.<x>.is_available()
     error_field: ClassVar[str | None] = None  # the TorchFacts field with torch's reason when unavailable
-    runtime_families: ClassVar[tuple[str, ...]] = ()  # install.runtime_family() names of its runtime wheels
+    runtime_families: ClassVar[tuple[str, ...]] = ()  # leftovers.runtime_family() names of its runtime wheels
     hide_var: ClassVar[str | None] = None  # the variable a plan sets to hide devices from torch
     hide_vars: ClassVar[tuple[str, ...]] = ()  # every variable that hides its devices (default: hide_var)
     build_label: ClassVar[str] = ""  # its torch build in a sentence: "CUDA" | "ROCm" | "XPU"
