@@ -548,6 +548,27 @@ def _packages(
     return out
 
 
+_WHEEL_URL = re.compile(r"\S+\.whl")
+_WHEEL_OS = {"linux": ("linux",), "windows": ("win",), "macos": ("macosx",)}
+_WHEEL_ARCH = {"x86_64": ("x86_64", "amd64"), "amd64": ("x86_64", "amd64"), "aarch64": ("aarch64", "arm64"), "arm64": ("aarch64", "arm64")}
+
+
+def _learned_where(source: str, t: Target) -> str | None:
+    """The artifact a learned variant's row was read from, for this target's platform: the first wheel of the
+    target's OS and architecture; ``None`` when the learned wheels are all other platforms' (a merged row whose
+    build for this platform has another source); the first location when the source names no wheel."""
+    wheels: list[str] = _WHEEL_URL.findall(source)
+    if not wheels:
+        return source.split(" (", 1)[0].split("; ", 1)[0] or None
+    oses, arches = _WHEEL_OS.get(t.os, ()), _WHEEL_ARCH.get(t.arch, ())
+    for url in wheels:
+        plat = url.rsplit("/", 1)[-1].rsplit("-", 1)[-1]
+        if (not oses or any(w in plat for w in oses)) and (not arches or any(w in plat for w in arches)):
+            after = source.split(url, 1)[1].split()[:1]
+            return url + (f" {after[0]}" if after and after[0].startswith("sha256:") else "")
+    return None
+
+
 def _finish(facts: Facts, matrix: Matrix, request: Request, fit: _Fit, plan: Plan, *, pypi: bool = False) -> Plan:
     v = fit.variant
     if pypi or v.index == "pypi":
@@ -557,8 +578,8 @@ def _finish(facts: Facts, matrix: Matrix, request: Request, fit: _Fit, plan: Pla
         index_url, pkg_variant = v.index, v.name  # learned from that index (an index witness)
     else:
         index_url, pkg_variant = _index_url(matrix, request, v.name), v.name
-    if v.learned:
-        where = v.source.split(" (", 1)[0].split("; ", 1)[0]
+    where = _learned_where(v.source, target_from(facts, matrix, request)) if v.learned else None
+    if where:
         plan.reasons.append(
             f"torch {fit.version} {v.name}: learned {v.learned} from the index's own files ({where})"
             + (f"; GPU code {v.derived_from}" if v.derived_from and v.derived_from.startswith("inferred") else "")

@@ -500,3 +500,20 @@ def test_shipped_matrix_jetson_what_if_on_linux_aarch64_keeps_the_jetpack_source
     plan = resolve(machine("jetson-orin-jp62"), shipped, Request(platform="manylinux_2_28_aarch64"))
     row = shipped.jetson_row("36.4.3")
     assert (plan.variant, plan.index_url) == (row.variant, row.index_url), text(plan)
+
+
+@pytest.mark.parametrize(
+    ("platform", "cited"),
+    [("win_amd64", "win_amd64.whl"), ("macosx_14_0_arm64", "macosx_14_0_arm64.whl"), ("manylinux_2_28_x86_64", None)],
+)
+def test_a_learned_reason_cites_the_wheel_of_the_target_platform(shipped, platform, cited):
+    """torch 2.14.0's cpu row is PyPI's macOS and Windows wheels (learned) merged with the PyTorch index's Linux
+    builds (another source): a plan names the learned wheel of its own platform, and a Linux plan no learned wheel."""
+    plan = resolve(Facts(), shipped, Request(platform=platform, python_version="3.12", torch="2.14.0"))
+    assert (plan.torch_version, plan.variant) == ("2.14.0", "cpu"), plan.reasons
+    learned = [r for r in plan.reasons if "learned" in r]
+    if cited is None:
+        assert learned == [], learned
+    else:
+        assert len(learned) == 1 and cited in learned[0] and "sha256:" in learned[0], learned
+        assert all(p not in learned[0] for p in ("macosx", "win_amd64", "linux") if p not in cited)
