@@ -1,0 +1,72 @@
+"""Leftovers: which installed runtime packages (``nvidia-*``, ``cuda-toolkit``, ROCm's and XPU's wheels) a new torch
+variant will not use. Pure, so the resolver's plan, the dry run and ``install --remove-leftovers`` give one answer."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+__all__ = ["canonical_name", "families_needed", "predict_leftovers", "runtime_family"]
+
+
+def canonical_name(name: str) -> str:
+    """PEP 503's normalised project name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+
+def runtime_family(name: str) -> str | None:
+    """Which accelerator runtime a distribution belongs to (``None``: not a runtime package).
+
+    Real names: CUDA 12 wheels end in ``-cu12`` (``nvidia-cuda-runtime-cu12``); CUDA 13 ones drop
+    the suffix (``nvidia-cuda-runtime``, ``nvidia-cublas``) or end in ``-cu13`` (``nvidia-cudnn-cu13``),
+    plus ``cuda-toolkit``; ROCm: ``rocm``, ``rocm-sdk-*``, ``pytorch-triton-rocm``; XPU: ``intel-sycl-rt``,
+    ``onemkl-sycl-*``, ``pytorch-triton-xpu``. ``nvidia-ml-py`` (NVML bindings) is not a runtime.
+    """
+    n = canonical_name(name)
+    if n.startswith("nvidia-ml-py") or n == "pynvml":
+        return None
+    if n.startswith("nvidia-"):
+        return "cuda12" if n.endswith("-cu12") else "cuda13"
+    if n in ("cuda-toolkit",):
+        return "cuda13"
+    if n in ("triton",):
+        return "cuda"
+    if n == "rocm" or n.startswith("rocm-sdk") or n in ("pytorch-triton-rocm", "triton-rocm"):
+        return "rocm"
+    if n in ("intel-sycl-rt", "intel-pti", "pytorch-triton-xpu", "triton-xpu", "pyzes") or n.startswith("onemkl-sycl"):
+        return "xpu"
+    return None
+
+
+def families_needed(variant: str | None) -> set[str] | None:
+    """Runtime families a variant uses; ``None`` when unknown (then nothing is called a leftover)."""
+    if variant is None:
+        return None
+    m = re.fullmatch(r"cu(\d+)", variant)
+    if m:
+        major = int(m.group(1)[:2]) if len(m.group(1)) >= 3 else int(m.group(1)[:1])
+        return {"cuda", "cuda12"} if major == 12 else {"cuda", "cuda13"} if major >= 13 else {"cuda"}
+    if variant.startswith("rocm"):
+        return {"rocm"}
+    if variant == "xpu":
+        return {"xpu"}
+    if variant == "cpu":
+        return set()
+    from stackdoctor import accelerators
+
+    acc = accelerators.for_variant(variant)  # a plug-in kind's build: the runtime families it declares
+    return set(acc.runtime_families) if acc is not None and acc not in accelerators.BUILTIN else None
+
+
+def predict_leftovers(installed: Mapping[str, str], variant: str | None) -> list[str]:
+    """Before installing: runtime packages of another variant that the new one will not use."""
+    need = families_needed(variant)
+    if need is None:
+        return []
+    out = []
+    for name in installed:
+        fam = runtime_family(name)
+        if fam is not None and fam not in need:
+            out.append(canonical_name(name))
+    return sorted(set(out))
