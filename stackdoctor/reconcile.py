@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from stackdoctor import accelerators
 from stackdoctor.facts import (
@@ -193,25 +194,10 @@ def _publish(f: Facts, view: ReconciledFacts, more: dict[str, SeenValue]) -> Non
         src = seen.source or "nvidia"
         user = src in WITNESS_ORDER or src in (n.observed.get(key) or {})
         n.sources[key] = src if user and not src.startswith(("/proc", "/sys")) else DERIVED + src
-    by_bus = {bus_key(g.bus_id): g for g in n.gpus if bus_key(g.bus_id)}
-    tools = set(_kind("nvidia").tool_witnesses)
-    for v in (g for g in view.gpus if g.vendor == "nvidia"):
-        if set(v.witnesses) & tools:
-            g = by_bus.get(v.bus_id) or next((x for x in n.gpus if x.index == v.index), None)
-            if g is not None and g.compute_capability is None and v.compute_capability:
-                src = v.sources.get("compute_capability") or "reconciled view"
-                g.compute_capability, g.sources["compute_capability"] = v.compute_capability, src if _derived(src) else DERIVED + src
-            continue
-        if v.witnesses == [W_PCI] or not v.witnesses and v.torch_index is None:
-            continue  # a GPU no driver lists (only the PCI bus sees it) is not a driver's GPU
-        g = NvidiaGpu(index=v.index, name=v.name, uuid=v.uuid, compute_capability=v.compute_capability, memory_total_mib=v.memory_total_mib, bus_id=v.bus_id)
-        g.sources["index"] = DERIVED + "reconciled view (" + ", ".join(v.witnesses) + ")"
-        for k in ("name", "uuid", "compute_capability", "memory_total_mib", "bus_id"):
-            given = v.sources.get(k)
-            if getattr(g, k) is not None and given:
-                g.sources[k] = given if _derived(given) else DERIVED + given
-        n.gpus.append(g)
-    n.gpus.sort(key=lambda g: g.index)
+    _publish_gpus(
+        n.gpus, view, "nvidia", fill="compute_capability", fields=("name", "uuid", "compute_capability", "memory_total_mib", "bus_id"),
+        make=lambda v: NvidiaGpu(index=v.index, name=v.name, uuid=v.uuid, compute_capability=v.compute_capability, memory_total_mib=v.memory_total_mib, bus_id=v.bus_id),
+    )
 
 
 def _publish_rocm(f: Facts, view: ReconciledFacts) -> None:
@@ -225,25 +211,41 @@ def _publish_rocm(f: Facts, view: ReconciledFacts) -> None:
         src = seen.source or "rocm"
         r.version = seen.value
         r.sources["version"] = src if src in (r.observed.get("version") or {}) else DERIVED + src
-    tools = set(_kind("amd").tool_witnesses)
-    by_bus = {bus_key(g.bus_id): g for g in r.gpus if bus_key(g.bus_id)}
-    for v in (g for g in view.gpus if g.vendor == "amd"):
+    _publish_gpus(
+        r.gpus, view, "amd", fill="gfx", fields=("name", "gfx", "uuid", "memory_total_mib", "bus_id"),
+        make=lambda v: RocmGpu(index=v.index, name=v.name, gfx=v.gfx, integrated=v.integrated, uuid=v.uuid, memory_total_mib=v.memory_total_mib, bus_id=v.bus_id),
+    )
+
+
+_G = TypeVar("_G", NvidiaGpu, RocmGpu)
+
+
+def _publish_gpus(own: list[_G], view: ReconciledFacts, kind: str, *, fill: str, fields: tuple[str, ...], make: Callable[[GpuView], _G]) -> None:
+    """A kind's GPUs in its stable keys from the reconciled view: a GPU its own tools list gains the ``fill`` value
+    (compute capability, gfx target) another witness gave where the tool gave none; a GPU only other witnesses list
+    (the kernel driver's files, torch) is added, marked ``reconcile:``; one only the PCI bus sees is no driver's GPU."""
+    acc = _kind(kind)
+    tools = set(acc.tool_witnesses)
+    by_bus = {bus_key(g.bus_id): g for g in own if bus_key(g.bus_id)}
+    for v in (g for g in view.gpus if g.vendor == acc.vendor):
         if set(v.witnesses) & tools:
-            rg = by_bus.get(v.bus_id) or next((x for x in r.gpus if x.index == v.index), None)
-            if rg is not None and rg.gfx is None and v.gfx:
-                src = v.sources.get("gfx") or "reconciled view"
-                rg.gfx, rg.sources["gfx"] = v.gfx, src if _derived(src) else DERIVED + src
+            g = by_bus.get(v.bus_id) or next((x for x in own if x.index == v.index), None)
+            value = getattr(v, fill)
+            if g is not None and getattr(g, fill) is None and value:
+                src = v.sources.get(fill) or "reconciled view"
+                setattr(g, fill, value)
+                g.sources[fill] = src if _derived(src) else DERIVED + src
             continue
         if v.witnesses == [W_PCI] or not v.witnesses and v.torch_index is None:
-            continue  # a GPU only the PCI bus sees is not one amdgpu drives
-        rg = RocmGpu(index=v.index, name=v.name, gfx=v.gfx, integrated=v.integrated, uuid=v.uuid, memory_total_mib=v.memory_total_mib, bus_id=v.bus_id)
-        rg.sources["index"] = DERIVED + "reconciled view (" + ", ".join(v.witnesses or ["torch"]) + ")"
-        for k in ("name", "gfx", "uuid", "memory_total_mib", "bus_id"):
+            continue  # a GPU no driver lists (only the PCI bus sees it) is not a driver's GPU
+        g = make(v)
+        g.sources["index"] = DERIVED + "reconciled view (" + ", ".join(v.witnesses or ["torch"]) + ")"
+        for k in fields:
             given = v.sources.get(k)
-            if getattr(rg, k) is not None and given:
-                rg.sources[k] = given if _derived(given) else DERIVED + given
-        r.gpus.append(rg)
-    r.gpus.sort(key=lambda g: g.index)
+            if getattr(g, k) is not None and given:
+                g.sources[k] = given if _derived(given) else DERIVED + given
+        own.append(g)
+    own.sort(key=lambda g: g.index)
 
 
 def _rocm_version(f: Facts) -> SeenValue:
