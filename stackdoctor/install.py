@@ -518,28 +518,21 @@ class GpuCodeCheck:
 
 
 def _build_kind(variant: str | None) -> tuple[str, str] | None:
-    """(library kind, GPU vendor) of a GPU build's variant name: cu* -> CUDA on NVIDIA, rocm* -> HIP on AMD."""
-    v = variant or ""
-    if re.match(r"^cu\d+$", v):
-        return "cuda", "nvidia"
-    if v.startswith("rocm"):
-        return "hip", "amd"
-    return None
+    """(library kind, GPU vendor) of a GPU build's variant name (:func:`stackdoctor.matrix.variant_kind`): cu* -> CUDA
+    on NVIDIA, rocm* -> HIP on AMD."""
+    from stackdoctor.matrix import variant_kind
+
+    kind = variant_kind(variant or "")
+    return {"cuda": ("cuda", "nvidia"), "rocm": ("hip", "amd")}.get(kind[0]) if kind else None
 
 
 def _gpus_for(plan: Plan, vendor: str, gpus: Sequence[GpuView]) -> list[GpuView]:
     """The GPUs of ``vendor`` the installed torch will run on: listed by their driver's tools (not seen only on the
-    PCI bus, as the resolver counts them), minus those the plan's environment hides (``CUDA_VISIBLE_DEVICES``...)."""
-    listed = [g for g in gpus if g.vendor == vendor and g.witnesses != ["pci"]]
-    from stackdoctor import accelerators
+    PCI bus, as the resolver counts them), minus those the plan's environment hides (``CUDA_VISIBLE_DEVICES``...,
+    read as the rules read it: :func:`stackdoctor.rules.helpers.visible_to_torch`)."""
+    from stackdoctor.rules.helpers import visible_to_torch
 
-    hide = "CUDA_VISIBLE_DEVICES" if vendor == "nvidia" else next(
-        (a.hide_var for a in accelerators.ALL if a.vendor == vendor and a.hide_var), "HIP_VISIBLE_DEVICES")
-    shown = plan.env.get(hide) if hide else None
-    if shown is None:
-        return listed
-    keep = {x.strip() for x in shown.split(",") if x.strip()}
-    return [g for g in listed if str(g.index) in keep or (g.uuid and g.uuid in keep)]
+    return [g for g in gpus if g.vendor == vendor and g.witnesses != ["pci"] and visible_to_torch(g, plan.env)]
 
 
 def _label(g: GpuView, arch: str | None) -> str:
