@@ -227,6 +227,33 @@ def run(args):
                         "error": "ranks %s never joined in %g s" % (",".join(str(r) for r in range(world) if r not in joined), timeout_s)})
             return out
         time.sleep(0.05)
+    try:
+        return _joined(torch, dist, args, out, store, keys, rank, world, device, h, backend, deadline, fleet)
+    finally:
+        _linger(store, rank, world, deadline)
+
+
+def _linger(store, rank, world, deadline):
+    """Rank 0 holds the rendezvous store: it waits (up to 10 s) until every peer says it is done, so a peer that
+    fails on its own (an --iface it lacks) reports its own error, not "rendezvous store lost" because rank 0
+    failed first and took the store with it."""
+    if rank != 0:
+        try:
+            store.set("sd/done/%d" % rank, "1")
+        except Exception:
+            pass
+        return
+    keys = ["sd/done/%d" % r for r in range(1, world)]
+    until = min(deadline, time.monotonic() + 10.0)
+    while keys and time.monotonic() < until:
+        try:
+            keys = [k for k in keys if not store.check([k])]
+        except Exception:
+            return
+        time.sleep(0.05)
+
+
+def _joined(torch, dist, args, out, store, keys, rank, world, device, h, backend, deadline, fleet):
     out["hosts"] = {str(r): _get(store, keys[r]) for r in range(world)}
     if fleet:
         # fleet: every rank's probe summary through the store (all_gather_object would need
