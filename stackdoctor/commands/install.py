@@ -10,13 +10,16 @@ prints one ``stackdoctor.plan/1`` document, with ``error`` set when the command 
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from stackdoctor.errors import StackdoctorError
 from stackdoctor.install_flow import Hooks, InstallOptions, InstallOutcome, install
 from stackdoctor.render.plan import format_command, localized, plan_json, render_outcome, render_planned, say, write_err
+
+if TYPE_CHECKING:  # pragma: no cover
+    from stackdoctor.source_run import FromSourceOptions
 
 __all__ = ["InstallOptions", "format_command", "register", "run"]
 
@@ -49,8 +52,22 @@ def register(app: typer.Typer) -> None:
         recover: Annotated[bool, typer.Option("--recover", help="Only finish an install that was killed: put the previous torch back (or keep a complete new one), then stop.")] = False,
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds the install may take.")] = 3600.0,
         index_timeout: Annotated[float, typer.Option("--index-timeout", help="Seconds for each index page.")] = 20.0,
+        from_source: Annotated[bool, typer.Option("--from-source", help="Build torch from source: the prerequisites, environment and commands PyTorch's README asks for (--emit build-env writes the environment).")] = False,
+        ptx: Annotated[bool, typer.Option("--ptx", help="--from-source: add +PTX to the newest GPU arch in TORCH_CUDA_ARCH_LIST.")] = False,
+        source_dir: Annotated[str, typer.Option("--source-dir", help="--from-source: the folder the source is cloned into.")] = "pytorch",
+        source_url: Annotated[Optional[str], typer.Option("--source-url", help="--from-source: clone from this URL or path (a mirror) instead of GitHub.")] = None,
+        step: Annotated[Optional[list[str]], typer.Option("--step", help="--from-source: run only this step (repeatable): clone, submodules, deps, mkl, amd, build.")] = None,
+        build_log: Annotated[Optional[str], typer.Option("--build-log", help="--from-source: the log file (default: stackdoctor-build-<time>.log here).")] = None,
     ) -> int:
         """Install the right torch build for this machine (or show the plan for another)."""
+        if from_source:
+            from stackdoctor.source_run import FromSourceOptions
+
+            return int(run_from_source(FromSourceOptions(
+                torch=torch, python=python, matrix=list(matrix or []), replay=replay, gpus=list(gpu or []), gfx=list(gfx or []),
+                platform=platform, python_version=python_version, ptx=ptx, source_dir=source_dir, source_url=source_url,
+                steps=list(step or []), dry_run=dry_run, json_out=json_out, emit=emit, log=build_log, timeout_s=timeout if timeout != 3600.0 else 4 * 3600.0,
+            )))
         opts = InstallOptions(
             packages=list(packages or []),
             torch=torch,
@@ -110,3 +127,24 @@ def _print_json(outcome: InstallOutcome, exc: StackdoctorError | None) -> None:
         sys.stdout.flush()
     except (OSError, ValueError):
         pass
+
+
+def run_from_source(opts: FromSourceOptions) -> int:
+    """``--from-source``: the build plan (and, without ``--dry-run``, the build); ``--json`` one ``stackdoctor.build-plan/1``."""
+    from stackdoctor import source_run
+    from stackdoctor.render.build import build_json, render_build
+
+    try:
+        outcome = source_run.run(opts, say, write_err)
+    except StackdoctorError as exc:
+        if opts.json_out:
+            sys.stdout.write(build_json(None, exc))
+        raise
+    if outcome.emitted is not None:
+        sys.stdout.write(outcome.emitted)
+        return outcome.exit_code
+    if outcome.plan is not None:
+        render_build(outcome.plan)
+        if opts.json_out:
+            sys.stdout.write(build_json(outcome.plan))
+    return outcome.exit_code

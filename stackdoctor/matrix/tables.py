@@ -1150,6 +1150,63 @@ CONDA: Table[CondaInfo] = Table(
 )
 
 
+# ---------------------------------------------------------------------------- source_build (issue 34)
+
+
+@dataclass(frozen=True)
+class SourceBuildFact:
+    """One requirement of building torch from source (PyTorch's README, "From Source"), or a page it points to."""
+
+    name: str  # "python", "gcc", "disk", "cudnn", ...
+    minimum: str | None  # "3.10", "11.3.0", "10"; None: only needed, no version named
+    unit: str | None  # "version" (default) or "GB"
+    url: str | None  # where a user reads more (a support matrix, an installer)
+    source: str
+    note: str | None = None
+
+
+_SB_UNITS = ("version", "GB")
+
+
+def _source_build(ctx: _Ctx, d: _LDict, where: str, name: str) -> tuple[SourceBuildFact]:
+    minimum = ctx.text(d, "minimum", where)
+    if minimum is not None and not re.match(r"^\d+(\.\d+)*$", minimum):
+        raise ctx.fail(ctx.line_of(d, "minimum"), f"{where}.minimum", f"unparsable minimum {minimum!r} (expected like \"11.3.0\" or \"10\")")
+    unit = ctx.text(d, "unit", where)
+    if unit is not None and unit not in _SB_UNITS:
+        raise ctx.fail(ctx.line_of(d, "unit"), f"{where}.unit", f"must be version or GB, not {unit!r}")
+    return _one(SourceBuildFact(
+        name, minimum, unit, _url(ctx, d, "url", where), ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where),
+    ))
+
+
+SOURCE_BUILD: Table[SourceBuildFact] = Table(
+    key="source_build",
+    summary="what building torch from source needs (source_build.yaml; `install --from-source`)",
+    shape="mapping",
+    fields=(
+        Field("minimum", "string", "the least version (`\"11.3.0\"`) or amount (`\"10\"` with `unit: GB`); absent: needed, no version named"),
+        Field("unit", "string", "`version` (default) or `GB`"),
+        Field("url", "string", "`http(s)://`: where a user reads more (a support matrix, an installer page)"),
+        _SOURCE, _NOTE,
+    ),
+    parse=_source_build,
+    key_of=lambda r: r.name,
+    check_key=_no(r"^[a-z][a-z0-9_]*$", "not a requirement name (lower-case letters, digits, '_'): {}"),
+    key_doc="the requirement: `python`, `gcc`, `disk`, `cudnn`, `rocm`, `memory_per_job`, `repository`, ...",
+    doc=(
+        "Read by `stackdoctor install --from-source` (`stackdoctor/source_build.py`): each prerequisite's minimum, and the pages\n"
+        "its fixes name. The code holds no version: a row missing here is planned as \"needed, no version named\".\n"
+        "\n"
+        "```yaml\n"
+        "source_build:\n"
+        "  gcc: {minimum: \"11.3.0\", source: \"https://github.com/pytorch/pytorch/blob/main/README.md#prerequisites\"}\n"
+        "  disk: {minimum: \"10\", unit: GB, source: \"...\"}\n"
+        "```"
+    ),
+)
+
+
 # ---------------------------------------------------------------------------- the registry
 
 # in the order a document's tables are read (a file with two bad tables names the first of them)
@@ -1157,4 +1214,5 @@ TABLES: tuple[Table[Any], ...] = (
     RELEASES, CUDA, GPUS, ROCM_OVERRIDES, JETSON, PEAKS, INDEXES,
     L4T_RELEASES, ROCM_APUS, INTEL_GPUS, FP32_LANES, THRESHOLDS,
     MIRRORS, PYPI_DEFAULT, CONDA,
+    SOURCE_BUILD,
 )

@@ -1,0 +1,253 @@
+"""The tools a source build of torch needs: compilers, CMake, Ninja, git, nvcc, cuDNN, NVTX, ROCm, disk and memory.
+
+Asked only by ``stackdoctor install --from-source`` (``check`` never runs it). Every tool is run through
+:class:`~stackdoctor.system.System` (argv, no shell, a timeout); every file is read through it (under the sysroot).
+The parsers are pure ``parse_*(text)`` functions, tested on recorded real outputs (``tests/fixtures/buildtools/``,
+each with its source in ``SOURCE.md`` there). It gathers and parses; what is enough is
+:mod:`stackdoctor.source_build`'s to say.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+
+from stackdoctor.probes import ProbeContext, Target
+from stackdoctor.system import System
+
+__all__ = [
+    "BuildTools",
+    "Tool",
+    "parse_clang_version",
+    "parse_cmake_version",
+    "parse_cudnn_header",
+    "parse_gcc_version",
+    "parse_git_version",
+    "parse_meminfo",
+    "parse_msvc_version",
+    "parse_ninja_version",
+    "probe_build_tools",
+]
+
+_VERSION = r"(\d+\.\d+(?:\.\d+)*)"
+
+
+@dataclass
+class Tool:
+    """One tool as found: where, its version, and what said so (``gcc --version``, a header's path)."""
+
+    name: str  # "gcc", "clang", "cl", "cmake", "ninja", "git", "nvcc", "cudnn", "nvtx", "rocm"
+    path: str | None = None
+    version: str | None = None
+    witness: str | None = None  # what gave the version: the command, or the file read
+    error: str | None = None  # it is there but did not answer (timeout, crash)
+
+
+@dataclass
+class BuildTools:
+    """What :func:`probe_build_tools` found (plain data; never judged here)."""
+
+    compilers: list[Tool] = field(default_factory=list)  # gcc / clang (Linux, macOS), cl (Windows), in that order
+    cmake: Tool = field(default_factory=lambda: Tool("cmake"))
+    ninja: Tool = field(default_factory=lambda: Tool("ninja"))
+    git: Tool = field(default_factory=lambda: Tool("git"))
+    nvcc: Tool = field(default_factory=lambda: Tool("nvcc"))
+    cuda_home: str | None = None  # the toolkit root the nvcc belongs to
+    cudnn: Tool = field(default_factory=lambda: Tool("cudnn"))
+    nvtx: Tool = field(default_factory=lambda: Tool("nvtx"))
+    rocm: Tool = field(default_factory=lambda: Tool("rocm"))
+    free_disk_bytes: int | None = None
+    disk_path: str | None = None  # where the free space was measured (the build directory, or its nearest parent)
+    memory_available_bytes: int | None = None
+    memory_witness: str | None = None
+    cpus: int | None = None
+
+
+# ---------------------------------------------------------------------------- parsers (pure)
+
+
+def parse_gcc_version(text: str) -> str | None:
+    """``gcc --version`` -> ``"11.4.0"``: the first version after the first line's ``(...)`` (a date such as
+    ``20250207`` after it is not one). ``gcc (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0`` -> ``"11.4.0"``."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    first = text.strip().splitlines()[0]
+    if "clang version" in first:  # macOS's gcc is clang
+        return None
+    tail = first.split(")", 1)[1] if ")" in first else first
+    m = re.search(rf"(?<![\w.-]){_VERSION}(?![\w.-])", tail)
+    return m.group(1) if m else None
+
+
+def parse_clang_version(text: str) -> str | None:
+    """``clang --version`` -> ``"10.0.1"`` (``Ubuntu clang version 10.0.1-++2020...``, ``Apple clang version 15.0.0``)."""
+    m = re.search(rf"clang version {_VERSION}", text or "")
+    return m.group(1) if m else None
+
+
+def parse_msvc_version(text: str) -> str | None:
+    """``cl`` (its banner, on stderr) -> ``"19.27.29111"`` (``Microsoft (R) C/C++ Optimizing Compiler Version 19.27.29111 for x64``)."""
+    m = re.search(rf"C/C\+\+ Optimizing Compiler Version {_VERSION}", text or "")
+    return m.group(1) if m else None
+
+
+def parse_cmake_version(text: str) -> str | None:
+    """``cmake --version`` -> ``"3.25.1"`` (``cmake version 3.25.1``)."""
+    m = re.search(rf"cmake version {_VERSION}", text or "")
+    return m.group(1) if m else None
+
+
+def parse_ninja_version(text: str) -> str | None:
+    """``ninja --version`` -> ``"1.11.1"`` (its whole output; ``1.11.1.git.kitware.jobserver-1`` -> ``"1.11.1"``)."""
+    m = re.match(rf"\s*{_VERSION}", text or "")
+    return m.group(1) if m else None
+
+
+def parse_git_version(text: str) -> str | None:
+    """``git --version`` -> ``"2.39.5"`` (``git version 2.39.5``, ``git version 2.45.1.windows.1``)."""
+    m = re.search(rf"git version {_VERSION}", text or "")
+    return m.group(1) if m else None
+
+
+def parse_cudnn_header(text: str) -> str | None:
+    """``cudnn_version.h`` (or an old ``cudnn.h``) -> ``"9.5.1"`` from its ``CUDNN_MAJOR`` / ``MINOR`` / ``PATCHLEVEL`` defines."""
+    parts = []
+    for name in ("CUDNN_MAJOR", "CUDNN_MINOR", "CUDNN_PATCHLEVEL"):
+        m = re.search(rf"^\s*#\s*define\s+{name}\s+(\d+)\b", text or "", re.M)
+        if not m:
+            break
+        parts.append(str(int(m.group(1))))
+    return ".".join(parts) if len(parts) >= 2 else None
+
+
+def parse_meminfo(text: str) -> int | None:
+    """``/proc/meminfo`` -> the bytes ``MemAvailable`` says (``MemAvailable:   12345678 kB``)."""
+    m = re.search(r"^MemAvailable:\s+(\d+)\s*kB", text or "", re.M)
+    return int(m.group(1)) * 1024 if m else None
+
+
+# ---------------------------------------------------------------------------- the probe
+
+
+def _run_tool(system: System, name: str, argv_tail: list[str], parse, timeout: float, *, stderr_too: bool = False) -> Tool:  # type: ignore[no-untyped-def]
+    tool = Tool(name)
+    path = system.which(name)
+    if path is None:
+        return tool
+    tool.path = path
+    res = system.run([path, *argv_tail], timeout=timeout)
+    text = res.stdout + ("\n" + res.stderr if stderr_too else "")
+    tool.version = parse(text)
+    tool.witness = " ".join([name, *argv_tail]).strip()
+    if res.status == "timeout":
+        tool.error = f"{path} did not answer in {timeout:g} s"
+    elif tool.version is None:
+        tool.error = f"{name} {' '.join(argv_tail)}: {res.describe_failure() if not res.ok else 'no version in its output'}".strip()
+    return tool
+
+
+def _compilers(system: System, timeout: float) -> list[Tool]:
+    out: list[Tool] = []
+    if system.windows:
+        cl = _run_tool(system, "cl", [], parse_msvc_version, timeout, stderr_too=True)
+        if cl.path:
+            cl.error = None if cl.version else cl.error
+            out.append(cl)
+        return out
+    gcc = _run_tool(system, "gcc", ["--version"], parse_gcc_version, timeout)
+    if gcc.path:
+        if gcc.version is None and parse_clang_version(system.run([gcc.path, "--version"], timeout=timeout).stdout):
+            gcc = Tool("gcc", gcc.path, None, "gcc --version", "gcc is clang here (Apple's Xcode tools)")
+        out.append(gcc)
+    clang = _run_tool(system, "clang", ["--version"], parse_clang_version, timeout)
+    if clang.path:
+        out.append(clang)
+    return out
+
+
+_CUDNN_DIRS = ("/usr/include", "/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu", "/usr/local/cuda/include")
+
+
+def _cudnn(system: System, cuda_home: str | None, extra: list[str]) -> Tool:
+    osp = system.ospath
+    dirs = [osp.join(h, "include") for h in ([cuda_home] if cuda_home else [])] + extra
+    if not system.windows:
+        dirs += list(_CUDNN_DIRS)
+    for d in dict.fromkeys(dirs):
+        for name in ("cudnn_version.h", "cudnn.h"):
+            p = osp.join(d, name)
+            r = system.read_text(p)
+            if r.ok:
+                v = parse_cudnn_header(r.text)
+                if v:
+                    return Tool("cudnn", p, v, p)
+    return Tool("cudnn")
+
+
+def _nvtx(system: System, cuda_home: str | None) -> Tool:
+    if not cuda_home:
+        return Tool("nvtx")
+    osp = system.ospath
+    for rel in (("include", "nvtx3", "nvToolsExt.h"), ("include", "nvtx3", "nvtx3.hpp"), ("include", "nvToolsExt.h")):
+        p = osp.join(cuda_home, *rel)
+        if system.is_file(p):
+            return Tool("nvtx", p, None, p)
+    return Tool("nvtx")
+
+
+def _rocm(system: System) -> Tool:
+    from stackdoctor.probes.rocm import parse_rocm_version_file
+
+    env = system.getenv("ROCM_PATH")
+    for base, via in ((env, "ROCM_PATH"), ("/opt/rocm", "/opt/rocm")):
+        if not base or system.windows:
+            continue
+        r = system.read_text(f"{base.rstrip('/')}/.info/version")
+        if r.ok and parse_rocm_version_file(r.text):
+            return Tool("rocm", base, parse_rocm_version_file(r.text), f"{base.rstrip('/')}/.info/version ({via})")
+        if system.exists(base):
+            return Tool("rocm", base, None, via, f"{base}/.info/version is missing or unreadable")
+    return Tool("rocm")
+
+
+def _free_disk(path: str) -> tuple[int | None, str | None]:
+    """Free bytes where ``path`` is, or would be (its nearest existing parent)."""
+    p = os.path.abspath(path)
+    while p and not os.path.exists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    try:
+        return shutil.disk_usage(p).free, p
+    except OSError:
+        return None, None
+
+
+def probe_build_tools(system: System, build_dir: str, *, python: str = "python", timeout_s: float = 10.0) -> BuildTools:
+    """Everything a source build asks of this machine; never raises (a tool that fails is a fact with its ``error``)."""
+    from stackdoctor.probes.cuda_toolkit import probe as probe_cuda
+
+    bt = BuildTools()
+    bt.compilers = _compilers(system, timeout_s)
+    bt.cmake = _run_tool(system, "cmake", ["--version"], parse_cmake_version, timeout_s)
+    bt.ninja = _run_tool(system, "ninja", ["--version"], parse_ninja_version, timeout_s)
+    bt.git = _run_tool(system, "git", ["--version"], parse_git_version, timeout_s)
+    ctk = probe_cuda(ProbeContext(system=system, target=Target(python=python, selected_by="--python"), timeout_s=timeout_s)).facts["cuda_toolkit"]
+    if ctk.nvcc_path:
+        bt.nvcc = Tool("nvcc", ctk.nvcc_path, ctk.nvcc_version, ctk.sources.get("nvcc_version"))
+        osp = system.ospath
+        bt.cuda_home = ctk.cuda_home or osp.dirname(osp.dirname(ctk.nvcc_path))
+    bt.cudnn = _cudnn(system, bt.cuda_home, [])
+    bt.nvtx = _nvtx(system, bt.cuda_home)
+    bt.rocm = _rocm(system)
+    bt.free_disk_bytes, bt.disk_path = _free_disk(build_dir)
+    if not system.windows:
+        mi = system.read_text("/proc/meminfo")
+        if mi.ok:
+            bt.memory_available_bytes = parse_meminfo(mi.text)
+            bt.memory_witness = "/proc/meminfo MemAvailable" if bt.memory_available_bytes else None
+    bt.cpus = os.cpu_count()
+    return bt

@@ -1,0 +1,451 @@
+"""The plan of a source build of torch (``stackdoctor install --from-source``): pure over the facts the probes gathered.
+
+PyTorch's README ("From Source") asks a machine for a list of things: a Python, a C++20 compiler, CMake, Ninja,
+git, free disk, memory for the parallel jobs, and for an accelerator its toolkit (nvcc, cuDNN, NVTX; ROCm; Intel's
+prerequisites). :func:`build_plan` turns the reconciled facts, the build tools found
+(:class:`stackdoctor.probes.buildtools.BuildTools`) and the matrix's ``source_build`` table into one
+:class:`BuildPlan`: each prerequisite needed / found / ok or missing with its fix, the environment the build reads
+(``TORCH_CUDA_ARCH_LIST`` from the GPUs' compute capabilities, ``PYTORCH_ROCM_ARCH`` from their gfx,
+``USE_CUDA`` / ``USE_ROCM`` / ``USE_XPU``, ``CMAKE_PREFIX_PATH``, ``CUDA_HOME`` / ``ROCM_PATH``, ``MAX_JOBS``) and
+the commands in order, quoted for the platform's shell. No version is written here: the minimums are the matrix's.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from stackdoctor.shell import powershell_set, word
+from stackdoctor.versions import dotted
+
+if TYPE_CHECKING:  # pragma: no cover
+    from stackdoctor.facts import Facts
+    from stackdoctor.matrix import Matrix
+    from stackdoctor.probes.buildtools import BuildTools, Tool
+
+BUILD_PLAN_SCHEMA = "stackdoctor.build-plan/1"
+STEPS = ("clone", "submodules", "deps", "mkl", "amd", "build")
+_GB = 1000**3
+
+
+@dataclass
+class Prerequisite:
+    """One thing the build needs: what, what was found (version, path, what said so), ok / missing / unknown, the fix."""
+
+    name: str  # "python", "compiler", "cmake", "ninja", "git", "pip", "disk", "memory", "nvcc", "cudnn", "nvtx", "rocm", "intel-gpu"
+    needed: str
+    found: str | None = None
+    path: str | None = None
+    witness: str | None = None
+    status: str = "unknown"  # "ok" | "missing" | "unknown" (not checked here: a what-if for another platform, or nothing to read)
+    fix: str | None = None
+    source: str | None = None  # where the requirement is written (the matrix row's source)
+    steps: list[str] = field(default_factory=list)  # the commands that need it (a run stops before the first of them)
+
+
+@dataclass
+class BuildCommand:
+    step: str  # one of STEPS
+    argv: list[str]
+    cwd: str  # where it runs: "." (the folder the source is cloned into) or the source folder
+    line: str  # the command as typed in the plan's shell (POSIX sh or PowerShell)
+
+
+@dataclass
+class BuildPlan:
+    torch_version: str | None  # the release built (None: the matrix knows none)
+    tag: str | None  # "v2.13.0"
+    accelerator: str  # "cuda" | "rocm" | "xpu" | "cpu"
+    os: str  # "linux" | "windows" | "macos"
+    shell: str  # "posix" | "powershell"
+    source_url: str
+    source_dir: str
+    python: str
+    prerequisites: list[Prerequisite] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    env_reasons: dict[str, str] = field(default_factory=dict)  # why each value
+    commands: list[BuildCommand] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    machine: str | None = None  # what-ifs: the machine planned for
+    log: str | None = None  # a run: the log file
+    ran: list[str] = field(default_factory=list)  # a run: the steps that finished
+    error: str | None = None
+
+    @property
+    def ready(self) -> bool:
+        return not any(p.status == "missing" for p in self.prerequisites)
+
+    def blocking(self, steps: list[str]) -> Prerequisite | None:
+        """The first missing prerequisite one of ``steps`` needs."""
+        return next((p for p in self.prerequisites if p.status == "missing" and set(p.steps) & set(steps)), None)
+
+    def to_data(self) -> dict[str, Any]:
+        from stackdoctor.facts import to_data
+
+        return {"schema": BUILD_PLAN_SCHEMA, **to_data(self)}
+
+
+@dataclass
+class BuildRequest:
+    torch: str | None = None  # a release ("2.13.0"); None: the newest the matrix knows
+    gpus: list[str] = field(default_factory=list)  # what-if: names or sm_XY
+    gfx: list[str] = field(default_factory=list)
+    platform: str | None = None  # what-if wheel platform tag (its OS decides the shell)
+    python_version: str | None = None
+    ptx: bool = False  # add +PTX to the newest arch
+    source_url: str | None = None  # default: the matrix's repository
+    source_dir: str = "pytorch"
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+def _row(matrix: Matrix, name: str) -> Any:
+    table = matrix.table("source_build") or {}
+    return table.get(name)
+
+
+def _minimum(matrix: Matrix, name: str) -> str | None:
+    row = _row(matrix, name)
+    return row.minimum if row is not None else None
+
+
+def _src(matrix: Matrix, name: str) -> str | None:
+    row = _row(matrix, name)
+    return row.source if row is not None else None
+
+
+def _url(matrix: Matrix, name: str) -> str | None:
+    row = _row(matrix, name)
+    return row.url if row is not None else None
+
+
+def _at_least(found: str | None, minimum: str | None) -> bool | None:
+    """found >= minimum (None: either is unknown)."""
+    if minimum is None:
+        return True if found else None
+    f, m = dotted(found or ""), dotted(minimum)
+    if f is None or m is None:
+        return None
+    n = max(len(f), len(m))
+    return f + (0,) * (n - len(f)) >= m + (0,) * (n - len(m))
+
+
+def _os_of(request: BuildRequest, facts: Facts) -> str:
+    tag = (request.platform or "").lower()
+    if tag.startswith("win"):
+        return "windows"
+    if tag.startswith("macosx"):
+        return "macos"
+    if tag:
+        return "linux"
+    return {"Windows": "windows", "Darwin": "macos"}.get(facts.platform.system or "", "linux")
+
+
+def _release(matrix: Matrix, torch: str | None) -> str | None:
+    if torch:
+        return torch.strip()
+    return str(matrix.releases[0].version) if matrix.releases else None
+
+
+def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
+    """``TORCH_CUDA_ARCH_LIST``: the compute capabilities, lowest first, once each; ``+PTX`` on the newest when asked."""
+    uniq = sorted(set(ccs), key=lambda c: tuple(int(x) for x in c.split(".")))
+    if ptx and uniq:
+        uniq[-1] += "+PTX"
+    return ";".join(uniq)
+
+
+def max_jobs(available: int | None, per_job_gb: str | None, cpus: int | None) -> int | None:
+    """How many compile jobs fit in ``available`` bytes at ``per_job_gb`` each (at least 1, at most the CPUs)."""
+    if available is None or per_job_gb is None:
+        return None
+    fit = max(1, math.floor(available / (float(per_job_gb) * _GB)))
+    return min(fit, cpus) if cpus else fit
+
+
+def _gb(n: int) -> str:
+    return f"{n / _GB:.1f} GB"
+
+
+# ---------------------------------------------------------------------------- the accelerator
+
+
+def _targets(facts: Facts, matrix: Matrix, request: BuildRequest) -> tuple[str, list[str], list[str], list[str]]:
+    """(accelerator, compute capabilities, gfx names, notes) of the machine planned for."""
+    from stackdoctor.resolve import _parse_gpu_request
+
+    notes: list[str] = []
+    if request.gpus or request.gfx:
+        ccs = []
+        for g in request.gpus:
+            cc = _parse_gpu_request(g, matrix)
+            if cc is None:
+                notes.append(f"--gpu {g}: unknown GPU name, its compute capability is not in the matrix")
+            else:
+                ccs.append(cc)
+        gfx = [g.strip().lower() for g in request.gfx]
+        return ("cuda" if request.gpus else "rocm"), ccs, gfx, notes
+    view = facts.reconciled.gpus
+    ccs = [v.compute_capability for v in view if v.vendor == "nvidia" and v.compute_capability and v.witnesses != ["pci"]]
+    gfx = [(v.gfx or "").split(":", 1)[0].lower() for v in view if v.vendor == "amd" and v.gfx and not v.integrated and v.witnesses != ["pci"]]
+    if ccs:
+        return "cuda", ccs, [], notes
+    if gfx:
+        return "rocm", [], gfx, notes
+    if any(v.vendor == "intel" and not v.integrated for v in view):
+        return "xpu", [], [], notes
+    return "cpu", [], [], notes
+
+
+# ---------------------------------------------------------------------------- prerequisites
+
+
+def _tool_prereq(name: str, tool: Tool | None, needed: str, fix: str, steps: list[str], source: str | None, minimum: str | None = None) -> Prerequisite:
+    p = Prerequisite(name, needed, source=source, steps=steps)
+    if tool is None:
+        return p
+    p.found, p.path, p.witness = tool.version, tool.path, tool.witness
+    if tool.path is None:
+        p.status, p.fix = "missing", fix
+    elif tool.version is None and minimum is not None:
+        p.status, p.fix = "unknown", None
+        p.found = tool.error
+    elif _at_least(tool.version, minimum) is False:
+        p.status, p.fix = "missing", fix
+    else:
+        p.status = "ok"
+    return p
+
+
+def _compiler(os_: str, tools: BuildTools | None, matrix: Matrix) -> Prerequisite:
+    gcc_min = _minimum(matrix, "gcc")
+    if os_ == "windows":
+        url = _url(matrix, "msvc") or ""
+        cl = next((t for t in tools.compilers if t.name == "cl"), _absent("cl")) if tools else None
+        return _tool_prereq(
+            "compiler", cl, "Visual Studio or its Build Tools (cl.exe, in a `vcvarsall.bat x64` environment)",
+            f"install the Visual Studio Build Tools ({url}) and run the build from an \"x64 Native Tools\" prompt (vcvarsall.bat x64)",
+            ["build"], _src(matrix, "msvc"),
+        )
+    if os_ == "macos":
+        clang = next((t for t in tools.compilers if t.name == "clang"), _absent("clang")) if tools else None
+        return _tool_prereq("compiler", clang, "clang with C++20 (Xcode's command line tools)",
+                            "xcode-select --install", ["build"], _src(matrix, "clang"))
+    needed = f"gcc >= {gcc_min} (C++20), or clang" if gcc_min else "gcc or clang with C++20"
+    p = Prerequisite("compiler", needed, source=_src(matrix, "gcc"), steps=["build"])
+    if tools is None:
+        return p
+    gcc = next((t for t in tools.compilers if t.name == "gcc"), None)
+    clang = next((t for t in tools.compilers if t.name == "clang" and t.version), None)
+    fix = f"install gcc {gcc_min} or newer (your distribution's g++ package of that version) and name it: export CC=gcc-N CXX=g++-N"
+    if gcc is not None and gcc.version and _at_least(gcc.version, gcc_min) is not False:
+        p.found, p.path, p.witness, p.status = f"gcc {gcc.version}", gcc.path, gcc.witness, "ok"
+    elif gcc is not None and gcc.version:
+        p.found, p.path, p.witness, p.status = f"gcc {gcc.version}", gcc.path, gcc.witness, "missing"
+        p.fix = fix + (f"; or build with clang {clang.version}: export CC=clang CXX=clang++" if clang else "")
+    elif clang is not None:
+        p.found, p.path, p.witness, p.status = f"clang {clang.version}", clang.path, clang.witness, "ok"
+    else:
+        p.status, p.fix = "missing", fix
+        if gcc is not None:
+            p.path, p.found = gcc.path, gcc.error
+    return p
+
+
+def _absent(name: str) -> Tool:
+    from stackdoctor.probes.buildtools import Tool
+
+    return Tool(name)
+
+
+def _prerequisites(
+    facts: Facts, matrix: Matrix, request: BuildRequest, tools: BuildTools | None, os_: str, accel: str, python: str
+) -> tuple[list[Prerequisite], int | None]:
+    out: list[Prerequisite] = []
+    py_min = _minimum(matrix, "python")
+    pyv = request.python_version or facts.python.version
+    py = Prerequisite("python", f"Python >= {py_min}" if py_min else "Python", found=pyv, path=None if request.python_version else python,
+                      witness="--python-version" if request.python_version else ("the target interpreter" if pyv else None),
+                      source=_src(matrix, "python"), steps=["deps", "mkl", "amd", "build"])
+    ok = _at_least(pyv, py_min)
+    py.status = "unknown" if ok is None else "ok" if ok else "missing"
+    if ok is False:
+        py.fix = f"build in an environment with Python {py_min} or newer (e.g. `python3.12 -m venv .venv`), then --python .venv/bin/python"
+    out.append(py)
+    out.append(_compiler(os_, tools, matrix))
+    out.append(_tool_prereq("cmake", tools.cmake if tools else None, "CMake", "python -m pip install cmake", ["build"], _src(matrix, "gcc")))
+    out.append(_tool_prereq("ninja", tools.ninja if tools else None, "Ninja", "python -m pip install ninja", ["build"], _src(matrix, "gcc")))
+    out.append(_tool_prereq("git", tools.git if tools else None, "git", "install git (https://git-scm.com/downloads)", ["clone", "submodules"], _src(matrix, "repository")))
+    pip_min = _minimum(matrix, "pip")
+    pipv = facts.python.pip_version
+    pip = Prerequisite("pip", f"pip >= {pip_min} (pip install --group dev)" if pip_min else "pip", found=pipv, path=python if pipv else None,
+                       witness="the target's pip" if pipv else None, source=_src(matrix, "pip"), steps=["deps"])
+    ok = _at_least(pipv, pip_min) if tools is not None and not request.python_version else None
+    pip.status = "unknown" if ok is None else "ok" if ok else "missing"
+    pip.fix = f"{word(python, windows=os_ == 'windows')} -m pip install --upgrade pip" if ok is False else None
+    out.append(pip)
+    disk_min = _minimum(matrix, "disk")
+    disk = Prerequisite("disk", f">= {disk_min} GB free for the source and the build" if disk_min else "free disk", source=_src(matrix, "disk"),
+                        steps=["clone", "build"])
+    if tools is not None and tools.free_disk_bytes is not None:
+        disk.found, disk.path, disk.witness = f"{_gb(tools.free_disk_bytes)} free", tools.disk_path, "free space of the file system"
+        enough = disk_min is None or tools.free_disk_bytes >= float(disk_min) * _GB
+        disk.status = "ok" if enough else "missing"
+        if not enough:
+            disk.fix = f"free {disk_min} GB on {tools.disk_path}, or clone elsewhere: --source-dir /a/roomier/disk/pytorch"
+    out.append(disk)
+    per_job = _minimum(matrix, "memory_per_job")
+    jobs = max_jobs(tools.memory_available_bytes if tools else None, per_job, tools.cpus if tools else None)
+    mem = Prerequisite("memory", f"{per_job} GB per parallel compile job" if per_job else "memory for the compile jobs",
+                       source=_src(matrix, "memory_per_job"), steps=["build"])
+    if tools is not None and tools.memory_available_bytes is not None:
+        mem.found, mem.witness = f"{_gb(tools.memory_available_bytes)} available: {jobs} job(s) fit", tools.memory_witness
+        small = per_job is not None and tools.memory_available_bytes < float(per_job) * _GB
+        mem.status = "missing" if small else "ok"
+        if small:
+            mem.fix = "free memory or add swap; even one job (MAX_JOBS=1) needs " + f"{per_job} GB for the largest CUDA files"
+    out.append(mem)
+    if accel == "cuda":
+        out.extend(_cuda_prereqs(facts, matrix, tools, os_))
+    elif accel == "rocm":
+        rmin = _minimum(matrix, "rocm")
+        r = _tool_prereq("rocm", tools.rocm if tools else None, f"ROCm >= {rmin} (Linux only)" if rmin else "ROCm (Linux only)",
+                         f"install ROCm ({_url(matrix, 'rocm') or 'AMD ROCm'}); one not in /opt/rocm is named by ROCM_PATH", ["amd", "build"],
+                         _src(matrix, "rocm"), rmin)
+        if os_ != "linux":
+            r.status, r.fix = "missing", "ROCm builds are for Linux only"
+        out.append(r)
+    elif accel == "xpu":
+        out.append(Prerequisite("intel-gpu", "the PyTorch prerequisites for Intel GPUs", status="unknown",
+                                fix=f"follow {_url(matrix, 'intel_gpu') or 'Intel'}", source=_src(matrix, "intel_gpu"), steps=["build"]))
+    return out, jobs
+
+
+def _cuda_prereqs(facts: Facts, matrix: Matrix, tools: BuildTools | None, os_: str) -> list[Prerequisite]:
+    out: list[Prerequisite] = []
+    matrix_url = _url(matrix, "cuda") or "PyTorch's support matrix"
+    nvcc = _tool_prereq("nvcc", tools.nvcc if tools else None, f"a CUDA toolkit from the support matrix ({matrix_url}), its nvcc on PATH",
+                        f"install a CUDA toolkit the release supports ({matrix_url}) and put its bin/ on PATH (e.g. export PATH=/usr/local/cuda-12.8/bin:$PATH)",
+                        ["build"], _src(matrix, "cuda"))
+    if tools is not None and tools.nvcc.version:
+        nvcc.found = f"CUDA {tools.nvcc.version}"
+        drv = facts.reconciled.cuda_driver_version.value
+        if drv and _at_least(drv, tools.nvcc.version) is False:
+            nvcc.status = "missing"
+            nvcc.fix = (f"the driver runs CUDA {drv} code, nvcc is CUDA {tools.nvcc.version}: what it builds would not run here; "
+                        f"install a toolkit no newer than CUDA {drv}, or a newer driver")
+        elif drv:
+            nvcc.found += f" (the driver runs CUDA {drv})"
+    out.append(nvcc)
+    cmin = _minimum(matrix, "cudnn")
+    out.append(_tool_prereq("cudnn", tools.cudnn if tools else None, f"cuDNN >= {cmin} (its headers: cudnn_version.h)" if cmin else "cuDNN",
+                            f"install cuDNN {cmin} or newer for this CUDA ({_url(matrix, 'cudnn') or 'the cuDNN support matrix'})",
+                            ["build"], _src(matrix, "cudnn"), cmin))
+    nvtx_fix = ("run the CUDA installer again and check Nsight Compute (NVTX), after Visual Studio" if os_ == "windows"
+                else "install the toolkit's NVTX headers (include/nvtx3, the cuda-nvtx package)")
+    out.append(_tool_prereq("nvtx", tools.nvtx if tools else None, "NVTX (the CUDA toolkit's include/nvtx3)", nvtx_fix, ["build"], _src(matrix, "nvtx")))
+    return out
+
+
+# ---------------------------------------------------------------------------- environment and commands
+
+
+def _environment(facts: Facts, request: BuildRequest, tools: BuildTools | None, os_: str, accel: str,
+                 ccs: list[str], gfx: list[str], jobs: int | None) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    env: dict[str, str] = {}
+    why: dict[str, str] = {}
+    warnings: list[str] = []
+    env["USE_CUDA"] = "1" if accel == "cuda" else "0"
+    env["USE_ROCM"] = "1" if accel == "rocm" else "0"
+    env["USE_XPU"] = "1" if accel == "xpu" else "0"
+    why["USE_CUDA"] = why["USE_ROCM"] = why["USE_XPU"] = f"a {accel.upper() if accel != 'cpu' else 'CPU-only'} build for this machine"
+    if ccs:
+        env["TORCH_CUDA_ARCH_LIST"] = arch_list(ccs, ptx=request.ptx)
+        why["TORCH_CUDA_ARCH_LIST"] = "the GPUs' compute capabilities" + (" (+PTX: the newest also as PTX, for newer GPUs)" if request.ptx else "")
+    if gfx:
+        env["PYTORCH_ROCM_ARCH"] = ";".join(dict.fromkeys(gfx))
+        why["PYTORCH_ROCM_ARCH"] = "the AMD GPUs' gfx architectures"
+    kind, prefix = facts.python.env_kind, facts.python.env_prefix
+    if prefix and kind in ("venv", "conda"):
+        value = prefix + ("\\Library" if os_ == "windows" and kind == "conda" else "")
+        env["CMAKE_PREFIX_PATH"] = value
+        why["CMAKE_PREFIX_PATH"] = f"the target's {'conda environment' if kind == 'conda' else 'virtual environment'}"
+    else:
+        warnings.append("the target is no venv or conda environment: CMAKE_PREFIX_PATH is left to you (the README builds in one)")
+    if accel == "cuda" and tools is not None and tools.cuda_home and tools.cuda_home.rstrip("/") != "/usr/local/cuda":
+        env["CUDA_HOME"] = tools.cuda_home
+        why["CUDA_HOME"] = f"the toolkit of {tools.nvcc.path}"
+    if accel == "rocm" and tools is not None and tools.rocm.path and tools.rocm.path.rstrip("/") != "/opt/rocm":
+        env["ROCM_PATH"] = tools.rocm.path
+        why["ROCM_PATH"] = "ROCm is not in /opt/rocm"
+    if jobs is not None:
+        env["MAX_JOBS"] = str(jobs)
+        why["MAX_JOBS"] = "the compile jobs that fit in the memory available"
+    return env, why, warnings
+
+
+def _line(argv: list[str], windows: bool) -> str:
+    if not windows:
+        return " ".join(word(a) for a in argv)
+    words = [word(a, windows=True) for a in argv]
+    return ("& " if words[0].startswith("'") else "") + " ".join(words)
+
+
+def _commands(request: BuildRequest, tag: str | None, url: str, python: str, os_: str, arch: str, accel: str) -> list[BuildCommand]:
+    windows = os_ == "windows"
+    src = request.source_dir
+    steps: list[tuple[str, list[str], str]] = [
+        ("clone", ["git", "clone", *(["--branch", tag] if tag else []), url, src], "."),
+        ("submodules", ["git", "submodule", "sync"], src),
+        ("submodules", ["git", "submodule", "update", "--init", "--recursive"], src),
+        ("deps", [python, "-m", "pip", "install", "--group", "dev"], src),
+    ]
+    if os_ in ("linux", "windows") and arch in ("x86_64", "amd64", ""):
+        steps.append(("mkl", [python, "-m", "pip", "install", "mkl-static", "mkl-include"], src))
+    if accel == "rocm":
+        steps.append(("amd", [python, "tools/amd_build/build_amd.py"], src))
+    steps.append(("build", [python, "-m", "pip", "install", "--no-build-isolation", "-v", "-e", "."], src))
+    return [BuildCommand(s, argv, cwd, _line(argv, windows)) for s, argv, cwd in steps]
+
+
+def env_file(plan: BuildPlan) -> str:
+    """``--emit build-env``: the environment as a file to source (POSIX ``. ./build-env.sh``) or dot-source (PowerShell)."""
+    if plan.shell == "powershell":
+        lines = [f"# stackdoctor install --from-source: the environment of a torch {plan.torch_version} build (. .\\build-env.ps1)"]
+        lines += [powershell_set(k, v) for k, v in plan.env.items()]
+    else:
+        lines = [f"# stackdoctor install --from-source: the environment of a torch {plan.torch_version} build (. ./build-env.sh)"]
+        lines += [f"export {k}={word(v)}" for k, v in plan.env.items()]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- the plan
+
+
+def build_plan(facts: Facts, matrix: Matrix, request: BuildRequest, tools: BuildTools | None, python: str) -> BuildPlan:
+    """The plan; ``tools`` None: the build tools were not looked at (a what-if for another platform)."""
+    os_ = _os_of(request, facts)
+    tag_version = _release(matrix, request.torch)
+    tag = f"v{tag_version}" if tag_version and re.fullmatch(r"\d+\.\d+\.\d+", tag_version) else None
+    url = request.source_url or _url(matrix, "repository") or ""
+    accel, ccs, gfx, notes = _targets(facts, matrix, request)
+    if os_ == "macos" and accel in ("cuda", "rocm"):
+        notes.append(f"no {accel.upper()} build on macOS: planned CPU-only (MPS is built in)")
+        accel, ccs, gfx = "cpu", [], []
+    windows = os_ == "windows"
+    plan = BuildPlan(tag_version, tag, accel, os_, "powershell" if windows else "posix", url, request.source_dir, python)
+    plan.prerequisites, jobs = _prerequisites(facts, matrix, request, tools, os_, accel, python)
+    plan.env, plan.env_reasons, warns = _environment(facts, request, tools, os_, accel, ccs, gfx, jobs)
+    plan.warnings.extend(notes + warns)
+    if tag is None and tag_version:
+        plan.warnings.append(f"torch {tag_version} is not a release version: the clone takes the default branch")
+    if windows:
+        plan.warnings.append("run the commands in an \"x64 Native Tools\" PowerShell (vcvarsall.bat x64), where cl.exe is found")
+    arch = (request.platform or "").rsplit("_", 1)[-1] if request.platform else (facts.platform.machine or "").lower()
+    if request.platform and "x86_64" in request.platform:
+        arch = "x86_64"
+    plan.commands = _commands(request, tag, url, python, os_, arch, accel)
+    return plan

@@ -1,0 +1,159 @@
+"""``stackdoctor install --from-source``: gather -> probe the build tools -> plan (:mod:`stackdoctor.source_build`) -> run.
+
+Without ``--dry-run`` the plan's commands run in order through :class:`~stackdoctor.system.System` (no shell, a
+timeout, the whole tree stopped on Ctrl-C), each in its folder, with the plan's environment, every line of their
+output written to a log; a step whose prerequisite is missing is not started (the run stops there, saying which and
+its fix), nor is anything after a command that failed. Prints nothing itself: lines go through ``say`` / ``stream``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from stackdoctor.errors import ExitCode, UsageError
+from stackdoctor.source_build import STEPS, BuildPlan, BuildRequest, build_plan
+
+
+@dataclass
+class FromSourceOptions:
+    torch: str | None = None
+    python: str | None = None
+    matrix: list[str] = field(default_factory=list)
+    replay: str | None = None
+    gpus: list[str] = field(default_factory=list)
+    gfx: list[str] = field(default_factory=list)
+    platform: str | None = None
+    python_version: str | None = None
+    ptx: bool = False
+    source_dir: str = "pytorch"
+    source_url: str | None = None
+    steps: list[str] = field(default_factory=list)  # only these steps (default: all)
+    dry_run: bool = False
+    json_out: bool = False
+    emit: str | None = None  # "build-env"
+    log: str | None = None
+    timeout_s: float = 4 * 3600.0
+
+    @property
+    def what_if(self) -> bool:
+        return bool(self.gpus or self.gfx or self.platform or self.python_version or self.replay)
+
+
+@dataclass
+class BuildOutcome:
+    plan: BuildPlan | None = None
+    exit_code: int = ExitCode.OK
+    what: str = "planned"  # "dry-run" | "emitted" | "built" | "blocked" | "failed"
+    emitted: str | None = None
+
+
+def check(opts: FromSourceOptions) -> None:
+    bad = [s for s in opts.steps if s not in STEPS]
+    if bad:
+        raise UsageError(f"--step must be one of {', '.join(STEPS)}, not {bad[0]!r}.")
+    if opts.emit is not None and opts.emit != "build-env":
+        raise UsageError(f"with --from-source, --emit takes build-env, not {opts.emit!r}.")
+    if opts.emit and opts.json_out:
+        raise UsageError("--emit and --json both print on stdout; choose one.")
+    if opts.timeout_s <= 0:
+        raise UsageError("--timeout and --index-timeout must be positive.")
+
+
+@contextlib.contextmanager
+def _inside(folder: str) -> Iterator[None]:
+    """Run the next command in ``folder`` (System runs children in this process's folder)."""
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(here)
+
+
+def plan_only(opts: FromSourceOptions) -> BuildPlan:
+    from stackdoctor.install_flow import InstallOptions, gather_facts
+    from stackdoctor.probes.buildtools import probe_build_tools
+    from stackdoctor.source_build import _os_of
+    from stackdoctor.system import System
+
+    facts, python, matrix = gather_facts(InstallOptions(python=opts.python, matrix=list(opts.matrix), replay=opts.replay))
+    request = BuildRequest(
+        torch=opts.torch, gpus=list(opts.gpus), gfx=list(opts.gfx), platform=opts.platform, python_version=opts.python_version,
+        ptx=opts.ptx, source_url=opts.source_url, source_dir=opts.source_dir,
+    )
+    if opts.torch and not any(str(r.version) == opts.torch.strip() for r in matrix.releases):
+        raise UsageError(f"--torch {opts.torch}: the matrix knows no such release to build (a release version, like 2.13.0).")
+    here = {"Windows": "windows", "Darwin": "macos"}.get(facts.platform.system or "", "linux")
+    foreign = opts.replay is not None or _os_of(request, facts) != here
+    tools = None if foreign else probe_build_tools(System.from_env(), os.path.dirname(os.path.abspath(opts.source_dir)) or ".", python=python)
+    shown_python = python
+    if opts.what_if and (foreign or opts.python_version):
+        shown_python = "python" if _os_of(request, facts) == "windows" else "python3"
+    plan = build_plan(facts, matrix, request, tools, shown_python)
+    if opts.what_if:
+        parts = [*(f"GPU {g}" for g in opts.gpus), *(f"AMD {g}" for g in opts.gfx)]
+        parts += [f"Python {opts.python_version}"] if opts.python_version else []
+        parts += [opts.platform] if opts.platform else []
+        parts += [f"the machine in {opts.replay}"] if opts.replay else []
+        plan.machine = ", ".join(parts)
+    return plan
+
+
+def run(opts: FromSourceOptions, say: Callable[[str, str], None], stream: Callable[[str], None]) -> BuildOutcome:
+    """The whole flow; a usage error raises (one sentence, exit 2), everything else is in the outcome."""
+    check(opts)
+    out = BuildOutcome()
+    plan = out.plan = plan_only(opts)
+    if opts.emit:
+        from stackdoctor.source_build import env_file
+
+        out.emitted, out.what = env_file(plan), "emitted"
+        return out
+    if opts.dry_run or opts.what_if:
+        out.what = "dry-run"
+        return out
+    steps = list(opts.steps) or list(STEPS)
+    commands = [c for c in plan.commands if c.step in steps]
+    from stackdoctor.system import System
+
+    system = System.from_env()
+    base = os.path.abspath(".")
+    log_path = os.path.abspath(opts.log or os.path.join(base, f"stackdoctor-build-{time.strftime('%Y%m%d-%H%M%S')}.log"))
+    plan.log = log_path
+    deadline = time.monotonic() + opts.timeout_s
+    with open(log_path, "a", encoding="utf-8") as log:
+        for i, cmd in enumerate(commands, 1):
+            missing = plan.blocking([cmd.step])
+            if missing is not None:
+                plan.error = f"the {cmd.step} step needs {missing.needed}, which is missing: {missing.fix}"
+                log.write(plan.error + "\n")
+                out.what, out.exit_code = "blocked", ExitCode.FAILED
+                return out
+            say(f"[{i}/{len(commands)}] {cmd.step}: {cmd.line}", "bold")
+            log.write(f"$ {cmd.line}   (in {cmd.cwd})\n")
+            log.flush()
+
+            def sink(text: str) -> None:
+                log.write(text)
+                stream(text)
+
+            folder = os.path.join(base, cmd.cwd) if not os.path.isabs(cmd.cwd) else cmd.cwd
+            if not os.path.isdir(folder):
+                plan.error = f"the {cmd.step} step runs in {folder}, which does not exist"
+                out.what, out.exit_code = "failed", ExitCode.FAILED
+                return out
+            with _inside(folder):
+                res = system.run_streaming(cmd.argv, timeout=max(1.0, deadline - time.monotonic()), on_stdout=sink, on_stderr=sink, env=dict(plan.env))
+            if not res.ok:
+                plan.error = f"{cmd.line} failed ({res.describe_failure()}); the log is {log_path}"
+                log.write(plan.error + "\n")
+                out.what, out.exit_code = "failed", ExitCode.FAILED
+                return out
+            if cmd.step not in plan.ran:
+                plan.ran.append(cmd.step)
+    out.what = "built"
+    return out
