@@ -173,12 +173,31 @@ def diff_schema() -> dict[str, Any]:
     }
 
 
+def build_plan_schema() -> dict[str, Any]:
+    """``stackdoctor.build-plan/1`` (``install --from-source --json``): ``{"schema": ..., **BuildPlan fields}``."""
+    from stackdoctor.source_build import BUILD_PLAN_SCHEMA, BuildPlan
+
+    defs: dict[str, Any] = {}
+    body = _object_of(BuildPlan, defs)
+    defs["Prerequisite"]["properties"]["status"] = {"enum": ["ok", "missing", "unknown"]}
+    return {
+        "$schema": DRAFT,
+        "$id": "https://stackdoctor.invalid/schemas/build-plan-1.json",
+        "title": "stackdoctor source build plan",
+        "type": "object",
+        "required": ["schema", *body["required"]],
+        "properties": {"schema": {"const": BUILD_PLAN_SCHEMA}, **body["properties"]},
+        "$defs": defs,
+    }
+
+
 # file name under stackdoctor/schemas/ -> (the "schema" value it describes, its generator)
 SCHEMAS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     "report.schema.json": (SCHEMA, report_schema),
     "plan.schema.json": ("stackdoctor.plan/1", plan_schema),
     "kernels.schema.json": ("stackdoctor.kernels/1", kernels_schema),
     "diff.schema.json": ("stackdoctor.diff/2", diff_schema),
+    "build-plan.schema.json": ("stackdoctor.build-plan/1", build_plan_schema),
 }
 
 

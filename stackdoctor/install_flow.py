@@ -171,6 +171,11 @@ def _flow(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> int:
     if not plan.satisfiable and not opts.conda_installer and unknown_pin(opts.torch, matrix):
         plan, request, matrix, surveyed = witness_pin(opts, facts, python, matrix, plan, cfg, hypothetical=hypothetical)
     out.plan = plan
+    from stackdoctor.source_build import offer_from_source
+
+    offer = offer_from_source(plan, facts, matrix, request)  # no wheel of the release runs on these GPUs: building it would
+    if offer:
+        plan.suggestions.append(offer)
     if unfinished and (opts.dry_run or opts.emit):
         plan.warnings.append(f"an install into {facts.python.env_prefix} was stopped halfway; `stackdoctor install --python {python} --recover` finishes it.")
     if hypothetical:

@@ -370,6 +370,8 @@ def _environment(facts: Facts, request: BuildRequest, tools: BuildTools | None, 
         why["PYTORCH_ROCM_ARCH"] = "the AMD GPUs' gfx architectures"
     kind, prefix = facts.python.env_kind, facts.python.env_prefix
     if prefix and kind in ("venv", "conda"):
+        if tools is None:  # planned for another platform: the prefix as that shell names it once the env is active
+            prefix = "${CONDA_PREFIX}" if kind == "conda" else "${VIRTUAL_ENV}"
         value = prefix + ("\\Library" if os_ == "windows" and kind == "conda" else "")
         env["CMAKE_PREFIX_PATH"] = value
         why["CMAKE_PREFIX_PATH"] = f"the target's {'conda environment' if kind == 'conda' else 'virtual environment'}"
@@ -449,3 +451,30 @@ def build_plan(facts: Facts, matrix: Matrix, request: BuildRequest, tools: Build
         arch = "x86_64"
     plan.commands = _commands(request, tag, url, python, os_, arch, accel)
     return plan
+
+
+# ---------------------------------------------------------------------------- install's offer
+
+
+def offer_from_source(plan: Any, facts: Facts, matrix: Matrix, request: Any) -> str | None:
+    """The line ``install`` adds when no published build of the newest (or pinned) release runs on this machine's
+    GPUs: the plan is an older release or a CPU build (or nothing), and ``install --from-source`` builds the newer one.
+    None when the plan already is a GPU build of that release, or no GPU is planned for."""
+    from stackdoctor.matrix import variant_kind
+    from stackdoctor.resolve import target_from
+
+    t = target_from(facts, matrix, request)
+    gpus = [g for g in t.gpus if (g.vendor == "nvidia" and g.cc) or (g.vendor == "amd" and g.gfx)]
+    if not gpus or t.jetson or not matrix.releases:
+        return None
+    pinned = (request.torch or "").strip()
+    newest = pinned if re.fullmatch(r"\d+\.\d+\.\d+", pinned) else str(matrix.releases[0].version)
+    kind = variant_kind(plan.variant)[0] if plan.variant and variant_kind(plan.variant) else None
+    if plan.torch_version == newest and kind in ("cuda", "rocm"):
+        return None
+    if not any(r.reason.startswith(f"torch {newest}:") and variant_kind(r.variant) and variant_kind(r.variant)[0] in ("cuda", "rocm")
+               for r in plan.rejected):
+        return None
+    names = ", ".join(f"{g.name or 'GPU'} ({'sm_' + g.cc.replace('.', '') if g.cc else g.gfx})" for g in gpus)
+    return (f"no published build of torch {newest} runs on {names}; "
+            f"`stackdoctor install --from-source --torch {newest}` plans building it for them")

@@ -29,6 +29,7 @@ SCHEMA_FILES = {
     "stackdoctor.plan/1": "plan.schema.json",
     "stackdoctor.kernels/1": "kernels.schema.json",
     "stackdoctor.diff/2": "diff.schema.json",
+    "stackdoctor.build-plan/1": "build-plan.schema.json",
 }
 
 

@@ -239,7 +239,8 @@ def probe_build_tools(system: System, build_dir: str, *, python: str = "python",
     if ctk.nvcc_path:
         bt.nvcc = Tool("nvcc", ctk.nvcc_path, ctk.nvcc_version, ctk.sources.get("nvcc_version"))
         osp = system.ospath
-        bt.cuda_home = ctk.cuda_home or osp.dirname(osp.dirname(ctk.nvcc_path))
+        real = ctk.nvcc_path if system.moved else system.realpath(ctk.nvcc_path)  # /usr/local/bin/nvcc -> the toolkit's bin/nvcc
+        bt.cuda_home = ctk.cuda_home or osp.dirname(osp.dirname(real))
     bt.cudnn = _cudnn(system, bt.cuda_home, [])
     bt.nvtx = _nvtx(system, bt.cuda_home)
     bt.rocm = _rocm(system)
