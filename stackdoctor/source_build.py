@@ -469,11 +469,13 @@ def offer_from_source(plan: Any, facts: Facts, matrix: Matrix, request: Any) -> 
         return None
     pinned = (request.torch or "").strip()
     newest = pinned if re.fullmatch(r"\d+\.\d+\.\d+", pinned) else str(matrix.releases[0].version)
-    kind = variant_kind(plan.variant)[0] if plan.variant and variant_kind(plan.variant) else None
-    if plan.torch_version == newest and kind in ("cuda", "rocm"):
+    def kind_of(variant: str | None) -> str | None:
+        vk = variant_kind(variant) if variant else None
+        return vk[0] if vk else None
+
+    if plan.torch_version == newest and kind_of(plan.variant) in ("cuda", "rocm"):
         return None
-    if not any(r.reason.startswith(f"torch {newest}:") and variant_kind(r.variant) and variant_kind(r.variant)[0] in ("cuda", "rocm")
-               for r in plan.rejected):
+    if not any(r.reason.startswith(f"torch {newest}:") and kind_of(r.variant) in ("cuda", "rocm") for r in plan.rejected):
         return None
     names = ", ".join(f"{g.name or 'GPU'} ({'sm_' + g.cc.replace('.', '') if g.cc else g.gfx})" for g in gpus)
     return (f"no published build of torch {newest} runs on {names}; "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from stackdoctor.probes import ProbeContext, Target
@@ -131,7 +132,7 @@ def parse_meminfo(text: str) -> int | None:
 # ---------------------------------------------------------------------------- the probe
 
 
-def _run_tool(system: System, name: str, argv_tail: list[str], parse, timeout: float, *, stderr_too: bool = False) -> Tool:  # type: ignore[no-untyped-def]
+def _run_tool(system: System, name: str, argv_tail: list[str], parse: Callable[[str], str | None], timeout: float, *, stderr_too: bool = False) -> Tool:
     tool = Tool(name)
     path = system.which(name)
     if path is None:
