@@ -43,6 +43,7 @@ class Prerequisite:
     fix: str | None = None
     source: str | None = None  # where the requirement is written (the matrix row's source)
     steps: list[str] = field(default_factory=list)  # the commands that need it (a run stops before the first of them)
+    provided_by: str | None = None  # a step that installs it ("deps": the dev group brings cmake and ninja), so a run that has it does not stop
 
 
 @dataclass
@@ -75,11 +76,14 @@ class BuildPlan:
 
     @property
     def ready(self) -> bool:
-        return not any(p.status == "missing" for p in self.prerequisites)
+        """No prerequisite is missing that no step of the plan installs."""
+        steps = {c.step for c in self.commands}
+        return not any(p.status == "missing" and p.provided_by not in steps for p in self.prerequisites)
 
-    def blocking(self, steps: list[str]) -> Prerequisite | None:
-        """The first missing prerequisite one of ``steps`` needs."""
-        return next((p for p in self.prerequisites if p.status == "missing" and set(p.steps) & set(steps)), None)
+    def blocking(self, steps: list[str], ran: list[str] | None = None) -> Prerequisite | None:
+        """The first missing prerequisite one of ``steps`` needs (one a step in ``ran`` installed does not count)."""
+        done = set(ran or ())
+        return next((p for p in self.prerequisites if p.status == "missing" and set(p.steps) & set(steps) and p.provided_by not in done), None)
 
     def to_data(self) -> dict[str, Any]:
         from stackdoctor.facts import to_data
@@ -97,6 +101,7 @@ class BuildRequest:
     ptx: bool = False  # add +PTX to the newest arch
     source_url: str | None = None  # default: the matrix's repository
     source_dir: str = "pytorch"
+    checkout: bool = False  # source_dir already is a git checkout: the clone step checks the tag out in it instead
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -276,8 +281,15 @@ def _prerequisites(
         py.fix = f"build in an environment with Python {py_min} or newer (e.g. `python3.12 -m venv .venv`), then --python .venv/bin/python"
     out.append(py)
     out.append(_compiler(os_, tools, matrix))
-    out.append(_tool_prereq("cmake", tools.cmake if tools else None, "CMake", "python -m pip install cmake", ["build"], _src(matrix, "gcc")))
-    out.append(_tool_prereq("ninja", tools.ninja if tools else None, "Ninja", "python -m pip install ninja", ["build"], _src(matrix, "gcc")))
+    cmake_min = _minimum(matrix, "cmake")
+    deps_fix = "the deps step (pip install --group dev) installs it into the environment"
+    for name, tool, needed, minimum in (
+        ("cmake", tools.cmake if tools else None, f"CMake >= {cmake_min}" if cmake_min else "CMake", cmake_min),
+        ("ninja", tools.ninja if tools else None, "Ninja", None),
+    ):
+        p = _tool_prereq(name, tool, needed, deps_fix, ["build"], _src(matrix, name), minimum)
+        p.provided_by = "deps"
+        out.append(p)
     out.append(_tool_prereq("git", tools.git if tools else None, "git", "install git (https://git-scm.com/downloads)", ["clone", "submodules"], _src(matrix, "repository")))
     pip_min = _minimum(matrix, "pip")
     pipv = facts.python.pip_version
@@ -306,7 +318,7 @@ def _prerequisites(
         small = per_job is not None and tools.memory_available_bytes < float(per_job) * _GB
         mem.status = "missing" if small else "ok"
         if small:
-            mem.fix = "free memory or add swap; even one job (MAX_JOBS=1) needs " + f"{per_job} GB for the largest CUDA files"
+            mem.fix = f"free memory or add swap; even one job (MAX_JOBS=1) needs {per_job} GB for the largest CUDA files"
     out.append(mem)
     if accel == "cuda":
         out.extend(_cuda_prereqs(facts, matrix, tools, os_))
@@ -399,8 +411,9 @@ def _line(argv: list[str], windows: bool) -> str:
 def _commands(request: BuildRequest, tag: str | None, url: str, python: str, os_: str, arch: str, accel: str) -> list[BuildCommand]:
     windows = os_ == "windows"
     src = request.source_dir
+    clone = ["git", "checkout", tag] if request.checkout and tag else ["git", "clone", *(["--branch", tag] if tag else []), url, src]
     steps: list[tuple[str, list[str], str]] = [
-        ("clone", ["git", "clone", *(["--branch", tag] if tag else []), url, src], "."),
+        ("clone", clone, src if request.checkout else "."),
         ("submodules", ["git", "submodule", "sync"], src),
         ("submodules", ["git", "submodule", "update", "--init", "--recursive"], src),
         ("deps", [python, "-m", "pip", "install", "--group", "dev"], src),

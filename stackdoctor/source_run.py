@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from stackdoctor.errors import ExitCode, UsageError
-from stackdoctor.source_build import STEPS, BuildPlan, BuildRequest, build_plan
+from stackdoctor.source_build import STEPS, BuildPlan, BuildRequest, Prerequisite, build_plan
 
 
 @dataclass
@@ -33,6 +33,7 @@ class FromSourceOptions:
     source_url: str | None = None
     steps: list[str] = field(default_factory=list)  # only these steps (default: all)
     dry_run: bool = False
+    yes: bool = False
     json_out: bool = False
     emit: str | None = None  # "build-env"
     log: str | None = None
@@ -74,6 +75,17 @@ def _inside(folder: str) -> Iterator[None]:
         os.chdir(here)
 
 
+def _first_blocked(plan: BuildPlan, steps: list[str]) -> tuple[str, Prerequisite] | None:
+    """The first step, in order, whose prerequisite is missing (one an earlier step installs does not count)."""
+    ran: list[str] = []
+    for step in steps:
+        missing = plan.blocking([step], ran)
+        if missing is not None:
+            return step, missing
+        ran.append(step)
+    return None
+
+
 def plan_only(opts: FromSourceOptions) -> BuildPlan:
     from stackdoctor.install_flow import InstallOptions, gather_facts
     from stackdoctor.probes.buildtools import probe_build_tools
@@ -84,6 +96,7 @@ def plan_only(opts: FromSourceOptions) -> BuildPlan:
     request = BuildRequest(
         torch=opts.torch, gpus=list(opts.gpus), gfx=list(opts.gfx), platform=opts.platform, python_version=opts.python_version,
         ptx=opts.ptx, source_url=opts.source_url, source_dir=opts.source_dir,
+        checkout=not opts.what_if and os.path.isdir(os.path.join(opts.source_dir, ".git")),
     )
     if opts.torch and not any(str(r.version) == opts.torch.strip() for r in matrix.releases):
         raise UsageError(f"--torch {opts.torch}: the matrix knows no such release to build (a release version, like 2.13.0).")
@@ -103,8 +116,15 @@ def plan_only(opts: FromSourceOptions) -> BuildPlan:
     return plan
 
 
-def run(opts: FromSourceOptions, say: Callable[[str, str], None], stream: Callable[[str], None]) -> BuildOutcome:
-    """The whole flow; a usage error raises (one sentence, exit 2), everything else is in the outcome."""
+def run(
+    opts: FromSourceOptions,
+    say: Callable[[str, str], None],
+    stream: Callable[[str], None],
+    show: Callable[[BuildPlan], None] | None = None,
+    confirm: Callable[[str], bool | None] | None = None,
+) -> BuildOutcome:
+    """The whole flow; a usage error raises (one sentence, exit 2), everything else is in the outcome. Before it runs
+    anything the plan is shown (``show``) and, without ``--yes``, ``confirm`` asks (None: no terminal to ask on)."""
     check(opts)
     out = BuildOutcome()
     plan = out.plan = plan_only(opts)
@@ -118,6 +138,21 @@ def run(opts: FromSourceOptions, say: Callable[[str, str], None], stream: Callab
         return out
     steps = list(opts.steps) or list(STEPS)
     commands = [c for c in plan.commands if c.step in steps]
+    if show is not None:
+        show(plan)
+    first = _first_blocked(plan, [c.step for c in commands])
+    if first is not None:
+        step, missing = first
+        plan.error = f"the {step} step needs {missing.needed}, which is missing: {missing.fix}"
+        out.what, out.exit_code = "blocked", ExitCode.FAILED
+        return out
+    if not opts.yes:
+        answer = confirm(f"Build torch {plan.torch_version} from source in {os.path.abspath(opts.source_dir)}?") if confirm else None
+        if answer is None:
+            raise UsageError("not building: there is no terminal to confirm on; re-run with --yes to build, or --dry-run to only see the plan.")
+        if not answer:
+            out.what = "declined"
+            return out
     from stackdoctor.system import System
 
     system = System.from_env()
@@ -125,11 +160,14 @@ def run(opts: FromSourceOptions, say: Callable[[str, str], None], stream: Callab
     log_path = os.path.abspath(opts.log or os.path.join(base, f"stackdoctor-build-{time.strftime('%Y%m%d-%H%M%S')}.log"))
     plan.log = log_path
     deadline = time.monotonic() + opts.timeout_s
+    # the target's scripts folder first on PATH: the cmake and ninja the deps step installs there are the ones the build finds
+    scripts = os.path.dirname(os.path.abspath(plan.python))
+    env: dict[str, str | None] = {**plan.env, "PATH": scripts + os.pathsep + (system.getenv("PATH") or "")}
     with open(log_path, "a", encoding="utf-8") as log:
         for i, cmd in enumerate(commands, 1):
-            missing = plan.blocking([cmd.step])
-            if missing is not None:
-                plan.error = f"the {cmd.step} step needs {missing.needed}, which is missing: {missing.fix}"
+            still = plan.blocking([cmd.step], plan.ran)  # checked before asking too; a step that failed to install it would have stopped
+            if still is not None:
+                plan.error = f"the {cmd.step} step needs {still.needed}, which is missing: {still.fix}"
                 log.write(plan.error + "\n")
                 out.what, out.exit_code = "blocked", ExitCode.FAILED
                 return out
@@ -147,7 +185,7 @@ def run(opts: FromSourceOptions, say: Callable[[str, str], None], stream: Callab
                 out.what, out.exit_code = "failed", ExitCode.FAILED
                 return out
             with _inside(folder):
-                res = system.run_streaming(cmd.argv, timeout=max(1.0, deadline - time.monotonic()), on_stdout=sink, on_stderr=sink, env=dict(plan.env))
+                res = system.run_streaming(cmd.argv, timeout=max(1.0, deadline - time.monotonic()), on_stdout=sink, on_stderr=sink, env=env)
             if not res.ok:
                 plan.error = f"{cmd.line} failed ({res.describe_failure()}); the log is {log_path}"
                 log.write(plan.error + "\n")

@@ -125,7 +125,7 @@ def test_pascal_without_nvcc_or_cudnn_says_what_to_install(matrix):
     nvcc, cudnn = prereq(plan, "nvcc"), prereq(plan, "cudnn")
     assert nvcc.status == "missing" and "https://pytorch.org/get-started/locally" in nvcc.fix
     assert cudnn.status == "missing" and "9.0" in cudnn.needed and "support-matrix" in cudnn.fix
-    assert not plan.ready and plan.blocking(["build"]).name == "nvcc"
+    assert not plan.ready and plan.blocking(["build"], ["deps"]).name == "nvcc"  # cmake 3.25.1 comes from the deps step
     assert plan.blocking(["clone"]) is None  # cloning needs no toolkit
 
 
@@ -172,7 +172,7 @@ def test_gcc_older_than_11_3_is_missing_with_its_fix(matrix):
     plan = build_plan(machine("no-gpu-linux", matrix), matrix, BuildRequest(), tools(gcc="gcc-9.2.1-ubuntu18.04.txt"), "python")
     c = prereq(plan, "compiler")
     assert c.status == "missing" and c.found == "gcc 9.2.1" and "11.3.0" in c.fix
-    assert plan.blocking(["build"]).name == "compiler"
+    assert plan.blocking(["build"], ["deps"]).name == "compiler"
     ok = build_plan(machine("no-gpu-linux", matrix), matrix, BuildRequest(), tools(gcc="gcc-11.4.0-ubuntu22.04.txt"), "python")
     assert prereq(ok, "compiler").status == "ok"
 
@@ -252,3 +252,25 @@ def test_cli_what_if_json_and_emit(tmp_path):
     assert emitted.rc == 0 and "export PYTORCH_ROCM_ARCH=gfx1100\n" in emitted.stdout
     bad = run_sd(["install", "--from-source", "--step", "bake"], env=env)
     assert bad.rc == 2 and "--step must be one of" in bad.stderr
+
+
+def test_an_existing_checkout_checks_the_tag_out_instead_of_cloning(matrix):
+    plan = build_plan(machine("no-gpu-linux", matrix), matrix, BuildRequest(torch="2.13.0", checkout=True), tools(), "python")
+    assert plan.commands[0].argv == ["git", "checkout", "v2.13.0"] and plan.commands[0].cwd == "pytorch"
+
+
+def test_an_old_cmake_blocks_the_build_unless_the_deps_step_runs_first(matrix):
+    t = tools()
+    t.cmake = Tool("cmake", "/usr/bin/cmake", "3.22.1", "cmake --version")
+    plan = build_plan(machine("no-gpu-linux", matrix), matrix, BuildRequest(), t, "python")
+    c = prereq(plan, "cmake")
+    assert c.status == "missing" and "3.27" in c.needed and c.provided_by == "deps"
+    assert plan.blocking(["build"]).name == "cmake"
+    assert plan.blocking(["build"], ["deps"]) is None  # pip install --group dev brought cmake >= 3.27
+
+
+def test_the_plan_screen_speaks_chinese(tmp_path):
+    env = {"HOME": str(tmp_path), "NO_COLOR": "1", "LANG": "zh_CN.UTF-8"}
+    res = run_sd(["install", "--from-source", "--gfx", "gfx1100", "--dry-run"], env=env)
+    assert res.rc == 0, res.stderr
+    assert "从源码构建 torch" in res.stderr and "环境变量：" in res.stderr and "这些 AMD GPU 的 gfx 架构" in res.stderr

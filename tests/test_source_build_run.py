@@ -93,8 +93,11 @@ def test_first_steps_run_clone_submodules_and_an_editable_install(standin, venv,
     env = {**GIT_ENV, "HOME": str(tmp_path), "NO_COLOR": "1", "VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}:{os.environ['PATH']}",
            "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "protocol.file.allow", "GIT_CONFIG_VALUE_0": "always", "PIP_NO_INDEX": "1"}
     log = tmp_path / "build.log"
+    layer = tmp_path / "m.yaml"  # the stand-in needs no CMake 3.27 (the deps step, which would install one, is not run here)
+    layer.write_text('schema: stackdoctor.matrix/1\nsource_build:\n  cmake: {source: "test: the stand-in builds without CMake"}\n')
     res = run_sd(["install", "--from-source", "--torch", "2.13.0", "--python", str(py), "--source-url", str(standin), "--source-dir", "src",
-                  "--step", "clone", "--step", "submodules", "--step", "build", "--build-log", str(log), "--json"],
+                  "--matrix", str(layer),
+                  "--step", "clone", "--step", "submodules", "--step", "build", "--yes", "--build-log", str(log), "--json"],
                  env=env, cwd=tmp_path, timeout=300)
     assert res.rc == 0, res.stderr + res.stdout
     doc = res.json()
@@ -119,3 +122,10 @@ def test_a_missing_prerequisite_stops_before_its_step(standin, venv, tmp_path):
     assert res.rc == 1
     doc = res.json()
     assert doc["ran"] == [] and "the clone step needs" in doc["error"] and not (tmp_path / "src").exists()
+
+
+def test_without_yes_and_no_terminal_it_asks_for_yes(standin, venv, tmp_path):
+    env = {"HOME": str(tmp_path), "NO_COLOR": "1", "VIRTUAL_ENV": str(venv)}
+    res = run_sd(["install", "--from-source", "--python", str(venv / "bin" / "python"), "--source-url", str(standin), "--source-dir", "src",
+                  "--step", "clone"], env=env, cwd=tmp_path, timeout=300)
+    assert res.rc == 2 and "re-run with --yes" in res.stderr and not (tmp_path / "src").exists()

@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
             return int(run_from_source(FromSourceOptions(
                 torch=torch, python=python, matrix=list(matrix or []), replay=replay, gpus=list(gpu or []), gfx=list(gfx or []),
                 platform=platform, python_version=python_version, ptx=ptx, source_dir=source_dir, source_url=source_url,
-                steps=list(step or []), dry_run=dry_run, json_out=json_out, emit=emit, log=build_log, timeout_s=timeout if timeout != 3600.0 else 4 * 3600.0,
+                steps=list(step or []), dry_run=dry_run, yes=yes, json_out=json_out, emit=emit, log=build_log, timeout_s=timeout if timeout != 3600.0 else 4 * 3600.0,
             )))
         opts = InstallOptions(
             packages=list(packages or []),
@@ -132,10 +132,10 @@ def _print_json(outcome: InstallOutcome, exc: StackdoctorError | None) -> None:
 def run_from_source(opts: FromSourceOptions) -> int:
     """``--from-source``: the build plan (and, without ``--dry-run``, the build); ``--json`` one ``stackdoctor.build-plan/1``."""
     from stackdoctor import source_run
-    from stackdoctor.render.build import build_json, render_build
+    from stackdoctor.render.build import build_json, render_build, render_result
 
     try:
-        outcome = source_run.run(opts, say, write_err)
+        outcome = source_run.run(opts, say, write_err, show=render_build, confirm=_confirm)
     except StackdoctorError as exc:
         if opts.json_out:
             sys.stdout.write(build_json(None, exc))
@@ -144,7 +144,10 @@ def run_from_source(opts: FromSourceOptions) -> int:
         sys.stdout.write(outcome.emitted)
         return outcome.exit_code
     if outcome.plan is not None:
-        render_build(outcome.plan)
+        if outcome.what == "dry-run":
+            render_build(outcome.plan)
+        elif outcome.what != "declined":
+            render_result(outcome.plan)
         if opts.json_out:
             sys.stdout.write(build_json(outcome.plan))
     return outcome.exit_code

@@ -70,6 +70,20 @@ def render_build(plan: BuildPlan) -> None:
     for c in plan.commands:
         prefix = f"  ({c.cwd}) " if c.cwd != "." else "  "
         con.print(Text(prefix + c.line))
+    _result(con, plan)
+
+
+def render_result(plan: BuildPlan) -> None:
+    """After a run: the steps that finished, the log, and what stopped it."""
+    from stackdoctor.console import make_console
+    from stackdoctor.redact import safe_copy
+
+    _result(make_console(stderr=True, soft_wrap=True), safe_copy(plan, screen=True))
+
+
+def _result(con: Any, plan: BuildPlan) -> None:
+    from rich.text import Text
+
     if plan.ran:
         con.print(Text(localized(f"ran: {', '.join(plan.ran)}"), style="green"))
     if plan.log:
