@@ -41,7 +41,7 @@ class PlatformFacts:
     glibc_version: str | None = None  # "2.35"
     is_wsl: bool = False
     wsl_version: int | None = None  # 1 | 2
-    container: str | None = None  # "docker" | "podman" | "kubernetes" | "lxc" | None
+    container: str | None = None  # "docker" | "podman" | "kubernetes" | "containerd" | "lxc" | "apptainer" | None
     container_nvidia_devices: bool | None = None  # NVIDIA runtime passed /dev/nvidia* in
     nvidia_pci_devices: list[PciDevice] = field(default_factory=list)
     amd_pci_devices: list[PciDevice] = field(default_factory=list)
@@ -401,7 +401,10 @@ class TorchFacts:
     hip: str | None = None  # torch.version.hip
     debug: bool | None = None
     cuda_available: bool | None = None
-    cuda_error: str | None = None  # exact text when unavailable (warning or exception)
+    cuda_error: str | None = None  # exact text when unavailable (warning or exception), every line of it on one
+    # the driver's CUDA level as torch's runtime reads it (torch._C._cuda_getDriverVersion(), cudaDriverGetVersion's
+    # encoding: 12080 = CUDA 12.8; 0 = no driver); None where not asked (no import, not a CUDA build, torch lacks it)
+    driver_api_version: int | None = None
     device_count: int | None = None
     devices: list[TorchDevice] = field(default_factory=list)
     arch_list: list[str] = field(default_factory=list)  # the build's arch list: torch's own when imported, else the files' (sources say which)
@@ -423,7 +426,7 @@ class TorchFacts:
     numpy_version: str | None = None  # from numpy's distribution metadata (not imported)
     config: dict[str, str] = field(default_factory=dict)  # torch.__config__.show() essentials
     location: str | None = None
-    import_error: str | None = None  # last line of the exception when import failed
+    import_error: str | None = None  # the exception when import failed (its whole text on one line)
     import_error_kind: str | None = None  # "exception" | "timeout" | "crash"
     distributions: dict[str, str] = field(default_factory=dict)  # installed dists of interest -> version
     conda_packages: list[str] = field(default_factory=list)  # conda-meta names of interest

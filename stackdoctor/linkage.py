@@ -373,6 +373,25 @@ class _Elf:
 # ---------------------------------------------------------------------------- search paths
 
 
+def glibc_version(system: System, path: str, deadline: float | None = None) -> str | None:
+    """The glibc release of a ``libc.so.6`` from its own version definitions (the newest ``GLIBC_2.xx`` it
+    defines: glibc 2.34 and later name the file only ``libc.so.6``); None when unreadable or no glibc."""
+    fh = system.open_binary(path)
+    if isinstance(fh, ReadResult):
+        return None
+    try:
+        found: list[tuple[int, ...]] = []
+        for name in _Elf(fh, deadline).verdefs().values():
+            m = re.fullmatch(r"GLIBC_(\d+)\.(\d+)(?:\.(\d+))?", name or "")
+            if m:
+                found.append(tuple(int(x) for x in m.groups() if x is not None))
+        return ".".join(str(x) for x in max(found)) if found else None
+    except Exception:  # a damaged file: no version, never a crash
+        return None
+    finally:
+        fh.close()
+
+
 def ld_so_conf_dirs(system: System, path: str = "/etc/ld.so.conf", _depth: int = 0, _seen: set[str] | None = None) -> list[str]:
     """The directories ``/etc/ld.so.conf`` names, ``include`` globs followed (under the sysroot)."""
     seen = _seen if _seen is not None else set()

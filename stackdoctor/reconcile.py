@@ -374,10 +374,19 @@ def _nvidia_driver(f: Facts) -> SeenValue:
     return seen
 
 
+TORCH_DRIVER_API = "torch._C._cuda_getDriverVersion()"
+
+
 def _cuda_ceiling(f: Facts, evidence: list[Evidence]) -> SeenValue:
     """The newest CUDA the driver runs: NVML / nvidia-smi / the driver library, else torch's "found version NNNN" message."""
     n = f.nvidia
     seen = _pick(n.observed.get("cuda_driver_version") or {}, n.cuda_driver_version, n.sources.get("cuda_driver_version"))
+    raw = f.torch.driver_api_version
+    if raw is not None and raw > 0:  # torch's own runtime asked the driver (cudaDriverGetVersion): a value, whatever the sentence
+        level = f"{raw // 1000}.{(raw % 1000) // 10}"
+        seen.witnesses.setdefault(TORCH_DRIVER_API, level)
+        if seen.value is None:
+            seen.value, seen.source = level, TORCH_DRIVER_API
     for ev in evidence:
         ceiling = ev.values.get("driver_cuda")
         if ceiling:
@@ -737,7 +746,10 @@ def _apple_gpus(f: Facts) -> list[GpuView]:
 # are in tests/fixtures/real/*/source.md.
 _RECOGNISED: tuple[tuple[re.Pattern[str], str], ...] = (
     # torch's CUDA init: "...too old (found version 10020)..." (cudaDriverGetVersion's number: 10020 = CUDA 10.2)
-    (re.compile(r"The NVIDIA driver on your system is too old \(found version (?P<found>\d{4,6})\)"), "driver-too-old"),
+    # torch 2.x: c10/cuda/CUDAFunctions.cpp device_count_impl, one line, as a "CUDA initialization:" warning;
+    # torch 1.x: torch/cuda/__init__.py _check_driver, a multi-line AssertionError whose 2nd line says it
+    # (quoted in https://github.com/pytorch/pytorch/issues/25581); the worker keeps every line, "version" optional
+    (re.compile(r"The NVIDIA driver on your system is too old \(found (?:version )?(?P<found>\d{4,6})\)"), "driver-too-old"),
     (re.compile(r"CUDA driver version is insufficient for CUDA runtime version|cudaErrorInsufficientDriver"), "driver-too-old"),
     # the driver's CUDA level in any other wording ("... found version 12070 of the driver API"): a witness
     # of the level only; driver-too-old compares it with the build's CUDA (no verdict from the words alone)

@@ -258,12 +258,20 @@ def _known_secrets(environ: Any) -> list[str]:
     return sorted((v for v in found if len(v) >= 6), key=len, reverse=True)
 
 
-_LITERALS: dict[str, Any] = {"key": None, "pattern": None}
+_LITERALS: dict[str, Any] = {"key": None, "pattern": None, "env": None}
 
 
 def _literal_pattern() -> re.Pattern[str] | None:
     import os
 
+    # the secrets are looked for again only when the environment changed: a report scrubs ~1000 strings, and
+    # reading (decoding) the whole environment for each was most of `check --no-kernels`' own time
+    raw = getattr(os.environ, "_data", None)  # os._Environ's undecoded mapping: compared without decoding
+    env = dict(raw) if isinstance(raw, dict) else dict(os.environ.items())
+    if _LITERALS["env"] == env:
+        cached: re.Pattern[str] | None = _LITERALS["pattern"]
+        return cached
+    _LITERALS["env"] = env
     values = _known_secrets(os.environ)
     key = "\0".join(values)
     if _LITERALS["key"] != key:

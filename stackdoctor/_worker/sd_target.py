@@ -35,6 +35,27 @@ def last_line(exc):
     return lines[-1][:500] if lines else type(exc).__name__
 
 
+def whole_text(exc, cap=2000):
+    """The exception's whole message on one line ("Type: line1 line2 ..."): torch's multi-line errors (the
+    old ``AssertionError`` of ``_check_driver``) end in a line that says nothing on its own, so every line is kept."""
+    return flat("%s: %s" % (type(exc).__name__, exc), cap) or type(exc).__name__
+
+
+def flat(text, cap=2000):
+    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
+    return " ".join(lines)[:cap] if lines else ""
+
+
+def cuda_warning(messages):
+    """torch's CUDA initialisation warning among what ``is_available()`` warned (the last one that names CUDA
+    or the driver, else the last one), whole, on one line."""
+    for m in reversed(messages):
+        low = m.lower()
+        if "cuda initialization" in low or "driver" in low or "cuda" in low:
+            return flat(m, 2000)
+    return flat(messages[-1], 2000) if messages else None
+
+
 def python_facts():
     import sysconfig
 
@@ -164,7 +185,7 @@ def torch_facts():
         if isinstance(exc, ModuleNotFoundError) and getattr(exc, "name", None) == "torch":
             out["import_error"] = None
         else:
-            out["import_error"] = last_line(exc)
+            out["import_error"] = whole_text(exc)
             out["import_error_kind"] = "exception"
         return out, None
     out["import_s"] = round(time.monotonic() - t, 3)
@@ -193,16 +214,26 @@ def torch_facts():
         out["cuda_available"] = avail
         msgs = [str(w.message) for w in caught]
         if not avail and (cuda or hip):
-            out["cuda_error"] = msgs[-1][:1000] if msgs else None
-            if out["cuda_error"] is None:
+            out["cuda_error"] = cuda_warning(msgs)
+            if not out["cuda_error"]:
                 try:
                     torch.cuda.init()
                 except Exception as exc:
-                    out["cuda_error"] = last_line(exc)
+                    out["cuda_error"] = whole_text(exc)
         out["device_count"] = int(torch.cuda.device_count()) if avail else 0
     except Exception as exc:
         out["cuda_available"] = False
-        out["cuda_error"] = last_line(exc)
+        out["cuda_error"] = whole_text(exc)
+    # the driver's CUDA level as cudaDriverGetVersion() gives it (12080 = CUDA 12.8; 0 = no driver), whatever
+    # torch's sentence says: torch._C._cuda_getDriverVersion (torch/csrc/cuda/Module.cpp), where the build has it
+    getter = getattr(getattr(torch, "_C", None), "_cuda_getDriverVersion", None)
+    if cuda and not hip and getter is not None:
+        try:
+            value = getter()
+            if isinstance(value, int):
+                out["driver_api_version"] = value
+        except Exception:
+            pass
     devices = []
     if out.get("cuda_available"):
         for i in range(out["device_count"]):
@@ -252,13 +283,17 @@ def torch_facts():
         pass
     try:
         if hasattr(torch, "xpu"):
-            out["xpu_available"] = bool(torch.xpu.is_available())
+            with warnings.catch_warnings(record=True) as caught:  # "Failed to initialize XPU devices. ..." (c10/xpu)
+                warnings.simplefilter("always")
+                out["xpu_available"] = bool(torch.xpu.is_available())
+            if not out["xpu_available"] and caught:
+                out["xpu_error"] = flat(str(caught[-1].message), 2000)
             if out["xpu_available"]:
                 for i in range(torch.xpu.device_count()):
                     devices.append({"index": i, "name": torch.xpu.get_device_name(i), "kind": "xpu"})
     except Exception as exc:
         out["xpu_available"] = False
-        out["xpu_error"] = last_line(exc)
+        out["xpu_error"] = whole_text(exc)
     out["devices"] = devices
     available, available_errors = ask_torch(torch, os.environ.get("STACKDOCTOR_TORCH_ASK", ""))
     if available or available_errors:

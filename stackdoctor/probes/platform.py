@@ -260,7 +260,9 @@ def _libc_from_tree(system: System) -> tuple[str | None, str | None, str | None]
             if name == "libc.so.6" and glibc is None:
                 glibc = f"{d}/{name}"
     if glibc:
-        return "glibc", None, f"file:{glibc}"
+        from stackdoctor.linkage import glibc_version  # the ELF reader, only where the name says no version
+
+        return "glibc", glibc_version(system, glibc), f"file:{glibc}"
     if musl:
         return "musl", None, f"file:{musl}"
     return None, None, None
@@ -391,6 +393,13 @@ def gather(ctx: ProbeContext) -> PlatformFacts:
         container, csrc = "podman", "file:/run/.containerenv"
     if system.env.get("KUBERNETES_SERVICE_HOST"):
         container, csrc = "kubernetes", "env:KUBERNETES_SERVICE_HOST"
+    # Apptainer / Singularity: its own variables, or the image's /.singularity.d (the host's /dev is bound in,
+    # so its GPU access is the driver's libraries `--nv` binds under /.singularity.d/libs, not the device nodes)
+    for var in ("APPTAINER_CONTAINER", "SINGULARITY_CONTAINER"):
+        if container is None and system.env.get(var):
+            container, csrc = "apptainer", f"env:{var}"
+    if container is None and system.exists("/.singularity.d"):
+        container, csrc = "apptainer", "file:/.singularity.d"
     if container is None:
         cg = system.read_text("/proc/1/cgroup")
         kind = parse_cgroup_container(cg.text) if cg.ok else None
@@ -399,9 +408,12 @@ def gather(ctx: ProbeContext) -> PlatformFacts:
     f.container = container
     if container and csrc:
         src["container"] = csrc
-        found = [p for p in ("/dev/nvidia0", "/dev/nvidiactl") if system.exists(p)]
+        nodes = ("/dev/nvidia0", "/dev/nvidiactl")
+        if container == "apptainer":
+            nodes = ("/.singularity.d/libs/libcuda.so.1", "/.singularity.d/libs/libcuda.so")
+        found = [p for p in nodes if system.exists(p)]
         f.container_nvidia_devices = bool(found)
-        src["container_nvidia_devices"] = "file:" + (found[0] if found else "/dev/nvidia0,/dev/nvidiactl (absent)")
+        src["container_nvidia_devices"] = "file:" + (found[0] if found else ",".join(nodes) + " (absent)")
 
     # PCI display devices
     if f.system == "Linux":

@@ -143,7 +143,9 @@ def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None
     chosen = accelerators.select(facts)
     # a CPU build is no fix where a GPU is usable, nor where an NVIDIA driver is known to be there
     want_gpu = (chosen is not None and chosen.build_kind != "cpu") or bool(
-        facts.reconciled.nvidia_driver.value or facts.reconciled.cuda_driver_version.value
+        facts.reconciled.nvidia_driver.value
+        or facts.reconciled.cuda_driver_version.value
+        or any(e.proves in ("driver-too-old", "driver-cuda-level") for e in facts.reconciled.evidence)  # torch's words prove a driver
     ) and not facts.jetson.is_jetson and not facts.apple.is_macos
     attempts: list[Request] = []
     if keep_torch and facts.torch.installed and current[0]:
@@ -182,3 +184,42 @@ def visible_to_torch(g: GpuView, env: dict[str, str]) -> bool:
         else:
             break
     return False
+
+
+_NO_DRIVER = re.compile(r"Found no NVIDIA driver on your system", re.I)
+
+
+def nvidia_witnesses(facts: Facts) -> list[str]:
+    """Every witness that points to NVIDIA hardware or an NVIDIA driver, as "<witness>: <what it saw>": the tools'
+    GPUs, the kernel module and its GPU list, PCI, the driver's CUDA level (any tool, torch's runtime, torch's
+    words), torch's own messages that name the driver, and the device nodes a container was given. Empty: no
+    witness contradicts "no NVIDIA GPU here"."""
+    f, n, t = facts, facts.nvidia, facts.torch
+    out: list[str] = []
+    gpus = nvidia_gpus(f)
+    if gpus:
+        out.append(f"{'/'.join(sorted({w for g in gpus for w in g.witnesses}) or ['reconcile'])}: {len(gpus)} GPU(s)")
+    if n.kernel_module_version:
+        out.append(f"{n.sources.get('kernel_module_version', 'kernel module')}: nvidia {n.kernel_module_version}")
+    pci = nvidia_pci(f)
+    if pci:
+        out.append(f"pci: {', '.join(d.name or d.device_id for d in pci)}")
+    drv = f.reconciled.nvidia_driver
+    if drv.value and not n.kernel_module_version:
+        out.append(f"{drv.source or 'driver'}: {drv.value}")
+    ceiling = f.reconciled.cuda_driver_version
+    if ceiling.value:
+        out.append(f"{ceiling.source or 'driver'}: CUDA {ceiling.value}")
+    for e in f.reconciled.evidence:
+        if e.proves in ("driver-too-old", "driver-cuda-level") and not e.values.get("driver_cuda"):
+            out.append(f"{e.source}: {e.line}")
+    if f.platform.container_nvidia_devices:
+        out.append(f.platform.sources.get("container_nvidia_devices", "/dev/nvidia*"))
+    if t.cuda_error and "driver" in t.cuda_error.lower() and not _NO_DRIVER.search(t.cuda_error) and not out:
+        out.append(f"torch.cuda_error: {t.cuda_error[:300]}")
+    return out
+
+
+def torch_found_no_driver(t: TorchFacts) -> bool:
+    """torch's CUDA runtime says it found no NVIDIA driver (its sentence, or cudaDriverGetVersion() = 0)."""
+    return bool(_NO_DRIVER.search(t.cuda_error or "")) or t.driver_api_version == 0

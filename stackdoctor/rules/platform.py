@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 
+from stackdoctor import accelerators
 from stackdoctor import matrix as mx
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.rules.helpers import nvidia_pci, release, variant_row
+from stackdoctor.rules.helpers import nvidia_pci, release, torch_found_no_driver, variant_row
 from stackdoctor.versions import release as vt
 
 
@@ -15,14 +16,21 @@ def container_no_gpu(ctx: Ctx) -> None:
     p = ctx.facts.platform
     if not p.container or p.container_nvidia_devices is not False:
         return
-    wants = bool(nvidia_pci(ctx.facts)) or ctx.facts.environment.get("NVIDIA_VISIBLE_DEVICES", "").strip() not in ("", "void", "none")
-    if not wants:
+    f, t = ctx.facts, ctx.facts.torch
+    wants = bool(nvidia_pci(f)) or f.environment.get("NVIDIA_VISIBLE_DEVICES", "").strip() not in ("", "void", "none")
+    # a CUDA build of torch that ran here and found no driver: inside a container that is the container's GPU
+    # access (the host's driver reaches a container only through the runtime), not a reason for another wheel
+    said = t.installed and accelerators.build_kind(t) == "cuda" and torch_found_no_driver(t)
+    if not (wants or said):
         return
     ctx.add(
-        fix={"podman": "podman", "kubernetes": "kubernetes"}.get(p.container, "docker"),
-        facts=["platform.container", "platform.container_nvidia_devices"],
+        detail="default" if wants else "torch",
+        fix={"podman": "podman", "kubernetes": "kubernetes", "containerd": "kubernetes", "apptainer": "apptainer"}.get(p.container, "docker"),
+        facts=["platform.container", "platform.container_nvidia_devices", "torch.cuda_error"],
         container=p.container,
-        pci=", ".join(d.name or d.device_id for d in nvidia_pci(ctx.facts)) or "-",
+        pci=", ".join(d.name or d.device_id for d in nvidia_pci(f)) or "-",
+        torch=t.version or "?",
+        error=(t.cuda_error or f"torch._C._cuda_getDriverVersion() = {t.driver_api_version}")[:300],
     )
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from stackdoctor import accelerators
 from stackdoctor.accelerators.apple import is_mac, runs_x86
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.rules.helpers import amd_gpus, built_for, nvidia_gpus, python_exe, read_only, release
+from stackdoctor.rules.helpers import amd_gpus, built_for, imports, nvidia_gpus, python_exe, read_only, release, torch_found_no_driver
 from stackdoctor.versions import release as vt
 
 
@@ -50,9 +50,36 @@ def cuda_visible_devices_hides_all(ctx: Ctx) -> None:
     where = "nvidia.gpus" if n.gpus else "nvidia.proc_gpus"
     if "CUDA_VISIBLE_DEVICES" in env and listed and visible_count(env["CUDA_VISIBLE_DEVICES"], listed) == 0:
         ctx.add(facts=["environment.CUDA_VISIBLE_DEVICES", where], var="CUDA_VISIBLE_DEVICES", value=env["CUDA_VISIBLE_DEVICES"], count=len(listed))
+    elif "CUDA_VISIBLE_DEVICES" in env and not listed and _torch_counts_none_under_a_driver(ctx):
+        # no tool or kernel list to count against: torch itself counted 0 devices while its runtime reached a driver
+        t = ctx.facts.torch
+        ctx.add(
+            detail="torch_only",
+            facts=["environment.CUDA_VISIBLE_DEVICES", "torch.device_count", "torch.driver_api_version", "torch.cuda_error"],
+            var="CUDA_VISIBLE_DEVICES",
+            value=env["CUDA_VISIBLE_DEVICES"],
+            count="?",
+            driver_cuda=ctx.facts.reconciled.cuda_driver_version.value or "?",
+            error=t.cuda_error or "-",
+        )
     for var in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
         if var in env and r.gpus and visible_count(env[var], r.gpus) == 0:
             ctx.add(facts=[f"environment.{var}", "rocm.gpus"], var=var, value=env[var], count=len(r.gpus))
+
+
+_XPU_INIT = re.compile(r"Failed to initialize XPU devices|XPU device count is zero|No XPU devices are available", re.I)
+_NO_DEVICE = re.compile(r"No CUDA GPUs are available|no CUDA-capable device is detected|cudaErrorNoDevice", re.I)
+
+
+def _torch_counts_none_under_a_driver(ctx: Ctx) -> bool:
+    """A CUDA torch that ran, reached a driver (its runtime's driver CUDA level, or another witness) and counted
+    no device, with nothing said but "no device": what a device-hiding variable does (cudaErrorNoDevice)."""
+    f, t = ctx.facts, ctx.facts.torch
+    if not imports(t) or accelerators.build_kind(t) != "cuda" or t.cuda_available is not False or (t.device_count or 0) != 0:
+        return False
+    if torch_found_no_driver(t) or (t.cuda_error and not _NO_DEVICE.search(t.cuda_error)):
+        return False
+    return (t.driver_api_version or 0) > 0 or f.reconciled.cuda_driver_version.value is not None or f.reconciled.nvidia_driver.value is not None
 
 
 _SHADOW_DIR = re.compile(r"(/cuda[^/]*/|/cuda$|/cuda[^/]*$|cudnn|nccl|/conda[^/]*/|/miniconda|/anaconda|/mambaforge|/miniforge|/envs/)", re.I)
@@ -153,7 +180,13 @@ def xpu_unavailable(ctx: Ctx) -> None:
     """An XPU build on a machine with an Intel GPU the build targets, but torch.xpu.is_available() is False."""
     f, t = ctx.facts, ctx.facts.torch
     intel = accelerators.by_name("intel")
-    if built_for(f) != "xpu" or t.xpu_available is not False or intel is None or not intel.usable(f):
+    if built_for(f) != "xpu" or t.xpu_available is not False or intel is None:
+        return
+    # torch's own words that its XPU runtime found no device to initialise (c10/xpu/XPUFunctions.cpp: "Failed to
+    # initialize XPU devices" from torch 2.6 on, "XPU device count is zero!" before): with an Intel GPU here, the
+    # driver / Level Zero side, even for a GPU whose family the matrix does not list
+    said = bool(_XPU_INIT.search(t.xpu_error or ""))
+    if not (intel.usable(f) or (said and intel.present(f))):
         return
     if ctx.has("torch-backend-mismatch"):
         return
@@ -161,7 +194,7 @@ def xpu_unavailable(ctx: Ctx) -> None:
         detail="default",
         facts=["torch.xpu_available", "torch.xpu_error", "intel.gpus"],
         torch=t.version,
-        gpus=", ".join(f"Intel {g.name or g.device_id} ({g.driver or 'no driver'})" for g in f.intel.gpus if g.xpu),
+        gpus=", ".join(f"Intel {g.name or g.device_id} ({g.driver or 'no driver'})" for g in f.intel.gpus if g.xpu or not intel.usable(f)) or "-",
         error=t.xpu_error or "-",
         python=python_exe(f),
         os=f.platform.os_id or f.platform.system or "?",

@@ -16,8 +16,8 @@ from stackdoctor.rules.helpers import (
     imports,
     index_for,
     install_fix,
-    nvidia_gpus,
     nvidia_pci,
+    nvidia_witnesses,
     python_exe,
     read_only,
     release,
@@ -216,16 +216,33 @@ def torch_backend_mismatch(ctx: Ctx) -> None:
     if any(a.targeted(kind) and a.present(f) for a in accelerators.ALL):
         return
     acc = next((a for a in accelerators.ALL if a.name != "jetson" and not a.targeted(kind) and a.needs_build(f)), None)
+    apus = _rocm_apus(ctx) if acc is None and kind != "rocm" else []
+    if acc is None and apus:
+        acc = accelerators.by_vendor("amd")
     if acc is None:
         return
     ctx.add(
-        facts=["torch.version", "torch.cuda", "torch.hip"],
+        facts=["torch.version", "torch.cuda", "torch.hip"] + (["reconciled.gpus"] if apus else []),
         fix_text=install_fix(ctx, exclude=variant_name(f)),
         torch=t.version,
         build=next((a.build_label for a in accelerators.ALL if a.build_kind == kind), kind),
         machine=acc.vendor_label,
-        gpus=_gpu_names(ctx, acc),
+        gpus=", ".join(apus) if apus else _gpu_names(ctx, acc),
     )
+
+
+def _rocm_apus(ctx: Ctx) -> list[str]:
+    """AMD integrated GPUs (APUs) some ROCm build in the matrix carries code for ("Radeon 8060S (gfx1151)"):
+    such an APU is what the machine has torch run on, and only a ROCm build drives it."""
+    f = ctx.facts
+    if ctx.matrix is None or f.platform.system not in (None, "Linux") or f.platform.is_wsl:
+        return []
+    targets = {a.split(":", 1)[0] for r in ctx.matrix.releases for v in r.variants if v.kind == "rocm" for a in (*v.gfx, *v.arch_list)}
+    out = []
+    for g in f.reconciled.gpus:
+        if g.vendor == "amd" and g.integrated and g.gfx and g.gfx.split(":", 1)[0] in targets:
+            out.append(f"{g.name or 'AMD GPU'} ({g.gfx})")
+    return out
 
 
 def _pair(ctx: Ctx, pkg: str, installed: str | None, expected: str | None, strict_suffix: bool) -> None:
@@ -414,15 +431,15 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-@rule("torch-gpu-build-no-gpu", severity="warn", layer="torch")
+@rule("torch-gpu-build-no-gpu", severity="warn", layer="torch", defers_to=("container-no-gpu", "torch-backend-mismatch"))
 def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
     """A CUDA build where no witness sees an NVIDIA GPU or driver: the CPU build would do, and the
     NVIDIA runtime packages' disk (measured from their RECORD files) would be saved."""
     f, t = ctx.facts, ctx.facts.torch
     if not t.installed or built_for_files(f) != "cuda" or t.cuda_available or f.jetson.is_jetson or f.apple.is_macos:
         return
-    if nvidia_gpus(f) or nvidia_pci(f) or f.reconciled.nvidia_driver.value or f.reconciled.cuda_driver_version.value:
-        return
+    if ctx.has("container-no-gpu") or ctx.has("torch-backend-mismatch") or nvidia_witnesses(f):
+        return  # a witness saw NVIDIA hardware or a driver: "no NVIDIA GPU" would contradict it
     if accelerators.select(f) is not None and accelerators.select(f).build_kind != "cpu":  # type: ignore[union-attr]
         return  # another accelerator is there: torch-backend-mismatch speaks of it
     sizes = {k: v for k, v in t.runtime_bytes.items() if k.startswith("nvidia-")}
@@ -432,8 +449,11 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
     if sizes:
         fix += " --remove-leftovers"  # the NVIDIA packages go too: that is the disk saved
     largest = sorted(sizes.items(), key=lambda kv: -kv[1])[:2]
+    # read from the files only, inside a container (or with no PCI list to read): a GPU passed in may be known
+    # only to a running torch, so the fast path says what it could not verify instead of "no NVIDIA GPU"
+    unverified = read_only(t) and (bool(f.platform.container) or f.platform.system not in (None, "Linux"))
     ctx.add(
-        detail="default" if sizes else "unknown_size",
+        detail="unverified" if unverified else ("default" if sizes else "unknown_size"),
         facts=["torch.variant", "torch.cuda", "torch.runtime_bytes", "reconciled.gpus"],
         install=fix,
         torch=t.version or "?",
