@@ -5,12 +5,19 @@ download.pytorch.org and their mirrors alike):
 
 - the **wheel file names**: versions, local labels (``+cu130`` = the variant), Python tags (``cp313t`` =
   free-threaded 3.13), platform tags (``manylinux_2_28_x86_64`` = glibc 2.28 floor);
-- the **core metadata** (PEP 658 / 714 ``<wheel>.metadata`` files; the wheel's own ``METADATA`` where an index
-  has none and downloading is allowed): ``Requires-Python``; the ``nvidia-*`` / ``cuda-toolkit`` pins, which say
+- the **core metadata** (PEP 658 / 714 ``<wheel>.metadata`` files; where an index has none, the wheel's own
+  ``METADATA`` read by HTTP range requests, :mod:`stackdoctor.lazywheel`: the zip's directory and that member,
+  ~2 MB of a 450 MB torch wheel; the whole wheel only where ranges are refused and ``--download`` allows it):
+  ``Requires-Python``; the ``nvidia-*`` / ``cuda-toolkit`` pins, which say
   which CUDA a label-less (PyPI) build bundles (``cuda-toolkit[...]==13.2.2`` -> ``cu132``); the triton pin;
   and from torchvision's / torchaudio's own ``Requires-Dist: torch==X`` the companion pairing;
-- where downloading is allowed (``--download``), the **GPU code** in the binaries (``libtorch_cuda.so``'s fat
-  binary, ``libtorch_hip.so``'s offload bundles) with the same static readers ``check`` uses.
+- with ``--gpu-code`` (or ``--download``), the **GPU code** of each (variant, platform)'s binaries
+  (``libtorch_cuda.so``'s fat binary, ``libtorch_hip.so``'s offload bundles) with the same static readers
+  ``check`` uses, the library member streamed by one range request and only its headers kept; an aarch64 or
+  Windows wheel's list goes to ``arch_by_platform``, never borrowed from x86_64's.
+
+What could not be learned (an artifact over a cap, an empty file, refused ranges, no GPU library) is skipped and
+named in :attr:`LearnResult.missing` with why, never the end of the run; ``matrix learn`` then exits 1.
 
 Each row's ``source`` is the artifact it was read from (its URL and sha256) and ``learned`` the date. The rows go
 to a layer file (the user's ``~/.config/stackdoctor/learned.yaml``, ``--out FILE``, or the shipped
@@ -49,6 +56,7 @@ from packaging.version import InvalidVersion, Version
 
 from stackdoctor.errors import IndexError_, MatrixError, UsageError
 from stackdoctor.index import IndexClient, IndexFile, list_project, project_page_url
+from stackdoctor.lazywheel import RangesRefused
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.system import System
@@ -313,6 +321,9 @@ class HttpSource:
     max_wheel_bytes: int = MAX_WHEEL_BYTES
     timeout_s: float = 600.0
     name: str = ""
+    why: dict[str, str] = field(default_factory=dict)  # file name -> why its metadata / GPU code was not read
+    readers: list[Any] = field(default_factory=list)  # the range readers used (their byte counts)
+    _last: Any = None
 
     def __post_init__(self) -> None:
         self.name = self.name or self.index_url
@@ -372,16 +383,92 @@ class HttpSource:
             raise IndexError_(f"{_public(url)} could not be read: {type(exc).__name__}.") from None
 
     def metadata(self, f: IndexFile) -> tuple[CoreMetadata | None, IndexFile]:
-        body = self._get(f.url + ".metadata", self.max_metadata_bytes)
+        """The wheel's core metadata: the PEP 658 / 714 ``.metadata`` file where the index serves one, else the
+        wheel's own ``METADATA`` read by HTTP range requests (:mod:`stackdoctor.lazywheel`), else (ranges refused,
+        ``download`` on, the wheel within ``max_wheel_bytes``) from the whole wheel. None: :attr:`why` says why."""
+        try:
+            body = self._get(f.url + ".metadata", self.max_metadata_bytes)
+        except IndexError_ as exc:
+            body = None
+            self.why[f.filename] = str(exc)
         if isinstance(body, bytes):
             return parse_core_metadata(body.decode("utf-8", errors="replace")), f
+        if f.url.startswith("file:"):
+            from stackdoctor.index import local_path
+
+            p = local_path(f.url)
+            return (_wheel_metadata(p) if p.is_file() and p.stat().st_size else self._missing(f, "an empty file, not a wheel")), f
+        try:
+            rw = self._ranged(f)
+            if rw.size == 0:
+                return self._missing(f, "0 bytes on the index: an empty file, not a wheel"), f
+            name = next((n for n in rw.names() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
+            if name is None:
+                return self._missing(f, "the wheel has no .dist-info/METADATA"), f
+            data = rw.read_member(name, self.max_metadata_bytes, rw.record())
+            return parse_core_metadata(data.decode("utf-8", errors="replace")), f
+        except RangesRefused as exc:
+            refused = str(exc)
+        except IndexError_ as exc:
+            return self._missing(f, str(exc)), f
         if not self.download:
-            return None, f
+            return self._missing(f, f"no core metadata file on the index and {refused.split(': ', 1)[-1].rstrip('.')}; --download reads the whole wheel"), f
         with tempfile.TemporaryDirectory(prefix="sd-learn-") as tmp:
-            path = self.wheel(f, Path(tmp))
+            try:
+                path = self.wheel(f, Path(tmp))
+            except IndexError_ as exc:
+                return self._missing(f, str(exc)), f
             if path is None:
-                return None, f
+                return self._missing(f, "the wheel could not be downloaded"), f
             return _wheel_metadata(path), f
+
+    def _missing(self, f: IndexFile, why: str) -> CoreMetadata | None:
+        self.why[f.filename] = why
+        return None
+
+    def _ranged(self, f: IndexFile) -> Any:
+        from stackdoctor.lazywheel import RangeWheel
+
+        if self._last is not None and self._last.url == f.url:
+            return self._last
+        self._last = None
+        rw = RangeWheel(self.client._client_for(f.url), f.url, budget=self.max_wheel_bytes, timeout_s=self.timeout_s, public=_public(f.url))
+        self._last = rw
+        self.readers.append(rw)
+        return rw
+
+    def gpu_code(self, f: IndexFile) -> dict[str, Any] | None:
+        """The GPU code of the wheel's primary GPU library, read by range requests (only the library member's
+        bytes, only its headers kept); the whole wheel where ranges are refused and ``download`` allows it."""
+        if f.url.startswith("file:"):
+            from stackdoctor.index import local_path
+
+            return read_wheel_gpu_code(local_path(f.url))
+        try:
+            rw = self._ranged(f)
+            if rw.size == 0:
+                return {"kind": "unknown", "library": f.filename, "error": "0 bytes on the index: an empty file, not a wheel"}
+            names = set(rw.names())
+            member = next((m for m in _GPU_LIBS if m in names), None)
+            if member is None:
+                return None
+            return dict(rw.gpu_code(member, _GPU_LIBS[member], MAX_LIBRARY_BYTES, _read_open_library))
+        except RangesRefused as exc:
+            if not self.download:
+                return {"kind": "unknown", "library": f.filename, "error": f"{str(exc).split(': ', 1)[-1].rstrip('.')}; --download reads the whole wheel"}
+        except IndexError_ as exc:
+            return {"kind": "unknown", "library": f.filename, "error": str(exc)}
+        with tempfile.TemporaryDirectory(prefix="sd-learn-") as tmp:
+            try:
+                path = self.wheel(f, Path(tmp))
+            except IndexError_ as exc:
+                return {"kind": "unknown", "library": f.filename, "error": str(exc)}
+            return read_wheel_gpu_code(path) if path else None
+
+    @property
+    def fetched(self) -> int:
+        """Bytes of wheels read by range requests so far."""
+        return sum(r.fetched for r in self.readers)
 
     def wheel(self, f: IndexFile, into: Path) -> Path | None:
         if not self.download:
@@ -477,25 +564,30 @@ def read_wheel_gpu_code(path: Path) -> dict[str, Any] | None:
 
 
 def _read_library(lib: Path, kind: str, label: str) -> dict[str, Any]:
+    with open(lib, "rb") as fh:
+        return _read_open_library(fh, kind, label)
+
+
+def _read_open_library(fh: Any, kind: str, label: str) -> dict[str, Any]:
+    """The GPU code of an open library file (a real one, or :mod:`stackdoctor.lazywheel`'s headers-only view)."""
     from stackdoctor import binfmt
     from stackdoctor.probes.torch_static import _majority, sort_archs, sort_gfx, zstd_decoder
 
-    with open(lib, "rb") as fh:
-        table = binfmt.read_sections(fh)
-        sec = table.find(*(binfmt.CUDA_SECTIONS if kind == "cuda" else binfmt.HIP_SECTIONS))
-        if sec is None:
-            return {"kind": kind, "library": label, "error": f"no GPU code section ({table.error or 'none found'})"}
-        if kind == "cuda":
-            fat = binfmt.walk_fatbin(fh, sec.offset, sec.size)
-            counts = fat.arch_containers()
-            main, _extra = _majority(counts, fat.containers)
-            sms = [a for a in sort_archs(main) if a.startswith("sm_")]
-            ptx = [a for a in sort_archs(main) if a.startswith("compute_")]
-            return {"kind": "cuda", "library": label, "arch_list": sms, "ptx": ptx, "containers": fat.containers, "error": fat.error}
-        bundles = binfmt.walk_offload_bundles(fh, sec.offset, sec.size, zstd=zstd_decoder())
-        known = sum(1 for b in bundles.bundles if b.entries)
-        main, _extra = _majority(bundles.target_bundles(), known)
-        return {"kind": "hip", "library": label, "gfx": sort_gfx(main), "containers": len(bundles.bundles), "error": bundles.error}
+    table = binfmt.read_sections(fh)
+    sec = table.find(*(binfmt.CUDA_SECTIONS if kind == "cuda" else binfmt.HIP_SECTIONS))
+    if sec is None:
+        return {"kind": kind, "library": label, "error": f"no GPU code section ({table.error or 'none found'})"}
+    if kind == "cuda":
+        fat = binfmt.walk_fatbin(fh, sec.offset, sec.size)
+        counts = fat.arch_containers()
+        main, _extra = _majority(counts, fat.containers)
+        sms = [a for a in sort_archs(main) if a.startswith("sm_")]
+        ptx = [a for a in sort_archs(main) if a.startswith("compute_")]
+        return {"kind": "cuda", "library": label, "arch_list": sms, "ptx": ptx, "containers": fat.containers, "error": fat.error}
+    bundles = binfmt.walk_offload_bundles(fh, sec.offset, sec.size, zstd=zstd_decoder())
+    known = sum(1 for b in bundles.bundles if b.entries)
+    main, _extra = _majority(bundles.target_bundles(), known)
+    return {"kind": "hip", "library": label, "gfx": sort_gfx(main), "containers": len(bundles.bundles), "error": bundles.error}
 
 
 def read_installed_gpu_code(torch_dir: str | os.PathLike[str], *, system: System | None = None, timeout_s: float = 60.0) -> dict[str, Any] | None:
@@ -534,6 +626,8 @@ class LearnResult:
     skipped: list[str] = field(default_factory=list)  # versions already learned
     lines: list[str] = field(default_factory=list)  # what was done, one line each (URLs not yet redacted)
     errors: list[str] = field(default_factory=list)
+    # what was asked for and not learned, one line each: "torch 2.15.0 cu132 manylinux_2_28_aarch64: GPU code of <wheel> (why)"
+    missing: list[str] = field(default_factory=list)
 
 
 def _pick(files: Sequence[WheelFacts]) -> WheelFacts:
@@ -625,6 +719,27 @@ def learn(
     return res
 
 
+def _why(source: Source, filename: str) -> str | None:
+    why = getattr(source, "why", None)
+    return why.get(filename) if isinstance(why, dict) else None
+
+
+def _gpu_code_of(source: Source, f: IndexFile, res: LearnResult) -> dict[str, Any] | None:
+    """The GPU code of wheel ``f``: by range reads where the source can (:meth:`HttpSource.gpu_code`), else from
+    the wheel the source hands over (a snapshot's folder of downloaded wheels)."""
+    reader = getattr(source, "gpu_code", None)
+    if reader is not None:
+        code = reader(f)
+        return code if isinstance(code, dict) or code is None else None
+    with tempfile.TemporaryDirectory(prefix="sd-learn-") as tmp:
+        try:
+            path = source.wheel(f, Path(tmp))
+        except IndexError_ as exc:
+            res.errors.append(str(exc))
+            return None
+        return read_wheel_gpu_code(path) if path else None
+
+
 def _has_gpu_code(row: Mapping[str, Any]) -> bool:
     return all(vr.get("arch_list") or vr.get("gfx") or vr.get("name") in ("cpu", "xpu") for vr in row.get("variants") or [])
 
@@ -652,6 +767,9 @@ def _learn_companion(
         w = _pick(linux)
         meta, _used = source.metadata(IndexFile(w.filename, w.url, w.sha256, w.requires_python))
         if meta is None:
+            why = _why(source, w.filename)
+            if why:
+                res.missing.append(f"{comp} {cv}: core metadata of {w.filename} ({why}); its torch pairing is unknown")
             continue
         req = torch_requirement(meta)
         if req is None:
@@ -711,7 +829,9 @@ def _learn_release(
         rep = _pick(members)
         meta, used = source.metadata(IndexFile(rep.filename, rep.url, rep.sha256, rep.requires_python))
         if meta is None:
-            unknown.append(f"{rep.filename}: no core metadata on the index (--download reads the wheel's own)")
+            why = _why(source, rep.filename) or "no core metadata on the index (--download reads the wheel's own)"
+            unknown.append(f"{rep.filename}: core metadata not read ({why})")
+            res.missing.append(f"torch {v} {label or 'default build'} {plat}: core metadata of {rep.filename} ({why})")
             if label is None:
                 continue
         name = label if label else variant_from_requires(meta, plat, rep.pythons[0] if rep.pythons else None) if meta else None
@@ -737,13 +857,11 @@ def _learn_release(
             vr.setdefault("runtime", {}).update(pins)
         what = "file names and core metadata"
         if download and name.startswith(("cu", "rocm")):
-            with tempfile.TemporaryDirectory(prefix="sd-learn-") as tmp:
-                try:
-                    path = source.wheel(used, Path(tmp))
-                except IndexError_ as exc:
-                    res.errors.append(str(exc))
-                    path = None
-                code = read_wheel_gpu_code(path) if path else None
+            code = _gpu_code_of(source, used, res)
+            if code is None or (not code.get("error") and not (code.get("arch_list") or code.get("gfx"))):
+                res.missing.append(f"torch {v} {name} {plat}: GPU code of {used.filename} ({(code or {}).get('error') or 'no GPU library or GPU code found in it'})")
+            elif code.get("error") and not (code.get("arch_list") or code.get("gfx")):
+                res.missing.append(f"torch {v} {name} {plat}: GPU code of {used.filename} ({code['error']})")
             if code and not code.get("error") and (code.get("arch_list") or code.get("gfx")):
                 what += f", GPU code read from {code['library']}"
                 if code["kind"] == "cuda":
@@ -760,7 +878,8 @@ def _learn_release(
         vr.setdefault("_what", set()).add(what)
         vr.setdefault("_by_plat", {})[plat] = f"{_source_of(used)} ({what}; learned {date} by stackdoctor matrix learn)"
     if not variants:
-        res.errors.append(f"torch {v}: no build could be learned from {page}")
+        res.errors.append(f"torch {v}: no build could be learned from {page}" + (f" ({unknown[0]})" if unknown else ""))
+        res.missing.append(f"torch {v}: no build learned" + (f" ({'; '.join(unknown[:3])})" if unknown else ""))
         return None
     all_pys = sorted({p for s in py_by_plat.values() for p in s}, key=_py_key)
     fam_tags: dict[str, str] = {}

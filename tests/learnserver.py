@@ -6,12 +6,18 @@ skeleton of PyPI's torch 2.15.0 CUDA wheel (tests/fixtures/learn/, made by bench
 and small stand-ins the test generates (named as such). Project pages list each file with its sha256,
 ``data-requires-python`` and ``data-core-metadata``; ``<file>.metadata`` is the wheel's own METADATA, read out of
 the zip once. Requests are counted per path, so a test can prove what was (not) fetched again.
+
+``metadata=False`` serves no ``.metadata`` files (as the PyPI this project reaches serves none for torch);
+``ranges=True`` answers ``Range: bytes=a-b`` requests with 206 and the bytes asked for (RFC 9110 section 14),
+``ranges=False`` answers them with the whole file, as a server that refuses ranges does. ``sent`` counts the
+body bytes sent per path, so a test can prove how little of a wheel was read.
 """
 
 from __future__ import annotations
 
 import hashlib
 import html
+import re
 import threading
 import urllib.parse
 import zipfile
@@ -37,11 +43,13 @@ def _sha256(path: Path) -> str:
 
 
 class LearnIndex:
-    def __init__(self, wheels: list[Path], *, metadata: bool = True) -> None:
+    def __init__(self, wheels: list[Path], *, metadata: bool = True, ranges: bool = True) -> None:
         self.files: dict[str, Path] = {w.name: w for w in wheels}
-        self.meta: dict[str, bytes] = {w.name: wheel_metadata(w) for w in wheels} if metadata else {}
+        self.meta: dict[str, bytes] = {w.name: wheel_metadata(w) for w in wheels if w.stat().st_size} if metadata else {}
         self.sha: dict[str, str] = {w.name: _sha256(w) for w in wheels}
         self.hits: Counter[str] = Counter()
+        self.sent: Counter[str] = Counter()
+        self.ranges = ranges
         index = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -59,8 +67,36 @@ class LearnIndex:
                     if name.endswith(".metadata") and name[: -len(".metadata")] in index.meta:
                         return self._send(index.meta[name[: -len(".metadata")]], "text/plain")
                     if name in index.files:
-                        return self._send(index.files[name].read_bytes(), "application/octet-stream")
+                        return self._file(path, index.files[name])
                 self.send_error(404)
+
+            def _file(self, path: str, file: Path) -> None:
+                size = file.stat().st_size
+                m = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers.get("Range", "").strip())
+                if m is None or not index.ranges or not (m.group(1) or m.group(2)):
+                    index.sent[path] += size
+                    return self._send(file.read_bytes(), "application/octet-stream")
+                if m.group(1):
+                    start, end = int(m.group(1)), min(int(m.group(2)) if m.group(2) else size - 1, size - 1)
+                else:
+                    start, end = max(0, size - int(m.group(2))), size - 1
+                if start >= size or end < start:
+                    self.send_response(416)
+                    self.send_header("Content-Range", f"bytes */{size}")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return None
+                with open(file, "rb") as fh:
+                    fh.seek(start)
+                    body = fh.read(end - start + 1)
+                index.sent[path] += len(body)
+                self.send_response(206)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return None
 
             def _page(self, project: str) -> None:
                 links = []
@@ -100,14 +136,30 @@ class LearnIndex:
         self.server.server_close()
 
 
-def standin_wheel(folder: Path, name: str, version: str, tag: str, requires_python: str, requires: list[str] = ()) -> Path:  # type: ignore[assignment]
-    """A tiny wheel NAMED as a stand-in (its METADATA says so): a release nobody knows yet."""
+def standin_wheel(folder: Path, name: str, version: str, tag: str, requires_python: str, requires: list[str] = (),  # type: ignore[assignment]
+                  pad_mb: int = 0, members: dict[str, bytes] | None = None) -> Path:
+    """A tiny wheel NAMED as a stand-in (its METADATA says so): a release nobody knows yet. ``pad_mb``: a stored
+    member of that many MiB of random bytes (``torch/lib/libtorch_cpu.so``, a real wheel's bulk) BEFORE the
+    metadata, as in real wheels; ``members``: more members (name -> bytes); a RECORD lists every member's sha256."""
+    import base64
+    import os
     dist = f"{name}-{version.split('+')[0]}.dist-info"
     path = folder / f"{name}-{version}-{tag}.whl"
     meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", f"Requires-Python: {requires_python}",
             "Summary: STAND-IN generated by stackdoctor tests/learnserver.py (not PyTorch)"]
     meta += [f"Requires-Dist: {r}" for r in requires]
-    with zipfile.ZipFile(path, "w") as z:
-        z.writestr(f"{dist}/METADATA", "\n".join(meta) + "\n")
-        z.writestr(f"{dist}/WHEEL", "Wheel-Version: 1.0\nGenerator: stackdoctor-tests\nRoot-Is-Purelib: false\n")
+    body: dict[str, bytes] = {}
+    if pad_mb:
+        body[f"{name}/lib/lib{name}_cpu.so"] = os.urandom(pad_mb * 1024 * 1024)
+    body.update(members or {})
+    body[f"{dist}/METADATA"] = ("\n".join(meta) + "\n").encode()
+    body[f"{dist}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: stackdoctor-tests\nRoot-Is-Purelib: false\n"
+    record = []
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for member, data in body.items():
+            z.writestr(member, data, compress_type=zipfile.ZIP_STORED if member.endswith("_cpu.so") else zipfile.ZIP_DEFLATED)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{member},sha256={digest},{len(data)}")
+        record.append(f"{dist}/RECORD,,")
+        z.writestr(f"{dist}/RECORD", "\n".join(record) + "\n")
     return path

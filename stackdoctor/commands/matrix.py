@@ -98,7 +98,8 @@ def register(app: typer.Typer) -> None:
         shipped: Annotated[bool, typer.Option("--shipped", help="Write the shipped layer compat_matrix/learned.yaml of this source checkout (maintainers).")] = False,
         torch: Annotated[Optional[list[str]], typer.Option("--torch", help="Learn only this release (repeatable).")] = None,
         since: Annotated[str, typer.Option("--since", help="Oldest release to learn.")] = "2.0",
-        download: Annotated[bool, typer.Option("--download", help="Download GPU wheels to read their GPU code (arch lists, PTX, gfx) and metadata missing on the index.")] = False,
+        download: Annotated[bool, typer.Option("--download", help="Read GPU code too (as --gpu-code), and download whole wheels where the index refuses range requests (within --max-wheel-mb).")] = False,
+        gpu_code: Annotated[bool, typer.Option("--gpu-code", help="Read the GPU wheels' GPU code (arch lists, PTX, gfx) by range requests: the GPU library's bytes, only its headers kept.")] = False,
         refresh: Annotated[bool, typer.Option("--refresh", help="Read releases already learned again.")] = False,
         no_companions: Annotated[bool, typer.Option("--no-companions", help="Do not read torchvision/torchaudio pairings.")] = False,
         max_wheel_mb: Annotated[int, typer.Option("--max-wheel-mb", help="Largest wheel --download reads, in MiB.")] = 6144,
@@ -142,7 +143,7 @@ def register(app: typer.Typer) -> None:
             client = IndexClient(timeout_s=timeout)
             src = L.HttpSource(url, client, download=download, max_wheel_bytes=max_wheel_mb * 1024 * 1024)
         try:
-            res = L.learn(src, existing=existing, since=since, versions=torch or (), refresh=refresh, download=download, companions=not no_companions)
+            res = L.learn(src, existing=existing, since=since, versions=torch or (), refresh=refresh, download=download or gpu_code, companions=not no_companions)
         except IndexError_ as exc:
             raise IndexError_(redact_text(str(exc))) from None  # the index URL may carry credentials
         finally:
@@ -154,15 +155,23 @@ def register(app: typer.Typer) -> None:
             print(f"already learned (not fetched again; --refresh reads them): torch {', '.join(res.skipped)}")
         for err in res.errors:
             print(redact_text(f"warning: {err}"))
+        fetched = getattr(src, "fetched", 0)
+        if fetched:
+            print(f"read {fetched / (1024 * 1024):.1f} MiB of wheels by range requests")
+        for miss in res.missing:
+            print(redact_text(f"not learned: {miss}"))
         if not res.rows:
             if torch and not res.skipped:
                 if res.errors:
                     raise UsageError(str(redact_text(res.errors[0])).rstrip(".") + ".")  # the index's own sentence
                 raise UsageError(redact_text(f"{src.name} serves no torch {', '.join(torch)}."))
             print(redact_text(f"nothing new on {src.name}; {target} unchanged."))
-            return int(ExitCode.OK)
+            return int(ExitCode.FAILED if res.missing else ExitCode.OK)
         L.write_layer(target, doc, res)
         print(f"wrote {len(res.rows)} release row(s) to {target}")
+        if res.missing:
+            print(f"{len(res.missing)} thing(s) asked for could not be learned (listed above as not learned)")
+            return int(ExitCode.FAILED)
         return int(ExitCode.OK)
 
     app.add_typer(sub, name="matrix")
