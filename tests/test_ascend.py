@@ -237,3 +237,25 @@ def test_the_device_spec_hook_is_generic():
     specs = json.loads(out.stdout)
     assert specs["foo"] == {"device": "foo", "torch_api": "foo", "synchronize": "foo.synchronize", "backend": "gloo", "imports": []}, specs
     assert specs["ascend"]["backend"] == "hccl" and specs["ascend"]["device"] == "npu"
+
+
+def test_torch_npu_unavailable_says_what_torch_said(healthy, tmp_path):
+    """torch was asked (a replayed report: torch_npu installed, ``torch.npu.is_available()`` False with the
+    gpustack report's reason) and no other ascend-* finding explains it."""
+    base, root, py = healthy
+    data = _check(base, root, py, env=_recorded_env())
+    reason = (HIDDEN / "error.txt").read_text().splitlines()[0]
+    data["facts"]["torch"].update(imported=True, available={"ascend": False}, available_errors={"ascend": reason})
+    (tmp_path / "r.json").write_text(json.dumps(data))
+    out = run_sd(["check", "--replay", str(tmp_path / "r.json"), "--json"], env=machine_env(base / "bin")).json()
+    hit = _codes(out)["ascend-npu-unavailable"]
+    assert "aclrtGetDeviceCount" in hit["detail"] and "error code is 207004" in hit["detail"], hit
+
+
+def test_every_ascend_code_has_a_scenario_here():
+    """tests/test_rules.py leaves the kinds' own rules to their tests: each ascend-* code is asserted in this file."""
+    from stackdoctor.rules import REGISTRY
+
+    here = Path(__file__).read_text(encoding="utf-8")
+    codes = {c for c, r in REGISTRY.items() if r.fn.__module__ == ar.__name__}
+    assert len(codes) == 9 and all(f'"{c}"]' in here for c in codes), sorted(c for c in codes if f'"{c}"]' not in here)
