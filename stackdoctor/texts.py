@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-__all__ = ["LANGS", "detect_lang", "explain", "layer_word", "message", "placeholders", "sentence", "sentence_key", "texts", "title", "ui"]
+__all__ = ["LANGS", "add_locale", "detect_lang", "explain", "layer_word", "message", "placeholders", "sentence", "sentence_key", "texts", "title", "ui"]
 
 LANGS = ("en", "zh")
 
@@ -62,7 +62,37 @@ def texts(lang: str) -> dict[str, Any]:
     data.setdefault("ui", {})
     data.setdefault("codes", {})
     data.setdefault("sentences", {})
+    for package in _EXTRA_LOCALES:  # an accelerator plug-in's own texts: added, never replacing stackdoctor's
+        extra = _load_extra(package, name)
+        for section in ("ui", "codes", "sentences"):
+            for key, value in (extra.get(section) or {}).items():
+                data[section].setdefault(key, value)
     return data
+
+
+_EXTRA_LOCALES: list[str] = []  # packages with a locale/<lang>.yaml of their own (add_locale)
+
+
+def _load_extra(package: str, lang: str) -> dict[str, Any]:
+    import yaml
+
+    try:
+        raw = resources.files(package).joinpath("locale").joinpath(f"{lang}.yaml").read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError):
+        return {}
+    data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+    return data if isinstance(data, dict) else {}
+
+
+def add_locale(package: str) -> None:
+    """Merge ``<package>/locale/<lang>.yaml`` (``ui:``, ``codes:``, ``sentences:``) into the texts: an accelerator
+    plug-in's findings and sentences in every language it ships (``Accelerator.locale``); a key stackdoctor
+    already has keeps stackdoctor's text."""
+    if package in _EXTRA_LOCALES:
+        return
+    _EXTRA_LOCALES.append(package)
+    texts.cache_clear()
+    _sentence_patterns.cache_clear()
 
 
 def _entry(code: str, lang: str) -> dict[str, Any]:

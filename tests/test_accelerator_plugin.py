@@ -214,7 +214,7 @@ def test_the_install_verdict_for_a_foo_build_is_the_plugins(answer, accelerator,
     out = subprocess.run([sys.executable, "-c", VERDICT, py, accelerator], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
-    assert got["asked"] == {"foo": "foo"}
+    assert got["asked"]["foo"] == "foo" and got["asked"]["ascend"] == {"api": "npu", "needs": "torch_npu"}  # the bundled kind asks only beside torch_npu
     assert got["available"] == {"foo": answer is True}, got
     assert got["verdict"] == verdict, got
 

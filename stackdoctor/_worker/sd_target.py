@@ -11,6 +11,7 @@ so that if ``import torch`` hangs or crashes the parent still has everything bef
 Must stay importable by every Python 3 the parent may meet (3.8+ syntax).
 """
 
+import importlib.util
 import json
 import os
 import sys
@@ -341,6 +342,10 @@ def ask_torch(torch, asked):
     if not isinstance(questions, dict):
         return {}, {"*": "STACKDOCTOR_TORCH_ASK is not a JSON object"}
     for kind, api in sorted(questions.items()):
+        if isinstance(api, dict):  # {"api": "npu", "needs": "torch_npu"}: asked only where that module is installed
+            needs, api = api.get("needs"), api.get("api")
+            if needs and importlib.util.find_spec(str(needs)) is None:
+                continue
         if not isinstance(api, str) or not api:
             errors[str(kind)] = "no torch module named"
             continue

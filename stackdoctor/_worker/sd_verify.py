@@ -1,6 +1,7 @@
 """stackdoctor verify worker: imports torch in THIS interpreter after an install and reports what it
 can do (version, CUDA/HIP, whether the GPU, MPS or XPU is usable), as one marked JSON line.
 """
+import importlib.util
 import json
 import os
 import warnings
@@ -43,6 +44,10 @@ try:
     except ValueError:
         asked = {}
     for kind, api in sorted(asked.items() if isinstance(asked, dict) else []):
+        if isinstance(api, dict):  # {"api": "npu", "needs": "torch_npu"}: asked only where that module is installed
+            needs, api = api.get("needs"), api.get("api")
+            if needs and importlib.util.find_spec(str(needs)) is None:
+                continue
         try:
             module = torch
             for part in str(api).split(".") if api else ["?"]:

@@ -17,15 +17,17 @@ the priority when several are present), then the matrix rows and locale texts it
 
 from __future__ import annotations
 
+from stackdoctor import texts
 from stackdoctor.accelerators.amd import Amd
 from stackdoctor.accelerators.apple import Apple
-from stackdoctor.accelerators.base import Accelerator, Say, Verified
+from stackdoctor.accelerators.ascend import Ascend
+from stackdoctor.accelerators.base import Accelerator, DeviceSpec, Say, Verified
 from stackdoctor.accelerators.intel import Intel
 from stackdoctor.accelerators.jetson import Jetson
 from stackdoctor.accelerators.nvidia import Nvidia
 from stackdoctor.facts import BuildKind, Facts, TorchFacts
 
-__all__ = ["ALL", "Accelerator", "Say", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
+__all__ = ["ALL", "Accelerator", "DeviceSpec", "Say", "device_specs", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
 
 
 def _all() -> tuple[Accelerator, ...]:
@@ -56,8 +58,7 @@ def _plugins(builtin: tuple[Accelerator, ...]) -> tuple[Accelerator, ...]:
             acc = cls()
             if not isinstance(acc, Accelerator) or acc.name in taken:
                 raise TypeError(f"{ep.value} is not a new Accelerator kind")
-            if acc.variant_pattern:
-                matrix.register_variant_kind(acc.build_kind, acc.variant_pattern)
+            _register(acc, matrix)
         except Exception as exc:  # a broken plug-in is a fact, not a crash
             PLUGIN_ERRORS.append(f"accelerator plug-in {ep.name} ({ep.value}): {type(exc).__name__}: {exc}")
             continue
@@ -66,8 +67,28 @@ def _plugins(builtin: tuple[Accelerator, ...]) -> tuple[Accelerator, ...]:
     return tuple(out)
 
 
+def _register(acc: Accelerator, matrix: object) -> None:
+    """What a plug-in kind adds to the rest: its variant pattern to the matrix's variant kinds, its texts."""
+    if acc.variant_pattern:
+        matrix.register_variant_kind(acc.build_kind, acc.variant_pattern)  # type: ignore[attr-defined]
+    if acc.locale:
+        texts.add_locale(acc.locale)
+
+
+def _bundled() -> tuple[Accelerator, ...]:
+    """The plug-in kinds shipped inside stackdoctor: each in a package of its own that uses only the seam, taking
+    the plug-ins' path (probe module, Facts.plugins, torch asked by name, its own rules, texts and device spec)."""
+    from stackdoctor import matrix
+
+    kinds = (Ascend(),)
+    for acc in kinds:
+        _register(acc, matrix)
+    return kinds
+
+
 BUILTIN: tuple[Accelerator, ...] = _all()
-ALL: tuple[Accelerator, ...] = BUILTIN + _plugins(BUILTIN)
+BUNDLED: tuple[Accelerator, ...] = _bundled()
+ALL: tuple[Accelerator, ...] = BUILTIN + BUNDLED + _plugins(BUILTIN + BUNDLED)
 
 
 def backends() -> tuple[str, ...]:
@@ -80,11 +101,23 @@ def probes() -> tuple[tuple[str, str], ...]:
     return tuple((a.subject, a.probe) for a in ALL if a.probe)
 
 
-def torch_questions() -> dict[str, str]:
+def torch_questions() -> dict[str, object]:
     """kind -> torch module, for every kind torch is asked about by name (``torch.<module>.is_available()``): the
     plug-in kinds with no TorchFacts field of their own. The target worker answers them into
     ``TorchFacts.available`` (its ``STACKDOCTOR_TORCH_ASK``, as JSON); the built-in kinds' questions are its own."""
-    return {a.name: a.torch_api for a in ALL if a not in BUILTIN and a.torch_api and not a.available_field}
+    return {a.name: ({"api": a.torch_api, "needs": a.torch_api_needs} if a.torch_api_needs else a.torch_api)
+            for a in ALL if a not in BUILTIN and a.torch_api and not a.available_field}
+
+
+def rule_modules() -> tuple[str, ...]:
+    """The modules of the kinds' own rules (``Accelerator.rules``), imported by :mod:`stackdoctor.rules`."""
+    return tuple(a.rules for a in ALL if a.rules)
+
+
+def device_specs() -> dict[str, dict[str, object]]:
+    """kind -> its worker device spec (:class:`DeviceSpec` as plain data), for the kinds that declare one: what the
+    kernel and allreduce workers are given (``STACKDOCTOR_DEVICES``, JSON) to run on devices they have no branch for."""
+    return {a.name: a.device.to_dict() for a in ALL if a.device is not None}
 
 
 def verify_install(accelerator: str | None, variant: str | None, v: Verified) -> tuple[bool, str] | None:

@@ -7,11 +7,30 @@ imports the kinds, with no import circle.
 from __future__ import annotations
 
 import re
+from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Protocol
 
 from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, TorchFacts
 
-__all__ = ["Accelerator", "Say", "Verified"]
+__all__ = ["Accelerator", "DeviceSpec", "Say", "Verified"]
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """How the workers (``_worker/sd_kernels.py``, ``sd_allreduce.py``) run on a kind's device, as plain data
+    (they are stdlib-only and import nothing of stackdoctor): ``torch.device(f"{device}:{i}")``, torch's module
+    for it (``torch.<torch_api>.device_count()``), the function that waits for it (``torch.<synchronize>()``),
+    the collectives' backend (``torch.distributed`` ``init_process_group(backend)``), and the modules imported
+    before torch is asked (a companion package such as ``torch_npu``, when torch does not load it itself)."""
+
+    device: str  # "npu" | "foo"
+    torch_api: str  # "npu": torch.npu
+    synchronize: str = ""  # "npu.synchronize": torch.npu.synchronize(); "" when the device needs none
+    backend: str = "gloo"  # "hccl" | "gloo"
+    imports: tuple[str, ...] = ()  # ("torch_npu",): imported (when importable) before torch.<torch_api> is used
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
 class Say(Protocol):
@@ -60,6 +79,12 @@ class Accelerator:
     # kinds' probes are in engine.PROBES and their variants are the matrix's own (cuXYZ, rocmX.Y, xpu).
     probe: ClassVar[str | None] = None  # "my_plugin.probe": a module with probe(ctx) -> ProbeOutput
     variant_pattern: ClassVar[str | None] = None  # regex of its variants' names, e.g. r"^foo\d+$"
+    # A plug-in kind may also bring its own findings, texts, worker device and companion packages:
+    rules: ClassVar[str | None] = None  # "my_plugin.rules": a module whose @rule functions join the catalogue
+    locale: ClassVar[str | None] = None  # "my_plugin": a package with locale/en.yaml and zh.yaml (codes, sentences)
+    device: ClassVar[DeviceSpec | None] = None  # how the kernel and allreduce workers run on its device
+    companions: ClassVar[tuple[str, ...]] = ()  # distributions installed beside torch for it ("torch-npu")
+    torch_api_needs: ClassVar[str | None] = None  # torch is asked about it only where this module is installed ("torch_npu")
 
     def hiding(self) -> tuple[str, ...]:
         """Every variable that hides its devices from torch, the first the one a plan sets."""

@@ -35,4 +35,20 @@ from stackdoctor.rules import (  # noqa: F401  (importing declares the rules, in
 )
 from stackdoctor.rules.core import REGISTRY, RULE_ERROR, Ctx, Gates, Rule, RuleError, judge, ordered, rule
 
+
+def _kinds_rules() -> None:
+    """The accelerator kinds' own rules (``Accelerator.rules``, a plug-in's or a bundled kind's): importing declares them."""
+    import importlib
+
+    from stackdoctor import accelerators
+
+    for module in accelerators.rule_modules():
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # a plug-in's broken rules are a sentence in check -v, never a crash of every command
+            accelerators.PLUGIN_ERRORS.append(f"accelerator rules {module}: {type(exc).__name__}: {exc}")
+
+
+_kinds_rules()
+
 __all__ = ["REGISTRY", "RULE_ERROR", "Ctx", "Gates", "Rule", "RuleError", "judge", "ordered", "rule"]

@@ -1,0 +1,122 @@
+"""Huawei Ascend NPUs through ``torch_npu`` and CANN — stackdoctor's first real accelerator plug-in.
+
+Everything Ascend-specific lives in this package, declared once, and reaches the rest of stackdoctor only through
+the accelerator seam (:class:`~stackdoctor.accelerators.base.Accelerator`), as a plug-in distribution's kind would:
+
+- :mod:`.probe` — npu-smi, the driver's ``version.info``, CANN's install info and ``set_env.sh``, the CANN
+  environment, ``/dev/davinci*``, ``ASCEND_RT_VISIBLE_DEVICES`` (plain data in ``Facts.plugins["ascend"]``);
+- :mod:`.rules` — its findings (``ascend-*`` codes), with their texts in ``locale/en.yaml`` and ``locale/zh.yaml``
+  beside it (the seam's ``locale`` hook merges them into stackdoctor's catalogue);
+- ``torch_npu.yaml`` — its matrix table: each torch_npu release, the torch it pins (its wheel's ``Requires-Dist``)
+  and the CANN it needs (Ascend's published table), each row with its source;
+- the worker-side device spec (:attr:`Ascend.device`): ``npu`` devices, ``torch.npu.synchronize``, HCCL.
+
+torch_npu is not a torch build of its own: it is a companion package installed beside torch's **CPU** build (its
+README: ``pip install torch==X --index-url https://download.pytorch.org/whl/cpu`` then ``pip install torch-npu==X``).
+Since torch_npu 2.5.1 ``import torch`` loads it (torch's device-backend autoload) and ``torch.npu`` answers.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, ClassVar
+
+from stackdoctor.accelerators.base import Accelerator, DeviceSpec, Say, Verified
+from stackdoctor.facts import Facts, GpuView, TorchFacts
+
+__all__ = ["Ascend", "TORCH_NPU", "torch_npu_version", "table"]
+
+TORCH_NPU = "torch-npu"  # the distribution's normalised name (TorchFacts.distributions keys)
+VENDOR = "huawei"
+
+
+def torch_npu_version(torch: TorchFacts) -> str | None:
+    """torch_npu's version as its dist-info says (the fast path: read from the files, no import)."""
+    return torch.distributions.get(TORCH_NPU) or torch.distributions.get("torch_npu")
+
+
+@functools.cache
+def table() -> dict[str, Any]:
+    """The torch_npu table (``torch_npu.yaml`` beside this file): ``{"releases": [...], "source": ..., ...}``."""
+    from importlib import resources
+
+    import yaml
+
+    raw = resources.files(__name__).joinpath("torch_npu.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(raw) or {}
+    return data if isinstance(data, dict) else {}
+
+
+class Ascend(Accelerator):
+    name = "ascend"
+    vendor = VENDOR
+    subject = "ascend"
+    label = "Huawei Ascend NPU"
+    backend = "npu"  # type: ignore[assignment]  # a plug-in's backend: [tool.stackdoctor] backend = "npu"
+    build_kind = "cpu"  # torch_npu pairs with torch's CPU build; the NPU support is the companion package
+    variant_prefixes = ()
+    available_field = ""  # asked by name: torch.npu.is_available() (accelerators.torch_questions())
+    hide_var = "ASCEND_RT_VISIBLE_DEVICES"
+    build_label = "CPU + torch_npu"
+    vendor_label = "Huawei Ascend"
+    torch_api = "npu"
+    torch_api_needs = "torch_npu"  # asked only where torch_npu is installed: elsewhere torch has no torch.npu, which says nothing
+    tool_witnesses = ("npu-smi",)
+    probe = "stackdoctor.accelerators.ascend.probe"
+    rules = "stackdoctor.accelerators.ascend.rules"
+    locale = "stackdoctor.accelerators.ascend"
+    device: ClassVar[DeviceSpec | None] = DeviceSpec(device="npu", torch_api="npu", synchronize="npu.synchronize", backend="hccl",
+                                                     imports=("torch_npu",))
+    companions = (TORCH_NPU,)
+
+    def own(self, facts: Facts) -> dict[str, Any]:
+        return self.own_facts(facts)
+
+    def gpus(self, facts: Facts) -> list[GpuView]:
+        own = self.own_facts(facts)
+        where = (own.get("sources") or {}).get("devices") or "npu-smi info"
+        out = []
+        for d in own.get("devices") or []:
+            name = d.get("name")
+            out.append(GpuView(vendor=VENDOR, index=int(d.get("index", 0)), name=f"Ascend {name}" if name and not name.startswith("Ascend") else name,
+                               memory_total_mib=d.get("memory_total_mib"), bus_id=d.get("bus_id"), witnesses=[where],
+                               sources={"name": where}))
+        return out
+
+    def present(self, facts: Facts) -> bool:
+        return bool(self.devices(facts))
+
+    def usable(self, facts: Facts) -> bool:
+        """Chips, and what drives them: the NPU driver's version file, npu-smi answering, or torch.npu saying True."""
+        own = self.own_facts(facts)
+        driven = bool(own.get("driver")) or (own.get("npu_smi") or {}).get("state") == "ok"
+        return self.present(facts) and (driven or self.torch_available(facts.torch) is True)
+
+    def needs_build(self, facts: Facts) -> bool:
+        """An Ascend machine needs torch's CPU build (with torch_npu beside it): a CUDA or ROCm build mismatches it."""
+        return self.present(facts)
+
+    def builds(self, variant: str | None) -> bool:
+        return variant in (None, "cpu")  # the build torch_npu is installed beside
+
+    def verify(self, v: Verified) -> tuple[bool, str] | None:
+        verdict = super().verify(v)
+        if verdict is not None and not verdict[0] and "libhccl" in verdict[1] + " ".join(v.warnings):
+            return False, verdict[1] + " — CANN's libraries are not on the library path: source CANN's set_env.sh"
+        return verdict
+
+    def device_lines(self, facts: Facts, say: Say) -> list[str]:
+        lines = []
+        for g in self.devices(facts):
+            mem = f", {round(g.memory_total_mib / 1024)} GiB HBM" if g.memory_total_mib else ""
+            lines.append(f"{g.index}: {g.name or '?'} (NPU{mem})")
+        return lines
+
+    def driver_line(self, facts: Facts, say: Say) -> str | None:
+        own = self.own_facts(facts)
+        if not own.get("devices") and not own.get("driver") and not own.get("cann"):
+            return None
+        parts = [f"Ascend NPU driver {own.get('driver') or '?'}"]
+        cann = own.get("cann") or {}
+        parts.append(f"CANN {cann.get('version') or '?'}" if cann else "CANN not found")
+        return " · ".join(parts)
