@@ -72,3 +72,44 @@ def test_readme_ci_example_kernels_line_passes_on_a_machine_that_meets_it(tmp_pa
     screen = run_sd(["check", "--replay", str(tmp_path / "report.json")], env=env(tmp_path), cwd=tmp_path)
     rows = [ln for ln in screen.stdout.splitlines() if ln.startswith("allreduce ")]
     assert len(rows) == 1 and re.search(r"busbw \d", rows[0]), screen.stdout
+
+
+# ---------------------------------------------------------------- item 1: a fix acts on the environment it is about
+
+
+def test_fix_for_a_python_given_by_flag_names_it(tmp_path):
+    """`check --python X` on an interpreter without torch: the fix installs into X, not into the active env."""
+    import sys
+
+    r = run_sd(["check", "--python", sys.executable, "--no-kernels"], env=env(tmp_path))
+    fixes = [ln.strip() for ln in r.stdout.splitlines() if ln.strip().startswith("fix: stackdoctor ")]
+    assert fixes, r.stdout
+    for fix in fixes:
+        assert f"--python {sys.executable}" in fix, fix
+
+
+def test_fix_keeps_the_target_through_replay_and_quotes_it(tmp_path):
+    """Every `stackdoctor install|kernels|check` fix of a report whose target was chosen by --python carries it
+    (quoted where the shell needs it), in en and zh; a report of the active env's interpreter gets none."""
+    from stackdoctor.facts import Facts
+    from stackdoctor.report import Report
+
+    path = "/home/someone/my envs/proj/bin/python"
+
+    def report(selected_by: str) -> str:
+        f = Facts()
+        f.platform.system, f.platform.machine = "Linux", "x86_64"
+        f.python.executable, f.python.version, f.python.env_kind, f.python.selected_by = path, "3.12.3", "venv", selected_by
+        f.python.unfinished_install = None
+        p = tmp_path / f"{selected_by}.json"
+        p.write_text(Report(facts=f).to_json(), encoding="utf-8")
+        return str(p)
+
+    for lang in ("en", "zh"):
+        data = run_sd(["check", "--replay", report("--python"), "--json", "--lang", lang], env=env(tmp_path)).json()
+        fixes = [f["fix"] for f in data["findings"] if f["fix"] and "stackdoctor " in f["fix"] and "explain" not in f["fix"]]
+        assert fixes, data["findings"]
+        for fix in fixes:
+            assert "--python '/home/someone/my envs/proj/bin/python'" in fix, fix
+    data = run_sd(["check", "--replay", report("VIRTUAL_ENV"), "--json"], env=env(tmp_path)).json()
+    assert all("--python" not in (f["fix"] or "") for f in data["findings"]), data["findings"]
