@@ -274,15 +274,54 @@ def build_report(opts: Options, *, progress: Callable[[], AbstractContextManager
         if opts.check_python and opts.python and not opts.replay:
             validate_python(opts.python, timeout_s=max(opts.timeout_s, 5.0))
 
-    if not opts.import_torch and not opts.replay and needs_torch_runtime(requirements_for(Report(), opts)):
+    reqs = None if opts.replay else requirements_for(Report(), opts)
+    if not opts.import_torch and not opts.replay and needs_torch_runtime(reqs):
         opts = dataclasses.replace(opts, import_torch=True)  # a backend or GPU count is proven only by torch itself
+    if opts.kernels and reqs is not None and "compile" in reqs.kernels:
+        opts = dataclasses.replace(opts, compile=True)  # the project names the compile kernel: the quick pass runs it
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="prepare") as pool:
         pending = pool.submit(prepare)
         target_ok = pool.submit(check_python)  # is --python a Python 3 interpreter? asked beside the probes, free
         report = gather(opts, progress=progress)
         target_ok.result()  # not Python (perl, Python 2): its one sentence, exit 2, instead of a report
         matrix = pending.result()  # a bad --matrix raises its MatrixError here, after the probes
+    if opts.kernels and wants_allreduce(reqs):
+        project_allreduce(report, opts)
     return judge(report, opts, matrix)
+
+
+def wants_allreduce(reqs: Requirements | None) -> bool:
+    """Whether the project's requirements can only be met by an allreduce run (``kernels`` names it, or ``min_busbw``)."""
+    return reqs is not None and ("allreduce" in reqs.kernels or reqs.min_busbw is not None)
+
+
+def allreduce_plan(facts: Facts) -> tuple[int, str]:
+    """(ranks, backend) of the allreduce ``check`` runs for a project that asks for one: a rank per GPU torch can use
+    where there are two or more (the backend torch has for them: nccl, xccl), else two gloo ranks on the CPU."""
+    t = facts.torch
+    n = t.device_count if t.cuda_available and t.device_count else len([d for d in t.devices if d.kind == "xpu"]) if t.xpu_available else 0
+    return (n, "auto") if n >= 2 else (2, "gloo")
+
+
+def project_allreduce(report: Report, opts: Options) -> None:
+    """``check`` for a project whose requirements name allreduce or ``min_busbw``: the quick sweep of ``kernels
+    allreduce`` in the target, after the probes, its results beside the quick kernels' (so the requirement is judged
+    on this run, not left unmet with a fix a later ``check`` could not see). Not run when torch did not import."""
+    from stackdoctor.kernels import AllreduceOptions, run_allreduce_local
+    from stackdoctor.system import System
+
+    t, kf = report.facts.torch, report.facts.kernels
+    python = report.facts.python.executable
+    if not python or not t.installed or t.imported is not True or t.import_error or kf.allreduce:
+        return
+    nproc, backend = allreduce_plan(report.facts)
+    system = System.from_env(timeout_s=opts.timeout_s)
+    ar = run_allreduce_local(system, python, nproc, AllreduceOptions(backend=backend, timeout_s=min(opts.torch_timeout_s, 600.0)), hook=opts.worker_hook)
+    kf.ran = kf.ran or ar.ran
+    kf.results.extend(ar.results)
+    kf.allreduce = ar.allreduce or {}
+    if ar.signal and not kf.signal:
+        kf.signal = ar.signal
 
 
 def warnings_fail(report: Report, strict: bool) -> bool:

@@ -168,7 +168,9 @@ def kernels_table(report: Report) -> Table | None:
         cols.append((_t("col_peak"), "right"))
     for col, just in cols:
         table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
-    for r in k.results:
+    compute = [r for r in k.results if r.kernel != "allreduce"]
+    ar = [r for r in k.results if r.kernel == "allreduce"]
+    for r in compute:
         row: list[str | Text] = [
             r.kernel,
             r.device,
@@ -178,6 +180,15 @@ def kernels_table(report: Report) -> Table | None:
         ]
         if with_peak:
             row.append(f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else "")
+        table.add_row(*row)
+    if ar:  # the sweep a project's allreduce requirement ran: one row, its best bus bandwidth (the JSON has each size)
+        bad = next((r for r in ar if not r.ok), None)
+        bw = (k.allreduce or {}).get("max_busbw_gbs")
+        rate = _t("ar_row_busbw", busbw=f"{bw:.3g}") if isinstance(bw, (int, float)) else ""
+        row = [ar[0].kernel, ar[0].device, ar[0].dtype or "",
+               Text(_t("result_ok"), style="green") if bad is None else Text(bad.error or _t("result_wrong"), style="red"), rate]
+        if with_peak:
+            row.append("")
         table.add_row(*row)
     return table
 

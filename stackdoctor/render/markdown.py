@@ -337,9 +337,18 @@ def render_markdown(
             cols = ("col_kernel", "col_device", "col_dtype", "col_result", "col_rate", "col_peak")
             lines += ["| " + " | ".join(_t(c, lang) for c in cols) + " |", "|---|---|---|---|---|---|"]
             for r in k.results:
+                if r.kernel == "allreduce":
+                    continue  # one row for the sweep, below
                 res = f"✅ {_t('result_ok', lang)}" if r.ok else f"❌ {r.error or _t('md_failed', lang)}"
                 pp = f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else None
                 lines.append(f"| {cell(r.kernel)} | {cell(r.device)} | {cell(r.dtype)} | {cell(res)} | {cell(kernel_rate(r))} | {cell(pp)} |")
+            ar = [r for r in k.results if r.kernel == "allreduce"]
+            if ar:  # the sweep a project's allreduce requirement ran: its best bus bandwidth (the JSON has each size)
+                bad = next((r for r in ar if not r.ok), None)
+                res = f"✅ {_t('result_ok', lang)}" if bad is None else f"❌ {bad.error or _t('md_failed', lang)}"
+                bw = (k.allreduce or {}).get("max_busbw_gbs")
+                rate = _t("ar_row_busbw", lang, busbw=f"{bw:.3g}") if isinstance(bw, (int, float)) else None
+                lines.append(f"| allreduce | {cell(ar[0].device)} | {cell(ar[0].dtype)} | {cell(res)} | {cell(rate)} | {cell(None)} |")
             lines.append("")
     lines += _witnesses(report, lang)
     if report.probes:

@@ -15,6 +15,7 @@ Under the test suite (``STACKDOCTOR_STRICT_RULES=1``, set by ``tests/conftest.py
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,6 +88,20 @@ def ordered(rules: Iterable[Rule] | None = None) -> list[Rule]:
     return done + [r for r in todo if r.summary]
 
 
+_OWN_COMMAND = re.compile(r"\bstackdoctor (install|kernels|check|report)\b")
+
+
+def for_target(fix: str, facts: Facts) -> str:
+    """``fix`` with ``--python <target>`` after each ``stackdoctor install|kernels|check|report`` it runs, when the
+    diagnosed interpreter was chosen by ``--python``: without it, the command would act on the active environment
+    (or stackdoctor's own), not on the one this finding is about. A command that names ``--python`` already, or a
+    fix without one of those commands, is kept as it is."""
+    if facts.python.selected_by != "--python" or not facts.python.executable or "--python" in fix:
+        return fix
+    word = shell.word(facts.python.executable, windows=facts.platform.system == "Windows")
+    return _OWN_COMMAND.sub(lambda m: f"{m.group(0)} --python {word}", fix)
+
+
 @dataclass
 class Gates:
     """Thresholds a caller asks for beyond the project file (``kernels --min-busbw``)."""
@@ -133,6 +148,8 @@ class Ctx:
         text_fix = fix_text
         if text_fix is None and fix is not None:
             text_fix = texts.message(code, "fix", fix, self.lang, **values) or None
+        if text_fix:
+            text_fix = for_target(text_fix, self.facts)
         if text_fix and self.facts.platform.system == "Windows":
             text_fix = shell.for_windows(text_fix)  # `export X=1` does nothing good in PowerShell
         declared = me if me is not None else REGISTRY.get(code)
