@@ -453,7 +453,7 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
     # only to a running torch, so the fast path says what it could not verify instead of "no NVIDIA GPU"
     unverified = read_only(t) and (bool(f.platform.container) or f.platform.system not in (None, "Linux"))
     ctx.add(
-        detail="unverified" if unverified else ("default" if sizes else "unknown_size"),
+        detail=("unverified" if sizes else "unverified_unknown_size") if unverified else ("default" if sizes else "unknown_size"),
         facts=["torch.variant", "torch.cuda", "torch.runtime_bytes", "reconciled.gpus"],
         install=fix,
         torch=t.version or "?",
