@@ -257,12 +257,13 @@ def _b64sha(digest: bytes) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-class _RangeFile(io.RawIOBase):
-    """A seekable, read-only file over a :class:`RangeWheel` (what :class:`zipfile.ZipFile` needs)."""
+class _ReadOnlyFile(io.RawIOBase):
+    """A seekable, read-only file of ``size`` bytes whose :meth:`read` a subclass gives (what
+    :class:`zipfile.ZipFile` and the ELF readers need)."""
 
-    def __init__(self, wheel: RangeWheel) -> None:
+    def __init__(self, size: int) -> None:
         super().__init__()
-        self.wheel = wheel
+        self.size = size
         self.pos = 0
 
     def readable(self) -> bool:
@@ -275,21 +276,29 @@ class _RangeFile(io.RawIOBase):
         return self.pos
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self.pos, 2: self.wheel.size}[whence]
+        base = {0: 0, 1: self.pos, 2: self.size}[whence]
         self.pos = max(0, base + offset)
         return self.pos
-
-    def read(self, n: int = -1) -> bytes:
-        if n is None or n < 0:
-            n = self.wheel.size - self.pos
-        data = self.wheel.read_at(self.pos, n)
-        self.pos += len(data)
-        return data
 
     def readinto(self, b: Any) -> int:
         data = self.read(len(b))
         b[: len(data)] = data
         return len(data)
+
+
+class _RangeFile(_ReadOnlyFile):
+    """A :class:`RangeWheel` as a file: each read is a range request (its blocks cached by the wheel)."""
+
+    def __init__(self, wheel: RangeWheel) -> None:
+        super().__init__(wheel.size)
+        self.wheel = wheel
+
+    def read(self, n: int | None = -1) -> bytes:
+        if n is None or n < 0:
+            n = self.size - self.pos
+        data = self.wheel.read_at(self.pos, n)
+        self.pos += len(data)
+        return data
 
 
 class _FatbinCapture:
@@ -382,29 +391,15 @@ class _FatbinCapture:
         return _SparseFile(self.size, merged)
 
 
-class _SparseFile(io.RawIOBase):
+class _SparseFile(_ReadOnlyFile):
+    """The bytes a capture kept, where they were in the library, zeros elsewhere."""
+
     def __init__(self, size: int, kept: dict[int, bytes]) -> None:
-        super().__init__()
-        self.size = size
+        super().__init__(size)
         self.starts = sorted(kept)
         self.kept = kept
-        self.pos = 0
 
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self.pos, 2: self.size}[whence]
-        self.pos = max(0, base + offset)
-        return self.pos
-
-    def read(self, n: int = -1) -> bytes:
+    def read(self, n: int | None = -1) -> bytes:
         if n is None or n < 0:
             n = self.size - self.pos
         n = max(0, min(n, self.size - self.pos))
