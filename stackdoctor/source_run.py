@@ -8,10 +8,9 @@ its fix), nor is anything after a command that failed. Prints nothing itself: li
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from stackdoctor.errors import ExitCode, UsageError
@@ -62,17 +61,6 @@ def check(opts: FromSourceOptions) -> None:
         raise UsageError("--emit and --json both print on stdout; choose one.")
     if opts.timeout_s <= 0:
         raise UsageError("--timeout and --index-timeout must be positive.")
-
-
-@contextlib.contextmanager
-def _inside(folder: str) -> Iterator[None]:
-    """Run the next command in ``folder`` (System runs children in this process's folder)."""
-    here = os.getcwd()
-    os.chdir(folder)
-    try:
-        yield
-    finally:
-        os.chdir(here)
 
 
 def _first_blocked(plan: BuildPlan, steps: list[str]) -> tuple[str, Prerequisite] | None:
@@ -184,8 +172,9 @@ def run(
                 plan.error = f"the {cmd.step} step runs in {folder}, which does not exist"
                 out.what, out.exit_code = "failed", ExitCode.FAILED
                 return out
-            with _inside(folder):
-                res = system.run_streaming(cmd.argv, timeout=max(1.0, deadline - time.monotonic()), on_stdout=sink, on_stderr=sink, env=env)
+            res = system.run_streaming(
+                cmd.argv, timeout=max(1.0, deadline - time.monotonic()), on_stdout=sink, on_stderr=sink, env=env, cwd=folder
+            )
             if not res.ok:
                 plan.error = f"{cmd.line} failed ({res.describe_failure()}); the log is {log_path}"
                 log.write(plan.error + "\n")

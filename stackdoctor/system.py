@@ -900,8 +900,10 @@ class System:
         grace_s: float = 30.0,
         max_bytes: int = MAX_CAPTURE_BYTES,
         record: bool = True,
+        cwd: str | None = None,
     ) -> CommandResult:
-        """Like :meth:`run` (no shell, bounded, never raises), for long actions such as installs.
+        """Like :meth:`run` (no shell, bounded, never raises), for long actions such as installs; ``cwd`` is the
+        folder the child runs in (this process's own folder when None).
 
         Output is passed to ``on_stdout`` / ``on_stderr`` as it arrives and captured too. The child
         runs in its own session (process group on Windows); at the timeout, or when this process
@@ -911,7 +913,7 @@ class System:
         what to do next (the ``KeyboardInterrupt`` is not re-raised). Not parse-env'd: the user's
         locale is kept for a tool whose output is shown, not parsed.
         """
-        spawned = self._spawn(argv, env, False, False)
+        spawned = self._spawn(argv, env, False, False, cwd)
         if isinstance(spawned, CommandResult):
             return self._keep(spawned, record)
         proc, argv, start = spawned
@@ -957,7 +959,12 @@ class System:
         return self._keep(_result(argv, proc, out, err, start, status, timeout), record)
 
     def _spawn(
-        self, argv: Sequence[str], env: Mapping[str, str | None] | None, parse_env: bool, with_stdin: bool
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str | None] | None,
+        parse_env: bool,
+        with_stdin: bool,
+        cwd: str | None = None,
     ) -> tuple[subprocess.Popen, tuple[str, ...], float] | CommandResult:
         """Start ``argv`` in its own session with the merged environment, or say why it could not start."""
         argv = tuple(str(a) for a in argv)
@@ -986,6 +993,7 @@ class System:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=child_env,
+                cwd=cwd,
                 close_fds=True,
                 **self.control.popen_options(),
             )
