@@ -32,7 +32,8 @@ class PlannedPackage:
 @dataclass
 class Rejected:
     variant: str
-    reason: str
+    reason: str  # a sentence for people; it starts with "torch <release>:"
+    torch: str | None = None  # the release this build of it was rejected for (what code compares, not the sentence)
 
 
 @dataclass

@@ -610,14 +610,14 @@ def _best_gpu_fit(
             rejects.append(r)
             if rejected is not None:
                 reason = r.reason.removeprefix(f"{v.name}: ")
-                rejected.append(Rejected(v.name, f"torch {version}: {reason}"))
+                rejected.append(Rejected(v.name, f"torch {version}: {reason}", torch=str(version)))
     if not fits:
         return None, rejects
     fits.sort(key=lambda f: _kind_version(f.variant), reverse=True)
     best = fits[0]
     if rejected is not None:
         for other in fits[1:]:
-            rejected.append(Rejected(other.variant.name, f"torch {version}: fits, but {best.variant.name} is the newer {_kind_name(kind)} build"))
+            rejected.append(Rejected(other.variant.name, f"torch {version}: fits, but {best.variant.name} is the newer {_kind_name(kind)} build", torch=str(version)))
     return best, rejects
 
 
@@ -1075,7 +1075,7 @@ def _resolve_macos(facts: Facts, matrix: Matrix, request: Request, t: Target, ca
             if mps and t.macos and t.macos < mps:
                 if first_ok is None:
                     first_ok = fit
-                plan.rejected.append(Rejected("cpu", f"torch {ver}: installs on macOS {t.macos[0]}.{t.macos[1]}, but its MPS needs macOS >= {rel.mps_min_macos}"))
+                plan.rejected.append(Rejected("cpu", f"torch {ver}: installs on macOS {t.macos[0]}.{t.macos[1]}, but its MPS needs macOS >= {rel.mps_min_macos}", torch=str(ver)))
                 continue
             plan.reasons.append(f"torch {ver}: the newest {'requested ' if request.torch else ''}release for macOS arm64; PyPI's default build carries MPS (Apple GPU)")
             if first_ok is not None:

@@ -488,7 +488,7 @@ def offer_from_source(plan: Any, facts: Facts, matrix: Matrix, request: Any) -> 
 
     if plan.torch_version == newest and kind_of(plan.variant) in ("cuda", "rocm"):
         return None
-    if not any(r.reason.startswith(f"torch {newest}:") and kind_of(r.variant) in ("cuda", "rocm") for r in plan.rejected):
+    if not any(r.torch == newest and kind_of(r.variant) in ("cuda", "rocm") for r in plan.rejected):
         return None
     names = ", ".join(f"{g.name or 'GPU'} ({'sm_' + g.cc.replace('.', '') if g.cc else g.gfx})" for g in gpus)
     return (f"no published build of torch {newest} runs on {names}; "
