@@ -113,3 +113,16 @@ def test_fix_keeps_the_target_through_replay_and_quotes_it(tmp_path):
             assert "--python '/home/someone/my envs/proj/bin/python'" in fix, fix
     data = run_sd(["check", "--replay", report("VIRTUAL_ENV"), "--json"], env=env(tmp_path)).json()
     assert all("--python" not in (f["fix"] or "") for f in data["findings"]), data["findings"]
+
+
+def test_a_fix_with_a_what_if_python_version_still_gets_the_target():
+    """``--python-version`` (a what-if's flag) is not ``--python``: the fix still names the diagnosed interpreter,
+    and one that already names ``--python`` is kept as it is."""
+    from stackdoctor.facts import Facts
+    from stackdoctor.rules.core import for_target
+
+    f = Facts()
+    f.python.selected_by, f.python.executable = "--python", "/s/bin/python"
+    assert for_target("stackdoctor install --dry-run --python-version 3.12", f) == "stackdoctor install --python /s/bin/python --dry-run --python-version 3.12"
+    assert for_target("stackdoctor install --python /x", f) == "stackdoctor install --python /x"
+    assert for_target("stackdoctor install --python=/x", f) == "stackdoctor install --python=/x"

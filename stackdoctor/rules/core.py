@@ -89,6 +89,7 @@ def ordered(rules: Iterable[Rule] | None = None) -> list[Rule]:
 
 
 _OWN_COMMAND = re.compile(r"\bstackdoctor (install|kernels|check|report)\b")
+_NAMES_TARGET = re.compile(r"--python(?=[\s=]|$)")  # not --python-version, a what-if's flag
 
 
 def for_target(fix: str, facts: Facts) -> str:
@@ -96,7 +97,7 @@ def for_target(fix: str, facts: Facts) -> str:
     diagnosed interpreter was chosen by ``--python``: without it, the command would act on the active environment
     (or stackdoctor's own), not on the one this finding is about. A command that names ``--python`` already, or a
     fix without one of those commands, is kept as it is."""
-    if facts.python.selected_by != "--python" or not facts.python.executable or "--python" in fix:
+    if facts.python.selected_by != "--python" or not facts.python.executable or _NAMES_TARGET.search(fix):
         return fix
     word = shell.word(facts.python.executable, windows=facts.platform.system == "Windows")
     return _OWN_COMMAND.sub(lambda m: f"{m.group(0)} --python {word}", fix)
