@@ -83,6 +83,7 @@ class PythonFacts:
     selected_by: str | None = None  # "--python" | "VIRTUAL_ENV" | "CONDA_PREFIX" | "self"
     error: str | None = None
     unfinished_install: str | None = None  # a killed `stackdoctor install`'s journal in env_prefix: "phase install: torch 2.11.0+cpu -> 2.12.0+cpu"
+    install_live: str | None = None  # that journal's install still runs: "process 4242, phase install" (its owner alive, same start time)
     sources: dict[str, str] = field(default_factory=dict)
 
 

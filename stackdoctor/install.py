@@ -410,7 +410,7 @@ def save_backup(
     every RECORD entry, or ``error`` says why not (then nothing may change)."""
     start = time.monotonic()
     argv = [python, "-I", str(worker_path("sd_backup.py")), "save", directory, json.dumps(list(names)), str(int(copy_cap))]
-    res = system.run(argv, timeout=timeout, record=False)
+    res = system.run(argv, timeout=timeout, record=False, die_with_parent=True)
     data = _marked(res.stdout, BACKUP_MARK)
     b = Backup(directory, seconds=time.monotonic() - start)
     if data is None:
@@ -430,7 +430,7 @@ def restore_backup(
     """Remove everything of the family and put the backed-up files back (``sd_backup.py restore``)."""
     start = time.monotonic()
     argv = [python, "-I", str(worker_path("sd_backup.py")), "restore", directory, json.dumps(list(names)), json.dumps(dict(planned or {}))]
-    res = system.run(argv, timeout=timeout, record=False)
+    res = system.run(argv, timeout=timeout, record=False, die_with_parent=True)
     data = _marked(res.stdout, BACKUP_MARK)
     r = BackupRestore(seconds=time.monotonic() - start)
     if data is None:
@@ -750,7 +750,10 @@ class _Tx:
             result.notes.append(f"putting back the saved files was not enough ({why}); reinstalling the exact previous build.")
             ok = True
             for cmd in cmds:
-                res = self.system.run_streaming(cmd, timeout=DEFAULT_INSTALL_TIMEOUT_S, on_stdout=self.stream, on_stderr=self.stream)
+                res = self.system.run_streaming(
+                    cmd, timeout=DEFAULT_INSTALL_TIMEOUT_S, on_stdout=self.stream, on_stderr=self.stream,
+                    on_start=self.journal.started_installer, die_with_parent=True,
+                )
                 if not res.ok:
                     ok = False
                     result.notes.append(f"restore step failed ({failure_line(res)}): {' '.join(cmd)}")
@@ -885,7 +888,13 @@ def execute(
         with env_lock(prefix), signals(say) as sig:
             earlier = read_journal(prefix)
             notes: list[str] = []
+            if earlier is not None and earlier.owner_alive():  # no lock to hold (Windows), but its owner runs
+                raise Locked(earlier.pid, earlier.phase)
             if earlier is not None:
+                stray = stop_stray_installer(earlier, say)
+                if stray is not None:
+                    stray.command = argv
+                    return stray
                 rec = recover(system, python, earlier, sig, installer=installer, stream=stream, say=say, uv=uv, offline=offline, find_links=user_find_links)
                 if rec.journal_kept:
                     return rec
@@ -900,10 +909,7 @@ def execute(
             )
             result.notes[:0] = notes
     except Locked as exc:
-        who = f" (process {exc.pid})" if exc.pid else ""
-        return InstallResult(
-            False, ExitCode.FAILED, f"another stackdoctor install{who} is changing {prefix}; nothing was changed: run this again when it has finished.", argv
-        )
+        return InstallResult(False, ExitCode.USAGE, f"{_live_words(exc, prefix)}; nothing was changed: run this again when it has finished.", argv)
     if result.ok and result.state == "new":
         predicted = plan.leftovers or predict_leftovers(before.versions, plan.variant)
         _remove_leftovers(result, predicted, system, python, installer, uv, stream, remove_leftovers)
@@ -931,10 +937,59 @@ def execute_recovery(
             journal = read_journal(prefix)
             if journal is None:
                 return InstallResult(True, ExitCode.OK, f"no unfinished install in {prefix}: nothing to do.", before=before.torch_family(), after=before.torch_family())
+            if journal.owner_alive():
+                raise Locked(journal.pid, journal.phase)
+            stray = stop_stray_installer(journal, _never_raises(say or (lambda line: print(line, file=sys.stderr))))
+            if stray is not None:
+                return stray
             return recover(system, python, journal, sig, installer=installer, stream=stream, say=say, uv=uv, offline=offline, find_links=find_links)
     except Locked as exc:
-        who = f" (process {exc.pid})" if exc.pid else ""
-        return InstallResult(False, ExitCode.FAILED, f"another stackdoctor install{who} is changing {prefix}; run this again when it has finished.")
+        return InstallResult(False, ExitCode.USAGE, f"{_live_words(exc, prefix)}; it is not stopped, so there is nothing to recover: run this again when it has finished.")
+
+
+STRAY_INTERRUPT_S = 15.0  # how long a stopped install's installer gets to clean up after SIGINT (pip rolls back its uninstall)
+STRAY_KILL_S = 5.0
+
+
+def _live_words(exc: Locked, prefix: str) -> str:
+    who = f" (process {exc.pid}" + (f", phase {exc.phase}" if exc.phase else "") + ")" if exc.pid else ""
+    return f"another stackdoctor install{who} is changing {prefix}"
+
+
+def _wait_gone(journal: Journal, seconds: float) -> list[int]:
+    end = time.monotonic() + seconds
+    left = journal.installer_processes()
+    while left and time.monotonic() < end:
+        time.sleep(0.05)
+        left = journal.installer_processes()
+    return left
+
+
+def stop_stray_installer(journal: Journal, say: Callable[[str], None], *, interrupt_s: float = STRAY_INTERRUPT_S, kill_s: float = STRAY_KILL_S) -> InstallResult | None:
+    """A stopped install's installer may outlive it (SIGKILL of stackdoctor where the kernel has no parent-death
+    signal, or a grandchild): no recovery runs beside it. Its processes (the pid and start time in the journal, and
+    its session) get SIGINT, their own clean-up, then SIGKILL, each wait bounded and said; None when none is left,
+    else the result that refuses (exit 2)."""
+    left = journal.installer_processes()
+    if not left:
+        return None
+    name = os.path.basename(journal.installer or "pip")
+    say(f"stackdoctor: the stopped install's {name} (process {journal.installer_pid}) is still running; "
+        f"stopping it before that install is finished (at most {interrupt_s + kill_s:g} s).")
+    for how, seconds in ((signal.SIGINT, interrupt_s), (getattr(signal, "SIGKILL", signal.SIGTERM), kill_s)):
+        for pid in left:
+            try:
+                os.kill(pid, how)
+            except OSError:
+                pass
+        left = _wait_gone(journal, seconds)
+        if not left:
+            return None
+    return InstallResult(
+        False, ExitCode.USAGE,
+        f"the stopped install's {name} (process {', '.join(map(str, left))}) is still running after SIGKILL; nothing was changed: "
+        "run this again when it has gone.",
+    )
 
 
 def intact(system: System, python: str, names: Sequence[str]) -> str | None:
@@ -958,7 +1013,9 @@ def _remove_leftovers(
     if after.ok:
         result.leftovers = leftovers(predicted, after)
     if result.leftovers and remove:
-        rm = system.run_streaming(uninstall_command(result.leftovers, python, installer, uv=uv), timeout=600, on_stdout=stream, on_stderr=stream)
+        rm = system.run_streaming(
+            uninstall_command(result.leftovers, python, installer, uv=uv), timeout=600, on_stdout=stream, on_stderr=stream, die_with_parent=True
+        )
         if rm.ok:
             result.removed = list(result.leftovers)
             result.leftovers = []
@@ -1025,7 +1082,9 @@ def _transaction(
         journal.write("install")
         phase = "install"
         hook("install")
-        res = system.run_streaming(argv, timeout=timeout_s, on_stdout=stream, on_stderr=stream, grace_s=grace_s, env=env)
+        res = system.run_streaming(
+            argv, timeout=timeout_s, on_stdout=stream, on_stderr=stream, grace_s=grace_s, env=env, on_start=journal.started_installer, die_with_parent=True
+        )
         result.returncode = res.returncode
         phase = "verify"
         if res.status == "interrupted":

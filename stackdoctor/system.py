@@ -491,6 +491,108 @@ def _untrack(proc: subprocess.Popen) -> None:
             _LIVE.pop(proc.pid, None)
 
 
+# ---------------------------------------------------------------------------- a process's identity
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent_preexec() -> Callable[[], None] | None:
+    """Linux: a ``preexec_fn`` giving the child ``PR_SET_PDEATHSIG(SIGKILL)`` (libc ``prctl`` through ctypes), and
+    killing it at once when its parent already died before that (the race between fork and prctl); None elsewhere.
+    It runs after ``start_new_session``'s ``setsid``: the child keeps its own session (a terminal's Ctrl-C reaches
+    only this process, which stops the child itself)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+    kill = int(getattr(signal, "SIGKILL", 9))
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), kill)
+
+    return preexec
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """``/proc/<pid>/stat``'s fields after the command name (field 3, the state, is the first), or None."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", encoding="ascii", errors="replace") as f:
+            text = f.read()
+    except (OSError, ValueError):
+        return None
+    return text.rsplit(")", 1)[-1].split()
+
+
+def process_start(pid: int) -> str | None:
+    """When process ``pid`` started, as a token that another process with the same pid cannot share (Linux:
+    ``/proc/<pid>/stat`` field 22, clock ticks since boot; elsewhere psutil's create time); None: no such process,
+    or unknown."""
+    if pid <= 0:
+        return None
+    fields = _proc_stat(pid)
+    if fields is not None:
+        return fields[19] if len(fields) > 19 else None
+    if os.path.isdir("/proc/self"):
+        return None
+    try:
+        import psutil  # type: ignore[import-untyped, unused-ignore]
+
+        return repr(psutil.Process(pid).create_time())
+    except Exception:  # noqa: BLE001 - no psutil, no such process, no permission: unknown
+        return None
+
+
+def process_alive(pid: int, start: str | None = None) -> bool:
+    """Whether ``pid`` runs (a zombie does not) and, with ``start``, is the very process that had that start time."""
+    if pid <= 0:
+        return False
+    fields = _proc_stat(pid)
+    if fields is not None:
+        if fields[0] in ("Z", "X"):
+            return False
+        return start is None or (len(fields) > 19 and fields[19] == start)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        pass
+    return start is None or process_start(pid) in (None, start)
+
+
+def session_processes(sid: int, start: str | None) -> list[int]:
+    """Linux: the live processes of the session ``sid`` leads or led (an installer's children outlive it), started at or
+    after ``start`` (so a later session that reuses the number is not counted); elsewhere the leader only."""
+    if sid <= 0:
+        return []
+    if not os.path.isdir("/proc/self"):
+        return [sid] if process_alive(sid, start) else []
+    out = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return [sid] if process_alive(sid, start) else []
+    for name in names:
+        if not name.isdigit():
+            continue
+        fields = _proc_stat(int(name))
+        if fields is None or len(fields) <= 19 or fields[0] in ("Z", "X") or fields[3] != str(sid):
+            continue
+        if start is not None and start.isdigit() and fields[19].isdigit() and int(fields[19]) < int(start):
+            continue
+        out.append(int(name))
+    return sorted(out)
+
+
 _LENT: list[str] = []  # temporary directories lent to targets (lend_package), removed at exit
 _LENT_LOCK = threading.Lock()
 
@@ -742,6 +844,15 @@ class System:
         except (OSError, ValueError):
             return None
 
+    def process_alive(self, pid: int, start: str | None = None) -> bool:
+        """Whether process ``pid`` of this machine runs and, with ``start``, is the one that started then
+        (:func:`process_alive`; always the live machine, never a sysroot)."""
+        return process_alive(pid, start)
+
+    def session_processes(self, sid: int, start: str | None) -> list[int]:
+        """The live processes of session ``sid`` started at or after ``start`` (:func:`session_processes`)."""
+        return session_processes(sid, start)
+
     def mkdtemp(self, prefix: str) -> str:
         """A new private temporary directory of this process (worker files, lent packages)."""
         return tempfile.mkdtemp(prefix=prefix)
@@ -844,13 +955,16 @@ class System:
         record: bool = True,
         on_start: Callable[[Started], None] | None = None,
         on_stderr: Callable[[str], None] | None = None,
+        die_with_parent: bool = False,
     ) -> CommandResult:
         """Run ``argv`` without a shell; never raises, never waits past ``timeout``.
 
         ``on_start`` gets a :class:`Started` handle as soon as the child runs (to stop it early);
-        ``on_stderr`` gets the child's stderr as it arrives (progress), captured all the same."""
+        ``on_stderr`` gets the child's stderr as it arrives (progress), captured all the same;
+        ``die_with_parent`` as for :meth:`run_streaming` (the install's workers that write files)."""
         timeout = self.timeout_s if timeout is None else timeout
-        spawned = self._spawn(argv, env, parse_env, stdin is not None)
+        preexec = die_with_parent_preexec() if die_with_parent and isinstance(self.control, PosixGroups) else None
+        spawned = self._spawn(argv, env, parse_env, stdin is not None, preexec=preexec)
         if isinstance(spawned, CommandResult):
             return self._keep(spawned, record)
         proc, argv, start = spawned
@@ -901,9 +1015,15 @@ class System:
         max_bytes: int = MAX_CAPTURE_BYTES,
         record: bool = True,
         cwd: str | None = None,
+        on_start: Callable[[int], None] | None = None,
+        die_with_parent: bool = False,
     ) -> CommandResult:
         """Like :meth:`run` (no shell, bounded, never raises), for long actions such as installs; ``cwd`` is the
-        folder the child runs in (this process's own folder when None).
+        folder the child runs in (this process's own folder when None). ``on_start`` gets the child's pid as soon
+        as it runs (the install journal records it); ``die_with_parent`` (Linux): the child gets
+        ``PR_SET_PDEATHSIG(SIGKILL)``, so a SIGKILL of this process alone stops it too (call from the main thread:
+        the kernel sends it when the *thread* that started the child ends). On any exception but Ctrl-C the child
+        is killed before the exception goes on.
 
         Output is passed to ``on_stdout`` / ``on_stderr`` as it arrives and captured too. The child
         runs in its own session (process group on Windows); at the timeout, or when this process
@@ -913,12 +1033,22 @@ class System:
         what to do next (the ``KeyboardInterrupt`` is not re-raised). Not parse-env'd: the user's
         locale is kept for a tool whose output is shown, not parsed.
         """
-        spawned = self._spawn(argv, env, False, False, cwd)
+        preexec = die_with_parent_preexec() if die_with_parent and isinstance(self.control, PosixGroups) else None
+        spawned = self._spawn(argv, env, False, False, cwd, preexec=preexec)
         if isinstance(spawned, CommandResult):
             return self._keep(spawned, record)
         proc, argv, start = spawned
         try:
+            if on_start is not None:
+                try:
+                    on_start(proc.pid)
+                except Exception:  # noqa: BLE001 - recording the child must not leave it running unwatched
+                    pass
             return self._stream(proc, argv, start, timeout, on_stdout, on_stderr, grace_s, max_bytes, record)
+        except BaseException:  # anything but Ctrl-C (which _stream handles): the child never outlives this call
+            if proc.poll() is None:
+                self._kill(proc)
+            raise
         finally:
             _untrack(proc)
 
@@ -965,6 +1095,8 @@ class System:
         parse_env: bool,
         with_stdin: bool,
         cwd: str | None = None,
+        *,
+        preexec: Callable[[], None] | None = None,
     ) -> tuple[subprocess.Popen, tuple[str, ...], float] | CommandResult:
         """Start ``argv`` in its own session with the merged environment, or say why it could not start."""
         argv = tuple(str(a) for a in argv)
@@ -996,6 +1128,7 @@ class System:
                 cwd=cwd,
                 close_fds=True,
                 **self.control.popen_options(),
+                **({"preexec_fn": preexec} if preexec is not None else {}),
             )
         except FileNotFoundError:
             return CommandResult(argv, None, "", "", 0.0, "absent", detail="not found")

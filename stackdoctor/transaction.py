@@ -32,6 +32,13 @@ JOURNAL_SCHEMA = "stackdoctor.install-journal/1"
 HOOK_ENV = "STACKDOCTOR_TEST_HOOK_DIR"
 EXIT_FOR = {int(signal.SIGINT): 130, int(getattr(signal, "SIGTERM", 15)): 143, int(getattr(signal, "SIGHUP", 1)): 129}
 PLEASE_WAIT = "stackdoctor: putting back the previous torch, please wait."
+UNPRINTED_KEEP = 40  # lines of what could not be printed, kept in the journal for the next run to say
+
+
+def _start_of(pid: int) -> str | None:
+    from stackdoctor.system import process_start
+
+    return process_start(pid)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -157,6 +164,10 @@ class Journal:
     planned: dict[str, str] = field(default_factory=dict)  # name -> exact version the install brings
     command: list[str] = field(default_factory=list)  # the installer's argv
     installer: str = "pip"
+    pid_start: str | None = field(default_factory=lambda: _start_of(os.getpid()))  # the owner's start time (pid reuse)
+    installer_pid: int = 0  # the installer child, recorded as soon as it runs (its own session: its group too)
+    installer_start: str | None = None
+    unprinted: list[str] = field(default_factory=list)  # lines the transaction could not print (a closed pipe)
 
     @property
     def dir(self) -> str:
@@ -183,6 +194,10 @@ class Journal:
             "command": list(self.command),
             "installer": self.installer,
             "backup": self.backup,
+            "pid_start": self.pid_start,
+            "installer_pid": self.installer_pid,
+            "installer_start": self.installer_start,
+            "unprinted": list(self.unprinted[-UNPRINTED_KEEP:]),
         }
 
     @classmethod
@@ -200,7 +215,32 @@ class Journal:
             planned=sdict(data.get("planned")),
             command=[str(a) for a in data.get("command") or [] if isinstance(a, str)],
             installer=str(data.get("installer") or "pip"),
+            pid_start=str(data["pid_start"]) if isinstance(data.get("pid_start"), str) else None,
+            installer_pid=int(data["installer_pid"]) if isinstance(data.get("installer_pid"), int) else 0,
+            installer_start=str(data["installer_start"]) if isinstance(data.get("installer_start"), str) else None,
+            unprinted=[str(x) for x in data.get("unprinted") or [] if isinstance(x, str)],
         )
+
+    def started_installer(self, pid: int) -> None:
+        """The installer runs: its pid and start time into the journal at once (a retry must not run beside it)."""
+        self.installer_pid, self.installer_start = pid, _start_of(pid)
+        self.write()
+
+    def owner_alive(self) -> bool:
+        """The stackdoctor that wrote this journal still runs (same pid, same start time)."""
+        from stackdoctor.system import process_alive
+
+        return bool(self.pid) and self.pid != os.getpid() and process_alive(self.pid, self.pid_start)
+
+    def installer_processes(self) -> list[int]:
+        """The processes of this journal's installer still alive: its session (pip leads one), started with or after it."""
+        from stackdoctor.system import process_alive, session_processes
+
+        if not self.installer_pid:
+            return []
+        if self.installer_start is None:  # started but not yet timed: the pid alone
+            return [self.installer_pid] if process_alive(self.installer_pid) else []
+        return session_processes(self.installer_pid, self.installer_start)
 
     def create(self) -> None:
         """Make the folder and write the first journal (raises OSError: no space, no inodes, read-only)."""
@@ -257,9 +297,12 @@ def read_journal(prefix: str) -> Journal | None:
 
 
 class Locked(Exception):
-    def __init__(self, pid: int | None) -> None:
+    """Another install holds the environment (its pid and phase, from its journal, when known)."""
+
+    def __init__(self, pid: int | None, phase: str | None = None) -> None:
         super().__init__(pid)
         self.pid = pid
+        self.phase = phase
 
 
 @contextlib.contextmanager
@@ -276,7 +319,7 @@ def env_lock(prefix: str) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             j = read_journal(prefix)
-            raise Locked(j.pid if j and j.pid else None) from None
+            raise Locked(j.pid if j and j.pid else None, j.phase if j and j.pid else None) from None
         yield
     finally:
         os.close(fd)

@@ -267,6 +267,27 @@ def unfinished_install(system: System, prefix: str) -> str | None:
     return f"phase {data.get('phase', '?')}: {fam(data.get('before'))} -> {fam(data.get('planned'))}"
 
 
+def live_install(system: System, prefix: str) -> str | None:
+    """The install whose journal is in ``prefix`` when it is still running, in a few words ("process 4242, phase
+    install"): its owner (the journal's pid, with the same start time, so a reused pid is not it) runs, or the
+    installer it started does; None when it stopped (or there is no journal)."""
+    res = system.read_text(os.path.join(prefix, ".stackdoctor-install", "journal.json"), max_bytes=1 << 20)
+    try:
+        data = json.loads(res.text or "") if res.ok else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        return None
+    pid, start, phase = data.get("pid"), data.get("pid_start"), data.get("phase") or "?"
+    start = start if isinstance(start, str) else None
+    if isinstance(pid, int) and pid > 0 and pid != os.getpid() and system.process_alive(pid, start):
+        return f"process {pid}, phase {phase}"
+    ipid, istart = data.get("installer_pid"), data.get("installer_start")
+    if isinstance(ipid, int) and ipid > 0 and isinstance(istart, str) and system.session_processes(ipid, istart):
+        return f"its installer, process {ipid}, after its own process {pid} stopped"
+    return None
+
+
 def _torch_ask() -> str | None:
     """The accelerator plug-ins' questions to torch, as the worker reads them (None: none to ask)."""
     from stackdoctor import accelerators
@@ -336,6 +357,9 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
         py.unfinished_install = unfinished_install(ctx.system.local, py.env_prefix)
         if py.unfinished_install:
             py.sources["unfinished_install"] = os.path.join(py.env_prefix, ".stackdoctor-install", "journal.json")
+            py.install_live = live_install(ctx.system.local, py.env_prefix)
+            if py.install_live:
+                py.sources["install_live"] = py.sources["unfinished_install"] + " (pid and start time)"
     own_uv = None
     if py.env_prefix:
         for cand in (os.path.join(py.env_prefix, "bin", "uv"), os.path.join(py.env_prefix, "Scripts", "uv.exe")):

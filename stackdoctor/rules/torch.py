@@ -118,7 +118,7 @@ def install_unfinished(ctx: Ctx) -> None:
     """A `stackdoctor install` into the target was killed (SIGKILL, power loss) before it finished: its journal
     and the previous torch's backup are still in the environment, and the torch family may be half replaced."""
     f = ctx.facts
-    if not f.python.unfinished_install:
+    if not f.python.unfinished_install or f.python.install_live:
         return
     ctx.add(
         facts=["python.unfinished_install"],
@@ -126,6 +126,22 @@ def install_unfinished(ctx: Ctx) -> None:
         state=f.python.unfinished_install,
         python=python_exe(f),
         fix_text=f"stackdoctor install --python {python_exe(f)} --recover",
+    )
+
+
+@rule("install-in-progress", severity="warn", layer="torch")
+def install_in_progress(ctx: Ctx) -> None:
+    """A `stackdoctor install` into the target is running now (its journal's process is alive): the torch family is
+    being changed, so what is read of it now may be half old, half new; it is not a stopped install to recover."""
+    f = ctx.facts
+    if not (f.python.unfinished_install and f.python.install_live):
+        return
+    ctx.add(
+        facts=["python.install_live", "python.unfinished_install"],
+        prefix=f.python.env_prefix or "?",
+        who=f.python.install_live,
+        state=f.python.unfinished_install,
+        python=python_exe(f),
     )
 
 
