@@ -20,6 +20,7 @@ The pure parts (command lines, ``--emit`` text, leftover rules) are plain functi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -151,6 +152,8 @@ class InstallResult:
     # a GPU build's code read from the installed binaries before the commit (:func:`check_gpu_code`): what was read,
     # each GPU of this kind and how it runs it, the verdict ("runs" | "cannot-run" | "not-judged" | "unread")
     gpu_code: dict[str, Any] | None = None
+    prefix: str | None = None  # the target's sys.prefix (where what could not be printed is kept)
+    unprinted: list[str] = field(default_factory=list)  # lines the transaction could not print (a closed pipe or terminal)
 
 
 # ---------------------------------------------------------------------------- command lines (pure)
@@ -797,7 +800,14 @@ def recover(
     """Finish an install that was killed (its journal is there): keep a complete, importing new build, else put
     the previous one back. The result's message says what the environment holds now."""
     stream = stream or _stderr_writer
-    say = _never_raises(say or (lambda line: print(line, file=sys.stderr)))
+    talk = _talker(say)
+    say = talk
+    if journal.unprinted:
+        say("stackdoctor: the stopped install could not print its last lines (its output was closed); they were:")
+        for line in journal.unprinted:
+            say(f"  {line}")
+        journal.unprinted = []
+    talk.journal = journal
     journal.python = journal.python or python
     tx = _Tx(system, python, journal.installer or installer, journal, sig, stream, say, uv, offline, find_links)
     prev = journal.before
@@ -875,7 +885,8 @@ def execute(
     installed binaries is read before the commit (:func:`check_gpu_code`): binaries that cannot run on a GPU of
     this kind here are put back like a failed import; what was read is a note (and ``InstallResult.gpu_code``)."""
     del index_base
-    say = _never_raises(say or (lambda line: print(line, file=sys.stderr)))  # a closed terminal (SIGHUP) must not stop a put-back
+    talk = _talker(say)  # a closed terminal (SIGHUP) or pipe (EPIPE) must not stop a put-back
+    say = talk
     stream = stream or _stderr_writer
     argv, env = installer_argv(plan, python, installer, find_links=find_links, uv=uv, source_args=source_args, env=env, reinstall=reinstall)
     before = snapshot(system, python)
@@ -886,6 +897,7 @@ def execute(
         return InstallResult(False, ExitCode.FAILED, f"the target did not say where its environment is (sys.prefix {prefix!r}); nothing was changed.", argv)
     try:
         with env_lock(prefix), signals(say) as sig:
+            say_unprinted(prefix, say)
             earlier = read_journal(prefix)
             notes: list[str] = []
             if earlier is not None and earlier.owner_alive():  # no lock to hold (Windows), but its owner runs
@@ -913,6 +925,16 @@ def execute(
     if result.ok and result.state == "new":
         predicted = plan.leftovers or predict_leftovers(before.versions, plan.variant)
         _remove_leftovers(result, predicted, system, python, installer, uv, stream, remove_leftovers)
+    return _told(result, talk, prefix)
+
+
+def _told(result: InstallResult, talk: _Say, prefix: str) -> InstallResult:
+    """The result, with what could not be printed on the way kept for the next run (and its final sentence too:
+    an output that was closed during the install will not show it)."""
+    result.prefix = prefix
+    result.unprinted = list(talk.lost)
+    if talk.lost:
+        save_unprinted(prefix, [*talk.lost, result.message, *result.notes])
     return result
 
 
@@ -928,21 +950,24 @@ def execute_recovery(
     find_links: Sequence[str] = (),
 ) -> InstallResult:
     """``install --recover`` (and the start of every install): finish a killed install's journal, under the lock."""
+    talk = _talker(say)
     before = snapshot(system, python)
     if not before.ok or not before.prefix:
         return InstallResult(False, ExitCode.FAILED, f"cannot read the target's installed packages ({before.error or 'no sys.prefix'}).")
     prefix = before.prefix
     try:
-        with env_lock(prefix), signals(say) as sig:
+        with env_lock(prefix), signals(talk) as sig:
+            say_unprinted(prefix, talk)
             journal = read_journal(prefix)
             if journal is None:
                 return InstallResult(True, ExitCode.OK, f"no unfinished install in {prefix}: nothing to do.", before=before.torch_family(), after=before.torch_family())
             if journal.owner_alive():
                 raise Locked(journal.pid, journal.phase)
-            stray = stop_stray_installer(journal, _never_raises(say or (lambda line: print(line, file=sys.stderr))))
+            stray = stop_stray_installer(journal, talk)
             if stray is not None:
                 return stray
-            return recover(system, python, journal, sig, installer=installer, stream=stream, say=say, uv=uv, offline=offline, find_links=find_links)
+            rec = recover(system, python, journal, sig, installer=installer, stream=stream, say=talk, uv=uv, offline=offline, find_links=find_links)
+            return _told(rec, talk, prefix)
     except Locked as exc:
         return InstallResult(False, ExitCode.USAGE, f"{_live_words(exc, prefix)}; it is not stopped, so there is nothing to recover: run this again when it has finished.")
 
@@ -1058,6 +1083,8 @@ def _transaction(
 ) -> InstallResult:
     prev = before.torch_family()
     journal = Journal(prefix=prefix, python=python, before=dict(prev), planned=planned_versions(plan), command=list(argv), installer=installer)
+    if isinstance(say, _Say):
+        say.journal = journal  # from now on a line that cannot be shown is in the journal's log
     tx = _Tx(system, python, installer, journal, sig, stream, say, uv, offline, user_find_links)
     result = InstallResult(False, ExitCode.FAILED, "", argv, before=dict(prev))
     res: CommandResult | None = None
@@ -1174,11 +1201,28 @@ def _undo(tx: _Tx, result: InstallResult, st: FamilyState, how: str) -> InstallR
         else:
             result.message = f"{how}; nothing changed: the torch packages are exactly as before ({_fmt(prev)}), but torch does not import: {v.error if v else '?'}."
         return result
-    state = _fmt(result.after) or "no complete torch"
-    tx.say(f"stackdoctor: {how}; it left {state} instead of {_fmt(prev) or 'no torch'}: putting back the previous versions.")
+    tx.say(f"stackdoctor: {how}; {_left_words(result.after, prev, st)}: putting back the previous versions.")
     tx.put_back(result)
     result.message = f"{how}; " + _restore_sentence(result, prev)
     return result
+
+
+def _left_words(after: Mapping[str, str], prev: Mapping[str, str], st: FamilyState) -> str:
+    """What the install left, read from the files: the same versions as before but not the same files is said so
+    (never "torch X instead of torch X")."""
+    why = f" ({st.why})" if st.why else ""
+    if after and dict(after) == dict(prev):
+        return f"it left {_fmt(after)} incomplete{why}"
+    if not after:
+        return f"it left no complete torch{why} instead of {_fmt(prev) or 'no torch'}"
+    return f"it left {_on_disk(after, st.state)} instead of {_fmt(prev) or 'no torch'}"
+
+
+def _on_disk(family: Mapping[str, str], state: str | None) -> str:
+    """The family on disk (read from its files), said to be incomplete unless it is exactly the old or the new build."""
+    if not family:
+        return "no torch" if state == "old" else "no complete torch"
+    return _fmt(family) + ("" if state in ("old", "new") else " (incomplete)")
 
 
 def _holds(prev: Mapping[str, str]) -> str:
@@ -1211,10 +1255,10 @@ def _restore_sentence(result: InstallResult, prev: Mapping[str, str]) -> str:
     if result.restored:
         return f"the previous {_fmt(prev)} was reinstalled and imports."
     return (
-        f"putting back the previous {_fmt(prev)} did not work (now: {_fmt(result.after) or 'none'}); "
+        f"putting back the previous {_fmt(prev)} did not work (now: {_on_disk(result.after, result.state)}); "
         f"reinstall it with: pip install {' '.join(f'{k}=={v}' for k, v in prev.items())}."
         if prev
-        else f"putting the target back to no torch did not work (now: {_fmt(result.after) or 'partial files'}); run `pip uninstall torch` there."
+        else f"putting the target back to no torch did not work (now: {_on_disk(result.after, result.state) if result.after else 'partial files'}); run `pip uninstall torch` there."
     )
 
 
@@ -1222,14 +1266,87 @@ def _fmt(family: Mapping[str, str]) -> str:
     return ", ".join(f"{k} {v}" for k, v in family.items())
 
 
-def _never_raises(say: Callable[[str], None]) -> Callable[[str], None]:
+def _never_raises(say: Callable[[str], None], lost: Callable[[str], None] | None = None) -> Callable[[str], None]:
+    """``say`` that never raises: a closed pipe or terminal (EPIPE, EIO; rich's ``SystemExit`` on a broken pipe)
+    must not stop a put-back or a commit. What could not be shown goes to ``lost`` (the journal's log)."""
+
     def safe(line: str) -> None:
         try:
             say(line)
-        except Exception:  # noqa: BLE001 - a message that cannot be shown must not change what is done
-            pass
+        except (Exception, SystemExit):  # noqa: BLE001 - a message that cannot be shown must not change what is done
+            if lost is not None:
+                try:
+                    lost(line)
+                except Exception:  # noqa: BLE001
+                    pass
 
     return safe
+
+
+class _Say:
+    """The transaction's one way to talk (:func:`_never_raises`): a line that cannot be shown is kept in ``lost`` and
+    in the journal's log (``Journal.unprinted``, fsync'd), so a closed pipe never stops the transaction and the next
+    run can say it."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.lost: list[str] = []
+        self.journal: Journal | None = None
+        self._safe = _never_raises(say, self._lose)
+
+    def __call__(self, line: str) -> None:
+        self._safe(line)
+
+    def _lose(self, line: str) -> None:
+        self.lost.append(line)
+        j = self.journal
+        if j is not None and os.path.isdir(j.dir):
+            j.unprinted.append(line)
+            j.write()
+
+
+def _talker(say: Callable[[str], None] | None) -> _Say:
+    return say if isinstance(say, _Say) else _Say(say or (lambda line: print(line, file=sys.stderr, flush=True)))
+
+
+UNPRINTED_FILE = ".stackdoctor-unprinted.json"  # in the prefix: what an install could not print, said by the next run
+
+
+def save_unprinted(prefix: str, lines: Sequence[str]) -> None:
+    """Keep what could not be printed (its output was closed) for the next install into ``prefix`` to say."""
+    if not prefix or not lines:
+        return
+    try:
+        old = take_unprinted(prefix, remove=False)
+        tmp = os.path.join(prefix, UNPRINTED_FILE + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"when": time.time(), "lines": [*old, *lines][-60:]}, f)
+        os.replace(tmp, os.path.join(prefix, UNPRINTED_FILE))
+    except OSError:
+        pass
+
+
+def take_unprinted(prefix: str, *, remove: bool = True) -> list[str]:
+    """The lines an earlier install into ``prefix`` could not print (its ``save_unprinted``), removed once read."""
+    path = os.path.join(prefix, UNPRINTED_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return []
+    if remove:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    lines = data.get("lines") if isinstance(data, dict) else None
+    return [str(x) for x in lines if isinstance(x, str)] if isinstance(lines, list) else []
+
+
+def say_unprinted(prefix: str, say: Callable[[str], None]) -> None:
+    """At the start of a run: what the last install into ``prefix`` could not print, said now."""
+    lines = take_unprinted(prefix)
+    if lines:
+        say(f"stackdoctor: the last install into {prefix} could not print its last lines (its output was closed); they were:")
+        for line in lines:
+            say(f"  {line}")
 
 
 def _stderr_writer(text: str) -> None:

@@ -821,9 +821,14 @@ def _finish_earlier(opts: InstallOptions, facts: Facts, python: str, hooks: Hook
         System.from_env(), python, uv=facts.python.uv_path or "uv", offline=opts.offline or opts.no_index, find_links=opts.find_links,
         stream=hooks.stream, say=lambda line: hooks.say(line, "yellow"),
     )
-    hooks.say(("" if result.ok else "stackdoctor: ") + result.message, "yellow" if result.ok else "bold red")
-    for note in result.notes:
-        hooks.say(f"  {note}", "yellow")
+    try:  # a closed output (the pipe's reader died with the Ctrl-C) must not stop the install that follows
+        hooks.say(("" if result.ok else "stackdoctor: ") + result.message, "yellow" if result.ok else "bold red")
+        for note in result.notes:
+            hooks.say(f"  {note}", "yellow")
+    except OSError:
+        from stackdoctor.install import save_unprinted
+
+        save_unprinted(result.prefix or "", [result.message, *result.notes])
     return None if result.ok else int(result.exit_code)
 
 

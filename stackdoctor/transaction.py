@@ -70,7 +70,7 @@ class Signals:
             self.received = signum
         if self.shield_depth:
             if signum == signal.SIGINT:
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(Exception, SystemExit):  # a closed pipe (rich exits on EPIPE) never ends a put-back
                     self.say(PLEASE_WAIT)
             return
         raise Interrupted(signum)

@@ -376,6 +376,26 @@ def family_dist_infos(sites, names):
     return sorted(out)
 
 
+def odd_dist_infos(infos, found):
+    """Why the family's dist-info folders and its distributions do not pair up, naming the odd ones: a half-written
+    folder (no METADATA), or a distribution whose dist-info is not in its place (pip's stash ``~orch-...``)."""
+    listed = set(os.path.abspath(p) for p in infos)
+    seen = set()
+    for ds in found.values():
+        for d in ds:
+            p = dist_path(d)
+            if p is not None:
+                seen.add(os.path.abspath(str(p)))
+    half = sorted(os.path.basename(p) for p in listed - seen)
+    moved = sorted(os.path.basename(p) for p in seen - listed)
+    parts = []
+    if half:
+        parts.append("a half-written dist-info: %s" % ", ".join(half))
+    if moved:
+        parts.append("a dist-info out of its place: %s" % ", ".join(moved))
+    return "; ".join(parts) or "%d dist-info folders for %d installed distributions" % (len(infos), sum(len(v) for v in found.values()))
+
+
 def judge_state(root, names, planned):
     """old | new | mixed, with why, and the stash folders, from the files on disk."""
     manifest = load_manifest(root) if os.path.exists(os.path.join(root, "manifest.json")) else {"dists": [], "tops": []}
@@ -392,7 +412,7 @@ def judge_state(root, names, planned):
     # exactly the old files?
     why_old = None
     if len(infos) != sum(len(v) for v in found.values()):
-        why_old = "a half-written dist-info: %s" % ", ".join(os.path.basename(p) for p in infos)
+        why_old = odd_dist_infos(infos, found)
     for n in names:
         if why_old:
             break

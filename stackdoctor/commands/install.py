@@ -113,12 +113,27 @@ def run(opts: InstallOptions) -> int:
     outcome = install(opts, HOOKS)
     exc = outcome.error
     if exc is None:
-        render_outcome(outcome)
+        _render_or_keep(outcome)
     if opts.json_out and (isinstance(exc, StackdoctorError) or (exc is None and not opts.recover) or (exc is not None and outcome.plan is not None)):
         _print_json(outcome, exc if isinstance(exc, StackdoctorError) else None)
     if exc is not None:
         raise exc
     return outcome.exit_code
+
+
+def _render_or_keep(outcome: InstallOutcome) -> None:
+    """The last lines; when the output is closed (the pipe's reader died with the same Ctrl-C: ``| tee``, ``| grep``),
+    they are kept for the next install into that environment to say, and the exit code stays the outcome's."""
+    try:
+        render_outcome(outcome)
+    except (Exception, SystemExit):  # noqa: BLE001 - EPIPE, EIO, rich's SystemExit on a broken pipe
+        result = outcome.result
+        if result is not None and result.prefix:
+            from stackdoctor.install import save_unprinted, take_unprinted
+
+            kept = take_unprinted(result.prefix, remove=False)
+            lines = [result.message, *result.notes]
+            save_unprinted(result.prefix, [ln for ln in lines if ln not in kept])
 
 
 def _print_json(outcome: InstallOutcome, exc: StackdoctorError | None) -> None:

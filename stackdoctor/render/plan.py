@@ -23,7 +23,10 @@ def say(text: str, style: str = "") -> None:
 
     from stackdoctor.console import make_console
 
-    make_console(stderr=True, soft_wrap=True).print(Text(localized(text), style=style))
+    try:
+        make_console(stderr=True, soft_wrap=True).print(Text(localized(text), style=style))
+    except SystemExit:  # rich's answer to a broken pipe: an OSError here, which the install's transaction keeps in its log
+        raise BrokenPipeError(32, "Broken pipe") from None
 
 
 def write_err(text: str) -> None:
