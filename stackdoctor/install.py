@@ -667,6 +667,73 @@ def check_gpu_code(plan: Plan, v: Verification, gpus: Sequence[GpuView], system:
 # ---------------------------------------------------------------------------- execution
 
 
+def _record_hash(path: str) -> str:
+    import base64
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return "sha256=" + base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
+
+
+def _saved_files(backup: str) -> tuple[set[tuple[int, int]], dict[int, set[str]]]:
+    """The backup's files: their (device, inode) and, by size, their RECORD hashes (``manifest.json``)."""
+    try:
+        with open(os.path.join(backup, "manifest.json"), encoding="utf-8") as f:
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        return set(), {}
+    inodes: set[tuple[int, int]] = set()
+    by_size: dict[int, set[str]] = {}
+    for entry in manifest.get("dists") or [] if isinstance(manifest, dict) else []:
+        for rec in entry.get("files") or []:
+            ino = rec.get("ino")
+            if isinstance(ino, list) and len(ino) == 2 and all(isinstance(x, int) for x in ino):
+                inodes.add((ino[0], ino[1]))
+            if isinstance(rec.get("size"), int) and isinstance(rec.get("hash"), str) and rec["hash"]:
+                by_size.setdefault(rec["size"], set()).add(rec["hash"])
+    return inodes, by_size
+
+
+def _all_saved(folder: str, inodes: set[tuple[int, int]], by_size: dict[int, set[str]]) -> bool:
+    """Every file under ``folder`` (at least one) is one of the saved ones: the same inode (pip renamed it there),
+    or the same size and sha256 (pip copied it to another filesystem)."""
+    count = 0
+    for dp, _dn, fn in os.walk(folder):
+        for name in fn:
+            p = os.path.join(dp, name)
+            try:
+                st = os.lstat(p)
+                same = (st.st_dev, st.st_ino) in inodes or _record_hash(p) in by_size.get(st.st_size, set())
+            except OSError:
+                return False
+            if not same:
+                return False
+            count += 1
+    return count > 0
+
+
+def sweep_pip_stash(backup: str, tmpdir: str | None = None) -> list[str]:
+    """pip's stash of an uninstall it did not finish (``$TMPDIR/pip-uninstall-*``: the console scripts and other files
+    outside the package folders it moves aside) is removed when every file in it is one of the previous torch's files
+    that the backup holds, decided from the files: the torch that stays has its own copies (the backup's, put back,
+    or the new build's). Anything else there is pip's business and is left alone."""
+    import glob
+    import tempfile
+
+    inodes, by_size = _saved_files(backup)
+    if not inodes and not by_size:
+        return []
+    removed = []
+    for d in glob.glob(os.path.join(tmpdir or tempfile.gettempdir(), "pip-uninstall-*")):
+        if os.path.isdir(d) and not os.path.islink(d) and _all_saved(d, inodes, by_size):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
 def restore_commands(
     before: Mapping[str, str], python: str, installer: str, *, offline: bool = False, find_links: Sequence[str] = (), uv: str = "uv"
 ) -> list[list[str]]:
@@ -715,9 +782,11 @@ class _Tx:
         return family_state(self.system, self.python, self.journal.backup, self.journal.planned)
 
     def commit(self, st: FamilyState) -> str | None:
-        """The family is exactly old or exactly new: drop pip's stash folders, the backup and the journal."""
+        """The family is exactly old or exactly new: drop pip's stash folders (beside the packages, and in the
+        temporary folder: :func:`sweep_pip_stash`), the backup and the journal."""
         for p in st.stash:
             shutil.rmtree(p, ignore_errors=True)
+        sweep_pip_stash(self.journal.backup, self.system.env.get("TMPDIR") or None)
         return self.journal.remove()
 
     def put_back(self, result: InstallResult) -> None:

@@ -606,6 +606,52 @@ def _remember_lent(path: str) -> None:
         _LENT.append(path)
 
 
+OWNER_FILE = ".stackdoctor-owner"  # in a lent directory: "<pid> <start time>" of the process that made it
+UNOWNED_STALE_S = 6 * 3600.0  # a lent directory with no owner file (an older stackdoctor's) is stale after this
+
+
+def _mark_owner(d: str) -> None:
+    try:
+        with open(os.path.join(d, OWNER_FILE), "w", encoding="ascii") as f:
+            f.write(f"{os.getpid()} {process_start(os.getpid()) or ''}\n")
+    except OSError:
+        pass
+
+
+def _owner_gone(d: str) -> bool:
+    """Whether the process that made the lent directory ``d`` has ended (its pid gone, or reused by another)."""
+    try:
+        with open(os.path.join(d, OWNER_FILE), encoding="ascii") as f:
+            words = f.read().split()
+    except FileNotFoundError:
+        try:
+            return time.time() - os.lstat(d).st_mtime > UNOWNED_STALE_S
+        except OSError:
+            return False
+    except OSError:
+        return False
+    if not words or not words[0].isdigit():
+        return False
+    pid = int(words[0])
+    return pid != os.getpid() and not process_alive(pid, words[1] if len(words) > 1 else None)
+
+
+def sweep_dead_lent(prefix: str) -> list[str]:
+    """Remove the lent directories (``$TMPDIR/<prefix>*``) whose owner is gone: a stackdoctor killed by SIGKILL
+    never ran its clean-up. A directory another live stackdoctor lent is left alone. Never raises."""
+    import glob
+
+    removed = []
+    for d in glob.glob(os.path.join(tempfile.gettempdir(), glob.escape(prefix) + "*")):
+        try:
+            if os.path.isdir(d) and not os.path.islink(d) and _owner_gone(d):
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(d)
+        except OSError:
+            pass
+    return removed
+
+
 def lent_dirs() -> list[str]:
     """The temporary directories lent so far and not yet removed."""
     with _LENT_LOCK:
@@ -863,9 +909,11 @@ class System:
 
         The directory is removed when this process ends (:func:`remove_lent`: the CLI calls it on every
         exit path, signals included, and ``atexit`` covers library use)."""
+        sweep_dead_lent(prefix)
         try:
             d = tempfile.mkdtemp(prefix=prefix)
             _remember_lent(d)
+            _mark_owner(d)
             dest = os.path.join(d, package_dir.name)
             try:
                 os.symlink(package_dir, dest, target_is_directory=True)
@@ -1117,6 +1165,9 @@ class System:
                 child_env.pop(key, None)
             else:
                 child_env[key] = value
+        options: dict[str, Any] = dict(self.control.popen_options())
+        if preexec is not None:
+            options["preexec_fn"] = preexec
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -1127,8 +1178,7 @@ class System:
                 env=child_env,
                 cwd=cwd,
                 close_fds=True,
-                **self.control.popen_options(),
-                **({"preexec_fn": preexec} if preexec is not None else {}),
+                **options,
             )
         except FileNotFoundError:
             return CommandResult(argv, None, "", "", 0.0, "absent", detail="not found")
