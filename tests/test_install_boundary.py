@@ -84,7 +84,9 @@ def big_seeded(big_wheels, tmp_path_factory) -> Path:
 @pytest.fixture
 def big_venv(big_seeded, tmp_path) -> Path:
     dst = tmp_path / "venv"
-    shutil.copytree(big_seeded, dst, symlinks=True)
+    # hard links: seconds, not tens of seconds, for 10 000 files; pip and the put-back replace files (rename, unlink),
+    # never write into one, so the seed stays as it was (each test checks every hash of what it ends with)
+    shutil.copytree(big_seeded, dst, symlinks=True, copy_function=os.link)
     return dst
 
 
@@ -104,12 +106,21 @@ def leftovers_in(venv: Path, tmp_path: Path) -> list[str]:
                   + [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith(("pip-uninstall-", "stackdoctor-pkg-"))])
 
 
-def driver(venv: Path, wheels: Path, env: dict[str, str]) -> tuple[int, dict, str]:
-    p = subprocess.run([sys.executable, "-c", DRIVER, str(venv_bin(venv)), str(wheels), "pip", "uv"], env=env, capture_output=True, text=True,
-                       timeout=300, cwd=REPO, stdin=subprocess.DEVNULL)
-    line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert line, (p.stdout[-2000:], p.stderr[-3000:])
-    return p.returncode, json.loads(line[-1][7:]), p.stderr
+def driver(venv: Path, wheels: Path, env: dict[str, str], timeout: float = 240) -> tuple[int, dict, str]:
+    """The same command again, in a session of its own: a hang is a failure that names what still runs, never a
+    suite that waits on a pipe a grandchild holds."""
+    p = subprocess.Popen([sys.executable, "-c", DRIVER, str(venv_bin(venv)), str(wheels), "pip", "uv"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=REPO, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        ps = subprocess.run(["ps", "-eo", "pid,ppid,sid,stat,etime,args"], capture_output=True, text=True).stdout
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate(timeout=30)
+        raise AssertionError(f"the retry did not end in {timeout:g} s; journal {journal_of(venv)}; processes:\n{ps[-4000:]}\n{err[-3000:]}") from None
+    line = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
+    assert line, (out[-2000:], err[-3000:])
+    return p.returncode, json.loads(line[-1][7:]), err
 
 
 def journal_of(venv: Path) -> dict:
