@@ -386,6 +386,11 @@ def _install_killed(f: Facts, m) -> None:
     f.python.unfinished_install = "phase install: torch 2.12.0+cu126 -> torch 2.13.0+cu130"
 
 
+def _install_live(f: Facts, m) -> None:
+    _install_killed(f, m)
+    f.python.install_live = "process 4242, phase install"
+
+
 def _torch_missing(f, m):
     f.torch = TorchFacts(import_error="ModuleNotFoundError: No module named 'torch'", import_error_kind="exception")
 
@@ -626,6 +631,7 @@ TRIGGER = [
     pytest.param("thunderbolt-link-local-ip", _tb_ll, id="rdma-en2-link-local"),
     pytest.param("torch-missing", _torch_missing, id="fresh-machine"),
     pytest.param("install-unfinished", _install_killed, id="install-killed-halfway"),
+    pytest.param("install-in-progress", _install_live, id="install-running-now"),
     pytest.param("torch-import-failed", _import_failed, id="libcudnn-missing"),
     pytest.param("torch-newer-than-matrix", _torch_newer, id="torch-after-the-matrix"),
     pytest.param("torch-import-failed", _import_crash, id="import-segfaults-installed-true"),
@@ -829,6 +835,8 @@ NOT_TRIGGER = [
     pytest.param("torch-import-failed", _lib_path, id="explained-by-lib-path-shadowing"),
     pytest.param("torch-import-failed", _glibc, id="explained-by-glibc"),
     pytest.param("torch-import-failed", _torch_missing, id="not-installed-is-not-a-failure"),
+    pytest.param("install-unfinished", _install_live, id="a-running-install-is-not-a-stopped-one"),
+    pytest.param("install-in-progress", _install_killed, id="a-stopped-install-is-not-running"),
 ]
 
 
