@@ -13,6 +13,12 @@ Signals: inside :func:`signals`, SIGINT, SIGTERM and SIGHUP raise :class:`Interr
 so :meth:`System.run_streaming` stops the installer child and waits for it); inside :func:`Signals.shielded` (the
 put-back, the commit) they are only remembered, and a Ctrl-C there prints that the previous torch is being put
 back. The installer runs in its own session, so a terminal's Ctrl-C reaches stackdoctor only.
+
+The installer is inside the transaction: its pid and start time are written into the journal as soon as it runs
+(:meth:`Journal.started_installer`), on Linux it dies with stackdoctor (``PR_SET_PDEATHSIG``,
+:func:`stackdoctor.system.die_with_parent_preexec`), and a recovery first stops whatever of its session is still
+alive (:func:`stackdoctor.install.stop_stray_installer`). The journal's owner is a pid with its start time, so a
+live install (:meth:`Journal.owner_alive`) is told from a stopped one by ``check`` and by every install.
 """
 
 from __future__ import annotations
