@@ -48,7 +48,7 @@ from test_install_transaction import (  # noqa: E402
 )
 
 BIG_EXTRA = 8200  # on top of stand_in's ~2 000: more than 10 000 files per build
-pytestmark = [pytest.mark.posix, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux: /proc, PR_SET_PDEATHSIG, ptys")]
+pytestmark = [pytest.mark.posix, pytest.mark.linux, pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux: /proc, PR_SET_PDEATHSIG, ptys")]
 
 
 def big_stand_in(version: str):
