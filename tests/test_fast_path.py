@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stackdoctor import accelerators, redact
-from stackdoctor.matrix import cache, load
+from stackdoctor import parsecache
+from stackdoctor.matrix import load
 
 WORDS = ["hf_", "ghp_", "github_pat_", "sk-", "xoxb-", "AKIA", "eyJ", "glpat-", "npm_", "pypi-", "token", "Bearer ", "basic ",
          "PASSWORD=", "api_key: ", "SESSION=", "x=", "://", "@", ":", "K", "ſ", "\udcff", "é"]
@@ -112,17 +113,31 @@ def test_a_foreign_or_broken_cache_is_not_read(cache_home) -> None:
     load._embedded()
     (path,) = cache_home.glob("matrix-*.pickle")
     k = path.name[len("matrix-") : -len(".pickle")]
-    assert cache.read(k) is not None
+    assert parsecache.read("matrix", k) is not None
     os.chmod(path, 0o666)  # writable by others: not trusted
-    assert cache.read(k) is None
+    assert parsecache.read("matrix", k) is None
     os.chmod(path, 0o600)
     path.write_bytes(b"not a pickle")
-    assert cache.read(k) is None
+    assert parsecache.read("matrix", k) is None
     load._embedded.cache_clear()
-    assert _rows(load._embedded()) and cache.read(k) is not None  # parsed again, and kept again
+    assert _rows(load._embedded()) and parsecache.read("matrix", k) is not None  # parsed again, and kept again
 
 
-def test_a_changed_matrix_file_is_a_new_key() -> None:
-    texts = [("compat_matrix/a.yaml", "schema: x\n")]
-    assert cache.key(texts) != cache.key([("compat_matrix/a.yaml", "schema: y\n")])
-    assert cache.key(texts) == cache.key(list(texts))
+def test_a_changed_input_is_a_new_key() -> None:
+    inputs = ["compat_matrix/a.yaml", "schema: x\n"]
+    assert parsecache.key(inputs) != parsecache.key(["compat_matrix/a.yaml", "schema: y\n"])
+    assert parsecache.key(inputs) != parsecache.key(["compat_matrix/a.yaml", "sche", "ma: x\n"])  # lengths are hashed too
+    assert parsecache.key(inputs) == parsecache.key(list(inputs))
+
+
+def test_the_kept_texts_are_the_parsed_ones(cache_home) -> None:
+    from stackdoctor import texts
+
+    texts.texts.cache_clear()
+    try:
+        first = texts.texts("zh")
+        assert list(cache_home.glob("texts-zh-*.pickle"))
+        texts.texts.cache_clear()
+        assert texts.texts("zh") == first and texts.title("torch-ok", "zh") == first["codes"]["torch-ok"]["title"]
+    finally:
+        texts.texts.cache_clear()
