@@ -52,7 +52,7 @@ def kept(kind: str, inputs: Sequence[str | bytes], parse: Callable[[], T], valid
     k = key([kind, *inputs])
     value = read(kind, k)
     if value is not None and valid(value):
-        return value  # type: ignore[no-any-return]
+        return value
     fresh = parse()
     write(kind, k, fresh)
     return fresh

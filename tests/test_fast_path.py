@@ -11,8 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stackdoctor import accelerators, redact
-from stackdoctor import parsecache
+from stackdoctor import accelerators, parsecache, redact
 from stackdoctor.matrix import load
 
 WORDS = ["hf_", "ghp_", "github_pat_", "sk-", "xoxb-", "AKIA", "eyJ", "glpat-", "npm_", "pypi-", "token", "Bearer ", "basic ",
