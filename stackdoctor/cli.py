@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import re
 import sys
 from typing import Annotated, Any, Optional
 
@@ -128,6 +129,82 @@ def _not_empty(ctx: Any, param: Any, value: Any) -> Any:
     return value
 
 
+_DIGITS = re.compile(r"-?[0-9]+")
+_DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+
+
+def _quick_value(desc: Any, value: Any, multi: bool) -> tuple[bool, Any]:
+    """(True, the value) where typer's pydantic coercion of ``value`` is known to give exactly that, for the
+    parameter kinds stackdoctor declares: None, a str option, a float or int in its range (as a number, or
+    plain digits), a flag's bool, a list of str. (False, None) for anything else: typer's own coercion."""
+    info = desc.parameter_info
+    if desc.file_annotation is not None or info.parser is not None or desc.choices is not None or desc.is_path:
+        return False, None
+    ann = desc.annotation
+    if value is None:
+        return True, (() if multi else None)
+    if multi:
+        items = value if isinstance(value, (list, tuple)) else None
+        if str(ann) == "list[str]" and items is not None and all(type(v) is str for v in items):
+            return True, list(items)
+        return False, None
+    if ann is str or ann is bool:
+        return (True, value) if type(value) is ann else (False, None)
+    if ann in (int, float) and not getattr(info, "clamp", False):
+        number: Any = None
+        if type(value) is ann or (ann is float and type(value) is int):
+            number = ann(value)
+        elif type(value) is str and (_DIGITS if ann is int else _DECIMAL).fullmatch(value):
+            number = ann(value)
+        if number is not None and (info.min is None or number >= info.min) and (info.max is None or number <= info.max):
+            return True, number
+    return False, None
+
+
+class _QuickCoercion:
+    """typer >= 0.2x coerces every option through a pydantic ``TypeAdapter`` built on first use, and importing
+    pydantic is a tenth of a second of every ``stackdoctor check`` (issue 33). The values stackdoctor's options
+    take (strings, numbers in range, flags, lists of strings) are coerced here to what that adapter returns;
+    anything else (a bad number, out of range) goes to typer's own coercion, built then, so its errors are typer's."""
+
+    def __init__(self, build: Any) -> None:
+        self._build = build
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        done, out = _quick_value(param.type_descriptor, value, bool(param.multiple or param.nargs == -1))
+        if done:
+            return out
+        param._runtime_param = real = self._build(param.type_descriptor)
+        return real.coerce(value, param=param, ctx=ctx)
+
+
+def _quick_coercion(param: object) -> None:
+    """Give ``param`` the quick coercion where this typer has the lazy pydantic one (older typers: nothing)."""
+    if getattr(param, "_runtime_param", 0) is not None or getattr(param, "type_descriptor", None) is None:
+        return
+    try:
+        from typer._coercion import build_runtime_param
+    except ImportError:  # pragma: no cover - a typer without the adapter layer
+        return
+    param._runtime_param = _QuickCoercion(build_runtime_param)  # type: ignore[attr-defined]
+
+
+def _quick_help_option(command: object) -> None:
+    """The ``--help`` option click makes for each command when it parses: the quick coercion too."""
+    original = getattr(command, "get_help_option", None)
+    if original is None or getattr(original, "quick", False):
+        return
+
+    def get_help_option(ctx: Any) -> Any:
+        option = original(ctx)
+        if option is not None:
+            _quick_coercion(option)
+        return option
+
+    get_help_option.quick = True  # type: ignore[attr-defined]
+    command.get_help_option = get_help_option  # type: ignore[attr-defined]
+
+
 def _word_metavars(command: object, name: str = "") -> None:
     """Give every option and argument of ``command`` (and its subcommands) a metavar in words, and make
     each command's Ctrl-C reach :func:`main` (which stops the children and says "interrupted").
@@ -140,7 +217,9 @@ def _word_metavars(command: object, name: str = "") -> None:
             sub.short_help = " ".join(help_text.strip().split("\n\n")[0].split())
     if getattr(command, "callback", None) is not None and not getattr(command, "commands", None):
         command.callback = _interruptible(command.callback)  # type: ignore[attr-defined]
+    _quick_help_option(command)
     for param in getattr(command, "params", []):
+        _quick_coercion(param)
         if getattr(param, "is_flag", False):
             continue
         if getattr(param, "metavar", None) is None:
@@ -151,9 +230,28 @@ def _word_metavars(command: object, name: str = "") -> None:
             param.display_type_rich = lambda ctx: None  # the metavar says it; no "<str>" after it
 
 
-def command() -> object:
-    """The click command ``main`` runs: the typer app with word metavars and Ctrl-C reported."""
-    cmd = typer.main.get_command(app)
+def _invoked(args: list[str] | None) -> str | None:
+    """The command ``args`` run (``check`` in ``--debug check --json``), when it is a registered one; else None."""
+    rest = list(args or [])
+    while rest and rest[0] == "--debug":
+        rest.pop(0)
+    names = {info.name for info in app.registered_commands}
+    return rest[0] if rest and rest[0] in names else None
+
+
+def command(args: list[str] | None = None) -> object:
+    """The click command ``main`` runs: the typer app with word metavars and Ctrl-C reported. With ``args`` naming
+    one command, only that command is built (typer reads every command's signature to build it: a tenth of a
+    second of each run, issue 33); its help, options and errors are the same, since a command's own never name
+    the others."""
+    target = app
+    name = _invoked(args)
+    if name is not None:
+        import copy
+
+        target = copy.copy(app)
+        target.registered_commands = [info for info in app.registered_commands if info.name == name]
+    cmd = typer.main.get_command(target)
     _word_metavars(cmd)
     return cmd
 
@@ -196,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
     handle_termination()
     code: int
     try:
-        rv = command().main(args=args, prog_name="stackdoctor", standalone_mode=False)  # type: ignore[attr-defined]
+        rv = command(args).main(args=args, prog_name="stackdoctor", standalone_mode=False)  # type: ignore[attr-defined]
         code = int(rv) if isinstance(rv, int) else 0
         sys.stdout.flush()  # a full stdout shows here (the text was buffered): one sentence, exit 2
     except StackdoctorError as exc:

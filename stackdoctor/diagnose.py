@@ -55,6 +55,8 @@ def check_patterns(patterns: Sequence[str] | None, flag: str, lang: str = "en") 
 
     :raises UsageError: one sentence naming the pattern and the closest code.
     """
+    if not patterns:
+        return  # (the catalog is then loaded beside the probes, not before them)
     from stackdoctor.errors import UsageError
 
     known = catalog.codes()

@@ -88,7 +88,8 @@ class Verification:
     hip: str | None = None
     cuda_available: bool | None = None
     cuda_ok: bool | None = None
-    cuda_error: str | None = None
+    cuda_error: str | None = None  # torch's whole error text, every line of it on one (bounded)
+    driver_api_version: int | None = None  # torch._C._cuda_getDriverVersion() where CUDA was unusable: 12080 = CUDA 12.8, 0 = no driver
     device_name: str | None = None
     mps_available: bool | None = None
     xpu_available: bool | None = None
@@ -382,6 +383,7 @@ def verify(system: System, python: str, *, timeout: float = 300.0) -> Verificati
         cuda_available=data.get("cuda_available"),
         cuda_ok=data.get("cuda_ok"),
         cuda_error=data.get("cuda_error"),
+        driver_api_version=data.get("driver_api_version") if type(data.get("driver_api_version")) is int else None,
         device_name=data.get("device_name"),
         mps_available=data.get("mps_available"),
         xpu_available=data.get("xpu_available"),

@@ -75,7 +75,26 @@ _CREDENTIALS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("npm-token", re.compile(r"\bnpm_[A-Za-z0-9]{30,}")),
     ("pypi-token", re.compile(r"\bpypi-[A-Za-z0-9_\-]{40,}")),
 )
+# What each credential pattern cannot match without (case-sensitive literals): a text with none of them is not
+# searched by that pattern at all (issue 33: a report scrubs a thousand strings and then its whole text).
+_CREDENTIAL_HINTS: dict[str, tuple[str, ...]] = {
+    _CREDENTIALS[0][1].pattern: ("github_pat_",),
+    _CREDENTIALS[1][1].pattern: ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+    _CREDENTIALS[2][1].pattern: ("hf_",),
+    _CREDENTIALS[3][1].pattern: ("sk-",),
+    _CREDENTIALS[4][1].pattern: ("xox",),
+    _CREDENTIALS[5][1].pattern: ("AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA"),
+    _CREDENTIALS[6][1].pattern: ("eyJ",),
+    _CREDENTIALS[7][1].pattern: ("glpat-",),
+    _CREDENTIALS[8][1].pattern: ("npm_",),
+    _CREDENTIALS[9][1].pattern: ("pypi-",),
+}
 _BEARER = re.compile(r"(?i)\b(bearer|token|basic)(\s+)([A-Za-z0-9._~+/\-]{16,}=*)")
+_CREDENTIAL_HINT = re.compile("|".join(re.escape(hint) for hints in _CREDENTIAL_HINTS.values() for hint in hints))
+_BEARER_HINT = re.compile("bearer|token|basic")  # in a lower-cased ASCII text, as _BEARER's (?i) words
+# A name _ASSIGN's callback replaces the value of (is_secret_name, _STRONG_SECRET_NAME) holds one of these, any case
+_SECRET_NAME_HINT = re.compile("token|secret|pass|credential|auth|cookie|session|private|key|pwd_")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 # NAME=value / NAME: value / "NAME": "value" where NAME looks secret (env dumps, collect_env, -q outputs)
 _ASSIGN = re.compile(r"""(?P<name>\b[A-Za-z_][A-Za-z0-9_]*)(?P<sep>["']?\s*[=:]\s*["']?)(?P<value>[^\s"',;]+)""")
 
@@ -294,13 +313,19 @@ def scrub_secrets(text: str, mask: Callable[[str, str], str] | None = None) -> s
         text = _URL.sub(lambda m: redact_url(m.group(0), mask), text)
     if "@" in text:
         text = _BARE_USERINFO.sub(lambda m: m.group(0) if m.group("pw") == MASK or m.group("pw").startswith("<") else m.group("user") + ":" + sub("secret", m.group("pw")) + "@", text)
-    for kind, pat in _CREDENTIALS:
+    for kind, pat in _CREDENTIALS if _CREDENTIAL_HINT.search(text) else ():
+        if not any(hint in text for hint in _CREDENTIAL_HINTS[pat.pattern]):
+            continue  # the pattern cannot match: not searched
 
         def shaped(m: re.Match[str], kind: str = kind) -> str:
             return sub(kind, m.group(0))
 
         text = pat.sub(shaped, text)
-    text = _BEARER.sub(lambda m: m.group(0) if m.group(3).startswith("<") or m.group(3) == MASK else m.group(1) + m.group(2) + sub("secret", m.group(3)), text)
+    # (?i) patterns: the hints are only conclusive in ASCII text (re folds a few non-ASCII letters onto ASCII ones)
+    low = text.lower() if text.isascii() else None
+    if low is None or _BEARER_HINT.search(low):
+        text = _BEARER.sub(lambda m: m.group(0) if m.group(3).startswith("<") or m.group(3) == MASK else m.group(1) + m.group(2) + sub("secret", m.group(3)), text)
+        low = text.lower() if text.isascii() else None
 
     def assign(m: re.Match[str]) -> str:
         name, value = m.group("name"), m.group("value")
@@ -309,7 +334,8 @@ def scrub_secrets(text: str, mask: Callable[[str, str], str] | None = None) -> s
             return m.group(0)
         return name + m.group("sep") + sub("secret", value)
 
-    text = _ASSIGN.sub(assign, text)
+    if ("=" in text or ":" in text) and (low is None or _SECRET_NAME_HINT.search(low)):
+        text = _ASSIGN.sub(assign, text)
     literal = _literal_pattern()
     if literal is not None:
         text = literal.sub(lambda m: sub("secret", m.group(0)), text)
@@ -319,7 +345,7 @@ def scrub_secrets(text: str, mask: Callable[[str, str], str] | None = None) -> s
 def fix_undecodable(text: str) -> str:
     """A string decoded with ``surrogateescape`` (a non-UTF-8 path) with each undecodable byte written as
     ``\\xff``: visible, and encodable as UTF-8 (a lone surrogate is not)."""
-    if not any("\udc80" <= c <= "\udcff" or "\ud800" <= c <= "\udfff" for c in text):
+    if text.isascii() or _SURROGATE.search(text) is None:
         return text
     out = []
     for c in text:

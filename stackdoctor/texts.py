@@ -50,13 +50,10 @@ def detect_lang(env: Mapping[str, str], explicit: str | None = None) -> str:
 @functools.cache
 def texts(lang: str) -> dict[str, Any]:
     """The parsed locale file for ``lang`` (``{"ui": {...}, "codes": {code: {...}}}``)."""
-    import yaml  # lazy: keep start-up light
-
     name = lang if lang in LANGS else "en"
     # one name per joinpath: Python 3.10's Traversable.joinpath takes a single child
     raw = resources.files("stackdoctor").joinpath("locale").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
-    # libyaml's loader when PyYAML has it (the same safe constructors; ~10x faster on these 50 kB files)
-    data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+    data = _parsed(f"texts-{name}", raw)
     if not isinstance(data, dict):
         raise ValueError(f"stackdoctor/locale/{name}.yaml is not a mapping")
     data.setdefault("ui", {})
@@ -73,14 +70,26 @@ def texts(lang: str) -> dict[str, Any]:
 _EXTRA_LOCALES: list[str] = []  # packages with a locale/<lang>.yaml of their own (add_locale)
 
 
-def _load_extra(package: str, lang: str) -> dict[str, Any]:
-    import yaml
+def _parsed(kind: str, raw: str) -> Any:
+    """``raw`` (a locale file's text) parsed, or what the last run parsed of the same text (issue 33: yaml is then
+    not even imported)."""
+    from stackdoctor import parsecache
 
+    def parse() -> Any:
+        import yaml  # lazy: keep start-up light
+
+        # libyaml's loader when PyYAML has it (the same safe constructors; ~10x faster on these 50 kB files)
+        return yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+
+    return parsecache.kept(kind, [raw], parse, lambda kept: isinstance(kept, dict))
+
+
+def _load_extra(package: str, lang: str) -> dict[str, Any]:
     try:
         raw = resources.files(package).joinpath("locale").joinpath(f"{lang}.yaml").read_text(encoding="utf-8")
     except (ModuleNotFoundError, FileNotFoundError):
         return {}
-    data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+    data = _parsed(f"texts-{package}-{lang}", raw)
     return data if isinstance(data, dict) else {}
 
 

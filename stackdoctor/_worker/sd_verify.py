@@ -7,6 +7,15 @@ import os
 import warnings
 
 out = {"imported": False}
+
+
+def whole(text, cap=2000):
+    """Every line of ``text`` on one line, bounded (as sd_target.py keeps torch's errors): torch's multi-line CUDA
+    errors (the old ``AssertionError`` of ``_check_driver``) end in a line that says nothing on its own."""
+    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
+    return " ".join(lines)[:cap]
+
+
 try:
     import torch
     out["imported"] = True
@@ -25,7 +34,17 @@ try:
                 x = torch.ones(4, device="cuda")
                 out["cuda_ok"] = float((x + x).sum().item()) == 8.0
         except Exception as e:
-            out["cuda_error"] = (type(e).__name__ + ": " + str(e)).splitlines()[0][:300]
+            out["cuda_error"] = whole(type(e).__name__ + ": " + str(e)) or type(e).__name__
+        # the driver's CUDA level as cudaDriverGetVersion() gives it (12080 = CUDA 12.8; 0 = no driver), whatever the
+        # sentence says: torch._C._cuda_getDriverVersion (torch/csrc/cuda/Module.cpp), where the build has it
+        getter = getattr(getattr(torch, "_C", None), "_cuda_getDriverVersion", None)
+        if out["cuda"] and not out["hip"] and getter is not None and not out.get("cuda_available"):
+            try:
+                value = getter()
+                if isinstance(value, int):
+                    out["driver_api_version"] = value
+            except Exception:
+                pass
         try:
             mps = getattr(getattr(torch, "backends", None), "mps", None)
             out["mps_available"] = bool(mps.is_available()) if mps else None
@@ -36,7 +55,7 @@ try:
             out["xpu_available"] = bool(xpu.is_available()) if xpu else None
         except Exception:
             out["xpu_available"] = None
-    out["warnings"] = [str(w.message).splitlines()[0][:300] for w in caught]
+    out["warnings"] = [whole(w.message) for w in caught if str(w.message).strip()]
     # the accelerator plug-ins' questions (STACKDOCTOR_TORCH_ASK: {"<kind>": "<torch module>"}), as sd_target.py asks them
     out["available"], out["available_errors"] = {}, {}
     try:

@@ -46,6 +46,8 @@ def _plugins(builtin: tuple[Accelerator, ...]) -> tuple[Accelerator, ...]:
     Each declares everything kind-specific once (:class:`Accelerator`); its variant pattern joins the matrix's
     variant kinds, its probe joins ``engine``'s probes. One that fails to load is a sentence in
     :data:`PLUGIN_ERRORS`, never a crash of ``check``."""
+    if not _group_maybe_declared(PLUGIN_GROUP):
+        return ()
     from importlib.metadata import entry_points
 
     from stackdoctor import matrix
@@ -65,6 +67,37 @@ def _plugins(builtin: tuple[Accelerator, ...]) -> tuple[Accelerator, ...]:
         taken.add(acc.name)
         out.append(acc)
     return tuple(out)
+
+
+def _group_maybe_declared(group: str, path: list[str] | None = None) -> bool:
+    """False only when no distribution on ``path`` (default ``sys.path``) can declare an entry point in ``group``:
+    no ``*.dist-info`` / ``*.egg-info`` ``entry_points.txt`` there names it. Read directly, as a few small files:
+    importing :mod:`importlib.metadata` and parsing every distribution's metadata is tenths of a second of each
+    ``check`` (issue 33). True (ask :mod:`importlib.metadata`) wherever distributions may be found otherwise: a
+    zip or egg on the path, a finder of distributions besides the standard path finder."""
+    import os
+    import sys
+
+    if any(hasattr(f, "find_distributions") and f.__module__ not in ("_frozen_importlib_external", "importlib._bootstrap_external") for f in sys.meta_path):
+        return True
+    header = f"[{group}]"
+    for entry in sys.path if path is None else path:
+        where = entry or os.curdir
+        if os.path.isfile(where) or where.lower().endswith(".egg"):
+            return True
+        try:
+            names = os.listdir(where)
+        except OSError:
+            continue
+        for name in names:
+            if name.lower().endswith((".dist-info", ".egg-info")):
+                try:
+                    with open(os.path.join(where, name, "entry_points.txt"), encoding="utf-8", errors="replace") as fh:
+                        if header in fh.read():
+                            return True
+                except OSError:
+                    continue
+    return False
 
 
 def _register(acc: Accelerator, matrix: object) -> None:

@@ -46,6 +46,8 @@ class Verified(Protocol):
     cuda_available: bool | None
     cuda_ok: bool | None
     cuda_error: str | None
+    cuda: str | None  # the build's CUDA (torch.version.cuda)
+    driver_api_version: int | None  # torch._C._cuda_getDriverVersion(): 12080 = CUDA 12.8, 0 = no driver
     device_name: str | None
     mps_available: bool | None
     xpu_available: bool | None

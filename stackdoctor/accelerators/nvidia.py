@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from stackdoctor.accelerators.base import Accelerator, Say, Verified
 from stackdoctor.facts import Facts
+from stackdoctor.versions import mm, release
 
 
 def verify_cuda(v: Verified) -> tuple[bool, str]:
@@ -11,6 +12,15 @@ def verify_cuda(v: Verified) -> tuple[bool, str]:
     if v.cuda_available and v.cuda_ok is not False:
         return True, f"runs on {v.device_name or 'the GPU'}"
     why = v.cuda_error or (v.warnings[0] if v.warnings else "torch.cuda.is_available() is False")
+    level = getattr(v, "driver_api_version", None)
+    build = getattr(v, "cuda", None)
+    if level == 0:  # judged from the value torch's runtime gave, whatever its sentence
+        return False, f"the GPU is not usable from it: no NVIDIA driver answers (cudaDriverGetVersion() = 0): {why}"
+    # a newer CUDA major than the driver's is refused; a newer minor of the same major runs (minor-version
+    # compatibility), as rules.driver judges driver-too-old
+    if isinstance(level, int) and level > 0 and release(build) and release(build)[0] > level // 1000:
+        return False, (f"the GPU is not usable from it: the NVIDIA driver runs CUDA {level // 1000}.{(level % 1000) // 10} at most, "
+                       f"this build needs CUDA {mm(build)}: {why}")
     return False, f"the GPU is not usable from it: {why}"
 
 

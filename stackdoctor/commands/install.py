@@ -10,16 +10,19 @@ prints one ``stackdoctor.plan/1`` document, with ``error`` set when the command 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from stackdoctor.errors import StackdoctorError
-from stackdoctor.install_flow import Hooks, InstallOptions, InstallOutcome, install
 from stackdoctor.render.plan import format_command, localized, plan_json, render_outcome, render_planned, say, write_err
 
 if TYPE_CHECKING:  # pragma: no cover
+    from stackdoctor.install_flow import Hooks, InstallOptions, InstallOutcome
     from stackdoctor.source_run import FromSourceOptions
+
+# The install flow (resolve, indexes, accelerators, the matrix) is imported when `install` runs, not when the
+# command is registered: every other command (`check`, `--version`) starts without it (issue 33).
 
 __all__ = ["InstallOptions", "format_command", "register", "run"]
 
@@ -68,6 +71,8 @@ def register(app: typer.Typer) -> None:
                 platform=platform, python_version=python_version, ptx=ptx, source_dir=source_dir, source_url=source_url,
                 steps=list(step or []), dry_run=dry_run, yes=yes, json_out=json_out, emit=emit, log=build_log, timeout_s=timeout if timeout != 3600.0 else 4 * 3600.0,
             )))
+        from stackdoctor.install_flow import InstallOptions
+
         opts = InstallOptions(
             packages=list(packages or []),
             torch=torch,
@@ -105,12 +110,28 @@ def _confirm(question: str) -> bool | None:
     return bool(typer.confirm(localized(question), default=False, err=True))
 
 
-HOOKS = Hooks(show=render_planned, say=say, stream=write_err, confirm=_confirm)
+def hooks() -> Hooks:
+    """What the install flow shows, says and asks through: the screen's renderers and the terminal."""
+    from stackdoctor.install_flow import Hooks
+
+    return Hooks(show=render_planned, say=say, stream=write_err, confirm=_confirm)
+
+
+def __getattr__(name: str) -> Any:  # `from stackdoctor.commands.install import InstallOptions` still works
+    if name == "InstallOptions":
+        from stackdoctor.install_flow import InstallOptions
+
+        return InstallOptions
+    if name == "HOOKS":
+        return hooks()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run(opts: InstallOptions) -> int:
     """The command; with ``--json`` exactly one ``stackdoctor.plan/1`` document on stdout, on every path."""
-    outcome = install(opts, HOOKS)
+    from stackdoctor.install_flow import install
+
+    outcome = install(opts, hooks())
     exc = outcome.error
     if exc is None:
         _render_or_keep(outcome)

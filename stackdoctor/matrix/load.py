@@ -141,13 +141,26 @@ def _embedded() -> tuple[tuple[str, _Parsed], ...]:
     except ModuleNotFoundError:
         # run from a source checkout (``python -m stackdoctor`` in a clone): the data sits beside the package
         base = Path(__file__).resolve().parent.parent.parent / "compat_matrix"
-    parts = []
+    texts = []
     # learned*.yaml (written by ``stackdoctor matrix learn --shipped``) last: it layers over the hand-kept rows
     for entry in sorted(base.iterdir(), key=lambda e: (e.name.startswith("learned"), e.name)):
         if entry.name.endswith(".yaml") and entry.is_file():
-            name = f"compat_matrix/{entry.name}"
-            parts.append((name, parse_matrix_text(entry.read_text(encoding="utf-8"), name)))
-    return tuple(parts)
+            texts.append((f"compat_matrix/{entry.name}", entry.read_text(encoding="utf-8")))
+    from stackdoctor import parsecache  # what the last run parsed, when nothing it depends on has changed
+    from stackdoctor.matrix.pure import PLUGIN_VARIANT_KINDS
+
+    here = Path(__file__).resolve().parent
+    inputs: list[str | bytes] = [f"{kind} {pattern.pattern}" for kind, pattern in sorted(PLUGIN_VARIANT_KINDS.items())]
+    inputs += [part for name, text in texts for part in (name, text)]
+    inputs += parsecache.source_of(*sorted(here.glob("*.py")), here.parent / "versions.py", here.parent / "errors.py")
+
+    def parse() -> tuple[tuple[str, _Parsed], ...]:
+        return tuple((name, parse_matrix_text(text, name)) for name, text in texts)
+
+    def valid(kept: Any) -> bool:
+        return isinstance(kept, tuple) and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[1], _Parsed) for p in kept)
+
+    return parsecache.kept("matrix", inputs, parse, valid)
 
 
 @functools.lru_cache(maxsize=1)

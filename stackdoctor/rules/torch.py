@@ -27,6 +27,8 @@ from stackdoctor.versions import local, public
 from stackdoctor.versions import release as vt
 
 _FAMILY = re.compile(r"^(nvidia-[a-z0-9-]+?)-cu(\d+)$")
+# glibc's own libraries (what a manylinux wheel needs and musl does not provide)
+_GLIBC_LIBS = re.compile(r"^(?:libc\.so\.6|libm\.so\.6|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1|ld-linux[-\w.]*\.so\.\d)$")
 
 
 @rule("torch-lib-stale", severity="fail", layer="torch", defers_to=("lib-path-shadowing",))
@@ -89,6 +91,11 @@ def torch_import_failed(ctx: Ctx) -> None:
     if f.python.error and not t.installed and not t.import_error:
         return  # the target interpreter itself is unknown: probe-failed says so
     broken = next((p for p in t.linkage if p.kind in ("missing", "unloadable")), None) if read_only(t) else None
+    glibc_lib = next((p for p in t.linkage if p.kind == "missing" and _GLIBC_LIBS.match(p.library.rsplit("/", 1)[-1])), None)
+    if f.platform.libc == "musl" and glibc_lib is not None and read_only(t):  # a manylinux wheel on musl (Alpine)
+        ctx.add(detail="predicted_musl", fix="musl", facts=["platform.libc", "torch.linkage"], lib=glibc_lib.library,
+                needed_by=glibc_lib.needed_by, loader=f.platform.sources.get("libc", "its loader").removeprefix("file:"), python=python_exe(f))
+        return
     if broken is not None and not ctx.has("glibc-too-old", "lib-path-shadowing", "torch-lib-stale"):
         ctx.add(
             detail="predicted" if broken.kind == "missing" else "unloadable",

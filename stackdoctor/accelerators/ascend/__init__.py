@@ -40,10 +40,16 @@ def table() -> dict[str, Any]:
     """The torch_npu table (``torch_npu.yaml`` beside this file): ``{"releases": [...], "source": ..., ...}``."""
     from importlib import resources
 
-    import yaml
+    from stackdoctor import parsecache
 
     raw = resources.files(__name__).joinpath("torch_npu.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(raw) or {}
+
+    def parse() -> Any:
+        import yaml
+
+        return yaml.safe_load(raw) or {}
+
+    data = parsecache.kept("ascend-torch_npu", [raw], parse, lambda kept: isinstance(kept, dict))  # kept between runs
     return data if isinstance(data, dict) else {}
 
 

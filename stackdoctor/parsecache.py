@@ -1,0 +1,121 @@
+"""What stackdoctor parses of its own shipped files, kept between runs (issue 33): parsing and validating the embedded
+matrix and the locale texts was half of ``check --no-kernels``; reading back what the last run parsed is a hundredth.
+
+Each is one file, ``<cache dir>/<kind>-<key>.pickle``, in stackdoctor's cache folder (``STACKDOCTOR_CACHE_DIR``,
+else ``$XDG_CACHE_HOME/stackdoctor``, else ``~/.cache/stackdoctor``: the rule of :func:`stackdoctor.index.cache_dir`).
+``key`` is a hash of everything the parse depends on (the caller names it: the YAML texts, the source of the code that
+reads them, the plug-ins registered) with stackdoctor's and Python's versions; a changed input is a new key, never a
+stale result. It is read only when the file and its folder belong to this user and no one else
+may write them (unpickling runs what the file says); anything odd or unreadable is a miss: the files are parsed as
+before. ``STACKDOCTOR_NO_CACHE=1`` turns it off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import stat
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def cache_dir(env: dict[str, str] | os._Environ[str] | None = None) -> Path:
+    """As :func:`stackdoctor.index.cache_dir` (not imported: the index module is not needed to check)."""
+    e = os.environ if env is None else env
+    if e.get("STACKDOCTOR_CACHE_DIR"):
+        return Path(e["STACKDOCTOR_CACHE_DIR"])
+    if e.get("XDG_CACHE_HOME"):
+        return Path(e["XDG_CACHE_HOME"]) / "stackdoctor"
+    return Path(e.get("HOME") or os.path.expanduser("~")) / ".cache" / "stackdoctor"
+
+
+def key(inputs: Sequence[str | bytes]) -> str:
+    """The hash of ``inputs`` (each text or bytes, in order) with stackdoctor's and Python's versions."""
+    from stackdoctor import __version__
+
+    h = hashlib.sha256(f"{__version__}\0{sys.version}\0{pickle.HIGHEST_PROTOCOL}\0".encode())
+    for item in inputs:
+        data = item if isinstance(item, bytes) else item.encode("utf-8", errors="surrogatepass")
+        h.update(f"{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()[:32]
+
+
+def kept(kind: str, inputs: Sequence[str | bytes], parse: Callable[[], T], valid: Callable[[Any], bool]) -> T:
+    """What ``parse()`` returned the last time for the same ``inputs`` (when ``valid`` of it), else ``parse()`` now, kept."""
+    k = key([kind, *inputs])
+    value = read(kind, k)
+    if value is not None and valid(value):
+        return value
+    fresh = parse()
+    write(kind, k, fresh)
+    return fresh
+
+
+def source_of(*paths: Path) -> list[bytes]:
+    """The bytes of code files a parse depends on (its readers): part of a key."""
+    return [p.name.encode() + b"\0" + p.read_bytes() for p in paths]
+
+
+def _enabled() -> bool:
+    return os.environ.get("STACKDOCTOR_NO_CACHE", "") in ("", "0")
+
+
+def _private(st: os.stat_result) -> bool:
+    """Owned by this user and writable by no one else (POSIX; elsewhere the folder's own protection stands)."""
+    if not hasattr(os, "getuid"):
+        return True
+    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def read(kind: str, k: str) -> Any | None:
+    """What :func:`write` kept under ``k``, or None (a miss: absent, unreadable, not private, not a cache)."""
+    if not _enabled():
+        return None
+    folder = cache_dir()
+    path = folder / f"{kind}-{k}.pickle"
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or not _private(st) or not _private(os.stat(folder)) or st.st_size > 64 << 20:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = pickle.load(fh)
+    except Exception:  # a truncated or foreign file: parse instead
+        return None
+    finally:
+        os.close(fd)
+    return data[1] if isinstance(data, tuple) and len(data) == 2 and data[0] == k else None
+
+
+def write(kind: str, k: str, value: Any) -> None:
+    """Keep ``value`` under ``k`` (atomically, readable by this user alone); a failure only loses the speed-up."""
+    if not _enabled():
+        return
+    folder = cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not _private(os.stat(folder)):
+            return
+        for old in folder.glob(f"{kind}-*.pickle"):  # the keys of earlier inputs: one file of a kind is kept
+            if old.name != f"{kind}-{k}.pickle":
+                old.unlink(missing_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f"{kind}-", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                pickle.dump((k, value), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, folder / f"{kind}-{k}.pickle")
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except Exception:
+        pass
