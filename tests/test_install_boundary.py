@@ -227,7 +227,7 @@ def piped(venv: Path, wheels: Path, tmp_path: Path, reader: str, when, env: dict
     sd = (f"{sys.executable} -m stackdoctor install --python {venv_bin(venv)} --torch 2.12.0 --variant cpu --offline "
           f"--find-links {wheels} --yes")
     rc = tmp_path / "rc"
-    term = Terminal(["bash", "-c", f'{sd} 2>&1 | {reader}; echo "${{PIPESTATUS[0]}}" > {rc}'], env)
+    term = Terminal(["bash", "-c", f'{sd} 2>&1 | {reader.format(tmp=tmp_path)}; echo "${{PIPESTATUS[0]}}" > {rc}'], env)
     end = time.monotonic() + 120
     while not when() and time.monotonic() < end and term.proc.poll() is None:
         time.sleep(0.002)
@@ -240,7 +240,7 @@ def piped(venv: Path, wheels: Path, tmp_path: Path, reader: str, when, env: dict
 
 
 @pytest.mark.headline("install")
-@pytest.mark.parametrize("reader", ["tee log", "grep -v nothing-matches-this"])
+@pytest.mark.parametrize("reader", ["tee {tmp}/log", "grep -v nothing-matches-this"])
 @pytest.mark.parametrize("phase", ["uninstall", "unpack"])
 def test_ctrl_c_with_the_output_piped_into_a_reader_that_dies_too(reader, phase, big_venv, big_wheels, tmp_path):
     before = look(big_venv)
