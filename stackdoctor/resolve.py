@@ -313,6 +313,55 @@ def _describe_arch(archs: tuple[str, ...], cc: str) -> str:
     return f"builds {', '.join(sms)}" + (f" (+PTX {', '.join(ptx)})" if ptx else " without PTX")
 
 
+def _arch_list_for(release: Release, version: Version, variant: Variant, tag: str, matrix: Matrix, fit: _Fit) -> tuple[str, ...]:
+    """The CUDA arch list that judges the GPUs for the wheel of ``tag``: the build's own list for that platform;
+    where it is unknown, the same build's Linux x86_64 list for a platform of the same CPU architecture (Windows),
+    else the nearest release's own list for that platform (marked inferred). Another CPU architecture's list never
+    stands in (an aarch64 wheel carries fewer architectures than the x86_64 one); none known: the build is refused."""
+    if variant.arch_known_for(tag):
+        return variant.arch_for(tag)
+    other = variant.arch_fallback(tag)
+    if other is not None:
+        fit.warnings.append(
+            f"matrix: the CUDA arch list of torch {release.version} {variant.name} for {_platform_words(tag)} is unknown; "
+            f"its {other[0]} list (same release, CUDA {variant.cuda}) stands in to judge the GPUs: {', '.join(other[1])}"
+        )
+        return other[1]
+    same_arch = tag.endswith(("x86_64", "amd64"))
+    near = None if same_arch else matrix.platform_arch_list(version, variant.name, tag)
+    if near is None:
+        raise _Reject(
+            f"{variant.name}: its CUDA arch list for {tag} is unknown to the matrix"
+            + ("" if same_arch else " (another CPU architecture's list does not stand in for it)")
+        )
+    fit.warnings.append(
+        f"matrix: the CUDA arch list of torch {version} {variant.name} for {_platform_words(tag)} is unknown; inferred from "
+        f"torch {near[0]} {variant.name} for {_platform_words(tag)} (the nearest release with that list): {', '.join(near[1])}; "
+        "read from the installed binaries after installing"
+    )
+    return near[1]
+
+
+def _unfit_gpus(release: Release, version: Version, variant: Variant, t: Target, matrix: Matrix, request: Request, gpus: list[Gpu]) -> str | None:
+    """Why a GPU build must not serve as a CPU build here: it sees an NVIDIA GPU it has no kernels for (torch.cuda
+    reports the GPU, then every kernel on it fails); None when no such GPU is here."""
+    nv = [g for g in gpus if g.vendor == "nvidia" and g.cc]
+    if not nv or variant.kind != "cuda":
+        return None
+    tag = _platform_tag_for(release, variant, t)
+    try:
+        archs = _arch_list_for(release, version, variant, tag, matrix, _Fit(release, version, variant))
+    except _Reject:
+        return f"has no known CUDA arch list for {_platform_words(tag)}, so it cannot be shown to run on {_gpu_summary(nv)}"
+    bad = [g for g in nv if arch_match(archs, g.cc or "") is None]
+    if not bad:
+        return None
+    return (
+        f"has no kernels for {_gpu_summary(bad)}; it {_describe_arch(archs, bad[0].cc or '')}, and torch.cuda would see the GPU and fail on it, "
+        "so it is no CPU build here"
+    )
+
+
 def _fit(release: Release, version: Version, variant: Variant, t: Target, matrix: Matrix, request: Request, gpus: list[Gpu]) -> _Fit:
     """Check one variant against the target; raises _Reject with the reason."""
     tag = _platform_tag_for(release, variant, t)
@@ -357,16 +406,7 @@ def _fit(release: Release, version: Version, variant: Variant, t: Target, matrix
                     f"CUDA {(variant.cuda or '?').split('.')[0]}.x minor-version-compatibility floor ({floor}): {variant.name} runs, "
                     f"but PTX JIT and features that need a newer driver can fail; upgrade the driver to >= {minimum}"
                 )
-        archs = variant.arch_for(tag)
-        if nv and not variant.arch_known_for(tag):
-            other = variant.arch_fallback(tag)
-            if other is None:
-                raise _Reject(f"{variant.name}: its CUDA arch list for {tag} is unknown to the matrix")
-            archs = other[1]
-            fit.warnings.append(
-                f"matrix: the CUDA arch list of torch {release.version} {variant.name} for {_platform_words(tag)} is unknown; "
-                f"its {other[0]} list (same release, CUDA {variant.cuda}) stands in to judge the GPUs: {', '.join(archs)}"
-            )
+        archs = _arch_list_for(release, version, variant, tag, matrix, fit) if nv else variant.arch_for(tag)
         for g in nv:
             if g.cc is None:
                 fit.warnings.append(f"{g.label()}: compute capability unknown; could not check that {variant.name} has kernels for it")
@@ -1041,6 +1081,10 @@ def _resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
                 _platform_tag_for(rel, v, t)
                 _python_fits(rel, v, t, request.packages)
             except _Reject:
+                continue
+            unfit = _unfit_gpus(rel, ver, v, t, matrix, request, gpus)
+            if unfit:
+                cpu_rejects.insert(0, f"torch {ver}: no CPU build of it is known for {_OS_WORDS.get(t.os, t.os)} {t.arch}, and PyPI's default build ({v.name}) {unfit}")
                 continue
             plan.reasons.append(
                 f"torch {ver} {v.name}: no CPU build of it is known for {_OS_WORDS.get(t.os, t.os)} {t.arch}"
