@@ -808,6 +808,40 @@ def newer_offers(offers: Sequence[Offer], matrix: Matrix) -> list[str]:
     return out
 
 
+def missing_artifacts(offers: Sequence[Offer], matrix: Matrix, plan: Plan, platform_tag: str | None) -> list[str]:
+    """The releases the matrix knows, newer than the plan's, of which a source serves a build of the plan's kind
+    (CPU, CUDA, ...) for the target's platform that the matrix lacks: a missing (release, variant, platform) the
+    run-time witness learns (2.15.0's ``/whl/cpu`` Linux build, where the matrix has only its macOS and Windows ones)."""
+    from packaging.version import InvalidVersion, Version
+
+    from stackdoctor.matrix import parse_platform, variant_kind
+
+    if not plan.torch_version or not plan.variant or not platform_tag:
+        return []
+    kind = variant_kind(plan.variant)
+    fam = parse_platform(platform_tag)[:2]
+    try:
+        planned = Version(plan.torch_version)
+    except InvalidVersion:
+        return []
+    out: list[str] = []
+    for o in offers:
+        try:
+            v = Version(o.version)
+        except InvalidVersion:
+            continue
+        row = matrix.release(v)
+        if v <= planned or row is None or not row.variants or row.version != v or o.version in out:
+            continue
+        ok = variant_kind(o.variant or "")
+        if ok is None or kind is None or ok[0] != kind[0]:
+            continue
+        have = row.variant(o.variant or "")
+        if have is None or not any(parse_platform(t)[:2] == fam for t in have.platforms):
+            out.append(o.version)
+    return out
+
+
 def learn_sources(surveyed: Surveyed, versions: Sequence[str], client: IndexClient | None) -> list[ProbeSource]:
     """The answering sources that list a torch wheel of one of ``versions``, as :mod:`stackdoctor.learn` reads them."""
     from stackdoctor.index import _wheel_parts

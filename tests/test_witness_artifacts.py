@@ -1,0 +1,74 @@
+"""Issue 30: the run-time witness learns a missing artifact, not only a missing release.
+
+The shipped matrix knows torch 2.15.0, but only PyPI's builds of it (CPU wheels for macOS and Windows, a CUDA build for
+Linux): its ``/whl/cpu`` Linux build is unknown, so a GPU-less Linux machine was planned 2.14.0+cpu. A 127.0.0.1 index
+in the PyTorch layout (``<base>/cpu/torch/``, PEP 658 metadata files) serving a stand-in 2.15.0+cpu for this platform
+makes the real CLI plan it, the reason saying where the build was learned.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+from learnserver import standin_wheel
+from test_install_witness import REPO, TAG, VariantIndex, user_env
+
+from stackdoctor.availability import Offer, missing_artifacts
+from stackdoctor.matrix import load_matrix
+from stackdoctor.plan import Plan
+
+linux_x86_64 = pytest.mark.skipif(
+    not (sys.platform.startswith("linux") and platform.machine() == "x86_64"), reason="the stand-in wheel is a manylinux x86_64 one"
+)
+
+
+def _gpu_less() -> bool:
+    from stackdoctor.system import System
+
+    return System.from_env().which("nvidia-smi") is None
+
+
+def test_a_known_release_whose_build_for_this_platform_is_missing_is_named_for_the_witness():
+    m = load_matrix([], embedded=True)
+    plan = Plan(torch_version="2.14.0", variant="cpu", index_url=None)
+    served = [Offer("2.15.0", "cpu", None, False), Offer("2.14.1", "cu130", None, True), Offer("2.14.0", "cpu", None, False)]  # type: ignore[arg-type]
+    assert missing_artifacts(served, m, plan, "manylinux_2_35_x86_64") == ["2.15.0"]
+    # macOS: 2.15.0's CPU build for it is known (PyPI's wheel), so nothing is missing there
+    assert missing_artifacts(served, m, plan, "macosx_14_0_arm64") == []
+    # a CUDA build is not what a CPU plan lacks; an older release is no better than the plan
+    assert missing_artifacts([Offer("2.15.0", "cu126", None, False)], m, plan, "manylinux_2_35_x86_64") == []  # type: ignore[arg-type]
+    assert missing_artifacts([Offer("2.13.0", "cpu", None, False)], m, plan, "manylinux_2_35_x86_64") == []  # type: ignore[arg-type]
+
+
+@linux_x86_64
+def test_a_gpu_less_linux_machine_with_a_source_serving_2_15_0_cpu_gets_it(tmp_path):
+    if not _gpu_less():
+        pytest.skip("this machine has an NVIDIA driver: its plan is not the CPU one")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    standin_wheel(wheels, "torch", "2.15.0+cpu", TAG, ">=3.10")
+    with VariantIndex(sorted(wheels.glob("*.whl"))) as idx:
+        p = subprocess.run(
+            [sys.executable, "-m", "stackdoctor", "install", "--python", sys.executable, "--dry-run", "--json", "--index-base", idx.base],
+            env=user_env(tmp_path), capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, cwd=REPO,
+        )
+        hits = Counter(idx.hits)
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert p.returncode == 0, p.stderr[-3000:]
+    plan = json.loads(p.stdout)
+    assert (plan["torch_version"], plan["variant"]) == ("2.15.0", "cpu"), plan["reasons"]
+    assert plan["reasons"][0] == (
+        f"torch 2.15.0 cpu (manylinux_2_28_x86_64): a build the matrix lacks; learned from {idx.base}/cpu (its file names and core metadata)"
+    ), plan["reasons"]
+    assert plan["packages"][0]["wheel"] == f"torch-2.15.0+cpu-{TAG}.whl"
+    assert plan["index_url"] == f"{idx.base}/cpu"
+    assert hits[f"/files/torch-2.15.0+cpu-{TAG}.whl.metadata"] == 1 and hits[f"/files/torch-2.15.0+cpu-{TAG}.whl"] == 0
+    from stackdoctor.texts import sentence
+
+    zh = sentence(plan["reasons"][0], "zh")
+    assert "矩阵缺少的构建" in zh and "a build the matrix lacks" not in zh
