@@ -521,7 +521,7 @@ def _survey_options(opts: InstallOptions, cfg: InstallerConfig, matrix: Matrix, 
         "offline": opts.offline,
         "no_index": opts.no_index,
         "client": client,
-        "use_configured": not hypothetical,
+        "use_configured": True,  # a what-if plans from the user's own sources too (pip / uv configuration); --offline keeps them local
         "prefer_added": bool(opts.index_base or opts.mirror),  # named on the command line: preferred, and its failure is final
     }
 

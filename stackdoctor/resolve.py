@@ -19,7 +19,7 @@ Rules (issue 3):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -864,7 +864,10 @@ def _mind_installed(facts: Facts, matrix: Matrix, request: Request, plan: Plan) 
     build; any other plan older than the installed torch says "downgrade from X to Y" and why; a plan that
     replaces the installed torch says so (``2.14.1+cu130 -> 2.13.0+cpu``)."""
     t = facts.torch
-    if _what_if(request) or not t.installed or not t.version or not plan.torch_version:
+    if request.platform or request.python_version or not t.installed or not t.version or not plan.torch_version:
+        return  # another machine's plan: this one's torch is not what it replaces
+    if _what_if(request):  # --gpu / --gfx / --driver: other accelerators, the same target environment
+        _mind_installed_what_if(t.version, t.variant, plan)
         return
     try:
         inst = Version(t.version.split("+", 1)[0])
@@ -897,6 +900,7 @@ def _mind_installed(facts: Facts, matrix: Matrix, request: Request, plan: Plan) 
             plan.command = []
             plan.satisfied = True
             plan.leftovers = []
+            _companions_beside(facts, matrix, request, plan, inst, inst_variant)
             return
         if request.torch:
             why = f"--torch {request.torch} asks for it"
@@ -910,6 +914,42 @@ def _mind_installed(facts: Facts, matrix: Matrix, request: Request, plan: Plan) 
         plan.warnings.append(f"this plan downgrades torch from {old_full} to {new_full}")
         return
     plan.reasons.insert(0, f"replaces the installed torch: {old_full} -> {new_full}")
+
+
+def _companions_beside(facts: Facts, matrix: Matrix, request: Request, plan: Plan, inst: Version, inst_variant: str | None) -> None:
+    """The installed torch is kept: the requested companions it lacks are still planned, paired with it (the
+    command names the installed torch too, so the installer keeps it)."""
+    t = facts.torch
+    have = {k.lower() for k in t.distributions} | {n for n, v in (("torchvision", t.torchvision_version), ("torchaudio", t.torchaudio_version)) if v}
+    wanted = [n for n in request.packages if n in ("torchvision", "torchaudio") and n not in have]
+    if not wanted:
+        return
+    labelled = bool(t.version and "+" in t.version and inst_variant)
+    index_url = _index_url(matrix, request, inst_variant) if labelled and inst_variant else matrix.index_url("pypi")
+    pkgs = _packages(matrix, replace(request, packages=["torch", *wanted]), inst, inst_variant if labelled else None, index_url, plan.warnings,
+                     target_from(facts, matrix, request))
+    if len(pkgs) == 1:  # no pairing known for any of them: the warnings say so
+        return
+    plan.packages, plan.index_url, plan.satisfied = pkgs, index_url, False
+    plan.command = _command(facts, request, [p.requirement for p in pkgs], index_url)
+    plan.reasons.insert(1, f"{', '.join(f'{p.name} {p.version}' for p in pkgs[1:])} (paired with the installed torch {inst}): missing, planned beside it")
+
+
+def _mind_installed_what_if(installed: str, variant: str | None, plan: Plan) -> None:
+    """A what-if for other GPUs or another driver plans for this same environment: a plan older than its torch
+    says "downgrade" and names the installed build (nothing is kept: the what-if only plans)."""
+    try:
+        inst = Version(installed.split("+", 1)[0])
+        new = Version(plan.torch_version or "")
+    except InvalidVersion:
+        return
+    if inst <= new:
+        return
+    old_full = installed if "+" in installed or not variant else f"{installed}+{variant}"
+    new_full = f"{new}+{plan.variant}" if plan.variant and not plan.variant.startswith("jetson-") else str(new)
+    why = f"the what-if's GPUs and driver (--gpu, --gfx, --driver) fit no newer build the matrix knows; the installed torch is {old_full}"
+    plan.reasons.insert(0, f"downgrade from {old_full} to {new_full}: {why}")
+    plan.warnings.append(f"this plan downgrades torch from {old_full} to {new_full}")
 
 
 def _resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from stackdoctor.facts import Facts, PciDevice, from_data
 from stackdoctor.matrix import (
@@ -585,3 +586,47 @@ def test_a_learned_reason_cites_the_wheel_of_the_target_platform(shipped, platfo
     else:
         assert len(learned) == 1 and cited in learned[0] and "sha256:" in learned[0], learned
         assert all(p not in learned[0] for p in ("macosx", "win_amd64", "linux") if p not in cited)
+
+
+def test_a_what_if_on_a_venv_with_a_newer_torch_says_downgrade_and_the_installed_version(shipped):
+    """Issue 30: on a venv holding torch 2.16.0+cu132 (newer than the matrix knows), ``--gpu sm_90 --driver 600``
+    planned 2.15.0 with no word of a downgrade. A what-if for other GPUs / another driver plans for this same
+    environment; one for another platform or Python does not replace its torch and says nothing of it."""
+    from stackdoctor.texts import sentence
+
+    facts = machine("no-gpu-linux")
+    facts.torch = dataclasses.replace(facts.torch, installed=True, version="2.16.0+cu132", variant="cu132")
+    plan = resolve(facts, shipped, Request(gpus=["sm_90"], driver="600.10"))
+    assert plan.satisfiable and Version(plan.torch_version or "9") < Version("2.16"), text(plan)
+    new_full = f"{plan.torch_version}+{plan.variant}"
+    assert plan.reasons[0].startswith(f"downgrade from 2.16.0+cu132 to {new_full}: "), plan.reasons
+    assert "the installed torch is 2.16.0+cu132" in plan.reasons[0]
+    assert f"this plan downgrades torch from 2.16.0+cu132 to {new_full}" in plan.warnings
+    zh = sentence(plan.reasons[0], "zh")
+    assert zh.startswith(f"降级：从 2.16.0+cu132 降到 {new_full}") and "已安装的 torch 是 2.16.0+cu132" in zh, zh
+    assert sentence(plan.warnings[-1], "zh") == f"此计划会把 torch 从 2.16.0+cu132 降级到 {new_full}"
+    assert plan.command  # a what-if only plans: nothing is kept
+    other = resolve(facts, shipped, Request(gpus=["sm_90"], driver="600.10", platform="win_amd64", python_version="3.12"))
+    assert not any("downgrade" in r for r in other.reasons + other.warnings), text(other)
+
+
+def test_missing_companions_are_planned_beside_a_satisfied_torch(shipped):
+    """Issue 30: on a venv holding a working torch newer than the plan, ``install torch torchvision torchaudio``
+    answered "satisfied" with an empty command, dropping the two missing companions."""
+    from stackdoctor.texts import sentence
+
+    facts = machine("no-gpu-linux")
+    facts.torch = dataclasses.replace(facts.torch, installed=True, version="2.15.0+cpu", variant="cpu", distributions={"torch": "2.15.0+cpu"})
+    tv, ta = shipped.paired("2.15.0")
+    assert tv and ta
+    plan = resolve(facts, shipped, Request(packages=["torch", "torchvision", "torchaudio"]))
+    assert plan.torch_version == "2.15.0" and not plan.satisfied, text(plan)
+    assert [p.requirement for p in plan.packages] == ["torch==2.15.0+cpu", f"torchvision=={tv}+cpu", f"torchaudio=={ta}+cpu"]
+    assert plan.command[-2:] == ["--index-url", "https://download.pytorch.org/whl/cpu"] and "torch==2.15.0+cpu" in plan.command
+    said = next(r for r in plan.reasons if "planned beside it" in r)
+    assert said == f"torchvision {tv}, torchaudio {ta} (paired with the installed torch 2.15.0): missing, planned beside it"
+    assert "缺少" in sentence(said, "zh")
+    # with both companions installed, it is satisfied as before
+    facts.torch = dataclasses.replace(facts.torch, torchvision_version=tv, torchaudio_version=ta)
+    done = resolve(facts, shipped, Request(packages=["torch", "torchvision", "torchaudio"]))
+    assert done.satisfied and done.command == [], text(done)

@@ -72,3 +72,53 @@ def test_a_gpu_less_linux_machine_with_a_source_serving_2_15_0_cpu_gets_it(tmp_p
 
     zh = sentence(plan["reasons"][0], "zh")
     assert "矩阵缺少的构建" in zh and "a build the matrix lacks" not in zh
+
+
+# ---------------------------------------------------------------------------- what-ifs use the user's sources
+
+
+def _what_if(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    p = subprocess.run(
+        [sys.executable, "-m", "stackdoctor", "install", "--python", sys.executable, *args],
+        env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, cwd=REPO,
+    )
+    assert "Traceback" not in p.stderr + p.stdout, p.stderr[-3000:]
+    return p
+
+
+def test_a_what_if_asks_the_index_pip_is_configured_with(tmp_path):
+    """A macOS what-if is a PyPI plan: it was checked on no source at all ("no source is configured") although
+    PIP_INDEX_URL names one; it now asks that index, and --offline keeps it from asking."""
+    from learnserver import LearnIndex
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    standin_wheel(wheels, "torch", "2.15.0", "cp312-cp312-macosx_14_0_arm64", ">=3.11")
+    what_if = ["--platform", "macosx_14_0_arm64", "--python-version", "3.12", "--json"]
+    with LearnIndex(sorted(wheels.glob("*.whl"))) as idx:
+        env = user_env(tmp_path, PIP_INDEX_URL=idx.url)
+        p = _what_if(what_if, env)
+        asked = idx.hits["/simple/torch/"]
+        q = _what_if([*what_if, "--offline"], env)
+        asked_offline = idx.hits["/simple/torch/"] - asked
+    assert p.returncode == 0, p.stderr[-3000:]
+    plan = json.loads(p.stdout)
+    assert (plan["torch_version"], plan["variant"]) == ("2.15.0", "cpu"), plan["reasons"]
+    assert asked >= 1
+    assert not any("no source is configured" in w for w in plan["warnings"]), plan["warnings"]
+    assert plan["packages"][0]["wheel"] == "torch-2.15.0-cp312-cp312-macosx_14_0_arm64.whl", plan["packages"]
+    assert q.returncode == 0, q.stderr[-3000:]
+    assert asked_offline == 0
+
+
+def test_a_what_if_with_find_links_sees_the_folder_offline(tmp_path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    standin_wheel(wheels, "torch", "2.16.0+cpu", "cp312-cp312-manylinux_2_28_x86_64", ">=3.10")
+    what_if = ["--platform", "manylinux_2_28_x86_64", "--python-version", "3.12", "--variant", "cpu", "--json", "--offline"]
+    p = _what_if([*what_if, "--find-links", str(wheels)], user_env(tmp_path))
+    assert p.returncode == 0, p.stderr[-3000:]
+    plan = json.loads(p.stdout)
+    assert (plan["torch_version"], plan["variant"]) == ("2.16.0", "cpu"), plan["reasons"]
+    assert plan["reasons"][0] == f"torch 2.16.0: not in the matrix; learned from {wheels} (its file names and core metadata)"
+    assert not any("no source is configured" in w for w in plan["warnings"]), plan["warnings"]
