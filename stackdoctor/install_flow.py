@@ -203,12 +203,13 @@ def _flow(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> int:
     except IndexError_ as exc:
         plan = out.plan
         unchecked = getattr(exc, "reason", "") == "unchecked"
-        if not (unchecked and (hypothetical or ((opts.dry_run or opts.emit) and opts.offline))):
+        missing = getattr(exc, "reason", "") == "missing"  # the sources answered without it: for a what-if, a word, not the end
+        if not ((unchecked or (missing and hypothetical)) and (hypothetical or ((opts.dry_run or opts.emit) and opts.offline))):
             if not hypothetical:
                 plan.command = []  # no command that cannot reach its wheels
             hooks.show(out)
             raise
-        plan.warnings.append(f"the wheels were not checked: {exc}")
+        plan.warnings.append(f"the wheels were not checked: {exc}" if unchecked else f"on this machine's sources: {exc}")
     if sourcing is not None:
         plan = out.plan = sourcing.plan
         if hypothetical:

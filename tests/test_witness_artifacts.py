@@ -122,3 +122,41 @@ def test_a_what_if_with_find_links_sees_the_folder_offline(tmp_path):
     assert (plan["torch_version"], plan["variant"]) == ("2.16.0", "cpu"), plan["reasons"]
     assert plan["reasons"][0] == f"torch 2.16.0: not in the matrix; learned from {wheels} (its file names and core metadata)"
     assert not any("no source is configured" in w for w in plan["warnings"]), plan["warnings"]
+
+
+# ---------------------------------------------------------------------------- another source's build that runs
+
+
+@linux_x86_64
+def test_when_the_cpu_index_does_not_answer_pypis_build_that_runs_is_planned_with_its_size(tmp_path):
+    """Issue 30: /whl/cpu does not answer, the configured PyPI does (with 2.15.0, PyPI's CUDA build, which runs on
+    the CPU too): the plan was 2.14.0+cpu and the install exited 2. It now plans PyPI's build and says its size."""
+    if not _gpu_less():
+        pytest.skip("this machine has an NVIDIA driver: its plan is not the CPU one")
+    from learnserver import LearnIndex
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    wheel = standin_wheel(wheels, "torch", "2.15.0", TAG, ">=3.10", pad_mb=3)
+    with LearnIndex(sorted(wheels.glob("*.whl"))) as idx:
+        p = subprocess.run(
+            [sys.executable, "-m", "stackdoctor", "install", "--python", sys.executable, "--dry-run", "--json"],
+            env=user_env(tmp_path, PIP_INDEX_URL=idx.url), capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, cwd=REPO,
+        )
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    plan = json.loads(p.stdout)
+    m = load_matrix([], embedded=True)
+    name = m.pypi_default("2.15.0", "linux_x86_64").variant
+    assert (plan["torch_version"], plan["variant"]) == ("2.15.0", name), plan["reasons"]
+    mib = round(wheel.stat().st_size / (1024 * 1024))
+    assert plan["reasons"][0] == (
+        f"torch 2.14.0 cpu is the newest build for this machine, but none of the sources that answered has it; torch 2.15.0 {name} "
+        f"from {idx.url} runs here instead, at a cost: the torch wheel is {mib} MiB, and its CUDA runtime wheels come on top"
+    ), plan["reasons"]
+    assert plan["packages"][0]["wheel"] == wheel.name and "torch==2.15.0" in plan["command"], plan["command"]
+    assert any("runs on the CPU as well" in r for r in plan["reasons"]), plan["reasons"]
+    from stackdoctor.texts import sentence
+
+    zh = sentence(plan["reasons"][0], "zh")
+    assert "代价" in zh and f"torch wheel 大小为 {mib} MiB" in zh, zh
