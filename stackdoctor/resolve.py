@@ -864,10 +864,14 @@ def _mind_installed(facts: Facts, matrix: Matrix, request: Request, plan: Plan) 
     build; any other plan older than the installed torch says "downgrade from X to Y" and why; a plan that
     replaces the installed torch says so (``2.14.1+cu130 -> 2.13.0+cpu``)."""
     t = facts.torch
-    if request.platform or request.python_version or not t.installed or not t.version or not plan.torch_version:
+    if request.platform or request.python_version or not t.installed or not plan.torch_version:
         return  # another machine's plan: this one's torch is not what it replaces
     if _what_if(request):  # --gpu / --gfx / --driver: other accelerators, the same target environment
-        _mind_installed_what_if(t.version, t.variant, plan)
+        installed = t.version or t.distributions.get("torch")  # its dist-info's version where torch did not say
+        if installed:
+            _mind_installed_what_if(installed, t.variant, plan)
+        return
+    if not t.version:
         return
     try:
         inst = Version(t.version.split("+", 1)[0])

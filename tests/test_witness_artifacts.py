@@ -160,3 +160,33 @@ def test_when_the_cpu_index_does_not_answer_pypis_build_that_runs_is_planned_wit
 
     zh = sentence(plan["reasons"][0], "zh")
     assert "代价" in zh and f"torch wheel 大小为 {mib} MiB" in zh, zh
+
+
+# ---------------------------------------------------------------------------- the installed torch in a what-if
+
+
+@linux_x86_64
+def test_a_what_if_on_a_real_venv_with_a_newer_torch_says_downgrade(tmp_path):
+    """Issue 30, on a real venv: it holds a stand-in torch 2.16.0+cu132 (installed by pip from a folder); the
+    what-if ``--gpu sm_90 --driver 600`` plans an older release and says "downgrade" with the installed version."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    py_tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    standin_wheel(wheels, "torch", "2.16.0+cu132", f"{py_tag}-{py_tag}-manylinux_2_28_x86_64", ">=3.10")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    env = user_env(tmp_path)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--no-index", "--find-links", str(wheels), "torch==2.16.0+cu132"],
+        check=True, capture_output=True, timeout=300, env=env,
+    )
+    p = subprocess.run(
+        [sys.executable, "-m", "stackdoctor", "install", "--python", str(venv / "bin" / "python"), "--gpu", "sm_90", "--driver", "600", "--offline", "--json"],
+        env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, cwd=REPO,
+    )
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    plan = json.loads(p.stdout)
+    new_full = f"{plan['torch_version']}+{plan['variant']}"
+    assert plan["reasons"][0].startswith(f"downgrade from 2.16.0+cu132 to {new_full}: "), plan["reasons"]
+    assert f"this plan downgrades torch from 2.16.0+cu132 to {new_full}" in plan["warnings"]
