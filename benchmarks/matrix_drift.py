@@ -13,6 +13,14 @@ It learns every final torch release >= 2.0 the index serves (file names and core
 Printed: releases the index serves that a matrix does not know, and per release the facts that differ (Pythons,
 torchvision / torchaudio pairing, Requires-Python, the PyPI default build's variant). Exit 0 when the shipped
 matrix knows every release and agrees with the index, 1 otherwise (a release-day reminder to learn).
+
+Per artifact (issue 30): every (release, variant, platform) a wheel of the index serves is looked up in the shipped
+matrix, and with ``--pytorch`` the PyTorch variant indexes (``<url>/<variant>/torch/``, default the matrix's
+download.pytorch.org/whl, for every variant the matrix names since ``--since``) are listed too (file names only):
+an artifact an index serves that the matrix lacks is drift; an index that does not answer is said and skipped.
+
+    python benchmarks/matrix_drift.py --pytorch               # PyPI and download.pytorch.org
+    python benchmarks/matrix_drift.py --pytorch URL --variants cpu,cu130 --no-pypi
 """
 
 from __future__ import annotations
@@ -73,13 +81,103 @@ def compare(row: dict, m: mx.Matrix) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def artifacts(files: list, since: str = "2.0") -> dict[tuple[str, str | None, tuple[str, str]], str]:
+    """(release, local label or None, (os, arch)) -> one wheel's file name, for every final torch wheel listed."""
+    from packaging.version import Version
+
+    from stackdoctor.index import _wheel_parts
+    from stackdoctor.matrix import parse_platform
+
+    out: dict[tuple[str, str | None, tuple[str, str]], str] = {}
+    for f in files:
+        parts = _wheel_parts(f.filename)
+        if parts is None or parts[0] != "torch" or getattr(f, "yanked", False):
+            continue
+        v = parts[1]
+        if v.is_prerelease or v.is_devrelease or Version(v.public) < Version(since):
+            continue
+        for tag in parts[2]:
+            out.setdefault((v.public, str(v.local) if v.local else None, parse_platform(tag.split("-")[2])[:2]), f.filename)
+    return out
+
+
+def artifact_drift(served: dict[tuple[str, str | None, tuple[str, str]], str], m: mx.Matrix, variant: str | None = None) -> list[str]:
+    """The artifacts ``served`` (from :func:`artifacts`) that matrix ``m`` lacks: a release it does not know, or a
+    known release without that variant for that platform. ``variant``: the variant index's own name (its wheels
+    are that build whatever their label, as download.pytorch.org's label-less aarch64 CPU wheels)."""
+    out: list[str] = []
+    for (version, label, fam), filename in sorted(served.items()):
+        rel = m.release(version)
+        name = variant or label
+        if rel is None or str(rel.version) != version:
+            out.append(f"torch {version}: not in the matrix ({filename})")
+            continue
+        if name is None:  # a label-less default build (PyPI's): which variant it is, the learned rows say
+            if not any(mx.parse_platform(t)[:2] == fam for v in rel.variants for t in v.platforms):
+                out.append(f"torch {version} {fam[0]} {fam[1]}: no build for it in the matrix ({filename})")
+            continue
+        v = rel.variant(name)
+        if v is None or not any(mx.parse_platform(t)[:2] == fam for t in v.platforms):
+            out.append(f"torch {version} {name} {fam[0]} {fam[1]}: not in the matrix ({filename})")
+    return list(dict.fromkeys(out))
+
+
+def pytorch_drift(base: str, variants: list[str], m: mx.Matrix, since: str, client) -> tuple[list[str], list[str]]:
+    """(drift lines, unreachable lines) of the PyTorch variant indexes under ``base``."""
+    from stackdoctor.errors import IndexError_
+    from stackdoctor.index import list_project
+
+    drift: list[str] = []
+    silent: list[str] = []
+    for name in variants:
+        index = f"{base.rstrip('/')}/{name}"
+        try:
+            _page, files = list_project(client, index, "torch")
+        except IndexError_ as exc:
+            silent.append(f"{index}: not read ({str(exc).rstrip('.')})")
+            continue
+        drift += [f"{index}: {d}" for d in artifact_drift(artifacts(files, since), m, name)]
+    return drift, silent
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--index", help="index URL (default https://pypi.org/simple)")
     g.add_argument("--snapshot", help="an index snapshot from benchmarks/pypi_via_pip.py")
     ap.add_argument("--since", default="2.0")
+    ap.add_argument("--pytorch", nargs="?", const="", default=None, help="also list the PyTorch variant indexes (default base: the matrix's)")
+    ap.add_argument("--variants", help="with --pytorch: the variant indexes to list (default: every variant the matrix names since --since)")
+    ap.add_argument("--no-pypi", action="store_true", help="with --pytorch: only the variant indexes")
     a = ap.parse_args()
+    if a.pytorch is not None:
+        return _pytorch_only(a) if a.no_pypi else max(_pytorch_only(a), _pypi(a))
+    return _pypi(a)
+
+
+def _pytorch_only(a: argparse.Namespace) -> int:
+    import time
+
+    from packaging.version import Version
+
+    from stackdoctor.index import IndexClient
+
+    shipped = mx.load_matrix()
+    base = a.pytorch or shipped.index_url("pytorch")
+    names = a.variants.split(",") if a.variants else sorted({v.name for r in shipped.releases if r.version >= Version(a.since) for v in r.variants})
+    client = IndexClient()
+    t0 = time.monotonic()
+    try:
+        drift, silent = pytorch_drift(base, names, shipped, a.since, client)
+    finally:
+        client.close()
+    print(f"{base}: {len(names)} variant index(es) listed in {time.monotonic() - t0:.1f} s; {len(silent)} did not answer, {len(drift)} artifact(s) the shipped matrix lacks")
+    for line in silent + drift:
+        print(f"  {line}")
+    return 1 if drift else 0
+
+
+def _pypi(a: argparse.Namespace) -> int:
     client = None
     if a.snapshot:
         src: L.Source = L.SnapshotSource(Path(a.snapshot))
@@ -90,6 +188,7 @@ def main() -> int:
         src = L.HttpSource(a.index or mx.default_index_url("pypi"), client)
     try:
         res = L.learn(src, since=a.since)
+        served = artifacts(src.files("torch")[1], a.since)  # the page read once (the client's page cache)
     finally:
         if client is not None:
             client.close()
@@ -106,7 +205,11 @@ def main() -> int:
             for d in diffs:
                 print(f"  torch {v}: {d}")
         if m is shipped:
-            drift = len(missing) + len(differing)
+            lacking = artifact_drift(served, m)
+            print(f"  per artifact: {len(lacking)} (release, variant, platform) the index serves and the matrix lacks")
+            for line in lacking:
+                print(f"    {line}")
+            drift = len(missing) + len(differing) + len(lacking)
     if drift:
         print("\nrefresh: stackdoctor matrix learn --shipped (README: 'Refreshing the matrix on a release day')")
     return 1 if drift else 0

@@ -808,6 +808,40 @@ def newer_offers(offers: Sequence[Offer], matrix: Matrix) -> list[str]:
     return out
 
 
+def missing_artifacts(offers: Sequence[Offer], matrix: Matrix, plan: Plan, platform_tag: str | None) -> list[str]:
+    """The releases the matrix knows, newer than the plan's, of which a source serves a build of the plan's kind
+    (CPU, CUDA, ...) for the target's platform that the matrix lacks: a missing (release, variant, platform) the
+    run-time witness learns (2.15.0's ``/whl/cpu`` Linux build, where the matrix has only its macOS and Windows ones)."""
+    from packaging.version import InvalidVersion, Version
+
+    from stackdoctor.matrix import parse_platform, variant_kind
+
+    if not plan.torch_version or not plan.variant or not platform_tag:
+        return []
+    kind = variant_kind(plan.variant)
+    fam = parse_platform(platform_tag)[:2]
+    try:
+        planned = Version(plan.torch_version)
+    except InvalidVersion:
+        return []
+    out: list[str] = []
+    for o in offers:
+        try:
+            v = Version(o.version)
+        except InvalidVersion:
+            continue
+        row = matrix.release(v)
+        if v <= planned or row is None or not row.variants or row.version != v or o.version in out:
+            continue
+        ok = variant_kind(o.variant or "")
+        if ok is None or kind is None or ok[0] != kind[0]:
+            continue
+        have = row.variant(o.variant or "")
+        if have is None or not any(parse_platform(t)[:2] == fam for t in have.platforms):
+            out.append(o.version)
+    return out
+
+
 def learn_sources(surveyed: Surveyed, versions: Sequence[str], client: IndexClient | None) -> list[ProbeSource]:
     """The answering sources that list a torch wheel of one of ``versions``, as :mod:`stackdoctor.learn` reads them."""
     from stackdoctor.index import _wheel_parts
@@ -915,6 +949,11 @@ def check(
             plan, matches, hits, misses, broken = candidate, m2, h2, [], None
             fell_back = True
             break
+    if misses and not broken and not pinned and reresolve is not None and plan.variant:
+        other = _other_build(plan, offers, reresolve, find_all, client)
+        if other is not None:
+            plan, matches, hits, misses = other
+            fell_back = True
     if broken and pinned:
         raise IndexError_(
             f"torch {plan.torch_version} conflicts with the constraint torch{broken[1]} in {broken[2]} (pip's `constraint` setting, "
@@ -956,6 +995,59 @@ def check(
         for p in probes
     ]
     return result
+
+
+def _other_build(
+    plan: Plan, offers: Sequence[Offer], reresolve: Callable[[str], Plan], find_all: Callable[[Plan], tuple[list[WheelMatch], list[Hit], list[str]]],
+    client: IndexClient | None,
+) -> tuple[Plan, list[WheelMatch], list[Hit], list[str]] | None:
+    """No answering source has the planned build, nor another release of it: the newest build of another variant
+    that a source serves and that the resolver says runs here (PyPI's CUDA build on a machine whose CPU index did
+    not answer), with what it costs (the torch wheel's size, its runtime wheels on top)."""
+    for offer in offers:
+        if offer.variant is None or offer.variant == plan.variant:
+            continue
+        candidate = reresolve(offer.version)
+        if not candidate.satisfiable or candidate.variant != offer.variant:
+            continue
+        m2, h2, miss2 = find_all(candidate)
+        if miss2 or not h2:
+            continue
+        size = wheel_size(h2[0].file, client)
+        cost = f"the torch wheel is {size / (1024 * 1024):.0f} MiB" if size is not None else "the torch wheel's size is unknown"
+        candidate.reasons.insert(
+            0,
+            f"torch {plan.torch_version} {plan.variant} is the newest build for this machine, but none of the sources that answered has it; "
+            f"torch {offer.version} {offer.variant} from {offer.probe.source.url} runs here instead, at a cost: {cost}"
+            + (", and its CUDA runtime wheels come on top" if offer.variant.startswith("cu") else ""),
+        )
+        if size is not None:
+            candidate.warnings.append(f"the plan's torch wheel ({h2[0].file.filename}) is {size / (1024 * 1024):.0f} MiB to download")
+        return candidate, m2, h2, []
+    return None
+
+
+def wheel_size(f: IndexFile, client: IndexClient | None) -> int | None:
+    """A wheel's size in bytes: the index's word (PEP 700), a local file's, else a one-byte range request's
+    ``Content-Range`` total; None where none answers."""
+    if f.size is not None:
+        return f.size
+    if f.url.startswith("file:"):
+        p = local_path(f.url)
+        return p.stat().st_size if p.is_file() else None
+    if client is None:
+        return None
+    import httpx
+
+    try:
+        with client._client_for(f.url).stream("GET", f.url, headers={"Range": "bytes=0-0", "Accept-Encoding": "identity"}) as resp:
+            total = resp.headers.get("content-range", "").rpartition("/")[2]
+            if resp.status_code == 206 and total.isdigit():
+                return int(total)
+            length = resp.headers.get("content-length", "")
+            return int(length) if resp.status_code == 200 and length.isdigit() else None
+    except httpx.HTTPError:
+        return None
 
 
 def _default_build_note(offers: Sequence[Offer], plan: Plan, fit: Callable[[str, str], str] | None) -> str | None:

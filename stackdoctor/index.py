@@ -58,6 +58,7 @@ class IndexFile:
     sha256: str | None = None
     requires_python: str | None = None
     yanked: bool = False
+    size: int | None = None  # bytes, where the index says (PEP 700 ``size`` of the JSON API)
 
 
 @dataclass
@@ -208,7 +209,8 @@ def parse_simple_json(text: str, page_url: str) -> list[IndexFile]:
         hashes = h if isinstance(h := f.get("hashes"), dict) else {}
         sha = s if isinstance(s := hashes.get("sha256"), str) else frag_sha
         rp = r if isinstance(r := f.get("requires-python"), str) else None
-        out.append(IndexFile(f["filename"], url, sha, rp, bool(f.get("yanked"))))
+        size = n if isinstance(n := f.get("size"), int) and not isinstance(n, bool) and n >= 0 else None
+        out.append(IndexFile(f["filename"], url, sha, rp, bool(f.get("yanked")), size))
     return out
 
 

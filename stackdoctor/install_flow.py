@@ -203,12 +203,13 @@ def _flow(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> int:
     except IndexError_ as exc:
         plan = out.plan
         unchecked = getattr(exc, "reason", "") == "unchecked"
-        if not (unchecked and (hypothetical or ((opts.dry_run or opts.emit) and opts.offline))):
+        missing = getattr(exc, "reason", "") == "missing"  # the sources answered without it: for a what-if, a word, not the end
+        if not ((unchecked or (missing and hypothetical)) and (hypothetical or ((opts.dry_run or opts.emit) and opts.offline))):
             if not hypothetical:
                 plan.command = []  # no command that cannot reach its wheels
             hooks.show(out)
             raise
-        plan.warnings.append(f"the wheels were not checked: {exc}")
+        plan.warnings.append(f"the wheels were not checked: {exc}" if unchecked else f"on this machine's sources: {exc}")
     if sourcing is not None:
         plan = out.plan = sourcing.plan
         if hypothetical:
@@ -521,18 +522,19 @@ def _survey_options(opts: InstallOptions, cfg: InstallerConfig, matrix: Matrix, 
         "offline": opts.offline,
         "no_index": opts.no_index,
         "client": client,
-        "use_configured": not hypothetical,
+        "use_configured": True,  # a what-if plans from the user's own sources too (pip / uv configuration); --offline keeps them local
         "prefer_added": bool(opts.index_base or opts.mirror),  # named on the command line: preferred, and its failure is final
     }
 
 
-def witness(matrix: Matrix, sources: Sequence[Any], versions: Sequence[str]) -> tuple[Matrix, list[str]]:
-    """:func:`stackdoctor.learn.witness_matrix` for ``versions``; what an index serves never stops the plan: a row
-    it cannot make (an index's odd files) is a note, and the matrix stays as it is."""
+def witness(matrix: Matrix, sources: Sequence[Any], versions: Sequence[str], artifacts: Sequence[str] = ()) -> tuple[Matrix, list[str]]:
+    """:func:`stackdoctor.learn.witness_matrix` for ``versions`` (and the known releases ``artifacts`` whose build for
+    this target the matrix lacks); what an index serves never stops the plan: a row it cannot make (an index's odd
+    files) is a note, and the matrix stays as it is."""
     from stackdoctor.learn import witness_matrix
 
     try:
-        wider, notes = witness_matrix(matrix, sources, versions=versions)
+        wider, notes = witness_matrix(matrix, sources, versions=versions, artifacts=artifacts)
     except StackdoctorError as exc:
         return matrix, [f"index witness: {exc}"]
     return wider, notes
@@ -602,7 +604,7 @@ def check_sources(
     """Locate the plan's wheels (:func:`stackdoctor.availability.check`). Unpinned, a torch release newer than the
     matrix's newest that a source serves is learned from its files (:func:`stackdoctor.learn.witness_matrix`) and
     planned when it fits; ``out.plan`` is the plan so far; ``surveyed``: the sources already asked. Returns the sourcing, and the matrix and request it used."""
-    from stackdoctor.availability import check, learn_sources, newer_offers, read_constraints, survey_sources, torch_offers
+    from stackdoctor.availability import check, learn_sources, missing_artifacts, newer_offers, read_constraints, survey_sources, torch_offers
     from stackdoctor.index import python_version_of
 
     assert out.plan is not None
@@ -615,15 +617,17 @@ def check_sources(
         surveyed = survey_sources(plan, reuse=surveyed, **how)  # the pinned witness's survey, when it asked the same
         if not opts.torch and surveyed.named_failure is None:
             pyv = python_version_of(facts, request)
-            newer = newer_offers(torch_offers(surveyed.probes, tags, python_version=pyv, matrix=matrix, platform_tag=platform_tag), matrix)
-            sources = learn_sources(surveyed, newer, client) if newer else []
+            offers = torch_offers(surveyed.probes, tags, python_version=pyv, matrix=matrix, platform_tag=platform_tag)
+            newer = newer_offers(offers, matrix)
+            lacking = missing_artifacts(offers, matrix, plan, platform_tag)  # known releases whose build for this target the matrix lacks
+            sources = learn_sources(surveyed, newer + lacking, client) if newer or lacking else []
             if sources:
-                wider, notes = witness(matrix, sources, newer)
+                wider, notes = witness(matrix, sources, newer, lacking)
                 learned, failed = _learned(notes)
                 plan.warnings.extend(n for n in failed if n not in plan.warnings)
                 if wider is not matrix:
                     new, new_request = resolve_plan(opts, facts, python, wider)
-                    if new.satisfiable and new.torch_version in newer:  # it fits this machine: planned
+                    if new.satisfiable and new.torch_version in newer + lacking:  # it fits this machine: planned
                         plan = out.plan = _adopt(opts, facts, plan, new, new_request, learned, hypothetical=hypothetical)
                         matrix, request = wider, new_request
                         how = _survey_options(opts, cfg, matrix, client, hypothetical=hypothetical)

@@ -977,14 +977,16 @@ def write_layer(path: Path, doc: dict[str, Any], result: LearnResult) -> dict[st
 
 
 def witness_matrix(
-    matrix: Any, sources: Iterable[Source], *, newer_only: bool = True, versions: Sequence[str] = ()
+    matrix: Any, sources: Iterable[Source], *, newer_only: bool = True, versions: Sequence[str] = (), artifacts: Sequence[str] = ()
 ) -> tuple[Any, list[str]]:
     """``matrix`` plus the torch releases ``sources`` serve that it lacks (names and metadata only, nothing
     downloaded), and one note per release learned. A learned CUDA / ROCm build without a read arch list gets the
     list of the nearest known build of the same CUDA / ROCm version, marked inferred in its ``derived_from``
     (the resolver's reasons carry it). Index failures leave the matrix as it is (a note says so, starting
     ``index witness:``). ``versions``: only those (``newer_only`` does not apply to them). A source whose
-    ``serves_index`` is false (a find-links page or folder) is no index: its builds keep their variant's index."""
+    ``serves_index`` is false (a find-links page or folder) is no index: its builds keep their variant's index.
+    ``artifacts``: releases the matrix knows but whose build for the target a source serves and the matrix lacks
+    (a missing (release, variant, platform)): learned too, and merged into the known row variant by variant."""
     from stackdoctor.matrix import _build, parse_matrix_text
 
     notes: list[str] = []
@@ -999,7 +1001,8 @@ def witness_matrix(
             continue
         vs = {w.version for f in files if (w := wheel_facts(f)) is not None and w.project == "torch" and _version_ok(w.version, Version("2.0"))}
         only = {Version(v) for v in versions}
-        new = sorted(v for v in vs if str(v) not in known and (v in only if only else (not newer_only or v > newest)))
+        also = {Version(v) for v in artifacts}
+        new = sorted(v for v in vs if (str(v) not in known and (v in only if only else (not newer_only or v > newest))) or v in also)
         if not new:
             continue
         try:
@@ -1013,8 +1016,12 @@ def witness_matrix(
                 if vr.get("index") != "pypi" and getattr(src, "serves_index", True):
                     vr["index"] = getattr(src, "index_url", None) or src.name
             rows.append(row)
+            if row["version"] in known:  # a build of a known release: say which builds were learned
+                builds = ", ".join(f"{vr['name']} ({', '.join(vr['platforms'])})" for vr in row["variants"])
+                notes.append(f"torch {row['version']} {builds}: a build the matrix lacks; learned from {_public(src.name)} (its file names and core metadata)")
+            else:
+                notes.append(f"torch {row['version']}: not in the matrix; learned from {_public(src.name)} (its file names and core metadata)")
             known.add(row["version"])
-            notes.append(f"torch {row['version']}: not in the matrix; learned from {_public(src.name)} (its file names and core metadata)")
     if not rows:
         return matrix, notes
     import yaml

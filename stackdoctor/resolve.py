@@ -19,7 +19,7 @@ Rules (issue 3):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -313,6 +313,55 @@ def _describe_arch(archs: tuple[str, ...], cc: str) -> str:
     return f"builds {', '.join(sms)}" + (f" (+PTX {', '.join(ptx)})" if ptx else " without PTX")
 
 
+def _arch_list_for(release: Release, version: Version, variant: Variant, tag: str, matrix: Matrix, fit: _Fit) -> tuple[str, ...]:
+    """The CUDA arch list that judges the GPUs for the wheel of ``tag``: the build's own list for that platform;
+    where it is unknown, the same build's Linux x86_64 list for a platform of the same CPU architecture (Windows),
+    else the nearest release's own list for that platform (marked inferred). Another CPU architecture's list never
+    stands in (an aarch64 wheel carries fewer architectures than the x86_64 one); none known: the build is refused."""
+    if variant.arch_known_for(tag):
+        return variant.arch_for(tag)
+    other = variant.arch_fallback(tag)
+    if other is not None:
+        fit.warnings.append(
+            f"matrix: the CUDA arch list of torch {release.version} {variant.name} for {_platform_words(tag)} is unknown; "
+            f"its {other[0]} list (same release, CUDA {variant.cuda}) stands in to judge the GPUs: {', '.join(other[1])}"
+        )
+        return other[1]
+    same_arch = tag.endswith(("x86_64", "amd64"))
+    near = None if same_arch else matrix.platform_arch_list(version, variant.name, tag)
+    if near is None:
+        raise _Reject(
+            f"{variant.name}: its CUDA arch list for {tag} is unknown to the matrix"
+            + ("" if same_arch else " (another CPU architecture's list does not stand in for it)")
+        )
+    fit.warnings.append(
+        f"matrix: the CUDA arch list of torch {version} {variant.name} for {_platform_words(tag)} is unknown; inferred from "
+        f"torch {near[0]} {variant.name} for {_platform_words(tag)} (the nearest release with that list): {', '.join(near[1])}; "
+        "read from the installed binaries after installing"
+    )
+    return near[1]
+
+
+def _unfit_gpus(release: Release, version: Version, variant: Variant, t: Target, matrix: Matrix, request: Request, gpus: list[Gpu]) -> str | None:
+    """Why a GPU build must not serve as a CPU build here: it sees an NVIDIA GPU it has no kernels for (torch.cuda
+    reports the GPU, then every kernel on it fails); None when no such GPU is here."""
+    nv = [g for g in gpus if g.vendor == "nvidia" and g.cc]
+    if not nv or variant.kind != "cuda":
+        return None
+    tag = _platform_tag_for(release, variant, t)
+    try:
+        archs = _arch_list_for(release, version, variant, tag, matrix, _Fit(release, version, variant))
+    except _Reject:
+        return f"has no known CUDA arch list for {_platform_words(tag)}, so it cannot be shown to run on {_gpu_summary(nv)}"
+    bad = [g for g in nv if arch_match(archs, g.cc or "") is None]
+    if not bad:
+        return None
+    return (
+        f"has no kernels for {_gpu_summary(bad)}; it {_describe_arch(archs, bad[0].cc or '')}, and torch.cuda would see the GPU and fail on it, "
+        "so it is no CPU build here"
+    )
+
+
 def _fit(release: Release, version: Version, variant: Variant, t: Target, matrix: Matrix, request: Request, gpus: list[Gpu]) -> _Fit:
     """Check one variant against the target; raises _Reject with the reason."""
     tag = _platform_tag_for(release, variant, t)
@@ -357,16 +406,7 @@ def _fit(release: Release, version: Version, variant: Variant, t: Target, matrix
                     f"CUDA {(variant.cuda or '?').split('.')[0]}.x minor-version-compatibility floor ({floor}): {variant.name} runs, "
                     f"but PTX JIT and features that need a newer driver can fail; upgrade the driver to >= {minimum}"
                 )
-        archs = variant.arch_for(tag)
-        if nv and not variant.arch_known_for(tag):
-            other = variant.arch_fallback(tag)
-            if other is None:
-                raise _Reject(f"{variant.name}: its CUDA arch list for {tag} is unknown to the matrix")
-            archs = other[1]
-            fit.warnings.append(
-                f"matrix: the CUDA arch list of torch {release.version} {variant.name} for {_platform_words(tag)} is unknown; "
-                f"its {other[0]} list (same release, CUDA {variant.cuda}) stands in to judge the GPUs: {', '.join(archs)}"
-            )
+        archs = _arch_list_for(release, version, variant, tag, matrix, fit) if nv else variant.arch_for(tag)
         for g in nv:
             if g.cc is None:
                 fit.warnings.append(f"{g.label()}: compute capability unknown; could not check that {variant.name} has kernels for it")
@@ -824,7 +864,14 @@ def _mind_installed(facts: Facts, matrix: Matrix, request: Request, plan: Plan) 
     build; any other plan older than the installed torch says "downgrade from X to Y" and why; a plan that
     replaces the installed torch says so (``2.14.1+cu130 -> 2.13.0+cpu``)."""
     t = facts.torch
-    if _what_if(request) or not t.installed or not t.version or not plan.torch_version:
+    if request.platform or request.python_version or not t.installed or not plan.torch_version:
+        return  # another machine's plan: this one's torch is not what it replaces
+    if _what_if(request):  # --gpu / --gfx / --driver: other accelerators, the same target environment
+        installed = t.version or t.distributions.get("torch")  # its dist-info's version where torch did not say
+        if installed:
+            _mind_installed_what_if(installed, t.variant, plan)
+        return
+    if not t.version:
         return
     try:
         inst = Version(t.version.split("+", 1)[0])
@@ -857,6 +904,7 @@ def _mind_installed(facts: Facts, matrix: Matrix, request: Request, plan: Plan) 
             plan.command = []
             plan.satisfied = True
             plan.leftovers = []
+            _companions_beside(facts, matrix, request, plan, inst, inst_variant)
             return
         if request.torch:
             why = f"--torch {request.torch} asks for it"
@@ -870,6 +918,42 @@ def _mind_installed(facts: Facts, matrix: Matrix, request: Request, plan: Plan) 
         plan.warnings.append(f"this plan downgrades torch from {old_full} to {new_full}")
         return
     plan.reasons.insert(0, f"replaces the installed torch: {old_full} -> {new_full}")
+
+
+def _companions_beside(facts: Facts, matrix: Matrix, request: Request, plan: Plan, inst: Version, inst_variant: str | None) -> None:
+    """The installed torch is kept: the requested companions it lacks are still planned, paired with it (the
+    command names the installed torch too, so the installer keeps it)."""
+    t = facts.torch
+    have = {k.lower() for k in t.distributions} | {n for n, v in (("torchvision", t.torchvision_version), ("torchaudio", t.torchaudio_version)) if v}
+    wanted = [n for n in request.packages if n in ("torchvision", "torchaudio") and n not in have]
+    if not wanted:
+        return
+    labelled = bool(t.version and "+" in t.version and inst_variant)
+    index_url = _index_url(matrix, request, inst_variant) if labelled and inst_variant else matrix.index_url("pypi")
+    pkgs = _packages(matrix, replace(request, packages=["torch", *wanted]), inst, inst_variant if labelled else None, index_url, plan.warnings,
+                     target_from(facts, matrix, request))
+    if len(pkgs) == 1:  # no pairing known for any of them: the warnings say so
+        return
+    plan.packages, plan.index_url, plan.satisfied = pkgs, index_url, False
+    plan.command = _command(facts, request, [p.requirement for p in pkgs], index_url)
+    plan.reasons.insert(1, f"{', '.join(f'{p.name} {p.version}' for p in pkgs[1:])} (paired with the installed torch {inst}): missing, planned beside it")
+
+
+def _mind_installed_what_if(installed: str, variant: str | None, plan: Plan) -> None:
+    """A what-if for other GPUs or another driver plans for this same environment: a plan older than its torch
+    says "downgrade" and names the installed build (nothing is kept: the what-if only plans)."""
+    try:
+        inst = Version(installed.split("+", 1)[0])
+        new = Version(plan.torch_version or "")
+    except InvalidVersion:
+        return
+    if inst <= new:
+        return
+    old_full = installed if "+" in installed or not variant else f"{installed}+{variant}"
+    new_full = f"{new}+{plan.variant}" if plan.variant and not plan.variant.startswith("jetson-") else str(new)
+    why = f"the what-if's GPUs and driver (--gpu, --gfx, --driver) fit no newer build the matrix knows; the installed torch is {old_full}"
+    plan.reasons.insert(0, f"downgrade from {old_full} to {new_full}: {why}")
+    plan.warnings.append(f"this plan downgrades torch from {old_full} to {new_full}")
 
 
 def _resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
@@ -1041,6 +1125,10 @@ def _resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
                 _platform_tag_for(rel, v, t)
                 _python_fits(rel, v, t, request.packages)
             except _Reject:
+                continue
+            unfit = _unfit_gpus(rel, ver, v, t, matrix, request, gpus)
+            if unfit:
+                cpu_rejects.insert(0, f"torch {ver}: no CPU build of it is known for {_OS_WORDS.get(t.os, t.os)} {t.arch}, and PyPI's default build ({v.name}) {unfit}")
                 continue
             plan.reasons.append(
                 f"torch {ver} {v.name}: no CPU build of it is known for {_OS_WORDS.get(t.os, t.os)} {t.arch}"

@@ -231,7 +231,7 @@ def _letters(text: str) -> int:
 
 # The fields whose value is itself a sentence stackdoctor wrote (a reason, an error, clauses joined by "; ");
 # every other field is a value (a path, a version, a machine) and is shown as it came.
-_SENTENCE_FIELDS = frozenset({"message", "reason", "error", "detail", "parts", "fits", "why", "told", "machine"})
+_SENTENCE_FIELDS = frozenset({"message", "reason", "error", "detail", "parts", "fits", "why", "told", "machine", "cost"})
 
 
 def _inner(value: str, lang: str, depth: int) -> str:

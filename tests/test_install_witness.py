@@ -242,6 +242,11 @@ def test_the_flow_returns_one_outcome_and_prints_nothing(tmp_path, capsys, monke
     report = tmp_path / "report.json"
     report.write_text(json.dumps({"schema": "stackdoctor.report/1", "facts": facts, "probes": [], "findings": []}))
     monkeypatch.setenv("STACKDOCTOR_INDEX_BASE", DEAD)
+    # no pip configuration of this machine (a what-if asks the user's sources too: a PIP_FIND_LINKS folder would answer)
+    for k in [k for k in os.environ if k.startswith(("PIP_", "UV_"))]:
+        monkeypatch.delenv(k)
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("UV_NO_CONFIG", "1")
     outcome = install(InstallOptions(replay=str(report), dry_run=True, offline=True))
     assert isinstance(outcome, InstallOutcome)
     assert outcome.error is None and outcome.exit_code == 0 and outcome.what == "dry-run"

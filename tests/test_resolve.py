@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from stackdoctor.facts import Facts, PciDevice, from_data
 from stackdoctor.matrix import (
@@ -409,13 +410,81 @@ def test_an_arch_list_unknown_on_every_platform_still_refuses_the_build(tmp_path
     assert linux.variant is None and "arch list for manylinux_2_28_x86_64 is unknown" in text(linux)
 
 
-def test_linux_aarch64_arch_list_unknown_falls_back_too(m):
-    facts = machine("no-gpu-linux")
+def _aarch64(facts: Facts) -> Facts:
     facts.platform.machine = "aarch64"
     facts.python.platform_tag = "manylinux_2_35_aarch64"
-    plan = resolve(facts, m, Request(torch="7.2.0", gpus=["sm_90"], driver="580.65.06"))
+    return facts
+
+
+def test_linux_aarch64_arch_list_unknown_is_inferred_from_another_release_not_from_x86_64(m):
+    # 7.2.0 cu128's aarch64 list is unknown; its x86_64 list (sm_75 ...) must not stand in for the aarch64 wheel
+    plan = resolve(_aarch64(machine("no-gpu-linux")), m, Request(torch="7.2.0", gpus=["sm_90"], driver="580.65.06"))
     assert plan.variant == "cu128", text(plan)
-    assert any("for Linux aarch64 is unknown; its Linux x86_64 list" in w for w in plan.warnings)
+    warnings = "\n".join(plan.warnings)
+    assert "its Linux x86_64 list" not in warnings
+    near = m.platform_arch_list(m.release("7.2.0").version, "cu128", "manylinux_2_35_aarch64")
+    assert near is not None and near[0] != m.release("7.2.0").version
+    assert (
+        f"the CUDA arch list of torch 7.2.0 cu128 for Linux aarch64 is unknown; inferred from torch {near[0]} cu128 for Linux aarch64"
+        in warnings
+    ), warnings
+    # a GPU the inferred aarch64 list lacks (sm_75: in the x86_64 list only) gets no cu128 build
+    t4g = resolve(_aarch64(machine("no-gpu-linux")), m, Request(torch="7.2.0", gpus=["sm_75"], driver="580.65.06"))
+    assert t4g.variant == "cpu", text(t4g)
+    assert any(r.variant == "cu128" and "is sm_75; cu128 builds sm_80 and newer" in r.reason for r in t4g.rejected), text(t4g)
+
+
+def test_aarch64_arch_list_unknown_everywhere_refuses_the_build(tmp_path):
+    layer = tmp_path / "no-aarch64-lists.yaml"
+    layer.write_text(
+        'releases:\n- version: "7.2.0"\n  source: "test: cu128 with an x86_64 list only"\n  variants:\n'
+        '    - {name: cpu, platforms: [manylinux_2_28_x86_64, manylinux_2_28_aarch64], pythons: ["3.12"], source: "test"}\n'
+        '    - {name: cu128, platforms: [manylinux_2_28_x86_64, manylinux_2_28_aarch64], pythons: ["3.12"], arch_list: [sm_75, sm_80, sm_90], source: "test"}\n'
+    )
+    mm = load_matrix([layer, FIXTURES / "matrix" / "platform.yaml"], embedded=False)
+    plan = resolve(_aarch64(machine("no-gpu-linux")), mm, Request(torch="7.2.0", gpus=["sm_90"], driver="580.65.06"))
+    assert plan.variant == "cpu", text(plan)
+    assert any(
+        r.variant == "cu128" and "arch list for manylinux_2_28_aarch64 is unknown to the matrix (another CPU architecture's list does not stand in" in r.reason
+        for r in plan.rejected
+    ), text(plan)
+
+
+@pytest.mark.parametrize("torch", [None, "2.14.1", "2.15.0"])
+def test_a_t4g_on_aarch64_gets_no_cuda_build_that_lacks_sm_75(shipped, torch):
+    """Issue 30: a T4G (sm_75) Graviton on driver 580 was planned 2.14.1 cu130 by the x86_64 list; its aarch64 wheel
+    (read from the wheel, compat_matrix/learned.yaml) starts at sm_80."""
+    facts = _aarch64(machine("no-gpu-linux"))
+    plan = resolve(facts, shipped, Request(torch=torch, gpus=["sm_75"], driver="580.65.06"))
+    for r in plan.rejected:
+        assert "Linux x86_64 list" not in r.reason
+    assert not any("its Linux x86_64 list" in w for w in plan.warnings), text(plan)
+    if torch is None:  # unpinned: the newest CPU build for aarch64 (or an older CUDA build whose own aarch64 list has sm_75)
+        assert plan.satisfiable, text(plan)
+        if plan.variant != "cpu":
+            v = shipped.variant(plan.torch_version, plan.variant)
+            assert v is not None and v.arch_known_for("manylinux_2_35_aarch64") and "sm_75" in v.arch_for("manylinux_2_35_aarch64"), text(plan)
+        else:
+            assert any("no GPU build fits (see rejected)" in r for r in plan.reasons), text(plan)
+        return
+    # pinned to a release whose only aarch64 wheel is PyPI's CUDA build: that build is no CPU build on a GPU it lacks
+    name = shipped.pypi_default(torch, "linux_aarch64").variant
+    assert not plan.satisfiable and plan.command == [], text(plan)
+    assert any(r.variant == name and f"is sm_75; {name} builds sm_80 and newer" in r.reason for r in plan.rejected), text(plan)
+    assert f"PyPI's default build ({name}) has no kernels for GPU 0 (sm_75); it builds sm_80 and newer" in text(plan)
+    from stackdoctor.texts import sentence
+
+    zh = [sentence(r, "zh") for r in plan.reasons if "PyPI's default build" in r]
+    assert zh and all("PyPI 的默认构建" in z and "default build" not in z for z in zh), zh
+
+
+def test_the_2_14_1_and_2_15_0_aarch64_arch_lists_are_the_wheels(shipped):
+    want = ("sm_80", "sm_90", "sm_100", "sm_110", "sm_120")
+    for version, name in (("2.14.1", "cu130"), ("2.15.0", "cu132")):
+        v = shipped.variant(version, name)
+        assert v is not None and v.arch_by_platform.get("manylinux_2_28_aarch64") == want, (version, v)
+        assert "manylinux_2_28_aarch64.whl sha256:" in v.source and "GPU code read from torch/lib/libtorch_cuda.so" in v.source
+        assert v.arch_list != want  # the x86_64 list is its own (sm_75 ...)
 
 
 def test_a_python_with_wheels_on_some_platforms_only(m):
@@ -517,3 +586,47 @@ def test_a_learned_reason_cites_the_wheel_of_the_target_platform(shipped, platfo
     else:
         assert len(learned) == 1 and cited in learned[0] and "sha256:" in learned[0], learned
         assert all(p not in learned[0] for p in ("macosx", "win_amd64", "linux") if p not in cited)
+
+
+def test_a_what_if_on_a_venv_with_a_newer_torch_says_downgrade_and_the_installed_version(shipped):
+    """Issue 30: on a venv holding torch 2.16.0+cu132 (newer than the matrix knows), ``--gpu sm_90 --driver 600``
+    planned 2.15.0 with no word of a downgrade. A what-if for other GPUs / another driver plans for this same
+    environment; one for another platform or Python does not replace its torch and says nothing of it."""
+    from stackdoctor.texts import sentence
+
+    facts = machine("no-gpu-linux")
+    facts.torch = dataclasses.replace(facts.torch, installed=True, version="2.16.0+cu132", variant="cu132")
+    plan = resolve(facts, shipped, Request(gpus=["sm_90"], driver="600.10"))
+    assert plan.satisfiable and Version(plan.torch_version or "9") < Version("2.16"), text(plan)
+    new_full = f"{plan.torch_version}+{plan.variant}"
+    assert plan.reasons[0].startswith(f"downgrade from 2.16.0+cu132 to {new_full}: "), plan.reasons
+    assert "the installed torch is 2.16.0+cu132" in plan.reasons[0]
+    assert f"this plan downgrades torch from 2.16.0+cu132 to {new_full}" in plan.warnings
+    zh = sentence(plan.reasons[0], "zh")
+    assert zh.startswith(f"降级：从 2.16.0+cu132 降到 {new_full}") and "已安装的 torch 是 2.16.0+cu132" in zh, zh
+    assert sentence(plan.warnings[-1], "zh") == f"此计划会把 torch 从 2.16.0+cu132 降级到 {new_full}"
+    assert plan.command  # a what-if only plans: nothing is kept
+    other = resolve(facts, shipped, Request(gpus=["sm_90"], driver="600.10", platform="win_amd64", python_version="3.12"))
+    assert not any("downgrade" in r for r in other.reasons + other.warnings), text(other)
+
+
+def test_missing_companions_are_planned_beside_a_satisfied_torch(shipped):
+    """Issue 30: on a venv holding a working torch newer than the plan, ``install torch torchvision torchaudio``
+    answered "satisfied" with an empty command, dropping the two missing companions."""
+    from stackdoctor.texts import sentence
+
+    facts = machine("no-gpu-linux")
+    facts.torch = dataclasses.replace(facts.torch, installed=True, version="2.15.0+cpu", variant="cpu", distributions={"torch": "2.15.0+cpu"})
+    tv, ta = shipped.paired("2.15.0")
+    assert tv and ta
+    plan = resolve(facts, shipped, Request(packages=["torch", "torchvision", "torchaudio"]))
+    assert plan.torch_version == "2.15.0" and not plan.satisfied, text(plan)
+    assert [p.requirement for p in plan.packages] == ["torch==2.15.0+cpu", f"torchvision=={tv}+cpu", f"torchaudio=={ta}+cpu"]
+    assert plan.command[-2:] == ["--index-url", "https://download.pytorch.org/whl/cpu"] and "torch==2.15.0+cpu" in plan.command
+    said = next(r for r in plan.reasons if "planned beside it" in r)
+    assert said == f"torchvision {tv}, torchaudio {ta} (paired with the installed torch 2.15.0): missing, planned beside it"
+    assert "缺少" in sentence(said, "zh")
+    # with both companions installed, it is satisfied as before
+    facts.torch = dataclasses.replace(facts.torch, torchvision_version=tv, torchaudio_version=ta)
+    done = resolve(facts, shipped, Request(packages=["torch", "torchvision", "torchaudio"]))
+    assert done.satisfied and done.command == [], text(done)

@@ -73,14 +73,23 @@ class Variant:
         """Another platform's list of this same build (same release, same CUDA version), for a platform whose own
         list is unknown: ``("Linux x86_64", (...))`` or ``("win_amd64", (...))``; None when no other list is known.
 
-        The Linux x86_64 list comes first (the build scripts derive the others from it)."""
+        The Linux x86_64 list comes first (the build scripts derive the others from it). Only a platform of the
+        same CPU architecture borrows one: an aarch64 wheel is built with its own, shorter list (sm_80 and newer
+        where x86_64 starts at sm_75), so another architecture's list never stands in for it (None)."""
         fam = parse_platform(platform)[:2] if platform else ("linux", "x86_64")
+        if _cpu_arch(fam[1]) != "x86_64":
+            return None
         if self.arch_list and fam != ("linux", "x86_64"):
             return ("Linux x86_64", self.arch_list)
         for tag, archs in self.arch_by_platform.items():
             if archs and parse_platform(tag)[:2] != fam:
                 return (tag, archs)
         return None
+
+
+def _cpu_arch(arch: str) -> str:
+    """One name per CPU architecture: ``amd64`` (Windows) is ``x86_64``, ``arm64`` (macOS, Windows) is ``aarch64``."""
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
 
 
 @dataclass(frozen=True)
@@ -406,6 +415,26 @@ class Matrix:
                         patches=(),
                     )
         return None
+
+    def platform_arch_list(self, version: Version, name: str, platform: str) -> tuple[Version, tuple[str, ...]] | None:
+        """The nearest other release's own arch list of build ``name`` for ``platform``'s OS and CPU architecture
+        (``(2.14.0, ("sm_80", ...))``), for a build whose list for that platform is unknown; None when no release
+        has one. Nearest by release order; on a tie the older (a build configuration carried forward)."""
+        fam = parse_platform(platform)[:2]
+        here = next((i for i, r in enumerate(self.releases) if version in r.versions), None)
+        best: tuple[int, int, Version, tuple[str, ...]] | None = None
+        for i, r in enumerate(self.releases):
+            v = r.variant(name)
+            if i == here or v is None or not v.arch_known_for(platform):
+                continue
+            archs = v.arch_for(platform)
+            if not archs or not any(parse_platform(t)[:2] == fam for t in v.platforms):
+                continue
+            dist = abs(i - here) if here is not None else i
+            key = (dist, -i, r.version, archs)
+            if best is None or key[:2] < best[:2]:
+                best = key
+        return (best[2], best[3]) if best else None
 
     def variant(self, torch_version: str | Version, variant_name: str) -> Variant | None:
         r = self.release(torch_version)

@@ -440,7 +440,9 @@ def _merge_variant(base: Variant, over: Variant) -> Variant:
         arch_by_platform=by_platform,
         gfx=over.gfx or base.gfx,
         source=source,
-        unknown=tuple(u for u in base.unknown if not (over.arch_list and any(w in u.lower() for w in ("not verified", "unverified", "arch list")))) + tuple(
+        # a learned (Linux x86_64) arch list settles what was unknown about that list, not another platform's
+        unknown=tuple(u for u in base.unknown if not (over.arch_list and any(w in u.lower() for w in ("not verified", "unverified", "arch list"))
+                                                      and not any(w in u.lower() for w in ("windows", "aarch64", "sbsa")))) + tuple(
             u for u in over.unknown if u not in base.unknown and not (base.arch_list and "arch list" in u)
         ),
         derived_from=over.derived_from or base.derived_from,
