@@ -48,10 +48,11 @@ def paired_torch(npu_version: str) -> tuple[str | None, str]:
 
 def needed_cann(npu_version: str) -> tuple[str | None, str | None]:
     """The oldest CANN the torch_npu release needs, and the table's source for it; (None, None) when unknown."""
-    base = _base(npu_version)
-    for row in table().get("releases") or []:
-        if str(row.get("version")) in (npu_version, base) and row.get("cann"):
-            return str(row["cann"]), str(row.get("cann_source") or "")
+    rows = table().get("releases") or []
+    for want in (npu_version, _base(npu_version)):  # the release's own row first, then its base release's
+        for row in rows:
+            if str(row.get("version")) == want and row.get("cann"):
+                return str(row["cann"]), str(row.get("cann_source") or "")
     return None, None
 
 
