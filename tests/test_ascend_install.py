@@ -1,0 +1,91 @@
+"""Ascend (issue 32): install plans torch's CPU build + the torch-npu its wheel's METADATA pairs with, says which CANN
+that needs (Ascend's table) and whether the machine has it; as a what-if (``--npu 910B``) and on the recorded machines
+of tests/test_ascend.py (a captured tree, a fake npu-smi printing the recorded table, a target venv of dist-info files).
+The plans are dry runs with ``--offline``: the resolver's answer, no index asked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import machine_env, run_sd
+from test_ascend import _machine, _recorded_env, _venv
+
+from stackdoctor.accelerators.ascend import pairing, table
+
+
+def _plan(args: list[str], env: dict[str, str] | None = None) -> dict:
+    out = run_sd(["install", "--dry-run", "--json", "--offline", *args], env=env)
+    return out.json()
+
+
+def _reqs(plan: dict) -> list[str]:
+    return [f"{p['name']}=={p['version']}" + (f"+{p['variant']}" if p["variant"] else "") for p in plan["packages"]]
+
+
+def test_what_if_npu_plans_the_cpu_build_and_the_paired_torch_npu():
+    plan = _plan(["--npu", "910B", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64"])
+    assert _reqs(plan) == ["torch==2.12.0+cpu", "torch-npu==2.12.0"], plan  # 2.12.1 exists, but no torch-npu pins it
+    assert plan["command"][-4:] == ["--index-url", "https://download.pytorch.org/whl/cpu", "--extra-index-url", "https://pypi.org/simple/"]
+    text = "\n".join(plan["reasons"])
+    assert "torch-npu 2.12.0 pins torch==2.12.0 (its wheel's METADATA: https://files.pythonhosted.org/" in text, text
+    assert "needs CANN 9.1.0 or newer (Ascend/pytorch COMPATIBILITY.en.md" in text
+    assert any("CANN is not known to this what-if" in w for w in plan["warnings"]) and "Huawei Ascend NPU 910B" in plan["machine"]
+
+
+def test_what_if_aarch64_uses_the_label_less_cpu_wheel():
+    plan = _plan(["--npu", "910B4", "--python-version", "3.10", "--platform", "manylinux_2_28_aarch64", "--torch", "2.8.0"])
+    assert _reqs(plan) == ["torch==2.8.0", "torch-npu==2.8.0.post4"], plan  # the newest 2.8.0 torch-npu whose CANN is known (9.0.0)
+    assert "pins torch==2.8.0 (its wheel's METADATA" in "\n".join(plan["reasons"])  # the aarch64 wheel's own pin, no +cpu
+
+
+def test_a_pin_no_torch_npu_pairs_with_is_unmet():
+    out = run_sd(["install", "--dry-run", "--json", "--offline", "--npu", "910B", "--torch", "2.12.1"])
+    assert out.rc == 1
+    assert "no torch-npu release pins it" in out.json()["error"]["message"], out.json()
+
+
+def test_a_release_missing_from_ascends_table_is_planned_only_when_pinned_and_says_so():
+    plan = _plan(["--npu", "910C", "--torch", "2.14.0", "--python-version", "3.12", "--platform", "manylinux_2_28_x86_64"])
+    assert _reqs(plan) == ["torch==2.14.0+cpu", "torch-npu==2.14.0"]
+    assert any("the CANN it needs is unknown" in w for w in plan["warnings"]), plan["warnings"]
+
+
+def _on_machine(tmp_path: Path, torch: str, *, cann: str = "8.3.RC2", sourced: bool = True) -> dict:
+    root = _machine(tmp_path, cann=cann, driver=True)
+    py = _venv(tmp_path / "v", torch, None, None)
+    env = machine_env(tmp_path / "bin", root, COLUMNS="200", **(_recorded_env() if sourced else {}))
+    return _plan(["--python", py], env=env)
+
+
+def test_the_recorded_910b_machine_gets_the_torch_npu_its_cann_can_load(tmp_path):
+    """CANN 8.3.RC2: torch-npu 2.12 .. 2.9 need CANN 8.5.0 or newer, 2.8.0 needs 8.3.RC1 — so torch 2.8.0, a downgrade
+    from the installed 2.13.0+cpu that says why."""
+    plan = _on_machine(tmp_path, "2.13.0+cpu")
+    assert _reqs(plan) == ["torch==2.8.0+cpu", "torch-npu==2.8.0"], plan
+    text = "\n".join(plan["reasons"])
+    assert "this machine has CANN 8.3.RC2 (/usr/local/Ascend/ascend-toolkit/latest/aarch64-linux/ascend_toolkit_install.info), which meets it" in text, text
+    assert "downgrade from 2.13.0+cpu to 2.8.0+cpu: torch-npu 2.8.0, planned beside it, pins torch 2.8.0" in text
+
+
+def test_a_cuda_torch_on_the_ascend_machine_is_replaced_by_the_cpu_build(tmp_path):
+    plan = _on_machine(tmp_path, "2.8.0+cu126", sourced=False)
+    assert _reqs(plan) == ["torch==2.8.0+cpu", "torch-npu==2.8.0"], plan
+    assert "replaces the installed torch: 2.8.0+cu126 -> 2.8.0+cpu" in plan["reasons"], plan["reasons"]
+    assert any("source /usr/local/Ascend/ascend-toolkit/set_env.sh" in w for w in plan["warnings"]), plan["warnings"]  # not sourced
+
+
+def test_cann_too_old_for_every_release_plans_the_newest_and_says_upgrade():
+    rows = list(table()["releases"])
+    own = {"cann": {"version": "8.0.RC3", "info_file": "/usr/local/Ascend/ascend-toolkit/latest/x86_64-linux/ascend_toolkit_install.info"}}
+    args = {"os": "linux", "arch": "x86_64", "python": "3.11", "hypothetical": False}
+    assert isinstance(pairing.companion(rows, own, "2.8.0", strict=True, **args), str)  # strict: none of 2.8.0's meets 8.0.RC3
+    c = pairing.companion(rows, own, "2.8.0", strict=False, **args)
+    assert not isinstance(c, str) and c.version == "2.8.0.post4"
+    assert any("this machine has CANN 8.0.RC3" in w and "upgrade CANN" in w for w in c.warnings), c.warnings
+
+
+@pytest.mark.parametrize("python,arch,want", [("3.9", "x86_64", "2.8.0.post4"), ("3.13", "aarch64", "2.8.0.post4"), ("3.14", "x86_64", None)])
+def test_the_wheels_python_and_platform_decide(python, arch, want):
+    c = pairing.companion(list(table()["releases"]), {}, "2.8.0", os="linux", arch=arch, python=python, hypothetical=True, strict=True)
+    assert (c if isinstance(c, str) else c.version) == want if want else isinstance(c, str) and "no torch-npu" in c
