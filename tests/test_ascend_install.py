@@ -89,3 +89,110 @@ def test_cann_too_old_for_every_release_plans_the_newest_and_says_upgrade():
 def test_the_wheels_python_and_platform_decide(python, arch, want):
     c = pairing.companion(list(table()["releases"]), {}, "2.8.0", os="linux", arch=arch, python=python, hypothetical=True, strict=True)
     assert (c if isinstance(c, str) else c.version) == want if want else isinstance(c, str) and "no torch-npu" in c
+
+
+# ---------------------------------------------------------------------------- a real install of stand-in wheels, verified
+
+TORCH_INIT = '''"""STAND-IN torch {v} for stackdoctor tests - not PyTorch."""
+{mark}
+__version__ = {v!r}
+from . import version, cuda
+
+
+def _import_device_backends():
+    # as torch/__init__.py does since 2.5: load every "torch.backends" entry point (torch_npu registers one), and
+    # turn a failure into the RuntimeError torch raises
+    from importlib.metadata import entry_points
+
+    for ext in entry_points(group="torch.backends"):
+        try:
+            ext.load()()
+        except Exception as err:
+            raise RuntimeError(f"Failed to load the backend extension: {{ext.name}}. You can disable extension auto-loading "
+                               "with TORCH_DEVICE_BACKEND_AUTOLOAD=0.") from err
+
+
+_import_device_backends()
+'''
+
+NPU_INIT = '''"""STAND-IN torch_npu {v} for stackdoctor tests - not Ascend's. Like the real one it needs CANN's environment: without
+it the import fails as the real one does (X-Oscar#4's message); with it, torch.npu answers (npu devices are the CPU)."""
+import os
+import sys
+import types
+
+if not os.environ.get("ASCEND_HOME_PATH") or "ascend" not in os.environ.get("LD_LIBRARY_PATH", "").lower():
+    raise ImportError("libhccl.so: cannot open shared object file: No such file or directory")
+__version__ = {v!r}
+
+
+def _autoload():
+    import torch
+
+    npu = types.ModuleType("torch.npu")
+    npu.is_available = lambda: True
+    npu.device_count = lambda: 2
+    npu.synchronize = lambda *a: None
+    torch.npu = npu
+    sys.modules["torch.npu"] = npu
+'''
+
+
+@pytest.fixture(scope="module")
+def standins(tmp_path_factory) -> Path:
+    """A find-links folder with a stand-in torch 2.8.0+cpu and a stand-in torch_npu 2.8.0 whose METADATA carries the
+    real wheel's pin (torch_npu.yaml: ``torch==2.8.0+cpu``, read from the x86_64 wheel)."""
+    from indexserver import FAKE_MARK, WheelSpec, _torch_files, build_wheel
+
+    row = next(r for r in table()["releases"] if r["version"] == "2.8.0")
+    d = tmp_path_factory.mktemp("asc-wheels")
+    torch = WheelSpec("torch", "2.8.0+cpu", "py3-none-any", [], {**_torch_files("2.8.0+cpu"), "torch/__init__.py": TORCH_INIT.format(v="2.8.0+cpu", mark=FAKE_MARK)})
+    npu = WheelSpec("torch-npu", "2.8.0", "py3-none-any", [row["requires_dist"]["x86_64"]],
+                    {"torch_npu/__init__.py": NPU_INIT.format(v="2.8.0"), "torch_npu-2.8.0.dist-info/entry_points.txt": "[torch.backends]\ntorch_npu = torch_npu:_autoload\n"})
+    for spec in (torch, npu):
+        (d / spec.filename).write_bytes(build_wheel(spec))
+    return d
+
+
+def _pip_venv(where: Path) -> str:
+    import shutil
+    import subprocess
+    import sys
+
+    import pip
+    from helpers import venv_bin
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
+    shutil.copytree(Path(pip.__file__).parent, next(where.glob("lib/python*/site-packages")) / "pip")
+    return str(venv_bin(where))
+
+
+def _install(tmp_path: Path, standins: Path, *, sourced: bool) -> tuple[object, str]:
+    from test_install import isolated_env
+
+    root = _machine(tmp_path, driver=True)
+    py = _pip_venv(tmp_path / "venv")
+    env = {**isolated_env(tmp_path), **machine_env(tmp_path / "bin", root, COLUMNS="200", **(_recorded_env() if sourced else {}))}
+    if not sourced:
+        env.pop("ASCEND_HOME_PATH", None)
+        env["LD_LIBRARY_PATH"] = ""
+    out = run_sd(["install", "--python", py, "--no-index", "--find-links", str(standins), "--yes", "--json"], env=env, timeout=300)
+    return out, py
+
+
+@pytest.mark.posix
+def test_a_real_install_of_the_stand_ins_with_cann_sourced_sees_the_npus(tmp_path, standins):
+    out, py = _install(tmp_path, standins, sourced=True)
+    plan = out.json()
+    assert out.rc == 0, (out.stdout[-2000:], out.stderr[-2000:])
+    assert _reqs(plan) == ["torch==2.8.0+cpu", "torch-npu==2.8.0"]
+    assert "torch 2.8.0+cpu imports in the target and sees the Huawei Ascend NPU" in out.stderr + out.stdout, out.stderr[-2000:]
+
+
+@pytest.mark.posix
+def test_a_real_install_without_cann_sourced_says_the_exact_source_line(tmp_path, standins):
+    out, py = _install(tmp_path, standins, sourced=False)
+    said = out.stderr + out.stdout
+    assert out.rc != 0, said[-2000:]
+    assert "Failed to load the backend extension: torch_npu" in said and "libhccl.so" in said, said[-3000:]
+    assert "run `source /usr/local/Ascend/ascend-toolkit/set_env.sh`" in said, said[-3000:]
