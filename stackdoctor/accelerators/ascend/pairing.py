@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from stackdoctor.accelerators.ascend.cann import cann_key
 from stackdoctor.accelerators.base import Companion
 
 __all__ = ["PYPI", "companion"]
@@ -39,8 +40,6 @@ def _wheel(row: dict[str, Any], arch: str) -> dict[str, Any]:
 
 def _cann_words(row: dict[str, Any], cann: dict[str, Any], hypothetical: bool) -> tuple[list[str], list[str], bool]:
     """(reasons, warnings, met) about the CANN the release needs and the one the machine has."""
-    from stackdoctor.accelerators.ascend.rules import cann_key
-
     need, version = row.get("cann"), row.get("version")
     if not need:
         return [], [f"torch-npu {version}: the CANN it needs is unknown ({row.get('cann_source')}); check Ascend's table before installing"], False

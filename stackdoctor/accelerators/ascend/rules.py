@@ -12,6 +12,7 @@ from typing import Any
 
 from stackdoctor import accelerators
 from stackdoctor.accelerators.ascend import TORCH_NPU, table, torch_npu_version
+from stackdoctor.accelerators.ascend.cann import cann_key
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import built_for_files
 
@@ -54,22 +55,6 @@ def needed_cann(npu_version: str) -> tuple[str | None, str | None]:
             if str(row.get("version")) == want and row.get("cann"):
                 return str(row["cann"]), str(row.get("cann_source") or "")
     return None, None
-
-
-def cann_key(version: str) -> tuple[int, ...]:
-    """CANN's versions in release order: 8.0.RC3 < 8.0.0 < 8.1.RC1 < 8.3.RC2 < 8.5.0 (an RC comes before its
-    final release; a test build "8.0.T6" before its RCs).
-
-    >>> cann_key("8.0.RC3") < cann_key("8.0.0") < cann_key("8.1.RC1") < cann_key("8.5.0")
-    True
-    """
-    m = re.match(r"^(\d+)\.(\d+)\.(?:(RC|T|rc)(\d+)|(\d+))", version.strip())
-    if not m:
-        return (0,)
-    major, minor = int(m.group(1)), int(m.group(2))
-    if m.group(5) is not None:
-        return (major, minor, 2, int(m.group(5)))
-    return (major, minor, 0 if m.group(3) == "T" else 1, int(m.group(4)))
 
 
 def _npu_machine(ctx: Ctx) -> bool:
