@@ -1069,7 +1069,7 @@ def _resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
             cpu_rejects.append(f"torch {ver}: {r.reason}")
             continue
         if str(ver) in companion:
-            plan.reasons.append(f"torch {ver} cpu: {beside.label if beside else ''} runs torch's CPU build with {companion[str(ver)].name} beside it")
+            pass  # the companion's own reasons say why this build (_with_companion)
         elif kind == "cpu" and t.nvidia_unlisted and not t.driver:
             plan.reasons.append(
                 f"torch {ver} cpu: {t.nvidia_unlisted} NVIDIA GPU(s) are on the PCI bus but no working NVIDIA driver lists them, "

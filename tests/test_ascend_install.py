@@ -196,3 +196,14 @@ def test_a_real_install_without_cann_sourced_says_the_exact_source_line(tmp_path
     assert out.rc != 0, said[-2000:]
     assert "Failed to load the backend extension: torch_npu" in said and "libhccl.so" in said, said[-3000:]
     assert "run `source /usr/local/Ascend/ascend-toolkit/set_env.sh`" in said, said[-3000:]
+
+
+def test_the_plan_reads_in_chinese():
+    """The plan's torch_npu and CANN sentences are the Ascend locale's (sentences: in its en.yaml and zh.yaml)."""
+    import os
+
+    env = {**os.environ, "LANG": "zh_CN.UTF-8", "LC_ALL": "", "LC_MESSAGES": ""}
+    out = run_sd(["install", "--npu", "910B", "--dry-run", "--offline", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64"], env=env)
+    said = out.stdout + out.stderr
+    assert "华为昇腾 NPU 使用 torch 的 CPU 版本，并在旁边安装 torch-npu" in said and "torch-npu 2.12.0 需要 CANN 9.1.0 或更新版本" in said, said
+    assert "此假设分析不知道目标机器的 CANN" in said

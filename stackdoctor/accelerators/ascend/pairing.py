@@ -63,7 +63,7 @@ def companion(rows: list[dict[str, Any]], own: dict[str, Any], torch: str, *, os
         return f"torch {torch}: no torch-npu release pins it (torch_npu.yaml: {', '.join(sorted({str(r.get('torch')) for r in rows}, reverse=True)[:6])}, ...)"
     fitting = [r for r in pairing if _fits(r, os, arch, python)]
     if not fitting:
-        return f"torch {torch}: no torch-npu {', '.join(str(r.get('version')) for r in pairing[:3])} wheel for {os} {arch}" + (f" and Python {python}" if python else "")
+        return f"torch {torch}: no torch-npu {', '.join(str(r.get('version')) for r in pairing[:3])} wheel for {os} {arch} and Python {python or '?'}"
     cann = {} if hypothetical else (own.get("cann") or {})
     for row in fitting:  # newest first, as the table lists them
         reasons, warnings, met = _cann_words(row, cann, hypothetical)
@@ -71,10 +71,13 @@ def companion(rows: list[dict[str, Any]], own: dict[str, Any], torch: str, *, os
             continue
         w = _wheel(row, arch)
         pin = re.sub(r"\s+", "", _pin(row, arch)).replace("(", "").replace(")", "")
-        reasons.insert(0, f"torch-npu {row['version']} pins {pin} (its wheel's METADATA: {w.get('url') or row.get('source')}"
+        reasons.insert(0, f"torch {torch} cpu: the Huawei Ascend NPU runs torch's CPU build with torch-npu beside it")
+        reasons.insert(1, f"torch-npu {row['version']} pins {pin} (its wheel's METADATA: {w.get('url') or row.get('source')}"
                           + (f", sha256 {str(w['sha256'])[:12]}…" if w.get("sha256") else "") + ")")
         env = (own.get("env") or {}) if not hypothetical else {}
         if not hypothetical and cann and not env.get("active") and cann.get("set_env"):
             warnings.append(f"CANN's environment is not active here: run `source {cann['set_env']}` before `import torch` (or add it to ~/.bashrc)")
         return Companion("torch-npu", str(row["version"]), PYPI, tuple(reasons), tuple(warnings))
-    return f"torch {torch}: no torch-npu release for it whose CANN requirement " + ("is known" if hypothetical or not cann else f"CANN {cann.get('version')} meets")
+    if hypothetical or not cann:
+        return f"torch {torch}: no torch-npu release for it has a known CANN requirement"
+    return f"torch {torch}: no torch-npu release for it runs on CANN {cann.get('version') or '?'}"
