@@ -40,7 +40,7 @@ from stackdoctor.leftovers import runtime_family as runtime_family  # re-exporte
 from stackdoctor.transaction import EXIT_FOR, Interrupted, Journal, Locked, Signals, env_lock, hook, read_journal, signal_name, signals
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.facts import GpuView
+    from stackdoctor.facts import Facts, GpuView
     from stackdoctor.plan import Plan
     from stackdoctor.system import CommandResult, System
 
@@ -196,6 +196,9 @@ def install_command(
         argv += ["--no-index", "--find-links", find_links]
     elif not is_pypi(plan.index_url):
         argv += ["--index-url", str(plan.index_url)]
+        # a package from another index (a kind's companion, torch-npu from PyPI beside torch's CPU build): an extra index
+        argv += [a for url in dict.fromkeys(p.index_url for p in plan.packages if p.index_url and p.index_url != plan.index_url)
+                 for a in ("--extra-index-url", url)]
     return argv
 
 
@@ -478,14 +481,18 @@ def expected_version(plan: Plan) -> str | None:
     return None
 
 
-def judge(plan: Plan, v: Verification, accelerator: str | None) -> tuple[bool, str]:
+def judge(plan: Plan, v: Verification, accelerator: str | None, facts: Facts | None = None) -> tuple[bool, str]:
     """(ok, sentence): did the install give the planned torch, and can it use the accelerator seen?
 
     ``accelerator`` is what the machine's facts show: "cuda" | "rocm" | "xpu" | "mps" | a plug-in kind's backend |
-    None. The sentence for the kind is the registry's (``accelerators.verify_install``: each kind's ``verify``).
+    None. The sentence for the kind is the registry's (``accelerators.verify_install``: each kind's ``verify``), and
+    a failure ends with the kind's hint (``accelerators.import_hint``, from ``facts``: CANN's ``source`` line).
     """
+    from stackdoctor import accelerators
+
     if not v.imported:
-        return False, f"torch does not import in the target: {v.error or 'unknown error'}"
+        hint = accelerators.import_hint(accelerator, v.error or "", facts)
+        return False, f"torch does not import in the target: {v.error or 'unknown error'}" + (f"; {hint}" if hint else "")
     want = expected_version(plan)
     if want and v.version != want:
         from packaging.version import InvalidVersion, Version
@@ -497,11 +504,11 @@ def judge(plan: Plan, v: Verification, accelerator: str | None) -> tuple[bool, s
         if not same:
             return False, f"the target imports torch {v.version}, not the planned {want} (another torch shadows it? {v.location})"
     got = f"torch {v.version} imports in the target"
-    from stackdoctor import accelerators
-
     verdict = accelerators.verify_install(accelerator, plan.variant, v)
     if verdict is not None:
         ok, clause = verdict
+        hint = None if ok else accelerators.import_hint(accelerator, clause, facts)
+        clause += f" — {hint}" if hint else ""
         return (True, f"{got} and {clause}") if ok else (False, f"{got}, but {clause}; run `stackdoctor check`")
     if accelerators.for_variant(plan.variant) is not None:  # a GPU build, and no kind of it here to try
         return True, f"{got} (no matching GPU on this machine, so the accelerator was not tried)"
@@ -934,6 +941,7 @@ def execute(
     user_find_links: Sequence[str] = (),
     reinstall: bool = False,
     gpu_targets: Sequence[GpuView] = (),
+    facts: Facts | None = None,
 ) -> InstallResult:
     """Install ``plan`` into ``python`` as a transaction: the target holds exactly its previous torch family or
     exactly the new one, whatever happens (a failure, Ctrl-C, SIGTERM, SIGHUP, a full disk; after SIGKILL or a power
@@ -988,7 +996,7 @@ def execute(
             result = _transaction(
                 plan, argv, before, prefix, sig, system=system, python=python, installer=installer, timeout_s=timeout_s, accelerator=accelerator,
                 say=say, stream=stream, uv=uv, grace_s=grace_s, env=env, copy_cap=backup_copy_cap, offline=offline, user_find_links=user_find_links,
-                gpu_targets=gpu_targets,
+                gpu_targets=gpu_targets, facts=facts,
             )
             result.notes[:0] = notes
     except Locked as exc:
@@ -1151,6 +1159,7 @@ def _transaction(
     offline: bool,
     user_find_links: Sequence[str],
     gpu_targets: Sequence[GpuView] = (),
+    facts: Facts | None = None,
 ) -> InstallResult:
     prev = before.torch_family()
     journal = Journal(prefix=prefix, python=python, before=dict(prev), planned=planned_versions(plan), command=list(argv), installer=installer)
@@ -1196,7 +1205,7 @@ def _transaction(
             hook("import")
             v = verify(system, python)
             result.verification = v
-            ok, sentence = judge(plan, v, accelerator)
+            ok, sentence = judge(plan, v, accelerator, facts)
             gpu = check_gpu_code(plan, v, gpu_targets, system) if v.imported else None
             if gpu is not None:
                 result.gpu_code = gpu.data

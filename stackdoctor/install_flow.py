@@ -67,6 +67,7 @@ class InstallOptions:
     driver: str | None = None
     gpus: list[str] = field(default_factory=list)
     gfx: list[str] = field(default_factory=list)
+    devices: dict[str, list[str]] = field(default_factory=dict)  # other kinds' what-if devices (--npu 910B): {"ascend": ["910B"]}
     remove_leftovers: bool = False
     recover: bool = False
     timeout_s: float = 3600.0
@@ -75,7 +76,7 @@ class InstallOptions:
     @property
     def what_if(self) -> bool:
         """A plan for another machine (``--driver``/``--gpu``/``--gfx`` too): never carried out here."""
-        return bool(self.python_version or self.platform or self.replay or self.driver or self.gpus or self.gfx)
+        return bool(self.python_version or self.platform or self.replay or self.driver or self.gpus or self.gfx or any(self.devices.values()))
 
     @property
     def conda_installer(self) -> bool:
@@ -365,6 +366,7 @@ def make_request(opts: InstallOptions, facts: Facts, matrix: Matrix | None = Non
         driver=opts.driver,
         gpus=list(opts.gpus),
         gfx=list(opts.gfx),
+        devices={k: list(v) for k, v in opts.devices.items() if v},
         index_base=index_base(opts.index_base, os.environ, matrix),
         installer=opts.installer if opts.installer in ("pip", "uv") else "pip",
     )
@@ -376,7 +378,8 @@ def accelerator_seen(facts: Facts, variant: str | None) -> str | None:
     acc = accelerators.select(facts)
     if acc is None:
         return None
-    if acc.serves(variant) or (acc.name == "apple" and acc.usable(facts)) or (acc.name == "jetson" and (variant or "").startswith("cu")):
+    beside = bool(acc.companions) and acc.builds(variant)  # a kind served by a CPU build with its companion beside it (Ascend)
+    if acc.serves(variant) or beside or (acc.name == "apple" and acc.usable(facts)) or (acc.name == "jetson" and (variant or "").startswith("cu")):
         return acc.backend
     return None
 
@@ -415,6 +418,10 @@ def describe_machine(opts: InstallOptions, facts: Facts) -> str:
         parts.append(f"GPU {', '.join(opts.gpus)}")
     if opts.gfx:
         parts.append(f"AMD {', '.join(opts.gfx)}")
+    for kind, names in opts.devices.items():
+        acc = accelerators.by_name(kind)
+        if names and acc is not None:
+            parts.append(f"{acc.label} {', '.join(names)}")
     if opts.python_version:
         parts.append(f"Python {opts.python_version}")
     if opts.platform:
@@ -800,6 +807,7 @@ def _install(
         user_find_links=opts.find_links,
         reinstall=repair,
         gpu_targets=facts.reconciled.gpus,
+        facts=facts,
     )
     out.result = result
     out.what = "installed" if result.ok else "failed"

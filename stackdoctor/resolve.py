@@ -177,7 +177,11 @@ def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
     t.wsl = bool(p.is_wsl) and os_ == "linux" and not request.platform
     t.windows_driver = os_ == "windows" or t.wsl
     # GPUs: what-if overrides replace the probed ones
-    if request.gpus or request.gfx:
+    if request.gpus or request.gfx or request.devices:
+        for kind, names in request.devices.items():  # a kind's what-if flag (--npu 910B): its devices, named
+            acc = accelerators.by_name(kind)
+            if acc is not None:
+                t.gpus.extend(Gpu(acc.vendor, i, n.strip()) for i, n in enumerate(names))
         for i, g in enumerate(request.gpus):
             cc = _parse_gpu_request(g, matrix)
             t.gpus.append(Gpu("nvidia", i, g if not re.match(r"^(sm_?\d+|\d+\.\d)$", g.strip(), re.I) else None, cc=cc))
@@ -780,6 +784,42 @@ def _nothing_suggestions(t: Target, matrix: Matrix, request: Request, cands: lis
     return out
 
 
+def _companions(
+    facts: Facts, request: Request, t: Target, acc: accelerators.Accelerator, cands: list[tuple[Release, Version]], plan: Plan
+) -> tuple[list[tuple[Release, Version]], dict[str, accelerators.Companion]]:
+    """The releases a kind's companion package pairs with on this target (``torch-npu`` beside torch's CPU build), newest
+    first, and the companion of each: first only those whose needs are known and met (:meth:`Accelerator.companion`'s
+    ``strict``), else any that pairs, with its warnings. No release pairs: none, and the plan says why."""
+    why: list[str] = []
+    for strict in (True, False):
+        paired: dict[str, accelerators.Companion] = {}
+        for _rel, ver in cands:
+            c = acc.companion(facts, str(ver), os=t.os, arch=t.arch, python=t.python, hypothetical=_what_if(request), strict=strict)
+            if isinstance(c, accelerators.Companion):
+                paired[str(ver)] = c
+            elif isinstance(c, str) and c not in why:
+                why.append(c)
+        if paired:
+            return [(r, v) for r, v in cands if str(v) in paired], paired
+    plan.reasons.append(why[0] if why else f"no {', '.join(acc.companions)} release pairs with the requested torch")
+    plan.reasons.extend(why[1:3])
+    return [], {}
+
+
+def _with_companion(facts: Facts, request: Request, plan: Plan, c: accelerators.Companion | None) -> Plan:
+    """``plan`` with the companion package beside torch: its requirement, its index (an extra one), its reasons."""
+    if c is None:
+        return plan
+    plan.packages.append(PlannedPackage(c.name, c.version, None, c.index_url))
+    plan.reasons.extend(c.reasons)
+    plan.warnings.extend(w for w in c.warnings if w not in plan.warnings)
+    plan.command = _command(facts, request, [p.requirement for p in plan.packages], plan.index_url)
+    extra = list(dict.fromkeys(p.index_url for p in plan.packages if p.index_url and p.index_url != plan.index_url))
+    for url in extra:
+        plan.command += ["--extra-index-url", url]
+    return plan
+
+
 def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
     """The install plan for ``request`` on the machine ``facts`` describe, from ``matrix``. Pure.
 
@@ -845,7 +885,7 @@ def _unmet_sentence(plan: Plan) -> str:
 
 def _what_if(request: Request) -> bool:
     """The request plans for another machine, so this one's installed torch is not the one replaced."""
-    return bool(request.platform or request.python_version or request.gpus or request.gfx or request.driver)
+    return bool(request.platform or request.python_version or request.gpus or request.gfx or request.driver or request.devices)
 
 
 def _installed_works(facts: Facts) -> bool:
@@ -888,7 +928,8 @@ def _mind_installed(facts: Facts, matrix: Matrix, request: Request, plan: Plan) 
     gpu_to_cpu = ik is not None and ik[0] != "cpu" and nk is not None and nk[0] == "cpu"
     if inst > new:
         works = _installed_works(facts)
-        if not request.torch and request.variant == "auto" and works and (same_kind or gpu_to_cpu):
+        paired = any(p.name in accelerators.companion_names() for p in plan.packages)  # the companion pins the planned torch
+        if not request.torch and request.variant == "auto" and works and (same_kind or gpu_to_cpu) and not paired:
             row = matrix.release(inst)
             unknown = row is None or not row.variants
             plan.reasons.insert(
@@ -910,6 +951,8 @@ def _mind_installed(facts: Facts, matrix: Matrix, request: Request, plan: Plan) 
             why = f"--torch {request.torch} asks for it"
         elif request.variant != "auto":
             why = f"--variant {request.variant} asks for that build, and {new_full} is the newest the matrix knows for this machine"
+        elif paired:
+            why = next(f"{p.name} {p.version}, planned beside it, pins torch {new}" for p in plan.packages if p.name in accelerators.companion_names())
         elif not works:
             why = f"the installed build does not work here ({t.import_error or 'torch sees no GPU'})"
         else:
@@ -1044,6 +1087,12 @@ def _resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
         vk = variant_kind(request.variant)
         kind = vk[0] if vk else kind
 
+    companion: dict[str, accelerators.Companion] = {}
+    beside = accelerators.companion_kind({g.vendor for g in gpus}) if kind == "cpu" and request.variant in ("auto", "cpu") else None
+    if beside is not None:
+        cands, companion = _companions(facts, request, t, beside, cands, plan)
+        if not cands:
+            return plan
     if kind != "cpu":
         rejected_all: list[Rejected] = []
         for subset in _subsets(gpus) if kind in ("cuda", "rocm") and gpus else [gpus]:
@@ -1103,7 +1152,9 @@ def _resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
         except _Reject as r:
             cpu_rejects.append(f"torch {ver}: {r.reason}")
             continue
-        if kind == "cpu" and t.nvidia_unlisted and not t.driver:
+        if str(ver) in companion:
+            pass  # the companion's own reasons say why this build (_with_companion)
+        elif kind == "cpu" and t.nvidia_unlisted and not t.driver:
             plan.reasons.append(
                 f"torch {ver} cpu: {t.nvidia_unlisted} NVIDIA GPU(s) are on the PCI bus but no working NVIDIA driver lists them, "
                 "so no CUDA build can be checked or chosen"
@@ -1115,7 +1166,7 @@ def _resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
             plan.reasons.append(f"torch {ver} cpu: no GPU build fits{' (see rejected)' if plan.rejected else ''}; a CPU build is what works here")
         if plan.suggestions:
             plan.reasons.append("to get a GPU build: " + "; or ".join(plan.suggestions))
-        return _finish(facts, matrix, request, fit, plan)
+        return _with_companion(facts, request, _finish(facts, matrix, request, fit, plan), companion.get(str(ver)))
     # no CPU build: PyPI's default build (a CUDA build, learned from its wheels) runs on the CPU too, as `pip install torch` does
     for rel, ver in cands:
         for v in rel.variants:

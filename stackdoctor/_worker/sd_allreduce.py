@@ -109,12 +109,62 @@ def tccl_library(dist):
     return None
 
 
+def _specs():
+    """The accelerator kinds' device specs (``STACKDOCTOR_DEVICES``, as sd_kernels.py reads them)."""
+    try:
+        data = json.loads(os.environ.get("STACKDOCTOR_DEVICES") or "{}")
+    except ValueError:
+        return []
+    return [v for v in (data.values() if isinstance(data, dict) else []) if isinstance(v, dict) and v.get("device")]
+
+
+def _api(torch, spec):
+    import importlib
+
+    for name in spec.get("imports") or []:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass
+    obj = torch
+    for part in str(spec.get("torch_api") or "").split("."):
+        obj = getattr(obj, part, None) if part else None
+        if obj is None:
+            return None
+    return obj
+
+
+def spec_backend(torch, dist, device):
+    """(backend, device, reason) of a spec'd kind whose devices torch sees ("hccl", "npu"), else None; its
+    backend missing from torch.distributed is gloo on the CPU, saying so."""
+    for spec in _specs():
+        if device not in (None, spec["device"]):
+            continue
+        try:
+            api = _api(torch, spec)
+            if api is None or not api.is_available():
+                continue
+        except Exception:
+            continue
+        backend = spec.get("backend") or "gloo"
+        check = getattr(dist, "is_backend_available", None)
+        if backend != "gloo" and check is not None and not check(backend):
+            return "gloo", "cpu", "%s device present, but torch.distributed has no %s backend: gloo over TCP" % (spec["device"], backend)
+        return backend, spec["device"], "%s device present and torch has %s" % (spec["device"], backend.upper())
+    return None
+
+
 def choose_backend(torch, dist, requested, device):
     """(backend, device, reason). ``auto``: nccl for CUDA, xccl for XPU, tccl for MPS if it is
     Apple's Thunderbolt RDMA one, else gloo on the CPU."""
     if requested and requested != "auto":
-        dev = device or ("cuda" if requested == "nccl" else "xpu" if requested == "xccl" else "mps" if requested == "tccl" else "cpu")
+        spec = next((s for s in _specs() if s.get("backend") == requested), None)  # "hccl": the spec'd kind's device
+        dev = device or ("cuda" if requested == "nccl" else "xpu" if requested == "xccl" else "mps" if requested == "tccl"
+                         else spec["device"] if spec else "cpu")
         return requested, dev, "asked for"
+    spec = spec_backend(torch, dist, device)
+    if spec is not None:
+        return spec
     if device in (None, "cuda") and torch.cuda.is_available() and dist.is_nccl_available():
         return "nccl", "cuda", "CUDA device present and torch has NCCL"
     xccl = getattr(dist, "is_xccl_available", None)
@@ -145,6 +195,11 @@ def synchronize(torch, device):
         torch.xpu.synchronize()
     elif device == "mps":
         torch.mps.synchronize()
+    else:
+        spec = next((s for s in _specs() if device.split(":", 1)[0] == s["device"]), None)
+        sync = _api(torch, {"torch_api": spec.get("synchronize")}) if spec and spec.get("synchronize") else None
+        if sync is not None:
+            sync()
 
 
 def run(args):
@@ -187,6 +242,11 @@ def run(args):
         torch.cuda.set_device(torch.device(device))
     elif device == "xpu":
         device = "xpu:%d" % (local_rank % max(1, torch.xpu.device_count()))
+    elif any(s["device"] == device for s in _specs()):  # a spec'd kind ("npu"): one device per local rank
+        api = _api(torch, next(s for s in _specs() if s["device"] == device))
+        device = "%s:%d" % (device, local_rank % max(1, int(api.device_count()) if api is not None else 1))
+        if api is not None and getattr(api, "set_device", None) is not None:
+            api.set_device(device)
     out.update({"backend": backend, "backend_reason": reason, "device": device})
 
     # ---- rendezvous: who joined, within the timeout

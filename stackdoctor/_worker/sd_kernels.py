@@ -88,8 +88,54 @@ def last_line(exc):
 # ---------------------------------------------------------------------------- devices
 
 
+def specs():
+    """The device specs of the accelerator kinds this worker has no branch for (``STACKDOCTOR_DEVICES``: JSON
+    ``{kind: {"device": "npu", "torch_api": "npu", "synchronize": "npu.synchronize", "backend": "hccl", "imports": [...]}}``,
+    the parent's ``accelerators.device_specs()``)."""
+    try:
+        data = json.loads(os.environ.get("STACKDOCTOR_DEVICES") or "{}")
+    except ValueError:
+        return []
+    return [v for v in (data.values() if isinstance(data, dict) else []) if isinstance(v, dict) and v.get("device")]
+
+
+def _attr(torch, dotted):
+    obj = torch
+    for part in str(dotted or "").split("."):
+        obj = getattr(obj, part, None) if part else None
+        if obj is None:
+            return None
+    return obj
+
+
+def spec_for(device):
+    """The spec whose devices ``device`` ("npu:0") is one of, else None."""
+    kind = device.split(":", 1)[0]
+    return next((s for s in specs() if s["device"] == kind), None)
+
+
+def spec_devices(torch):
+    """The devices of every spec'd kind torch answers for: ``<device>:<i>`` for i < torch.<api>.device_count()."""
+    import importlib
+
+    out = []
+    for s in specs():
+        for name in s.get("imports") or []:
+            try:
+                importlib.import_module(name)
+            except Exception:
+                pass
+        try:
+            api = _attr(torch, s.get("torch_api"))
+            if api is not None and api.is_available():
+                out += ["%s:%d" % (s["device"], i) for i in range(int(api.device_count()))]
+        except Exception:
+            pass
+    return out
+
+
 def list_devices(torch):
-    """Every device torch can use here: cpu, each cuda:N (also ROCm), mps, each xpu:N."""
+    """Every device torch can use here: cpu, each cuda:N (also ROCm), mps, each xpu:N, each device of a spec'd kind."""
     out = ["cpu"]
     try:
         if torch.cuda.is_available():
@@ -108,7 +154,7 @@ def list_devices(torch):
             out += ["xpu:%d" % i for i in range(xpu.device_count())]
     except Exception:
         pass
-    return out
+    return out + spec_devices(torch)
 
 
 def is_gpu(device):
@@ -123,6 +169,10 @@ def device_name(torch, device):
             return torch.xpu.get_device_name(torch.device(device))
         if device == "mps":
             return "Apple MPS"
+        if spec_for(device) is not None:
+            api = _attr(torch, spec_for(device).get("torch_api"))
+            name = getattr(api, "get_device_name", None)
+            return name(int(device.split(":", 1)[1])) if name and ":" in device else None
         if device == "cpu":
             import platform
 
@@ -162,6 +212,10 @@ def synchronize(torch, device):
         torch.xpu.synchronize(torch.device(device))
     elif device == "mps":
         torch.mps.synchronize()
+    elif spec_for(device) is not None and spec_for(device).get("synchronize"):
+        sync = _attr(torch, spec_for(device)["synchronize"])  # "npu.synchronize": torch.npu.synchronize()
+        if sync is not None:
+            sync()
 
 
 def torch_dtype(torch, name):

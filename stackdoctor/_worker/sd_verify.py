@@ -86,4 +86,7 @@ try:
             out["available_errors"][str(kind)] = (type(e).__name__ + ": " + str(e)).splitlines()[0][:300]
 except BaseException as e:
     out["error"] = (type(e).__name__ + ": " + str(e)).strip().splitlines()[-1][:300] if str(e) else type(e).__name__
+    cause = e.__cause__ or e.__context__  # torch's autoload of a device backend wraps the reason (torch_npu: "libhccl.so: ...")
+    if cause is not None and str(cause).strip():
+        out["error"] += " (caused by %s: %s)" % (type(cause).__name__, str(cause).strip().splitlines()[-1][:300])
 print("@@stackdoctor-verify@@ " + json.dumps(out))

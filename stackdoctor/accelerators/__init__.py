@@ -21,13 +21,13 @@ from stackdoctor import texts
 from stackdoctor.accelerators.amd import Amd
 from stackdoctor.accelerators.apple import Apple
 from stackdoctor.accelerators.ascend import Ascend
-from stackdoctor.accelerators.base import Accelerator, DeviceSpec, Say, Verified
+from stackdoctor.accelerators.base import Accelerator, Companion, DeviceSpec, Say, Verified
 from stackdoctor.accelerators.intel import Intel
 from stackdoctor.accelerators.jetson import Jetson
 from stackdoctor.accelerators.nvidia import Nvidia
 from stackdoctor.facts import BuildKind, Facts, TorchFacts
 
-__all__ = ["ALL", "Accelerator", "DeviceSpec", "Say", "device_specs", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
+__all__ = ["ALL", "Accelerator", "Companion", "DeviceSpec", "companion_kind", "companion_names", "import_hint", "what_if_options", "Say", "device_specs", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
 
 
 def _all() -> tuple[Accelerator, ...]:
@@ -165,6 +165,33 @@ def verify_install(accelerator: str | None, variant: str | None, v: Verified) ->
             if verdict is not None:
                 return verdict
     return None
+
+
+def import_hint(accelerator: str | None, error: str, facts: Facts | None) -> str | None:
+    """What to do, in a sentence, when torch failed after an install of a build for the kind ``accelerator`` names (its
+    backend or name) with ``error`` (the import's error, or why ``is_available()`` is False): the kind's
+    :meth:`Accelerator.import_hint`; None when it has none."""
+    for a in ALL:
+        if accelerator and accelerator in (a.backend, a.name):
+            hint = a.import_hint(error, facts)
+            if hint:
+                return hint
+    return None
+
+
+def companion_kind(vendors: set[str]) -> Accelerator | None:
+    """The kind among devices of ``vendors`` whose torch needs a package beside it (:attr:`Accelerator.companions`)."""
+    return next((a for a in ALL if a.companions and a.vendor in vendors), None)
+
+
+def companion_names() -> frozenset[str]:
+    """Every kind's companion distributions ("torch-npu")."""
+    return frozenset(c for a in ALL for c in a.companions)
+
+
+def what_if_options() -> dict[str, Accelerator]:
+    """install's what-if flags of the kinds that declare one ("--npu" -> Ascend), beside --gpu and --gfx."""
+    return {a.what_if_option: a for a in ALL if a.what_if_option}
 
 
 def by_vendor(vendor: str) -> Accelerator | None:

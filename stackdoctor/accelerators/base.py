@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Protocol
 
 from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, TorchFacts
 
-__all__ = ["Accelerator", "DeviceSpec", "Say", "Verified"]
+__all__ = ["Accelerator", "Companion", "DeviceSpec", "Say", "Verified"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,18 @@ class DeviceSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class Companion:
+    """A package a kind installs beside torch (``torch-npu`` beside torch's CPU build), paired with one torch release:
+    what the resolver adds to a plan for a machine of that kind (:meth:`Accelerator.companion`)."""
+
+    name: str  # "torch-npu"
+    version: str  # "2.8.0.post2"
+    index_url: str | None  # the index that serves it ("https://pypi.org/simple/"); None: the plan's own
+    reasons: tuple[str, ...] = ()  # why this release, with its sources (the pin, what it needs)
+    warnings: tuple[str, ...] = ()  # what the machine still lacks for it
 
 
 class Say(Protocol):
@@ -87,6 +99,20 @@ class Accelerator:
     device: ClassVar[DeviceSpec | None] = None  # how the kernel and allreduce workers run on its device
     companions: ClassVar[tuple[str, ...]] = ()  # distributions installed beside torch for it ("torch-npu")
     torch_api_needs: ClassVar[str | None] = None  # torch is asked about it only where this module is installed ("torch_npu")
+    what_if_option: ClassVar[str | None] = None  # install's what-if flag naming one of its devices ("--npu 910B"), as --gpu does
+
+    def companion(self, facts: Facts, torch: str, *, os: str, arch: str, python: str | None, hypothetical: bool,
+                  strict: bool = True) -> Companion | str | None:
+        """The package to plan beside torch release ``torch`` (a :class:`Companion`) on a target with this kind's devices
+        (``os`` "linux", ``arch`` "x86_64", ``python`` "3.11"); a sentence when that release has none that fits; None when
+        the kind installs nothing beside torch. ``hypothetical``: a what-if, so ``facts`` are not the target's machine.
+        ``strict``: only a release whose needs are known and met; the resolver asks again without it when none is."""
+        return None
+
+    def import_hint(self, error: str, facts: Facts | None) -> str | None:
+        """What to do when torch's import after an install failed with ``error`` because of this kind's stack (a
+        sentence ending the verdict), or None."""
+        return None
 
     def hiding(self) -> tuple[str, ...]:
         """Every variable that hides its devices from torch, the first the one a plan sets."""

@@ -9,10 +9,12 @@ prints one ``stackdoctor.plan/1`` document, with ``error`` set when the command 
 
 from __future__ import annotations
 
+import copy
 import sys
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+import typer.core
 
 from stackdoctor.errors import StackdoctorError
 from stackdoctor.render.plan import format_command, localized, plan_json, render_outcome, render_planned, say, write_err
@@ -27,9 +29,46 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["InstallOptions", "format_command", "register", "run"]
 
 
+def _what_if_device(kind: str) -> object:
+    """The callback of a kind's what-if flag (``--npu 910B``): its devices, kept in the context for the command."""
+
+    def keep(ctx: typer.Context, param: object, value: object) -> object:
+        names = [str(v) for v in (value or ())]  # type: ignore[attr-defined]
+        if any(not n.strip() for n in names):
+            raise typer.BadParameter("the value is empty", ctx=ctx, param=param)  # type: ignore[arg-type]
+        if names:
+            ctx.meta.setdefault(WHAT_IF_DEVICES, {})[kind] = names
+        return value
+
+    return keep
+
+
+WHAT_IF_DEVICES = "stackdoctor.what_if_devices"
+
+
+class _InstallCommand(typer.core.TyperCommand):
+    """install, with each accelerator kind's what-if flag (:attr:`Accelerator.what_if_option`, ``--npu``) beside
+    ``--gpu``: declared by the kinds, so a plug-in kind's flag appears without an edit here."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        from stackdoctor import accelerators
+
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        like = next((p for p in self.params if "--gfx" in getattr(p, "opts", ())), None)  # a repeatable text option, as typer builds one
+        if like is None:
+            return
+        for flag, acc in accelerators.what_if_options().items():
+            opt: Any = copy.copy(like)
+            opt.name, opt.opts, opt.secondary_opts = f"what_if_{acc.name}", [flag], []
+            opt.callback, opt.expose_value, opt.metavar = _what_if_device(acc.name), False, "CHIP"
+            opt.help = f"What-if {acc.label}: a chip name as {', '.join(acc.tool_witnesses) or 'its tool'} shows it (repeatable). Implies --dry-run."
+            self.params.append(opt)
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("install")
+    @app.command("install", cls=_InstallCommand)
     def install(
+        ctx: typer.Context,
         packages: Annotated[Optional[list[str]], typer.Argument(help="torch, torchvision, torchaudio (torch is always included).")] = None,
         torch: Annotated[Optional[str], typer.Option("--torch", help="torch version or specifier: 2.13.0, '>=2.6,<2.12'.")] = None,
         variant: Annotated[str, typer.Option("--variant", help="auto, cpu, cu126, cu130, rocm7.2, xpu, ...")] = "auto",
@@ -95,6 +134,7 @@ def register(app: typer.Typer) -> None:
             driver=driver,
             gpus=list(gpu or []),
             gfx=list(gfx or []),
+            devices=dict(ctx.meta.get(WHAT_IF_DEVICES) or {}),
             remove_leftovers=remove_leftovers,
             recover=recover,
             timeout_s=timeout,

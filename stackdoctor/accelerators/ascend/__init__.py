@@ -19,9 +19,10 @@ Since torch_npu 2.5.1 ``import torch`` loads it (torch's device-backend autoload
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any, ClassVar
 
-from stackdoctor.accelerators.base import Accelerator, DeviceSpec, Say, Verified
+from stackdoctor.accelerators.base import Accelerator, Companion, DeviceSpec, Say
 from stackdoctor.facts import Facts, GpuView, TorchFacts
 
 __all__ = ["Ascend", "TORCH_NPU", "torch_npu_version", "table"]
@@ -74,6 +75,26 @@ class Ascend(Accelerator):
     device: ClassVar[DeviceSpec | None] = DeviceSpec(device="npu", torch_api="npu", synchronize="npu.synchronize", backend="hccl",
                                                      imports=("torch_npu",))
     companions = (TORCH_NPU,)
+    what_if_option = "--npu"
+
+    def companion(self, facts: Facts, torch: str, *, os: str, arch: str, python: str | None, hypothetical: bool,
+                  strict: bool = True) -> Companion | str | None:
+        """torch_npu beside torch's CPU build: the release of ``torch_npu.yaml`` pinning ``torch`` (:mod:`.pairing`)."""
+        from stackdoctor.accelerators.ascend.pairing import companion
+
+        return companion(list(table().get("releases") or []), self.own_facts(facts), torch, os=os, arch=arch, python=python,
+                         hypothetical=hypothetical, strict=strict)
+
+    def import_hint(self, error: str, facts: Facts | None) -> str | None:
+        """torch_npu could not open CANN's libraries (``libhccl.so``, ``libascendcl.so``), or torch's autoload of it
+        failed: CANN's environment, with the exact ``source`` line of the install the probe found."""
+        if not re.search(r"lib(hccl|ascendcl)\S*\.so|backend extension: torch_npu|torch_npu", error or ""):
+            return None
+        cann = (self.own_facts(facts) if facts is not None else {}).get("cann") or {}
+        line = cann.get("set_env") or (f"{cann['root']}/set_env.sh" if cann.get("root") else None)
+        if not cann:
+            return "no CANN install was found: install CANN (https://www.hiascend.com/cann/download), then `source` its set_env.sh"
+        return f"CANN's libraries are not on the library path: run `source {line}` and try again"
 
     def own(self, facts: Facts) -> dict[str, Any]:
         return self.own_facts(facts)
@@ -105,11 +126,6 @@ class Ascend(Accelerator):
     def builds(self, variant: str | None) -> bool:
         return variant in (None, "cpu")  # the build torch_npu is installed beside
 
-    def verify(self, v: Verified) -> tuple[bool, str] | None:
-        verdict = super().verify(v)
-        if verdict is not None and not verdict[0] and "libhccl" in verdict[1] + " ".join(v.warnings):
-            return False, verdict[1] + " — CANN's libraries are not on the library path: source CANN's set_env.sh"
-        return verdict
 
     def device_lines(self, facts: Facts, say: Say) -> list[str]:
         lines = []

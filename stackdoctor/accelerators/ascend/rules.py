@@ -12,6 +12,7 @@ from typing import Any
 
 from stackdoctor import accelerators
 from stackdoctor.accelerators.ascend import TORCH_NPU, table, torch_npu_version
+from stackdoctor.accelerators.ascend.cann import cann_key
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import built_for_files
 
@@ -48,27 +49,12 @@ def paired_torch(npu_version: str) -> tuple[str | None, str]:
 
 def needed_cann(npu_version: str) -> tuple[str | None, str | None]:
     """The oldest CANN the torch_npu release needs, and the table's source for it; (None, None) when unknown."""
-    base = _base(npu_version)
-    for row in table().get("releases") or []:
-        if str(row.get("version")) in (npu_version, base) and row.get("cann"):
-            return str(row["cann"]), str(row.get("cann_source") or "")
+    rows = table().get("releases") or []
+    for want in (npu_version, _base(npu_version)):  # the release's own row first, then its base release's
+        for row in rows:
+            if str(row.get("version")) == want and row.get("cann"):
+                return str(row["cann"]), str(row.get("cann_source") or "")
     return None, None
-
-
-def cann_key(version: str) -> tuple[int, ...]:
-    """CANN's versions in release order: 8.0.RC3 < 8.0.0 < 8.1.RC1 < 8.3.RC2 < 8.5.0 (an RC comes before its
-    final release; a test build "8.0.T6" before its RCs).
-
-    >>> cann_key("8.0.RC3") < cann_key("8.0.0") < cann_key("8.1.RC1") < cann_key("8.5.0")
-    True
-    """
-    m = re.match(r"^(\d+)\.(\d+)\.(?:(RC|T|rc)(\d+)|(\d+))", version.strip())
-    if not m:
-        return (0,)
-    major, minor = int(m.group(1)), int(m.group(2))
-    if m.group(5) is not None:
-        return (major, minor, 2, int(m.group(5)))
-    return (major, minor, 0 if m.group(3) == "T" else 1, int(m.group(4)))
 
 
 def _npu_machine(ctx: Ctx) -> bool:
