@@ -9,6 +9,23 @@ has no torch, and more facts than collect_env; issue 23 tightens both: <= 0.15x 
 without torch.
 
     python benchmarks/bench_check.py --torch-python ~/.cache/stackdoctor-tests/torch-venv/bin/python [-n 7]
+
+Issue 33, measured with ``--fast-only`` on 2 shared cores (load average about 3; a bare ``import torch`` of the
+2.13.0 CPU venv took 3.4-3.5 s at that load, 1.85 s on a quiet machine). The second run's figures (the first run
+after a change parses the embedded matrix and the locale texts once and keeps them: ``stackdoctor/parsecache.py``):
+
+- before (commit 9a82f57, 7 paired rounds against this branch): ``check --no-kernels`` 1.155 s = 0.34x ``import
+  torch``; the target without torch 1.162 s = 2.69x ``stackdoctor --version`` (0.414 s);
+- after (7 paired rounds, this script): ``check --no-kernels`` 0.750 s = **0.21x**; without torch 0.652 s = **1.97x**
+  ``--version`` (0.334 s). The 2x goal is met (1.88x-2.31x over three runs at load 2-4); 0.15x is not.
+- what went: pydantic (typer 0.29 validates every option through a ``TypeAdapter``; 0.14 s of imports), yaml and
+  the parse of 200 kB of matrix and 190 kB of texts (0.1-0.3 s), ``importlib.metadata`` for the plug-in scan,
+  ``install_flow`` and the resolver imported by every command, typer reading all seven commands' signatures, the
+  secret scrub running 15 patterns over every string (0.2 s of a report's JSON), one child process (the Python-3
+  check, now asked only when the worker gave no Python facts). Modules imported by ``check --no-kernels``: 357 -> 257.
+- what is left, on this load: the interpreter and typer (0.1 s), the target worker (0.14-0.28 s wall, its
+  ``packaging.tags`` import most of it), the linkage reader on torch's libraries, ``nvcc --version`` twice, all
+  competing for 2 cores.
 """
 
 from __future__ import annotations

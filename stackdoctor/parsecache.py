@@ -18,6 +18,7 @@ import pickle
 import stat
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -106,8 +107,9 @@ def write(kind: str, k: str, value: Any) -> None:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not _private(os.stat(folder)):
             return
-        for old in folder.glob(f"{kind}-*.pickle"):  # the keys of earlier inputs: one file of a kind is kept
-            if old.name != f"{kind}-{k}.pickle":
+        week_ago = time.time() - 7 * 86400
+        for old in folder.glob(f"{kind}-*.pickle"):  # other keys' files (other versions, checkouts): kept a week
+            if old.name != f"{kind}-{k}.pickle" and old.stat().st_mtime < week_ago:
                 old.unlink(missing_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f"{kind}-", suffix=".tmp", dir=folder)
         try:

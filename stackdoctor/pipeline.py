@@ -279,11 +279,14 @@ def build_report(opts: Options, *, progress: Callable[[], AbstractContextManager
         opts = dataclasses.replace(opts, import_torch=True)  # a backend or GPU count is proven only by torch itself
     if opts.kernels and reqs is not None and "compile" in reqs.kernels:
         opts = dataclasses.replace(opts, compile=True)  # the project names the compile kernel: the quick pass runs it
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="prepare") as pool:
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="prepare") as pool:
         pending = pool.submit(prepare)
-        target_ok = pool.submit(check_python)  # is --python a Python 3 interpreter? asked beside the probes, free
         report = gather(opts, progress=progress)
-        target_ok.result()  # not Python (perl, Python 2): its one sentence, exit 2, instead of a report
+        if opts.replay or not report.facts.python.version:
+            # is --python a Python 3 interpreter? Asked only when the target's worker gave no Python facts: one that
+            # did is one (issue 33: no child process for an answer already given). Not Python (perl, Python 2): its
+            # one sentence, exit 2, instead of a report
+            check_python()
         matrix = pending.result()  # a bad --matrix raises its MatrixError here, after the probes
     if opts.kernels and wants_allreduce(reqs):
         project_allreduce(report, opts)
