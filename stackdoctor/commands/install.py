@@ -17,6 +17,7 @@ import typer
 from stackdoctor.errors import StackdoctorError
 from stackdoctor.install_flow import Hooks, InstallOptions, InstallOutcome, install
 from stackdoctor.render.plan import format_command, localized, plan_json, render_outcome, render_planned, say, write_err
+from stackdoctor.sources import as_pip_takes_it
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.source_run import FromSourceOptions
@@ -80,7 +81,7 @@ def register(app: typer.Typer) -> None:
             offline=offline,
             no_index=no_index,
             index_base=index_base,
-            find_links=list(find_links or []),
+            find_links=[as_pip_takes_it(x) for x in find_links or []],
             mirror=mirror,
             matrix=list(matrix or []),
             emit=emit,
