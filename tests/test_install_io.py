@@ -62,3 +62,76 @@ def test_a_relative_find_links_folder_that_is_not_there_is_one_sentence(venv, tm
     p = sd(["--python", str(venv / "bin" / "python"), "--offline", "--find-links", "m/none", "--dry-run"], user_env(tmp_path), cwd=tmp_path)
     assert p.returncode == 2, p.stderr[-3000:]
     assert "internal error" not in p.stderr and str(tmp_path / "m" / "none") in one_error(p)
+
+
+# ---------------------------------------------------------------------------- credentials as pip finds them
+
+NETRC_PW = "netrcPw5Zq8"
+
+
+@pytest.fixture(scope="module")
+def locked():
+    """The PEP 503 PyTorch index and the PyPI-style mirror, both answering 401 without carol's password."""
+    s = SourceServer(auth={"/torch/": ("carol", NETRC_PW), "/pypi/": ("carol", NETRC_PW)}).start()
+    yield s
+    s.stop()
+
+
+def locked_env(tmp_path: Path, src: SourceServer, *, netrc: bool, **extra: str) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    if netrc:
+        (home / ".netrc").write_text(f"machine 127.0.0.1\n  login carol\n  password {NETRC_PW}\n")
+        (home / ".netrc").chmod(0o600)
+    return user_env(tmp_path, HOME=str(home), PIP_INDEX_URL=src.pypi(), STACKDOCTOR_INDEX_BASE=src.torch_index(), **extra)
+
+
+def test_an_index_that_needs_the_netrc_login_is_read_and_installed_from(locked, venv, tmp_path):
+    env = locked_env(tmp_path, locked, netrc=True)
+    args = ["--python", str(venv / "bin" / "python"), "--torch", "2.13.0", "--variant", "cpu"]
+    dry = sd([*args, "--dry-run", "--json"], env)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    plan = json.loads(dry.stdout)
+    assert [p["index_url"] for p in plan["packages"]] == [f"{locked.torch_index()}/cpu"]  # stackdoctor's own read logged in
+    refused = locked.refused
+    real = sd([*args, "--yes"], env)
+    assert real.returncode == 0, real.stderr[-3000:]
+    assert family(venv) == {"torch": "2.13.0+cpu"} and imports_fake_torch(venv) == "2.13.0+cpu"
+    assert locked.refused == refused  # every request carried the login (pip's from the same netrc)
+    for out in (dry.stdout, dry.stderr, real.stdout, real.stderr):
+        assert NETRC_PW not in out
+
+
+def test_netrc_named_by_the_NETRC_variable_is_read_too(locked, venv, tmp_path):
+    other = tmp_path / "elsewhere.netrc"
+    other.write_text(f"machine 127.0.0.1 login carol password {NETRC_PW}\n")
+    env = locked_env(tmp_path, locked, netrc=False, NETRC=str(other))
+    p = sd(["--python", str(venv / "bin" / "python"), "--torch", "2.13.0", "--variant", "cpu", "--dry-run", "--json"], env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert NETRC_PW not in p.stdout + p.stderr
+
+
+def test_without_credentials_the_index_is_said_to_need_them_not_to_be_failing(locked, venv, tmp_path):
+    env = locked_env(tmp_path, locked, netrc=False)
+    p = sd(["--python", str(venv / "bin" / "python"), "--torch", "2.13.0", "--variant", "cpu", "--dry-run"], env)
+    assert p.returncode == 2
+    assert "/torch/ answered HTTP 401: it needs credentials, and none for it are in the URL or in ~/.netrc (pip reads both)" in p.stderr, p.stderr
+    assert "try again later" not in p.stderr
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nkeyring-provider = subprocess\n")
+    k = sd(["--python", str(venv / "bin" / "python"), "--torch", "2.13.0", "--variant", "cpu", "--dry-run"], dict(env, PIP_CONFIG_FILE=str(conf)))
+    assert k.returncode == 2
+    assert "answered HTTP 401: it needs credentials; pip is set to take them from the keyring (keyring-provider = subprocess), which stackdoctor does not read" in k.stderr
+
+
+def test_netrc_lookup_is_by_host_with_default_and_a_broken_file_is_no_credentials(tmp_path):
+    from stackdoctor.index import netrc_credentials
+
+    f = tmp_path / "n"
+    f.write_text("machine a.example login u password p\ndefault login anon password x\n")
+    env = {"NETRC": str(f)}
+    assert netrc_credentials(env, "a.example") == ("u", "p")
+    assert netrc_credentials(env, "b.example") == ("anon", "x")
+    f.write_text("machine a.example login u password p bogus x\n")  # malformed: requests ignores it, so does stackdoctor
+    assert netrc_credentials(env, "a.example") is None
+    assert netrc_credentials({"HOME": str(tmp_path / "nohome")}, "a.example") is None
