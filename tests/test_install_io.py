@@ -13,6 +13,7 @@ The wheels are GENERATED stand-ins (tests/sourceserver.py; "torch" says ``STACKD
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -135,3 +136,50 @@ def test_netrc_lookup_is_by_host_with_default_and_a_broken_file_is_no_credential
     f.write_text("machine a.example login u password p bogus x\n")  # malformed: requests ignores it, so does stackdoctor
     assert netrc_credentials(env, "a.example") is None
     assert netrc_credentials({"HOME": str(tmp_path / "nohome")}, "a.example") is None
+
+
+# ---------------------------------------------------------------------------- a big plain matrix
+
+
+def _plain_rows(n: int) -> str:
+    return "schema: stackdoctor.matrix/1\nreleases:\n" + "".join(f'- {{version: "3.{i // 1000}.{i % 1000}", source: s, variants: []}}\n' for i in range(n))
+
+
+def _matrix_cli(tmp_path: Path, path: Path) -> subprocess.CompletedProcess:
+    env = user_env(tmp_path)
+    p = subprocess.run([sys.executable, "-m", "stackdoctor", "install", "--matrix", str(path), "--dry-run"],
+                       env=env, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert "Traceback" not in p.stderr, p.stderr[-3000:]
+    return p
+
+
+def test_a_4_mib_matrix_of_82k_plain_rows_is_refused_for_its_size_not_called_an_alias_bomb(tmp_path):
+    big = tmp_path / "big.yaml"
+    text = _plain_rows(82_000)
+    big.write_text(text[: 4 * 1024 * 1024 - 1], encoding="utf-8")  # the file: just under the old 4 MiB cap
+    p = _matrix_cli(tmp_path, big)
+    assert p.returncode == 2
+    assert one_error(p) == f"stackdoctor: compat matrix {big} line 1: the file is larger than 1 MiB."
+    assert "alias" not in p.stderr
+
+
+def test_a_matrix_of_too_many_lines_is_refused_for_its_lines_before_it_is_parsed(tmp_path):
+    many = tmp_path / "many.yaml"
+    many.write_text("releases:\n" + "".join(f'- {{version: "3.0.{i}", source: s}}\n' for i in range(25_001)), encoding="utf-8")
+    assert many.stat().st_size < 1024 * 1024
+    p = _matrix_cli(tmp_path, many)
+    assert p.returncode == 2
+    assert one_error(p) == (f"stackdoctor: compat matrix {many} line 20001: the file has 25002 lines, more than the 20000 a matrix file may have;"
+                            " keep only the rows you need.")
+    assert "alias" not in p.stderr
+
+
+def test_many_values_without_aliases_are_not_an_alias_bomb(tmp_path):
+    from stackdoctor.errors import MatrixError
+    from stackdoctor.matrix import load_matrix
+
+    flat = tmp_path / "flat.yaml"
+    flat.write_text("releases: [" + ",".join(["1"] * 250_000) + "]\n", encoding="utf-8")
+    with pytest.raises(MatrixError) as ei:
+        load_matrix([flat])
+    assert str(ei.value) == f"compat matrix {flat} line 1: the document has more than 200000 values, more than a matrix file may hold."
