@@ -183,3 +183,71 @@ def test_many_values_without_aliases_are_not_an_alias_bomb(tmp_path):
     with pytest.raises(MatrixError) as ei:
         load_matrix([flat])
     assert str(ei.value) == f"compat matrix {flat} line 1: the document has more than 200000 values, more than a matrix file may hold."
+
+
+# ---------------------------------------------------------------------------- a path that holds a newline and an ESC
+
+FORGE = "FORGED ::error::owned"
+
+
+@pytest.fixture(scope="module")
+def hostile_venv(tmp_path_factory) -> Path:
+    """A real venv whose folder name holds a newline and an ESC sequence (venv refuses a ':' in it, so the
+    annotation-looking text sits in the file name under it: a symlink to the venv's python)."""
+    d = tmp_path_factory.mktemp("hostile") / "ev\nFORGED line\x1b[31mRED"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(d)], check=True)
+    link = d / f"py\n{FORGE}\x1b]0;title\x07"
+    link.symlink_to(d / "bin" / "python")
+    return link
+
+
+def _forged(text: str) -> list[str]:
+    """Lines a value forged: one that starts with the text after a newline, or any raw ESC / BEL."""
+    bad = [ln for ln in text.splitlines() if ln.startswith(("FORGED", "RED/"))]
+    return bad + [repr(c) for c in ("\x1b", "\x07") if c in text]
+
+
+@pytest.mark.parametrize("fmt", ["human", "markdown", "github", "junit", "json"])
+def test_a_newline_and_an_esc_in_the_python_path_forge_nothing_in_check(hostile_venv, tmp_path, fmt):
+    env = user_env(tmp_path)
+    p = subprocess.run([sys.executable, "-m", "stackdoctor", "check", "--python", str(hostile_venv), "--format", fmt],
+                       env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, cwd=tmp_path)
+    assert "Traceback" not in p.stderr and p.returncode in (0, 1), p.stderr[-3000:]
+    assert "FORGED" in p.stdout  # the path is shown ...
+    assert not _forged(p.stdout) and not _forged(p.stderr)  # ... on its own line, its controls as escapes
+    if fmt == "github":
+        assert all(ln.startswith(("::", "stackdoctor: ")) for ln in p.stdout.splitlines() if ln), p.stdout
+    if fmt == "junit":
+        import xml.etree.ElementTree as ET
+
+        root = ET.fromstring(p.stdout)
+        for el in root.iter():
+            for value in [*el.attrib.values(), el.text or ""]:
+                assert "\x1b" not in value and "\nFORGED" not in value, value
+    if fmt == "json":
+        assert json.loads(p.stdout)["facts"]["python"]["executable"] == str(hostile_venv)  # the data stays true
+
+
+def test_a_newline_and_an_esc_in_the_python_path_forge_nothing_in_install(hostile_venv, tmp_path, src):
+    src.write_folder(tmp_path / "wh", [T13, *DEPS])
+    args = ["--python", str(hostile_venv), "--offline", "--find-links", str(tmp_path / "wh"), "--dry-run"]
+    screen = sd(args, user_env(tmp_path))
+    assert screen.returncode == 0, screen.stderr[-3000:]
+    assert "FORGED" in screen.stdout and not _forged(screen.stderr) and not _forged(screen.stdout)
+    js = sd([*args, "--json"], user_env(tmp_path))
+    assert json.loads(js.stdout)["command"][0] == str(hostile_venv)
+    missing = sd(["--python", str(hostile_venv) + "-gone", "--dry-run"], user_env(tmp_path))
+    assert missing.returncode == 2 and "FORGED" in missing.stderr and not _forged(missing.stderr)
+
+
+def test_a_shell_word_with_controls_is_one_line_that_bash_turns_back_into_the_value():
+    import shutil
+
+    from stackdoctor.shell import word
+
+    for value in ["/v/ev\nFORGED\x1b[31m/bin/python", "it's \\ a\ttab\x85", "plain-path/x"]:
+        w = word(value)
+        assert "\n" not in w and "\x1b" not in w
+        if shutil.which("bash"):
+            assert subprocess.run(["bash", "-c", "printf %s " + w], capture_output=True, text=True).stdout == value
+    assert word("C:\\x y\n\x1b$z", windows=True) == '"C:\\x y`n`e`$z"'
