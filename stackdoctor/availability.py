@@ -132,7 +132,7 @@ def list_links(location: str, client: IndexClient | None) -> list[IndexFile]:
                 names = sorted(os.listdir(path))
             except OSError as exc:
                 raise _index_error("failing", f"{location} cannot be read: {exc.strerror or exc}.") from None
-            return [IndexFile(n, (path / n).resolve().as_uri()) for n in names if parse_flat_listing(f'<a href="{n}">{n}</a>', path.as_uri() + "/")]
+            return [IndexFile(n, (path / n).resolve().as_uri()) for n in names if parse_flat_listing(f'<a href="{n}">{n}</a>', path.resolve().as_uri() + "/")]
         if not path.exists():
             raise _index_error("missing", f"{location}: no such folder.")
         page = read_local_page(path.resolve().as_uri())

@@ -412,8 +412,11 @@ def terminate(signum: int) -> None:
 
 
 def _err(line: str) -> None:
+    """One error sentence on stderr: one line, control characters from a value in it shown as escapes."""
     try:
-        print(line, file=sys.stderr)
+        from stackdoctor.redact import escape_controls
+
+        print(escape_controls(line), file=sys.stderr)
     except Exception:
         pass
 

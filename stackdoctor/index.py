@@ -90,6 +90,7 @@ class NetworkSettings:
     client_cert: str | None = None
     trusted_hosts: list[str] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
+    keyring_provider: str | None = None  # pip's keyring-provider (auto, import, subprocess; "disabled" is None)
 
 
 # ---------------------------------------------------------------------------- urls and names
@@ -386,7 +387,69 @@ def network_settings(env: Mapping[str, str], prefix: str | None = None) -> Netwo
     for key, attr in (("proxy", "proxy"), ("cert", "cert"), ("client-cert", "client_cert"), ("trusted-host", "trusted_hosts")):
         if key in cfg.origins:
             out.sources[attr] = cfg.origins[key]
+    if cfg.keyring_provider and cfg.keyring_provider.lower() != "disabled":
+        out.keyring_provider = cfg.keyring_provider
     return out
+
+
+def netrc_file(env: Mapping[str, str]) -> Path | None:
+    """The netrc file pip (through requests) reads: ``NETRC``, else ``~/.netrc``, else ``~/_netrc``."""
+    if env.get("NETRC"):
+        return Path(env["NETRC"]).expanduser()
+    home = env.get("HOME") or os.path.expanduser("~")
+    for name in (".netrc", "_netrc"):
+        path = Path(home) / name
+        if path.is_file():
+            return path
+    return None
+
+
+def netrc_credentials(env: Mapping[str, str], host: str) -> tuple[str, str] | None:
+    """``(login, password)`` for ``host`` (its ``machine`` entry, else ``default``) from the user's netrc, as
+    requests looks them up for pip; a missing or malformed file is no credentials (requests ignores it too)."""
+    import netrc
+
+    path = netrc_file(env)
+    if path is None or not host:
+        return None
+    try:
+        found = netrc.netrc(str(path)).authenticators(host)
+    except (OSError, netrc.NetrcParseError, UnicodeDecodeError):
+        return None
+    if not found:
+        return None
+    login, _account, password = found
+    return (login or "", password or "")
+
+
+def _basic(user: str, password: str) -> str:
+    import base64
+
+    raw = f"{user}:{password}"
+    try:
+        data = raw.encode("latin-1")  # as requests (pip) encodes them
+    except UnicodeEncodeError:
+        data = raw.encode("utf-8")
+    return "Basic " + base64.b64encode(data).decode("ascii")
+
+
+def _auth_class() -> Any:
+    import httpx
+
+    class PipAuth(httpx.Auth):
+        """Credentials where pip finds them: the URL's own ``user:password@``, else the netrc entry of its host."""
+
+        def __init__(self, env: Mapping[str, str]) -> None:
+            self.env = env
+
+        def auth_flow(self, request: httpx.Request) -> Any:
+            url = request.url
+            cred = (url.username, url.password) if url.username else netrc_credentials(self.env, url.host)
+            if cred is not None and "Authorization" not in request.headers:
+                request.headers["Authorization"] = _basic(*cred)
+            yield request
+
+    return PipAuth
 
 
 # ---------------------------------------------------------------------------- fetching
@@ -491,6 +554,7 @@ class IndexClient:
             "trust_env": True,
             "verify": _ssl_context(self.settings, self.env),
             "headers": {"User-Agent": "stackdoctor (index check)"},
+            "auth": _auth_class()(self.env),
         }
         if self.settings.proxy:
             kwargs["proxy"] = self.settings.proxy
@@ -544,6 +608,8 @@ class IndexClient:
                 if resp.status_code == 304 and cached:
                     meta, body = cached
                     return Page(meta.get("final_url") or url, meta.get("content_type") or "", _text(body), from_cache=True)
+                if resp.status_code in (401, 403):
+                    raise _index_error("failing", _refused_sentence(url, resp.status_code, self.settings.keyring_provider))
                 if resp.status_code == 404:
                     raise _index_error("missing", f"{url} does not exist (HTTP 404): the index has no such package or variant; check --index-base and --variant.")
                 if resp.status_code >= 400:
@@ -589,6 +655,13 @@ class IndexClient:
             raise _index_error("failing", f"{url} sent a body that cannot be decoded ({_first(str(exc))}).") from None
         except (httpx.HTTPError, httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
             raise _index_error("failing", f"{url} could not be read: {type(exc).__name__}: {_first(str(exc))}.") from None
+
+
+def _refused_sentence(url: str, status: int, keyring: str | None) -> str:
+    if keyring:
+        return (f"{url} answered HTTP {status}: it needs credentials; pip is set to take them from the keyring "
+                f"(keyring-provider = {keyring}), which stackdoctor does not read: put them in ~/.netrc or in the index URL.")
+    return f"{url} answered HTTP {status}: it needs credentials, and none for it are in the URL or in ~/.netrc (pip reads both)."
 
 
 def _index_error(reason: str, message: str) -> IndexError_:

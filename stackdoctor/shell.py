@@ -28,9 +28,33 @@ def word(arg: str, *, windows: bool = False) -> str:
     (``C:\\x\\python.exe``, ``torch==2.13.0+cu126``; POSIX quoting would make the path a string PowerShell
     prints instead of running), else a single-quoted literal (a ``'`` inside is doubled). A quoted program
     needs ``&`` before it in PowerShell: :func:`for_windows` and the install command add it."""
+    if _CONTROL.search(arg):
+        return _c_quoted(arg, windows)
     if not windows:
         return shlex.quote(arg)
     return arg if _PS_BARE.fullmatch(arg) else "'" + arg.replace("'", "''") + "'"
+
+
+# C0, DEL and C1 controls: inside an ordinary quoted word they would print as themselves (a newline forges a line,
+# an ESC drives the terminal), so such a word is written in the quoting that spells them as escapes
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_POSIX_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\", "'": "\\'"}
+_PS_NAMED = {"\n": "`n", "\r": "`r", "\t": "`t", "\x1b": "`e", "`": "``", "$": "`$", '"': '`"'}
+
+
+def _c_quoted(arg: str, windows: bool) -> str:
+    """``arg`` with control characters as escapes the shell turns back into them: bash/zsh ``$'a\\nb'``,
+    PowerShell ``"a`nb"`` (``$([char]0x7)`` for the others)."""
+    named = _PS_NAMED if windows else _POSIX_NAMED
+    out = []
+    for c in arg:
+        if c in named:
+            out.append(named[c])
+        elif _CONTROL.match(c):
+            out.append(f"$([char]0x{ord(c):x})" if windows else f"\\x{ord(c):02x}" if ord(c) < 0x80 else f"\\u{ord(c):04x}")
+        else:
+            out.append(c)
+    return f'"{"".join(out)}"' if windows else f"$'{''.join(out)}'"
 
 
 def powershell_set(name: str, value: str) -> str:

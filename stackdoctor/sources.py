@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 PIP_LIST_KEYS = ("extra-index-url", "find-links", "trusted-host")
-PIP_KEYS = ("index-url", "extra-index-url", "find-links", "no-index", "trusted-host", "proxy", "cert", "client-cert", "constraint")
+PIP_KEYS = ("index-url", "extra-index-url", "find-links", "no-index", "trusted-host", "proxy", "cert", "client-cert", "constraint", "keyring-provider")
 _TRUE = {"y", "yes", "t", "true", "on", "1"}
 _FALSE = {"n", "no", "f", "false", "off", "0"}
 
@@ -90,6 +90,7 @@ class InstallerConfig:
     cert: str | None = None
     client_cert: str | None = None
     trusted_hosts: list[str] = field(default_factory=list)
+    keyring_provider: str | None = None  # pip's keyring-provider
     files: list[str] = field(default_factory=list)  # configuration files read, in load order
     origins: dict[str, str] = field(default_factory=dict)  # setting -> where it came from
     notes: list[str] = field(default_factory=list)  # unreadable / malformed files
@@ -118,6 +119,16 @@ def pypi_simple() -> str:
 
 def is_local(location: str) -> bool:
     return location.startswith("file:") or "://" not in location
+
+
+def as_pip_takes_it(location: str, cwd: str | None = None) -> str:
+    """A ``--find-links`` value as pip reads it: a URL (``file:`` included) unchanged, a path with ``~``
+    expanded and made absolute against the current directory (``m/sw`` -> ``/home/me/proj/m/sw``), so that
+    every later reader, and the installer whatever its working directory, sees the same folder."""
+    if not is_local(location) or location.startswith("file:"):
+        return location
+    path = os.path.expanduser(location)
+    return path if os.path.isabs(path) else os.path.normpath(os.path.join(cwd or os.getcwd(), path))
 
 
 def _strtobool(value: str) -> bool | None:
@@ -242,7 +253,7 @@ def read_pip_config(env: Mapping[str, str], prefix: str | None = None) -> Instal
         cfg.no_index = bool(_strtobool(effective["no-index"][0]))
     if "trusted-host" in effective:
         cfg.trusted_hosts = effective["trusted-host"][0].split()
-    for key, attr in (("proxy", "proxy"), ("cert", "cert"), ("client-cert", "client_cert")):
+    for key, attr in (("proxy", "proxy"), ("cert", "cert"), ("client-cert", "client_cert"), ("keyring-provider", "keyring_provider")):
         if key in effective:
             setattr(cfg, attr, effective[key][0].strip() or None)
     if "constraint" in effective:

@@ -18,6 +18,7 @@ import typer.core
 
 from stackdoctor.errors import StackdoctorError
 from stackdoctor.render.plan import format_command, localized, plan_json, render_outcome, render_planned, say, write_err
+from stackdoctor.sources import as_pip_takes_it
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.install_flow import Hooks, InstallOptions, InstallOutcome
@@ -124,7 +125,7 @@ def register(app: typer.Typer) -> None:
             offline=offline,
             no_index=no_index,
             index_base=index_base,
-            find_links=list(find_links or []),
+            find_links=[as_pip_takes_it(x) for x in find_links or []],
             mirror=mirror,
             matrix=list(matrix or []),
             emit=emit,

@@ -11,7 +11,7 @@ from typing import Any
 
 from stackdoctor.errors import MatrixError
 from stackdoctor.matrix.model import SCHEMA, Matrix
-from stackdoctor.matrix.reader import MAX_DOCUMENT_BYTES, _check_keys, _Ctx, _parse_yaml
+from stackdoctor.matrix.reader import MAX_DOCUMENT_BYTES, _check_keys, _Ctx, _parse_yaml, check_document_size
 from stackdoctor.matrix.tables import TABLES, Table
 
 # keys a document may carry besides its tables
@@ -115,7 +115,9 @@ def _read_user_file(path: str | Path) -> str:
         if p.stat().st_size > MAX_DOCUMENT_BYTES:
             raise MatrixError(f"compat matrix {p} line 1: the file is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB.")
         # a FIFO or /dev/zero is refused before anything is read (NotRegularFile: an OSError with its reason)
-        return read_bounded(p, MAX_DOCUMENT_BYTES, too_large=True).decode("utf-8")
+        text = read_bounded(p, MAX_DOCUMENT_BYTES, too_large=True).decode("utf-8")
+        check_document_size(text, str(p))
+        return text
     except TooLarge:
         raise MatrixError(f"compat matrix {p} line 1: the file is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB.") from None
     except MatrixError:
@@ -210,9 +212,11 @@ def load_matrix(extra: Sequence[str | Path] = (), *, embedded: bool = True, tabl
         paths = [str(learned), *paths]
     if not paths and tables is None:
         return _embedded_matrix()
+    # the user's files are read and sized first: one too big is refused before anything is parsed
+    texts = [(str(p), _read_user_file(p)) for p in paths]
     parts = list(_embedded())
-    for p in paths:
-        parts.append((str(p), parse_matrix_text(_read_user_file(p), str(p), tables)))
+    for name, text in texts:
+        parts.append((name, parse_matrix_text(text, name, tables)))
     return _build(parts, tables)
 
 

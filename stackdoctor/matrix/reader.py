@@ -10,7 +10,10 @@ from packaging.version import InvalidVersion, Version
 
 from stackdoctor.errors import MatrixError
 
-MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
+# One matrix file's bounds, checked before anything is parsed (a 4 MiB file of 82k plain rows took 14 s and
+# 254 MB to parse): the shipped matrix is 13 files, 2,975 lines and 250 KB in all, its biggest 1,944 lines.
+MAX_DOCUMENT_BYTES = 1024 * 1024
+MAX_DOCUMENT_LINES = 20_000
 MAX_ALIASES = 200
 
 
@@ -91,10 +94,7 @@ def _check_expansion(node: Any, file: str) -> None:
                 else:
                     total += size(child)
                 if total > MAX_EXPANDED_NODES:
-                    raise MatrixError(
-                        f"compat matrix {file} line {n.start_mark.line + 1}: the document expands to more than "
-                        f"{MAX_EXPANDED_NODES} values through YAML aliases (refusing a possible alias bomb)."
-                    )
+                    raise _too_many_values(file, n.start_mark.line + 1, aliases > 0)
             active.discard(key)
         else:
             total = 1
@@ -104,11 +104,32 @@ def _check_expansion(node: Any, file: str) -> None:
     size(node)
 
 
+def _too_many_values(file: str, line: int, through_aliases: bool) -> MatrixError:
+    """A document with too many values: an alias bomb only where aliases made it so."""
+    if through_aliases:
+        return MatrixError(
+            f"compat matrix {file} line {line}: the document expands to more than "
+            f"{MAX_EXPANDED_NODES} values through YAML aliases (refusing a possible alias bomb)."
+        )
+    return MatrixError(f"compat matrix {file} line {line}: the document has more than {MAX_EXPANDED_NODES} values, more than a matrix file may hold.")
+
+
+def check_document_size(text: str, file: str) -> None:
+    """Refuse a document for its size or its number of lines (rows), before it is parsed."""
+    if len(text) > MAX_DOCUMENT_BYTES or len(text.encode("utf-8", errors="replace")) > MAX_DOCUMENT_BYTES:
+        raise MatrixError(f"compat matrix {file} line 1: the file is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB.")
+    lines = text.count("\n") + (not text.endswith("\n"))
+    if lines > MAX_DOCUMENT_LINES:
+        raise MatrixError(
+            f"compat matrix {file} line {MAX_DOCUMENT_LINES + 1}: the file has {lines} lines, more than the "
+            f"{MAX_DOCUMENT_LINES} a matrix file may have; keep only the rows you need."
+        )
+
+
 def _parse_yaml(text: str, file: str) -> Any:
     import yaml
 
-    if len(text) > MAX_DOCUMENT_BYTES or len(text.encode("utf-8", errors="replace")) > MAX_DOCUMENT_BYTES:
-        raise MatrixError(f"compat matrix {file} line 1: the file is larger than {MAX_DOCUMENT_BYTES // (1024 * 1024)} MiB.")
+    check_document_size(text, file)
     loader = _make_loader(file)(text)
     try:
         node = loader.get_single_node()

@@ -18,13 +18,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def say(text: str, style: str = "") -> None:
-    """One of the install screen's lines on stderr, in the user's language."""
+    """One of the install screen's lines on stderr, in the user's language: one line, whatever a path or a
+    value in it holds (a newline or an ESC in a venv's path is shown as ``\\n``, ``\\x1b``)."""
     from rich.text import Text
 
     from stackdoctor.console import make_console
+    from stackdoctor.redact import escape_controls
 
     try:
-        make_console(stderr=True, soft_wrap=True).print(Text(localized(text), style=style))
+        make_console(stderr=True, soft_wrap=True).print(Text(escape_controls(localized(text)), style=style))
     except SystemExit:  # rich's answer to a broken pipe: an OSError here, which the install's transaction keeps in its log
         raise BrokenPipeError(32, "Broken pipe") from None
 
@@ -116,6 +118,7 @@ def render_plan(plan: Plan, python: str, *, stderr: bool, hypothetical: bool = F
     from stackdoctor.redact import safe_copy
 
     plan = safe_copy(plan, screen=True)  # the output boundary: credentials ****, control characters escaped
+    python = safe_copy(python, screen=True)
     con = make_console(stderr=stderr, soft_wrap=True)
     if con.is_terminal or con.color_system is not None:
         _draw_plan(con, plan, python, hypothetical=hypothetical, fold=True, windows=windows)
