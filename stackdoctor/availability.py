@@ -668,6 +668,9 @@ class Sourcing:
     notes: list[str] = field(default_factory=list)  # warnings to show (unreachable sources, PyPI default builds)
     needs_dependency_check: bool = False
     roots: list[IndexFile] = field(default_factory=list)
+    # the planned build's own not-found sentence where another build stands in for it (_other_build): said too
+    # when the stand-in cannot be installed either, so a broken source of the user's is still named
+    fell_back_from: str | None = None
 
 
 def pytorch_sources(plan: Plan, mirror: Mirror | None) -> list[Source]:
@@ -949,9 +952,11 @@ def check(
             plan, matches, hits, misses, broken = candidate, m2, h2, [], None
             fell_back = True
             break
+    fell_back_from: str | None = None
     if misses and not broken and not pinned and reresolve is not None and plan.variant:
         other = _other_build(plan, offers, reresolve, find_all, client)
         if other is not None:
+            fell_back_from = _not_found_sentence(plan, misses[0], probes, offers, tags, fit, mirror, named)
             plan, matches, hits, misses = other
             fell_back = True
     if broken and pinned:
@@ -976,7 +981,7 @@ def check(
     answered_cli = [p.source for p in probes if p.source in cli_links and p.answered]
     added = dedupe(answered_cli + [h.probe.source for h in hits if not h.probe.source.configured])
     delivery = deliver(cfg.installer, cfg, probes, added, no_index=no_index, offline=offline)
-    result = Sourcing(plan, matches, probes, delivery, notes)
+    result = Sourcing(plan, matches, probes, delivery, notes, fell_back_from=fell_back_from)
     network_left = [s for s in delivery.used if not s.local]
     result.needs_dependency_check = not network_left
     result.roots = [h.file for h in hits]

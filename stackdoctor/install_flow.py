@@ -229,7 +229,12 @@ def _flow(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> int:
     out.sourcing = sourcing
     hooks.show(out)
     if sourcing is not None and sourcing.needs_dependency_check and not hypothetical:
-        _check_dependencies(sourcing, facts, request, python)
+        try:
+            _check_dependencies(sourcing, facts, request, python)
+        except IndexError_ as e:
+            if sourcing.fell_back_from is None:
+                raise
+            raise IndexError_(f"{sourcing.fell_back_from.rstrip('.')}; the build that stood in for it cannot be installed either: {e}") from None
     if opts.emit:
         out.emitted, out.what = _emit(opts, plan, facts, request), "emitted"
         return ExitCode.OK
