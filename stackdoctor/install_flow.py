@@ -497,6 +497,8 @@ def fit_words(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix) -
             why = forced.rejected[0].reason if forced.rejected else (forced.reasons[-1] if forced.reasons else "")
             return f"it does not run on this machine ({why})"
         if variant.startswith("cu") and not facts.nvidia.gpus:
+            if auto.variant is None:  # no build fits this machine at all: say so, never "the plan is None"
+                return "it installs and runs here, but on the CPU only: no NVIDIA GPU here (no build fits this machine)"
             return f"it installs and runs here, but on the CPU only: no NVIDIA GPU here (the plan is {auto.variant})"
         return f"it would run here, but this machine's build is {auto.variant}"
 

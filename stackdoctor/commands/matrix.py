@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from stackdoctor.commands import LANG_HELP, use_lang
 from stackdoctor.errors import ExitCode, IndexError_, UsageError
 
 
@@ -61,8 +62,10 @@ def register(app: typer.Typer) -> None:
         torch: Annotated[Optional[str], typer.Option("--torch", help="Show one release (e.g. 2.13.0) with sources and unknowns.")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
         matrix: Annotated[Optional[list[str]], typer.Option("--matrix", help="Layer a YAML matrix file over the embedded one (repeatable).")] = None,
+        lang: Annotated[Optional[str], typer.Option("--lang", help=LANG_HELP)] = None,
     ) -> int:
         """Print the compatibility matrix (embedded, with --matrix / STACKDOCTOR_MATRIX layered over it)."""
+        use_lang(lang)
         from stackdoctor.matrix import load_matrix
 
         m = load_matrix(matrix or ())
@@ -104,8 +107,10 @@ def register(app: typer.Typer) -> None:
         no_companions: Annotated[bool, typer.Option("--no-companions", help="Do not read torchvision/torchaudio pairings.")] = False,
         max_wheel_mb: Annotated[int, typer.Option("--max-wheel-mb", help="Largest wheel --download reads, in MiB.")] = 6144,
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds for one index page.")] = 20.0,
+        lang: Annotated[Optional[str], typer.Option("--lang", help=LANG_HELP)] = None,
     ) -> int:
         """Learn torch releases from an index's wheels (names, core metadata, with --download their GPU code) into a matrix layer."""
+        use_lang(lang)
         from pathlib import Path
 
         from packaging.version import InvalidVersion, Version

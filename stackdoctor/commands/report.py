@@ -17,6 +17,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from stackdoctor.commands import LANG_HELP, use_lang
 from stackdoctor.errors import ExitCode, UsageError
 from stackdoctor.report import Report
 
@@ -107,8 +108,10 @@ def register(app: typer.Typer) -> None:
         replay: Annotated[Optional[str], typer.Option("--replay", help="Bundle a saved report.json instead of probing this machine.")] = None,
         config: Annotated[Optional[str], typer.Option("--config", help="Project requirements file (default: [tool.stackdoctor] found upward).")] = None,
         force: Annotated[bool, typer.Option("--force", help="Overwrite report.json / report.md already in the folder.")] = False,
+        lang: Annotated[Optional[str], typer.Option("--lang", help=LANG_HELP)] = None,
     ) -> int:
         """Write the bundle to attach to a support ticket: report.json + report.md, redacted."""
+        use_lang(lang)
         redact = not no_redact
         if out_dir is not None:
             out = Path(out_dir)

@@ -266,7 +266,7 @@ def probes_table(report: Report) -> Table:
         sub = getattr(report.facts, p.name, None) if p.name != "target" else report.facts.python
         own = report.facts.plugins.get(p.name)  # a plug-in accelerator's probe: its facts are plain data
         found = getattr(sub, "sources", {}) if sub is not None else (own.get("sources") or {}) if isinstance(own, dict) else {}
-        sources = ", ".join(sorted({str(v) for v in found.values()}))
+        sources = ", ".join(sorted({str(v) for v in found.values()})).replace(" (absent)", _t("nc_absent"))  # a probe's word, shown in lang
         status = _word("status_", p.status)
         kinds = accelerators.for_subject(p.name)
         nothing = (kinds and not any(a.present(report.facts) for a in kinds)) or ((hasattr(sub, "sources") or isinstance(own, dict)) and not sources)
