@@ -279,3 +279,31 @@ def test_every_literal_plan_sentence_is_catalogued_in_chinese():
                 missing.append(f"{where}: {text}")
     assert sites > 60
     assert not missing, "add a sentences: entry to en.yaml and zh.yaml for:\n" + "\n".join(missing)
+
+
+# ---------------------------------------------------------------- issue 35 item 13: the fixture count README states
+
+
+def test_readme_fixture_counts_are_the_folders_there():
+    real = REPO / "tests" / "fixtures" / "real"
+    folders = sum(1 for p in real.iterdir() if p.is_dir())
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    m = re.search(r"(\d+) folders of real recorded tool outputs as fixtures[^:]*:(.*?)\.\n", readme, re.DOTALL)
+    assert m and int(m.group(1)) == folders, (m and m.group(1), folders)
+    parts = [int(n) for n in re.findall(r"(?<![\d.])(\d+)\s+(?:pasted|committed|quoted|printed|captured)", m.group(2))]
+    assert sum(parts) == folders, parts
+    assert f"## What they are ({folders} folders)" in (real / "README.md").read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------- issue 35 item 7: no stray placeholder
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_kernels_not_run_has_no_placeholder(tmp_path, torch_python, lang):
+    """A project that asks for a kernel, checked with --no-kernels: "the kernels did not run." (before: "... (-)")."""
+    (tmp_path / "pyproject.toml").write_text('[tool.stackdoctor]\nkernels = ["matmul"]\n', encoding="utf-8")
+    env = machine_env(tmp_path / "bin", None, COLUMNS="200")
+    r = run_sd(["check", "--no-kernels", "--json", "--lang", lang, "--python", torch_python], env=env, cwd=tmp_path)
+    unmet = [f for f in r.json()["findings"] if f["code"] == "requirement-unmet"]
+    assert unmet and all("(-)" not in f["detail"] and "（-）" not in f["detail"] for f in unmet), unmet
+    assert any("did not run" in f["detail"] or "没有运行" in f["detail"] for f in unmet), unmet
