@@ -261,6 +261,11 @@ def check_options(opts: InstallOptions) -> None:
         raise UsageError("--timeout and --index-timeout must be positive.")
     unknown = [p for p in opts.packages if p.lower() not in KNOWN_PACKAGES]
     if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0].lower(), sorted(KNOWN_PACKAGES), n=1, cutoff=0.75)
+        if close:  # a typo of a family member (torchvison): name the one meant
+            raise UsageError(f"stackdoctor install handles torch, torchvision and torchaudio, not {', '.join(unknown)}; did you mean {close[0]}?")
         raise UsageError(
             f"stackdoctor install handles torch, torchvision and torchaudio, not {', '.join(unknown)}; install other packages with pip afterwards."
         )

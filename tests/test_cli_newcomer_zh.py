@@ -307,3 +307,25 @@ def test_kernels_not_run_has_no_placeholder(tmp_path, torch_python, lang):
     unmet = [f for f in r.json()["findings"] if f["code"] == "requirement-unmet"]
     assert unmet and all("(-)" not in f["detail"] and "（-）" not in f["detail"] for f in unmet), unmet
     assert any("did not run" in f["detail"] or "没有运行" in f["detail"] for f in unmet), unmet
+
+
+# ---------------------------------------------------------------- issue 35 item 11: errors a newcomer meets
+
+
+@pytest.mark.parametrize(
+    "args, want",
+    [
+        (["install", "torchvison", "--dry-run"], "did you mean torchvision?"),
+        (["kernels", "matmal"], "did you mean matmul?"),
+        (["report", "-o", "{tmp}/nonexistent/x/y", "--no-kernels"], "the folder {tmp}/nonexistent/x does not exist"),
+        (["diff", "{tmp}/nope-a.json", "{tmp}/nope-b.json"], "{tmp}/nope-a.json: no such file."),
+    ],
+)
+def test_newcomer_errors_are_one_sentence_exit_2(tmp_path, args, want):
+    env = machine_env(tmp_path / "bin", None)
+    r = run_sd([a.replace("{tmp}", str(tmp_path)) for a in args], env=env, cwd=tmp_path)
+    assert r.rc == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert want.replace("{tmp}", str(tmp_path)) in r.stderr, r.stderr
+    assert not (tmp_path / "nonexistent").exists()  # report -o refused before creating any folder
+    zh = run_sd([a.replace("{tmp}", str(tmp_path)) for a in args], env=dict(env, LANG="zh_CN.UTF-8"), cwd=tmp_path)
+    assert zh.rc == 2 and re.search(r"[\u4e00-\u9fff]", zh.stderr) and "did you mean" not in zh.stderr and "no such" not in zh.stderr, zh.stderr

@@ -58,6 +58,8 @@ def default_dir(base: Path, today: _dt.date | None = None) -> Path:
 def _check_target(out: Path, force: bool) -> None:
     if out.exists() and not out.is_dir():
         raise UsageError(f"cannot write the report into {out}: it is a file, not a folder.")
+    if not out.exists() and not out.parent.is_dir():  # as check -o: never a tree of folders nobody asked for
+        raise UsageError(f"cannot write {out}: the folder {out.parent} does not exist.")
     if out.is_dir() and not force:
         clash = [name for name in FILES if (out / name).exists()]
         if clash:
