@@ -222,13 +222,18 @@ def _flow(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> int:
             if repair is None:
                 return _satisfied(opts, plan, out)
             plan.warnings.append(f"the installed build is damaged ({repair}): it is reinstalled")
-    if conda:
+    # a plain venv asking only for --emit environment.yml: the file needs a route, the screen offers none (a venv
+    # has no conda route: no "conda install -p <venv>", no "route conda-forge (recommended)")
+    offered = conda and (is_conda_target(facts) or opts.conda_installer)
+    if offered:
         _add_routes(opts, plan, facts, matrix, request, hypothetical)
     out.sourcing = sourcing
     hooks.show(out)
     if sourcing is not None and sourcing.needs_dependency_check and not hypothetical:
         _check_dependencies(sourcing, facts, request, python)
     if opts.emit:
+        if conda and not offered:
+            _add_routes(opts, plan, facts, matrix, request, hypothetical)
         out.emitted, out.what = _emit(opts, plan, facts, request), "emitted"
         return ExitCode.OK
     if opts.conda_installer:

@@ -329,3 +329,18 @@ def test_newcomer_errors_are_one_sentence_exit_2(tmp_path, args, want):
     assert not (tmp_path / "nonexistent").exists()  # report -o refused before creating any folder
     zh = run_sd([a.replace("{tmp}", str(tmp_path)) for a in args], env=dict(env, LANG="zh_CN.UTF-8"), cwd=tmp_path)
     assert zh.rc == 2 and re.search(r"[\u4e00-\u9fff]", zh.stderr) and "did you mean" not in zh.stderr and "no such" not in zh.stderr, zh.stderr
+
+
+# ---------------------------------------------------------------- issue 35 item 3: environment.yml from a plain venv
+
+
+def test_emit_environment_yml_in_a_venv_offers_no_conda_route(tmp_path):
+    """The file is written (conda-forge's build), but the screen of a plain venv shows no conda route and no
+    `conda install -p <venv>`: a venv is not a conda env."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    env = machine_env(tmp_path / "bin", None, PIP_INDEX_URL=DEAD_INDEX)
+    r = run_sd(["install", "--dry-run", "--offline", "--torch", "2.13.0", "--emit", "environment.yml", "--python", str(venv_bin(venv))], env=env, cwd=tmp_path)
+    assert r.rc == 0, r.stderr
+    assert "channels:" in r.stdout and "conda-forge" in r.stdout
+    assert "route " not in r.stderr and "conda install" not in r.stderr and "recommended" not in r.stderr, r.stderr
