@@ -224,6 +224,11 @@ def _flow(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> int:
             plan.warnings.append(f"the installed build is damaged ({repair}): it is reinstalled")
     # a plain venv asking only for --emit environment.yml: the file needs a route, the screen offers none (a venv
     # has no conda route: no "conda install -p <venv>", no "route conda-forge (recommended)")
+    marker = None if hypothetical or opts.conda_installer else _externally_managed_marker(facts)
+    if marker:  # PEP 668: say so before anything runs (a dry run too), with the venv to make instead
+        from stackdoctor.install import externally_managed
+
+        plan.warnings.append(externally_managed(python, refused=False))
     offered = conda and (is_conda_target(facts) or opts.conda_installer)
     if offered:
         _add_routes(opts, plan, facts, matrix, request, hypothetical)
@@ -692,6 +697,17 @@ def _check_dependencies(sourcing: Sourcing, facts: Facts, request: Request, pyth
 
 
 # ---------------------------------------------------------------------------- routes, emit
+
+
+def _externally_managed_marker(facts: Facts) -> str | None:
+    """The target's PEP 668 ``EXTERNALLY-MANAGED`` file (``<prefix>/lib/pythonX.Y/``, where a system Python's stdlib
+    is), when the target is a system Python outside any venv; None otherwise."""
+    py = facts.python
+    if py.env_kind != "system" or not py.env_prefix or not py.version or os.name == "nt":
+        return None
+    major_minor = ".".join(py.version.split(".")[:2])
+    path = os.path.join(py.env_prefix, "lib", f"python{major_minor}", "EXTERNALLY-MANAGED")
+    return path if os.path.isfile(path) else None
 
 
 def _add_routes(opts: InstallOptions, plan: Plan, facts: Facts, matrix: Matrix, request: Request, hypothetical: bool) -> None:

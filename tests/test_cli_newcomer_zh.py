@@ -344,3 +344,31 @@ def test_emit_environment_yml_in_a_venv_offers_no_conda_route(tmp_path):
     assert r.rc == 0, r.stderr
     assert "channels:" in r.stdout and "conda-forge" in r.stdout
     assert "route " not in r.stderr and "conda install" not in r.stderr and "recommended" not in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------- issue 35 item 4: an externally managed Python (PEP 668)
+
+SYSTEM_PY = Path("/usr/bin/python3")
+
+
+def _marked() -> bool:
+    if not SYSTEM_PY.exists():
+        return False
+    out = subprocess.run([str(SYSTEM_PY), "-c", "import sysconfig; print(sysconfig.get_path('stdlib'))"], capture_output=True, text=True)
+    return out.returncode == 0 and (Path(out.stdout.strip()) / "EXTERNALLY-MANAGED").is_file()
+
+
+@pytest.mark.skipif(not _marked(), reason="needs a system Python marked EXTERNALLY-MANAGED (Debian/Ubuntu's /usr/bin/python3)")
+def test_externally_managed_python_is_warned_at_dry_run_and_its_failure_says_make_a_venv(server, tmp_path):
+    env = machine_env(tmp_path / "bin", None, PIP_INDEX_URL=DEAD_INDEX, STACKDOCTOR_MATRIX="", PIP_CACHE_DIR=str(tmp_path / "pip-cache"))
+    venv_cmd = f"{SYSTEM_PY} -m venv .venv && stackdoctor install --python .venv/bin/python"
+    args = ["install", "--python", str(SYSTEM_PY), "--torch", "2.13.0", "--variant", "cpu", "--index-base", server.base()]
+    dry = run_sd([*args, "--dry-run"], env=env, cwd=tmp_path)
+    assert dry.rc == 0, dry.stderr
+    assert "externally managed (PEP 668)" in dry.stdout and venv_cmd in dry.stdout, dry.stdout
+    real = run_sd([*args, "--yes"], env=env, cwd=tmp_path, timeout=300)
+    assert real.rc == 1, real.stderr[-2000:]
+    assert "pip refuses to install into it; make a venv and install there: " + venv_cmd in real.stderr, real.stderr[-2000:]
+    zh = run_sd([*args, "--yes", "--lang", "zh"], env=env, cwd=tmp_path, timeout=300)
+    assert "请创建 venv 并安装到那里：" + venv_cmd in zh.stderr
+    assert_chinese(zh.stdout, ours(zh.stderr))
