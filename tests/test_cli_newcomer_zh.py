@@ -372,3 +372,29 @@ def test_externally_managed_python_is_warned_at_dry_run_and_its_failure_says_mak
     zh = run_sd([*args, "--yes", "--lang", "zh"], env=env, cwd=tmp_path, timeout=300)
     assert "请创建 venv 并安装到那里：" + venv_cmd in zh.stderr
     assert_chinese(zh.stdout, ours(zh.stderr))
+
+
+# ---------------------------------------------------------------- issue 35 item 7: Markdown says what the screen says
+
+
+def test_markdown_probe_table_says_none_found_as_the_screen_does(two_reports, tmp_path):
+    _, b, env = two_reports
+    r = run_sd(["report", "--replay", str(b), "-o", str(tmp_path / "rep")], env=env, cwd=tmp_path)
+    assert r.rc in (0, 1), r.stderr
+    md = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
+    screen = run_sd(["check", "--replay", str(b), "-v"], env=env).stdout
+    for probe in ("nvidia", "rocm"):
+        if re.search(rf"^{probe}\s+.\s*none found", screen, re.MULTILINE) or re.search(rf"^{probe}\s+│\s*none found", screen, re.MULTILINE):
+            assert f"| {probe} | none found |" in md, md
+    assert "| nvidia | ok |" not in md
+
+
+def test_markdown_puts_a_fix_that_starts_with_a_path_in_a_code_block(two_reports):
+    from stackdoctor.render.markdown import render_markdown
+    from stackdoctor.report import load_report
+
+    _, b, _ = two_reports
+    report = load_report(str(b))
+    report.findings[0].fix = "/usr/bin/python3 -m pip install 'numpy<2'"
+    md = render_markdown(report, redacted=False, lang="en")
+    assert "```sh\n/usr/bin/python3 -m pip install 'numpy<2'\n```" in md, md
