@@ -398,3 +398,18 @@ def test_markdown_puts_a_fix_that_starts_with_a_path_in_a_code_block(two_reports
     report.findings[0].fix = "/usr/bin/python3 -m pip install 'numpy<2'"
     md = render_markdown(report, redacted=False, lang="en")
     assert "```sh\n/usr/bin/python3 -m pip install 'numpy<2'\n```" in md, md
+
+
+def test_matrix_learn_errors_show_the_users_own_index_and_its_own_flags(tmp_path):
+    """matrix learn's error names the index as the user typed it (127.0.0.1, as install does; a bundle's host
+    redaction is for sharing) and suggests its own --index, never install's --index-base / --offline."""
+    env = machine_env(tmp_path / "bin", None)
+    args = ["matrix", "learn", "--index", DEAD_INDEX, "--out", str(tmp_path / "l.yaml"), "--torch", "2.13.0"]
+    r = run_sd(args, env=env, cwd=tmp_path)
+    assert r.rc == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "127.0.0.1:9" in r.stderr and "<ip-" not in r.stderr and "--index-base" not in r.stderr and "--offline" not in r.stderr, r.stderr
+    assert "--index." in r.stderr
+    zh = run_sd([*args, "--lang", "zh"], env=env, cwd=tmp_path)
+    assert "换一个 --index" in zh.stderr, zh.stderr
+    secret = run_sd(["matrix", "learn", "--index", "http://user:hunter22@127.0.0.1:9/simple", "--out", str(tmp_path / "l.yaml"), "--torch", "2.13.0"], env=env, cwd=tmp_path)
+    assert "hunter22" not in secret.stderr and "127.0.0.1:9" in secret.stderr, secret.stderr
