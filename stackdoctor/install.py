@@ -24,6 +24,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import sys
@@ -1240,6 +1241,8 @@ def _transaction(
         how = f"the install did not finish in {timeout_s:g} s" if res.status == "timeout" else f"the install failed ({failure_line(res)})" if not res.ok else (
             f"the install ended, but left {_fmt(result.after) or 'no torch'} ({st.why})"
         )
+        if not res.ok and "externally-managed-environment" in (res.stdout or "") + (res.stderr or ""):
+            result.notes.append(externally_managed(python, refused=True))  # PEP 668: what to do instead, as a command
         return _undo(tx, result, st, how)
     except Interrupted as exc:
         signum = sig.received or exc.signum
@@ -1303,6 +1306,12 @@ def _on_disk(family: Mapping[str, str], state: str | None) -> str:
     if not family:
         return "no torch" if state == "old" else "no complete torch"
     return _fmt(family) + ("" if state in ("old", "new") else " (incomplete)")
+def externally_managed(python: str, *, refused: bool) -> str:
+    """PEP 668's answer as one sentence with the exact commands: a venv, and the install into it."""
+    command = f"{shlex.quote(python)} -m venv .venv && stackdoctor install --python .venv/bin/python"
+    if refused:
+        return f"{python} is externally managed (PEP 668): pip refuses to install into it; make a venv and install there: {command}"
+    return f"{python} is externally managed (PEP 668): pip will refuse to install into it; make a venv and install there: {command}"
 
 
 def _holds(prev: Mapping[str, str]) -> str:

@@ -224,7 +224,15 @@ def _flow(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> int:
             if repair is None:
                 return _satisfied(opts, plan, out)
             plan.warnings.append(f"the installed build is damaged ({repair}): it is reinstalled")
-    if conda:
+    # a plain venv asking only for --emit environment.yml: the file needs a route, the screen offers none (a venv
+    # has no conda route: no "conda install -p <venv>", no "route conda-forge (recommended)")
+    marker = None if hypothetical or opts.conda_installer else _externally_managed_marker(facts)
+    if marker:  # PEP 668: say so before anything runs (a dry run too), with the venv to make instead
+        from stackdoctor.install import externally_managed
+
+        plan.warnings.append(externally_managed(python, refused=False))
+    offered = conda and (is_conda_target(facts) or opts.conda_installer)
+    if offered:
         _add_routes(opts, plan, facts, matrix, request, hypothetical)
     out.sourcing = sourcing
     hooks.show(out)
@@ -236,6 +244,8 @@ def _flow(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> int:
                 raise
             raise IndexError_(f"{sourcing.fell_back_from.rstrip('.')}; the build that stood in for it cannot be installed either: {e}") from None
     if opts.emit:
+        if conda and not offered:
+            _add_routes(opts, plan, facts, matrix, request, hypothetical)
         out.emitted, out.what = _emit(opts, plan, facts, request), "emitted"
         return ExitCode.OK
     if opts.conda_installer:
@@ -268,6 +278,11 @@ def check_options(opts: InstallOptions) -> None:
         raise UsageError("--timeout and --index-timeout must be positive.")
     unknown = [p for p in opts.packages if p.lower() not in KNOWN_PACKAGES]
     if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0].lower(), sorted(KNOWN_PACKAGES), n=1, cutoff=0.75)
+        if close:  # a typo of a family member (torchvison): name the one meant
+            raise UsageError(f"stackdoctor install handles torch, torchvision and torchaudio, not {', '.join(unknown)}; did you mean {close[0]}?")
         raise UsageError(
             f"stackdoctor install handles torch, torchvision and torchaudio, not {', '.join(unknown)}; install other packages with pip afterwards."
         )
@@ -510,6 +525,8 @@ def fit_words(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix) -
             why = forced.rejected[0].reason if forced.rejected else (forced.reasons[-1] if forced.reasons else "")
             return f"it does not run on this machine ({why})"
         if variant.startswith("cu") and not facts.nvidia.gpus:
+            if auto.variant is None:  # no build fits this machine at all: say so, never "the plan is None"
+                return "it installs and runs here, but on the CPU only: no NVIDIA GPU here (no build fits this machine)"
             return f"it installs and runs here, but on the CPU only: no NVIDIA GPU here (the plan is {auto.variant})"
         return f"it would run here, but this machine's build is {auto.variant}"
 
@@ -696,6 +713,17 @@ def _check_dependencies(sourcing: Sourcing, facts: Facts, request: Request, pyth
 
 
 # ---------------------------------------------------------------------------- routes, emit
+
+
+def _externally_managed_marker(facts: Facts) -> str | None:
+    """The target's PEP 668 ``EXTERNALLY-MANAGED`` file (``<prefix>/lib/pythonX.Y/``, where a system Python's stdlib
+    is), when the target is a system Python outside any venv; None otherwise."""
+    py = facts.python
+    if py.env_kind != "system" or not py.env_prefix or not py.version or os.name == "nt":
+        return None
+    major_minor = ".".join(py.version.split(".")[:2])
+    path = os.path.join(py.env_prefix, "lib", f"python{major_minor}", "EXTERNALLY-MANAGED")
+    return path if os.path.isfile(path) else None
 
 
 def _add_routes(opts: InstallOptions, plan: Plan, facts: Facts, matrix: Matrix, request: Request, hypothetical: bool) -> None:

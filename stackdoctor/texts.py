@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
-__all__ = ["LANGS", "add_locale", "detect_lang", "explain", "layer_word", "message", "placeholders", "sentence", "sentence_key", "texts", "title", "ui"]
+__all__ = ["LANGS", "add_locale", "choose_lang", "detect_lang", "explain", "layer_word", "message", "placeholders", "sentence", "sentence_key", "texts", "title", "ui"]
 
 LANGS = ("en", "zh")
 
@@ -37,11 +37,22 @@ def detect_lang(env: Mapping[str, str], explicit: str | None = None) -> str:
     if explicit:
         low = explicit.strip().lower()
         return "zh" if low.startswith("zh") else "en"
+    if _CHOSEN:  # a command's --lang: every sentence of this run in it
+        return _CHOSEN[-1]
     for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
         value = (env.get(name) or "").strip()
         if value:  # the first one set decides, as in setlocale(3)
             return "zh" if value.lower().startswith("zh") else "en"
     return "en"
+
+
+_CHOSEN: list[str] = []
+
+
+def choose_lang(lang: str | None) -> None:
+    """A command's ``--lang``: :func:`detect_lang` answers it for the rest of this run (each run is one process)."""
+    if lang:
+        _CHOSEN[:] = ["zh" if lang.strip().lower().startswith("zh") else "en"]
 
 
 # ---------------------------------------------------------------------------- texts

@@ -134,8 +134,11 @@ _NOT_LITERAL = {
     "catalog.ui(": "already in the user's language",
     "str(exc)": "re-raises another error's sentence",
     "redact_text(str(exc))": "re-raises another error's sentence, credentials masked",
+    "shown(str(exc))": "re-raises the index client's sentence (its templates are catalogued), credentials masked",
     "str(redact_text(res.errors[0]))": "the index client's sentence (its templates are catalogued), credentials masked",
+    "str(shown(res.errors[0]))": "the index client's sentence (its templates are catalogued), credentials masked",
     'redact_text(f"{src.name} serves no torch': "a literal, masked for credentials: catalogued as learn_serves_no_torch",
+    'shown(f"{src.name} serves no torch': "a literal, masked for credentials: catalogued as learn_serves_no_torch",
     "bad": "resolve.request_value_error's sentences (catalogued as request_*; tests/test_cli_language_and_help.py runs each in Chinese)",
     "p.detail or f'{p.source.url} did not answer.'": "the index client's sentence, else a literal covered here",
 }

@@ -7,18 +7,26 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
+from stackdoctor.commands import LANG_HELP, use_lang
 from stackdoctor.errors import ExitCode
 
 
-def _show(v: Any) -> str:
+def _show(v: Any, key: str = "", lang: str = "en") -> str:
+    """A value as the screen says it: yes/no (never Python's True/False), a finding's severity in ``lang``, — for absent."""
+    from stackdoctor.catalog import ui
+
     if v is None:
-        return "—"
+        return ui("nc_missing_value", lang)
+    if isinstance(v, bool):
+        return ui("nc_yes" if v else "nc_no", lang)
     if isinstance(v, list):
         return ", ".join(str(x) for x in v) if v else "[]"
+    if key.startswith("findings.") and v in ("ok", "warn", "fail"):
+        return ui("sev_" + v, lang)
     return str(v)
 
 
@@ -28,11 +36,18 @@ def register(app: typer.Typer) -> None:
         a: Annotated[str, typer.Argument(help="First report.json (e.g. the machine where it works).", metavar="A.json")],
         b: Annotated[str, typer.Argument(help="Second report.json (e.g. the CI runner).", metavar="B.json")],
         json_: Annotated[bool, typer.Option("--json", help='Print {"schema": "stackdoctor.diff/2", ...} instead of a table.')] = False,
+        lang: Annotated[Optional[str], typer.Option("--lang", help=LANG_HELP)] = None,
     ) -> int:
         """Show what differs between two reports: driver, torch build, libraries, GPUs, findings."""
+        use_lang(lang)
         from stackdoctor.diff import DIFF_SCHEMA, diff_reports
         from stackdoctor.report import load_report
 
+        for path in (a, b):  # a file that is not there is that, not "cannot replay"
+            if not os.path.exists(path):
+                from stackdoctor.errors import UsageError
+
+                raise UsageError(f"{path}: no such file.")
         ra, rb = load_report(a), load_report(b)
         diffs = diff_reports(ra, rb)
         if json_:
@@ -60,7 +75,8 @@ def register(app: typer.Typer) -> None:
             if not diffs:
                 console.print(Text(sentence(f"No differences between {a} and {b}.", lang)))
             else:
-                table = Table(title=Text(sentence(f"{len(diffs)} difference(s)", lang)), title_justify="left")
+                console.print(Text(sentence(f"{len(diffs)} difference(s)", lang)))  # its own line: a table title pads to the width
+                table = Table()
                 table.add_column(sentence("Key", lang), no_wrap=True)
                 table.add_column(Text(f"A: {a}"), overflow="fold")
                 table.add_column(Text(f"B: {b}"), overflow="fold")
@@ -69,6 +85,6 @@ def register(app: typer.Typer) -> None:
                     if section is not None and d.section != section:
                         table.add_section()
                     section = d.section
-                    table.add_row(*(Text(safe_data(v, screen=True)) for v in (d.key, _show(d.a), _show(d.b))))
+                    table.add_row(*(Text(safe_data(v, screen=True)) for v in (d.key, _show(d.a, d.key, lang), _show(d.b, d.key, lang))))
                 console.print(table)
         return ExitCode.FAILED if diffs else ExitCode.OK

@@ -28,6 +28,12 @@ def format_list(lang: str) -> str:
     return "\n".join(lines)
 
 
+def _group_word(group: str, lang: str) -> str:
+    """A rule group in ``lang``: its own word (``core``), else the layer of that name's (``driver`` -> 驱动)."""
+    word = catalog.texts(lang)["ui"].get("group_" + group)
+    return str(word) if word else catalog.layer_word(group, lang)
+
+
 def format_code(code: str, lang: str) -> str:
     ci = catalog.info(code)
     assert ci is not None
@@ -35,7 +41,7 @@ def format_code(code: str, lang: str) -> str:
         catalog.ui("label_value", lang, label=code, value=catalog.title(code, lang)),
         "    ".join(
             catalog.ui("label_value", lang, label=catalog.ui(label, lang), value=value)
-            for label, value in (("severity", catalog.ui("sev_" + ci.severity, lang)), ("layer", catalog.layer_word(ci.layer, lang)), ("rule_group", ci.group))
+            for label, value in (("severity", catalog.ui("sev_" + ci.severity, lang)), ("layer", catalog.layer_word(ci.layer, lang)), ("rule_group", _group_word(ci.group, lang)))
         ),
         "",
         catalog.explain(code, lang) or "",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 import typer.core
 
+from stackdoctor.commands import LANG_HELP, use_lang
 from stackdoctor.errors import StackdoctorError
 from stackdoctor.render.plan import format_command, localized, plan_json, render_outcome, render_planned, say, write_err
 from stackdoctor.sources import as_pip_takes_it
@@ -101,8 +102,10 @@ def register(app: typer.Typer) -> None:
         source_url: Annotated[Optional[str], typer.Option("--source-url", help="--from-source: clone from this URL or path (a mirror) instead of GitHub.")] = None,
         step: Annotated[Optional[list[str]], typer.Option("--step", help="--from-source: run only this step (repeatable): clone, submodules, deps, mkl, amd, build.")] = None,
         build_log: Annotated[Optional[str], typer.Option("--build-log", help="--from-source: the log file (default: stackdoctor-build-<time>.log here).")] = None,
+        lang: Annotated[Optional[str], typer.Option("--lang", help=LANG_HELP)] = None,
     ) -> int:
         """Install the right torch build for this machine (or show the plan for another)."""
+        use_lang(lang)
         if from_source:
             from stackdoctor.source_run import FromSourceOptions
 

@@ -84,6 +84,11 @@ def register(app: typer.Typer) -> None:
         names = [n.strip() for w in which or [] for n in w.split(",") if n.strip()]
         for n in names:
             if n not in KERNEL_NAMES:
+                import difflib
+
+                close = difflib.get_close_matches(n, KERNEL_NAMES, n=1, cutoff=0.6)
+                if close:  # matmal -> matmul
+                    raise UsageError(f"unknown kernel {n!r}; did you mean {close[0]}? (choose from {', '.join(KERNEL_NAMES)}).")
                 raise UsageError(f"unknown kernel {n!r}; choose from {', '.join(KERNEL_NAMES)}.")
         env = os.environ
         wants_ar = "allreduce" in names or nproc is not None or rank is not None or over is not None or (not names and _launcher_env(env))

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from stackdoctor.commands import LANG_HELP, use_lang
 from stackdoctor.errors import ExitCode, IndexError_, UsageError
 
 
@@ -61,8 +62,10 @@ def register(app: typer.Typer) -> None:
         torch: Annotated[Optional[str], typer.Option("--torch", help="Show one release (e.g. 2.13.0) with sources and unknowns.")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
         matrix: Annotated[Optional[list[str]], typer.Option("--matrix", help="Layer a YAML matrix file over the embedded one (repeatable).")] = None,
+        lang: Annotated[Optional[str], typer.Option("--lang", help=LANG_HELP)] = None,
     ) -> int:
         """Print the compatibility matrix (embedded, with --matrix / STACKDOCTOR_MATRIX layered over it)."""
+        use_lang(lang)
         from stackdoctor.matrix import load_matrix
 
         m = load_matrix(matrix or ())
@@ -104,8 +107,10 @@ def register(app: typer.Typer) -> None:
         no_companions: Annotated[bool, typer.Option("--no-companions", help="Do not read torchvision/torchaudio pairings.")] = False,
         max_wheel_mb: Annotated[int, typer.Option("--max-wheel-mb", help="Largest wheel --download reads, in MiB.")] = 6144,
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds for one index page.")] = 20.0,
+        lang: Annotated[Optional[str], typer.Option("--lang", help=LANG_HELP)] = None,
     ) -> int:
         """Learn torch releases from an index's wheels (names, core metadata, with --download their GPU code) into a matrix layer."""
+        use_lang(lang)
         from pathlib import Path
 
         from packaging.version import InvalidVersion, Version
@@ -113,7 +118,12 @@ def register(app: typer.Typer) -> None:
         from stackdoctor import learn as L
         from stackdoctor.index import IndexClient
         from stackdoctor.matrix import learned_layer_path, load_matrix
-        from stackdoctor.redact import redact_text
+        from stackdoctor.redact import scrub_secrets
+
+        def shown(text: str) -> str:
+            """On the user's own terminal: credentials masked, their own hosts as they typed them (a bundle's host
+            redaction is for sharing), and matrix learn's own flag where the index client names install's."""
+            return scrub_secrets(text).replace("check the network, HTTPS_PROXY, or use --index-base / --offline", "check the network or HTTPS_PROXY, or give another --index")
 
         try:
             Version(since)
@@ -145,27 +155,27 @@ def register(app: typer.Typer) -> None:
         try:
             res = L.learn(src, existing=existing, since=since, versions=torch or (), refresh=refresh, download=download or gpu_code, companions=not no_companions)
         except IndexError_ as exc:
-            raise IndexError_(redact_text(str(exc))) from None  # the index URL may carry credentials
+            raise IndexError_(shown(str(exc))) from None  # the index URL may carry credentials
         finally:
             if client is not None:
                 client.close()
         for line in res.lines:
-            print(redact_text(line))
+            print(shown(line))
         if res.skipped:
             print(f"already learned (not fetched again; --refresh reads them): torch {', '.join(res.skipped)}")
         for err in res.errors:
-            print(redact_text(f"warning: {err}"))
+            print(shown(f"warning: {err}"))
         fetched = getattr(src, "fetched", 0)
         if fetched:
             print(f"read {fetched / (1024 * 1024):.1f} MiB of wheels by range requests")
         for miss in res.missing:
-            print(redact_text(f"not learned: {miss}"))
+            print(shown(f"not learned: {miss}"))
         if not res.rows:
             if torch and not res.skipped:
                 if res.errors:
-                    raise UsageError(str(redact_text(res.errors[0])).rstrip(".") + ".")  # the index's own sentence
-                raise UsageError(redact_text(f"{src.name} serves no torch {', '.join(torch)}."))
-            print(redact_text(f"nothing new on {src.name}; {target} unchanged."))
+                    raise UsageError(str(shown(res.errors[0])).rstrip(".") + ".")  # the index's own sentence
+                raise UsageError(shown(f"{src.name} serves no torch {', '.join(torch)}."))
+            print(shown(f"nothing new on {src.name}; {target} unchanged."))
             return int(ExitCode.FAILED if res.missing else ExitCode.OK)
         L.write_layer(target, doc, res)
         print(f"wrote {len(res.rows)} release row(s) to {target}")

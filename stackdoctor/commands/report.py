@@ -17,6 +17,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from stackdoctor.commands import LANG_HELP, use_lang
 from stackdoctor.errors import ExitCode, UsageError
 from stackdoctor.report import Report
 
@@ -57,6 +58,8 @@ def default_dir(base: Path, today: _dt.date | None = None) -> Path:
 def _check_target(out: Path, force: bool) -> None:
     if out.exists() and not out.is_dir():
         raise UsageError(f"cannot write the report into {out}: it is a file, not a folder.")
+    if not out.exists() and not out.parent.is_dir():  # as check -o: never a tree of folders nobody asked for
+        raise UsageError(f"cannot write {out}: the folder {out.parent} does not exist.")
     if out.is_dir() and not force:
         clash = [name for name in FILES if (out / name).exists()]
         if clash:
@@ -107,8 +110,10 @@ def register(app: typer.Typer) -> None:
         replay: Annotated[Optional[str], typer.Option("--replay", help="Bundle a saved report.json instead of probing this machine.")] = None,
         config: Annotated[Optional[str], typer.Option("--config", help="Project requirements file (default: [tool.stackdoctor] found upward).")] = None,
         force: Annotated[bool, typer.Option("--force", help="Overwrite report.json / report.md already in the folder.")] = False,
+        lang: Annotated[Optional[str], typer.Option("--lang", help=LANG_HELP)] = None,
     ) -> int:
         """Write the bundle to attach to a support ticket: report.json + report.md, redacted."""
+        use_lang(lang)
         redact = not no_redact
         if out_dir is not None:
             out = Path(out_dir)

@@ -7,6 +7,7 @@ device names) is wrapped in :class:`rich.text.Text`, never parsed as markup.
 from __future__ import annotations
 
 from contextvars import ContextVar
+from typing import Any
 
 from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
@@ -255,6 +256,17 @@ def summary_line(report: Report, lang: str = "en", strict: bool = False) -> Text
     return t
 
 
+def probe_sources(report: Report, p: Any) -> tuple[str, bool]:
+    """A probe's sources, joined, and whether it ran and found nothing of its kind (the screen's "none found")."""
+    sub = getattr(report.facts, p.name, None) if p.name != "target" else report.facts.python
+    own = report.facts.plugins.get(p.name)  # a plug-in accelerator's probe: its facts are plain data
+    found = getattr(sub, "sources", {}) if sub is not None else (own.get("sources") or {}) if isinstance(own, dict) else {}
+    sources = ", ".join(sorted({str(v) for v in found.values()}))
+    kinds = accelerators.for_subject(p.name)
+    nothing = (kinds and not any(a.present(report.facts) for a in kinds)) or ((hasattr(sub, "sources") or isinstance(own, dict)) and not sources)
+    return sources, bool(nothing)
+
+
 def probes_table(report: Report) -> Table:
     table = Table(title=_t("probes_title"), title_justify="left", show_edge=False, pad_edge=False)
     table.add_column(_t("col_probe"), no_wrap=True)
@@ -263,13 +275,9 @@ def probes_table(report: Report) -> Table:
     table.add_column(_t("col_source"), overflow="fold")  # whole: long paths wrap, never cut
     for p in report.probes:
         style = {"ok": "green", "skipped": "dim"}.get(p.status, "red")
-        sub = getattr(report.facts, p.name, None) if p.name != "target" else report.facts.python
-        own = report.facts.plugins.get(p.name)  # a plug-in accelerator's probe: its facts are plain data
-        found = getattr(sub, "sources", {}) if sub is not None else (own.get("sources") or {}) if isinstance(own, dict) else {}
-        sources = ", ".join(sorted({str(v) for v in found.values()}))
+        sources, nothing = probe_sources(report, p)
+        sources = sources.replace(" (absent)", _t("nc_absent"))  # a probe's word, shown in lang
         status = _word("status_", p.status)
-        kinds = accelerators.for_subject(p.name)
-        nothing = (kinds and not any(a.present(report.facts) for a in kinds)) or ((hasattr(sub, "sources") or isinstance(own, dict)) and not sources)
         if p.status == "ok" and nothing:
             status, style = _t("none_found"), "dim"  # it ran and found no hardware of its kind: not "nvidia ok"
         table.add_row(p.name, Text(status, style=style), f"{p.duration_s:.2f}s", Text(p.error or sources))

@@ -170,7 +170,8 @@ def _findings(report: Report, lang: str = "en") -> list[str]:
         if f.fix:
             out.append(f"**{_t('md_fix', lang)}**")
             out.append("")
-            out.append(fence(f.fix, "sh") if "\n" in f.fix or f.fix.startswith(("stackdoctor", "pip", "uv ", "sudo", "export", "conda")) else _inline(f.fix))
+            command = f.fix.startswith(("stackdoctor", "pip", "uv ", "sudo", "export", "conda")) or re.match(r"(/|\./|~/|[A-Z_][A-Z0-9_]*=)\S", f.fix)
+            out.append(fence(f.fix, "sh") if "\n" in f.fix or command else _inline(f.fix))  # a path-first command too
             out.append("")
     return out
 
@@ -354,7 +355,12 @@ def render_markdown(
     if report.probes:
         heads = ("col_probe", "col_status", "col_time", "md_col_error")
         lines += [f"<details><summary>{html.escape(_t('md_probes', lang))}</summary>", "", "| " + " | ".join(_t(c, lang) for c in heads) + " |", "|---|---|---|---|"]
-        lines += [f"| {cell(p.name)} | {cell(p.status)} | {p.duration_s:.2f} s | {cell(p.error)} |" for p in report.probes]
+        from stackdoctor.render.human import probe_sources
+
+        def status(p: Any) -> str:  # what the screen says: "none found" for a probe that ran and found nothing
+            return _t("none_found", lang) if p.status == "ok" and probe_sources(report, p)[1] else p.status
+
+        lines += [f"| {cell(p.name)} | {cell(status(p))} | {p.duration_s:.2f} s | {cell(p.error)} |" for p in report.probes]
         lines += ["", "</details>", ""]
     if raw and report.raw_outputs:
         lines += [f"### {_t('md_raw', lang)}", "", *_raw_outputs(report, raw_limit, lang=lang)]

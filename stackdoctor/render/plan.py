@@ -170,7 +170,7 @@ def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: b
         con.print(Text(localized(f"left behind by the previous variant (remove with --remove-leftovers): {', '.join(plan.leftovers)}"), style="yellow"))
     for route in plan.routes:
         mark = " (recommended)" if route.recommended else ""
-        con.print(Text(localized(f"route {route.name}{mark}: {route.title}"), style="bold"))
+        con.print(Text(localized(f"route {route.name}{mark}: {localized(route.title)}"), style="bold"))
         for line in route.reasons:
             con.print(Text(f"  + {localized(line)}"))
         for line in route.cautions:

@@ -143,8 +143,8 @@ def _kernel(chk: _Check, kernel: str) -> None:
             chk.unmet("kernel_failed", ["kernels.allreduce"], f"stackdoctor kernels {kernel}", kernel=kernel, where="-", error=str(k.allreduce.get("error") or "-"))
         return
     if not results:
-        key = "kernel_not_run" if not k.ran else "kernel_missing"
-        chk.unmet(key, ["kernels.results"], f"stackdoctor kernels {kernel}", kernel=kernel, error=k.error or "-")
+        key = "kernel_missing" if k.ran else "kernel_not_run_why" if k.error else "kernel_not_run"
+        chk.unmet(key, ["kernels.results"], f"stackdoctor kernels {kernel}", kernel=kernel, error=k.error)  # no "(-)" when no reason is known
         return
     bad = [r for r in results if not r.ok]
     if bad:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import accelerators, texts
 from stackdoctor import matrix as mx
 from stackdoctor.accelerators.apple import is_mac, runs_x86
 from stackdoctor.rules.core import Ctx, rule
@@ -130,7 +130,7 @@ def install_unfinished(ctx: Ctx) -> None:
     ctx.add(
         facts=["python.unfinished_install"],
         prefix=f.python.env_prefix or "?",
-        state=f.python.unfinished_install,
+        state=texts.sentence(f.python.unfinished_install, ctx.lang),  # the probe's words ("phase install: ..."), in the reader's language
         python=python_exe(f),
         fix_text=f"stackdoctor install --python {python_exe(f)} --recover",
     )
