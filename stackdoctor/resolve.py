@@ -334,9 +334,10 @@ def _arch_list_for(release: Release, version: Version, variant: Variant, tag: st
     same_arch = tag.endswith(("x86_64", "amd64"))
     near = None if same_arch else matrix.platform_arch_list(version, variant.name, tag)
     if near is None:
+        if same_arch:
+            raise _Reject(f"{variant.name}: its CUDA arch list for {tag} is unknown to the matrix")
         raise _Reject(
-            f"{variant.name}: its CUDA arch list for {tag} is unknown to the matrix"
-            + ("" if same_arch else " (another CPU architecture's list does not stand in for it)")
+            f"{variant.name}: its CUDA arch list for {tag} is unknown to the matrix (another CPU architecture's list does not stand in for it)"
         )
     fit.warnings.append(
         f"matrix: the CUDA arch list of torch {version} {variant.name} for {_platform_words(tag)} is unknown; inferred from "
