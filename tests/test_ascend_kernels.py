@@ -119,3 +119,15 @@ def test_stackdoctor_kernels_runs_matmul_on_npu0_through_the_spec(torch_python, 
     rows = [r for r in data["results"] if r["kernel"] == "matmul"]
     assert rows and all(r["device"] == "npu:0" and r["ok"] for r in rows), data
     assert {r["dtype"] for r in rows} == {"fp32", "bf16"} and rows[0]["extra"]["device_name"].startswith("Ascend910B4-1"), rows
+
+
+def test_checks_quick_kernel_pass_runs_on_npu0_through_the_spec(torch_python, tmp_path):
+    """`check`'s quick pass (in the target worker) is handed the same device specs as `kernels`, so a machine with
+    torch_npu gets its matmuls on npu:0, not only on the CPU."""
+    from helpers import run_sd
+
+    py = _venv_with(torch_python, tmp_path)
+    env = {**os.environ, "STACKDOCTOR_TEST_HOOK": "quick=64"}  # the stand-in's npu tensors are CPU tensors
+    data = run_sd(["check", "--python", py, "--json"], timeout=600, env=env).json()
+    rows = [r for r in data["facts"]["kernels"]["results"] if r["kernel"] == "matmul"]
+    assert any(r["device"] == "npu:0" and r["ok"] for r in rows), rows

@@ -23,7 +23,8 @@ synchronised before the clock is read.
 
 Test hooks (``STACKDOCTOR_TEST_HOOK``, comma separated): ``abort`` (os.abort() before any
 kernel), ``segv`` (read address 0), ``hang`` (sleep), ``exit=N``, ``nan`` (matmul results
-are poisoned with NaN), ``raise`` (matmul raises). Must stay importable by Python 3.8+.
+are poisoned with NaN), ``raise`` (matmul raises), ``quick=N`` (the quick pass's matmuls are N×N on every
+device: a stand-in device whose tensors live on the CPU). Must stay importable by Python 3.8+.
 """
 
 import json
@@ -446,7 +447,7 @@ def run_quick(torch, with_compile=False):
         process_hooks(h)
         devices = list_devices(torch)
         for device in devices:
-            n = QUICK_MATMUL["gpu" if is_gpu(device) else "cpu"]
+            n = int(h["quick"]) if h.get("quick", "").isdigit() else QUICK_MATMUL["gpu" if is_gpu(device) else "cpu"]
             for dtype in ["fp32"] + fast_dtypes(torch, device)[:1]:
                 out["results"].append(matmul(torch, device, dtype, n, min_time=0.05, max_iters=50, h=h))
         conv_dev = devices[1] if len(devices) > 1 else "cpu"

@@ -306,6 +306,10 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     if pkg:
         env["STACKDOCTOR_PACKAGING_PATH"] = pkg
     env["STACKDOCTOR_KERNELS"] = ("quick+compile" if ctx.compile else "quick") if ctx.kernels else None
+    if ctx.kernels:  # the quick pass reaches a plug-in kind's devices (npu:N) through its device spec, as `kernels` does
+        from stackdoctor.kernels import _device_specs
+
+        env["STACKDOCTOR_DEVICES"] = _device_specs()
     env["STACKDOCTOR_IMPORT_TORCH"] = None if ctx.import_torch else "0"
     if ctx.worker_hook is not None:
         env["STACKDOCTOR_TEST_HOOK"] = ctx.worker_hook
