@@ -129,6 +129,20 @@ def render_plan(plan: Plan, python: str, *, stderr: bool, hypothetical: bool = F
     con.print(Text("\n".join(line.rstrip() for line in captured.get().splitlines())), soft_wrap=True)
 
 
+def _item(con: Any, line: str, style: str, fold: bool) -> None:
+    """One why/warning line: on a terminal folded between words to its width under a hanging indent (a URL
+    wider than the screen is the one thing cut); in a pipe one line, whole, for a log to copy."""
+    from rich.text import Text
+
+    from stackdoctor.render.wrap import wrap
+
+    if not fold:
+        con.print(Text(f"  - {line}", style=style))
+        return
+    for row in wrap(line, max(20, con.width), indent="  - ", hang="    "):
+        con.print(Text(row, style=style), soft_wrap=True)
+
+
 def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: bool, windows: bool = False) -> None:
     from rich.table import Table
     from rich.text import Text
@@ -161,7 +175,7 @@ def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: b
         if items:
             con.print(Text(localized(f"{title}:"), style="bold " + style))
             for line in items:
-                con.print(Text(f"  - {localized(line)}", style=style))
+                _item(con, localized(line), style, fold)
     if plan.env:
         con.print(Text(localized("set before running torch:"), style="bold"))
         for k, v in plan.env.items():
