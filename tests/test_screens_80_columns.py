@@ -63,6 +63,17 @@ def test_explain_fits_80_columns_on_a_real_terminal_without_splitting_a_word(tmp
     lines = screen_lines(drawn)
     assert rc == 0 and len(lines) > len(catalog.checks()), drawn[-2000:]
     assert not too_wide(lines) and not split_words(lines, source), (too_wide(lines), split_words(lines, source))
+    titles: dict[str, str] = {}
+    for ln in lines:  # every title whole, folded under its own column
+        first = ln.split()[0] if ln.strip() else ""
+        if ln.startswith("  ") and not ln.startswith("   ") and catalog.info(first) is not None:
+            code = first
+            titles[code] = ln
+        elif ln.startswith("    ") and titles:
+            titles[code] += " " + ln.strip()
+    assert len(titles) == len(catalog.checks()), sorted(titles)
+    for code, row in titles.items():
+        assert "".join(catalog.title(code, lang).split()) in "".join(row.split()), (code, row)
     for code in ("driver-too-old", "driver-missing", "glibc-too-old"):
         rc, drawn = run_in_pty([*console_script(), "explain", code, "--lang", lang], env(tmp_path))
         lines = screen_lines(drawn)
