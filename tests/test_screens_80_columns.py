@@ -125,3 +125,45 @@ def test_the_plans_why_and_warning_lines_wrap_by_words_on_a_terminal_and_stay_wh
 
 def _lang_env(tmp_path, lang: str) -> dict[str, str]:
     return env(tmp_path, LANG="zh_CN.UTF-8" if lang == "zh" else "C.UTF-8", LC_ALL="zh_CN.UTF-8" if lang == "zh" else "C.UTF-8")
+
+
+KERNEL_HEADS = ("kernel", "device", "dtype", "size", "result", "max err", "time", "ms", "GFLOP/s", "±")
+
+
+@pytest.mark.parametrize("columns", [None, "80"])
+def test_the_kernels_table_fits_80_columns_in_a_pipe_with_every_column(tmp_path, torch_python, columns):
+    e = env(tmp_path)
+    if columns:
+        e["COLUMNS"] = columns
+    else:
+        del e["COLUMNS"]  # a pipe with no COLUMNS: 80
+    run = run_sd(["kernels", "matmul", "conv", "--device", "cpu", "--sizes", "64", "--iters", "2", "--python", torch_python, "--lang", "en"], env=e)
+    assert run.rc == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert not too_wide(lines), too_wide(lines)
+    heads = " ".join(ln for ln in lines if "┃" in ln)
+    assert all(h in heads for h in KERNEL_HEADS), heads
+    assert "left out" not in run.stdout and "…" not in run.stdout, run.stdout
+    # the conv size folds between its words, whole: "N8 C16->32" over "32x32 k3"
+    size_cells = " ".join(ln.split("│")[3].strip() for ln in lines if "│" in ln and ln.split("│")[0].strip() in ("conv", ""))
+    assert size_cells.split() == ["N8", "C16->32", "32x32", "k3"], size_cells
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_kernels_column_left_out_on_a_narrow_screen_is_named(lang, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from stackdoctor import console as console_mod
+    from stackdoctor.facts import KernelFacts, KernelResult
+    from stackdoctor.render.kernels import print_kernels
+
+    buf = io.StringIO()
+    monkeypatch.setattr(console_mod, "make_console", lambda **kw: Console(file=buf, width=60, force_terminal=True, color_system=None))
+    print_kernels(KernelFacts(results=[KernelResult("conv", "cpu", "fp32", "N8 C16->32 32x32 k3", ok=True, max_error=3e-6, time_s=0.021,
+                                                    tflops=0.0107, runs=5, tflops_min=0.01, tflops_max=0.011)]), [], lang)
+    out = buf.getvalue()
+    assert not too_wide(out.splitlines(), 60), out
+    note = catalog.ui("k_dropped", lang, width=60, cols="").split("{")[0][:6]
+    assert note in out and "ms" in out.split(note, 1)[1], out
