@@ -138,7 +138,7 @@ def test_top_level_help_shows_whole_descriptions(tmp_path):
 def test_code_lists_are_aligned(tmp_path, args, lang):
     from rich.cells import cell_len
 
-    run = run_sd([*args, "--lang", lang], env=env(tmp_path))
+    run = run_sd([*args, "--lang", lang], env=env(tmp_path, COLUMNS="200"))  # (at 80 a long title folds under its column: test_screens_80_columns)
     assert run.rc == 0, run.stderr
     rows = [ln for ln in run.stdout.splitlines() if any(ln.strip().startswith(c + " ") for c in catalog.codes())]
     assert len(rows) == len(catalog.codes())

@@ -16,15 +16,23 @@ from stackdoctor import catalog
 from stackdoctor.errors import ExitCode, UsageError
 
 
-def format_list(lang: str) -> str:
+def format_list(lang: str, width: int = 80) -> str:
+    """Every code, severity, layer and title in columns; a title that does not fit ``width`` wraps under its
+    own column, or, where that column would be too narrow, on the lines below the code."""
     from rich.cells import cell_len
 
-    lines = [catalog.ui("list_header", lang), ""]
+    from stackdoctor.render.wrap import wrap
+
+    lines = [*wrap(catalog.ui("list_header", lang), width), ""]
     rows = [(c.code, catalog.ui("sev_" + c.severity, lang), catalog.layer_word(c.layer, lang)) for c in catalog.checks()]
     widths = [max(cell_len(r[i]) for r in rows) for i in range(3)]  # columns as wide as their longest cell
     for c, row in zip(catalog.checks(), rows, strict=True):
         cells = "  ".join(cell + " " * (w - cell_len(cell)) for cell, w in zip(row, widths, strict=True))
-        lines.append(f"  {cells}  {catalog.title(c.code, lang)}")
+        lead, title = f"  {cells}  ", catalog.title(c.code, lang)
+        if width - cell_len(lead) >= 24:
+            lines += wrap(title, width, indent=lead, hang=" " * cell_len(lead))
+        else:  # a narrow screen: the title on its own lines, indented under the code
+            lines += [f"  {cells}".rstrip(), *wrap(title, width, indent="      ")]
     return "\n".join(lines)
 
 
@@ -34,22 +42,41 @@ def _group_word(group: str, lang: str) -> str:
     return str(word) if word else catalog.layer_word(group, lang)
 
 
-def format_code(code: str, lang: str) -> str:
+def format_code(code: str, lang: str, width: int = 80) -> str:
+    """A code's title, facts, explanation and usual fix, folded to ``width`` display cells between words."""
+    from stackdoctor.render.wrap import reflow, wrap
+
     ci = catalog.info(code)
     assert ci is not None
-    out = [
-        catalog.ui("label_value", lang, label=code, value=catalog.title(code, lang)),
-        "    ".join(
-            catalog.ui("label_value", lang, label=catalog.ui(label, lang), value=value)
-            for label, value in (("severity", catalog.ui("sev_" + ci.severity, lang)), ("layer", catalog.layer_word(ci.layer, lang)), ("rule_group", _group_word(ci.group, lang)))
-        ),
-        "",
-        catalog.explain(code, lang) or "",
+    facts = [
+        catalog.ui("label_value", lang, label=catalog.ui(label, lang), value=value)
+        for label, value in (("severity", catalog.ui("sev_" + ci.severity, lang)), ("layer", catalog.layer_word(ci.layer, lang)), ("rule_group", _group_word(ci.group, lang)))
     ]
+    out = [*wrap(catalog.ui("label_value", lang, label=code, value=catalog.title(code, lang)), width), *_facts_lines(facts, width)]
+    for para in reflow(catalog.explain(code, lang) or ""):
+        out.append("")
+        for lead, text in para:
+            out += wrap(text, width, indent=lead, hang=" " * len(lead))
     fix = catalog.message(code, "fix", "default", lang)
     if fix and "{" not in fix:  # templates with fields are filled per machine by `check`
-        out += ["", catalog.ui("fix_prefix", lang) + fix]  # the prefix `check` prints: "fix: " / "修复："
+        prefix = catalog.ui("fix_prefix", lang)  # the prefix `check` prints: "fix: " / "修复："
+        out += ["", *wrap(prefix + fix, width, hang="    ")]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _facts_lines(facts: list[str], width: int) -> list[str]:
+    """``severity: fail    layer: driver    rule group: core`` on one line where it fits, else one per line."""
+    from rich.cells import cell_len
+
+    one = "    ".join(facts)
+    return [one] if cell_len(one) <= width else facts
+
+
+def _width() -> int:
+    """The screen's width: the terminal's, else ``COLUMNS``, else 80 (rich's rule)."""
+    from stackdoctor.console import make_console
+
+    return max(20, make_console().width)
 
 
 def register(app: typer.Typer) -> None:
@@ -63,7 +90,7 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"unknown --lang {lang!r}; choose en or zh.")
         lg = catalog.detect_lang(os.environ, lang)
         if code is None:
-            sys.stdout.write(format_list(lg) + "\n")
+            sys.stdout.write(format_list(lg, _width()) + "\n")
             return ExitCode.OK
         key = code.strip().lower()
         if catalog.info(key) is None:
@@ -73,5 +100,5 @@ def register(app: typer.Typer) -> None:
             if close:
                 raise UsageError(catalog.ui("unknown_code_close", lg, code=code, close=close))
             raise UsageError(catalog.ui("unknown_code", lg, code=code))
-        sys.stdout.write(format_code(key, lg))
+        sys.stdout.write(format_code(key, lg, _width()))
         return ExitCode.OK

@@ -66,14 +66,17 @@ def _longest_line(text: str) -> int:
 
 def _widths(c: Column) -> tuple[int, int]:
     """(narrowest, natural) width of a column: a number column is never narrower than its widest cell."""
+    from rich.cells import cell_len
+
     head = _longest_line(c.header)
     natural = max([head, *(_longest_line(_plain(x)) for x in c.cells)])
     if not c.wrap:
         return natural, natural
-    return max(head, min(natural, WRAP_MIN)), natural
+    word = max((cell_len(w) for x in c.cells for w in _plain(x).split()), default=0)  # a size wraps between its words
+    return max(head, min(natural, WRAP_MIN, word)), natural
 
 
-def fit_table(console: Console, columns: Sequence[Column], width: int, **table_args: Any) -> Table:
+def fit_table(console: Console, columns: Sequence[Column], width: int, dropped: list[str] | None = None, **table_args: Any) -> Table:
     """A table of ``columns`` that fits ``width`` without cutting a cell (no ``…``): droppable columns are
     left out, lowest ``drop`` first, until every number column has its widest cell's width and each
     text column at least :data:`WRAP_MIN` (text wraps, a long word folds). Where even the essential
@@ -86,6 +89,8 @@ def fit_table(console: Console, columns: Sequence[Column], width: int, **table_a
         spare = width - (sum(lo for lo, _ in sizes) + 3 * (len(kept) - 1))  # " │ " between columns
         if spare < 0:
             continue
+        if dropped is not None:  # said under the table: a column is never left out silently
+            dropped += [" ".join(c.header.split()) for c in columns if c not in kept]
         fixed = [lo for lo, _ in sizes]
         while spare > 0:  # the room left goes to the text columns, a character at a time, up to their natural width
             short = [k for k, c in enumerate(kept) if c.wrap and fixed[k] < sizes[k][1]]
@@ -158,9 +163,7 @@ def print_kernels(kf: Any, findings: list[Any], lang: str = "en") -> None:
     def t(key: str, /, **values: Any) -> str:
         return ui(key, lang, **values)
 
-    console = make_console()
-    if not console.is_terminal:
-        console = make_console(width=160)
+    console = make_console()  # in a pipe too: COLUMNS, else 80 (README: tables fit 80 columns)
     width = console.width
     mk = marks(console)
     out: list[Any] = []
@@ -184,7 +187,10 @@ def print_kernels(kf: Any, findings: list[Any], lang: str = "en") -> None:
             cols.append(Column(t("col_peak"), [f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else "" for r in compute],
                                "right", drop=4))
         title = t("k_title_runs", n=f"{min(runs)}–{max(runs)}" if len(runs) > 1 else runs.pop()) if runs else t("kernels_title")
-        out.append(fit_table(console, cols, width, title=title, title_justify="left"))
+        dropped: list[str] = []
+        out.append(fit_table(console, cols, width, dropped, title=title, title_justify="left"))
+        if dropped:
+            out.append(Text(t("k_dropped", width=width, cols=", ".join(dropped)), style="dim"))
     ar = kf.allreduce
     if ar:
         head = t("ar_head", backend=ar.get("backend") or "?", device=ar.get("device") or "?", n=ar.get("world_size"))

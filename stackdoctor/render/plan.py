@@ -129,6 +129,21 @@ def render_plan(plan: Plan, python: str, *, stderr: bool, hypothetical: bool = F
     con.print(Text("\n".join(line.rstrip() for line in captured.get().splitlines())), soft_wrap=True)
 
 
+def _item(con: Any, line: str, style: str, fold: bool, lead: str = "  - ") -> None:
+    """One why/warning line (or the plan's title, ``lead`` ""): on a terminal folded between words to its width
+    under a hanging indent (a URL wider than the screen is the one thing cut); in a pipe one line, whole, for a
+    log to copy."""
+    from rich.text import Text
+
+    from stackdoctor.render.wrap import wrap
+
+    if not fold:
+        con.print(Text(lead + line, style=style))
+        return
+    for row in wrap(line, max(20, con.width), indent=lead, hang="    "):
+        con.print(Text(row, style=style), soft_wrap=True)
+
+
 def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: bool, windows: bool = False) -> None:
     from rich.table import Table
     from rich.text import Text
@@ -138,7 +153,7 @@ def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: b
         con.print(Text(localized("No torch build fits this request."), style="bold red"))
     else:
         where = localized(f"a hypothetical machine: {plan.machine}") if hypothetical else python
-        con.print(Text(localized(f"Plan for {where}: torch {plan.torch_version} ({plan.variant})"), style="bold"))
+        _item(con, localized(f"Plan for {where}: torch {plan.torch_version} ({plan.variant})"), "bold", fold, lead="")
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         table.add_column(localized("package"))
         table.add_column(localized("version"))
@@ -161,13 +176,13 @@ def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: b
         if items:
             con.print(Text(localized(f"{title}:"), style="bold " + style))
             for line in items:
-                con.print(Text(f"  - {localized(line)}", style=style))
+                _item(con, localized(line), style, fold)
     if plan.env:
         con.print(Text(localized("set before running torch:"), style="bold"))
         for k, v in plan.env.items():
             con.print(Text("  " + (powershell_set(k, v) if windows else f"export {k}={shlex.quote(v)}")))
     if plan.leftovers and not hypothetical:
-        con.print(Text(localized(f"left behind by the previous variant (remove with --remove-leftovers): {', '.join(plan.leftovers)}"), style="yellow"))
+        _item(con, localized(f"left behind by the previous variant (remove with --remove-leftovers): {', '.join(plan.leftovers)}"), "yellow", fold, lead="")
     for route in plan.routes:
         mark = " (recommended)" if route.recommended else ""
         con.print(Text(localized(f"route {route.name}{mark}: {localized(route.title)}"), style="bold"))
