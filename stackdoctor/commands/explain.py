@@ -60,7 +60,7 @@ def format_code(code: str, lang: str, width: int = 80) -> str:
     fix = catalog.message(code, "fix", "default", lang)
     if fix and "{" not in fix:  # templates with fields are filled per machine by `check`
         prefix = catalog.ui("fix_prefix", lang)  # the prefix `check` prints: "fix: " / "修复："
-        out += ["", *wrap(prefix + fix, width, hang="    ")]
+        out += ["", prefix + fix]  # never folded, as check prints it: a fix is copied whole (a terminal wraps it, no newline added)
     return "\n".join(out).rstrip() + "\n"
 
 
