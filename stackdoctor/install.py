@@ -29,7 +29,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -943,6 +943,8 @@ def execute(
     reinstall: bool = False,
     gpu_targets: Sequence[GpuView] = (),
     facts: Facts | None = None,
+    progress: bool = False,
+    verbose: bool = False,
 ) -> InstallResult:
     """Install ``plan`` into ``python`` as a transaction: the target holds exactly its previous torch family or
     exactly the new one, whatever happens (a failure, Ctrl-C, SIGTERM, SIGHUP, a full disk; after SIGKILL or a power
@@ -963,10 +965,13 @@ def execute(
 
     ``gpu_targets``: the machine's GPUs (``facts.reconciled.gpus``). For a CUDA / ROCm build, the GPU code of the
     installed binaries is read before the commit (:func:`check_gpu_code`): binaries that cannot run on a GPU of
-    this kind here are put back like a failed import; what was read is a note (and ``InstallResult.gpu_code``)."""
+    this kind here are put back like a failed import; what was read is a note (and ``InstallResult.gpu_code``).
+
+    ``progress``: say each step after the installer before it starts (:class:`Steps`); ``verbose``: and its time."""
     del index_base
     talk = _talker(say)  # a closed terminal (SIGHUP) or pipe (EPIPE) must not stop a put-back
     say = talk
+    steps = Steps(talk, show=progress or verbose, verbose=verbose)
     stream = stream or _stderr_writer
     argv, env = installer_argv(plan, python, installer, find_links=find_links, uv=uv, source_args=source_args, env=env, reinstall=reinstall)
     before = snapshot(system, python)
@@ -997,14 +1002,16 @@ def execute(
             result = _transaction(
                 plan, argv, before, prefix, sig, system=system, python=python, installer=installer, timeout_s=timeout_s, accelerator=accelerator,
                 say=say, stream=stream, uv=uv, grace_s=grace_s, env=env, copy_cap=backup_copy_cap, offline=offline, user_find_links=user_find_links,
-                gpu_targets=gpu_targets, facts=facts,
+                gpu_targets=gpu_targets, facts=facts, steps=steps,
             )
             result.notes[:0] = notes
     except Locked as exc:
         return InstallResult(False, ExitCode.USAGE, f"{_live_words(exc, prefix)}; nothing was changed: run this again when it has finished.", argv)
     if result.ok and result.state == "new":
         predicted = plan.leftovers or predict_leftovers(before.versions, plan.variant)
-        _remove_leftovers(result, predicted, system, python, installer, uv, stream, remove_leftovers)
+        with steps.step("leftovers", "stackdoctor: looking for the previous variant's packages left behind..."):
+            _remove_leftovers(result, predicted, system, python, installer, uv, stream, remove_leftovers)
+    steps.told()
     return _told(result, talk, prefix)
 
 
@@ -1139,6 +1146,38 @@ def _stopped(argv: list[str], prev: Mapping[str, str], why: str, env: Mapping[st
     return r
 
 
+@dataclass
+class Steps:
+    """What runs after the installer, each step said before it starts (``show``: a plain line, no spinner, no
+    carriage return, so a pipe gets the same lines) and timed (``time.monotonic``); ``verbose`` says each step's
+    time at the end (issue 29: after pip's last line the install is never silent)."""
+
+    say: Callable[[str], None] = lambda line: None
+    show: bool = False
+    verbose: bool = False
+    times: list[tuple[str, float]] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def step(self, name: str, line: str) -> Iterator[None]:
+        if self.show:
+            self.say(line)
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.times.append((name, time.monotonic() - start))
+
+    def told(self) -> None:
+        if self.verbose:
+            for name, seconds in self.times:
+                self.say(f"  {name}: {seconds:.1f} s")
+
+
+def _reads_gpu_code(plan: Plan, gpus: Sequence[GpuView]) -> bool:
+    bk = _build_kind(plan.variant)
+    return bk is not None and bool(_gpus_for(plan, bk[1], gpus))
+
+
 def _transaction(
     plan: Plan,
     argv: list[str],
@@ -1161,7 +1200,9 @@ def _transaction(
     user_find_links: Sequence[str],
     gpu_targets: Sequence[GpuView] = (),
     facts: Facts | None = None,
+    steps: Steps | None = None,
 ) -> InstallResult:
+    steps = steps or Steps()
     prev = before.torch_family()
     journal = Journal(prefix=prefix, python=python, before=dict(prev), planned=planned_versions(plan), command=list(argv), installer=installer)
     if isinstance(say, _Say):
@@ -1199,15 +1240,20 @@ def _transaction(
             raise Interrupted(sig.received or int(signal.SIGINT))
         journal.write("verify")
         hook("verify")
-        st = tx.state()
+        with steps.step("record", "stackdoctor: checking the installed files against their RECORD..."):
+            st = tx.state()
         result.state = st.state
         result.after = {k: v for k, v in st.now.items() if v != "twice"}
         if st.state == "new":
             hook("import")
-            v = verify(system, python)
+            with steps.step("import", "stackdoctor: importing torch in the target..."):
+                v = verify(system, python)
             result.verification = v
             ok, sentence = judge(plan, v, accelerator, facts)
-            gpu = check_gpu_code(plan, v, gpu_targets, system) if v.imported else None
+            gpu = None
+            if v.imported and _reads_gpu_code(plan, gpu_targets):
+                with steps.step("gpu-code", "stackdoctor: reading the GPU code of the installed binaries..."):
+                    gpu = check_gpu_code(plan, v, gpu_targets, system)
             if gpu is not None:
                 result.gpu_code = gpu.data
                 if gpu.cannot_run:  # binaries that cannot run on this machine's GPU: not done, put back as a failed verdict
@@ -1221,7 +1267,7 @@ def _transaction(
                 hook("commit")
                 if sig.received is not None:  # arrived while the import was checked: the user asked to stop
                     raise Interrupted(sig.received)
-                with sig.shielded():
+                with sig.shielded(), steps.step("commit", "stackdoctor: removing the backup and the journal..."):
                     err = tx.commit(st)
                 if err:
                     result.notes.append(f"the install journal {journal.dir} could not be removed ({err}); remove it by hand.")

@@ -72,6 +72,8 @@ class InstallOptions:
     recover: bool = False
     timeout_s: float = 3600.0
     index_timeout_s: float = 20.0
+    verbose: bool = False  # -v: each step after the installer, with its time
+    progress: bool = False  # a line before each step after the installer (the command sets it on a terminal)
 
     @property
     def what_if(self) -> bool:
@@ -841,6 +843,8 @@ def _install(
         reinstall=repair,
         gpu_targets=facts.reconciled.gpus,
         facts=facts,
+        progress=opts.progress,
+        verbose=opts.verbose,
     )
     out.result = result
     out.what = "installed" if result.ok else "failed"

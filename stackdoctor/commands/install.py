@@ -103,6 +103,7 @@ def register(app: typer.Typer) -> None:
         step: Annotated[Optional[list[str]], typer.Option("--step", help="--from-source: run only this step (repeatable): clone, submodules, deps, mkl, amd, build.")] = None,
         build_log: Annotated[Optional[str], typer.Option("--build-log", help="--from-source: the log file (default: stackdoctor-build-<time>.log here).")] = None,
         lang: Annotated[Optional[str], typer.Option("--lang", help=LANG_HELP)] = None,
+        verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say each step after the installer, with its time.")] = False,
     ) -> int:
         """Install the right torch build for this machine (or show the plan for another)."""
         use_lang(lang)
@@ -143,8 +144,18 @@ def register(app: typer.Typer) -> None:
             recover=recover,
             timeout_s=timeout,
             index_timeout_s=index_timeout,
+            verbose=verbose,
+            progress=_on_terminal(),
         )
         return int(run(opts))
+
+
+def _on_terminal() -> bool:
+    """Whether the install screen is a terminal (the steps after the installer are then said as they start)."""
+    try:
+        return bool(sys.stderr.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def _confirm(question: str) -> bool | None:
