@@ -138,8 +138,22 @@ class Hooks:
 # ---------------------------------------------------------------------------- the entry
 
 
+def keep_unprinted(outcome: InstallOutcome) -> None:
+    """The outcome's last lines could not be printed (the output was closed): kept for the next install into that
+    environment to say."""
+    from stackdoctor.install import save_unprinted, take_unprinted
+
+    result = outcome.result
+    if result is not None and result.prefix:
+        kept = take_unprinted(result.prefix, remove=False)
+        save_unprinted(result.prefix, [ln for ln in [result.message, *result.notes] if ln not in kept])
+
+
 def install(opts: InstallOptions, hooks: Hooks | None = None) -> InstallOutcome:
     """The whole flow; every stop (an error, an interrupt) is in the returned outcome's ``error``."""
+    from stackdoctor.sources import as_pip_takes_it
+
+    opts = replace(opts, find_links=[as_pip_takes_it(x) for x in opts.find_links])  # m/sw, ~/wheels: the folder pip would read
     out = InstallOutcome(opts)
     try:
         out.exit_code = int(_flow(opts, hooks or Hooks(), out))

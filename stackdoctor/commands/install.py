@@ -9,17 +9,14 @@ prints one ``stackdoctor.plan/1`` document, with ``error`` set when the command 
 
 from __future__ import annotations
 
-import copy
 import sys
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
-import typer.core
 
-from stackdoctor.commands import LANG_HELP, use_lang
+from stackdoctor.commands import LANG_HELP, WHAT_IF_DEVICES, InstallCommand, use_lang
 from stackdoctor.errors import StackdoctorError
 from stackdoctor.render.plan import format_command, localized, plan_json, render_outcome, render_planned, say, write_err
-from stackdoctor.sources import as_pip_takes_it
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.install_flow import Hooks, InstallOptions, InstallOutcome
@@ -31,44 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["InstallOptions", "format_command", "register", "run"]
 
 
-def _what_if_device(kind: str) -> object:
-    """The callback of a kind's what-if flag (``--npu 910B``): its devices, kept in the context for the command."""
-
-    def keep(ctx: typer.Context, param: object, value: object) -> object:
-        names = [str(v) for v in (value or ())]  # type: ignore[attr-defined]
-        if any(not n.strip() for n in names):
-            raise typer.BadParameter("the value is empty", ctx=ctx, param=param)  # type: ignore[arg-type]
-        if names:
-            ctx.meta.setdefault(WHAT_IF_DEVICES, {})[kind] = names
-        return value
-
-    return keep
-
-
-WHAT_IF_DEVICES = "stackdoctor.what_if_devices"
-
-
-class _InstallCommand(typer.core.TyperCommand):
-    """install, with each accelerator kind's what-if flag (:attr:`Accelerator.what_if_option`, ``--npu``) beside
-    ``--gpu``: declared by the kinds, so a plug-in kind's flag appears without an edit here."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        from stackdoctor import accelerators
-
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        like = next((p for p in self.params if "--gfx" in getattr(p, "opts", ())), None)  # a repeatable text option, as typer builds one
-        if like is None:
-            return
-        for flag, acc in accelerators.what_if_options().items():
-            opt: Any = copy.copy(like)
-            opt.name, opt.opts, opt.secondary_opts = f"what_if_{acc.name}", [flag], []
-            opt.callback, opt.expose_value, opt.metavar = _what_if_device(acc.name), False, "CHIP"
-            opt.help = f"What-if {acc.label}: a chip name as {', '.join(acc.tool_witnesses) or 'its tool'} shows it (repeatable). Implies --dry-run."
-            self.params.append(opt)
-
-
 def register(app: typer.Typer) -> None:
-    @app.command("install", cls=_InstallCommand)
+    @app.command("install", cls=InstallCommand)
     def install(
         ctx: typer.Context,
         packages: Annotated[Optional[list[str]], typer.Argument(help="torch, torchvision, torchaudio (torch is always included).")] = None,
@@ -118,34 +79,12 @@ def register(app: typer.Typer) -> None:
         from stackdoctor.install_flow import InstallOptions
 
         opts = InstallOptions(
-            packages=list(packages or []),
-            torch=torch,
-            variant=variant,
-            python=python,
-            installer=installer,
-            dry_run=dry_run,
-            json_out=json_out,
-            yes=yes,
-            offline=offline,
-            no_index=no_index,
-            index_base=index_base,
-            find_links=[as_pip_takes_it(x) for x in find_links or []],
-            mirror=mirror,
-            matrix=list(matrix or []),
-            emit=emit,
-            python_version=python_version,
-            platform=platform,
-            replay=replay,
-            driver=driver,
-            gpus=list(gpu or []),
-            gfx=list(gfx or []),
-            devices=dict(ctx.meta.get(WHAT_IF_DEVICES) or {}),
-            remove_leftovers=remove_leftovers,
-            recover=recover,
-            timeout_s=timeout,
-            index_timeout_s=index_timeout,
-            verbose=verbose,
-            progress=_on_terminal(),
+            packages=list(packages or []), torch=torch, variant=variant, python=python, installer=installer, dry_run=dry_run,
+            json_out=json_out, yes=yes, offline=offline, no_index=no_index, index_base=index_base,
+            find_links=list(find_links or []), mirror=mirror, matrix=list(matrix or []), emit=emit,
+            python_version=python_version, platform=platform, replay=replay, driver=driver, gpus=list(gpu or []),
+            gfx=list(gfx or []), devices=dict(ctx.meta.get(WHAT_IF_DEVICES) or {}), remove_leftovers=remove_leftovers,
+            recover=recover, timeout_s=timeout, index_timeout_s=index_timeout, verbose=verbose, progress=_on_terminal(),
         )
         return int(run(opts))
 
@@ -203,13 +142,9 @@ def _render_or_keep(outcome: InstallOutcome) -> None:
     try:
         render_outcome(outcome)
     except (Exception, SystemExit):  # noqa: BLE001 - EPIPE, EIO, rich's SystemExit on a broken pipe
-        result = outcome.result
-        if result is not None and result.prefix:
-            from stackdoctor.install import save_unprinted, take_unprinted
+        from stackdoctor.install_flow import keep_unprinted
 
-            kept = take_unprinted(result.prefix, remove=False)
-            lines = [result.message, *result.notes]
-            save_unprinted(result.prefix, [ln for ln in lines if ln not in kept])
+        keep_unprinted(outcome)
 
 
 def _print_json(outcome: InstallOutcome, exc: StackdoctorError | None) -> None:
