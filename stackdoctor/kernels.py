@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stackdoctor import accelerators
 from stackdoctor._worker import worker_path
 from stackdoctor.facts import Facts, KernelFacts, KernelResult, from_data
 from stackdoctor.system import CommandResult, Started, System, _signame
@@ -109,8 +110,6 @@ def kernel_facts_from_run(res: CommandResult, mode: str = "full") -> KernelFacts
 
 def _device_specs() -> str | None:
     """The accelerator kinds' worker device specs (``accelerators.device_specs()``) as the workers read them."""
-    from stackdoctor import accelerators
-
     specs = accelerators.device_specs()
     return json.dumps(specs, sort_keys=True) if specs else None
 
@@ -437,7 +436,7 @@ FLEET_FIELDS = ("driver", "torch", "cuda", "nccl", "gpus")
 def node_summary(facts: Facts) -> dict[str, Any]:
     """What one node contributes to the fleet table (pure; JSON-ready)."""
     mm = [r for r in facts.kernels.results if r.kernel == "matmul" and r.dtype == "fp32" and r.tflops]
-    gpu_mm = [r for r in mm if r.device != "cpu"] or mm
+    gpu_mm = [r for r in mm if r.device.split(":", 1)[0] in accelerators.device_types()] or mm
     return {
         "hostname": facts.platform.hostname,
         "driver": facts.nvidia.driver_version,

@@ -27,7 +27,7 @@ from stackdoctor.accelerators.jetson import Jetson
 from stackdoctor.accelerators.nvidia import Nvidia
 from stackdoctor.facts import BuildKind, Facts, TorchFacts
 
-__all__ = ["ALL", "Accelerator", "Companion", "DeviceSpec", "companion_kind", "companion_names", "import_hint", "what_if_options", "Say", "device_specs", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
+__all__ = ["ALL", "Accelerator", "Companion", "DeviceSpec", "companion_kind", "companion_names", "import_hint", "what_if_options", "Say", "device_specs", "device_types", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
 
 
 def _all() -> tuple[Accelerator, ...]:
@@ -148,9 +148,15 @@ def rule_modules() -> tuple[str, ...]:
 
 
 def device_specs() -> dict[str, dict[str, object]]:
-    """kind -> its worker device spec (:class:`DeviceSpec` as plain data), for the kinds that declare one: what the
-    kernel and allreduce workers are given (``STACKDOCTOR_DEVICES``, JSON) to run on devices they have no branch for."""
+    """kind -> its worker device spec (:class:`DeviceSpec` as plain data), in priority order, for the kinds that declare
+    one (every built-in kind but the CPU, and any plug-in that runs kernels): all the kernel and allreduce workers
+    know of a device (``STACKDOCTOR_DEVICES``, JSON, read by ``_worker/sd_devices.py``)."""
     return {a.name: a.device.to_dict() for a in ALL if a.device is not None}
+
+
+def device_types() -> frozenset[str]:
+    """The torch device types of the kinds' devices ("cuda", "mps", "npu"): a kernel result on any other ran on the CPU."""
+    return frozenset(a.device.device for a in ALL if a.device is not None)
 
 
 def verify_install(accelerator: str | None, variant: str | None, v: Verified) -> tuple[bool, str] | None:

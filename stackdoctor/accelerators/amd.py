@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stackdoctor.accelerators.base import Accelerator, Say, Verified
-from stackdoctor.accelerators.nvidia import verify_cuda
+from stackdoctor.accelerators.nvidia import CUDA_DEVICE, verify_cuda
 from stackdoctor.facts import Facts
 
 
@@ -25,6 +25,7 @@ class Amd(Accelerator):
     torch_api = "cuda"  # ROCm builds answer through torch.cuda
     tool_witnesses = ("rocminfo", "rocm-smi", "amd-smi", "rocm_agent_enumerator")
     kernel_witness = "/sys/class/kfd"
+    device = CUDA_DEVICE  # ROCm's torch reaches its GPUs as torch.cuda (HIP); RCCL answers as "nccl"
 
     def verify(self, v: Verified) -> tuple[bool, str] | None:
         return verify_cuda(v)

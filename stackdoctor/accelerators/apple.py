@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, Say, Verified
+from stackdoctor.accelerators.base import Accelerator, DeviceSpec, Say, Verified
 from stackdoctor.facts import Facts
 
 
@@ -28,6 +28,15 @@ class Apple(Accelerator):
     variant_prefixes = ()
     available_field = "mps_available"
     hide_var = None
+    # one device, "mps"; its collectives: tccl, Apple's Thunderbolt RDMA backend ("tccl" is also another vendor's
+    # name, so Apple's librdma must be there too), else gloo on the CPU
+    device = DeviceSpec(
+        device="mps", torch_api="mps", label="MPS", indexed=False, available="backends.mps.is_available", name="Apple MPS",
+        synchronize="mps.synchronize", fast_dtypes=("fp16",), backend="tccl", backend_check="is_tccl_available", library="rdma",
+        init_device=True, reasons=(
+            ("missing", "MPS device, but this torch has no tccl backend (PyTorch PR 189856 is not in it): gloo over TCP"),
+            ("no_library", "tccl is registered but Apple's librdma.dylib is absent (macOS >= 26.2 with RDMA enabled needed): gloo over TCP"),
+            ("ok", "tccl registered and librdma.dylib present")))
     build_label = "MPS"
     vendor_label = "Apple"
     torch_api = "backends.mps"

@@ -7,7 +7,7 @@ imports the kinds, with no import circle.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Protocol
 
 from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, TorchFacts
@@ -17,20 +17,50 @@ __all__ = ["Accelerator", "Companion", "DeviceSpec", "Say", "Verified"]
 
 @dataclass(frozen=True)
 class DeviceSpec:
-    """How the workers (``_worker/sd_kernels.py``, ``sd_allreduce.py``) run on a kind's device, as plain data
-    (they are stdlib-only and import nothing of stackdoctor): ``torch.device(f"{device}:{i}")``, torch's module
-    for it (``torch.<torch_api>.device_count()``), the function that waits for it (``torch.<synchronize>()``),
-    the collectives' backend (``torch.distributed`` ``init_process_group(backend)``), and the modules imported
-    before torch is asked (a companion package such as ``torch_npu``, when torch does not load it itself)."""
+    """How the workers (``_worker/sd_kernels.py``, ``sd_allreduce.py``, through ``_worker/sd_devices.py``) run on a
+    kind's device, as plain data (they are stdlib-only and import nothing of stackdoctor; the parent hands every
+    kind's spec over as JSON in ``STACKDOCTOR_DEVICES``): ``torch.device(f"{device}:{i}")`` for i below
+    ``torch.<torch_api>.device_count()``, the function that waits for it (``torch.<synchronize>()``), the
+    collectives' backend (``torch.distributed`` ``init_process_group(backend)``), the modules imported before torch
+    is asked (a companion package such as ``torch_npu``, when torch does not load it itself), and what the kernel pass
+    needs to know of it (its fast matmul types, its TF32 switches). Every built-in kind declares one, as a plug-in
+    does: the workers have no branch of their own for any device but the CPU."""
 
-    device: str  # "npu" | "foo"
-    torch_api: str  # "npu": torch.npu
+    device: str  # "cuda" | "npu" | "foo": the torch device type
+    torch_api: str  # "cuda": torch.cuda (is_available, device_count, get_device_name, get_device_capability)
     synchronize: str = ""  # "npu.synchronize": torch.npu.synchronize(); "" when the device needs none
-    backend: str = "gloo"  # "hccl" | "gloo"
+    backend: str = "gloo"  # "nccl" | "hccl" | "gloo"
     imports: tuple[str, ...] = ()  # ("torch_npu",): imported (when importable) before torch.<torch_api> is used
+    indexed: bool = True  # devices "<device>:<i>"; False: one device, "<device>" (MPS)
+    available: str = ""  # the torch function that says it is usable when not torch.<torch_api>.is_available ("backends.mps.is_available")
+    label: str = ""  # its name in the workers' sentences ("CUDA"); default: the device type
+    name: str = ""  # its devices' name when torch gives none ("Apple MPS"); else torch.<torch_api>.get_device_name(i)
+    sync_takes_device: bool = False  # synchronize(torch.device(d)) rather than synchronize()
+    set_device: str = ""  # what makes a rank's device current ("cuda.set_device"), given "<device>:<i>"
+    # the reduced-precision matmul types it runs fast, in order: a name, or {"dtype": name, "when": a torch function that
+    # must answer True, "capability": the least torch.<torch_api>.get_device_capability() major, "unless": a torch attribute
+    # that must be unset}
+    fast_dtypes: tuple[str | dict[str, Any], ...] = ("bf16",)
+    tf32_switch: str = ""  # the flag that lets fp32 matmuls use TF32 ("backends.cuda.matmul.allow_tf32"), set per dtype
+    conv_tf32: str = ""  # the flag under which its fp32 convolutions may use TF32 (the tolerance is TF32's)
+    backend_check: str = ""  # torch.distributed's own question ("is_nccl_available"); default is_backend_available(backend)
+    fall_through: bool = False  # its backend missing, the next kind is tried (else gloo on the CPU, saying why)
+    library: str = ""  # a shared library the backend needs besides (ctypes.util.find_library("rdma"))
+    reasons: tuple[tuple[str, str], ...] = ()  # its own sentences for the backend's choice: "ok", "missing", "no_library"
+    init_device: bool = False  # init_process_group(device_id=torch.device(device, 0)) (tccl)
+
+    _ALWAYS: ClassVar[tuple[str, ...]] = ("device", "torch_api", "synchronize", "backend", "imports")
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        """Plain data: the first five fields always, the others where they are not their defaults (the workers
+        apply the same defaults)."""
+        defaults = DeviceSpec(device="", torch_api="")
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in self._ALWAYS or value != getattr(defaults, f.name):
+                out[f.name] = dict(value) if f.name == "reasons" else list(value) if isinstance(value, tuple) else value
+        return out
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, Say, Verified
+from stackdoctor.accelerators.base import Accelerator, DeviceSpec, Say, Verified
 from stackdoctor.facts import Facts
 
 
@@ -21,6 +21,8 @@ class Intel(Accelerator):
     build_label = "XPU"
     vendor_label = "Intel"
     torch_api = "xpu"
+    device = DeviceSpec(device="xpu", torch_api="xpu", label="XPU", synchronize="xpu.synchronize", sync_takes_device=True,
+                        backend="xccl", backend_check="is_xccl_available", fall_through=True, fast_dtypes=("bf16", "fp16"))
 
     def verify(self, v: Verified) -> tuple[bool, str]:
         return (True, "sees the Intel GPU") if v.xpu_available else (False, "torch.xpu.is_available() is False")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stackdoctor.accelerators.base import Accelerator, Say, Verified
-from stackdoctor.accelerators.nvidia import verify_cuda
+from stackdoctor.accelerators.nvidia import CUDA_DEVICE, verify_cuda
 from stackdoctor.facts import Facts
 
 
@@ -22,6 +22,7 @@ class Jetson(Accelerator):
     build_label = "CUDA"
     vendor_label = "NVIDIA"
     torch_api = "cuda"
+    device = CUDA_DEVICE
 
     def verify(self, v: Verified) -> tuple[bool, str] | None:
         return verify_cuda(v)

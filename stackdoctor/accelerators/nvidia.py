@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, Say, Verified
+from stackdoctor.accelerators.base import Accelerator, DeviceSpec, Say, Verified
 from stackdoctor.facts import Facts
 from stackdoctor.versions import mm, release
+
+# torch.cuda's devices, for the workers: NVIDIA's, and ROCm's and Jetson's, which torch also reaches as "cuda"
+CUDA_DEVICE = DeviceSpec(
+    device="cuda", torch_api="cuda", label="CUDA", synchronize="cuda.synchronize", sync_takes_device=True, set_device="cuda.set_device",
+    backend="nccl", backend_check="is_nccl_available", fall_through=True,  # no NCCL: the next kind, then gloo on the CPU
+    fast_dtypes=({"dtype": "bf16", "when": "cuda.is_bf16_supported"}, "fp16", {"dtype": "tf32", "capability": 8, "unless": "version.hip"}),
+    tf32_switch="backends.cuda.matmul.allow_tf32", conv_tf32="backends.cudnn.allow_tf32")
 
 
 def verify_cuda(v: Verified) -> tuple[bool, str]:
@@ -41,6 +48,7 @@ class Nvidia(Accelerator):
     torch_api = "cuda"
     tool_witnesses = ("nvml", "nvidia-smi")
     kernel_witness = "/proc/driver/nvidia/gpus"
+    device = CUDA_DEVICE
 
     def present(self, facts: Facts) -> bool:
         return bool(self.devices(facts))

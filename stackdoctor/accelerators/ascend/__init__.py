@@ -73,7 +73,7 @@ class Ascend(Accelerator):
     rules = "stackdoctor.accelerators.ascend.rules"
     locale = "stackdoctor.accelerators.ascend"
     device: ClassVar[DeviceSpec | None] = DeviceSpec(device="npu", torch_api="npu", synchronize="npu.synchronize", backend="hccl",
-                                                     imports=("torch_npu",))
+                                                     imports=("torch_npu",), set_device="npu.set_device")
     companions = (TORCH_NPU,)
     what_if_option = "--npu"
 
