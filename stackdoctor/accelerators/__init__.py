@@ -247,25 +247,24 @@ def device_lines(facts: Facts, say: Say) -> list[str]:
 def build_kind(torch: TorchFacts) -> BuildKind | None:
     """What the installed torch was built for: "cuda" | "rocm" | "xpu" | "cpu"; None when no torch, or nothing says.
 
-    From torch's ``version.cuda`` / ``version.hip`` first (read by importing torch, or from
-    ``torch/version.py`` without importing it), then the variant label ("+cu126", "+xpu", a plug-in kind's
-    ``variant_pattern``). Whether
+    From the kinds' own words, in this order: the torch field that only a build of the kind sets
+    (:attr:`Accelerator.build_witness`: ``version.hip``, ``version.cuda``, read by importing torch or from
+    ``torch/version.py`` without importing it), then the kind that serves the variant label ("+cu126", "+xpu", a
+    plug-in kind's ``variant_pattern``), then a kind whose torch answer only its build gives
+    (:attr:`Accelerator.build_answers`: ``torch.xpu.is_available()``). Whether
     torch also imports is a separate fact (``TorchFacts.import_error``).
     """
     from stackdoctor.matrix import variant_from_version
 
     if not torch.installed or not (torch.version or torch.cuda or torch.hip):
         return None
-    if torch.hip:
-        return "rocm"
-    if torch.cuda:
-        return "cuda"
+    witnesses = sorted((a for a in ALL if a.build_witness), key=lambda a: a.build_witness_rank)  # version.hip, then version.cuda
+    built = next((a for a in witnesses if getattr(torch, a.build_witness or "", None)), None)
+    if built is not None:
+        return built.build_kind
     v = (torch.variant or variant_from_version(torch.version) or "").lower()
-    if v.startswith("rocm"):
-        return "rocm"
-    if v.startswith("cu"):
-        return "cuda"
-    if v == "xpu" or torch.xpu_available:
-        return "xpu"
-    plugin = next((a for a in ALL if a not in BUILTIN and a.serves(v)), None)  # "+foo1": a plug-in kind's build
-    return plugin.build_kind if plugin is not None else "cpu"
+    served = next((a for a in ALL if a.serves(v)), None)  # "+cu126", "+rocm7.2", "+xpu", a plug-in kind's "+foo1"
+    if served is not None:
+        return served.build_kind
+    answered = next((a for a in ALL if a.build_answers and a.torch_available(torch) is True), None)  # torch.xpu answered
+    return answered.build_kind if answered is not None else "cpu"

@@ -25,6 +25,8 @@ class Amd(Accelerator):
     torch_api = "cuda"  # ROCm builds answer through torch.cuda
     tool_witnesses = ("rocminfo", "rocm-smi", "amd-smi", "rocm_agent_enumerator")
     kernel_witness = "/sys/class/kfd"
+    build_witness = "hip"  # torch.version.hip: a ROCm build
+    build_witness_rank = -1  # read before CUDA's (a HIP build says nothing of CUDA, but hip wins if both were set)
     device = CUDA_DEVICE  # ROCm's torch reaches its GPUs as torch.cuda (HIP); RCCL answers as "nccl"
 
     def verify(self, v: Verified) -> tuple[bool, str] | None:

@@ -118,6 +118,9 @@ class Accelerator:
     torch_api: ClassVar[str] = ""  # the torch module that answers for it: torch.<torch_api>.is_available()
     tool_witnesses: ClassVar[tuple[str, ...]] = ()  # the user-space tools that list its devices (device counting)
     kernel_witness: ClassVar[str | None] = None  # the kernel driver's own list of them (device counting)
+    build_witness: ClassVar[str | None] = None  # the TorchFacts field only a build of its kind sets ("hip": torch.version.hip)
+    build_witness_rank: ClassVar[int] = 0  # the order the witnesses are read in (lowest first)
+    build_answers: ClassVar[bool] = False  # torch answering its is_available() True says the build is of its kind (XPU)
     # A plug-in kind (one outside this package, registered through the "stackdoctor.accelerators" entry
     # point group) also names its probe module and the pattern of its index variants' names; the built-in
     # kinds' probes are in engine.PROBES and their variants are the matrix's own (cuXYZ, rocmX.Y, xpu).

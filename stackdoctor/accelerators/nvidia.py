@@ -48,6 +48,7 @@ class Nvidia(Accelerator):
     torch_api = "cuda"
     tool_witnesses = ("nvml", "nvidia-smi")
     kernel_witness = "/proc/driver/nvidia/gpus"
+    build_witness = "cuda"  # torch.version.cuda
     device = CUDA_DEVICE
 
     def present(self, facts: Facts) -> bool:
