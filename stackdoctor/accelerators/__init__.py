@@ -17,6 +17,8 @@ the priority when several are present), then the matrix rows and locale texts it
 
 from __future__ import annotations
 
+from typing import Any
+
 from stackdoctor import texts
 from stackdoctor.accelerators.amd import Amd
 from stackdoctor.accelerators.apple import Apple
@@ -27,7 +29,7 @@ from stackdoctor.accelerators.jetson import Jetson
 from stackdoctor.accelerators.nvidia import Nvidia
 from stackdoctor.facts import BuildKind, Facts, TorchFacts
 
-__all__ = ["ALL", "Accelerator", "Companion", "DeviceSpec", "companion_kind", "companion_names", "import_hint", "what_if_options", "Say", "device_specs", "device_types", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
+__all__ = ["ALL", "Accelerator", "Companion", "DeviceSpec", "companion_kind", "companion_names", "import_hint", "what_if_options", "Say", "device_specs", "device_types", "tables", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
 
 
 def _all() -> tuple[Accelerator, ...]:
@@ -152,6 +154,12 @@ def device_specs() -> dict[str, dict[str, object]]:
     one (every built-in kind but the CPU, and any plug-in that runs kernels): all the kernel and allreduce workers
     know of a device (``STACKDOCTOR_DEVICES``, JSON, read by ``_worker/sd_devices.py``)."""
     return {a.name: a.device.to_dict() for a in ALL if a.device is not None}
+
+
+def tables() -> list[tuple[Accelerator, dict[str, Any]]]:
+    """Every kind's own matrix table (:attr:`Accelerator.table`, read by :meth:`Accelerator.own_table`), in priority
+    order: what `matrix show` lists beside the shared matrix."""
+    return [(a, data) for a in ALL if a.table and (data := a.own_table())]
 
 
 def device_types() -> frozenset[str]:

@@ -133,6 +133,24 @@ class Accelerator:
     companions: ClassVar[tuple[str, ...]] = ()  # distributions installed beside torch for it ("torch-npu")
     torch_api_needs: ClassVar[str | None] = None  # torch is asked about it only where this module is installed ("torch_npu")
     what_if_option: ClassVar[str | None] = None  # install's what-if flag naming one of its devices ("--npu 910B"), as --gpu does
+    # its own matrix table: a YAML file in the package its class is in ("torch_npu.yaml"), each row sourced; a companion
+    # table's shape is {"package": "torch-npu", "source": ..., "releases": [{"version": ..., "torch": ..., ...}]}. It is
+    # what its companion() reads, and `matrix show` lists it beside the shared matrix (accelerators.tables())
+    table: ClassVar[str | None] = None
+
+    def own_table(self) -> dict[str, Any]:
+        """Its matrix table (:attr:`table`) as plain data; {} when it has none or it cannot be read."""
+        if not self.table:
+            return {}
+        from importlib import resources
+
+        import yaml
+
+        try:
+            data = yaml.safe_load(resources.files(type(self).__module__).joinpath(self.table).read_text(encoding="utf-8"))
+        except (OSError, ValueError, yaml.YAMLError):
+            return {}
+        return data if isinstance(data, dict) else {}
 
     def companion(self, facts: Facts, torch: str, *, os: str, arch: str, python: str | None, hypothetical: bool,
                   strict: bool = True) -> Companion | str | None:

@@ -76,6 +76,10 @@ class Ascend(Accelerator):
                                                      imports=("torch_npu",), set_device="npu.set_device")
     companions = (TORCH_NPU,)
     what_if_option = "--npu"
+    table = "torch_npu.yaml"
+
+    def own_table(self) -> dict[str, Any]:
+        return table()  # kept between runs (parsecache)
 
     def companion(self, facts: Facts, torch: str, *, os: str, arch: str, python: str | None, hypothetical: bool,
                   strict: bool = True) -> Companion | str | None:
