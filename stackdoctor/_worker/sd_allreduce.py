@@ -159,7 +159,10 @@ def choose_backend(torch, dist, requested, device):
     if requested and requested != "auto":
         spec = sd_devices.by_backend(requested)  # "hccl": the spec'd kind's device
         return requested, device or (spec["device"] if spec else "cpu"), "asked for"
-    return spec_backend(torch, dist, device) or ("gloo", "cpu", "CPU tensors: gloo over TCP")
+    chosen = spec_backend(torch, dist, device)
+    if chosen is not None:
+        return chosen
+    return "gloo", "cpu", "CPU tensors: gloo over TCP"
 
 
 # ---------------------------------------------------------------------------- run
