@@ -29,7 +29,7 @@ from stackdoctor.accelerators.jetson import Jetson
 from stackdoctor.accelerators.nvidia import Nvidia
 from stackdoctor.facts import BuildKind, Facts, TorchFacts
 
-__all__ = ["ALL", "Accelerator", "Companion", "DeviceSpec", "companion_kind", "companion_names", "import_hint", "what_if_options", "Say", "device_specs", "device_types", "tables", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
+__all__ = ["ALL", "Accelerator", "Companion", "DeviceSpec", "companion_kind", "companion_names", "import_hint", "what_if_options", "Say", "device_specs", "device_types", "gpu_code_kind", "gpu_libraries", "runtime_wheel_prefixes", "tables", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
 
 
 def _all() -> tuple[Accelerator, ...]:
@@ -160,6 +160,24 @@ def tables() -> list[tuple[Accelerator, dict[str, Any]]]:
     """Every kind's own matrix table (:attr:`Accelerator.table`, read by :meth:`Accelerator.own_table`), in priority
     order: what `matrix show` lists beside the shared matrix."""
     return [(a, data) for a in ALL if a.table and (data := a.own_table())]
+
+
+def runtime_wheel_prefixes() -> tuple[str, ...]:
+    """The name prefixes of every kind's runtime wheels ("nvidia-", "cuda-toolkit", "rocm", "intel-"): the pins that
+    say what a torch build bundles."""
+    return tuple(p for a in ALL for p in a.runtime_wheels)
+
+
+def gpu_libraries() -> dict[str, str]:
+    """wheel member -> the GPU code format its library carries, for every kind whose builds carry GPU code
+    ("torch/lib/libtorch_cuda.so" -> "cuda")."""
+    return {m: a.gpu_code for a in ALL if a.gpu_code for m in a.gpu_libraries}
+
+
+def gpu_code_kind(variant: str | None) -> Accelerator | None:
+    """The kind whose builds of ``variant`` carry GPU code a static reader lists ("cu130" -> NVIDIA, "rocm7.2" -> AMD)."""
+    kind = for_variant(variant)
+    return kind if kind is not None and kind.gpu_code else None
 
 
 def device_types() -> frozenset[str]:

@@ -26,6 +26,9 @@ class Amd(Accelerator):
     tool_witnesses = ("rocminfo", "rocm-smi", "amd-smi", "rocm_agent_enumerator")
     kernel_witness = "/sys/class/kfd"
     build_witness = "hip"  # torch.version.hip: a ROCm build
+    runtime_wheels = ("rocm",)
+    gpu_code = "hip"
+    gpu_libraries = ("torch/lib/libtorch_hip.so",)
     build_witness_rank = -1  # read before CUDA's (a HIP build says nothing of CUDA, but hip wins if both were set)
     device = CUDA_DEVICE  # ROCm's torch reaches its GPUs as torch.cuda (HIP); RCCL answers as "nccl"
 

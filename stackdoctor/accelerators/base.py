@@ -133,6 +133,11 @@ class Accelerator:
     companions: ClassVar[tuple[str, ...]] = ()  # distributions installed beside torch for it ("torch-npu")
     torch_api_needs: ClassVar[str | None] = None  # torch is asked about it only where this module is installed ("torch_npu")
     what_if_option: ClassVar[str | None] = None  # install's what-if flag naming one of its devices ("--npu 910B"), as --gpu does
+    # what `matrix learn` reads of its builds (stackdoctor/learn.py): the runtime wheels their metadata pins (name
+    # prefixes), and the GPU code their libraries carry (a stackdoctor.binfmt format, "cuda" | "hip", in these wheel members)
+    runtime_wheels: ClassVar[tuple[str, ...]] = ()  # ("nvidia-", "cuda-toolkit")
+    gpu_code: ClassVar[str | None] = None  # "cuda": fat binaries (sm_XY, compute_XY); "hip": offload bundles (gfxNNNN)
+    gpu_libraries: ClassVar[tuple[str, ...]] = ()  # ("torch/lib/libtorch_cuda.so",)
     # its own matrix table: a YAML file in the package its class is in ("torch_npu.yaml"), each row sourced; a companion
     # table's shape is {"package": "torch-npu", "source": ..., "releases": [{"version": ..., "torch": ..., ...}]}. It is
     # what its companion() reads, and `matrix show` lists it beside the shared matrix (accelerators.tables())

@@ -21,6 +21,7 @@ class Intel(Accelerator):
     build_label = "XPU"
     vendor_label = "Intel"
     torch_api = "xpu"
+    runtime_wheels = ("intel-", "onemkl-")
     build_answers = True  # torch.xpu.is_available() is True only in an XPU build
     device = DeviceSpec(device="xpu", torch_api="xpu", label="XPU", synchronize="xpu.synchronize", sync_takes_device=True,
                         backend="xccl", backend_check="is_xccl_available", fall_through=True, fast_dtypes=("bf16", "fp16"))

@@ -49,6 +49,9 @@ class Nvidia(Accelerator):
     tool_witnesses = ("nvml", "nvidia-smi")
     kernel_witness = "/proc/driver/nvidia/gpus"
     build_witness = "cuda"  # torch.version.cuda
+    runtime_wheels = ("nvidia-", "cuda-toolkit")
+    gpu_code = "cuda"
+    gpu_libraries = ("torch/lib/libtorch_cuda.so", "torch/lib/torch_cuda.dll")
     device = CUDA_DEVICE
 
     def present(self, facts: Facts) -> bool:

@@ -139,7 +139,7 @@ def learn_cmd(
     try:
         res = L.learn(src, existing=existing, since=since, versions=torch or (), refresh=refresh, download=download or gpu_code, companions=not no_companions)
     except IndexError_ as exc:
-        raise IndexError_(_shown(str(exc))) from None  # the index URL may carry credentials
+        raise IndexError_(shown(str(exc))) from None  # the index URL may carry credentials
     finally:
         if client is not None:
             client.close()
@@ -153,7 +153,7 @@ def learn_cmd(
     return int(ExitCode.OK)
 
 
-def _shown(text: str) -> str:
+def shown(text: str) -> str:
     """On the user's own terminal: credentials masked, their own hosts as they typed them (a bundle's host
     redaction is for sharing), and matrix learn's own flag where the index client names install's."""
     from stackdoctor.redact import scrub_secrets
@@ -192,23 +192,23 @@ def _said(res: Any, src: Any, target: Path, torch: list[str] | None) -> bool:
     """Print what ``matrix learn`` read; False when it learned no row (said so, or a usage error when the releases
     asked for are not served)."""
     for line in res.lines:
-        print(_shown(line))
+        print(shown(line))
     if res.skipped:
         print(f"already learned (not fetched again; --refresh reads them): torch {', '.join(res.skipped)}")
     for err in res.errors:
-        print(_shown(f"warning: {err}"))
+        print(shown(f"warning: {err}"))
     fetched = getattr(src, "fetched", 0)
     if fetched:
         print(f"read {fetched / (1024 * 1024):.1f} MiB of wheels by range requests")
     for miss in res.missing:
-        print(_shown(f"not learned: {miss}"))
+        print(shown(f"not learned: {miss}"))
     if res.rows:
         return True
     if torch and not res.skipped:
         if res.errors:
-            raise UsageError(str(_shown(res.errors[0])).rstrip(".") + ".")  # the index's own sentence
-        raise UsageError(_shown(f"{src.name} serves no torch {', '.join(torch)}."))
-    print(_shown(f"nothing new on {src.name}; {target} unchanged."))
+            raise UsageError(str(shown(res.errors[0])).rstrip(".") + ".")  # the index's own sentence
+        raise UsageError(shown(f"{src.name} serves no torch {', '.join(torch)}."))
+    print(shown(f"nothing new on {src.name}; {target} unchanged."))
     return False
 
 
