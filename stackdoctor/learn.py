@@ -179,15 +179,7 @@ def learn(
     wanted = {Version(v) for v in versions}
     if wanted and not wanted & set(by_version):
         res.errors.append(f"{page} serves no torch {', '.join(sorted(map(str, wanted)))}")
-    todo: list[Version] = []
-    for v in sorted(by_version, reverse=True):
-        if wanted and v not in wanted:
-            continue
-        old = existing.get(str(v))
-        if old and old.get("learned") and not refresh and (not download or _has_gpu_code(old)):
-            res.skipped.append(str(v))
-            continue
-        todo.append(v)
+    todo = _todo(by_version, wanted, existing, refresh, download, res)
     pairs: dict[str, dict[str, str]] = {}
     ranged_pairs: dict[str, set[str]] = {}
     comp_pythons: dict[str, dict[str, set[str]]] = {}
@@ -199,31 +191,57 @@ def learn(
         row = _learn_release(source, page, v, by_version[v], date, download, res)
         if row is None:
             continue
-        for comp in COMPANIONS:
-            cv = pairs.get(comp, {}).get(str(v))
-            if cv:
-                row[comp] = cv
-                if str(v) in ranged_pairs.get(comp, set()):
-                    row.setdefault("paired_by_range", []).append(comp)
-        tv = row.get("torchvision")
-        if tv and comp_pythons.get("torchvision", {}).get(tv) is not None:
-            have = comp_pythons["torchvision"][tv]
-            only = [p for p in row.get("pythons", []) if p not in have]
-            if only:
-                row["torch_only_pythons"] = only
-        elif companions and not tv and "torchvision" in pairs:
-            row.setdefault("unknown", []).append("torchvision: no torchvision on the index pins this torch")
-        srcs = row.pop("_by_plat")
-        for vr in row.get("variants", []):
-            if vr.get("index") == "pypi":
-                for plat in vr["platforms"]:
-                    key = (f"{v.major}.{v.minor}", _family(plat))
-                    if key not in by_fam_default or by_fam_default[key][0] < v:
-                        by_fam_default[key] = (v, vr["name"], srcs[vr["name"]][plat])
+        _pair(row, str(v), pairs, ranged_pairs, comp_pythons, companions)
+        _note_defaults(by_fam_default, row, v, row.pop("_by_plat"))
         res.rows.append(row)
     for (minor, fam), (_v, name, src) in sorted(by_fam_default.items()):
         res.pypi_default.append({"torch": minor, "platform": fam, "variant": name, "source": src})
     return res
+
+
+def _todo(by_version: Mapping[Version, list[WheelFacts]], wanted: set[Version], existing: Mapping[str, Mapping[str, Any]], refresh: bool,
+          download: bool, res: LearnResult) -> list[Version]:
+    """The releases to read, newest first: those asked for (all when none is), less those the layer has (said as skipped)."""
+    todo: list[Version] = []
+    for v in sorted(by_version, reverse=True):
+        if wanted and v not in wanted:
+            continue
+        old = existing.get(str(v))
+        if old and old.get("learned") and not refresh and (not download or _has_gpu_code(old)):
+            res.skipped.append(str(v))
+            continue
+        todo.append(v)
+    return todo
+
+
+def _pair(row: dict[str, Any], v: str, pairs: Mapping[str, Mapping[str, str]], ranged_pairs: Mapping[str, set[str]],
+          comp_pythons: Mapping[str, Mapping[str, set[str]]], companions: bool) -> None:
+    """The companions paired with torch ``v`` into its row, and the Pythons torch has wheels for and torchvision has not."""
+    for comp in COMPANIONS:
+        cv = pairs.get(comp, {}).get(v)
+        if cv:
+            row[comp] = cv
+            if v in ranged_pairs.get(comp, set()):
+                row.setdefault("paired_by_range", []).append(comp)
+    tv = row.get("torchvision")
+    if tv and comp_pythons.get("torchvision", {}).get(tv) is not None:
+        have = comp_pythons["torchvision"][tv]
+        only = [p for p in row.get("pythons", []) if p not in have]
+        if only:
+            row["torch_only_pythons"] = only
+    elif companions and not tv and "torchvision" in pairs:
+        row.setdefault("unknown", []).append("torchvision: no torchvision on the index pins this torch")
+
+
+def _note_defaults(by_fam_default: dict[tuple[str, str], tuple[Version, str, str]], row: dict[str, Any], v: Version,
+                   srcs: Mapping[str, Mapping[str, str]]) -> None:
+    """PyPI's default build of each (minor release, platform family): the newest learned release's."""
+    for vr in row.get("variants", []):
+        if vr.get("index") == "pypi":
+            for plat in vr["platforms"]:
+                key = (f"{v.major}.{v.minor}", _family(plat))
+                if key not in by_fam_default or by_fam_default[key][0] < v:
+                    by_fam_default[key] = (v, vr["name"], srcs[vr["name"]][plat])
 
 
 def _why(source: Source, filename: str) -> str | None:
@@ -248,7 +266,8 @@ def _gpu_code_of(source: Source, f: IndexFile, res: LearnResult) -> dict[str, An
 
 
 def _has_gpu_code(row: Mapping[str, Any]) -> bool:
-    return all(vr.get("arch_list") or vr.get("gfx") or vr.get("name") in ("cpu", "xpu") for vr in row.get("variants") or [])
+    """Every variant of a learned row whose builds carry GPU code has it (a CPU or XPU build has none to read)."""
+    return all(vr.get("arch_list") or vr.get("gfx") or accelerators.gpu_code_kind(vr.get("name")) is None for vr in row.get("variants") or [])
 
 
 def _learn_companion(
@@ -269,38 +288,24 @@ def _learn_companion(
     for cv in sorted(groups, reverse=True):
         if set(pairs) >= torch_versions:
             break
-        ws = groups[cv]
-        linux = [w for w in ws if any(p.endswith("x86_64") and p.startswith(("manylinux", "linux")) for p in w.platforms)] or ws
-        w = _pick(linux)
-        meta, _used = source.metadata(IndexFile(w.filename, w.url, w.sha256, w.requires_python))
-        if meta is None:
-            why = _why(source, w.filename)
-            if why:
-                res.missing.append(f"{comp} {cv}: core metadata of {w.filename} ({why}); its torch pairing is unknown")
+        said = _companion_release(source, comp, cv, groups[cv], res)
+        if said is None:
             continue
-        req = torch_requirement(meta)
-        if req is None:
-            continue  # no torch requirement at all: it pairs with nothing it says
-        pin = _pin(req)
-        pys = {p for x in ws for p in x.pythons}
-        if not pys and meta.requires_python:  # py3-none wheels: Requires-Python decides
-            pys = {f"3.{n}{t}" for n in range(8, 20) for t in ("", "t") if _spec_ok(meta.requires_python, f"3.{n}")}
+        req, pys, url = said
         pythons[str(cv)] = pys
-        if pin is not None:
-            try:
-                pv = Version(pin.split("+", 1)[0])
-            except InvalidVersion:
-                continue
-            if pv < oldest:
-                break
-            hits = [str(pv)] if str(pv) in torch_versions else []
-        else:  # a range (torch>=2.14.0): every learned torch it admits (after the exact pins), the newest companion first
-            ranged.append((str(cv), req, w.url))
+        pin = _pin(req)
+        if pin is None:  # a range (torch>=2.14.0): every learned torch it admits (after the exact pins), the newest companion first
+            ranged.append((str(cv), req, url))
             continue
-        for t in hits:
-            if t not in pairs:
-                pairs[t] = str(cv)
-                res.lines.append(f"{comp} {cv} requires {req.name}{req.specifier}: paired with torch {t} ({_public(w.url)})")
+        try:
+            pv = Version(pin.split("+", 1)[0])
+        except InvalidVersion:
+            continue
+        if pv < oldest:
+            break
+        if str(pv) in torch_versions and str(pv) not in pairs:
+            pairs[str(pv)] = str(cv)
+            res.lines.append(f"{comp} {cv} requires {req.name}{req.specifier}: paired with torch {pv} ({_public(url)})")
     by_range: set[str] = set()
     for cvs, req, url in ranged:
         for t in sorted(torch_versions, key=Version, reverse=True):
@@ -309,6 +314,26 @@ def _learn_companion(
                 by_range.add(t)
                 res.lines.append(f"{comp} {cvs} requires {req.name}{req.specifier}: paired with torch {t} ({_public(url)})")
     return pairs, pythons, by_range
+
+
+def _companion_release(source: Source, comp: str, cv: Version, ws: list[WheelFacts], res: LearnResult) -> tuple[Requirement, set[str], str] | None:
+    """(its torch requirement, the Pythons its wheels serve, the wheel read) of one ``comp`` release; None when it says
+    nothing of torch (or its metadata could not be read, said in ``res``)."""
+    linux = [w for w in ws if any(p.endswith("x86_64") and p.startswith(("manylinux", "linux")) for p in w.platforms)] or ws
+    w = _pick(linux)
+    meta, _used = source.metadata(IndexFile(w.filename, w.url, w.sha256, w.requires_python))
+    if meta is None:
+        why = _why(source, w.filename)
+        if why:
+            res.missing.append(f"{comp} {cv}: core metadata of {w.filename} ({why}); its torch pairing is unknown")
+        return None
+    req = torch_requirement(meta)
+    if req is None:
+        return None  # no torch requirement at all: it pairs with nothing it says
+    pys = {p for x in ws for p in x.pythons}
+    if not pys and meta.requires_python:  # py3-none wheels: Requires-Python decides
+        pys = {f"3.{n}{t}" for n in range(8, 20) for t in ("", "t") if _spec_ok(meta.requires_python, f"3.{n}")}
+    return req, pys, w.url
 
 
 def _spec_ok(spec: str, python: str) -> bool:
@@ -320,41 +345,53 @@ def _spec_ok(spec: str, python: str) -> bool:
         return True
 
 
-def _learn_release(
-    source: Source, page: str, v: Version, ws: list[WheelFacts], date: str, download: bool, res: LearnResult
-) -> dict[str, Any] | None:
-    groups: dict[tuple[str | None, str], list[WheelFacts]] = {}
-    for w in ws:
-        for p in w.platforms:
-            groups.setdefault((w.label, p), []).append(w)
-    variants: dict[str, dict[str, Any]] = {}
+@dataclass
+class _Release:
+    """What is learned of one release while its (label, platform) groups are read: the variants, the Python and
+    triton pins, what could not be learned."""
+
+    source: Source
+    page: str
+    v: Version
+    date: str
+    download: bool
+    res: LearnResult
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
     req_python: str | None = None
     triton: tuple[str | None, str | None] = (None, None)
-    unknown: list[str] = []
-    py_by_plat: dict[str, set[str]] = {}
-    for (label, plat), members in sorted(groups.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
-        rep = _pick(members)
-        meta, used = source.metadata(IndexFile(rep.filename, rep.url, rep.sha256, rep.requires_python))
+    unknown: list[str] = field(default_factory=list)
+    py_by_plat: dict[str, set[str]] = field(default_factory=dict)
+
+    def _name(self, label: str | None, plat: str, rep: WheelFacts, meta: CoreMetadata | None) -> str | None:
+        """The variant a group is: its local label, or (label-less) what its runtime pins say; None: not learned."""
         if meta is None:
-            why = _why(source, rep.filename) or "no core metadata on the index (--download reads the wheel's own)"
-            unknown.append(f"{rep.filename}: core metadata not read ({why})")
-            res.missing.append(f"torch {v} {label or 'default build'} {plat}: core metadata of {rep.filename} ({why})")
+            why = _why(self.source, rep.filename) or "no core metadata on the index (--download reads the wheel's own)"
+            self.unknown.append(f"{rep.filename}: core metadata not read ({why})")
+            self.res.missing.append(f"torch {self.v} {label or 'default build'} {plat}: core metadata of {rep.filename} ({why})")
             if label is None:
-                continue
+                return None
         name = label if label else variant_from_requires(meta, plat, rep.pythons[0] if rep.pythons else None) if meta else None
         if label and not re.match(r"^(cpu|cu\d{2,3}|rocm\d+\.\d+(\.\d+)?|xpu)$", label):
-            unknown.append(f"{rep.filename}: local label +{label} is not a variant name; not learned")
-            continue
+            self.unknown.append(f"{rep.filename}: local label +{label} is not a variant name; not learned")
+            return None
         if name is None:
-            unknown.append(f"{rep.filename}: which build it is (its runtime pins name no CUDA runtime)")
-            continue
+            self.unknown.append(f"{rep.filename}: which build it is (its runtime pins name no CUDA runtime)")
+        return name
+
+    def group(self, label: str | None, plat: str, members: list[WheelFacts]) -> None:
+        """One (label, platform) group of wheels: its representative's metadata, and with ``download`` its GPU code."""
+        rep = _pick(members)
+        meta, used = self.source.metadata(IndexFile(rep.filename, rep.url, rep.sha256, rep.requires_python))
+        name = self._name(label, plat, rep, meta)
+        if name is None:
+            return
         if meta is not None:
-            req_python = req_python or meta.requires_python
-            if triton == (None, None):
-                triton = triton_pin(meta, plat, rep.pythons[0] if rep.pythons else None)
+            self.req_python = self.req_python or meta.requires_python
+            if self.triton == (None, None):
+                self.triton = triton_pin(meta, plat, rep.pythons[0] if rep.pythons else None)
         pys = {p for m in members for p in m.pythons}
-        py_by_plat.setdefault(_family(plat), set()).update(pys)
-        vr = variants.setdefault(name, {"name": name, "platforms": [], "pythons": set(), "learned": date})
+        self.py_by_plat.setdefault(_family(plat), set()).update(pys)
+        vr = self.variants.setdefault(name, {"name": name, "platforms": [], "pythons": set(), "learned": self.date})
         vr["platforms"].append(plat)
         vr["pythons"] |= pys
         if label is None:
@@ -363,71 +400,86 @@ def _learn_release(
         if pins:
             vr.setdefault("runtime", {}).update(pins)
         what = "file names and core metadata"
-        if download and accelerators.gpu_code_kind(name) is not None:
-            code = _gpu_code_of(source, used, res)
-            if code is None or (not code.get("error") and not (code.get("arch_list") or code.get("gfx"))):
-                res.missing.append(f"torch {v} {name} {plat}: GPU code of {used.filename} ({(code or {}).get('error') or 'no GPU library or GPU code found in it'})")
-            elif code.get("error") and not (code.get("arch_list") or code.get("gfx")):
-                res.missing.append(f"torch {v} {name} {plat}: GPU code of {used.filename} ({code['error']})")
-            if code and not code.get("error") and (code.get("arch_list") or code.get("gfx")):
-                what += f", GPU code read from {code['library']}"
-                _INTO[code["kind"]](vr, code, plat)
-            elif code and code.get("error"):
-                unknown.append(f"{rep.filename}: GPU code not read ({code['error']})")
+        if self.download and accelerators.gpu_code_kind(name) is not None:
+            what += self._gpu_code(vr, name, plat, rep, used)
         vr.setdefault("_sources", []).append(_source_of(used))
         vr.setdefault("_what", set()).add(what)
-        vr.setdefault("_by_plat", {})[plat] = f"{_source_of(used)} ({what}; learned {date} by stackdoctor matrix learn)"
-    if not variants:
+        vr.setdefault("_by_plat", {})[plat] = f"{_source_of(used)} ({what}; learned {self.date} by stackdoctor matrix learn)"
+
+    def _gpu_code(self, vr: dict[str, Any], name: str, plat: str, rep: WheelFacts, used: IndexFile) -> str:
+        """The group's GPU code into its variant row; what was read, for its source (", GPU code read from ...")."""
+        code = _gpu_code_of(self.source, used, self.res)
+        found = bool(code and (code.get("arch_list") or code.get("gfx")))
+        if not found:
+            why = (code or {}).get("error") or "no GPU library or GPU code found in it"
+            self.res.missing.append(f"torch {self.v} {name} {plat}: GPU code of {used.filename} ({why})")
+        if code and not code.get("error") and found:
+            _INTO[code["kind"]](vr, code, plat)
+            return f", GPU code read from {code['library']}"
+        if code and code.get("error"):
+            self.unknown.append(f"{rep.filename}: GPU code not read ({code['error']})")
+        return ""
+
+    def finished_variants(self) -> tuple[list[dict[str, Any]], dict[str, dict[str, str]]]:
+        out_variants = []
+        by_plat: dict[str, dict[str, str]] = {}
+        for vr in self.variants.values():
+            vr["pythons"] = sorted(vr["pythons"], key=_py_key)
+            what = "; ".join(sorted(vr.pop("_what"), key=len, reverse=True))
+            vr["source"] = "; ".join(vr.pop("_sources")) + f" ({what}; learned {self.date} by stackdoctor matrix learn)"
+            by_plat[vr["name"]] = vr.pop("_by_plat")
+            kind = accelerators.gpu_code_kind(vr["name"])
+            if kind is not None and kind.gpu_code in _UNREAD and not any(f in vr for f in _UNREAD[kind.gpu_code]):
+                vr["unknown"] = ["arch list: not read from the binaries (stackdoctor matrix learn --download reads it)"]
+            out_variants.append(vr)
+        return out_variants, by_plat
+
+    def row(self, ws: list[WheelFacts]) -> dict[str, Any]:
+        all_pys = sorted({p for s in self.py_by_plat.values() for p in s}, key=_py_key)
+        fam_tags: dict[str, str] = {}
+        for w in ws:
+            for t in w.platforms:
+                fam_tags.setdefault(_family(t), t)
+        python_platforms = {
+            p: sorted(fam_tags[f] for f, s in self.py_by_plat.items() if p in s) for p in all_pys if not all(p in s for s in self.py_by_plat.values())
+        }
+        out_variants, by_plat = self.finished_variants()
+        macs = sorted({p for w in ws for p in w.platforms if p.startswith("macosx_") and p.endswith("arm64")})
+        row: dict[str, Any] = {
+            "version": str(self.v),
+            "learned": self.date,
+            "source": f"{_public(self.page)} (file names{', core metadata' if self.req_python else ''}; learned {self.date} by stackdoctor matrix learn)",
+            "pythons": all_pys,
+        }
+        m = re.match(r"^macosx_(\d+)_(\d+)_", macs[0]) if macs else None
+        extra = {"requires_python": self.req_python, "python_platforms": python_platforms, "min_macos": f"{m.group(1)}.{m.group(2)}" if m else None,
+                 "triton": self.triton[0], "triton_requirement": self.triton[1], "unknown": self.unknown}
+        row.update({k: val for k, val in extra.items() if val})
+        row["variants"] = out_variants
+        row["_by_plat"] = by_plat
+        self.res.lines.append(
+            f"torch {self.v}: " + ", ".join(f"{x['name']} ({', '.join(x['platforms'])})" for x in out_variants)
+            + (f"; Python {all_pys[0]}-{all_pys[-1]}" if all_pys else "")
+        )
+        return row
+
+
+def _learn_release(
+    source: Source, page: str, v: Version, ws: list[WheelFacts], date: str, download: bool, res: LearnResult
+) -> dict[str, Any] | None:
+    groups: dict[tuple[str | None, str], list[WheelFacts]] = {}
+    for w in ws:
+        for p in w.platforms:
+            groups.setdefault((w.label, p), []).append(w)
+    rel = _Release(source, page, v, date, download, res)
+    for (label, plat), members in sorted(groups.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+        rel.group(label, plat, members)
+    if not rel.variants:
+        unknown = rel.unknown
         res.errors.append(f"torch {v}: no build could be learned from {page}" + (f" ({unknown[0]})" if unknown else ""))
         res.missing.append(f"torch {v}: no build learned" + (f" ({'; '.join(unknown[:3])})" if unknown else ""))
         return None
-    all_pys = sorted({p for s in py_by_plat.values() for p in s}, key=_py_key)
-    fam_tags: dict[str, str] = {}
-    for w in ws:
-        for t in w.platforms:
-            fam_tags.setdefault(_family(t), t)
-    python_platforms = {
-        p: sorted(fam_tags[f] for f, s in py_by_plat.items() if p in s) for p in all_pys if not all(p in s for s in py_by_plat.values())
-    }
-    out_variants = []
-    by_plat: dict[str, dict[str, str]] = {}
-    for vr in variants.values():
-        vr["pythons"] = sorted(vr["pythons"], key=_py_key)
-        what = "; ".join(sorted(vr.pop("_what"), key=len, reverse=True))
-        vr["source"] = "; ".join(vr.pop("_sources")) + f" ({what}; learned {date} by stackdoctor matrix learn)"
-        by_plat[vr["name"]] = vr.pop("_by_plat")
-        kind = accelerators.gpu_code_kind(vr["name"])
-        if kind is not None and kind.gpu_code in _UNREAD and not any(f in vr for f in _UNREAD[kind.gpu_code]):
-            vr["unknown"] = ["arch list: not read from the binaries (stackdoctor matrix learn --download reads it)"]
-        out_variants.append(vr)
-    macs = sorted({p for w in ws for p in w.platforms if p.startswith("macosx_") and p.endswith("arm64")})
-    row: dict[str, Any] = {
-        "version": str(v),
-        "learned": date,
-        "source": f"{_public(page)} (file names{', core metadata' if req_python else ''}; learned {date} by stackdoctor matrix learn)",
-        "pythons": all_pys,
-    }
-    if req_python:
-        row["requires_python"] = req_python
-    if python_platforms:
-        row["python_platforms"] = python_platforms
-    if macs:
-        m = re.match(r"^macosx_(\d+)_(\d+)_", macs[0])
-        if m:
-            row["min_macos"] = f"{m.group(1)}.{m.group(2)}"
-    if triton[0]:
-        row["triton"] = triton[0]
-    if triton[1]:
-        row["triton_requirement"] = triton[1]
-    if unknown:
-        row["unknown"] = unknown
-    row["variants"] = out_variants
-    row["_by_plat"] = by_plat
-    res.lines.append(
-        f"torch {v}: " + ", ".join(f"{x['name']} ({', '.join(x['platforms'])})" for x in out_variants)
-        + (f"; Python {all_pys[0]}-{all_pys[-1]}" if all_pys else "")
-    )
-    return row
+    return rel.row(ws)
 
 
 # ---------------------------------------------------------------------------- the layer file
@@ -494,34 +546,23 @@ def witness_matrix(
     newest = matrix.releases[0].version if matrix.releases else Version("0")
     known = {str(r.version) for r in matrix.releases} | {str(p.version) for r in matrix.releases for p in r.patches}
     rows: list[dict[str, Any]] = []
+    only = {Version(v) for v in versions}
+    also = {Version(v) for v in artifacts}
+
+    def wanted(v: Version) -> bool:
+        return (str(v) not in known and (v in only if only else (not newer_only or v > newest))) or v in also
+
     for src in sources:
         try:
             _page, files = src.files("torch")
+            vs = {w.version for f in files if (w := wheel_facts(f)) is not None and w.project == "torch" and _version_ok(w.version, Version("2.0"))}
+            new = sorted(v for v in vs if wanted(v))
+            res = learn(src, versions=[str(v) for v in new], companions=True) if new else None
         except IndexError_ as exc:
             notes.append(f"index witness: {exc}")
             continue
-        vs = {w.version for f in files if (w := wheel_facts(f)) is not None and w.project == "torch" and _version_ok(w.version, Version("2.0"))}
-        only = {Version(v) for v in versions}
-        also = {Version(v) for v in artifacts}
-        new = sorted(v for v in vs if (str(v) not in known and (v in only if only else (not newer_only or v > newest))) or v in also)
-        if not new:
-            continue
-        try:
-            res = learn(src, versions=[str(v) for v in new], companions=True)
-        except IndexError_ as exc:
-            notes.append(f"index witness: {exc}")
-            continue
-        for row in res.rows:
-            for vr in row["variants"]:
-                _infer_gpu_code(matrix, row["version"], vr)
-                if vr.get("index") != "pypi" and getattr(src, "serves_index", True):
-                    vr["index"] = getattr(src, "index_url", None) or src.name
-            rows.append(row)
-            if row["version"] in known:  # a build of a known release: say which builds were learned
-                builds = ", ".join(f"{vr['name']} ({', '.join(vr['platforms'])})" for vr in row["variants"])
-                notes.append(f"torch {row['version']} {builds}: a build the matrix lacks; learned from {_public(src.name)} (its file names and core metadata)")
-            else:
-                notes.append(f"torch {row['version']}: not in the matrix; learned from {_public(src.name)} (its file names and core metadata)")
+        for row in res.rows if res is not None else []:
+            rows.append(_witnessed(matrix, src, row, known, notes))
             known.add(row["version"])
     if not rows:
         return matrix, notes
@@ -531,6 +572,20 @@ def witness_matrix(
     parsed = parse_matrix_text(text, "index witness")
     base = [(f, _parsed_of(matrix)) for f in ("matrix",)]
     return _build([*base, ("index witness", parsed)]), notes
+
+
+def _witnessed(matrix: Any, src: Source, row: dict[str, Any], known: set[str], notes: list[str]) -> dict[str, Any]:
+    """A row learned at run time: GPU code inferred where it was not read, the source's index on each build, a note."""
+    for vr in row["variants"]:
+        _infer_gpu_code(matrix, row["version"], vr)
+        if vr.get("index") != "pypi" and getattr(src, "serves_index", True):
+            vr["index"] = getattr(src, "index_url", None) or src.name
+    if row["version"] in known:  # a build of a known release: say which builds were learned
+        builds = ", ".join(f"{vr['name']} ({', '.join(vr['platforms'])})" for vr in row["variants"])
+        notes.append(f"torch {row['version']} {builds}: a build the matrix lacks; learned from {_public(src.name)} (its file names and core metadata)")
+    else:
+        notes.append(f"torch {row['version']}: not in the matrix; learned from {_public(src.name)} (its file names and core metadata)")
+    return row
 
 
 def _parsed_of(matrix: Any) -> Any:
