@@ -205,3 +205,35 @@ def test_every_kinds_allreduce_reasons_read_in_chinese(kind, monkeypatch):
     for reason in reasons:
         zh = catalog.sentence(reason, "zh")
         assert re.search(r"[\u4e00-\u9fff]", zh), reason
+
+
+# ---------------------------------------------------------------------------- the post-install verdict, a real install
+
+
+@pytest.mark.posix
+@pytest.mark.parametrize(("answer", "ok", "said"), [
+    (True, True, "torch 99.0.0+foo1 imports in the target and sees the Foo NPU"),
+    (False, False, "torch 99.0.0+foo1 imports in the target, but torch.foo.is_available() is False"),
+], ids=["sees-it", "does-not"])
+def test_a_real_install_of_a_foo_build_ends_with_the_plugins_verdict(answer, ok, said, tmp_path):
+    """``stackdoctor install`` plans the foo1 build (the plug-in's matrix file), pip installs it from a folder (a
+    stand-in torch wheel whose ``torch.foo.is_available()`` answers ``answer``), the target's torch is asked the
+    plug-in's question after the install (``_worker/sd_verify.py``), and the verdict is the plug-in's ``verify``."""
+    from indexserver import FAKE_MARK, WheelSpec, _torch_files, build_wheel
+    from test_accelerator_plugin import STANDIN_TORCH
+    from test_ascend_install import _pip_venv
+    from test_install import isolated_env
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    init = f"# {FAKE_MARK}\n" + STANDIN_TORCH.replace("ANSWER", repr(answer))
+    spec = WheelSpec("torch", "99.0.0+foo1", "py3-none-any", [], {**_torch_files("99.0.0+foo1"), "torch/__init__.py": init})
+    (wheels / spec.filename).write_bytes(build_wheel(spec))
+    py = _pip_venv(tmp_path / "venv")
+    env = {**isolated_env(tmp_path), **_foo_machine(tmp_path)}
+    out = run_sd(["install", "--python", py, "--matrix", str(MATRIX), "--no-index", "--find-links", str(wheels), "--yes"], env=env, timeout=300)
+    screen = out.stdout + out.stderr
+    assert (out.rc == 0) is ok, screen[-3000:]
+    assert said in screen, screen[-3000:]
+    version = subprocess.run([py, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True, timeout=60)
+    assert version.stdout.strip() == "99.0.0+foo1", version
