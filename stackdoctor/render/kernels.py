@@ -161,11 +161,12 @@ def ms_cells(values: Sequence[float | None]) -> list[str]:
     return [f"{v:.{decimals}f}" if v else "" for v in values]
 
 
-def _spread_cell(r: Any, noisy: str) -> str:
+def _spread_cell(r: Any) -> Text:
+    """The spread as a number, in yellow when the run was noisy (said under the table)."""
     pct = spread_pct(r)
     if pct is None:
-        return ""
-    return noisy if pct > NOISY_PCT else f"{pct:.0f}%"
+        return Text("")
+    return Text(f"{pct:.0f}%", style="yellow" if pct > NOISY_PCT else "")
 
 
 # ---------------------------------------------------------------------------- the kernels screen
@@ -183,7 +184,7 @@ def _compute_columns(compute: list[Any], t: Callable[..., str]) -> list[Column]:
         Column(t("col_max_err"), [f"{r.max_error:.1e}" if r.max_error is not None else "" for r in compute], "right", drop=2),
         Column(t("k_col_ms"), ms_cells([r.time_s * 1e3 if r.time_s else None for r in compute]), "right", drop=1),
         Column(t("k_col_rate", unit=unit), [_number(r.tflops / div) if r.tflops else "" for r in compute], "right"),
-        Column(t("k_col_spread"), [_spread_cell(r, t("k_noisy")) for r in compute], "right"),
+        Column(t("k_col_spread"), [_spread_cell(r) for r in compute], "right"),
     ]
     if any(r.percent_of_peak is not None for r in compute):
         cols.append(Column(t("col_peak"), [f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else "" for r in compute],
