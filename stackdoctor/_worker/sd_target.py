@@ -75,17 +75,9 @@ def python_facts():
     else:
         out["env_kind"] = "system"
     tags = []
-    try:
-        try:
-            from packaging import tags as ptags
-        except ImportError:
-            extra = os.environ.get("STACKDOCTOR_PACKAGING_PATH")
-            if not extra:
-                raise
-            sys.path.append(extra)
-            from packaging import tags as ptags
-        tags = [str(t) for t in ptags.sys_tags()]
-    except Exception as exc:  # packaging missing or broken: report, keep going
+    try:  # packaging.tags.sys_tags(), ported (sd_tags.py): packaging's import cost more than the rest of this worker
+        tags = sibling("sd_tags").sys_tags()
+    except Exception as exc:  # a platform the port cannot read: report, keep going
         out["tags_error"] = last_line(exc)
     out["tags"] = tags
     out["site_dirs"] = site_dirs()
@@ -93,6 +85,19 @@ def python_facts():
     # pip's version and the installed distributions are read by the parent from the *.dist-info in
     # site_dirs (stackdoctor.probes.torch_static): importlib.metadata costs more than the rest of this worker
     return out
+
+
+def sibling(name):
+    """The worker module ``name`` beside this file (loaded by path: a module of that name on the target's
+    sys.path is not it), compiled once into __pycache__ like any import."""
+    mod = sys.modules.get("_stackdoctor_" + name)
+    if mod is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+        spec = importlib.util.spec_from_file_location("_stackdoctor_" + name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+    return mod
 
 
 def site_dirs():

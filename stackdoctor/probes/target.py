@@ -27,7 +27,6 @@ import os
 import posixpath
 import re
 import threading
-from pathlib import Path
 
 from stackdoctor._worker import worker_path
 from stackdoctor.facts import (
@@ -42,26 +41,6 @@ from stackdoctor.probes.torch_static import StaticTorch, read_static_torch
 from stackdoctor.system import CommandResult, System
 
 MARK = "@@stackdoctor@@ "
-
-
-_PACKAGING_DIR: list[str] = []
-
-
-def packaging_path(system: System) -> str | None:
-    """A directory holding only a link to stackdoctor's own ``packaging``, for targets without it."""
-    if _PACKAGING_DIR and os.path.isdir(_PACKAGING_DIR[0]):  # (removed at exit: system.remove_lent)
-        return _PACKAGING_DIR[0]
-    _PACKAGING_DIR.clear()
-    try:
-        import packaging
-
-        d = system.lend_package(Path(packaging.__file__).parent, prefix="stackdoctor-pkg-")
-    except ImportError:
-        return None
-    if d is None:
-        return None
-    _PACKAGING_DIR.append(d)
-    return d
 
 
 def parse_sections(stdout: str) -> dict[str, dict]:
@@ -302,9 +281,6 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     uv_thread = threading.Thread(target=lambda: uv_box.append(_uv(ctx, ctx.system.which("uv"))), daemon=True)
     uv_thread.start()
     env: dict[str, str | None] = {"PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1"}
-    pkg = packaging_path(ctx.system)
-    if pkg:
-        env["STACKDOCTOR_PACKAGING_PATH"] = pkg
     env["STACKDOCTOR_KERNELS"] = ("quick+compile" if ctx.compile else "quick") if ctx.kernels else None
     if ctx.kernels:  # the quick pass reaches a plug-in kind's devices (npu:N) through its device spec, as `kernels` does
         from stackdoctor.kernels import _device_specs
