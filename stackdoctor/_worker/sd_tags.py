@@ -346,6 +346,9 @@ def linux_platforms(linux, is_32bit, glibc, musl, executable=None):
 # ---------------------------------------------------------------- macOS, iOS, Android, others
 
 
+_UNIVERSAL = frozenset({"x86_64", "i386", "ppc64", "ppc", "intel"})  # macOS binary formats ("intel": i386 + x86_64)
+
+
 def _mac_binary_formats(version, cpu_arch):
     formats = [cpu_arch]
     if cpu_arch == "x86_64":
@@ -366,7 +369,7 @@ def _mac_binary_formats(version, cpu_arch):
         formats.extend(["fat3", "fat"])
     if cpu_arch in {"arm64", "x86_64"}:
         formats.append("universal2")
-    if cpu_arch in {"x86_64", "i386", "ppc64", "ppc", "intel"}:
+    if cpu_arch in _UNIVERSAL:
         formats.append("universal")
     return formats
 

@@ -139,6 +139,21 @@ def wrapped_program(fs: System, path: str) -> str | None:
     return next(g for g in m.groups() if g) if m else None
 
 
+def _version_json(system: System, fs: System, shown: str, key: str) -> str | None:
+    """The toolkit's ``version.json``: in its root, one level above bin/ (of the path as found, then of the real file)."""
+    osp = system.ospath if fs is system else os.path
+    roots = [osp.dirname(osp.dirname(shown))]
+    if not system.moved:
+        roots.append(os.path.dirname(os.path.dirname(key)))
+    found = None
+    for root in dict.fromkeys(roots):
+        vj = system.read_text(osp.join(root, "version.json"))
+        found = parse_version_json(vj.text) if vj.ok else None
+        if found:
+            break
+    return found
+
+
 def probe(ctx: ProbeContext) -> ProbeOutput:
     """Every reachable nvcc with its version; never raises. No nvcc is a plain fact (status ok)."""
     system = ctx.system
@@ -166,16 +181,7 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
         tk = CudaToolkit(path=shown, nvcc_version=version, nvcc_build=build, found_via=via)
         if res.status == "timeout":
             timeouts.append(f"{shown} did not answer in {res.detail or ctx.timeout_s} s")
-        # version.json lives in the toolkit root, one level above bin/ (of the path as found, then of the real file)
-        osp = system.ospath if fs is system else os.path
-        roots = [osp.dirname(osp.dirname(shown))]
-        if not system.moved:
-            roots.append(os.path.dirname(os.path.dirname(key)))
-        for root in dict.fromkeys(roots):
-            vj = system.read_text(osp.join(root, "version.json"))
-            tk.version_json = parse_version_json(vj.text) if vj.ok else None
-            if tk.version_json:
-                break
+        tk.version_json = _version_json(system, fs, shown, key)
         facts.toolkits.append(tk)
         if facts.nvcc_version is None and version is not None and via in ("PATH", "CUDA_HOME", "CUDA_PATH"):
             facts.nvcc_version, facts.nvcc_path = version, shown
