@@ -94,6 +94,8 @@ def sibling(name):
     if mod is None:
         path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
         spec = importlib.util.spec_from_file_location("_stackdoctor_" + name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError("cannot load %s" % path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod
         spec.loader.exec_module(mod)
