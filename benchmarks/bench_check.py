@@ -25,17 +25,28 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+CPU: dict[str, list[float]] = {}  # command -> CPU seconds (user + system) of it and the children it waited for
 
-def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess]:
-    start = time.perf_counter()
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(argv: list[str], env: dict[str, str] | None = None, name: str | None = None) -> tuple[float, subprocess.CompletedProcess]:
+    cpu0, start = _cpu(), time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, env=env)
-    return time.perf_counter() - start, proc
+    wall = time.perf_counter() - start
+    if name is not None:
+        CPU.setdefault(name, []).append(_cpu() - cpu0)
+    return wall, proc
 
 
 def count_leaves(x) -> int:
@@ -57,7 +68,7 @@ def paired(commands: dict[str, list[str]], n: int, envs: dict[str, dict[str, str
     for r in range(n):
         order = list(commands.items()) if r % 2 == 0 else list(reversed(commands.items()))
         for name, argv in order:
-            t, last[name] = timed(argv, envs.get(name))
+            t, last[name] = timed(argv, envs.get(name), name)
             times[name].append(t)
     return times, last
 
@@ -106,9 +117,9 @@ def main() -> None:
 
     width = max(len(name) for name in commands)
     print(f"{args.n} paired rounds, {os.cpu_count()} CPUs, load average {load_start[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
-    print(f"  {'command':<{width}}  median    median of per-round ratio to import torch")
+    print(f"  {'command':<{width}}  median    median of per-round ratio to import torch    CPU (user+sys, median)")
     for name in commands:
-        print(f"  {name:<{width}}  {med[name]:6.3f} s  {ratio(name):5.2f}x")
+        print(f"  {name:<{width}}  {med[name]:6.3f} s  {ratio(name):5.2f}x    {statistics.median(CPU[name]):6.3f} s")
     print(f"check --no-kernels / import torch = {ratio('check --no-kernels'):.2f}x, {med['check --no-kernels']:.3f} s   (goal <= 0.15x and <= 0.30 s)")
     if "collect_env" in times:
         print(f"check --no-kernels / collect_env  = {statistics.median(t / c for t, c in zip(times['check --no-kernels'], times['collect_env'], strict=True)):.2f}x")
@@ -126,7 +137,7 @@ def main() -> None:
     print(f"facts: check --no-kernels {count_leaves(facts)} non-empty values; collect_env {len(collect_lines)} 'key: value' lines")
     if args.json_out:
         with open(args.json_out, "w") as fh:
-            json.dump({"n": args.n, "times": times}, fh, indent=1)
+            json.dump({"n": args.n, "times": times, "cpu": CPU, "load": [load_start, os.getloadavg()]}, fh, indent=1)
 
 
 if __name__ == "__main__":
