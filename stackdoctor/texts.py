@@ -15,7 +15,6 @@ import functools
 import re
 import string
 from collections.abc import Mapping
-from importlib import resources
 from typing import Any
 
 __all__ = ["LANGS", "add_locale", "choose_lang", "detect_lang", "explain", "layer_word", "message", "placeholders", "sentence", "sentence_key", "texts", "title", "ui"]
@@ -63,7 +62,7 @@ def texts(lang: str) -> dict[str, Any]:
     """The parsed locale file for ``lang`` (``{"ui": {...}, "codes": {code: {...}}}``)."""
     name = lang if lang in LANGS else "en"
     # one name per joinpath: Python 3.10's Traversable.joinpath takes a single child
-    raw = resources.files("stackdoctor").joinpath("locale").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+    raw = _files("stackdoctor").joinpath("locale").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
     data = _parsed(f"texts-{name}", raw)
     if not isinstance(data, dict):
         raise ValueError(f"stackdoctor/locale/{name}.yaml is not a mapping")
@@ -76,6 +75,12 @@ def texts(lang: str) -> dict[str, Any]:
             for key, value in (extra.get(section) or {}).items():
                 data[section].setdefault(key, value)
     return data
+
+
+def _files(package: str) -> Any:
+    from stackdoctor.parsecache import package_files  # importlib.resources.files without its zip reader's imports
+
+    return package_files(package)
 
 
 _EXTRA_LOCALES: list[str] = []  # packages with a locale/<lang>.yaml of their own (add_locale)
@@ -97,7 +102,7 @@ def _parsed(kind: str, raw: str) -> Any:
 
 def _load_extra(package: str, lang: str) -> dict[str, Any]:
     try:
-        raw = resources.files(package).joinpath("locale").joinpath(f"{lang}.yaml").read_text(encoding="utf-8")
+        raw = _files(package).joinpath("locale").joinpath(f"{lang}.yaml").read_text(encoding="utf-8")
     except (ModuleNotFoundError, FileNotFoundError):
         return {}
     data = _parsed(f"texts-{package}-{lang}", raw)

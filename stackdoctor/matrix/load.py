@@ -136,10 +136,10 @@ def _read_user_file(path: str | Path) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _embedded() -> tuple[tuple[str, _Parsed], ...]:
-    from importlib import resources
+    from stackdoctor.parsecache import package_files  # importlib.resources.files without its zip reader's imports
 
     try:
-        base: Any = resources.files("stackdoctor.compat_matrix")
+        base: Any = package_files("stackdoctor.compat_matrix")
     except ModuleNotFoundError:
         # run from a source checkout (``python -m stackdoctor`` in a clone): the data sits beside the package
         base = Path(__file__).resolve().parent.parent.parent / "compat_matrix"
