@@ -43,15 +43,18 @@ from stackdoctor.facts import (
 )
 from stackdoctor.matrix import Matrix
 from stackdoctor.versions import same_release
+from stackdoctor.view import MachineView
 
 __all__ = ["DERIVED", "reconcile", "recognise", "bus_key"]
 
 DERIVED = "reconcile: "  # prefix of the source of every derived value
 
 
-def reconcile(facts: Facts, matrix: Matrix) -> Facts:
-    """New facts: derivations redone from the matrix and ``reconciled`` built from every witness. Pure."""
-    f = copy.deepcopy(facts)
+def reconcile(facts: Facts | MachineView, matrix: Matrix) -> MachineView:
+    """The machine's view: derivations redone from the matrix on a copy of the facts, every witness joined, the
+    report's stable keys and ``reconciled`` section written from it (``view.facts``). Pure; a view given is
+    reconciled again from its facts (a replay redoes every derivation)."""
+    f = copy.deepcopy(facts.facts if isinstance(facts, MachineView) else facts)
     _unpublish(f)
     _derive_jetson(f, matrix)
     _derive_rocm(f, matrix)
@@ -78,7 +81,7 @@ def reconcile(facts: Facts, matrix: Matrix) -> Facts:
     _derive_peaks(f, matrix)
     chosen = accelerators.select(f)
     view.accelerator = chosen.name if chosen else None
-    return f
+    return MachineView.of(f)
 
 
 # ---------------------------------------------------------------------------- the stable keys carry the view
@@ -149,7 +152,7 @@ def _names_agree(values: Iterable[str]) -> bool:
     return all(c and w.startswith(c) for c in cut)
 
 
-def user_space_driver(f: Facts) -> str | None:
+def user_space_driver(f: Facts | MachineView) -> str | None:
     """The user-space driver's version (NVML, nvidia-smi): ``nvidia.driver_version`` unless reconcile took it
     from the kernel module because no user-space witness answered."""
     n = f.nvidia

@@ -9,6 +9,7 @@ from stackdoctor import matrix as mx
 from stackdoctor.facts import Facts
 from stackdoctor.reconcile import DERIVED, user_space_driver
 from stackdoctor.rules.core import Ctx, rule
+from stackdoctor.view import MachineView
 from stackdoctor.rules.helpers import amd_pci, built_for_files, install_fix, nvidia_pci, windows_driver
 from stackdoctor.versions import release as vt
 from stackdoctor.versions import same_release
@@ -202,7 +203,7 @@ def driver_minor_compat(ctx: Ctx) -> None:
         ctx.add(facts=["reconciled.nvidia_driver", "torch.cuda"], install=install_fix(ctx), **values)
 
 
-def kfd_refused(f: Facts) -> str | None:
+def kfd_refused(f: MachineView) -> str | None:
     """The line that says this user cannot open /dev/kfd: the probe's own open(), else rocminfo's error text."""
     r = f.rocm
     if r.kfd_present and r.kfd_accessible is False:

@@ -82,7 +82,7 @@ def runtime_ok(ctx: Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
     if not imports(t):
         return
-    acc = accelerators.select(f)
+    acc = accelerators.select(f.facts)
     if t.cuda_available:
         _ok(ctx, "runtime", True, "gpu", backend="ROCm/HIP" if t.hip else "CUDA", count=t.device_count if t.device_count is not None else "?")
     elif t.mps_available:

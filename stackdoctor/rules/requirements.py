@@ -87,7 +87,7 @@ def _backend(chk: _Check, backend: str) -> None:
         return
     if not built:
         build = {"cuda": f"CUDA {t.cuda}", "rocm": f"ROCm {t.hip}", "xpu": "XPU", "cpu": "CPU-only"}.get(kind or "", "unknown")
-        if acc.usable(f):  # the install that meets it: a build for that backend, as the resolver plans it
+        if acc.usable(f.facts):  # the install that meets it: a build for that backend, as the resolver plans it
             chk.unmet("backend_build", ["torch.variant", "torch.cuda", "torch.hip"], install_fix(ctx, exclude="cpu"), backend=backend,
                       torch=t.version, build=build)
         else:  # no build gives this machine the device: the build that meets it, for the machine that has one

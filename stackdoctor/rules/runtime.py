@@ -153,7 +153,7 @@ def cuda_unavailable(ctx: Ctx) -> None:
         return
     if kind == "cuda":
         nv = accelerators.by_name("nvidia")
-        seen = (nv is not None and nv.present(f)) or f.jetson.is_jetson or f.reconciled.cuda_driver_version.value is not None
+        seen = (nv is not None and nv.present(f.facts)) or f.jetson.is_jetson or f.reconciled.cuda_driver_version.value is not None
         if not seen:
             return
     if kind == "rocm" and not amd_gpus(f):
@@ -186,7 +186,7 @@ def xpu_unavailable(ctx: Ctx) -> None:
     # initialize XPU devices" from torch 2.6 on, "XPU device count is zero!" before): with an Intel GPU here, the
     # driver / Level Zero side, even for a GPU whose family the matrix does not list
     said = bool(_XPU_INIT.search(t.xpu_error or ""))
-    if not (intel.usable(f) or (said and intel.present(f))):
+    if not (intel.usable(f.facts) or (said and intel.present(f.facts))):
         return
     if ctx.has("torch-backend-mismatch"):
         return
@@ -194,7 +194,7 @@ def xpu_unavailable(ctx: Ctx) -> None:
         detail="default",
         facts=["torch.xpu_available", "torch.xpu_error", "intel.gpus"],
         torch=t.version,
-        gpus=", ".join(f"Intel {g.name or g.device_id} ({g.driver or 'no driver'})" for g in f.intel.gpus if g.xpu or not intel.usable(f)) or "-",
+        gpus=", ".join(f"Intel {g.name or g.device_id} ({g.driver or 'no driver'})" for g in f.intel.gpus if g.xpu or not intel.usable(f.facts)) or "-",
         error=t.xpu_error or "-",
         python=python_exe(f),
         os=f.platform.os_id or f.platform.system or "?",
@@ -204,11 +204,11 @@ def xpu_unavailable(ctx: Ctx) -> None:
 @rule("mps-unavailable", severity="fail", layer="runtime")
 def mps_unavailable(ctx: Ctx) -> None:
     f, t, a = ctx.facts, ctx.facts.torch, ctx.facts.apple
-    if not is_mac(f) or not t.installed or t.mps_available is not False:
+    if not is_mac(f.facts) or not t.installed or t.mps_available is not False:
         return
     rel = release(ctx, t.version)
     mps_floor = getattr(rel, "mps_min_macos", None) if rel is not None else None
-    if a.rosetta or runs_x86(f) and a.arch == "arm64":
+    if a.rosetta or runs_x86(f.facts) and a.arch == "arm64":
         key = "rosetta"
     elif t.mps_built is False:
         key = "not_built"

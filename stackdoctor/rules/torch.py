@@ -159,7 +159,7 @@ def torch_missing(ctx: Ctx) -> None:
         return
     if t.installed or import_failed(t) or t.import_error_kind == "timeout":
         return
-    if runs_x86(f):
+    if runs_x86(f.facts):
         return  # macos-x86-torch-too-new tells the whole story
     ctx.add(facts=["torch.installed"], fix_text="stackdoctor install", python=python_exe(f))
 
@@ -204,7 +204,7 @@ def _gpu_names(ctx: Ctx, acc: accelerators.Accelerator) -> str:
         return f.jetson.model or "Jetson"
     if acc.name == "intel":
         return ", ".join(f"Intel {g.name or g.device_id}" for g in f.intel.gpus) or "-"
-    names = [g.name or f"GPU{g.index}" for g in acc.devices(f) if not g.integrated]
+    names = [g.name or f"GPU{g.index}" for g in acc.devices(f.facts) if not g.integrated]
     if not names and acc.name == "nvidia":
         names = [d.name or d.device_id for d in nvidia_pci(f)]
     return ", ".join(names) or "-"
@@ -215,7 +215,7 @@ def torch_cpu_only(ctx: Ctx) -> None:
     """A CPU build on a machine whose accelerator torch could use with the right build (the accelerator
     model's answer, the same one ``install`` plans with); the fix is ``install``'s plan."""
     f, t = ctx.facts, ctx.facts.torch
-    acc = accelerators.select(f)
+    acc = accelerators.select(f.facts)
     if built_for(f) != "cpu" or acc is None or acc.build_kind == "cpu" or acc.name == "jetson":
         return
     ctx.add(
@@ -236,9 +236,9 @@ def torch_backend_mismatch(ctx: Ctx) -> None:
     if kind is None or kind == "cpu" or f.jetson.is_jetson:
         return
     # the build's own kinds have no device here, and another kind's device needs a build of its own
-    if any(a.targeted(kind) and a.present(f) for a in accelerators.ALL):
+    if any(a.targeted(kind) and a.present(f.facts) for a in accelerators.ALL):
         return
-    acc = next((a for a in accelerators.ALL if a.name != "jetson" and not a.targeted(kind) and a.needs_build(f)), None)
+    acc = next((a for a in accelerators.ALL if a.name != "jetson" and not a.targeted(kind) and a.needs_build(f.facts)), None)
     apus = _rocm_apus(ctx) if acc is None and kind != "rocm" else []
     if acc is None and apus:
         acc = accelerators.by_vendor("amd")
@@ -410,7 +410,7 @@ def jetson_wrong_wheel(ctx: Ctx) -> None:
 @rule("macos-x86-torch-too-new", severity="warn", layer="torch")
 def macos_x86_torch_too_new(ctx: Ctx) -> None:
     f, t, a = ctx.facts, ctx.facts.torch, ctx.facts.apple
-    if not runs_x86(f):
+    if not runs_x86(f.facts):
         return
     newest = ctx.matrix.newest_release_for("macos", "x86_64")  # Intel Macs stop at the last release with their wheels
     last = str(newest.version) if newest is not None else None
@@ -463,7 +463,7 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
         return
     if ctx.has("container-no-gpu") or ctx.has("torch-backend-mismatch") or nvidia_witnesses(f):
         return  # a witness saw NVIDIA hardware or a driver: "no NVIDIA GPU" would contradict it
-    if accelerators.select(f) is not None and accelerators.select(f).build_kind != "cpu":  # type: ignore[union-attr]
+    if accelerators.select(f.facts) is not None and accelerators.select(f.facts).build_kind != "cpu":  # type: ignore[union-attr]
         return  # another accelerator is there: torch-backend-mismatch speaks of it
     sizes = {k: v for k, v in t.runtime_bytes.items() if k.startswith("nvidia-")}
     fix = install_fix(ctx, keep_torch=True, exclude=variant_name(f))
