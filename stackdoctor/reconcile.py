@@ -35,6 +35,7 @@ from stackdoctor.facts import (
     Facts,
     GpuView,
     KernelResult,
+    KfdNode,
     NvidiaGpu,
     ReconciledFacts,
     RocmGpu,
@@ -549,32 +550,49 @@ def _lookup_cc(v: GpuView, matrix: Matrix | None) -> None:
 
 
 def _nvidia_gpus(f: Facts, matrix: Matrix | None) -> list[GpuView]:
-    out: list[GpuView] = []
-    # 1. the user-space tools (NVML, nvidia-smi), as the nvidia probe merged them
-    for g in f.nvidia.gpus:
-        v = GpuView(
-            vendor="nvidia",
-            index=g.index,
-            name=g.name,
-            compute_capability=g.compute_capability,
-            memory_total_mib=g.memory_total_mib,
-            uuid=g.uuid,
-            bus_id=bus_key(g.bus_id),
-            witnesses=_witnesses_of(g.sources, "nvidia-smi"),
-            sources={k: g.sources[k] for k in ("name", "compute_capability", "memory_total_mib", "uuid", "bus_id") if k in g.sources},
-        )
-        for k in ("name", "compute_capability", "memory_total_mib", "uuid", "bus_id"):
-            # every witness's own value (the probe's record), the kept one last so that it stands for its tool
-            for wsrc, val in sorted((g.observed.get(k) or {}).items(), key=lambda kv: _gpu_rank(kv[0]), reverse=True):
-                if wsrc != g.sources.get(k):
-                    _see(v, k, _witness(wsrc), bus_key(str(val)) if k == "bus_id" else val)
-            src = g.sources.get(k)
-            if src:
-                _see(v, k, _witness(src) if not _derived(src) else src, bus_key(g.bus_id) if k == "bus_id" else getattr(g, k))
-        v.witnesses = sorted(set(v.witnesses) | {_witness(src) for by in g.observed.values() for src in by if not _derived(src)})
-        out.append(v)
-    # 2. the kernel module's list (/proc/driver/nvidia/gpus/*/information): no tool needed
-    proc = [g for g in f.nvidia.proc_gpus if g.bus_id or g.name]
+    """Every NVIDIA GPU any witness saw, joined: the user-space tools, the kernel module's list, the PCI bus, torch."""
+    out = [_nvidia_tool_gpu(g) for g in f.nvidia.gpus]
+    _join_nvidia_proc(f, out)
+    _join_nvidia_pci(f, out)
+    for v in out:
+        if W_PCI not in v.witnesses or len(v.witnesses) > 1:
+            _lookup_cc(v, matrix)  # PCI's names are chip names ("AD102 [...]"), not what gpus.yaml lists
+    if not f.torch.hip:
+        _join_nvidia_torch(f, out, matrix)
+    return out
+
+
+_NV_FIELDS = ("name", "compute_capability", "memory_total_mib", "uuid", "bus_id")
+
+
+def _nvidia_tool_gpu(g: NvidiaGpu) -> GpuView:
+    """1. A GPU the user-space tools (NVML, nvidia-smi) listed, as the nvidia probe merged them."""
+    v = GpuView(
+        vendor="nvidia",
+        index=g.index,
+        name=g.name,
+        compute_capability=g.compute_capability,
+        memory_total_mib=g.memory_total_mib,
+        uuid=g.uuid,
+        bus_id=bus_key(g.bus_id),
+        witnesses=_witnesses_of(g.sources, "nvidia-smi"),
+        sources={k: g.sources[k] for k in _NV_FIELDS if k in g.sources},
+    )
+    for k in _NV_FIELDS:
+        # every witness's own value (the probe's record), the kept one last so that it stands for its tool
+        for wsrc, val in sorted((g.observed.get(k) or {}).items(), key=lambda kv: _gpu_rank(kv[0]), reverse=True):
+            if wsrc != g.sources.get(k):
+                _see(v, k, _witness(wsrc), bus_key(str(val)) if k == "bus_id" else val)
+        src = g.sources.get(k)
+        if src:
+            _see(v, k, _witness(src) if not _derived(src) else src, bus_key(g.bus_id) if k == "bus_id" else getattr(g, k))
+    v.witnesses = sorted(set(v.witnesses) | {_witness(src) for by in g.observed.values() for src in by if not _derived(src)})
+    return v
+
+
+def _join_nvidia_proc(f: Facts, out: list[GpuView]) -> None:
+    """2. The kernel module's list (/proc/driver/nvidia/gpus/*/information): no tool needed."""
+    proc = [g for g in f.nvidia.proc_gpus if (g.bus_id or g.name) and not g.excluded]  # an excluded GPU is not given out
     host_only = bool(f.platform.container) and bool(out)
     taken: set[int] = set()
     names = [g.name or "" for g in proc]
@@ -596,7 +614,10 @@ def _nvidia_gpus(f: Facts, matrix: Matrix | None) -> list[GpuView]:
             if val and getattr(match, k) is None:
                 setattr(match, k, val)
                 match.sources[k] = pg.source or W_PROC
-    # 3. the PCI bus (sysfs): a GPU no driver lists is still seen there
+
+
+def _join_nvidia_pci(f: Facts, out: list[GpuView]) -> None:
+    """3. The PCI bus (sysfs): a GPU no driver lists is still seen there."""
     pci = _display(f.platform.nvidia_pci_devices)
     for d in pci:
         key = bus_key(getattr(d, "address", None))
@@ -611,73 +632,89 @@ def _nvidia_gpus(f: Facts, matrix: Matrix | None) -> list[GpuView]:
                 match.sources["bus_id"] = "file:/sys/bus/pci/devices"
             continue
         out.append(GpuView(vendor="nvidia", index=len(out), name=getattr(d, "name", None), bus_id=key, witnesses=[W_PCI], sources={"bus_id": "file:/sys/bus/pci/devices"}, seen={"bus_id": {W_PCI: key or "?"}}))
-    for v in out:
-        if W_PCI not in v.witnesses or len(v.witnesses) > 1:
-            _lookup_cc(v, matrix)  # PCI's names are chip names ("AD102 [...]"), not what gpus.yaml lists
-    # 4. torch's own device list
-    if not f.torch.hip:
-        unmatched = _attach_torch(out, _torch_gpus(f), field="compute_capability")
-        for d in unmatched:
-            # no driver tool listed it (a container without the utility capability, a Windows shell without
-            # nvidia-smi on PATH): torch's own device list is the witness; a PCI-only GPU may be the same one
-            pci_only = next((v for v in out if v.witnesses == [W_PCI] and v.torch_index is None and (not d.bus_id or bus_key(d.bus_id) == v.bus_id)), None)
-            if pci_only is not None:
-                pci_only.name = None  # the chip name of the PCI database is not the GPU's name
-                pci_only.sources.pop("name", None)
-                _merge_torch(pci_only, d, "compute_capability")
-                _lookup_cc(pci_only, matrix)
-                continue
-            cap = d.capability if d.capability and re.fullmatch(r"\d+\.\d+", d.capability) else None
-            v = GpuView(vendor="nvidia", index=d.index, torch_index=d.index, witnesses=[], bus_id=bus_key(d.bus_id), uuid=d.uuid)
-            _merge_torch(v, d, "compute_capability")
-            if cap is None:
-                v.compute_capability = None
-                v.sources.pop("compute_capability", None)
-            _lookup_cc(v, matrix)
-            out.append(v)
-    return out
+
+
+def _join_nvidia_torch(f: Facts, out: list[GpuView], matrix: Matrix | None) -> None:
+    """4. torch's own device list: a GPU no driver tool listed (a container without the utility capability, a Windows
+    shell without nvidia-smi on PATH) has torch as its witness; a PCI-only GPU may be the same one."""
+    for d in _attach_torch(out, _torch_gpus(f), field="compute_capability"):
+        pci_only = next((v for v in out if v.witnesses == [W_PCI] and v.torch_index is None and (not d.bus_id or bus_key(d.bus_id) == v.bus_id)), None)
+        if pci_only is not None:
+            pci_only.name = None  # the chip name of the PCI database is not the GPU's name
+            pci_only.sources.pop("name", None)
+            _merge_torch(pci_only, d, "compute_capability")
+            _lookup_cc(pci_only, matrix)
+            continue
+        cap = d.capability if d.capability and re.fullmatch(r"\d+\.\d+", d.capability) else None
+        v = GpuView(vendor="nvidia", index=d.index, torch_index=d.index, witnesses=[], bus_id=bus_key(d.bus_id), uuid=d.uuid)
+        _merge_torch(v, d, "compute_capability")
+        if cap is None:
+            v.compute_capability = None
+            v.sources.pop("compute_capability", None)
+        _lookup_cc(v, matrix)
+        out.append(v)
 
 
 def _amd_gpus(f: Facts, matrix: Matrix | None) -> list[GpuView]:
-    out: list[GpuView] = []
+    """Every AMD GPU any witness saw, joined: ROCm's tools, the kernel's KFD topology, the PCI bus, torch."""
     nodes: dict[int, int] = {}  # id(view) -> KFD node id
-    tools = {"rocminfo", "rocm-smi", "amd-smi", "rocm_agent_enumerator"}
-    # 1. ROCm's tools (rocminfo, rocm_agent_enumerator, rocm-smi, amd-smi), merged by the rocm probe
-    for g in f.rocm.gpus:
-        srcs = {k: v for k, v in g.sources.items() if v}
-        witnesses = sorted({_witness(x) for x in srcs.values()} & tools) or sorted(
-            {_witness(x) for x in f.rocm.sources.values() if x} & tools
-        ) or ["rocm"]
-        gfx = (g.gfx or "").split(":")[0].lower() or None
-        v = GpuView(
-            vendor="amd",
-            index=g.index,
-            name=g.name,
-            gfx=gfx,
-            integrated=g.integrated,
-            memory_total_mib=g.memory_total_mib,
-            uuid=g.uuid,
-            bus_id=bus_key(g.bus_id),
-            witnesses=witnesses,
-            sources={"gfx": srcs.get("gfx") or f.rocm.sources.get("gpus", "rocminfo"), **{k: srcs[k] for k in ("name", "bus_id", "uuid") if k in srcs}},
-        )
-        for k in ("name", "gfx", "bus_id", "uuid"):
-            _see(v, k, _witness(srcs.get(k) or (witnesses[0] if witnesses else "rocm")), getattr(v, k))
-        if g.smi_gfx_version:
-            from stackdoctor.probes.rocm import normalise_smi_gfx
+    out = [_amd_tool_gpu(f, g, nodes) for g in f.rocm.gpus]
+    _join_amd_kfd(f, out, nodes, matrix)
+    _join_amd_pci(f, out)
+    if f.torch.hip:
+        _join_amd_torch(f, out, matrix)
+    return out
 
-            _see(v, "gfx", "rocm-smi", normalise_smi_gfx(g.smi_gfx_version))
-        if g.node is not None:
-            nodes[id(v)] = g.node
-        out.append(v)
-    # 2. the kernel's KFD topology: no tool needed
+
+_ROCM_TOOLS = {"rocminfo", "rocm-smi", "amd-smi", "rocm_agent_enumerator"}
+
+
+def _amd_tool_gpu(f: Facts, g: RocmGpu, nodes: dict[int, int]) -> GpuView:
+    """1. A GPU ROCm's tools (rocminfo, rocm_agent_enumerator, rocm-smi, amd-smi) listed, merged by the rocm probe."""
+    srcs = {k: v for k, v in g.sources.items() if v}
+    witnesses = sorted({_witness(x) for x in srcs.values()} & _ROCM_TOOLS) or sorted(
+        {_witness(x) for x in f.rocm.sources.values() if x} & _ROCM_TOOLS
+    ) or ["rocm"]
+    gfx = (g.gfx or "").split(":")[0].lower() or None
+    v = GpuView(
+        vendor="amd",
+        index=g.index,
+        name=g.name,
+        gfx=gfx,
+        integrated=g.integrated,
+        memory_total_mib=g.memory_total_mib,
+        uuid=g.uuid,
+        bus_id=bus_key(g.bus_id),
+        witnesses=witnesses,
+        sources={"gfx": srcs.get("gfx") or f.rocm.sources.get("gpus", "rocminfo"), **{k: srcs[k] for k in ("name", "bus_id", "uuid") if k in srcs}},
+    )
+    for k in ("name", "gfx", "bus_id", "uuid"):
+        _see(v, k, _witness(srcs.get(k) or (witnesses[0] if witnesses else "rocm")), getattr(v, k))
+    if g.smi_gfx_version:
+        from stackdoctor.probes.rocm import normalise_smi_gfx
+
+        _see(v, "gfx", "rocm-smi", normalise_smi_gfx(g.smi_gfx_version))
+    if g.node is not None:
+        nodes[id(v)] = g.node
+    return v
+
+
+def _kfd_match(f: Facts, out: list[GpuView], nodes: dict[int, int], n: KfdNode) -> GpuView | None:
+    """The GPU a KFD node is: by node id, else PCI address, else (same count, nothing to join on) by order."""
+    key = bus_key(n.bus_id)
+    match = next((v for v in out if nodes.get(id(v)) == n.node), None)
+    if match is None and key:
+        match = next((v for v in out if v.bus_id and v.bus_id == key), None)
+    if match is None and len(out) == len(f.rocm.kfd_nodes) and not nodes and not any(v.bus_id for v in out):
+        match = out[f.rocm.kfd_nodes.index(n)]  # KFD's node order is rocminfo's agent order
+    return match
+
+
+def _join_amd_kfd(f: Facts, out: list[GpuView], nodes: dict[int, int], matrix: Matrix | None) -> None:
+    """2. The kernel's KFD topology: no tool needed."""
     for n in f.rocm.kfd_nodes:
         key = bus_key(n.bus_id)
-        match = next((v for v in out if nodes.get(id(v)) == n.node), None)
-        if match is None and key:
-            match = next((v for v in out if v.bus_id and v.bus_id == key), None)
-        if match is None and len(out) == len(f.rocm.kfd_nodes) and not nodes and not any(v.bus_id for v in out):
-            match = out[f.rocm.kfd_nodes.index(n)]  # same count, nothing to join on: KFD's node order is rocminfo's agent order
+        match = _kfd_match(f, out, nodes, n)
         if match is None and f.platform.container and f.rocm.gpus:
             continue  # in a container sysfs shows the host's KFD nodes; ROCm's tools list what the container was given
         if match is None:
@@ -695,7 +732,10 @@ def _amd_gpus(f: Facts, matrix: Matrix | None) -> list[GpuView]:
             match.gfx, match.sources["gfx"] = n.gfx, n.source or W_KFD
         if match.bus_id is None and key:
             match.bus_id, match.sources["bus_id"] = key, n.source or W_KFD
-    # 3. the PCI bus
+
+
+def _join_amd_pci(f: Facts, out: list[GpuView]) -> None:
+    """3. The PCI bus."""
     for d in _display(f.platform.amd_pci_devices):
         key = bus_key(getattr(d, "address", None))
         match = next((v for v in out if key and v.bus_id == key), None)
@@ -706,17 +746,19 @@ def _amd_gpus(f: Facts, matrix: Matrix | None) -> list[GpuView]:
         if out:
             continue  # ROCm's tools list GPUs without PCI addresses: do not count one GPU twice
         out.append(GpuView(vendor="amd", index=len(out), name=getattr(d, "name", None), bus_id=key, witnesses=[W_PCI], sources={"bus_id": "file:/sys/bus/pci/devices"}))
-    # 4. torch's own device list (a ROCm build answers through torch.cuda)
-    if f.torch.hip:
-        unmatched = _attach_torch(out, _torch_gpus(f), field="gfx")
-        if not f.rocm.gpus and not f.rocm.kfd_nodes:
-            for d in unmatched:
-                v = GpuView(vendor="amd", index=d.index, witnesses=[], sources={})
-                _merge_torch(v, d, "gfx")
-                v.sources["gfx"] = "torch (gcnArchName)"
-                v.integrated = matrix is not None and matrix.apu(v.gfx) is not None
-                out.append(v)
-    return out
+
+
+def _join_amd_torch(f: Facts, out: list[GpuView], matrix: Matrix | None) -> None:
+    """4. torch's own device list (a ROCm build answers through torch.cuda)."""
+    unmatched = _attach_torch(out, _torch_gpus(f), field="gfx")
+    if f.rocm.gpus or f.rocm.kfd_nodes:
+        return
+    for d in unmatched:
+        v = GpuView(vendor="amd", index=d.index, witnesses=[], sources={})
+        _merge_torch(v, d, "gfx")
+        v.sources["gfx"] = "torch (gcnArchName)"
+        v.integrated = matrix is not None and matrix.apu(v.gfx) is not None
+        out.append(v)
 
 
 def _intel_gpus(f: Facts) -> list[GpuView]:
@@ -825,6 +867,16 @@ def _kind(vendor: str) -> accelerators.Accelerator:
 
 
 def _disagreements(f: Facts, view: ReconciledFacts) -> list[Disagreement]:
+    out = _driver_disagreements(view)
+    for g in view.gpus:
+        judge = _GPU_DISAGREEMENTS.get(g.vendor)  # the witnesses of each kind's GPU fields that may disagree
+        if judge is not None:
+            out.extend(judge(f, g, f"GPU{g.index} {g.name or ''}".strip()))
+    out.extend(_count_disagreements(f, view))
+    return out
+
+
+def _driver_disagreements(view: ReconciledFacts) -> list[Disagreement]:
     out: list[Disagreement] = []
     drv = view.nvidia_driver.witnesses
     user = {k: v for k, v in drv.items() if "kernel" not in k and not k.startswith(("/proc", "/sys"))}
@@ -836,26 +888,36 @@ def _disagreements(f: Facts, view: ReconciledFacts) -> list[Disagreement]:
     cv = list(ceiling.values())
     if len(cv) >= 2 and not all(same_release(cv[0], v) for v in cv[1:]):
         out.append(Disagreement("nvidia.cuda_driver_version", dict(ceiling)))
-    for g in view.gpus:
-        label = f"GPU{g.index} {g.name or ''}".strip()
-        if g.vendor == "nvidia":
-            said = g.seen.get("compute_capability", {})
-            if len(set(said.values())) > 1:
-                out.append(Disagreement("gpu.compute_capability", dict(said), label))
-            names = {w: n for w, n in g.seen.get("name", {}).items() if w in ("nvml", "nvidia-smi")}
-            if len(names) > 1 and not _names_agree(names.values()):
-                out.append(Disagreement("gpu.name", names, label))
-            mem = {w: m for w, m in g.seen.get("memory_total_mib", {}).items() if w in ("nvml", "nvidia-smi")}
-            if len(set(mem.values())) > 1:
-                out.append(Disagreement("gpu.memory_total_mib", dict(mem), label))
-        if g.vendor == "amd":
-            said = {k: v for k, v in g.seen.get("gfx", {}).items() if v}
-            if len(set(said.values())) > 1:
-                override = f.environment.get("HSA_OVERRIDE_GFX_VERSION") or f.rocm.hsa_override_gfx_version
-                # HSA's tools (rocminfo, torch) report the ISA after HSA_OVERRIDE_GFX_VERSION; KFD and the SMIs the chip
-                out.append(Disagreement("gpu.gfx", said, label, f"HSA_OVERRIDE_GFX_VERSION={override}" if override else None))
-    out.extend(_count_disagreements(f, view))
     return out
+
+
+def _nvidia_gpu_disagreements(f: Facts, g: GpuView, label: str) -> list[Disagreement]:
+    out: list[Disagreement] = []
+    said = g.seen.get("compute_capability", {})
+    if len(set(said.values())) > 1:
+        out.append(Disagreement("gpu.compute_capability", dict(said), label))
+    names = {w: n for w, n in g.seen.get("name", {}).items() if w in ("nvml", "nvidia-smi")}
+    if len(names) > 1 and not _names_agree(names.values()):
+        out.append(Disagreement("gpu.name", names, label))
+    mem = {w: m for w, m in g.seen.get("memory_total_mib", {}).items() if w in ("nvml", "nvidia-smi")}
+    if len(set(mem.values())) > 1:
+        out.append(Disagreement("gpu.memory_total_mib", dict(mem), label))
+    return out
+
+
+def _amd_gpu_disagreements(f: Facts, g: GpuView, label: str) -> list[Disagreement]:
+    said = {k: v for k, v in g.seen.get("gfx", {}).items() if v}
+    if len(set(said.values())) <= 1:
+        return []
+    override = f.environment.get("HSA_OVERRIDE_GFX_VERSION") or f.rocm.hsa_override_gfx_version
+    # HSA's tools (rocminfo, torch) report the ISA after HSA_OVERRIDE_GFX_VERSION; KFD and the SMIs the chip
+    return [Disagreement("gpu.gfx", said, label, f"HSA_OVERRIDE_GFX_VERSION={override}" if override else None)]
+
+
+_GPU_DISAGREEMENTS: dict[str, Callable[[Facts, GpuView, str], list[Disagreement]]] = {
+    "nvidia": _nvidia_gpu_disagreements,
+    "amd": _amd_gpu_disagreements,
+}
 
 
 def visible_entries(value: str, count: int) -> int:
@@ -880,33 +942,42 @@ def _count_disagreements(f: Facts, view: ReconciledFacts) -> list[Disagreement]:
     t = f.torch
     if not t.cuda_available or t.device_count is None:
         return []
-    vendor = "amd" if t.hip else "nvidia"
-    gpus = [g for g in view.gpus if g.vendor == vendor]
-    counted, witness = [], ""
+    vendor = "amd" if t.hip else "nvidia"  # the kind torch.cuda answers for
     acc = _kind(vendor)
-    tools = [g for g in gpus if set(g.witnesses) & set(acc.tool_witnesses)]
-    kernel = [g for g in gpus if acc.kernel_witness in g.witnesses]
-    if tools:
-        counted = tools
-        witness = "/".join(w for w in acc.tool_witnesses if any(w in g.witnesses for g in tools))
-    elif kernel and acc.kernel_witness:
-        counted, witness = kernel, acc.kernel_witness
+    counted, witness = _driver_count(view, acc)
     if not counted or t.device_count == len(counted):
         return []
-    why: str | None = None
-    env = f.environment
-    for var in acc.hiding():
-        if var in env:
-            left = visible_entries(env[var], len(counted))
-            why = f"{var}={env[var]}" if t.device_count == left else f"{var}={env[var]} (leaves {left})"
-            break
-    if why is None and vendor == "nvidia" and any(g.mig_mode == "Enabled" for g in f.nvidia.gpus):
-        why = "MIG"
-    if why is None and f.platform.container and witness in (W_PROC, W_KFD):
-        nvd = env.get("NVIDIA_VISIBLE_DEVICES")
-        why = f"container (NVIDIA_VISIBLE_DEVICES={nvd})" if nvd and vendor == "nvidia" else "container"
+    why = _count_why(f, acc, len(counted), witness)
     explained = why if why and "(leaves" not in why else None
     d = Disagreement("gpu.count", {witness: str(len(counted)), "torch": str(t.device_count)}, f"{vendor} GPUs", explained)
     if why and explained is None:
         d.note = f"{vendor} GPUs; {why}"
     return [d]
+
+
+def _driver_count(view: ReconciledFacts, acc: accelerators.Accelerator) -> tuple[list[GpuView], str]:
+    """The GPUs of kind ``acc`` its driver lists and the witness that listed them: its tools, else its kernel driver's list."""
+    gpus = [g for g in view.gpus if g.vendor == acc.vendor]
+    tools = [g for g in gpus if set(g.witnesses) & set(acc.tool_witnesses)]
+    if tools:
+        return tools, "/".join(w for w in acc.tool_witnesses if any(w in g.witnesses for g in tools))
+    kernel = [g for g in gpus if acc.kernel_witness in g.witnesses]
+    if kernel and acc.kernel_witness:
+        return kernel, acc.kernel_witness
+    return [], ""
+
+
+def _count_why(f: Facts, acc: accelerators.Accelerator, count: int, witness: str) -> str | None:
+    """What explains torch counting another number of GPUs than the driver: a hiding variable, MIG, a container."""
+    t, env = f.torch, f.environment
+    for var in acc.hiding():
+        if var in env:
+            left = visible_entries(env[var], count)
+            return f"{var}={env[var]}" if t.device_count == left else f"{var}={env[var]} (leaves {left})"
+    nvidia = acc.name == "nvidia"  # vendor branch: MIG and NVIDIA_VISIBLE_DEVICES are NVIDIA's own words
+    if nvidia and any(g.mig_mode == "Enabled" for g in f.nvidia.gpus):
+        return "MIG"
+    if f.platform.container and witness in (W_PROC, W_KFD):
+        nvd = env.get("NVIDIA_VISIBLE_DEVICES")
+        return f"container (NVIDIA_VISIBLE_DEVICES={nvd})" if nvd and nvidia else "container"
+    return None

@@ -116,12 +116,18 @@ class MachineView:
         """The first recognised message that proves finding ``code``, or None."""
         return next((e for e in self.evidence if e.proves == code), None)
 
-    def lost(self, vendor: str, tools: tuple[str, ...]) -> tuple[GpuView, ...]:
-        """The one answer to "which GPUs were lost": those of ``vendor`` on the PCI bus that none of the kind's
-        user-space ``tools`` (``Accelerator.tool_witnesses``: NVML, nvidia-smi) lists. Where no driver lists any GPU
-        of the vendor, these are every GPU only the PCI bus sees (the resolver's "on the PCI bus but the driver did
-        not list them")."""
-        return tuple(g for g in self.devices(vendor) if W_PCI in g.witnesses and not set(g.witnesses) & set(tools))
+    def driven(self, vendor: str) -> tuple[GpuView, ...]:
+        """The GPUs of ``vendor`` a driver gives out (any witness but the PCI bus alone: the tools, the kernel
+        module's list without the GPUs it excludes, torch), in the driver's order: what a ``CUDA_VISIBLE_DEVICES``
+        index counts, and what reconcile writes into the kind's stable keys (``nvidia.gpus``)."""
+        mine = (g for g in self.devices(vendor) if g.witnesses != [W_PCI] and (g.witnesses or g.torch_index is not None))
+        return tuple(sorted(mine, key=lambda g: g.index))
+
+    def lost(self, vendor: str) -> tuple[GpuView, ...]:
+        """The one answer to "which GPUs of ``vendor`` were lost": those only the PCI bus sees, that no driver lists
+        (neither its tools, nor the kernel module's list, nor torch). The ``gpu-lost`` rule and the resolver's
+        "on the PCI bus but the driver did not list them" both read it."""
+        return tuple(g for g in self.devices(vendor) if g.witnesses == [W_PCI])
 
     # ------------------------------------------------------------------ the fact subjects, read only
 

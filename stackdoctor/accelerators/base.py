@@ -7,6 +7,8 @@ imports the kinds, with no import circle.
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -201,6 +203,21 @@ class Accelerator:
     def driver_line(self, facts: Facts, say: Say) -> str | None:
         """The driver layer's line on the screen and in the Markdown stack, or None when this kind shows none."""
         return None
+
+    # --- view ---
+    def texts(self) -> Mapping[str, Mapping[str, Any]]:
+        """Its own findings' and sentences' texts in every language it speaks, as data in the locale files' form:
+        ``{"en": {"codes": {code: {"title", "explain", "detail", "fix"}}, "sentences": {...}}, "zh": {...}}``, added
+        to stackdoctor's (never replacing one) when its :attr:`rules` are declared. By default the ``TEXTS`` its rules
+        module declares; {} for none (a kind may ship ``locale/<lang>.yaml`` files instead: :attr:`locale`)."""
+        found = getattr(sys.modules.get(self.rules or ""), "TEXTS", None)
+        return found if isinstance(found, Mapping) else {}
+
+    def driver_note(self, facts: Facts) -> str | None:
+        """What the driver's own tool says where it is not well, beside a driver line that has a version (the
+        Markdown stack's "NVIDIA 550.54 · nvidia-smi: no-devices"), or None."""
+        return None
+    # --- end view ---
 
     def __repr__(self) -> str:
         return f"<accelerator {self.name}>"

@@ -73,3 +73,11 @@ class Nvidia(Accelerator):
         if n.smi_state and n.smi_state not in ("absent", "ok"):
             return f"NVIDIA: {n.smi_message or n.smi_state}"
         return None
+
+    # --- view ---
+    def driver_note(self, facts: Facts) -> str | None:
+        n = facts.nvidia
+        if facts.reconciled.nvidia_driver.value and n.smi_state and n.smi_state not in ("ok", "absent"):
+            return f"nvidia-smi: {n.smi_state}"
+        return None
+    # --- end view ---

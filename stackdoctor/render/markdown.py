@@ -12,6 +12,7 @@ import html
 import re
 from typing import Any
 
+from stackdoctor.render.witnesses import driver_lines, witness_rows
 from stackdoctor.report import Finding, Report
 
 __all__ = ["MARKS", "format_counts", "render_markdown", "stack_rows"]
@@ -127,11 +128,8 @@ def stack_rows(report: Report, lang: str = "en") -> list[tuple[str, str]]:
     def say(key: str, /, **values: object) -> str:
         return _t(key, lang, **values)
 
-    n = f.nvidia
-    for drv in accelerators.driver_lines(f, say):
-        if drv.startswith("NVIDIA ") and n.smi_state and n.smi_state not in ("ok", "absent"):
-            drv += f" · nvidia-smi: {n.smi_state}"
-        rows.append((_t("md_layer_driver", lang), drv))
+    for drv, note in driver_lines(report.view, say):  # the screen's driver lines, with what the driver's tool said
+        rows.append((_t("md_layer_driver", lang), f"{drv} · {note}" if note else drv))
     if f.cuda_toolkit.nvcc_version:
         rows.append((_t("md_layer_toolkit", lang), f"nvcc {f.cuda_toolkit.nvcc_version} {f.cuda_toolkit.nvcc_path or ''}".strip()))
     for line in accelerators.device_lines(f, say):
@@ -274,9 +272,7 @@ def _raw_outputs(report: Report, limit: int, budget: int = RAW_BUDGET_CHARS, lan
 
 def _witnesses(report: Report, lang: str) -> list[str]:
     """Which witness saw each reconciled value (driver, GPUs), the disagreements and the recognised messages."""
-    from stackdoctor.render.witnesses import witness_rows
-
-    rows = witness_rows(report.facts, lang)
+    rows = witness_rows(report.view, lang)
     if not rows:
         return []
     heads = " | ".join(_t(k, lang) for k in ("w_value", "w_kept", "w_from", "w_said"))

@@ -6,13 +6,12 @@ import re
 from typing import Any
 
 from stackdoctor import matrix as mx
-from stackdoctor.facts import Facts
 from stackdoctor.reconcile import DERIVED, user_space_driver
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.view import MachineView
 from stackdoctor.rules.helpers import amd_pci, built_for_files, install_fix, nvidia_pci, windows_driver
 from stackdoctor.versions import release as vt
 from stackdoctor.versions import same_release
+from stackdoctor.view import MachineView
 
 
 @rule("driver-missing", severity="fail", layer="driver", defers_to=("container-no-gpu",))
@@ -26,7 +25,7 @@ def driver_missing(ctx: Ctx) -> None:
     torch_runs = bool(f.torch.cuda_available) and not f.torch.hip
     silent = (
         bool(pci)
-        and f.reconciled.nvidia_driver.value is None
+        and f.driver("nvidia").value is None
         and not torch_runs
         and n.smi_state in (None, "absent", "no-driver")
         and n.nvml_state in (None, "absent", "no-driver", "skipped")
@@ -88,7 +87,7 @@ def source_conflict(ctx: Ctx) -> None:
             key=key,
             values="; ".join(f"{src}: {val}" for src, val in sorted(by_src.items())),
         )
-    for d in f.reconciled.disagreements:
+    for d in f.disagreements:
         if d.subject == "gpu.compute_capability":
             measured = {w: v for w, v in d.values.items() if not w.startswith(DERIVED)}
             lookup = next((v for w, v in d.values.items() if w.startswith(DERIVED)), None)
@@ -157,8 +156,8 @@ def _too_old_verdict(ctx: Ctx) -> tuple[str | None, dict[str, Any]]:
     f, t = ctx.facts, ctx.facts.torch
     if built_for_files(f) != "cuda" or not t.cuda or f.jetson.is_jetson:
         return None, {}
-    driver = f.reconciled.nvidia_driver.value
-    ceiling = f.reconciled.cuda_driver_version.value
+    driver = f.driver("nvidia").value
+    ceiling = f.runtime("nvidia").value
     row = ctx.matrix.cuda_row(t.cuda) if ctx.matrix is not None else None
     windows = windows_driver(f)
     verdict: str | None = None
@@ -167,7 +166,7 @@ def _too_old_verdict(ctx: Ctx) -> tuple[str | None, dict[str, Any]]:
     elif ceiling and vt(ceiling) and vt(t.cuda):
         # no driver version, but the driver's own CUDA level (a tool, or torch's "found version NNNN")
         verdict = "no" if vt(t.cuda)[0] > vt(ceiling)[0] else None  # a newer minor of the same major runs (minor-version compatibility)
-    proof = next((e for e in f.reconciled.evidence if e.proves == "driver-too-old"), None)
+    proof = next((e for e in f.evidence if e.proves == "driver-too-old"), None)
     if verdict is None and proof is not None:
         verdict = "no"
     floor = minimum = "?"
@@ -208,7 +207,7 @@ def kfd_refused(f: MachineView) -> str | None:
     r = f.rocm
     if r.kfd_present and r.kfd_accessible is False:
         return r.kfd_error or "permission denied"
-    proof = next((e for e in f.reconciled.evidence if e.proves == "rocm-kfd-permission"), None)
+    proof = next((e for e in f.evidence if e.proves == "rocm-kfd-permission"), None)
     return proof.line if proof else None
 
 
@@ -235,7 +234,7 @@ def rocm_kfd_permission(ctx: Ctx) -> None:
     line = kfd_refused(ctx.facts)
     if line:
         r = ctx.facts.rocm
-        proof = next((e for e in ctx.facts.reconciled.evidence if e.proves == "rocm-kfd-permission"), None)
+        proof = next((e for e in ctx.facts.evidence if e.proves == "rocm-kfd-permission"), None)
         ctx.add(
             detail="default" if r.kfd_present or proof is None else "evidence",
             where=proof.source.split(".")[-1] if proof else "",

@@ -41,15 +41,15 @@ def gpu_lost(ctx: Ctx) -> None:
             flavor=n.kernel_module_flavor or "?",
         )
         return
-    if pci and n.gpus and len(n.gpus) < len(pci) and (n.nvml_state == "ok" or n.smi_state == "ok"):
-        seen = {bus_key(g.bus_id) for g in n.gpus}
-        missing = [d for d in pci if bus_key(d.address) not in seen]
+    given, lost = ctx.facts.driven("nvidia"), ctx.facts.lost("nvidia")
+    if pci and given and lost and len(given) < len(pci) and (n.nvml_state == "ok" or n.smi_state == "ok"):
+        gone = {g.bus_id for g in lost}
         ctx.add(
             detail="partial",
-            facts=["nvidia.gpus", "platform.nvidia_pci_devices"],
-            message=", ".join(d.address for d in missing) or "-",
+            facts=["nvidia.gpus", "platform.nvidia_pci_devices", "reconciled.gpus"],
+            message=", ".join(d.address for d in pci if bus_key(d.address) in gone) or "-",
             pci=len(pci),
-            seen=len(n.gpus),
+            seen=len(given),
             flavor=n.kernel_module_flavor or "?",
         )
 
@@ -108,7 +108,7 @@ def gpu_arch_unsupported(ctx: Ctx) -> None:
         if v is not None:
             arch = list(v.arch_for(f.python.platform_tag))
             source = "compat matrix"
-    proof = next((e for e in f.reconciled.evidence if e.proves == "gpu-arch-unsupported"), None)
+    proof = next((e for e in f.evidence if e.proves == "gpu-arch-unsupported"), None)
     fired = False
     if arch:
         for g in nvidia_gpus(f):
@@ -152,7 +152,7 @@ def rocm_gfx_unsupported(ctx: Ctx) -> None:
         return
     env = f.environment
     override = env.get("HSA_OVERRIDE_GFX_VERSION") or f.rocm.hsa_override_gfx_version
-    proof = next((e for e in f.reconciled.evidence if e.proves == "rocm-gfx-unsupported"), None)
+    proof = next((e for e in f.evidence if e.proves == "rocm-gfx-unsupported"), None)
     unsupported = [g for g in gpus if g.gfx and not mx.gfx_supported(v, g.gfx) and (g.integrated or visible_to_torch(g, env))]
     if not unsupported:
         return

@@ -9,8 +9,8 @@ from stackdoctor import accelerators, shell
 from stackdoctor import matrix as mx
 from stackdoctor.facts import BuildKind, Facts, GpuView, TorchFacts
 from stackdoctor.rules.core import Ctx
-from stackdoctor.view import MachineView
 from stackdoctor.versions import mm, public
+from stackdoctor.view import MachineView
 
 _MISSING_RE = re.compile(r"No module named ['\"]?torch['\"]?\s*$")
 

@@ -38,15 +38,15 @@ def platform_ok(ctx: Ctx) -> None:
 @rule("driver-ok", severity="ok", layer="driver", summary=True)
 def driver_ok(ctx: Ctx) -> None:
     f = ctx.facts
-    drv = f.reconciled.nvidia_driver.value
-    what = f"NVIDIA {drv} (CUDA {f.reconciled.cuda_driver_version.value or '?'})" if drv else "amdgpu"
+    drv = f.driver("nvidia").value
+    what = f"NVIDIA {drv} (CUDA {f.runtime('nvidia').value or '?'})" if drv else "amdgpu"
     _ok(ctx, "driver", bool(drv or f.rocm.amdgpu_loaded), driver=what)
 
 
 def _gpu_names(ctx: Ctx) -> list[str]:
     f = ctx.facts
     names: list[str] = []
-    for g in f.reconciled.gpus:
+    for g in f.gpus:
         if g.vendor == "nvidia" and g.witnesses != ["pci"]:
             names.append((g.name or "NVIDIA GPU") + (f" (sm_{g.compute_capability.replace('.', '')})" if g.compute_capability else ""))
         elif g.vendor == "amd" and g.witnesses != ["pci"]:

@@ -176,7 +176,7 @@ def assess(ctx: Ctx) -> _Check | None:
         chk.unmet("not_imported", ["torch.imported"], "stackdoctor check --import-torch", what=f"at least {reqs.min_gpus} GPU(s)", torch=t.version)
     elif reqs.min_gpus is not None and reqs.min_gpus > 0:
         n = _usable_gpus(ctx, reqs.backend)
-        listed = len([g for g in f.reconciled.gpus if not g.integrated and g.vendor != "apple"])
+        listed = len([g for g in f.gpus if not g.integrated and g.vendor != "apple"])
         if n >= reqs.min_gpus:
             chk.met.append(f"{n} GPU(s) (min {reqs.min_gpus})")
         else:

@@ -43,11 +43,11 @@ def visible_count(value: str, gpus: Sequence[Any]) -> int:
 
 @rule("cuda-visible-devices-hides-all", severity="fail", layer="runtime")
 def cuda_visible_devices_hides_all(ctx: Ctx) -> None:
-    env, n, r = ctx.facts.environment, ctx.facts.nvidia, ctx.facts.rocm
-    # the GPUs any witness sees: the tools' list, else the kernel module's (/proc/driver/nvidia/gpus), so a
-    # container without nvidia-smi, or the fast path, judges the variable the same way torch would
-    listed: Sequence[Any] = n.gpus or [g for g in n.proc_gpus if not g.excluded]
-    where = "nvidia.gpus" if n.gpus else "nvidia.proc_gpus"
+    env, r = ctx.facts.environment, ctx.facts.rocm
+    # the GPUs the driver gives out, as the view joined them: the tools' list, else the kernel module's
+    # (/proc/driver/nvidia/gpus), so a container without nvidia-smi, or the fast path, judges the variable the same way torch would
+    listed: Sequence[Any] = ctx.facts.driven("nvidia")
+    where = "nvidia.gpus"
     if "CUDA_VISIBLE_DEVICES" in env and listed and visible_count(env["CUDA_VISIBLE_DEVICES"], listed) == 0:
         ctx.add(facts=["environment.CUDA_VISIBLE_DEVICES", where], var="CUDA_VISIBLE_DEVICES", value=env["CUDA_VISIBLE_DEVICES"], count=len(listed))
     elif "CUDA_VISIBLE_DEVICES" in env and not listed and _torch_counts_none_under_a_driver(ctx):
@@ -59,7 +59,7 @@ def cuda_visible_devices_hides_all(ctx: Ctx) -> None:
             var="CUDA_VISIBLE_DEVICES",
             value=env["CUDA_VISIBLE_DEVICES"],
             count="?",
-            driver_cuda=ctx.facts.reconciled.cuda_driver_version.value or "?",
+            driver_cuda=ctx.facts.runtime("nvidia").value or "?",
             error=t.cuda_error or "-",
         )
     for var in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
@@ -79,7 +79,7 @@ def _torch_counts_none_under_a_driver(ctx: Ctx) -> bool:
         return False
     if torch_found_no_driver(t) or (t.cuda_error and not _NO_DEVICE.search(t.cuda_error)):
         return False
-    return (t.driver_api_version or 0) > 0 or f.reconciled.cuda_driver_version.value is not None or f.reconciled.nvidia_driver.value is not None
+    return (t.driver_api_version or 0) > 0 or f.runtime("nvidia").value is not None or f.driver("nvidia").value is not None
 
 
 _SHADOW_DIR = re.compile(r"(/cuda[^/]*/|/cuda$|/cuda[^/]*$|cudnn|nccl|/conda[^/]*/|/miniconda|/anaconda|/mambaforge|/miniforge|/envs/)", re.I)
@@ -153,7 +153,7 @@ def cuda_unavailable(ctx: Ctx) -> None:
         return
     if kind == "cuda":
         nv = accelerators.by_name("nvidia")
-        seen = (nv is not None and nv.present(f.facts)) or f.jetson.is_jetson or f.reconciled.cuda_driver_version.value is not None
+        seen = (nv is not None and nv.present(f.facts)) or f.jetson.is_jetson or f.runtime("nvidia").value is not None
         if not seen:
             return
     if kind == "rocm" and not amd_gpus(f):

@@ -40,7 +40,7 @@ def torch_lib_stale(ctx: Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
     if ctx.has("lib-path-shadowing"):
         return
-    proof = next((e for e in f.reconciled.evidence if e.proves == "torch-lib-stale" and e.source.startswith("torch.")), None)
+    proof = next((e for e in f.evidence if e.proves == "torch-lib-stale" and e.source.startswith("torch.")), None)
     predicted = next((p for p in t.linkage if p.kind in ("symbol", "version")), None) if read_only(t) else None
     if proof is None and predicted is None:
         return
@@ -109,7 +109,7 @@ def torch_import_failed(ctx: Ctx) -> None:
         return
     if not import_failed(t) or ctx.has("glibc-too-old", "lib-path-shadowing", "torch-lib-stale"):
         return  # explained by those, each with its own fix
-    proven = {e.proves for e in f.reconciled.evidence if e.source == "torch.import_error"} & set(_IMPORT_PROVEN)
+    proven = {e.proves for e in f.evidence if e.source == "torch.import_error"} & set(_IMPORT_PROVEN)
     if proven and ctx.has(*proven):
         return  # the error is that finding's evidence, quoted there with its fix
     ctx.add(
@@ -262,7 +262,7 @@ def _rocm_apus(ctx: Ctx) -> list[str]:
         return []
     targets = {a.split(":", 1)[0] for r in ctx.matrix.releases for v in r.variants if v.kind == "rocm" for a in (*v.gfx, *v.arch_list)}
     out = []
-    for g in f.reconciled.gpus:
+    for g in f.gpus:
         if g.vendor == "amd" and g.integrated and g.gfx and g.gfx.split(":", 1)[0] in targets:
             out.append(f"{g.name or 'AMD GPU'} ({g.gfx})")
     return out
