@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from stackdoctor import matrix as mx
+from stackdoctor.facts import Disagreement
 from stackdoctor.reconcile import DERIVED, user_space_driver
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import amd_pci, built_for_files, install_fix, nvidia_pci, windows_driver
@@ -88,48 +90,68 @@ def source_conflict(ctx: Ctx) -> None:
             values="; ".join(f"{src}: {val}" for src, val in sorted(by_src.items())),
         )
     for d in f.disagreements:
-        if d.subject == "gpu.compute_capability":
-            measured = {w: v for w, v in d.values.items() if not w.startswith(DERIVED)}
-            lookup = next((v for w, v in d.values.items() if w.startswith(DERIVED)), None)
-            if lookup is not None and len(set(measured.values())) == 1:
-                # one measured value (torch, nvidia-smi) against the matrix's name lookup: the matrix is wrong for this name
-                ctx.add(
-                    detail="lookup",
-                    fix="lookup",
-                    facts=["reconciled.disagreements", "reconciled.gpus"],
-                    gpu=d.note or "GPU",
-                    lookup=lookup,
-                    measured=next(iter(measured.values())),
-                    witnesses=", ".join(sorted(measured)),
-                )
-                continue
-            ctx.add(
-                detail="observed",
-                fix="observed",
-                facts=["reconciled.disagreements"],
-                key=f"compute capability of {d.note}" if d.note else "compute capability",
-                values="; ".join(f"{src.removeprefix(DERIVED)}: {val}" for src, val in sorted(d.values.items())),
-            )
-        elif d.subject == "gpu.gfx" and d.explained_by is None:
-            ctx.add(
-                detail="observed",
-                fix="observed",
-                facts=["reconciled.disagreements"],
-                key=f"gfx target of {d.note}" if d.note else "gfx target",
-                values="; ".join(f"{src}: {val}" for src, val in sorted(d.values.items())),
-            )
-        elif d.subject == "gpu.count" and d.explained_by is None:
-            witness = next((w for w in d.values if w != "torch"), "?")
-            hidden = d.note.split("; ", 1)[1] if d.note and "; " in d.note else None
-            ctx.add(
-                detail="count_hidden" if hidden else "count",
-                fix="count",
-                facts=["torch.device_count", "reconciled.gpus", "reconciled.disagreements"],
-                torch_count=d.values.get("torch", "?"),
-                witness=witness,
-                count=d.values.get(witness, "?"),
-                hidden=hidden or "",
-            )
+        said = _DISAGREEMENT_SENTENCES.get(d.subject)
+        if said is not None:
+            said(ctx, d)
+
+
+def _cc_disagreement(ctx: Ctx, d: Disagreement) -> None:
+    measured = {w: v for w, v in d.values.items() if not w.startswith(DERIVED)}
+    lookup = next((v for w, v in d.values.items() if w.startswith(DERIVED)), None)
+    if lookup is not None and len(set(measured.values())) == 1:
+        # one measured value (torch, nvidia-smi) against the matrix's name lookup: the matrix is wrong for this name
+        ctx.add(
+            detail="lookup",
+            fix="lookup",
+            facts=["reconciled.disagreements", "reconciled.gpus"],
+            gpu=d.note or "GPU",
+            lookup=lookup,
+            measured=next(iter(measured.values())),
+            witnesses=", ".join(sorted(measured)),
+        )
+        return
+    ctx.add(
+        detail="observed",
+        fix="observed",
+        facts=["reconciled.disagreements"],
+        key=f"compute capability of {d.note}" if d.note else "compute capability",
+        values="; ".join(f"{src.removeprefix(DERIVED)}: {val}" for src, val in sorted(d.values.items())),
+    )
+
+
+def _gfx_disagreement(ctx: Ctx, d: Disagreement) -> None:
+    if d.explained_by is None:
+        ctx.add(
+            detail="observed",
+            fix="observed",
+            facts=["reconciled.disagreements"],
+            key=f"gfx target of {d.note}" if d.note else "gfx target",
+            values="; ".join(f"{src}: {val}" for src, val in sorted(d.values.items())),
+        )
+
+
+def _count_disagreement(ctx: Ctx, d: Disagreement) -> None:
+    if d.explained_by is not None:
+        return
+    witness = next((w for w in d.values if w != "torch"), "?")
+    hidden = d.note.split("; ", 1)[1] if d.note and "; " in d.note else None
+    ctx.add(
+        detail="count_hidden" if hidden else "count",
+        fix="count",
+        facts=["torch.device_count", "reconciled.gpus", "reconciled.disagreements"],
+        torch_count=d.values.get("torch", "?"),
+        witness=witness,
+        count=d.values.get(witness, "?"),
+        hidden=hidden or "",
+    )
+
+
+# the disagreements between witnesses that driver-source-conflict says (the others are their own findings, or explained)
+_DISAGREEMENT_SENTENCES: dict[str, Callable[[Ctx, Disagreement], None]] = {
+    "gpu.compute_capability": _cc_disagreement,
+    "gpu.gfx": _gfx_disagreement,
+    "gpu.count": _count_disagreement,
+}
 
 
 @rule("wsl-driver", severity="fail", layer="driver")
@@ -169,10 +191,7 @@ def _too_old_verdict(ctx: Ctx) -> tuple[str | None, dict[str, Any]]:
     proof = next((e for e in f.evidence if e.proves == "driver-too-old"), None)
     if verdict is None and proof is not None:
         verdict = "no"
-    floor = minimum = "?"
-    if row is not None:
-        floor = (row.minor_compat_floor_windows if windows else row.minor_compat_floor_linux) or "?"
-        minimum = (row.min_driver_windows if windows else row.min_driver_linux) or floor
+    floor, minimum = _driver_floors(row, windows)
     values = dict(
         torch=t.version or "?",
         cuda=t.cuda,
@@ -184,6 +203,14 @@ def _too_old_verdict(ctx: Ctx) -> tuple[str | None, dict[str, Any]]:
         error=proof.line if proof else (t.cuda_error or ""),
     )
     return verdict, values
+
+
+def _driver_floors(row: Any, windows: bool) -> tuple[str, str]:
+    """(the minor-version-compatibility floor, the driver the CUDA release ships with) for the OS, "?" when unknown."""
+    if row is None:
+        return "?", "?"
+    floor = (row.minor_compat_floor_windows if windows else row.minor_compat_floor_linux) or "?"
+    return floor, (row.min_driver_windows if windows else row.min_driver_linux) or floor
 
 
 @rule("driver-too-old", severity="fail", layer="driver")

@@ -161,48 +161,67 @@ def assess(ctx: Ctx) -> _Check | None:
     if reqs is None or reqs.empty:
         return None
     chk = _Check(ctx)
-    f, t = ctx.facts, ctx.facts.torch
     if reqs.torch:
-        fix = f'stackdoctor install --torch "{reqs.torch}"'
-        if not t.installed or not t.version:
-            chk.unmet("torch_missing", ["torch.installed"], fix, spec=reqs.torch)
-        elif _spec_ok(reqs.torch, public(t.version)):
-            chk.met.append(f"torch {t.version} ({reqs.torch})")
-        else:
-            chk.unmet("torch_version", ["torch.version"], fix, spec=reqs.torch, torch=t.version)
+        _torch_req(chk, reqs.torch)
     if reqs.backend:
         _backend(chk, reqs.backend)
-    if reqs.min_gpus is not None and reqs.min_gpus > 0 and t.installed and t.imported is False and not t.import_error:
-        chk.unmet("not_imported", ["torch.imported"], "stackdoctor check --import-torch", what=f"at least {reqs.min_gpus} GPU(s)", torch=t.version)
-    elif reqs.min_gpus is not None and reqs.min_gpus > 0:
-        n = _usable_gpus(ctx, reqs.backend)
-        listed = len([g for g in f.gpus if not g.integrated and g.vendor != "apple"])
-        if n >= reqs.min_gpus:
-            chk.met.append(f"{n} GPU(s) (min {reqs.min_gpus})")
-        else:
-            chk.unmet("gpus", ["torch.device_count", "reconciled.gpus"], min=reqs.min_gpus, n=n, listed=listed)
+    if reqs.min_gpus is not None and reqs.min_gpus > 0:
+        _gpus_req(chk, reqs.min_gpus, reqs.backend)
     if reqs.compute_capability:
-        caps = [(f"GPU {g.index} {g.name or ''}".strip(), g.compute_capability) for g in nvidia_gpus(f) if g.compute_capability]
-        caps = [(lbl, c) for lbl, c in caps if c and re.fullmatch(r"\d+\.\d+", c)]
-        if not caps:
-            chk.unmet("cc_none", ["reconciled.gpus"], spec=reqs.compute_capability)
-        else:
-            bad = [(lbl, c) for lbl, c in caps if not _spec_ok(reqs.compute_capability, c)]
-            if bad:
-                chk.unmet("cc_bad", ["reconciled.gpus"], spec=reqs.compute_capability, gpus=", ".join(f"{lbl} ({c})" for lbl, c in bad))
-            else:
-                chk.met.append(f"compute capability {', '.join(sorted({c for _, c in caps}))} ({reqs.compute_capability})")
+        _cc_req(chk, reqs.compute_capability)
     for kernel in reqs.kernels:
         _kernel(chk, kernel)
     if reqs.min_busbw is not None:
-        bw = best_busbw(ctx)
-        if bw is None:
-            chk.unmet("busbw_missing", ["kernels.allreduce"], f"stackdoctor kernels allreduce --min-busbw {reqs.min_busbw:g}", gate=f"{reqs.min_busbw:g}")
-        elif bw < reqs.min_busbw:
-            chk.unmet("busbw_low", ["kernels.allreduce"], gate=f"{reqs.min_busbw:g}", busbw=f"{bw:g}")
-        else:
-            chk.met.append(f"allreduce busbw {bw:g} GB/s")
+        _busbw_req(chk, reqs.min_busbw)
     return chk
+
+
+def _torch_req(chk: _Check, spec: str) -> None:
+    t = chk.ctx.facts.torch
+    fix = f'stackdoctor install --torch "{spec}"'
+    if not t.installed or not t.version:
+        chk.unmet("torch_missing", ["torch.installed"], fix, spec=spec)
+    elif _spec_ok(spec, public(t.version)):
+        chk.met.append(f"torch {t.version} ({spec})")
+    else:
+        chk.unmet("torch_version", ["torch.version"], fix, spec=spec, torch=t.version)
+
+
+def _gpus_req(chk: _Check, min_gpus: int, backend: str | None) -> None:
+    ctx = chk.ctx
+    f, t = ctx.facts, ctx.facts.torch
+    if t.installed and t.imported is False and not t.import_error:
+        chk.unmet("not_imported", ["torch.imported"], "stackdoctor check --import-torch", what=f"at least {min_gpus} GPU(s)", torch=t.version)
+        return
+    n = _usable_gpus(ctx, backend)
+    listed = len([g for g in f.gpus if not g.integrated and g.vendor != "apple"])
+    if n >= min_gpus:
+        chk.met.append(f"{n} GPU(s) (min {min_gpus})")
+    else:
+        chk.unmet("gpus", ["torch.device_count", "reconciled.gpus"], min=min_gpus, n=n, listed=listed)
+
+
+def _cc_req(chk: _Check, spec: str) -> None:
+    caps = [(f"GPU {g.index} {g.name or ''}".strip(), g.compute_capability) for g in nvidia_gpus(chk.ctx.facts) if g.compute_capability]
+    caps = [(lbl, c) for lbl, c in caps if c and re.fullmatch(r"\d+\.\d+", c)]
+    if not caps:
+        chk.unmet("cc_none", ["reconciled.gpus"], spec=spec)
+        return
+    bad = [(lbl, c) for lbl, c in caps if not _spec_ok(spec, c)]
+    if bad:
+        chk.unmet("cc_bad", ["reconciled.gpus"], spec=spec, gpus=", ".join(f"{lbl} ({c})" for lbl, c in bad))
+    else:
+        chk.met.append(f"compute capability {', '.join(sorted({c for _, c in caps}))} ({spec})")
+
+
+def _busbw_req(chk: _Check, gate: float) -> None:
+    bw = best_busbw(chk.ctx)
+    if bw is None:
+        chk.unmet("busbw_missing", ["kernels.allreduce"], f"stackdoctor kernels allreduce --min-busbw {gate:g}", gate=f"{gate:g}")
+    elif bw < gate:
+        chk.unmet("busbw_low", ["kernels.allreduce"], gate=f"{gate:g}", busbw=f"{bw:g}")
+    else:
+        chk.met.append(f"allreduce busbw {bw:g} GB/s")
 
 
 @rule("requirement-unmet", severity="fail", layer="requirements")

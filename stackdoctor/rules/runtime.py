@@ -91,25 +91,8 @@ def lib_path_shadowing(ctx: Ctx) -> None:
     if f.platform.system not in (None, "Linux"):
         return
     entries = [e for e in f.environment.get("LD_LIBRARY_PATH", "").split(":") if e]
-    conda_prefix = f.environment.get("CONDA_PREFIX")
-    bad = [e for e in entries if _SHADOW_DIR.search(e + "/") or (conda_prefix and e.rstrip("/").startswith(conda_prefix.rstrip("/") + "/lib"))]
-    if f.platform.is_wsl:
-        bad = [e for e in bad if not e.startswith("/usr/lib/wsl")]
-    # read from the files only (an import that ran says what happened itself)
-    shadowed = next((p for p in t.linkage if p.kind == "shadowed"), None) if read_only(t) else None
-    if shadowed is not None:  # read from the files: the loader would take that copy first
-        where = next((e for e in entries if shadowed.library.startswith(e.rstrip("/") + "/")), None)
-        keep = [e for e in entries if e != where]
-        ctx.add(
-            severity="fail",
-            detail="predicted",
-            facts=["environment.LD_LIBRARY_PATH", "torch.linkage"],
-            fix_text=f"export LD_LIBRARY_PATH={':'.join(keep)}" if keep else "unset LD_LIBRARY_PATH",
-            dirs=where or shadowed.library.rsplit("/", 1)[0],
-            lib=shadowed.library,
-            needed_by=shadowed.needed_by.rsplit("/", 1)[-1],
-            wheel_copy=shadowed.detail or "-",
-        )
+    bad = _shadowing_dirs(ctx, entries)
+    if _predicted_shadow(ctx, entries):
         return
     err = t.import_error or t.cuda_error or ""
     symptom = re.search(r"undefined symbol: __nvJitLink\w*|lib(cudnn|cublas|cusparse|nvJitLink|nccl)[\w.]*: cannot open shared object file", err)
@@ -125,6 +108,38 @@ def lib_path_shadowing(ctx: Ctx) -> None:
         dirs=", ".join(bad),
         error=symptom.group(0) if symptom else "",
     )
+
+
+def _shadowing_dirs(ctx: Ctx, entries: list[str]) -> list[str]:
+    """The LD_LIBRARY_PATH entries that may hold another copy of torch's CUDA libraries (a toolkit, conda's lib)."""
+    f = ctx.facts
+    conda_prefix = f.environment.get("CONDA_PREFIX")
+    bad = [e for e in entries if _SHADOW_DIR.search(e + "/") or (conda_prefix and e.rstrip("/").startswith(conda_prefix.rstrip("/") + "/lib"))]
+    if f.platform.is_wsl:
+        bad = [e for e in bad if not e.startswith("/usr/lib/wsl")]
+    return bad
+
+
+def _predicted_shadow(ctx: Ctx, entries: list[str]) -> bool:
+    """torch read from its files only, and the loader would take a copy of one of its libraries from LD_LIBRARY_PATH
+    first (an import that ran says what happened itself): the finding, and True."""
+    t = ctx.facts.torch
+    shadowed = next((p for p in t.linkage if p.kind == "shadowed"), None) if read_only(t) else None
+    if shadowed is None:
+        return False
+    where = next((e for e in entries if shadowed.library.startswith(e.rstrip("/") + "/")), None)
+    keep = [e for e in entries if e != where]
+    ctx.add(
+        severity="fail",
+        detail="predicted",
+        facts=["environment.LD_LIBRARY_PATH", "torch.linkage"],
+        fix_text=f"export LD_LIBRARY_PATH={':'.join(keep)}" if keep else "unset LD_LIBRARY_PATH",
+        dirs=where or shadowed.library.rsplit("/", 1)[0],
+        lib=shadowed.library,
+        needed_by=shadowed.needed_by.rsplit("/", 1)[-1],
+        wheel_copy=shadowed.detail or "-",
+    )
+    return True
 
 
 # Codes that explain why torch cannot use the GPU: cuda-unavailable points at the first one found.

@@ -25,6 +25,7 @@ from stackdoctor.rules.helpers import (
 )
 from stackdoctor.versions import local, public
 from stackdoctor.versions import release as vt
+from stackdoctor.view import MachineView
 
 _FAMILY = re.compile(r"^(nvidia-[a-z0-9-]+?)-cu(\d+)$")
 # glibc's own libraries (what a manylinux wheel needs and musl does not provide)
@@ -44,16 +45,7 @@ def torch_lib_stale(ctx: Ctx) -> None:
     predicted = next((p for p in t.linkage if p.kind in ("symbol", "version")), None) if read_only(t) else None
     if proof is None and predicted is None:
         return
-    families: dict[str, list[str]] = {}
-    for dist in sorted(t.distributions):
-        m = _FAMILY.match(dist)
-        if m:
-            families.setdefault(m.group(1), []).append(m.group(2))
-    major = (t.cuda or "").split(".")[0]
-    if not major:
-        vm = re.fullmatch(r"cu(\d+)\d", variant_name(f) or "")  # cu128 -> 12
-        major = vm.group(1) if vm else ""
-    extra = sorted(f"{lib}-cu{cu}" for lib, cus in families.items() if len(cus) > 1 for cu in cus if cu != major) if major else []
+    extra = _other_families(f)
     version = public(t.version) if t.version else None
     index = index_for(ctx, variant_name(f)) if version else None
     reinstall = f'{python_exe(f)} -m pip install --force-reinstall "torch=={version}"' + (f" --index-url {index}" if index else "") if version else "stackdoctor install"
@@ -79,6 +71,21 @@ def torch_lib_stale(ctx: Ctx) -> None:
         ctx.add(detail="duplicates", facts=[proof.source, "torch.distributions"], fix_text=f"{python_exe(f)} -m pip uninstall -y {' '.join(extra)}", **values)
     else:
         ctx.add(detail="default", facts=[proof.source, "torch.distributions"], fix_text=reinstall, **values)
+
+
+def _other_families(f: MachineView) -> list[str]:
+    """The NVIDIA runtime wheels of another CUDA major beside the build's own (``nvidia-cublas-cu11`` beside -cu12)."""
+    t = f.torch
+    families: dict[str, list[str]] = {}
+    for dist in sorted(t.distributions):
+        m = _FAMILY.match(dist)
+        if m:
+            families.setdefault(m.group(1), []).append(m.group(2))
+    major = (t.cuda or "").split(".")[0]
+    if not major:
+        vm = re.fullmatch(r"cu(\d+)\d", variant_name(f) or "")  # cu128 -> 12
+        major = vm.group(1) if vm else ""
+    return sorted(f"{lib}-cu{cu}" for lib, cus in families.items() if len(cus) > 1 for cu in cus if cu != major) if major else []
 
 
 # findings whose evidence can be the import error itself ("hipErrorNoBinaryForGpu" aborts `import torch`)
