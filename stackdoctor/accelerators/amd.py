@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stackdoctor.accelerators.base import Accelerator, Say, Verified
 from stackdoctor.accelerators.nvidia import verify_cuda
-from stackdoctor.facts import Facts
+from stackdoctor.facts import Facts, GpuView
 
 
 class Amd(Accelerator):
@@ -47,3 +47,8 @@ class Amd(Accelerator):
         if not (r.version or listed):
             return None
         return f"ROCm {r.version or say('version_unknown')}" + ("" if r.amdgpu_loaded in (None, True) else say("driver_amdgpu_not_loaded"))
+
+    # --- view ---
+    def ok_name(self, g: GpuView) -> str | None:
+        return g.name if g.name and g.name == g.gfx else f"{g.name or 'AMD GPU'} ({g.gfx or 'gfx?'})"
+    # --- end view ---

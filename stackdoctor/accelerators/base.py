@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Protocol
 
-from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, TorchFacts
+from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, Severity, TorchFacts
 
 __all__ = ["Accelerator", "Companion", "DeviceSpec", "Say", "Verified"]
 
@@ -212,6 +212,20 @@ class Accelerator:
         module declares; {} for none (a kind may ship ``locale/<lang>.yaml`` files instead: :attr:`locale`)."""
         found = getattr(sys.modules.get(self.rules or ""), "TEXTS", None)
         return found if isinstance(found, Mapping) else {}
+
+    def named(self, facts: Facts) -> str:
+        """Its devices as a finding names them ("NVIDIA GeForce RTX 4090, ..."): the view's devices that are not
+        integrated, "-" for none."""
+        return ", ".join(g.name or f"GPU{g.index}" for g in self.devices(facts) if not g.integrated) or "-"
+
+    def ok_name(self, g: GpuView) -> str | None:
+        """A device of its kind in the ``gpu-ok`` sentence, or None when that sentence does not list it."""
+        return None
+
+    def cpu_build(self) -> tuple[Severity, str] | None:
+        """``torch-cpu-only`` where a CPU build of torch runs on a machine of this kind: (severity, detail), or None
+        when a CPU build is no finding here."""
+        return "fail", "default"
 
     def driver_note(self, facts: Facts) -> str | None:
         """What the driver's own tool says where it is not well, beside a driver line that has a version (the

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stackdoctor.accelerators.base import Accelerator, Say, Verified
-from stackdoctor.facts import Facts
+from stackdoctor.facts import Facts, Severity
 
 
 class Intel(Accelerator):
@@ -39,3 +39,11 @@ class Intel(Accelerator):
 
     def device_lines(self, facts: Facts, say: Say) -> list[str]:
         return [f"Intel {g.name or g.device_id} ({g.driver or say('gpu_no_driver')})" for g in facts.intel.gpus]
+
+    # --- view ---
+    def named(self, facts: Facts) -> str:
+        return ", ".join(f"Intel {g.name or g.device_id}" for g in facts.intel.gpus) or "-"
+
+    def cpu_build(self) -> tuple[Severity, str] | None:
+        return "warn", "xpu"  # XPU builds are newer: a missed opportunity, not a broken stack
+    # --- end view ---

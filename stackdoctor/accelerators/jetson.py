@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stackdoctor.accelerators.base import Accelerator, Say, Verified
 from stackdoctor.accelerators.nvidia import verify_cuda
-from stackdoctor.facts import Facts
+from stackdoctor.facts import Facts, Severity
 
 
 class Jetson(Accelerator):
@@ -43,3 +43,11 @@ class Jetson(Accelerator):
     def driver_line(self, facts: Facts, say: Say) -> str | None:
         j = facts.jetson
         return f"L4T {j.l4t_release or '?'} (JetPack {j.jetpack or '?'}, CUDA {j.cuda or '?'})" if j.is_jetson else None
+
+    # --- view ---
+    def named(self, facts: Facts) -> str:
+        return facts.jetson.model or "Jetson"
+
+    def cpu_build(self) -> tuple[Severity, str] | None:
+        return None  # a Jetson's CPU build is jetson-wrong-wheel's finding
+    # --- end view ---

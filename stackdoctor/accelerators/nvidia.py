@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stackdoctor.accelerators.base import Accelerator, Say, Verified
-from stackdoctor.facts import Facts
+from stackdoctor.facts import Facts, GpuView
 from stackdoctor.versions import mm, release
 
 
@@ -75,6 +75,14 @@ class Nvidia(Accelerator):
         return None
 
     # --- view ---
+    def named(self, facts: Facts) -> str:
+        names = [g.name or f"GPU{g.index}" for g in self.devices(facts) if not g.integrated]
+        pci = [d for d in facts.platform.nvidia_pci_devices if (d.class_id or "").lower().startswith("0x03")]
+        return ", ".join(names or [d.name or d.device_id for d in pci]) or "-"  # no driver lists one: the PCI bus's names
+
+    def ok_name(self, g: GpuView) -> str | None:
+        return (g.name or "NVIDIA GPU") + (f" (sm_{g.compute_capability.replace('.', '')})" if g.compute_capability else "")
+
     def driver_note(self, facts: Facts) -> str | None:
         n = facts.nvidia
         if facts.reconciled.nvidia_driver.value and n.smi_state and n.smi_state not in ("ok", "absent"):

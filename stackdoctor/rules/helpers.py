@@ -171,7 +171,8 @@ def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None
 def visible_to_torch(g: GpuView, env: dict[str, str]) -> bool:
     """Whether ``CUDA_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES`` leave GPU ``g`` to torch (True when unset
     or unreadable). Entries are indices (the driver's order) or UUID prefixes; CUDA stops at the first bad one."""
-    var = "CUDA_VISIBLE_DEVICES" if g.vendor == "nvidia" else "HIP_VISIBLE_DEVICES" if g.vendor == "amd" else None
+    kind = accelerators.by_vendor(g.vendor)
+    var = kind.hide_var if kind is not None else None  # CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES
     if var is None or var not in env:
         return True
     uuid = (g.uuid or "").lower()

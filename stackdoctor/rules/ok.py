@@ -13,6 +13,7 @@ from stackdoctor.rules.helpers import (
     read_only,
     variant_name,
 )
+from stackdoctor.view import W_PCI
 
 
 def _bad_layers(ctx: Ctx) -> set[str]:
@@ -47,10 +48,10 @@ def _gpu_names(ctx: Ctx) -> list[str]:
     f = ctx.facts
     names: list[str] = []
     for g in f.gpus:
-        if g.vendor == "nvidia" and g.witnesses != ["pci"]:
-            names.append((g.name or "NVIDIA GPU") + (f" (sm_{g.compute_capability.replace('.', '')})" if g.compute_capability else ""))
-        elif g.vendor == "amd" and g.witnesses != ["pci"]:
-            names.append(g.name if g.name and g.name == g.gfx else f"{g.name or 'AMD GPU'} ({g.gfx or 'gfx?'})")
+        kind = accelerators.by_vendor(g.vendor)
+        name = kind.ok_name(g) if kind is not None and g.witnesses != [W_PCI] else None  # each kind names its own
+        if name:
+            names.append(name)
     if not names and f.apple.chip:
         names = [f.apple.chip]
     if not names and f.jetson.is_jetson:

@@ -16,7 +16,6 @@ from stackdoctor.rules.helpers import (
     imports,
     index_for,
     install_fix,
-    nvidia_pci,
     nvidia_witnesses,
     python_exe,
     read_only,
@@ -205,33 +204,24 @@ def torch_installed_twice(ctx: Ctx) -> None:
     ctx.add(facts=["torch.duplicate_installs"], dists="; ".join(t.duplicate_installs[:4]), python=python_exe(f))
 
 
-def _gpu_names(ctx: Ctx, acc: accelerators.Accelerator) -> str:
-    f = ctx.facts
-    if acc.name == "jetson":
-        return f.jetson.model or "Jetson"
-    if acc.name == "intel":
-        return ", ".join(f"Intel {g.name or g.device_id}" for g in f.intel.gpus) or "-"
-    names = [g.name or f"GPU{g.index}" for g in acc.devices(f.facts) if not g.integrated]
-    if not names and acc.name == "nvidia":
-        names = [d.name or d.device_id for d in nvidia_pci(f)]
-    return ", ".join(names) or "-"
-
-
 @rule("torch-cpu-only", severity="fail", layer="torch")
 def torch_cpu_only(ctx: Ctx) -> None:
     """A CPU build on a machine whose accelerator torch could use with the right build (the accelerator
     model's answer, the same one ``install`` plans with); the fix is ``install``'s plan."""
     f, t = ctx.facts, ctx.facts.torch
     acc = accelerators.select(f.facts)
-    if built_for(f) != "cpu" or acc is None or acc.build_kind == "cpu" or acc.name == "jetson":
+    if built_for(f) != "cpu" or acc is None or acc.build_kind == "cpu":
+        return
+    said = acc.cpu_build()  # the kind's verdict on a CPU build (XPU builds are newer: a missed opportunity on Intel)
+    if said is None:
         return
     ctx.add(
-        severity="warn" if acc.name == "intel" else "fail",  # XPU builds are newer: a missed opportunity, not a broken stack
-        detail="xpu" if acc.name == "intel" else "default",
+        severity=said[0],
+        detail=said[1],
         facts=["torch.version", "torch.cuda", "reconciled.accelerator"],
         fix_text=install_fix(ctx, exclude="cpu"),
         torch=t.version,
-        gpus=_gpu_names(ctx, acc),
+        gpus=acc.named(f.facts),
         accelerator=acc.label,
     )
 
@@ -257,7 +247,7 @@ def torch_backend_mismatch(ctx: Ctx) -> None:
         torch=t.version,
         build=next((a.build_label for a in accelerators.ALL if a.build_kind == kind), kind),
         machine=acc.vendor_label,
-        gpus=", ".join(apus) if apus else _gpu_names(ctx, acc),
+        gpus=", ".join(apus) if apus else acc.named(f.facts),
     )
 
 
