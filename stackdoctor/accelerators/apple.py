@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stackdoctor.accelerators.base import Accelerator, Say, Verified
-from stackdoctor.facts import Facts, GpuView
+from stackdoctor.facts import Facts, GpuView, TorchFacts
 
 
 def is_mac(facts: Facts) -> bool:
@@ -52,6 +52,9 @@ class Apple(Accelerator):
         return f"macOS {facts.apple.macos_version or '?'} (Metal)" if facts.apple.is_macos else None
 
     # --- view ---
+    def torch_count(self, torch: TorchFacts) -> int | None:
+        return 1 if torch.mps_available else None
+
     def gpus(self, facts: Facts) -> list[GpuView]:
         """Apple silicon's one GPU, as sysctl names the chip."""
         a = facts.apple

@@ -227,6 +227,16 @@ class Accelerator:
         when a CPU build is no finding here."""
         return "fail", "default"
 
+    def torch_count(self, torch: TorchFacts) -> int | None:
+        """How many of its devices torch can use, where torch said it can use them; None where it cannot, or where
+        its devices are not counted (a project's ``min_gpus``)."""
+        return None
+
+    def wrong_result_fix(self) -> str:
+        """The ``kernel-wrong-result`` fix for a device of its kind that computed wrong numbers (the key of the text:
+        where its vendor's tool shows the memory's error counters), "default" for the generic advice."""
+        return "default"
+
     def driver_note(self, facts: Facts) -> str | None:
         """What the driver's own tool says where it is not well, beside a driver line that has a version (the
         Markdown stack's "NVIDIA 550.54 · nvidia-smi: no-devices"), or None."""

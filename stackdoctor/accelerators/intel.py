@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stackdoctor.accelerators.base import Accelerator, Say, Verified
-from stackdoctor.facts import Facts, Severity
+from stackdoctor.facts import Facts, Severity, TorchFacts
 
 
 class Intel(Accelerator):
@@ -41,6 +41,9 @@ class Intel(Accelerator):
         return [f"Intel {g.name or g.device_id} ({g.driver or say('gpu_no_driver')})" for g in facts.intel.gpus]
 
     # --- view ---
+    def torch_count(self, torch: TorchFacts) -> int | None:
+        return (len([d for d in torch.devices if d.kind == "xpu"]) or 1) if torch.xpu_available else None
+
     def named(self, facts: Facts) -> str:
         return ", ".join(f"Intel {g.name or g.device_id}" for g in facts.intel.gpus) or "-"
 

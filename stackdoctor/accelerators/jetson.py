@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from stackdoctor.accelerators.base import Accelerator, Say, Verified
-from stackdoctor.accelerators.nvidia import verify_cuda
-from stackdoctor.facts import Facts, Severity
+from stackdoctor.accelerators.nvidia import cuda_count, verify_cuda
+from stackdoctor.facts import Facts, Severity, TorchFacts
 
 
 class Jetson(Accelerator):
@@ -45,6 +45,12 @@ class Jetson(Accelerator):
         return f"L4T {j.l4t_release or '?'} (JetPack {j.jetpack or '?'}, CUDA {j.cuda or '?'})" if j.is_jetson else None
 
     # --- view ---
+    def wrong_result_fix(self) -> str:
+        return "result"
+
+    def torch_count(self, torch: TorchFacts) -> int | None:
+        return cuda_count(torch)
+
     def named(self, facts: Facts) -> str:
         return facts.jetson.model or "Jetson"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stackdoctor.accelerators.base import Accelerator, Say, Verified
-from stackdoctor.facts import Facts, GpuView
+from stackdoctor.facts import Facts, GpuView, TorchFacts
 from stackdoctor.versions import mm, release
 
 
@@ -22,6 +22,15 @@ def verify_cuda(v: Verified) -> tuple[bool, str]:
         return False, (f"the GPU is not usable from it: the NVIDIA driver runs CUDA {level // 1000}.{(level % 1000) // 10} at most, "
                        f"this build needs CUDA {mm(build)}: {why}")
     return False, f"the GPU is not usable from it: {why}"
+
+
+# --- view ---
+def cuda_count(torch: TorchFacts) -> int | None:
+    """torch.cuda's device count where torch.cuda.is_available() (CUDA, ROCm and Jetson builds all answer through it)."""
+    if not torch.cuda_available:
+        return None
+    return torch.device_count if torch.device_count is not None else len([d for d in torch.devices if d.kind == "cuda"])
+# --- end view ---
 
 
 class Nvidia(Accelerator):
@@ -75,6 +84,12 @@ class Nvidia(Accelerator):
         return None
 
     # --- view ---
+    def wrong_result_fix(self) -> str:
+        return "result"
+
+    def torch_count(self, torch: TorchFacts) -> int | None:
+        return cuda_count(torch)
+
     def named(self, facts: Facts) -> str:
         names = [g.name or f"GPU{g.index}" for g in self.devices(facts) if not g.integrated]
         pci = [d for d in facts.platform.nvidia_pci_devices if (d.class_id or "").lower().startswith("0x03")]

@@ -72,7 +72,7 @@ class _Check:
 def _backend(chk: _Check, backend: str) -> None:
     ctx = chk.ctx
     f, t = ctx.facts, ctx.facts.torch
-    if backend == "cpu":
+    if backend == "cpu":  # vendor branch: the CPU is no accelerator kind, so no kind answers for it
         chk.met.append("backend cpu")
         return
     acc = accelerators.for_backend(backend)
@@ -123,14 +123,13 @@ def _backend_variant(ctx: Ctx, acc: Any) -> str | None:
 
 
 def _usable_gpus(ctx: Ctx, backend: str | None) -> int:
+    """The devices torch can use: the project's backend's kind's count (``Accelerator.torch_count``), else the first
+    kind's, in priority order, that torch can use."""
     t = ctx.facts.torch
-    if t.installed and t.cuda_available and backend in (None, "cuda", "rocm"):
-        return t.device_count if t.device_count is not None else len([d for d in t.devices if d.kind == "cuda"])
-    if t.installed and t.xpu_available and backend in (None, "xpu"):
-        return len([d for d in t.devices if d.kind == "xpu"]) or 1
-    if t.installed and t.mps_available and backend in (None, "mps"):
-        return 1
-    return 0
+    if not t.installed:
+        return 0
+    kinds = [a for a in accelerators.ALL if backend is None or a.backend == backend]
+    return next((n for a in kinds if (n := a.torch_count(t)) is not None), 0)
 
 
 def _kernel(chk: _Check, kernel: str) -> None:
@@ -194,7 +193,7 @@ def _gpus_req(chk: _Check, min_gpus: int, backend: str | None) -> None:
         chk.unmet("not_imported", ["torch.imported"], "stackdoctor check --import-torch", what=f"at least {min_gpus} GPU(s)", torch=t.version)
         return
     n = _usable_gpus(ctx, backend)
-    listed = len([g for g in f.gpus if not g.integrated and g.vendor != "apple"])
+    listed = len([g for g in f.gpus if not g.integrated])  # (Apple's GPU is integrated)
     if n >= min_gpus:
         chk.met.append(f"{n} GPU(s) (min {min_gpus})")
     else:
