@@ -620,17 +620,8 @@ def _coerce(tp: Any, value: Any) -> Any:
             except (TypeError, ValueError):
                 continue
         raise TypeError(f"{value!r} does not fit {tp}")
-    if origin is list:
-        if not isinstance(value, list):
-            raise TypeError(f"expected a list, got {type(value).__name__}")
-        inner = (typing.get_args(tp) or (Any,))[0]
-        return [_coerce(inner, v) for v in value]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise TypeError(f"expected an object, got {type(value).__name__}")
-        kv = typing.get_args(tp)
-        inner = kv[1] if len(kv) == 2 else Any
-        return {str(k): _coerce(inner, v) for k, v in value.items()}
+    if origin in (list, dict):
+        return _coerce_container(tp, origin, value)
     if tp is Any:
         return value
     if origin is Literal:
@@ -639,6 +630,23 @@ def _coerce(tp: Any, value: Any) -> Any:
         return value
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return from_data(tp, value)
+    return _coerce_scalar(tp, value)
+
+
+def _coerce_container(tp: Any, origin: Any, value: Any) -> Any:
+    if origin is list:
+        if not isinstance(value, list):
+            raise TypeError(f"expected a list, got {type(value).__name__}")
+        inner = (typing.get_args(tp) or (Any,))[0]
+        return [_coerce(inner, v) for v in value]
+    if not isinstance(value, dict):
+        raise TypeError(f"expected an object, got {type(value).__name__}")
+    kv = typing.get_args(tp)
+    inner = kv[1] if len(kv) == 2 else Any
+    return {str(k): _coerce(inner, v) for k, v in value.items()}
+
+
+def _coerce_scalar(tp: Any, value: Any) -> Any:
     if tp is bool:
         if not isinstance(value, bool):
             raise TypeError(f"expected true/false, got {value!r}")

@@ -368,7 +368,7 @@ def gather_facts(opts: InstallOptions) -> tuple[Facts, str, Matrix]:
     report = pipeline.gather(popts)
     from stackdoctor.reconcile import reconcile
 
-    facts = reconcile(report.facts, matrix)
+    facts = reconcile(report.facts, matrix).facts  # view: the reconciled facts the flow reads, until it takes the view
     if opts.replay:
         return facts, facts.python.executable or "python", matrix
     if opts.python and facts.python.error and not facts.python.version:

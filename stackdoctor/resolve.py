@@ -39,6 +39,7 @@ from stackdoctor.matrix import (
 from stackdoctor.plan import Plan, PlanError, PlannedPackage, Rejected, Request
 from stackdoctor.versions import major_minor
 from stackdoctor.versions import release as release_tuple
+from stackdoctor.view import facts_of  # view
 
 __all__ = ["resolve", "Target", "Gpu", "target_from"]
 
@@ -129,9 +130,7 @@ _INTEL_XPU_RE = re.compile(
 
 def _reconciled(facts: Facts) -> Facts:
     """``facts`` as the pipeline hands them: reconciled (every witness weighed, derived values derived once)."""
-    if not facts.reconciled.done:
-        raise ValueError("resolve needs reconciled facts: pass them through stackdoctor.reconcile.reconcile first")
-    return facts
+    return facts_of(facts)  # view: the type is the guard (a MachineView, or the facts one wrote)
 
 
 def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
@@ -827,7 +826,7 @@ def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
     One honest answer either way: a plan that cannot be met has no command and its ``error`` says why in one
     sentence (exit 1, README "Exit codes"); a plan against the installed torch says what it replaces, and
     never downgrades silently (:func:`_mind_installed`)."""
-    plan = _resolve(facts, matrix, request)
+    plan = _resolve(facts_of(facts), matrix, request)  # view: a MachineView or the facts one wrote
     if not plan.satisfiable:
         plan.packages, plan.command = [], []
         if plan.error is None:

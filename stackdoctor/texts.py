@@ -17,7 +17,7 @@ import string
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["LANGS", "add_locale", "choose_lang", "detect_lang", "explain", "layer_word", "message", "placeholders", "sentence", "sentence_key", "texts", "title", "ui"]
+__all__ = ["LANGS", "add_locale", "add_texts", "choose_lang", "detect_lang", "explain", "layer_word", "message", "placeholders", "sentence", "sentence_key", "texts", "title", "ui"]
 
 LANGS = ("en", "zh")
 
@@ -69,8 +69,8 @@ def texts(lang: str) -> dict[str, Any]:
     data.setdefault("ui", {})
     data.setdefault("codes", {})
     data.setdefault("sentences", {})
-    for package in _EXTRA_LOCALES:  # an accelerator plug-in's own texts: added, never replacing stackdoctor's
-        extra = _load_extra(package, name)
+    extras = [_load_extra(package, name) for package in _EXTRA_LOCALES] + [dict(t.get(name) or {}) for t in _EXTRA_TEXTS]
+    for extra in extras:  # an accelerator plug-in's own texts: added, never replacing stackdoctor's
         for section in ("ui", "codes", "sentences"):
             for key, value in (extra.get(section) or {}).items():
                 data[section].setdefault(key, value)
@@ -84,6 +84,7 @@ def _files(package: str) -> Any:
 
 
 _EXTRA_LOCALES: list[str] = []  # packages with a locale/<lang>.yaml of their own (add_locale)
+_EXTRA_TEXTS: list[Mapping[str, Mapping[str, Any]]] = []  # a kind's texts as data, {"en": {...}, "zh": {...}} (add_texts)
 
 
 def _parsed(kind: str, raw: str) -> Any:
@@ -116,6 +117,16 @@ def add_locale(package: str) -> None:
     if package in _EXTRA_LOCALES:
         return
     _EXTRA_LOCALES.append(package)
+    texts.cache_clear()
+    _sentence_patterns.cache_clear()
+
+
+def add_texts(extra: Mapping[str, Mapping[str, Any]]) -> None:
+    """Merge a kind's own texts given as data (``Accelerator.texts()``: ``{"en": {"codes": {...}, "sentences": {...}},
+    "zh": {...}}``, the locale files' form) into the texts, as :func:`add_locale` does a package's files."""
+    if not extra or any(t is extra for t in _EXTRA_TEXTS):
+        return
+    _EXTRA_TEXTS.append(extra)
     texts.cache_clear()
     _sentence_patterns.cache_clear()
 

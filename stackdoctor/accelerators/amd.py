@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from stackdoctor.accelerators.base import Accelerator, Say, Verified
-from stackdoctor.accelerators.nvidia import CUDA_DEVICE, verify_cuda
-from stackdoctor.facts import Facts
+from stackdoctor.accelerators.nvidia import CUDA_DEVICE, cuda_count, verify_cuda
+from stackdoctor.facts import Facts, GpuView, TorchFacts
 
 
 class Amd(Accelerator):
@@ -53,3 +53,14 @@ class Amd(Accelerator):
         if not (r.version or listed):
             return None
         return f"ROCm {r.version or say('version_unknown')}" + ("" if r.amdgpu_loaded in (None, True) else say("driver_amdgpu_not_loaded"))
+
+    # --- view ---
+    def wrong_result_fix(self) -> str:
+        return "result_rocm"
+
+    def torch_count(self, torch: TorchFacts) -> int | None:
+        return cuda_count(torch)
+
+    def ok_name(self, g: GpuView) -> str | None:
+        return g.name if g.name and g.name == g.gfx else f"{g.name or 'AMD GPU'} ({g.gfx or 'gfx?'})"
+    # --- end view ---

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stackdoctor.accelerators.base import Accelerator, DeviceSpec, Say, Verified
-from stackdoctor.facts import Facts
+from stackdoctor.facts import Facts, GpuView, TorchFacts
 
 
 def is_mac(facts: Facts) -> bool:
@@ -59,3 +59,15 @@ class Apple(Accelerator):
 
     def driver_line(self, facts: Facts, say: Say) -> str | None:
         return f"macOS {facts.apple.macos_version or '?'} (Metal)" if facts.apple.is_macos else None
+
+    # --- view ---
+    def torch_count(self, torch: TorchFacts) -> int | None:
+        return 1 if torch.mps_available else None
+
+    def gpus(self, facts: Facts) -> list[GpuView]:
+        """Apple silicon's one GPU, as sysctl names the chip."""
+        a = facts.apple
+        if not (a.is_macos and a.chip and a.chip.startswith("Apple")):
+            return []
+        return [GpuView(vendor="apple", index=0, name=a.chip, integrated=True, witnesses=["sysctl"], sources={"name": a.sources.get("chip", "sysctl")})]
+    # --- end view ---

@@ -7,10 +7,12 @@ imports the kinds, with no import circle.
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Protocol
 
-from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, TorchFacts
+from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, Severity, TorchFacts
 
 __all__ = ["Accelerator", "Companion", "DeviceSpec", "Say", "Verified"]
 
@@ -257,6 +259,45 @@ class Accelerator:
     def driver_line(self, facts: Facts, say: Say) -> str | None:
         """The driver layer's line on the screen and in the Markdown stack, or None when this kind shows none."""
         return None
+
+    # --- view ---
+    def texts(self) -> Mapping[str, Mapping[str, Any]]:
+        """Its own findings' and sentences' texts in every language it speaks, as data in the locale files' form:
+        ``{"en": {"codes": {code: {"title", "explain", "detail", "fix"}}, "sentences": {...}}, "zh": {...}}``, added
+        to stackdoctor's (never replacing one) when its :attr:`rules` are declared. By default the ``TEXTS`` its rules
+        module declares; {} for none (a kind may ship ``locale/<lang>.yaml`` files instead: :attr:`locale`)."""
+        found = getattr(sys.modules.get(self.rules or ""), "TEXTS", None)
+        return found if isinstance(found, Mapping) else {}
+
+    def named(self, facts: Facts) -> str:
+        """Its devices as a finding names them ("NVIDIA GeForce RTX 4090, ..."): the view's devices that are not
+        integrated, "-" for none."""
+        return ", ".join(g.name or f"GPU{g.index}" for g in self.devices(facts) if not g.integrated) or "-"
+
+    def ok_name(self, g: GpuView) -> str | None:
+        """A device of its kind in the ``gpu-ok`` sentence, or None when that sentence does not list it."""
+        return None
+
+    def cpu_build(self) -> tuple[Severity, str] | None:
+        """``torch-cpu-only`` where a CPU build of torch runs on a machine of this kind: (severity, detail), or None
+        when a CPU build is no finding here."""
+        return "fail", "default"
+
+    def torch_count(self, torch: TorchFacts) -> int | None:
+        """How many of its devices torch can use, where torch said it can use them; None where it cannot, or where
+        its devices are not counted (a project's ``min_gpus``)."""
+        return None
+
+    def wrong_result_fix(self) -> str:
+        """The ``kernel-wrong-result`` fix for a device of its kind that computed wrong numbers (the key of the text:
+        where its vendor's tool shows the memory's error counters), "default" for the generic advice."""
+        return "default"
+
+    def driver_note(self, facts: Facts) -> str | None:
+        """What the driver's own tool says where it is not well, beside a driver line that has a version (the
+        Markdown stack's "NVIDIA 550.54 · nvidia-smi: no-devices"), or None."""
+        return None
+    # --- end view ---
 
     def __repr__(self) -> str:
         return f"<accelerator {self.name}>"

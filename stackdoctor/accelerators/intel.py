@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stackdoctor.accelerators.base import Accelerator, DeviceSpec, Say, Verified
-from stackdoctor.facts import Facts
+from stackdoctor.facts import Facts, Severity, TorchFacts
 
 
 class Intel(Accelerator):
@@ -43,3 +43,14 @@ class Intel(Accelerator):
 
     def device_lines(self, facts: Facts, say: Say) -> list[str]:
         return [f"Intel {g.name or g.device_id} ({g.driver or say('gpu_no_driver')})" for g in facts.intel.gpus]
+
+    # --- view ---
+    def torch_count(self, torch: TorchFacts) -> int | None:
+        return (len([d for d in torch.devices if d.kind == "xpu"]) or 1) if torch.xpu_available else None
+
+    def named(self, facts: Facts) -> str:
+        return ", ".join(f"Intel {g.name or g.device_id}" for g in facts.intel.gpus) or "-"
+
+    def cpu_build(self) -> tuple[Severity, str] | None:
+        return "warn", "xpu"  # XPU builds are newer: a missed opportunity, not a broken stack
+    # --- end view ---

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from stackdoctor.accelerators.base import Accelerator, Say, Verified
-from stackdoctor.accelerators.nvidia import CUDA_DEVICE, verify_cuda
-from stackdoctor.facts import Facts
+from stackdoctor.accelerators.nvidia import CUDA_DEVICE, cuda_count, verify_cuda
+from stackdoctor.facts import Facts, Severity, TorchFacts
 
 
 class Jetson(Accelerator):
@@ -44,3 +44,17 @@ class Jetson(Accelerator):
     def driver_line(self, facts: Facts, say: Say) -> str | None:
         j = facts.jetson
         return f"L4T {j.l4t_release or '?'} (JetPack {j.jetpack or '?'}, CUDA {j.cuda or '?'})" if j.is_jetson else None
+
+    # --- view ---
+    def wrong_result_fix(self) -> str:
+        return "result"
+
+    def torch_count(self, torch: TorchFacts) -> int | None:
+        return cuda_count(torch)
+
+    def named(self, facts: Facts) -> str:
+        return facts.jetson.model or "Jetson"
+
+    def cpu_build(self) -> tuple[Severity, str] | None:
+        return None  # a Jetson's CPU build is jetson-wrong-wheel's finding
+    # --- end view ---

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stackdoctor.accelerators.base import Accelerator, DeviceSpec, Say, Verified
-from stackdoctor.facts import Facts
+from stackdoctor.facts import Facts, GpuView, TorchFacts
 from stackdoctor.versions import mm, release
 
 # torch.cuda's devices, for the workers: NVIDIA's, and ROCm's and Jetson's, which torch also reaches as "cuda"
@@ -29,6 +29,15 @@ def verify_cuda(v: Verified) -> tuple[bool, str]:
         return False, (f"the GPU is not usable from it: the NVIDIA driver runs CUDA {level // 1000}.{(level % 1000) // 10} at most, "
                        f"this build needs CUDA {mm(build)}: {why}")
     return False, f"the GPU is not usable from it: {why}"
+
+
+# --- view ---
+def cuda_count(torch: TorchFacts) -> int | None:
+    """torch.cuda's device count where torch.cuda.is_available() (CUDA, ROCm and Jetson builds all answer through it)."""
+    if not torch.cuda_available:
+        return None
+    return torch.device_count if torch.device_count is not None else len([d for d in torch.devices if d.kind == "cuda"])
+# --- end view ---
 
 
 class Nvidia(Accelerator):
@@ -85,3 +94,25 @@ class Nvidia(Accelerator):
         if n.smi_state and n.smi_state not in ("absent", "ok"):
             return f"NVIDIA: {n.smi_message or n.smi_state}"
         return None
+
+    # --- view ---
+    def wrong_result_fix(self) -> str:
+        return "result"
+
+    def torch_count(self, torch: TorchFacts) -> int | None:
+        return cuda_count(torch)
+
+    def named(self, facts: Facts) -> str:
+        names = [g.name or f"GPU{g.index}" for g in self.devices(facts) if not g.integrated]
+        pci = [d for d in facts.platform.nvidia_pci_devices if (d.class_id or "").lower().startswith("0x03")]
+        return ", ".join(names or [d.name or d.device_id for d in pci]) or "-"  # no driver lists one: the PCI bus's names
+
+    def ok_name(self, g: GpuView) -> str | None:
+        return (g.name or "NVIDIA GPU") + (f" (sm_{g.compute_capability.replace('.', '')})" if g.compute_capability else "")
+
+    def driver_note(self, facts: Facts) -> str | None:
+        n = facts.nvidia
+        if facts.reconciled.nvidia_driver.value and n.smi_state and n.smi_state not in ("ok", "absent"):
+            return f"nvidia-smi: {n.smi_state}"
+        return None
+    # --- end view ---
