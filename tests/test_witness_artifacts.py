@@ -18,7 +18,7 @@ import pytest
 from learnserver import standin_wheel
 from test_install_witness import REPO, TAG, VariantIndex, user_env
 
-from stackdoctor.availability import Offer, missing_artifacts
+from stackdoctor.resolve.availability import Offer, missing_artifacts
 from stackdoctor.matrix import load_matrix
 from stackdoctor.plan import Plan
 
