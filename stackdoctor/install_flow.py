@@ -28,12 +28,12 @@ from stackdoctor import accelerators, pipeline
 from stackdoctor.errors import ExitCode, IndexError_, StackdoctorError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.resolve.availability import Sourcing, Surveyed
     from stackdoctor.facts import Facts
     from stackdoctor.index import IndexClient
     from stackdoctor.install import InstallResult
     from stackdoctor.matrix import Matrix
     from stackdoctor.plan import Plan, Request, Route
+    from stackdoctor.resolve.availability import Sourcing, Surveyed
     from stackdoctor.sources import InstallerConfig
     from stackdoctor.system import CommandResult
 
@@ -649,8 +649,8 @@ def check_sources(
     """Locate the plan's wheels (:func:`stackdoctor.resolve.availability.check`). Unpinned, a torch release newer than the
     matrix's newest that a source serves is learned from its files (:func:`stackdoctor.learn.witness_matrix`) and
     planned when it fits; ``out.plan`` is the plan so far; ``surveyed``: the sources already asked. Returns the sourcing, and the matrix and request it used."""
-    from stackdoctor.resolve.availability import check, learn_sources, missing_artifacts, newer_offers, read_constraints, survey_sources, torch_offers
     from stackdoctor.index import python_version_of
+    from stackdoctor.resolve.availability import check, learn_sources, missing_artifacts, newer_offers, read_constraints, survey_sources, torch_offers
 
     assert out.plan is not None
     plan = out.plan
@@ -705,9 +705,9 @@ def _apply_delivery(plan: Plan, sourcing: Sourcing, python: str, installer: str,
 
 
 def _check_dependencies(sourcing: Sourcing, facts: Facts, request: Request, python: str) -> None:
-    from stackdoctor.resolve.availability import marker_environment, missing_dependencies
     from stackdoctor.index import python_version_of
     from stackdoctor.install import snapshot
+    from stackdoctor.resolve.availability import marker_environment, missing_dependencies
     from stackdoctor.system import System
 
     local = [p for p in sourcing.probes if p.answered and p.source.local and any(s is p.source for s in sourcing.delivery.used)]

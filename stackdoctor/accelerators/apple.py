@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, Say, Verified
+from collections.abc import Sequence  # --- resolve ---
+
+from stackdoctor.accelerators.base import Accelerator, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
 from stackdoctor.facts import Facts
 
 
@@ -50,3 +52,11 @@ class Apple(Accelerator):
 
     def driver_line(self, facts: Facts, say: Say) -> str | None:
         return f"macOS {facts.apple.macos_version or '?'} (Metal)" if facts.apple.is_macos else None
+
+    # --- resolve ---
+    def target_devices(self, facts: Facts) -> list[TargetDevice]:
+        return []  # the Apple GPU is served by macOS's default build: the resolver's macOS path
+
+    def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
+        return False
+    # --- end resolve ---

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, Say, Verified
+import re  # --- resolve ---
+
+from stackdoctor.accelerators.base import Accelerator, Say, TargetDevice, Verified  # --- resolve ---
 from stackdoctor.facts import Facts
+
+# --- resolve ---
+XPU_FAMILIES = re.compile(  # the GPU names of the families PyTorch's XPU build targets
+    r"\b(arc|data center gpu|max \d{4}|flex|battlemage|alchemist|core ultra|meteor lake|arrow lake|lunar lake|panther lake|dg2|bmg)\b", re.I
+)
+# --- end resolve ---
 
 
 class Intel(Accelerator):
@@ -39,3 +47,15 @@ class Intel(Accelerator):
 
     def device_lines(self, facts: Facts, say: Say) -> list[str]:
         return [f"Intel {g.name or g.device_id} ({g.driver or say('gpu_no_driver')})" for g in facts.intel.gpus]
+
+    # --- resolve ---
+    def target_devices(self, facts: Facts) -> list[TargetDevice]:
+        return [TargetDevice(self.vendor, i, v.name, integrated=v.integrated) for i, v in enumerate(self.devices(facts))]
+
+    def select_devices(self, devices: list[TargetDevice], warnings: list[str]) -> tuple[list[TargetDevice], str | None]:
+        """The GPUs PyTorch's XPU build targets: a discrete one, or an integrated one of a family it lists."""
+        suitable = [g for g in devices if g.vendor == self.vendor and (not g.integrated or XPU_FAMILIES.search(g.name or ""))]
+        if suitable:
+            return suitable, None
+        return [], f"Intel GPU(s) {', '.join(g.name or '?' for g in devices)} are not among the XPU build's GPUs (Arc, Data Center GPU Max, Core Ultra)"
+    # --- end resolve ---

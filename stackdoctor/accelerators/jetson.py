@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, Say, Verified
+from collections.abc import Sequence  # --- resolve ---
+
+from stackdoctor.accelerators.base import Accelerator, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
 from stackdoctor.accelerators.nvidia import verify_cuda
 from stackdoctor.facts import Facts
 
@@ -43,3 +45,11 @@ class Jetson(Accelerator):
     def driver_line(self, facts: Facts, say: Say) -> str | None:
         j = facts.jetson
         return f"L4T {j.l4t_release or '?'} (JetPack {j.jetpack or '?'}, CUDA {j.cuda or '?'})" if j.is_jetson else None
+
+    # --- resolve ---
+    def target_devices(self, facts: Facts) -> list[TargetDevice]:
+        return []  # the iGPU is planned for by the Jetson's own path (its wheel source), never as a discrete NVIDIA GPU
+
+    def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
+        return False
+    # --- end resolve ---

@@ -143,6 +143,15 @@ def driver_meets(cuda_row: CudaRow, driver: str | None, windows: bool) -> str:
     return "no"
 
 
+OS_WORDS = {"linux": "Linux", "windows": "Windows", "macos": "macOS"}  # an OS of parse_platform in a sentence
+
+
+def platform_words(tag: str) -> str:
+    """``manylinux_2_28_aarch64`` -> ``Linux aarch64``."""
+    os_, arch, _ = parse_platform(tag)
+    return f"{OS_WORDS.get(os_, os_)} {arch}"
+
+
 def parse_platform(tag: str) -> tuple[str, str, tuple[int, int] | None]:
     """(os, arch, floor) of a wheel platform tag: ("linux", "x86_64", (2, 28)), ("macos", "arm64", (14, 0)),
     ("windows", "amd64", None). A plain ``linux_*`` tag has floor None (the release's glibc baseline applies)."""

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from stackdoctor import accelerators
 from stackdoctor.errors import IndexError_
 from stackdoctor.index import (
     IndexClient,
@@ -321,7 +322,7 @@ def _other_build(
             0,
             f"torch {plan.torch_version} {plan.variant} is the newest build for this machine, but none of the sources that answered has it; "
             f"torch {offer.version} {offer.variant} from {offer.probe.source.url} runs here instead, at a cost: {cost}"
-            + (", and its CUDA runtime wheels come on top" if offer.variant.startswith("cu") else ""),
+            + (", and its CUDA runtime wheels come on top" if _separate_runtime(offer.variant) else ""),
         )
         if size is not None:
             candidate.warnings.append(f"the plan's torch wheel ({h2[0].file.filename}) is {size / (1024 * 1024):.0f} MiB to download")
@@ -407,3 +408,9 @@ def _not_found_sentence(
     if not answered and not silent and not skipped:
         return f"{want} cannot be looked for: no source is configured; {hint}."
     return f"{want} ({shown}) is on none of the sources: {'; '.join(parts)}; {hint}."
+
+
+def _separate_runtime(variant: str | None) -> bool:
+    """A build whose runtime libraries come as wheels of their own (a CUDA build's nvidia-* wheels), not in its size."""
+    acc = accelerators.for_variant(variant)
+    return acc is not None and acc.separate_runtime_wheels

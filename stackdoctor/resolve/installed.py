@@ -24,9 +24,8 @@ def _installed_works(facts: Facts) -> bool:
     if not t.installed or t.import_error:
         return False
     kind = variant_kind(t.variant or "")
-    if kind and kind[0] in ("cuda", "rocm") and t.cuda_available is False:
-        return False
-    return True
+    acc = accelerators.for_build(kind[0]) if kind else None
+    return acc is None or acc.installed_sees_device(t) is not False
 
 
 def mind_installed(facts: Facts, matrix: Matrix, request: Request, plan: Plan) -> None:

@@ -45,7 +45,7 @@ def planned_packages(
     aarch64 = t is not None and t.os == "linux" and t.arch == "aarch64"
     # Linux aarch64: CPU torch wheels (e.g. torch-2.1.1-...manylinux2014_aarch64.whl) and torchvision wheels carry
     # no local suffix (compat-facts 4.3); a plain ==X.Y.Z also matches X.Y.Z+variant, so leave the suffix out there.
-    torch_variant = None if aarch64 and pkg_variant == "cpu" else pkg_variant
+    torch_variant = None if aarch64 and pkg_variant == accelerators.CPU else pkg_variant
     out = [PlannedPackage("torch", str(version), torch_variant, index_url)]
     tv, ta = matrix.paired(version)
     for name in request.packages:

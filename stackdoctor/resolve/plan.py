@@ -10,6 +10,7 @@ from packaging.version import Version
 from stackdoctor import accelerators
 from stackdoctor.facts import Facts
 from stackdoctor.matrix import (
+    OS_WORDS,
     Matrix,
     Release,
     variant_kind,
@@ -17,15 +18,12 @@ from stackdoctor.matrix import (
 from stackdoctor.plan import Plan, PlanError, Rejected, Request
 from stackdoctor.resolve.candidates import newer_than, release_candidates
 from stackdoctor.resolve.fit import (
-    OS_WORDS,
     Fit,
     Reject,
-    accel_kind,
     best_gpu_fit,
     fit_variant,
     gpu_subsets,
     gpu_summary,
-    hide_env,
     kind_name,
     kind_version,
     platform_tag_for,
@@ -34,7 +32,7 @@ from stackdoctor.resolve.fit import (
 )
 from stackdoctor.resolve.installed import mind_installed
 from stackdoctor.resolve.packages import finish, install_command, paired_companions, planned_packages, with_companion
-from stackdoctor.resolve.target import INTEL_XPU_RE, Gpu, Target, target_from
+from stackdoctor.resolve.target import Gpu, Target, target_from
 from stackdoctor.versions import major_minor
 from stackdoctor.versions import release as release_tuple
 
@@ -84,7 +82,7 @@ def _nothing_suggestions(t: Target, matrix: Matrix, request: Request, cands: lis
         if cands and r.version == cands[0][0].version:
             continue
         for v in r.variants:
-            if v.kind != "cpu":
+            if v.kind != accelerators.CPU:
                 continue
             try:
                 fit_variant(r, r.version, v, t, matrix, relaxed, [])
@@ -136,23 +134,47 @@ def _unmet_sentence(plan: Plan) -> str:
 
 
 def _resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
+    """The stages: the target, the releases the request allows, then the platform's own path (a Jetson's wheel
+    source, macOS's default build) or the devices' (a GPU build of the kind that serves them, else a CPU build)."""
     plan = Plan(torch_version=None, variant=None, index_url=None)
     t = target_from(facts, matrix, request)
     plan.warnings.extend(t.notes)
+    if not _platform_known(t, plan):
+        return plan
+    cands = _releases(matrix, request, plan)
+    if not cands:
+        return plan
+    if t.jetson:
+        return _resolve_jetson(facts, matrix, request, t, cands, plan)
+    if t.os == "macos":
+        return _resolve_macos(facts, matrix, request, t, cands, plan)
+    return _resolve_devices(facts, matrix, request, t, cands, plan)
+
+
+Candidates = list[tuple[Release, Version]]
+
+
+def _platform_known(t: Target, plan: Plan) -> bool:
     if t.os == "unknown" or not t.arch:
         plan.reasons.append("the target platform is unknown (no OS / architecture facts), so no wheel can be chosen")
         plan.suggestions.append("name the target with --platform TAG (e.g. manylinux_2_28_x86_64, win_amd64, macosx_14_0_arm64)")
-        return plan
+        return False
     if not t.python:
         plan.warnings.append("the target's Python version is unknown: Python compatibility was not checked (--python-version X.Y)")
+    return True
+
+
+def _releases(matrix: Matrix, request: Request, plan: Plan) -> Candidates:
+    """The releases the request allows whose builds the matrix knows, with the companions asked for and the variant
+    named; none (the plan saying why) when nothing is left."""
     cands, err = release_candidates(matrix, request)
     if err:
         plan.reasons.append(err)
         plan.suggestions.append(f"torch {matrix.releases[0].version} is the newest release the matrix knows" if matrix.releases else "load a matrix")
-        return plan
+        return []
     if request.variant != "auto" and variant_kind(request.variant) is None and not request.variant.startswith("jetson-"):
         plan.reasons.append(f"--variant {request.variant}: not a variant name (cpu, cuXYZ, rocmX.Y, xpu)")
-        return plan
+        return []
     unknown_builds = [(r, v) for r, v in cands if not r.variants]
     if unknown_builds:
         plan.warnings.append(
@@ -162,125 +184,147 @@ def _resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
     cands = [(r, v) for r, v in cands if r.variants]
     if not cands:
         plan.reasons.append("no torch release in the request has builds the matrix knows")
-        return plan
+        return []
+    cands = _with_companions_known(matrix, request, cands, plan)
+    return _publishing(matrix, request, cands, plan) if cands else []
+
+
+def _with_companions_known(matrix: Matrix, request: Request, cands: Candidates, plan: Plan) -> Candidates:
+    """Unpinned, with torchvision / torchaudio asked for: the releases whose pairing the matrix knows, naming what is missing."""
     comps = [p for p in request.packages if p in ("torchvision", "torchaudio")]
-    if comps and not request.torch:
-        # companions: the newest release whose torchvision / torchaudio the sources have, naming what is missing
-        def missing(v: Version) -> list[str]:
-            tv, ta = matrix.paired(v)
-            return [c for c in comps if {"torchvision": tv, "torchaudio": ta}[c] is None]
+    if not comps or request.torch:
+        return cands
 
-        with_all = [(r, v) for r, v in cands if not missing(v)]
-        if with_all and with_all[0][1] != cands[0][1]:
-            newer = [(r, v) for r, v in cands if v > with_all[0][1]]
-            gone = sorted({c for _, v in newer for c in missing(v)})
-            plan.reasons.append(
-                f"torch {', '.join(str(v) for _, v in newer[:3])}{' ...' if len(newer) > 3 else ''}: no {' or '.join(gone)} paired with it is known; "
-                f"torch {with_all[0][1]} is the newest release with {' and '.join(comps)} (install torch alone for a newer one)"
-            )
-            cands = with_all
-        elif not with_all:
-            gone = sorted({c for _, v in cands for c in missing(v)})
-            plan.reasons.append(f"no torch release in the matrix has a known {' and '.join(gone)} pairing")
-            return plan
-    if request.variant != "auto" and not request.variant.startswith("jetson-"):
-        publishing = [(r, v) for r, v in cands if r.variant(request.variant) is not None]
-        if not publishing:
-            rel, ver = cands[0]
-            plan.reasons.append(
-                f"torch {ver if len(cands) == 1 else ', '.join(str(v) for _, v in cands[:3]) + (' ...' if len(cands) > 3 else '')} "
-                f"publishes no {request.variant} build (torch {ver} has {', '.join(v.name for v in rel.variants)})"
-            )
-            newest = next((r for r in matrix.releases if r.variant(request.variant) is not None), None)
-            if newest is not None:
-                plan.suggestions.append(f"torch {newest.version} is the newest release with a {request.variant} build (--torch {newest.version})")
-            return plan
-        cands = publishing
+    def missing(v: Version) -> list[str]:
+        tv, ta = matrix.paired(v)
+        return [c for c in comps if {"torchvision": tv, "torchaudio": ta}[c] is None]
 
-    if t.jetson:
-        return _resolve_jetson(facts, matrix, request, t, cands, plan)
-    if t.os == "macos":
-        return _resolve_macos(facts, matrix, request, t, cands, plan)
+    with_all = [(r, v) for r, v in cands if not missing(v)]
+    if with_all and with_all[0][1] != cands[0][1]:
+        newer = [(r, v) for r, v in cands if v > with_all[0][1]]
+        gone = sorted({c for _, v in newer for c in missing(v)})
+        plan.reasons.append(
+            f"torch {', '.join(str(v) for _, v in newer[:3])}{' ...' if len(newer) > 3 else ''}: no {' or '.join(gone)} paired with it is known; "
+            f"torch {with_all[0][1]} is the newest release with {' and '.join(comps)} (install torch alone for a newer one)"
+        )
+        return with_all
+    if not with_all:
+        gone = sorted({c for _, v in cands for c in missing(v)})
+        plan.reasons.append(f"no torch release in the matrix has a known {' and '.join(gone)} pairing")
+        return []
+    return cands
 
+
+def _publishing(matrix: Matrix, request: Request, cands: Candidates, plan: Plan) -> Candidates:
+    """With ``--variant``: the releases that publish it; none, saying which release newest does."""
+    if request.variant == "auto" or request.variant.startswith("jetson-"):
+        return cands
+    publishing = [(r, v) for r, v in cands if r.variant(request.variant) is not None]
+    if not publishing:
+        rel, ver = cands[0]
+        plan.reasons.append(
+            f"torch {ver if len(cands) == 1 else _some(cands)} "
+            f"publishes no {request.variant} build (torch {ver} has {', '.join(v.name for v in rel.variants)})"
+        )
+        newest = next((r for r in matrix.releases if r.variant(request.variant) is not None), None)
+        if newest is not None:
+            plan.suggestions.append(f"torch {newest.version} is the newest release with a {request.variant} build (--torch {newest.version})")
+    return publishing
+
+
+def _some(cands: Candidates) -> str:
+    """``2.9.1, 2.9.0, 2.8.0 ...``: the first three releases, and that there are more."""
+    return ", ".join(str(v) for _, v in cands[:3]) + (" ..." if len(cands) > 3 else "")
+
+
+def _resolve_devices(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: Candidates, plan: Plan) -> Plan:
+    """The kind that serves the target's devices (:func:`accelerators.serving`) plans its GPU build; none fits, or
+    none is served: a CPU build (with the companion a kind pairs with it), else PyPI's default build, else nothing."""
     gpus = list(t.gpus)
-    kind = accel_kind(t, gpus)
-    if kind == "cuda" and any(g.vendor == "amd" for g in gpus):
-        plan.warnings.append(f"AMD GPU(s) {gpu_summary([g for g in gpus if g.vendor == 'amd'])} are left out: one torch build serves one vendor")
-        gpus = [g for g in gpus if g.vendor == "nvidia"]
-    if kind in ("cuda", "rocm") and any(g.vendor == "intel" for g in gpus):
-        gpus = [g for g in gpus if g.vendor != "intel"]
-    if kind == "xpu":
-        suitable = [g for g in gpus if g.vendor == "intel" and (not g.integrated or INTEL_XPU_RE.search(g.name or ""))]
-        suitable = [g for g in suitable if INTEL_XPU_RE.search(g.name or "") or not g.integrated]
-        if not suitable:
-            plan.reasons.append(
-                f"Intel GPU(s) {', '.join(g.name or '?' for g in gpus)} are not among the XPU build's GPUs (Arc, Data Center GPU Max, Core Ultra)"
-            )
-            kind = "cpu"
-        gpus = suitable
+    acc = accelerators.serving(gpus, t)
+    kind: str = acc.build_kind if acc is not None else accelerators.CPU
+    if acc is not None:
+        gpus, why_not = acc.select_devices(gpus, plan.warnings)
+        if why_not:
+            plan.reasons.append(why_not)
+            kind = accelerators.CPU
     explicit = request.variant != "auto"
     if explicit:
         vk = variant_kind(request.variant)
         kind = vk[0] if vk else kind
-
     companion: dict[str, accelerators.Companion] = {}
-    beside = accelerators.companion_kind({g.vendor for g in gpus}) if kind == "cpu" and request.variant in ("auto", "cpu") else None
+    beside = accelerators.companion_kind({g.vendor for g in gpus}) if kind == accelerators.CPU and request.variant in ("auto", accelerators.CPU) else None
     if beside is not None:
         cands, companion = paired_companions(facts, request, t, beside, cands, plan)
         if not cands:
             return plan
-    if kind != "cpu":
-        rejected_all: list[Rejected] = []
-        for subset in gpu_subsets(gpus) if kind in ("cuda", "rocm") and gpus else [gpus]:
-            rejected_here: list[Rejected] = []
-            for rel, ver in cands:
-                best, _ = best_gpu_fit(rel, ver, t, matrix, request, kind, subset, rejected_here)
-                if best is None:
-                    continue
-                plan.rejected.extend(rejected_here if subset is gpus else rejected_all + rejected_here)
-                left = [g for g in gpus if g not in subset]
-                what = gpu_summary(subset) if subset else "this machine"
-                if kind == "cuda" and t.driver:
-                    plan.reasons.append(
-                        f"torch {ver} {best.variant.name}: the newest {'requested ' if request.torch else ''}release and CUDA build that runs on {what} with driver {t.driver}"
-                        + (" (the Windows driver, as WSL2 sees it)" if t.wsl else "")
-                    )
-                else:
-                    plan.reasons.append(f"torch {ver} {best.variant.name}: the newest {'requested ' if request.torch else ''}release and {kind_name(kind)} build for {what}")
-                newer = newer_than(ver, cands)
-                if newer:
-                    plan.reasons.append(
-                        f"an older release with a GPU build beats a CPU build of torch {newer[0][1]}: no {kind_name(kind)} build of "
-                        f"{', '.join(str(v) for _, v in newer)} runs here" + (" (see rejected)" if plan.rejected else "")
-                    )
-                if left:
-                    env = hide_env(kind, subset, gpus)
-                    best.env.update(env)
-                    var = "CUDA_VISIBLE_DEVICES" if kind == "cuda" else "HIP_VISIBLE_DEVICES"
-                    plan.warnings.append(
-                        f"no {kind_name(kind)} build runs on every GPU: {gpu_summary(left)} would be left out"
-                        + (" (an integrated GPU)" if all(g.integrated for g in left) else "")
-                        + f"; hide it with {var}={env[var]}"
-                    )
-                return finish(facts, matrix, request, best, plan)
-            if subset is gpus:
-                rejected_all = rejected_here
-        # no GPU build anywhere in the request
-        plan.rejected.extend(rejected_all)
-        if gpus or t.driver:
-            plan.reasons.append(
-                f"no {kind_name(kind)} build of torch {cands[0][1] if len(cands) == 1 else ', '.join(str(v) for _, v in cands[:3]) + (' ...' if len(cands) > 3 else '')} "
-                f"runs on {gpu_summary(gpus) if gpus else 'this machine'}" + (f" with driver {t.driver}" if t.driver else "")
-            )
-        plan.suggestions.extend(_fallback_suggestions(t, matrix, request, kind, gpus, cands))
+    if kind != accelerators.CPU:
+        planned = _gpu_build(facts, matrix, request, t, cands, plan, kind, gpus)
+        if planned is not None:
+            return planned
         if explicit:
             plan.reasons.append(f"--variant {request.variant} does not fit this machine")
             return plan
+    return _cpu_build(facts, matrix, request, t, cands, plan, kind, gpus, companion)
 
-    # CPU
+
+def _gpu_build(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: Candidates, plan: Plan, kind: str, gpus: list[Gpu]) -> Plan | None:
+    """The newest release with a ``kind`` build that runs on every GPU, else on the largest group of them (hiding the
+    rest); None when no release has one (the plan saying so, with what would make one possible)."""
+    acc = accelerators.for_build(kind)
+    rejected_all: list[Rejected] = []
+    for subset in gpu_subsets(gpus) if acc is not None and acc.mixed_subsets and gpus else [gpus]:
+        rejected_here: list[Rejected] = []
+        for rel, ver in cands:
+            best, _ = best_gpu_fit(rel, ver, t, matrix, request, kind, subset, rejected_here)
+            if best is None:
+                continue
+            plan.rejected.extend(rejected_here if subset is gpus else rejected_all + rejected_here)
+            _gpu_reasons(request, t, cands, plan, kind, acc, ver, best, subset, gpus)
+            return finish(facts, matrix, request, best, plan)
+        if subset is gpus:
+            rejected_all = rejected_here
+    # no GPU build anywhere in the request
+    plan.rejected.extend(rejected_all)
+    if gpus or t.driver:
+        plan.reasons.append(
+            f"no {kind_name(kind)} build of torch {cands[0][1] if len(cands) == 1 else _some(cands)} "
+            f"runs on {gpu_summary(gpus) if gpus else 'this machine'}" + (f" with driver {t.driver}" if t.driver else "")
+        )
+    plan.suggestions.extend(_fallback_suggestions(t, matrix, request, kind, gpus, cands))
+    return None
+
+
+def _gpu_reasons(request: Request, t: Target, cands: Candidates, plan: Plan, kind: str, acc: accelerators.Accelerator | None,
+                 ver: Version, best: Fit, subset: list[Gpu], gpus: list[Gpu]) -> None:
+    """Why this GPU build: the newest that runs on ``subset``; the newer releases it beats; the GPUs it leaves out."""
+    what = gpu_summary(subset) if subset else "this machine"
+    chosen = acc.chosen_reason(ver, best.variant.name, what, bool(request.torch), t) if acc is not None else None
+    plan.reasons.append(chosen or f"torch {ver} {best.variant.name}: the newest {'requested ' if request.torch else ''}release and {kind_name(kind)} build for {what}")
+    newer = newer_than(ver, cands)
+    if newer:
+        plan.reasons.append(
+            f"an older release with a GPU build beats a CPU build of torch {newer[0][1]}: no {kind_name(kind)} build of "
+            f"{', '.join(str(v) for _, v in newer)} runs here" + (" (see rejected)" if plan.rejected else "")
+        )
+    left = [g for g in gpus if g not in subset]
+    if left and acc is not None:
+        env = acc.hide_env(subset)
+        best.env.update(env)
+        var = acc.hide_var or "HIP_VISIBLE_DEVICES"
+        plan.warnings.append(
+            f"no {kind_name(kind)} build runs on every GPU: {gpu_summary(left)} would be left out"
+            + (" (an integrated GPU)" if all(g.integrated for g in left) else "")
+            + f"; hide it with {var}={env[var]}"
+        )
+
+
+def _cpu_build(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: Candidates, plan: Plan, kind: str, gpus: list[Gpu],
+               companion: dict[str, accelerators.Companion]) -> Plan:
+    """The newest release with a CPU build for this platform and Python (beside the companion a kind pairs with it)."""
     cpu_rejects: list[str] = []
     for rel, ver in cands:
-        v = rel.variant("cpu")
+        v = rel.variant(accelerators.CPU)
         if v is None:
             continue
         try:
@@ -288,25 +332,43 @@ def _resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
         except Reject as r:
             cpu_rejects.append(f"torch {ver}: {r.reason}")
             continue
-        if str(ver) in companion:
-            pass  # the companion's own reasons say why this build (with_companion)
-        elif kind == "cpu" and t.nvidia_unlisted and not t.driver:
-            plan.reasons.append(
-                f"torch {ver} cpu: {t.nvidia_unlisted} NVIDIA GPU(s) are on the PCI bus but no working NVIDIA driver lists them, "
-                "so no CUDA build can be checked or chosen"
-            )
-            plan.suggestions.append("install or repair the NVIDIA driver (nvidia-smi must list the GPU), then resolve again")
-        elif kind == "cpu" and not gpus and not t.driver:
-            plan.reasons.append(f"torch {ver} cpu: no GPU found on this machine; the newest {'requested ' if request.torch else ''}release with a CPU build for it")
-        else:
-            plan.reasons.append(f"torch {ver} cpu: no GPU build fits{' (see rejected)' if plan.rejected else ''}; a CPU build is what works here")
+        if str(ver) not in companion:  # else the companion's own reasons say why this build (with_companion)
+            _cpu_reason(request, t, plan, kind, gpus, ver)
         if plan.suggestions:
             plan.reasons.append("to get a GPU build: " + "; or ".join(plan.suggestions))
         return with_companion(facts, request, finish(facts, matrix, request, fit, plan), companion.get(str(ver)))
-    # no CPU build: PyPI's default build (a CUDA build, learned from its wheels) runs on the CPU too, as `pip install torch` does
+    planned = _pypi_default_build(facts, matrix, request, t, cands, plan, gpus, cpu_rejects)
+    if planned is not None:
+        return planned
+    # nothing at all
+    plan.torch_version = None
+    plan.reasons.extend(cpu_rejects[:3] or ["no build of the requested torch fits this platform and Python"])
+    plan.suggestions = [s for s in plan.suggestions if "driver" not in s]
+    plan.suggestions.extend(_nothing_suggestions(t, matrix, request, cands))
+    plan.packages, plan.command = [], []
+    return plan
+
+
+def _cpu_reason(request: Request, t: Target, plan: Plan, kind: str, gpus: list[Gpu], ver: Version) -> None:
+    if kind == accelerators.CPU and t.nvidia_unlisted and not t.driver:
+        plan.reasons.append(
+            f"torch {ver} cpu: {t.nvidia_unlisted} NVIDIA GPU(s) are on the PCI bus but no working NVIDIA driver lists them, "
+            "so no CUDA build can be checked or chosen"
+        )
+        plan.suggestions.append("install or repair the NVIDIA driver (nvidia-smi must list the GPU), then resolve again")
+    elif kind == accelerators.CPU and not gpus and not t.driver:
+        plan.reasons.append(f"torch {ver} cpu: no GPU found on this machine; the newest {'requested ' if request.torch else ''}release with a CPU build for it")
+    else:
+        plan.reasons.append(f"torch {ver} cpu: no GPU build fits{' (see rejected)' if plan.rejected else ''}; a CPU build is what works here")
+
+
+def _pypi_default_build(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: Candidates, plan: Plan, gpus: list[Gpu],
+                        cpu_rejects: list[str]) -> Plan | None:
+    """No CPU build: PyPI's default build (a GPU build, learned from its wheels) runs on the CPU too, as `pip install
+    torch` does, unless it would see a GPU here it has no code for."""
     for rel, ver in cands:
         for v in rel.variants:
-            if v.index != "pypi" or v.kind == "cpu" or (request.variant != "auto" and v.name != request.variant):
+            if v.index != "pypi" or v.kind == accelerators.CPU or (request.variant != "auto" and v.name != request.variant):
                 continue
             try:
                 platform_tag_for(rel, v, t)
@@ -323,13 +385,7 @@ def _resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
                 + f"; PyPI's default build ({v.name}) runs on the CPU as well, with its CUDA libraries unused"
             )
             return finish(facts, matrix, request, Fit(rel, ver, v), plan)
-    # nothing at all
-    plan.torch_version = None
-    plan.reasons.extend(cpu_rejects[:3] or ["no build of the requested torch fits this platform and Python"])
-    plan.suggestions = [s for s in plan.suggestions if "driver" not in s]
-    plan.suggestions.extend(_nothing_suggestions(t, matrix, request, cands))
-    plan.packages, plan.command = [], []
-    return plan
+    return None
 
 
 def _resolve_macos(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan) -> Plan:
@@ -389,7 +445,7 @@ def _resolve_jetson(facts: Facts, matrix: Matrix, request: Request, t: Target, c
         inner = _resolve_generic_target(facts, matrix, request, t2, cands)
         inner.reasons = plan.reasons + inner.reasons
         inner.warnings = plan.warnings + inner.warnings
-        if inner.variant in (None, "cpu") and row.variant and row.index_url:
+        if inner.variant in (None, accelerators.CPU) and row.variant and row.index_url:
             inner.suggestions.append(f"NVIDIA's Jetson index {row.index_url} ({row.variant}) has torch {', '.join(row.torch)}")
         return inner
     if not row.variant or not row.index_url:
@@ -439,7 +495,7 @@ def _resolve_generic_target(facts: Facts, matrix: Matrix, request: Request, t: T
     )
     req = dataclasses.replace(
         request,
-        gpus=[f"sm_{g.cc.replace('.', '')}" for g in t.gpus if g.vendor == "nvidia" and g.cc] or request.gpus,
+        gpus=[f"sm_{g.cc.replace('.', '')}" for g in t.gpus if g.cc] or request.gpus,  # only an NVIDIA GPU has a compute capability
         driver=t.driver,
     )
     return resolve(sub, matrix, req)

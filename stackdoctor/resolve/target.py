@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from stackdoctor import accelerators
+from stackdoctor.accelerators.base import TargetDevice
+from stackdoctor.accelerators.cuda_fit import gpu_request_cc
 from stackdoctor.facts import Facts
 from stackdoctor.matrix import (
     Matrix,
@@ -17,19 +18,7 @@ from stackdoctor.versions import major_minor
 # ---------------------------------------------------------------------------- the machine, as the resolver sees it
 
 
-@dataclass
-class Gpu:
-    vendor: str  # "nvidia" | "amd" | "intel"
-    index: int
-    name: str | None
-    cc: str | None = None  # NVIDIA "8.9"
-    gfx: str | None = None  # AMD "gfx1100"
-    integrated: bool = False
-    uuid: str | None = None
-
-    def label(self) -> str:
-        """``GPU 0 NVIDIA GeForce RTX 4090``; without a name only ``GPU 0`` (its sm_/gfx follows where it matters)."""
-        return f"GPU {self.index} {self.name}" if self.name else f"GPU {self.index}"
+Gpu = TargetDevice  # one device as the resolver plans for it (the accelerator seam's type: each kind lists its own)
 
 
 @dataclass
@@ -49,7 +38,7 @@ class Target:
     l4t: str | None = None
     jetpack: str | None = None
     musl: bool = False
-    nvidia_unlisted: int = 0  # NVIDIA GPUs on the PCI bus that no working driver lists
+    nvidia_unlisted: int = 0  # GPUs on the PCI bus that no working driver lists (the kinds' unlisted())
     notes: list[str] = field(default_factory=list)  # facts the resolver could not check
 
     @property
@@ -62,15 +51,6 @@ class Target:
         if self.glibc:
             return f"manylinux_{self.glibc[0]}_{self.glibc[1]}_{self.arch}"
         return f"linux_{self.arch}"
-
-    def nvidia(self) -> list[Gpu]:
-        return [g for g in self.gpus if g.vendor == "nvidia"]
-
-    def amd(self) -> list[Gpu]:
-        return [g for g in self.gpus if g.vendor == "amd"]
-
-    def intel(self) -> list[Gpu]:
-        return [g for g in self.gpus if g.vendor == "intel"]
 
 
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64", "aarch64": "aarch64", "x86_64": "x86_64"}
@@ -85,17 +65,7 @@ def norm_arch(os_: str, machine: str | None) -> str:
     return _ARCH_ALIASES.get(m, m)
 
 
-def parse_gpu_request(text: str, matrix: Matrix) -> str | None:
-    t = text.strip()
-    m = re.match(r"^sm_?(\d+)(\d)$", t, re.I) or re.match(r"^(\d{1,2})\.(\d)$", t)
-    if m:
-        return f"{int(m.group(1))}.{m.group(2)}"
-    return matrix.gpu_compute_capability(t)
-
-
-INTEL_XPU_RE = re.compile(
-    r"\b(arc|data center gpu|max \d{4}|flex|battlemage|alchemist|core ultra|meteor lake|arrow lake|lunar lake|panther lake|dg2|bmg)\b", re.I
-)
+parse_gpu_request = gpu_request_cc  # --gpu sm_90 / 9.0 / a GPU name -> its compute capability (the NVIDIA kind's)
 
 
 def _reconciled(facts: Facts) -> Facts:
@@ -109,6 +79,24 @@ def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
     """The target of a resolution: this machine's facts (their reconciled view: every witness of the GPUs
     and the driver) with the request's what-if overrides applied."""
     facts = _reconciled(facts)
+    t = _platform(facts, request)
+    t.python = _python(facts, request)
+    t.wsl = bool(facts.platform.is_wsl) and t.os == "linux" and not request.platform
+    t.windows_driver = t.os == "windows" or t.wsl
+    if request.gpus or request.gfx or request.devices:  # what-if overrides replace the probed devices
+        _what_if_devices(t, matrix, request)
+    else:
+        _devices(t, facts)
+    _driver(t, facts, request)
+    # a what-if platform keeps the Jetson path only where a Jetson's wheels run: Linux aarch64
+    t.jetson = facts.jetson.is_jetson and (not request.platform or (t.os == "linux" and t.arch == "aarch64"))
+    t.l4t = facts.jetson.l4t_release
+    t.jetpack = facts.jetson.jetpack
+    return t
+
+
+def _platform(facts: Facts, request: Request) -> Target:
+    """OS, architecture and libc of the target: the what-if platform tag, else the target Python's, else the OS's facts."""
     p = facts.platform
     tag = request.platform or facts.python.platform_tag
     os_, arch, floor = ("unknown", "", None)
@@ -134,53 +122,50 @@ def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
         t.glibc = floor if floor else (major_minor(p.glibc_version) if not request.platform else None)
     if os_ == "macos":
         t.macos = floor if (floor and request.platform) else (major_minor(facts.apple.macos_version) or floor)
-    # python
+    return t
+
+
+def _python(facts: Facts, request: Request) -> str | None:
+    """The target's Python as wheels name it: "3.12", "3.13t" (free-threaded); the what-if's first."""
     if request.python_version:
         pv = request.python_version.strip().lower().removeprefix("cp").removeprefix("python")
         ft = pv.endswith("t")
         parts = pv.rstrip("t").split(".")
         if len(parts) == 1 and len(parts[0]) >= 2 and parts[0].isdigit():  # "312" / "cp313t"
             parts = [parts[0][0], parts[0][1:]]
-        t.python = ".".join(parts[:2]) + ("t" if ft else "")
-    elif facts.python.version:
+        return ".".join(parts[:2]) + ("t" if ft else "")
+    if facts.python.version:
         mm = ".".join(facts.python.version.split(".")[:2])
-        t.python = mm + ("t" if facts.python.free_threaded else "")
-    t.wsl = bool(p.is_wsl) and os_ == "linux" and not request.platform
-    t.windows_driver = os_ == "windows" or t.wsl
-    # GPUs: what-if overrides replace the probed ones
-    if request.gpus or request.gfx or request.devices:
-        for kind, names in request.devices.items():  # a kind's what-if flag (--npu 910B): its devices, named
-            acc = accelerators.by_name(kind)
-            if acc is not None:
-                t.gpus.extend(Gpu(acc.vendor, i, n.strip()) for i, n in enumerate(names))
-        for i, g in enumerate(request.gpus):
-            cc = parse_gpu_request(g, matrix)
-            t.gpus.append(Gpu("nvidia", i, g if not re.match(r"^(sm_?\d+|\d+\.\d)$", g.strip(), re.I) else None, cc=cc))
-            if cc is None:
-                t.notes.append(f"--gpu {g}: unknown GPU name, its compute capability is not in the matrix")
-        for i, g in enumerate(request.gfx):
-            t.gpus.append(Gpu("amd", i, None, gfx=g.strip().lower()))
-    else:
-        # every witness joined (stackdoctor.reconcile): the tools, the kernel module, the PCI bus, torch
-        view = facts.reconciled.gpus
-        listed = [v for v in view if v.vendor == "nvidia" and v.witnesses != ["pci"]]
-        for v in listed:
-            t.gpus.append(Gpu("nvidia", v.index, v.name, cc=v.compute_capability, uuid=v.uuid))  # derived once, in reconcile
-        unlisted = [v for v in view if v.vendor == "nvidia" and v.witnesses == ["pci"]]
-        if not listed and unlisted and not facts.jetson.is_jetson:
-            t.nvidia_unlisted = len(unlisted)
-            t.notes.append(
-                f"{len(unlisted)} NVIDIA GPU(s) on the PCI bus but the driver did not list them"
-                + (f" (nvidia-smi: {facts.nvidia.smi_state})" if facts.nvidia.smi_state else "")
-            )
-        for v in view:
-            if v.vendor == "amd" and v.witnesses != ["pci"]:
-                t.gpus.append(Gpu("amd", v.index, v.name, gfx=(v.gfx or "").split(":", 1)[0].lower() or None, integrated=v.integrated, uuid=v.uuid))
-        for i, iv in enumerate(v for v in view if v.vendor == "intel"):
-            t.gpus.append(Gpu("intel", i, iv.name, integrated=iv.integrated))
-        for acc in accelerators.ALL:
-            if acc not in accelerators.BUILTIN:  # a plug-in kind: its GPUs as the reconciled view lists them
-                t.gpus.extend(Gpu(acc.vendor, v.index, v.name, integrated=v.integrated, uuid=v.uuid) for v in acc.devices(facts))
+        return mm + ("t" if facts.python.free_threaded else "")
+    return None
+
+
+def _what_if_devices(t: Target, matrix: Matrix, request: Request) -> None:
+    """The devices the what-if flags name: a kind's own flag (--npu 910B), then the built-in ones (--gpu, --gfx)."""
+    for kind, names in request.devices.items():
+        acc = accelerators.by_name(kind)
+        if acc is not None:
+            t.gpus.extend(acc.named_devices(names))
+    for acc in accelerators.ALL:
+        devices, notes = acc.flag_devices(request, matrix)
+        t.gpus.extend(devices)
+        t.notes.extend(notes)
+
+
+def _devices(t: Target, facts: Facts) -> None:
+    """Every kind's devices on this machine (every witness joined, stackdoctor.reconcile: the tools, the kernel
+    module, the PCI bus, torch), in priority order, and the ones only the PCI bus shows."""
+    for acc in accelerators.ALL:
+        t.gpus.extend(acc.target_devices(facts))
+        unlisted, note = acc.unlisted(facts)
+        t.nvidia_unlisted += unlisted
+        if note:
+            t.notes.append(note)
+
+
+def _driver(t: Target, facts: Facts, request: Request) -> None:
+    """The driver the CUDA builds are judged against: the what-if's, else the reconciled one; where no version is
+    known, the CUDA level it runs and the CUDA build torch initialised on it."""
     drv = facts.reconciled.nvidia_driver
     t.driver = request.driver or drv.value
     if not request.driver and drv.value and drv.source and drv.source.startswith(("/proc", "/sys")):
@@ -190,11 +175,6 @@ def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
         tf = facts.torch
         if tf.cuda_available and tf.cuda and not tf.hip:
             t.driver_runs_cuda = tf.cuda
-    # a what-if platform keeps the Jetson path only where a Jetson's wheels run: Linux aarch64
-    t.jetson = facts.jetson.is_jetson and (not request.platform or (os_ == "linux" and arch == "aarch64"))
-    t.l4t = facts.jetson.l4t_release
-    t.jetpack = facts.jetson.jetpack
-    return t
 
 
 def is_what_if(request: Request) -> bool:
