@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -11,6 +12,7 @@ from stackdoctor import accelerators
 from stackdoctor.facts import Facts
 from stackdoctor.matrix import (
     OS_WORDS,
+    JetsonRow,
     Matrix,
     Release,
     variant_kind,
@@ -437,34 +439,14 @@ def _resolve_jetson(facts: Facts, matrix: Matrix, request: Request, t: Target, c
         plan.reasons.append(f"{what}: the matrix has no Jetson row for it, so no wheel source is known")
         return plan
     if row.use_pytorch_index:
-        # Thor (JetPack 7): the SBSA userspace runs download.pytorch.org's aarch64 CUDA builds
-        t2 = Target(**{**t.__dict__, "jetson": False})
-        if not t2.gpus and row.gpu_cc:
-            t2.gpus = [Gpu("nvidia", 0, facts.jetson.model or "Jetson GPU", cc=row.gpu_cc[0])]
-        plan.reasons.append(f"{what} (JetPack {row.jetpack}): {row.note}")
-        inner = _resolve_generic_target(facts, matrix, request, t2, cands)
-        inner.reasons = plan.reasons + inner.reasons
-        inner.warnings = plan.warnings + inner.warnings
-        if inner.variant in (None, accelerators.CPU) and row.variant and row.index_url:
-            inner.suggestions.append(f"NVIDIA's Jetson index {row.index_url} ({row.variant}) has torch {', '.join(row.torch)}")
-        return inner
+        return _resolve_jetson_thor(facts, matrix, request, t, cands, plan, row, what)
     if not row.variant or not row.index_url:
         plan.reasons.append(f"{what} (JetPack {row.jetpack}): {row.note or 'no torch wheel source is known'}")
         newer = [j for j in matrix.jetson if j.variant and j.index_url and j.jetpack > row.jetpack]
         if newer:
             plan.suggestions.append(f"JetPack {newer[0].jetpack} (L4T {', '.join(newer[0].l4t)}) has torch {', '.join(newer[0].torch)} from {newer[0].index_url}")
         return plan
-    versions = [Version(v) for v in row.torch]
-    wanted: list[Version] = []
-    if request.torch:
-        spec_text = request.torch.strip()
-        try:
-            spec = SpecifierSet(spec_text) if re.search(r"[<>=!~,]", spec_text) else SpecifierSet(f"=={spec_text}.*" if spec_text.count(".") == 1 else f"=={spec_text}")
-        except InvalidSpecifier:
-            spec = SpecifierSet()
-        wanted = [v for v in versions if spec.contains(v, prereleases=True)]
-    else:
-        wanted = sorted(versions, reverse=True)
+    wanted = _jetson_versions(row, request)
     if not wanted:
         plan.reasons.append(f"{what}: {row.index_url} has no torch {request.torch} (it has {', '.join(row.torch)})")
         plan.suggestions.append(f"--torch {row.torch[0]} (the newest on {row.variant})")
@@ -485,10 +467,37 @@ def _resolve_jetson(facts: Facts, matrix: Matrix, request: Request, t: Target, c
     return plan
 
 
+def _resolve_jetson_thor(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan,
+                         row: JetsonRow, what: str) -> Plan:
+    """Thor (JetPack 7): the SBSA userspace runs download.pytorch.org's aarch64 CUDA builds, planned as for any
+    machine with that GPU (its compute capability from the Jetson row where no tool listed it)."""
+    t2 = Target(**{**t.__dict__, "jetson": False})
+    if not t2.gpus and row.gpu_cc:
+        t2.gpus = [Gpu("nvidia", 0, facts.jetson.model or "Jetson GPU", cc=row.gpu_cc[0])]
+    plan.reasons.append(f"{what} (JetPack {row.jetpack}): {row.note}")
+    inner = _resolve_generic_target(facts, matrix, request, t2, cands)
+    inner.reasons = plan.reasons + inner.reasons
+    inner.warnings = plan.warnings + inner.warnings
+    if inner.variant in (None, accelerators.CPU) and row.variant and row.index_url:
+        inner.suggestions.append(f"NVIDIA's Jetson index {row.index_url} ({row.variant}) has torch {', '.join(row.torch)}")
+    return inner
+
+
+def _jetson_versions(row: JetsonRow, request: Request) -> list[Version]:
+    """The torch releases of a Jetson row the request allows, newest first (``--torch 2.5`` means any 2.5.x)."""
+    versions = [Version(v) for v in row.torch]
+    if not request.torch:
+        return sorted(versions, reverse=True)
+    spec_text = request.torch.strip()
+    try:
+        spec = SpecifierSet(spec_text) if re.search(r"[<>=!~,]", spec_text) else SpecifierSet(f"=={spec_text}.*" if spec_text.count(".") == 1 else f"=={spec_text}")
+    except InvalidSpecifier:
+        spec = SpecifierSet()
+    return [v for v in versions if spec.contains(v, prereleases=True)]
+
+
 def _resolve_generic_target(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]]) -> Plan:
     """Resolve with an already-built target (used for Jetson Thor)."""
-    import dataclasses
-
     sub = dataclasses.replace(
         facts,
         jetson=dataclasses.replace(facts.jetson, is_jetson=False),
