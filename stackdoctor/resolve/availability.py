@@ -202,57 +202,22 @@ def check(
     p = surveyed.named_failure
     if p is not None:  # the user named it on the command line: its failure is the answer, not a skipped source
         raise IndexError_(p.detail or f"{p.source.url} did not answer.")
-    probes, cli_links, named = surveyed.probes, surveyed.sources.cli_links, surveyed.named
+    probes, named = surveyed.probes, surveyed.named
     notes = list(surveyed.notes)
-
-    def find_all(current: Plan) -> tuple[list[WheelMatch], list[Hit], list[str]]:
-        matches: list[WheelMatch] = []
-        hits: list[Hit] = []
-        misses: list[str] = []
-        for pkg in current.packages:
-            hit = locate(
-                pkg, probes, tags, python_version=python_version, matrix=matrix, platform_tag=platform_tag,
-                torch_version=current.torch_version, prefer_added=prefer_added,
-            )
-            if hit is None:
-                misses.append(pkg.name)
-                continue
-            req = f"{pkg.name}=={pkg.version}" if hit.plain else f"{pkg.name}=={wanted_version(pkg.version, pkg.variant)}"
-            matches.append(WheelMatch(pkg.name, req, hit.file.filename, hit.file.url, hit.file.sha256, hit.probe.where(pkg.name)))
-            hits.append(hit)
-        return matches, hits, misses
-
+    find_all = _Finder(probes, tags, python_version, matrix, platform_tag, prefer_added)
     matches, hits, misses = find_all(plan)
     original = plan
     fell_back = False
     offers = torch_offers(probes, tags, python_version=python_version, matrix=matrix, platform_tag=platform_tag)
     broken = allowed(constraints, "torch", plan.torch_version or "") if plan.torch_version else None
-    if (misses or broken) and not pinned and reresolve is not None and plan.variant:
-        for offer in offers:
-            if offer.variant != plan.variant or offer.version == plan.torch_version or allowed(constraints, "torch", offer.version):
-                continue
-            candidate = reresolve(offer.version)
-            if not candidate.satisfiable or candidate.variant != plan.variant:
-                continue
-            m2, h2, miss2 = find_all(candidate)
-            if miss2:
-                continue
-            why = (
-                f"the constraint torch{broken[1]} ({broken[2]})" if broken else "none of the sources that answered has it"
-            )
-            candidate.reasons = [
-                f"torch {plan.torch_version} {plan.variant} is the newest build for this machine, but {why}; torch {offer.version} "
-                f"is the newest {plan.variant} build they serve ({offer.probe.source.url})"
-            ] + [
-                r.replace("; the newest requested release with a CPU build for it", "").replace("the newest requested release and ", "the ")
-                for r in candidate.reasons
-            ]
-            plan, matches, hits, misses, broken = candidate, m2, h2, [], None
-            fell_back = True
-            break
     fell_back_from: str | None = None
-    if misses and not broken and not pinned and reresolve is not None and plan.variant:
-        other = _other_build(plan, offers, reresolve, find_all, client)
+    if not pinned and reresolve is not None and plan.variant:
+        if misses or broken:
+            same = _same_variant(plan, offers, constraints, broken, reresolve, find_all)
+            if same is not None:
+                plan, matches, hits, misses = same
+                broken, fell_back = None, True
+        other = _other_build(plan, offers, reresolve, find_all, client) if misses and not broken else None
         if other is not None:
             fell_back_from = _not_found_sentence(plan, misses[0], probes, offers, tags, fit, mirror, named)
             plan, matches, hits, misses = other
@@ -263,12 +228,35 @@ def check(
             f"{cfg.origins.get('constraint', 'pip configuration')}); pick a torch within it with --torch."
         )
     if misses:
-        note = _default_build_note(offers, original, fit)
-        if note:
-            plan.warnings.append(note)
-        exc = IndexError_(_not_found_sentence(plan, misses[0], probes, offers, tags, fit, mirror, named))
-        exc.reason = "missing" if any(p.answered for p in probes) else "unchecked"  # type: ignore[attr-defined]
-        raise exc
+        raise _missing(plan, original, misses[0], probes, offers, tags, fit, mirror, named)
+    notes += _found_notes(plan, original, offers, hits, fit, fell_back)
+    answered_cli = [p.source for p in probes if p.source in surveyed.sources.cli_links and p.answered]
+    added = dedupe(answered_cli + [h.probe.source for h in hits if not h.probe.source.configured])
+    delivery = deliver(cfg.installer, cfg, probes, added, no_index=no_index, offline=offline)
+    result = Sourcing(plan, matches, probes, delivery, notes, fell_back_from=fell_back_from)
+    result.needs_dependency_check = not [s for s in delivery.used if not s.local]
+    result.roots = [h.file for h in hits]
+    _record(plan, hits, misses, probes, delivery)
+    return result
+
+
+def _missing(plan: Plan, original: Plan, name: str, probes: Sequence[Probe], offers: Sequence[Offer], tags: Sequence[str],
+             fit: Callable[[str, str], str] | None, mirror: Mirror | None, named: Sequence[Source]) -> IndexError_:
+    """The error for a planned wheel no source has (its ``reason``: "missing" where a source answered, else
+    "unchecked"); the plan warns of PyPI's default build where a source has only that."""
+    note = _default_build_note(offers, original, fit)
+    if note:
+        plan.warnings.append(note)
+    exc = IndexError_(_not_found_sentence(plan, name, probes, offers, tags, fit, mirror, named))
+    exc.reason = "missing" if any(p.answered for p in probes) else "unchecked"  # type: ignore[attr-defined]
+    return exc
+
+
+def _found_notes(plan: Plan, original: Plan, offers: Sequence[Offer], hits: Sequence[Hit], fit: Callable[[str, str], str] | None,
+                 fell_back: bool) -> list[str]:
+    """What the screen says of the wheels found: PyPI's default build where it stands in or is all a source has,
+    and each label-less wheel that is the planned build."""
+    notes: list[str] = []
     if fell_back or not hits:
         note = _default_build_note(offers, original, fit)
         if note:
@@ -276,14 +264,72 @@ def check(
     for hit in hits:
         if hit.plain:
             notes.append(f"{hit.file.filename} on {hit.probe.source.url} has no local label: it is PyPI's {plan.variant} build ({hit.how})")
-    answered_cli = [p.source for p in probes if p.source in cli_links and p.answered]
-    added = dedupe(answered_cli + [h.probe.source for h in hits if not h.probe.source.configured])
-    delivery = deliver(cfg.installer, cfg, probes, added, no_index=no_index, offline=offline)
-    result = Sourcing(plan, matches, probes, delivery, notes, fell_back_from=fell_back_from)
-    network_left = [s for s in delivery.used if not s.local]
-    result.needs_dependency_check = not network_left
-    result.roots = [h.file for h in hits]
-    # the plan records where each wheel comes from
+    return notes
+
+
+Found = tuple[list[WheelMatch], list[Hit], list[str]]  # the planned wheels found, where, and the packages not found
+
+
+@dataclass
+class _Finder:
+    """Locates every package of a plan on the surveyed sources (:func:`locate`)."""
+
+    probes: Sequence[Probe]
+    tags: Sequence[str]
+    python_version: str | None
+    matrix: Matrix
+    platform_tag: str | None
+    prefer_added: bool
+
+    def __call__(self, current: Plan) -> Found:
+        matches: list[WheelMatch] = []
+        hits: list[Hit] = []
+        misses: list[str] = []
+        for pkg in current.packages:
+            hit = locate(
+                pkg, self.probes, self.tags, python_version=self.python_version, matrix=self.matrix, platform_tag=self.platform_tag,
+                torch_version=current.torch_version, prefer_added=self.prefer_added,
+            )
+            if hit is None:
+                misses.append(pkg.name)
+                continue
+            req = f"{pkg.name}=={pkg.version}" if hit.plain else f"{pkg.name}=={wanted_version(pkg.version, pkg.variant)}"
+            matches.append(WheelMatch(pkg.name, req, hit.file.filename, hit.file.url, hit.file.sha256, hit.probe.where(pkg.name)))
+            hits.append(hit)
+        return matches, hits, misses
+
+
+def _same_variant(
+    plan: Plan, offers: Sequence[Offer], constraints: Sequence[tuple[str, str, str]], broken: tuple[str, str, str] | None,
+    reresolve: Callable[[str], Plan], find_all: Callable[[Plan], Found],
+) -> tuple[Plan, list[WheelMatch], list[Hit], list[str]] | None:
+    """Unpinned, the planned wheel missing (or outside the user's constraints): the newest release of the same
+    variant that a source serves and the constraints allow, re-planned, saying why."""
+    for offer in offers:
+        if offer.variant != plan.variant or offer.version == plan.torch_version or allowed(constraints, "torch", offer.version):
+            continue
+        candidate = reresolve(offer.version)
+        if not candidate.satisfiable or candidate.variant != plan.variant:
+            continue
+        m2, h2, miss2 = find_all(candidate)
+        if miss2:
+            continue
+        why = (
+            f"the constraint torch{broken[1]} ({broken[2]})" if broken else "none of the sources that answered has it"
+        )
+        candidate.reasons = [
+            f"torch {plan.torch_version} {plan.variant} is the newest build for this machine, but {why}; torch {offer.version} "
+            f"is the newest {plan.variant} build they serve ({offer.probe.source.url})"
+        ] + [
+            r.replace("; the newest requested release with a CPU build for it", "").replace("the newest requested release and ", "the ")
+            for r in candidate.reasons
+        ]
+        return candidate, m2, h2, []
+    return None
+
+
+def _record(plan: Plan, hits: Sequence[Hit], misses: Sequence[str], probes: Sequence[Probe], delivery: Delivery) -> None:
+    """The plan records where each wheel comes from, and every source asked with what it answered."""
     for pkg, hit in zip([p for p in plan.packages if p.name not in misses], hits, strict=False):
         pkg.source = hit.probe.where(pkg.name)
         pkg.wheel = hit.file.filename
@@ -297,7 +343,6 @@ def check(
         )
         for p in probes
     ]
-    return result
 
 
 def _other_build(
@@ -386,13 +431,9 @@ def _not_found_sentence(
     answered = [p for p in probes if p.answered]
     silent = [p for p in probes if p.status in ("unreachable", "failing")]
     shown = tags[0] if tags else "any tag"
-    # a source the user named, or the only one that answered, that lists the package: say what it has instead
-    for p in [q for q in answered if any(q.source is s for s in named)] + (answered if len(answered) == 1 and not silent else []):
-        files = p.files.get(canonical_name(name))
-        if files:
-            return f"{want} has no wheel for this target ({shown}) on {p.where(name)}: {describe_offer(files, pkg.name, wv)}."
-        if any(p.source is s for s in named) and p.detail and p.source.kind == "index":
-            return p.detail if p.detail.endswith(".") else p.detail + "."
+    said = _what_a_named_source_has(pkg.name, wv, want, shown, answered, silent, named)
+    if said is not None:
+        return said
     parts: list[str] = []
     if name == "torch" and offers:
         parts.append(f"they have torch {_fmt_versions(offers)}")
@@ -408,6 +449,18 @@ def _not_found_sentence(
     if not answered and not silent and not skipped:
         return f"{want} cannot be looked for: no source is configured; {hint}."
     return f"{want} ({shown}) is on none of the sources: {'; '.join(parts)}; {hint}."
+
+
+def _what_a_named_source_has(name: str, wv: str, want: str, shown: str, answered: list[Probe], silent: list[Probe],
+                             named: Sequence[Source]) -> str | None:
+    """A source the user named, or the only one that answered, that lists the package: what it has instead."""
+    for p in [q for q in answered if any(q.source is s for s in named)] + (answered if len(answered) == 1 and not silent else []):
+        files = p.files.get(canonical_name(name))
+        if files:
+            return f"{want} has no wheel for this target ({shown}) on {p.where(name)}: {describe_offer(files, name, wv)}."
+        if any(p.source is s for s in named) and p.detail and p.source.kind == "index":
+            return p.detail if p.detail.endswith(".") else p.detail + "."
+    return None
 
 
 def _separate_runtime(variant: str | None) -> bool:
