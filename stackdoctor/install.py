@@ -180,7 +180,7 @@ def install_command(
 ) -> list[str]:
     """The exact argv that installs ``plan`` into ``python``.
 
-    ``source_args`` (from the index check, :mod:`stackdoctor.availability`) point the installer at the
+    ``source_args`` (from the index check, :mod:`stackdoctor.resolve.availability`) point the installer at the
     sources that answered, on top of the user's configuration. Without them: ``--index-url`` is the
     variant's index (download.pytorch.org mirrors every dependency torch needs, as its own install
     commands assume); PyPI plans (macOS) leave the user's index configuration alone; ``find_links``
@@ -960,7 +960,7 @@ def execute(
        user's own sources (``offline``: only ``user_find_links``).
 
     ``source_args`` / ``env``: where the installer takes the new packages from (the index check's
-    :class:`~stackdoctor.availability.Delivery`). ``index_base`` is kept for callers and not used to put back: the
+    :class:`~stackdoctor.resolve.availability.Delivery`). ``index_base`` is kept for callers and not used to put back: the
     previous build never comes from an index given for the new one.
 
     ``gpu_targets``: the machine's GPUs (``facts.reconciled.gpus``). For a CUDA / ROCm build, the GPU code of the

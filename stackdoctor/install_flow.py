@@ -7,7 +7,7 @@ back ..." lines) goes through the :class:`Hooks` the command passes in.
 
 The sources are the installer's own configuration (pip.conf / ``PIP_*``, uv.toml / ``[tool.uv]`` /
 ``UV_*``: :mod:`stackdoctor.sources`), ``--find-links`` and the PyTorch variant index or a ``--mirror``
-(:mod:`stackdoctor.mirrors`); :mod:`stackdoctor.availability` asks them and says what the installer is
+(:mod:`stackdoctor.mirrors`); :mod:`stackdoctor.resolve.availability` asks them and says what the installer is
 handed (never a source that did not answer). A torch release the matrix lacks but a source serves is learned
 from its file names and core metadata (:func:`stackdoctor.learn.witness_matrix`) and planned, its reason saying
 where it was learned. conda targets get both routes (:mod:`stackdoctor.conda`).
@@ -28,12 +28,12 @@ from stackdoctor import accelerators, pipeline
 from stackdoctor.errors import ExitCode, IndexError_, StackdoctorError, UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.availability import Sourcing, Surveyed
     from stackdoctor.facts import Facts
     from stackdoctor.index import IndexClient
     from stackdoctor.install import InstallResult
     from stackdoctor.matrix import Matrix
     from stackdoctor.plan import Plan, Request, Route
+    from stackdoctor.resolve.availability import Sourcing, Surveyed
     from stackdoctor.sources import InstallerConfig
     from stackdoctor.system import CommandResult
 
@@ -556,7 +556,7 @@ def _client(opts: InstallOptions) -> IndexClient | None:
 
 
 def _survey_options(opts: InstallOptions, cfg: InstallerConfig, matrix: Matrix, client: IndexClient | None, *, hypothetical: bool) -> dict[str, Any]:
-    """How the sources are asked (:func:`stackdoctor.availability.survey_sources`), the same for every stage."""
+    """How the sources are asked (:func:`stackdoctor.resolve.availability.survey_sources`), the same for every stage."""
     from stackdoctor.mirrors import mirror_option, resolve_mirror
 
     value, origin = mirror_option(opts.mirror, os.environ)
@@ -621,7 +621,7 @@ def witness_pin(
 ) -> tuple[Plan, Request, Matrix, Surveyed]:
     """``--torch V`` that the matrix lacks: before refusing, ask the sources (this machine's build's: the configured
     ones, ``--find-links``, the PyTorch index or mirror) whether they serve V, and learn it from their files."""
-    from stackdoctor.availability import learn_sources, survey_sources
+    from stackdoctor.resolve.availability import learn_sources, survey_sources
 
     version = unknown_pin(opts.torch, matrix) or ""
     base, request = resolve_plan(replace(opts, torch=None), facts, python, matrix)  # where this machine's build is looked for
@@ -646,11 +646,11 @@ def check_sources(
     opts: InstallOptions, out: InstallOutcome, facts: Facts, python: str, matrix: Matrix, request: Request, cfg: InstallerConfig, *,
     hypothetical: bool, surveyed: Surveyed | None = None,
 ) -> tuple[Sourcing, Matrix, Request]:
-    """Locate the plan's wheels (:func:`stackdoctor.availability.check`). Unpinned, a torch release newer than the
+    """Locate the plan's wheels (:func:`stackdoctor.resolve.availability.check`). Unpinned, a torch release newer than the
     matrix's newest that a source serves is learned from its files (:func:`stackdoctor.learn.witness_matrix`) and
     planned when it fits; ``out.plan`` is the plan so far; ``surveyed``: the sources already asked. Returns the sourcing, and the matrix and request it used."""
-    from stackdoctor.availability import check, learn_sources, missing_artifacts, newer_offers, read_constraints, survey_sources, torch_offers
     from stackdoctor.index import python_version_of
+    from stackdoctor.resolve.availability import check, learn_sources, missing_artifacts, newer_offers, read_constraints, survey_sources, torch_offers
 
     assert out.plan is not None
     plan = out.plan
@@ -705,9 +705,9 @@ def _apply_delivery(plan: Plan, sourcing: Sourcing, python: str, installer: str,
 
 
 def _check_dependencies(sourcing: Sourcing, facts: Facts, request: Request, python: str) -> None:
-    from stackdoctor.availability import marker_environment, missing_dependencies
     from stackdoctor.index import python_version_of
     from stackdoctor.install import snapshot
+    from stackdoctor.resolve.availability import marker_environment, missing_dependencies
     from stackdoctor.system import System
 
     local = [p for p in sourcing.probes if p.answered and p.source.local and any(s is p.source for s in sourcing.delivery.used)]

@@ -180,7 +180,7 @@ def _gb(n: int) -> str:
 
 def _targets(facts: Facts, matrix: Matrix, request: BuildRequest) -> tuple[str, list[str], list[str], list[str]]:
     """(accelerator, compute capabilities, gfx names, notes) of the machine planned for."""
-    from stackdoctor.resolve import _parse_gpu_request
+    from stackdoctor.resolve import parse_gpu_request as _parse_gpu_request
 
     notes: list[str] = []
     if request.gpus or request.gfx:

@@ -117,7 +117,7 @@ def test_invalid_rows_are_one_sentence_with_file_and_line(tmp_path, text, messag
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from stackdoctor.availability import parse_constraints  # noqa: E402
+from stackdoctor.resolve.availability import parse_constraints  # noqa: E402
 from stackdoctor.sources import parse_pip_conf, parse_uv_toml  # noqa: E402
 
 PARSERS = [

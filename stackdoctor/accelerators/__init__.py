@@ -17,19 +17,20 @@ the priority when several are present), then the matrix rows and locale texts it
 
 from __future__ import annotations
 
+from collections.abc import Sequence  # --- resolve ---
 from typing import Any
 
 from stackdoctor import texts
 from stackdoctor.accelerators.amd import Amd
 from stackdoctor.accelerators.apple import Apple
 from stackdoctor.accelerators.ascend import Ascend
-from stackdoctor.accelerators.base import Accelerator, Companion, DeviceSpec, Say, Verified
+from stackdoctor.accelerators.base import Accelerator, Companion, DeviceSpec, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
 from stackdoctor.accelerators.intel import Intel
 from stackdoctor.accelerators.jetson import Jetson
 from stackdoctor.accelerators.nvidia import Nvidia
 from stackdoctor.facts import BuildKind, Facts, TorchFacts
 
-__all__ = ["ALL", "Accelerator", "Companion", "DeviceSpec", "companion_kind", "companion_names", "import_hint", "what_if_options", "Say", "device_specs", "device_types", "gpu_code_kind", "gpu_libraries", "runtime_wheel_prefixes", "tables", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
+__all__ = ["ALL", "Accelerator", "Companion", "DeviceSpec", "companion_kind", "companion_names", "import_hint", "what_if_options", "Say", "device_specs", "device_types", "gpu_code_kind", "gpu_libraries", "runtime_wheel_prefixes", "tables", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select", "CPU", "for_build", "serving", "build_label", "gpu_build_for", "TargetDevice"]
 
 
 def _all() -> tuple[Accelerator, ...]:
@@ -294,3 +295,34 @@ def build_kind(torch: TorchFacts) -> BuildKind | None:
         return served.build_kind
     answered = next((a for a in ALL if a.build_answers and a.torch_available(torch) is True), None)  # torch.xpu answered
     return answered.build_kind if answered is not None else "cpu"
+
+
+# --- resolve ---
+CPU: BuildKind = "cpu"  # the build no accelerator kind needs: what is planned when none is served (and macOS's MPS build)
+
+
+def for_build(kind: str | None) -> Accelerator | None:
+    """The kind whose devices a torch build of ``kind`` ("cuda", "rocm", "xpu", a plug-in's) runs on, as the resolver
+    plans for them; None for the CPU build. A Jetson's builds are planned by its own path (the wheel source of its row)."""
+    return next((a for a in ALL if a.build_kind == kind and kind != CPU and a.name != "jetson"), None)
+
+
+def serving(devices: Sequence[TargetDevice], target: FitTarget) -> Accelerator | None:
+    """The kind whose build serves these devices on the target: the first in priority order that claims them."""
+    return next((a for a in ALL if a.claims(devices, target)), None)
+
+
+def build_label(kind: str) -> str:
+    """How a build kind is written in a sentence: ``CUDA``, ``ROCm``, ``XPU``, ``CPU``."""
+    if kind == CPU:
+        return "CPU"  # not Apple's "MPS": macOS's default build is also every platform's CPU build
+    return next((a.build_label for a in ALL if a.build_kind == kind and a.build_label), kind)
+
+
+def gpu_build_for(variant: str | None) -> Accelerator | None:
+    """The kind a variant is a GPU build for, whose devices (and driver) it needs to run on anything but the CPU:
+    ``cu126`` -> NVIDIA, ``rocm6.4`` -> AMD, ``xpu`` -> Intel, ``jetson-jp6-cu126`` -> Jetson; None for a CPU build,
+    ``auto`` or an unknown name. What the install flow asks instead of reading the variant's prefix itself."""
+    acc = for_variant(variant)
+    return acc if acc is not None and acc.build_kind != CPU else None
+# --- end resolve ---

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, Say, Verified
+from collections.abc import Sequence  # --- resolve ---
+from typing import TYPE_CHECKING  # --- resolve ---
+
+from stackdoctor.accelerators.base import Accelerator, FitNotes, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
 from stackdoctor.accelerators.nvidia import CUDA_DEVICE, cuda_count, verify_cuda
+from stackdoctor.accelerators.rocm_fit import fit_rocm  # --- resolve ---
 from stackdoctor.facts import Facts, GpuView, TorchFacts
+
+if TYPE_CHECKING:  # --- resolve ---
+    from packaging.version import Version
+
+    from stackdoctor.matrix import Matrix, Release, Variant
+    from stackdoctor.plan import Request
 
 
 class Amd(Accelerator):
@@ -64,3 +74,23 @@ class Amd(Accelerator):
     def ok_name(self, g: GpuView) -> str | None:
         return g.name if g.name and g.name == g.gfx else f"{g.name or 'AMD GPU'} ({g.gfx or 'gfx?'})"
     # --- end view ---
+    # --- resolve ---
+    mixed_subsets = True
+
+    def target_devices(self, facts: Facts) -> list[TargetDevice]:
+        return [TargetDevice(self.vendor, v.index, v.name, gfx=(v.gfx or "").split(":", 1)[0].lower() or None, integrated=v.integrated, uuid=v.uuid)
+                for v in self.devices(facts) if v.witnesses != ["pci"]]
+
+    def flag_devices(self, request: Request, matrix: Matrix) -> tuple[list[TargetDevice], list[str]]:
+        return [TargetDevice(self.vendor, i, None, gfx=g.strip().lower()) for i, g in enumerate(request.gfx)], []  # --gfx gfx1100
+
+    def select_devices(self, devices: list[TargetDevice], warnings: list[str]) -> tuple[list[TargetDevice], str | None]:
+        return [g for g in devices if g.vendor != "intel"], None  # an Intel iGPU beside an AMD GPU: the ROCm build ignores it
+
+    def fit(self, fit: FitNotes, release: Release, version: Version, variant: Variant, tag: str, target: FitTarget, matrix: Matrix,
+            devices: Sequence[TargetDevice], auto: bool) -> None:
+        fit_rocm(fit, release, variant, matrix, [g for g in devices if g.vendor == self.vendor])
+
+    def installed_sees_device(self, torch: TorchFacts) -> bool | None:
+        return torch.cuda_available  # ROCm builds answer through torch.cuda
+    # --- end resolve ---

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, DeviceSpec, Say, Verified
+from collections.abc import Sequence  # --- resolve ---
+
+from stackdoctor.accelerators.base import Accelerator, DeviceSpec, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
 from stackdoctor.facts import Facts, GpuView, TorchFacts
 
 
@@ -71,3 +73,10 @@ class Apple(Accelerator):
             return []
         return [GpuView(vendor="apple", index=0, name=a.chip, integrated=True, witnesses=["sysctl"], sources={"name": a.sources.get("chip", "sysctl")})]
     # --- end view ---
+    # --- resolve ---
+    def target_devices(self, facts: Facts) -> list[TargetDevice]:
+        return []  # the Apple GPU is served by macOS's default build: the resolver's macOS path
+
+    def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
+        return False
+    # --- end resolve ---

@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, Severity, TorchFacts
 
-__all__ = ["Accelerator", "Companion", "DeviceSpec", "Say", "Verified"]
+if TYPE_CHECKING:  # --- resolve ---
+    from packaging.version import Version
+
+    from stackdoctor.matrix import Matrix, Release, Variant
+    from stackdoctor.plan import Request
+
+__all__ = ["Accelerator", "Companion", "DeviceSpec", "FitNotes", "FitTarget", "Say", "TargetDevice", "Unfit", "Verified", "device_summary", "unverified"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,74 @@ class Verified(Protocol):
     available: dict[str, bool]
     available_errors: dict[str, str]
     warnings: list[str]
+
+
+# --- resolve ---
+@dataclass
+class TargetDevice:
+    """One device as the resolver plans for it (``stackdoctor.resolve.Gpu``): from the reconciled view, or named by a
+    what-if flag (``--gpu``, ``--gfx``, a kind's own)."""
+
+    vendor: str  # GpuView.vendor: "nvidia" | "amd" | "intel" | a plug-in kind's
+    index: int
+    name: str | None
+    cc: str | None = None  # NVIDIA "8.9"
+    gfx: str | None = None  # AMD "gfx1100"
+    integrated: bool = False
+    uuid: str | None = None
+
+    def label(self) -> str:
+        """``GPU 0 NVIDIA GeForce RTX 4090``; without a name only ``GPU 0`` (its sm_/gfx follows where it matters)."""
+        return f"GPU {self.index} {self.name}" if self.name else f"GPU {self.index}"
+
+
+class Unfit(Exception):
+    """A variant does not fit the target: the reason (``stackdoctor.resolve.Reject``); ``driver_needed``: the driver
+    that would make it fit; ``platform_blocked``: the platform or Python, not the devices, rule it out."""
+
+    def __init__(self, reason: str, *, driver_needed: str | None = None, platform_blocked: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.driver_needed = driver_needed
+        self.platform_blocked = platform_blocked
+
+
+class FitTarget(Protocol):
+    """What a kind's :meth:`Accelerator.fit` reads of the resolver's target (``stackdoctor.resolve.Target``)."""
+
+    os: str
+    arch: str
+    driver: str | None
+    driver_cuda: str | None
+    driver_runs_cuda: str | None
+    windows_driver: bool
+    wsl: bool
+
+
+class FitNotes(Protocol):
+    """What a kind's :meth:`Accelerator.fit` adds to the fit it judges (``stackdoctor.resolve.Fit``)."""
+
+    warnings: list[str]
+    reasons: list[str]
+    env: dict[str, str]
+
+
+def device_summary(devices: Sequence[TargetDevice]) -> str:
+    """``GPU 0 NVIDIA GeForce RTX 4090 (sm_89), GPU 1 (gfx1100)``: each device with its architecture where known."""
+    parts = []
+    for g in devices:
+        what = f"sm_{g.cc.replace('.', '')}" if g.cc else g.gfx
+        parts.append(f"{g.label()} ({what})" if what else g.label())
+    return ", ".join(parts)
+
+
+def unverified(fit: FitNotes, release: Release, variant: Variant) -> None:
+    """The warning a fit carries when the matrix row of ``variant`` has facts nobody verified."""
+    if variant.unknown:
+        fit.warnings.append(f"matrix: {variant.name} of torch {release.version} has unverified facts: {'; '.join(variant.unknown)}")
+
+
+# --- end resolve ---
 
 
 class Accelerator:
@@ -301,3 +375,60 @@ class Accelerator:
 
     def __repr__(self) -> str:
         return f"<accelerator {self.name}>"
+
+    # --- resolve ---
+    # How the resolver plans for this kind (stackdoctor.resolve): its devices on the target, whether a build of it
+    # fits them, how the rest are hidden, what the plan says of it. The defaults are a plug-in kind's: its devices
+    # as the reconciled view lists them, any build of its kind fits them, nothing to hide by architecture.
+    mixed_subsets: ClassVar[bool] = False  # mixed devices: try the groups by architecture (cc / gfx), hiding the rest
+    separate_runtime_wheels: ClassVar[bool] = False  # its builds pull their runtime libraries as wheels of their own
+
+    def target_devices(self, facts: Facts) -> list[TargetDevice]:
+        """Its devices on this machine as the resolver plans for them (every witness joined, in the reconciled view)."""
+        return [TargetDevice(self.vendor, v.index, v.name, integrated=v.integrated, uuid=v.uuid) for v in self.devices(facts)]
+
+    def unlisted(self, facts: Facts) -> tuple[int, str | None]:
+        """Devices of its kind that only the PCI bus shows (no working driver lists them), and the note saying so."""
+        return 0, None
+
+    def named_devices(self, names: Sequence[str]) -> list[TargetDevice]:
+        """The devices its what-if flag names (``--npu 910B``), numbered from 0."""
+        return [TargetDevice(self.vendor, i, n.strip()) for i, n in enumerate(names)]
+
+    def flag_devices(self, request: Request, matrix: Matrix) -> tuple[list[TargetDevice], list[str]]:
+        """The devices the built-in what-if flags name for it (``--gpu``, ``--gfx``), and notes on what is unknown of them."""
+        return [], []
+
+    def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
+        """A build of its kind is what serves these devices (the first kind in priority order that claims them wins)."""
+        return any(g.vendor == self.vendor for g in devices)
+
+    def select_devices(self, devices: list[TargetDevice], warnings: list[str]) -> tuple[list[TargetDevice], str | None]:
+        """The devices a build of its kind plans for, when it serves them (others are left out, saying so in
+        ``warnings``), and the reason when its build targets none of them (a CPU build is then planned)."""
+        return devices, None
+
+    def fit(self, fit: FitNotes, release: Release, version: Version, variant: Variant, tag: str, target: FitTarget, matrix: Matrix,
+            devices: Sequence[TargetDevice], auto: bool) -> None:
+        """Does ``variant``, a build of its kind for the wheel platform ``tag``, run on ``devices`` with the target's driver:
+        raises :class:`Unfit` with the reason; adds to ``fit`` its warnings, reasons and environment. ``auto``: the
+        request names no variant. The default: any build of its kind fits (nothing more is known to check)."""
+
+    def cannot_serve_cpu(self, release: Release, version: Version, variant: Variant, tag: str, matrix: Matrix,
+                         devices: Sequence[TargetDevice]) -> str | None:
+        """Why a build of its kind must not serve as a CPU build here (it would see a device it has no code for), or None."""
+        return None
+
+    def hide_env(self, kept: Sequence[TargetDevice]) -> dict[str, str]:
+        """The environment that leaves only ``kept`` visible to torch."""
+        return {self.hide_var or "HIP_VISIBLE_DEVICES": ",".join(str(g.index) for g in kept)}
+
+    def chosen_reason(self, version: Version, variant: str, what: str, requested: bool, target: FitTarget) -> str | None:
+        """The plan's reason for choosing ``variant`` for ``what`` (the devices), when the kind says more than the
+        generic one (the driver it runs with)."""
+        return None
+
+    def installed_sees_device(self, torch: TorchFacts) -> bool | None:
+        """Whether the installed torch, a build of its kind, saw its device (None: not a question for this kind)."""
+        return None
+    # --- end resolve ---

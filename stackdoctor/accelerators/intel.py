@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, DeviceSpec, Say, Verified
+import re  # --- resolve ---
+
+from stackdoctor.accelerators.base import Accelerator, DeviceSpec, Say, TargetDevice, Verified  # --- resolve ---
 from stackdoctor.facts import Facts, Severity, TorchFacts
+
+# --- resolve ---
+XPU_FAMILIES = re.compile(  # the GPU names of the families PyTorch's XPU build targets
+    r"\b(arc|data center gpu|max \d{4}|flex|battlemage|alchemist|core ultra|meteor lake|arrow lake|lunar lake|panther lake|dg2|bmg)\b", re.I
+)
+# --- end resolve ---
 
 
 class Intel(Accelerator):
@@ -54,3 +62,14 @@ class Intel(Accelerator):
     def cpu_build(self) -> tuple[Severity, str] | None:
         return "warn", "xpu"  # XPU builds are newer: a missed opportunity, not a broken stack
     # --- end view ---
+    # --- resolve ---
+    def target_devices(self, facts: Facts) -> list[TargetDevice]:
+        return [TargetDevice(self.vendor, i, v.name, integrated=v.integrated) for i, v in enumerate(self.devices(facts))]
+
+    def select_devices(self, devices: list[TargetDevice], warnings: list[str]) -> tuple[list[TargetDevice], str | None]:
+        """The GPUs PyTorch's XPU build targets: a discrete one, or an integrated one of a family it lists."""
+        suitable = [g for g in devices if g.vendor == self.vendor and (not g.integrated or XPU_FAMILIES.search(g.name or ""))]
+        if suitable:
+            return suitable, None
+        return [], f"Intel GPU(s) {', '.join(g.name or '?' for g in devices)} are not among the XPU build's GPUs (Arc, Data Center GPU Max, Core Ultra)"
+    # --- end resolve ---

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, Say, Verified
+from collections.abc import Sequence  # --- resolve ---
+
+from stackdoctor.accelerators.base import Accelerator, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
 from stackdoctor.accelerators.nvidia import CUDA_DEVICE, cuda_count, verify_cuda
 from stackdoctor.facts import Facts, Severity, TorchFacts
 
@@ -58,3 +60,10 @@ class Jetson(Accelerator):
     def cpu_build(self) -> tuple[Severity, str] | None:
         return None  # a Jetson's CPU build is jetson-wrong-wheel's finding
     # --- end view ---
+    # --- resolve ---
+    def target_devices(self, facts: Facts) -> list[TargetDevice]:
+        return []  # the iGPU is planned for by the Jetson's own path (its wheel source), never as a discrete NVIDIA GPU
+
+    def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
+        return False
+    # --- end resolve ---

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, DeviceSpec, Say, Verified
+import re  # --- resolve ---
+from collections.abc import Sequence  # --- resolve ---
+from typing import TYPE_CHECKING  # --- resolve ---
+
+from stackdoctor.accelerators.base import Accelerator, DeviceSpec, FitNotes, FitTarget, Say, TargetDevice, Verified, device_summary  # --- resolve ---
+from stackdoctor.accelerators.cuda_fit import cannot_serve_cpu, fit_cuda, gpu_request_cc  # --- resolve ---
 from stackdoctor.facts import Facts, GpuView, TorchFacts
 from stackdoctor.versions import mm, release
+
+if TYPE_CHECKING:  # --- resolve ---
+    from packaging.version import Version
+
+    from stackdoctor.matrix import Matrix, Release, Variant
+    from stackdoctor.plan import Request
+
 
 # torch.cuda's devices, for the workers: NVIDIA's, and ROCm's and Jetson's, which torch also reaches as "cuda"
 CUDA_DEVICE = DeviceSpec(
@@ -116,3 +128,64 @@ class Nvidia(Accelerator):
             return f"nvidia-smi: {n.smi_state}"
         return None
     # --- end view ---
+    # --- resolve ---
+    mixed_subsets = True
+    separate_runtime_wheels = True  # CUDA builds pull the CUDA runtime as nvidia-* wheels of their own
+
+    def target_devices(self, facts: Facts) -> list[TargetDevice]:
+        # the GPUs a driver lists (a GPU only the PCI bus shows is no device torch can use); cc derived once, in reconcile
+        return [TargetDevice(self.vendor, v.index, v.name, cc=v.compute_capability, uuid=v.uuid) for v in self.devices(facts) if v.witnesses != ["pci"]]
+
+    def unlisted(self, facts: Facts) -> tuple[int, str | None]:
+        view = self.devices(facts)
+        unlisted = [v for v in view if v.witnesses == ["pci"]]
+        if len(unlisted) < len(view) or not unlisted or facts.jetson.is_jetson:
+            return 0, None
+        smi = facts.nvidia.smi_state
+        return len(unlisted), f"{len(unlisted)} NVIDIA GPU(s) on the PCI bus but the driver did not list them" + (f" (nvidia-smi: {smi})" if smi else "")
+
+    def flag_devices(self, request: Request, matrix: Matrix) -> tuple[list[TargetDevice], list[str]]:
+        devices, notes = [], []
+        for i, g in enumerate(request.gpus):  # --gpu: a GPU name, or its compute capability (sm_90, 9.0)
+            cc = gpu_request_cc(g, matrix)
+            devices.append(TargetDevice(self.vendor, i, g if not re.match(r"^(sm_?\d+|\d+\.\d)$", g.strip(), re.I) else None, cc=cc))
+            if cc is None:
+                notes.append(f"--gpu {g}: unknown GPU name, its compute capability is not in the matrix")
+        return devices, notes
+
+    def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
+        # a driver and no GPU listed (a what-if --driver, a container without the tools): a CUDA build is still planned
+        return super().claims(devices, target) or bool(target.driver and not devices and target.os != "macos")
+
+    def select_devices(self, devices: list[TargetDevice], warnings: list[str]) -> tuple[list[TargetDevice], str | None]:
+        others = [g for g in devices if g.vendor == "amd"]
+        if others:
+            warnings.append(f"AMD GPU(s) {device_summary(others)} are left out: one torch build serves one vendor")
+            return [g for g in devices if g.vendor == self.vendor], None
+        return [g for g in devices if g.vendor != "intel"], None
+
+    def fit(self, fit: FitNotes, release: Release, version: Version, variant: Variant, tag: str, target: FitTarget, matrix: Matrix,
+            devices: Sequence[TargetDevice], auto: bool) -> None:
+        fit_cuda(fit, release, version, variant, tag, target, matrix, [g for g in devices if g.vendor == self.vendor], auto)
+
+    def cannot_serve_cpu(self, release: Release, version: Version, variant: Variant, tag: str, matrix: Matrix,
+                         devices: Sequence[TargetDevice]) -> str | None:
+        return cannot_serve_cpu(release, version, variant, tag, matrix, [g for g in devices if g.vendor == self.vendor and g.cc])
+
+    def hide_env(self, kept: Sequence[TargetDevice]) -> dict[str, str]:
+        uuids = [g.uuid for g in kept if g.uuid]
+        if len(uuids) == len(kept):
+            return {"CUDA_VISIBLE_DEVICES": ",".join(uuids)}
+        return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(str(g.index) for g in kept)}
+
+    def chosen_reason(self, version: Version, variant: str, what: str, requested: bool, target: FitTarget) -> str | None:
+        if not target.driver:
+            return None
+        return (
+            f"torch {version} {variant}: the newest {'requested ' if requested else ''}release and CUDA build that runs on {what} with driver {target.driver}"
+            + (" (the Windows driver, as WSL2 sees it)" if target.wsl else "")
+        )
+
+    def installed_sees_device(self, torch: TorchFacts) -> bool | None:
+        return torch.cuda_available
+    # --- end resolve ---

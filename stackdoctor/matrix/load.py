@@ -12,7 +12,8 @@ from typing import Any
 from stackdoctor.errors import MatrixError
 from stackdoctor.matrix.model import SCHEMA, Matrix
 from stackdoctor.matrix.reader import MAX_DOCUMENT_BYTES, _check_keys, _Ctx, _parse_yaml, check_document_size
-from stackdoctor.matrix.tables import TABLES, Table
+from stackdoctor.matrix.table import Table
+from stackdoctor.matrix.tables import TABLES
 
 # keys a document may carry besides its tables
 _DOCUMENT_KEYS = ("schema", "note")
