@@ -141,8 +141,6 @@ def test_install_dry_run_plans_the_companion_beside_torch(tmp_path, plain_python
     assert "torch-foo==99.0.0.post1" in " ".join(plan["command"]), plan["command"]
 
 
-@pytest.mark.xfail(strict=True, reason="resolve plans a kind's companion only beside torch's CPU build (resolve.py: `beside = ... "
-                                       "if kind == \"cpu\"`): a companion beside the kind's own build (foo1) needs that test to ask the kind")
 def test_install_dry_run_plans_the_companion_beside_the_kinds_own_build(tmp_path, plain_python):
     env = _foo_machine(tmp_path)
     plan = run_sd(["install", "--dry-run", "--offline", "--json", "--matrix", str(MATRIX), "--python", plain_python], env=env).json()
@@ -229,6 +227,9 @@ def test_a_real_install_of_a_foo_build_ends_with_the_plugins_verdict(answer, ok,
     init = f"# {FAKE_MARK}\n" + STANDIN_TORCH.replace("ANSWER", repr(answer))
     spec = WheelSpec("torch", "99.0.0+foo1", "py3-none-any", [], {**_torch_files("99.0.0+foo1"), "torch/__init__.py": init})
     (wheels / spec.filename).write_bytes(build_wheel(spec))
+    # the plug-in's companion, planned beside its own build (its torch_foo.yaml pairs 99.0.0.post1 with torch 99.0.0)
+    companion = WheelSpec("torch-foo", "99.0.0.post1", "py3-none-any", ["torch==99.0.0"], {"torch_foo/__init__.py": f"# {FAKE_MARK}\n"})
+    (wheels / companion.filename).write_bytes(build_wheel(companion))
     py = _pip_venv(tmp_path / "venv")
     env = {**isolated_env(tmp_path), **_foo_machine(tmp_path)}
     out = run_sd(["install", "--python", py, "--matrix", str(MATRIX), "--no-index", "--find-links", str(wheels), "--yes"], env=env, timeout=300)
@@ -237,3 +238,5 @@ def test_a_real_install_of_a_foo_build_ends_with_the_plugins_verdict(answer, ok,
     assert said in screen, screen[-3000:]
     version = subprocess.run([py, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True, timeout=60)
     assert version.stdout.strip() == "99.0.0+foo1", version
+    companion_there = subprocess.run([py, "-m", "pip", "show", "torch-foo"], capture_output=True, text=True, timeout=60)
+    assert "Version: 99.0.0.post1" in companion_there.stdout, screen[-3000:]

@@ -256,7 +256,7 @@ def _resolve_devices(facts: Facts, matrix: Matrix, request: Request, t: Target, 
         vk = variant_kind(request.variant)
         kind = vk[0] if vk else kind
     companion: dict[str, accelerators.Companion] = {}
-    beside = accelerators.companion_kind({g.vendor for g in gpus}) if kind == accelerators.CPU and request.variant in ("auto", accelerators.CPU) else None
+    beside = _companion_kind(request, kind, gpus)
     if beside is not None:
         cands, companion = paired_companions(facts, request, t, beside, cands, plan)
         if not cands:
@@ -264,11 +264,20 @@ def _resolve_devices(facts: Facts, matrix: Matrix, request: Request, t: Target, 
     if kind != accelerators.CPU:
         planned = _gpu_build(facts, matrix, request, t, cands, plan, kind, gpus)
         if planned is not None:
-            return planned
+            return with_companion(facts, request, planned, companion.get(planned.torch_version or "")) if companion else planned
         if explicit:
             plan.reasons.append(f"--variant {request.variant} does not fit this machine")
             return plan
     return _cpu_build(facts, matrix, request, t, cands, plan, kind, gpus, companion)
+
+
+def _companion_kind(request: Request, kind: str, gpus: list[Gpu]) -> accelerators.Accelerator | None:
+    """The kind whose companion package is planned beside torch: one of the devices' kinds that declares one, when the
+    build planned is torch's CPU build (Ascend's torch-npu) or that kind's own build (a plug-in's), asked for or not."""
+    acc = accelerators.companion_kind({g.vendor for g in gpus})
+    if acc is None or kind not in (accelerators.CPU, acc.build_kind):
+        return None
+    return acc if request.variant in ("auto", accelerators.CPU) or acc.serves(request.variant) else None
 
 
 def _gpu_build(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: Candidates, plan: Plan, kind: str, gpus: list[Gpu]) -> Plan | None:
