@@ -1,13 +1,13 @@
 """The index check with the user's sources: which source serves each planned wheel, and what the
 installer is handed.
 
-Sources are the installer's own configuration (:mod:`stackdoctor.sources`), ``--find-links``, and the
+Sources are the installer's own configuration (:mod:`stackdoctor.install.sources`), ``--find-links``, and the
 PyTorch variant index (or a ``--mirror`` of it). Every source is asked once, concurrently, with one
 deadline per page. Then:
 
 - each planned wheel is located (configured sources first, so the command needs no flag for them); a
   label-less ``torch`` on a PyPI-style index counts when it *is* the planned variant (PyPI's default
-  build, :mod:`stackdoctor.mirrors`);
+  build, :mod:`stackdoctor.install.mirrors`);
 - an unpinned plan whose wheel no answering source has falls back to the newest release of the same
   variant that one has (and that the user's pip constraints allow);
 - a source that did not answer (refused, timed out, 5xx) is not handed to pip or uv: the command
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackdoctor.errors import IndexError_
-from stackdoctor.index import (
+from stackdoctor.install.index import (
     IndexClient,
     IndexFile,
     WheelMatch,
@@ -44,14 +44,14 @@ from stackdoctor.index import (
     select_wheel,
     wanted_version,
 )
-from stackdoctor.mirrors import (
+from stackdoctor.install.mirrors import (
     Mirror,
     cached_wheel_metadata,
     default_build_variant,
     parse_flat_listing,
 )
+from stackdoctor.install.sources import InstallerConfig, Source, dedupe, is_local
 from stackdoctor.plan import PlanSource
-from stackdoctor.sources import InstallerConfig, Source, dedupe, is_local
 from stackdoctor.system import read_bounded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -122,7 +122,7 @@ def list_links(location: str, client: IndexClient | None) -> list[IndexFile]:
 
     :raises IndexError_: with ``.reason`` ("missing", "unreachable", "failing").
     """
-    from stackdoctor.index import _index_error, read_local_page
+    from stackdoctor.install.index import _index_error, read_local_page
 
     if is_local(location):
         path = local_path(location)
@@ -270,7 +270,7 @@ def torch_offers(
     """Every torch build the answering sources have for the target's tags, newest first."""
     from packaging.version import InvalidVersion, Version
 
-    from stackdoctor.index import _wheel_parts
+    from stackdoctor.install.index import _wheel_parts
 
     out: dict[tuple[str, str | None], Offer] = {}
     rank = {t: i for i, t in enumerate(tags)}
@@ -422,7 +422,7 @@ def missing_dependencies(
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
-    from stackdoctor.index import _wheel_parts
+    from stackdoctor.install.index import _wheel_parts
 
     cache: dict[str, list[IndexFile]] = {}
 
@@ -498,7 +498,7 @@ class _LocalOnly:
     """A stand-in client for file:// pages (the dependency check never uses the network)."""
 
     def fetch(self, url: str) -> Any:
-        from stackdoctor.index import _index_error, read_local_page
+        from stackdoctor.install.index import _index_error, read_local_page
 
         if not url.startswith("file:"):
             raise _index_error("skipped", f"{url} is not local.")
@@ -675,7 +675,7 @@ class Sourcing:
 
 def pytorch_sources(plan: Plan, mirror: Mirror | None) -> list[Source]:
     """The PyTorch variant index for the plan (or the mirror's form of it); none for PyPI plans (macOS)."""
-    from stackdoctor.install import is_pypi
+    from stackdoctor.install.argv import is_pypi
 
     if plan.variant is None or is_pypi(plan.index_url):
         return []
@@ -847,7 +847,7 @@ def missing_artifacts(offers: Sequence[Offer], matrix: Matrix, plan: Plan, platf
 
 def learn_sources(surveyed: Surveyed, versions: Sequence[str], client: IndexClient | None) -> list[ProbeSource]:
     """The answering sources that list a torch wheel of one of ``versions``, as :mod:`stackdoctor.learn` reads them."""
-    from stackdoctor.index import _wheel_parts
+    from stackdoctor.install.index import _wheel_parts
 
     want = set(versions)
     out = []

@@ -6,7 +6,7 @@ download.pytorch.org and their mirrors alike):
 - the **wheel file names**: versions, local labels (``+cu130`` = the variant), Python tags (``cp313t`` =
   free-threaded 3.13), platform tags (``manylinux_2_28_x86_64`` = glibc 2.28 floor);
 - the **core metadata** (PEP 658 / 714 ``<wheel>.metadata`` files; where an index has none, the wheel's own
-  ``METADATA`` read by HTTP range requests, :mod:`stackdoctor.lazywheel`: the zip's directory and that member,
+  ``METADATA`` read by HTTP range requests, :mod:`stackdoctor.install.lazywheel`: the zip's directory and that member,
   ~2 MB of a 450 MB torch wheel; the whole wheel only where ranges are refused and ``--download`` allows it):
   ``Requires-Python``; the ``nvidia-*`` / ``cuda-toolkit`` pins, which say
   which CUDA a label-less (PyPI) build bundles (``cuda-toolkit[...]==13.2.2`` -> ``cu132``); the triton pin;
@@ -55,8 +55,8 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from stackdoctor.errors import IndexError_, MatrixError, UsageError
-from stackdoctor.index import IndexClient, IndexFile, list_project, project_page_url
-from stackdoctor.lazywheel import RangesRefused
+from stackdoctor.install.index import IndexClient, IndexFile, list_project, project_page_url
+from stackdoctor.install.lazywheel import RangesRefused
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.system import System
@@ -339,7 +339,7 @@ class HttpSource:
     def _get(self, url: str, cap: int, into: Path | None = None) -> bytes | Path | None:
         """GET ``url`` (bounded); None for a 404. Streams to ``into`` when given."""
         if url.startswith("file:"):
-            from stackdoctor.index import local_path
+            from stackdoctor.install.index import local_path
 
             p = local_path(url)
             if not p.is_file():
@@ -384,7 +384,7 @@ class HttpSource:
 
     def metadata(self, f: IndexFile) -> tuple[CoreMetadata | None, IndexFile]:
         """The wheel's core metadata: the PEP 658 / 714 ``.metadata`` file where the index serves one, else the
-        wheel's own ``METADATA`` read by HTTP range requests (:mod:`stackdoctor.lazywheel`), else (ranges refused,
+        wheel's own ``METADATA`` read by HTTP range requests (:mod:`stackdoctor.install.lazywheel`), else (ranges refused,
         ``download`` on, the wheel within ``max_wheel_bytes``) from the whole wheel. None: :attr:`why` says why."""
         try:
             body = self._get(f.url + ".metadata", self.max_metadata_bytes)
@@ -394,7 +394,7 @@ class HttpSource:
         if isinstance(body, bytes):
             return parse_core_metadata(body.decode("utf-8", errors="replace")), f
         if f.url.startswith("file:"):
-            from stackdoctor.index import local_path
+            from stackdoctor.install.index import local_path
 
             p = local_path(f.url)
             return (_wheel_metadata(p) if p.is_file() and p.stat().st_size else self._missing(f, "an empty file, not a wheel")), f
@@ -427,7 +427,7 @@ class HttpSource:
         return None
 
     def _ranged(self, f: IndexFile) -> Any:
-        from stackdoctor.lazywheel import RangeWheel
+        from stackdoctor.install.lazywheel import RangeWheel
 
         if self._last is not None and self._last.url == f.url:
             return self._last
@@ -441,7 +441,7 @@ class HttpSource:
         """The GPU code of the wheel's primary GPU library, read by range requests (only the library member's
         bytes, only its headers kept); the whole wheel where ranges are refused and ``download`` allows it."""
         if f.url.startswith("file:"):
-            from stackdoctor.index import local_path
+            from stackdoctor.install.index import local_path
 
             return read_wheel_gpu_code(local_path(f.url))
         try:
@@ -569,7 +569,7 @@ def _read_library(lib: Path, kind: str, label: str) -> dict[str, Any]:
 
 
 def _read_open_library(fh: Any, kind: str, label: str) -> dict[str, Any]:
-    """The GPU code of an open library file (a real one, or :mod:`stackdoctor.lazywheel`'s headers-only view)."""
+    """The GPU code of an open library file (a real one, or :mod:`stackdoctor.install.lazywheel`'s headers-only view)."""
     from stackdoctor import binfmt
     from stackdoctor.probes.torch_static import _majority, sort_archs, sort_gfx, zstd_decoder
 

@@ -26,7 +26,7 @@ from packaging.version import InvalidVersion, Version
 
 from stackdoctor import accelerators
 from stackdoctor.facts import Facts
-from stackdoctor.leftovers import predict_leftovers
+from stackdoctor.install.leftovers import predict_leftovers
 from stackdoctor.matrix import (
     Matrix,
     Release,

@@ -242,7 +242,9 @@ def test_every_command_takes_lang(tmp_path):
 # ---------------------------------------------------------------- every literal plan sentence has a Chinese template
 
 _PLAN_SITES = ("reasons.append", "warnings.append", "suggestions.append", "cautions.append", "_Reject", "notes.append")
-_PLAN_FILES = ("resolve.py", "availability.py", "install_flow.py", "conda.py", "install.py")
+# the install package: the flow, conda, and the files that were install.py (the transaction, its verdict, backup, argv)
+_PLAN_FILES = ("resolve.py", "availability.py", "install/flow.py", "install/conda.py", "install/transaction.py", "install/verify.py",
+               "install/backup.py", "install/argv.py", "install/emit.py", "install/talk.py")
 
 
 def _plan_sentence_sites():

@@ -27,6 +27,7 @@ from helpers import venv_bin  # noqa: E402
 from indexserver import FAKE_MARK, IndexServer  # noqa: E402
 
 from stackdoctor import install as inst  # noqa: E402
+from stackdoctor.install import leftovers as install_leftovers
 from stackdoctor.plan import Plan, PlannedPackage  # noqa: E402
 from stackdoctor.system import System  # noqa: E402
 
@@ -209,7 +210,7 @@ def test_a_failure_after_torch_was_replaced_is_undone(server, venv, system):
 
 DRIVER = """
 import json, sys
-from stackdoctor.install import execute
+from stackdoctor.install.transaction import execute
 from stackdoctor.plan import Plan, PlannedPackage
 from stackdoctor.system import System
 base, python, index_base = sys.argv[1:4]
@@ -461,4 +462,4 @@ def test_a_runtime_package_another_package_needs_is_no_leftover():
         requires={"torch": ["nvidia-cublas-cu12", "nvidia-cudnn-cu12"], "cupy-cuda12x": ["nvidia-cublas-cu12"], "transformers": ["torch"]},
     )
     # cupy needs cuBLAS; transformers needs torch (which gets the new build), not the old torch's cuDNN
-    assert inst.leftovers(["nvidia-cublas-cu12", "nvidia-cudnn-cu12"], snap) == ["nvidia-cudnn-cu12"]
+    assert install_leftovers.leftovers(["nvidia-cublas-cu12", "nvidia-cudnn-cu12"], snap) == ["nvidia-cudnn-cu12"]

@@ -142,7 +142,7 @@ def assert_exactly(venv: Path, version: str, before: dict | None = None) -> None
 
 DRIVER = r"""
 import json, sys
-from stackdoctor.install import execute
+from stackdoctor.install.transaction import execute
 from stackdoctor.plan import Plan, PlannedPackage
 from stackdoctor.system import System
 python, wheels, installer, uv = sys.argv[1:5]
@@ -616,7 +616,7 @@ def test_interrupted_into_a_fresh_venv_leaves_no_torch_files(watch, venv, wheels
 
 
 def test_the_fallback_reinstall_is_only_the_exact_previous_build_from_the_users_sources():
-    from stackdoctor.install import restore_commands
+    from stackdoctor.install.argv import restore_commands
 
     prev = {"torch": "2.11.0+cu126", "torchvision": "0.26.0+cu126"}
     online = restore_commands(prev, "/v/bin/python", "pip")

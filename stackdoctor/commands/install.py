@@ -1,5 +1,5 @@
-"""``stackdoctor install``: the flags -> :class:`~stackdoctor.install_flow.InstallOptions` -> the install flow
-(:func:`stackdoctor.install_flow.install`: facts -> resolve -> locate the wheels on the user's sources -> routes ->
+"""``stackdoctor install``: the flags -> :class:`~stackdoctor.install.flow.InstallOptions` -> the install flow
+(:func:`stackdoctor.install.flow.install`: facts -> resolve -> locate the wheels on the user's sources -> routes ->
 act) -> its one outcome, rendered (:mod:`stackdoctor.render.plan`) -> the exit code.
 
 Exit codes: 0 done (or a dry run, or already satisfied), 1 the request cannot be met (``plan.variant`` is
@@ -19,7 +19,7 @@ from stackdoctor.errors import StackdoctorError
 from stackdoctor.render.plan import format_command, localized, plan_json, render_outcome, render_planned, say, write_err
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.install_flow import Hooks, InstallOptions, InstallOutcome
+    from stackdoctor.install.flow import Hooks, InstallOptions, InstallOutcome
     from stackdoctor.source_run import FromSourceOptions
 
 # The install flow (resolve, indexes, accelerators, the matrix) is imported when `install` runs, not when the
@@ -76,7 +76,7 @@ def register(app: typer.Typer) -> None:
                 platform=platform, python_version=python_version, ptx=ptx, source_dir=source_dir, source_url=source_url,
                 steps=list(step or []), dry_run=dry_run, yes=yes, json_out=json_out, emit=emit, log=build_log, timeout_s=timeout if timeout != 3600.0 else 4 * 3600.0,
             )))
-        from stackdoctor.install_flow import InstallOptions
+        from stackdoctor.install.flow import InstallOptions
 
         opts = InstallOptions(
             packages=list(packages or []), torch=torch, variant=variant, python=python, installer=installer, dry_run=dry_run,
@@ -106,14 +106,14 @@ def _confirm(question: str) -> bool | None:
 
 def hooks() -> Hooks:
     """What the install flow shows, says and asks through: the screen's renderers and the terminal."""
-    from stackdoctor.install_flow import Hooks
+    from stackdoctor.install.flow import Hooks
 
     return Hooks(show=render_planned, say=say, stream=write_err, confirm=_confirm)
 
 
 def __getattr__(name: str) -> Any:  # `from stackdoctor.commands.install import InstallOptions` still works
     if name == "InstallOptions":
-        from stackdoctor.install_flow import InstallOptions
+        from stackdoctor.install.flow import InstallOptions
 
         return InstallOptions
     if name == "HOOKS":
@@ -123,7 +123,7 @@ def __getattr__(name: str) -> Any:  # `from stackdoctor.commands.install import 
 
 def run(opts: InstallOptions) -> int:
     """The command; with ``--json`` exactly one ``stackdoctor.plan/1`` document on stdout, on every path."""
-    from stackdoctor.install_flow import install
+    from stackdoctor.install.flow import install
 
     outcome = install(opts, hooks())
     exc = outcome.error
@@ -142,7 +142,7 @@ def _render_or_keep(outcome: InstallOutcome) -> None:
     try:
         render_outcome(outcome)
     except (Exception, SystemExit):  # noqa: BLE001 - EPIPE, EIO, rich's SystemExit on a broken pipe
-        from stackdoctor.install_flow import keep_unprinted
+        from stackdoctor.install.flow import keep_unprinted
 
         keep_unprinted(outcome)
 

@@ -116,7 +116,7 @@ def register(app: typer.Typer) -> None:
         from packaging.version import InvalidVersion, Version
 
         from stackdoctor import learn as L
-        from stackdoctor.index import IndexClient
+        from stackdoctor.install.index import IndexClient
         from stackdoctor.matrix import learned_layer_path, load_matrix
         from stackdoctor.redact import scrub_secrets
 

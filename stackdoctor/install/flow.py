@@ -6,11 +6,11 @@ prints nothing: what must be shown while it acts (the plan before the question, 
 back ..." lines) goes through the :class:`Hooks` the command passes in.
 
 The sources are the installer's own configuration (pip.conf / ``PIP_*``, uv.toml / ``[tool.uv]`` /
-``UV_*``: :mod:`stackdoctor.sources`), ``--find-links`` and the PyTorch variant index or a ``--mirror``
-(:mod:`stackdoctor.mirrors`); :mod:`stackdoctor.availability` asks them and says what the installer is
+``UV_*``: :mod:`stackdoctor.install.sources`), ``--find-links`` and the PyTorch variant index or a ``--mirror``
+(:mod:`stackdoctor.install.mirrors`); :mod:`stackdoctor.availability` asks them and says what the installer is
 handed (never a source that did not answer). A torch release the matrix lacks but a source serves is learned
 from its file names and core metadata (:func:`stackdoctor.learn.witness_matrix`) and planned, its reason saying
-where it was learned. conda targets get both routes (:mod:`stackdoctor.conda`).
+where it was learned. conda targets get both routes (:mod:`stackdoctor.install.conda`).
 
 Exit codes: 0 done (or a dry run, or already satisfied), 1 the request cannot be met (``plan.variant`` is
 None) or the install failed / was undone, 2 usage or index errors, 130 interrupted.
@@ -30,11 +30,11 @@ from stackdoctor.errors import ExitCode, IndexError_, StackdoctorError, UsageErr
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.availability import Sourcing, Surveyed
     from stackdoctor.facts import Facts
-    from stackdoctor.index import IndexClient
-    from stackdoctor.install import InstallResult
+    from stackdoctor.install.index import IndexClient
+    from stackdoctor.install.sources import InstallerConfig
+    from stackdoctor.install.transaction import InstallResult
     from stackdoctor.matrix import Matrix
     from stackdoctor.plan import Plan, Request, Route
-    from stackdoctor.sources import InstallerConfig
     from stackdoctor.system import CommandResult
 
 KNOWN_PACKAGES = ("torch", "torchvision", "torchaudio")
@@ -141,7 +141,7 @@ class Hooks:
 def keep_unprinted(outcome: InstallOutcome) -> None:
     """The outcome's last lines could not be printed (the output was closed): kept for the next install into that
     environment to say."""
-    from stackdoctor.install import save_unprinted, take_unprinted
+    from stackdoctor.install.talk import save_unprinted, take_unprinted
 
     result = outcome.result
     if result is not None and result.prefix:
@@ -151,7 +151,7 @@ def keep_unprinted(outcome: InstallOutcome) -> None:
 
 def install(opts: InstallOptions, hooks: Hooks | None = None) -> InstallOutcome:
     """The whole flow; every stop (an error, an interrupt) is in the returned outcome's ``error``."""
-    from stackdoctor.sources import as_pip_takes_it
+    from stackdoctor.install.sources import as_pip_takes_it
 
     opts = replace(opts, find_links=[as_pip_takes_it(x) for x in opts.find_links])  # m/sw, ~/wheels: the folder pip would read
     out = InstallOutcome(opts)
@@ -203,7 +203,7 @@ def _flow(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> int:
         out.what = "unmet"
         hooks.show(out)
         return ExitCode.FAILED
-    from stackdoctor.conda import is_conda_target
+    from stackdoctor.install.conda import is_conda_target
 
     conda = is_conda_target(facts) or opts.conda_installer or opts.emit == "environment.yml"
     # already satisfied: the target has exactly this plan (checked before any network access)
@@ -244,7 +244,7 @@ def _flow(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> int:
     # has no conda route: no "conda install -p <venv>", no "route conda-forge (recommended)")
     marker = None if hypothetical or opts.conda_installer else _externally_managed_marker(facts)
     if marker:  # PEP 668: say so before anything runs (a dry run too), with the venv to make instead
-        from stackdoctor.install import externally_managed
+        from stackdoctor.install.transaction import externally_managed
 
         plan.warnings.append(externally_managed(python, refused=False))
     offered = conda and (is_conda_target(facts) or opts.conda_installer)
@@ -390,7 +390,7 @@ def wanted_packages(opts: InstallOptions, facts: Facts) -> list[str]:
 
 
 def make_request(opts: InstallOptions, facts: Facts, matrix: Matrix | None = None, torch: str | None = None) -> Request:
-    from stackdoctor.index import index_base
+    from stackdoctor.install.index import index_base
     from stackdoctor.plan import Request
 
     return Request(
@@ -424,9 +424,9 @@ def accelerator_seen(facts: Facts, variant: str | None) -> str | None:
 
 
 def resolve_plan(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix, torch: str | None = None) -> tuple[Plan, Request]:
-    """The plan for the request, with its command and the leftovers (the resolver's, from :func:`stackdoctor.leftovers.predict_leftovers`,
+    """The plan for the request, with its command and the leftovers (the resolver's, from :func:`stackdoctor.install.leftovers.predict_leftovers`,
     the one prediction; on this machine narrowed by the target's packages as ``--remove-leftovers`` will be)."""
-    from stackdoctor.install import install_command
+    from stackdoctor.install.argv import install_command
     from stackdoctor.resolve import resolve
 
     request = make_request(opts, facts, matrix, torch)
@@ -434,11 +434,11 @@ def resolve_plan(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix
     if plan.satisfiable:
         plan.command = install_command(plan, python, request.installer, uv=facts.python.uv_path or "uv")
         if plan.leftovers and not opts.what_if:  # the same answer --remove-leftovers acts on (install.leftovers)
-            from stackdoctor.install import leftovers, snapshot
+            from stackdoctor.install import backup
+            from stackdoctor.install.leftovers import leftovers
             from stackdoctor.system import System
 
-            snap = snapshot(System.from_env(), python)
-            if snap.ok:
+            if (snap := backup.snapshot(System.from_env(), python)).ok:
                 plan.leftovers = leftovers(plan.leftovers, snap)
     return plan, request
 
@@ -472,7 +472,7 @@ def describe_machine(opts: InstallOptions, facts: Facts) -> str:
 
 
 def target_tags(facts: Facts, request: Request) -> list[str]:
-    from stackdoctor.index import target_tags as _tags
+    from stackdoctor.install.index import target_tags as _tags
 
     return _tags(facts, request)
 
@@ -506,7 +506,7 @@ def installed_matches(plan: Plan, facts: Facts) -> bool:
 def generic_command(plan: Plan, request: Request, *, windows: bool = False) -> list[str]:
     """The install command for another machine: its own python, the PyTorch index, none of this machine's paths.
     Its python is ``python3``, or ``python`` on Windows (where python.org's installer has no ``python3``)."""
-    from stackdoctor.install import install_command
+    from stackdoctor.install.argv import install_command
 
     return install_command(plan, "python" if windows else "python3", request.installer, uv="uv")
 
@@ -515,7 +515,7 @@ def generic_command(plan: Plan, request: Request, *, windows: bool = False) -> l
 
 
 def installer_config(opts: InstallOptions, facts: Facts) -> InstallerConfig:
-    from stackdoctor.sources import read_config
+    from stackdoctor.install.sources import read_config
 
     return read_config(opts.installer if opts.installer == "uv" else "pip", os.environ, prefix=facts.python.env_prefix, cwd=os.getcwd())
 
@@ -550,14 +550,14 @@ def fit_words(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix) -
 
 
 def _client(opts: InstallOptions) -> IndexClient | None:
-    from stackdoctor.index import IndexClient
+    from stackdoctor.install.index import IndexClient
 
     return None if opts.offline else IndexClient(os.environ, timeout_s=opts.index_timeout_s)
 
 
 def _survey_options(opts: InstallOptions, cfg: InstallerConfig, matrix: Matrix, client: IndexClient | None, *, hypothetical: bool) -> dict[str, Any]:
     """How the sources are asked (:func:`stackdoctor.availability.survey_sources`), the same for every stage."""
-    from stackdoctor.mirrors import mirror_option, resolve_mirror
+    from stackdoctor.install.mirrors import mirror_option, resolve_mirror
 
     value, origin = mirror_option(opts.mirror, os.environ)
     return {
@@ -650,7 +650,7 @@ def check_sources(
     matrix's newest that a source serves is learned from its files (:func:`stackdoctor.learn.witness_matrix`) and
     planned when it fits; ``out.plan`` is the plan so far; ``surveyed``: the sources already asked. Returns the sourcing, and the matrix and request it used."""
     from stackdoctor.availability import check, learn_sources, missing_artifacts, newer_offers, read_constraints, survey_sources, torch_offers
-    from stackdoctor.index import python_version_of
+    from stackdoctor.install.index import python_version_of
 
     assert out.plan is not None
     plan = out.plan
@@ -698,7 +698,7 @@ def check_sources(
 
 
 def _apply_delivery(plan: Plan, sourcing: Sourcing, python: str, installer: str, facts: Facts) -> None:
-    from stackdoctor.install import install_command
+    from stackdoctor.install.argv import install_command
 
     plan.command = install_command(plan, python, installer, uv=facts.python.uv_path or "uv", source_args=sourcing.delivery.args)
     plan.command_env = dict(sourcing.delivery.env)
@@ -706,8 +706,8 @@ def _apply_delivery(plan: Plan, sourcing: Sourcing, python: str, installer: str,
 
 def _check_dependencies(sourcing: Sourcing, facts: Facts, request: Request, python: str) -> None:
     from stackdoctor.availability import marker_environment, missing_dependencies
-    from stackdoctor.index import python_version_of
-    from stackdoctor.install import snapshot
+    from stackdoctor.install.backup import snapshot
+    from stackdoctor.install.index import python_version_of
     from stackdoctor.system import System
 
     local = [p for p in sourcing.probes if p.answered and p.source.local and any(s is p.source for s in sourcing.delivery.used)]
@@ -743,7 +743,7 @@ def _externally_managed_marker(facts: Facts) -> str | None:
 
 
 def _add_routes(opts: InstallOptions, plan: Plan, facts: Facts, matrix: Matrix, request: Request, hypothetical: bool) -> None:
-    from stackdoctor.conda import routes
+    from stackdoctor.install.conda import routes
 
     plan.routes = routes(
         plan,
@@ -759,8 +759,8 @@ def _add_routes(opts: InstallOptions, plan: Plan, facts: Facts, matrix: Matrix, 
 
 
 def _emit(opts: InstallOptions, plan: Plan, facts: Facts, request: Request) -> str:
-    from stackdoctor.conda import environment_yml, index_args
-    from stackdoctor.install import emit_requirements, emit_uv
+    from stackdoctor.install.conda import environment_yml, index_args
+    from stackdoctor.install.emit import emit_requirements, emit_uv
 
     if opts.emit == "requirements":
         return emit_requirements(plan, find_links=opts.find_links[0] if opts.find_links else None)
@@ -779,7 +779,7 @@ def _emit(opts: InstallOptions, plan: Plan, facts: Facts, request: Request) -> s
 
 
 def _satisfied(opts: InstallOptions, plan: Plan, out: InstallOutcome) -> int:
-    from stackdoctor.install import emit_requirements, emit_uv
+    from stackdoctor.install.emit import emit_requirements, emit_uv
 
     plan.satisfied = True
     plan.command = []
@@ -794,7 +794,7 @@ def _satisfied(opts: InstallOptions, plan: Plan, out: InstallOutcome) -> int:
 
 
 def _conda_install(opts: InstallOptions, plan: Plan, hypothetical: bool, hooks: Hooks, out: InstallOutcome) -> int:
-    from stackdoctor.conda import require_tool
+    from stackdoctor.install.conda import require_tool
     from stackdoctor.render.plan import format_command
 
     route = next((r for r in plan.routes if r.name == "conda-forge"), None)
@@ -835,7 +835,7 @@ def _install(
         if not answer:
             out.what = "declined"
             return ExitCode.OK
-    from stackdoctor.install import execute
+    from stackdoctor.install.transaction import execute
     from stackdoctor.system import System
 
     result = execute(
@@ -869,7 +869,7 @@ def _install(
 
 
 def _unfinished(opts: InstallOptions, facts: Facts) -> bool:
-    from stackdoctor.transaction import journal_dir
+    from stackdoctor.install.journal import journal_dir
 
     prefix = facts.python.env_prefix
     return bool(prefix and not opts.what_if and os.path.isdir(journal_dir(prefix)))
@@ -877,7 +877,7 @@ def _unfinished(opts: InstallOptions, facts: Facts) -> bool:
 
 def _finish_earlier(opts: InstallOptions, facts: Facts, python: str, hooks: Hooks) -> int | None:
     """Finish a killed install's journal; None when it is finished (then planning goes on)."""
-    from stackdoctor.install import execute_recovery
+    from stackdoctor.install.transaction import execute_recovery
     from stackdoctor.system import System
 
     result = execute_recovery(
@@ -889,7 +889,7 @@ def _finish_earlier(opts: InstallOptions, facts: Facts, python: str, hooks: Hook
         for note in result.notes:
             hooks.say(f"  {note}", "yellow")
     except OSError:
-        from stackdoctor.install import save_unprinted
+        from stackdoctor.install.talk import save_unprinted
 
         save_unprinted(result.prefix or "", [result.message, *result.notes])
     return None if result.ok else int(result.exit_code)
@@ -897,7 +897,7 @@ def _finish_earlier(opts: InstallOptions, facts: Facts, python: str, hooks: Hook
 
 def _recover_only(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> int:
     from stackdoctor.engine import select_target, validate_python
-    from stackdoctor.install import execute_recovery
+    from stackdoctor.install.transaction import execute_recovery
     from stackdoctor.system import System
 
     if opts.python:
@@ -914,7 +914,7 @@ def _recover_only(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> in
 def _damage(python: str, plan: Plan) -> str | None:
     """Why the installed build the plan names is not really there (a RECORD file missing or changed, torch not
     importing), or None: complete per RECORD and importing."""
-    from stackdoctor.install import intact
+    from stackdoctor.install.verify import intact
     from stackdoctor.system import System
 
     return intact(System.from_env(), python, [p.name for p in plan.packages])

@@ -379,8 +379,8 @@ def python_version_of(facts: Facts, request: Request | None = None) -> str | Non
 
 def network_settings(env: Mapping[str, str], prefix: str | None = None) -> NetworkSettings:
     """pip's network options as pip would see them (files in pip's load order, ``[global]`` then
-    ``[install]``, then ``PIP_*``): see :func:`stackdoctor.sources.read_pip_config`."""
-    from stackdoctor.sources import read_pip_config
+    ``[install]``, then ``PIP_*``): see :func:`stackdoctor.install.sources.read_pip_config`."""
+    from stackdoctor.install.sources import read_pip_config
 
     cfg = read_pip_config(env, prefix if prefix is not None else env.get("VIRTUAL_ENV"))
     out = NetworkSettings(proxy=cfg.proxy, cert=cfg.cert, client_cert=cfg.client_cert, trusted_hosts=list(cfg.trusted_hosts))

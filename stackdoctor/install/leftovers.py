@@ -4,7 +4,11 @@ variant will not use. Pure, so the resolver's plan, the dry run and ``install --
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from stackdoctor.install.backup import Snapshot
 
 __all__ = ["canonical_name", "families_needed", "predict_leftovers", "runtime_family"]
 
@@ -70,3 +74,39 @@ def predict_leftovers(installed: Mapping[str, str], variant: str | None) -> list
         if fam is not None and fam not in need:
             out.append(canonical_name(name))
     return sorted(set(out))
+
+
+TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
+
+
+
+def closure(snap: Snapshot, roots: Iterable[str]) -> set[str]:
+    """Installed distributions reachable from ``roots`` through their requirements (markers ignored: over-inclusive)."""
+    seen: set[str] = set()
+    todo = [canonical_name(r) for r in roots]
+    while todo:
+        n = todo.pop()
+        if n in seen or n not in snap.versions:
+            continue
+        seen.add(n)
+        todo.extend(snap.requires.get(n, []))
+    return seen
+
+
+
+def leftovers(candidates: Iterable[str], snap: Snapshot) -> list[str]:
+    """The one leftovers answer, for the dry run (``snap`` before) and for ``--remove-leftovers`` (``snap`` after):
+    the predicted runtime packages of the previous variant (the plan's list) that are installed and that no other
+    installed distribution requires (markers ignored: a package something may need is never called a leftover)."""
+    cands = {canonical_name(c) for c in candidates}
+    # what the others need, not through the torch family (the previous torch is being replaced: what it pulled in is
+    # exactly what may be left over; a package that requires torch gets the new one)
+    needed: set[str] = set()
+    todo = [r for n in snap.versions if n not in cands and n not in TORCH_FAMILY for r in snap.requires.get(n, [])]
+    while todo:
+        n = todo.pop()
+        if n in needed or n in TORCH_FAMILY or n not in snap.versions:
+            continue
+        needed.add(n)
+        todo.extend(snap.requires.get(n, []))
+    return sorted(n for n in cands if n in snap.versions and n not in needed)
