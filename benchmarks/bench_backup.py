@@ -20,7 +20,7 @@ import tempfile
 import time
 
 from stackdoctor import install as inst
-from stackdoctor.install.transaction import _fmt
+from stackdoctor.install.result import fmt as _fmt
 from stackdoctor.install.verify import verify
 from stackdoctor.system import System
 

@@ -75,7 +75,8 @@ def _first_blocked(plan: BuildPlan, steps: list[str]) -> tuple[str, Prerequisite
 
 
 def plan_only(opts: FromSourceOptions) -> BuildPlan:
-    from stackdoctor.install.flow import InstallOptions, gather_facts
+    from stackdoctor.install.options import InstallOptions
+    from stackdoctor.install.request import gather_facts
     from stackdoctor.probes.buildtools import probe_build_tools
     from stackdoctor.source_build import _os_of
     from stackdoctor.system import System

@@ -243,7 +243,7 @@ def test_every_command_takes_lang(tmp_path):
 
 _PLAN_SITES = ("reasons.append", "warnings.append", "suggestions.append", "cautions.append", "_Reject", "notes.append")
 # the install package: the flow, conda, and the files that were install.py (the transaction, its verdict, backup, argv)
-_PLAN_FILES = ("resolve.py", "availability.py", "install/flow.py", "install/conda.py", "install/transaction.py", "install/verify.py",
+_PLAN_FILES = ("resolve.py", "availability.py", "install/flow.py", "install/request.py", "install/locate.py", "install/conda.py", "install/transaction.py", "install/verify.py",
                "install/backup.py", "install/argv.py", "install/emit.py", "install/talk.py")
 
 

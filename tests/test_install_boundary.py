@@ -197,7 +197,7 @@ def test_a_stray_installer_is_stopped_before_the_recovery_and_it_says_so(venv, w
     """Where the parent-death signal is not there (not Linux; a grandchild): the recovery finds the stopped install's
     installer alive from the journal's pid and start time, says so, and stops it before it changes anything."""
     from stackdoctor.install.journal import Journal
-    from stackdoctor.install.transaction import execute_recovery
+    from stackdoctor.install.transaction import InstallSettings, execute_recovery
     from stackdoctor.system import System, process_start
 
     stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
@@ -207,7 +207,7 @@ def test_a_stray_installer_is_stopped_before_the_recovery_and_it_says_so(venv, w
         j.installer_pid, j.installer_start = stray.pid, process_start(stray.pid)
         j.write()
         said: list[str] = []
-        r = execute_recovery(System(env=env_for(tmp_path)), str(venv_bin(venv)), say=said.append)
+        r = execute_recovery(System(env=env_for(tmp_path)), str(venv_bin(venv)), InstallSettings(say=said.append))
         assert stray.wait(30) is not None  # stopped (SIGINT first: the installer's own clean-up)
     finally:
         if stray.poll() is None:
@@ -366,7 +366,8 @@ def test_pips_uninstall_stash_of_the_saved_files_is_removed_and_anything_else_ke
 
 def test_the_same_versions_with_other_files_are_called_incomplete_never_x_instead_of_x():
     from stackdoctor.install.backup import FamilyState
-    from stackdoctor.install.transaction import _left_words, _on_disk
+    from stackdoctor.install.result import left_words as _left_words
+    from stackdoctor.install.result import on_disk as _on_disk
 
     same = _left_words({"torch": OLD}, {"torch": OLD}, FamilyState("mixed", "torch/part3/m3.py differs"))
     assert same == "it left torch 2.11.0+cpu incomplete (torch/part3/m3.py differs)"

@@ -10,6 +10,7 @@ What each file is:
 - :mod:`~stackdoctor.install.backup` — the target's torch family read, kept aside and put back (the workers);
 - :mod:`~stackdoctor.install.verify` — after the install: the import, the verdict, the GPU code of the binaries;
 - :mod:`~stackdoctor.install.argv` — the installer's argv, in one place; :mod:`~stackdoctor.install.emit` — ``--emit``;
+- :mod:`~stackdoctor.install.result` — what an install ends with and the sentences that say it;
 - :mod:`~stackdoctor.install.talk` — output that never stops a put-back, and what could not be printed;
 - :mod:`~stackdoctor.install.leftovers` — the previous variant's runtime packages left behind;
 - :mod:`~stackdoctor.install.sources`, :mod:`~stackdoctor.install.index`, :mod:`~stackdoctor.install.mirrors`,
@@ -31,7 +32,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.install.backup import Snapshot, restore_backup, save_backup, snapshot
     from stackdoctor.install.emit import emit_requirements, emit_uv
     from stackdoctor.install.leftovers import TORCH_FAMILY, families_needed, predict_leftovers, runtime_family
-    from stackdoctor.install.transaction import InstallResult, execute, execute_recovery, failure_line, recover
+    from stackdoctor.install.result import InstallResult, failure_line
+    from stackdoctor.install.transaction import InstallSettings, Target, Transaction, execute, execute_recovery
     from stackdoctor.install.verify import Verification, check_gpu_code, intact, judge
 
 _WHERE = {
@@ -39,15 +41,19 @@ _WHERE = {
     "Snapshot": "backup", "restore_backup": "backup", "save_backup": "backup", "snapshot": "backup",
     "emit_requirements": "emit", "emit_uv": "emit",
     "TORCH_FAMILY": "leftovers", "families_needed": "leftovers", "predict_leftovers": "leftovers", "runtime_family": "leftovers",
-    "InstallResult": "transaction", "execute": "transaction", "execute_recovery": "transaction", "failure_line": "transaction",
-    "recover": "transaction",
+    "InstallResult": "result", "failure_line": "result",
+    "InstallSettings": "transaction", "Target": "transaction", "Transaction": "transaction", "execute": "transaction",
+    "execute_recovery": "transaction",
     "Verification": "verify", "check_gpu_code": "verify", "intact": "verify", "judge": "verify",
 }
 
 __all__ = [
     "InstallResult",
+    "InstallSettings",
     "Snapshot",
     "TORCH_FAMILY",
+    "Target",
+    "Transaction",
     "Verification",
     "check_gpu_code",
     "emit_requirements",
@@ -62,7 +68,6 @@ __all__ = [
     "is_pypi",
     "judge",
     "predict_leftovers",
-    "recover",
     "restore_backup",
     "restore_commands",
     "runtime_family",

@@ -43,11 +43,7 @@ def install_command(
     commands assume); PyPI plans (macOS) leave the user's index configuration alone; ``find_links``
     installs from a directory with ``--no-index``.
     """
-    reqs = requirements(plan)
-    if installer == "uv":
-        argv = [uv, "pip", "install", "--python", python, *reqs]
-    else:
-        argv = [python, "-m", "pip", "install", *reqs]
+    argv = _installer(python, installer, uv) + requirements(plan)
     if source_args is not None:
         argv += list(source_args)
     elif find_links:
@@ -78,8 +74,18 @@ def installer_argv(
     argv = install_command(plan, python, installer, find_links=find_links, uv=uv, source_args=source_args)
     if reinstall:  # the same build, damaged: its files again (a transactional repair)
         at = argv.index("install") + 1
-        argv[at:at] = ["--reinstall" if installer == "uv" else "--force-reinstall", "--no-deps"]
+        argv[at:at] = _reinstall_flags(installer)
     return credentials_out_of_argv(argv, env, installer)
+
+
+def _installer(python: str, installer: str, uv: str) -> list[str]:
+    """The installer's own words for "install into ``python``": ``uv pip install --python P`` or ``P -m pip install``."""
+    return [uv, "pip", "install", "--python", python] if installer == "uv" else [python, "-m", "pip", "install"]
+
+
+def _reinstall_flags(installer: str) -> list[str]:
+    """The same versions over what is there, without touching their dependencies."""
+    return ["--reinstall" if installer == "uv" else "--force-reinstall", "--no-deps"]
 
 
 
@@ -148,9 +154,7 @@ def restore_commands(
         if not find_links:
             return []
         where = ["--no-index"] + [x for d in find_links for x in ("--find-links", d)]
-    if installer == "uv":
-        return [[uv, "pip", "install", "--python", python, "--reinstall", "--no-deps", *pins, *where]]
-    return [[python, "-m", "pip", "install", "--force-reinstall", "--no-deps", *pins, *where]]
+    return [_installer(python, installer, uv) + _reinstall_flags(installer) + pins + where]
 
 
 

@@ -20,47 +20,32 @@ def canonical_name(name: str) -> str:
 
 
 def runtime_family(name: str) -> str | None:
-    """Which accelerator runtime a distribution belongs to (``None``: not a runtime package).
+    """Which accelerator runtime a distribution belongs to (``None``: not a runtime package), as its kind says
+    (:meth:`stackdoctor.accelerators.base.Accelerator.runtime_family`).
 
     Real names: CUDA 12 wheels end in ``-cu12`` (``nvidia-cuda-runtime-cu12``); CUDA 13 ones drop
     the suffix (``nvidia-cuda-runtime``, ``nvidia-cublas``) or end in ``-cu13`` (``nvidia-cudnn-cu13``),
     plus ``cuda-toolkit``; ROCm: ``rocm``, ``rocm-sdk-*``, ``pytorch-triton-rocm``; XPU: ``intel-sycl-rt``,
     ``onemkl-sycl-*``, ``pytorch-triton-xpu``. ``nvidia-ml-py`` (NVML bindings) is not a runtime.
     """
+    from stackdoctor import accelerators
+
     n = canonical_name(name)
-    if n.startswith("nvidia-ml-py") or n == "pynvml":
-        return None
-    if n.startswith("nvidia-"):
-        return "cuda12" if n.endswith("-cu12") else "cuda13"
-    if n in ("cuda-toolkit",):
-        return "cuda13"
-    if n in ("triton",):
-        return "cuda"
-    if n == "rocm" or n.startswith("rocm-sdk") or n in ("pytorch-triton-rocm", "triton-rocm"):
-        return "rocm"
-    if n in ("intel-sycl-rt", "intel-pti", "pytorch-triton-xpu", "triton-xpu", "pyzes") or n.startswith("onemkl-sycl"):
-        return "xpu"
-    return None
+    return next((f for acc in accelerators.ALL if (f := acc.runtime_family(n)) is not None), None)
 
 
 def families_needed(variant: str | None) -> set[str] | None:
-    """Runtime families a variant uses; ``None`` when unknown (then nothing is called a leftover)."""
+    """Runtime families a variant uses (its kind's answer, :meth:`Accelerator.families_for`); ``None`` when unknown
+    (then nothing is called a leftover). A variant no kind serves that is a variant name (cpu) needs none."""
     if variant is None:
         return None
-    m = re.fullmatch(r"cu(\d+)", variant)
-    if m:
-        major = int(m.group(1)[:2]) if len(m.group(1)) >= 3 else int(m.group(1)[:1])
-        return {"cuda", "cuda12"} if major == 12 else {"cuda", "cuda13"} if major >= 13 else {"cuda"}
-    if variant.startswith("rocm"):
-        return {"rocm"}
-    if variant == "xpu":
-        return {"xpu"}
-    if variant == "cpu":
-        return set()
     from stackdoctor import accelerators
+    from stackdoctor.matrix import variant_kind
 
-    acc = accelerators.for_variant(variant)  # a plug-in kind's build: the runtime families it declares
-    return set(acc.runtime_families) if acc is not None and acc not in accelerators.BUILTIN else None
+    acc = accelerators.for_variant(variant)
+    if acc is None:
+        return set() if variant_kind(variant) is not None else None
+    return acc.families_for(variant)
 
 
 def predict_leftovers(installed: Mapping[str, str], variant: str | None) -> list[str]:

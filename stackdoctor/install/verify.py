@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -15,6 +14,7 @@ from stackdoctor._worker import worker_path
 from stackdoctor.install.backup import BACKUP_MARK, marked, str_dict
 
 if TYPE_CHECKING:  # pragma: no cover
+    from stackdoctor.accelerators.base import Accelerator
     from stackdoctor.facts import Facts, GpuView
     from stackdoctor.plan import Plan
     from stackdoctor.system import System
@@ -139,7 +139,6 @@ def judge(plan: Plan, v: Verification, accelerator: str | None, facts: Facts | N
 GPU_CODE_READ_S = 60.0  # the static read of libtorch_cuda.so / libtorch_hip.so (headers only; seconds on a 1 GB library)
 
 
-
 @dataclass
 class GpuCodeCheck:
     """What the installed binaries of a GPU build carry, against the GPUs of that kind here."""
@@ -149,15 +148,17 @@ class GpuCodeCheck:
     data: dict[str, Any] = field(default_factory=dict)  # InstallResult.gpu_code
 
 
-
-def _build_kind(variant: str | None) -> tuple[str, str] | None:
-    """(library kind, GPU vendor) of a GPU build's variant name (:func:`stackdoctor.matrix.variant_kind`): cu* -> CUDA
-    on NVIDIA, rocm* -> HIP on AMD."""
+def _code_kind(variant: str | None) -> Accelerator | None:
+    """The kind whose GPU code a build of ``variant`` carries (the seam: :attr:`Accelerator.gpu_code_library`, CUDA
+    on NVIDIA, HIP on AMD), from the variant's build kind (:func:`stackdoctor.matrix.variant_kind`); None for a build
+    whose code is not read."""
+    from stackdoctor import accelerators
     from stackdoctor.matrix import variant_kind
 
     kind = variant_kind(variant or "")
-    return {"cuda": ("cuda", "nvidia"), "rocm": ("hip", "amd")}.get(kind[0]) if kind else None
-
+    if not kind:
+        return None
+    return next((a for a in accelerators.ALL if a.gpu_code_library and a.build_kind == kind[0]), None)
 
 
 def _gpus_for(plan: Plan, vendor: str, gpus: Sequence[GpuView]) -> list[GpuView]:
@@ -169,20 +170,11 @@ def _gpus_for(plan: Plan, vendor: str, gpus: Sequence[GpuView]) -> list[GpuView]
     return [g for g in gpus if g.vendor == vendor and g.witnesses != ["pci"] and visible_to_torch(g, plan.env)]
 
 
-
 def _label(g: GpuView, arch: str | None) -> str:
     return f"GPU {g.index} {g.name or '?'}" + (f" ({arch})" if arch else "")
 
 
-
-def _override_gfx(value: str | None) -> str | None:
-    """``HSA_OVERRIDE_GFX_VERSION=10.3.0`` -> ``gfx1030`` (major, minor, stepping in hex: 9.0.10 -> gfx90a)."""
-    m = re.match(r"^(\d+)\.(\d+)\.(\d+)$", (value or "").strip())
-    return f"gfx{int(m.group(1))}{int(m.group(2))}{int(m.group(3)):x}" if m else None
-
-
-
-def _planned_gpu_code(plan: Plan, kind: str) -> tuple[list[str], str | None] | None:
+def _planned_gpu_code(plan: Plan, acc: Accelerator) -> tuple[list[str], str | None] | None:
     """The plan's GPU code as the matrix (the embedded rows, the learned layer, ``STACKDOCTOR_MATRIX``) lists it, and
     where it came from (``inferred: ...`` for a release learned without its binaries); None when no row says."""
     if not plan.torch_version or not plan.variant:
@@ -197,9 +189,8 @@ def _planned_gpu_code(plan: Plan, kind: str) -> tuple[list[str], str | None] | N
         return None
     wheel = next((p.wheel for p in plan.packages if p.name == "torch" and p.wheel), None)
     platform = wheel[: -len(".whl")].rsplit("-", 1)[-1] if wheel and wheel.endswith(".whl") else None
-    listed = list(variant.arch_for(platform) if kind == "cuda" else variant.gfx)
+    listed = acc.planned_gpu_code(variant, platform)
     return (listed, variant.derived_from) if listed else None
-
 
 
 def _as_read(archs: Iterable[str]) -> set[str]:
@@ -213,30 +204,8 @@ def _as_read(archs: Iterable[str]) -> set[str]:
     return out
 
 
-
-def _code_words(read: Mapping[str, Any]) -> str:
-    if read.get("kind") == "cuda":
-        sms, ptx = list(read.get("arch_list") or []), list(read.get("ptx") or [])
-        return " ".join(sms + ptx) + (" (no PTX)" if not ptx else "") if sms or ptx else "no GPU code"
-    return " ".join(read.get("gfx") or []) or "no GPU code"
-
-
-
-def check_gpu_code(plan: Plan, v: Verification, gpus: Sequence[GpuView], system: System, *, timeout_s: float = GPU_CODE_READ_S) -> GpuCodeCheck | None:
-    """Read the GPU code of the installed torch (``v.location``'s folder) and compare it with this machine's GPUs.
-
-    None: not a CUDA / ROCm build, or no GPU of its kind here (nothing to judge). A GPU whose compute capability has
-    no cubin the arch rules let it run and no PTX at or below it (:func:`stackdoctor.matrix.arch_match`), or whose
-    gfx target (after the plan's ``HSA_OVERRIDE_GFX_VERSION``) has no code object, makes ``cannot_run``; an incomplete
-    read never does (it is a note: not judged). A read that fails is a note too, never a silent ok."""
-    bk = _build_kind(plan.variant)
-    if bk is None:
-        return None
-    kind, vendor = bk
-    here = _gpus_for(plan, vendor, gpus)
-    if not here:
-        return None
-    data: dict[str, Any] = {"read": None, "gpus": [], "planned": None, "verdict": "unread"}
+def _read_code(plan: Plan, v: Verification, acc: Accelerator, system: System, timeout_s: float, data: dict[str, Any]) -> GpuCodeCheck | Mapping[str, Any]:
+    """The GPU code read from the installed torch's folder (``v.location``'s), or the note that it was not read."""
     if not v.location:
         return GpuCodeCheck("the GPU code of the installed torch was not read: its import did not say where it is", data=data)
     from stackdoctor.learn import read_installed_gpu_code
@@ -246,44 +215,58 @@ def check_gpu_code(plan: Plan, v: Verification, gpus: Sequence[GpuView], system:
         read = read_installed_gpu_code(torch_dir, system=system, timeout_s=timeout_s)
     except Exception as exc:  # noqa: BLE001 - a reader bug must not decide an install: it is said, and nothing is judged
         return GpuCodeCheck(f"the GPU code of the installed torch was not read ({type(exc).__name__}: {exc})", data=data)
-    lib = "libtorch_cuda.so" if kind == "cuda" else "libtorch_hip.so"
     if read is None:
-        return GpuCodeCheck(f"the GPU code of the installed torch was not read: {torch_dir} has no {lib}", data=data)
+        return GpuCodeCheck(f"the GPU code of the installed torch was not read: {torch_dir} has no {acc.gpu_code_library}", data=data)
     data["read"] = read
-    words = _code_words(read)
-    where = str(read.get("library") or lib)
-    got = list(read.get("arch_list") or []) + list(read.get("ptx") or []) if kind == "cuda" else list(read.get("gfx") or [])
-    if not got:
+    if not acc.gpu_code_read(read):
+        where = str(read.get("library") or acc.gpu_code_library)
         return GpuCodeCheck(f"the GPU code of the installed torch was not read from {where}: {read.get('error') or 'no GPU code found'}", data=data)
-    from stackdoctor.matrix import arch_match
+    return read
 
-    override = _override_gfx(plan.env.get("HSA_OVERRIDE_GFX_VERSION")) if kind == "hip" else None
-    have_gfx = {x.split(":", 1)[0].lower() for x in got}
+
+def _differs(plan: Plan, acc: Accelerator, got: Sequence[str], data: dict[str, Any]) -> str:
+    """How the code read differs from the plan's (the matrix's list), as the end of the note; "" when it does not."""
+    planned = _planned_gpu_code(plan, acc)
+    if planned is None:
+        return ""
+    data["planned"] = {"list": planned[0], "derived_from": planned[1]}
+    if _as_read(planned[0]) == _as_read(got):
+        return ""
+    return f"; the plan had {' '.join(planned[0])}" + (f" ({planned[1]})" if planned[1] else "")
+
+
+def check_gpu_code(plan: Plan, v: Verification, gpus: Sequence[GpuView], system: System, *, timeout_s: float = GPU_CODE_READ_S) -> GpuCodeCheck | None:
+    """Read the GPU code of the installed torch (``v.location``'s folder) and compare it with this machine's GPUs.
+
+    None: not a CUDA / ROCm build, or no GPU of its kind here (nothing to judge). A GPU whose compute capability has
+    no cubin the arch rules let it run and no PTX at or below it (:func:`stackdoctor.matrix.arch_match`), or whose
+    gfx target (after the plan's ``HSA_OVERRIDE_GFX_VERSION``) has no code object, makes ``cannot_run``; an incomplete
+    read never does (it is a note: not judged). A read that fails is a note too, never a silent ok. How a GPU runs
+    the code is its kind's answer (:meth:`Accelerator.gpu_code_runs`)."""
+    acc = _code_kind(plan.variant)
+    here = _gpus_for(plan, acc.vendor, gpus) if acc is not None else []
+    if acc is None or not here:
+        return None
+    data: dict[str, Any] = {"read": None, "gpus": [], "planned": None, "verdict": "unread"}
+    read = _read_code(plan, v, acc, system, timeout_s, data)
+    if isinstance(read, GpuCodeCheck):
+        return read
+    got = acc.gpu_code_read(read)
+    words = acc.gpu_code_words(read)
+    where = str(read.get("library") or acc.gpu_code_library)
     served: list[str] = []
     unserved: list[str] = []
     unknown: list[str] = []
     for g in here:
-        if kind == "cuda":
-            cc = g.compute_capability
-            arch = f"sm_{cc.replace('.', '')}" if cc else None
-            how = arch_match(got, cc) if cc else None
-        else:
-            arch = override or ((g.gfx or "").split(":", 1)[0].lower() or None)
-            how = ("code object" if arch in have_gfx else None) if arch else None
+        arch, how = acc.gpu_code_runs(g, got, plan.env)
         data["gpus"].append({"gpu": _label(g, None), "arch": arch, "runs": how})
         (unknown if arch is None else served if how else unserved).append(_label(g, arch))
-    planned = _planned_gpu_code(plan, kind)
-    differs = ""
-    if planned is not None:
-        data["planned"] = {"list": planned[0], "derived_from": planned[1]}
-        if _as_read(planned[0]) != _as_read(got):
-            differs = f"; the plan had {' '.join(planned[0])}" + (f" ({planned[1]})" if planned[1] else "")
+    differs = _differs(plan, acc, got, data)
     complete = not read.get("error")
     if unserved and complete:
         data["verdict"] = "cannot-run"
         torch = f"torch {v.version}" if v.version else "torch"
-        missing = (f"no code for {', '.join(sorted({u.rsplit('(', 1)[-1].rstrip(')') for u in unserved}))}"
-                   + (" and no PTX at or below it" if kind == "cuda" else ""))
+        missing = f"no code for {', '.join(sorted({u.rsplit('(', 1)[-1].rstrip(')') for u in unserved}))}" + acc.gpu_code_missing
         return GpuCodeCheck(
             f"the installed {torch} cannot run on {', '.join(unserved)}: its GPU code, read from {where}, is {words} ({missing}){differs}",
             cannot_run=True, data=data,
@@ -301,7 +284,6 @@ def check_gpu_code(plan: Plan, v: Verification, gpus: Sequence[GpuView], system:
     return GpuCodeCheck(f"GPU code read from the installed {where}: {words}; {runs}{tail}{differs}", data=data)
 
 
-
 def reads_gpu_code(plan: Plan, gpus: Sequence[GpuView]) -> bool:
-    bk = _build_kind(plan.variant)
-    return bk is not None and bool(_gpus_for(plan, bk[1], gpus))
+    acc = _code_kind(plan.variant)
+    return acc is not None and bool(_gpus_for(plan, acc.vendor, gpus))
