@@ -237,6 +237,7 @@ def test_a_server_that_does_not_answer_leaves_the_matrix_plan_and_says_so(wheels
 
 def test_the_flow_returns_one_outcome_and_prints_nothing(tmp_path, capsys, monkeypatch):
     from stackdoctor.install.flow import InstallOptions, InstallOutcome, install
+    from stackdoctor.install.options import MachineOptions, SourceOptions
 
     facts = json.loads((REPO / "tests" / "fixtures" / "machines" / "no-gpu-linux.json").read_text())["facts"]
     report = tmp_path / "report.json"
@@ -247,7 +248,7 @@ def test_the_flow_returns_one_outcome_and_prints_nothing(tmp_path, capsys, monke
         monkeypatch.delenv(k)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("UV_NO_CONFIG", "1")
-    outcome = install(InstallOptions(replay=str(report), dry_run=True, offline=True))
+    outcome = install(InstallOptions(dry_run=True, machine=MachineOptions(replay=str(report)), sources=SourceOptions(offline=True)))
     assert isinstance(outcome, InstallOutcome)
     assert outcome.error is None and outcome.exit_code == 0 and outcome.what == "dry-run"
     assert outcome.plan is not None and outcome.plan.variant == "cpu" and outcome.plan.command[:3] == ["python3", "-m", "pip"]

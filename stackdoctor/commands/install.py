@@ -76,15 +76,16 @@ def register(app: typer.Typer) -> None:
                 platform=platform, python_version=python_version, ptx=ptx, source_dir=source_dir, source_url=source_url,
                 steps=list(step or []), dry_run=dry_run, yes=yes, json_out=json_out, emit=emit, log=build_log, timeout_s=timeout if timeout != 3600.0 else 4 * 3600.0,
             )))
-        from stackdoctor.install.flow import InstallOptions
+        from stackdoctor.install.options import InstallOptions, MachineOptions, SourceOptions
 
         opts = InstallOptions(
             packages=list(packages or []), torch=torch, variant=variant, python=python, installer=installer, dry_run=dry_run,
-            json_out=json_out, yes=yes, offline=offline, no_index=no_index, index_base=index_base,
-            find_links=list(find_links or []), mirror=mirror, matrix=list(matrix or []), emit=emit,
-            python_version=python_version, platform=platform, replay=replay, driver=driver, gpus=list(gpu or []),
-            gfx=list(gfx or []), devices=dict(ctx.meta.get(WHAT_IF_DEVICES) or {}), remove_leftovers=remove_leftovers,
-            recover=recover, timeout_s=timeout, index_timeout_s=index_timeout, verbose=verbose, progress=_on_terminal(),
+            json_out=json_out, yes=yes, emit=emit, remove_leftovers=remove_leftovers, recover=recover, timeout_s=timeout,
+            verbose=verbose, progress=_on_terminal(),
+            machine=MachineOptions(python_version=python_version, platform=platform, replay=replay, driver=driver, gpus=list(gpu or []),
+                                   gfx=list(gfx or []), devices=dict(ctx.meta.get(WHAT_IF_DEVICES) or {})),
+            sources=SourceOptions(offline=offline, no_index=no_index, index_base=index_base, find_links=list(find_links or []),
+                                  mirror=mirror, matrix=list(matrix or []), index_timeout_s=index_timeout),
         )
         return int(run(opts))
 

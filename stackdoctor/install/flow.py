@@ -64,7 +64,7 @@ def install(opts: InstallOptions, hooks: Hooks | None = None) -> InstallOutcome:
     """The whole flow; every stop (an error, an interrupt) is in the returned outcome's ``error``."""
     from stackdoctor.install.sources import as_pip_takes_it
 
-    opts = replace(opts, find_links=[as_pip_takes_it(x) for x in opts.find_links])  # m/sw, ~/wheels: the folder pip would read
+    opts = replace(opts, sources=replace(opts.sources, find_links=[as_pip_takes_it(x) for x in opts.sources.find_links]))  # m/sw, ~/wheels: the folder pip would read
     out = InstallOutcome(opts)
     try:
         out.exit_code = int(_flow(opts, hooks or Hooks(), out))
@@ -187,7 +187,7 @@ class _Flow:
             plan = self.plan
             unchecked = getattr(exc, "reason", "") == "unchecked"
             missing = getattr(exc, "reason", "") == "missing"  # the sources answered without it: for a what-if, a word, not the end
-            if not ((unchecked or (missing and hypothetical)) and (hypothetical or ((opts.dry_run or opts.emit) and opts.offline))):
+            if not ((unchecked or (missing and hypothetical)) and (hypothetical or ((opts.dry_run or opts.emit) and opts.sources.offline))):
                 if not hypothetical:
                     plan.command = []  # no command that cannot reach its wheels
                 self.hooks.show(self.out)
@@ -266,8 +266,8 @@ def check_request(opts: InstallOptions, facts: Facts, matrix: Matrix) -> None:
         known = published_variants(matrix)
         if opts.variant not in known:
             raise UsageError(f"no torch release publishes {opts.variant} (known variants: {', '.join(known)}).")
-    if opts.gpus and not opts.driver and not facts.nvidia.driver_version and (opts.variant == "auto" or opts.variant.startswith("cu")):  # vendor branch: --gpu is NVIDIA's what-if (sm_XY), planned against an NVIDIA driver
-        raise UsageError(f"--gpu {opts.gpus[0]}: this machine has no NVIDIA driver to assume; add --driver VERSION to plan a CUDA build.")
+    if opts.machine.gpus and not opts.machine.driver and not facts.nvidia.driver_version and (opts.variant == "auto" or opts.variant.startswith("cu")):  # vendor branch: --gpu is NVIDIA's what-if (sm_XY), planned against an NVIDIA driver
+        raise UsageError(f"--gpu {opts.machine.gpus[0]}: this machine has no NVIDIA driver to assume; add --driver VERSION to plan a CUDA build.")
 
 
 def fit_words(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix) -> Callable[[str, str], str]:
@@ -334,7 +334,7 @@ def _emit(opts: InstallOptions, plan: Plan, facts: Facts, request: Request) -> s
     from stackdoctor.install.emit import emit_requirements, emit_uv
 
     if opts.emit == "requirements":
-        return emit_requirements(plan, find_links=opts.find_links[0] if opts.find_links else None)
+        return emit_requirements(plan, find_links=opts.sources.find_links[0] if opts.sources.find_links else None)
     if opts.emit == "uv":
         return emit_uv(plan)
     route = next((r for r in plan.routes if r.name == "conda-forge" and (r.recommended or opts.conda_installer)), None)
@@ -419,8 +419,8 @@ def _install(
         uv=facts.python.uv_path or "uv",
         source_args=sourcing.delivery.args,
         env=sourcing.delivery.env or None,
-        offline=opts.offline or opts.no_index,
-        user_find_links=opts.find_links,
+        offline=opts.sources.offline or opts.sources.no_index,
+        user_find_links=opts.sources.find_links,
         reinstall=repair,
         gpu_targets=facts.reconciled.gpus,
         facts=facts,
@@ -449,7 +449,7 @@ def _finish_earlier(opts: InstallOptions, facts: Facts, python: str, hooks: Hook
     from stackdoctor.system import System
 
     result = execute_recovery(System.from_env(), python, InstallSettings(
-        uv=facts.python.uv_path or "uv", offline=opts.offline or opts.no_index, user_find_links=opts.find_links,
+        uv=facts.python.uv_path or "uv", offline=opts.sources.offline or opts.sources.no_index, user_find_links=opts.sources.find_links,
         stream=hooks.stream, say=lambda line: hooks.say(line, "yellow"),
     ))
     try:  # a closed output (the pipe's reader died with the Ctrl-C) must not stop the install that follows
@@ -472,7 +472,7 @@ def _recover_only(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> in
         validate_python(opts.python)
     python = out.python = select_target(opts.python, os.environ).python
     out.result = execute_recovery(System.from_env(), python, InstallSettings(
-        offline=opts.offline or opts.no_index, user_find_links=opts.find_links, stream=hooks.stream, say=lambda line: hooks.say(line, "yellow"),
+        offline=opts.sources.offline or opts.sources.no_index, user_find_links=opts.sources.find_links, stream=hooks.stream, say=lambda line: hooks.say(line, "yellow"),
     ))
     out.what = "recovered"
     return int(out.result.exit_code)

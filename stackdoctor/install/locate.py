@@ -33,23 +33,23 @@ def installer_config(opts: InstallOptions, facts: Facts) -> InstallerConfig:
 def index_client(opts: InstallOptions) -> IndexClient | None:
     from stackdoctor.install.index import IndexClient
 
-    return None if opts.offline else IndexClient(os.environ, timeout_s=opts.index_timeout_s)
+    return None if opts.sources.offline else IndexClient(os.environ, timeout_s=opts.sources.index_timeout_s)
 
 
 def _survey_options(opts: InstallOptions, cfg: InstallerConfig, matrix: Matrix, client: IndexClient | None, *, hypothetical: bool) -> dict[str, Any]:
     """How the sources are asked (:func:`stackdoctor.availability.survey_sources`), the same for every stage."""
     from stackdoctor.install.mirrors import mirror_option, resolve_mirror
 
-    value, origin = mirror_option(opts.mirror, os.environ)
+    value, origin = mirror_option(opts.sources.mirror, os.environ)
     return {
         "cfg": cfg,
-        "find_links": opts.find_links,
+        "find_links": opts.sources.find_links,
         "mirror": resolve_mirror(value, matrix, origin=origin) if value else None,
-        "offline": opts.offline,
-        "no_index": opts.no_index,
+        "offline": opts.sources.offline,
+        "no_index": opts.sources.no_index,
         "client": client,
         "use_configured": True,  # a what-if plans from the user's own sources too (pip / uv configuration); --offline keeps them local
-        "prefer_added": bool(opts.index_base or opts.mirror),  # named on the command line: preferred, and its failure is final
+        "prefer_added": bool(opts.sources.index_base or opts.sources.mirror),  # named on the command line: preferred, and its failure is final
     }
 
 

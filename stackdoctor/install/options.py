@@ -25,7 +25,39 @@ _DRIVER_RE = re.compile(r"^\d{2,4}(\.\d{1,3}){0,3}$")
 
 
 @dataclass
+class MachineOptions:
+    """The machine a plan is for when it is not this one (a what-if: ``--python-version``, ``--platform``,
+    ``--replay``, ``--driver``, ``--gpu``, ``--gfx`` and the other kinds' device flags); empty: this machine."""
+
+    python_version: str | None = None
+    platform: str | None = None
+    replay: str | None = None
+    driver: str | None = None
+    gpus: list[str] = field(default_factory=list)
+    gfx: list[str] = field(default_factory=list)
+    devices: dict[str, list[str]] = field(default_factory=dict)  # other kinds' what-if devices (--npu 910B): {"ascend": ["910B"]}
+
+    def any(self) -> bool:
+        return bool(self.python_version or self.platform or self.replay or self.driver or self.gpus or self.gfx or any(self.devices.values()))
+
+
+@dataclass
+class SourceOptions:
+    """Where the wheels may come from, on top of the installer's own configuration, and the matrix layered in."""
+
+    offline: bool = False
+    no_index: bool = False
+    index_base: str | None = None
+    find_links: list[str] = field(default_factory=list)
+    mirror: str | None = None
+    matrix: list[str] = field(default_factory=list)
+    index_timeout_s: float = 20.0
+
+
+@dataclass
 class InstallOptions:
+    """``stackdoctor install``'s flags: what to install and how, the machine it is for, where the wheels come from."""
+
     packages: list[str] = field(default_factory=list)
     torch: str | None = None
     variant: str = "auto"
@@ -34,31 +66,19 @@ class InstallOptions:
     dry_run: bool = False
     json_out: bool = False
     yes: bool = False
-    offline: bool = False
-    no_index: bool = False
-    index_base: str | None = None
-    find_links: list[str] = field(default_factory=list)
-    mirror: str | None = None
-    matrix: list[str] = field(default_factory=list)
     emit: str | None = None
-    python_version: str | None = None
-    platform: str | None = None
-    replay: str | None = None
-    driver: str | None = None
-    gpus: list[str] = field(default_factory=list)
-    gfx: list[str] = field(default_factory=list)
-    devices: dict[str, list[str]] = field(default_factory=dict)  # other kinds' what-if devices (--npu 910B): {"ascend": ["910B"]}
     remove_leftovers: bool = False
     recover: bool = False
     timeout_s: float = 3600.0
-    index_timeout_s: float = 20.0
     verbose: bool = False  # -v: each step after the installer, with its time
     progress: bool = False  # a line before each step after the installer (the command sets it on a terminal)
+    machine: MachineOptions = field(default_factory=MachineOptions)
+    sources: SourceOptions = field(default_factory=SourceOptions)
 
     @property
     def what_if(self) -> bool:
         """A plan for another machine (``--driver``/``--gpu``/``--gfx`` too): never carried out here."""
-        return bool(self.python_version or self.platform or self.replay or self.driver or self.gpus or self.gfx or any(self.devices.values()))
+        return self.machine.any()
 
     @property
     def conda_installer(self) -> bool:

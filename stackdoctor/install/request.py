@@ -28,7 +28,7 @@ def check_options(opts: InstallOptions) -> None:
         raise UsageError(f"--emit must be requirements, uv or environment.yml, not {opts.emit!r}.")
     if opts.emit and opts.json_out:
         raise UsageError("--emit and --json both print on stdout; choose one.")
-    if opts.timeout_s <= 0 or opts.index_timeout_s <= 0:
+    if opts.timeout_s <= 0 or opts.sources.index_timeout_s <= 0:
         raise UsageError("--timeout and --index-timeout must be positive.")
     unknown = [p for p in opts.packages if p.lower() not in KNOWN_PACKAGES]
     if unknown:
@@ -40,13 +40,13 @@ def check_options(opts: InstallOptions) -> None:
         raise UsageError(
             f"stackdoctor install handles torch, torchvision and torchaudio, not {', '.join(unknown)}; install other packages with pip afterwards."
         )
-    if opts.driver is not None and not _DRIVER_RE.match(opts.driver.strip()):
-        raise UsageError(f"--driver {opts.driver} is not an NVIDIA driver version (expected like 550.54.14 or 580).")
-    if opts.mirror and opts.index_base:
+    if opts.machine.driver is not None and not _DRIVER_RE.match(opts.machine.driver.strip()):
+        raise UsageError(f"--driver {opts.machine.driver} is not an NVIDIA driver version (expected like 550.54.14 or 580).")
+    if opts.sources.mirror and opts.sources.index_base:
         raise UsageError("--mirror and --index-base both name the PyTorch index; give one.")
     from stackdoctor.resolve import request_value_error
 
-    bad = request_value_error(opts.torch, opts.platform, opts.python_version)
+    bad = request_value_error(opts.torch, opts.machine.platform, opts.machine.python_version)
     if bad:
         raise UsageError(bad)
 
@@ -68,8 +68,8 @@ def published_variants(matrix: Matrix) -> list[str]:
 def windows_shell(opts: InstallOptions, facts: Facts) -> bool:
     """Whether the plan's commands are for a Windows shell (PowerShell): the planned machine is Windows,
     this one or a replayed one, or a what-if's ``--platform win_*``."""
-    if opts.platform:
-        return opts.platform.lower().startswith("win")
+    if opts.machine.platform:
+        return opts.machine.platform.lower().startswith("win")
     return facts.platform.system == "Windows"
 
 
@@ -80,14 +80,14 @@ def pipeline_options(opts: InstallOptions) -> pipeline.Options:
     # install needs the target's tags and what torch build is there, not a working torch:
     # read torch/version.py instead of importing it (seconds faster, and safe on a broken torch)
     return pipeline.Options(
-        python=opts.python, kernels=False, import_torch=False, replay=opts.replay, matrix_files=list(opts.matrix),
+        python=opts.python, kernels=False, import_torch=False, replay=opts.machine.replay, matrix_files=list(opts.sources.matrix),
         probes=[*PROBES, *(subject for subject, _ in accelerators.probes())],  # and each plug-in accelerator's own
     )
 
 
 def gather_facts(opts: InstallOptions) -> tuple[Facts, str, Matrix]:
     """(reconciled facts, target interpreter path, matrix): probed here, or from ``--replay``."""
-    if opts.python and not opts.replay:
+    if opts.python and not opts.machine.replay:
         from stackdoctor.engine import validate_python
 
         validate_python(opts.python)  # a folder, a missing path, not Python 3: one sentence, exit 2 (as check, kernels, report)
@@ -97,7 +97,7 @@ def gather_facts(opts: InstallOptions) -> tuple[Facts, str, Matrix]:
     from stackdoctor.reconcile import reconcile
 
     facts = reconcile(report.facts, matrix)
-    if opts.replay:
+    if opts.machine.replay:
         return facts, facts.python.executable or "python", matrix
     if opts.python and facts.python.error and not facts.python.version:
         raise UsageError(f"--python {opts.python}: {facts.python.error}.")
@@ -125,13 +125,13 @@ def make_request(opts: InstallOptions, facts: Facts, matrix: Matrix | None = Non
         torch=torch or opts.torch,
         variant=opts.variant,
         packages=wanted_packages(opts, facts),
-        python_version=opts.python_version,
-        platform=opts.platform,
-        driver=opts.driver,
-        gpus=list(opts.gpus),
-        gfx=list(opts.gfx),
-        devices={k: list(v) for k, v in opts.devices.items() if v},
-        index_base=index_base(opts.index_base, os.environ, matrix),
+        python_version=opts.machine.python_version,
+        platform=opts.machine.platform,
+        driver=opts.machine.driver,
+        gpus=list(opts.machine.gpus),
+        gfx=list(opts.machine.gfx),
+        devices={k: list(v) for k, v in opts.machine.devices.items() if v},
+        index_base=index_base(opts.sources.index_base, os.environ, matrix),
         installer=opts.installer if opts.installer in ("pip", "uv") else "pip",
     )
 
@@ -171,27 +171,27 @@ def resolve_plan(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix
 def describe_machine(opts: InstallOptions, facts: Facts) -> str:
     """The hypothetical machine a what-if plan is for, in a few words."""
     parts: list[str] = []
-    if opts.replay:
-        parts.append(f"the machine in {opts.replay}")
-    if opts.driver:
-        parts.append(f"NVIDIA driver {opts.driver}")
-    if opts.gpus:
-        parts.append(f"GPU {', '.join(opts.gpus)}")
-    if opts.gfx:
-        parts.append(f"AMD {', '.join(opts.gfx)}")
-    for kind, names in opts.devices.items():
+    if opts.machine.replay:
+        parts.append(f"the machine in {opts.machine.replay}")
+    if opts.machine.driver:
+        parts.append(f"NVIDIA driver {opts.machine.driver}")
+    if opts.machine.gpus:
+        parts.append(f"GPU {', '.join(opts.machine.gpus)}")
+    if opts.machine.gfx:
+        parts.append(f"AMD {', '.join(opts.machine.gfx)}")
+    for kind, names in opts.machine.devices.items():
         acc = accelerators.by_name(kind)
         if names and acc is not None:
             parts.append(f"{acc.label} {', '.join(names)}")
-    if opts.python_version:
-        parts.append(f"Python {opts.python_version}")
-    if opts.platform:
-        parts.append(opts.platform)
+    if opts.machine.python_version:
+        parts.append(f"Python {opts.machine.python_version}")
+    if opts.machine.platform:
+        parts.append(opts.machine.platform)
     kept = []
-    if not opts.replay:
-        if not opts.python_version and facts.python.version:
+    if not opts.machine.replay:
+        if not opts.machine.python_version and facts.python.version:
             kept.append(f"Python {'.'.join(facts.python.version.split('.')[:2])}")
-        if not opts.platform and facts.python.platform_tag:
+        if not opts.machine.platform and facts.python.platform_tag:
             kept.append(facts.python.platform_tag)
     return ", ".join(parts) + (f" (otherwise this machine: {', '.join(kept)})" if kept else "")
 
