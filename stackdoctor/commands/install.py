@@ -109,7 +109,7 @@ def hooks() -> Hooks:
     """What the install flow shows, says and asks through: the screen's renderers and the terminal."""
     from stackdoctor.install.flow import Hooks
 
-    return Hooks(show=render_planned, say=say, stream=write_err, confirm=_confirm)
+    return Hooks(show=render_planned, say=say, stream=write_err, confirm=_confirm, keep_aside=True)
 
 
 def __getattr__(name: str) -> Any:  # `from stackdoctor.commands.install import InstallOptions` still works
@@ -132,6 +132,10 @@ def run(opts: InstallOptions) -> int:
         _render_or_keep(outcome)
     if opts.json_out and (isinstance(exc, StackdoctorError) or (exc is None and not opts.recover) or (exc is not None and outcome.plan is not None)):
         _print_json(outcome, exc if isinstance(exc, StackdoctorError) else None)
+    if outcome.result is not None and outcome.result.set_aside:  # the replaced torch's backup, after `done:` (issue 29)
+        from stackdoctor.install.journal import remove_aside
+
+        remove_aside(outcome.result.set_aside)
     if exc is not None:
         raise exc
     return outcome.exit_code

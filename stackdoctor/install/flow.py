@@ -426,6 +426,7 @@ def _install(
         facts=facts,
         progress=opts.progress,
         verbose=opts.verbose,
+        keep_aside=hooks.keep_aside,
     )
     result = execute(plan, system=System.from_env(), python=python, settings=settings)
     out.result = result

@@ -133,5 +133,6 @@ class Hooks:
     say: Callable[[str, str], None] = _quiet  # a line while acting (finishing a killed install, putting back)
     stream: Callable[[str], None] = lambda text: None  # the installer's own output
     confirm: Callable[[str], bool | None] = _no  # ask before changing the environment; None: no terminal to ask on
+    keep_aside: bool = False  # the caller removes the replaced torch's backup after it showed the outcome (InstallResult.set_aside)
 
 

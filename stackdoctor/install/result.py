@@ -45,6 +45,7 @@ class InstallResult:
     gpu_code: dict[str, Any] | None = None
     prefix: str | None = None  # the target's sys.prefix (where what could not be printed is kept)
     unprinted: list[str] = field(default_factory=list)  # lines the transaction could not print (a closed pipe or terminal)
+    set_aside: str | None = None  # the committed install's journal folder (the replaced torch's backup), removed after `done:`
 
 
 

@@ -34,7 +34,20 @@ from typing import TYPE_CHECKING
 from stackdoctor.errors import ExitCode
 from stackdoctor.install.argv import installer_argv, planned_versions, restore_commands, uninstall_command
 from stackdoctor.install.backup import BACKUP_COPY_CAP, FamilyState, Snapshot, family_state, restore_backup, save_backup, snapshot, sweep_pip_stash
-from stackdoctor.install.journal import EXIT_FOR, Interrupted, Journal, Locked, Signals, env_lock, hook, read_journal, signal_name, signals
+from stackdoctor.install.journal import (
+    EXIT_FOR,
+    Interrupted,
+    Journal,
+    Locked,
+    Signals,
+    env_lock,
+    hook,
+    read_journal,
+    remove_aside,
+    signal_name,
+    signals,
+    sweep_aside,
+)
 from stackdoctor.install.leftovers import TORCH_FAMILY, leftovers, predict_leftovers
 from stackdoctor.install.result import (
     InstallResult,
@@ -95,6 +108,7 @@ class InstallSettings:
     stream: Callable[[str], None] | None = None
     progress: bool = False
     verbose: bool = False
+    keep_aside: bool = False  # the caller removes the replaced torch's backup after it printed `done:` (InstallResult.set_aside)
 
 
 @dataclass(frozen=True)
@@ -145,6 +159,7 @@ class Transaction:
         try:
             with env_lock(prefix), signals(self.say) as self.sig:
                 say_unprinted(prefix, self.say)
+                sweep_aside(prefix)
                 earlier = read_journal(prefix)
                 notes: list[str] = []
                 if earlier is not None and earlier.owner_alive():  # no lock to hold (Windows), but its owner runs
@@ -169,6 +184,10 @@ class Transaction:
             predicted = (self.plan.leftovers if self.plan else None) or predict_leftovers(before.versions, self.plan.variant if self.plan else None)
             with self.steps.step("leftovers", "stackdoctor: looking for the previous variant's packages left behind..."):
                 self._remove_leftovers(result, predicted)
+        if result.set_aside and not self.settings.keep_aside:
+            with self.steps.step("backup-removal", "stackdoctor: removing the backup of the replaced torch..."):
+                remove_aside(result.set_aside)
+            result.set_aside = None
         self.steps.told()
         return self._told(result, prefix)
 
@@ -181,6 +200,7 @@ class Transaction:
         try:
             with env_lock(prefix), signals(self.say) as self.sig:
                 say_unprinted(prefix, self.say)
+                sweep_aside(prefix)
                 journal = read_journal(prefix)
                 if journal is None:
                     family = before.torch_family()
@@ -210,13 +230,17 @@ class Transaction:
     def state(self) -> FamilyState:
         return family_state(self.system, self.python, self._journal.backup, self._journal.planned)
 
-    def commit(self, st: FamilyState) -> str | None:
+    def commit(self, st: FamilyState, result: InstallResult | None = None) -> str | None:
         """The family is exactly old or exactly new: drop pip's stash folders (beside the packages, and in the
-        temporary folder: :func:`sweep_pip_stash`), the backup and the journal."""
+        temporary folder: :func:`sweep_pip_stash`), the backup and the journal. With ``result`` (the new build's
+        commit) the journal folder is only renamed aside (``result.set_aside``): its removal comes after `done:`."""
         for p in st.stash:
             shutil.rmtree(p, ignore_errors=True)
         sweep_pip_stash(self._journal.backup, self.system.env.get("TMPDIR") or None)
-        return self._journal.remove()
+        if result is None:
+            return self._journal.remove()
+        result.set_aside, err = self._journal.set_aside()
+        return err
 
     def put_back(self, result: InstallResult) -> None:
         """The saved files back (offline, every hash checked), then the import; the reinstall of the exact
@@ -448,8 +472,8 @@ class Transaction:
         hook("commit")
         if self.sig.received is not None:  # arrived while the import was checked: the user asked to stop
             raise Interrupted(self.sig.received)
-        with self.sig.shielded(), self.steps.step("commit", "stackdoctor: removing the backup and the journal..."):
-            err = self.commit(st)
+        with self.sig.shielded(), self.steps.step("commit", "stackdoctor: committing the new build..."):
+            err = self.commit(st, result)
         if err:
             result.notes.append(f"the install journal {self._journal.dir} could not be removed ({err}); remove it by hand.")
         result.ok = ok
