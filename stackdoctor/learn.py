@@ -6,7 +6,7 @@ download.pytorch.org and their mirrors alike):
 - the **wheel file names**: versions, local labels (``+cu130`` = the variant), Python tags (``cp313t`` =
   free-threaded 3.13), platform tags (``manylinux_2_28_x86_64`` = glibc 2.28 floor);
 - the **core metadata** (PEP 658 / 714 ``<wheel>.metadata`` files; where an index has none, the wheel's own
-  ``METADATA`` read by HTTP range requests, :mod:`stackdoctor.lazywheel`: the zip's directory and that member,
+  ``METADATA`` read by HTTP range requests, :mod:`stackdoctor.install.lazywheel`: the zip's directory and that member,
   ~2 MB of a 450 MB torch wheel; the whole wheel only where ranges are refused and ``--download`` allows it):
   ``Requires-Python``; the ``nvidia-*`` / ``cuda-toolkit`` pins, which say
   which CUDA a label-less (PyPI) build bundles (``cuda-toolkit[...]==13.2.2`` -> ``cu132``); the triton pin;
@@ -49,7 +49,7 @@ from packaging.version import InvalidVersion, Version
 
 from stackdoctor import accelerators
 from stackdoctor.errors import IndexError_, MatrixError
-from stackdoctor.index import IndexFile
+from stackdoctor.install.index import IndexFile
 from stackdoctor.learn_sources import HttpSource, SnapshotSource, Source
 from stackdoctor.learn_wheels import (  # noqa: F401  (_read_open_library, _wheel_metadata, read_installed_gpu_code: used through this module)
     CoreMetadata,

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from stackdoctor.errors import IndexError_, UsageError
-from stackdoctor.index import IndexClient, IndexFile, list_project, project_page_url
-from stackdoctor.lazywheel import RangesRefused
+from stackdoctor.install.index import IndexClient, IndexFile, list_project, project_page_url
+from stackdoctor.install.lazywheel import RangesRefused
 from stackdoctor.learn_wheels import (
     _GPU_LIBS,
     MAX_LIBRARY_BYTES,
@@ -74,7 +74,7 @@ class HttpSource:
     def _get(self, url: str, cap: int, into: Path | None = None) -> bytes | Path | None:
         """GET ``url`` (bounded); None for a 404. Streams to ``into`` when given."""
         if url.startswith("file:"):
-            from stackdoctor.index import local_path
+            from stackdoctor.install.index import local_path
 
             p = local_path(url)
             if not p.is_file():
@@ -119,7 +119,7 @@ class HttpSource:
 
     def metadata(self, f: IndexFile) -> tuple[CoreMetadata | None, IndexFile]:
         """The wheel's core metadata: the PEP 658 / 714 ``.metadata`` file where the index serves one, else the
-        wheel's own ``METADATA`` read by HTTP range requests (:mod:`stackdoctor.lazywheel`), else (ranges refused,
+        wheel's own ``METADATA`` read by HTTP range requests (:mod:`stackdoctor.install.lazywheel`), else (ranges refused,
         ``download`` on, the wheel within ``max_wheel_bytes``) from the whole wheel. None: :attr:`why` says why."""
         try:
             body = self._get(f.url + ".metadata", self.max_metadata_bytes)
@@ -129,7 +129,7 @@ class HttpSource:
         if isinstance(body, bytes):
             return parse_core_metadata(body.decode("utf-8", errors="replace")), f
         if f.url.startswith("file:"):
-            from stackdoctor.index import local_path
+            from stackdoctor.install.index import local_path
 
             p = local_path(f.url)
             return (_wheel_metadata(p) if p.is_file() and p.stat().st_size else self._missing(f, "an empty file, not a wheel")), f
@@ -162,7 +162,7 @@ class HttpSource:
         return None
 
     def _ranged(self, f: IndexFile) -> Any:
-        from stackdoctor.lazywheel import RangeWheel
+        from stackdoctor.install.lazywheel import RangeWheel
 
         if self._last is not None and self._last.url == f.url:
             return self._last
@@ -176,7 +176,7 @@ class HttpSource:
         """The GPU code of the wheel's primary GPU library, read by range requests (only the library member's
         bytes, only its headers kept); the whole wheel where ranges are refused and ``download`` allows it."""
         if f.url.startswith("file:"):
-            from stackdoctor.index import local_path
+            from stackdoctor.install.index import local_path
 
             return read_wheel_gpu_code(local_path(f.url))
         try:

@@ -23,7 +23,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from stackdoctor import accelerators
-from stackdoctor.index import IndexFile
+from stackdoctor.install.index import IndexFile
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.system import System
@@ -322,7 +322,7 @@ _FORMATS: dict[str, dict[str, Any]] = {
 
 
 def _read_open_library(fh: Any, kind: str, label: str) -> dict[str, Any]:
-    """The GPU code of an open library file (a real one, or :mod:`stackdoctor.lazywheel`'s headers-only view)."""
+    """The GPU code of an open library file (a real one, or :mod:`stackdoctor.install.lazywheel`'s headers-only view)."""
     from stackdoctor import binfmt
 
     table = binfmt.read_sections(fh)

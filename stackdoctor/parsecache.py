@@ -2,7 +2,7 @@
 matrix and the locale texts was half of ``check --no-kernels``; reading back what the last run parsed is a hundredth.
 
 Each is one file, ``<cache dir>/<kind>-<key>.pickle``, in stackdoctor's cache folder (``STACKDOCTOR_CACHE_DIR``,
-else ``$XDG_CACHE_HOME/stackdoctor``, else ``~/.cache/stackdoctor``: the rule of :func:`stackdoctor.index.cache_dir`).
+else ``$XDG_CACHE_HOME/stackdoctor``, else ``~/.cache/stackdoctor``: the rule of :func:`stackdoctor.install.index.cache_dir`).
 ``key`` is a hash of everything the parse depends on (the caller names it: the YAML texts, the source of the code that
 reads them, the plug-ins registered) with stackdoctor's and Python's versions; a changed input is a new key, never a
 stale result. It is read only when the file and its folder belong to this user and no one else
@@ -26,7 +26,7 @@ T = TypeVar("T")
 
 
 def cache_dir(env: dict[str, str] | os._Environ[str] | None = None) -> Path:
-    """As :func:`stackdoctor.index.cache_dir` (not imported: the index module is not needed to check)."""
+    """As :func:`stackdoctor.install.index.cache_dir` (not imported: the index module is not needed to check)."""
     e = os.environ if env is None else env
     if e.get("STACKDOCTOR_CACHE_DIR"):
         return Path(e["STACKDOCTOR_CACHE_DIR"])

@@ -242,9 +242,11 @@ def test_every_command_takes_lang(tmp_path):
 # ---------------------------------------------------------------- every literal plan sentence has a Chinese template
 
 _PLAN_SITES = ("reasons.append", "warnings.append", "suggestions.append", "cautions.append", "Reject", "notes.append")
-# the resolver's package, every file of it (issue 31 split resolve.py and availability.py into stackdoctor/resolve/)
+# the resolver's package, every file of it, and the install package's flow, conda and the files that were install.py
+# (issue 31 split resolve.py and availability.py into stackdoctor/resolve/, install*.py into stackdoctor/install/)
 _PLAN_FILES = (*sorted(p.relative_to(REPO / "stackdoctor").as_posix() for p in (REPO / "stackdoctor" / "resolve").glob("*.py")),
-               "install_flow.py", "conda.py", "install.py")
+               "install/flow.py", "install/request.py", "install/locate.py", "install/conda.py", "install/transaction.py", "install/verify.py",
+               "install/backup.py", "install/argv.py", "install/emit.py", "install/talk.py")
 
 
 def _plan_sentence_sites():

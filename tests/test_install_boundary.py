@@ -196,9 +196,9 @@ def test_sigkill_of_the_process_group_then_the_same_command_at_once(where, trial
 def test_a_stray_installer_is_stopped_before_the_recovery_and_it_says_so(venv, wheels, tmp_path):
     """Where the parent-death signal is not there (not Linux; a grandchild): the recovery finds the stopped install's
     installer alive from the journal's pid and start time, says so, and stops it before it changes anything."""
-    from stackdoctor.install import execute_recovery
+    from stackdoctor.install.journal import Journal
+    from stackdoctor.install.transaction import InstallSettings, execute_recovery
     from stackdoctor.system import System, process_start
-    from stackdoctor.transaction import Journal
 
     stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
     try:
@@ -207,7 +207,7 @@ def test_a_stray_installer_is_stopped_before_the_recovery_and_it_says_so(venv, w
         j.installer_pid, j.installer_start = stray.pid, process_start(stray.pid)
         j.write()
         said: list[str] = []
-        r = execute_recovery(System(env=env_for(tmp_path)), str(venv_bin(venv)), say=said.append)
+        r = execute_recovery(System(env=env_for(tmp_path)), str(venv_bin(venv)), InstallSettings(say=said.append))
         assert stray.wait(30) is not None  # stopped (SIGINT first: the installer's own clean-up)
     finally:
         if stray.poll() is None:
@@ -339,7 +339,7 @@ def test_a_stale_lent_folder_is_removed_by_the_next_run_and_a_live_ones_kept(ven
 def test_pips_uninstall_stash_of_the_saved_files_is_removed_and_anything_else_kept(tmp_path):
     """Decided from the files: a ``pip-uninstall-*`` folder whose every file is one the backup holds (same inode, or same
     size and sha256) goes; one holding anything else (another pip's) stays."""
-    from stackdoctor.install import _record_hash, sweep_pip_stash
+    from stackdoctor.install.backup import _record_hash, sweep_pip_stash
 
     backup, tmp = tmp_path / "backup", tmp_path / "tmp"
     (backup / "files").mkdir(parents=True)
@@ -365,7 +365,9 @@ def test_pips_uninstall_stash_of_the_saved_files_is_removed_and_anything_else_ke
 
 
 def test_the_same_versions_with_other_files_are_called_incomplete_never_x_instead_of_x():
-    from stackdoctor.install import FamilyState, _left_words, _on_disk
+    from stackdoctor.install.backup import FamilyState
+    from stackdoctor.install.result import left_words as _left_words
+    from stackdoctor.install.result import on_disk as _on_disk
 
     same = _left_words({"torch": OLD}, {"torch": OLD}, FamilyState("mixed", "torch/part3/m3.py differs"))
     assert same == "it left torch 2.11.0+cpu incomplete (torch/part3/m3.py differs)"
@@ -376,7 +378,7 @@ def test_the_same_versions_with_other_files_are_called_incomplete_never_x_instea
 
 def test_a_dist_info_in_pips_stash_is_named_not_an_empty_list(venv, tmp_path):
     """pip's stash of the dist-info (``~orch-2.11.0+cpu.dist-info``) is read by importlib as torch: the reason names it."""
-    from stackdoctor.install import family_state
+    from stackdoctor.install.backup import family_state
     from stackdoctor.system import System
 
     site = site_of(venv)

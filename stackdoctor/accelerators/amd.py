@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence  # --- resolve ---
-from typing import TYPE_CHECKING  # --- resolve ---
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from stackdoctor.accelerators.base import Accelerator, FitNotes, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
+from stackdoctor.accelerators.base import Accelerator, FitNotes, FitTarget, Say, TargetDevice, Verified
 from stackdoctor.accelerators.nvidia import CUDA_DEVICE, cuda_count, verify_cuda
-from stackdoctor.accelerators.rocm_fit import fit_rocm  # --- resolve ---
+from stackdoctor.accelerators.rocm_fit import fit_rocm
 from stackdoctor.facts import Facts, GpuView, TorchFacts
 
-if TYPE_CHECKING:  # --- resolve ---
+if TYPE_CHECKING:
     from packaging.version import Version
 
     from stackdoctor.matrix import Matrix, Release, Variant
     from stackdoctor.plan import Request
+
+
+# --- install ---
+def _override_gfx(value: str | None) -> str | None:
+    """``HSA_OVERRIDE_GFX_VERSION=10.3.0`` -> ``gfx1030`` (major, minor, stepping in hex: 9.0.10 -> gfx90a)."""
+    m = re.match(r"^(\d+)\.(\d+)\.(\d+)$", (value or "").strip())
+    return f"gfx{int(m.group(1))}{int(m.group(2))}{int(m.group(3)):x}" if m else None
+# --- install ---
 
 
 class Amd(Accelerator):
@@ -47,6 +56,27 @@ class Amd(Accelerator):
 
     def present(self, facts: Facts) -> bool:
         return any(not g.integrated for g in self.devices(facts))
+
+    # --- install ---
+    gpu_code_library = "libtorch_hip.so"
+    gpu_code_kind = "hip"  # offload bundles: read from a bounded copy
+    conda_forge_build = False
+    runtime_packages = ("rocm", "pytorch-triton-rocm", "triton-rocm")
+    runtime_prefixes = ("rocm-sdk",)
+
+    def gpu_code_read(self, read: Mapping[str, Any]) -> list[str]:
+        return list(read.get("gfx") or [])
+
+    def gpu_code_runs(self, gpu: GpuView, got: Sequence[str], env: Mapping[str, str]) -> tuple[str | None, str | None]:
+        """A code object for its gfx target, after the plan's ``HSA_OVERRIDE_GFX_VERSION``."""
+        arch = _override_gfx(env.get("HSA_OVERRIDE_GFX_VERSION")) or ((gpu.gfx or "").split(":", 1)[0].lower() or None)
+        if arch is None:
+            return None, None
+        return arch, "code object" if arch in {x.split(":", 1)[0].lower() for x in got} else None
+
+    def planned_gpu_code(self, variant: Variant, platform: str | None) -> list[str]:
+        return list(variant.gfx)
+    # --- install ---
 
     def usable(self, facts: Facts) -> bool:
         p = facts.platform

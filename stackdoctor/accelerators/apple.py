@@ -56,6 +56,11 @@ class Apple(Accelerator):
     def usable(self, facts: Facts) -> bool:
         return self.present(facts) and not facts.apple.rosetta
 
+    # --- install ---
+    def verified_after(self, variant: str | None, facts: Facts) -> bool:
+        return super().verified_after(variant, facts) or self.usable(facts)  # MPS is in every macOS build
+    # --- install ---
+
     def device_lines(self, facts: Facts, say: Say) -> list[str]:
         return [facts.apple.chip] if facts.apple.is_macos and facts.apple.chip else []
 

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, Severity, TorchFacts
 
-if TYPE_CHECKING:  # --- resolve ---
+if TYPE_CHECKING:
     from packaging.version import Version
 
     from stackdoctor.matrix import Matrix, Release, Variant
     from stackdoctor.plan import Request
+
 
 __all__ = ["Accelerator", "Companion", "DeviceSpec", "FitNotes", "FitTarget", "Say", "TargetDevice", "Unfit", "Verified", "device_summary", "unverified"]
 
@@ -372,6 +373,53 @@ class Accelerator:
         Markdown stack's "NVIDIA 550.54 · nvidia-smi: no-devices"), or None."""
         return None
     # --- end view ---
+    # --- install ---
+    # Its runtime wheels (stackdoctor.install.leftovers): the names of runtime_families[0], and a variant's needs
+    runtime_packages: ClassVar[tuple[str, ...]] = ()  # canonical names of its runtime wheels ("pytorch-triton-rocm")
+    runtime_prefixes: ClassVar[tuple[str, ...]] = ()  # and the beginnings of theirs ("rocm-sdk")
+
+    def runtime_family(self, name: str) -> str | None:
+        """The runtime family of the distribution ``name`` (canonical) when it is one of this kind's runtime wheels."""
+        if self.runtime_families and (name in self.runtime_packages or (self.runtime_prefixes and name.startswith(self.runtime_prefixes))):
+            return self.runtime_families[0]
+        return None
+
+    def families_for(self, variant: str) -> set[str] | None:
+        """The runtime families a build of ``variant`` (one this kind serves) uses; None when not known (then
+        nothing is called a leftover)."""
+        return set(self.runtime_families)
+
+    # Whether conda-forge builds pytorch for it (stackdoctor.install.conda): True, False, or None (not said)
+    conda_forge_build: ClassVar[bool | None] = None
+
+    def verified_after(self, variant: str | None, facts: Facts) -> bool:
+        """An install of ``variant`` is checked on this kind afterwards (the backend the import must find usable,
+        ``install.flow.accelerator_seen``): a build for it, or a CPU build its companion package serves (Ascend)."""
+        return self.serves(variant) or (bool(self.companions) and self.builds(variant))
+
+    # What an install reads of a build for this kind before it commits (stackdoctor.install.verify.check_gpu_code):
+    gpu_code_kind: ClassVar[str | None] = None  # the kind of that library's code, as learn's reader names it ("cuda")
+    gpu_code_headers_only: ClassVar[bool] = False  # read in place from its headers (a wheel's member: no copy)
+    gpu_code_library: ClassVar[str | None] = None  # the library that carries its GPU code ("libtorch_cuda.so"); None: not read
+    gpu_code_missing: ClassVar[str] = ""  # what a GPU also lacks when no code runs on it (" and no PTX at or below it")
+
+    def gpu_code_read(self, read: Mapping[str, Any]) -> list[str]:
+        """The GPU code names a read of :attr:`gpu_code_library` found (``sm_90``, ``compute_90``; ``gfx942``)."""
+        return []
+
+    def gpu_code_words(self, read: Mapping[str, Any]) -> str:
+        """The code read, as the note names it."""
+        return " ".join(self.gpu_code_read(read)) or "no GPU code"
+
+    def gpu_code_runs(self, gpu: GpuView, got: Sequence[str], env: Mapping[str, str]) -> tuple[str | None, str | None]:
+        """(the GPU's architecture, how it runs the code ``got``: None when none of it runs); (None, None) when its
+        architecture is not known. ``env``: the plan's environment (an override of the architecture)."""
+        return None, None
+
+    def planned_gpu_code(self, variant: Variant, platform: str | None) -> list[str]:
+        """The GPU code the matrix lists for a build of this kind (``platform``: the wheel's platform tag)."""
+        return []
+    # --- install ---
 
     def __repr__(self) -> str:
         return f"<accelerator {self.name}>"

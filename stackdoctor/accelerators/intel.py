@@ -25,6 +25,11 @@ class Intel(Accelerator):
     available_field = "xpu_available"
     error_field = "xpu_error"
     runtime_families = ("xpu",)
+    # --- install ---
+    conda_forge_build = False
+    runtime_packages = ("intel-sycl-rt", "intel-pti", "pytorch-triton-xpu", "triton-xpu", "pyzes")
+    runtime_prefixes = ("onemkl-sycl",)
+    # --- install ---
     hide_var = "ZE_AFFINITY_MASK"
     build_label = "XPU"
     vendor_label = "Intel"

@@ -20,6 +20,17 @@ class Jetson(Accelerator):
     available_field = "cuda_available"
     error_field = "cuda_error"
     runtime_families = ("cuda", "cuda12", "cuda13")
+
+    # --- install ---
+    def verified_after(self, variant: str | None, facts: Facts) -> bool:
+        return super().verified_after(variant, facts) or (variant or "").startswith("cu")  # a CUDA build runs on its GPU too
+
+    def runtime_family(self, name: str) -> str | None:
+        return None  # its CUDA wheels are NVIDIA's (Nvidia.runtime_family)
+
+    def families_for(self, variant: str) -> set[str] | None:
+        return None  # JetPack's builds: what they need is not known, so nothing is called a leftover
+    # --- install ---
     hide_var = "CUDA_VISIBLE_DEVICES"
     build_label = "CUDA"
     vendor_label = "NVIDIA"

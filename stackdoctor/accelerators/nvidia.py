@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import re  # --- resolve ---
-from collections.abc import Sequence  # --- resolve ---
-from typing import TYPE_CHECKING  # --- resolve ---
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from stackdoctor.accelerators.base import Accelerator, DeviceSpec, FitNotes, FitTarget, Say, TargetDevice, Verified, device_summary  # --- resolve ---
-from stackdoctor.accelerators.cuda_fit import cannot_serve_cpu, fit_cuda, gpu_request_cc  # --- resolve ---
+from stackdoctor.accelerators.base import Accelerator, DeviceSpec, FitNotes, FitTarget, Say, TargetDevice, Verified, device_summary
+from stackdoctor.accelerators.cuda_fit import cannot_serve_cpu, fit_cuda, gpu_request_cc
 from stackdoctor.facts import Facts, GpuView, TorchFacts
 from stackdoctor.versions import mm, release
 
-if TYPE_CHECKING:  # --- resolve ---
+if TYPE_CHECKING:
     from packaging.version import Version
 
     from stackdoctor.matrix import Matrix, Release, Variant
@@ -77,6 +77,49 @@ class Nvidia(Accelerator):
 
     def present(self, facts: Facts) -> bool:
         return bool(self.devices(facts))
+
+    # --- install ---
+    gpu_code_library = "libtorch_cuda.so"
+    gpu_code_kind = "cuda"
+    gpu_code_headers_only = True
+    conda_forge_build = True
+    gpu_code_missing = " and no PTX at or below it"
+
+    def runtime_family(self, name: str) -> str | None:
+        """CUDA 12 wheels end in ``-cu12`` (``nvidia-cuda-runtime-cu12``); CUDA 13 ones drop the suffix
+        (``nvidia-cublas``) or end in ``-cu13``, plus ``cuda-toolkit``; ``nvidia-ml-py`` (NVML bindings) is not one."""
+        if name.startswith("nvidia-ml-py") or name == "pynvml":
+            return None
+        if name.startswith("nvidia-"):
+            return "cuda12" if name.endswith("-cu12") else "cuda13"
+        return {"cuda-toolkit": "cuda13", "triton": "cuda"}.get(name)
+
+    def families_for(self, variant: str) -> set[str] | None:
+        m = re.fullmatch(r"cu(\d+)", variant)
+        if not m:
+            return None
+        major = int(m.group(1)[:2]) if len(m.group(1)) >= 3 else int(m.group(1)[:1])
+        return {"cuda", "cuda12"} if major == 12 else {"cuda", "cuda13"} if major >= 13 else {"cuda"}
+
+    def gpu_code_read(self, read: Mapping[str, Any]) -> list[str]:
+        return list(read.get("arch_list") or []) + list(read.get("ptx") or [])
+
+    def gpu_code_words(self, read: Mapping[str, Any]) -> str:
+        sms, ptx = list(read.get("arch_list") or []), list(read.get("ptx") or [])
+        return " ".join(sms + ptx) + (" (no PTX)" if not ptx else "") if sms or ptx else "no GPU code"
+
+    def gpu_code_runs(self, gpu: GpuView, got: Sequence[str], env: Mapping[str, str]) -> tuple[str | None, str | None]:
+        """A cubin the arch rules let its compute capability run, or PTX at or below it (:func:`stackdoctor.matrix.arch_match`)."""
+        from stackdoctor.matrix import arch_match
+
+        cc = gpu.compute_capability
+        if not cc:
+            return None, None
+        return f"sm_{cc.replace('.', '')}", arch_match(list(got), cc)
+
+    def planned_gpu_code(self, variant: Variant, platform: str | None) -> list[str]:
+        return list(variant.arch_for(platform))
+    # --- install ---
 
     def verify(self, v: Verified) -> tuple[bool, str] | None:
         return verify_cuda(v)

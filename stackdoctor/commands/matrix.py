@@ -123,7 +123,7 @@ def learn_cmd(
     """Learn torch releases from an index's wheels (names, core metadata, with --download their GPU code) into a matrix layer."""
     use_lang(lang)
     from stackdoctor import learn as L
-    from stackdoctor.index import IndexClient
+    from stackdoctor.install.index import IndexClient
     from stackdoctor.matrix import load_matrix
 
     target = _learn_target(since, torch, index, snapshot, max_wheel_mb, timeout, shipped, out)

@@ -234,7 +234,7 @@ def _uv(ctx: ProbeContext, path: str | None) -> tuple[str | None, str | None]:
 
 
 def unfinished_install(system: System, prefix: str) -> str | None:
-    """What a killed ``stackdoctor install`` left in ``prefix`` (its journal, :mod:`stackdoctor.transaction`),
+    """What a killed ``stackdoctor install`` left in ``prefix`` (its journal, :mod:`stackdoctor.install.journal`),
     in a few words; None when there is none. Read through ``system`` (the target's own files: never a sysroot)."""
     journal = os.path.join(prefix, ".stackdoctor-install")
     if not system.exists(journal):

@@ -13,7 +13,7 @@ from stackdoctor.shell import powershell_set, powershell_unset, word
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.errors import StackdoctorError
-    from stackdoctor.install_flow import InstallOutcome
+    from stackdoctor.install.flow import InstallOutcome
     from stackdoctor.plan import Plan
 
 
@@ -81,7 +81,7 @@ def render_outcome(outcome: InstallOutcome) -> None:
         if outcome.conda_result.ok:
             say(f"done: {opts.installer} installed {' '.join(route.specs)}.", "bold green")
         else:
-            from stackdoctor.install import failure_line
+            from stackdoctor.install.result import failure_line
 
             say(f"stackdoctor: {opts.installer} failed ({failure_line(outcome.conda_result)}).", "bold red")
     elif what in ("installed", "failed") and result is not None:

@@ -1,13 +1,13 @@
 """The index check with the user's sources: which source serves each planned wheel, and what the
 installer is handed.
 
-Sources are the installer's own configuration (:mod:`stackdoctor.sources`), ``--find-links``, and the
+Sources are the installer's own configuration (:mod:`stackdoctor.install.sources`), ``--find-links``, and the
 PyTorch variant index (or a ``--mirror`` of it). Every source is asked once, concurrently, with one
 deadline per page. Then:
 
 - each planned wheel is located (configured sources first, so the command needs no flag for them); a
   label-less ``torch`` on a PyPI-style index counts when it *is* the planned variant (PyPI's default
-  build, :mod:`stackdoctor.mirrors`);
+  build, :mod:`stackdoctor.install.mirrors`);
 - an unpinned plan whose wheel no answering source has falls back to the newest release of the same
   variant that one has (and that the user's pip constraints allow);
 - a source that did not answer (refused, timed out, 5xx) is not handed to pip or uv: the command
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from stackdoctor import accelerators
 from stackdoctor.errors import IndexError_
-from stackdoctor.index import (
+from stackdoctor.install.index import (
     IndexClient,
     IndexFile,
     WheelMatch,
@@ -42,11 +42,11 @@ from stackdoctor.index import (
     local_path,
     wanted_version,
 )
-from stackdoctor.mirrors import (
+from stackdoctor.install.mirrors import (
     Mirror,
 )
+from stackdoctor.install.sources import InstallerConfig, Source, dedupe
 from stackdoctor.plan import PlanSource
-from stackdoctor.sources import InstallerConfig, Source, dedupe
 
 if TYPE_CHECKING:  # pragma: no cover
 
@@ -145,7 +145,7 @@ def missing_artifacts(offers: Sequence[Offer], matrix: Matrix, plan: Plan, platf
 
 def learn_sources(surveyed: Surveyed, versions: Sequence[str], client: IndexClient | None) -> list[ProbeSource]:
     """The answering sources that list a torch wheel of one of ``versions``, as :mod:`stackdoctor.learn` reads them."""
-    from stackdoctor.index import _wheel_parts
+    from stackdoctor.install.index import _wheel_parts
 
     want = set(versions)
     out = []

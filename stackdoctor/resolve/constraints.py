@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stackdoctor.index import (
+from stackdoctor.install.index import (
     canonical_name,
 )
 from stackdoctor.system import read_bounded

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from stackdoctor.sources import InstallerConfig, Source, dedupe
+from stackdoctor.install.sources import InstallerConfig, Source, dedupe
 
 if TYPE_CHECKING:  # pragma: no cover
 

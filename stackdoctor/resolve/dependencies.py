@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stackdoctor.errors import IndexError_
-from stackdoctor.index import (
+from stackdoctor.install.index import (
     IndexClient,
     IndexFile,
     canonical_name,
@@ -17,7 +17,7 @@ from stackdoctor.index import (
     parse_page,
     project_page_url,
 )
-from stackdoctor.mirrors import (
+from stackdoctor.install.mirrors import (
     cached_wheel_metadata,
 )
 
@@ -88,7 +88,7 @@ def missing_dependencies(
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
-    from stackdoctor.index import _wheel_parts
+    from stackdoctor.install.index import _wheel_parts
 
     cache: dict[str, list[IndexFile]] = {}
 

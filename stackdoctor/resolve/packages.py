@@ -8,7 +8,7 @@ from packaging.version import Version
 
 from stackdoctor import accelerators
 from stackdoctor.facts import Facts
-from stackdoctor.leftovers import predict_leftovers
+from stackdoctor.install.leftovers import predict_leftovers
 from stackdoctor.matrix import (
     Matrix,
     Release,

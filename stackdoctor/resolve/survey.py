@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackdoctor.errors import IndexError_
-from stackdoctor.index import (
+from stackdoctor.install.index import (
     IndexClient,
     IndexFile,
     canonical_name,
@@ -24,12 +24,12 @@ from stackdoctor.index import (
     select_wheel,
     wanted_version,
 )
-from stackdoctor.mirrors import (
+from stackdoctor.install.mirrors import (
     Mirror,
     default_build_variant,
     parse_flat_listing,
 )
-from stackdoctor.sources import InstallerConfig, Source, dedupe, is_local
+from stackdoctor.install.sources import InstallerConfig, Source, dedupe, is_local
 from stackdoctor.system import read_bounded
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -102,7 +102,7 @@ def list_links(location: str, client: IndexClient | None) -> list[IndexFile]:
 
     :raises IndexError_: with ``.reason`` ("missing", "unreachable", "failing").
     """
-    from stackdoctor.index import _index_error, read_local_page
+    from stackdoctor.install.index import _index_error, read_local_page
 
     if is_local(location):
         path = local_path(location)
@@ -250,7 +250,7 @@ def torch_offers(
     """Every torch build the answering sources have for the target's tags, newest first."""
     from packaging.version import InvalidVersion, Version
 
-    from stackdoctor.index import _wheel_parts
+    from stackdoctor.install.index import _wheel_parts
 
     out: dict[tuple[str, str | None], Offer] = {}
     rank = {t: i for i, t in enumerate(tags)}
@@ -287,7 +287,7 @@ class _LocalOnly:
     """A stand-in client for file:// pages (the dependency check never uses the network)."""
 
     def fetch(self, url: str) -> Any:
-        from stackdoctor.index import _index_error, read_local_page
+        from stackdoctor.install.index import _index_error, read_local_page
 
         if not url.startswith("file:"):
             raise _index_error("skipped", f"{url} is not local.")
