@@ -722,7 +722,16 @@ class Surveyed:
 
     @property
     def named_failure(self) -> Probe | None:
-        return next((p for p in self.probes if p.status in ("unreachable", "failing") and any(p.source is s for s in self.named)), None)
+        """The first source named on the command line that did not answer. A ``--mirror`` / ``--index-base`` that did
+        not answer is not the answer when a find-links location (``--find-links``, pip's ``find-links``) answered with
+        torch: that folder serves the plan and the mirror's failure is a warning (issue 35, item 4)."""
+        links_torch = any(p.answered and p.source.role == "links" and p.files.get("torch") for p in self.probes)
+        for p in self.probes:
+            if p.status in ("unreachable", "failing") and any(p.source is s for s in self.named):
+                if links_torch and not any(p.source is s for s in self.sources.cli_links):
+                    continue
+                return p
+        return None
 
 
 def survey_sources(

@@ -278,6 +278,9 @@ def emit_requirements(plan: Plan, *, find_links: str | None = None) -> str:
     the user's index; the local label (``+cu130``) pins the variant, which PyPI does not carry.
     """
     lines = [f"# torch {plan.torch_version} ({plan.variant}) chosen by stackdoctor"]
+    torch_pkg = next((p for p in plan.packages if p.name == "torch"), None)
+    if not find_links and torch_pkg is not None and torch_pkg.source and torch_pkg.index_url is None:
+        find_links = torch_pkg.source  # located in a find-links folder (pip.conf's): the file names it, not an index that did not serve it
     if find_links:
         lines.append(f"--find-links {find_links}")
     elif not is_pypi(plan.index_url):
