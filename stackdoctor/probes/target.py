@@ -267,6 +267,24 @@ def unfinished_install(system: System, prefix: str) -> str | None:
     return f"phase {data.get('phase', '?')}: {fam(data.get('before'))} -> {fam(data.get('planned'))}"
 
 
+UNPRINTED_FILE = ".stackdoctor-unprinted.json"  # stackdoctor.install.UNPRINTED_FILE (not imported: install is heavy)
+
+
+def unprinted_lines(system: System, prefix: str) -> list[str]:
+    """The lines the last ``stackdoctor install`` into ``prefix`` could not print (its output pipe or terminal closed),
+    as it kept them in ``<prefix>/.stackdoctor-unprinted.json``; read, never removed (the next install says and removes them)."""
+    path = os.path.join(prefix, UNPRINTED_FILE)
+    if not system.exists(path):
+        return []
+    res = system.read_text(path, max_bytes=1 << 20)
+    try:
+        data = json.loads(res.text or "") if res.ok else None
+    except ValueError:
+        data = None
+    lines = data.get("lines") if isinstance(data, dict) else None
+    return [x for x in lines if isinstance(x, str) and x.strip()][-60:] if isinstance(lines, list) else []
+
+
 def live_install(system: System, prefix: str) -> str | None:
     """The install whose journal is in ``prefix`` when it is still running, in a few words ("process 4242, phase
     install"): its owner (the journal's pid, with the same start time, so a reused pid is not it) runs, or the
@@ -364,6 +382,9 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
             py.install_live = live_install(ctx.system.local, py.env_prefix)
             if py.install_live:
                 py.sources["install_live"] = py.sources["unfinished_install"] + " (pid and start time)"
+        py.install_unprinted = unprinted_lines(ctx.system.local, py.env_prefix)
+        if py.install_unprinted:
+            py.sources["install_unprinted"] = os.path.join(py.env_prefix, UNPRINTED_FILE)
     own_uv = None
     if py.env_prefix:
         for cand in (os.path.join(py.env_prefix, "bin", "uv"), os.path.join(py.env_prefix, "Scripts", "uv.exe")):
