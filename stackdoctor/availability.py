@@ -722,16 +722,7 @@ class Surveyed:
 
     @property
     def named_failure(self) -> Probe | None:
-        """The first source named on the command line that did not answer. A ``--mirror`` / ``--index-base`` that did
-        not answer is not the answer when a find-links location (``--find-links``, pip's ``find-links``) answered with
-        torch: that folder serves the plan and the mirror's failure is a warning (issue 35, item 4)."""
-        links_torch = any(p.answered and p.source.role == "links" and p.files.get("torch") for p in self.probes)
-        for p in self.probes:
-            if p.status in ("unreachable", "failing") and any(p.source is s for s in self.named):
-                if links_torch and not any(p.source is s for s in self.sources.cli_links):
-                    continue
-                return p
-        return None
+        return next((p for p in self.probes if p.status in ("unreachable", "failing") and any(p.source is s for s in self.named)), None)
 
 
 def survey_sources(
@@ -754,7 +745,7 @@ def survey_sources(
     if reuse is not None and reuse.urls == [s.url for s in sources.all] and reuse.projects == projects:
         return reuse
     probes = survey(sources.all, projects, client=client, offline=offline or cfg.offline, no_index=no_index or cfg.no_index)
-    named = sources.cli_links + (sources.extra if prefer_added else [])
+    named = sources.cli_links + (sources.extra if prefer_added and not any(p.answered and p.source.role == "links" and p.files.get("torch") for p in probes) else [])  # a dead --mirror beside a folder with torch: a warning, the folder used
     notes = [
         f"{p.source.url} did not answer ({p.detail}); it is skipped, not retried"
         for p in probes

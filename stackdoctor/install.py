@@ -277,14 +277,8 @@ def emit_requirements(plan: Plan, *, find_links: str | None = None) -> str:
     ``--extra-index-url`` (not ``--index-url``) so the file's other requirements still come from
     the user's index; the local label (``+cu130``) pins the variant, which PyPI does not carry.
     """
-    lines = [f"# torch {plan.torch_version} ({plan.variant}) chosen by stackdoctor"]
-    torch_pkg = next((p for p in plan.packages if p.name == "torch"), None)
-    if not find_links and torch_pkg is not None and torch_pkg.source and torch_pkg.index_url is None:
-        find_links = torch_pkg.source  # located in a find-links folder (pip.conf's): the file names it, not an index that did not serve it
-    if find_links:
-        lines.append(f"--find-links {find_links}")
-    elif not is_pypi(plan.index_url):
-        lines.append(f"--extra-index-url {plan.index_url}")
+    find_links = find_links or next((p.source for p in plan.packages if p.name == "torch" and p.source and p.index_url is None), None)  # torch found in a folder
+    lines = [f"# torch {plan.torch_version} ({plan.variant}) chosen by stackdoctor", *([f"--find-links {find_links}"] if find_links else [] if is_pypi(plan.index_url) else [f"--extra-index-url {plan.index_url}"])]
     lines += requirements(plan)
     return "\n".join(lines) + "\n"
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.base import Accelerator, Say, Verified
+from typing import Any
+
+from stackdoctor.accelerators.base import Accelerator, BuildAsk, Say, Verified
 from stackdoctor.facts import Facts
 
 
@@ -39,3 +41,14 @@ class Intel(Accelerator):
 
     def device_lines(self, facts: Facts, say: Say) -> list[str]:
         return [f"Intel {g.name or g.device_id} ({g.driver or say('gpu_no_driver')})" for g in facts.intel.gpus]
+
+    # --- build ---
+    build_switch = "USE_XPU"
+
+    def build_targets(self, facts: Facts) -> list[str] | None:
+        return [] if any(not v.integrated for v in self.devices(facts)) else None  # a discrete Intel GPU: an XPU build, no list to name
+
+    def build_prerequisites(self, ask: BuildAsk) -> list[Any]:
+        return [ask.prerequisite("intel-gpu", "the PyTorch prerequisites for Intel GPUs", status="unknown",
+                                 fix=f"follow {ask.url('intel_gpu') or 'Intel'}", source=ask.source("intel_gpu"), steps=["build"])]
+    # --- end build ---

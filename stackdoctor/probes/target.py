@@ -306,6 +306,20 @@ def live_install(system: System, prefix: str) -> str | None:
     return None
 
 
+def _install_state(system: System, py: PythonFacts, prefix: str) -> None:
+    """What ``stackdoctor install`` left in the target's environment: a stopped (or running) install's journal, and the
+    lines the last install could not print."""
+    py.unfinished_install = unfinished_install(system, prefix)
+    if py.unfinished_install:
+        py.sources["unfinished_install"] = os.path.join(prefix, ".stackdoctor-install", "journal.json")
+        py.install_live = live_install(system, prefix)
+        if py.install_live:
+            py.sources["install_live"] = py.sources["unfinished_install"] + " (pid and start time)"
+    py.install_unprinted = unprinted_lines(system, prefix)
+    if py.install_unprinted:
+        py.sources["install_unprinted"] = os.path.join(prefix, UNPRINTED_FILE)
+
+
 def _torch_ask() -> str | None:
     """The accelerator plug-ins' questions to torch, as the worker reads them (None: none to ask)."""
     from stackdoctor import accelerators
@@ -376,15 +390,7 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
         if py.pip_version:
             py.sources["pip_version"] = static.sources.get("site_distributions.pip", "pip dist-info")
     if py.env_prefix:
-        py.unfinished_install = unfinished_install(ctx.system.local, py.env_prefix)
-        if py.unfinished_install:
-            py.sources["unfinished_install"] = os.path.join(py.env_prefix, ".stackdoctor-install", "journal.json")
-            py.install_live = live_install(ctx.system.local, py.env_prefix)
-            if py.install_live:
-                py.sources["install_live"] = py.sources["unfinished_install"] + " (pid and start time)"
-        py.install_unprinted = unprinted_lines(ctx.system.local, py.env_prefix)
-        if py.install_unprinted:
-            py.sources["install_unprinted"] = os.path.join(py.env_prefix, UNPRINTED_FILE)
+        _install_state(ctx.system.local, py, py.env_prefix)
     own_uv = None
     if py.env_prefix:
         for cand in (os.path.join(py.env_prefix, "bin", "uv"), os.path.join(py.env_prefix, "Scripts", "uv.exe")):
