@@ -40,7 +40,6 @@ def test_check_json_with_a_missing_python_is_an_error_document():
     ["check", "--format=json", "--no-such-flag"],
     ["check", "--json", "--lang", "xx"],
     ["check", "--json", "--only", "no-such-code-at-all"],
-    ["check", "--json", "--format", "markdown"],
 ])
 def test_check_json_bad_flags_are_error_documents(args):
     _error_doc(run_sd(args), "check", 2)
@@ -87,6 +86,8 @@ def test_install_json_that_answered_itself_is_not_answered_twice():
 def test_without_json_stdout_stays_empty():
     run = run_sd(["check", "--python", "/nope"])
     assert run.rc == 2 and run.stdout == "" and "no such file" in run.stderr
+    other = run_sd(["check", "--format", "markdown", "--python", "/nope"])  # another format asked for: no JSON promised
+    assert other.rc == 2 and other.stdout == ""
 
 
 def test_a_check_that_ran_prints_only_its_report(plain_python, tmp_path):

@@ -75,10 +75,11 @@ def json_asked(args: list[str]) -> str | None:
     command = next((w for w in words if not w.startswith("-")), None)
     if command not in _JSON_COMMANDS:
         return None
-    for i, a in enumerate(words):
-        if a == "--json" or a == "--format=json" or (a == "--format" and i + 1 < len(words) and words[i + 1] == "json"):
-            return command
-    return None
+    formats = [a.split("=", 1)[1] for a in words if a.startswith("--format=")]
+    formats += [words[i + 1] for i, a in enumerate(words[:-1]) if a == "--format"]
+    if formats and any(f != "json" for f in formats):
+        return None  # another format asked for too (a conflict, or markdown): stdout is not promised to be JSON
+    return command if "--json" in words or formats else None
 
 
 def error_kind(exc: BaseException | None, exit_code: int) -> str:
