@@ -114,13 +114,36 @@ def driver(venv: Path, wheels: Path, env: dict[str, str], timeout: float = 240) 
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        ps = subprocess.run(["ps", "-eo", "pid,ppid,sid,stat,etime,args"], capture_output=True, text=True).stdout
+        ps = subprocess.run(["ps", "-eo", "pid,ppid,sid,stat,wchan:32,etime,args"], capture_output=True, text=True).stdout
+        stacks = _kernel_stacks(p.pid)
         os.killpg(p.pid, signal.SIGKILL)
-        out, err = p.communicate(timeout=30)
-        raise AssertionError(f"the retry did not end in {timeout:g} s; journal {journal_of(venv)}; processes:\n{ps[-4000:]}\n{err[-3000:]}") from None
+        try:  # a grandchild in a session of its own may still hold the pipes: never wait on it unbounded
+            out, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            out, err = "", "(the pipes stayed open 30 s after the retry's session was killed)"
+        raise AssertionError(f"the retry did not end in {timeout:g} s; journal {journal_of(venv)}; processes:\n{ps[-4000:]}\n{stacks[-4000:]}\n{err[-3000:]}") from None
     line = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
     assert line, (out[-2000:], err[-3000:])
     return p.returncode, json.loads(line[-1][7:]), err
+
+
+def _kernel_stacks(sid: int) -> str:
+    """Where each process of session ``sid`` waits in the kernel (``/proc/<pid>/wchan``, and ``stack`` where readable)."""
+    lines = []
+    for d in Path("/proc").iterdir():
+        try:
+            if not d.name.isdigit() or os.getsid(int(d.name)) != sid:
+                continue
+            wchan = (d / "wchan").read_text()
+            try:
+                stack = (d / "stack").read_text()
+            except OSError:
+                stack = "(stack not readable)"
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ")[:200].decode(errors="replace")
+            lines.append(f"{d.name} {cmd}: wchan {wchan}\n{stack}")
+        except OSError:
+            continue
+    return "\n".join(lines)
 
 
 def journal_of(venv: Path) -> dict:
@@ -180,10 +203,11 @@ def test_sigkill_of_the_process_group_then_the_same_command_at_once(where, trial
     assert term.proc.wait(120) == -signal.SIGKILL, term.out[-2000:]
     ctl.stop.set()
     ctl.join(2)
-    os.close(term.master)
     pip_pid = seen["journal"].get("installer_pid")
     assert isinstance(pip_pid, int) and pip_pid > 0 and seen["journal"].get("installer_start"), seen["journal"]  # recorded as it started
     assert gone_within(pip_pid, 10), f"pip {pip_pid} outlived stackdoctor's SIGKILL"  # PR_SET_PDEATHSIG
+    term._reader.join(10)  # every holder of the terminal is gone, so its reader has ended: only now is its fd closed, so that
+    os.close(term.master)  # the reader can never read a reused fd number (the retry's own pipes)
     code, res, err = driver(big_venv, big_wheels, env_for(tmp_path))  # the user's retry, at once
     assert code == 0 and res["state"] == "new", (res, err[-3000:])
     assert res["message"] == "torch 2.12.0+cpu imports in the target."

@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from stackdoctor.accelerators.base import Accelerator, FitNotes, FitTarget, Say, TargetDevice, Verified
+from stackdoctor.accelerators.base import Accelerator, BuildAsk, FitNotes, FitTarget, Say, TargetDevice, Verified
 from stackdoctor.accelerators.nvidia import CUDA_DEVICE, cuda_count, verify_cuda
 from stackdoctor.accelerators.rocm_fit import fit_rocm
 from stackdoctor.facts import Facts, GpuView, TorchFacts
@@ -124,3 +124,36 @@ class Amd(Accelerator):
     def installed_sees_device(self, torch: TorchFacts) -> bool | None:
         return torch.cuda_available  # ROCm builds answer through torch.cuda
     # --- end resolve ---
+    # --- build ---
+    build_switch = "USE_ROCM"
+    builds_on_macos = False
+    offers_source_build = True
+
+    def build_targets(self, facts: Facts) -> list[str] | None:
+        gfx = [(v.gfx or "").split(":", 1)[0].lower() for v in self.devices(facts) if v.gfx and not v.integrated and v.witnesses != ["pci"]]
+        return gfx or None
+
+    def build_arch_env(self, targets: list[str], *, ptx: bool) -> dict[str, tuple[str, str]]:
+        return {"PYTORCH_ROCM_ARCH": (";".join(dict.fromkeys(targets)), "the AMD GPUs' gfx architectures")} if targets else {}
+
+    def build_home_env(self, tools: Any) -> dict[str, tuple[str, str]]:
+        if tools is not None and tools.rocm.path and tools.rocm.path.rstrip("/") != "/opt/rocm":
+            return {"ROCM_PATH": (tools.rocm.path, "ROCm is not in /opt/rocm")}
+        return {}
+
+    def build_prerequisites(self, ask: BuildAsk) -> list[Any]:
+        """ROCm at the matrix's minimum, on Linux (PyTorch builds for ROCm only there)."""
+        rmin = ask.minimum("rocm")
+        r = ask.tool("rocm", ask.tools.rocm if ask.tools else None, f"ROCm >= {rmin} (Linux only)" if rmin else "ROCm (Linux only)",
+                     f"install ROCm ({ask.url('rocm') or 'AMD ROCm'}); one not in /opt/rocm is named by ROCM_PATH", ["amd", "build"],
+                     ask.source("rocm"), rmin)
+        if ask.os != "linux":
+            r.status, r.fix = "missing", "ROCm builds are for Linux only"
+        return [r]
+
+    def build_steps(self, python: str) -> list[tuple[str, list[str]]]:
+        return [("amd", [python, "tools/amd_build/build_amd.py"])]
+
+    def build_label_of(self, cc: str | None, gfx: str | None) -> str | None:
+        return gfx or None
+    # --- end build ---

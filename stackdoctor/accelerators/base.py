@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 
 __all__ = ["Accelerator", "Companion", "DeviceSpec", "FitNotes", "FitTarget", "Say", "TargetDevice", "Unfit", "Verified", "device_summary", "unverified"]
+__all__ = ["Accelerator", "BuildAsk", "Companion", "DeviceSpec", "Say", "Verified"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,25 @@ class Say(Protocol):
     """An interface word in the screen's language: ``say("gpu_integrated")`` (``locale/<lang>.yaml``, ``ui:``)."""
 
     def __call__(self, key: str, /, **values: object) -> str: ...
+
+
+# --- build ---
+class BuildAsk(Protocol):
+    """What a kind's source-build methods (:meth:`Accelerator.build_prerequisites`) are given by
+    :mod:`stackdoctor.source_build`: the machine, its build tools, the matrix's ``source_build`` rows, and the one way
+    to make a prerequisite (``source_build.Prerequisite``; this package does not import the plan above it)."""
+
+    facts: Facts
+    tools: Any  # probes.buildtools.BuildTools, or None: a what-if for another platform (nothing was looked at)
+    os: str  # "linux" | "windows" | "macos"
+
+    def minimum(self, name: str) -> str | None: ...
+    def source(self, name: str) -> str | None: ...
+    def url(self, name: str) -> str | None: ...
+    def at_least(self, found: str | None, minimum: str | None) -> bool | None: ...
+    def prerequisite(self, name: str, needed: str, **fields: Any) -> Any: ...
+    def tool(self, name: str, tool: Any, needed: str, fix: str, steps: list[str], source: str | None, minimum: str | None = None) -> Any: ...
+# --- end build ---
 
 
 class Verified(Protocol):
@@ -420,6 +440,36 @@ class Accelerator:
         """The GPU code the matrix lists for a build of this kind (``platform``: the wheel's platform tag)."""
         return []
     # --- install ---
+    # --- build --- (``install --from-source``: :mod:`stackdoctor.source_build` asks these, so it names no kind)
+    build_switch: ClassVar[str | None] = None  # the variable PyTorch's setup.py reads to build for it: "USE_CUDA"
+    builds_on_macos: ClassVar[bool] = True  # False: a source build for it on macOS is planned CPU-only (CUDA, ROCm)
+    offers_source_build: ClassVar[bool] = False  # install offers --from-source when no published build runs on its GPUs
+
+    def build_targets(self, facts: Facts) -> list[str] | None:
+        """What a source build compiles for on this machine's devices of this kind (NVIDIA: compute capabilities;
+        AMD: gfx names; [] for a kind whose devices need no list); None when it has none to build for."""
+        return None
+
+    def build_arch_env(self, targets: list[str], *, ptx: bool) -> dict[str, tuple[str, str]]:
+        """The build's variables that name ``targets`` ({"TORCH_CUDA_ARCH_LIST": (value, why)})."""
+        return {}
+
+    def build_home_env(self, tools: Any) -> dict[str, tuple[str, str]]:
+        """The variable that points the build at the kind's toolkit when it is not in the default place ({"CUDA_HOME": ...})."""
+        return {}
+
+    def build_prerequisites(self, ask: BuildAsk) -> list[Any]:
+        """What a source build for this kind needs beyond the compiler and tools (its toolkit), as prerequisites."""
+        return []
+
+    def build_steps(self, python: str) -> list[tuple[str, list[str]]]:
+        """Steps of its own before the build (AMD's hipify: ``tools/amd_build/build_amd.py``), as (step, argv)."""
+        return []
+
+    def build_label_of(self, cc: str | None, gfx: str | None) -> str | None:
+        """One of its GPUs (the resolver's compute capability or gfx) as a source build names it ("sm_35"), or None."""
+        return None
+    # --- end build ---
 
     def __repr__(self) -> str:
         return f"<accelerator {self.name}>"

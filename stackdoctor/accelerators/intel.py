@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import re  # --- resolve ---
+import re
+from typing import Any
 
-from stackdoctor.accelerators.base import Accelerator, DeviceSpec, Say, TargetDevice, Verified  # --- resolve ---
+from stackdoctor.accelerators.base import Accelerator, BuildAsk, DeviceSpec, Say, TargetDevice, Verified
 from stackdoctor.facts import Facts, Severity, TorchFacts
 
 # --- resolve ---
@@ -78,3 +79,13 @@ class Intel(Accelerator):
             return suitable, None
         return [], f"Intel GPU(s) {', '.join(g.name or '?' for g in devices)} are not among the XPU build's GPUs (Arc, Data Center GPU Max, Core Ultra)"
     # --- end resolve ---
+    # --- build ---
+    build_switch = "USE_XPU"
+
+    def build_targets(self, facts: Facts) -> list[str] | None:
+        return [] if any(not v.integrated for v in self.devices(facts)) else None  # a discrete Intel GPU: an XPU build, no list to name
+
+    def build_prerequisites(self, ask: BuildAsk) -> list[Any]:
+        return [ask.prerequisite("intel-gpu", "the PyTorch prerequisites for Intel GPUs", status="unknown",
+                                 fix=f"follow {ask.url('intel_gpu') or 'Intel'}", source=ask.source("intel_gpu"), steps=["build"])]
+    # --- end build ---

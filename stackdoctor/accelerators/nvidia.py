@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from stackdoctor.accelerators.base import Accelerator, DeviceSpec, FitNotes, FitTarget, Say, TargetDevice, Verified, device_summary
+from stackdoctor.accelerators.base import Accelerator, BuildAsk, DeviceSpec, FitNotes, FitTarget, Say, TargetDevice, Verified, device_summary
 from stackdoctor.accelerators.cuda_fit import cannot_serve_cpu, fit_cuda, gpu_request_cc
 from stackdoctor.facts import Facts, GpuView, TorchFacts
 from stackdoctor.versions import mm, release
@@ -232,3 +232,59 @@ class Nvidia(Accelerator):
     def installed_sees_device(self, torch: TorchFacts) -> bool | None:
         return torch.cuda_available
     # --- end resolve ---
+    # --- build ---
+    build_switch = "USE_CUDA"
+    builds_on_macos = False
+    offers_source_build = True
+
+    def build_targets(self, facts: Facts) -> list[str] | None:
+        ccs = [v.compute_capability for v in self.devices(facts) if v.compute_capability and v.witnesses != ["pci"]]
+        return ccs or None
+
+    def build_arch_env(self, targets: list[str], *, ptx: bool) -> dict[str, tuple[str, str]]:
+        if not targets:
+            return {}
+        why = "the GPUs' compute capabilities" + (" (+PTX: the newest also as PTX, for newer GPUs)" if ptx else "")
+        return {"TORCH_CUDA_ARCH_LIST": (arch_list(targets, ptx=ptx), why)}
+
+    def build_home_env(self, tools: Any) -> dict[str, tuple[str, str]]:
+        if tools is not None and tools.cuda_home and tools.cuda_home.rstrip("/") != "/usr/local/cuda":
+            return {"CUDA_HOME": (tools.cuda_home, f"the toolkit of {tools.nvcc.path}")}
+        return {}
+
+    def build_prerequisites(self, ask: BuildAsk) -> list[Any]:
+        """nvcc (a toolkit the driver runs), cuDNN, NVTX: PyTorch's README for a CUDA build."""
+        tools = ask.tools
+        matrix_url = ask.url("cuda") or "PyTorch's support matrix"
+        nvcc = ask.tool("nvcc", tools.nvcc if tools else None, f"a CUDA toolkit from the support matrix ({matrix_url}), its nvcc on PATH",
+                        f"install a CUDA toolkit the release supports ({matrix_url}) and put its bin/ on PATH (e.g. export PATH=/usr/local/cuda-12.8/bin:$PATH)",
+                        ["build"], ask.source("cuda"))
+        if tools is not None and tools.nvcc.version:
+            nvcc.found = f"CUDA {tools.nvcc.version}"
+            drv = ask.facts.reconciled.cuda_driver_version.value
+            if drv and ask.at_least(drv, tools.nvcc.version) is False:
+                nvcc.status = "missing"
+                nvcc.fix = (f"the driver runs CUDA {drv} code, nvcc is CUDA {tools.nvcc.version}: what it builds would not run here; "
+                            f"install a toolkit no newer than CUDA {drv}, or a newer driver")
+            elif drv:
+                nvcc.found += f" (the driver runs CUDA {drv})"
+        cmin = ask.minimum("cudnn")
+        cudnn = ask.tool("cudnn", tools.cudnn if tools else None, f"cuDNN >= {cmin} (its headers: cudnn_version.h)" if cmin else "cuDNN",
+                         f"install cuDNN {cmin} or newer for this CUDA ({ask.url('cudnn') or 'the cuDNN support matrix'})",
+                         ["build"], ask.source("cudnn"), cmin)
+        nvtx_fix = ("run the CUDA installer again and check Nsight Compute (NVTX), after Visual Studio" if ask.os == "windows"
+                    else "install the toolkit's NVTX headers (include/nvtx3, the cuda-nvtx package)")
+        nvtx = ask.tool("nvtx", tools.nvtx if tools else None, "NVTX (the CUDA toolkit's include/nvtx3)", nvtx_fix, ["build"], ask.source("nvtx"))
+        return [nvcc, cudnn, nvtx]
+
+    def build_label_of(self, cc: str | None, gfx: str | None) -> str | None:
+        return "sm_" + cc.replace(".", "") if cc else None
+    # --- end build ---
+
+
+def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
+    """``TORCH_CUDA_ARCH_LIST``: the compute capabilities, lowest first, once each; ``+PTX`` on the newest when asked."""
+    uniq = sorted(set(ccs), key=lambda c: tuple(int(x) for x in c.split(".")))
+    if ptx and uniq:
+        uniq[-1] += "+PTX"
+    return ";".join(uniq)

@@ -16,6 +16,7 @@ def emit_requirements(plan: Plan, *, find_links: str | None = None) -> str:
     ``--extra-index-url`` (not ``--index-url``) so the file's other requirements still come from
     the user's index; the local label (``+cu130``) pins the variant, which PyPI does not carry.
     """
+    find_links = find_links or next((p.source for p in plan.packages if p.name == "torch" and p.source and p.index_url is None), None)  # torch found in a folder
     lines = [f"# torch {plan.torch_version} ({plan.variant}) chosen by stackdoctor"]
     if find_links:
         lines.append(f"--find-links {find_links}")

@@ -253,6 +253,24 @@ def unfinished_install(system: System, prefix: str) -> str | None:
     return f"phase {data.get('phase', '?')}: {fam(data.get('before'))} -> {fam(data.get('planned'))}"
 
 
+UNPRINTED_FILE = ".stackdoctor-unprinted.json"  # stackdoctor.install.UNPRINTED_FILE (not imported: install is heavy)
+
+
+def unprinted_lines(system: System, prefix: str) -> list[str]:
+    """The lines the last ``stackdoctor install`` into ``prefix`` could not print (its output pipe or terminal closed),
+    as it kept them in ``<prefix>/.stackdoctor-unprinted.json``; read, never removed (the next install says and removes them)."""
+    path = os.path.join(prefix, UNPRINTED_FILE)
+    if not system.exists(path):
+        return []
+    res = system.read_text(path, max_bytes=1 << 20)
+    try:
+        data = json.loads(res.text or "") if res.ok else None
+    except ValueError:
+        data = None
+    lines = data.get("lines") if isinstance(data, dict) else None
+    return [x for x in lines if isinstance(x, str) and x.strip()][-60:] if isinstance(lines, list) else []
+
+
 def live_install(system: System, prefix: str) -> str | None:
     """The install whose journal is in ``prefix`` when it is still running, in a few words ("process 4242, phase
     install"): its owner (the journal's pid, with the same start time, so a reused pid is not it) runs, or the
@@ -272,6 +290,20 @@ def live_install(system: System, prefix: str) -> str | None:
     if isinstance(ipid, int) and ipid > 0 and isinstance(istart, str) and system.session_processes(ipid, istart):
         return f"its installer, process {ipid}, after its own process {pid} stopped"
     return None
+
+
+def _install_state(system: System, py: PythonFacts, prefix: str) -> None:
+    """What ``stackdoctor install`` left in the target's environment: a stopped (or running) install's journal, and the
+    lines the last install could not print."""
+    py.unfinished_install = unfinished_install(system, prefix)
+    if py.unfinished_install:
+        py.sources["unfinished_install"] = os.path.join(prefix, ".stackdoctor-install", "journal.json")
+        py.install_live = live_install(system, prefix)
+        if py.install_live:
+            py.sources["install_live"] = py.sources["unfinished_install"] + " (pid and start time)"
+    py.install_unprinted = unprinted_lines(system, prefix)
+    if py.install_unprinted:
+        py.sources["install_unprinted"] = os.path.join(prefix, UNPRINTED_FILE)
 
 
 def _torch_ask() -> str | None:
@@ -336,12 +368,7 @@ def _static(ctx: ProbeContext, pdata: dict, py: PythonFacts) -> StaticTorch:
 def _environment(ctx: ProbeContext, py: PythonFacts, uv_thread: threading.Thread, uv_box: list[tuple[str | None, str | None]]) -> None:
     """An unfinished or running stackdoctor install in the environment, and its uv (its own, else PATH's)."""
     if py.env_prefix:
-        py.unfinished_install = unfinished_install(ctx.system.local, py.env_prefix)
-        if py.unfinished_install:
-            py.sources["unfinished_install"] = os.path.join(py.env_prefix, ".stackdoctor-install", "journal.json")
-            py.install_live = live_install(ctx.system.local, py.env_prefix)
-            if py.install_live:
-                py.sources["install_live"] = py.sources["unfinished_install"] + " (pid and start time)"
+        _install_state(ctx.system.local, py, py.env_prefix)
     own_uv = None
     if py.env_prefix:
         for cand in (os.path.join(py.env_prefix, "bin", "uv"), os.path.join(py.env_prefix, "Scripts", "uv.exe")):

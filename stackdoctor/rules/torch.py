@@ -158,6 +158,27 @@ def install_in_progress(ctx: Ctx) -> None:
     )
 
 
+@rule("install-unprinted", severity="warn", layer="torch")
+def install_unprinted(ctx: Ctx) -> None:
+    """The last `stackdoctor install` into the target could not print its last lines (its output, a pipe into `tee` or
+    a terminal, closed: the same Ctrl-C stopped the reader); it kept them in the environment, and they are shown here."""
+    f = ctx.facts
+    if not f.python.install_unprinted:
+        return
+    import os
+
+    from stackdoctor import shell
+
+    path = os.path.join(f.python.env_prefix or "", ".stackdoctor-unprinted.json")
+    ctx.add(
+        facts=["python.install_unprinted"],
+        path=path,
+        lines=" | ".join(f.python.install_unprinted),
+        count=len(f.python.install_unprinted),
+        word=shell.word(path, windows=f.platform.system == "Windows"),
+    )
+
+
 @rule("torch-missing", severity="warn", layer="torch")
 def torch_missing(ctx: Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
