@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from helpers import machine_env, run_sd
 
-from stackdoctor.install import UNPRINTED_FILE, save_unprinted
+from stackdoctor.install.talk import UNPRINTED_FILE, save_unprinted
 
 LINES = [
     "stackdoctor: interrupted; putting back torch 2.12.0+cpu ...",

@@ -253,7 +253,7 @@ def unfinished_install(system: System, prefix: str) -> str | None:
     return f"phase {data.get('phase', '?')}: {fam(data.get('before'))} -> {fam(data.get('planned'))}"
 
 
-UNPRINTED_FILE = ".stackdoctor-unprinted.json"  # stackdoctor.install.UNPRINTED_FILE (not imported: install is heavy)
+UNPRINTED_FILE = ".stackdoctor-unprinted.json"  # stackdoctor.install.talk.UNPRINTED_FILE (not imported: install is heavy)
 
 
 def unprinted_lines(system: System, prefix: str) -> list[str]:
