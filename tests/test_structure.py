@@ -152,3 +152,16 @@ def test_the_counters_see_what_they_count():
 if __name__ == "__main__":  # python tests/test_structure.py: write today's figures as the baseline
     BASELINE.parent.mkdir(exist_ok=True)
     BASELINE.write_text(json.dumps(measure(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def test_every_package_of_the_source_is_in_the_wheel():
+    """pyproject.toml lists the packages one by one: a new sub-package (``stackdoctor/resolve/`` once) left out of it
+    imports from a checkout but not from the installed wheel."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    listed = set(tomllib.loads((PKG.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(PKG.parent).parts) for p in PKG.rglob("__init__.py")}
+    assert found - listed == set(), f"packages missing from pyproject.toml's [tool.setuptools] packages: {sorted(found - listed)}"

@@ -369,7 +369,11 @@ def survey_sources(
     if reuse is not None and reuse.urls == [s.url for s in sources.all] and reuse.projects == projects:
         return reuse
     probes = survey(sources.all, projects, client=client, offline=offline or cfg.offline, no_index=no_index or cfg.no_index)
-    named = sources.cli_links + (sources.extra if prefer_added and not any(p.answered and p.source.role == "links" and p.files.get("torch") for p in probes) else [])  # a dead --mirror beside a folder with torch: a warning, the folder used
+    # a remote --mirror that does not answer beside a folder with torch: a warning, the folder used; a mirror that is a
+    # local path stays named (a path that is no listing is the user's input to fix: one sentence, exit 2)
+    local_mirror = any(s.url.startswith("file:") for s in sources.extra)
+    folder_has_torch = any(p.answered and p.source.role == "links" and p.files.get("torch") for p in probes)
+    named = sources.cli_links + (sources.extra if prefer_added and (local_mirror or not folder_has_torch) else [])
     notes = [
         f"{p.source.url} did not answer ({p.detail}); it is skipped, not retried"
         for p in probes
