@@ -1,7 +1,10 @@
-"""The package's modules import one another without a circle (issue 25): read from the source, every import
-counted, the lazy ones inside functions too (a lazy import only hides a circle until that function runs).
-``TYPE_CHECKING`` imports are for the type checker and are left out; ``_worker/`` runs in the target
-interpreter and imports nothing of the package."""
+"""The package's modules import one another without a circle (issues 25 and 31): read from the source, every
+import counted, the lazy ones inside functions too (a lazy import only hides a circle until that function runs)
+and the ``TYPE_CHECKING`` ones (a circle the type checker sees is still two modules that each need the other);
+``_worker/`` runs in the target interpreter and imports nothing of the package.
+
+The circles that are there today are listed in ``KNOWN_CIRCLES`` with who fixes them: any other circle fails, and
+so does a listed one that is gone (remove it from the list), so the list only shrinks."""
 
 from __future__ import annotations
 
@@ -26,8 +29,6 @@ def imports(name: str, path: Path) -> set[str]:
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                continue
             if isinstance(child, ast.Import):
                 out.update(a.name for a in child.names)
             elif isinstance(child, ast.ImportFrom):
@@ -79,7 +80,27 @@ def test_the_walker_sees_a_circle():
     assert "stackdoctor.texts" in imports("stackdoctor.rules.core", MODULES["stackdoctor.rules.core"])
 
 
+# Circles in today's package, each closed only by a ``TYPE_CHECKING`` import (issue 31), none in a file of the
+# probes/OS-boundary floor. Each names whoever owns the files that close it; fixing one means removing it here.
+KNOWN_CIRCLES = frozenset({
+    # install_flow imports render/plan's format_command inside a function (an upward arrow) and render/plan
+    # types its input with install_flow's InstallOutcome under TYPE_CHECKING: owner `install` (install_flow.py).
+    frozenset({"stackdoctor.install_flow", "stackdoctor.render.plan"}),
+    # model imports pure's parsers and types with tables' Table under TYPE_CHECKING, pure types with model's
+    # CudaRow/Variant under TYPE_CHECKING, tables imports both: owner the lead (matrix/ has no helper in issue 31).
+    frozenset({"stackdoctor.matrix.model", "stackdoctor.matrix.pure", "stackdoctor.matrix.tables"}),
+})
+
+
+def test_the_walker_counts_type_checking_imports():
+    assert "stackdoctor.install_flow" in imports("stackdoctor.render.plan", MODULES["stackdoctor.render.plan"])
+
+
 def test_no_import_cycle_in_the_package():
     graph = {name: imports(name, path) for name, path in MODULES.items()}
     assert len(graph) > 50 and sum(map(len, graph.values())) > 100  # it did read the package
-    assert cycles(graph) == []
+    found = {frozenset(c) for c in cycles(graph)}
+    new = [sorted(c) for c in found - KNOWN_CIRCLES]
+    gone = [sorted(c) for c in KNOWN_CIRCLES - found]
+    assert not new, f"new import circle(s): {new}"
+    assert not gone, f"circle(s) no longer there: remove them from KNOWN_CIRCLES: {gone}"
