@@ -119,7 +119,7 @@ SYCL_SECTION_PREFIX = "__CLANG_OFFLOAD_BUNDLE__sycl-"
 ZstdDecoder = Callable[[bytes, int], "bytes | None"]
 
 
-class _Reader:
+class BoundedReader:
     """Positioned reads from a file object; short reads and OS errors become ``b""``.
 
     ``deadline`` (a ``time.monotonic()`` value): past it every read returns ``b""`` and ``expired``
@@ -182,7 +182,7 @@ class SectionTable:
 
 def read_sections(fh: BinaryIO) -> SectionTable:
     """The section table of an ELF or PE/COFF file; an ``error`` for anything else."""
-    r = _Reader(fh)
+    r = BoundedReader(fh)
     head = r.read(0, 64)
     if head[:4] == b"\x7fELF":
         return _elf_sections(r, head)
@@ -202,7 +202,7 @@ def _cstr(data: bytes, start: int) -> str:
     return data[start : min(end, start + 4096)].decode("latin-1")
 
 
-def _elf_sections(r: _Reader, head: bytes) -> SectionTable:
+def _elf_sections(r: BoundedReader, head: bytes) -> SectionTable:
     if len(head) < 52:
         return SectionTable(error="truncated ELF header")
     klass, data_enc = head[4], head[5]
@@ -265,7 +265,7 @@ def _elf_sections(r: _Reader, head: bytes) -> SectionTable:
     return SectionTable(fmt, sections, error)
 
 
-def _pe_sections(r: _Reader, head: bytes) -> SectionTable:
+def _pe_sections(r: BoundedReader, head: bytes) -> SectionTable:
     if len(head) < 0x40:
         return SectionTable("pe", error="truncated MZ header")
     (lfanew,) = struct.unpack_from("<I", head, 0x3C)
@@ -349,7 +349,7 @@ def _compression(flags: int) -> str | None:
     return None
 
 
-def _skip_zeros(r: _Reader, pos: int, end: int, align: int) -> int:
+def _skip_zeros(r: BoundedReader, pos: int, end: int, align: int) -> int:
     """The first ``align``-aligned offset in [pos, end) whose bytes are not all zero (``end`` if none).
 
     Reads in 64 KiB chunks and gives up after :data:`MAX_ZERO_SKIP` bytes (returns that position).
@@ -369,7 +369,7 @@ def _skip_zeros(r: _Reader, pos: int, end: int, align: int) -> int:
 
 def walk_fatbin(fh: BinaryIO, offset: int, size: int, deadline: float | None = None) -> FatbinResult:
     """Every container and entry header of the fat binary data at ``offset`` (``size`` bytes)."""
-    r = _Reader(fh, deadline)
+    r = BoundedReader(fh, deadline)
     res = _walk_fatbin(r, offset, size)
     if r.expired:
         res.truncated = True
@@ -377,7 +377,7 @@ def walk_fatbin(fh: BinaryIO, offset: int, size: int, deadline: float | None = N
     return res
 
 
-def _walk_fatbin(r: _Reader, offset: int, size: int) -> FatbinResult:
+def _walk_fatbin(r: BoundedReader, offset: int, size: int) -> FatbinResult:
     res = FatbinResult()
     end = offset + max(size, 0)
     if r.size >= 0 and end > r.size:
@@ -527,7 +527,7 @@ def parse_bundle_header(data: bytes) -> tuple[list[BundleEntry], str | None, int
     return entries, err, p
 
 
-def _read_plain_bundle(r: _Reader, pos: int, end: int) -> tuple[OffloadBundle, int]:
+def _read_plain_bundle(r: BoundedReader, pos: int, end: int) -> tuple[OffloadBundle, int]:
     """An uncompressed bundle at ``pos``; returns it and where it ends (header end if no entry says)."""
     want = 4096
     while True:
@@ -590,7 +590,7 @@ class _Budget:
         return out
 
 
-def _read_ccob(r: _Reader, pos: int, end: int, zstd: ZstdDecoder | None, budget: _Budget | None = None) -> tuple[OffloadBundle, int | None]:
+def _read_ccob(r: BoundedReader, pos: int, end: int, zstd: ZstdDecoder | None, budget: _Budget | None = None) -> tuple[OffloadBundle, int | None]:
     """A compressed bundle at ``pos``; returns it and where it ends (None when the header does not say)."""
     head = r.read(pos, 32)
     b = OffloadBundle(pos, compressed=True)
@@ -640,7 +640,7 @@ def _read_ccob(r: _Reader, pos: int, end: int, zstd: ZstdDecoder | None, budget:
     return b, (pos + b.total_size if b.total_size and b.total_size >= hlen else None)
 
 
-def _find_magic(r: _Reader, pos: int, end: int) -> int:
+def _find_magic(r: BoundedReader, pos: int, end: int) -> int:
     """The next offset >= pos where a bundle magic starts, or ``end``. Linear, chunked."""
     overlap = len(BUNDLE_MAGIC) - 1
     while pos < end:
@@ -663,7 +663,7 @@ def walk_offload_bundles(fh: BinaryIO, offset: int, size: int, zstd: ZstdDecoder
     output, ``None`` when it cannot); without it, zstd-compressed bundles are reported with
     their header facts and no ids.
     """
-    r = _Reader(fh, deadline)
+    r = BoundedReader(fh, deadline)
     res = BundlesResult()
     end = offset + max(size, 0)
     if r.size >= 0 and end > r.size:
@@ -726,7 +726,7 @@ class SyclImage:
 
 def read_sycl_image(fh: BinaryIO, section: Section, deadline: float | None = None) -> SyclImage:
     """What one ``__CLANG_OFFLOAD_BUNDLE__sycl-*`` section holds (see the module docstring)."""
-    r = _Reader(fh, deadline)
+    r = BoundedReader(fh, deadline)
     img = SyclImage(section.name, section.name[len(SYCL_SECTION_PREFIX) :], section.size)
     head = r.read(section.offset, 8)
     if head.startswith(ZSTD_MAGIC):

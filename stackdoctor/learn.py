@@ -571,7 +571,7 @@ def _read_library(lib: Path, kind: str, label: str) -> dict[str, Any]:
 def _read_open_library(fh: Any, kind: str, label: str) -> dict[str, Any]:
     """The GPU code of an open library file (a real one, or :mod:`stackdoctor.lazywheel`'s headers-only view)."""
     from stackdoctor import binfmt
-    from stackdoctor.probes.torch_static import _majority, sort_archs, sort_gfx, zstd_decoder
+    from stackdoctor.probes.torch_static import majority, sort_archs, sort_gfx, zstd_decoder
 
     table = binfmt.read_sections(fh)
     sec = table.find(*(binfmt.CUDA_SECTIONS if kind == "cuda" else binfmt.HIP_SECTIONS))
@@ -580,13 +580,13 @@ def _read_open_library(fh: Any, kind: str, label: str) -> dict[str, Any]:
     if kind == "cuda":
         fat = binfmt.walk_fatbin(fh, sec.offset, sec.size)
         counts = fat.arch_containers()
-        main, _extra = _majority(counts, fat.containers)
+        main, _extra = majority(counts, fat.containers)
         sms = [a for a in sort_archs(main) if a.startswith("sm_")]
         ptx = [a for a in sort_archs(main) if a.startswith("compute_")]
         return {"kind": "cuda", "library": label, "arch_list": sms, "ptx": ptx, "containers": fat.containers, "error": fat.error}
     bundles = binfmt.walk_offload_bundles(fh, sec.offset, sec.size, zstd=zstd_decoder())
     known = sum(1 for b in bundles.bundles if b.entries)
-    main, _extra = _majority(bundles.target_bundles(), known)
+    main, _extra = majority(bundles.target_bundles(), known)
     return {"kind": "hip", "library": label, "gfx": sort_gfx(main), "containers": len(bundles.bundles), "error": bundles.error}
 
 

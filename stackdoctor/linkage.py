@@ -53,7 +53,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from stackdoctor.binfmt import _Reader
+from stackdoctor.binfmt import BoundedReader
 from stackdoctor.facts import LinkProblem
 from stackdoctor.system import ReadResult, System
 
@@ -108,7 +108,7 @@ class _Elf:
     """The dynamic-linking tables of one ELF file, read lazily with caps."""
 
     def __init__(self, fh: BinaryIO, deadline: float | None) -> None:
-        self.r = _Reader(fh, deadline)
+        self.r = BoundedReader(fh, deadline)
         self.error: str | None = None
         self.klass = 0
         self.machine = 0

@@ -101,7 +101,7 @@ class CommandResult:
         if self.status == "timeout":
             return f"{name} did not answer in {self.detail or '?'} s"
         if self.signal is not None:
-            return f"{name} was killed by {_signame(self.signal)}"
+            return f"{name} was killed by {signame(self.signal)}"
         if self.status == "error":
             return f"{name} could not be run: {self.detail}"
         if self.returncode:
@@ -1231,7 +1231,7 @@ def _result(
     elif status == "timeout":
         detail, sig = f"{timeout:g}", None
     elif sig is not None:
-        status, detail = "error", f"killed by {_signame(sig)}"
+        status, detail = "error", f"killed by {signame(sig)}"
     else:
         status, detail = "ok", ""
     return CommandResult(
@@ -1247,7 +1247,7 @@ def _result(
     )
 
 
-def _signame(sig: int) -> str:
+def signame(sig: int) -> str:
     try:
         return signal.Signals(sig).name
     except ValueError:

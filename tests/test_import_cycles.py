@@ -104,3 +104,91 @@ def test_no_import_cycle_in_the_package():
     gone = [sorted(c) for c in KNOWN_CIRCLES - found]
     assert not new, f"new import circle(s): {new}"
     assert not gone, f"circle(s) no longer there: remove them from KNOWN_CIRCLES: {gone}"
+
+
+def private_imports(name: str, path: Path) -> set[tuple[str, str]]:
+    """(module, name) for every private name ``name`` takes from another module of the package: ``from m import _x``
+    and ``m._x`` on a module it imported (a private module, ``_schema``, is a module and not a name)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    modules: dict[str, str] = {}  # local name -> the package's module it is bound to
+    out: set[tuple[str, str]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update({a.asname or a.name: a.name for a in node.names if a.name in MODULES})
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            if base not in MODULES:
+                continue
+            for a in node.names:
+                if f"{base}.{a.name}" in MODULES:
+                    modules[a.asname or a.name] = f"{base}.{a.name}"
+                elif _private(a.name) and base != name:
+                    out.add((base, a.name))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            bound = modules.get(ast.unparse(node.value))
+            if bound is not None and bound != name:
+                out.add((bound, node.attr))
+    return out
+
+
+def _private(n: str) -> bool:
+    return n.startswith("_") and not n.startswith("__")
+
+
+def _short(module: str) -> str:
+    return module.rsplit(".", 1)[-1]
+
+
+# Private names taken across modules today (issue 31), none from a file of the probes/OS-boundary floor: (importer,
+# module, name), each module by its last dotted part so that moving a file into a package does not make its entry
+# stale. Fixing one (make the name public, or move the code to where it is used) means removing it here.
+KNOWN_PRIVATE_IMPORTS = frozenset({
+    # owner `resolve` (availability.py) with `install` (index.py) and `seam` (learn.py)
+    ("availability", "index", "_index_error"),
+    ("availability", "index", "_wheel_parts"),
+    ("availability", "learn", "_wheel_metadata"),
+    # owner `seam` (learn.py; matrix/ is the lead's)
+    ("learn", "matrix", "_build"),
+    ("learn", "matrix", "_Parsed"),
+    # owner `speed` (probes/target.py) with `seam` (kernels.py)
+    ("target", "kernels", "_device_specs"),
+    # owner `rest` (source_build.py, source_run.py) with `resolve` (resolve.py)
+    ("source_build", "resolve", "_parse_gpu_request"),
+    ("source_run", "source_build", "_os_of"),
+    # owner the lead (matrix/ has no helper in issue 31): matrix/__init__ re-exports its modules' private names,
+    # load and tables share reader's and pure's helpers
+    *(("matrix", "load", n) for n in ("_TOP_KEYS", "_build", "_embedded", "_embedded_matrix", "_parse_document", "_Parsed", "_read_user_file")),
+    *(("matrix", "pure", n) for n in ("_ARCH_RE", "_GFX_RE", "_INDEX_NAME_RE", "_PY_RE", "_TEGRA", "_VARIANT_RE", "_cc_tuple", "_sass_runs")),
+    *(("matrix", "reader", n) for n in ("_check_expansion", "_check_keys", "_Ctx", "_LDict", "_LList", "_make_loader", "_parse_yaml", "_tname")),
+    *(("matrix", "tables", n) for n in (
+        "_CONDA_SUBDIR_RE", "_MIRROR_NAME_RE", "_PYPI_PLATFORMS", "_arch_list", "_driver", "_merge_conda", "_merge_release",
+        "_merge_variant", "_patch_base", "_pythons", "_release", "_url", "_variant",
+    )),
+    *(("load", "reader", n) for n in ("_check_keys", "_Ctx", "_parse_yaml")),
+    *(("tables", "pure", n) for n in ("_ARCH_RE", "_GFX_RE", "_INDEX_NAME_RE", "_PY_RE", "_VARIANT_RE", "_cc_tuple")),
+    *(("tables", "reader", n) for n in ("_check_keys", "_Ctx", "_LDict", "_tname")),
+})
+
+
+def test_the_private_name_walker_sees_both_forms(tmp_path):
+    src = tmp_path / "fake.py"
+    src.write_text(
+        "from stackdoctor.texts import _x, t\nfrom stackdoctor import system, _schema\nfrom . import _z\n"
+        "import stackdoctor.units as u\nsystem._y(u._w, t._not_a_module, _schema.SCHEMA)\n"
+    )
+    assert private_imports("stackdoctor.fake", src) == {
+        ("stackdoctor.texts", "_x"), ("stackdoctor.system", "_y"), ("stackdoctor", "_z"), ("stackdoctor.units", "_w"),
+    }
+    assert ("stackdoctor.index", "_wheel_parts") in private_imports("stackdoctor.availability", MODULES["stackdoctor.availability"])
+
+
+def test_no_module_takes_another_modules_private_name():
+    found = {(_short(name), _short(m), n) for name, path in MODULES.items() for m, n in private_imports(name, path)}
+    new = sorted(found - KNOWN_PRIVATE_IMPORTS)
+    gone = sorted(KNOWN_PRIVATE_IMPORTS - found)
+    assert not new, f"private name(s) taken from another module (make them public): {new}"
+    assert not gone, f"no longer taken: remove them from KNOWN_PRIVATE_IMPORTS: {gone}"

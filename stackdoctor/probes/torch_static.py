@@ -257,7 +257,7 @@ def sort_gfx(targets: Sequence[str]) -> list[str]:
     return sorted(set(targets), key=lambda t: (len(t.split(":")[0]), t))
 
 
-def _majority(counts: dict[str, int], total: int) -> tuple[list[str], list[str]]:
+def majority(counts: dict[str, int], total: int) -> tuple[list[str], list[str]]:
     """(in at least half of ``total`` containers, the rest): one pass, linear in the number of archs."""
     main: list[str] = []
     rest: list[str] = []
@@ -365,7 +365,7 @@ def read_library(system: System, path: str, kind: str, primary: bool = False, zs
             info.containers, info.entries, info.compressed = fat.containers, len(fat.entries), fat.compressed
             info.archs, capped = _cap_archs(fat.arch_containers())
             fat.error = fat.error or capped
-            main, extra = _majority(info.archs, fat.containers)
+            main, extra = majority(info.archs, fat.containers)
             info.arch_list, info.arch_extra = sort_archs(main), sort_archs(extra)
             info.error = fat.error
         else:
@@ -376,7 +376,7 @@ def read_library(system: System, path: str, kind: str, primary: bool = False, zs
             info.archs, capped = _cap_archs(bundles.target_bundles())
             bundles.error = bundles.error or capped
             known = sum(1 for b in bundles.bundles if b.entries)
-            main, extra = _majority(info.archs, known)
+            main, extra = majority(info.archs, known)
             info.arch_list, info.arch_extra = sort_gfx(main), sort_gfx(extra)
             errs = [b.error for b in bundles.bundles if b.error]
             info.error = bundles.error or (errs[0] + (f" ({len(errs)} bundles)" if len(errs) > 1 else "") if errs else None)
