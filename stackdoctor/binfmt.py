@@ -235,20 +235,7 @@ def _elf_sections(r: BoundedReader, head: bytes) -> SectionTable:
     error = None
     if shnum > MAX_SECTIONS:
         shnum, error = MAX_SECTIONS, f"more than {MAX_SECTIONS} sections; the rest were not read"
-    raw: list[tuple[int, int, int, int]] = []  # name offset, type, file offset, size
-    if shnum * shentsize <= MAX_SECTION_TABLE:
-        table = r.read(shoff, shnum * shentsize)
-        count = len(table) // shentsize
-        for i in range(count):
-            ent = struct.unpack_from(ent_fmt, table, i * shentsize)
-            raw.append((ent[0], ent[1], ent[4], ent[5]))
-    else:  # oversized entries (a header claiming 65,535 x 65,535 bytes): only the fields, one entry at a time
-        for i in range(shnum):
-            ent_b = r.read(shoff + i * shentsize, need)
-            if len(ent_b) < need:
-                break
-            ent = struct.unpack_from(ent_fmt, ent_b, 0)
-            raw.append((ent[0], ent[1], ent[4], ent[5]))
+    raw = _elf_section_entries(r, shoff, shnum, shentsize, need, ent_fmt)
     count = len(raw)
     if count < shnum:
         error = error or f"section header table truncated ({count} of {shnum} sections)"
@@ -263,6 +250,26 @@ def _elf_sections(r: BoundedReader, head: bytes) -> SectionTable:
         for name_off, sh_type, off, size in raw[1:]
     ]
     return SectionTable(fmt, sections, error)
+
+
+def _elf_section_entries(r: BoundedReader, shoff: int, shnum: int, shentsize: int, need: int, ent_fmt: str) -> list[tuple[int, int, int, int]]:
+    """(name offset, type, file offset, size) of each section header that is in the file: the table read at once,
+    or, for oversized entries (a header claiming 65,535 x 65,535 bytes), only the fields, one entry at a time."""
+    raw: list[tuple[int, int, int, int]] = []
+    if shnum * shentsize <= MAX_SECTION_TABLE:
+        table = r.read(shoff, shnum * shentsize)
+        count = len(table) // shentsize
+        for i in range(count):
+            ent = struct.unpack_from(ent_fmt, table, i * shentsize)
+            raw.append((ent[0], ent[1], ent[4], ent[5]))
+    else:
+        for i in range(shnum):
+            ent_b = r.read(shoff + i * shentsize, need)
+            if len(ent_b) < need:
+                break
+            ent = struct.unpack_from(ent_fmt, ent_b, 0)
+            raw.append((ent[0], ent[1], ent[4], ent[5]))
+    return raw
 
 
 def _pe_sections(r: BoundedReader, head: bytes) -> SectionTable:
@@ -410,35 +417,43 @@ def _walk_fatbin(r: BoundedReader, offset: int, size: int) -> FatbinResult:
         body_end = pos + hsize + fsize
         if body_end > end:
             res.error = res.error or f"container at +{pos - offset} is truncated ({fsize} bytes declared)"
-        e = pos + hsize
         stop = min(body_end, end)
-        while e + 64 <= stop:
-            b = r.read(e, 64)
-            if len(b) < 64:
-                res.error = res.error or f"could not read entry at +{e - offset}"
-                break
-            kind, _ev, ehs, psize = struct.unpack_from("<HHIQ", b, 0)
-            (sm,) = struct.unpack_from("<I", b, 28)
-            (flags,) = struct.unpack_from("<Q", b, 40)
-            if ehs < 64:
-                res.error = res.error or f"entry at +{e - offset} has header size {ehs}"
-                break
-            if len(res.entries) >= MAX_FATBIN_ENTRIES:
-                res.truncated = True
-                res.error = res.error or f"more than {MAX_FATBIN_ENTRIES} entries; the rest were not read"
-                return res
-            k, arch = _fatbin_arch(kind, sm, flags)
-            comp = _compression(flags)
-            res.entries.append(
-                FatbinEntry(k, sm, arch, flags, comp is not None, comp, bool(flags & FATBIN_FLAG_FAMILY_SPECIFIC), index)
-            )
-            e += ehs + psize
+        e = _fatbin_entries(r, res, pos + hsize, stop, offset, index)
+        if e is None:
+            return res
         if e < stop and e + 64 > stop and stop == body_end:
             res.error = res.error or f"{stop - e} stray bytes at the end of container at +{pos - offset}"
         if body_end > end:
             break
         pos = body_end
     return res
+
+
+def _fatbin_entries(r: BoundedReader, res: FatbinResult, e: int, stop: int, offset: int, index: int) -> int | None:
+    """The entries of container ``index`` from ``e`` up to ``stop`` into ``res``; where the walk stopped, or None
+    when ``res`` is full (``MAX_FATBIN_ENTRIES``) and nothing more is to be read."""
+    while e + 64 <= stop:
+        b = r.read(e, 64)
+        if len(b) < 64:
+            res.error = res.error or f"could not read entry at +{e - offset}"
+            break
+        kind, _ev, ehs, psize = struct.unpack_from("<HHIQ", b, 0)
+        (sm,) = struct.unpack_from("<I", b, 28)
+        (flags,) = struct.unpack_from("<Q", b, 40)
+        if ehs < 64:
+            res.error = res.error or f"entry at +{e - offset} has header size {ehs}"
+            break
+        if len(res.entries) >= MAX_FATBIN_ENTRIES:
+            res.truncated = True
+            res.error = res.error or f"more than {MAX_FATBIN_ENTRIES} entries; the rest were not read"
+            return None
+        k, arch = _fatbin_arch(kind, sm, flags)
+        comp = _compression(flags)
+        res.entries.append(
+            FatbinEntry(k, sm, arch, flags, comp is not None, comp, bool(flags & FATBIN_FLAG_FAMILY_SPECIFIC), index)
+        )
+        e += ehs + psize
+    return e
 
 
 # ---------------------------------------------------------------------------- clang offload bundles

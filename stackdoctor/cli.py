@@ -144,20 +144,31 @@ def _quick_value(desc: Any, value: Any, multi: bool) -> tuple[bool, Any]:
     if value is None:
         return True, (() if multi else None)
     if multi:
-        items = value if isinstance(value, (list, tuple)) else None
-        if str(ann) == "list[str]" and items is not None and all(type(v) is str for v in items):
-            return True, list(items)
-        return False, None
+        return _quick_list(ann, value)
     if ann is str or ann is bool:
         return (True, value) if type(value) is ann else (False, None)
     if ann in (int, float) and not getattr(info, "clamp", False):
-        number: Any = None
-        if type(value) is ann or (ann is float and type(value) is int):
-            number = ann(value)
-        elif type(value) is str and (_DIGITS if ann is int else _DECIMAL).fullmatch(value):
-            number = ann(value)
-        if number is not None and (info.min is None or number >= info.min) and (info.max is None or number <= info.max):
-            return True, number
+        return _quick_number(ann, info, value)
+    return False, None
+
+
+def _quick_list(ann: Any, value: Any) -> tuple[bool, Any]:
+    """A ``list[str]`` option's values, when each is a str."""
+    items = value if isinstance(value, (list, tuple)) else None
+    if str(ann) == "list[str]" and items is not None and all(type(v) is str for v in items):
+        return True, list(items)
+    return False, None
+
+
+def _quick_number(ann: Any, info: Any, value: Any) -> tuple[bool, Any]:
+    """An int or float option's value (a number of its type, an int for a float, or plain digits) within its range."""
+    number: Any = None
+    if type(value) is ann or (ann is float and type(value) is int):
+        number = ann(value)
+    elif type(value) is str and (_DIGITS if ann is int else _DECIMAL).fullmatch(value):
+        number = ann(value)
+    if number is not None and (info.min is None or number >= info.min) and (info.max is None or number <= info.max):
+        return True, number
     return False, None
 
 
