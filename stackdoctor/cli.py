@@ -9,17 +9,25 @@ line on stderr and its exit code (a closed or full stdout is one: exit 2); click
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib
 import os
 import re
+import signal
 import sys
+import threading
+import time
+import traceback
 from typing import Annotated, Any, Optional
 
 import typer
 
 from stackdoctor import __version__
+from stackdoctor.console import install_boundary, protect_std_streams
 from stackdoctor.errors import ExitCode, StackdoctorError
+from stackdoctor.redact import escape_controls
+from stackdoctor.system import remove_lent, stop_children
 
 COMMAND_MODULES = (
     "stackdoctor.commands.check",
@@ -194,7 +202,7 @@ def _quick_coercion(param: object) -> None:
     if getattr(param, "_runtime_param", 0) is not None or getattr(param, "type_descriptor", None) is None:
         return
     try:
-        from typer._coercion import build_runtime_param
+        from typer._coercion import build_runtime_param  # lazy: typer's private module, absent from older typers
     except ImportError:  # pragma: no cover - a typer without the adapter layer
         return
     param._runtime_param = _QuickCoercion(build_runtime_param)  # type: ignore[attr-defined]
@@ -258,8 +266,6 @@ def command(args: list[str] | None = None) -> object:
     target = app
     name = _invoked(args)
     if name is not None:
-        import copy
-
         target = copy.copy(app)
         target.registered_commands = [info for info in app.registered_commands if info.name == name]
     cmd = typer.main.get_command(target)
@@ -296,8 +302,6 @@ def _usage_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, map every outcome to an exit code, never show a traceback unasked."""
-    from stackdoctor.console import install_boundary, protect_std_streams
-
     protect_std_streams()  # a cp936/cp1252 console: replace what it cannot encode, never raise
     install_boundary()  # every write scrubbed of credentials; a closed / full stdout is one sentence, exit 2
     click_exception = _click_base("ClickException")
@@ -332,8 +336,6 @@ def main(argv: list[str] | None = None) -> None:
         code = 0
     except Exception as exc:  # the no-traceback guarantee
         if debug_enabled(args):
-            import traceback
-
             traceback.print_exc()
         first = str(exc).splitlines()[0] if str(exc) else ""
         _err("stackdoctor: " + _localized(
@@ -348,7 +350,7 @@ def _localized(text: str, args: list[str]) -> str:
     """One of stackdoctor's English sentences in the user's language (``--lang``, else LC_ALL / LC_MESSAGES /
     LANG): the error a user reads is in the language of the screen they asked for."""
     try:
-        from stackdoctor import catalog
+        from stackdoctor import catalog  # lazy: it reads every rule module, wanted only for a sentence to translate
 
         lang = None
         for i, a in enumerate(args):
@@ -367,11 +369,6 @@ def _stop_children() -> None:
     """On Ctrl-C: every child still running (a probe, the target's ``import torch``, allreduce ranks)
     stops with us; each lives in a session of its own, so the terminal's SIGINT does not reach it."""
     try:
-        import threading
-        import time
-
-        from stackdoctor.system import stop_children
-
         stop_children()
         # A probe thread may be between starting its child and recording it: a second pass, once the
         # other threads have had a moment, stops a child that was not yet on the list.
@@ -393,9 +390,6 @@ def handle_termination() -> None:
     Installed by :func:`main` before any command runs. A command with its own clean-up (``install``'s
     transaction) replaces it with ``signal.signal`` while that work runs and may end through
     :func:`terminate` itself. Only in the main thread (``signal.signal`` is refused elsewhere)."""
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         return
     for name in _TERMINATING:
@@ -413,8 +407,6 @@ def _on_terminate(signum: int, frame: object) -> None:
 
 def terminate(signum: int) -> None:
     """Stop the children, say why in one sentence, remove the temporary folders and exit (never returns)."""
-    import signal
-
     name = signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else f"signal {signum}"
     code, words = _TERMINATING.get(name, (128 + signum, f"stopped by {name}"))
     _stop_children()
@@ -425,8 +417,6 @@ def terminate(signum: int) -> None:
 def _err(line: str) -> None:
     """One error sentence on stderr: one line, control characters from a value in it shown as escapes."""
     try:
-        from stackdoctor.redact import escape_controls
-
         print(escape_controls(line), file=sys.stderr)
     except Exception:
         pass
@@ -435,8 +425,6 @@ def _err(line: str) -> None:
 def _exit(code: int) -> None:
     """Flush, remove the temporary folders and leave; never wait on an abandoned probe thread."""
     try:
-        from stackdoctor.system import remove_lent
-
         remove_lent()
     except Exception:
         pass

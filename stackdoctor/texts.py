@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import Any
 
+from stackdoctor import parsecache
+
 __all__ = ["LANGS", "add_locale", "choose_lang", "detect_lang", "explain", "layer_word", "message", "placeholders", "sentence", "sentence_key", "texts", "title", "ui"]
 
 LANGS = ("en", "zh")
@@ -84,8 +86,6 @@ _EXTRA_LOCALES: list[str] = []  # packages with a locale/<lang>.yaml of their ow
 def _parsed(kind: str, raw: str) -> Any:
     """``raw`` (a locale file's text) parsed, or what the last run parsed of the same text (issue 33: yaml is then
     not even imported)."""
-    from stackdoctor import parsecache
-
     def parse() -> Any:
         import yaml  # lazy: keep start-up light
 

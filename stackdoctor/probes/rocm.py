@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -524,8 +525,6 @@ _COMMANDS: tuple[tuple[str, ...], ...] = (
 
 def _run_all(ctx: ProbeContext, facts: RocmFacts) -> dict[tuple[str, ...], CommandResult]:
     """Run the ROCm tools that exist, concurrently (each bounded by the tool timeout)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     todo: list[tuple[tuple[str, ...], str]] = []
     for argv in _COMMANDS:
         exe = _tool(ctx.system, argv[0])
