@@ -20,6 +20,8 @@ import tempfile
 import time
 
 from stackdoctor import install as inst
+from stackdoctor.install.result import fmt as _fmt
+from stackdoctor.install.verify import verify
 from stackdoctor.system import System
 
 GOAL_S = 2.0
@@ -48,7 +50,7 @@ def main() -> int:
             return 1
         if args.restore and i == args.n - 1:
             r = inst.restore_backup(system, args.python, b.dir, inst.TORCH_FAMILY)
-            v = inst.verify(system, args.python)
+            v = verify(system, args.python)
             print(f"restore: {r.seconds:.2f} s, {r.linked} files linked back, {r.copied} copied, mismatches {len(r.mismatch)}, "
                   f"missing {len(r.missing)}; torch {v.version} imports: {v.imported}")
         saves.append(b.seconds)
@@ -57,7 +59,7 @@ def main() -> int:
         removals.append(time.perf_counter() - start)
     assert b is not None
     total = statistics.median(saves) + statistics.median(removals)
-    print(f"{inst._fmt(prev)} in {snap.prefix}: {b.linked} files, {b.linked_bytes / 1e6:.0f} MB linked, {b.copied} copied")
+    print(f"{_fmt(prev)} in {snap.prefix}: {b.linked} files, {b.linked_bytes / 1e6:.0f} MB linked, {b.copied} copied")
     print(f"save: median {statistics.median(saves):.2f} s (min {min(saves):.2f}, max {max(saves):.2f}); "
           f"removal: median {statistics.median(removals):.2f} s; together {total:.2f} s (goal < {GOAL_S:g} s)")
     return 0 if total < GOAL_S else 1

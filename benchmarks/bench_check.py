@@ -10,22 +10,14 @@ without torch.
 
     python benchmarks/bench_check.py --torch-python ~/.cache/stackdoctor-tests/torch-venv/bin/python [-n 7]
 
-Issue 33, measured with ``--fast-only`` on 2 shared cores (load average about 3; a bare ``import torch`` of the
-2.13.0 CPU venv took 3.4-3.5 s at that load, 1.85 s on a quiet machine). The second run's figures (the first run
-after a change parses the embedded matrix and the locale texts once and keeps them: ``stackdoctor/parsecache.py``):
-
-- before (commit 9a82f57, 7 paired rounds against this branch): ``check --no-kernels`` 1.155 s = 0.34x ``import
-  torch``; the target without torch 1.162 s = 2.69x ``stackdoctor --version`` (0.414 s);
-- after (7 paired rounds, this script): ``check --no-kernels`` 0.750 s = **0.21x**; without torch 0.652 s = **1.97x**
-  ``--version`` (0.334 s). The 2x goal is met (1.88x-2.31x over three runs at load 2-4); 0.15x is not.
-- what went: pydantic (typer 0.29 validates every option through a ``TypeAdapter``; 0.14 s of imports), yaml and
-  the parse of 200 kB of matrix and 190 kB of texts (0.1-0.3 s), ``importlib.metadata`` for the plug-in scan,
-  ``install_flow`` and the resolver imported by every command, typer reading all seven commands' signatures, the
-  secret scrub running 15 patterns over every string (0.2 s of a report's JSON), one child process (the Python-3
-  check, now asked only when the worker gave no Python facts). Modules imported by ``check --no-kernels``: 357 -> 257.
-- what is left, on this load: the interpreter and typer (0.1 s), the target worker (0.14-0.28 s wall, its
-  ``packaging.tags`` import most of it), the linkage reader on torch's libraries, ``nvcc --version`` twice, all
-  competing for 2 cores.
+Issue 33: ``--fast-only`` runs only the fast path's commands; ``--baseline-src DIR`` (a checkout of an earlier
+commit, e.g. ``git archive <commit> stackdoctor | tar -x -C DIR``) adds that code's ``check --no-kernels`` on both
+targets to the same rounds (``PYTHONPATH=DIR``), so a before/after is paired too. Rounds alternate their order
+(A B, then B A), so neither side always runs first after the other's page-cache and CPU-frequency effects. Every
+stackdoctor run writes and reads its bytecode (``PYTHONDONTWRITEBYTECODE`` is dropped for them: an installed
+stackdoctor has its ``.pyc`` from pip; without them each run compiles ~100 modules, and that is what would be
+measured). The load average is printed at the start and the end: on a shared machine say it with every figure.
+Figures and how they were measured: README, "How fast".
 """
 
 from __future__ import annotations
@@ -33,17 +25,28 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+CPU: dict[str, list[float]] = {}  # command -> CPU seconds (user + system) of it and the children it waited for
 
-def timed(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess]:
-    start = time.perf_counter()
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def timed(argv: list[str], env: dict[str, str] | None = None, name: str | None = None) -> tuple[float, subprocess.CompletedProcess]:
+    cpu0, start = _cpu(), time.perf_counter()
     proc = subprocess.run(argv, capture_output=True, text=True, env=env)
-    return time.perf_counter() - start, proc
+    wall = time.perf_counter() - start
+    if name is not None:
+        CPU.setdefault(name, []).append(_cpu() - cpu0)
+    return wall, proc
 
 
 def count_leaves(x) -> int:
@@ -54,15 +57,18 @@ def count_leaves(x) -> int:
     return 0 if x is None or x == "" or x is False else 1
 
 
-def paired(commands: dict[str, list[str]], n: int) -> tuple[dict[str, list[float]], dict[str, subprocess.CompletedProcess]]:
-    """Each command ``n`` times, interleaved round by round (after one warm-up round)."""
+def paired(commands: dict[str, list[str]], n: int, envs: dict[str, dict[str, str]] | None = None) -> tuple[dict[str, list[float]], dict[str, subprocess.CompletedProcess]]:
+    """Each command ``n`` times, interleaved round by round (after one warm-up round), every other round in reverse
+    order (A B B A ...). ``envs``: a command's environment, where it has its own."""
+    envs = envs or {}
     times: dict[str, list[float]] = {name: [] for name in commands}
     last: dict[str, subprocess.CompletedProcess] = {}
-    for argv in commands.values():  # warm the page cache once
-        timed(argv)
-    for _ in range(n):
-        for name, argv in commands.items():
-            t, last[name] = timed(argv)
+    for name, argv in commands.items():  # warm the page cache and write the bytecode once
+        timed(argv, envs.get(name))
+    for r in range(n):
+        order = list(commands.items()) if r % 2 == 0 else list(reversed(commands.items()))
+        for name, argv in order:
+            t, last[name] = timed(argv, envs.get(name), name)
             times[name].append(t)
     return times, last
 
@@ -73,9 +79,12 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=7)
     ap.add_argument("--json", dest="json_out", help="also write the raw times here")
     ap.add_argument("--fast-only", action="store_true", help="only the fast path's commands (import torch, check --no-kernels on both targets, --version): a frugal run on a shared machine")
+    ap.add_argument("--baseline-src", help="a folder holding an earlier commit's stackdoctor/: its check --no-kernels runs in the same rounds")
     args = ap.parse_args()
     tp = args.torch_python
     sd = [sys.executable, "-m", "stackdoctor"]
+    own = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    load_start = os.getloadavg()
     with tempfile.TemporaryDirectory() as d:
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", d], check=True)
         notorch = os.path.join(d, "bin", "python")
@@ -93,7 +102,13 @@ def main() -> None:
         if args.fast_only:
             for name in ("collect_env", "check --no-kernels --import-torch", "check (quick kernels)", "check, target without torch"):
                 commands.pop(name)
-        times, last = paired(commands, args.n)
+        envs = {name: own for name, argv in commands.items() if argv[: len(sd)] == sd}
+        if args.baseline_src:
+            base_env = {**own, "PYTHONPATH": os.path.abspath(args.baseline_src)}
+            for name in ("check --no-kernels", "check --no-kernels, no torch"):
+                commands[f"{name} (baseline)"] = commands[name]
+                envs[f"{name} (baseline)"] = base_env
+        times, last = paired(commands, args.n, envs)
     med = {name: statistics.median(ts) for name, ts in times.items()}
     imp = times["import torch"]
 
@@ -101,24 +116,28 @@ def main() -> None:
         return statistics.median(t / i for t, i in zip(times[name], imp, strict=True))
 
     width = max(len(name) for name in commands)
-    print(f"{args.n} paired rounds, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
-    print(f"  {'command':<{width}}  median    median of per-round ratio to import torch")
+    print(f"{args.n} paired rounds, {os.cpu_count()} CPUs, load average {load_start[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
+    print(f"  {'command':<{width}}  median    median of per-round ratio to import torch    CPU (user+sys, median)")
     for name in commands:
-        print(f"  {name:<{width}}  {med[name]:6.3f} s  {ratio(name):5.2f}x")
+        print(f"  {name:<{width}}  {med[name]:6.3f} s  {ratio(name):5.2f}x    {statistics.median(CPU[name]):6.3f} s")
     print(f"check --no-kernels / import torch = {ratio('check --no-kernels'):.2f}x, {med['check --no-kernels']:.3f} s   (goal <= 0.15x and <= 0.30 s)")
     if "collect_env" in times:
         print(f"check --no-kernels / collect_env  = {statistics.median(t / c for t, c in zip(times['check --no-kernels'], times['collect_env'], strict=True)):.2f}x")
     if "check, target without torch" in times:
         print(f"check without torch              = {med['check, target without torch']:.3f} s    (goal <= 0.30 s)")
-    nt = statistics.median(t / v for t, v in zip(times["check --no-kernels, no torch"], times["stackdoctor --version"], strict=True))
-    print(f"check --no-kernels, no torch / --version = {nt:.2f}x, {med['check --no-kernels, no torch']:.3f} s   (goal <= 2x, issue 33)")
+    for suffix in ("", " (baseline)") if args.baseline_src else ("",):
+        name = f"check --no-kernels, no torch{suffix}"
+        nt = statistics.median(t / v for t, v in zip(times[name], times["stackdoctor --version"], strict=True))
+        print(f"{name} / --version = {nt:.2f}x, {med[name]:.3f} s   (goal <= 2x, issue 33)")
+    if args.baseline_src:
+        print(f"check --no-kernels (baseline) / import torch = {ratio('check --no-kernels (baseline)'):.2f}x, {med['check --no-kernels (baseline)']:.3f} s")
     facts = json.loads(last["check --no-kernels"].stdout)["facts"]
     collect = last["collect_env"].stdout if "collect_env" in last else ""
     collect_lines = [ln for ln in collect.splitlines() if ":" in ln and not ln.rstrip().endswith(": N/A") and not ln.rstrip().endswith("Could not collect")]
     print(f"facts: check --no-kernels {count_leaves(facts)} non-empty values; collect_env {len(collect_lines)} 'key: value' lines")
     if args.json_out:
         with open(args.json_out, "w") as fh:
-            json.dump({"n": args.n, "times": times}, fh, indent=1)
+            json.dump({"n": args.n, "times": times, "cpu": CPU, "load": [load_start, os.getloadavg()]}, fh, indent=1)
 
 
 if __name__ == "__main__":

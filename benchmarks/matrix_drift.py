@@ -85,7 +85,7 @@ def artifacts(files: list, since: str = "2.0") -> dict[tuple[str, str | None, tu
     """(release, local label or None, (os, arch)) -> one wheel's file name, for every final torch wheel listed."""
     from packaging.version import Version
 
-    from stackdoctor.index import _wheel_parts
+    from stackdoctor.install.index import _wheel_parts
     from stackdoctor.matrix import parse_platform
 
     out: dict[tuple[str, str | None, tuple[str, str]], str] = {}
@@ -125,7 +125,7 @@ def artifact_drift(served: dict[tuple[str, str | None, tuple[str, str]], str], m
 def pytorch_drift(base: str, variants: list[str], m: mx.Matrix, since: str, client) -> tuple[list[str], list[str]]:
     """(drift lines, unreachable lines) of the PyTorch variant indexes under ``base``."""
     from stackdoctor.errors import IndexError_
-    from stackdoctor.index import list_project
+    from stackdoctor.install.index import list_project
 
     drift: list[str] = []
     silent: list[str] = []
@@ -160,7 +160,7 @@ def _pytorch_only(a: argparse.Namespace) -> int:
 
     from packaging.version import Version
 
-    from stackdoctor.index import IndexClient
+    from stackdoctor.install.index import IndexClient
 
     shipped = mx.load_matrix()
     base = a.pytorch or shipped.index_url("pytorch")
@@ -182,7 +182,7 @@ def _pypi(a: argparse.Namespace) -> int:
     if a.snapshot:
         src: L.Source = L.SnapshotSource(Path(a.snapshot))
     else:
-        from stackdoctor.index import IndexClient
+        from stackdoctor.install.index import IndexClient
 
         client = IndexClient()
         src = L.HttpSource(a.index or mx.default_index_url("pypi"), client)

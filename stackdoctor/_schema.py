@@ -4,7 +4,8 @@
 - ``plan.schema.json``: ``stackdoctor.plan/1`` (``install --json``), from :class:`stackdoctor.plan.Plan`;
 - ``kernels.schema.json``: ``stackdoctor.kernels/1`` (``kernels --json``), from :class:`stackdoctor.facts.KernelFacts`
   and :class:`stackdoctor.report.Finding`;
-- ``diff.schema.json``: ``stackdoctor.diff/2`` (``diff --json``), from :class:`stackdoctor.diff.Difference`.
+- ``diff.schema.json``: ``stackdoctor.diff/2`` (``diff --json``), from :class:`stackdoctor.diff.Difference`;
+- ``error.schema.json``: ``stackdoctor.error/1``, a ``--json`` command that could not run (written out here).
 
 The shipped files under ``stackdoctor/schemas/`` are these functions' output, committed;
 ``tests/test_schemas.py`` keeps each identical to its generator, so a schema can never drift from the
@@ -191,6 +192,37 @@ def build_plan_schema() -> dict[str, Any]:
     }
 
 
+def error_schema() -> dict[str, Any]:
+    """``stackdoctor.error/1``: what a ``--json`` command (check, diff, kernels, matrix show) prints on stdout when it
+    could not run (a bad flag or input, an unreachable index, an interrupt, an internal error); the same sentence is
+    on stderr. ``install --json`` answers with its own plan document, ``error`` set."""
+    from stackdoctor.commands import ERROR_SCHEMA
+
+    return {
+        "$schema": DRAFT,
+        "$id": "https://stackdoctor.invalid/schemas/error-1.json",
+        "title": "stackdoctor error",
+        "type": "object",
+        "required": ["schema", "stackdoctor_version", "command", "error"],
+        "additionalProperties": False,
+        "properties": {
+            "schema": {"const": ERROR_SCHEMA},
+            "stackdoctor_version": {"type": "string"},
+            "command": {"enum": ["check", "diff", "kernels", "matrix"]},
+            "error": {
+                "type": "object",
+                "required": ["kind", "message", "exit_code"],
+                "additionalProperties": False,
+                "properties": {
+                    "kind": {"enum": ["usage", "matrix", "index", "unmet", "interrupted", "terminated", "internal"]},
+                    "message": {"type": "string", "minLength": 1},
+                    "exit_code": {"type": "integer", "minimum": 1},
+                },
+            },
+        },
+    }
+
+
 # file name under stackdoctor/schemas/ -> (the "schema" value it describes, its generator)
 SCHEMAS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     "report.schema.json": (SCHEMA, report_schema),
@@ -198,6 +230,7 @@ SCHEMAS: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
     "kernels.schema.json": ("stackdoctor.kernels/1", kernels_schema),
     "diff.schema.json": ("stackdoctor.diff/2", diff_schema),
     "build-plan.schema.json": ("stackdoctor.build-plan/1", build_plan_schema),
+    "error.schema.json": ("stackdoctor.error/1", error_schema),
 }
 
 

@@ -307,43 +307,59 @@ def main(argv: list[str] | None = None) -> None:
     click_exception = _click_base("ClickException")
     args = list(sys.argv[1:] if argv is None else argv)
     handle_termination()
+    _ARGS[:] = args
     code: int
+    stop: tuple[BaseException | None, str] | None = None  # what stopped the command: its JSON answer (--json)
     try:
         rv = command(args).main(args=args, prog_name="stackdoctor", standalone_mode=False)  # type: ignore[attr-defined]
         code = int(rv) if isinstance(rv, int) else 0
         sys.stdout.flush()  # a full stdout shows here (the text was buffered): one sentence, exit 2
     except StackdoctorError as exc:
         _err(f"stackdoctor: {_localized(str(exc), args)}")
-        code = int(exc.exit_code)
+        code, stop = int(exc.exit_code), (exc, str(exc))
     except typer.Exit as exc:
         code = exc.exit_code
     except typer.Abort as exc:  # click turns Ctrl-C into Abort
         _stop_children()
         _err("stackdoctor: " + _localized("interrupted." if isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt) else "aborted.", args))
-        code = 130
+        code, stop = 130, (None, "interrupted.")
     except click_exception as exc:  # bad flag, unknown command, unparsable value: usage, exit 2
         if type(exc).__name__ == "NoArgsIsHelpError":  # `stackdoctor`, `stackdoctor matrix` alone: the help, as asked
             print(exc.ctx.get_help())  # type: ignore[attr-defined]
             code = ExitCode.OK
         else:
             _err("stackdoctor: " + _localized(_usage_line(exc).removeprefix("stackdoctor: "), args))
-            code = ExitCode.USAGE
+            code, stop = ExitCode.USAGE, (None, _usage_line(exc).removeprefix("stackdoctor: "))
     except (_Interrupted, KeyboardInterrupt):
         _stop_children()
         _err("stackdoctor: " + _localized("interrupted.", args))
-        code = 130
+        code, stop = 130, (None, "interrupted.")
     except BrokenPipeError:
         code = 0
     except Exception as exc:  # the no-traceback guarantee
         if debug_enabled(args):
             traceback.print_exc()
         first = str(exc).splitlines()[0] if str(exc) else ""
-        _err("stackdoctor: " + _localized(
-            f"internal error: {type(exc).__name__}{': ' + first if first else ''}; "
-            "please attach `stackdoctor report` to a bug report (re-run with --debug for the traceback).", args
-        ))
-        code = ExitCode.INTERNAL
+        line = (f"internal error: {type(exc).__name__}{': ' + first if first else ''}; "
+                "please attach `stackdoctor report` to a bug report (re-run with --debug for the traceback).")
+        _err("stackdoctor: " + _localized(line, args))
+        code, stop = ExitCode.INTERNAL, (exc, line)
+    if stop is not None:
+        _answer_in_json(args, stop[0], stop[1], code)
     _exit(code)
+
+
+_ARGS: list[str] = []  # the running command line (terminate's JSON answer)
+
+
+def _answer_in_json(args: list[str], exc: BaseException | None, message: str, code: int) -> None:
+    """A --json command that stopped: its JSON answer on stdout (:func:`stackdoctor.commands.answer_in_json`)."""
+    try:
+        from stackdoctor.commands import answer_in_json
+
+        answer_in_json(args, exc, message, code)
+    except Exception:
+        pass
 
 
 def _localized(text: str, args: list[str]) -> str:
@@ -411,6 +427,7 @@ def terminate(signum: int) -> None:
     code, words = _TERMINATING.get(name, (128 + signum, f"stopped by {name}"))
     _stop_children()
     _err(f"stackdoctor: {words}; stopped every process it had started.")
+    _answer_in_json(_ARGS, None, f"{words}; stopped every process it had started.", code)
     _exit(code)
 
 

@@ -134,6 +134,7 @@ class BoundaryStream:
         self._stream = stream
         self._name = name
         self._raises = raises
+        self.written = False  # whether any text went to it (cli.main's JSON answer to a --json command that stopped)
 
     @property
     def wrapped(self) -> Any:
@@ -152,6 +153,7 @@ class BoundaryStream:
             self._fail(OSError(errno.EBADF, "closed"))
             return len(text)
         safe = scrub(text)
+        self.written = self.written or bool(text)
         try:
             self._stream.write(safe)
         except BrokenPipeError:

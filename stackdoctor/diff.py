@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from stackdoctor.facts import Facts
 from stackdoctor.report import Report
+from stackdoctor.view import MachineView
 
 __all__ = ["DIFF_SCHEMA", "Difference", "diff_reports", "flatten_report"]
 
@@ -85,7 +85,7 @@ def _flatten_plain(out: dict[str, Any], key: str, value: Any) -> None:
         out[key] = _plain(value)
 
 
-def _flatten_facts(f: Facts) -> dict[str, Any]:
+def _flatten_facts(f: MachineView) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for subject, fields in _FIELDS:
         obj = getattr(f, subject)
@@ -124,7 +124,7 @@ def _flatten_facts(f: Facts) -> dict[str, Any]:
 
 def flatten_report(report: Report) -> dict[str, Any]:
     """The compared values of one report, ``key -> value``."""
-    out = _flatten_facts(report.facts)
+    out = _flatten_facts(report.view)  # the stable keys reconcile wrote from the view, read through it
     worst: dict[str, str] = {}
     rank = {"ok": 0, "warn": 1, "fail": 2}
     for fd in report.findings:

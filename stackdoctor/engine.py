@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from stackdoctor import accelerators
+from stackdoctor.errors import UsageError
 from stackdoctor.facts import SUBJECTS, Facts, from_data, to_data
 from stackdoctor.probes import ProbeContext, ProbeOutput, Target
 from stackdoctor.report import ProbeStatus, Report
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.system import System
+    from stackdoctor.system import CommandResult, System
 
 # (probe name, module). Order is the order of the report's "probes" list.
 PROBES: tuple[tuple[str, str], ...] = (
@@ -152,34 +153,12 @@ def validate_python(
 
     :raises UsageError: the sentence.
     """
-    from stackdoctor.errors import UsageError
     from stackdoctor.system import System
 
     who = f"--python {python}" if selected_by == "--python" else f"the target interpreter {python} (from {selected_by})"
     kind = "nt" if (os_name or os.name) == "nt" else "posix"
     sys_ = system or System.from_env()
-    exe = python
-    if os.sep not in python and not (os.altsep and os.altsep in python) and not os.path.exists(python):
-        found = sys_.which(python)
-        if found is None:
-            raise UsageError(f"{who}: no such interpreter on PATH.")
-        exe = found
-    if os.path.isdir(exe):
-        for layouts in (VENV_PYTHONS[kind], CONDA_PYTHONS[kind]):
-            for parts in layouts:
-                cand = os.path.join(exe, *parts)
-                if os.path.isfile(cand):
-                    raise UsageError(f"{who} is a folder; did you mean {cand}?")
-        inside = os.path.join("bin", "python") if kind == "posix" else os.path.join("Scripts", "python.exe")
-        raise UsageError(f"{who} is a folder, and it holds no Python interpreter (no {inside}).")
-    if not os.path.lexists(exe):
-        raise UsageError(f"{who}: no such file.")
-    if not os.path.exists(exe):
-        raise UsageError(f"{who} is a broken link (it points to {os.path.realpath(exe)}, which does not exist).")
-    if not os.path.isfile(exe):
-        raise UsageError(f"{who} is not a file, so not a Python interpreter.")
-    if kind == "posix" and not os.access(exe, os.X_OK):
-        raise UsageError(f"{who} is not executable, so not a Python interpreter.")
+    exe = _refuse_path(_on_path(python, who, sys_), who, kind)
     if not run:
         return PythonCheck(python, None, None)
     res = sys_.run([exe, "-E", "-s", "-c", _ASK_PYTHON], timeout=timeout_s, parse_env=False, record=False)
@@ -197,16 +176,52 @@ def validate_python(
             if major < 3:
                 raise UsageError(f"{who} is Python {major}.{minor}; stackdoctor needs a Python 3 interpreter.")
             return PythonCheck(python, (major, minor), {"True": True, "False": False}.get(said[2]))
+    raise _not_python(exe, who, res, sys_, timeout_s)
+
+
+def _on_path(python: str, who: str, sys_: System) -> str:
+    """``python`` as a path: a bare name is looked up on PATH."""
+    if os.sep not in python and not (os.altsep and os.altsep in python) and not os.path.exists(python):
+        found = sys_.which(python)
+        if found is None:
+            raise UsageError(f"{who}: no such interpreter on PATH.")
+        return found
+    return python
+
+
+def _refuse_path(exe: str, who: str, kind: str) -> str:
+    """``exe`` when it can be an interpreter: a folder, a missing path, not a file, not executable are one sentence each."""
+    if os.path.isdir(exe):
+        for layouts in (VENV_PYTHONS[kind], CONDA_PYTHONS[kind]):
+            for parts in layouts:
+                cand = os.path.join(exe, *parts)
+                if os.path.isfile(cand):
+                    raise UsageError(f"{who} is a folder; did you mean {cand}?")
+        inside = os.path.join("bin", "python") if kind == "posix" else os.path.join("Scripts", "python.exe")
+        raise UsageError(f"{who} is a folder, and it holds no Python interpreter (no {inside}).")
+    if not os.path.lexists(exe):
+        raise UsageError(f"{who}: no such file.")
+    if not os.path.exists(exe):
+        raise UsageError(f"{who} is a broken link (it points to {os.path.realpath(exe)}, which does not exist).")
+    if not os.path.isfile(exe):
+        raise UsageError(f"{who} is not a file, so not a Python interpreter.")
+    if kind == "posix" and not os.access(exe, os.X_OK):
+        raise UsageError(f"{who} is not executable, so not a Python interpreter.")
+    return exe
+
+
+def _not_python(exe: str, who: str, res: CommandResult, sys_: System, timeout_s: float) -> UsageError:
+    """The sentence for an interpreter that ran but did not answer as Python 3 (``--version`` says what it is)."""
     ver = sys_.run([exe, "--version"], timeout=timeout_s, parse_env=False, record=False)
     version = ((ver.stdout.strip() or ver.stderr.strip()).splitlines() or [""])[0].strip()
     if version.startswith("Python 2"):
-        raise UsageError(f"{who} is {version}; stackdoctor needs a Python 3 interpreter.")
+        return UsageError(f"{who} is {version}; stackdoctor needs a Python 3 interpreter.")
     if version.startswith("Python ") and res.signal is None:
-        raise UsageError(f"{who} says it is {version} but could not run a one-line Python script: {_first_line(res.stderr) or res.describe_failure()}.")
+        return UsageError(f"{who} says it is {version} but could not run a one-line Python script: {_first_line(res.stderr) or res.describe_failure()}.")
     if res.signal is not None:
-        raise UsageError(f"{who} was killed by {res.detail.replace('killed by ', '')} before answering, so it cannot be used as the target.")
+        return UsageError(f"{who} was killed by {res.detail.replace('killed by ', '')} before answering, so it cannot be used as the target.")
     told = _first_line(res.stderr) if res.returncode not in (0, None) else ""  # a broken interpreter says why
-    raise UsageError(f"{who} is not a Python interpreter" + (f" ({told[:160]})." if told else "."))
+    return UsageError(f"{who} is not a Python interpreter" + (f" ({told[:160]})." if told else "."))
 
 
 def _first_line(text: str) -> str:

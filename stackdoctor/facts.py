@@ -84,6 +84,7 @@ class PythonFacts:
     error: str | None = None
     unfinished_install: str | None = None  # a killed `stackdoctor install`'s journal in env_prefix: "phase install: torch 2.11.0+cpu -> 2.12.0+cpu"
     install_live: str | None = None  # that journal's install still runs: "process 4242, phase install" (its owner alive, same start time)
+    install_unprinted: list[str] = field(default_factory=list)  # the lines the last install could not print (<env>/.stackdoctor-unprinted.json)
     sources: dict[str, str] = field(default_factory=dict)
 
 
@@ -620,17 +621,8 @@ def _coerce(tp: Any, value: Any) -> Any:
             except (TypeError, ValueError):
                 continue
         raise TypeError(f"{value!r} does not fit {tp}")
-    if origin is list:
-        if not isinstance(value, list):
-            raise TypeError(f"expected a list, got {type(value).__name__}")
-        inner = (typing.get_args(tp) or (Any,))[0]
-        return [_coerce(inner, v) for v in value]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise TypeError(f"expected an object, got {type(value).__name__}")
-        kv = typing.get_args(tp)
-        inner = kv[1] if len(kv) == 2 else Any
-        return {str(k): _coerce(inner, v) for k, v in value.items()}
+    if origin in (list, dict):
+        return _coerce_container(tp, origin, value)
     if tp is Any:
         return value
     if origin is Literal:
@@ -639,6 +631,23 @@ def _coerce(tp: Any, value: Any) -> Any:
         return value
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return from_data(tp, value)
+    return _coerce_scalar(tp, value)
+
+
+def _coerce_container(tp: Any, origin: Any, value: Any) -> Any:
+    if origin is list:
+        if not isinstance(value, list):
+            raise TypeError(f"expected a list, got {type(value).__name__}")
+        inner = (typing.get_args(tp) or (Any,))[0]
+        return [_coerce(inner, v) for v in value]
+    if not isinstance(value, dict):
+        raise TypeError(f"expected an object, got {type(value).__name__}")
+    kv = typing.get_args(tp)
+    inner = kv[1] if len(kv) == 2 else Any
+    return {str(k): _coerce(inner, v) for k, v in value.items()}
+
+
+def _coerce_scalar(tp: Any, value: Any) -> Any:
     if tp is bool:
         if not isinstance(value, bool):
             raise TypeError(f"expected true/false, got {value!r}")

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from stackdoctor import accelerators
 from stackdoctor._worker import worker_path
 from stackdoctor.facts import Facts, KernelFacts, KernelResult, from_data
 from stackdoctor.system import CommandResult, Started, System, signame
@@ -109,8 +110,6 @@ def kernel_facts_from_run(res: CommandResult, mode: str = "full") -> KernelFacts
 
 def _device_specs() -> str | None:
     """The accelerator kinds' worker device specs (``accelerators.device_specs()``) as the workers read them."""
-    from stackdoctor import accelerators
-
     specs = accelerators.device_specs()
     return json.dumps(specs, sort_keys=True) if specs else None
 
@@ -205,6 +204,35 @@ def _rank_outcome(rank: int, res: CommandResult) -> dict[str, Any]:
     return {"rank": rank, "status": "failed", "error": why, "stderr_tail": _tail(res.stderr)}
 
 
+def _merged_status(ranks: Mapping[int, Mapping[str, Any]], world_size: int) -> tuple[str, set[int]]:
+    """(ok | timeout | failed, the missing ranks): a rank named missing by any peer, or a rank that timed out, is a
+    timeout; any other failing or unreported rank a failure."""
+    missing: set[int] = set()
+    for o in ranks.values():
+        missing.update(int(m) for m in o.get("missing_ranks") or [])
+    statuses = {o.get("status") for o in ranks.values()}
+    if missing or "timeout" in statuses:
+        return "timeout", missing or {r for r, o in ranks.items() if o.get("status") == "timeout"}
+    if statuses != {"ok"} or len(ranks) < world_size:
+        return "failed", missing
+    return "ok", missing
+
+
+def _why_not(ranks: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    """What a run that did not complete says: the first rank that failed by itself (not one stopped because of it),
+    the first stderr tail, the first signal."""
+    first = next((o for o in ranks.values() if o.get("status") not in ("ok", "stopped") and o.get("error")), None)
+    first = first or next((o for o in ranks.values() if o.get("status") != "ok" and o.get("error")), None)
+    out: dict[str, Any] = {"error": first.get("error") if first else "allreduce did not complete"}
+    tails = [o.get("stderr_tail") for o in ranks.values() if o.get("stderr_tail")]
+    if tails:
+        out["stderr_tail"] = tails[0]
+    sigs = [o["signal"] for o in ranks.values() if o.get("signal")]
+    if sigs:
+        out["signal"] = sigs[0]
+    return out
+
+
 def merge_allreduce(outcomes: Mapping[int, Mapping[str, Any]], world_size: int) -> dict[str, Any]:
     """One summary from the ranks that reported (pure). Status: ok | timeout | failed.
 
@@ -215,32 +243,12 @@ def merge_allreduce(outcomes: Mapping[int, Mapping[str, Any]], world_size: int) 
     summary: dict[str, Any] = {k: v for k, v in lead.items() if k not in ("status", "error", "stderr_tail", "signal")}
     summary["world_size"] = world_size
     summary["ranks_reported"] = [r for r, o in ranks.items() if o.get("status") in ("ok", "timeout", "failed") and "signal" not in o]
-    missing: set[int] = set()
-    for o in ranks.values():
-        missing.update(int(m) for m in o.get("missing_ranks") or [])
-    errors = {str(r): o["error"] for r, o in ranks.items() if o.get("error")}
-    statuses = {o.get("status") for o in ranks.values()}
-    if missing or "timeout" in statuses:
-        summary["status"] = "timeout"
-        if not missing:
-            missing = {r for r, o in ranks.items() if o.get("status") == "timeout"}
-    elif statuses != {"ok"} or len(ranks) < world_size:
-        summary["status"] = "failed"
-    else:
-        summary["status"] = "ok"
+    status, missing = _merged_status(ranks, world_size)
+    summary["status"] = status
     summary["missing_ranks"] = sorted(missing)
-    summary["errors"] = errors
-    if summary["status"] != "ok":
-        # the first rank that failed by itself, not one stopped because of it
-        first = next((o for o in ranks.values() if o.get("status") not in ("ok", "stopped") and o.get("error")), None)
-        first = first or next((o for o in ranks.values() if o.get("status") != "ok" and o.get("error")), None)
-        summary["error"] = first.get("error") if first else "allreduce did not complete"
-        tails = [o.get("stderr_tail") for o in ranks.values() if o.get("stderr_tail")]
-        if tails:
-            summary["stderr_tail"] = tails[0]
-        sigs = [o["signal"] for o in ranks.values() if o.get("signal")]
-        if sigs:
-            summary["signal"] = sigs[0]
+    summary["errors"] = {str(r): o["error"] for r, o in ranks.items() if o.get("error")}
+    if status != "ok":
+        summary.update(_why_not(ranks))
     return summary
 
 
@@ -437,7 +445,7 @@ FLEET_FIELDS = ("driver", "torch", "cuda", "nccl", "gpus")
 def node_summary(facts: Facts) -> dict[str, Any]:
     """What one node contributes to the fleet table (pure; JSON-ready)."""
     mm = [r for r in facts.kernels.results if r.kernel == "matmul" and r.dtype == "fp32" and r.tflops]
-    gpu_mm = [r for r in mm if r.device != "cpu"] or mm
+    gpu_mm = [r for r in mm if r.device.split(":", 1)[0] in accelerators.device_types()] or mm
     return {
         "hostname": facts.platform.hostname,
         "driver": facts.nvidia.driver_version,

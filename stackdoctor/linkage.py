@@ -47,32 +47,20 @@ import fnmatch
 import os
 import posixpath
 import re
-import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from stackdoctor.binfmt import BoundedReader
+from stackdoctor.elfdyn import DynElf as _Elf
 from stackdoctor.facts import LinkProblem
 from stackdoctor.system import ReadResult, System
 
 MAX_LIBRARIES = 512  # objects loaded in one walk
-MAX_NEEDED = 256  # DT_NEEDED of one object
-MAX_DYNAMIC = 1 << 16  # .dynamic entries
-MAX_SYMBOLS = 1 << 21  # .dynsym entries of one object
-MAX_UNDEFINED = 1 << 16  # undefined symbols checked per object
-MAX_TABLE = 64 << 20  # bytes of one table (.dynsym, .gnu.version, .gnu.hash) read
-MAX_STRTAB = 16 << 20  # .dynstr read at once (more: name by name)
-MAX_VERSIONS = 4096
 MAX_PROBLEMS = 64
 MAX_CONF_FILES = 256
 DEFAULT_BUDGET_S = 5.0
 
-SHT_DYNSYM, SHT_DYNAMIC, SHT_STRTAB = 11, 6, 3
-SHT_GNU_HASH, SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM = 0x6FFFFFF6, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
-DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH = 1, 14, 15, 29
-STB_WEAK = 2
 
 # torch's _load_global_deps preloads these from nvidia/<folder>/lib when libtorch_global_deps.so fails to load
 CUDA_PRELOAD = ("cublas", "cudnn", "cuda_nvrtc", "cuda_runtime", "cuda_cupti", "cufft", "curand", "nvjitlink",
@@ -89,285 +77,6 @@ class LinkCheck:
     symbols_checked: int = 0
     elapsed_ms: float = 0.0
     note: str | None = None  # what was not checked (the time budget, a cap), in one sentence
-
-
-# ---------------------------------------------------------------------------- one ELF object
-
-
-@dataclass
-class _Sec:
-    type: int
-    link: int
-    info: int
-    offset: int
-    size: int
-    entsize: int
-
-
-class _Elf:
-    """The dynamic-linking tables of one ELF file, read lazily with caps."""
-
-    def __init__(self, fh: BinaryIO, deadline: float | None) -> None:
-        self.r = BoundedReader(fh, deadline)
-        self.error: str | None = None
-        self.klass = 0
-        self.machine = 0
-        self.secs: list[_Sec] = []
-        self.needed: list[str] = []
-        self.soname: str | None = None
-        self.rpath: list[str] = []
-        self.runpath: list[str] = []
-        self._str: dict[int, tuple[int, bytes | None]] = {}
-        self._verdefs: dict[int, str] | None = None
-        self._versym: bytes | None = None
-        self._hash: tuple[int, int, int, int, bytes, bytes] | None = None
-        self._hash_read = False
-        self._parse()
-
-    # -- header and sections
-    def _parse(self) -> None:
-        head = self.r.read(0, 64)
-        if not head:
-            self.error = "empty file (file too short)"
-            return
-        if head[:4] != b"\x7fELF"[: len(head[:4])] or (len(head) >= 4 and head[:4] != b"\x7fELF"):
-            self.error = "invalid ELF header"
-            return
-        if len(head) < 52:
-            self.error = "file too short"
-            return
-        self.klass, enc = head[4], head[5]
-        if self.klass not in (1, 2) or enc not in (1, 2):
-            self.error = "invalid ELF class or data encoding"
-            return
-        self.bo = "<" if enc == 1 else ">"
-        self.w = 8 if self.klass == 2 else 4
-        (self.machine,) = struct.unpack_from(self.bo + "H", head, 18)
-        if self.klass == 2:
-            if len(head) < 64:
-                self.error = "file too short"
-                return
-            (shoff,) = struct.unpack_from(self.bo + "Q", head, 0x28)
-            shentsize, shnum = struct.unpack_from(self.bo + "HH", head, 0x3A)
-            fmt, need = self.bo + "IIQQQQIIQQ", 64
-        else:
-            (shoff,) = struct.unpack_from(self.bo + "I", head, 0x20)
-            shentsize, shnum = struct.unpack_from(self.bo + "HH", head, 0x2E)
-            fmt, need = self.bo + "IIIIIIIIII", 40
-        if shoff == 0 or shentsize < need:
-            self.error = "no section header table"
-            return
-        first = self.r.read(shoff, need)
-        if len(first) < need:
-            self.error = "file too short (the section headers are past its end)"
-            return
-        if shnum == 0:
-            shnum = struct.unpack_from(fmt, first, 0)[5]
-        shnum = min(shnum, 65535)
-        if shnum * shentsize <= (16 << 20):
-            table = self.r.read(shoff, shnum * shentsize)
-            ents = [table[i * shentsize : i * shentsize + need] for i in range(len(table) // shentsize)]
-        else:
-            ents = [self.r.read(shoff + i * shentsize, need) for i in range(shnum)]
-        for e in ents:
-            if len(e) < need:
-                break
-            _n, typ, _fl, _addr, off, size, link, info, _al, ents_ = struct.unpack_from(fmt, e, 0)
-            self.secs.append(_Sec(typ, link, info, off, size, ents_))
-        if len(self.secs) < shnum:
-            self.error = f"file too short ({len(self.secs)} of {shnum} section headers)"
-        dyn = next((s for s in self.secs if s.type == SHT_DYNAMIC), None)
-        if dyn is None:
-            self.error = self.error or "no dynamic section (not a shared library)"
-            return
-        esz = 2 * self.w
-        data = self.r.read(dyn.offset, min(dyn.size, MAX_DYNAMIC * esz))
-        fmt_d = self.bo + ("qQ" if self.w == 8 else "iI")
-        for i in range(len(data) // esz):
-            tag, val = struct.unpack_from(fmt_d, data, i * esz)
-            if tag == 0:
-                break
-            if tag == DT_NEEDED and len(self.needed) < MAX_NEEDED:
-                self.needed.append(self.string(dyn.link, val))
-            elif tag == DT_SONAME:
-                self.soname = self.string(dyn.link, val)
-            elif tag == DT_RPATH:
-                self.rpath += [p for p in self.string(dyn.link, val).split(":") if p]
-            elif tag == DT_RUNPATH:
-                self.runpath += [p for p in self.string(dyn.link, val).split(":") if p]
-        self.needed = [n for n in self.needed if n]
-
-    def sec(self, index: int) -> _Sec | None:
-        return self.secs[index] if 0 <= index < len(self.secs) else None
-
-    def string(self, strndx: int, off: int) -> str:
-        """A NUL-terminated name at ``off`` in string table section ``strndx``."""
-        s = self.sec(strndx)
-        if s is None or off < 0 or off >= s.size:
-            return ""
-        cached = self._str.get(strndx)
-        if cached is None:
-            blob = self.r.read(s.offset, s.size) if s.size <= MAX_STRTAB else None
-            cached = self._str[strndx] = (s.offset, blob)
-        base, blob = cached
-        if blob is not None:
-            end = blob.find(b"\0", off, off + 4096)
-            return blob[off : end if end >= 0 else off + 4096].decode("latin-1")
-        raw = self.r.read(base + off, 1024)
-        return raw.split(b"\0", 1)[0].decode("latin-1")
-
-    # -- symbols
-    def _dynsym(self) -> _Sec | None:
-        return next((s for s in self.secs if s.type == SHT_DYNSYM), None)
-
-    def _symsize(self) -> int:
-        return 24 if self.w == 8 else 16
-
-    def symbol(self, ds: _Sec, i: int, raw: bytes | None = None, at: int = 0) -> tuple[str, int, int]:
-        """(name, binding, section index) of dynamic symbol ``i``."""
-        b = raw[at : at + self._symsize()] if raw is not None else self.r.read(ds.offset + i * self._symsize(), self._symsize())
-        if len(b) < self._symsize():
-            return "", 0, 0
-        if self.w == 8:
-            name, info, _other, shndx = struct.unpack_from(self.bo + "IBBH", b, 0)
-        else:
-            name, _v, _s, info, _other, shndx = struct.unpack_from(self.bo + "IIIBBH", b, 0)
-        return self.string(ds.link, name), info >> 4, shndx
-
-    def versym(self, i: int) -> int:
-        if self._versym is None:
-            vs = next((s for s in self.secs if s.type == SHT_GNU_VERSYM), None)
-            self._versym = self.r.read(vs.offset, min(vs.size, MAX_TABLE)) if vs else b""
-        if 2 * i + 2 > len(self._versym):
-            return 1
-        return int(struct.unpack_from(self.bo + "H", self._versym, 2 * i)[0])
-
-    def verneeds(self) -> dict[int, tuple[str, str]]:
-        """version index -> (file, version name) this object requires."""
-        out: dict[int, tuple[str, str]] = {}
-        s = next((x for x in self.secs if x.type == SHT_GNU_VERNEED), None)
-        if s is None:
-            return out
-        data = self.r.read(s.offset, min(s.size, 1 << 20))
-        pos, seen = 0, 0
-        while 0 <= pos and pos + 16 <= len(data) and seen < MAX_VERSIONS:
-            _ver, cnt, file_off, aux, nxt = struct.unpack_from(self.bo + "HHIII", data, pos)
-            fname = self.string(s.link, file_off)
-            a = pos + aux
-            for _ in range(min(cnt, MAX_VERSIONS)):
-                if a < 0 or a + 16 > len(data):
-                    break
-                _h, _flags, other, name_off, anext = struct.unpack_from(self.bo + "IHHII", data, a)
-                out[other & 0x7FFF] = (fname, self.string(s.link, name_off))
-                seen += 1
-                if anext == 0:
-                    break
-                a += anext
-            if nxt == 0:
-                break
-            pos += nxt
-        return out
-
-    def verdefs(self) -> dict[int, str]:
-        """version index -> version name this object defines (index 1 is the file's own name)."""
-        if self._verdefs is not None:
-            return self._verdefs
-        out: dict[int, str] = {}
-        s = next((x for x in self.secs if x.type == SHT_GNU_VERDEF), None)
-        if s is not None:
-            data = self.r.read(s.offset, min(s.size, 1 << 20))
-            pos = 0
-            while 0 <= pos and pos + 20 <= len(data) and len(out) < MAX_VERSIONS:
-                _v, _flags, ndx, _cnt, _h, aux, nxt = struct.unpack_from(self.bo + "HHHHIII", data, pos)
-                if 0 <= pos + aux and pos + aux + 8 <= len(data):
-                    (name_off,) = struct.unpack_from(self.bo + "I", data, pos + aux)
-                    out[ndx & 0x7FFF] = self.string(s.link, name_off)
-                if nxt == 0:
-                    break
-                pos += nxt
-        self._verdefs = out
-        return out
-
-    def undefined(self) -> list[tuple[str, int]]:
-        """(name, version index) of the undefined, non-weak dynamic symbols (GNU ld puts them before the
-        hashed ones, so only the first ``symoffset`` entries are read when there is a .gnu.hash table)."""
-        ds = self._dynsym()
-        if ds is None or ds.entsize not in (0, self._symsize()):
-            return []
-        n = min(ds.size // self._symsize(), MAX_SYMBOLS)
-        ht = self._gnu_hash()
-        if ht is not None:
-            n = min(n, ht[1])
-        raw = self.r.read(ds.offset, min(n * self._symsize(), MAX_TABLE))
-        out: list[tuple[str, int]] = []
-        for i in range(1, len(raw) // self._symsize()):
-            name, bind, shndx = self.symbol(ds, i, raw, i * self._symsize())
-            if shndx == 0 and name and bind != STB_WEAK and bind != 0:
-                out.append((name, self.versym(i) & 0x7FFF))
-                if len(out) >= MAX_UNDEFINED:
-                    break
-        return out
-
-    def _gnu_hash(self) -> tuple[int, int, int, int, bytes, bytes] | None:
-        """(nbuckets, symoffset, bloom words, bloom shift, buckets, chain) or None."""
-        if self._hash_read:
-            return self._hash
-        self._hash_read = True
-        s = next((x for x in self.secs if x.type == SHT_GNU_HASH), None)
-        if s is None:
-            return None
-        data = self.r.read(s.offset, min(s.size, MAX_TABLE))
-        if len(data) < 16:
-            return None
-        nb, symoff, bsize, bshift = struct.unpack_from(self.bo + "IIII", data, 0)
-        bstart = 16 + bsize * self.w
-        if nb == 0 or bstart + 4 * nb > len(data):
-            return None
-        self._hash = (nb, symoff, bsize, bshift, data[bstart : bstart + 4 * nb], data[bstart + 4 * nb :])
-        return self._hash
-
-    def defines(self, name: str, version: str | None) -> bool:
-        """Whether this object defines ``name`` (with ``version``, when given) in its dynamic symbols."""
-        ds = self._dynsym()
-        if ds is None:
-            return False
-        vdefs = self.verdefs()
-        ht = self._gnu_hash()
-
-        def ok(i: int) -> bool:
-            sname, _bind, shndx = self.symbol(ds, i)
-            if sname != name or shndx == 0:
-                return False
-            if version is None or not vdefs:
-                return True
-            return vdefs.get(self.versym(i) & 0x7FFF) == version
-
-        if ht is not None:
-            nb, symoff, _bs, _sh, buckets, chain = ht
-            h = 5381
-            for c in name.encode("latin-1", "replace"):
-                h = (h * 33 + c) & 0xFFFFFFFF
-            (i,) = struct.unpack_from(self.bo + "I", buckets, 4 * (h % nb))
-            steps = 0
-            while i >= symoff and steps < 1 << 16:
-                ci = i - symoff
-                if 4 * ci + 4 > len(chain):
-                    return False
-                (ch,) = struct.unpack_from(self.bo + "I", chain, 4 * ci)
-                if (ch | 1) == (h | 1) and ok(i):
-                    return True
-                if ch & 1:
-                    return False
-                i += 1
-                steps += 1
-            return False
-        n = min(ds.size // self._symsize(), MAX_SYMBOLS)
-        raw = self.r.read(ds.offset, min(n * self._symsize(), MAX_TABLE))
-        for i in range(1, len(raw) // self._symsize()):
-            sname, _b, shndx = self.symbol(ds, i, raw, i * self._symsize())
-            if sname == name and shndx != 0 and (version is None or not vdefs or vdefs.get(self.versym(i) & 0x7FFF) == version):
-                return True
-        return False
 
 
 # ---------------------------------------------------------------------------- search paths
@@ -494,36 +203,70 @@ def check_linkage(
 
 def _walk(system: System, roots: Sequence[str], env: Mapping[str, str], interpreter: str | None, site_dirs: Sequence[str],
           wheel_dirs: Sequence[str], deadline: float, res: LinkCheck) -> None:
-    handles: list[BinaryIO] = []
+    w = _Walk(system, env, site_dirs, wheel_dirs, deadline, res)
+    try:
+        base_rpath = w.load_interpreter(interpreter) if interpreter else []
+        w.load_roots(roots, base_rpath)
+        to_check = w.walk()
+        if to_check is None:
+            return
+        everyone = list(w.by_path.values())
+        for obj, providers in to_check:
+            if time.monotonic() > deadline:
+                res.note = "the time budget ran out while checking symbols; the rest were not checked"
+                return
+            _check_symbols(obj, providers, everyone, res, w.problem)
+    finally:
+        w.close()
 
-    def open_elf(path: str) -> _Elf | str:
-        fh = system.open_binary(path)
+
+class _Walk:
+    """One breadth-first load of torch's libraries, as ld.so would do it (:func:`check_linkage`)."""
+
+    def __init__(self, system: System, env: Mapping[str, str], site_dirs: Sequence[str], wheel_dirs: Sequence[str], deadline: float,
+                 res: LinkCheck) -> None:
+        self.system, self.site_dirs, self.wheel_dirs, self.deadline, self.res = system, site_dirs, wheel_dirs, deadline, res
+        self.handles: list[BinaryIO] = []
+        self.loaded: dict[str, _Obj] = {}  # names (SONAME and file name) -> object
+        self.by_path: dict[str, _Obj] = {}
+        self.queue: list[_Obj] = []
+        self.start: list[_Obj] = []
+        self.ld_path = [p for p in (env.get("LD_LIBRARY_PATH") or "").replace(";", ":").split(":") if p]
+        self.conf: list[str] | None = None
+        self.machine_dirs: list[str] = []
+
+    def close(self) -> None:
+        for fh in self.handles:
+            try:
+                fh.close()
+            except OSError:
+                pass
+
+    def open_elf(self, path: str) -> _Elf | str:
+        fh = self.system.open_binary(path)
         if isinstance(fh, ReadResult):
             return fh.detail or fh.status
-        handles.append(fh)
-        return _Elf(fh, deadline)
+        self.handles.append(fh)
+        return _Elf(fh, self.deadline)
 
-    loaded: dict[str, _Obj] = {}  # names (SONAME and file name) -> object
-    by_path: dict[str, _Obj] = {}
-    queue: list[_Obj] = []
-    ld_path = [p for p in (env.get("LD_LIBRARY_PATH") or "").replace(";", ":").split(":") if p]
-    conf: list[str] | None = None
-    machine_dirs: list[str] = []
-
-    def add(path: str, elf: _Elf, inherited: list[str], where: str = "") -> _Obj:
+    def add(self, path: str, elf: _Elf, inherited: list[str], where: str = "") -> _Obj:
         obj = _Obj(path, elf, inherited, where)
-        by_path[path] = obj
+        self.by_path[path] = obj
         for name in {posixpath.basename(path), elf.soname or ""} - {""}:
-            loaded.setdefault(name, obj)
-        res.loaded[elf.soname or posixpath.basename(path)] = path
-        queue.append(obj)
+            self.loaded.setdefault(name, obj)
+        self.res.loaded[elf.soname or posixpath.basename(path)] = path
+        self.queue.append(obj)
         return obj
 
-    def candidate(path: str, want: _Elf) -> _Elf | str | None:
+    def problem(self, p: LinkProblem) -> None:
+        if len(self.res.problems) < MAX_PROBLEMS and p not in self.res.problems:
+            self.res.problems.append(p)
+
+    def candidate(self, path: str, want: _Elf) -> _Elf | str | None:
         """The ELF at ``path`` if it is loadable for ``want`` (class, machine), a reason if not loadable, None if absent/mismatched."""
-        if not system.is_file(path):
+        if not self.system.is_file(path):
             return None
-        elf = open_elf(path)
+        elf = self.open_elf(path)
         if isinstance(elf, str):
             return elf
         if elf.error and elf.klass == 0:
@@ -532,136 +275,138 @@ def _walk(system: System, roots: Sequence[str], env: Mapping[str, str], interpre
             return None  # ld.so skips a library of another class or machine
         return elf
 
-    def resolve(obj: _Obj, name: str) -> tuple[str | None, _Elf | str | None, str]:
-        """(path, elf or why unloadable, where found: rpath / ld_library_path / runpath / system / preload)."""
-        nonlocal conf, machine_dirs
-        origin = posixpath.dirname(_machine_real(system, obj.path))
+    def search_order(self, obj: _Obj) -> list[tuple[str, list[str]]]:
+        """(where, directories) in ld.so's order for the needs of ``obj``."""
+        origin = posixpath.dirname(_machine_real(self.system, obj.path))
         e = obj.elf
         order: list[tuple[str, list[str]]] = []
         if not e.runpath:
             order.append(("rpath", [expand(p, origin, e.klass, e.machine) for p in e.rpath] + obj.inherited_rpath))
-        order.append(("ld_library_path", ld_path))
+        order.append(("ld_library_path", self.ld_path))
         if e.runpath:
             order.append(("runpath", [expand(p, origin, e.klass, e.machine) for p in e.runpath]))
-        if conf is None:
-            conf = ld_so_conf_dirs(system)
+        if self.conf is None:
+            self.conf = ld_so_conf_dirs(self.system)
             md = _MULTIARCH.get(e.machine)
-            machine_dirs = [f"/lib/{md}", f"/usr/lib/{md}"] if md else []
-        order.append(("system", conf + default_dirs(e.klass, machine_dirs)))
+            self.machine_dirs = [f"/lib/{md}", f"/usr/lib/{md}"] if md else []
+        order.append(("system", self.conf + default_dirs(e.klass, self.machine_dirs)))
+        return order
+
+    def resolve(self, obj: _Obj, name: str) -> tuple[str | None, _Elf | str | None, str]:
+        """(path, elf or why unloadable, where found: rpath / ld_library_path / runpath / system / preload)."""
+        order = self.search_order(obj)
         if "/" in name:
-            c = candidate(name, e)
+            c = self.candidate(name, obj.elf)
             return (name, c, "path") if c is not None else (None, None, "")
         for where, dirs in order:
             for d in dict.fromkeys(dirs):
                 if not d.startswith("/"):
                     continue
                 p = posixpath.join(d, name)
-                c = candidate(p, e)
+                c = self.candidate(p, obj.elf)
                 if c is not None:
                     return p, c, where
         return None, None, ""
 
-    def torch_preload(name: str, e: _Elf) -> str | None:
-        for site in site_dirs:
+    def torch_preload(self, name: str, e: _Elf) -> str | None:
+        for site in self.site_dirs:
             for folder in CUDA_PRELOAD:
                 p = posixpath.join(site, "nvidia", folder, "lib", name)
-                c = candidate(p, e)
-                if isinstance(c, _Elf):
+                if isinstance(self.candidate(p, e), _Elf):
                     return p
         return None
 
-    def problem(p: LinkProblem) -> None:
-        if len(res.problems) < MAX_PROBLEMS and p not in res.problems:
-            res.problems.append(p)
-
-    try:
-        # the interpreter: its own libraries are loaded before torch's, and its RPATH applies to what it loads
+    def load_interpreter(self, interpreter: str) -> list[str]:
+        """The interpreter's own libraries, loaded before torch's; returns its RPATH, which applies to what it loads."""
         base_rpath: list[str] = []
-        if interpreter:
-            ie = open_elf(interpreter)
-            if isinstance(ie, _Elf) and ie.klass:
-                origin = posixpath.dirname(_machine_real(system, interpreter))
-                if not ie.runpath:
-                    base_rpath = [expand(p, origin, ie.klass, ie.machine) for p in ie.rpath]
-                root = _Obj(interpreter, ie, [])
-                for need in ie.needed:
-                    if need in loaded:
-                        continue
-                    path, c, _w = resolve(root, need)
-                    if path and isinstance(c, _Elf):
-                        add(path, c, base_rpath if not c.runpath else [], "interpreter")
-                queue.clear()  # the interpreter's libraries are there already; only torch's are walked
-        start: list[_Obj] = []
+        ie = self.open_elf(interpreter)
+        if isinstance(ie, _Elf) and ie.klass:
+            origin = posixpath.dirname(_machine_real(self.system, interpreter))
+            if not ie.runpath:
+                base_rpath = [expand(p, origin, ie.klass, ie.machine) for p in ie.rpath]
+            root = _Obj(interpreter, ie, [])
+            for need in ie.needed:
+                if need in self.loaded:
+                    continue
+                path, c, _w = self.resolve(root, need)
+                if path and isinstance(c, _Elf):
+                    self.add(path, c, base_rpath if not c.runpath else [], "interpreter")
+            self.queue.clear()  # the interpreter's libraries are there already; only torch's are walked
+        return base_rpath
+
+    def load_roots(self, roots: Sequence[str], base_rpath: list[str]) -> None:
         for r in roots:
-            e = open_elf(r)
-            if isinstance(e, str):
-                problem(LinkProblem("unloadable", r, r, detail=e))
+            e = self.open_elf(r)
+            if isinstance(e, str) or (e.error and e.klass == 0):
+                self.problem(LinkProblem("unloadable", r, r, detail=e if isinstance(e, str) else e.error))
                 continue
-            if e.error and e.klass == 0:
-                problem(LinkProblem("unloadable", r, r, detail=e.error))
-                continue
-            res.checked = True
-            start.append(add(r, e, list(base_rpath), "root"))
+            self.res.checked = True
+            self.start.append(self.add(r, e, list(base_rpath), "root"))
+
+    def walk(self) -> list[tuple[_Obj, dict[str, _Obj]]] | None:
+        """Every object in load order with the providers of its needs; None when a budget or cap stopped it (said in ``note``)."""
         walked: set[str] = set()
         to_check: list[tuple[_Obj, dict[str, _Obj]]] = []
         i = 0
-        while i < len(queue):
-            if time.monotonic() > deadline:
-                res.note = f"the time budget ran out after {len(walked)} libraries; the rest were not checked"
-                return
-            if len(by_path) >= MAX_LIBRARIES:
-                res.note = f"more than {MAX_LIBRARIES} libraries; the rest were not checked"
-                return
-            obj = queue[i]
+        while i < len(self.queue):
+            if time.monotonic() > self.deadline:
+                self.res.note = f"the time budget ran out after {len(walked)} libraries; the rest were not checked"
+                return None
+            if len(self.by_path) >= MAX_LIBRARIES:
+                self.res.note = f"more than {MAX_LIBRARIES} libraries; the rest were not checked"
+                return None
+            obj = self.queue[i]
             i += 1
             if obj.path in walked:
                 continue
             walked.add(obj.path)
-            e = obj.elf
-            pass_on = ([expand(p, posixpath.dirname(_machine_real(system, obj.path)), e.klass, e.machine) for p in e.rpath] if not e.runpath else []) + obj.inherited_rpath
-            providers: dict[str, _Obj] = {}
-            for need in e.needed:
-                have = loaded.get(need)
-                if have is not None:
-                    providers[need] = have
-                    continue
-                path, c, where = resolve(obj, need)
-                if path is None:
-                    pre = torch_preload(need, e) if obj in start or any(obj.path.startswith(w.rstrip("/") + "/") for w in wheel_dirs) else None
-                    if pre is not None:
-                        ce = open_elf(pre)
-                        if isinstance(ce, _Elf):
-                            providers[need] = add(pre, ce, pass_on if not ce.runpath else [], "preload")
-                            continue
-                    problem(LinkProblem("missing", need, obj.path))
-                    continue
-                if not isinstance(c, _Elf):
-                    problem(LinkProblem("unloadable", path, obj.path, detail=c or "not a loadable library"))
-                    continue
-                if c.error and not c.needed and not c.soname and c.error.startswith("file too short"):
-                    problem(LinkProblem("unloadable", path, obj.path, detail=c.error))
-                    continue
-                providers[need] = add(path, c, pass_on if not c.runpath else [], where)
-                if where == "ld_library_path" and wheel_dirs:  # only LD_LIBRARY_PATH comes before a RUNPATH
-                    for w in wheel_dirs:
-                        for sub in _wheel_lib_dirs(system, w):
-                            copy = posixpath.join(sub, need)
-                            if copy != path and system.is_file(copy):
-                                problem(LinkProblem("shadowed", path, obj.path, detail=copy))
-                                break
-            to_check.append((obj, providers))
-        everyone = list(by_path.values())
-        for obj, providers in to_check:
-            if time.monotonic() > deadline:
-                res.note = "the time budget ran out while checking symbols; the rest were not checked"
-                return
-            _check_symbols(obj, providers, everyone, res, problem)
-    finally:
-        for fh in handles:
-            try:
-                fh.close()
-            except OSError:
-                pass
+            to_check.append((obj, self.needs_of(obj)))
+        return to_check
+
+    def needs_of(self, obj: _Obj) -> dict[str, _Obj]:
+        """need -> the object that provides it, each found (or preloaded) and added as ld.so would; problems said."""
+        e = obj.elf
+        pass_on = ([expand(p, posixpath.dirname(_machine_real(self.system, obj.path)), e.klass, e.machine) for p in e.rpath] if not e.runpath else []) + obj.inherited_rpath
+        providers: dict[str, _Obj] = {}
+        for need in e.needed:
+            have = self.loaded.get(need)
+            if have is not None:
+                providers[need] = have
+                continue
+            found = self.find(obj, need, pass_on)
+            if found is not None:
+                providers[need] = found
+        return providers
+
+    def find(self, obj: _Obj, need: str, pass_on: list[str]) -> _Obj | None:
+        """The library ``need`` of ``obj``, added; None (and the problem said) when it cannot be loaded."""
+        path, c, where = self.resolve(obj, need)
+        if path is None:
+            from_wheel = obj in self.start or any(obj.path.startswith(w.rstrip("/") + "/") for w in self.wheel_dirs)
+            pre = self.torch_preload(need, obj.elf) if from_wheel else None
+            ce = self.open_elf(pre) if pre is not None else None
+            if pre is not None and isinstance(ce, _Elf):
+                return self.add(pre, ce, pass_on if not ce.runpath else [], "preload")
+            self.problem(LinkProblem("missing", need, obj.path))
+            return None
+        if not isinstance(c, _Elf):
+            self.problem(LinkProblem("unloadable", path, obj.path, detail=c or "not a loadable library"))
+            return None
+        if c.error and not c.needed and not c.soname and c.error.startswith("file too short"):
+            self.problem(LinkProblem("unloadable", path, obj.path, detail=c.error))
+            return None
+        added = self.add(path, c, pass_on if not c.runpath else [], where)
+        if where == "ld_library_path" and self.wheel_dirs:  # only LD_LIBRARY_PATH comes before a RUNPATH
+            self.shadowed(path, need, obj)
+        return added
+
+    def shadowed(self, path: str, need: str, obj: _Obj) -> None:
+        for w in self.wheel_dirs:
+            for sub in _wheel_lib_dirs(self.system, w):
+                copy = posixpath.join(sub, need)
+                if copy != path and self.system.is_file(copy):
+                    self.problem(LinkProblem("shadowed", path, obj.path, detail=copy))
+                    break
 
 
 def _wheel_lib_dirs(system: System, site: str) -> list[str]:
@@ -691,33 +436,26 @@ def _defined_anywhere(name: str, version: str | None, first: _Obj, everyone: Seq
 
 def _check_symbols(obj: _Obj, providers: dict[str, _Obj], everyone: Sequence[_Obj], res: LinkCheck, report: Callable[[LinkProblem], None]) -> None:
     e = obj.elf
-    undefined = e.undefined()
+    undefined = e.undefined_refs()
     if not undefined:
         return
     needs = e.verneeds()
     missing_versions: set[tuple[str, str]] = set()
     stems = {s: p for s, p in ((_stem(n), p) for n, p in providers.items()) if len(s) >= 4}
-    for name, vidx in undefined:
+    # a byte-level prefilter for the stems (ASCII case folding is str.lower's on latin-1 names, for ASCII stems)
+    ascii_stems = all(s.isascii() for s in stems)
+    rx = re.compile(b"|".join(re.escape(s.encode()) for s in stems), re.IGNORECASE) if stems and ascii_stems else None
+    names = e.dynstr() if rx is not None else None
+    for off, vidx in undefined:
         if e.r.expired:
             res.note = res.note or "the time budget ran out while checking symbols; the rest were not checked"
             return
         if vidx >= 2 and vidx in needs:
-            fname, vname = needs[vidx]
-            prov = providers.get(fname)
-            if prov is None:
-                continue  # the file it names was not found (a "missing" problem) or is not a direct need
-            vdefs = prov.elf.verdefs()
-            if vdefs and vname not in vdefs.values():
-                if (fname, vname) not in missing_versions:
-                    missing_versions.add((fname, vname))
-                    report(LinkProblem("version", prov.path, obj.path, version=vname))
-                continue
-            if prov.where in ("system", "interpreter"):
-                continue  # the system's own libraries (glibc, libstdc++): their versions are the check, as ld.so's first one
-            res.symbols_checked += 1
-            if not _defined_anywhere(name, vname, prov, everyone):
-                report(LinkProblem("symbol", prov.path, obj.path, symbol=name, version=vname))
+            _versioned(e, off, needs[vidx], obj, providers, everyone, res, report, missing_versions)
             continue
+        if not stems or (rx is not None and names is not None and rx.match(names, off) is None):
+            continue  # an unversioned symbol is checked only against a needed library whose name it carries
+        name = e.name(off)
         low = name.lower()
         prov = next((p for s, p in stems.items() if low.startswith(s)), None)
         if prov is None:
@@ -725,6 +463,28 @@ def _check_symbols(obj: _Obj, providers: dict[str, _Obj], everyone: Sequence[_Ob
         res.symbols_checked += 1
         if not _defined_anywhere(name, None, prov, everyone):
             report(LinkProblem("symbol", prov.path, obj.path, symbol=name))
+
+
+def _versioned(e: _Elf, off: int, need: tuple[str, str], obj: _Obj, providers: dict[str, _Obj], everyone: Sequence[_Obj], res: LinkCheck,
+               report: Callable[[LinkProblem], None], missing_versions: set[tuple[str, str]]) -> None:
+    """One undefined symbol that names a version of ``need`` = (file, version): the version must be defined
+    there, and (outside the system's own libraries) the symbol too."""
+    fname, vname = need
+    prov = providers.get(fname)
+    if prov is None:
+        return  # the file it names was not found (a "missing" problem) or is not a direct need
+    vdefs = prov.elf.verdefs()
+    if vdefs and vname not in vdefs.values():
+        if (fname, vname) not in missing_versions:
+            missing_versions.add((fname, vname))
+            report(LinkProblem("version", prov.path, obj.path, version=vname))
+        return
+    if prov.where in ("system", "interpreter"):
+        return  # the system's own libraries (glibc, libstdc++): their versions are the check, as ld.so's first one
+    res.symbols_checked += 1
+    name = e.name(off)
+    if not _defined_anywhere(name, vname, prov, everyone):
+        report(LinkProblem("symbol", prov.path, obj.path, symbol=name, version=vname))
 
 
 def torch_roots(system: System, pkg: str) -> list[str]:

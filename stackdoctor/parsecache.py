@@ -2,7 +2,7 @@
 matrix and the locale texts was half of ``check --no-kernels``; reading back what the last run parsed is a hundredth.
 
 Each is one file, ``<cache dir>/<kind>-<key>.pickle``, in stackdoctor's cache folder (``STACKDOCTOR_CACHE_DIR``,
-else ``$XDG_CACHE_HOME/stackdoctor``, else ``~/.cache/stackdoctor``: the rule of :func:`stackdoctor.index.cache_dir`).
+else ``$XDG_CACHE_HOME/stackdoctor``, else ``~/.cache/stackdoctor``: the rule of :func:`stackdoctor.install.index.cache_dir`).
 ``key`` is a hash of everything the parse depends on (the caller names it: the YAML texts, the source of the code that
 reads them, the plug-ins registered) with stackdoctor's and Python's versions; a changed input is a new key, never a
 stale result. It is read only when the file and its folder belong to this user and no one else
@@ -12,7 +12,6 @@ before. ``STACKDOCTOR_NO_CACHE=1`` turns it off.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 import stat
@@ -27,7 +26,7 @@ T = TypeVar("T")
 
 
 def cache_dir(env: dict[str, str] | os._Environ[str] | None = None) -> Path:
-    """As :func:`stackdoctor.index.cache_dir` (not imported: the index module is not needed to check)."""
+    """As :func:`stackdoctor.install.index.cache_dir` (not imported: the index module is not needed to check)."""
     e = os.environ if env is None else env
     if e.get("STACKDOCTOR_CACHE_DIR"):
         return Path(e["STACKDOCTOR_CACHE_DIR"])
@@ -36,11 +35,20 @@ def cache_dir(env: dict[str, str] | os._Environ[str] | None = None) -> Path:
     return Path(e.get("HOME") or os.path.expanduser("~")) / ".cache" / "stackdoctor"
 
 
+def _hasher(data: bytes) -> Any:
+    """BLAKE2b from CPython's built-in ``_blake2`` (hashlib's import starts OpenSSL: a few ms of every run, issue 33)."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # an interpreter without it
+        from hashlib import blake2b
+    return blake2b(data, digest_size=32)
+
+
 def key(inputs: Sequence[str | bytes]) -> str:
     """The hash of ``inputs`` (each text or bytes, in order) with stackdoctor's and Python's versions."""
     from stackdoctor import __version__
 
-    h = hashlib.sha256(f"{__version__}\0{sys.version}\0{pickle.HIGHEST_PROTOCOL}\0".encode())
+    h = _hasher(f"{__version__}\0{sys.version}\0{pickle.HIGHEST_PROTOCOL}\0".encode())
     for item in inputs:
         data = item if isinstance(item, bytes) else item.encode("utf-8", errors="surrogatepass")
         h.update(f"{len(data)}\0".encode())
@@ -62,6 +70,23 @@ def kept(kind: str, inputs: Sequence[str | bytes], parse: Callable[[], T], valid
 def source_of(*paths: Path) -> list[bytes]:
     """The bytes of code files a parse depends on (its readers): part of a key."""
     return [p.name.encode() + b"\0" + p.read_bytes() for p in paths]
+
+
+def package_files(package: str) -> Any:
+    """``importlib.resources.files(package)``: the package's folder as a ``Path`` where it is one on disk (the
+    resources reader imports ``zipfile`` and more: milliseconds of every run, issue 33), else the resources answer
+    (a zip import). Raises ModuleNotFoundError as ``files`` does."""
+    import importlib
+
+    mod = importlib.import_module(package)
+    origin = getattr(mod, "__file__", None)
+    spec = getattr(mod, "__spec__", None)
+    locations = list(getattr(spec, "submodule_search_locations", None) or [])
+    if isinstance(origin, str) and os.path.isfile(origin) and len(locations) <= 1:
+        return Path(origin).parent
+    from importlib import resources
+
+    return resources.files(package)
 
 
 def _enabled() -> bool:

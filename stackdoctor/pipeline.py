@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from stackdoctor.errors import ExitCode
 from stackdoctor.facts import Facts, KernelFacts
 from stackdoctor.report import Report
+from stackdoctor.view import MachineView
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.config import Requirements
@@ -104,12 +105,12 @@ def gather(opts: Options, *, progress: Callable[[], AbstractContextManager[objec
         return run_probes(ctx, only=opts.probes)
 
 
-def probe_facts(opts: Options) -> Facts:
-    """Probed (or replayed) facts, reconciled with the matrix: what ``install`` and ``kernels`` start from."""
+def probe_facts(opts: Options) -> MachineView:
+    """Probed (or replayed) facts, reconciled with the matrix: the machine's view."""
     return _reconciled(gather(opts).facts, load_matrix(opts))
 
 
-def _reconciled(facts: Facts, matrix: Matrix) -> Facts:
+def _reconciled(facts: Facts, matrix: Matrix) -> MachineView:
     from stackdoctor.reconcile import reconcile
 
     return reconcile(facts, matrix)
@@ -133,8 +134,9 @@ def judge(report: Report, opts: Options, matrix: Matrix) -> Report:
     from stackdoctor.diagnose import select
 
     reqs = requirements_for(report, opts)
-    report.facts = _reconciled(report.facts, matrix)
-    findings = rules.judge(report.facts, matrix, probes=report.probes, lang=lang_of(opts), requirements=reqs, gates=opts.gates,
+    view = _reconciled(report.facts, matrix)
+    report.facts = view.facts  # the report carries what the view wrote (its `reconciled` section, the stable keys)
+    findings = rules.judge(view, matrix, probes=report.probes, lang=lang_of(opts), requirements=reqs, gates=opts.gates,
                            groups=opts.groups)
     if reqs is not None:
         findings = cfg.apply_policy(findings, reqs, lang=lang_of(opts))

@@ -39,19 +39,33 @@ from stackdoctor.facts import (
     ReconciledFacts,
     RocmGpu,
     SeenValue,
-    TorchDevice,
 )
 from stackdoctor.matrix import Matrix
+from stackdoctor.reconcile_gpus import (
+    DERIVED,
+    GPU_WITNESS_ORDER,
+    W_KFD,
+    W_PCI,
+    W_PROC,
+    amd_gpus,
+    bus_key,
+    gpu_rank,
+    intel_gpus,
+    nvidia_gpus,
+)
+from stackdoctor.reconcile_gpus import derived as _derived
 from stackdoctor.versions import same_release
+from stackdoctor.view import MachineView
 
-__all__ = ["DERIVED", "reconcile", "recognise", "bus_key"]
-
-DERIVED = "reconcile: "  # prefix of the source of every derived value
+__all__ = ["DERIVED", "GPU_WITNESS_ORDER", "reconcile", "recognise", "bus_key"]
 
 
-def reconcile(facts: Facts, matrix: Matrix) -> Facts:
-    """New facts: derivations redone from the matrix and ``reconciled`` built from every witness. Pure."""
-    f = copy.deepcopy(facts)
+
+def reconcile(facts: Facts | MachineView, matrix: Matrix) -> MachineView:
+    """The machine's view: derivations redone from the matrix on a copy of the facts, every witness joined, the
+    report's stable keys and ``reconciled`` section written from it (``view.facts``). Pure; a view given is
+    reconciled again from its facts (a replay redoes every derivation)."""
+    f = copy.deepcopy(facts.facts if isinstance(facts, MachineView) else facts)
     _unpublish(f)
     _derive_jetson(f, matrix)
     _derive_rocm(f, matrix)
@@ -70,7 +84,7 @@ def reconcile(facts: Facts, matrix: Matrix) -> Facts:
     view.cuda_driver_version = _cuda_ceiling(f, view.evidence)
     view.rocm_version = _rocm_version(f)
     n = f.nvidia
-    view.gpus = _nvidia_gpus(f, matrix) + _amd_gpus(f, matrix) + _intel_gpus(f) + _apple_gpus(f) + [g for a in accelerators.ALL for g in a.gpus(f)]
+    view.gpus = nvidia_gpus(f, matrix) + amd_gpus(f, matrix) + intel_gpus(f) + [g for a in accelerators.ALL for g in a.gpus(f)]
     view.disagreements = _disagreements(f, view)
     f.reconciled = view
     _publish(f, view, more)
@@ -78,7 +92,7 @@ def reconcile(facts: Facts, matrix: Matrix) -> Facts:
     _derive_peaks(f, matrix)
     chosen = accelerators.select(f)
     view.accelerator = chosen.name if chosen else None
-    return f
+    return MachineView.of(f)
 
 
 # ---------------------------------------------------------------------------- the stable keys carry the view
@@ -113,15 +127,6 @@ def _pick(observed: dict[str, str], given: str | None, given_source: str | None)
     return seen
 
 
-# The order in which the witnesses of one GPU's field are weighed (``NvidiaGpu.observed``, recorded by the probe):
-# NVML, then nvidia-smi's CSV query, its ``-L`` list (full names and UUIDs), its table last (names cut to fit).
-GPU_WITNESS_ORDER: tuple[str, ...] = ("nvml", "nvidia-smi --query-gpu", "nvidia-smi -L", "nvidia-smi")
-
-
-def _gpu_rank(source: str) -> tuple[int, str]:
-    return (GPU_WITNESS_ORDER.index(source) if source in GPU_WITNESS_ORDER else len(GPU_WITNESS_ORDER), source)
-
-
 def _weigh_nvidia_gpus(f: Facts) -> None:
     """Each NVIDIA GPU's fields from its witnesses (the probe keeps every witness's value in ``observed`` and picks
     none): the first witness in :data:`GPU_WITNESS_ORDER` that gave a value is kept, with its source. A report
@@ -130,7 +135,7 @@ def _weigh_nvidia_gpus(f: Facts) -> None:
         for name, by_src in g.observed.items():
             if not hasattr(g, name) or name in ("observed", "sources", "errors") or _derived(g.sources.get(name)):
                 continue
-            given = [(src, v) for src, v in sorted(by_src.items(), key=lambda kv: _gpu_rank(kv[0])) if v not in (None, "", [])]
+            given = [(src, v) for src, v in sorted(by_src.items(), key=lambda kv: gpu_rank(kv[0])) if v not in (None, "", [])]
             if given:
                 src, value = given[0]
                 setattr(g, name, list(value) if isinstance(value, list) else value)
@@ -149,7 +154,7 @@ def _names_agree(values: Iterable[str]) -> bool:
     return all(c and w.startswith(c) for c in cut)
 
 
-def user_space_driver(f: Facts) -> str | None:
+def user_space_driver(f: Facts | MachineView) -> str | None:
     """The user-space driver's version (NVML, nvidia-smi): ``nvidia.driver_version`` unless reconcile took it
     from the kernel module because no user-space witness answered."""
     n = f.nvidia
@@ -273,10 +278,6 @@ def _rocm_version(f: Facts) -> SeenValue:
 # ---------------------------------------------------------------------------- derivations
 
 
-def _derived(source: str | None) -> bool:
-    return bool(source) and source.startswith(DERIVED)  # type: ignore[union-attr]
-
-
 def _derive_jetson(f: Facts, matrix: Matrix) -> None:
     j = f.jetson
     for key in ("jetpack", "cuda"):
@@ -320,7 +321,7 @@ def _derive_peaks(f: Facts, matrix: Matrix) -> None:
         if _derived(r.extra.get("peak_source")):
             r.peak_tflops = r.percent_of_peak = None
             del r.extra["peak_source"]
-        if r.kernel != "matmul" or r.tflops is None or not r.device.startswith("cuda") or r.peak_tflops is not None:
+        if r.kernel != "matmul" or r.tflops is None or not r.device.startswith("cuda") or r.peak_tflops is not None:  # vendor branch: the peaks are CUDA devices' (peaks.yaml)
             continue
         peak, source = _peak(f, r, matrix)
         if peak:
@@ -410,334 +411,6 @@ def _derive_torch(f: Facts) -> None:
         t.sources["cudnn_version"] = DERIVED + "torch.backends.cudnn.version() " + raw
 
 
-# ---------------------------------------------------------------------------- GPUs
-
-W_PROC = "/proc/driver/nvidia/gpus"  # the NVIDIA kernel module's GPU list
-W_KFD = "/sys/class/kfd"  # the amdgpu kernel driver's KFD topology
-W_PCI = "pci"  # /sys/bus/pci/devices
-W_TORCH = "torch"
-NAME_LOOKUP = DERIVED + "compat_matrix/gpus.yaml (name lookup)"
-
-
-def bus_key(bus_id: str | None) -> str | None:
-    """A PCI address in one form: "00000000:01:00.0" and "0000:01:00.0" -> "01:00.0" (domain 0 dropped)."""
-    if not bus_id:
-        return None
-    m = re.search(r"(?:([0-9a-f]{1,8}):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.([0-7])\s*$", bus_id.strip().lower())
-    if not m:
-        return None
-    domain = int(m.group(1) or "0", 16)
-    key = f"{int(m.group(2), 16):02x}:{int(m.group(3), 16):02x}.{m.group(4)}"
-    return key if domain == 0 else f"{domain:04x}:{key}"
-
-
-def _uuid_key(uuid: str | None) -> str | None:
-    if not uuid:
-        return None
-    u = uuid.strip().lower()
-    return u[4:] if u.startswith(("gpu-", "mig-")) else u
-
-
-def _display(devices: Iterable[object]) -> list[object]:
-    return [d for d in devices if (getattr(d, "class_id", "") or "").lower().startswith("0x03")]
-
-
-def _torch_gpus(f: Facts) -> list[TorchDevice]:
-    """The GPUs torch itself listed (only when it could use them: torch.cuda.is_available())."""
-    if not f.torch.cuda_available:
-        return []
-    want = re.compile(r"^gfx[0-9a-f]+", re.I) if f.torch.hip else re.compile(r"^\d+\.\d+$")
-    return [d for d in f.torch.devices if d.kind == "cuda" and (d.capability is None or want.match(d.capability))]
-
-
-def _witness(source: str) -> str:
-    """The witness a source string names: "nvidia-smi --query-gpu" -> "nvidia-smi", "nvml" -> "nvml"."""
-    return source.split(" ")[0] if source.startswith(("nvidia-smi", "rocm-smi", "amd-smi")) else source
-
-
-def _witnesses_of(sources: dict[str, str], default: str) -> list[str]:
-    names = {_witness(src) for src in sources.values() if src and not _derived(src)}
-    return sorted(names) or [default]
-
-
-def _see(v: GpuView, field: str, witness: str, value: object) -> None:
-    """Record what ``witness`` said of ``field`` beside the value kept."""
-    if value is not None and value != "":
-        v.seen.setdefault(field, {})[witness] = str(value)
-
-
-def _witnessed(v: GpuView, witness: str) -> None:
-    if witness not in v.witnesses:
-        v.witnesses.append(witness)
-
-
-def _join(views: list[GpuView], *, bus: str | None, uuid: str | None, name: str | None, taken: set[int], names_left: list[str]) -> GpuView | None:
-    """The view that is the same GPU: by PCI address, then UUID, then a name that only one GPU on each side has."""
-    free = [v for v in views if id(v) not in taken]
-    if bus:
-        hit = next((v for v in free if v.bus_id and bus_key(v.bus_id) == bus), None)
-        if hit is not None:
-            return hit
-    if uuid:
-        hit = next((v for v in free if _uuid_key(v.uuid) == uuid), None)
-        if hit is not None:
-            return hit
-    if name:
-        same = [v for v in free if v.name and v.name == name and not (bus and v.bus_id)]
-        if len(same) == 1 and names_left.count(name) == 1:
-            return same[0]
-    return None
-
-
-def _attach_torch(views: list[GpuView], devices: list[TorchDevice], *, field: str) -> list[TorchDevice]:
-    """Join torch's devices to ``views`` (by PCI address, UUID, then a unique name; one left on each side is
-    the same GPU); return the unmatched ones. torch asked the device itself, so its capability replaces
-    one that was only looked up by name (the lookup stays in ``seen``); a measured one stays."""
-    left = list(devices)
-    taken = {id(v) for v in views if v.torch_index is not None}
-    names = [d.name or "" for d in devices]
-    for d in list(devices):
-        match = _join(views, bus=bus_key(d.bus_id), uuid=_uuid_key(d.uuid), name=d.name, taken=taken, names_left=names)
-        if match is None:
-            continue
-        taken.add(id(match))
-        left.remove(d)
-        _merge_torch(match, d, field)
-    free = [v for v in views if id(v) not in taken and v.witnesses != [W_PCI]]
-    if len(left) == 1 and len(free) == 1 and not (bus_key(left[0].bus_id) and free[0].bus_id):
-        _merge_torch(free[0], left.pop(), field)
-    return left
-
-
-def _merge_torch(v: GpuView, d: TorchDevice, field: str) -> None:
-    v.torch_index = d.index
-    _witnessed(v, W_TORCH)
-    value = (d.capability or "").split(":")[0] or None
-    if field == "gfx" and value:
-        value = value.lower()
-    _see(v, field, W_TORCH, value)
-    _see(v, "name", W_TORCH, d.name)
-    _see(v, "memory_total_mib", W_TORCH, d.total_memory_mib)
-    if value and (getattr(v, field) is None or _derived(v.sources.get(field))):
-        setattr(v, field, value)
-        v.sources[field] = W_TORCH
-    if v.name is None and d.name:
-        v.name, v.sources["name"] = d.name, W_TORCH
-    if v.memory_total_mib is None and d.total_memory_mib:
-        v.memory_total_mib = d.total_memory_mib
-        v.sources["memory_total_mib"] = W_TORCH
-    if v.uuid is None and d.uuid:
-        v.uuid, v.sources["uuid"] = d.uuid, W_TORCH
-    if v.bus_id is None and bus_key(d.bus_id):
-        v.bus_id, v.sources["bus_id"] = bus_key(d.bus_id), W_TORCH
-
-
-def _lookup_cc(v: GpuView, matrix: Matrix | None) -> None:
-    """The compute capability the matrix gives the GPU's name: kept when nothing measured one, always in ``seen``."""
-    if matrix is None or not v.name:
-        return
-    cc = matrix.gpu_compute_capability(v.name)
-    if cc is None:
-        return
-    _see(v, "compute_capability", NAME_LOOKUP, cc)
-    if v.compute_capability is None:
-        v.compute_capability = cc
-        v.sources["compute_capability"] = NAME_LOOKUP
-
-
-def _nvidia_gpus(f: Facts, matrix: Matrix | None) -> list[GpuView]:
-    out: list[GpuView] = []
-    # 1. the user-space tools (NVML, nvidia-smi), as the nvidia probe merged them
-    for g in f.nvidia.gpus:
-        v = GpuView(
-            vendor="nvidia",
-            index=g.index,
-            name=g.name,
-            compute_capability=g.compute_capability,
-            memory_total_mib=g.memory_total_mib,
-            uuid=g.uuid,
-            bus_id=bus_key(g.bus_id),
-            witnesses=_witnesses_of(g.sources, "nvidia-smi"),
-            sources={k: g.sources[k] for k in ("name", "compute_capability", "memory_total_mib", "uuid", "bus_id") if k in g.sources},
-        )
-        for k in ("name", "compute_capability", "memory_total_mib", "uuid", "bus_id"):
-            # every witness's own value (the probe's record), the kept one last so that it stands for its tool
-            for wsrc, val in sorted((g.observed.get(k) or {}).items(), key=lambda kv: _gpu_rank(kv[0]), reverse=True):
-                if wsrc != g.sources.get(k):
-                    _see(v, k, _witness(wsrc), bus_key(str(val)) if k == "bus_id" else val)
-            src = g.sources.get(k)
-            if src:
-                _see(v, k, _witness(src) if not _derived(src) else src, bus_key(g.bus_id) if k == "bus_id" else getattr(g, k))
-        v.witnesses = sorted(set(v.witnesses) | {_witness(src) for by in g.observed.values() for src in by if not _derived(src)})
-        out.append(v)
-    # 2. the kernel module's list (/proc/driver/nvidia/gpus/*/information): no tool needed
-    proc = [g for g in f.nvidia.proc_gpus if g.bus_id or g.name]
-    host_only = bool(f.platform.container) and bool(out)
-    taken: set[int] = set()
-    names = [g.name or "" for g in proc]
-    for pg in proc:
-        key = bus_key(pg.bus_id)
-        match = _join(out, bus=key, uuid=_uuid_key(pg.uuid), name=pg.name, taken=taken, names_left=names)
-        if match is None and host_only:
-            continue  # in a container the tools list what it was given; procfs may also show the host's other GPUs
-        if match is None:
-            match = GpuView(vendor="nvidia", index=len(out), name=pg.name, uuid=pg.uuid, bus_id=key, witnesses=[])
-            for k, val in (("name", pg.name), ("uuid", pg.uuid), ("bus_id", key)):
-                if val:
-                    match.sources[k] = pg.source or W_PROC
-            out.append(match)
-        taken.add(id(match))
-        _witnessed(match, W_PROC)
-        for k, val in (("name", pg.name), ("uuid", pg.uuid), ("bus_id", key)):
-            _see(match, k, W_PROC, val)
-            if val and getattr(match, k) is None:
-                setattr(match, k, val)
-                match.sources[k] = pg.source or W_PROC
-    # 3. the PCI bus (sysfs): a GPU no driver lists is still seen there
-    pci = _display(f.platform.nvidia_pci_devices)
-    for d in pci:
-        key = bus_key(getattr(d, "address", None))
-        match = next((v for v in out if key and v.bus_id == key), None)
-        if match is None and len(out) == len(pci) and not any(v.bus_id for v in out):
-            match = out[len([x for x in out if W_PCI in x.witnesses])] if out else None
-        if match is not None:
-            _witnessed(match, W_PCI)
-            _see(match, "bus_id", W_PCI, key)
-            if match.bus_id is None and key:
-                match.bus_id = key
-                match.sources["bus_id"] = "file:/sys/bus/pci/devices"
-            continue
-        out.append(GpuView(vendor="nvidia", index=len(out), name=getattr(d, "name", None), bus_id=key, witnesses=[W_PCI], sources={"bus_id": "file:/sys/bus/pci/devices"}, seen={"bus_id": {W_PCI: key or "?"}}))
-    for v in out:
-        if W_PCI not in v.witnesses or len(v.witnesses) > 1:
-            _lookup_cc(v, matrix)  # PCI's names are chip names ("AD102 [...]"), not what gpus.yaml lists
-    # 4. torch's own device list
-    if not f.torch.hip:
-        unmatched = _attach_torch(out, _torch_gpus(f), field="compute_capability")
-        for d in unmatched:
-            # no driver tool listed it (a container without the utility capability, a Windows shell without
-            # nvidia-smi on PATH): torch's own device list is the witness; a PCI-only GPU may be the same one
-            pci_only = next((v for v in out if v.witnesses == [W_PCI] and v.torch_index is None and (not d.bus_id or bus_key(d.bus_id) == v.bus_id)), None)
-            if pci_only is not None:
-                pci_only.name = None  # the chip name of the PCI database is not the GPU's name
-                pci_only.sources.pop("name", None)
-                _merge_torch(pci_only, d, "compute_capability")
-                _lookup_cc(pci_only, matrix)
-                continue
-            cap = d.capability if d.capability and re.fullmatch(r"\d+\.\d+", d.capability) else None
-            v = GpuView(vendor="nvidia", index=d.index, torch_index=d.index, witnesses=[], bus_id=bus_key(d.bus_id), uuid=d.uuid)
-            _merge_torch(v, d, "compute_capability")
-            if cap is None:
-                v.compute_capability = None
-                v.sources.pop("compute_capability", None)
-            _lookup_cc(v, matrix)
-            out.append(v)
-    return out
-
-
-def _amd_gpus(f: Facts, matrix: Matrix | None) -> list[GpuView]:
-    out: list[GpuView] = []
-    nodes: dict[int, int] = {}  # id(view) -> KFD node id
-    tools = {"rocminfo", "rocm-smi", "amd-smi", "rocm_agent_enumerator"}
-    # 1. ROCm's tools (rocminfo, rocm_agent_enumerator, rocm-smi, amd-smi), merged by the rocm probe
-    for g in f.rocm.gpus:
-        srcs = {k: v for k, v in g.sources.items() if v}
-        witnesses = sorted({_witness(x) for x in srcs.values()} & tools) or sorted(
-            {_witness(x) for x in f.rocm.sources.values() if x} & tools
-        ) or ["rocm"]
-        gfx = (g.gfx or "").split(":")[0].lower() or None
-        v = GpuView(
-            vendor="amd",
-            index=g.index,
-            name=g.name,
-            gfx=gfx,
-            integrated=g.integrated,
-            memory_total_mib=g.memory_total_mib,
-            uuid=g.uuid,
-            bus_id=bus_key(g.bus_id),
-            witnesses=witnesses,
-            sources={"gfx": srcs.get("gfx") or f.rocm.sources.get("gpus", "rocminfo"), **{k: srcs[k] for k in ("name", "bus_id", "uuid") if k in srcs}},
-        )
-        for k in ("name", "gfx", "bus_id", "uuid"):
-            _see(v, k, _witness(srcs.get(k) or (witnesses[0] if witnesses else "rocm")), getattr(v, k))
-        if g.smi_gfx_version:
-            from stackdoctor.probes.rocm import normalise_smi_gfx
-
-            _see(v, "gfx", "rocm-smi", normalise_smi_gfx(g.smi_gfx_version))
-        if g.node is not None:
-            nodes[id(v)] = g.node
-        out.append(v)
-    # 2. the kernel's KFD topology: no tool needed
-    for n in f.rocm.kfd_nodes:
-        key = bus_key(n.bus_id)
-        match = next((v for v in out if nodes.get(id(v)) == n.node), None)
-        if match is None and key:
-            match = next((v for v in out if v.bus_id and v.bus_id == key), None)
-        if match is None and len(out) == len(f.rocm.kfd_nodes) and not nodes and not any(v.bus_id for v in out):
-            match = out[f.rocm.kfd_nodes.index(n)]  # same count, nothing to join on: KFD's node order is rocminfo's agent order
-        if match is None and f.platform.container and f.rocm.gpus:
-            continue  # in a container sysfs shows the host's KFD nodes; ROCm's tools list what the container was given
-        if match is None:
-            match = GpuView(vendor="amd", index=len(out), gfx=n.gfx, bus_id=key, witnesses=[], sources={})
-            if n.gfx:
-                match.sources["gfx"] = n.source or W_KFD
-            if key:
-                match.sources["bus_id"] = n.source or W_KFD
-            match.integrated = matrix is not None and matrix.apu(n.gfx) is not None
-            out.append(match)
-        _witnessed(match, W_KFD)
-        _see(match, "gfx", W_KFD, n.gfx)
-        _see(match, "bus_id", W_KFD, key)
-        if match.gfx is None and n.gfx:
-            match.gfx, match.sources["gfx"] = n.gfx, n.source or W_KFD
-        if match.bus_id is None and key:
-            match.bus_id, match.sources["bus_id"] = key, n.source or W_KFD
-    # 3. the PCI bus
-    for d in _display(f.platform.amd_pci_devices):
-        key = bus_key(getattr(d, "address", None))
-        match = next((v for v in out if key and v.bus_id == key), None)
-        if match is not None:
-            _witnessed(match, W_PCI)
-            _see(match, "bus_id", W_PCI, key)
-            continue
-        if out:
-            continue  # ROCm's tools list GPUs without PCI addresses: do not count one GPU twice
-        out.append(GpuView(vendor="amd", index=len(out), name=getattr(d, "name", None), bus_id=key, witnesses=[W_PCI], sources={"bus_id": "file:/sys/bus/pci/devices"}))
-    # 4. torch's own device list (a ROCm build answers through torch.cuda)
-    if f.torch.hip:
-        unmatched = _attach_torch(out, _torch_gpus(f), field="gfx")
-        if not f.rocm.gpus and not f.rocm.kfd_nodes:
-            for d in unmatched:
-                v = GpuView(vendor="amd", index=d.index, witnesses=[], sources={})
-                _merge_torch(v, d, "gfx")
-                v.sources["gfx"] = "torch (gcnArchName)"
-                v.integrated = matrix is not None and matrix.apu(v.gfx) is not None
-                out.append(v)
-    return out
-
-
-def _intel_gpus(f: Facts) -> list[GpuView]:
-    return [
-        GpuView(
-            vendor="intel",
-            index=i,
-            name=g.name,
-            integrated=g.discrete is False,
-            bus_id=bus_key(g.address),
-            witnesses=[W_PCI],
-            sources={"bus_id": "file:/sys/bus/pci/devices"},
-        )
-        for i, g in enumerate(f.intel.gpus)
-    ]
-
-
-def _apple_gpus(f: Facts) -> list[GpuView]:
-    a = f.apple
-    if not (a.is_macos and a.chip and a.chip.startswith("Apple")):
-        return []
-    return [GpuView(vendor="apple", index=0, name=a.chip, integrated=True, witnesses=["sysctl"], sources={"name": a.sources.get("chip", "sysctl")})]
-
-
 # ---------------------------------------------------------------------------- evidence
 
 
@@ -822,6 +495,16 @@ def _kind(vendor: str) -> accelerators.Accelerator:
 
 
 def _disagreements(f: Facts, view: ReconciledFacts) -> list[Disagreement]:
+    out = _driver_disagreements(view)
+    for g in view.gpus:
+        judge = _GPU_DISAGREEMENTS.get(g.vendor)  # the witnesses of each kind's GPU fields that may disagree
+        if judge is not None:
+            out.extend(judge(f, g, f"GPU{g.index} {g.name or ''}".strip()))
+    out.extend(_count_disagreements(f, view))
+    return out
+
+
+def _driver_disagreements(view: ReconciledFacts) -> list[Disagreement]:
     out: list[Disagreement] = []
     drv = view.nvidia_driver.witnesses
     user = {k: v for k, v in drv.items() if "kernel" not in k and not k.startswith(("/proc", "/sys"))}
@@ -833,26 +516,36 @@ def _disagreements(f: Facts, view: ReconciledFacts) -> list[Disagreement]:
     cv = list(ceiling.values())
     if len(cv) >= 2 and not all(same_release(cv[0], v) for v in cv[1:]):
         out.append(Disagreement("nvidia.cuda_driver_version", dict(ceiling)))
-    for g in view.gpus:
-        label = f"GPU{g.index} {g.name or ''}".strip()
-        if g.vendor == "nvidia":
-            said = g.seen.get("compute_capability", {})
-            if len(set(said.values())) > 1:
-                out.append(Disagreement("gpu.compute_capability", dict(said), label))
-            names = {w: n for w, n in g.seen.get("name", {}).items() if w in ("nvml", "nvidia-smi")}
-            if len(names) > 1 and not _names_agree(names.values()):
-                out.append(Disagreement("gpu.name", names, label))
-            mem = {w: m for w, m in g.seen.get("memory_total_mib", {}).items() if w in ("nvml", "nvidia-smi")}
-            if len(set(mem.values())) > 1:
-                out.append(Disagreement("gpu.memory_total_mib", dict(mem), label))
-        if g.vendor == "amd":
-            said = {k: v for k, v in g.seen.get("gfx", {}).items() if v}
-            if len(set(said.values())) > 1:
-                override = f.environment.get("HSA_OVERRIDE_GFX_VERSION") or f.rocm.hsa_override_gfx_version
-                # HSA's tools (rocminfo, torch) report the ISA after HSA_OVERRIDE_GFX_VERSION; KFD and the SMIs the chip
-                out.append(Disagreement("gpu.gfx", said, label, f"HSA_OVERRIDE_GFX_VERSION={override}" if override else None))
-    out.extend(_count_disagreements(f, view))
     return out
+
+
+def _nvidia_gpu_disagreements(f: Facts, g: GpuView, label: str) -> list[Disagreement]:
+    out: list[Disagreement] = []
+    said = g.seen.get("compute_capability", {})
+    if len(set(said.values())) > 1:
+        out.append(Disagreement("gpu.compute_capability", dict(said), label))
+    names = {w: n for w, n in g.seen.get("name", {}).items() if w in ("nvml", "nvidia-smi")}
+    if len(names) > 1 and not _names_agree(names.values()):
+        out.append(Disagreement("gpu.name", names, label))
+    mem = {w: m for w, m in g.seen.get("memory_total_mib", {}).items() if w in ("nvml", "nvidia-smi")}
+    if len(set(mem.values())) > 1:
+        out.append(Disagreement("gpu.memory_total_mib", dict(mem), label))
+    return out
+
+
+def _amd_gpu_disagreements(f: Facts, g: GpuView, label: str) -> list[Disagreement]:
+    said = {k: v for k, v in g.seen.get("gfx", {}).items() if v}
+    if len(set(said.values())) <= 1:
+        return []
+    override = f.environment.get("HSA_OVERRIDE_GFX_VERSION") or f.rocm.hsa_override_gfx_version
+    # HSA's tools (rocminfo, torch) report the ISA after HSA_OVERRIDE_GFX_VERSION; KFD and the SMIs the chip
+    return [Disagreement("gpu.gfx", said, label, f"HSA_OVERRIDE_GFX_VERSION={override}" if override else None)]
+
+
+_GPU_DISAGREEMENTS: dict[str, Callable[[Facts, GpuView, str], list[Disagreement]]] = {
+    "nvidia": _nvidia_gpu_disagreements,
+    "amd": _amd_gpu_disagreements,
+}
 
 
 def visible_entries(value: str, count: int) -> int:
@@ -877,33 +570,42 @@ def _count_disagreements(f: Facts, view: ReconciledFacts) -> list[Disagreement]:
     t = f.torch
     if not t.cuda_available or t.device_count is None:
         return []
-    vendor = "amd" if t.hip else "nvidia"
-    gpus = [g for g in view.gpus if g.vendor == vendor]
-    counted, witness = [], ""
+    vendor = "amd" if t.hip else "nvidia"  # the kind torch.cuda answers for
     acc = _kind(vendor)
-    tools = [g for g in gpus if set(g.witnesses) & set(acc.tool_witnesses)]
-    kernel = [g for g in gpus if acc.kernel_witness in g.witnesses]
-    if tools:
-        counted = tools
-        witness = "/".join(w for w in acc.tool_witnesses if any(w in g.witnesses for g in tools))
-    elif kernel and acc.kernel_witness:
-        counted, witness = kernel, acc.kernel_witness
+    counted, witness = _driver_count(view, acc)
     if not counted or t.device_count == len(counted):
         return []
-    why: str | None = None
-    env = f.environment
-    for var in acc.hiding():
-        if var in env:
-            left = visible_entries(env[var], len(counted))
-            why = f"{var}={env[var]}" if t.device_count == left else f"{var}={env[var]} (leaves {left})"
-            break
-    if why is None and vendor == "nvidia" and any(g.mig_mode == "Enabled" for g in f.nvidia.gpus):
-        why = "MIG"
-    if why is None and f.platform.container and witness in (W_PROC, W_KFD):
-        nvd = env.get("NVIDIA_VISIBLE_DEVICES")
-        why = f"container (NVIDIA_VISIBLE_DEVICES={nvd})" if nvd and vendor == "nvidia" else "container"
+    why = _count_why(f, acc, len(counted), witness)
     explained = why if why and "(leaves" not in why else None
     d = Disagreement("gpu.count", {witness: str(len(counted)), "torch": str(t.device_count)}, f"{vendor} GPUs", explained)
     if why and explained is None:
         d.note = f"{vendor} GPUs; {why}"
     return [d]
+
+
+def _driver_count(view: ReconciledFacts, acc: accelerators.Accelerator) -> tuple[list[GpuView], str]:
+    """The GPUs of kind ``acc`` its driver lists and the witness that listed them: its tools, else its kernel driver's list."""
+    gpus = [g for g in view.gpus if g.vendor == acc.vendor]
+    tools = [g for g in gpus if set(g.witnesses) & set(acc.tool_witnesses)]
+    if tools:
+        return tools, "/".join(w for w in acc.tool_witnesses if any(w in g.witnesses for g in tools))
+    kernel = [g for g in gpus if acc.kernel_witness in g.witnesses]
+    if kernel and acc.kernel_witness:
+        return kernel, acc.kernel_witness
+    return [], ""
+
+
+def _count_why(f: Facts, acc: accelerators.Accelerator, count: int, witness: str) -> str | None:
+    """What explains torch counting another number of GPUs than the driver: a hiding variable, MIG, a container."""
+    t, env = f.torch, f.environment
+    for var in acc.hiding():
+        if var in env:
+            left = visible_entries(env[var], count)
+            return f"{var}={env[var]}" if t.device_count == left else f"{var}={env[var]} (leaves {left})"
+    nvidia = acc.name == "nvidia"  # vendor branch: MIG and NVIDIA_VISIBLE_DEVICES are NVIDIA's own words
+    if nvidia and any(g.mig_mode == "Enabled" for g in f.nvidia.gpus):
+        return "MIG"
+    if f.platform.container and witness in (W_PROC, W_KFD):
+        nvd = env.get("NVIDIA_VISIBLE_DEVICES")
+        return f"container (NVIDIA_VISIBLE_DEVICES={nvd})" if nvd and nvidia else "container"
+    return None

@@ -17,6 +17,7 @@ from typing import Any
 from stackdoctor import __version__
 from stackdoctor.errors import ReplayError
 from stackdoctor.facts import Facts, from_data, to_data
+from stackdoctor.view import MachineView
 
 SCHEMA = "stackdoctor.report/1"
 SCHEMA_FAMILY = "stackdoctor.report/"
@@ -59,6 +60,10 @@ class Report:
     schema: str = SCHEMA
     replayed_from: str | None = None
 
+    def __post_init__(self) -> None:
+        if isinstance(self.facts, MachineView):  # a view handed as the facts: the report carries what it wrote
+            self.facts = self.facts.facts
+
     def to_data(self) -> dict[str, Any]:
         return {
             "schema": self.schema,
@@ -78,6 +83,11 @@ class Report:
         from stackdoctor.redact import safe_data
 
         return json.dumps(safe_data(self.to_data()), indent=indent, sort_keys=False, ensure_ascii=False)
+
+    @property
+    def view(self) -> MachineView:
+        """The machine's view of these facts (as reconcile wrote them): what the renderers read."""
+        return MachineView.of(self.facts)
 
     @property
     def counts(self) -> dict[str, int]:

@@ -17,13 +17,19 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from stackdoctor import accelerators
+from stackdoctor.accelerators.nvidia import arch_list
 from stackdoctor.shell import powershell_set, word
 from stackdoctor.versions import dotted
 
 if TYPE_CHECKING:  # pragma: no cover
+    from stackdoctor.accelerators import Accelerator
     from stackdoctor.facts import Facts
     from stackdoctor.matrix import Matrix
     from stackdoctor.probes.buildtools import BuildTools, Tool
+
+__all__ = ["BUILD_PLAN_SCHEMA", "STEPS", "BuildCommand", "BuildPlan", "BuildRequest", "Prerequisite", "arch_list", "build_plan", "env_file",
+           "max_jobs", "offer_from_source"]
 
 BUILD_PLAN_SCHEMA = "stackdoctor.build-plan/1"
 STEPS = ("clone", "submodules", "deps", "mkl", "amd", "build")
@@ -155,14 +161,6 @@ def _release(matrix: Matrix, torch: str | None) -> str | None:
     return str(matrix.releases[0].version) if matrix.releases else None
 
 
-def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
-    """``TORCH_CUDA_ARCH_LIST``: the compute capabilities, lowest first, once each; ``+PTX`` on the newest when asked."""
-    uniq = sorted(set(ccs), key=lambda c: tuple(int(x) for x in c.split(".")))
-    if ptx and uniq:
-        uniq[-1] += "+PTX"
-    return ";".join(uniq)
-
-
 def max_jobs(available: int | None, per_job_gb: str | None, cpus: int | None) -> int | None:
     """How many compile jobs fit in ``available`` bytes at ``per_job_gb`` each (at least 1, at most the CPUs)."""
     if available is None or per_job_gb is None:
@@ -178,9 +176,10 @@ def _gb(n: int) -> str:
 # ---------------------------------------------------------------------------- the accelerator
 
 
-def _targets(facts: Facts, matrix: Matrix, request: BuildRequest) -> tuple[str, list[str], list[str], list[str]]:
-    """(accelerator, compute capabilities, gfx names, notes) of the machine planned for."""
-    from stackdoctor.resolve import _parse_gpu_request
+def _targets(facts: Facts, matrix: Matrix, request: BuildRequest) -> tuple[Accelerator | None, dict[str, list[str]], list[str]]:
+    """(the kind built for, None for a CPU-only build; what the build compiles for, by kind name; notes) of the machine
+    planned for: the what-if devices (``--gpu`` NVIDIA's, ``--gfx`` AMD's), else the first kind with devices to build for."""
+    from stackdoctor.resolve import parse_gpu_request as _parse_gpu_request
 
     notes: list[str] = []
     if request.gpus or request.gfx:
@@ -191,18 +190,14 @@ def _targets(facts: Facts, matrix: Matrix, request: BuildRequest) -> tuple[str, 
                 notes.append(f"--gpu {g}: unknown GPU name, its compute capability is not in the matrix")
             else:
                 ccs.append(cc)
-        gfx = [g.strip().lower() for g in request.gfx]
-        return ("cuda" if request.gpus else "rocm"), ccs, gfx, notes
-    view = facts.reconciled.gpus
-    ccs = [v.compute_capability for v in view if v.vendor == "nvidia" and v.compute_capability and v.witnesses != ["pci"]]
-    gfx = [(v.gfx or "").split(":", 1)[0].lower() for v in view if v.vendor == "amd" and v.gfx and not v.integrated and v.witnesses != ["pci"]]
-    if ccs:
-        return "cuda", ccs, [], notes
-    if gfx:
-        return "rocm", [], gfx, notes
-    if any(v.vendor == "intel" and not v.integrated for v in view):
-        return "xpu", [], [], notes
-    return "cpu", [], [], notes
+        nvidia, amd = accelerators.by_name("nvidia"), accelerators.by_name("amd")
+        assert nvidia is not None and amd is not None
+        return (nvidia if request.gpus else amd), {nvidia.name: ccs, amd.name: [g.strip().lower() for g in request.gfx]}, notes
+    for acc in accelerators.ALL:
+        found = acc.build_targets(facts)
+        if found is not None:
+            return acc, {acc.name: found}, notes
+    return None, {}, notes
 
 
 # ---------------------------------------------------------------------------- prerequisites
@@ -266,10 +261,49 @@ def _absent(name: str) -> Tool:
     return Tool(name)
 
 
+@dataclass
+class _Ask:
+    """What a kind's :meth:`~stackdoctor.accelerators.Accelerator.build_prerequisites` is given (``accelerators.base.BuildAsk``)."""
+
+    facts: Facts
+    tools: BuildTools | None
+    os: str
+    matrix: Matrix
+
+    def minimum(self, name: str) -> str | None:
+        return _minimum(self.matrix, name)
+
+    def source(self, name: str) -> str | None:
+        return _src(self.matrix, name)
+
+    def url(self, name: str) -> str | None:
+        return _url(self.matrix, name)
+
+    def at_least(self, found: str | None, minimum: str | None) -> bool | None:
+        return _at_least(found, minimum)
+
+    def prerequisite(self, name: str, needed: str, **fields: Any) -> Prerequisite:
+        return Prerequisite(name, needed, **fields)
+
+    def tool(self, name: str, tool: Tool | None, needed: str, fix: str, steps: list[str], source: str | None, minimum: str | None = None) -> Prerequisite:
+        return _tool_prereq(name, tool, needed, fix, steps, source, minimum)
+
+
 def _prerequisites(
-    facts: Facts, matrix: Matrix, request: BuildRequest, tools: BuildTools | None, os_: str, accel: str, python: str
+    facts: Facts, matrix: Matrix, request: BuildRequest, tools: BuildTools | None, os_: str, acc: Accelerator | None, python: str
 ) -> tuple[list[Prerequisite], int | None]:
-    out: list[Prerequisite] = []
+    out = [_python_prereq(facts, matrix, request, python), _compiler(os_, tools, matrix)]
+    out += _tool_prereqs(matrix, tools)
+    out.append(_pip_prereq(facts, matrix, request, tools, os_, python))
+    out.append(_disk_prereq(matrix, tools))
+    memory, jobs = _memory_prereq(matrix, tools)
+    out.append(memory)
+    if acc is not None:
+        out.extend(acc.build_prerequisites(_Ask(facts, tools, os_, matrix)))
+    return out, jobs
+
+
+def _python_prereq(facts: Facts, matrix: Matrix, request: BuildRequest, python: str) -> Prerequisite:
     py_min = _minimum(matrix, "python")
     pyv = request.python_version or facts.python.version
     py = Prerequisite("python", f"Python >= {py_min}" if py_min else "Python", found=pyv, path=None if request.python_version else python,
@@ -279,8 +313,12 @@ def _prerequisites(
     py.status = "unknown" if ok is None else "ok" if ok else "missing"
     if ok is False:
         py.fix = f"build in an environment with Python {py_min} or newer (e.g. `python3.12 -m venv .venv`), then --python .venv/bin/python"
-    out.append(py)
-    out.append(_compiler(os_, tools, matrix))
+    return py
+
+
+def _tool_prereqs(matrix: Matrix, tools: BuildTools | None) -> list[Prerequisite]:
+    """CMake and Ninja (the deps step brings both) and git."""
+    out: list[Prerequisite] = []
     cmake_min = _minimum(matrix, "cmake")
     deps_fix = "the deps step (pip install --group dev) installs it into the environment"
     for name, tool, needed, minimum in (
@@ -291,6 +329,10 @@ def _prerequisites(
         p.provided_by = "deps"
         out.append(p)
     out.append(_tool_prereq("git", tools.git if tools else None, "git", "install git (https://git-scm.com/downloads)", ["clone", "submodules"], _src(matrix, "repository")))
+    return out
+
+
+def _pip_prereq(facts: Facts, matrix: Matrix, request: BuildRequest, tools: BuildTools | None, os_: str, python: str) -> Prerequisite:
     pip_min = _minimum(matrix, "pip")
     pipv = facts.python.pip_version
     pip = Prerequisite("pip", f"pip >= {pip_min} (pip install --group dev)" if pip_min else "pip", found=pipv, path=python if pipv else None,
@@ -298,7 +340,10 @@ def _prerequisites(
     ok = _at_least(pipv, pip_min) if tools is not None and not request.python_version else None
     pip.status = "unknown" if ok is None else "ok" if ok else "missing"
     pip.fix = f"{word(python, windows=os_ == 'windows')} -m pip install --upgrade pip" if ok is False else None
-    out.append(pip)
+    return pip
+
+
+def _disk_prereq(matrix: Matrix, tools: BuildTools | None) -> Prerequisite:
     disk_min = _minimum(matrix, "disk")
     disk = Prerequisite("disk", f">= {disk_min} GB free for the source and the build" if disk_min else "free disk", source=_src(matrix, "disk"),
                         steps=["clone", "build"])
@@ -308,7 +353,11 @@ def _prerequisites(
         disk.status = "ok" if enough else "missing"
         if not enough:
             disk.fix = f"free {disk_min} GB on {tools.disk_path}, or clone elsewhere: --source-dir /a/roomier/disk/pytorch"
-    out.append(disk)
+    return disk
+
+
+def _memory_prereq(matrix: Matrix, tools: BuildTools | None) -> tuple[Prerequisite, int | None]:
+    """The memory the parallel compile jobs need, and how many fit (``MAX_JOBS``)."""
     per_job = _minimum(matrix, "memory_per_job")
     jobs = max_jobs(tools.memory_available_bytes if tools else None, per_job, tools.cpus if tools else None)
     mem = Prerequisite("memory", f"{per_job} GB per parallel compile job" if per_job else "memory for the compile jobs",
@@ -319,67 +368,24 @@ def _prerequisites(
         mem.status = "missing" if small else "ok"
         if small:
             mem.fix = f"free memory or add swap; even one job (MAX_JOBS=1) needs {per_job} GB for the largest CUDA files"
-    out.append(mem)
-    if accel == "cuda":
-        out.extend(_cuda_prereqs(facts, matrix, tools, os_))
-    elif accel == "rocm":
-        rmin = _minimum(matrix, "rocm")
-        r = _tool_prereq("rocm", tools.rocm if tools else None, f"ROCm >= {rmin} (Linux only)" if rmin else "ROCm (Linux only)",
-                         f"install ROCm ({_url(matrix, 'rocm') or 'AMD ROCm'}); one not in /opt/rocm is named by ROCM_PATH", ["amd", "build"],
-                         _src(matrix, "rocm"), rmin)
-        if os_ != "linux":
-            r.status, r.fix = "missing", "ROCm builds are for Linux only"
-        out.append(r)
-    elif accel == "xpu":
-        out.append(Prerequisite("intel-gpu", "the PyTorch prerequisites for Intel GPUs", status="unknown",
-                                fix=f"follow {_url(matrix, 'intel_gpu') or 'Intel'}", source=_src(matrix, "intel_gpu"), steps=["build"]))
-    return out, jobs
-
-
-def _cuda_prereqs(facts: Facts, matrix: Matrix, tools: BuildTools | None, os_: str) -> list[Prerequisite]:
-    out: list[Prerequisite] = []
-    matrix_url = _url(matrix, "cuda") or "PyTorch's support matrix"
-    nvcc = _tool_prereq("nvcc", tools.nvcc if tools else None, f"a CUDA toolkit from the support matrix ({matrix_url}), its nvcc on PATH",
-                        f"install a CUDA toolkit the release supports ({matrix_url}) and put its bin/ on PATH (e.g. export PATH=/usr/local/cuda-12.8/bin:$PATH)",
-                        ["build"], _src(matrix, "cuda"))
-    if tools is not None and tools.nvcc.version:
-        nvcc.found = f"CUDA {tools.nvcc.version}"
-        drv = facts.reconciled.cuda_driver_version.value
-        if drv and _at_least(drv, tools.nvcc.version) is False:
-            nvcc.status = "missing"
-            nvcc.fix = (f"the driver runs CUDA {drv} code, nvcc is CUDA {tools.nvcc.version}: what it builds would not run here; "
-                        f"install a toolkit no newer than CUDA {drv}, or a newer driver")
-        elif drv:
-            nvcc.found += f" (the driver runs CUDA {drv})"
-    out.append(nvcc)
-    cmin = _minimum(matrix, "cudnn")
-    out.append(_tool_prereq("cudnn", tools.cudnn if tools else None, f"cuDNN >= {cmin} (its headers: cudnn_version.h)" if cmin else "cuDNN",
-                            f"install cuDNN {cmin} or newer for this CUDA ({_url(matrix, 'cudnn') or 'the cuDNN support matrix'})",
-                            ["build"], _src(matrix, "cudnn"), cmin))
-    nvtx_fix = ("run the CUDA installer again and check Nsight Compute (NVTX), after Visual Studio" if os_ == "windows"
-                else "install the toolkit's NVTX headers (include/nvtx3, the cuda-nvtx package)")
-    out.append(_tool_prereq("nvtx", tools.nvtx if tools else None, "NVTX (the CUDA toolkit's include/nvtx3)", nvtx_fix, ["build"], _src(matrix, "nvtx")))
-    return out
+    return mem, jobs
 
 
 # ---------------------------------------------------------------------------- environment and commands
 
 
-def _environment(facts: Facts, request: BuildRequest, tools: BuildTools | None, os_: str, accel: str,
-                 ccs: list[str], gfx: list[str], jobs: int | None) -> tuple[dict[str, str], dict[str, str], list[str]]:
+def _environment(facts: Facts, request: BuildRequest, tools: BuildTools | None, os_: str, acc: Accelerator | None,
+                 targets: dict[str, list[str]], jobs: int | None) -> tuple[dict[str, str], dict[str, str], list[str]]:
     env: dict[str, str] = {}
     why: dict[str, str] = {}
     warnings: list[str] = []
-    env["USE_CUDA"] = "1" if accel == "cuda" else "0"
-    env["USE_ROCM"] = "1" if accel == "rocm" else "0"
-    env["USE_XPU"] = "1" if accel == "xpu" else "0"
-    why["USE_CUDA"] = why["USE_ROCM"] = why["USE_XPU"] = f"a {accel.upper() if accel != 'cpu' else 'CPU-only'} build for this machine"
-    if ccs:
-        env["TORCH_CUDA_ARCH_LIST"] = arch_list(ccs, ptx=request.ptx)
-        why["TORCH_CUDA_ARCH_LIST"] = "the GPUs' compute capabilities" + (" (+PTX: the newest also as PTX, for newer GPUs)" if request.ptx else "")
-    if gfx:
-        env["PYTORCH_ROCM_ARCH"] = ";".join(dict.fromkeys(gfx))
-        why["PYTORCH_ROCM_ARCH"] = "the AMD GPUs' gfx architectures"
+    build = f"a {acc.backend.upper()} build for this machine" if acc is not None else "a CPU-only build for this machine"
+    for kind_ in accelerators.ALL:  # every kind's switch: on for the kind built for, off for the others
+        if kind_.build_switch:
+            env[kind_.build_switch], why[kind_.build_switch] = ("1" if kind_ is acc else "0"), build
+    for kind_ in accelerators.ALL:
+        for key, (value, reason) in kind_.build_arch_env(targets.get(kind_.name) or [], ptx=request.ptx).items():
+            env[key], why[key] = value, reason
     kind, prefix = facts.python.env_kind, facts.python.env_prefix
     if prefix and kind in ("venv", "conda"):
         if tools is None:  # planned for another platform: the prefix as that shell names it once the env is active
@@ -389,12 +395,8 @@ def _environment(facts: Facts, request: BuildRequest, tools: BuildTools | None, 
         why["CMAKE_PREFIX_PATH"] = f"the target's {'conda environment' if kind == 'conda' else 'virtual environment'}"
     else:
         warnings.append("the target is no venv or conda environment: CMAKE_PREFIX_PATH is left to you (the README builds in one)")
-    if accel == "cuda" and tools is not None and tools.cuda_home and tools.cuda_home.rstrip("/") != "/usr/local/cuda":
-        env["CUDA_HOME"] = tools.cuda_home
-        why["CUDA_HOME"] = f"the toolkit of {tools.nvcc.path}"
-    if accel == "rocm" and tools is not None and tools.rocm.path and tools.rocm.path.rstrip("/") != "/opt/rocm":
-        env["ROCM_PATH"] = tools.rocm.path
-        why["ROCM_PATH"] = "ROCm is not in /opt/rocm"
+    for key, (value, reason) in (acc.build_home_env(tools) if acc is not None else {}).items():
+        env[key], why[key] = value, reason
     if jobs is not None:
         env["MAX_JOBS"] = str(jobs)
         why["MAX_JOBS"] = "the compile jobs that fit in the memory available"
@@ -408,7 +410,7 @@ def _line(argv: list[str], windows: bool) -> str:
     return ("& " if words[0].startswith("'") else "") + " ".join(words)
 
 
-def _commands(request: BuildRequest, tag: str | None, url: str, python: str, os_: str, arch: str, accel: str) -> list[BuildCommand]:
+def _commands(request: BuildRequest, tag: str | None, url: str, python: str, os_: str, arch: str, acc: Accelerator | None) -> list[BuildCommand]:
     windows = os_ == "windows"
     src = request.source_dir
     clone = ["git", "checkout", tag] if request.checkout and tag else ["git", "clone", *(["--branch", tag] if tag else []), url, src]
@@ -420,8 +422,7 @@ def _commands(request: BuildRequest, tag: str | None, url: str, python: str, os_
     ]
     if os_ in ("linux", "windows") and arch in ("x86_64", "amd64", ""):
         steps.append(("mkl", [python, "-m", "pip", "install", "mkl-static", "mkl-include"], src))
-    if accel == "rocm":
-        steps.append(("amd", [python, "tools/amd_build/build_amd.py"], src))
+    steps += [(step, argv, src) for step, argv in (acc.build_steps(python) if acc is not None else [])]
     steps.append(("build", [python, "-m", "pip", "install", "--no-build-isolation", "-v", "-e", "."], src))
     return [BuildCommand(s, argv, cwd, _line(argv, windows)) for s, argv, cwd in steps]
 
@@ -446,14 +447,14 @@ def build_plan(facts: Facts, matrix: Matrix, request: BuildRequest, tools: Build
     tag_version = _release(matrix, request.torch)
     tag = f"v{tag_version}" if tag_version and re.fullmatch(r"\d+\.\d+\.\d+", tag_version) else None
     url = request.source_url or _url(matrix, "repository") or ""
-    accel, ccs, gfx, notes = _targets(facts, matrix, request)
-    if os_ == "macos" and accel in ("cuda", "rocm"):
-        notes.append(f"no {accel.upper()} build on macOS: planned CPU-only (MPS is built in)")
-        accel, ccs, gfx = "cpu", [], []
+    acc, targets, notes = _targets(facts, matrix, request)
+    if os_ == "macos" and acc is not None and not acc.builds_on_macos:
+        notes.append(f"no {acc.backend.upper()} build on macOS: planned CPU-only (MPS is built in)")
+        acc, targets = None, {}
     windows = os_ == "windows"
-    plan = BuildPlan(tag_version, tag, accel, os_, "powershell" if windows else "posix", url, request.source_dir, python)
-    plan.prerequisites, jobs = _prerequisites(facts, matrix, request, tools, os_, accel, python)
-    plan.env, plan.env_reasons, warns = _environment(facts, request, tools, os_, accel, ccs, gfx, jobs)
+    plan = BuildPlan(tag_version, tag, acc.backend if acc is not None else "cpu", os_, "powershell" if windows else "posix", url, request.source_dir, python)
+    plan.prerequisites, jobs = _prerequisites(facts, matrix, request, tools, os_, acc, python)
+    plan.env, plan.env_reasons, warns = _environment(facts, request, tools, os_, acc, targets, jobs)
     plan.warnings.extend(notes + warns)
     if tag is None and tag_version:
         plan.warnings.append(f"torch {tag_version} is not a release version: the clone takes the default branch")
@@ -462,7 +463,7 @@ def build_plan(facts: Facts, matrix: Matrix, request: BuildRequest, tools: Build
     arch = (request.platform or "").rsplit("_", 1)[-1] if request.platform else (facts.platform.machine or "").lower()
     if request.platform and "x86_64" in request.platform:
         arch = "x86_64"
-    plan.commands = _commands(request, tag, url, python, os_, arch, accel)
+    plan.commands = _commands(request, tag, url, python, os_, arch, acc)
     return plan
 
 
@@ -477,19 +478,22 @@ def offer_from_source(plan: Any, facts: Facts, matrix: Matrix, request: Any) -> 
     from stackdoctor.resolve import target_from
 
     t = target_from(facts, matrix, request)
-    gpus = [g for g in t.gpus if (g.vendor == "nvidia" and g.cc) or (g.vendor == "amd" and g.gfx)]
+    gpus = [(g, label) for g in t.gpus if (acc := accelerators.by_vendor(g.vendor)) is not None and acc.offers_source_build
+            and (label := acc.build_label_of(g.cc, g.gfx))]
     if not gpus or t.jetson or not matrix.releases:
         return None
     pinned = (request.torch or "").strip()
     newest = pinned if re.fullmatch(r"\d+\.\d+\.\d+", pinned) else str(matrix.releases[0].version)
+    gpu_builds = {a.build_kind for a in accelerators.ALL if a.offers_source_build}  # the builds a source build could make instead
+
     def kind_of(variant: str | None) -> str | None:
         vk = variant_kind(variant) if variant else None
         return vk[0] if vk else None
 
-    if plan.torch_version == newest and kind_of(plan.variant) in ("cuda", "rocm"):
+    if plan.torch_version == newest and kind_of(plan.variant) in gpu_builds:
         return None
-    if not any(r.torch == newest and kind_of(r.variant) in ("cuda", "rocm") for r in plan.rejected):
+    if not any(r.torch == newest and kind_of(r.variant) in gpu_builds for r in plan.rejected):
         return None
-    names = ", ".join(f"{g.name or 'GPU'} ({'sm_' + g.cc.replace('.', '') if g.cc else g.gfx})" for g in gpus)
+    names = ", ".join(f"{g.name or 'GPU'} ({label})" for g, label in gpus)
     return (f"no published build of torch {newest} runs on {names}; "
             f"`stackdoctor install --from-source --torch {newest}` plans building it for them")

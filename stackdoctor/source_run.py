@@ -75,12 +75,13 @@ def _first_blocked(plan: BuildPlan, steps: list[str]) -> tuple[str, Prerequisite
 
 
 def plan_only(opts: FromSourceOptions) -> BuildPlan:
-    from stackdoctor.install_flow import InstallOptions, gather_facts
+    from stackdoctor.install.options import InstallOptions, MachineOptions, SourceOptions
+    from stackdoctor.install.request import gather_facts
     from stackdoctor.probes.buildtools import probe_build_tools
     from stackdoctor.source_build import _os_of
     from stackdoctor.system import System
 
-    facts, python, matrix = gather_facts(InstallOptions(python=opts.python, matrix=list(opts.matrix), replay=opts.replay))
+    facts, python, matrix = gather_facts(InstallOptions(python=opts.python, machine=MachineOptions(replay=opts.replay), sources=SourceOptions(matrix=list(opts.matrix))))
     request = BuildRequest(
         torch=opts.torch, gpus=list(opts.gpus), gfx=list(opts.gfx), platform=opts.platform, python_version=opts.python_version,
         ptx=opts.ptx, source_url=opts.source_url, source_dir=opts.source_dir,

@@ -15,12 +15,11 @@ import functools
 import re
 import string
 from collections.abc import Mapping
-from importlib import resources
 from typing import Any
 
 from stackdoctor import parsecache
 
-__all__ = ["LANGS", "add_locale", "choose_lang", "detect_lang", "explain", "layer_word", "message", "placeholders", "sentence", "sentence_key", "texts", "title", "ui"]
+__all__ = ["LANGS", "add_locale", "add_texts", "choose_lang", "detect_lang", "explain", "layer_word", "message", "placeholders", "sentence", "sentence_key", "texts", "title", "ui"]
 
 LANGS = ("en", "zh")
 
@@ -65,22 +64,27 @@ def texts(lang: str) -> dict[str, Any]:
     """The parsed locale file for ``lang`` (``{"ui": {...}, "codes": {code: {...}}}``)."""
     name = lang if lang in LANGS else "en"
     # one name per joinpath: Python 3.10's Traversable.joinpath takes a single child
-    raw = resources.files("stackdoctor").joinpath("locale").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+    raw = _files("stackdoctor").joinpath("locale").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
     data = _parsed(f"texts-{name}", raw)
     if not isinstance(data, dict):
         raise ValueError(f"stackdoctor/locale/{name}.yaml is not a mapping")
     data.setdefault("ui", {})
     data.setdefault("codes", {})
     data.setdefault("sentences", {})
-    for package in _EXTRA_LOCALES:  # an accelerator plug-in's own texts: added, never replacing stackdoctor's
-        extra = _load_extra(package, name)
+    extras = [_load_extra(package, name) for package in _EXTRA_LOCALES] + [dict(t.get(name) or {}) for t in _EXTRA_TEXTS]
+    for extra in extras:  # an accelerator plug-in's own texts: added, never replacing stackdoctor's
         for section in ("ui", "codes", "sentences"):
             for key, value in (extra.get(section) or {}).items():
                 data[section].setdefault(key, value)
     return data
 
 
+def _files(package: str) -> Any:
+    return parsecache.package_files(package)  # importlib.resources.files without its zip reader's imports
+
+
 _EXTRA_LOCALES: list[str] = []  # packages with a locale/<lang>.yaml of their own (add_locale)
+_EXTRA_TEXTS: list[Mapping[str, Mapping[str, Any]]] = []  # a kind's texts as data, {"en": {...}, "zh": {...}} (add_texts)
 
 
 def _parsed(kind: str, raw: str) -> Any:
@@ -97,7 +101,7 @@ def _parsed(kind: str, raw: str) -> Any:
 
 def _load_extra(package: str, lang: str) -> dict[str, Any]:
     try:
-        raw = resources.files(package).joinpath("locale").joinpath(f"{lang}.yaml").read_text(encoding="utf-8")
+        raw = _files(package).joinpath("locale").joinpath(f"{lang}.yaml").read_text(encoding="utf-8")
     except (ModuleNotFoundError, FileNotFoundError):
         return {}
     data = _parsed(f"texts-{package}-{lang}", raw)
@@ -111,6 +115,16 @@ def add_locale(package: str) -> None:
     if package in _EXTRA_LOCALES:
         return
     _EXTRA_LOCALES.append(package)
+    texts.cache_clear()
+    _sentence_patterns.cache_clear()
+
+
+def add_texts(extra: Mapping[str, Mapping[str, Any]]) -> None:
+    """Merge a kind's own texts given as data (``Accelerator.texts()``: ``{"en": {"codes": {...}, "sentences": {...}},
+    "zh": {...}}``, the locale files' form) into the texts, as :func:`add_locale` does a package's files."""
+    if not extra or any(t is extra for t in _EXTRA_TEXTS):
+        return
+    _EXTRA_TEXTS.append(extra)
     texts.cache_clear()
     _sentence_patterns.cache_clear()
 

@@ -30,6 +30,7 @@ SCHEMA_FILES = {
     "stackdoctor.kernels/1": "kernels.schema.json",
     "stackdoctor.diff/2": "diff.schema.json",
     "stackdoctor.build-plan/1": "build-plan.schema.json",
+    "stackdoctor.error/1": "error.schema.json",
 }
 
 

@@ -235,7 +235,7 @@ def test_the_device_spec_hook_is_generic():
     code = "import json; from stackdoctor import accelerators; print(json.dumps(accelerators.device_specs()))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(PLUGIN)}, timeout=120)
     specs = json.loads(out.stdout)
-    assert specs["foo"] == {"device": "foo", "torch_api": "foo", "synchronize": "foo.synchronize", "backend": "gloo", "imports": []}, specs
+    assert specs["foo"] == {"device": "foo", "torch_api": "foo", "synchronize": "foo.synchronize", "backend": "gloo", "imports": ["torch_foo"]}, specs
     assert specs["ascend"]["backend"] == "hccl" and specs["ascend"]["device"] == "npu"
 
 

@@ -241,8 +241,12 @@ def test_every_command_takes_lang(tmp_path):
 
 # ---------------------------------------------------------------- every literal plan sentence has a Chinese template
 
-_PLAN_SITES = ("reasons.append", "warnings.append", "suggestions.append", "cautions.append", "_Reject", "notes.append")
-_PLAN_FILES = ("resolve.py", "availability.py", "install_flow.py", "conda.py", "install.py")
+_PLAN_SITES = ("reasons.append", "warnings.append", "suggestions.append", "cautions.append", "Reject", "notes.append")
+# the resolver's package, every file of it, and the install package's flow, conda and the files that were install.py
+# (issue 31 split resolve.py and availability.py into stackdoctor/resolve/, install*.py into stackdoctor/install/)
+_PLAN_FILES = (*sorted(p.relative_to(REPO / "stackdoctor").as_posix() for p in (REPO / "stackdoctor" / "resolve").glob("*.py")),
+               "install/flow.py", "install/request.py", "install/locate.py", "install/conda.py", "install/transaction.py", "install/verify.py",
+               "install/backup.py", "install/argv.py", "install/emit.py", "install/talk.py")
 
 
 def _plan_sentence_sites():
@@ -252,7 +256,7 @@ def _plan_sentence_sites():
         path = REPO / "stackdoctor" / name
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and node.args and ast.unparse(node.func).endswith(_PLAN_SITES):
-                yield f"{name}:{node.lineno}", ast.unparse(node.func).endswith("_Reject"), node.args[0]
+                yield f"{name}:{node.lineno}", ast.unparse(node.func).endswith("Reject"), node.args[0]
             elif isinstance(node, ast.Call) and len(node.args) == 2 and ast.unparse(node.func).endswith("reasons.insert"):
                 yield f"{name}:{node.lineno}", False, node.args[1]
 

@@ -86,7 +86,8 @@ def test_sigterm_and_sighup_of_check_stop_the_target_in_one_sentence(tmp_path, p
             time.sleep(0.05)
         workers = set(_alive(b"sd_target.py", proc.pid))
         assert workers, "the target worker never started"
-        assert os.listdir(tmp), "the worker runs with a folder lent to it"
+        # (the worker once ran with a folder lent to it, stackdoctor's packaging; issue 33's worker needs none: then
+        # nothing of this run may be left in TMPDIR either, below)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=30)
     finally:

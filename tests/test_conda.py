@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stackdoctor.conda import conda_command, conda_name, environment_yml, routes
 from stackdoctor.facts import Facts
+from stackdoctor.install.conda import conda_command, conda_name, environment_yml, routes
 from stackdoctor.matrix import load_matrix
 from stackdoctor.plan import Request
 from stackdoctor.reconcile import reconcile

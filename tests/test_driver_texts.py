@@ -20,6 +20,7 @@ from test_target_probe import make_fake_torch_env
 
 from stackdoctor import install as inst
 from stackdoctor.diagnose import diagnose
+from stackdoctor.install.verify import verify
 from stackdoctor.matrix import load_matrix
 from stackdoctor.reconcile import reconcile
 from stackdoctor.system import System
@@ -84,7 +85,7 @@ def test_verify_keeps_the_whole_warning_and_judges_from_the_driver_number(tmp_pa
     both lines and the driver's number, and the verdict says which CUDA the driver runs and the build needs."""
     said = "CUDA initialization: The NVIDIA driver on your system is too old (found version 11040).\nPlease update your GPU driver."
     python = make_fake_torch_env(tmp_path, STAND_IN % said)
-    v = inst.verify(System.from_env(), python, timeout=120)
+    v = verify(System.from_env(), python, timeout=120)
     assert v.imported and v.cuda_available is False and v.driver_api_version == 11040
     assert v.warnings == [said.replace("\n", " ")]
     ok, sentence = inst.judge(plan("cu124"), v, "cuda")
@@ -97,7 +98,7 @@ def test_verify_keeps_every_line_of_an_exception(tmp_path):
     body = STAND_IN.replace("        warnings.warn(%r)\n        return False", "        raise AssertionError(%r)")
     text = "\nThe NVIDIA driver on your system is too old (found version 9000).\nPlease update your GPU driver.\nof the CUDA driver."
     python = make_fake_torch_env(tmp_path, body % text)
-    v = inst.verify(System.from_env(), python, timeout=120)
+    v = verify(System.from_env(), python, timeout=120)
     assert v.cuda_error == "AssertionError: The NVIDIA driver on your system is too old (found version 9000). Please update your GPU driver. of the CUDA driver."
 
 

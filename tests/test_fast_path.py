@@ -140,3 +140,21 @@ def test_the_kept_texts_are_the_parsed_ones(cache_home) -> None:
         assert texts.texts("zh") == first and texts.title("torch-ok", "zh") == first["codes"]["torch-ok"]["title"]
     finally:
         texts.texts.cache_clear()
+
+
+def test_package_files_is_resources_files_for_a_folder_package():
+    """parsecache.package_files gives what importlib.resources.files gives (the same files, the same texts) without
+    importing the zip reader where the package is a folder (issue 33)."""
+    from importlib import resources
+
+    from stackdoctor.parsecache import package_files
+
+    for package in ("stackdoctor", "stackdoctor.accelerators.ascend"):
+        mine, theirs = package_files(package), resources.files(package)
+        assert sorted(e.name for e in mine.iterdir()) == sorted(e.name for e in theirs.iterdir())
+    locale = package_files("stackdoctor").joinpath("locale").joinpath("en.yaml")
+    assert locale.read_text(encoding="utf-8") == resources.files("stackdoctor").joinpath("locale").joinpath("en.yaml").read_text(encoding="utf-8")
+    import pytest
+
+    with pytest.raises(ModuleNotFoundError):
+        package_files("stackdoctor_no_such_package")

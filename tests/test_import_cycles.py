@@ -80,20 +80,20 @@ def test_the_walker_sees_a_circle():
     assert "stackdoctor.texts" in imports("stackdoctor.rules.core", MODULES["stackdoctor.rules.core"])
 
 
-# Circles in today's package, each closed only by a ``TYPE_CHECKING`` import (issue 31), none in a file of the
+# Circles in the package on 2 December (main as merged then), each closed by a ``TYPE_CHECKING`` import (issue 31), none in a file of the
 # probes/OS-boundary floor. Each names whoever owns the files that close it; fixing one means removing it here.
 KNOWN_CIRCLES = frozenset({
-    # install_flow imports render/plan's format_command inside a function (an upward arrow) and render/plan
-    # types its input with install_flow's InstallOutcome under TYPE_CHECKING: owner `install` (install_flow.py).
-    frozenset({"stackdoctor.install_flow", "stackdoctor.render.plan"}),
-    # model imports pure's parsers and types with tables' Table under TYPE_CHECKING, pure types with model's
-    # CudaRow/Variant under TYPE_CHECKING, tables imports both: owner the lead (matrix/ has no helper in issue 31).
-    frozenset({"stackdoctor.matrix.model", "stackdoctor.matrix.pure", "stackdoctor.matrix.tables"}),
+    # install/flow imports render/plan's format_command inside a function (an upward arrow) and render/plan
+    # types its input with the flow's InstallOutcome under TYPE_CHECKING: owner `install` (install/).
+    frozenset({"stackdoctor.install.flow", "stackdoctor.render.plan"}),
+    # install/backup imports leftovers.TORCH_FAMILY, leftovers types with backup.Snapshot under TYPE_CHECKING:
+    # owner `install` (install/).
+    frozenset({"stackdoctor.install.backup", "stackdoctor.install.leftovers"}),
 })
 
 
 def test_the_walker_counts_type_checking_imports():
-    assert "stackdoctor.install_flow" in imports("stackdoctor.render.plan", MODULES["stackdoctor.render.plan"])
+    assert "stackdoctor.install.flow" in imports("stackdoctor.render.plan", MODULES["stackdoctor.render.plan"])
 
 
 def test_no_import_cycle_in_the_package():
@@ -143,34 +143,110 @@ def _short(module: str) -> str:
     return module.rsplit(".", 1)[-1]
 
 
-# Private names taken across modules today (issue 31), none from a file of the probes/OS-boundary floor: (importer,
+# Private names taken across modules on 2 December (issue 31, main as merged then), none from a file of the
+# probes/OS-boundary floor: (importer,
 # module, name), each module by its last dotted part so that moving a file into a package does not make its entry
 # stale. Fixing one (make the name public, or move the code to where it is used) means removing it here.
 KNOWN_PRIVATE_IMPORTS = frozenset({
-    # owner `resolve` (availability.py) with `install` (index.py) and `seam` (learn.py)
-    ("availability", "index", "_index_error"),
+    # owner `resolve` (resolve/) with `install` (install/index.py) and `seam` (learn.py)
     ("availability", "index", "_wheel_parts"),
-    ("availability", "learn", "_wheel_metadata"),
-    # owner `seam` (learn.py; matrix/ is the lead's)
-    ("learn", "matrix", "_build"),
+    ("dependencies", "index", "_wheel_parts"),
+    ("survey", "index", "_index_error"),
+    ("survey", "index", "_wheel_parts"),
+    ("survey", "learn", "_wheel_metadata"),
+    # owner `seam` (learn.py, learn_wheels.py, learn_sources.py; matrix/ is the lead's)
+    ("learn", "learn_wheels", "_family"),
+    ("learn", "learn_wheels", "_pin"),
+    ("learn", "learn_wheels", "_public"),
+    ("learn", "learn_wheels", "_py_key"),
+    ("learn", "learn_wheels", "_read_open_library"),
+    ("learn", "learn_wheels", "_wheel_metadata"),
     ("learn", "matrix", "_Parsed"),
+    ("learn", "matrix", "_build"),
+    ("learn_sources", "learn_wheels", "_GPU_LIBS"),
+    ("learn_sources", "learn_wheels", "_family"),
+    ("learn_sources", "learn_wheels", "_file_sha256"),
+    ("learn_sources", "learn_wheels", "_public"),
+    ("learn_sources", "learn_wheels", "_read_open_library"),
+    ("learn_sources", "learn_wheels", "_wheel_metadata"),
+    # owner the lead (matrix/ has no helper in issue 31): matrix/__init__ re-exports its modules' private names, its modules share helpers
+    ("load", "reader", "_Ctx"),
+    ("load", "reader", "_check_keys"),
+    ("load", "reader", "_parse_yaml"),
+    ("matrix", "load", "_Parsed"),
+    ("matrix", "load", "_TOP_KEYS"),
+    ("matrix", "load", "_build"),
+    ("matrix", "load", "_embedded"),
+    ("matrix", "load", "_embedded_matrix"),
+    ("matrix", "load", "_parse_document"),
+    ("matrix", "load", "_read_user_file"),
+    ("matrix", "pure", "_ARCH_RE"),
+    ("matrix", "pure", "_GFX_RE"),
+    ("matrix", "pure", "_INDEX_NAME_RE"),
+    ("matrix", "pure", "_PY_RE"),
+    ("matrix", "pure", "_TEGRA"),
+    ("matrix", "pure", "_VARIANT_RE"),
+    ("matrix", "pure", "_cc_tuple"),
+    ("matrix", "pure", "_sass_runs"),
+    ("matrix", "reader", "_Ctx"),
+    ("matrix", "reader", "_LDict"),
+    ("matrix", "reader", "_LList"),
+    ("matrix", "reader", "_check_expansion"),
+    ("matrix", "reader", "_check_keys"),
+    ("matrix", "reader", "_make_loader"),
+    ("matrix", "reader", "_parse_yaml"),
+    ("matrix", "reader", "_tname"),
+    ("matrix", "releases", "_merge_release"),
+    ("matrix", "releases", "_merge_variant"),
+    ("matrix", "releases", "_patch_base"),
+    ("matrix", "releases", "_release"),
+    ("matrix", "releases", "_variant"),
+    ("matrix", "table", "_arch_list"),
+    ("matrix", "table", "_driver"),
+    ("matrix", "table", "_pythons"),
+    ("matrix", "table", "_url"),
+    ("matrix", "tables", "_CONDA_SUBDIR_RE"),
+    ("matrix", "tables", "_MIRROR_NAME_RE"),
+    ("matrix", "tables", "_PYPI_PLATFORMS"),
+    ("matrix", "tables", "_merge_conda"),
+    ("releases", "pure", "_GFX_RE"),
+    ("releases", "pure", "_PY_RE"),
+    ("releases", "reader", "_Ctx"),
+    ("releases", "reader", "_LDict"),
+    ("releases", "reader", "_check_keys"),
+    ("releases", "table", "_DERIVED"),
+    ("releases", "table", "_NOTE"),
+    ("releases", "table", "_UNKNOWN"),
+    ("releases", "table", "_arch_list"),
+    ("releases", "table", "_one"),
+    ("releases", "table", "_pythons"),
+    ("table", "pure", "_ARCH_RE"),
+    ("table", "pure", "_PY_RE"),
+    ("table", "reader", "_Ctx"),
+    ("table", "reader", "_LDict"),
+    ("tables", "pure", "_GFX_RE"),
+    ("tables", "pure", "_INDEX_NAME_RE"),
+    ("tables", "pure", "_VARIANT_RE"),
+    ("tables", "pure", "_cc_tuple"),
+    ("tables", "reader", "_Ctx"),
+    ("tables", "reader", "_LDict"),
+    ("tables", "reader", "_check_keys"),
+    ("tables", "reader", "_tname"),
+    ("tables", "table", "_DERIVED"),
+    ("tables", "table", "_NOTE"),
+    ("tables", "table", "_SOURCE"),
+    ("tables", "table", "_UNKNOWN"),
+    ("tables", "table", "_driver"),
+    ("tables", "table", "_no"),
+    ("tables", "table", "_one"),
+    ("tables", "table", "_pythons"),
+    ("tables", "table", "_url"),
+    # owner `install` (install/)
+    ("request", "options", "_DRIVER_RE"),
+    # owner `rest` (source_build.py, source_run.py)
+    ("source_run", "source_build", "_os_of"),
     # owner `speed` (probes/target.py) with `seam` (kernels.py)
     ("target", "kernels", "_device_specs"),
-    # owner `rest` (source_build.py, source_run.py) with `resolve` (resolve.py)
-    ("source_build", "resolve", "_parse_gpu_request"),
-    ("source_run", "source_build", "_os_of"),
-    # owner the lead (matrix/ has no helper in issue 31): matrix/__init__ re-exports its modules' private names,
-    # load and tables share reader's and pure's helpers
-    *(("matrix", "load", n) for n in ("_TOP_KEYS", "_build", "_embedded", "_embedded_matrix", "_parse_document", "_Parsed", "_read_user_file")),
-    *(("matrix", "pure", n) for n in ("_ARCH_RE", "_GFX_RE", "_INDEX_NAME_RE", "_PY_RE", "_TEGRA", "_VARIANT_RE", "_cc_tuple", "_sass_runs")),
-    *(("matrix", "reader", n) for n in ("_check_expansion", "_check_keys", "_Ctx", "_LDict", "_LList", "_make_loader", "_parse_yaml", "_tname")),
-    *(("matrix", "tables", n) for n in (
-        "_CONDA_SUBDIR_RE", "_MIRROR_NAME_RE", "_PYPI_PLATFORMS", "_arch_list", "_driver", "_merge_conda", "_merge_release",
-        "_merge_variant", "_patch_base", "_pythons", "_release", "_url", "_variant",
-    )),
-    *(("load", "reader", n) for n in ("_check_keys", "_Ctx", "_parse_yaml")),
-    *(("tables", "pure", n) for n in ("_ARCH_RE", "_GFX_RE", "_INDEX_NAME_RE", "_PY_RE", "_VARIANT_RE", "_cc_tuple")),
-    *(("tables", "reader", n) for n in ("_check_keys", "_Ctx", "_LDict", "_tname")),
 })
 
 
@@ -183,7 +259,7 @@ def test_the_private_name_walker_sees_both_forms(tmp_path):
     assert private_imports("stackdoctor.fake", src) == {
         ("stackdoctor.texts", "_x"), ("stackdoctor.system", "_y"), ("stackdoctor", "_z"), ("stackdoctor.units", "_w"),
     }
-    assert ("stackdoctor.index", "_wheel_parts") in private_imports("stackdoctor.availability", MODULES["stackdoctor.availability"])
+    assert ("stackdoctor.install.index", "_wheel_parts") in private_imports("stackdoctor.resolve.availability", MODULES["stackdoctor.resolve.availability"])
 
 
 def test_no_module_takes_another_modules_private_name():

@@ -27,6 +27,7 @@ from helpers import venv_bin  # noqa: E402
 from indexserver import FAKE_MARK, IndexServer  # noqa: E402
 
 from stackdoctor import install as inst  # noqa: E402
+from stackdoctor.install import leftovers as install_leftovers
 from stackdoctor.plan import Plan, PlannedPackage  # noqa: E402
 from stackdoctor.system import System  # noqa: E402
 
@@ -141,7 +142,7 @@ def plan_for(base: str, variant: str = "cu130", torch: str = "2.13.0", vision: s
 @pytest.mark.headline("install")
 def test_pip_switches_variant_verifies_and_lists_leftovers(server, venv, system):
     assert family(venv) == BEFORE
-    r = inst.execute(plan_for(server.base()), system=system, python=py(venv), index_base=server.base(), stream=lambda t: None)
+    r = inst.execute(plan_for(server.base()), system=system, python=py(venv), settings=inst.InstallSettings(stream=lambda t: None))
     assert r.ok and r.exit_code == 0, r.message
     assert family(venv) == AFTER and r.restored is None and r.restored_from is None
     assert backups_left(venv) == []  # the backup of the old files is gone after a success too
@@ -163,10 +164,7 @@ def test_uv_installs_and_removes_leftovers_when_asked(server, venv, tmp_path):
         pytest.skip(f"uv (a declared test dependency) is not installed in the environment of {sys.executable}: pip install -e '.[test]'")
     env = isolated_env(tmp_path)
     env["PATH"] = os.path.dirname(uv) + os.pathsep + env.get("PATH", "")  # stackdoctor runs "uv" from the target's PATH
-    r = inst.execute(
-        plan_for(server.base()), system=System(env=env), python=py(venv), installer="uv", index_base=server.base(),
-        remove_leftovers=True, stream=lambda t: None,
-    )
+    r = inst.execute(plan_for(server.base()), system=System(env=env), python=py(venv), settings=inst.InstallSettings(installer="uv", remove_leftovers=True, stream=lambda t: None))
     assert r.ok, r.message
     assert r.command[:4] == ["uv", "pip", "install", "--python"]
     assert family(venv) == AFTER
@@ -175,7 +173,7 @@ def test_uv_installs_and_removes_leftovers_when_asked(server, venv, tmp_path):
 
 
 def test_missing_dependency_changes_nothing(server, venv, system):
-    r = inst.execute(plan_for(server.base("nodeps")), system=system, python=py(venv), index_base=server.base(), stream=lambda t: None)
+    r = inst.execute(plan_for(server.base("nodeps")), system=system, python=py(venv), settings=inst.InstallSettings(stream=lambda t: None))
     assert not r.ok and r.exit_code == 1
     assert "nvidia-cuda-runtime" in r.message and "nothing changed" in r.message
     assert family(venv) == BEFORE and imports_fake_torch(venv) == "2.12.0+cu126"
@@ -185,7 +183,7 @@ def test_pip_rolls_back_a_wheel_that_fails_mid_install(server, venv, system):
     """torch's wheel fails while pip installs it (after uninstalling the old one). Observed with pip
     23.2.1: pip restores the old files but leaves the new, RECORD-less torch dist-info, so
     importlib.metadata reports torch 2.13.0+cu130; stackdoctor clears it and reinstalls 2.12.0+cu126."""
-    r = inst.execute(plan_for(server.base("brokentorch")), system=system, python=py(venv), index_base=server.base(), stream=lambda t: None)
+    r = inst.execute(plan_for(server.base("brokentorch")), system=system, python=py(venv), settings=inst.InstallSettings(stream=lambda t: None))
     assert not r.ok and r.exit_code == 1 and "outside the target" in r.message
     assert r.restored is True and r.restored_from == "backup"
     assert "torchvision 0.27.0+cu126 was put back from its own files and imports." in r.message
@@ -197,9 +195,7 @@ def test_a_failure_after_torch_was_replaced_is_undone(server, venv, system):
     half-installed torchvision (no RECORD); stackdoctor reinstalls the recorded versions.
     (uv 0.13.9 installs this wheel without complaint, so this failure is pip's only.)"""
     installer = "pip"
-    r = inst.execute(
-        plan_for(server.base("broken")), system=system, python=py(venv), installer=installer, index_base=server.base(), stream=lambda t: None
-    )
+    r = inst.execute(plan_for(server.base("broken")), system=system, python=py(venv), settings=inst.InstallSettings(installer=installer, stream=lambda t: None))
     assert not r.ok and r.exit_code == 1
     assert family(venv) == BEFORE, r.message
     assert imports_fake_torch(venv) == "2.12.0+cu126"
@@ -209,13 +205,13 @@ def test_a_failure_after_torch_was_replaced_is_undone(server, venv, system):
 
 DRIVER = """
 import json, sys
-from stackdoctor.install import execute
+from stackdoctor.install.transaction import InstallSettings, execute
 from stackdoctor.plan import Plan, PlannedPackage
 from stackdoctor.system import System
 base, python, index_base = sys.argv[1:4]
 url = base + "/cu130"
 plan = Plan("2.13.0", "cu130", url, [PlannedPackage("torch", "2.13.0", "cu130", url)])
-r = execute(plan, system=System.from_env(), python=python, index_base=index_base, grace_s=20)
+r = execute(plan, system=System.from_env(), python=python, settings=InstallSettings(grace_s=20))
 print("RESULT " + json.dumps({"message": r.message, "code": int(r.exit_code), "interrupted": r.interrupted}))
 """
 
@@ -265,7 +261,7 @@ def test_torch_replaced_then_a_failure_is_put_back_from_its_files_without_the_in
     torchvision are left. The cu126 index is unreachable; the saved files bring 2.12.0+cu126 back exactly."""
     files_before = family_files(venv)
     said: list[str] = []
-    r = inst.execute(plan_for(server.base("broken")), system=system, python=py(venv), index_base=DEAD_INDEX_BASE, stream=lambda t: None, say=said.append)
+    r = inst.execute(plan_for(server.base("broken")), system=system, python=py(venv), settings=inst.InstallSettings(stream=lambda t: None, say=said.append))
     assert not r.ok and r.exit_code == 1
     assert r.message.startswith("the install failed (ERROR:") and "outside the target" in r.message
     assert len(said) == 1 and "putting back the previous versions" in said[0] and "torch 2.13.0+cu130" in said[0]
@@ -275,14 +271,14 @@ def test_torch_replaced_then_a_failure_is_put_back_from_its_files_without_the_in
 def test_torch_wheel_failing_mid_install_is_put_back_without_the_index(server, venv, system):
     """torch's own wheel fails after pip uninstalled the old one (pip leaves a RECORD-less 2.13 dist-info)."""
     files_before = family_files(venv)
-    r = inst.execute(plan_for(server.base("brokentorch")), system=system, python=py(venv), index_base=DEAD_INDEX_BASE, stream=lambda t: None)
+    r = inst.execute(plan_for(server.base("brokentorch")), system=system, python=py(venv), settings=inst.InstallSettings(stream=lambda t: None))
     assert not r.ok and r.exit_code == 1 and "outside the target" in r.message
     assert_put_back_exactly(r, venv, files_before)
 
 
 def test_a_new_torch_that_does_not_import_is_put_back_without_the_index(server, venv, system):
     files_before = family_files(venv)
-    r = inst.execute(plan_for(server.base("noimport")), system=system, python=py(venv), index_base=DEAD_INDEX_BASE, stream=lambda t: None)
+    r = inst.execute(plan_for(server.base("noimport")), system=system, python=py(venv), settings=inst.InstallSettings(stream=lambda t: None))
     assert not r.ok and r.exit_code == 1
     assert r.message.startswith("torch does not import in the target: ImportError: libtorch_cuda.so"), r.message
     assert_put_back_exactly(r, venv, files_before)
@@ -297,10 +293,7 @@ def test_uv_installing_a_torch_that_does_not_import_is_put_back_without_the_inde
     files_before = family_files(venv)
     env = isolated_env(tmp_path)
     env["PATH"] = os.path.dirname(uv) + os.pathsep + env.get("PATH", "")
-    r = inst.execute(
-        plan_for(server.base("noimport")), system=System(env=env), python=py(venv), installer="uv", index_base=DEAD_INDEX_BASE,
-        stream=lambda t: None,
-    )
+    r = inst.execute(plan_for(server.base("noimport")), system=System(env=env), python=py(venv), settings=inst.InstallSettings(installer="uv", stream=lambda t: None))
     assert r.command[:4] == ["uv", "pip", "install", "--python"]
     assert not r.ok and r.exit_code == 1
     assert r.message.startswith("torch does not import in the target: ImportError"), r.message
@@ -316,7 +309,7 @@ def test_two_dist_infos_stop_the_install_before_anything_changes(server, venv, s
     # importlib.metadata only sees dist-info folders on sys.path: add the twin's folder through a .pth file
     (site / "zz-twin.pth").write_text(str(site / "torch-2.12.0+cu126.dist-info.twin") + "\n")
     files_before = family_files(venv)
-    r = inst.execute(plan_for(server.base()), system=system, python=py(venv), index_base=DEAD_INDEX_BASE, stream=lambda t: None)
+    r = inst.execute(plan_for(server.base()), system=system, python=py(venv), settings=inst.InstallSettings(stream=lambda t: None))
     assert not r.ok and r.exit_code == 1 and r.stopped_before and r.returncode is None  # the installer never ran
     assert r.message.startswith("nothing was changed: the backup failed (torch is installed twice ("), r.message
     assert "install without a way back yourself: " + " ".join(r.command) in r.message
@@ -461,4 +454,4 @@ def test_a_runtime_package_another_package_needs_is_no_leftover():
         requires={"torch": ["nvidia-cublas-cu12", "nvidia-cudnn-cu12"], "cupy-cuda12x": ["nvidia-cublas-cu12"], "transformers": ["torch"]},
     )
     # cupy needs cuBLAS; transformers needs torch (which gets the new build), not the old torch's cuDNN
-    assert inst.leftovers(["nvidia-cublas-cu12", "nvidia-cudnn-cu12"], snap) == ["nvidia-cudnn-cu12"]
+    assert install_leftovers.leftovers(["nvidia-cublas-cu12", "nvidia-cudnn-cu12"], snap) == ["nvidia-cudnn-cu12"]

@@ -114,13 +114,36 @@ def driver(venv: Path, wheels: Path, env: dict[str, str], timeout: float = 240) 
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        ps = subprocess.run(["ps", "-eo", "pid,ppid,sid,stat,etime,args"], capture_output=True, text=True).stdout
+        ps = subprocess.run(["ps", "-eo", "pid,ppid,sid,stat,wchan:32,etime,args"], capture_output=True, text=True).stdout
+        stacks = _kernel_stacks(p.pid)
         os.killpg(p.pid, signal.SIGKILL)
-        out, err = p.communicate(timeout=30)
-        raise AssertionError(f"the retry did not end in {timeout:g} s; journal {journal_of(venv)}; processes:\n{ps[-4000:]}\n{err[-3000:]}") from None
+        try:  # a grandchild in a session of its own may still hold the pipes: never wait on it unbounded
+            out, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            out, err = "", "(the pipes stayed open 30 s after the retry's session was killed)"
+        raise AssertionError(f"the retry did not end in {timeout:g} s; journal {journal_of(venv)}; processes:\n{ps[-4000:]}\n{stacks[-4000:]}\n{err[-3000:]}") from None
     line = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
     assert line, (out[-2000:], err[-3000:])
     return p.returncode, json.loads(line[-1][7:]), err
+
+
+def _kernel_stacks(sid: int) -> str:
+    """Where each process of session ``sid`` waits in the kernel (``/proc/<pid>/wchan``, and ``stack`` where readable)."""
+    lines = []
+    for d in Path("/proc").iterdir():
+        try:
+            if not d.name.isdigit() or os.getsid(int(d.name)) != sid:
+                continue
+            wchan = (d / "wchan").read_text()
+            try:
+                stack = (d / "stack").read_text()
+            except OSError:
+                stack = "(stack not readable)"
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ")[:200].decode(errors="replace")
+            lines.append(f"{d.name} {cmd}: wchan {wchan}\n{stack}")
+        except OSError:
+            continue
+    return "\n".join(lines)
 
 
 def journal_of(venv: Path) -> dict:
@@ -180,10 +203,11 @@ def test_sigkill_of_the_process_group_then_the_same_command_at_once(where, trial
     assert term.proc.wait(120) == -signal.SIGKILL, term.out[-2000:]
     ctl.stop.set()
     ctl.join(2)
-    os.close(term.master)
     pip_pid = seen["journal"].get("installer_pid")
     assert isinstance(pip_pid, int) and pip_pid > 0 and seen["journal"].get("installer_start"), seen["journal"]  # recorded as it started
     assert gone_within(pip_pid, 10), f"pip {pip_pid} outlived stackdoctor's SIGKILL"  # PR_SET_PDEATHSIG
+    term._reader.join(10)  # every holder of the terminal is gone, so its reader has ended: only now is its fd closed, so that
+    os.close(term.master)  # the reader can never read a reused fd number (the retry's own pipes)
     code, res, err = driver(big_venv, big_wheels, env_for(tmp_path))  # the user's retry, at once
     assert code == 0 and res["state"] == "new", (res, err[-3000:])
     assert res["message"] == "torch 2.12.0+cpu imports in the target."
@@ -196,9 +220,9 @@ def test_sigkill_of_the_process_group_then_the_same_command_at_once(where, trial
 def test_a_stray_installer_is_stopped_before_the_recovery_and_it_says_so(venv, wheels, tmp_path):
     """Where the parent-death signal is not there (not Linux; a grandchild): the recovery finds the stopped install's
     installer alive from the journal's pid and start time, says so, and stops it before it changes anything."""
-    from stackdoctor.install import execute_recovery
+    from stackdoctor.install.journal import Journal
+    from stackdoctor.install.transaction import InstallSettings, execute_recovery
     from stackdoctor.system import System, process_start
-    from stackdoctor.transaction import Journal
 
     stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
     try:
@@ -207,7 +231,7 @@ def test_a_stray_installer_is_stopped_before_the_recovery_and_it_says_so(venv, w
         j.installer_pid, j.installer_start = stray.pid, process_start(stray.pid)
         j.write()
         said: list[str] = []
-        r = execute_recovery(System(env=env_for(tmp_path)), str(venv_bin(venv)), say=said.append)
+        r = execute_recovery(System(env=env_for(tmp_path)), str(venv_bin(venv)), InstallSettings(say=said.append))
         assert stray.wait(30) is not None  # stopped (SIGINT first: the installer's own clean-up)
     finally:
         if stray.poll() is None:
@@ -339,7 +363,7 @@ def test_a_stale_lent_folder_is_removed_by_the_next_run_and_a_live_ones_kept(ven
 def test_pips_uninstall_stash_of_the_saved_files_is_removed_and_anything_else_kept(tmp_path):
     """Decided from the files: a ``pip-uninstall-*`` folder whose every file is one the backup holds (same inode, or same
     size and sha256) goes; one holding anything else (another pip's) stays."""
-    from stackdoctor.install import _record_hash, sweep_pip_stash
+    from stackdoctor.install.backup import _record_hash, sweep_pip_stash
 
     backup, tmp = tmp_path / "backup", tmp_path / "tmp"
     (backup / "files").mkdir(parents=True)
@@ -365,7 +389,9 @@ def test_pips_uninstall_stash_of_the_saved_files_is_removed_and_anything_else_ke
 
 
 def test_the_same_versions_with_other_files_are_called_incomplete_never_x_instead_of_x():
-    from stackdoctor.install import FamilyState, _left_words, _on_disk
+    from stackdoctor.install.backup import FamilyState
+    from stackdoctor.install.result import left_words as _left_words
+    from stackdoctor.install.result import on_disk as _on_disk
 
     same = _left_words({"torch": OLD}, {"torch": OLD}, FamilyState("mixed", "torch/part3/m3.py differs"))
     assert same == "it left torch 2.11.0+cpu incomplete (torch/part3/m3.py differs)"
@@ -376,7 +402,7 @@ def test_the_same_versions_with_other_files_are_called_incomplete_never_x_instea
 
 def test_a_dist_info_in_pips_stash_is_named_not_an_empty_list(venv, tmp_path):
     """pip's stash of the dist-info (``~orch-2.11.0+cpu.dist-info``) is read by importlib as torch: the reason names it."""
-    from stackdoctor.install import family_state
+    from stackdoctor.install.backup import family_state
     from stackdoctor.system import System
 
     site = site_of(venv)

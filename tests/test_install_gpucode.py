@@ -195,9 +195,7 @@ def plan_215() -> Plan:
 
 def execute(venv: Path, wheels: Path, gpus: list, tmp_path: Path, said: list[str] | None = None) -> inst.InstallResult:
     system = System(env=isolated_env(tmp_path))
-    return inst.execute(plan_215(), system=system, python=str(venv_bin(venv)), source_args=["--no-index", "--find-links", str(wheels)],
-                        offline=True, user_find_links=[str(wheels)], accelerator="cuda", gpu_targets=gpus, stream=lambda t: None,
-                        say=(said.append if said is not None else lambda line: None))
+    return inst.execute(plan_215(), system=system, python=str(venv_bin(venv)), settings=inst.InstallSettings(source_args=["--no-index", "--find-links", str(wheels)], offline=True, user_find_links=[str(wheels)], accelerator="cuda", gpu_targets=gpus, stream=lambda t: None, say=said.append if said is not None else lambda line: None))
 
 
 # ---------------------------------------------------------------------------- the CLI, end to end

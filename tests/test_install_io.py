@@ -126,7 +126,7 @@ def test_without_credentials_the_index_is_said_to_need_them_not_to_be_failing(lo
 
 
 def test_netrc_lookup_is_by_host_with_default_and_a_broken_file_is_no_credentials(tmp_path):
-    from stackdoctor.index import netrc_credentials
+    from stackdoctor.install.network import netrc_credentials
 
     f = tmp_path / "n"
     f.write_text("machine a.example login u password p\ndefault login anon password x\n")

@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.posix, pytest.mark.skipif(sys.platform == "win32", rea
 STEPS = [
     "stackdoctor: checking the installed files against their RECORD...",
     "stackdoctor: importing torch in the target...",
-    "stackdoctor: removing the backup and the journal...",
+    "stackdoctor: committing the new build...",
     "stackdoctor: looking for the previous variant's packages left behind...",
 ]
 TIME_LINE = re.compile(r"^  (record|import|commit|leftovers): \d+\.\d s$")
@@ -98,7 +98,7 @@ def test_on_a_terminal_each_step_is_said_before_it_starts(server, venv, cli_env,
     if lang == "en":
         _in_order_before_done(lines, STEPS)
     else:
-        zh = ["正在按 RECORD 核对已安装的文件", "正在目标环境中导入 torch", "正在删除备份和安装日志", "正在查找之前变体留下的包"]
+        zh = ["正在按 RECORD 核对已安装的文件", "正在目标环境中导入 torch", "正在提交新版本", "正在查找之前变体留下的包"]
         where = [next(i for i, ln in enumerate(lines) if w in ln) for w in zh]
         assert where == sorted(where), lines
     assert not TIME_LINE.search(text)  # the times are -v's

@@ -142,13 +142,13 @@ def assert_exactly(venv: Path, version: str, before: dict | None = None) -> None
 
 DRIVER = r"""
 import json, sys
-from stackdoctor.install import execute
+from stackdoctor.install.transaction import InstallSettings, execute
 from stackdoctor.plan import Plan, PlannedPackage
 from stackdoctor.system import System
 python, wheels, installer, uv = sys.argv[1:5]
 plan = Plan("2.12.0", "cpu", None, [PlannedPackage("torch", "2.12.0", "cpu", None)])
-r = execute(plan, system=System.from_env(), python=python, installer=installer, uv=uv, grace_s=20,
-            source_args=["--no-index", "--find-links", wheels], offline=True, user_find_links=[wheels])
+r = execute(plan, system=System.from_env(), python=python, settings=InstallSettings(
+    installer=installer, uv=uv, grace_s=20, source_args=["--no-index", "--find-links", wheels], offline=True, user_find_links=[wheels]))
 print("RESULT " + json.dumps({"message": r.message, "code": int(r.exit_code), "state": r.state, "signal": r.signal, "notes": r.notes}), flush=True)
 sys.exit(int(r.exit_code))
 """
@@ -533,8 +533,7 @@ def test_a_damaged_torch_of_the_planned_build_is_not_already_satisfied(venv, whe
     why = inst.intact(system, str(venv_bin(venv)), ["torch"])
     assert why == "torch: torch/part5/m5.py is missing"
     plan = Plan("2.11.0", "cpu", None, [PlannedPackage("torch", "2.11.0", "cpu", None)])
-    r = inst.execute(plan, system=system, python=str(venv_bin(venv)), source_args=["--no-index", "--find-links", str(wheels)],
-                     offline=True, user_find_links=[str(wheels)], reinstall=True, stream=lambda t: None)
+    r = inst.execute(plan, system=system, python=str(venv_bin(venv)), settings=inst.InstallSettings(source_args=["--no-index", "--find-links", str(wheels)], offline=True, user_find_links=[str(wheels)], reinstall=True, stream=lambda t: None))
     assert r.ok and r.state == "new", r.message
     assert_exactly(venv, OLD)
     assert inst.intact(system, str(venv_bin(venv)), ["torch"]) is None
@@ -616,7 +615,7 @@ def test_interrupted_into_a_fresh_venv_leaves_no_torch_files(watch, venv, wheels
 
 
 def test_the_fallback_reinstall_is_only_the_exact_previous_build_from_the_users_sources():
-    from stackdoctor.install import restore_commands
+    from stackdoctor.install.argv import restore_commands
 
     prev = {"torch": "2.11.0+cu126", "torchvision": "0.26.0+cu126"}
     online = restore_commands(prev, "/v/bin/python", "pip")

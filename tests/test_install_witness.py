@@ -236,7 +236,8 @@ def test_a_server_that_does_not_answer_leaves_the_matrix_plan_and_says_so(wheels
 
 
 def test_the_flow_returns_one_outcome_and_prints_nothing(tmp_path, capsys, monkeypatch):
-    from stackdoctor.install_flow import InstallOptions, InstallOutcome, install
+    from stackdoctor.install.flow import InstallOptions, InstallOutcome, install
+    from stackdoctor.install.options import MachineOptions, SourceOptions
 
     facts = json.loads((REPO / "tests" / "fixtures" / "machines" / "no-gpu-linux.json").read_text())["facts"]
     report = tmp_path / "report.json"
@@ -247,7 +248,7 @@ def test_the_flow_returns_one_outcome_and_prints_nothing(tmp_path, capsys, monke
         monkeypatch.delenv(k)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("UV_NO_CONFIG", "1")
-    outcome = install(InstallOptions(replay=str(report), dry_run=True, offline=True))
+    outcome = install(InstallOptions(dry_run=True, machine=MachineOptions(replay=str(report)), sources=SourceOptions(offline=True)))
     assert isinstance(outcome, InstallOutcome)
     assert outcome.error is None and outcome.exit_code == 0 and outcome.what == "dry-run"
     assert outcome.plan is not None and outcome.plan.variant == "cpu" and outcome.plan.command[:3] == ["python3", "-m", "pip"]
@@ -267,12 +268,13 @@ def test_the_install_command_is_thin():
             imported |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
         elif isinstance(node, ast.Import):
             imported |= {a.name for a in node.names}
-    for heavy in ("availability", "resolve", "reconcile", "install", "index", "learn", "conda", "sources", "pipeline", "engine"):
+    for heavy in ("availability", "resolve", "reconcile", "install", "install.transaction", "install.index", "learn", "install.conda",
+                  "install.sources", "install.mirrors", "install.verify", "pipeline", "engine"):
         assert f"stackdoctor.{heavy}" not in imported, heavy
     modules = {n.module for n in ast.walk(ast.parse(text)) if isinstance(n, ast.ImportFrom) and n.module}
     modules |= {a.name for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Import) for a in n.names}
     assert not any(m.startswith("stackdoctor.commands.") for m in modules)  # no command imports another (the package's shared helpers may)
-    assert "stackdoctor.install_flow" in imported
+    assert "stackdoctor.install.flow" in imported
 
 
 @linux_x86_64

@@ -7,8 +7,10 @@ is available and compute every float64 reference on the CPU."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
+from stackdoctor import accelerators
 from stackdoctor._worker import worker_path
 
 SCRIPT = r'''
@@ -74,7 +76,9 @@ print(json.dumps({"devices": devices, "results": results, "quick": quick, "float
 
 
 def run_fake_mps(torch_python: str) -> dict:
-    proc = subprocess.run([torch_python, "-c", SCRIPT, str(worker_path("sd_kernels.py"))], capture_output=True, text=True, timeout=300)
+    """The worker knows the MPS device from Apple's device spec, handed over as the parent hands it (STACKDOCTOR_DEVICES)."""
+    env = {**os.environ, "STACKDOCTOR_DEVICES": json.dumps(accelerators.device_specs())}
+    proc = subprocess.run([torch_python, "-c", SCRIPT, str(worker_path("sd_kernels.py"))], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

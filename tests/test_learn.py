@@ -127,7 +127,7 @@ def test_learned_layer_is_a_matrix_the_commands_use(learned, monkeypatch):
 
 def test_index_witness_plans_an_unknown_release(index):
     from stackdoctor.facts import Facts
-    from stackdoctor.index import IndexClient, PageCache
+    from stackdoctor.install.index import IndexClient, PageCache
     from stackdoctor.learn import HttpSource, witness_matrix
     from stackdoctor.matrix import load_matrix
     from stackdoctor.plan import Request
@@ -276,7 +276,7 @@ def test_matrix_show_json_has_every_table():
 
 def test_index_witness_infers_gpu_code_from_the_nearest_build_of_the_same_cuda(tmp_path):
     from stackdoctor.facts import Facts
-    from stackdoctor.index import IndexClient, PageCache
+    from stackdoctor.install.index import IndexClient, PageCache
     from stackdoctor.learn import HttpSource, witness_matrix
     from stackdoctor.plan import Request
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from learnserver import standin_wheel
 from test_install_witness import VariantIndex
 
-from stackdoctor.index import IndexClient
+from stackdoctor.install.index import IndexClient
 from stackdoctor.matrix import load_matrix
 
 REPO = Path(__file__).resolve().parent.parent

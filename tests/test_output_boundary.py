@@ -57,8 +57,8 @@ pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the gen
 def test_delivery_moves_credentialed_urls_from_argv_to_the_environment():
     """The sources stackdoctor adds go to pip/uv through their variables when they carry credentials (with what the
     option would have been combined with: the configured extras that answered), otherwise as options, as before."""
-    from stackdoctor.availability import Probe, deliver_pip, deliver_uv
-    from stackdoctor.sources import InstallerConfig, Source
+    from stackdoctor.install.sources import InstallerConfig, Source
+    from stackdoctor.resolve.availability import Probe, deliver_pip, deliver_uv
 
     secret = Source("https://alice:pw1@idx.corp/whl/cpu", "index", "pytorch", "added", configured=False)
     links = Source("https://b.s3.amazonaws.com/w/?X-Amz-Signature=sig1", "links", "links", "added", configured=False)
@@ -78,7 +78,7 @@ def test_delivery_moves_credentialed_urls_from_argv_to_the_environment():
 
 
 def test_install_argv_never_holds_a_credential():
-    from stackdoctor.install import credentials_out_of_argv
+    from stackdoctor.install.argv import credentials_out_of_argv
 
     argv = ["/v/bin/python", "-m", "pip", "install", "torch==2.13.0+cpu", "--index-url", "https://a:pw2@i/whl/cpu", "--find-links", "/wheels"]
     out, env = credentials_out_of_argv(argv, {"PIP_FIND_LINKS": " "}, "pip")

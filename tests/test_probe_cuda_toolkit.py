@@ -142,3 +142,46 @@ def test_real_nvcc_on_this_machine():
     f = cuda_toolkit.probe(ProbeContext(System.from_env(), Target(sys.executable, "self"))).facts["cuda_toolkit"]
     assert f.nvcc_path == shutil.which("nvcc")
     assert f.nvcc_version == parse_nvcc_version(real)[0] and f.nvcc_version is not None
+
+
+def _counting_nvcc(path: Path, stdout: str, count: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = path.parent / ".nvcc.out"
+    data.write_text(stdout)
+    path.write_text(f"#!/bin/sh\necho run >> {count}\n{shutil.which('cat')} {data}\n")
+    path.chmod(0o755)
+
+
+@pytest.mark.posix
+@pytest.mark.parametrize("extra, runs", [("", 1), ("export NVCC_APPEND_FLAGS=-g\n", 2)], ids=["exec-only wrapper", "wrapper doing more"])
+def test_a_wrapper_and_the_nvcc_it_runs_are_asked_once(tmp_path, extra, runs):
+    """/usr/local/bin/nvcc as some CUDA images ship it, ``exec /usr/local/cuda-13.0/bin/nvcc "$@"``, and
+    /usr/local/cuda/bin/nvcc are one program: both listed, one ``--version`` (issue 33). A wrapper that does
+    anything else is asked on its own."""
+    root, count, bindir = tmp_path / "root", tmp_path / "count", tmp_path / "bin"
+    real = root / "usr/local/cuda-12.4/bin/nvcc"
+    _counting_nvcc(real, release("12.4", "V12.4.131"), count)
+    os.symlink("cuda-12.4", root / "usr/local/cuda")
+    bindir.mkdir()
+    (bindir / "nvcc").write_text(f'#!/bin/sh\n# CUDA image wrapper\n{extra}exec {real} "$@"\n')
+    (bindir / "nvcc").chmod(0o755)
+    f = cuda_toolkit.probe(ctx_for(root, {"PATH": f"{bindir}{os.pathsep}/usr/bin:/bin"})).facts["cuda_toolkit"]
+    got = [(t.path, t.nvcc_version, t.nvcc_build, t.found_via) for t in f.toolkits]
+    assert got == [(str(bindir / "nvcc"), "12.4", "V12.4.131", "PATH"), ("/usr/local/cuda/bin/nvcc", "12.4", "V12.4.131", "/usr/local/cuda*")]
+    assert count.read_text().count("run") == runs
+
+
+@pytest.mark.parametrize("text, want", [
+    ('#!/bin/sh\nexec /usr/local/cuda-13.0/bin/nvcc "$@"\n', "/usr/local/cuda-13.0/bin/nvcc"),
+    ('#!/usr/bin/env bash\n\n# x\nexec "/opt/cuda x/bin/nvcc" "$@"\n', "/opt/cuda x/bin/nvcc"),
+    ('#!/bin/sh\nexec nvcc "$@"\n', None),  # not an absolute path: PATH decides
+    ('#!/bin/sh\nexec /a/nvcc "$@" -g\n', None),
+    ('#!/bin/sh\nexec /a/nvcc $@\n', None),
+    ('#!/bin/sh\nexec $(cat /x) "$@"\n', None),
+    ('#!/usr/bin/python3\nexec /a/nvcc "$@"\n', None),
+    ('\x7fELF\x02\x01', None),
+])
+def test_wrapped_program(tmp_path, text, want):
+    p = tmp_path / "nvcc"
+    p.write_text(text)
+    assert cuda_toolkit.wrapped_program(System(env={}), str(p)) == want

@@ -97,8 +97,11 @@ def test_kernels_output_is_checked_as_the_suite_produces_it(tmp_path, _every_doc
 
 
 def test_kernels_on_a_target_without_torch_is_one_sentence(plain_python):
-    """No torch at all is a wrong target, not a kernel result: one sentence naming the fix, exit 2, no document."""
+    """No torch at all is a wrong target, not a kernel result: one sentence naming the fix, exit 2, and on stdout no
+    kernels document but the error document every --json command gives when it cannot run (issue 35)."""
     run = run_sd(["kernels", "matmul", "--device", "cpu", "--sizes", "32", "--python", plain_python, "--json"])
-    assert run.rc == 2 and run.stdout == ""
+    assert run.rc == 2
+    doc = json.loads(run.stdout)
+    assert check_document(doc) and doc["schema"] == "stackdoctor.error/1" and doc["error"]["exit_code"] == 2
     assert "torch is not installed in" in run.stderr and f"stackdoctor install --python {plain_python}" in run.stderr
     assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1

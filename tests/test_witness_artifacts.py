@@ -18,9 +18,9 @@ import pytest
 from learnserver import standin_wheel
 from test_install_witness import REPO, TAG, VariantIndex, user_env
 
-from stackdoctor.availability import Offer, missing_artifacts
 from stackdoctor.matrix import load_matrix
 from stackdoctor.plan import Plan
+from stackdoctor.resolve.availability import Offer, missing_artifacts
 
 linux_x86_64 = pytest.mark.skipif(
     not (sys.platform.startswith("linux") and platform.machine() == "x86_64"), reason="the stand-in wheel is a manylinux x86_64 one"

@@ -109,97 +109,83 @@ def tccl_library(dist):
     return None
 
 
-def _specs():
-    """The accelerator kinds' device specs (``STACKDOCTOR_DEVICES``, as sd_kernels.py reads them)."""
-    try:
-        data = json.loads(os.environ.get("STACKDOCTOR_DEVICES") or "{}")
-    except ValueError:
-        return []
-    return [v for v in (data.values() if isinstance(data, dict) else []) if isinstance(v, dict) and v.get("device")]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sd_devices  # noqa: E402  (beside this file; the target's interpreter runs us with -I)
 
 
-def _api(torch, spec):
-    import importlib
+def _backend_missing(torch, dist, spec):
+    """Why the spec'd kind's collectives' backend cannot be used here (a sentence), or None when it can."""
+    backend = spec.get("backend") or "gloo"
+    reasons = spec.get("reasons") or {}
+    if spec.get("backend_check"):
+        ask = getattr(dist, spec["backend_check"], None)  # "is_nccl_available"
+        missing = ask is None or not ask()
+    else:
+        ask = getattr(dist, "is_backend_available", None)
+        missing = backend != sd_devices.DEFAULTS["backend"] and ask is not None and not ask(backend)
+    if missing:
+        return reasons.get("missing") or "%s device present, but torch.distributed has no %s backend: gloo over TCP" % (
+            spec.get("label") or spec["device"], backend)
+    if spec.get("library"):
+        import ctypes.util
 
-    for name in spec.get("imports") or []:
-        try:
-            importlib.import_module(name)
-        except Exception:
-            pass
-    obj = torch
-    for part in str(spec.get("torch_api") or "").split("."):
-        obj = getattr(obj, part, None) if part else None
-        if obj is None:
-            return None
-    return obj
+        if not ctypes.util.find_library(spec["library"]):
+            return reasons.get("no_library") or "%s is registered but lib%s is absent: gloo over TCP" % (backend, spec["library"])
+    return None
 
 
 def spec_backend(torch, dist, device):
-    """(backend, device, reason) of a spec'd kind whose devices torch sees ("hccl", "npu"), else None; its
-    backend missing from torch.distributed is gloo on the CPU, saying so."""
-    for spec in _specs():
-        if device not in (None, spec["device"]):
+    """(backend, device, reason) of the first spec'd kind (in the kinds' priority order) whose devices torch sees
+    ("nccl", "cuda"; "hccl", "npu"), else None. Its backend missing from torch.distributed is gloo on the CPU, saying
+    so, or, for a kind whose spec falls through (CUDA without NCCL), the next kind."""
+    for spec in sd_devices.specs():
+        if device not in (None, spec["device"]) or not sd_devices.available(torch, spec):
             continue
-        try:
-            api = _api(torch, spec)
-            if api is None or not api.is_available():
-                continue
-        except Exception:
+        why = _backend_missing(torch, dist, spec)
+        if why is not None and spec.get("fall_through"):
             continue
+        if why is not None:
+            return "gloo", "cpu", why
         backend = spec.get("backend") or "gloo"
-        check = getattr(dist, "is_backend_available", None)
-        if backend != "gloo" and check is not None and not check(backend):
-            return "gloo", "cpu", "%s device present, but torch.distributed has no %s backend: gloo over TCP" % (spec["device"], backend)
-        return backend, spec["device"], "%s device present and torch has %s" % (spec["device"], backend.upper())
+        label = spec.get("label") or spec["device"]
+        return backend, spec["device"], (spec.get("reasons") or {}).get("ok") or "%s device present and torch has %s" % (label, backend.upper())
     return None
 
 
 def choose_backend(torch, dist, requested, device):
-    """(backend, device, reason). ``auto``: nccl for CUDA, xccl for XPU, tccl for MPS if it is
-    Apple's Thunderbolt RDMA one, else gloo on the CPU."""
+    """(backend, device, reason). ``auto``: the first kind whose devices torch sees and whose backend torch has (nccl
+    for CUDA, xccl for XPU, tccl for MPS if it is Apple's Thunderbolt RDMA one, hccl for an Ascend NPU ...), else
+    gloo on the CPU. A backend asked for runs on the device of the kind it is the backend of."""
     if requested and requested != "auto":
-        spec = next((s for s in _specs() if s.get("backend") == requested), None)  # "hccl": the spec'd kind's device
-        dev = device or ("cuda" if requested == "nccl" else "xpu" if requested == "xccl" else "mps" if requested == "tccl"
-                         else spec["device"] if spec else "cpu")
-        return requested, dev, "asked for"
-    spec = spec_backend(torch, dist, device)
-    if spec is not None:
-        return spec
-    if device in (None, "cuda") and torch.cuda.is_available() and dist.is_nccl_available():
-        return "nccl", "cuda", "CUDA device present and torch has NCCL"
-    xccl = getattr(dist, "is_xccl_available", None)
-    if device in (None, "xpu") and getattr(torch, "xpu", None) is not None and torch.xpu.is_available():
-        if xccl is not None and xccl():
-            return "xccl", "xpu", "XPU device present and torch has XCCL"
-    mps = getattr(torch.backends, "mps", None)
-    if device in (None, "mps") and mps is not None and mps.is_available():
-        is_tccl = getattr(dist, "is_tccl_available", None)
-        if is_tccl is None or not is_tccl():
-            return "gloo", "cpu", "MPS device, but this torch has no tccl backend (PyTorch PR 189856 is not in it): gloo over TCP"
-        # "tccl" is also another vendor's backend name: require Apple's RDMA library.
-        import ctypes.util
-
-        if not ctypes.util.find_library("rdma"):
-            return "gloo", "cpu", "tccl is registered but Apple's librdma.dylib is absent (macOS >= 26.2 with RDMA enabled needed): gloo over TCP"
-        return "tccl", "mps", "tccl registered and librdma.dylib present"
+        spec = sd_devices.by_backend(requested)  # "hccl": the spec'd kind's device
+        return requested, device or (spec["device"] if spec else "cpu"), "asked for"
+    chosen = spec_backend(torch, dist, device)
+    if chosen is not None:
+        return chosen
     return "gloo", "cpu", "CPU tensors: gloo over TCP"
 
 
 # ---------------------------------------------------------------------------- run
 
 
-def synchronize(torch, device):
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    elif device.startswith("xpu"):
-        torch.xpu.synchronize()
-    elif device == "mps":
-        torch.mps.synchronize()
-    else:
-        spec = next((s for s in _specs() if device.split(":", 1)[0] == s["device"]), None)
-        sync = _api(torch, {"torch_api": spec.get("synchronize")}) if spec and spec.get("synchronize") else None
-        if sync is not None:
-            sync()
+synchronize = sd_devices.synchronize
+
+
+def _rank_device(torch, backend, device, local_rank):
+    """(the device this rank runs on, an error): one device per local rank of a spec'd kind, made current where the
+    kind says how; an error when torch sees none of the kind's devices."""
+    spec = sd_devices.spec_for(device)
+    if spec is None:
+        return device, None
+    if not sd_devices.available(torch, spec):
+        return device, "%s needs a %s device, but this torch (%s) sees none" % (backend, spec.get("label") or spec["device"], torch.__version__)
+    if not spec.get("indexed", True):
+        return device, None
+    mine = "%s:%d" % (spec["device"], local_rank % max(1, sd_devices.count(torch, spec)))
+    set_device = sd_devices.attr(torch, spec.get("set_device"))
+    if set_device is not None:
+        set_device(mine)
+    return mine, None
 
 
 def run(args):
@@ -234,26 +220,34 @@ def run(args):
         return out
     backend, device, reason = choose_backend(torch, dist, args.get("backend"), args.get("device"))
     out.update({"backend": backend, "backend_reason": reason, "device": device})
-    if device == "cuda" and not torch.cuda.is_available():
-        out["error"] = "%s needs a CUDA device, but this torch (%s) sees none" % (backend, torch.__version__)
+    device, error = _rank_device(torch, backend, device, local_rank)
+    if error:
+        out["error"] = error
         return out
-    if device == "cuda":
-        device = "cuda:%d" % (local_rank % max(1, torch.cuda.device_count()))
-        torch.cuda.set_device(torch.device(device))
-    elif device == "xpu":
-        device = "xpu:%d" % (local_rank % max(1, torch.xpu.device_count()))
-    elif any(s["device"] == device for s in _specs()):  # a spec'd kind ("npu"): one device per local rank
-        api = _api(torch, next(s for s in _specs() if s["device"] == device))
-        device = "%s:%d" % (device, local_rank % max(1, int(api.device_count()) if api is not None else 1))
-        if api is not None and getattr(api, "set_device", None) is not None:
-            api.set_device(device)
-    out.update({"backend": backend, "backend_reason": reason, "device": device})
+    out["device"] = device
 
     # ---- rendezvous: who joined, within the timeout
     deadline = time.monotonic() + timeout_s
+    store = _open_store(dist, out, addr, port, world, rank, timeout_s)
+    if store is None:
+        return out
+    fleet = isinstance(args.get("node"), dict)
+    if fleet:  # published before "joined", so a rank seen as joined has its node summary there
+        store.set("sd/node/%d" % rank, json.dumps(dict(args["node"], rank=rank, hostname=_hostname()), default=str))
+    store.set("sd/joined/%d" % rank, _hostname())
+    keys = ["sd/joined/%d" % r for r in range(world)]
+    if not _all_joined(store, keys, out, deadline, timeout_s):
+        return out
     try:
-        store = dist.TCPStore(addr, port, world, rank == 0, timeout=datetime.timedelta(seconds=timeout_s),
-                              wait_for_workers=False)
+        return _joined(torch, dist, args, out, store, keys, rank, world, device, h, backend, deadline, fleet)
+    finally:
+        _linger(store, rank, world, deadline)
+
+
+def _open_store(dist, out, addr, port, world, rank, timeout_s):
+    """The rendezvous store (rank 0 opens it, the others reach it), or None with why in ``out``."""
+    try:
+        return dist.TCPStore(addr, port, world, rank == 0, timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
     except Exception as exc:
         msg = last_line(exc)
         if rank == 0 and address_in_use(exc, msg):
@@ -261,36 +255,31 @@ def run(args):
                         "error": "%s:%d is already in use (address already in use): another process listens there, "
                                  "so rank 0 could not open the rendezvous store; pick a free --master-port (%s)"
                                  % (addr, port, msg)})
-            return out
-        if rank != 0 and ("timed out" in msg.lower() or "timeout" in msg.lower() or "connect" in msg.lower()):
+        elif rank != 0 and ("timed out" in msg.lower() or "timeout" in msg.lower() or "connect" in msg.lower()):
             out.update({"status": "timeout", "missing_ranks": [0], "joined_ranks": [],
                         "error": "rank 0 (the store at %s:%d) never answered in %g s: %s" % (addr, port, timeout_s, msg)})
         else:
             out["error"] = "could not %s the rendezvous store at %s:%d: %s" % ("open" if rank == 0 else "reach", addr, port, msg)
-        return out
-    fleet = isinstance(args.get("node"), dict)
-    if fleet:  # published before "joined", so a rank seen as joined has its node summary there
-        store.set("sd/node/%d" % rank, json.dumps(dict(args["node"], rank=rank, hostname=_hostname()), default=str))
-    store.set("sd/joined/%d" % rank, _hostname())
-    keys = ["sd/joined/%d" % r for r in range(world)]
+        return None
+
+
+def _all_joined(store, keys, out, deadline, timeout_s):
+    """Wait until every rank wrote its key; False (why in ``out``) when the store is lost or the deadline passes."""
+    world = len(keys)
     while True:
         try:
             joined = [r for r in range(world) if store.check([keys[r]])]
         except Exception as exc:
             out.update({"status": "failed", "error": "rendezvous store lost: %s" % last_line(exc)})
-            return out
+            return False
         if len(joined) == world:
-            break
+            return True
         if time.monotonic() > deadline:
-            out.update({"status": "timeout", "joined_ranks": joined,
-                        "missing_ranks": [r for r in range(world) if r not in joined],
-                        "error": "ranks %s never joined in %g s" % (",".join(str(r) for r in range(world) if r not in joined), timeout_s)})
-            return out
+            missing = [r for r in range(world) if r not in joined]
+            out.update({"status": "timeout", "joined_ranks": joined, "missing_ranks": missing,
+                        "error": "ranks %s never joined in %g s" % (",".join(str(r) for r in missing), timeout_s)})
+            return False
         time.sleep(0.05)
-    try:
-        return _joined(torch, dist, args, out, store, keys, rank, world, device, h, backend, deadline, fleet)
-    finally:
-        _linger(store, rank, world, deadline)
 
 
 def _linger(store, rank, world, deadline):
@@ -328,8 +317,9 @@ def _joined(torch, dist, args, out, store, keys, rank, world, device, h, backend
     try:
         kwargs = {"backend": backend, "store": store, "rank": rank, "world_size": world,
                   "timeout": datetime.timedelta(seconds=max(5.0, deadline - time.monotonic() + 30))}
-        if backend == "tccl":
-            kwargs["device_id"] = torch.device("mps", 0)
+        spec = sd_devices.spec_for(device)
+        if spec is not None and spec.get("init_device"):  # tccl: the MPS device
+            kwargs["device_id"] = torch.device(spec["device"], 0)
         dist.init_process_group(**kwargs)
     except Exception as exc:
         out["error"] = "init_process_group(%s) failed: %s" % (backend, last_line(exc))
@@ -414,7 +404,7 @@ def sweep(torch, dist, args, rank, world, device, h):
             dist.all_reduce(recv)
             synchronize(torch, device)
             wrong = int((recv != expected).sum().item())
-            stats = torch.tensor([t, float(wrong)], dtype=torch.float64 if device == "cpu" else torch.float32, device=device)
+            stats = torch.tensor([t, float(wrong)], dtype=torch.float32 if sd_devices.spec_for(device) else torch.float64, device=device)
             tmax = stats[:1].clone()
             dist.all_reduce(tmax, op=dist.ReduceOp.MAX)
             wsum = stats[1:].clone()

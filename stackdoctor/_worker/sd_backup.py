@@ -202,15 +202,9 @@ def dist_info_name(entry):
     return norm(entry[: -len(".dist-info")].split("-", 1)[0])
 
 
-def save(root, names, cap):
-    out = {"mode": "save", "dir": root, "saved": {}, "bytes": {}, "missing": {}, "linked": 0, "copied": 0,
-           "linked_bytes": 0, "copied_bytes": 0, "errors": [], "error": None}
-    manifest = {"names": sorted(names), "dists": [], "tops": []}
-    state = {"copied_bytes": 0, "dirs": set()}
-    files_root = os.path.join(root, "files")
-    os.makedirs(files_root, exist_ok=True)
-    found = installed(names)
-    # a half-written dist-info of the family (no METADATA, so no name for importlib.metadata) is damage too
+def half_written(names):
+    """Why the family cannot be saved as it is: a half-written dist-info (no METADATA, so no name for
+    importlib.metadata) is damage too; None when there is none."""
     for site in site_dirs():
         try:
             entries = os.listdir(site)
@@ -219,62 +213,88 @@ def save(root, names, cap):
         for e in entries:
             n = dist_info_name(e)
             if n in names and not os.path.isfile(os.path.join(site, e, "METADATA")):
-                out["error"] = "%s has a half-written %s in %s (no METADATA)" % (n, e, site)
-                return out
-    total = sum(len(record_rows(d) or []) for ds in found.values() for d in ds)
-    done = 0
-    for name in sorted(names):
-        dists = found.get(name, [])
-        if not dists:
-            continue
-        if len(dists) > 1:
-            out["error"] = "%s is installed twice (%s)" % (name, ", ".join(sorted(str(dist_path(d)) for d in dists)))
-            return out
-        d = dists[0]
-        rows = record_rows(d)
-        site = site_of(d)
-        if rows is None or site is None:
-            out["error"] = "%s %s has no RECORD, so its files are not known (%s)" % (name, d.version, dist_path(d))
-            return out
-        entry = {"name": name, "version": d.version, "site": site, "dist_info": dist_path(d), "files": [], "missing": []}
-        counts = {"link": 0, "copy": 0, "link_bytes": 0, "copy_bytes": 0}
-        for rel, digest, size in rows:
-            done += 1
-            if done == total // 2:
-                hook("backup-mid")
-            top = top_level(rel)
-            if top and top not in manifest["tops"]:
-                manifest["tops"].append(top)
-            src = target_path(site, rel)
-            try:
-                st = os.lstat(src)
-                nbytes = st.st_size if stat.S_ISREG(st.st_mode) else -1
-            except OSError:
-                nbytes = -1
-            if nbytes < 0:
-                if digest:  # a hashed file that is already gone: backed up as it is, noted
-                    entry["missing"].append(rel)
-                continue  # e.g. a .pyc listed without hash that was never written
-            store = "%s-%d" % (name, len(entry["files"]))
-            try:
-                how = place(src, os.path.join(files_root, store), nbytes, state, cap)
-            except OSError as e:
-                how = "%s: %s" % (rel, e)
-            if how not in ("link", "copy"):
-                out["error"] = "%s could not be saved: %s" % (rel, how)
-                return out
+                return "%s has a half-written %s in %s (no METADATA)" % (n, e, site)
+    return None
+
+
+def save_file(rel, digest, size, site, entry, ctx):
+    """One RECORD file of a distribution linked (or copied) into the backup: "link" | "copy" | None (nothing to
+    save), or raises ValueError with why it could not be saved."""
+    ctx["done"] += 1
+    if ctx["done"] == ctx["total"] // 2:
+        hook("backup-mid")
+    top = top_level(rel)
+    if top and top not in ctx["manifest"]["tops"]:
+        ctx["manifest"]["tops"].append(top)
+    src = target_path(site, rel)
+    try:
+        st = os.lstat(src)
+        nbytes = st.st_size if stat.S_ISREG(st.st_mode) else -1
+    except OSError:
+        nbytes = -1
+    if nbytes < 0:
+        if digest:  # a hashed file that is already gone: backed up as it is, noted
+            entry["missing"].append(rel)
+        return None, 0  # e.g. a .pyc listed without hash that was never written
+    store = "%s-%d" % (entry["name"], len(entry["files"]))
+    try:
+        how = place(src, os.path.join(ctx["files_root"], store), nbytes, ctx["state"], ctx["cap"])
+    except OSError as e:
+        how = "%s: %s" % (rel, e)
+    if how not in ("link", "copy"):
+        raise ValueError("%s could not be saved: %s" % (rel, how))
+    entry["files"].append({"path": rel, "stored": store, "hash": digest, "size": size, "ino": [st.st_dev, st.st_ino]})
+    return how, nbytes
+
+
+def save_dist(name, dists, ctx, out):
+    """Every RECORD file of one distribution into the backup, its entry in the manifest; an error string or None."""
+    if len(dists) > 1:
+        return "%s is installed twice (%s)" % (name, ", ".join(sorted(str(dist_path(d)) for d in dists)))
+    d = dists[0]
+    rows = record_rows(d)
+    site = site_of(d)
+    if rows is None or site is None:
+        return "%s %s has no RECORD, so its files are not known (%s)" % (name, d.version, dist_path(d))
+    entry = {"name": name, "version": d.version, "site": site, "dist_info": dist_path(d), "files": [], "missing": []}
+    counts = {"link": 0, "copy": 0, "link_bytes": 0, "copy_bytes": 0}
+    for rel, digest, size in rows:
+        try:
+            how, nbytes = save_file(rel, digest, size, site, entry, ctx)
+        except ValueError as e:
+            return str(e)
+        if how is not None:
             counts[how] += 1
             counts[how + "_bytes"] += nbytes
-            entry["files"].append({"path": rel, "stored": store, "hash": digest, "size": size, "ino": [st.st_dev, st.st_ino]})
-        manifest["dists"].append(entry)
-        out["saved"][name] = d.version
-        if entry["missing"]:
-            out["missing"][name] = len(entry["missing"])
-        out["bytes"][name] = counts["link_bytes"] + counts["copy_bytes"]
-        out["linked"] += counts["link"]
-        out["copied"] += counts["copy"]
-        out["linked_bytes"] += counts["link_bytes"]
-        out["copied_bytes"] += counts["copy_bytes"]
+    ctx["manifest"]["dists"].append(entry)
+    out["saved"][name] = d.version
+    if entry["missing"]:
+        out["missing"][name] = len(entry["missing"])
+    out["bytes"][name] = counts["link_bytes"] + counts["copy_bytes"]
+    out["linked"] += counts["link"]
+    out["copied"] += counts["copy"]
+    out["linked_bytes"] += counts["link_bytes"]
+    out["copied_bytes"] += counts["copy_bytes"]
+    return None
+
+
+def save(root, names, cap):
+    out = {"mode": "save", "dir": root, "saved": {}, "bytes": {}, "missing": {}, "linked": 0, "copied": 0,
+           "linked_bytes": 0, "copied_bytes": 0, "errors": [], "error": None}
+    manifest = {"names": sorted(names), "dists": [], "tops": []}
+    files_root = os.path.join(root, "files")
+    os.makedirs(files_root, exist_ok=True)
+    found = installed(names)
+    out["error"] = half_written(names)
+    if out["error"]:
+        return out
+    total = sum(len(record_rows(d) or []) for ds in found.values() for d in ds)
+    ctx = {"manifest": manifest, "files_root": files_root, "state": {"copied_bytes": 0, "dirs": set()}, "cap": cap, "done": 0, "total": total}
+    for name in sorted(names):
+        if found.get(name):
+            out["error"] = save_dist(name, found[name], ctx, out)
+            if out["error"]:
+                return out
     fsync_dir(files_root)
     # dumps uses the C encoder; dump to a file does not (0.5 s for torch's 14 000 files)
     write_atomic(os.path.join(root, "manifest.json"), json.dumps(manifest))
@@ -410,6 +430,44 @@ def odd_dist_infos(infos, found):
     return "; ".join(parts) or "%d dist-info folders for %d installed distributions" % (len(infos), sum(len(v) for v in found.values()))
 
 
+def why_not_old_dist(n, ds, e, now, files_root):
+    """Why distribution ``n`` on disk (``ds``) is not exactly its saved files (``e``, None: it was not there)."""
+    if e is None:
+        return "%s %s was not there before" % (n, ds[0].version) if ds else None
+    if len(ds) != 1 or ds[0].version != e["version"] or os.path.abspath(str(dist_path(ds[0]))) != os.path.abspath(str(e["dist_info"])):
+        return "%s is now %s" % (n, now.get(n, "gone"))
+    return same_as_saved(e, files_root)
+
+
+def why_not_old(names, found, infos, saved, manifest, sites, now, files_root):
+    """None when the family on disk is exactly the saved files, else why not."""
+    if len(infos) != sum(len(v) for v in found.values()):
+        return odd_dist_infos(infos, found)
+    for n in names:
+        why = why_not_old_dist(n, found.get(n, []), saved.get(n), now, files_root)
+        if why:
+            return why
+    if not manifest["dists"]:
+        left = [t for t in names if any(os.path.lexists(os.path.join(s, t)) for s in sites)]
+        if left:
+            return "%s folder is there" % left[0]
+    return None
+
+
+def why_not_new_dist(n, ds, planned, saved, now, files_root):
+    """Why distribution ``n`` on disk is not what the planned build leaves: the planned version, complete per its
+    RECORD; an unplanned one of the family untouched; none that was not there."""
+    if n in planned:
+        if len(ds) != 1 or ds[0].version != planned[n]:
+            return "%s is %s, not %s" % (n, now.get(n, "missing"), planned[n])
+        why = complete(ds[0])
+        return "%s %s: %s" % (n, planned[n], why) if why else None
+    if n in saved:
+        e = saved[n]
+        return (None if len(ds) == 1 and ds[0].version == e["version"] else "%s changed" % n) or same_as_saved(e, files_root)
+    return "%s %s appeared" % (n, ds[0].version) if ds else None
+
+
 def judge_state(root, names, planned):
     """old | new | mixed, with why, and the stash folders, from the files on disk."""
     manifest = load_manifest(root) if os.path.exists(os.path.join(root, "manifest.json")) else {"dists": [], "tops": []}
@@ -423,51 +481,16 @@ def judge_state(root, names, planned):
     out = {"mode": "state", "state": "mixed", "why": "", "stash": stash, "now": {}}
     for n, ds in found.items():
         out["now"][n] = ds[0].version if len(ds) == 1 else "twice"
-    # exactly the old files?
-    why_old = None
-    if len(infos) != sum(len(v) for v in found.values()):
-        why_old = odd_dist_infos(infos, found)
-    for n in names:
-        if why_old:
-            break
-        ds = found.get(n, [])
-        e = saved.get(n)
-        if e is None:
-            if ds:
-                why_old = "%s %s was not there before" % (n, ds[0].version)
-            continue
-        if len(ds) != 1 or ds[0].version != e["version"] or os.path.abspath(str(dist_path(ds[0]))) != os.path.abspath(str(e["dist_info"])):
-            why_old = "%s is now %s" % (n, out["now"].get(n, "gone"))
-            continue
-        why_old = same_as_saved(e, files_root)
-    if why_old is None and not manifest["dists"]:
-        left = [t for t in names if any(os.path.lexists(os.path.join(s, t)) for s in sites)]
-        if left:
-            why_old = "%s folder is there" % left[0]
+    why_old = why_not_old(names, found, infos, saved, manifest, sites, out["now"], files_root)
     if why_old is None:
         out["state"], out["why"] = "old", ""
         return out
     # exactly the planned build (the unplanned names untouched)?
-    why_new = None
-    if len(infos) != sum(len(v) for v in found.values()):
-        why_new = why_old
+    why_new = why_old if len(infos) != sum(len(v) for v in found.values()) else None
     for n in sorted(names):
         if why_new:
             break
-        ds = found.get(n, [])
-        if n in planned:
-            if len(ds) != 1 or ds[0].version != planned[n]:
-                why_new = "%s is %s, not %s" % (n, out["now"].get(n, "missing"), planned[n])
-            else:
-                why_new = complete(ds[0])
-                if why_new:
-                    why_new = "%s %s: %s" % (n, planned[n], why_new)
-        elif n in saved:
-            e = saved[n]
-            why_new = None if len(ds) == 1 and ds[0].version == e["version"] else "%s changed" % n
-            why_new = why_new or same_as_saved(e, files_root)
-        elif ds:
-            why_new = "%s %s appeared" % (n, ds[0].version)
+        why_new = why_not_new_dist(n, found.get(n, []), planned, saved, out["now"], files_root)
     if why_new is None:
         out["state"] = "new"
         return out
@@ -485,42 +508,33 @@ def remove_tree(path, out):
         out["errors"].append("removing %s: %s" % (path, e))
 
 
-def remove_installed(names, manifest, planned, out):
-    """Remove everything of the family: RECORD files, dist-info dirs (half-written ones too), the family's
-    top-level folders no other distribution owns, pip's stash folders."""
-    sites, tops, others = family_layout(names, manifest, planned)
+def remove_records(names, out):
+    """Every RECORD file and dist-info folder of the family's installed distributions; the folders the files were
+    in (with their site directory), to prune."""
     dirs = set()
     for name, dists in installed(names).items():
         for d in dists:
             path = dist_path(d)
             rows = record_rows(d)
             site = site_of(d)
-            if rows is not None and site is not None:
-                for rel, _digest, _size in rows:
-                    p = target_path(site, rel)
-                    try:
-                        if os.path.isfile(p) or os.path.islink(p):
-                            os.unlink(p)
-                            dirs.add((os.path.dirname(p), site))
-                    except OSError as e:
-                        out["errors"].append("removing %s: %s" % (p, e))
+            for rel, _digest, _size in (rows if site is not None else None) or []:
+                p = target_path(site, rel)
+                try:
+                    if os.path.isfile(p) or os.path.islink(p):
+                        os.unlink(p)
+                        dirs.add((os.path.dirname(p), site))
+                except OSError as e:
+                    out["errors"].append("removing %s: %s" % (p, e))
             if path and path.endswith(".dist-info") and os.path.isdir(path):
                 remove_tree(path, out)
                 out["removed"].append(name + " " + (d.version or "?") + ("" if rows is not None else " (no RECORD)"))
-    for p in family_dist_infos(sites, names):
-        remove_tree(p, out)
-    for p in stash_entries(sites, tops):
-        remove_tree(p, out)
-        out["stash_removed"].append(os.path.basename(p))
-    for s in sites:
-        for t in tops:
-            if t in others or t.endswith(".dist-info") or "/" in t:
-                continue
-            p = os.path.join(s, t)
-            if os.path.isdir(p) and not os.path.islink(p):
-                remove_tree(p, out)
-    for d, site in sorted(dirs, key=lambda pair: len(pair[0]), reverse=True):  # prune the package folders the removal emptied
-        # ... inside the site directory only: never the site directory itself or anything above it
+    return dirs
+
+
+def prune(dirs):
+    """The package folders the removal emptied, inside the site directory only: never the site directory itself
+    or anything above it."""
+    for d, site in sorted(dirs, key=lambda pair: len(pair[0]), reverse=True):
         while d and os.path.isdir(d) and d != site and d.startswith(site.rstrip(os.sep) + os.sep):
             pycache = os.path.join(d, "__pycache__")
             try:
@@ -530,6 +544,24 @@ def remove_installed(names, manifest, planned, out):
             except OSError:
                 break
             d = os.path.dirname(d)
+
+
+def remove_installed(names, manifest, planned, out):
+    """Remove everything of the family: RECORD files, dist-info dirs (half-written ones too), the family's
+    top-level folders no other distribution owns, pip's stash folders."""
+    sites, tops, others = family_layout(names, manifest, planned)
+    dirs = remove_records(names, out)
+    for p in family_dist_infos(sites, names):
+        remove_tree(p, out)
+    for p in stash_entries(sites, tops):
+        remove_tree(p, out)
+        out["stash_removed"].append(os.path.basename(p))
+    for s in sites:
+        for t in tops:
+            p = os.path.join(s, t)
+            if t not in others and not t.endswith(".dist-info") and "/" not in t and os.path.isdir(p) and not os.path.islink(p):
+                remove_tree(p, out)
+    prune(dirs)
 
 
 def restore(root, names, planned):

@@ -87,136 +87,21 @@ def last_line(exc):
 
 
 # ---------------------------------------------------------------------------- devices
+# Every device but the CPU comes from the accelerator kinds' device specs (sd_devices.py, STACKDOCTOR_DEVICES).
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sd_devices  # noqa: E402  (beside this file; the target's interpreter runs us with -I)
 
-def specs():
-    """The device specs of the accelerator kinds this worker has no branch for (``STACKDOCTOR_DEVICES``: JSON
-    ``{kind: {"device": "npu", "torch_api": "npu", "synchronize": "npu.synchronize", "backend": "hccl", "imports": [...]}}``,
-    the parent's ``accelerators.device_specs()``)."""
-    try:
-        data = json.loads(os.environ.get("STACKDOCTOR_DEVICES") or "{}")
-    except ValueError:
-        return []
-    return [v for v in (data.values() if isinstance(data, dict) else []) if isinstance(v, dict) and v.get("device")]
-
-
-def _attr(torch, dotted):
-    obj = torch
-    for part in str(dotted or "").split("."):
-        obj = getattr(obj, part, None) if part else None
-        if obj is None:
-            return None
-    return obj
-
-
-def spec_for(device):
-    """The spec whose devices ``device`` ("npu:0") is one of, else None."""
-    kind = device.split(":", 1)[0]
-    return next((s for s in specs() if s["device"] == kind), None)
-
-
-def spec_devices(torch):
-    """The devices of every spec'd kind torch answers for: ``<device>:<i>`` for i < torch.<api>.device_count()."""
-    import importlib
-
-    out = []
-    for s in specs():
-        for name in s.get("imports") or []:
-            try:
-                importlib.import_module(name)
-            except Exception:
-                pass
-        try:
-            api = _attr(torch, s.get("torch_api"))
-            if api is not None and api.is_available():
-                out += ["%s:%d" % (s["device"], i) for i in range(int(api.device_count()))]
-        except Exception:
-            pass
-    return out
-
-
-def list_devices(torch):
-    """Every device torch can use here: cpu, each cuda:N (also ROCm), mps, each xpu:N, each device of a spec'd kind."""
-    out = ["cpu"]
-    try:
-        if torch.cuda.is_available():
-            out += ["cuda:%d" % i for i in range(torch.cuda.device_count())]
-    except Exception:
-        pass
-    try:
-        mps = getattr(torch.backends, "mps", None)
-        if mps is not None and mps.is_available():
-            out.append("mps")
-    except Exception:
-        pass
-    try:
-        xpu = getattr(torch, "xpu", None)
-        if xpu is not None and xpu.is_available():
-            out += ["xpu:%d" % i for i in range(xpu.device_count())]
-    except Exception:
-        pass
-    return out + spec_devices(torch)
+list_devices = sd_devices.list_devices
+spec_for = sd_devices.spec_for
+device_name = sd_devices.device_name
+fast_dtypes = sd_devices.fast_dtypes
+synchronize = sd_devices.synchronize
 
 
 def is_gpu(device):
-    return device != "cpu"
-
-
-def device_name(torch, device):
-    try:
-        if device.startswith("cuda"):
-            return torch.cuda.get_device_name(torch.device(device))
-        if device.startswith("xpu"):
-            return torch.xpu.get_device_name(torch.device(device))
-        if device == "mps":
-            return "Apple MPS"
-        if spec_for(device) is not None:
-            api = _attr(torch, spec_for(device).get("torch_api"))
-            name = getattr(api, "get_device_name", None)
-            return name(int(device.split(":", 1)[1])) if name and ":" in device else None
-        if device == "cpu":
-            import platform
-
-            return platform.processor() or platform.machine()
-    except Exception:
-        return None
-    return None
-
-
-def fast_dtypes(torch, device):
-    """The reduced-precision matmul types this device is expected to run fast."""
-    try:
-        if device.startswith("cuda"):
-            dev = torch.device(device)
-            out = []
-            major = torch.cuda.get_device_capability(dev)[0]
-            hip = getattr(torch.version, "hip", None)
-            if torch.cuda.is_bf16_supported():
-                out.append("bf16")
-            out.append("fp16")
-            if major >= 8 and not hip:
-                out.append("tf32")
-            return out
-        if device.startswith("xpu"):
-            return ["bf16", "fp16"]
-        if device == "mps":
-            return ["fp16"]
-    except Exception:
-        return ["fp16"]
-    return ["bf16"]
-
-
-def synchronize(torch, device):
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(torch.device(device))
-    elif device.startswith("xpu"):
-        torch.xpu.synchronize(torch.device(device))
-    elif device == "mps":
-        torch.mps.synchronize()
-    elif spec_for(device) is not None and spec_for(device).get("synchronize"):
-        sync = _attr(torch, spec_for(device)["synchronize"])  # "npu.synchronize": torch.npu.synchronize()
-        if sync is not None:
-            sync()
+    """An accelerator's device (any spec'd kind's), not the CPU."""
+    return spec_for(device) is not None
 
 
 def torch_dtype(torch, name):
@@ -277,7 +162,7 @@ def matmul(torch, device, dtype, n, min_time=0.2, max_iters=200, h=None):
     h = h or {}
     res = {"kernel": "matmul", "device": device, "dtype": dtype, "size": "%dx%dx%d" % (n, n, n),
            "ok": False, "tolerance": TOLERANCE[dtype], "extra": {"device_name": device_name(torch, device)}}
-    tf32_prev = None
+    tf32_prev, switch = None, None
     try:
         if "raise" in h:
             raise RuntimeError("test hook: matmul raised")
@@ -293,9 +178,9 @@ def matmul(torch, device, dtype, n, min_time=0.2, max_iters=200, h=None):
         else:
             ref = a.double() @ b.double()
         ad, bd = a.to(device), b.to(device)
-        if device.startswith("cuda"):
-            tf32_prev = torch.backends.cuda.matmul.allow_tf32
-            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+        switch = (spec_for(device) or {}).get("tf32_switch")  # "backends.cuda.matmul.allow_tf32"
+        if switch:
+            tf32_prev = sd_devices.set_attr(torch, switch, dtype == "tf32")
         out = ad @ bd
         synchronize(torch, device)
         if "nan" in h:
@@ -326,7 +211,7 @@ def matmul(torch, device, dtype, n, min_time=0.2, max_iters=200, h=None):
         res["extra"]["exception"] = True
     finally:
         if tf32_prev is not None:
-            torch.backends.cuda.matmul.allow_tf32 = tf32_prev
+            sd_devices.set_attr(torch, switch, tf32_prev)
     return res
 
 
@@ -340,7 +225,8 @@ def conv(torch, device, dtype="fp32", batch=8, cin=16, cout=32, hw=32, k=3, min_
 
         dt = torch_dtype(torch, dtype)
         tol = TOLERANCE[dtype]
-        if dtype == "fp32" and device.startswith("cuda") and torch.backends.cudnn.allow_tf32:
+        flag = (spec_for(device) or {}).get("conv_tf32")  # "backends.cudnn.allow_tf32"
+        if dtype == "fp32" and flag and sd_devices.attr(torch, flag):
             tol = TOLERANCE["tf32"]  # cuDNN convolutions may use TF32 by default
             res["extra"]["tf32_allowed"] = True
         res["tolerance"] = tol
@@ -464,10 +350,7 @@ def run_full(torch, args, emit):
     process_hooks(h)
     present = list_devices(torch)
     wanted = args.get("devices") or []
-    devices = []
-    for d in wanted or present:
-        d = "cuda:0" if d == "cuda" else ("xpu:0" if d == "xpu" else d)
-        devices.append(d)
+    devices = [sd_devices.first(d) for d in wanted or present]  # "cuda": "cuda:0"
     kernels = args.get("kernels") or ["matmul", "conv", "compile"]
     sizes = args.get("sizes") or []
     min_time = float(args.get("min_time", 0.2))

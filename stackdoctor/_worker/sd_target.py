@@ -75,17 +75,9 @@ def python_facts():
     else:
         out["env_kind"] = "system"
     tags = []
-    try:
-        try:
-            from packaging import tags as ptags
-        except ImportError:
-            extra = os.environ.get("STACKDOCTOR_PACKAGING_PATH")
-            if not extra:
-                raise
-            sys.path.append(extra)
-            from packaging import tags as ptags
-        tags = [str(t) for t in ptags.sys_tags()]
-    except Exception as exc:  # packaging missing or broken: report, keep going
+    try:  # packaging.tags.sys_tags(), ported (sd_tags.py): packaging's import cost more than the rest of this worker
+        tags = sibling("sd_tags").sys_tags()
+    except Exception as exc:  # a platform the port cannot read: report, keep going
         out["tags_error"] = last_line(exc)
     out["tags"] = tags
     out["site_dirs"] = site_dirs()
@@ -93,6 +85,21 @@ def python_facts():
     # pip's version and the installed distributions are read by the parent from the *.dist-info in
     # site_dirs (stackdoctor.probes.torch_static): importlib.metadata costs more than the rest of this worker
     return out
+
+
+def sibling(name):
+    """The worker module ``name`` beside this file (loaded by path: a module of that name on the target's
+    sys.path is not it), compiled once into __pycache__ like any import."""
+    mod = sys.modules.get("_stackdoctor_" + name)
+    if mod is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+        spec = importlib.util.spec_from_file_location("_stackdoctor_" + name, path)
+        if spec is None or spec.loader is None:
+            raise ImportError("cannot load %s" % path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+    return mod
 
 
 def site_dirs():
@@ -173,6 +180,32 @@ def torch_facts():
         # not imported: the parent reads torch's files (stackdoctor.probes.torch_static)
         out["not_imported"] = True
         return out, None
+    torch = import_torch(out)
+    if torch is None:
+        return out, None
+    tv = getattr(torch, "version", None)
+    cuda, hip = getattr(tv, "cuda", None), getattr(tv, "hip", None)
+    build_facts(torch, out)
+    cuda_facts(torch, out, cuda, hip)
+    devices = cuda_devices(torch, out, hip) if out.get("cuda_available") else []
+    arch_facts(torch, out, cuda, hip)
+    library_versions(torch, out, cuda, hip)
+    other_devices(torch, out, devices)
+    out["devices"] = devices
+    available, available_errors = ask_torch(torch, os.environ.get("STACKDOCTOR_TORCH_ASK", ""))
+    if available or available_errors:
+        out["available"] = available
+        out["available_errors"] = available_errors
+    distributed_facts(out)
+    try:
+        out["config"] = config_essentials(torch.__config__.show())
+    except Exception:
+        out["config"] = {}
+    return out, torch
+
+
+def import_torch(out):
+    """``import torch`` with its warnings kept; None (and why, in ``out``) when it raised."""
     hook = os.environ.get("STACKDOCTOR_TEST_HOOK", "")
     t = time.monotonic()
     try:
@@ -188,7 +221,7 @@ def torch_facts():
         else:
             out["import_error"] = whole_text(exc)
             out["import_error_kind"] = "exception"
-        return out, None
+        return None
     out["import_s"] = round(time.monotonic() - t, 3)
     said = []  # type: list[str]
     for w in import_caught:
@@ -197,6 +230,11 @@ def torch_facts():
             said.append(line)
     out["import_warnings"] = said
     out["installed"] = True
+    return torch
+
+
+def build_facts(torch, out):
+    """What torch says of its build: version, CUDA/HIP/XPU, debug, git version, variant."""
     out["location"] = os.path.dirname(getattr(torch, "__file__", "") or "") or None
     version = str(getattr(torch, "__version__", ""))
     tv = getattr(torch, "version", None)
@@ -208,6 +246,11 @@ def torch_facts():
         value = getattr(tv, key, None)
         out[key] = value if isinstance(value, str) else None
     out["variant"] = variant_of(version, cuda, hip, xpu)
+
+
+def cuda_facts(torch, out, cuda, hip):
+    """torch.cuda.is_available(), why not (torch's own warning or init error, whole), the device count, and the
+    driver's CUDA level as cudaDriverGetVersion() gives it."""
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -235,22 +278,28 @@ def torch_facts():
                 out["driver_api_version"] = value
         except Exception:
             pass
+
+
+def cuda_devices(torch, out, hip):
     devices = []
-    if out.get("cuda_available"):
-        for i in range(out["device_count"]):
-            try:
-                p = torch.cuda.get_device_properties(i)
-                cap = getattr(p, "gcnArchName", None) if hip else "%d.%d" % (p.major, p.minor)
-                dev = {"index": i, "name": p.name, "capability": cap, "total_memory_mib": int(p.total_memory // (1024 * 1024)), "kind": "cuda"}
-                uuid = getattr(p, "uuid", None)
-                if uuid is not None:
-                    dev["uuid"] = str(uuid)
-                if all(hasattr(p, k) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")):
-                    dev["bus_id"] = "%04x:%02x:%02x.0" % (p.pci_domain_id, p.pci_bus_id, p.pci_device_id)
-                devices.append(dev)
-            except Exception as exc:
-                devices.append({"index": i, "name": None, "kind": "cuda", "capability": None})
-                out.setdefault("cuda_error", last_line(exc))
+    for i in range(out["device_count"]):
+        try:
+            p = torch.cuda.get_device_properties(i)
+            cap = getattr(p, "gcnArchName", None) if hip else "%d.%d" % (p.major, p.minor)
+            dev = {"index": i, "name": p.name, "capability": cap, "total_memory_mib": int(p.total_memory // (1024 * 1024)), "kind": "cuda"}
+            uuid = getattr(p, "uuid", None)
+            if uuid is not None:
+                dev["uuid"] = str(uuid)
+            if all(hasattr(p, k) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")):
+                dev["bus_id"] = "%04x:%02x:%02x.0" % (p.pci_domain_id, p.pci_bus_id, p.pci_device_id)
+            devices.append(dev)
+        except Exception as exc:
+            devices.append({"index": i, "name": None, "kind": "cuda", "capability": None})
+            out.setdefault("cuda_error", last_line(exc))
+    return devices
+
+
+def arch_facts(torch, out, cuda, hip):
     try:
         out["arch_list"] = list(torch.cuda.get_arch_list()) if (cuda or hip) else []
     except Exception:
@@ -263,6 +312,9 @@ def torch_facts():
             out["arch_flags"] = value.split() if isinstance(value, str) else []
         except Exception:
             pass
+
+
+def library_versions(torch, out, cuda, hip):
     try:
         v = torch.backends.cudnn.version() if (cuda or hip) else None
         out["cudnn_version"] = str(v) if v else None
@@ -274,6 +326,10 @@ def torch_facts():
             out["nccl_version"] = ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
     except Exception:
         pass
+
+
+def other_devices(torch, out, devices):
+    """MPS and XPU: built, available, their devices (appended to ``devices``), and why XPU is not available."""
     try:
         mps = getattr(torch.backends, "mps", None)
         out["mps_built"] = bool(mps.is_built()) if mps else False
@@ -295,39 +351,35 @@ def torch_facts():
     except Exception as exc:
         out["xpu_available"] = False
         out["xpu_error"] = whole_text(exc)
-    out["devices"] = devices
-    available, available_errors = ask_torch(torch, os.environ.get("STACKDOCTOR_TORCH_ASK", ""))
-    if available or available_errors:
-        out["available"] = available
-        out["available_errors"] = available_errors
+
+
+def distributed_facts(out):
     try:
         import torch.distributed as dist
 
         out["distributed_available"] = bool(dist.is_available())
-        backends = []
-        if out["distributed_available"]:
-            for name in ("gloo", "nccl", "mpi", "ucc", "xccl"):
-                fn = getattr(dist, "is_%s_available" % name, None)
-                try:
-                    if fn is not None and fn():
-                        backends.append(name)
-                except Exception:
-                    pass
-            try:
-                for name in getattr(dist.Backend, "backend_list", []):
-                    # only backends registered beyond the built-in ones (e.g. "tccl"); built-ins were asked above
-                    if name not in backends and name not in ("undefined", "fake", "gloo", "nccl", "mpi", "ucc", "xccl"):
-                        backends.append(str(name))
-            except Exception:
-                pass
-        out["distributed_backends"] = backends
+        out["distributed_backends"] = distributed_backends(dist) if out["distributed_available"] else []
     except Exception:
         out["distributed_available"] = False
+
+
+def distributed_backends(dist):
+    backends = []
+    for name in ("gloo", "nccl", "mpi", "ucc", "xccl"):
+        fn = getattr(dist, "is_%s_available" % name, None)
+        try:
+            if fn is not None and fn():
+                backends.append(name)
+        except Exception:
+            pass
     try:
-        out["config"] = config_essentials(torch.__config__.show())
+        for name in getattr(dist.Backend, "backend_list", []):
+            # only backends registered beyond the built-in ones (e.g. "tccl"); built-ins were asked above
+            if name not in backends and name not in ("undefined", "fake", "gloo", "nccl", "mpi", "ucc", "xccl"):
+                backends.append(str(name))
     except Exception:
-        out["config"] = {}
-    return out, torch
+        pass
+    return backends
 
 
 def ask_torch(torch, asked):

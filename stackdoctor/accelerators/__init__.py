@@ -17,17 +17,20 @@ the priority when several are present), then the matrix rows and locale texts it
 
 from __future__ import annotations
 
+from collections.abc import Sequence  # --- resolve ---
+from typing import Any
+
 from stackdoctor import texts
 from stackdoctor.accelerators.amd import Amd
 from stackdoctor.accelerators.apple import Apple
 from stackdoctor.accelerators.ascend import Ascend
-from stackdoctor.accelerators.base import Accelerator, Companion, DeviceSpec, Say, Verified
+from stackdoctor.accelerators.base import Accelerator, Companion, DeviceSpec, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
 from stackdoctor.accelerators.intel import Intel
 from stackdoctor.accelerators.jetson import Jetson
 from stackdoctor.accelerators.nvidia import Nvidia
 from stackdoctor.facts import BuildKind, Facts, TorchFacts
 
-__all__ = ["ALL", "Accelerator", "Companion", "DeviceSpec", "companion_kind", "companion_names", "import_hint", "what_if_options", "Say", "device_specs", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select"]
+__all__ = ["ALL", "Accelerator", "Companion", "DeviceSpec", "companion_kind", "companion_names", "import_hint", "what_if_options", "Say", "device_specs", "device_types", "gpu_code_kind", "gpu_libraries", "runtime_wheel_prefixes", "tables", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select", "CPU", "for_build", "serving", "build_label", "gpu_build_for", "TargetDevice"]
 
 
 def _all() -> tuple[Accelerator, ...]:
@@ -148,9 +151,39 @@ def rule_modules() -> tuple[str, ...]:
 
 
 def device_specs() -> dict[str, dict[str, object]]:
-    """kind -> its worker device spec (:class:`DeviceSpec` as plain data), for the kinds that declare one: what the
-    kernel and allreduce workers are given (``STACKDOCTOR_DEVICES``, JSON) to run on devices they have no branch for."""
+    """kind -> its worker device spec (:class:`DeviceSpec` as plain data), in priority order, for the kinds that declare
+    one (every built-in kind but the CPU, and any plug-in that runs kernels): all the kernel and allreduce workers
+    know of a device (``STACKDOCTOR_DEVICES``, JSON, read by ``_worker/sd_devices.py``)."""
     return {a.name: a.device.to_dict() for a in ALL if a.device is not None}
+
+
+def tables() -> list[tuple[Accelerator, dict[str, Any]]]:
+    """Every kind's own matrix table (:attr:`Accelerator.table`, read by :meth:`Accelerator.own_table`), in priority
+    order: what `matrix show` lists beside the shared matrix."""
+    return [(a, data) for a in ALL if a.table and (data := a.own_table())]
+
+
+def runtime_wheel_prefixes() -> tuple[str, ...]:
+    """The name prefixes of every kind's runtime wheels ("nvidia-", "cuda-toolkit", "rocm", "intel-"): the pins that
+    say what a torch build bundles."""
+    return tuple(p for a in ALL for p in a.runtime_wheels)
+
+
+def gpu_libraries() -> dict[str, str]:
+    """wheel member -> the GPU code format its library carries, for every kind whose builds carry GPU code
+    ("torch/lib/libtorch_cuda.so" -> "cuda")."""
+    return {m: a.gpu_code for a in ALL if a.gpu_code for m in a.gpu_libraries}
+
+
+def gpu_code_kind(variant: str | None) -> Accelerator | None:
+    """The kind whose builds of ``variant`` carry GPU code a static reader lists ("cu130" -> NVIDIA, "rocm7.2" -> AMD)."""
+    kind = for_variant(variant)
+    return kind if kind is not None and kind.gpu_code else None
+
+
+def device_types() -> frozenset[str]:
+    """The torch device types of the kinds' devices ("cuda", "mps", "npu"): a kernel result on any other ran on the CPU."""
+    return frozenset(a.device.device for a in ALL if a.device is not None)
 
 
 def verify_install(accelerator: str | None, variant: str | None, v: Verified) -> tuple[bool, str] | None:
@@ -241,25 +274,55 @@ def device_lines(facts: Facts, say: Say) -> list[str]:
 def build_kind(torch: TorchFacts) -> BuildKind | None:
     """What the installed torch was built for: "cuda" | "rocm" | "xpu" | "cpu"; None when no torch, or nothing says.
 
-    From torch's ``version.cuda`` / ``version.hip`` first (read by importing torch, or from
-    ``torch/version.py`` without importing it), then the variant label ("+cu126", "+xpu", a plug-in kind's
-    ``variant_pattern``). Whether
+    From the kinds' own words, in this order: the torch field that only a build of the kind sets
+    (:attr:`Accelerator.build_witness`: ``version.hip``, ``version.cuda``, read by importing torch or from
+    ``torch/version.py`` without importing it), then the kind that serves the variant label ("+cu126", "+xpu", a
+    plug-in kind's ``variant_pattern``), then a kind whose torch answer only its build gives
+    (:attr:`Accelerator.build_answers`: ``torch.xpu.is_available()``). Whether
     torch also imports is a separate fact (``TorchFacts.import_error``).
     """
     from stackdoctor.matrix import variant_from_version
 
     if not torch.installed or not (torch.version or torch.cuda or torch.hip):
         return None
-    if torch.hip:
-        return "rocm"
-    if torch.cuda:
-        return "cuda"
+    witnesses = sorted((a for a in ALL if a.build_witness), key=lambda a: a.build_witness_rank)  # version.hip, then version.cuda
+    built = next((a for a in witnesses if getattr(torch, a.build_witness or "", None)), None)
+    if built is not None:
+        return built.build_kind
     v = (torch.variant or variant_from_version(torch.version) or "").lower()
-    if v.startswith("rocm"):
-        return "rocm"
-    if v.startswith("cu"):
-        return "cuda"
-    if v == "xpu" or torch.xpu_available:
-        return "xpu"
-    plugin = next((a for a in ALL if a not in BUILTIN and a.serves(v)), None)  # "+foo1": a plug-in kind's build
-    return plugin.build_kind if plugin is not None else "cpu"
+    served = next((a for a in ALL if a.serves(v)), None)  # "+cu126", "+rocm7.2", "+xpu", a plug-in kind's "+foo1"
+    if served is not None:
+        return served.build_kind
+    answered = next((a for a in ALL if a.build_answers and a.torch_available(torch) is True), None)  # torch.xpu answered
+    return answered.build_kind if answered is not None else "cpu"
+
+
+# --- resolve ---
+CPU: BuildKind = "cpu"  # the build no accelerator kind needs: what is planned when none is served (and macOS's MPS build)
+
+
+def for_build(kind: str | None) -> Accelerator | None:
+    """The kind whose devices a torch build of ``kind`` ("cuda", "rocm", "xpu", a plug-in's) runs on, as the resolver
+    plans for them; None for the CPU build. A Jetson's builds are planned by its own path (the wheel source of its row)."""
+    return next((a for a in ALL if a.build_kind == kind and kind != CPU and a.name != "jetson"), None)
+
+
+def serving(devices: Sequence[TargetDevice], target: FitTarget) -> Accelerator | None:
+    """The kind whose build serves these devices on the target: the first in priority order that claims them."""
+    return next((a for a in ALL if a.claims(devices, target)), None)
+
+
+def build_label(kind: str) -> str:
+    """How a build kind is written in a sentence: ``CUDA``, ``ROCm``, ``XPU``, ``CPU``."""
+    if kind == CPU:
+        return "CPU"  # not Apple's "MPS": macOS's default build is also every platform's CPU build
+    return next((a.build_label for a in ALL if a.build_kind == kind and a.build_label), kind)
+
+
+def gpu_build_for(variant: str | None) -> Accelerator | None:
+    """The kind a variant is a GPU build for, whose devices (and driver) it needs to run on anything but the CPU:
+    ``cu126`` -> NVIDIA, ``rocm6.4`` -> AMD, ``xpu`` -> Intel, ``jetson-jp6-cu126`` -> Jetson; None for a CPU build,
+    ``auto`` or an unknown name. What the install flow asks instead of reading the variant's prefix itself."""
+    acc = for_variant(variant)
+    return acc if acc is not None and acc.build_kind != CPU else None
+# --- end resolve ---

@@ -7,30 +7,70 @@ imports the kinds, with no import circle.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, Protocol
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, TorchFacts
+from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, Severity, TorchFacts
 
-__all__ = ["Accelerator", "Companion", "DeviceSpec", "Say", "Verified"]
+if TYPE_CHECKING:
+    from packaging.version import Version
+
+    from stackdoctor.matrix import Matrix, Release, Variant
+    from stackdoctor.plan import Request
+
+
+__all__ = ["Accelerator", "Companion", "DeviceSpec", "FitNotes", "FitTarget", "Say", "TargetDevice", "Unfit", "Verified", "device_summary", "unverified"]
+__all__ = ["Accelerator", "BuildAsk", "Companion", "DeviceSpec", "Say", "Verified"]
 
 
 @dataclass(frozen=True)
 class DeviceSpec:
-    """How the workers (``_worker/sd_kernels.py``, ``sd_allreduce.py``) run on a kind's device, as plain data
-    (they are stdlib-only and import nothing of stackdoctor): ``torch.device(f"{device}:{i}")``, torch's module
-    for it (``torch.<torch_api>.device_count()``), the function that waits for it (``torch.<synchronize>()``),
-    the collectives' backend (``torch.distributed`` ``init_process_group(backend)``), and the modules imported
-    before torch is asked (a companion package such as ``torch_npu``, when torch does not load it itself)."""
+    """How the workers (``_worker/sd_kernels.py``, ``sd_allreduce.py``, through ``_worker/sd_devices.py``) run on a
+    kind's device, as plain data (they are stdlib-only and import nothing of stackdoctor; the parent hands every
+    kind's spec over as JSON in ``STACKDOCTOR_DEVICES``): ``torch.device(f"{device}:{i}")`` for i below
+    ``torch.<torch_api>.device_count()``, the function that waits for it (``torch.<synchronize>()``), the
+    collectives' backend (``torch.distributed`` ``init_process_group(backend)``), the modules imported before torch
+    is asked (a companion package such as ``torch_npu``, when torch does not load it itself), and what the kernel pass
+    needs to know of it (its fast matmul types, its TF32 switches). Every built-in kind declares one, as a plug-in
+    does: the workers have no branch of their own for any device but the CPU."""
 
-    device: str  # "npu" | "foo"
-    torch_api: str  # "npu": torch.npu
+    device: str  # "cuda" | "npu" | "foo": the torch device type
+    torch_api: str  # "cuda": torch.cuda (is_available, device_count, get_device_name, get_device_capability)
     synchronize: str = ""  # "npu.synchronize": torch.npu.synchronize(); "" when the device needs none
-    backend: str = "gloo"  # "hccl" | "gloo"
+    backend: str = "gloo"  # "nccl" | "hccl" | "gloo"
     imports: tuple[str, ...] = ()  # ("torch_npu",): imported (when importable) before torch.<torch_api> is used
+    indexed: bool = True  # devices "<device>:<i>"; False: one device, "<device>" (MPS)
+    available: str = ""  # the torch function that says it is usable when not torch.<torch_api>.is_available ("backends.mps.is_available")
+    label: str = ""  # its name in the workers' sentences ("CUDA"); default: the device type
+    name: str = ""  # its devices' name when torch gives none ("Apple MPS"); else torch.<torch_api>.get_device_name(i)
+    sync_takes_device: bool = False  # synchronize(torch.device(d)) rather than synchronize()
+    set_device: str = ""  # what makes a rank's device current ("cuda.set_device"), given "<device>:<i>"
+    # the reduced-precision matmul types it runs fast, in order: a name, or {"dtype": name, "when": a torch function that
+    # must answer True, "capability": the least torch.<torch_api>.get_device_capability() major, "unless": a torch attribute
+    # that must be unset}
+    fast_dtypes: tuple[str | dict[str, Any], ...] = ("bf16",)
+    tf32_switch: str = ""  # the flag that lets fp32 matmuls use TF32 ("backends.cuda.matmul.allow_tf32"), set per dtype
+    conv_tf32: str = ""  # the flag under which its fp32 convolutions may use TF32 (the tolerance is TF32's)
+    backend_check: str = ""  # torch.distributed's own question ("is_nccl_available"); default is_backend_available(backend)
+    fall_through: bool = False  # its backend missing, the next kind is tried (else gloo on the CPU, saying why)
+    library: str = ""  # a shared library the backend needs besides (ctypes.util.find_library("rdma"))
+    reasons: tuple[tuple[str, str], ...] = ()  # its own sentences for the backend's choice: "ok", "missing", "no_library"
+    init_device: bool = False  # init_process_group(device_id=torch.device(device, 0)) (tccl)
+
+    _ALWAYS: ClassVar[tuple[str, ...]] = ("device", "torch_api", "synchronize", "backend", "imports")
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        """Plain data: the first five fields always, the others where they are not their defaults (the workers
+        apply the same defaults)."""
+        defaults = DeviceSpec(device="", torch_api="")
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in self._ALWAYS or value != getattr(defaults, f.name):
+                out[f.name] = dict(value) if f.name == "reasons" else list(value) if isinstance(value, tuple) else value
+        return out
 
 
 @dataclass(frozen=True)
@@ -51,6 +91,25 @@ class Say(Protocol):
     def __call__(self, key: str, /, **values: object) -> str: ...
 
 
+# --- build ---
+class BuildAsk(Protocol):
+    """What a kind's source-build methods (:meth:`Accelerator.build_prerequisites`) are given by
+    :mod:`stackdoctor.source_build`: the machine, its build tools, the matrix's ``source_build`` rows, and the one way
+    to make a prerequisite (``source_build.Prerequisite``; this package does not import the plan above it)."""
+
+    facts: Facts
+    tools: Any  # probes.buildtools.BuildTools, or None: a what-if for another platform (nothing was looked at)
+    os: str  # "linux" | "windows" | "macos"
+
+    def minimum(self, name: str) -> str | None: ...
+    def source(self, name: str) -> str | None: ...
+    def url(self, name: str) -> str | None: ...
+    def at_least(self, found: str | None, minimum: str | None) -> bool | None: ...
+    def prerequisite(self, name: str, needed: str, **fields: Any) -> Any: ...
+    def tool(self, name: str, tool: Any, needed: str, fix: str, steps: list[str], source: str | None, minimum: str | None = None) -> Any: ...
+# --- end build ---
+
+
 class Verified(Protocol):
     """What the import of torch after an install found (``stackdoctor.install.Verification``, read by
     ``_worker/sd_verify.py``): the built-in kinds' answers, and each plug-in kind's in ``available``."""
@@ -66,6 +125,74 @@ class Verified(Protocol):
     available: dict[str, bool]
     available_errors: dict[str, str]
     warnings: list[str]
+
+
+# --- resolve ---
+@dataclass
+class TargetDevice:
+    """One device as the resolver plans for it (``stackdoctor.resolve.Gpu``): from the reconciled view, or named by a
+    what-if flag (``--gpu``, ``--gfx``, a kind's own)."""
+
+    vendor: str  # GpuView.vendor: "nvidia" | "amd" | "intel" | a plug-in kind's
+    index: int
+    name: str | None
+    cc: str | None = None  # NVIDIA "8.9"
+    gfx: str | None = None  # AMD "gfx1100"
+    integrated: bool = False
+    uuid: str | None = None
+
+    def label(self) -> str:
+        """``GPU 0 NVIDIA GeForce RTX 4090``; without a name only ``GPU 0`` (its sm_/gfx follows where it matters)."""
+        return f"GPU {self.index} {self.name}" if self.name else f"GPU {self.index}"
+
+
+class Unfit(Exception):
+    """A variant does not fit the target: the reason (``stackdoctor.resolve.Reject``); ``driver_needed``: the driver
+    that would make it fit; ``platform_blocked``: the platform or Python, not the devices, rule it out."""
+
+    def __init__(self, reason: str, *, driver_needed: str | None = None, platform_blocked: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.driver_needed = driver_needed
+        self.platform_blocked = platform_blocked
+
+
+class FitTarget(Protocol):
+    """What a kind's :meth:`Accelerator.fit` reads of the resolver's target (``stackdoctor.resolve.Target``)."""
+
+    os: str
+    arch: str
+    driver: str | None
+    driver_cuda: str | None
+    driver_runs_cuda: str | None
+    windows_driver: bool
+    wsl: bool
+
+
+class FitNotes(Protocol):
+    """What a kind's :meth:`Accelerator.fit` adds to the fit it judges (``stackdoctor.resolve.Fit``)."""
+
+    warnings: list[str]
+    reasons: list[str]
+    env: dict[str, str]
+
+
+def device_summary(devices: Sequence[TargetDevice]) -> str:
+    """``GPU 0 NVIDIA GeForce RTX 4090 (sm_89), GPU 1 (gfx1100)``: each device with its architecture where known."""
+    parts = []
+    for g in devices:
+        what = f"sm_{g.cc.replace('.', '')}" if g.cc else g.gfx
+        parts.append(f"{g.label()} ({what})" if what else g.label())
+    return ", ".join(parts)
+
+
+def unverified(fit: FitNotes, release: Release, variant: Variant) -> None:
+    """The warning a fit carries when the matrix row of ``variant`` has facts nobody verified."""
+    if variant.unknown:
+        fit.warnings.append(f"matrix: {variant.name} of torch {release.version} has unverified facts: {'; '.join(variant.unknown)}")
+
+
+# --- end resolve ---
 
 
 class Accelerator:
@@ -88,6 +215,9 @@ class Accelerator:
     torch_api: ClassVar[str] = ""  # the torch module that answers for it: torch.<torch_api>.is_available()
     tool_witnesses: ClassVar[tuple[str, ...]] = ()  # the user-space tools that list its devices (device counting)
     kernel_witness: ClassVar[str | None] = None  # the kernel driver's own list of them (device counting)
+    build_witness: ClassVar[str | None] = None  # the TorchFacts field only a build of its kind sets ("hip": torch.version.hip)
+    build_witness_rank: ClassVar[int] = 0  # the order the witnesses are read in (lowest first)
+    build_answers: ClassVar[bool] = False  # torch answering its is_available() True says the build is of its kind (XPU)
     # A plug-in kind (one outside this package, registered through the "stackdoctor.accelerators" entry
     # point group) also names its probe module and the pattern of its index variants' names; the built-in
     # kinds' probes are in engine.PROBES and their variants are the matrix's own (cuXYZ, rocmX.Y, xpu).
@@ -100,6 +230,29 @@ class Accelerator:
     companions: ClassVar[tuple[str, ...]] = ()  # distributions installed beside torch for it ("torch-npu")
     torch_api_needs: ClassVar[str | None] = None  # torch is asked about it only where this module is installed ("torch_npu")
     what_if_option: ClassVar[str | None] = None  # install's what-if flag naming one of its devices ("--npu 910B"), as --gpu does
+    # what `matrix learn` reads of its builds (stackdoctor/learn.py): the runtime wheels their metadata pins (name
+    # prefixes), and the GPU code their libraries carry (a stackdoctor.binfmt format, "cuda" | "hip", in these wheel members)
+    runtime_wheels: ClassVar[tuple[str, ...]] = ()  # ("nvidia-", "cuda-toolkit")
+    gpu_code: ClassVar[str | None] = None  # "cuda": fat binaries (sm_XY, compute_XY); "hip": offload bundles (gfxNNNN)
+    gpu_libraries: ClassVar[tuple[str, ...]] = ()  # ("torch/lib/libtorch_cuda.so",)
+    # its own matrix table: a YAML file in the package its class is in ("torch_npu.yaml"), each row sourced; a companion
+    # table's shape is {"package": "torch-npu", "source": ..., "releases": [{"version": ..., "torch": ..., ...}]}. It is
+    # what its companion() reads, and `matrix show` lists it beside the shared matrix (accelerators.tables())
+    table: ClassVar[str | None] = None
+
+    def own_table(self) -> dict[str, Any]:
+        """Its matrix table (:attr:`table`) as plain data; {} when it has none or it cannot be read."""
+        if not self.table:
+            return {}
+        from importlib import resources
+
+        import yaml
+
+        try:
+            data = yaml.safe_load(resources.files(type(self).__module__).joinpath(self.table).read_text(encoding="utf-8"))
+        except (OSError, ValueError, yaml.YAMLError):
+            return {}
+        return data if isinstance(data, dict) else {}
 
     def companion(self, facts: Facts, torch: str, *, os: str, arch: str, python: str | None, hypothetical: bool,
                   strict: bool = True) -> Companion | str | None:
@@ -202,5 +355,178 @@ class Accelerator:
         """The driver layer's line on the screen and in the Markdown stack, or None when this kind shows none."""
         return None
 
+    # --- view ---
+    def texts(self) -> Mapping[str, Mapping[str, Any]]:
+        """Its own findings' and sentences' texts in every language it speaks, as data in the locale files' form:
+        ``{"en": {"codes": {code: {"title", "explain", "detail", "fix"}}, "sentences": {...}}, "zh": {...}}``, added
+        to stackdoctor's (never replacing one) when its :attr:`rules` are declared. By default the ``TEXTS`` its rules
+        module declares; {} for none (a kind may ship ``locale/<lang>.yaml`` files instead: :attr:`locale`)."""
+        found = getattr(sys.modules.get(self.rules or ""), "TEXTS", None)
+        return found if isinstance(found, Mapping) else {}
+
+    def named(self, facts: Facts) -> str:
+        """Its devices as a finding names them ("NVIDIA GeForce RTX 4090, ..."): the view's devices that are not
+        integrated, "-" for none."""
+        return ", ".join(g.name or f"GPU{g.index}" for g in self.devices(facts) if not g.integrated) or "-"
+
+    def ok_name(self, g: GpuView) -> str | None:
+        """A device of its kind in the ``gpu-ok`` sentence, or None when that sentence does not list it."""
+        return None
+
+    def cpu_build(self) -> tuple[Severity, str] | None:
+        """``torch-cpu-only`` where a CPU build of torch runs on a machine of this kind: (severity, detail), or None
+        when a CPU build is no finding here."""
+        return "fail", "default"
+
+    def torch_count(self, torch: TorchFacts) -> int | None:
+        """How many of its devices torch can use, where torch said it can use them; None where it cannot, or where
+        its devices are not counted (a project's ``min_gpus``)."""
+        return None
+
+    def wrong_result_fix(self) -> str:
+        """The ``kernel-wrong-result`` fix for a device of its kind that computed wrong numbers (the key of the text:
+        where its vendor's tool shows the memory's error counters), "default" for the generic advice."""
+        return "default"
+
+    def driver_note(self, facts: Facts) -> str | None:
+        """What the driver's own tool says where it is not well, beside a driver line that has a version (the
+        Markdown stack's "NVIDIA 550.54 · nvidia-smi: no-devices"), or None."""
+        return None
+    # --- end view ---
+    # --- install ---
+    # Its runtime wheels (stackdoctor.install.leftovers): the names of runtime_families[0], and a variant's needs
+    runtime_packages: ClassVar[tuple[str, ...]] = ()  # canonical names of its runtime wheels ("pytorch-triton-rocm")
+    runtime_prefixes: ClassVar[tuple[str, ...]] = ()  # and the beginnings of theirs ("rocm-sdk")
+
+    def runtime_family(self, name: str) -> str | None:
+        """The runtime family of the distribution ``name`` (canonical) when it is one of this kind's runtime wheels."""
+        if self.runtime_families and (name in self.runtime_packages or (self.runtime_prefixes and name.startswith(self.runtime_prefixes))):
+            return self.runtime_families[0]
+        return None
+
+    def families_for(self, variant: str) -> set[str] | None:
+        """The runtime families a build of ``variant`` (one this kind serves) uses; None when not known (then
+        nothing is called a leftover)."""
+        return set(self.runtime_families)
+
+    # Whether conda-forge builds pytorch for it (stackdoctor.install.conda): True, False, or None (not said)
+    conda_forge_build: ClassVar[bool | None] = None
+
+    def verified_after(self, variant: str | None, facts: Facts) -> bool:
+        """An install of ``variant`` is checked on this kind afterwards (the backend the import must find usable,
+        ``install.flow.accelerator_seen``): a build for it, or a CPU build its companion package serves (Ascend)."""
+        return self.serves(variant) or (bool(self.companions) and self.builds(variant))
+
+    # What an install reads of a build for this kind before it commits (stackdoctor.install.verify.check_gpu_code):
+    gpu_code_kind: ClassVar[str | None] = None  # the kind of that library's code, as learn's reader names it ("cuda")
+    gpu_code_headers_only: ClassVar[bool] = False  # read in place from its headers (a wheel's member: no copy)
+    gpu_code_library: ClassVar[str | None] = None  # the library that carries its GPU code ("libtorch_cuda.so"); None: not read
+    gpu_code_missing: ClassVar[str] = ""  # what a GPU also lacks when no code runs on it (" and no PTX at or below it")
+
+    def gpu_code_read(self, read: Mapping[str, Any]) -> list[str]:
+        """The GPU code names a read of :attr:`gpu_code_library` found (``sm_90``, ``compute_90``; ``gfx942``)."""
+        return []
+
+    def gpu_code_words(self, read: Mapping[str, Any]) -> str:
+        """The code read, as the note names it."""
+        return " ".join(self.gpu_code_read(read)) or "no GPU code"
+
+    def gpu_code_runs(self, gpu: GpuView, got: Sequence[str], env: Mapping[str, str]) -> tuple[str | None, str | None]:
+        """(the GPU's architecture, how it runs the code ``got``: None when none of it runs); (None, None) when its
+        architecture is not known. ``env``: the plan's environment (an override of the architecture)."""
+        return None, None
+
+    def planned_gpu_code(self, variant: Variant, platform: str | None) -> list[str]:
+        """The GPU code the matrix lists for a build of this kind (``platform``: the wheel's platform tag)."""
+        return []
+    # --- install ---
+    # --- build --- (``install --from-source``: :mod:`stackdoctor.source_build` asks these, so it names no kind)
+    build_switch: ClassVar[str | None] = None  # the variable PyTorch's setup.py reads to build for it: "USE_CUDA"
+    builds_on_macos: ClassVar[bool] = True  # False: a source build for it on macOS is planned CPU-only (CUDA, ROCm)
+    offers_source_build: ClassVar[bool] = False  # install offers --from-source when no published build runs on its GPUs
+
+    def build_targets(self, facts: Facts) -> list[str] | None:
+        """What a source build compiles for on this machine's devices of this kind (NVIDIA: compute capabilities;
+        AMD: gfx names; [] for a kind whose devices need no list); None when it has none to build for."""
+        return None
+
+    def build_arch_env(self, targets: list[str], *, ptx: bool) -> dict[str, tuple[str, str]]:
+        """The build's variables that name ``targets`` ({"TORCH_CUDA_ARCH_LIST": (value, why)})."""
+        return {}
+
+    def build_home_env(self, tools: Any) -> dict[str, tuple[str, str]]:
+        """The variable that points the build at the kind's toolkit when it is not in the default place ({"CUDA_HOME": ...})."""
+        return {}
+
+    def build_prerequisites(self, ask: BuildAsk) -> list[Any]:
+        """What a source build for this kind needs beyond the compiler and tools (its toolkit), as prerequisites."""
+        return []
+
+    def build_steps(self, python: str) -> list[tuple[str, list[str]]]:
+        """Steps of its own before the build (AMD's hipify: ``tools/amd_build/build_amd.py``), as (step, argv)."""
+        return []
+
+    def build_label_of(self, cc: str | None, gfx: str | None) -> str | None:
+        """One of its GPUs (the resolver's compute capability or gfx) as a source build names it ("sm_35"), or None."""
+        return None
+    # --- end build ---
+
     def __repr__(self) -> str:
         return f"<accelerator {self.name}>"
+
+    # --- resolve ---
+    # How the resolver plans for this kind (stackdoctor.resolve): its devices on the target, whether a build of it
+    # fits them, how the rest are hidden, what the plan says of it. The defaults are a plug-in kind's: its devices
+    # as the reconciled view lists them, any build of its kind fits them, nothing to hide by architecture.
+    mixed_subsets: ClassVar[bool] = False  # mixed devices: try the groups by architecture (cc / gfx), hiding the rest
+    separate_runtime_wheels: ClassVar[bool] = False  # its builds pull their runtime libraries as wheels of their own
+
+    def target_devices(self, facts: Facts) -> list[TargetDevice]:
+        """Its devices on this machine as the resolver plans for them (every witness joined, in the reconciled view)."""
+        return [TargetDevice(self.vendor, v.index, v.name, integrated=v.integrated, uuid=v.uuid) for v in self.devices(facts)]
+
+    def unlisted(self, facts: Facts) -> tuple[int, str | None]:
+        """Devices of its kind that only the PCI bus shows (no working driver lists them), and the note saying so."""
+        return 0, None
+
+    def named_devices(self, names: Sequence[str]) -> list[TargetDevice]:
+        """The devices its what-if flag names (``--npu 910B``), numbered from 0."""
+        return [TargetDevice(self.vendor, i, n.strip()) for i, n in enumerate(names)]
+
+    def flag_devices(self, request: Request, matrix: Matrix) -> tuple[list[TargetDevice], list[str]]:
+        """The devices the built-in what-if flags name for it (``--gpu``, ``--gfx``), and notes on what is unknown of them."""
+        return [], []
+
+    def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
+        """A build of its kind is what serves these devices (the first kind in priority order that claims them wins)."""
+        return any(g.vendor == self.vendor for g in devices)
+
+    def select_devices(self, devices: list[TargetDevice], warnings: list[str]) -> tuple[list[TargetDevice], str | None]:
+        """The devices a build of its kind plans for, when it serves them (others are left out, saying so in
+        ``warnings``), and the reason when its build targets none of them (a CPU build is then planned)."""
+        return devices, None
+
+    def fit(self, fit: FitNotes, release: Release, version: Version, variant: Variant, tag: str, target: FitTarget, matrix: Matrix,
+            devices: Sequence[TargetDevice], auto: bool) -> None:
+        """Does ``variant``, a build of its kind for the wheel platform ``tag``, run on ``devices`` with the target's driver:
+        raises :class:`Unfit` with the reason; adds to ``fit`` its warnings, reasons and environment. ``auto``: the
+        request names no variant. The default: any build of its kind fits (nothing more is known to check)."""
+
+    def cannot_serve_cpu(self, release: Release, version: Version, variant: Variant, tag: str, matrix: Matrix,
+                         devices: Sequence[TargetDevice]) -> str | None:
+        """Why a build of its kind must not serve as a CPU build here (it would see a device it has no code for), or None."""
+        return None
+
+    def hide_env(self, kept: Sequence[TargetDevice]) -> dict[str, str]:
+        """The environment that leaves only ``kept`` visible to torch."""
+        return {self.hide_var or "HIP_VISIBLE_DEVICES": ",".join(str(g.index) for g in kept)}
+
+    def chosen_reason(self, version: Version, variant: str, what: str, requested: bool, target: FitTarget) -> str | None:
+        """The plan's reason for choosing ``variant`` for ``what`` (the devices), when the kind says more than the
+        generic one (the driver it runs with)."""
+        return None
+
+    def installed_sees_device(self, torch: TorchFacts) -> bool | None:
+        """Whether the installed torch, a build of its kind, saw its device (None: not a question for this kind)."""
+        return None
+    # --- end resolve ---

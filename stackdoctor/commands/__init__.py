@@ -58,3 +58,87 @@ class InstallCommand(typer.core.TyperCommand):
             opt.callback, opt.expose_value, opt.metavar = _what_if_device(acc.name), False, "CHIP"
             opt.help = f"What-if {acc.label}: a chip name as {', '.join(acc.tool_witnesses) or 'its tool'} shows it (repeatable). Implies --dry-run."
             self.params.append(opt)
+
+
+# --- the JSON answer when a --json command could not run (issue 35) -------------------------------------------------
+ERROR_SCHEMA = "stackdoctor.error/1"
+_JSON_COMMANDS = ("check", "diff", "kernels", "matrix", "install")
+
+
+def json_asked(args: list[str]) -> str | None:
+    """The command ``args`` run when they ask it for JSON on stdout (``--json``, ``--format json``); else None."""
+    words: list[str] = []
+    for a in args:
+        if a == "--":
+            break
+        words.append(a)
+    command = next((w for w in words if not w.startswith("-")), None)
+    if command not in _JSON_COMMANDS:
+        return None
+    formats = [a.split("=", 1)[1] for a in words if a.startswith("--format=")]
+    formats += [words[i + 1] for i, a in enumerate(words[:-1]) if a == "--format"]
+    if formats and any(f != "json" for f in formats):
+        return None  # another format asked for too (a conflict, or markdown): stdout is not promised to be JSON
+    return command if "--json" in words or formats else None
+
+
+def error_kind(exc: BaseException | None, exit_code: int) -> str:
+    """What stopped the command, in one word: usage, matrix, index, unmet, interrupted, terminated or internal."""
+    from stackdoctor.errors import IndexError_, MatrixError, RequestUnmet, StackdoctorError
+
+    if isinstance(exc, MatrixError):
+        return "matrix"
+    if isinstance(exc, IndexError_):
+        return "index"
+    if isinstance(exc, RequestUnmet):
+        return "unmet"
+    if isinstance(exc, StackdoctorError) or exit_code == 2:
+        return "usage"
+    if exit_code == 130:
+        return "interrupted"
+    if exit_code in (129, 143) or exit_code > 128:
+        return "terminated"
+    return "internal"
+
+
+def error_document(command: str, kind: str, message: str, exit_code: int) -> dict[str, Any]:
+    """One ``stackdoctor.error/1`` document (``schemas/error.schema.json``)."""
+    from stackdoctor import __version__
+
+    return {"schema": ERROR_SCHEMA, "stackdoctor_version": __version__, "command": command,
+            "error": {"kind": kind, "message": message, "exit_code": int(exit_code)}}
+
+
+def answer_in_json(args: list[str], exc: BaseException | None, message: str, exit_code: int) -> None:
+    """When ``args`` asked for JSON and the command stopped before writing anything to stdout: one JSON document
+    there saying why (the sentence on stderr stays), so a script that parses stdout never gets an empty or
+    non-JSON one. ``install`` answers with its own ``stackdoctor.plan/1`` (``build-plan/1`` with ``--from-source``),
+    ``error`` set; every other command with ``stackdoctor.error/1``."""
+    import json
+    import sys
+
+    command = json_asked(args)
+    if command is None or exit_code == 0 or getattr(sys.stdout, "written", True):
+        return
+    from stackdoctor.errors import StackdoctorError, UsageError
+
+    try:
+        if command == "install":
+            stop = exc if isinstance(exc, StackdoctorError) else UsageError(message, exit_code=exit_code)  # type: ignore[arg-type]
+            if "--from-source" in args:
+                from stackdoctor.render.build import build_json
+
+                text = build_json(None, stop)
+            else:
+                from stackdoctor.render.plan import plan_json
+
+                text = plan_json(None, stop)
+        else:
+            from stackdoctor.redact import safe_data
+
+            doc = error_document(command, error_kind(exc, exit_code), message, exit_code)
+            text = json.dumps(safe_data(doc), indent=2, ensure_ascii=False) + "\n"
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except Exception:  # noqa: BLE001 - stdout closed or full: the sentence on stderr is all that can be said
+        pass

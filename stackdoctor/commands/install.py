@@ -1,5 +1,5 @@
-"""``stackdoctor install``: the flags -> :class:`~stackdoctor.install_flow.InstallOptions` -> the install flow
-(:func:`stackdoctor.install_flow.install`: facts -> resolve -> locate the wheels on the user's sources -> routes ->
+"""``stackdoctor install``: the flags -> :class:`~stackdoctor.install.flow.InstallOptions` -> the install flow
+(:func:`stackdoctor.install.flow.install`: facts -> resolve -> locate the wheels on the user's sources -> routes ->
 act) -> its one outcome, rendered (:mod:`stackdoctor.render.plan`) -> the exit code.
 
 Exit codes: 0 done (or a dry run, or already satisfied), 1 the request cannot be met (``plan.variant`` is
@@ -19,7 +19,7 @@ from stackdoctor.errors import StackdoctorError
 from stackdoctor.render.plan import format_command, localized, plan_json, render_outcome, render_planned, say, write_err
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.install_flow import Hooks, InstallOptions, InstallOutcome
+    from stackdoctor.install.flow import Hooks, InstallOptions, InstallOutcome
     from stackdoctor.source_run import FromSourceOptions
 
 # The install flow (resolve, indexes, accelerators, the matrix) is imported when `install` runs, not when the
@@ -76,15 +76,16 @@ def register(app: typer.Typer) -> None:
                 platform=platform, python_version=python_version, ptx=ptx, source_dir=source_dir, source_url=source_url,
                 steps=list(step or []), dry_run=dry_run, yes=yes, json_out=json_out, emit=emit, log=build_log, timeout_s=timeout if timeout != 3600.0 else 4 * 3600.0,
             )))
-        from stackdoctor.install_flow import InstallOptions
+        from stackdoctor.install.options import InstallOptions, MachineOptions, SourceOptions
 
         opts = InstallOptions(
             packages=list(packages or []), torch=torch, variant=variant, python=python, installer=installer, dry_run=dry_run,
-            json_out=json_out, yes=yes, offline=offline, no_index=no_index, index_base=index_base,
-            find_links=list(find_links or []), mirror=mirror, matrix=list(matrix or []), emit=emit,
-            python_version=python_version, platform=platform, replay=replay, driver=driver, gpus=list(gpu or []),
-            gfx=list(gfx or []), devices=dict(ctx.meta.get(WHAT_IF_DEVICES) or {}), remove_leftovers=remove_leftovers,
-            recover=recover, timeout_s=timeout, index_timeout_s=index_timeout, verbose=verbose, progress=_on_terminal(),
+            json_out=json_out, yes=yes, emit=emit, remove_leftovers=remove_leftovers, recover=recover, timeout_s=timeout,
+            verbose=verbose, progress=_on_terminal(),
+            machine=MachineOptions(python_version=python_version, platform=platform, replay=replay, driver=driver, gpus=list(gpu or []),
+                                   gfx=list(gfx or []), devices=dict(ctx.meta.get(WHAT_IF_DEVICES) or {})),
+            sources=SourceOptions(offline=offline, no_index=no_index, index_base=index_base, find_links=list(find_links or []),
+                                  mirror=mirror, matrix=list(matrix or []), index_timeout_s=index_timeout),
         )
         return int(run(opts))
 
@@ -106,14 +107,14 @@ def _confirm(question: str) -> bool | None:
 
 def hooks() -> Hooks:
     """What the install flow shows, says and asks through: the screen's renderers and the terminal."""
-    from stackdoctor.install_flow import Hooks
+    from stackdoctor.install.flow import Hooks
 
-    return Hooks(show=render_planned, say=say, stream=write_err, confirm=_confirm)
+    return Hooks(show=render_planned, say=say, stream=write_err, confirm=_confirm, keep_aside=True)
 
 
 def __getattr__(name: str) -> Any:  # `from stackdoctor.commands.install import InstallOptions` still works
     if name == "InstallOptions":
-        from stackdoctor.install_flow import InstallOptions
+        from stackdoctor.install.flow import InstallOptions
 
         return InstallOptions
     if name == "HOOKS":
@@ -123,7 +124,7 @@ def __getattr__(name: str) -> Any:  # `from stackdoctor.commands.install import 
 
 def run(opts: InstallOptions) -> int:
     """The command; with ``--json`` exactly one ``stackdoctor.plan/1`` document on stdout, on every path."""
-    from stackdoctor.install_flow import install
+    from stackdoctor.install.flow import install
 
     outcome = install(opts, hooks())
     exc = outcome.error
@@ -131,6 +132,10 @@ def run(opts: InstallOptions) -> int:
         _render_or_keep(outcome)
     if opts.json_out and (isinstance(exc, StackdoctorError) or (exc is None and not opts.recover) or (exc is not None and outcome.plan is not None)):
         _print_json(outcome, exc if isinstance(exc, StackdoctorError) else None)
+    if outcome.result is not None and outcome.result.set_aside:  # the replaced torch's backup, after `done:` (issue 29)
+        from stackdoctor.install.journal import remove_aside
+
+        remove_aside(outcome.result.set_aside)
     if exc is not None:
         raise exc
     return outcome.exit_code
@@ -142,7 +147,7 @@ def _render_or_keep(outcome: InstallOutcome) -> None:
     try:
         render_outcome(outcome)
     except (Exception, SystemExit):  # noqa: BLE001 - EPIPE, EIO, rich's SystemExit on a broken pipe
-        from stackdoctor.install_flow import keep_unprinted
+        from stackdoctor.install.flow import keep_unprinted
 
         keep_unprinted(outcome)
 

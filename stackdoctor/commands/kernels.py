@@ -76,78 +76,31 @@ def register(app: typer.Typer) -> None:
         from stackdoctor.render.kernels import SweepProgress, print_kernels
         from stackdoctor.rules import Gates
         from stackdoctor.system import System
-        from stackdoctor.units import parse_bandwidth
 
         if lang is not None and lang not in LANGS:
             raise UsageError(f"unknown --lang {lang!r}; choose en or zh.")
         lg = detect_lang(os.environ, lang)
-        names = [n.strip() for w in which or [] for n in w.split(",") if n.strip()]
-        for n in names:
-            if n not in KERNEL_NAMES:
-                import difflib
-
-                close = difflib.get_close_matches(n, KERNEL_NAMES, n=1, cutoff=0.6)
-                if close:  # matmal -> matmul
-                    raise UsageError(f"unknown kernel {n!r}; did you mean {close[0]}? (choose from {', '.join(KERNEL_NAMES)}).")
-                raise UsageError(f"unknown kernel {n!r}; choose from {', '.join(KERNEL_NAMES)}.")
+        names = _kernel_names(which)
         env = os.environ
         wants_ar = "allreduce" in names or nproc is not None or rank is not None or over is not None or (not names and _launcher_env(env))
         compute = [n for n in names if n != "allreduce"] or ([] if names or wants_ar else ["matmul", "conv", "compile"])
-        gate = None
-        if min_busbw is not None:
-            try:
-                gate = parse_bandwidth(min_busbw)
-            except ValueError as exc:
-                raise UsageError(str(exc)) from None
+        gate = _gate(min_busbw)
         if over is not None and over != "thunderbolt":
             raise UsageError(f"unknown --over {over!r}; only 'thunderbolt' is known.")
-        size_list: list[int] = []
-        if sizes:
-            try:
-                size_list = [int(s) for s in sizes.split(",") if s.strip()]
-            except ValueError:
-                raise UsageError(f"--sizes {sizes!r}: expected comma-separated integers.") from None
-        sweep = FULL_SWEEP if full else QUICK_SWEEP
-        lo = parse_size(min_bytes) if min_bytes is not None else sweep[0]
-        hi = parse_size(max_bytes) if max_bytes is not None else sweep[1]
-        if lo > hi:
-            raise UsageError(f"--min-bytes {min_bytes or lo} is larger than --max-bytes {max_bytes or hi}.")
+        size_list = _sizes(sizes)
+        lo, hi = _byte_range(min_bytes, max_bytes, full)
 
         system = System.from_env()
         target = select_target(python, env)
         found = validate_python(target.python, system=system, selected_by=target.selected_by, timeout_s=min(timeout, 30.0))
-        if found.torch is False:
-            how = "stackdoctor install" + (f" --python {target.python}" if python else "")
-            raise UsageError(f"torch is not installed in {target.python}; install it with: {how}")
+        _torch_there(found, target, python)
         hook = env.get("STACKDOCTOR_TEST_HOOK")
         run = pipeline.KernelRun(python=target.python, compute=compute, devices=device or [], sizes=size_list, timeout_s=timeout, hook=hook)
         if wants_ar:
-            link_gbps = None
-            iface_reason = None
-            if over == "thunderbolt" and iface is None:
-                iface, link_gbps, iface_reason = _thunderbolt_iface(system, target)
-                if iface is None:
-                    raise UsageError(f"--over thunderbolt: {iface_reason}")
-            ar_dev = None
-            for d in device or []:
-                ar_dev = d.split(":")[0]
             quick = min_bytes is None and max_bytes is None and not full  # an explicit range keeps nccl-tests' factor 2
-            opts = AllreduceOptions(min_bytes=lo, max_bytes=hi, factor=factor or (QUICK_SWEEP[2] if quick else FULL_SWEEP[2]), iters=iters, timeout_s=min(timeout, 600.0),
-                                    backend=backend, device=ar_dev, iface=iface)
-            ar = pipeline.AllreduceRun(opts=opts, nproc=nproc or 2, master_port=master_port, link_gbps=link_gbps, iface_reason=iface_reason)
-            r = rank if rank is not None else (int(env["RANK"]) if _launcher_env(env) and nproc is None else None)
-            if r is not None:
-                ws = world_size or int(env.get("WORLD_SIZE", 0) or 0)
-                if not ws:
-                    raise UsageError("--rank needs --world-size (or WORLD_SIZE from the launcher).")
-                addr = master_addr or env.get("MASTER_ADDR")
-                if not addr:
-                    raise UsageError("--rank needs --master-addr (or MASTER_ADDR from the launcher).")
-                ar.rank, ar.world_size, ar.master_addr = r, ws, addr
-                ar.master_port = master_port or int(env.get("MASTER_PORT", 0) or 0) or 29500
-                ar.local_rank = int(env["LOCAL_RANK"]) if "LOCAL_RANK" in env else None
-                ar.node = _node(python) if fleet and ws > 1 else None
-            run.allreduce = ar
+            opts = AllreduceOptions(min_bytes=lo, max_bytes=hi, factor=factor or (QUICK_SWEEP[2] if quick else FULL_SWEEP[2]), iters=iters,
+                                    timeout_s=min(timeout, 600.0), backend=backend, device=None, iface=iface)
+            run.allreduce = _allreduce_run(system, target, opts, device, over, nproc, rank, world_size, master_addr, master_port, fleet, python)
 
         # as `check` is built: run (gather) -> reconcile -> judge by the kernel rules, the --min-busbw gate and the
         # project's policy; the screen, --json and the exit code all read the one judged report
@@ -163,6 +116,96 @@ def register(app: typer.Typer) -> None:
         else:
             print_kernels(kf, findings, lg)
         return pipeline.exit_code(report)
+
+
+def _kernel_names(which: list[str] | None) -> list[str]:
+    """The kernels named (``matmul,conv`` or separate words), each one known (a did-you-mean where it is close)."""
+    names = [n.strip() for w in which or [] for n in w.split(",") if n.strip()]
+    for n in names:
+        if n not in KERNEL_NAMES:
+            import difflib
+
+            close = difflib.get_close_matches(n, KERNEL_NAMES, n=1, cutoff=0.6)
+            if close:  # matmal -> matmul
+                raise UsageError(f"unknown kernel {n!r}; did you mean {close[0]}? (choose from {', '.join(KERNEL_NAMES)}).")
+            raise UsageError(f"unknown kernel {n!r}; choose from {', '.join(KERNEL_NAMES)}.")
+    return names
+
+
+def _torch_there(found: Any, target: Any, python: str | None) -> None:
+    if found.torch is False:
+        how = "stackdoctor install" + (f" --python {target.python}" if python else "")
+        raise UsageError(f"torch is not installed in {target.python}; install it with: {how}")
+
+
+def _byte_range(min_bytes: str | None, max_bytes: str | None, full: bool) -> tuple[int, int]:
+    """allreduce's smallest and largest message: the flags', else the sweep's (quick, or --full)."""
+    from stackdoctor.kernels import FULL_SWEEP, QUICK_SWEEP
+
+    sweep = FULL_SWEEP if full else QUICK_SWEEP
+    lo = parse_size(min_bytes) if min_bytes is not None else sweep[0]
+    hi = parse_size(max_bytes) if max_bytes is not None else sweep[1]
+    if lo > hi:
+        raise UsageError(f"--min-bytes {min_bytes or lo} is larger than --max-bytes {max_bytes or hi}.")
+    return lo, hi
+
+
+def _gate(min_busbw: str | None) -> float | None:
+    from stackdoctor.units import parse_bandwidth
+
+    if min_busbw is None:
+        return None
+    try:
+        return parse_bandwidth(min_busbw)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _sizes(sizes: str | None) -> list[int]:
+    if not sizes:
+        return []
+    try:
+        return [int(s) for s in sizes.split(",") if s.strip()]
+    except ValueError:
+        raise UsageError(f"--sizes {sizes!r}: expected comma-separated integers.") from None
+
+
+def _allreduce_run(system: Any, target: Any, opts: Any, device: list[str] | None, over: str | None, nproc: int | None, rank: int | None,
+                   world_size: int | None, master_addr: str | None, master_port: int | None, fleet: bool, python: str | None) -> Any:
+    """The allreduce to run: on this host (``--nproc`` ranks), or as one rank across hosts (``--rank`` or a launcher's
+    RANK / WORLD_SIZE), over the Thunderbolt interface with ``--over thunderbolt``."""
+    from stackdoctor import pipeline
+
+    env = os.environ
+    link_gbps = None
+    iface_reason = None
+    if over == "thunderbolt" and opts.iface is None:
+        opts.iface, link_gbps, iface_reason = _thunderbolt_iface(system, target)
+        if opts.iface is None:
+            raise UsageError(f"--over thunderbolt: {iface_reason}")
+    for d in device or []:
+        opts.device = d.split(":")[0]
+    ar = pipeline.AllreduceRun(opts=opts, nproc=nproc or 2, master_port=master_port, link_gbps=link_gbps, iface_reason=iface_reason)
+    r = rank if rank is not None else (int(env["RANK"]) if _launcher_env(env) and nproc is None else None)
+    if r is not None:
+        _across_hosts(ar, r, world_size, master_addr, master_port, fleet, python)
+    return ar
+
+
+def _across_hosts(ar: Any, r: int, world_size: int | None, master_addr: str | None, master_port: int | None, fleet: bool,
+                  python: str | None) -> None:
+    """``ar`` as rank ``r`` of a run across hosts: the world size, rank 0's address and port (flags, else the launcher's)."""
+    env = os.environ
+    ws = world_size or int(env.get("WORLD_SIZE", 0) or 0)
+    if not ws:
+        raise UsageError("--rank needs --world-size (or WORLD_SIZE from the launcher).")
+    addr = master_addr or env.get("MASTER_ADDR")
+    if not addr:
+        raise UsageError("--rank needs --master-addr (or MASTER_ADDR from the launcher).")
+    ar.rank, ar.world_size, ar.master_addr = r, ws, addr
+    ar.master_port = master_port or int(env.get("MASTER_PORT", 0) or 0) or 29500
+    ar.local_rank = int(env["LOCAL_RANK"]) if "LOCAL_RANK" in env else None
+    ar.node = _node(python) if fleet and ws > 1 else None
 
 
 class _Status:

@@ -144,6 +144,9 @@ from stackdoctor.matrix.pure import (
     _VARIANT_RE as _VARIANT_RE,
 )
 from stackdoctor.matrix.pure import (
+    OS_WORDS as OS_WORDS,
+)
+from stackdoctor.matrix.pure import (
     PLUGIN_VARIANT_KINDS as PLUGIN_VARIANT_KINDS,
 )
 from stackdoctor.matrix.pure import (
@@ -172,6 +175,9 @@ from stackdoctor.matrix.pure import (
 )
 from stackdoctor.matrix.pure import (
     parse_platform as parse_platform,
+)
+from stackdoctor.matrix.pure import (
+    platform_words as platform_words,
 )
 from stackdoctor.matrix.pure import (
     register_variant_kind as register_variant_kind,
@@ -215,6 +221,42 @@ from stackdoctor.matrix.reader import (
 from stackdoctor.matrix.reader import (
     _tname as _tname,
 )
+from stackdoctor.matrix.releases import (
+    _merge_release as _merge_release,
+)
+from stackdoctor.matrix.releases import (
+    _merge_variant as _merge_variant,
+)
+from stackdoctor.matrix.releases import (
+    _patch_base as _patch_base,
+)
+from stackdoctor.matrix.releases import (
+    _release as _release,
+)
+from stackdoctor.matrix.releases import (
+    _variant as _variant,
+)
+from stackdoctor.matrix.table import (
+    Field as Field,
+)
+from stackdoctor.matrix.table import (
+    Part as Part,
+)
+from stackdoctor.matrix.table import (
+    Table as Table,
+)
+from stackdoctor.matrix.table import (
+    _arch_list as _arch_list,
+)
+from stackdoctor.matrix.table import (
+    _driver as _driver,
+)
+from stackdoctor.matrix.table import (
+    _pythons as _pythons,
+)
+from stackdoctor.matrix.table import (
+    _url as _url,
+)
 from stackdoctor.matrix.tables import (
     _CONDA_SUBDIR_RE as _CONDA_SUBDIR_RE,
 )
@@ -228,43 +270,7 @@ from stackdoctor.matrix.tables import (
     TABLES as TABLES,
 )
 from stackdoctor.matrix.tables import (
-    Field as Field,
-)
-from stackdoctor.matrix.tables import (
-    Part as Part,
-)
-from stackdoctor.matrix.tables import (
-    Table as Table,
-)
-from stackdoctor.matrix.tables import (
-    _arch_list as _arch_list,
-)
-from stackdoctor.matrix.tables import (
-    _driver as _driver,
-)
-from stackdoctor.matrix.tables import (
     _merge_conda as _merge_conda,
-)
-from stackdoctor.matrix.tables import (
-    _merge_release as _merge_release,
-)
-from stackdoctor.matrix.tables import (
-    _merge_variant as _merge_variant,
-)
-from stackdoctor.matrix.tables import (
-    _patch_base as _patch_base,
-)
-from stackdoctor.matrix.tables import (
-    _pythons as _pythons,
-)
-from stackdoctor.matrix.tables import (
-    _release as _release,
-)
-from stackdoctor.matrix.tables import (
-    _url as _url,
-)
-from stackdoctor.matrix.tables import (
-    _variant as _variant,
 )
 
 __all__ = [
@@ -283,6 +289,8 @@ __all__ = [
     "gfx_supported",
     "load_matrix",
     "parse_platform",
+    "platform_words",
+    "OS_WORDS",
     "variant_from_version",
     "variant_kind",
     "MAX_DOCUMENT_BYTES",

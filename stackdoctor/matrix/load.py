@@ -12,7 +12,8 @@ from typing import Any
 from stackdoctor.errors import MatrixError
 from stackdoctor.matrix.model import SCHEMA, Matrix
 from stackdoctor.matrix.reader import MAX_DOCUMENT_BYTES, _check_keys, _Ctx, _parse_yaml, check_document_size
-from stackdoctor.matrix.tables import TABLES, Table
+from stackdoctor.matrix.table import Table
+from stackdoctor.matrix.tables import TABLES
 
 # keys a document may carry besides its tables
 _DOCUMENT_KEYS = ("schema", "note")
@@ -136,10 +137,10 @@ def _read_user_file(path: str | Path) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _embedded() -> tuple[tuple[str, _Parsed], ...]:
-    from importlib import resources
+    from stackdoctor.parsecache import package_files  # importlib.resources.files without its zip reader's imports
 
     try:
-        base: Any = resources.files("stackdoctor.compat_matrix")
+        base: Any = package_files("stackdoctor.compat_matrix")
     except ModuleNotFoundError:
         # run from a source checkout (``python -m stackdoctor`` in a clone): the data sits beside the package
         base = Path(__file__).resolve().parent.parent.parent / "compat_matrix"

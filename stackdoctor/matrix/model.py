@@ -17,7 +17,7 @@ from stackdoctor.errors import MatrixError
 from stackdoctor.matrix.pure import normalise_gpu_name, parse_platform
 
 if TYPE_CHECKING:
-    from stackdoctor.matrix.tables import Table
+    from stackdoctor.matrix.table import Table
 
 SCHEMA = "stackdoctor.matrix/1"
 

@@ -7,12 +7,30 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from stackdoctor.versions import at_least, dotted
 
-if TYPE_CHECKING:
-    from stackdoctor.matrix.model import CudaRow, Variant
+
+class _GfxBuild(Protocol):
+    """A ROCm build's gfx list, as :class:`~stackdoctor.matrix.model.Variant` carries it (a protocol: the model
+    imports this module, never the other way round)."""
+
+    @property
+    def gfx(self) -> tuple[str, ...]: ...
+
+
+class _DriverColumns(Protocol):
+    """A CUDA release's driver minimums, as :class:`~stackdoctor.matrix.model.CudaRow` carries them."""
+
+    @property
+    def min_driver_linux(self) -> str | None: ...
+    @property
+    def min_driver_windows(self) -> str | None: ...
+    @property
+    def minor_compat_floor_linux(self) -> str | None: ...
+    @property
+    def minor_compat_floor_windows(self) -> str | None: ...
 
 VARIANT_KINDS = ("cpu", "cuda", "rocm", "xpu")
 
@@ -120,12 +138,12 @@ def arch_runs(arch_list: Iterable[str], cc: str) -> bool:
     return arch_match(arch_list, cc) is not None
 
 
-def gfx_supported(variant: Variant, gfx: str) -> bool:
+def gfx_supported(variant: _GfxBuild, gfx: str) -> bool:
     """True when the ROCm ``variant`` carries code objects for ``gfx`` (feature suffixes like ":xnack-" ignored)."""
     return gfx.split(":", 1)[0].lower() in variant.gfx
 
 
-def driver_meets(cuda_row: CudaRow, driver: str | None, windows: bool) -> str:
+def driver_meets(cuda_row: _DriverColumns, driver: str | None, windows: bool) -> str:
     """"full" when ``driver`` meets the toolkit minimum, "minor-compat" when only the major's
     minor-version-compatibility floor is met, "no" otherwise (or when the driver is unknown).
 
@@ -141,6 +159,15 @@ def driver_meets(cuda_row: CudaRow, driver: str | None, windows: bool) -> str:
     if floor is not None and at_least(driver, floor):
         return "full" if minimum is None else "minor-compat"
     return "no"
+
+
+OS_WORDS = {"linux": "Linux", "windows": "Windows", "macos": "macOS"}  # an OS of parse_platform in a sentence
+
+
+def platform_words(tag: str) -> str:
+    """``manylinux_2_28_aarch64`` -> ``Linux aarch64``."""
+    os_, arch, _ = parse_platform(tag)
+    return f"{OS_WORDS.get(os_, os_)} {arch}"
 
 
 def parse_platform(tag: str) -> tuple[str, str, tuple[int, int] | None]:

@@ -17,12 +17,13 @@ from __future__ import annotations
 import json
 import ntpath
 import os
+import posixpath
 import re
 from typing import Any
 
 from stackdoctor.facts import CudaToolkit, CudaToolkitFacts
 from stackdoctor.probes import ProbeContext, ProbeOutput
-from stackdoctor.system import System
+from stackdoctor.system import CommandResult, System
 
 __all__ = ["parse_nvcc_version", "parse_version_json", "probe"]
 
@@ -117,6 +118,42 @@ def _candidates(ctx: ProbeContext) -> list[tuple[str, System, str]]:
     return out
 
 
+_SHELLS = frozenset({"sh", "bash", "dash", "ash", "ksh", "zsh"})
+_EXEC_LINE = re.compile(r"""^exec\s+(?:"(/[^"$`\\]+)"|'(/[^']+)'|(/[^\s"'$`\\;|&<>()]+))\s+"\$@"$""")
+
+
+def wrapped_program(fs: System, path: str) -> str | None:
+    """The program a one-line shell wrapper runs: a script whose only command is ``exec /abs/nvcc "$@"`` (the
+    ``/usr/local/bin/nvcc`` of some CUDA images); None for anything else (a binary, a script doing more)."""
+    res = fs.read_text(path, max_bytes=4096)
+    if not res.ok or not res.text.startswith("#!"):
+        return None
+    lines = res.text.splitlines()
+    shebang = lines[0][2:].split()
+    if shebang and posixpath.basename(shebang[0]) == "env":
+        shebang = shebang[1:]
+    if not shebang or posixpath.basename(shebang[0]) not in _SHELLS:
+        return None
+    body = [ln.strip() for ln in lines[1:] if ln.strip() and not ln.strip().startswith("#")]
+    m = _EXEC_LINE.match(body[0]) if len(body) == 1 else None
+    return next(g for g in m.groups() if g) if m else None
+
+
+def _version_json(system: System, fs: System, shown: str, key: str) -> str | None:
+    """The toolkit's ``version.json``: in its root, one level above bin/ (of the path as found, then of the real file)."""
+    osp = system.ospath if fs is system else os.path
+    roots = [osp.dirname(osp.dirname(shown))]
+    if not system.moved:
+        roots.append(os.path.dirname(os.path.dirname(key)))
+    found = None
+    for root in dict.fromkeys(roots):
+        vj = system.read_text(osp.join(root, "version.json"))
+        found = parse_version_json(vj.text) if vj.ok else None
+        if found:
+            break
+    return found
+
+
 def probe(ctx: ProbeContext) -> ProbeOutput:
     """Every reachable nvcc with its version; never raises. No nvcc is a plain fact (status ok)."""
     system = ctx.system
@@ -126,6 +163,7 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
         facts.cuda_home = home
         facts.sources["cuda_home"] = "env:CUDA_HOME" if system.getenv("CUDA_HOME") else "env:CUDA_PATH"
     seen: set[str] = set()
+    answered: dict[str, CommandResult] = {}  # real program -> its answer: a wrapper and the nvcc it runs are asked once
     timeouts: list[str] = []
     for shown, fs, via in _candidates(ctx):
         if not fs.is_file(shown):
@@ -134,21 +172,16 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
         if key in seen:
             continue
         seen.add(key)
-        res = system.run([str(fs.path(shown)), "--version"], timeout=ctx.timeout_s)
+        program = wrapped_program(fs, shown)
+        runs = fs.realpath(program) if program else key
+        res = answered.get(runs) or system.run([str(fs.path(shown)), "--version"], timeout=ctx.timeout_s)
+        if res.ok:
+            answered.setdefault(runs, res)
         version, build = parse_nvcc_version(res.stdout)
         tk = CudaToolkit(path=shown, nvcc_version=version, nvcc_build=build, found_via=via)
         if res.status == "timeout":
             timeouts.append(f"{shown} did not answer in {res.detail or ctx.timeout_s} s")
-        # version.json lives in the toolkit root, one level above bin/ (of the path as found, then of the real file)
-        osp = system.ospath if fs is system else os.path
-        roots = [osp.dirname(osp.dirname(shown))]
-        if not system.moved:
-            roots.append(os.path.dirname(os.path.dirname(key)))
-        for root in dict.fromkeys(roots):
-            vj = system.read_text(osp.join(root, "version.json"))
-            tk.version_json = parse_version_json(vj.text) if vj.ok else None
-            if tk.version_json:
-                break
+        tk.version_json = _version_json(system, fs, shown, key)
         facts.toolkits.append(tk)
         if facts.nvcc_version is None and version is not None and via in ("PATH", "CUDA_HOME", "CUDA_PATH"):
             facts.nvcc_version, facts.nvcc_path = version, shown

@@ -27,7 +27,6 @@ import os
 import posixpath
 import re
 import threading
-from pathlib import Path
 
 from stackdoctor._worker import worker_path
 from stackdoctor.facts import (
@@ -42,26 +41,6 @@ from stackdoctor.probes.torch_static import StaticTorch, read_static_torch
 from stackdoctor.system import CommandResult, System
 
 MARK = "@@stackdoctor@@ "
-
-
-_PACKAGING_DIR: list[str] = []
-
-
-def packaging_path(system: System) -> str | None:
-    """A directory holding only a link to stackdoctor's own ``packaging``, for targets without it."""
-    if _PACKAGING_DIR and os.path.isdir(_PACKAGING_DIR[0]):  # (removed at exit: system.remove_lent)
-        return _PACKAGING_DIR[0]
-    _PACKAGING_DIR.clear()
-    try:
-        import packaging
-
-        d = system.lend_package(Path(packaging.__file__).parent, prefix="stackdoctor-pkg-")
-    except ImportError:
-        return None
-    if d is None:
-        return None
-    _PACKAGING_DIR.append(d)
-    return d
 
 
 def parse_sections(stdout: str) -> dict[str, dict]:
@@ -143,6 +122,28 @@ def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> Torch
     src = dict(t.sources)
     t.imported = imported if (t.installed or st.installed) else None
     t.installed = t.installed or st.installed
+    _only_in_files(t, st, src)
+    for key in ("git_version", "rocm", "xpu"):
+        if getattr(t, key) is None and getattr(st, key) is not None:
+            setattr(t, key, getattr(st, key))
+            src[key] = st.sources.get(key, "torch/version.py")
+    _distributions(t, st, src)
+    if not imported:
+        for key in ("version", "variant", "cuda", "hip", "debug", "location"):
+            value = getattr(st, key)
+            if value is not None and getattr(t, key) is None:
+                setattr(t, key, value)
+                src[key] = st.sources.get(key) or st.sources.get("version") or "torch's files"
+    if not t.arch_list and t.arch_list_files:  # not imported, or torch named no list
+        t.arch_list = list(t.arch_list_files)
+        src["arch_list"] = src["arch_list_files"]
+    t.sources = src
+    return t
+
+
+def _only_in_files(t: TorchFacts, st: StaticTorch, src: dict[str, str]) -> None:
+    """What only the files know: the GPU code in the libraries, per-file extras, the runtime wheels, the linkage,
+    what could not be read."""
     kind = "hip" if st.hip else "cuda"
     t.arch_list_files = list(st.gfx_list if kind == "hip" and st.gfx_list else st.arch_list)
     if t.arch_list_files:
@@ -166,11 +167,10 @@ def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> Torch
         t.linkage = [dataclasses.replace(p) for p in st.linkage.problems]
         t.linkage_note = st.linkage.note
         src["linkage"] = f"DT_NEEDED / RPATH / versioned symbols of {len(st.linkage.loaded)} libraries, read from the files ({st.linkage.elapsed_ms:g} ms)"
-    for key in ("git_version", "rocm", "xpu"):
-        if getattr(t, key) is None and getattr(st, key) is not None:
-            setattr(t, key, getattr(st, key))
-            src[key] = st.sources.get(key, "torch/version.py")
-    # the installed distributions, as their *.dist-info say (in import order: the first of a name wins)
+
+
+def _distributions(t: TorchFacts, st: StaticTorch, src: dict[str, str]) -> None:
+    """The installed distributions, as their *.dist-info say (in import order: the first of a name wins)."""
     t.distributions = {k: v for k, v in st.site_distributions.items() if k != "pip"}
     if t.distributions:
         sites = [re.sub(r"[/\\][^/\\]+\.(?:dist|egg)-info([/\\].*)?$", "", v) for k, v in st.sources.items() if k.startswith("site_distributions.")]
@@ -181,20 +181,6 @@ def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> Torch
         setattr(t, field_name, st.site_distributions[dist] if dist else None)
         if dist:
             src[field_name] = st.sources.get(f"site_distributions.{dist}", f"{dist} dist-info")
-    if not imported:
-        for key in ("version", "variant", "cuda", "hip", "debug", "location"):
-            value = getattr(st, key)
-            if value is not None and getattr(t, key) is None:
-                setattr(t, key, value)
-                src[key] = st.sources.get(key) or st.sources.get("version") or "torch's files"
-        if not t.arch_list and t.arch_list_files:
-            t.arch_list = list(t.arch_list_files)
-            src["arch_list"] = src["arch_list_files"]
-    elif not t.arch_list and t.arch_list_files:  # imported, but torch named no list
-        t.arch_list = list(t.arch_list_files)
-        src["arch_list"] = src["arch_list_files"]
-    t.sources = src
-    return t
 
 
 def _interpreter(pdata: dict, fallback: str) -> str:
@@ -248,7 +234,7 @@ def _uv(ctx: ProbeContext, path: str | None) -> tuple[str | None, str | None]:
 
 
 def unfinished_install(system: System, prefix: str) -> str | None:
-    """What a killed ``stackdoctor install`` left in ``prefix`` (its journal, :mod:`stackdoctor.transaction`),
+    """What a killed ``stackdoctor install`` left in ``prefix`` (its journal, :mod:`stackdoctor.install.journal`),
     in a few words; None when there is none. Read through ``system`` (the target's own files: never a sysroot)."""
     journal = os.path.join(prefix, ".stackdoctor-install")
     if not system.exists(journal):
@@ -265,6 +251,24 @@ def unfinished_install(system: System, prefix: str) -> str | None:
         return ", ".join(f"{k} {x}" for k, x in v.items()) if isinstance(v, dict) and v else "no torch"
 
     return f"phase {data.get('phase', '?')}: {fam(data.get('before'))} -> {fam(data.get('planned'))}"
+
+
+UNPRINTED_FILE = ".stackdoctor-unprinted.json"  # stackdoctor.install.talk.UNPRINTED_FILE (not imported: install is heavy)
+
+
+def unprinted_lines(system: System, prefix: str) -> list[str]:
+    """The lines the last ``stackdoctor install`` into ``prefix`` could not print (its output pipe or terminal closed),
+    as it kept them in ``<prefix>/.stackdoctor-unprinted.json``; read, never removed (the next install says and removes them)."""
+    path = os.path.join(prefix, UNPRINTED_FILE)
+    if not system.exists(path):
+        return []
+    res = system.read_text(path, max_bytes=1 << 20)
+    try:
+        data = json.loads(res.text or "") if res.ok else None
+    except ValueError:
+        data = None
+    lines = data.get("lines") if isinstance(data, dict) else None
+    return [x for x in lines if isinstance(x, str) and x.strip()][-60:] if isinstance(lines, list) else []
 
 
 def live_install(system: System, prefix: str) -> str | None:
@@ -288,6 +292,20 @@ def live_install(system: System, prefix: str) -> str | None:
     return None
 
 
+def _install_state(system: System, py: PythonFacts, prefix: str) -> None:
+    """What ``stackdoctor install`` left in the target's environment: a stopped (or running) install's journal, and the
+    lines the last install could not print."""
+    py.unfinished_install = unfinished_install(system, prefix)
+    if py.unfinished_install:
+        py.sources["unfinished_install"] = os.path.join(prefix, ".stackdoctor-install", "journal.json")
+        py.install_live = live_install(system, prefix)
+        if py.install_live:
+            py.sources["install_live"] = py.sources["unfinished_install"] + " (pid and start time)"
+    py.install_unprinted = unprinted_lines(system, prefix)
+    if py.install_unprinted:
+        py.sources["install_unprinted"] = os.path.join(prefix, UNPRINTED_FILE)
+
+
 def _torch_ask() -> str | None:
     """The accelerator plug-ins' questions to torch, as the worker reads them (None: none to ask)."""
     from stackdoctor import accelerators
@@ -296,15 +314,8 @@ def _torch_ask() -> str | None:
     return json.dumps(asked, sort_keys=True) if asked else None
 
 
-def probe(ctx: ProbeContext) -> ProbeOutput:
-    # the uv on PATH is asked while the target answers (a shim such as pyenv's takes a few tenths of a second)
-    uv_box: list[tuple[str | None, str | None]] = []
-    uv_thread = threading.Thread(target=lambda: uv_box.append(_uv(ctx, ctx.system.which("uv"))), daemon=True)
-    uv_thread.start()
+def _worker_env(ctx: ProbeContext) -> dict[str, str | None]:
     env: dict[str, str | None] = {"PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1"}
-    pkg = packaging_path(ctx.system)
-    if pkg:
-        env["STACKDOCTOR_PACKAGING_PATH"] = pkg
     env["STACKDOCTOR_KERNELS"] = ("quick+compile" if ctx.compile else "quick") if ctx.kernels else None
     if ctx.kernels:  # the quick pass reaches a plug-in kind's devices (npu:N) through its device spec, as `kernels` does
         from stackdoctor.kernels import _device_specs
@@ -314,22 +325,15 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     if ctx.worker_hook is not None:
         env["STACKDOCTOR_TEST_HOOK"] = ctx.worker_hook
     env["STACKDOCTOR_TORCH_ASK"] = _torch_ask()
-    res = ctx.system.run(
-        [ctx.target.python, str(worker_path("sd_target.py"))],
-        timeout=ctx.torch_timeout_s,
-        env=env,
-        parse_env=False,
-    )
-    sections = parse_sections(res.stdout)
-    facts: dict[str, object] = {}
-    status, error = "ok", None
+    return env
 
-    # ---- python
+
+def _python(ctx: ProbeContext, res: CommandResult, pdata: dict | None) -> tuple[PythonFacts, bool]:
+    """(the target's Python facts as the worker gave them, whether it gave them: else ``error`` says why)."""
     py = PythonFacts(executable=ctx.target.python, selected_by=ctx.target.selected_by)
-    pdata = sections.get("python")
     if pdata and not pdata.get("error"):
         tags = [t for t in pdata.get("tags") or [] if isinstance(t, str)]
-        py = PythonFacts(
+        return PythonFacts(
             executable=pdata.get("executable") or ctx.target.python,
             version=pdata.get("version"),
             implementation=pdata.get("implementation"),
@@ -342,28 +346,29 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
             selected_by=ctx.target.selected_by,
             error=pdata.get("tags_error") and f"wheel tags unknown: {pdata['tags_error']}",
             sources={"*": f"{ctx.target.python} (sd_target.py)"},
-        )
-    else:
-        py.error = (pdata or {}).get("error") or _python_error(ctx, res)
-        status, error = "error", py.error
-    static: StaticTorch | None = None
-    if pdata is not None and not pdata.get("error"):
-        dirs = [d for d in pdata.get("site_dirs") or [] if isinstance(d, str)]
-        loc = pdata.get("torch_location")
-        if isinstance(loc, str) and loc:
-            dirs.insert(0, os.path.dirname(loc.rstrip("/\\")))  # where import would load it (PYTHONPATH, .pth, editable)
-        # the target's files are this machine's, never under a moved sysroot
-        static = read_static_torch(ctx.system.local, list(dict.fromkeys(dirs)), env=ctx.system.env, interpreter=_interpreter(pdata, ctx.target.python))
-        py.pip_version = static.site_distributions.get("pip")
-        if py.pip_version:
-            py.sources["pip_version"] = static.sources.get("site_distributions.pip", "pip dist-info")
+        ), True
+    py.error = (pdata or {}).get("error") or _python_error(ctx, res)
+    return py, False
+
+
+def _static(ctx: ProbeContext, pdata: dict, py: PythonFacts) -> StaticTorch:
+    """torch read from its files where ``import torch`` would find it; pip's version beside (into ``py``)."""
+    dirs = [d for d in pdata.get("site_dirs") or [] if isinstance(d, str)]
+    loc = pdata.get("torch_location")
+    if isinstance(loc, str) and loc:
+        dirs.insert(0, os.path.dirname(loc.rstrip("/\\")))  # where import would load it (PYTHONPATH, .pth, editable)
+    # the target's files are this machine's, never under a moved sysroot
+    static = read_static_torch(ctx.system.local, list(dict.fromkeys(dirs)), env=ctx.system.env, interpreter=_interpreter(pdata, ctx.target.python))
+    py.pip_version = static.site_distributions.get("pip")
+    if py.pip_version:
+        py.sources["pip_version"] = static.sources.get("site_distributions.pip", "pip dist-info")
+    return static
+
+
+def _environment(ctx: ProbeContext, py: PythonFacts, uv_thread: threading.Thread, uv_box: list[tuple[str | None, str | None]]) -> None:
+    """An unfinished or running stackdoctor install in the environment, and its uv (its own, else PATH's)."""
     if py.env_prefix:
-        py.unfinished_install = unfinished_install(ctx.system.local, py.env_prefix)
-        if py.unfinished_install:
-            py.sources["unfinished_install"] = os.path.join(py.env_prefix, ".stackdoctor-install", "journal.json")
-            py.install_live = live_install(ctx.system.local, py.env_prefix)
-            if py.install_live:
-                py.sources["install_live"] = py.sources["unfinished_install"] + " (pid and start time)"
+        _install_state(ctx.system.local, py, py.env_prefix)
     own_uv = None
     if py.env_prefix:
         for cand in (os.path.join(py.env_prefix, "bin", "uv"), os.path.join(py.env_prefix, "Scripts", "uv.exe")):
@@ -376,11 +381,10 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
         uv_thread.join(ctx.timeout_s + 5)
         if uv_box:
             py.uv_path, py.uv_version = uv_box[0]
-    facts["python"] = py
 
-    # ---- torch
-    tdata = sections.get("torch")
-    tried_import = False
+
+def _torch(ctx: ProbeContext, res: CommandResult, tdata: dict | None, pdata: dict | None) -> tuple[TorchFacts, bool, str | None, str | None]:
+    """(torch facts from the worker, whether it tried ``import torch``, probe status or None, error)."""
     if tdata is not None:
         tried_import = not tdata.get("not_imported")
         clean = {k: v for k, v in tdata.items() if k not in ("section", "elapsed_s", "import_s", "not_imported", "arch_flags", "sources")}
@@ -393,45 +397,73 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
             _torch_arch_list(torch, tdata.get("arch_flags"))
         else:
             torch.sources = {"*": f"{ctx.target.python} (sd_target.py; torch not imported: read from its files)"}
-    else:
-        tried_import = ctx.import_torch
-        torch = TorchFacts()
-        if pdata is not None and not ctx.import_torch:  # no import asked, yet the child stopped after its Python facts
-            how = f"did not finish in {res.detail} s" if res.status == "timeout" else f"died ({res.detail if res.signal is not None else f'exit code {res.returncode}'})"
-            status, error = ("timeout" if res.status == "timeout" else "error"), f"the target {ctx.target.python} {how} before listing its distributions"
-        elif pdata is not None:  # python answered, then the torch part never did
-            if res.status == "timeout":
-                torch.import_error = f"import torch did not finish in {res.detail} s"
-                torch.import_error_kind = "timeout"
-                status, error = "timeout", f"import torch in {ctx.target.python} did not finish in {res.detail} s"
-            else:
-                why = res.detail if res.signal is not None else f"exit code {res.returncode}"
-                torch.import_error = f"the target interpreter died while importing torch ({why})"
-                tail = _stderr_tail(res.stderr, 3)
-                if tail:
-                    torch.import_error += f": {tail}"
-                torch.import_error_kind = "crash"
-                status, error = "error", torch.import_error
-            torch.installed = True
+        return torch, tried_import, None, None
+    torch = TorchFacts()
+    status, error = None, None
+    if pdata is not None and not ctx.import_torch:  # no import asked, yet the child stopped after its Python facts
+        how = f"did not finish in {res.detail} s" if res.status == "timeout" else f"died ({res.detail if res.signal is not None else f'exit code {res.returncode}'})"
+        status, error = ("timeout" if res.status == "timeout" else "error"), f"the target {ctx.target.python} {how} before listing its distributions"
+    elif pdata is not None:  # python answered, then the torch part never did
+        if res.status == "timeout":
+            torch.import_error = f"import torch did not finish in {res.detail} s"
+            torch.import_error_kind = "timeout"
+            status, error = "timeout", f"import torch in {ctx.target.python} did not finish in {res.detail} s"
+        else:
+            why = res.detail if res.signal is not None else f"exit code {res.returncode}"
+            torch.import_error = f"the target interpreter died while importing torch ({why})"
+            tail = _stderr_tail(res.stderr, 3)
+            if tail:
+                torch.import_error += f": {tail}"
+            torch.import_error_kind = "crash"
+            status, error = "error", torch.import_error
+        torch.installed = True
+    return torch, ctx.import_torch, status, error
+
+
+def _kernels(res: CommandResult, sections: dict[str, dict], torch: TorchFacts) -> KernelFacts | None:
+    """The quick kernel pass's results (same child), or why there are none; None when it never began."""
+    kdata = sections.get("kernels")
+    if kdata is not None:
+        try:
+            return from_data(KernelFacts, {k: v for k, v in kdata.items() if k not in ("section", "elapsed_s")})
+        except TypeError as exc:
+            return KernelFacts(ran=False, mode="quick", error=f"unreadable kernel results: {exc}")
+    if sections.get("torch") is not None and torch.import_error is None and "done" not in sections:
+        sig = res.detail.replace("killed by ", "") if res.signal is not None else None
+        return KernelFacts(
+            ran=False,
+            mode="quick",
+            error="the kernel pass did not finish" + (f" in {res.detail} s" if res.status == "timeout" else ""),
+            signal=sig,
+            stderr_tail=_stderr_tail(res.stderr) or None,
+        )
+    return None
+
+
+def probe(ctx: ProbeContext) -> ProbeOutput:
+    # the uv on PATH is asked while the target answers (a shim such as pyenv's takes a few tenths of a second)
+    uv_box: list[tuple[str | None, str | None]] = []
+    uv_thread = threading.Thread(target=lambda: uv_box.append(_uv(ctx, ctx.system.which("uv"))), daemon=True)
+    uv_thread.start()
+    res = ctx.system.run([ctx.target.python, str(worker_path("sd_target.py"))], timeout=ctx.torch_timeout_s, env=_worker_env(ctx), parse_env=False)
+    sections = parse_sections(res.stdout)
+    facts: dict[str, object] = {}
+    status, error = "ok", None
+    pdata = sections.get("python")
+    py, answered = _python(ctx, res, pdata)
+    if not answered:
+        status, error = "error", py.error
+    static = _static(ctx, pdata, py) if pdata is not None and not pdata.get("error") else None
+    _environment(ctx, py, uv_thread, uv_box)
+    facts["python"] = py
+    torch, tried_import, t_status, t_error = _torch(ctx, res, sections.get("torch"), pdata)
+    if t_status is not None:
+        status, error = t_status, t_error
     if static is not None:
         torch = merge_static(torch, static, imported=tried_import and torch.installed and _import_worked(torch))
     facts["torch"] = torch
-
-    # ---- kernels (quick pass in the same child)
     if ctx.kernels:
-        kdata = sections.get("kernels")
-        if kdata is not None:
-            try:
-                facts["kernels"] = from_data(KernelFacts, {k: v for k, v in kdata.items() if k not in ("section", "elapsed_s")})
-            except TypeError as exc:
-                facts["kernels"] = KernelFacts(ran=False, mode="quick", error=f"unreadable kernel results: {exc}")
-        elif tdata is not None and torch.import_error is None and "done" not in sections:
-            sig = res.detail.replace("killed by ", "") if res.signal is not None else None
-            facts["kernels"] = KernelFacts(
-                ran=False,
-                mode="quick",
-                error="the kernel pass did not finish" + (f" in {res.detail} s" if res.status == "timeout" else ""),
-                signal=sig,
-                stderr_tail=_stderr_tail(res.stderr) or None,
-            )
+        kernels = _kernels(res, sections, torch)
+        if kernels is not None:
+            facts["kernels"] = kernels
     return ProbeOutput(facts=facts, status=status, error=error)

@@ -19,7 +19,10 @@ from rich.tree import Tree
 from stackdoctor import accelerators
 from stackdoctor.console import UNICODE_MARKS, marks
 from stackdoctor.facts import Facts
+from stackdoctor.render.witnesses import driver_lines as witness_driver_lines
+from stackdoctor.render.witnesses import witness_rows
 from stackdoctor.report import Finding, Report
+from stackdoctor.view import MachineView
 
 MARKS = UNICODE_MARKS
 _MARKS: ContextVar[dict] = ContextVar("marks", default=MARKS)  # the console's glyphs while render_report draws
@@ -100,8 +103,8 @@ def runtime_line(f: Facts) -> str:
 
 
 def driver_lines(f: Facts) -> list[str]:
-    """The driver layer: each accelerator's line from the reconciled view (:mod:`stackdoctor.accelerators`)."""
-    return accelerators.driver_lines(f, _t)
+    """The driver layer: each accelerator's line from the reconciled view (the Markdown stack's source too)."""
+    return [line for line, _ in witness_driver_lines(MachineView.of(f), _t)]
 
 
 def cpu_line(f: Facts) -> str | None:
@@ -286,10 +289,8 @@ def probes_table(report: Report) -> Table:
 
 def witnesses_table(report: Report) -> Table | None:
     """``check -v``: every reconciled value, the value kept and what each witness said (None when there is none)."""
-    from stackdoctor.render.witnesses import witness_rows
-
     lang = _LANG.get()
-    rows = witness_rows(report.facts, lang)
+    rows = witness_rows(report.view, lang)
     if not rows:
         return None
     table = Table(title=_t("w_title"), title_justify="left", show_edge=False, pad_edge=False)

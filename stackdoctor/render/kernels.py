@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["SweepProgress", "kernel_rate", "print_kernels", "spread_pct"]
+__all__ = ["NOISY_PCT", "SweepProgress", "kernel_rate", "ms_cells", "print_kernels", "spread_pct"]
 
 
 def spread_pct(r: Any) -> float | None:
@@ -135,16 +135,157 @@ def flops_unit(values: Sequence[float]) -> tuple[str, float]:
     return "MFLOP/s", 1e-6
 
 
-def _size_cell(r: Any) -> str:
-    """``1024³`` for an n x n x n matmul; other sizes as the kernel gave them."""
+def _size_cell(r: Any, t: Callable[..., str] | None = None) -> str:
+    """``1024³`` for an n x n x n matmul; compile's element count with its unit ("4096 elements"); other sizes as the
+    kernel gave them."""
     size = r.size or ""
     parts = size.split("x")
     if len(parts) == 3 and len(set(parts)) == 1 and parts[0].isdigit():
         return f"{parts[0]}³"
+    if t is not None and r.kernel == "compile" and size.isdigit():  # a 1-D tensor of that many elements
+        return t("k_size_elements", n=size)
     return size
 
 
+NOISY_PCT = 25.0  # a spread (half the min-max range of the timed runs) above this % of the median is a noisy run
+
+
+def ms_cells(values: Sequence[float | None]) -> list[str]:
+    """Milliseconds with one precision for the whole column: as many decimals as the smallest value needs for two
+    significant figures (0 to 4), so ``0.018``, ``0.820`` and ``8.000`` line up instead of ``0.0182``, ``0.82``, ``8.00``."""
+    import math
+
+    shown = [v for v in values if v]
+    smallest = min(shown, default=1.0)
+    decimals = max(0, min(4, 1 - math.floor(math.log10(smallest))))
+    return [f"{v:.{decimals}f}" if v else "" for v in values]
+
+
+def _spread_cell(r: Any) -> Text:
+    """The spread as a number, in yellow when the run was noisy (said under the table)."""
+    pct = spread_pct(r)
+    if pct is None:
+        return Text("")
+    return Text(f"{pct:.0f}%", style="yellow" if pct > NOISY_PCT else "")
+
+
 # ---------------------------------------------------------------------------- the kernels screen
+
+
+def _compute_columns(compute: list[Any], t: Callable[..., str]) -> list[Column]:
+    unit, div = flops_unit([r.tflops for r in compute if r.tflops])
+    cols = [
+        Column(t("col_kernel"), [r.kernel for r in compute]),
+        Column(t("col_device"), [r.device for r in compute]),
+        Column(t("col_dtype"), [r.dtype or "" for r in compute]),
+        Column(t("col_size"), [_size_cell(r, t) for r in compute], wrap=True, drop=3),
+        Column(t("col_result"), [Text(t("result_ok"), style="green") if r.ok else Text(r.error or t("result_wrong"), style="red")
+                                 for r in compute], wrap=True),
+        Column(t("col_max_err"), [f"{r.max_error:.1e}" if r.max_error is not None else "" for r in compute], "right", drop=2),
+        Column(t("k_col_ms"), ms_cells([r.time_s * 1e3 if r.time_s else None for r in compute]), "right", drop=1),
+        Column(t("k_col_rate", unit=unit), [_number(r.tflops / div) if r.tflops else "" for r in compute], "right"),
+        Column(t("k_col_spread"), [_spread_cell(r) for r in compute], "right"),
+    ]
+    if any(r.percent_of_peak is not None for r in compute):
+        cols.append(Column(t("col_peak"), [f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else "" for r in compute],
+                           "right", drop=4))
+    return cols
+
+
+def _compute_table(compute: list[Any], t: Callable[..., str], console: Console, width: int) -> list[Any]:
+    """The results table (and what it left out, and what was noisy, said under it)."""
+    cols = _compute_columns(compute, t)
+    runs = {r.runs for r in compute if getattr(r, "runs", None)}
+    title = t("k_title_runs", n=f"{min(runs)}–{max(runs)}" if len(runs) > 1 else runs.pop()) if runs else t("kernels_title")
+    dropped: list[str] = []
+    out: list[Any] = [fit_table(console, cols, width, dropped, title=title, title_justify="left")]
+    if dropped:
+        out.append(Text(t("k_dropped", width=width, cols=", ".join(dropped)), style="dim"))
+    noisy = [p for r in compute if (p := spread_pct(r)) is not None and p > NOISY_PCT]
+    if noisy:
+        out.append(Text(t("k_noisy_note", n=len(noisy), limit=f"{NOISY_PCT:.0f}", worst=f"{max(noisy):.0f}"), style="yellow"))
+    return out
+
+
+def _allreduce_lines(ar: dict[str, Any], t: Callable[..., str], lang: str, console: Console, width: int, bar: str) -> list[Any]:
+    """allreduce's head line, the backend's reason, the sweep table, its chart and the averages."""
+    from stackdoctor.catalog import sentence  # the worker's reason, written in English
+    from stackdoctor.kernels import format_busbw_chart, format_size
+
+    head = t("ar_head", backend=ar.get("backend") or "?", device=ar.get("device") or "?", n=ar.get("world_size"))
+    if ar.get("iface"):
+        head += t("ar_iface", iface=ar["iface"])
+    out: list[Any] = [Text(head, style="bold")]
+    if ar.get("backend_reason"):
+        out.append(Text(t("ar_backend_reason", reason=sentence(ar["backend_reason"], lang))))
+    rows = ar.get("rows") or []
+    if not rows:
+        return out
+    oop, ip = [row["oop"] for row in rows], [row["ip"] for row in rows]
+    cols = [
+        Column(t("col_size"), [format_size(row["bytes"]) for row in rows], "right"),
+        Column(t("col_count"), [str(row["count"]) for row in rows], "right", drop=1),
+        Column(t("ar_k_oop_time"), [f"{o['time_us']:.1f}" for o in oop], "right"),
+        Column(t("ar_k_algbw"), [f"{o['algbw']:.3f}" for o in oop], "right", drop=2),
+        Column(t("ar_k_busbw"), [f"{o['busbw']:.3f}" for o in oop], "right"),
+        Column(t("ar_k_ip_time"), [f"{i['time_us']:.1f}" for i in ip], "right"),
+        Column(t("ar_k_algbw"), [f"{i['algbw']:.3f}" for i in ip], "right", drop=2),
+        Column(t("ar_k_busbw"), [f"{i['busbw']:.3f}" for i in ip], "right"),
+        Column(t("ar_col_wrong"), [str(int(o["wrong"]) + int(i["wrong"])) for o, i in zip(oop, ip, strict=True)], "right"),
+    ]
+    out.append(fit_table(console, cols, width))
+    out.append(Text(t("ar_chart")))
+    out += [Text(line) for line in format_busbw_chart(rows, width=max(10, min(30, width - 30)), bar=bar)]
+    if ar.get("avg_busbw_gbs") is not None:
+        extra = t("ar_of_link", pct=ar["percent_of_link"], rate=f"{ar['link_rate_gbps']:g}") if ar.get("percent_of_link") is not None else ""
+        out.append(Text(t("ar_avg", avg=f"{ar['avg_busbw_gbs']:.3f}", max=f"{ar['max_busbw_gbs']:.3f}", extra=extra)))
+    return out
+
+
+def _fleet_lines(fl: dict[str, Any], t: Callable[..., str], console: Console, width: int) -> list[Any]:
+    """The fleet table (a difference between nodes in yellow, the slowest node's rate in red) and its sentences."""
+    from stackdoctor.units import format_flops
+
+    nodes = fl.get("nodes") or []
+    diffs = fl.get("differences") or {}
+
+    def cell(n: dict[str, Any], key: str) -> Text:
+        return Text(str(n.get(key) or "-"), style="yellow" if key in diffs else "")
+
+    cols = [Column(t("col_rank"), [str(n.get("rank")) for n in nodes], "right"),
+            Column(t("col_host"), [str(n.get("hostname") or "") for n in nodes], wrap=True)]
+    for key, header, drop in (("driver", "layer_driver", 3), ("torch", "layer_torch", 0), ("cuda", "col_cuda", 2), ("nccl", "col_nccl", 1)):
+        cols.append(Column(t(header), [cell(n, key) for n in nodes], drop=0 if key in diffs else drop))  # a difference stays
+    cols.append(Column(t("col_gpus"), [cell(n, "gpus") for n in nodes], wrap=True))
+    cols.append(Column(t("col_matmul_fp32"), [Text(format_flops(n.get("matmul_fp32_tflops")) if n.get("matmul_fp32_tflops") else "-",
+                                                   style="red" if n.get("rank") == fl.get("slowest_rank") else "") for n in nodes], "right"))
+    out: list[Any] = [fit_table(console, cols, width, title=t("nodes_title"), title_justify="left")]
+    for key, values in diffs.items():
+        said = t("list_sep").join(t("fleet_on_ranks", value=v, ranks=",".join(map(str, rs))) for v, rs in values.items())
+        out.append(Text(t("fleet_differs", key=key, values=said), style="yellow"))
+    if fl.get("slowest_rank") is not None:
+        out.append(Text(t("fleet_slowest", rank=fl["slowest_rank"], ratio=f"{fl['slowest_ratio']:.0%}")))
+    return out
+
+
+def _finding_lines(findings: list[Any], t: Callable[..., str], mk: dict[Any, Any]) -> list[Any]:
+    """Each finding: its mark and code, its detail, and its fix never folded (copied as one line)."""
+    from rich.cells import cell_len
+
+    out: list[Any] = []
+    for f in findings:
+        glyph, style = mk.get(f.severity, mk[None])
+        head_line = Text()
+        head_line.append(f"{glyph} {f.code}", style=f"bold {style}")
+        head_line.append(f"  {f.title}")
+        out.append(head_line)
+        if f.detail:
+            out.append(Text("    " + f.detail.replace("\n", "\n    ")))
+        if f.fix:
+            prefix = t("fix_prefix")
+            for j, line in enumerate(f.fix.splitlines() or [""]):
+                out.append(Text("    " + (prefix if j == 0 else " " * cell_len(prefix)) + line, no_wrap=True, overflow="ignore"))
+    return out
 
 
 def print_kernels(kf: Any, findings: list[Any], lang: str = "en") -> None:
@@ -152,13 +293,10 @@ def print_kernels(kf: Any, findings: list[Any], lang: str = "en") -> None:
 
     Not on a terminal (a pipe, a CI log), lines carry no trailing spaces and fix commands are
     never folded, so each one copies as one line."""
-    from rich.cells import cell_len
     from rich.console import Group
 
     from stackdoctor.catalog import ui
     from stackdoctor.console import make_console, marks
-    from stackdoctor.kernels import format_busbw_chart, format_size
-    from stackdoctor.units import format_flops
 
     def t(key: str, /, **values: Any) -> str:
         return ui(key, lang, **values)
@@ -169,95 +307,17 @@ def print_kernels(kf: Any, findings: list[Any], lang: str = "en") -> None:
     out: list[Any] = []
     compute = [r for r in kf.results if r.kernel != "allreduce"]
     if compute:
-        unit, div = flops_unit([r.tflops for r in compute if r.tflops])
-        runs = {r.runs for r in compute if getattr(r, "runs", None)}
-        cols = [
-            Column(t("col_kernel"), [r.kernel for r in compute]),
-            Column(t("col_device"), [r.device for r in compute]),
-            Column(t("col_dtype"), [r.dtype or "" for r in compute]),
-            Column(t("col_size"), [_size_cell(r) for r in compute], wrap=True, drop=3),
-            Column(t("col_result"), [Text(t("result_ok"), style="green") if r.ok else Text(r.error or t("result_wrong"), style="red")
-                                     for r in compute], wrap=True),
-            Column(t("col_max_err"), [f"{r.max_error:.1e}" if r.max_error is not None else "" for r in compute], "right", drop=2),
-            Column(t("k_col_ms"), [_number(r.time_s * 1e3) if r.time_s else "" for r in compute], "right", drop=1),
-            Column(t("k_col_rate", unit=unit), [_number(r.tflops / div) if r.tflops else "" for r in compute], "right"),
-            Column(t("k_col_spread"), [f"{p:.0f}%" if (p := spread_pct(r)) is not None else "" for r in compute], "right"),
-        ]
-        if any(r.percent_of_peak is not None for r in compute):
-            cols.append(Column(t("col_peak"), [f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else "" for r in compute],
-                               "right", drop=4))
-        title = t("k_title_runs", n=f"{min(runs)}–{max(runs)}" if len(runs) > 1 else runs.pop()) if runs else t("kernels_title")
-        dropped: list[str] = []
-        out.append(fit_table(console, cols, width, dropped, title=title, title_justify="left"))
-        if dropped:
-            out.append(Text(t("k_dropped", width=width, cols=", ".join(dropped)), style="dim"))
+        out += _compute_table(compute, t, console, width)
     ar = kf.allreduce
     if ar:
-        head = t("ar_head", backend=ar.get("backend") or "?", device=ar.get("device") or "?", n=ar.get("world_size"))
-        if ar.get("iface"):
-            head += t("ar_iface", iface=ar["iface"])
-        out.append(Text(head, style="bold"))
-        if ar.get("backend_reason"):
-            from stackdoctor.catalog import sentence  # the worker's reason, written in English
-
-            out.append(Text(t("ar_backend_reason", reason=sentence(ar["backend_reason"], lang))))
-        rows = ar.get("rows") or []
-        if rows:
-            oop, ip = [row["oop"] for row in rows], [row["ip"] for row in rows]
-            cols = [
-                Column(t("col_size"), [format_size(row["bytes"]) for row in rows], "right"),
-                Column(t("col_count"), [str(row["count"]) for row in rows], "right", drop=1),
-                Column(t("ar_k_oop_time"), [f"{o['time_us']:.1f}" for o in oop], "right"),
-                Column(t("ar_k_algbw"), [f"{o['algbw']:.3f}" for o in oop], "right", drop=2),
-                Column(t("ar_k_busbw"), [f"{o['busbw']:.3f}" for o in oop], "right"),
-                Column(t("ar_k_ip_time"), [f"{i['time_us']:.1f}" for i in ip], "right"),
-                Column(t("ar_k_algbw"), [f"{i['algbw']:.3f}" for i in ip], "right", drop=2),
-                Column(t("ar_k_busbw"), [f"{i['busbw']:.3f}" for i in ip], "right"),
-                Column(t("ar_col_wrong"), [str(int(o["wrong"]) + int(i["wrong"])) for o, i in zip(oop, ip, strict=True)], "right"),
-            ]
-            out.append(fit_table(console, cols, width))
-            out.append(Text(t("ar_chart")))
-            for line in format_busbw_chart(rows, width=max(10, min(30, width - 30)), bar=mk["bar"]):
-                out.append(Text(line))
-            if ar.get("avg_busbw_gbs") is not None:
-                extra = t("ar_of_link", pct=ar["percent_of_link"], rate=f"{ar['link_rate_gbps']:g}") if ar.get("percent_of_link") is not None else ""
-                out.append(Text(t("ar_avg", avg=f"{ar['avg_busbw_gbs']:.3f}", max=f"{ar['max_busbw_gbs']:.3f}", extra=extra)))
+        out += _allreduce_lines(ar, t, lang, console, width, mk["bar"])
     fl = (ar or {}).get("fleet")
     if fl and ar.get("rank", 0) == 0:
-        nodes = fl.get("nodes") or []
-        diffs = fl.get("differences") or {}
-
-        def cell(n: dict[str, Any], key: str) -> Text:
-            return Text(str(n.get(key) or "-"), style="yellow" if key in diffs else "")
-
-        cols = [Column(t("col_rank"), [str(n.get("rank")) for n in nodes], "right"),
-                Column(t("col_host"), [str(n.get("hostname") or "") for n in nodes], wrap=True)]
-        for key, header, drop in (("driver", "layer_driver", 3), ("torch", "layer_torch", 0), ("cuda", "col_cuda", 2), ("nccl", "col_nccl", 1)):
-            cols.append(Column(t(header), [cell(n, key) for n in nodes], drop=0 if key in diffs else drop))  # a difference stays
-        cols.append(Column(t("col_gpus"), [cell(n, "gpus") for n in nodes], wrap=True))
-        cols.append(Column(t("col_matmul_fp32"), [Text(format_flops(n.get("matmul_fp32_tflops")) if n.get("matmul_fp32_tflops") else "-",
-                                                       style="red" if n.get("rank") == fl.get("slowest_rank") else "") for n in nodes], "right"))
-        out.append(fit_table(console, cols, width, title=t("nodes_title"), title_justify="left"))
-        for key, values in diffs.items():
-            said = t("list_sep").join(t("fleet_on_ranks", value=v, ranks=",".join(map(str, rs))) for v, rs in values.items())
-            out.append(Text(t("fleet_differs", key=key, values=said), style="yellow"))
-        if fl.get("slowest_rank") is not None:
-            out.append(Text(t("fleet_slowest", rank=fl["slowest_rank"], ratio=f"{fl['slowest_ratio']:.0%}")))
+        out += _fleet_lines(fl, t, console, width)
     if kf.error:
         out.append(Text(t("kernel_process", error=kf.error), style="red"))
     if findings:
-        for f in findings:
-            glyph, style = mk.get(f.severity, mk[None])
-            head_line = Text()
-            head_line.append(f"{glyph} {f.code}", style=f"bold {style}")
-            head_line.append(f"  {f.title}")
-            out.append(head_line)
-            if f.detail:
-                out.append(Text("    " + f.detail.replace("\n", "\n    ")))
-            if f.fix:
-                prefix = t("fix_prefix")
-                for j, line in enumerate(f.fix.splitlines() or [""]):
-                    out.append(Text("    " + (prefix if j == 0 else " " * cell_len(prefix)) + line, no_wrap=True, overflow="ignore"))
+        out += _finding_lines(findings, t, mk)
     elif kf.results:
         out.append(Text(t("kernels_all_ok"), style="green"))
     screen = Group(*out)  # each Text keeps its own no_wrap (console.print would merge them into one Text)

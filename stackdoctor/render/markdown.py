@@ -12,6 +12,7 @@ import html
 import re
 from typing import Any
 
+from stackdoctor.render.witnesses import driver_lines, witness_rows
 from stackdoctor.report import Finding, Report
 
 __all__ = ["MARKS", "format_counts", "render_markdown", "stack_rows"]
@@ -93,51 +94,46 @@ def stack_rows(report: Report, lang: str = "en") -> list[tuple[str, str]]:
     if py.version or py.executable:
         env = f" ({py.env_kind})" if py.env_kind else ""
         rows.append(("Python", f"{py.version or '?'}{env} {py.executable or ''}".strip()))
-    t = f.torch
-    if t.installed:
-        extra = []
-        if t.cuda:
-            extra.append(f"CUDA {t.cuda}")
-        if t.hip:
-            extra.append(f"HIP {t.hip}")
-        if t.cudnn_version:
-            extra.append(f"cuDNN {t.cudnn_version}")
-        if t.nccl_version:
-            extra.append(f"NCCL {t.nccl_version}")
-        if t.numpy_version:
-            extra.append(f"numpy {t.numpy_version}")
-        avail = []
-        if t.import_error:
-            avail.append(f"not importable: {t.import_error}")
-        elif t.imported is False:
-            avail.append("read from its files, not imported")
-        if t.cuda_available is not None:
-            avail.append(f"torch.cuda.is_available(): {t.cuda_available}")
-        if t.mps_available:
-            avail.append(_t("md_mps_available", lang))
-        if t.xpu_available:
-            avail.append(_t("md_xpu_available", lang))
-        rows.append(("torch", " · ".join([f"{t.version or '?'} ({t.variant or '?'})", *extra, *avail])))
-    elif t.import_error:
-        rows.append(("torch", _t("md_torch_not_importable", lang, error=t.import_error)))
-    else:
-        rows.append(("torch", _t("not_installed", lang)))
+    rows.append(("torch", _torch_row(f.torch, lang)))
     from stackdoctor import accelerators
 
     def say(key: str, /, **values: object) -> str:
         return _t(key, lang, **values)
 
-    n = f.nvidia
-    for drv in accelerators.driver_lines(f, say):
-        if drv.startswith("NVIDIA ") and n.smi_state and n.smi_state not in ("ok", "absent"):
-            drv += f" · nvidia-smi: {n.smi_state}"
-        rows.append((_t("md_layer_driver", lang), drv))
+    for drv, note in driver_lines(report.view, say):  # the screen's driver lines, with what the driver's tool said
+        rows.append((_t("md_layer_driver", lang), f"{drv} · {note}" if note else drv))
     if f.cuda_toolkit.nvcc_version:
         rows.append((_t("md_layer_toolkit", lang), f"nvcc {f.cuda_toolkit.nvcc_version} {f.cuda_toolkit.nvcc_path or ''}".strip()))
     for line in accelerators.device_lines(f, say):
         rows.append(("GPU", line))
+    return rows + _machine_rows(report, lang)
+
+
+def _torch_row(t: Any, lang: str) -> str:
+    if not t.installed:
+        return _t("md_torch_not_importable", lang, error=t.import_error) if t.import_error else _t("not_installed", lang)
+    extra = [f"{name} {v}" for name, v in (("CUDA", t.cuda), ("HIP", t.hip), ("cuDNN", t.cudnn_version), ("NCCL", t.nccl_version),
+                                            ("numpy", t.numpy_version)) if v]
+    avail = []
+    if t.import_error:
+        avail.append(f"not importable: {t.import_error}")
+    elif t.imported is False:
+        avail.append("read from its files, not imported")
+    if t.cuda_available is not None:
+        avail.append(f"torch.cuda.is_available(): {t.cuda_available}")
+    if t.mps_available:
+        avail.append(_t("md_mps_available", lang))
+    if t.xpu_available:
+        avail.append(_t("md_xpu_available", lang))
+    return " · ".join([f"{t.version or '?'} ({t.variant or '?'})", *extra, *avail])
+
+
+def _machine_rows(report: Report, lang: str) -> list[tuple[str, str]]:
+    """The CPU and platform rows of the stack."""
+    f = report.facts
+    rows: list[tuple[str, str]] = []
     p = f.platform
-    capability = (t.config or {}).get("CPU capability usage")
+    capability = (f.torch.config or {}).get("CPU capability usage")
     cpu = [x for x in (p.cpu_model, p.cpu_count and _t("cpu_cores", lang, n=p.cpu_count), capability and _t("cpu_torch_uses", lang, capability=capability),
                        p.memory_total_mib and _t("cpu_memory", lang, gib=f"{p.memory_total_mib / 1024:.1f}")) if x]
     if cpu:
@@ -274,9 +270,7 @@ def _raw_outputs(report: Report, limit: int, budget: int = RAW_BUDGET_CHARS, lan
 
 def _witnesses(report: Report, lang: str) -> list[str]:
     """Which witness saw each reconciled value (driver, GPUs), the disagreements and the recognised messages."""
-    from stackdoctor.render.witnesses import witness_rows
-
-    rows = witness_rows(report.facts, lang)
+    rows = witness_rows(report.view, lang)
     if not rows:
         return []
     heads = " | ".join(_t(k, lang) for k in ("w_value", "w_kept", "w_from", "w_said"))
@@ -297,18 +291,7 @@ def render_markdown(
 ) -> str:
     """The whole report as Markdown in ``lang``. ``raw=False`` leaves out the raw tool outputs (``check``'s
     stdout and step summaries: short; the bundle ``stackdoctor report`` writes keeps them)."""
-    f = report.facts
-    lines = [f"## {heading or _t('md_heading', lang)}", ""]
-    meta = [f"**{format_counts(report, lang, strict)}**", f"stackdoctor {report.stackdoctor_version}"]
-    if report.created_at:
-        meta.append(report.created_at)
-    if f.platform.system or f.platform.machine:
-        meta.append(" ".join(x for x in (f.platform.system, f.platform.machine) if x))
-    if redacted is True:
-        meta.append(_t("md_redacted", lang))
-    elif redacted is False:
-        meta.append(f"**{_t('md_not_redacted', lang)}**")
-    lines += [" · ".join(cell(m) if not m.startswith("**") else m for m in meta), ""]
+    lines = [f"## {heading or _t('md_heading', lang)}", "", _meta(report, redacted, lang, strict), ""]
     lines += _summary_table(report, lang)
     rows = stack_rows(report, lang)
     if rows:
@@ -318,52 +301,83 @@ def render_markdown(
     body = _findings(report, lang)
     if body:
         lines += [f"### {_t('md_findings', lang)}", "", *body]
-    if report.requirements:
-        values = report.requirements.get("values") if isinstance(report.requirements, dict) else None
-        src = report.requirements.get("source") if isinstance(report.requirements, dict) else None
-        lines += [f"### {_t('md_requirements', lang, source=code(str(src)) if src else _t('md_recorded', lang))}", ""]
-        if isinstance(values, dict):
-            set_values = {k: v for k, v in values.items() if v not in (None, [], False)}
-            lines += [f"| {_t('md_col_requirement', lang)} | {_t('md_col_value', lang)} |", "|---|---|"]
-            lines += [f"| `{cell(k)}` | {cell(v)} |" for k, v in set_values.items()]
-        lines.append("")
-    k = f.kernels
-    if k.results or k.error:
-        from stackdoctor.render.kernels import kernel_rate
-
-        lines += [f"### {_t('md_kernels', lang)}", ""]
-        if k.error:
-            lines += [_t("md_kernel_run_failed", lang, error=_inline(k.error)), ""]
-        if k.results:
-            cols = ("col_kernel", "col_device", "col_dtype", "col_result", "col_rate", "col_peak")
-            lines += ["| " + " | ".join(_t(c, lang) for c in cols) + " |", "|---|---|---|---|---|---|"]
-            for r in k.results:
-                if r.kernel == "allreduce":
-                    continue  # one row for the sweep, below
-                res = f"✅ {_t('result_ok', lang)}" if r.ok else f"❌ {r.error or _t('md_failed', lang)}"
-                pp = f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else None
-                lines.append(f"| {cell(r.kernel)} | {cell(r.device)} | {cell(r.dtype)} | {cell(res)} | {cell(kernel_rate(r))} | {cell(pp)} |")
-            ar = [r for r in k.results if r.kernel == "allreduce"]
-            if ar:  # the sweep a project's allreduce requirement ran: its best bus bandwidth (the JSON has each size)
-                bad = next((r for r in ar if not r.ok), None)
-                res = f"✅ {_t('result_ok', lang)}" if bad is None else f"❌ {bad.error or _t('md_failed', lang)}"
-                bw = (k.allreduce or {}).get("max_busbw_gbs")
-                rate = _t("ar_row_busbw", lang, busbw=f"{bw:.3g}") if isinstance(bw, (int, float)) else None
-                lines.append(f"| allreduce | {cell(ar[0].device)} | {cell(ar[0].dtype)} | {cell(res)} | {cell(rate)} | {cell(None)} |")
-            lines.append("")
+    lines += _requirements(report, lang)
+    lines += _kernels(report, lang)
     lines += _witnesses(report, lang)
-    if report.probes:
-        heads = ("col_probe", "col_status", "col_time", "md_col_error")
-        lines += [f"<details><summary>{html.escape(_t('md_probes', lang))}</summary>", "", "| " + " | ".join(_t(c, lang) for c in heads) + " |", "|---|---|---|---|"]
-        from stackdoctor.render.human import probe_sources
-
-        def status(p: Any) -> str:  # what the screen says: "none found" for a probe that ran and found nothing
-            return _t("none_found", lang) if p.status == "ok" and probe_sources(report, p)[1] else p.status
-
-        lines += [f"| {cell(p.name)} | {cell(status(p))} | {p.duration_s:.2f} s | {cell(p.error)} |" for p in report.probes]
-        lines += ["", "</details>", ""]
+    lines += _probes(report, lang)
     if raw and report.raw_outputs:
         lines += [f"### {_t('md_raw', lang)}", "", *_raw_outputs(report, raw_limit, lang=lang)]
     elif report.raw_outputs:
         lines += [_t("md_raw_elsewhere", lang, n=len(report.raw_outputs)), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _meta(report: Report, redacted: bool | None, lang: str, strict: bool) -> str:
+    f = report.facts
+    meta = [f"**{format_counts(report, lang, strict)}**", f"stackdoctor {report.stackdoctor_version}"]
+    if report.created_at:
+        meta.append(report.created_at)
+    if f.platform.system or f.platform.machine:
+        meta.append(" ".join(x for x in (f.platform.system, f.platform.machine) if x))
+    if redacted is True:
+        meta.append(_t("md_redacted", lang))
+    elif redacted is False:
+        meta.append(f"**{_t('md_not_redacted', lang)}**")
+    return " · ".join(cell(m) if not m.startswith("**") else m for m in meta)
+
+
+def _requirements(report: Report, lang: str) -> list[str]:
+    if not report.requirements:
+        return []
+    values = report.requirements.get("values") if isinstance(report.requirements, dict) else None
+    src = report.requirements.get("source") if isinstance(report.requirements, dict) else None
+    lines = [f"### {_t('md_requirements', lang, source=code(str(src)) if src else _t('md_recorded', lang))}", ""]
+    if isinstance(values, dict):
+        set_values = {k: v for k, v in values.items() if v not in (None, [], False)}
+        lines += [f"| {_t('md_col_requirement', lang)} | {_t('md_col_value', lang)} |", "|---|---|"]
+        lines += [f"| `{cell(k)}` | {cell(v)} |" for k, v in set_values.items()]
+    return lines + [""]
+
+
+def _kernels(report: Report, lang: str) -> list[str]:
+    k = report.facts.kernels
+    if not (k.results or k.error):
+        return []
+    from stackdoctor.render.kernels import kernel_rate
+
+    lines = [f"### {_t('md_kernels', lang)}", ""]
+    if k.error:
+        lines += [_t("md_kernel_run_failed", lang, error=_inline(k.error)), ""]
+    if not k.results:
+        return lines
+    cols = ("col_kernel", "col_device", "col_dtype", "col_result", "col_rate", "col_peak")
+    lines += ["| " + " | ".join(_t(c, lang) for c in cols) + " |", "|---|---|---|---|---|---|"]
+    for r in k.results:
+        if r.kernel == "allreduce":
+            continue  # one row for the sweep, below
+        res = f"✅ {_t('result_ok', lang)}" if r.ok else f"❌ {r.error or _t('md_failed', lang)}"
+        pp = f"{r.percent_of_peak:.0f}%" if r.percent_of_peak is not None else None
+        lines.append(f"| {cell(r.kernel)} | {cell(r.device)} | {cell(r.dtype)} | {cell(res)} | {cell(kernel_rate(r))} | {cell(pp)} |")
+    ar = [r for r in k.results if r.kernel == "allreduce"]
+    if ar:  # the sweep a project's allreduce requirement ran: its best bus bandwidth (the JSON has each size)
+        bad = next((r for r in ar if not r.ok), None)
+        res = f"✅ {_t('result_ok', lang)}" if bad is None else f"❌ {bad.error or _t('md_failed', lang)}"
+        bw = (k.allreduce or {}).get("max_busbw_gbs")
+        rate = _t("ar_row_busbw", lang, busbw=f"{bw:.3g}") if isinstance(bw, (int, float)) else None
+        lines.append(f"| allreduce | {cell(ar[0].device)} | {cell(ar[0].dtype)} | {cell(res)} | {cell(rate)} | {cell(None)} |")
+    return lines + [""]
+
+
+def _probes(report: Report, lang: str) -> list[str]:
+    if not report.probes:
+        return []
+    from stackdoctor.render.human import probe_sources
+
+    heads = ("col_probe", "col_status", "col_time", "md_col_error")
+    lines = [f"<details><summary>{html.escape(_t('md_probes', lang))}</summary>", "", "| " + " | ".join(_t(c, lang) for c in heads) + " |", "|---|---|---|---|"]
+
+    def status(p: Any) -> str:  # what the screen says: "none found" for a probe that ran and found nothing
+        return _t("none_found", lang) if p.status == "ok" and probe_sources(report, p)[1] else p.status
+
+    lines += [f"| {cell(p.name)} | {cell(status(p))} | {p.duration_s:.2f} s | {cell(p.error)} |" for p in report.probes]
+    return lines + ["", "</details>", ""]

@@ -13,7 +13,7 @@ from stackdoctor.shell import powershell_set, powershell_unset, word
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.errors import StackdoctorError
-    from stackdoctor.install_flow import InstallOutcome
+    from stackdoctor.install.flow import InstallOutcome
     from stackdoctor.plan import Plan
 
 
@@ -81,7 +81,7 @@ def render_outcome(outcome: InstallOutcome) -> None:
         if outcome.conda_result.ok:
             say(f"done: {opts.installer} installed {' '.join(route.specs)}.", "bold green")
         else:
-            from stackdoctor.install import failure_line
+            from stackdoctor.install.result import failure_line
 
             say(f"stackdoctor: {opts.installer} failed ({failure_line(outcome.conda_result)}).", "bold red")
     elif what in ("installed", "failed") and result is not None:
@@ -145,28 +145,45 @@ def _item(con: Any, line: str, style: str, fold: bool, lead: str = "  - ") -> No
 
 
 def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: bool, windows: bool = False) -> None:
+    """The plan on screen, one section after another: the build and its packages, why (and what was rejected),
+    the environment to set, the leftovers, the conda routes, the command."""
+    _draw_packages(con, plan, python, hypothetical=hypothetical, fold=fold)
+    _draw_lists(con, plan, fold)
+    _draw_env(con, plan, windows)
+    if plan.leftovers and not hypothetical:
+        _item(con, localized(f"left behind by the previous variant (remove with --remove-leftovers): {', '.join(plan.leftovers)}"), "yellow", fold, lead="")
+    _draw_routes(con, plan, windows)
+    _draw_command(con, plan, hypothetical, windows)
+
+
+def _draw_packages(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    overflow: Literal["fold", "ignore"] = "fold" if fold else "ignore"
     if not plan.satisfiable:
         con.print(Text(localized("No torch build fits this request."), style="bold red"))
-    else:
-        where = localized(f"a hypothetical machine: {plan.machine}") if hypothetical else python
-        _item(con, localized(f"Plan for {where}: torch {plan.torch_version} ({plan.variant})"), "bold", fold, lead="")
-        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-        table.add_column(localized("package"))
-        table.add_column(localized("version"))
-        table.add_column(localized("source"), overflow=overflow, no_wrap=not fold)
-        checked = any(p.wheel for p in plan.packages)
+        return
+    overflow: Literal["fold", "ignore"] = "fold" if fold else "ignore"
+    where = localized(f"a hypothetical machine: {plan.machine}") if hypothetical else python
+    _item(con, localized(f"Plan for {where}: torch {plan.torch_version} ({plan.variant})"), "bold", fold, lead="")
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    table.add_column(localized("package"))
+    table.add_column(localized("version"))
+    table.add_column(localized("source"), overflow=overflow, no_wrap=not fold)
+    checked = any(p.wheel for p in plan.packages)
+    if checked:
+        table.add_column(localized("wheel"), overflow=overflow, no_wrap=not fold)
+    for p in plan.packages:
+        row = [Text(p.name), Text(p.requirement.split("==", 1)[1]), Text(p.source or p.index_url or "PyPI")]
         if checked:
-            table.add_column(localized("wheel"), overflow=overflow, no_wrap=not fold)
-        for p in plan.packages:
-            row = [Text(p.name), Text(p.requirement.split("==", 1)[1]), Text(p.source or p.index_url or "PyPI")]
-            if checked:
-                row.append(Text(p.wheel or "-"))
-            table.add_row(*row)
-        con.print(table)
+            row.append(Text(p.wheel or "-"))
+        table.add_row(*row)
+    con.print(table)
+
+
+def _draw_lists(con: Any, plan: Plan, fold: bool) -> None:
+    from rich.text import Text
+
     for title, items, style in (
         ("why", plan.reasons, ""),
         ("warnings", plan.warnings, "yellow"),
@@ -177,12 +194,20 @@ def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: b
             con.print(Text(localized(f"{title}:"), style="bold " + style))
             for line in items:
                 _item(con, localized(line), style, fold)
+
+
+def _draw_env(con: Any, plan: Plan, windows: bool) -> None:
+    from rich.text import Text
+
     if plan.env:
         con.print(Text(localized("set before running torch:"), style="bold"))
         for k, v in plan.env.items():
             con.print(Text("  " + (powershell_set(k, v) if windows else f"export {k}={shlex.quote(v)}")))
-    if plan.leftovers and not hypothetical:
-        _item(con, localized(f"left behind by the previous variant (remove with --remove-leftovers): {', '.join(plan.leftovers)}"), "yellow", fold, lead="")
+
+
+def _draw_routes(con: Any, plan: Plan, windows: bool) -> None:
+    from rich.text import Text
+
     for route in plan.routes:
         mark = " (recommended)" if route.recommended else ""
         con.print(Text(localized(f"route {route.name}{mark}: {localized(route.title)}"), style="bold"))
@@ -192,12 +217,18 @@ def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: b
             con.print(Text(f"  ! {localized(line)}", style="yellow"))
         if route.command:
             con.print(Text("    " + format_command(route.command, dict(route.env), windows=windows)))
-    if plan.command:
-        label = "command (on that machine; not run here):" if hypothetical else "command:"
-        if plan.routes and not hypothetical:
-            label = "command (route pip-wheels, what --yes runs; --installer conda runs the conda-forge one):"
-        con.print(Text(localized(label), style="bold"))
-        con.print(Text("  " + format_command(plan.command, plan.command_env, windows=windows)))
+
+
+def _draw_command(con: Any, plan: Plan, hypothetical: bool, windows: bool) -> None:
+    from rich.text import Text
+
+    if not plan.command:
+        return
+    label = "command (on that machine; not run here):" if hypothetical else "command:"
+    if plan.routes and not hypothetical:
+        label = "command (route pip-wheels, what --yes runs; --installer conda runs the conda-forge one):"
+    con.print(Text(localized(label), style="bold"))
+    con.print(Text("  " + format_command(plan.command, plan.command_env, windows=windows)))
 
 
 def format_command(argv: list[str], env: dict[str, str | None] | None = None, *, windows: bool = False) -> str:

@@ -2,15 +2,18 @@
 
 One row per reconciled value (the NVIDIA driver, the newest CUDA it runs, each GPU's name, compute
 capability or gfx target and PCI address), with the value kept, where it came from, and what every
-witness said; then one row per disagreement and per recognised message. Pure: facts in, strings out.
+witness said; then one row per disagreement and per recognised message. Pure: the machine's view in, strings out.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stackdoctor import accelerators
+from stackdoctor.accelerators.base import Say
 from stackdoctor.catalog import ui
-from stackdoctor.facts import Facts, SeenValue
+from stackdoctor.facts import SeenValue
+from stackdoctor.view import MachineView
 
 DERIVED = "reconcile: "  # stackdoctor.reconcile.DERIVED (not imported: renderers sit above it, it sits below)
 _FIELDS = (("name", "w_name"), ("compute_capability", "w_cc"), ("gfx", "w_gfx"), ("bus_id", "w_pci"), ("uuid", "w_uuid"))
@@ -35,10 +38,16 @@ def _seen(what: str, s: SeenValue) -> WitnessRow | None:
     return WitnessRow(what, s.value or "-", (s.source or "-").removeprefix(DERIVED), _said(s.witnesses))
 
 
-def witness_rows(facts: Facts, lang: str = "en") -> list[WitnessRow]:
+def driver_lines(view: MachineView, say: Say) -> list[tuple[str, str | None]]:
+    """The driver layer of the screen and the Markdown stack, from one source: each kind's driver line, in priority
+    order, with the note its driver's own tool adds (``Accelerator.driver_note``: nvidia-smi's state where it failed)."""
+    f = view.facts
+    return [(line, kind.driver_note(f)) for kind in accelerators.ALL if (line := kind.driver_line(f, say))]
+
+
+def witness_rows(view: MachineView, lang: str = "en") -> list[WitnessRow]:
     """Every reconciled value with its witnesses, then the disagreements and the recognised messages (labels in ``lang``)."""
-    view = facts.reconciled
-    rows = [r for r in (_seen(ui("w_driver", lang), view.nvidia_driver), _seen(ui("w_cuda", lang), view.cuda_driver_version)) if r]
+    rows = [r for r in (_seen(ui("w_driver", lang), view.driver("nvidia")), _seen(ui("w_cuda", lang), view.runtime("nvidia"))) if r]
     for g in view.gpus:
         label = f"{g.vendor.upper() if g.vendor != 'apple' else 'Apple'} GPU{g.index}"
         rows.append(WitnessRow(label, g.name or "-", ui("w_seen_by", lang), ", ".join(g.witnesses) or "-"))

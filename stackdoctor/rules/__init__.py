@@ -19,6 +19,9 @@ Adding a finding: one ``@rule`` function in the module of its layer, plus its en
 
 from __future__ import annotations
 
+import importlib
+
+from stackdoctor import accelerators, texts
 from stackdoctor.rules import (  # noqa: F401  (importing declares the rules, in this order)
     driver,
     gpu,
@@ -37,16 +40,15 @@ from stackdoctor.rules.core import REGISTRY, RULE_ERROR, Ctx, Gates, Rule, RuleE
 
 
 def _kinds_rules() -> None:
-    """The accelerator kinds' own rules (``Accelerator.rules``, a plug-in's or a bundled kind's): importing declares them."""
-    import importlib
-
-    from stackdoctor import accelerators
-
-    for module in accelerators.rule_modules():
+    """The accelerator kinds' own rules (``Accelerator.rules``, a plug-in's or a bundled kind's): importing declares
+    them in the one registry (so ``explain`` and ``check --list-checks`` list them), and their texts
+    (``Accelerator.texts()``, en and zh) join stackdoctor's."""
+    for kind in (a for a in accelerators.ALL if a.rules):
         try:
-            importlib.import_module(module)
+            importlib.import_module(kind.rules)  # type: ignore[arg-type]
+            texts.add_texts(kind.texts())
         except Exception as exc:  # a plug-in's broken rules are a sentence in check -v, never a crash of every command
-            accelerators.PLUGIN_ERRORS.append(f"accelerator rules {module}: {type(exc).__name__}: {exc}")
+            accelerators.PLUGIN_ERRORS.append(f"accelerator rules {kind.rules}: {type(exc).__name__}: {exc}")
 
 
 _kinds_rules()

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stackdoctor import shell, texts
-from stackdoctor.facts import Facts, Severity
+from stackdoctor.facts import Severity
 from stackdoctor.report import Finding, ProbeStatus
+from stackdoctor.view import MachineView
 
 __all__ = ["RULE_ERROR", "REGISTRY", "Ctx", "Gates", "Rule", "RuleError", "judge", "ordered", "rule"]
 
@@ -92,7 +93,7 @@ _OWN_COMMAND = re.compile(r"\bstackdoctor (install|kernels|check|report)\b")
 _NAMES_TARGET = re.compile(r"--python(?=[\s=]|$)")  # not --python-version, a what-if's flag
 
 
-def for_target(fix: str, facts: Facts) -> str:
+def for_target(fix: str, facts: MachineView) -> str:
     """``fix`` with ``--python <target>`` after each ``stackdoctor install|kernels|check|report`` it runs, when the
     diagnosed interpreter was chosen by ``--python``: without it, the command would act on the active environment
     (or stackdoctor's own), not on the one this finding is about. A command that names ``--python`` already, or a
@@ -112,9 +113,10 @@ class Gates:
 
 @dataclass
 class Ctx:
-    """What a rule sees: the (reconciled) facts, the matrix, the probe outcomes, the project requirements."""
+    """What a rule sees: the machine's view (``facts``: :class:`~stackdoctor.view.MachineView`), the matrix, the probe
+    outcomes, the project requirements."""
 
-    facts: Facts
+    facts: MachineView
     matrix: Any  # stackdoctor.matrix.Matrix
     lang: str = "en"
     probes: list[ProbeStatus] = field(default_factory=list)
@@ -190,7 +192,7 @@ def _test_broken_rule() -> str | None:
 
 
 def judge(
-    facts: Facts,
+    facts: MachineView,
     matrix: Any,
     *,
     probes: Sequence[ProbeStatus] = (),
@@ -200,7 +202,7 @@ def judge(
     groups: Sequence[str] | None = None,
     strict: bool | None = None,
 ) -> list[Finding]:
-    """Every finding for ``facts`` (reconciled): problems first (fail, then warn), then the ``-ok`` findings.
+    """Every finding for the machine's view ``facts``: problems first (fail, then warn), then the ``-ok`` findings.
 
     ``groups`` limits the rules to some modules (``["kernels"]`` for ``stackdoctor kernels``). A rule
     that raises becomes a ``rule-error`` finding (or, when ``strict``, a :class:`RuleError`).

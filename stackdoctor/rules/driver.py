@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from stackdoctor import matrix as mx
-from stackdoctor.facts import Facts
+from stackdoctor.facts import Disagreement
 from stackdoctor.reconcile import DERIVED, user_space_driver
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import amd_pci, built_for_files, install_fix, nvidia_pci, windows_driver
 from stackdoctor.versions import release as vt
 from stackdoctor.versions import same_release
+from stackdoctor.view import MachineView
 
 
 @rule("driver-missing", severity="fail", layer="driver", defers_to=("container-no-gpu",))
@@ -25,7 +27,7 @@ def driver_missing(ctx: Ctx) -> None:
     torch_runs = bool(f.torch.cuda_available) and not f.torch.hip
     silent = (
         bool(pci)
-        and f.reconciled.nvidia_driver.value is None
+        and f.driver("nvidia").value is None
         and not torch_runs
         and n.smi_state in (None, "absent", "no-driver")
         and n.nvml_state in (None, "absent", "no-driver", "skipped")
@@ -87,49 +89,69 @@ def source_conflict(ctx: Ctx) -> None:
             key=key,
             values="; ".join(f"{src}: {val}" for src, val in sorted(by_src.items())),
         )
-    for d in f.reconciled.disagreements:
-        if d.subject == "gpu.compute_capability":
-            measured = {w: v for w, v in d.values.items() if not w.startswith(DERIVED)}
-            lookup = next((v for w, v in d.values.items() if w.startswith(DERIVED)), None)
-            if lookup is not None and len(set(measured.values())) == 1:
-                # one measured value (torch, nvidia-smi) against the matrix's name lookup: the matrix is wrong for this name
-                ctx.add(
-                    detail="lookup",
-                    fix="lookup",
-                    facts=["reconciled.disagreements", "reconciled.gpus"],
-                    gpu=d.note or "GPU",
-                    lookup=lookup,
-                    measured=next(iter(measured.values())),
-                    witnesses=", ".join(sorted(measured)),
-                )
-                continue
-            ctx.add(
-                detail="observed",
-                fix="observed",
-                facts=["reconciled.disagreements"],
-                key=f"compute capability of {d.note}" if d.note else "compute capability",
-                values="; ".join(f"{src.removeprefix(DERIVED)}: {val}" for src, val in sorted(d.values.items())),
-            )
-        elif d.subject == "gpu.gfx" and d.explained_by is None:
-            ctx.add(
-                detail="observed",
-                fix="observed",
-                facts=["reconciled.disagreements"],
-                key=f"gfx target of {d.note}" if d.note else "gfx target",
-                values="; ".join(f"{src}: {val}" for src, val in sorted(d.values.items())),
-            )
-        elif d.subject == "gpu.count" and d.explained_by is None:
-            witness = next((w for w in d.values if w != "torch"), "?")
-            hidden = d.note.split("; ", 1)[1] if d.note and "; " in d.note else None
-            ctx.add(
-                detail="count_hidden" if hidden else "count",
-                fix="count",
-                facts=["torch.device_count", "reconciled.gpus", "reconciled.disagreements"],
-                torch_count=d.values.get("torch", "?"),
-                witness=witness,
-                count=d.values.get(witness, "?"),
-                hidden=hidden or "",
-            )
+    for d in f.disagreements:
+        said = _DISAGREEMENT_SENTENCES.get(d.subject)
+        if said is not None:
+            said(ctx, d)
+
+
+def _cc_disagreement(ctx: Ctx, d: Disagreement) -> None:
+    measured = {w: v for w, v in d.values.items() if not w.startswith(DERIVED)}
+    lookup = next((v for w, v in d.values.items() if w.startswith(DERIVED)), None)
+    if lookup is not None and len(set(measured.values())) == 1:
+        # one measured value (torch, nvidia-smi) against the matrix's name lookup: the matrix is wrong for this name
+        ctx.add(
+            detail="lookup",
+            fix="lookup",
+            facts=["reconciled.disagreements", "reconciled.gpus"],
+            gpu=d.note or "GPU",
+            lookup=lookup,
+            measured=next(iter(measured.values())),
+            witnesses=", ".join(sorted(measured)),
+        )
+        return
+    ctx.add(
+        detail="observed",
+        fix="observed",
+        facts=["reconciled.disagreements"],
+        key=f"compute capability of {d.note}" if d.note else "compute capability",
+        values="; ".join(f"{src.removeprefix(DERIVED)}: {val}" for src, val in sorted(d.values.items())),
+    )
+
+
+def _gfx_disagreement(ctx: Ctx, d: Disagreement) -> None:
+    if d.explained_by is None:
+        ctx.add(
+            detail="observed",
+            fix="observed",
+            facts=["reconciled.disagreements"],
+            key=f"gfx target of {d.note}" if d.note else "gfx target",
+            values="; ".join(f"{src}: {val}" for src, val in sorted(d.values.items())),
+        )
+
+
+def _count_disagreement(ctx: Ctx, d: Disagreement) -> None:
+    if d.explained_by is not None:
+        return
+    witness = next((w for w in d.values if w != "torch"), "?")
+    hidden = d.note.split("; ", 1)[1] if d.note and "; " in d.note else None
+    ctx.add(
+        detail="count_hidden" if hidden else "count",
+        fix="count",
+        facts=["torch.device_count", "reconciled.gpus", "reconciled.disagreements"],
+        torch_count=d.values.get("torch", "?"),
+        witness=witness,
+        count=d.values.get(witness, "?"),
+        hidden=hidden or "",
+    )
+
+
+# the disagreements between witnesses that driver-source-conflict says (the others are their own findings, or explained)
+_DISAGREEMENT_SENTENCES: dict[str, Callable[[Ctx, Disagreement], None]] = {
+    "gpu.compute_capability": _cc_disagreement,
+    "gpu.gfx": _gfx_disagreement,
+    "gpu.count": _count_disagreement,
+}
 
 
 @rule("wsl-driver", severity="fail", layer="driver")
@@ -156,8 +178,8 @@ def _too_old_verdict(ctx: Ctx) -> tuple[str | None, dict[str, Any]]:
     f, t = ctx.facts, ctx.facts.torch
     if built_for_files(f) != "cuda" or not t.cuda or f.jetson.is_jetson:
         return None, {}
-    driver = f.reconciled.nvidia_driver.value
-    ceiling = f.reconciled.cuda_driver_version.value
+    driver = f.driver("nvidia").value
+    ceiling = f.runtime("nvidia").value
     row = ctx.matrix.cuda_row(t.cuda) if ctx.matrix is not None else None
     windows = windows_driver(f)
     verdict: str | None = None
@@ -166,13 +188,10 @@ def _too_old_verdict(ctx: Ctx) -> tuple[str | None, dict[str, Any]]:
     elif ceiling and vt(ceiling) and vt(t.cuda):
         # no driver version, but the driver's own CUDA level (a tool, or torch's "found version NNNN")
         verdict = "no" if vt(t.cuda)[0] > vt(ceiling)[0] else None  # a newer minor of the same major runs (minor-version compatibility)
-    proof = next((e for e in f.reconciled.evidence if e.proves == "driver-too-old"), None)
+    proof = next((e for e in f.evidence if e.proves == "driver-too-old"), None)
     if verdict is None and proof is not None:
         verdict = "no"
-    floor = minimum = "?"
-    if row is not None:
-        floor = (row.minor_compat_floor_windows if windows else row.minor_compat_floor_linux) or "?"
-        minimum = (row.min_driver_windows if windows else row.min_driver_linux) or floor
+    floor, minimum = _driver_floors(row, windows)
     values = dict(
         torch=t.version or "?",
         cuda=t.cuda,
@@ -184,6 +203,14 @@ def _too_old_verdict(ctx: Ctx) -> tuple[str | None, dict[str, Any]]:
         error=proof.line if proof else (t.cuda_error or ""),
     )
     return verdict, values
+
+
+def _driver_floors(row: Any, windows: bool) -> tuple[str, str]:
+    """(the minor-version-compatibility floor, the driver the CUDA release ships with) for the OS, "?" when unknown."""
+    if row is None:
+        return "?", "?"
+    floor = (row.minor_compat_floor_windows if windows else row.minor_compat_floor_linux) or "?"
+    return floor, (row.min_driver_windows if windows else row.min_driver_linux) or floor
 
 
 @rule("driver-too-old", severity="fail", layer="driver")
@@ -202,12 +229,12 @@ def driver_minor_compat(ctx: Ctx) -> None:
         ctx.add(facts=["reconciled.nvidia_driver", "torch.cuda"], install=install_fix(ctx), **values)
 
 
-def kfd_refused(f: Facts) -> str | None:
+def kfd_refused(f: MachineView) -> str | None:
     """The line that says this user cannot open /dev/kfd: the probe's own open(), else rocminfo's error text."""
     r = f.rocm
     if r.kfd_present and r.kfd_accessible is False:
         return r.kfd_error or "permission denied"
-    proof = next((e for e in f.reconciled.evidence if e.proves == "rocm-kfd-permission"), None)
+    proof = next((e for e in f.evidence if e.proves == "rocm-kfd-permission"), None)
     return proof.line if proof else None
 
 
@@ -234,7 +261,7 @@ def rocm_kfd_permission(ctx: Ctx) -> None:
     line = kfd_refused(ctx.facts)
     if line:
         r = ctx.facts.rocm
-        proof = next((e for e in ctx.facts.reconciled.evidence if e.proves == "rocm-kfd-permission"), None)
+        proof = next((e for e in ctx.facts.evidence if e.proves == "rocm-kfd-permission"), None)
         ctx.add(
             detail="default" if r.kfd_present or proof is None else "evidence",
             where=proof.source.split(".")[-1] if proof else "",

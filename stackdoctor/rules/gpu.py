@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from stackdoctor import matrix as mx
-from stackdoctor.facts import NvidiaGpu
+from stackdoctor.facts import Evidence, GpuView, NvidiaGpu
 from stackdoctor.reconcile import bus_key
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
@@ -41,15 +42,15 @@ def gpu_lost(ctx: Ctx) -> None:
             flavor=n.kernel_module_flavor or "?",
         )
         return
-    if pci and n.gpus and len(n.gpus) < len(pci) and (n.nvml_state == "ok" or n.smi_state == "ok"):
-        seen = {bus_key(g.bus_id) for g in n.gpus}
-        missing = [d for d in pci if bus_key(d.address) not in seen]
+    given, lost = ctx.facts.driven("nvidia"), ctx.facts.lost("nvidia")
+    if pci and given and lost and len(given) < len(pci) and (n.nvml_state == "ok" or n.smi_state == "ok"):
+        gone = {g.bus_id for g in lost}
         ctx.add(
             detail="partial",
-            facts=["nvidia.gpus", "platform.nvidia_pci_devices"],
-            message=", ".join(d.address for d in missing) or "-",
+            facts=["nvidia.gpus", "platform.nvidia_pci_devices", "reconciled.gpus"],
+            message=", ".join(d.address for d in pci if bus_key(d.address) in gone) or "-",
             pci=len(pci),
-            seen=len(n.gpus),
+            seen=len(given),
             flavor=n.kernel_module_flavor or "?",
         )
 
@@ -108,7 +109,7 @@ def gpu_arch_unsupported(ctx: Ctx) -> None:
         if v is not None:
             arch = list(v.arch_for(f.python.platform_tag))
             source = "compat matrix"
-    proof = next((e for e in f.reconciled.evidence if e.proves == "gpu-arch-unsupported"), None)
+    proof = next((e for e in f.evidence if e.proves == "gpu-arch-unsupported"), None)
     fired = False
     if arch:
         for g in nvidia_gpus(f):
@@ -143,7 +144,7 @@ def gpu_arch_unsupported(ctx: Ctx) -> None:
 
 @rule("rocm-gfx-unsupported", severity="fail", layer="gpu")
 def rocm_gfx_unsupported(ctx: Ctx) -> None:
-    f, t = ctx.facts, ctx.facts.torch
+    f = ctx.facts
     gpus = amd_gpus(f)
     if built_for_files(f) != "rocm" or not gpus:
         return
@@ -152,48 +153,59 @@ def rocm_gfx_unsupported(ctx: Ctx) -> None:
         return
     env = f.environment
     override = env.get("HSA_OVERRIDE_GFX_VERSION") or f.rocm.hsa_override_gfx_version
-    proof = next((e for e in f.reconciled.evidence if e.proves == "rocm-gfx-unsupported"), None)
+    proof = next((e for e in f.evidence if e.proves == "rocm-gfx-unsupported"), None)
     unsupported = [g for g in gpus if g.gfx and not mx.gfx_supported(v, g.gfx) and (g.integrated or visible_to_torch(g, env))]
     if not unsupported:
         return
-    supported = [g for g in gpus if g.gfx and mx.gfx_supported(v, g.gfx)]
-    igpus_bad = [g for g in unsupported if g.integrated]
-    hip_visible = env.get("HIP_VISIBLE_DEVICES") or f.rocm.hip_visible_devices
     for g in [g for g in unsupported if not g.integrated]:
-        assert g.gfx is not None
-        ov = ctx.matrix.rocm_override(g.gfx) if ctx.matrix is not None else None
-        common = dict(
-            gpu=f"GPU{g.index} {g.name or ''}".strip(),
-            gfx=g.gfx,
-            variant=v.name,
-            torch=t.version,
-            targets=" ".join(v.gfx),
-            witnesses=", ".join(g.witnesses),
-            error=proof.line if proof else "",
-        )
-        if ov is not None and override == ov.value:
-            continue  # running on the documented override
-        if ov is not None and override and override != ov.value:
-            ctx.add(
-                detail="wrong_override",
-                fix="override",
-                facts=["reconciled.gpus", "environment.HSA_OVERRIDE_GFX_VERSION"],
-                override=override,
-                value=ov.value,
-                as_gfx=ov.as_gfx,
-                **common,
-            )
-            continue
+        _gfx_unsupported(ctx, g, v, override, proof)
+    _igpus_unsupported(ctx, gpus, [g for g in unsupported if g.integrated], v)
+
+
+def _gfx_unsupported(ctx: Ctx, g: GpuView, v: Any, override: str | None, proof: Evidence | None) -> None:
+    """A discrete AMD GPU the ROCm build has no code for: the documented override, a wrong one, or another build."""
+    assert g.gfx is not None
+    t = ctx.facts.torch
+    ov = ctx.matrix.rocm_override(g.gfx) if ctx.matrix is not None else None
+    common = dict(
+        gpu=f"GPU{g.index} {g.name or ''}".strip(),
+        gfx=g.gfx,
+        variant=v.name,
+        torch=t.version,
+        targets=" ".join(v.gfx),
+        witnesses=", ".join(g.witnesses),
+        error=proof.line if proof else "",
+    )
+    if ov is not None and override == ov.value:
+        return  # running on the documented override
+    if ov is not None and override and override != ov.value:
         ctx.add(
-            detail="proven" if proof else "default",
-            fix="override" if ov is not None else None,
-            fix_text=None if ov is not None else install_fix(ctx, exclude=v.name),
-            facts=["reconciled.gpus", "torch.hip"] + ([proof.source] if proof else []),
-            override=override or "-",
-            value=ov.value if ov else "",
-            as_gfx=ov.as_gfx if ov else "",
+            detail="wrong_override",
+            fix="override",
+            facts=["reconciled.gpus", "environment.HSA_OVERRIDE_GFX_VERSION"],
+            override=override,
+            value=ov.value,
+            as_gfx=ov.as_gfx,
             **common,
         )
+        return
+    ctx.add(
+        detail="proven" if proof else "default",
+        fix="override" if ov is not None else None,
+        fix_text=None if ov is not None else install_fix(ctx, exclude=v.name),
+        facts=["reconciled.gpus", "torch.hip"] + ([proof.source] if proof else []),
+        override=override or "-",
+        value=ov.value if ov else "",
+        as_gfx=ov.as_gfx if ov else "",
+        **common,
+    )
+
+
+def _igpus_unsupported(ctx: Ctx, gpus: list[GpuView], igpus_bad: list[GpuView], v: Any) -> None:
+    """Integrated AMD GPUs the build has no code for, beside a GPU it runs on: hide them (HIP_VISIBLE_DEVICES)."""
+    f, t = ctx.facts, ctx.facts.torch
+    supported = [g for g in gpus if g.gfx and mx.gfx_supported(v, g.gfx)]
+    hip_visible = f.environment.get("HIP_VISIBLE_DEVICES") or f.rocm.hip_visible_devices
     if igpus_bad and (supported or [g for g in gpus if not g.integrated]):
         keep = [g for g in gpus if not g.integrated]
         if hip_visible is not None and all(str(g.index) not in hip_visible.split(",") for g in igpus_bad):

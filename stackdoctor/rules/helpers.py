@@ -10,11 +10,12 @@ from stackdoctor import matrix as mx
 from stackdoctor.facts import BuildKind, Facts, GpuView, TorchFacts
 from stackdoctor.rules.core import Ctx
 from stackdoctor.versions import mm, public
+from stackdoctor.view import MachineView
 
 _MISSING_RE = re.compile(r"No module named ['\"]?torch['\"]?\s*$")
 
 
-def variant_name(facts: Facts) -> str | None:
+def variant_name(facts: Facts | MachineView) -> str | None:
     t = facts.torch
     return t.variant or mx.variant_from_version(t.version)
 
@@ -37,7 +38,7 @@ def read_only(t: TorchFacts) -> bool:
     return t.installed and t.imported is False and not t.import_error and t.import_error_kind is None
 
 
-def built_for(facts: Facts) -> BuildKind | None:
+def built_for(facts: Facts | MachineView) -> BuildKind | None:
     """The build kind of a torch that imports, or that was only read from its files without trying
     (``check --no-kernels``: the same verdicts as an import that works, for what the files decide);
     None when there is no torch, or its import failed. The rules about torch's runtime ask
@@ -48,7 +49,7 @@ def built_for(facts: Facts) -> BuildKind | None:
     return accelerators.build_kind(t)
 
 
-def built_for_files(facts: Facts) -> BuildKind | None:
+def built_for_files(facts: Facts | MachineView) -> BuildKind | None:
     """The build kind from what the files say (``version.py``, the variant), even when torch does not import."""
     t = facts.torch
     if t.import_error_kind == "timeout" and not t.version:
@@ -56,7 +57,7 @@ def built_for_files(facts: Facts) -> BuildKind | None:
     return accelerators.build_kind(t)
 
 
-def python_exe(facts: Facts) -> str:
+def python_exe(facts: Facts | MachineView) -> str:
     """The target's interpreter as one word of a fix line, quoted only where the shell needs it (a path with
     spaces: ``C:\\Users\\First Last\\...\\python.exe``); PowerShell's rules on Windows."""
     return shell.word(facts.python.executable or "python", windows=facts.platform.system == "Windows")
@@ -70,23 +71,23 @@ def sm(cc: str) -> str:
     return "sm_" + cc.replace(".", "")
 
 
-def nvidia_gpus(facts: Facts) -> list[GpuView]:
-    return [g for g in facts.reconciled.gpus if g.vendor == "nvidia"]
+def nvidia_gpus(facts: MachineView) -> list[GpuView]:
+    return list(facts.devices("nvidia"))
 
 
-def amd_gpus(facts: Facts) -> list[GpuView]:
-    return [g for g in facts.reconciled.gpus if g.vendor == "amd"]
+def amd_gpus(facts: MachineView) -> list[GpuView]:
+    return list(facts.devices("amd"))
 
 
-def nvidia_pci(facts: Facts) -> list[Any]:
+def nvidia_pci(facts: Facts | MachineView) -> list[Any]:
     return [d for d in facts.platform.nvidia_pci_devices if (d.class_id or "").lower().startswith("0x03")]
 
 
-def amd_pci(facts: Facts) -> list[Any]:
+def amd_pci(facts: Facts | MachineView) -> list[Any]:
     return [d for d in facts.platform.amd_pci_devices if (d.class_id or "").lower().startswith("0x03")]
 
 
-def windows_driver(facts: Facts) -> bool:
+def windows_driver(facts: Facts | MachineView) -> bool:
     """The NVIDIA driver number is a Windows one (native Windows, or WSL where the host driver serves)."""
     return facts.platform.system == "Windows" or facts.platform.is_wsl
 
@@ -140,19 +141,19 @@ def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None
 
     facts = ctx.facts
     current = (public(facts.torch.version), variant_name(facts))
-    chosen = accelerators.select(facts)
+    chosen = accelerators.select(facts.facts)
     # a CPU build is no fix where a GPU is usable, nor where an NVIDIA driver is known to be there
     want_gpu = (chosen is not None and chosen.build_kind != "cpu") or bool(
-        facts.reconciled.nvidia_driver.value
-        or facts.reconciled.cuda_driver_version.value
-        or any(e.proves in ("driver-too-old", "driver-cuda-level") for e in facts.reconciled.evidence)  # torch's words prove a driver
+        facts.driver("nvidia").value
+        or facts.runtime("nvidia").value
+        or any(e.proves in ("driver-too-old", "driver-cuda-level") for e in facts.evidence)  # torch's words prove a driver
     ) and not facts.jetson.is_jetson and not facts.apple.is_macos
     attempts: list[Request] = []
     if keep_torch and facts.torch.installed and current[0]:
         attempts.append(Request(torch=current[0]))
     attempts.append(Request())
     for req in attempts:
-        plan = resolve(facts, ctx.matrix, req)
+        plan = resolve(facts.facts, ctx.matrix, req)
         if not plan.satisfiable or not plan.variant:
             continue
         if plan.variant == exclude or (plan.torch_version, plan.variant) == current:
@@ -170,7 +171,8 @@ def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None
 def visible_to_torch(g: GpuView, env: dict[str, str]) -> bool:
     """Whether ``CUDA_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES`` leave GPU ``g`` to torch (True when unset
     or unreadable). Entries are indices (the driver's order) or UUID prefixes; CUDA stops at the first bad one."""
-    var = "CUDA_VISIBLE_DEVICES" if g.vendor == "nvidia" else "HIP_VISIBLE_DEVICES" if g.vendor == "amd" else None
+    kind = accelerators.by_vendor(g.vendor)
+    var = kind.hide_var if kind is not None else None  # CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES
     if var is None or var not in env:
         return True
     uuid = (g.uuid or "").lower()
@@ -189,7 +191,7 @@ def visible_to_torch(g: GpuView, env: dict[str, str]) -> bool:
 _NO_DRIVER = re.compile(r"Found no NVIDIA driver on your system", re.I)
 
 
-def nvidia_witnesses(facts: Facts) -> list[str]:
+def nvidia_witnesses(facts: MachineView) -> list[str]:
     """Every witness that points to NVIDIA hardware or an NVIDIA driver, as "<witness>: <what it saw>": the tools'
     GPUs, the kernel module and its GPU list, PCI, the driver's CUDA level (any tool, torch's runtime, torch's
     words), torch's own messages that name the driver, and the device nodes a container was given. Empty: no
@@ -204,13 +206,13 @@ def nvidia_witnesses(facts: Facts) -> list[str]:
     pci = nvidia_pci(f)
     if pci:
         out.append(f"pci: {', '.join(d.name or d.device_id for d in pci)}")
-    drv = f.reconciled.nvidia_driver
+    drv = f.driver("nvidia")
     if drv.value and not n.kernel_module_version:
         out.append(f"{drv.source or 'driver'}: {drv.value}")
-    ceiling = f.reconciled.cuda_driver_version
+    ceiling = f.runtime("nvidia")
     if ceiling.value:
         out.append(f"{ceiling.source or 'driver'}: CUDA {ceiling.value}")
-    for e in f.reconciled.evidence:
+    for e in f.evidence:
         if e.proves in ("driver-too-old", "driver-cuda-level") and not e.values.get("driver_cuda"):
             out.append(f"{e.source}: {e.line}")
     if f.platform.container_nvidia_devices:

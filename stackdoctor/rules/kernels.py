@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from stackdoctor import accelerators
 from stackdoctor.facts import KernelResult
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import built_for_files, python_exe
@@ -45,11 +46,12 @@ def _wrong_fix(ctx: Ctx, r: KernelResult) -> str:
     """Where to look when a device computes wrong numbers: the GPU's ECC counters with its vendor's tool, the
     CPU's BLAS build, else the generic advice."""
     device = (r.device or "").split(":")[0]
-    if device == "cpu":
+    if device == "cpu":  # vendor branch: the CPU is no accelerator kind; its BLAS build is what to look at
         return "result_cpu"
-    if device == "cuda":
-        return "result_rocm" if built_for_files(ctx.facts) == "rocm" else "result"
-    return "default"
+    built = built_for_files(ctx.facts)
+    on = [a for a in accelerators.ALL if a.torch_api == device]  # the kinds whose torch module runs this device
+    kind = next((a for a in on if a.targeted(built)), on[0] if on else None)  # the installed build's kind first
+    return kind.wrong_result_fix() if kind is not None else "default"
 
 
 @rule("kernel-wrong-result", severity="fail", layer="kernels")

@@ -32,7 +32,7 @@ def thunderbolt_bridge_loop(ctx: Ctx) -> None:
 @rule("thunderbolt-rdma-disabled", severity="warn", layer="network")
 def thunderbolt_rdma_disabled(ctx: Ctx) -> None:
     f, tb = ctx.facts, ctx.facts.thunderbolt
-    if not (tb.present or tb.interfaces) or not is_mac(f):
+    if not (tb.present or tb.interfaces) or not is_mac(f.facts):
         return
     need = ctx.matrix.threshold("macos.rdma_over_thunderbolt") if ctx.matrix is not None else None
     tb5 = [p for p in tb.ports if (p.link_speed_gbps is not None and p.link_speed_gbps > FAST_LINK_GBPS) or p.generation == "TB5"]
@@ -44,7 +44,7 @@ def thunderbolt_rdma_disabled(ctx: Ctx) -> None:
 @rule("thunderbolt-link-slow", severity="warn", layer="network")
 def thunderbolt_link_slow(ctx: Ctx) -> None:
     f, tb = ctx.facts, ctx.facts.thunderbolt
-    if not (tb.present or tb.interfaces) or not is_mac(f):
+    if not (tb.present or tb.interfaces) or not is_mac(f.facts):
         return
     rdma_on = tb.rdma_state == "enabled" or bool(tb.rdma_devices)
     slow = [p for p in _peers(ctx) if p.link_speed_gbps is not None and p.link_speed_gbps <= FAST_LINK_GBPS]
@@ -55,7 +55,7 @@ def thunderbolt_link_slow(ctx: Ctx) -> None:
 @rule("thunderbolt-link-local-ip", severity="warn", layer="network")
 def thunderbolt_link_local_ip(ctx: Ctx) -> None:
     f, tb = ctx.facts, ctx.facts.thunderbolt
-    if not (tb.present or tb.interfaces) or not is_mac(f):
+    if not (tb.present or tb.interfaces) or not is_mac(f.facts):
         return
     by_name = {i.name: i for i in tb.interfaces}
     for dev in tb.rdma_devices:

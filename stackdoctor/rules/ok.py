@@ -13,6 +13,7 @@ from stackdoctor.rules.helpers import (
     read_only,
     variant_name,
 )
+from stackdoctor.view import W_PCI
 
 
 def _bad_layers(ctx: Ctx) -> set[str]:
@@ -38,19 +39,19 @@ def platform_ok(ctx: Ctx) -> None:
 @rule("driver-ok", severity="ok", layer="driver", summary=True)
 def driver_ok(ctx: Ctx) -> None:
     f = ctx.facts
-    drv = f.reconciled.nvidia_driver.value
-    what = f"NVIDIA {drv} (CUDA {f.reconciled.cuda_driver_version.value or '?'})" if drv else "amdgpu"
+    drv = f.driver("nvidia").value
+    what = f"NVIDIA {drv} (CUDA {f.runtime('nvidia').value or '?'})" if drv else "amdgpu"
     _ok(ctx, "driver", bool(drv or f.rocm.amdgpu_loaded), driver=what)
 
 
 def _gpu_names(ctx: Ctx) -> list[str]:
     f = ctx.facts
     names: list[str] = []
-    for g in f.reconciled.gpus:
-        if g.vendor == "nvidia" and g.witnesses != ["pci"]:
-            names.append((g.name or "NVIDIA GPU") + (f" (sm_{g.compute_capability.replace('.', '')})" if g.compute_capability else ""))
-        elif g.vendor == "amd" and g.witnesses != ["pci"]:
-            names.append(g.name if g.name and g.name == g.gfx else f"{g.name or 'AMD GPU'} ({g.gfx or 'gfx?'})")
+    for g in f.gpus:
+        kind = accelerators.by_vendor(g.vendor)
+        name = kind.ok_name(g) if kind is not None and g.witnesses != [W_PCI] else None  # each kind names its own
+        if name:
+            names.append(name)
     if not names and f.apple.chip:
         names = [f.apple.chip]
     if not names and f.jetson.is_jetson:
@@ -82,7 +83,7 @@ def runtime_ok(ctx: Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
     if not imports(t):
         return
-    acc = accelerators.select(f)
+    acc = accelerators.select(f.facts)
     if t.cuda_available:
         _ok(ctx, "runtime", True, "gpu", backend="ROCm/HIP" if t.hip else "CUDA", count=t.device_count if t.device_count is not None else "?")
     elif t.mps_available:

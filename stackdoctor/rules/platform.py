@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from stackdoctor import accelerators
 from stackdoctor import matrix as mx
@@ -44,24 +45,7 @@ def glibc_too_old(ctx: Ctx) -> None:
     need: tuple[int, ...] | None = vt(sym.group(1)) if sym else None
     what = t.version or ""
     if need is None and ctx.matrix is not None:
-        v = variant_row(ctx) if t.installed else None
-        published = [r for r in ctx.matrix.releases if r.variants]
-        rel = release(ctx, t.version) if t.installed else (published[0] if published else None)
-        if rel is not None and not t.installed:
-            what = str(rel.version)
-            v = rel.variant("cpu") or (rel.variants[0] if rel.variants else None)
-        floors = []
-        arch = (f.platform.machine or "x86_64").lower().replace("amd64", "x86_64").replace("arm64", "aarch64")
-        tags = list(getattr(v, "platforms", ()) or ())
-        if rel is not None and not t.installed and not any(mx.parse_platform(x)[:2] == ("linux", arch) for x in tags):
-            tags = [x for w in rel.variants for x in w.platforms]  # its CPU build is not for Linux here: any build that is
-        for tag in tags:
-            os_, tarch, floor = mx.parse_platform(tag)
-            if os_ == "linux" and tarch == arch:
-                floors.append(floor or vt(getattr(rel, "manylinux_glibc", None) or "") or None)
-        present = [x for x in floors if x]
-        if present:
-            need = tuple(min(present))
+        need, what = _glibc_floor(ctx, what)
     if not need or vt(f.platform.glibc_version) >= tuple(need):
         return
     ctx.add(
@@ -74,3 +58,32 @@ def glibc_too_old(ctx: Ctx) -> None:
         error=sym.group(0) if sym else "",
         os=f.platform.os_name or f.platform.os_id or "Linux",
     )
+
+
+def _glibc_floor(ctx: Ctx, what: str) -> tuple[tuple[int, ...] | None, str]:
+    """The glibc the installed torch's wheels need on this architecture (or, with no torch, the newest release's
+    CPU build), from the matrix's platform tags; and the torch release that needs it."""
+    t = ctx.facts.torch
+    v = variant_row(ctx) if t.installed else None
+    published = [r for r in ctx.matrix.releases if r.variants]
+    rel = release(ctx, t.version) if t.installed else (published[0] if published else None)
+    if rel is not None and not t.installed:
+        what = str(rel.version)
+        v = rel.variant("cpu") or (rel.variants[0] if rel.variants else None)
+    return _floor_of(ctx, rel, v), what
+
+
+def _floor_of(ctx: Ctx, rel: Any, v: Any) -> tuple[int, ...] | None:
+    """The lowest glibc the Linux wheels of variant ``v`` (of release ``rel``) for this architecture need."""
+    f, t = ctx.facts, ctx.facts.torch
+    arch = (f.platform.machine or "x86_64").lower().replace("amd64", "x86_64").replace("arm64", "aarch64")
+    tags = list(getattr(v, "platforms", ()) or ())
+    if rel is not None and not t.installed and not any(mx.parse_platform(x)[:2] == ("linux", arch) for x in tags):
+        tags = [x for w in rel.variants for x in w.platforms]  # its CPU build is not for Linux here: any build that is
+    floors = []
+    for tag in tags:
+        os_, tarch, floor = mx.parse_platform(tag)
+        if os_ == "linux" and tarch == arch:
+            floors.append(floor or vt(getattr(rel, "manylinux_glibc", None) or "") or None)
+    present = [x for x in floors if x]
+    return tuple(min(present)) if present else None

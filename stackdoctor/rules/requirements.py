@@ -72,7 +72,7 @@ class _Check:
 def _backend(chk: _Check, backend: str) -> None:
     ctx = chk.ctx
     f, t = ctx.facts, ctx.facts.torch
-    if backend == "cpu":
+    if backend == "cpu":  # vendor branch: the CPU is no accelerator kind, so no kind answers for it
         chk.met.append("backend cpu")
         return
     acc = accelerators.for_backend(backend)
@@ -87,7 +87,7 @@ def _backend(chk: _Check, backend: str) -> None:
         return
     if not built:
         build = {"cuda": f"CUDA {t.cuda}", "rocm": f"ROCm {t.hip}", "xpu": "XPU", "cpu": "CPU-only"}.get(kind or "", "unknown")
-        if acc.usable(f):  # the install that meets it: a build for that backend, as the resolver plans it
+        if acc.usable(f.facts):  # the install that meets it: a build for that backend, as the resolver plans it
             chk.unmet("backend_build", ["torch.variant", "torch.cuda", "torch.hip"], install_fix(ctx, exclude="cpu"), backend=backend,
                       torch=t.version, build=build)
         else:  # no build gives this machine the device: the build that meets it, for the machine that has one
@@ -123,14 +123,13 @@ def _backend_variant(ctx: Ctx, acc: Any) -> str | None:
 
 
 def _usable_gpus(ctx: Ctx, backend: str | None) -> int:
+    """The devices torch can use: the project's backend's kind's count (``Accelerator.torch_count``), else the first
+    kind's, in priority order, that torch can use."""
     t = ctx.facts.torch
-    if t.installed and t.cuda_available and backend in (None, "cuda", "rocm"):
-        return t.device_count if t.device_count is not None else len([d for d in t.devices if d.kind == "cuda"])
-    if t.installed and t.xpu_available and backend in (None, "xpu"):
-        return len([d for d in t.devices if d.kind == "xpu"]) or 1
-    if t.installed and t.mps_available and backend in (None, "mps"):
-        return 1
-    return 0
+    if not t.installed:
+        return 0
+    kinds = [a for a in accelerators.ALL if backend is None or a.backend == backend]
+    return next((n for a in kinds if (n := a.torch_count(t)) is not None), 0)
 
 
 def _kernel(chk: _Check, kernel: str) -> None:
@@ -161,48 +160,67 @@ def assess(ctx: Ctx) -> _Check | None:
     if reqs is None or reqs.empty:
         return None
     chk = _Check(ctx)
-    f, t = ctx.facts, ctx.facts.torch
     if reqs.torch:
-        fix = f'stackdoctor install --torch "{reqs.torch}"'
-        if not t.installed or not t.version:
-            chk.unmet("torch_missing", ["torch.installed"], fix, spec=reqs.torch)
-        elif _spec_ok(reqs.torch, public(t.version)):
-            chk.met.append(f"torch {t.version} ({reqs.torch})")
-        else:
-            chk.unmet("torch_version", ["torch.version"], fix, spec=reqs.torch, torch=t.version)
+        _torch_req(chk, reqs.torch)
     if reqs.backend:
         _backend(chk, reqs.backend)
-    if reqs.min_gpus is not None and reqs.min_gpus > 0 and t.installed and t.imported is False and not t.import_error:
-        chk.unmet("not_imported", ["torch.imported"], "stackdoctor check --import-torch", what=f"at least {reqs.min_gpus} GPU(s)", torch=t.version)
-    elif reqs.min_gpus is not None and reqs.min_gpus > 0:
-        n = _usable_gpus(ctx, reqs.backend)
-        listed = len([g for g in f.reconciled.gpus if not g.integrated and g.vendor != "apple"])
-        if n >= reqs.min_gpus:
-            chk.met.append(f"{n} GPU(s) (min {reqs.min_gpus})")
-        else:
-            chk.unmet("gpus", ["torch.device_count", "reconciled.gpus"], min=reqs.min_gpus, n=n, listed=listed)
+    if reqs.min_gpus is not None and reqs.min_gpus > 0:
+        _gpus_req(chk, reqs.min_gpus, reqs.backend)
     if reqs.compute_capability:
-        caps = [(f"GPU {g.index} {g.name or ''}".strip(), g.compute_capability) for g in nvidia_gpus(f) if g.compute_capability]
-        caps = [(lbl, c) for lbl, c in caps if c and re.fullmatch(r"\d+\.\d+", c)]
-        if not caps:
-            chk.unmet("cc_none", ["reconciled.gpus"], spec=reqs.compute_capability)
-        else:
-            bad = [(lbl, c) for lbl, c in caps if not _spec_ok(reqs.compute_capability, c)]
-            if bad:
-                chk.unmet("cc_bad", ["reconciled.gpus"], spec=reqs.compute_capability, gpus=", ".join(f"{lbl} ({c})" for lbl, c in bad))
-            else:
-                chk.met.append(f"compute capability {', '.join(sorted({c for _, c in caps}))} ({reqs.compute_capability})")
+        _cc_req(chk, reqs.compute_capability)
     for kernel in reqs.kernels:
         _kernel(chk, kernel)
     if reqs.min_busbw is not None:
-        bw = best_busbw(ctx)
-        if bw is None:
-            chk.unmet("busbw_missing", ["kernels.allreduce"], f"stackdoctor kernels allreduce --min-busbw {reqs.min_busbw:g}", gate=f"{reqs.min_busbw:g}")
-        elif bw < reqs.min_busbw:
-            chk.unmet("busbw_low", ["kernels.allreduce"], gate=f"{reqs.min_busbw:g}", busbw=f"{bw:g}")
-        else:
-            chk.met.append(f"allreduce busbw {bw:g} GB/s")
+        _busbw_req(chk, reqs.min_busbw)
     return chk
+
+
+def _torch_req(chk: _Check, spec: str) -> None:
+    t = chk.ctx.facts.torch
+    fix = f'stackdoctor install --torch "{spec}"'
+    if not t.installed or not t.version:
+        chk.unmet("torch_missing", ["torch.installed"], fix, spec=spec)
+    elif _spec_ok(spec, public(t.version)):
+        chk.met.append(f"torch {t.version} ({spec})")
+    else:
+        chk.unmet("torch_version", ["torch.version"], fix, spec=spec, torch=t.version)
+
+
+def _gpus_req(chk: _Check, min_gpus: int, backend: str | None) -> None:
+    ctx = chk.ctx
+    f, t = ctx.facts, ctx.facts.torch
+    if t.installed and t.imported is False and not t.import_error:
+        chk.unmet("not_imported", ["torch.imported"], "stackdoctor check --import-torch", what=f"at least {min_gpus} GPU(s)", torch=t.version)
+        return
+    n = _usable_gpus(ctx, backend)
+    listed = len([g for g in f.gpus if not g.integrated])  # (Apple's GPU is integrated)
+    if n >= min_gpus:
+        chk.met.append(f"{n} GPU(s) (min {min_gpus})")
+    else:
+        chk.unmet("gpus", ["torch.device_count", "reconciled.gpus"], min=min_gpus, n=n, listed=listed)
+
+
+def _cc_req(chk: _Check, spec: str) -> None:
+    caps = [(f"GPU {g.index} {g.name or ''}".strip(), g.compute_capability) for g in nvidia_gpus(chk.ctx.facts) if g.compute_capability]
+    caps = [(lbl, c) for lbl, c in caps if c and re.fullmatch(r"\d+\.\d+", c)]
+    if not caps:
+        chk.unmet("cc_none", ["reconciled.gpus"], spec=spec)
+        return
+    bad = [(lbl, c) for lbl, c in caps if not _spec_ok(spec, c)]
+    if bad:
+        chk.unmet("cc_bad", ["reconciled.gpus"], spec=spec, gpus=", ".join(f"{lbl} ({c})" for lbl, c in bad))
+    else:
+        chk.met.append(f"compute capability {', '.join(sorted({c for _, c in caps}))} ({spec})")
+
+
+def _busbw_req(chk: _Check, gate: float) -> None:
+    bw = best_busbw(chk.ctx)
+    if bw is None:
+        chk.unmet("busbw_missing", ["kernels.allreduce"], f"stackdoctor kernels allreduce --min-busbw {gate:g}", gate=f"{gate:g}")
+    elif bw < gate:
+        chk.unmet("busbw_low", ["kernels.allreduce"], gate=f"{gate:g}", busbw=f"{bw:g}")
+    else:
+        chk.met.append(f"allreduce busbw {bw:g} GB/s")
 
 
 @rule("requirement-unmet", severity="fail", layer="requirements")

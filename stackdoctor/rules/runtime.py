@@ -43,11 +43,11 @@ def visible_count(value: str, gpus: Sequence[Any]) -> int:
 
 @rule("cuda-visible-devices-hides-all", severity="fail", layer="runtime")
 def cuda_visible_devices_hides_all(ctx: Ctx) -> None:
-    env, n, r = ctx.facts.environment, ctx.facts.nvidia, ctx.facts.rocm
-    # the GPUs any witness sees: the tools' list, else the kernel module's (/proc/driver/nvidia/gpus), so a
-    # container without nvidia-smi, or the fast path, judges the variable the same way torch would
-    listed: Sequence[Any] = n.gpus or [g for g in n.proc_gpus if not g.excluded]
-    where = "nvidia.gpus" if n.gpus else "nvidia.proc_gpus"
+    env, r = ctx.facts.environment, ctx.facts.rocm
+    # the GPUs the driver gives out, as the view joined them: the tools' list, else the kernel module's
+    # (/proc/driver/nvidia/gpus), so a container without nvidia-smi, or the fast path, judges the variable the same way torch would
+    listed: Sequence[Any] = ctx.facts.driven("nvidia")
+    where = "nvidia.gpus"
     if "CUDA_VISIBLE_DEVICES" in env and listed and visible_count(env["CUDA_VISIBLE_DEVICES"], listed) == 0:
         ctx.add(facts=["environment.CUDA_VISIBLE_DEVICES", where], var="CUDA_VISIBLE_DEVICES", value=env["CUDA_VISIBLE_DEVICES"], count=len(listed))
     elif "CUDA_VISIBLE_DEVICES" in env and not listed and _torch_counts_none_under_a_driver(ctx):
@@ -59,7 +59,7 @@ def cuda_visible_devices_hides_all(ctx: Ctx) -> None:
             var="CUDA_VISIBLE_DEVICES",
             value=env["CUDA_VISIBLE_DEVICES"],
             count="?",
-            driver_cuda=ctx.facts.reconciled.cuda_driver_version.value or "?",
+            driver_cuda=ctx.facts.runtime("nvidia").value or "?",
             error=t.cuda_error or "-",
         )
     for var in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
@@ -79,7 +79,7 @@ def _torch_counts_none_under_a_driver(ctx: Ctx) -> bool:
         return False
     if torch_found_no_driver(t) or (t.cuda_error and not _NO_DEVICE.search(t.cuda_error)):
         return False
-    return (t.driver_api_version or 0) > 0 or f.reconciled.cuda_driver_version.value is not None or f.reconciled.nvidia_driver.value is not None
+    return (t.driver_api_version or 0) > 0 or f.runtime("nvidia").value is not None or f.driver("nvidia").value is not None
 
 
 _SHADOW_DIR = re.compile(r"(/cuda[^/]*/|/cuda$|/cuda[^/]*$|cudnn|nccl|/conda[^/]*/|/miniconda|/anaconda|/mambaforge|/miniforge|/envs/)", re.I)
@@ -91,25 +91,8 @@ def lib_path_shadowing(ctx: Ctx) -> None:
     if f.platform.system not in (None, "Linux"):
         return
     entries = [e for e in f.environment.get("LD_LIBRARY_PATH", "").split(":") if e]
-    conda_prefix = f.environment.get("CONDA_PREFIX")
-    bad = [e for e in entries if _SHADOW_DIR.search(e + "/") or (conda_prefix and e.rstrip("/").startswith(conda_prefix.rstrip("/") + "/lib"))]
-    if f.platform.is_wsl:
-        bad = [e for e in bad if not e.startswith("/usr/lib/wsl")]
-    # read from the files only (an import that ran says what happened itself)
-    shadowed = next((p for p in t.linkage if p.kind == "shadowed"), None) if read_only(t) else None
-    if shadowed is not None:  # read from the files: the loader would take that copy first
-        where = next((e for e in entries if shadowed.library.startswith(e.rstrip("/") + "/")), None)
-        keep = [e for e in entries if e != where]
-        ctx.add(
-            severity="fail",
-            detail="predicted",
-            facts=["environment.LD_LIBRARY_PATH", "torch.linkage"],
-            fix_text=f"export LD_LIBRARY_PATH={':'.join(keep)}" if keep else "unset LD_LIBRARY_PATH",
-            dirs=where or shadowed.library.rsplit("/", 1)[0],
-            lib=shadowed.library,
-            needed_by=shadowed.needed_by.rsplit("/", 1)[-1],
-            wheel_copy=shadowed.detail or "-",
-        )
+    bad = _shadowing_dirs(ctx, entries)
+    if _predicted_shadow(ctx, entries):
         return
     err = t.import_error or t.cuda_error or ""
     symptom = re.search(r"undefined symbol: __nvJitLink\w*|lib(cudnn|cublas|cusparse|nvJitLink|nccl)[\w.]*: cannot open shared object file", err)
@@ -125,6 +108,38 @@ def lib_path_shadowing(ctx: Ctx) -> None:
         dirs=", ".join(bad),
         error=symptom.group(0) if symptom else "",
     )
+
+
+def _shadowing_dirs(ctx: Ctx, entries: list[str]) -> list[str]:
+    """The LD_LIBRARY_PATH entries that may hold another copy of torch's CUDA libraries (a toolkit, conda's lib)."""
+    f = ctx.facts
+    conda_prefix = f.environment.get("CONDA_PREFIX")
+    bad = [e for e in entries if _SHADOW_DIR.search(e + "/") or (conda_prefix and e.rstrip("/").startswith(conda_prefix.rstrip("/") + "/lib"))]
+    if f.platform.is_wsl:
+        bad = [e for e in bad if not e.startswith("/usr/lib/wsl")]
+    return bad
+
+
+def _predicted_shadow(ctx: Ctx, entries: list[str]) -> bool:
+    """torch read from its files only, and the loader would take a copy of one of its libraries from LD_LIBRARY_PATH
+    first (an import that ran says what happened itself): the finding, and True."""
+    t = ctx.facts.torch
+    shadowed = next((p for p in t.linkage if p.kind == "shadowed"), None) if read_only(t) else None
+    if shadowed is None:
+        return False
+    where = next((e for e in entries if shadowed.library.startswith(e.rstrip("/") + "/")), None)
+    keep = [e for e in entries if e != where]
+    ctx.add(
+        severity="fail",
+        detail="predicted",
+        facts=["environment.LD_LIBRARY_PATH", "torch.linkage"],
+        fix_text=f"export LD_LIBRARY_PATH={':'.join(keep)}" if keep else "unset LD_LIBRARY_PATH",
+        dirs=where or shadowed.library.rsplit("/", 1)[0],
+        lib=shadowed.library,
+        needed_by=shadowed.needed_by.rsplit("/", 1)[-1],
+        wheel_copy=shadowed.detail or "-",
+    )
+    return True
 
 
 # Codes that explain why torch cannot use the GPU: cuda-unavailable points at the first one found.
@@ -153,7 +168,7 @@ def cuda_unavailable(ctx: Ctx) -> None:
         return
     if kind == "cuda":
         nv = accelerators.by_name("nvidia")
-        seen = (nv is not None and nv.present(f)) or f.jetson.is_jetson or f.reconciled.cuda_driver_version.value is not None
+        seen = (nv is not None and nv.present(f.facts)) or f.jetson.is_jetson or f.runtime("nvidia").value is not None
         if not seen:
             return
     if kind == "rocm" and not amd_gpus(f):
@@ -186,7 +201,7 @@ def xpu_unavailable(ctx: Ctx) -> None:
     # initialize XPU devices" from torch 2.6 on, "XPU device count is zero!" before): with an Intel GPU here, the
     # driver / Level Zero side, even for a GPU whose family the matrix does not list
     said = bool(_XPU_INIT.search(t.xpu_error or ""))
-    if not (intel.usable(f) or (said and intel.present(f))):
+    if not (intel.usable(f.facts) or (said and intel.present(f.facts))):
         return
     if ctx.has("torch-backend-mismatch"):
         return
@@ -194,7 +209,7 @@ def xpu_unavailable(ctx: Ctx) -> None:
         detail="default",
         facts=["torch.xpu_available", "torch.xpu_error", "intel.gpus"],
         torch=t.version,
-        gpus=", ".join(f"Intel {g.name or g.device_id} ({g.driver or 'no driver'})" for g in f.intel.gpus if g.xpu or not intel.usable(f)) or "-",
+        gpus=", ".join(f"Intel {g.name or g.device_id} ({g.driver or 'no driver'})" for g in f.intel.gpus if g.xpu or not intel.usable(f.facts)) or "-",
         error=t.xpu_error or "-",
         python=python_exe(f),
         os=f.platform.os_id or f.platform.system or "?",
@@ -204,11 +219,11 @@ def xpu_unavailable(ctx: Ctx) -> None:
 @rule("mps-unavailable", severity="fail", layer="runtime")
 def mps_unavailable(ctx: Ctx) -> None:
     f, t, a = ctx.facts, ctx.facts.torch, ctx.facts.apple
-    if not is_mac(f) or not t.installed or t.mps_available is not False:
+    if not is_mac(f.facts) or not t.installed or t.mps_available is not False:
         return
     rel = release(ctx, t.version)
     mps_floor = getattr(rel, "mps_min_macos", None) if rel is not None else None
-    if a.rosetta or runs_x86(f) and a.arch == "arm64":
+    if a.rosetta or runs_x86(f.facts) and a.arch == "arm64":
         key = "rosetta"
     elif t.mps_built is False:
         key = "not_built"

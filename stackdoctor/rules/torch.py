@@ -16,7 +16,6 @@ from stackdoctor.rules.helpers import (
     imports,
     index_for,
     install_fix,
-    nvidia_pci,
     nvidia_witnesses,
     python_exe,
     read_only,
@@ -25,6 +24,7 @@ from stackdoctor.rules.helpers import (
 )
 from stackdoctor.versions import local, public
 from stackdoctor.versions import release as vt
+from stackdoctor.view import MachineView
 
 _FAMILY = re.compile(r"^(nvidia-[a-z0-9-]+?)-cu(\d+)$")
 # glibc's own libraries (what a manylinux wheel needs and musl does not provide)
@@ -40,20 +40,11 @@ def torch_lib_stale(ctx: Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
     if ctx.has("lib-path-shadowing"):
         return
-    proof = next((e for e in f.reconciled.evidence if e.proves == "torch-lib-stale" and e.source.startswith("torch.")), None)
+    proof = next((e for e in f.evidence if e.proves == "torch-lib-stale" and e.source.startswith("torch.")), None)
     predicted = next((p for p in t.linkage if p.kind in ("symbol", "version")), None) if read_only(t) else None
     if proof is None and predicted is None:
         return
-    families: dict[str, list[str]] = {}
-    for dist in sorted(t.distributions):
-        m = _FAMILY.match(dist)
-        if m:
-            families.setdefault(m.group(1), []).append(m.group(2))
-    major = (t.cuda or "").split(".")[0]
-    if not major:
-        vm = re.fullmatch(r"cu(\d+)\d", variant_name(f) or "")  # cu128 -> 12
-        major = vm.group(1) if vm else ""
-    extra = sorted(f"{lib}-cu{cu}" for lib, cus in families.items() if len(cus) > 1 for cu in cus if cu != major) if major else []
+    extra = _other_families(f)
     version = public(t.version) if t.version else None
     index = index_for(ctx, variant_name(f)) if version else None
     reinstall = f'{python_exe(f)} -m pip install --force-reinstall "torch=={version}"' + (f" --index-url {index}" if index else "") if version else "stackdoctor install"
@@ -79,6 +70,21 @@ def torch_lib_stale(ctx: Ctx) -> None:
         ctx.add(detail="duplicates", facts=[proof.source, "torch.distributions"], fix_text=f"{python_exe(f)} -m pip uninstall -y {' '.join(extra)}", **values)
     else:
         ctx.add(detail="default", facts=[proof.source, "torch.distributions"], fix_text=reinstall, **values)
+
+
+def _other_families(f: MachineView) -> list[str]:
+    """The NVIDIA runtime wheels of another CUDA major beside the build's own (``nvidia-cublas-cu11`` beside -cu12)."""
+    t = f.torch
+    families: dict[str, list[str]] = {}
+    for dist in sorted(t.distributions):
+        m = _FAMILY.match(dist)
+        if m:
+            families.setdefault(m.group(1), []).append(m.group(2))
+    major = (t.cuda or "").split(".")[0]
+    if not major:
+        vm = re.fullmatch(r"cu(\d+)\d", variant_name(f) or "")  # cu128 -> 12
+        major = vm.group(1) if vm else ""
+    return sorted(f"{lib}-cu{cu}" for lib, cus in families.items() if len(cus) > 1 for cu in cus if cu != major) if major else []
 
 
 # findings whose evidence can be the import error itself ("hipErrorNoBinaryForGpu" aborts `import torch`)
@@ -109,7 +115,7 @@ def torch_import_failed(ctx: Ctx) -> None:
         return
     if not import_failed(t) or ctx.has("glibc-too-old", "lib-path-shadowing", "torch-lib-stale"):
         return  # explained by those, each with its own fix
-    proven = {e.proves for e in f.reconciled.evidence if e.source == "torch.import_error"} & set(_IMPORT_PROVEN)
+    proven = {e.proves for e in f.evidence if e.source == "torch.import_error"} & set(_IMPORT_PROVEN)
     if proven and ctx.has(*proven):
         return  # the error is that finding's evidence, quoted there with its fix
     ctx.add(
@@ -152,6 +158,27 @@ def install_in_progress(ctx: Ctx) -> None:
     )
 
 
+@rule("install-unprinted", severity="warn", layer="torch")
+def install_unprinted(ctx: Ctx) -> None:
+    """The last `stackdoctor install` into the target could not print its last lines (its output, a pipe into `tee` or
+    a terminal, closed: the same Ctrl-C stopped the reader); it kept them in the environment, and they are shown here."""
+    f = ctx.facts
+    if not f.python.install_unprinted:
+        return
+    import os
+
+    from stackdoctor import shell
+
+    path = os.path.join(f.python.env_prefix or "", ".stackdoctor-unprinted.json")
+    ctx.add(
+        facts=["python.install_unprinted"],
+        path=path,
+        lines=" | ".join(f.python.install_unprinted),
+        count=len(f.python.install_unprinted),
+        word=shell.word(path, windows=f.platform.system == "Windows"),
+    )
+
+
 @rule("torch-missing", severity="warn", layer="torch")
 def torch_missing(ctx: Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
@@ -159,7 +186,7 @@ def torch_missing(ctx: Ctx) -> None:
         return
     if t.installed or import_failed(t) or t.import_error_kind == "timeout":
         return
-    if runs_x86(f):
+    if runs_x86(f.facts):
         return  # macos-x86-torch-too-new tells the whole story
     ctx.add(facts=["torch.installed"], fix_text="stackdoctor install", python=python_exe(f))
 
@@ -198,33 +225,24 @@ def torch_installed_twice(ctx: Ctx) -> None:
     ctx.add(facts=["torch.duplicate_installs"], dists="; ".join(t.duplicate_installs[:4]), python=python_exe(f))
 
 
-def _gpu_names(ctx: Ctx, acc: accelerators.Accelerator) -> str:
-    f = ctx.facts
-    if acc.name == "jetson":
-        return f.jetson.model or "Jetson"
-    if acc.name == "intel":
-        return ", ".join(f"Intel {g.name or g.device_id}" for g in f.intel.gpus) or "-"
-    names = [g.name or f"GPU{g.index}" for g in acc.devices(f) if not g.integrated]
-    if not names and acc.name == "nvidia":
-        names = [d.name or d.device_id for d in nvidia_pci(f)]
-    return ", ".join(names) or "-"
-
-
 @rule("torch-cpu-only", severity="fail", layer="torch")
 def torch_cpu_only(ctx: Ctx) -> None:
     """A CPU build on a machine whose accelerator torch could use with the right build (the accelerator
     model's answer, the same one ``install`` plans with); the fix is ``install``'s plan."""
     f, t = ctx.facts, ctx.facts.torch
-    acc = accelerators.select(f)
-    if built_for(f) != "cpu" or acc is None or acc.build_kind == "cpu" or acc.name == "jetson":
+    acc = accelerators.select(f.facts)
+    if built_for(f) != "cpu" or acc is None or acc.build_kind == "cpu":
+        return
+    said = acc.cpu_build()  # the kind's verdict on a CPU build (XPU builds are newer: a missed opportunity on Intel)
+    if said is None:
         return
     ctx.add(
-        severity="warn" if acc.name == "intel" else "fail",  # XPU builds are newer: a missed opportunity, not a broken stack
-        detail="xpu" if acc.name == "intel" else "default",
+        severity=said[0],
+        detail=said[1],
         facts=["torch.version", "torch.cuda", "reconciled.accelerator"],
         fix_text=install_fix(ctx, exclude="cpu"),
         torch=t.version,
-        gpus=_gpu_names(ctx, acc),
+        gpus=acc.named(f.facts),
         accelerator=acc.label,
     )
 
@@ -236,9 +254,9 @@ def torch_backend_mismatch(ctx: Ctx) -> None:
     if kind is None or kind == "cpu" or f.jetson.is_jetson:
         return
     # the build's own kinds have no device here, and another kind's device needs a build of its own
-    if any(a.targeted(kind) and a.present(f) for a in accelerators.ALL):
+    if any(a.targeted(kind) and a.present(f.facts) for a in accelerators.ALL):
         return
-    acc = next((a for a in accelerators.ALL if a.name != "jetson" and not a.targeted(kind) and a.needs_build(f)), None)
+    acc = next((a for a in accelerators.ALL if a.name != "jetson" and not a.targeted(kind) and a.needs_build(f.facts)), None)
     apus = _rocm_apus(ctx) if acc is None and kind != "rocm" else []
     if acc is None and apus:
         acc = accelerators.by_vendor("amd")
@@ -250,7 +268,7 @@ def torch_backend_mismatch(ctx: Ctx) -> None:
         torch=t.version,
         build=next((a.build_label for a in accelerators.ALL if a.build_kind == kind), kind),
         machine=acc.vendor_label,
-        gpus=", ".join(apus) if apus else _gpu_names(ctx, acc),
+        gpus=", ".join(apus) if apus else acc.named(f.facts),
     )
 
 
@@ -262,7 +280,7 @@ def _rocm_apus(ctx: Ctx) -> list[str]:
         return []
     targets = {a.split(":", 1)[0] for r in ctx.matrix.releases for v in r.variants if v.kind == "rocm" for a in (*v.gfx, *v.arch_list)}
     out = []
-    for g in f.reconciled.gpus:
+    for g in f.gpus:
         if g.vendor == "amd" and g.integrated and g.gfx and g.gfx.split(":", 1)[0] in targets:
             out.append(f"{g.name or 'AMD GPU'} ({g.gfx})")
     return out
@@ -410,7 +428,7 @@ def jetson_wrong_wheel(ctx: Ctx) -> None:
 @rule("macos-x86-torch-too-new", severity="warn", layer="torch")
 def macos_x86_torch_too_new(ctx: Ctx) -> None:
     f, t, a = ctx.facts, ctx.facts.torch, ctx.facts.apple
-    if not runs_x86(f):
+    if not runs_x86(f.facts):
         return
     newest = ctx.matrix.newest_release_for("macos", "x86_64")  # Intel Macs stop at the last release with their wheels
     last = str(newest.version) if newest is not None else None
@@ -427,7 +445,7 @@ def conda_pip_mix(ctx: Ctx) -> None:
         return
     conda_cuda = ("cudatoolkit", "cudnn", "nccl", "pytorch-cuda", "cuda-runtime", "cuda-cudart", "cuda-libraries", "cuda-toolkit",
                   "libcublas", "libcusparse", "libnvjitlink")  # fmt: skip
-    from stackdoctor.conda import conda_name
+    from stackdoctor.install.conda import conda_name
 
     names = [conda_name(p) for p in t.conda_packages]  # conda-meta records are name-version-build
     pip_torch = bool(local(t.version)) or any(k.startswith("nvidia-") for k in t.distributions)
@@ -463,7 +481,7 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
         return
     if ctx.has("container-no-gpu") or ctx.has("torch-backend-mismatch") or nvidia_witnesses(f):
         return  # a witness saw NVIDIA hardware or a driver: "no NVIDIA GPU" would contradict it
-    if accelerators.select(f) is not None and accelerators.select(f).build_kind != "cpu":  # type: ignore[union-attr]
+    if accelerators.select(f.facts) is not None and accelerators.select(f.facts).build_kind != "cpu":  # type: ignore[union-attr]
         return  # another accelerator is there: torch-backend-mismatch speaks of it
     sizes = {k: v for k, v in t.runtime_bytes.items() if k.startswith("nvidia-")}
     fix = install_fix(ctx, keep_torch=True, exclude=variant_name(f))

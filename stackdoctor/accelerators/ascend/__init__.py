@@ -73,9 +73,13 @@ class Ascend(Accelerator):
     rules = "stackdoctor.accelerators.ascend.rules"
     locale = "stackdoctor.accelerators.ascend"
     device: ClassVar[DeviceSpec | None] = DeviceSpec(device="npu", torch_api="npu", synchronize="npu.synchronize", backend="hccl",
-                                                     imports=("torch_npu",))
+                                                     imports=("torch_npu",), set_device="npu.set_device")
     companions = (TORCH_NPU,)
     what_if_option = "--npu"
+    table = "torch_npu.yaml"
+
+    def own_table(self) -> dict[str, Any]:
+        return table()  # kept between runs (parsecache)
 
     def companion(self, facts: Facts, torch: str, *, os: str, arch: str, python: str | None, hypothetical: bool,
                   strict: bool = True) -> Companion | str | None:

@@ -55,6 +55,20 @@ def _cann_words(row: dict[str, Any], cann: dict[str, Any], hypothetical: bool) -
     return [f"{said}; this machine has CANN {have} ({cann.get('info_file')}), which meets it"], [], True
 
 
+def _paired(row: dict[str, Any], own: dict[str, Any], torch: str, arch: str, cann: dict[str, Any], hypothetical: bool,
+            reasons: list[str], warnings: list[str]) -> Companion:
+    """The torch_npu of ``row`` beside torch ``torch``: why (its pin, from its wheel's METADATA), and what to do first."""
+    w = _wheel(row, arch)
+    pin = re.sub(r"\s+", "", _pin(row, arch)).replace("(", "").replace(")", "")
+    reasons.insert(0, f"torch {torch} cpu: the Huawei Ascend NPU runs torch's CPU build with torch-npu beside it")
+    reasons.insert(1, f"torch-npu {row['version']} pins {pin} (its wheel's METADATA: {w.get('url') or row.get('source')}"
+                      + (f", sha256 {str(w['sha256'])[:12]}…" if w.get("sha256") else "") + ")")
+    env = (own.get("env") or {}) if not hypothetical else {}
+    if not hypothetical and cann and not env.get("active") and cann.get("set_env"):
+        warnings.append(f"CANN's environment is not active here: run `source {cann['set_env']}` before `import torch` (or add it to ~/.bashrc)")
+    return Companion("torch-npu", str(row["version"]), PYPI, tuple(reasons), tuple(warnings))
+
+
 def companion(rows: list[dict[str, Any]], own: dict[str, Any], torch: str, *, os: str, arch: str, python: str | None,
               hypothetical: bool, strict: bool) -> Companion | str:
     """The torch_npu to plan beside torch ``torch`` (see the module's text), or why there is none."""
@@ -69,15 +83,7 @@ def companion(rows: list[dict[str, Any]], own: dict[str, Any], torch: str, *, os
         reasons, warnings, met = _cann_words(row, cann, hypothetical)
         if strict and not met:
             continue
-        w = _wheel(row, arch)
-        pin = re.sub(r"\s+", "", _pin(row, arch)).replace("(", "").replace(")", "")
-        reasons.insert(0, f"torch {torch} cpu: the Huawei Ascend NPU runs torch's CPU build with torch-npu beside it")
-        reasons.insert(1, f"torch-npu {row['version']} pins {pin} (its wheel's METADATA: {w.get('url') or row.get('source')}"
-                          + (f", sha256 {str(w['sha256'])[:12]}…" if w.get("sha256") else "") + ")")
-        env = (own.get("env") or {}) if not hypothetical else {}
-        if not hypothetical and cann and not env.get("active") and cann.get("set_env"):
-            warnings.append(f"CANN's environment is not active here: run `source {cann['set_env']}` before `import torch` (or add it to ~/.bashrc)")
-        return Companion("torch-npu", str(row["version"]), PYPI, tuple(reasons), tuple(warnings))
+        return _paired(row, own, torch, arch, cann, hypothetical, reasons, warnings)
     if hypothetical or not cann:
         return f"torch {torch}: no torch-npu release for it has a known CANN requirement"
     return f"torch {torch}: no torch-npu release for it runs on CANN {cann.get('version') or '?'}"

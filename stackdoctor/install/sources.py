@@ -214,9 +214,8 @@ def _read_text(path: Path, notes: list[str]) -> str | None:
         return None
 
 
-def read_pip_config(env: Mapping[str, str], prefix: str | None = None) -> InstallerConfig:
-    """pip's effective index / find-links / network settings for ``pip install`` in the target."""
-    cfg = InstallerConfig("pip")
+def _pip_effective(env: Mapping[str, str], prefix: str | None, cfg: InstallerConfig) -> dict[str, tuple[str, str]]:
+    """key -> (value, origin) as pip takes them: its files in order, ``[global]`` then ``[install]``, then ``PIP_*``."""
     merged: dict[str, tuple[str, str]] = {}  # "section.key" -> (value, origin)
     for _kind, path in pip_config_files(env, prefix):
         text = _read_text(path, cfg.notes)
@@ -238,6 +237,13 @@ def read_pip_config(env: Mapping[str, str], prefix: str | None = None) -> Instal
             sec, _, key = skey.partition(".")
             if sec == section and value:  # pip ignores empty values
                 effective[key] = (value, origin)
+    return effective
+
+
+def read_pip_config(env: Mapping[str, str], prefix: str | None = None) -> InstallerConfig:
+    """pip's effective index / find-links / network settings for ``pip install`` in the target."""
+    cfg = InstallerConfig("pip")
+    effective = _pip_effective(env, prefix, cfg)
     for key, (_value, origin) in effective.items():
         if key in PIP_KEYS:
             cfg.origins[key] = origin
@@ -356,61 +362,81 @@ def _split_named(value: str) -> tuple[str | None, str]:
     return None, value
 
 
+@dataclass
+class _UvSources:
+    """uv's sources as they are found: extra indexes, find-links, the one default index (the first found wins)."""
+
+    extra: list[Source] = field(default_factory=list)
+    links: list[Source] = field(default_factory=list)
+    default: Source | None = None
+    no_index: bool | None = None
+
+
+def _uv_env_sources(env: Mapping[str, str], found: _UvSources) -> None:
+    """The environment first: it takes precedence (its indexes come before the configured ones)."""
+    for raw in (env.get("UV_INDEX") or "").split():
+        name, url = _split_named(raw)
+        found.extra.append(Source(url, "index", "extra", "UV_INDEX", name=name))
+    for url in (env.get("UV_EXTRA_INDEX_URL") or "").split():
+        found.extra.append(Source(url, "index", "extra", "UV_EXTRA_INDEX_URL"))
+    for var in ("UV_DEFAULT_INDEX", "UV_INDEX_URL"):
+        if env.get(var, "").strip() and found.default is None:
+            name, url = _split_named(env[var].strip())
+            found.default = Source(url, "index", "default", var, name=name)
+    for url in (env.get("UV_FIND_LINKS") or "").split(","):
+        if url.strip():
+            found.links.append(Source(url.strip(), "links", "links", "UV_FIND_LINKS"))
+
+
+def _uv_index_tables(settings: dict[str, Any], where: str, found: _UvSources) -> None:
+    """``[[index]]`` tables: a flat one is find-links, ``default = true`` the default index."""
+    for i, idx in enumerate(settings.get("index") or [] if isinstance(settings.get("index"), list) else []):
+        if not isinstance(idx, dict) or not isinstance(idx.get("url"), str):
+            continue
+        name = idx.get("name") if isinstance(idx.get("name"), str) else None
+        origin = f"{where} index {name or i}"
+        kind = "links" if idx.get("format") == "flat" else "index"
+        src = Source(idx["url"], kind, "links" if kind == "links" else "extra", origin, name=name, explicit=bool(idx.get("explicit")))
+        if idx.get("default") is True and kind == "index":
+            src.role = "default"
+            if found.default is None:
+                found.default = src
+            continue
+        (found.links if kind == "links" else found.extra).append(src)
+
+
+def _uv_file_sources(cfg: InstallerConfig, path: Path, table: dict[str, Any], found: _UvSources) -> None:
+    settings = _uv_settings(table)
+    where = f"{path}" + (" [tool.uv]" if path.name == "pyproject.toml" else "")
+    _uv_index_tables(settings, where, found)
+    if isinstance(settings.get("index-url"), str) and found.default is None:
+        found.default = Source(settings["index-url"], "index", "default", f"{where} index-url")
+    for url in _strs(settings.get("extra-index-url")):
+        found.extra.append(Source(url, "index", "extra", f"{where} extra-index-url"))
+    for url in _strs(settings.get("find-links")):
+        found.links.append(Source(url, "links", "links", f"{where} find-links"))
+    if isinstance(settings.get("no-index"), bool) and found.no_index is None:
+        found.no_index = settings["no-index"]
+        cfg.origins["no-index"] = f"{where} no-index"
+    if isinstance(table.get("offline"), bool) and table["offline"]:
+        cfg.offline = True
+        cfg.origins["offline"] = f"{where} offline"
+
+
 def read_uv_config(env: Mapping[str, str], cwd: str | Path | None = None) -> InstallerConfig:
     """uv's effective indexes and find-links for ``uv pip install`` run in ``cwd``."""
     cfg = InstallerConfig("uv")
     files = _uv_files(env, Path(cwd or os.getcwd()), cfg.notes)
     cfg.files = [str(p) for _, p, _ in files]
-    extra: list[Source] = []
-    links: list[Source] = []
-    default: Source | None = None
-    # environment first: it takes precedence (its indexes come before the configured ones)
-    for raw in (env.get("UV_INDEX") or "").split():
-        name, url = _split_named(raw)
-        extra.append(Source(url, "index", "extra", "UV_INDEX", name=name))
-    for url in (env.get("UV_EXTRA_INDEX_URL") or "").split():
-        extra.append(Source(url, "index", "extra", "UV_EXTRA_INDEX_URL"))
-    for var in ("UV_DEFAULT_INDEX", "UV_INDEX_URL"):
-        if env.get(var, "").strip() and default is None:
-            name, url = _split_named(env[var].strip())
-            default = Source(url, "index", "default", var, name=name)
-    for url in (env.get("UV_FIND_LINKS") or "").split(","):
-        if url.strip():
-            links.append(Source(url.strip(), "links", "links", "UV_FIND_LINKS"))
-    no_index: bool | None = None
+    found = _UvSources()
+    _uv_env_sources(env, found)
     for _kind, path, table in files:
-        settings = _uv_settings(table)
-        where = f"{path}" + (" [tool.uv]" if path.name == "pyproject.toml" else "")
-        for i, idx in enumerate(settings.get("index") or [] if isinstance(settings.get("index"), list) else []):
-            if not isinstance(idx, dict) or not isinstance(idx.get("url"), str):
-                continue
-            name = idx.get("name") if isinstance(idx.get("name"), str) else None
-            origin = f"{where} index {name or i}"
-            kind = "links" if idx.get("format") == "flat" else "index"
-            src = Source(idx["url"], kind, "links" if kind == "links" else "extra", origin, name=name, explicit=bool(idx.get("explicit")))
-            if idx.get("default") is True and kind == "index":
-                src.role = "default"
-                if default is None:
-                    default = src
-                continue
-            (links if kind == "links" else extra).append(src)
-        if isinstance(settings.get("index-url"), str) and default is None:
-            default = Source(settings["index-url"], "index", "default", f"{where} index-url")
-        for url in _strs(settings.get("extra-index-url")):
-            extra.append(Source(url, "index", "extra", f"{where} extra-index-url"))
-        for url in _strs(settings.get("find-links")):
-            links.append(Source(url, "links", "links", f"{where} find-links"))
-        if isinstance(settings.get("no-index"), bool) and no_index is None:
-            no_index = settings["no-index"]
-            cfg.origins["no-index"] = f"{where} no-index"
-        if isinstance(table.get("offline"), bool) and table["offline"]:
-            cfg.offline = True
-            cfg.origins["offline"] = f"{where} offline"
+        _uv_file_sources(cfg, path, table, found)
     if (env.get("UV_OFFLINE") or "").strip().lower() not in ("", "0", "false", "no"):
         cfg.offline = True
         cfg.origins["offline"] = "UV_OFFLINE"
-    cfg.no_index = bool(no_index)
-    cfg.sources = extra + [default or Source(pypi_simple(), "index", "default", "uv's default (PyPI)")] + links
+    cfg.no_index = bool(found.no_index)
+    cfg.sources = found.extra + [found.default or Source(pypi_simple(), "index", "default", "uv's default (PyPI)")] + found.links
     return cfg
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 JOURNAL_DIR = ".stackdoctor-install"
+ASIDE = JOURNAL_DIR + ".done-"  # a committed install's journal folder (its backup too), set aside until `done:` is printed
 JOURNAL_SCHEMA = "stackdoctor.install-journal/1"
 HOOK_ENV = "STACKDOCTOR_TEST_HOOK_DIR"
 EXIT_FOR = {int(signal.SIGINT): 130, int(getattr(signal, "SIGTERM", 15)): 143, int(getattr(signal, "SIGHUP", 1)): 129}
@@ -274,6 +275,19 @@ class Journal:
         os.replace(tmp, self.path)
         _fsync_dir(self.dir)
 
+    def set_aside(self) -> tuple[str | None, str | None]:
+        """The commit point in one rename: the journal folder, with the backup of the replaced torch, moved aside in
+        the prefix, so removing its files (tens of thousands of hard links) comes after `done:` (:func:`remove_aside`;
+        a later run removes one whose owner is gone, :func:`sweep_aside`). ``(aside, None)``; when the rename fails,
+        the folder is removed here: ``(None, the error or None)``."""
+        aside = os.path.join(self.prefix, f"{ASIDE}{os.getpid()}-{time.time_ns()}")
+        try:
+            os.rename(self.dir, aside)
+        except OSError:
+            return None, self.remove()
+        _fsync_dir(self.prefix)
+        return aside, None
+
     def remove(self) -> str | None:
         """Remove the journal folder (its backup too); the error, if any (never raises)."""
         import shutil
@@ -282,6 +296,38 @@ class Journal:
         shutil.rmtree(self.dir, onerror=lambda _f, p, e: errors.append(f"{p}: {e[1]}"))
         _fsync_dir(self.prefix)
         return errors[0] if errors and os.path.exists(self.dir) else None
+
+
+def remove_aside(path: str | None) -> None:
+    """Remove a committed install's set-aside journal folder (:meth:`Journal.set_aside`)."""
+    import shutil
+
+    if path and os.path.basename(path).startswith(ASIDE):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def sweep_aside(prefix: str) -> list[str]:
+    """The set-aside journal folders of committed installs whose owner is gone (stopped after its commit, before it
+    removed the backup): removed. One whose owner still runs is its own to remove."""
+    try:
+        names = sorted(n for n in os.listdir(prefix) if n.startswith(ASIDE))
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        path = os.path.join(prefix, name)
+        owner: Journal | None = None
+        try:
+            with open(os.path.join(path, "journal.json"), encoding="utf-8") as f:
+                data = json.load(f)
+            owner = Journal.from_data(data) if isinstance(data, dict) else None
+        except (OSError, ValueError):
+            pass
+        if owner is not None and owner.owner_alive():
+            continue
+        remove_aside(path)
+        removed.append(path)
+    return removed
 
 
 def read_journal(prefix: str) -> Journal | None:

@@ -88,6 +88,42 @@ def driver_cuda_ceiling(facts: Facts, matrix: Matrix, driver: str | None) -> str
     return best
 
 
+def _cuda_build(rel: CondaRelease, subdir: str, facts: Facts, matrix: Matrix, driver: str | None, reasons: list[str]) -> str | None:
+    """The newest of conda-forge's CUDA builds of ``rel`` that the driver runs, or None (the CPU build), said why."""
+    ceiling = driver_cuda_ceiling(facts, matrix, driver)
+    builds = sorted(rel.cuda.get(subdir, ()), key=_cuda_tuple, reverse=True)
+    runnable = [c for c in builds if ceiling and _cuda_tuple(c) <= _cuda_tuple(ceiling)]
+    if runnable:
+        reasons.append(f"CUDA {runnable[0]}: the newest of conda-forge's CUDA builds for {subdir} ({', '.join(builds)}) that driver {driver} runs (CUDA <= {ceiling})")
+        return runnable[0]
+    if builds:
+        reasons.append(f"conda-forge builds pytorch {rel.version} for CUDA {', '.join(builds)} on {subdir}; driver {driver or '?'} runs CUDA <= {ceiling or '?'}: the CPU build")
+    else:
+        reasons.append(f"conda-forge has no CUDA build of pytorch {rel.version} for {subdir}: the CPU build")
+    return None
+
+
+def _specs(info: CondaInfo, rel: CondaRelease, cuda: str | None, packages: Sequence[str]) -> list[str]:
+    specs: list[str] = []
+    if cuda:
+        specs += [f"{info.package}={rel.version}={info.cuda_build or 'cuda*'}"]
+        if info.cuda_selector:
+            specs.append(f"{info.cuda_selector}={cuda}")
+    else:
+        specs.append(f"{info.package}={rel.version}={info.cpu_build or 'cpu_*'}")
+    # conda-forge torchvision / torchaudio; the solver pairs them with pytorch
+    return specs + [p for p in packages if p != "torch"]
+
+
+def _conda_forge_builds(plan: Plan) -> bool | None:
+    """Whether conda-forge builds pytorch for the kind the plan's variant is for (its answer,
+    :attr:`Accelerator.conda_forge_build`: CUDA yes; ROCm and XPU no); None for a CPU plan or a kind that does not say."""
+    from stackdoctor import accelerators
+
+    acc = accelerators.for_variant(plan.variant)
+    return acc.conda_forge_build if acc is not None else None
+
+
 def choose(
     info: CondaInfo, plan: Plan, facts: Facts, matrix: Matrix, *, subdir: str | None, driver: str | None, packages: Sequence[str]
 ) -> CondaChoice | None:
@@ -110,31 +146,12 @@ def choose(
             f"conda-forge has no pytorch {want}; its {'newest' if newer else 'closest'} for {subdir} is {rel.version} ({rel.source.split(' ')[0]})"
         )
     cuda: str | None = None
-    kind = (plan.variant or "").startswith("cu")
-    if kind:
-        ceiling = driver_cuda_ceiling(facts, matrix, driver)
-        builds = sorted(rel.cuda.get(subdir, ()), key=_cuda_tuple, reverse=True)
-        runnable = [c for c in builds if ceiling and _cuda_tuple(c) <= _cuda_tuple(ceiling)]
-        if runnable:
-            cuda = runnable[0]
-            reasons.append(f"CUDA {cuda}: the newest of conda-forge's CUDA builds for {subdir} ({', '.join(builds)}) that driver {driver} runs (CUDA <= {ceiling})")
-        elif builds:
-            reasons.append(f"conda-forge builds pytorch {rel.version} for CUDA {', '.join(builds)} on {subdir}; driver {driver or '?'} runs CUDA <= {ceiling or '?'}: the CPU build")
-        else:
-            reasons.append(f"conda-forge has no CUDA build of pytorch {rel.version} for {subdir}: the CPU build")
-    elif (plan.variant or "").startswith(("rocm", "xpu")):
+    builds = _conda_forge_builds(plan)
+    if builds is True:
+        cuda = _cuda_build(rel, subdir, facts, matrix, driver, reasons)
+    elif builds is False:
         reasons.append(f"conda-forge builds pytorch for CPU and CUDA only (no {plan.variant}): the CPU build")
-    specs: list[str] = []
-    if cuda:
-        specs += [f"{info.package}={rel.version}={info.cuda_build or 'cuda*'}"]
-        if info.cuda_selector:
-            specs.append(f"{info.cuda_selector}={cuda}")
-    else:
-        specs.append(f"{info.package}={rel.version}={info.cpu_build or 'cpu_*'}")
-    for p in packages:
-        if p != "torch":
-            specs.append(p)  # conda-forge torchvision / torchaudio; the solver pairs them with pytorch
-    return CondaChoice(rel, subdir, cuda, specs, reasons)
+    return CondaChoice(rel, subdir, cuda, _specs(info, rel, cuda, packages), reasons)
 
 
 def conda_command(installer: str, specs: Sequence[str], *, channel: str, prefix: str | None, yes: bool = True) -> list[str]:
@@ -161,22 +178,7 @@ def _pixi_spec(spec: str) -> str:
     return spec
 
 
-def routes(
-    plan: Plan,
-    facts: Facts,
-    matrix: Matrix,
-    *,
-    pip_command: Sequence[str],
-    installer: str,
-    platform_tag: str | None,
-    driver: str | None,
-    packages: Sequence[str],
-    hypothetical: bool = False,
-) -> list[Route]:
-    """Both routes for a conda environment, each with its reasons and cautions; one is recommended."""
-    info = matrix.conda
-    out: list[Route] = []
-    conda_pkgs = sorted({n for n in (conda_name(p) for p in facts.torch.conda_packages) if n in _CONDA_CUDA_LIBS})
+def _pip_route(plan: Plan, pip_command: Sequence[str], conda_pkgs: Sequence[str]) -> Route:
     pip_route = Route("pip-wheels", f"PyTorch's wheels into the conda env with pip: torch {plan.torch_version} ({plan.variant})", list(pip_command))
     pip_route.reasons.append("every release and variant PyTorch publishes (cpu, CUDA, ROCm, XPU), the day it is released")
     pip_route.cautions.append("conda does not see pip's torch: do not conda-install packages that depend on pytorch into this env afterwards")
@@ -185,14 +187,10 @@ def routes(
             f"conda-pip-mix: this env already has conda's {', '.join(conda_pkgs)}; remove them first (conda remove --force {' '.join(conda_pkgs)}) "
             "or their CUDA libraries shadow the wheel's (stackdoctor explain conda-pip-mix)"
         )
-    out.append(pip_route)
-    if info is None:
-        return out
-    subdir = conda_subdir(facts, platform_tag)
-    choice = choose(info, plan, facts, matrix, subdir=subdir, driver=driver, packages=packages)
-    if choice is None:
-        pip_route.recommended = True
-        return out
+    return pip_route
+
+
+def _conda_route(info: CondaInfo, choice: CondaChoice, plan: Plan, facts: Facts, *, installer: str, hypothetical: bool, conda_pkgs: Sequence[str]) -> Route:
     prefix = None if hypothetical else facts.python.env_prefix
     tool = installer if installer in CONDA_INSTALLERS else "conda"
     cf = Route(
@@ -209,21 +207,47 @@ def routes(
         if hypothetical or not (facts.nvidia.driver_version or "").strip():
             cf.env["CONDA_OVERRIDE_CUDA"] = choice.cuda
             cf.cautions.append(f"no CUDA driver is seen here: the solver needs CONDA_OVERRIDE_CUDA={choice.cuda} to pick the CUDA build")
-    if plan.variant and plan.variant.startswith(("rocm", "xpu")):
+    if _conda_forge_builds(plan) is False:
         cf.cautions.append(f"conda-forge has no {plan.variant} build: this route gives CPU-only torch on this GPU")
     if conda_pkgs and "pytorch" not in conda_pkgs:
         cf.reasons.append(f"this env already has conda's {', '.join(conda_pkgs)}: staying with conda avoids conda-pip-mix")
-    out.append(cf)
+    return cf
+
+
+def routes(
+    plan: Plan,
+    facts: Facts,
+    matrix: Matrix,
+    *,
+    pip_command: Sequence[str],
+    installer: str,
+    platform_tag: str | None,
+    driver: str | None,
+    packages: Sequence[str],
+    hypothetical: bool = False,
+) -> list[Route]:
+    """Both routes for a conda environment, each with its reasons and cautions; one is recommended."""
+    info = matrix.conda
+    conda_pkgs = sorted({n for n in (conda_name(p) for p in facts.torch.conda_packages) if n in _CONDA_CUDA_LIBS})
+    pip_route = _pip_route(plan, pip_command, conda_pkgs)
+    if info is None:
+        return [pip_route]
+    choice = choose(info, plan, facts, matrix, subdir=conda_subdir(facts, platform_tag), driver=driver, packages=packages)
+    if choice is None:
+        pip_route.recommended = True
+        return [pip_route]
+    cf = _conda_route(info, choice, plan, facts, installer=installer, hypothetical=hypothetical, conda_pkgs=conda_pkgs)
     # which one to recommend
     lags = plan.torch_version is not None and choice.release.version != plan.torch_version
-    gpu_loss = (plan.variant or "").startswith(("rocm", "xpu")) or ((plan.variant or "").startswith("cu") and choice.cuda is None)
+    builds = _conda_forge_builds(plan)
+    gpu_loss = builds is False or (builds is True and choice.cuda is None)
     if installer in CONDA_INSTALLERS or (conda_pkgs and not gpu_loss):
         cf.recommended = True
     elif lags or gpu_loss:
         pip_route.recommended = True
     else:
         cf.recommended = True
-    return out
+    return [pip_route, cf]
 
 
 def environment_yml(route: Route, *, name: str | None, python: str | None, pip_reqs: Sequence[str] = (), pip_args: Sequence[str] = ()) -> str:

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 from stackdoctor.errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.index import IndexFile
+    from stackdoctor.install.index import IndexFile
+    from stackdoctor.install.sources import Source
     from stackdoctor.matrix import Matrix, MirrorRow
-    from stackdoctor.sources import Source
 
 DIST_RE = re.compile(r"\.(whl|tar\.gz|zip|tar\.bz2)$", re.I)
 MAX_METADATA_BYTES = 4 * 1024 * 1024
@@ -54,7 +54,7 @@ class Mirror:
 
     def sources(self, variant: str) -> list[Source]:
         """The source(s) this mirror gives for one variant ("auto": both forms, the check keeps what answers)."""
-        from stackdoctor.sources import Source
+        from stackdoctor.install.sources import Source
 
         out: list[Source] = []
         if self.layout in ("simple", "auto"):
@@ -99,7 +99,7 @@ def parse_flat_listing(text: str, page_url: str) -> list[IndexFile]:
     """Distribution files linked from a listing page (a mirror folder, ``torch_stable.html``, an nginx or
     S3-style index): anchors whose file name is a wheel or sdist; folders, ``../`` and sort links dropped.
     Relative and root-relative links resolve against the page; ``&#43;`` / ``%2B`` decode to ``+``."""
-    from stackdoctor.index import parse_simple_html
+    from stackdoctor.install.index import parse_simple_html
 
     try:
         files = parse_simple_html(text, page_url)
@@ -266,7 +266,7 @@ class DefaultBuild:
 def default_build_variant(file: IndexFile, version: str, platform_tag: str | None, matrix: Matrix, *, read: bool = False) -> DefaultBuild:
     """The variant of a label-less torch wheel: the matrix's ``pypi_default`` row; the wheel's own METADATA
     when the file is local and the matrix does not know (or ``read`` asks for it: the wheel's word wins)."""
-    from stackdoctor.index import local_path
+    from stackdoctor.install.index import local_path
 
     plat = pypi_platform(platform_tag)
     row = matrix.pypi_default(version, plat) if plat else None

@@ -24,11 +24,12 @@ import re
 import time
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackdoctor.errors import IndexError_
+from stackdoctor.install.network import auth_class, network_settings, ssl_context
 from stackdoctor.matrix import default_index_url
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,18 +80,6 @@ class Page:
     content_type: str
     text: str
     from_cache: bool = False
-
-
-@dataclass
-class NetworkSettings:
-    """What the index check borrows from the user's configuration (pip's wins over the environment)."""
-
-    proxy: str | None = None
-    cert: str | None = None  # CA bundle
-    client_cert: str | None = None
-    trusted_hosts: list[str] = field(default_factory=list)
-    sources: dict[str, str] = field(default_factory=dict)
-    keyring_provider: str | None = None  # pip's keyring-provider (auto, import, subprocess; "disabled" is None)
 
 
 # ---------------------------------------------------------------------------- urls and names
@@ -377,81 +366,6 @@ def python_version_of(facts: Facts, request: Request | None = None) -> str | Non
 # ---------------------------------------------------------------------------- configuration
 
 
-def network_settings(env: Mapping[str, str], prefix: str | None = None) -> NetworkSettings:
-    """pip's network options as pip would see them (files in pip's load order, ``[global]`` then
-    ``[install]``, then ``PIP_*``): see :func:`stackdoctor.sources.read_pip_config`."""
-    from stackdoctor.sources import read_pip_config
-
-    cfg = read_pip_config(env, prefix if prefix is not None else env.get("VIRTUAL_ENV"))
-    out = NetworkSettings(proxy=cfg.proxy, cert=cfg.cert, client_cert=cfg.client_cert, trusted_hosts=list(cfg.trusted_hosts))
-    for key, attr in (("proxy", "proxy"), ("cert", "cert"), ("client-cert", "client_cert"), ("trusted-host", "trusted_hosts")):
-        if key in cfg.origins:
-            out.sources[attr] = cfg.origins[key]
-    if cfg.keyring_provider and cfg.keyring_provider.lower() != "disabled":
-        out.keyring_provider = cfg.keyring_provider
-    return out
-
-
-def netrc_file(env: Mapping[str, str]) -> Path | None:
-    """The netrc file pip (through requests) reads: ``NETRC``, else ``~/.netrc``, else ``~/_netrc``."""
-    if env.get("NETRC"):
-        return Path(env["NETRC"]).expanduser()
-    home = env.get("HOME") or os.path.expanduser("~")
-    for name in (".netrc", "_netrc"):
-        path = Path(home) / name
-        if path.is_file():
-            return path
-    return None
-
-
-def netrc_credentials(env: Mapping[str, str], host: str) -> tuple[str, str] | None:
-    """``(login, password)`` for ``host`` (its ``machine`` entry, else ``default``) from the user's netrc, as
-    requests looks them up for pip; a missing or malformed file is no credentials (requests ignores it too)."""
-    import netrc
-
-    path = netrc_file(env)
-    if path is None or not host:
-        return None
-    try:
-        found = netrc.netrc(str(path)).authenticators(host)
-    except (OSError, netrc.NetrcParseError, UnicodeDecodeError):
-        return None
-    if not found:
-        return None
-    login, _account, password = found
-    return (login or "", password or "")
-
-
-def _basic(user: str, password: str) -> str:
-    import base64
-
-    raw = f"{user}:{password}"
-    try:
-        data = raw.encode("latin-1")  # as requests (pip) encodes them
-    except UnicodeEncodeError:
-        data = raw.encode("utf-8")
-    return "Basic " + base64.b64encode(data).decode("ascii")
-
-
-def _auth_class() -> Any:
-    import httpx
-
-    class PipAuth(httpx.Auth):
-        """Credentials where pip finds them: the URL's own ``user:password@``, else the netrc entry of its host."""
-
-        def __init__(self, env: Mapping[str, str]) -> None:
-            self.env = env
-
-        def auth_flow(self, request: httpx.Request) -> Any:
-            url = request.url
-            cred = (url.username, url.password) if url.username else netrc_credentials(self.env, url.host)
-            if cred is not None and "Authorization" not in request.headers:
-                request.headers["Authorization"] = _basic(*cred)
-            yield request
-
-    return PipAuth
-
-
 # ---------------------------------------------------------------------------- fetching
 
 
@@ -504,30 +418,6 @@ class PageCache:
             pass
 
 
-def _ssl_context(settings: NetworkSettings, env: Mapping[str, str]) -> Any:
-    import ssl
-
-    cafile = settings.cert or env.get("SSL_CERT_FILE") or None
-    capath = None if settings.cert else (env.get("SSL_CERT_DIR") or None)
-    try:
-        if cafile or capath:
-            ctx = ssl.create_default_context(cafile=cafile if cafile and os.path.isfile(cafile) else None, capath=capath if capath and os.path.isdir(capath) else None)
-            if cafile and os.path.isdir(cafile):
-                ctx.load_verify_locations(capath=cafile)
-        else:
-            try:
-                import certifi
-
-                ctx = ssl.create_default_context(cafile=certifi.where())
-            except ImportError:
-                ctx = ssl.create_default_context()
-        if settings.client_cert:
-            ctx.load_cert_chain(settings.client_cert)
-    except (OSError, ssl.SSLError) as exc:
-        raise IndexError_(f"the certificate settings cannot be used ({settings.sources.get('cert') or 'SSL_CERT_FILE'}): {exc}.") from None
-    return ctx
-
-
 class IndexClient:
     """An httpx client with the user's network settings, a deadline per page, a size cap and a page cache."""
 
@@ -552,9 +442,9 @@ class IndexClient:
             "follow_redirects": True,
             "max_redirects": MAX_REDIRECTS,
             "trust_env": True,
-            "verify": _ssl_context(self.settings, self.env),
+            "verify": ssl_context(self.settings, self.env),
             "headers": {"User-Agent": "stackdoctor (index check)"},
-            "auth": _auth_class()(self.env),
+            "auth": auth_class()(self.env),
         }
         if self.settings.proxy:
             kwargs["proxy"] = self.settings.proxy
@@ -608,53 +498,69 @@ class IndexClient:
                 if resp.status_code == 304 and cached:
                     meta, body = cached
                     return Page(meta.get("final_url") or url, meta.get("content_type") or "", _text(body), from_cache=True)
-                if resp.status_code in (401, 403):
-                    raise _index_error("failing", _refused_sentence(url, resp.status_code, self.settings.keyring_provider))
-                if resp.status_code == 404:
-                    raise _index_error("missing", f"{url} does not exist (HTTP 404): the index has no such package or variant; check --index-base and --variant.")
-                if resp.status_code >= 400:
-                    raise _index_error(
-                        "failing",
-                        f"{url} answered HTTP {resp.status_code} {resp.reason_phrase}".rstrip()
-                        + "; the index is failing: try again later, use a mirror with --index-base, or --offline."
-                    )
-                if resp.status_code != 200:
-                    raise _index_error("failing", f"{url} answered HTTP {resp.status_code} instead of a package page.")
-                length = resp.headers.get("content-length")
-                if length and length.isdigit() and int(length) > self.max_bytes:
-                    raise _index_error("failing", _too_large(url, int(length), self.max_bytes))
-                buf = bytearray()
-                for chunk in resp.iter_bytes():
-                    buf += chunk
-                    if len(buf) > self.max_bytes:
-                        raise _index_error("failing", _too_large(url, None, self.max_bytes))
-                    if time.monotonic() > deadline:
-                        raise _index_error("unreachable", _too_slow(url, self.timeout_s))
-                body = bytes(buf)
+                self._check_status(url, resp)
+                body = self._read_body(url, resp, deadline)
                 final = str(resp.url)
                 self.cache.put(url, resp.headers, final, body)
                 return Page(final, resp.headers.get("content-type", ""), _text(body))
         except IndexError_:
             raise
-        except httpx.TooManyRedirects:
-            raise _index_error("failing", f"{url} redirects in a loop (more than {MAX_REDIRECTS} redirects); the index or a proxy is misconfigured.") from None
-        except httpx.TimeoutException:
-            raise _index_error("unreachable", _too_slow(url, self.timeout_s)) from None
-        except httpx.ProxyError as exc:
-            raise _index_error("unreachable", f"the proxy refused the request for {url}: {exc}.") from None
-        except httpx.ConnectError as exc:
+        except httpx.HTTPError as exc:
+            raise self._transport_error(url, exc) from None
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+            raise _index_error("failing", f"{url} could not be read: {type(exc).__name__}: {_first(str(exc))}.") from None
+
+    def _check_status(self, url: str, resp: httpx.Response) -> None:
+        """A page's status as one IndexError_ sentence, unless it is 200."""
+        if resp.status_code in (401, 403):
+            raise _index_error("failing", _refused_sentence(url, resp.status_code, self.settings.keyring_provider))
+        if resp.status_code == 404:
+            raise _index_error("missing", f"{url} does not exist (HTTP 404): the index has no such package or variant; check --index-base and --variant.")
+        if resp.status_code >= 400:
+            raise _index_error(
+                "failing",
+                f"{url} answered HTTP {resp.status_code} {resp.reason_phrase}".rstrip()
+                + "; the index is failing: try again later, use a mirror with --index-base, or --offline."
+            )
+        if resp.status_code != 200:
+            raise _index_error("failing", f"{url} answered HTTP {resp.status_code} instead of a package page.")
+
+    def _read_body(self, url: str, resp: httpx.Response, deadline: float) -> bytes:
+        """The page's bytes, bounded by ``max_bytes`` and by the time-out."""
+        length = resp.headers.get("content-length")
+        if length and length.isdigit() and int(length) > self.max_bytes:
+            raise _index_error("failing", _too_large(url, int(length), self.max_bytes))
+        buf = bytearray()
+        for chunk in resp.iter_bytes():
+            buf += chunk
+            if len(buf) > self.max_bytes:
+                raise _index_error("failing", _too_large(url, None, self.max_bytes))
+            if time.monotonic() > deadline:
+                raise _index_error("unreachable", _too_slow(url, self.timeout_s))
+        return bytes(buf)
+
+    def _transport_error(self, url: str, exc: httpx.HTTPError) -> IndexError_:
+        """What httpx raised on the way, as one IndexError_ sentence."""
+        import httpx
+
+        if isinstance(exc, httpx.TooManyRedirects):
+            return _index_error("failing", f"{url} redirects in a loop (more than {MAX_REDIRECTS} redirects); the index or a proxy is misconfigured.")
+        if isinstance(exc, httpx.TimeoutException):
+            return _index_error("unreachable", _too_slow(url, self.timeout_s))
+        if isinstance(exc, httpx.ProxyError):
+            return _index_error("unreachable", f"the proxy refused the request for {url}: {exc}.")
+        if isinstance(exc, httpx.ConnectError):
             text = str(exc)
             if "CERTIFICATE_VERIFY_FAILED" in text or "certificate" in text.lower():
-                raise _index_error(
+                return _index_error(
                     "unreachable",
                     f"the TLS certificate of {urllib.parse.urlsplit(url).netloc} is not trusted ({_first(text)}); "
                     "set SSL_CERT_FILE or pip's `cert` to your CA bundle."
-                ) from None
-            raise _index_error("unreachable", f"cannot connect to {urllib.parse.urlsplit(url).netloc} for {url}: {_first(text) or 'connection failed'}; check the network, HTTPS_PROXY, or use --index-base / --offline.") from None
-        except httpx.DecodingError as exc:
-            raise _index_error("failing", f"{url} sent a body that cannot be decoded ({_first(str(exc))}).") from None
-        except (httpx.HTTPError, httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
-            raise _index_error("failing", f"{url} could not be read: {type(exc).__name__}: {_first(str(exc))}.") from None
+                )
+            return _index_error("unreachable", f"cannot connect to {urllib.parse.urlsplit(url).netloc} for {url}: {_first(text) or 'connection failed'}; check the network, HTTPS_PROXY, or use --index-base / --offline.")
+        if isinstance(exc, httpx.DecodingError):
+            return _index_error("failing", f"{url} sent a body that cannot be decoded ({_first(str(exc))}).")
+        return _index_error("failing", f"{url} could not be read: {type(exc).__name__}: {_first(str(exc))}.")
 
 
 def _refused_sentence(url: str, status: int, keyring: str | None) -> str:

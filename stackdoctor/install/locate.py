@@ -1,0 +1,211 @@
+"""The install flow's wheels located on the user's sources: the installer's configuration, the index check
+(:mod:`stackdoctor.resolve.availability`), a release the matrix lacks learned from what the sources serve."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from stackdoctor.errors import IndexError_, StackdoctorError
+from stackdoctor.install.options import InstallOptions, InstallOutcome
+from stackdoctor.install.request import describe_machine, generic_command, make_request, resolve_plan, target_tags, windows_shell
+
+if TYPE_CHECKING:  # pragma: no cover
+    from stackdoctor.facts import Facts
+    from stackdoctor.install.index import IndexClient
+    from stackdoctor.install.sources import InstallerConfig
+    from stackdoctor.matrix import Matrix
+    from stackdoctor.plan import Plan, Request
+    from stackdoctor.resolve.availability import Sourcing, Surveyed
+
+
+# ---------------------------------------------------------------------------- locate the sources
+
+
+def installer_config(opts: InstallOptions, facts: Facts) -> InstallerConfig:
+    from stackdoctor.install.sources import read_config
+
+    return read_config(opts.installer if opts.installer == "uv" else "pip", os.environ, prefix=facts.python.env_prefix, cwd=os.getcwd())
+
+
+def index_client(opts: InstallOptions) -> IndexClient | None:
+    from stackdoctor.install.index import IndexClient
+
+    return None if opts.sources.offline else IndexClient(os.environ, timeout_s=opts.sources.index_timeout_s)
+
+
+def _survey_options(opts: InstallOptions, cfg: InstallerConfig, matrix: Matrix, client: IndexClient | None, *, hypothetical: bool) -> dict[str, Any]:
+    """How the sources are asked (:func:`stackdoctor.resolve.availability.survey_sources`), the same for every stage."""
+    from stackdoctor.install.mirrors import mirror_option, resolve_mirror
+
+    value, origin = mirror_option(opts.sources.mirror, os.environ)
+    return {
+        "cfg": cfg,
+        "find_links": opts.sources.find_links,
+        "mirror": resolve_mirror(value, matrix, origin=origin) if value else None,
+        "offline": opts.sources.offline,
+        "no_index": opts.sources.no_index,
+        "client": client,
+        "use_configured": True,  # a what-if plans from the user's own sources too (pip / uv configuration); --offline keeps them local
+        "prefer_added": bool(opts.sources.index_base or opts.sources.mirror),  # named on the command line: preferred, and its failure is final
+    }
+
+
+def witness(matrix: Matrix, sources: Sequence[Any], versions: Sequence[str], artifacts: Sequence[str] = ()) -> tuple[Matrix, list[str]]:
+    """:func:`stackdoctor.learn.witness_matrix` for ``versions`` (and the known releases ``artifacts`` whose build for
+    this target the matrix lacks); what an index serves never stops the plan: a row it cannot make (an index's odd
+    files) is a note, and the matrix stays as it is."""
+    from stackdoctor.learn import witness_matrix
+
+    try:
+        wider, notes = witness_matrix(matrix, sources, versions=versions, artifacts=artifacts)
+    except StackdoctorError as exc:
+        return matrix, [f"index witness: {exc}"]
+    return wider, notes
+
+
+def _learned(notes: list[str]) -> tuple[list[str], list[str]]:
+    """witness_matrix's notes: (what was learned, where; what failed)."""
+    failed = [n for n in notes if n.startswith("index witness:")]
+    return [n for n in notes if n not in failed], failed
+
+
+def _adopt(opts: InstallOptions, facts: Facts, old: Plan, new: Plan, request: Request, learned: list[str], *, hypothetical: bool) -> Plan:
+    """``new`` (planned from the widened matrix) in place of ``old``: where it was learned first, the warnings kept."""
+    new.reasons[:0] = [n for n in learned if n not in new.reasons]
+    new.warnings.extend(w for w in old.warnings if w not in new.warnings)
+    if hypothetical and new.satisfiable:
+        new.machine = describe_machine(opts, facts)
+        new.command = generic_command(new, request, windows=windows_shell(opts, facts))
+    return new
+
+
+def unknown_pin(torch: str | None, matrix: Matrix) -> str | None:
+    """The exact torch version asked for (``--torch 2.16.0`` or ``==2.16.0``) when the matrix does not know it."""
+    from packaging.version import InvalidVersion, Version
+
+    if not torch:
+        return None
+    text = torch.strip().removeprefix("==").strip()
+    try:
+        v = Version(text)
+    except InvalidVersion:
+        return None
+    known = {str(r.version) for r in matrix.releases} | {str(p.version) for r in matrix.releases for p in r.patches}
+    return None if str(v) in known else str(v)
+
+
+def witness_pin(
+    opts: InstallOptions, facts: Facts, python: str, matrix: Matrix, plan: Plan, cfg: InstallerConfig, *, hypothetical: bool
+) -> tuple[Plan, Request, Matrix, Surveyed]:
+    """``--torch V`` that the matrix lacks: before refusing, ask the sources (this machine's build's: the configured
+    ones, ``--find-links``, the PyTorch index or mirror) whether they serve V, and learn it from their files."""
+    from stackdoctor.resolve.availability import learn_sources, survey_sources
+
+    version = unknown_pin(opts.torch, matrix) or ""
+    base, request = resolve_plan(replace(opts, torch=None), facts, python, matrix)  # where this machine's build is looked for
+    client = index_client(opts)
+    try:
+        surveyed = survey_sources(base if base.satisfiable else plan, **_survey_options(opts, cfg, matrix, client, hypothetical=hypothetical))
+        sources = learn_sources(surveyed, [version], client)
+        wider, notes = witness(matrix, sources, [version]) if sources else (matrix, [])
+    finally:
+        if client is not None:
+            client.close()
+    learned, failed = _learned(notes)
+    if wider is matrix:
+        plan.warnings.extend(n for n in [*surveyed.notes, *failed] if n not in plan.warnings)
+        return plan, make_request(opts, facts, matrix), matrix, surveyed
+    new, request = resolve_plan(opts, facts, python, wider)
+    new.warnings.extend(n for n in failed if n not in new.warnings)
+    return _adopt(opts, facts, plan, new, request, learned, hypothetical=hypothetical), request, wider, surveyed
+
+
+def check_sources(
+    opts: InstallOptions, out: InstallOutcome, facts: Facts, python: str, matrix: Matrix, request: Request, cfg: InstallerConfig, *,
+    hypothetical: bool, surveyed: Surveyed | None = None, fit_for: Callable[[Matrix], Callable[[str, str], str]] | None = None,
+) -> tuple[Sourcing, Matrix, Request]:
+    """Locate the plan's wheels (:func:`stackdoctor.resolve.availability.check`). Unpinned, a torch release newer than the
+    matrix's newest that a source serves is learned from its files (:func:`stackdoctor.learn.witness_matrix`) and
+    planned when it fits; ``out.plan`` is the plan so far; ``surveyed``: the sources already asked; ``fit_for(matrix)``: how the sources' words say whether a build fits this machine (:func:`stackdoctor.install.flow.fit_words`). Returns the sourcing, and the matrix and request it used."""
+    from stackdoctor.install.index import python_version_of
+    from stackdoctor.resolve.availability import check, learn_sources, missing_artifacts, newer_offers, read_constraints, survey_sources, torch_offers
+
+    assert out.plan is not None
+    plan = out.plan
+    tags = target_tags(facts, request)
+    platform_tag = request.platform or facts.python.platform_tag
+    client = index_client(opts)
+    try:
+        how = _survey_options(opts, cfg, matrix, client, hypothetical=hypothetical)
+        surveyed = survey_sources(plan, reuse=surveyed, **how)  # the pinned witness's survey, when it asked the same
+        if not opts.torch and surveyed.named_failure is None:
+            pyv = python_version_of(facts, request)
+            offers = torch_offers(surveyed.probes, tags, python_version=pyv, matrix=matrix, platform_tag=platform_tag)
+            newer = newer_offers(offers, matrix)
+            lacking = missing_artifacts(offers, matrix, plan, platform_tag)  # known releases whose build for this target the matrix lacks
+            sources = learn_sources(surveyed, newer + lacking, client) if newer or lacking else []
+            if sources:
+                wider, notes = witness(matrix, sources, newer, lacking)
+                learned, failed = _learned(notes)
+                plan.warnings.extend(n for n in failed if n not in plan.warnings)
+                if wider is not matrix:
+                    new, new_request = resolve_plan(opts, facts, python, wider)
+                    if new.satisfiable and new.torch_version in newer + lacking:  # it fits this machine: planned
+                        plan = out.plan = _adopt(opts, facts, plan, new, new_request, learned, hypothetical=hypothetical)
+                        matrix, request = wider, new_request
+                        how = _survey_options(opts, cfg, matrix, client, hypothetical=hypothetical)
+        if not tags:
+            plan.warnings.append("the target's wheel tags are unknown, so the index check only confirmed that the versions exist.")
+        sourcing = check(
+            plan,
+            matrix=matrix,
+            tags=tags,
+            python_version=python_version_of(facts, request),
+            platform_tag=platform_tag,
+            pinned=bool(opts.torch) or hypothetical,
+            constraints=read_constraints(cfg.constraints) if not hypothetical else [],
+            reresolve=lambda v: resolve_plan(opts, facts, python, matrix, torch=v)[0],
+            fit=fit_for(matrix) if fit_for is not None else None,
+            surveyed=surveyed,
+            **how,
+        )
+        return sourcing, matrix, request
+    finally:
+        if client is not None:
+            client.close()
+
+
+def apply_delivery(plan: Plan, sourcing: Sourcing, python: str, installer: str, facts: Facts) -> None:
+    from stackdoctor.install.argv import install_command
+
+    plan.command = install_command(plan, python, installer, uv=facts.python.uv_path or "uv", source_args=sourcing.delivery.args)
+    plan.command_env = dict(sourcing.delivery.env)
+
+
+def check_dependencies(sourcing: Sourcing, facts: Facts, request: Request, python: str) -> None:
+    from stackdoctor.install.backup import snapshot
+    from stackdoctor.install.index import python_version_of
+    from stackdoctor.resolve.availability import marker_environment, missing_dependencies
+    from stackdoctor.system import System
+
+    local = [p for p in sourcing.probes if p.answered and p.source.local and any(s is p.source for s in sourcing.delivery.used)]
+    tags = target_tags(facts, request)
+    env = marker_environment(python_version_of(facts, request), request.platform or facts.python.platform_tag, facts.python.implementation)
+    pyv = python_version_of(facts, request)
+    missing = missing_dependencies(sourcing.roots, local, {}, tags, python_version=pyv, environment=env)
+    if missing:  # what the target already has may cover them: ask it only now
+        snap = snapshot(System.from_env(), python)
+        installed = dict(snap.versions) if snap.ok else {}
+        missing = missing_dependencies(sourcing.roots, local, installed, tags, python_version=pyv, environment=env)
+    if missing:
+        where = ", ".join(p.source.url for p in local) or "the local sources"
+        raise IndexError_(
+            f"{', '.join(missing[:8])}{' ...' if len(missing) > 8 else ''} (needed by {sourcing.plan.packages[0].requirement}) "
+            f"{'is' if len(missing) == 1 else 'are'} in none of {where}, and no index can serve {'it' if len(missing) == 1 else 'them'}"
+            " (--offline, --no-index, or every index unreachable); add the wheels to the folder, or allow an index."
+        )
+
+

@@ -1,0 +1,130 @@
+"""The network as pip sees it, for the index check: pip's network options (proxy, CA bundle, client certificate,
+trusted hosts, keyring provider), credentials from ``~/.netrc`` as pip (through requests) finds them, and the TLS
+context they make."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stackdoctor.errors import IndexError_
+
+
+@dataclass
+class NetworkSettings:
+    """What the index check borrows from the user's configuration (pip's wins over the environment)."""
+
+    proxy: str | None = None
+    cert: str | None = None  # CA bundle
+    client_cert: str | None = None
+    trusted_hosts: list[str] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+    keyring_provider: str | None = None  # pip's keyring-provider (auto, import, subprocess; "disabled" is None)
+
+
+
+def network_settings(env: Mapping[str, str], prefix: str | None = None) -> NetworkSettings:
+    """pip's network options as pip would see them (files in pip's load order, ``[global]`` then
+    ``[install]``, then ``PIP_*``): see :func:`stackdoctor.install.sources.read_pip_config`."""
+    from stackdoctor.install.sources import read_pip_config
+
+    cfg = read_pip_config(env, prefix if prefix is not None else env.get("VIRTUAL_ENV"))
+    out = NetworkSettings(proxy=cfg.proxy, cert=cfg.cert, client_cert=cfg.client_cert, trusted_hosts=list(cfg.trusted_hosts))
+    for key, attr in (("proxy", "proxy"), ("cert", "cert"), ("client-cert", "client_cert"), ("trusted-host", "trusted_hosts")):
+        if key in cfg.origins:
+            out.sources[attr] = cfg.origins[key]
+    if cfg.keyring_provider and cfg.keyring_provider.lower() != "disabled":
+        out.keyring_provider = cfg.keyring_provider
+    return out
+
+
+
+def netrc_file(env: Mapping[str, str]) -> Path | None:
+    """The netrc file pip (through requests) reads: ``NETRC``, else ``~/.netrc``, else ``~/_netrc``."""
+    if env.get("NETRC"):
+        return Path(env["NETRC"]).expanduser()
+    home = env.get("HOME") or os.path.expanduser("~")
+    for name in (".netrc", "_netrc"):
+        path = Path(home) / name
+        if path.is_file():
+            return path
+    return None
+
+
+
+def netrc_credentials(env: Mapping[str, str], host: str) -> tuple[str, str] | None:
+    """``(login, password)`` for ``host`` (its ``machine`` entry, else ``default``) from the user's netrc, as
+    requests looks them up for pip; a missing or malformed file is no credentials (requests ignores it too)."""
+    import netrc
+
+    path = netrc_file(env)
+    if path is None or not host:
+        return None
+    try:
+        found = netrc.netrc(str(path)).authenticators(host)
+    except (OSError, netrc.NetrcParseError, UnicodeDecodeError):
+        return None
+    if not found:
+        return None
+    login, _account, password = found
+    return (login or "", password or "")
+
+
+
+def _basic(user: str, password: str) -> str:
+    import base64
+
+    raw = f"{user}:{password}"
+    try:
+        data = raw.encode("latin-1")  # as requests (pip) encodes them
+    except UnicodeEncodeError:
+        data = raw.encode("utf-8")
+    return "Basic " + base64.b64encode(data).decode("ascii")
+
+
+
+def auth_class() -> Any:
+    import httpx
+
+    class PipAuth(httpx.Auth):
+        """Credentials where pip finds them: the URL's own ``user:password@``, else the netrc entry of its host."""
+
+        def __init__(self, env: Mapping[str, str]) -> None:
+            self.env = env
+
+        def auth_flow(self, request: httpx.Request) -> Any:
+            url = request.url
+            cred = (url.username, url.password) if url.username else netrc_credentials(self.env, url.host)
+            if cred is not None and "Authorization" not in request.headers:
+                request.headers["Authorization"] = _basic(*cred)
+            yield request
+
+    return PipAuth
+
+
+
+def ssl_context(settings: NetworkSettings, env: Mapping[str, str]) -> Any:
+    import ssl
+
+    cafile = settings.cert or env.get("SSL_CERT_FILE") or None
+    capath = None if settings.cert else (env.get("SSL_CERT_DIR") or None)
+    try:
+        if cafile or capath:
+            ctx = ssl.create_default_context(cafile=cafile if cafile and os.path.isfile(cafile) else None, capath=capath if capath and os.path.isdir(capath) else None)
+            if cafile and os.path.isdir(cafile):
+                ctx.load_verify_locations(capath=cafile)
+        else:
+            try:
+                import certifi
+
+                ctx = ssl.create_default_context(cafile=certifi.where())
+            except ImportError:
+                ctx = ssl.create_default_context()
+        if settings.client_cert:
+            ctx.load_cert_chain(settings.client_cert)
+    except (OSError, ssl.SSLError) as exc:
+        raise IndexError_(f"the certificate settings cannot be used ({settings.sources.get('cert') or 'SSL_CERT_FILE'}): {exc}.") from None
+    return ctx

@@ -1,0 +1,238 @@
+"""The install flow's request: the options checked, the facts gathered, the request made and resolved into a plan
+(with its command, its leftovers and, for a what-if, the machine it is for)."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING
+
+from stackdoctor import accelerators, pipeline
+from stackdoctor.errors import UsageError
+from stackdoctor.install.options import _DRIVER_RE, EMITS, INSTALLERS, KNOWN_PACKAGES, PROBES, InstallOptions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from stackdoctor.facts import Facts
+    from stackdoctor.matrix import Matrix
+    from stackdoctor.plan import Plan, Request
+
+
+# ---------------------------------------------------------------------------- the request
+
+
+def check_options(opts: InstallOptions) -> None:
+    """Input errors that need no facts: one sentence each, exit 2."""
+    if opts.installer not in INSTALLERS:
+        raise UsageError(f"--installer must be one of {', '.join(INSTALLERS)}, not {opts.installer!r}.")
+    if opts.emit is not None and opts.emit not in EMITS:
+        raise UsageError(f"--emit must be requirements, uv or environment.yml, not {opts.emit!r}.")
+    if opts.emit and opts.json_out:
+        raise UsageError("--emit and --json both print on stdout; choose one.")
+    if opts.timeout_s <= 0 or opts.sources.index_timeout_s <= 0:
+        raise UsageError("--timeout and --index-timeout must be positive.")
+    unknown = [p for p in opts.packages if p.lower() not in KNOWN_PACKAGES]
+    if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0].lower(), sorted(KNOWN_PACKAGES), n=1, cutoff=0.75)
+        if close:  # a typo of a family member (torchvison): name the one meant
+            raise UsageError(f"stackdoctor install handles torch, torchvision and torchaudio, not {', '.join(unknown)}; did you mean {close[0]}?")
+        raise UsageError(
+            f"stackdoctor install handles torch, torchvision and torchaudio, not {', '.join(unknown)}; install other packages with pip afterwards."
+        )
+    if opts.machine.driver is not None and not _DRIVER_RE.match(opts.machine.driver.strip()):
+        raise UsageError(f"--driver {opts.machine.driver} is not an NVIDIA driver version (expected like 550.54.14 or 580).")
+    if opts.sources.mirror and opts.sources.index_base:
+        raise UsageError("--mirror and --index-base both name the PyTorch index; give one.")
+    from stackdoctor.resolve import request_value_error
+
+    bad = request_value_error(opts.torch, opts.machine.platform, opts.machine.python_version)
+    if bad:
+        raise UsageError(bad)
+
+
+def published_variants(matrix: Matrix) -> list[str]:
+    """Every variant some release in the matrix publishes: cpu, cuXYZ (newest first), rocm, xpu."""
+    from stackdoctor.matrix import variant_kind
+
+    names = {v.name for r in matrix.releases for v in r.variants}
+
+    def key(n: str) -> tuple[int, tuple[int, ...]]:
+        kind = variant_kind(n)
+        order = {"cpu": 0, "cuda": 1, "rocm": 2, "xpu": 3}.get(kind[0] if kind else "", 4)
+        return (order, tuple(-int(x) for x in re.findall(r"\d+", n)))
+
+    return sorted(names, key=key)
+
+
+def windows_shell(opts: InstallOptions, facts: Facts) -> bool:
+    """Whether the plan's commands are for a Windows shell (PowerShell): the planned machine is Windows,
+    this one or a replayed one, or a what-if's ``--platform win_*``."""
+    if opts.machine.platform:
+        return opts.machine.platform.lower().startswith("win")
+    return facts.platform.system == "Windows"
+
+
+# ---------------------------------------------------------------------------- gather
+
+
+def pipeline_options(opts: InstallOptions) -> pipeline.Options:
+    # install needs the target's tags and what torch build is there, not a working torch:
+    # read torch/version.py instead of importing it (seconds faster, and safe on a broken torch)
+    return pipeline.Options(
+        python=opts.python, kernels=False, import_torch=False, replay=opts.machine.replay, matrix_files=list(opts.sources.matrix),
+        probes=[*PROBES, *(subject for subject, _ in accelerators.probes())],  # and each plug-in accelerator's own
+    )
+
+
+def gather_facts(opts: InstallOptions) -> tuple[Facts, str, Matrix]:
+    """(reconciled facts, target interpreter path, matrix): probed here, or from ``--replay``."""
+    if opts.python and not opts.machine.replay:
+        from stackdoctor.engine import validate_python
+
+        validate_python(opts.python)  # a folder, a missing path, not Python 3: one sentence, exit 2 (as check, kernels, report)
+    popts = pipeline_options(opts)
+    matrix = pipeline.load_matrix(popts)
+    report = pipeline.gather(popts)
+    from stackdoctor.reconcile import reconcile
+
+    facts = reconcile(report.facts, matrix).facts  # the reconciled facts the flow reads, until it takes the view
+    if opts.machine.replay:
+        return facts, facts.python.executable or "python", matrix
+    if opts.python and facts.python.error and not facts.python.version:
+        raise UsageError(f"--python {opts.python}: {facts.python.error}.")
+    from stackdoctor.engine import select_target
+
+    return facts, select_target(opts.python, os.environ).python, matrix
+
+
+def wanted_packages(opts: InstallOptions, facts: Facts) -> list[str]:
+    """torch, plus torchvision / torchaudio when named or already installed in the target."""
+    named = {p.lower() for p in opts.packages}
+    have = {k.lower() for k in facts.torch.distributions}
+    if facts.torch.torchvision_version:
+        have.add("torchvision")
+    if facts.torch.torchaudio_version:
+        have.add("torchaudio")
+    return [p for p in KNOWN_PACKAGES if p == "torch" or p in named or (p in have and not opts.what_if)]
+
+
+def make_request(opts: InstallOptions, facts: Facts, matrix: Matrix | None = None, torch: str | None = None) -> Request:
+    from stackdoctor.install.index import index_base
+    from stackdoctor.plan import Request
+
+    return Request(
+        torch=torch or opts.torch,
+        variant=opts.variant,
+        packages=wanted_packages(opts, facts),
+        python_version=opts.machine.python_version,
+        platform=opts.machine.platform,
+        driver=opts.machine.driver,
+        gpus=list(opts.machine.gpus),
+        gfx=list(opts.machine.gfx),
+        devices={k: list(v) for k, v in opts.machine.devices.items() if v},
+        index_base=index_base(opts.sources.index_base, os.environ, matrix),
+        installer=opts.installer if opts.installer in ("pip", "uv") else "pip",
+    )
+
+
+def accelerator_seen(facts: Facts, variant: str | None) -> str | None:
+    """The backend the verification must find usable after installing ``variant``: the accelerator
+    model's answer for this machine, when the variant is a build for it ("cuda", "rocm", "xpu", "mps")."""
+    acc = accelerators.select(facts)
+    if acc is None:
+        return None
+    return acc.backend if acc.verified_after(variant, facts) else None
+
+
+# ---------------------------------------------------------------------------- resolve
+
+
+def resolve_plan(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix, torch: str | None = None) -> tuple[Plan, Request]:
+    """The plan for the request, with its command and the leftovers (the resolver's, from :func:`stackdoctor.install.leftovers.predict_leftovers`,
+    the one prediction; on this machine narrowed by the target's packages as ``--remove-leftovers`` will be)."""
+    from stackdoctor.install.argv import install_command
+    from stackdoctor.resolve import resolve
+
+    request = make_request(opts, facts, matrix, torch)
+    plan = resolve(facts, matrix, request)
+    if plan.satisfiable:
+        plan.command = install_command(plan, python, request.installer, uv=facts.python.uv_path or "uv")
+        if plan.leftovers and not opts.what_if:  # the same answer --remove-leftovers acts on (install.leftovers)
+            from stackdoctor.install import backup
+            from stackdoctor.install.leftovers import leftovers
+            from stackdoctor.system import System
+
+            if (snap := backup.snapshot(System.from_env(), python)).ok:
+                plan.leftovers = leftovers(plan.leftovers, snap)
+    return plan, request
+
+
+def describe_machine(opts: InstallOptions, facts: Facts) -> str:
+    """The hypothetical machine a what-if plan is for, in a few words."""
+    parts: list[str] = []
+    if opts.machine.replay:
+        parts.append(f"the machine in {opts.machine.replay}")
+    if opts.machine.driver:
+        parts.append(f"NVIDIA driver {opts.machine.driver}")
+    if opts.machine.gpus:
+        parts.append(f"GPU {', '.join(opts.machine.gpus)}")
+    if opts.machine.gfx:
+        parts.append(f"AMD {', '.join(opts.machine.gfx)}")
+    for kind, names in opts.machine.devices.items():
+        acc = accelerators.by_name(kind)
+        if names and acc is not None:
+            parts.append(f"{acc.label} {', '.join(names)}")
+    if opts.machine.python_version:
+        parts.append(f"Python {opts.machine.python_version}")
+    if opts.machine.platform:
+        parts.append(opts.machine.platform)
+    kept = []
+    if not opts.machine.replay:
+        if not opts.machine.python_version and facts.python.version:
+            kept.append(f"Python {'.'.join(facts.python.version.split('.')[:2])}")
+        if not opts.machine.platform and facts.python.platform_tag:
+            kept.append(facts.python.platform_tag)
+    return ", ".join(parts) + (f" (otherwise this machine: {', '.join(kept)})" if kept else "")
+
+
+def target_tags(facts: Facts, request: Request) -> list[str]:
+    from stackdoctor.install.index import target_tags as _tags
+
+    return _tags(facts, request)
+
+
+def installed_matches(plan: Plan, facts: Facts) -> bool:
+    """The target already has exactly the planned torch build and companions (read from their metadata)."""
+    from packaging.version import InvalidVersion, Version
+
+    have = {k.lower(): v for k, v in facts.torch.distributions.items()}
+    if facts.torch.version:
+        have.setdefault("torch", facts.torch.version)
+    if facts.torch.torchvision_version:
+        have.setdefault("torchvision", facts.torch.torchvision_version)
+    if facts.torch.torchaudio_version:
+        have.setdefault("torchaudio", facts.torch.torchaudio_version)
+    if not plan.packages:
+        return False
+    for p in plan.packages:
+        got = have.get(p.name)
+        if not got:
+            return False
+        want = p.requirement.split("==", 1)[1]
+        try:
+            if Version(got) != Version(want):
+                return False
+        except InvalidVersion:
+            return False
+    return True
+
+
+def generic_command(plan: Plan, request: Request, *, windows: bool = False) -> list[str]:
+    """The install command for another machine: its own python, the PyTorch index, none of this machine's paths.
+    Its python is ``python3``, or ``python`` on Windows (where python.org's installer has no ``python3``)."""
+    from stackdoctor.install.argv import install_command
+
+    return install_command(plan, "python" if windows else "python3", request.installer, uv="uv")
+
+

@@ -1,0 +1,162 @@
+"""Whether one variant of a release fits the target (platform, Python, driver, every GPU), with the reason when it does not."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from packaging.version import Version
+
+from stackdoctor import accelerators
+from stackdoctor.accelerators.base import Unfit, device_summary
+from stackdoctor.matrix import (
+    OS_WORDS,
+    Matrix,
+    Release,
+    Variant,
+    parse_platform,
+    platform_words,
+)
+from stackdoctor.plan import Rejected, Request
+from stackdoctor.resolve.target import Gpu, Target, norm_arch
+from stackdoctor.versions import major_minor
+from stackdoctor.versions import release as release_tuple
+
+# ---------------------------------------------------------------------------- fitting
+
+
+@dataclass
+class Fit:
+    release: Release
+    version: Version
+    variant: Variant
+    warnings: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+Reject = Unfit  # a variant that does not fit: its reason (raised by the kinds' fit too)
+
+
+def platform_tag_for(release: Release, variant: Variant, t: Target) -> str:
+    """The variant's platform tag that fits the target; raises Reject saying why none does."""
+    blocked: list[str] = []
+    for tag in variant.platforms:
+        os_, arch, floor = parse_platform(tag)
+        if os_ != t.os or norm_arch(os_, arch) != t.arch:
+            continue
+        if os_ == "linux":
+            if t.musl:
+                blocked.append(f"{variant.name} has glibc (manylinux) wheels only; this system uses musl")
+                continue
+            need = floor or major_minor(release.manylinux_glibc)
+            if need and t.glibc and t.glibc < need:
+                blocked.append(f"{variant.name} wheels need glibc >= {need[0]}.{need[1]}; this system has {t.glibc[0]}.{t.glibc[1]}")
+                continue
+        if os_ == "macos":
+            need = floor
+            if need and t.macos and t.macos < need:
+                blocked.append(f"{variant.name} wheels need macOS >= {need[0]}.{need[1]}; this Mac runs {t.macos[0]}.{t.macos[1]}")
+                continue
+        return tag
+    if blocked:
+        raise Reject(blocked[0], platform_blocked=True)
+    where = {"linux": f"Linux {t.arch}", "windows": f"Windows {t.arch}", "macos": f"macOS {t.arch}"}.get(t.os, t.tag)
+    raise Reject(f"{variant.name} is not published for {where}", platform_blocked=True)
+
+
+def python_fits(release: Release, variant: Variant, t: Target, packages: list[str]) -> None:
+    if not t.python:
+        return
+    if t.python not in variant.pythons:
+        known = ", ".join(variant.pythons) or "none known"
+        raise Reject(f"{variant.name} has no wheels for Python {t.python} (it has {known})", platform_blocked=True)
+    if not release.python_on(t.python, t.os, t.arch):
+        where = ", ".join(platform_words(tag) for tag in release.python_platforms.get(t.python, ()))
+        raise Reject(
+            f"{variant.name} has no wheels for Python {t.python} on {OS_WORDS.get(t.os, t.os)} {t.arch} "
+            f"(torch {release.version} has them only for {where})",
+            platform_blocked=True,
+        )
+    if t.python in release.torch_only_pythons and any(p != "torch" for p in packages):
+        others = ", ".join(p for p in packages if p != "torch")
+        raise Reject(f"Python {t.python} has torch wheels only in torch {release.version} (no {others})", platform_blocked=True)
+
+
+def unfit_gpus(release: Release, version: Version, variant: Variant, t: Target, matrix: Matrix, request: Request, gpus: list[Gpu]) -> str | None:
+    """Why a GPU build must not serve as a CPU build here: it sees a device it has no code for (torch reports the
+    device, then every kernel on it fails); None when no such device is here."""
+    acc = accelerators.for_build(variant.kind)
+    if acc is None:
+        return None
+    return acc.cannot_serve_cpu(release, version, variant, platform_tag_for(release, variant, t), matrix, gpus)
+
+
+def fit_variant(release: Release, version: Version, variant: Variant, t: Target, matrix: Matrix, request: Request, gpus: list[Gpu]) -> Fit:
+    """Check one variant against the target: its platform and Python here, its devices and driver by the kind it is
+    a build for (:meth:`Accelerator.fit`); raises Reject with the reason."""
+    tag = platform_tag_for(release, variant, t)
+    python_fits(release, variant, t, request.packages)
+    fit = Fit(release, version, variant)
+    acc = accelerators.for_build(variant.kind)
+    if acc is not None:
+        acc.fit(fit, release, version, variant, tag, t, matrix, gpus, request.variant == "auto")
+    return fit
+
+
+def accel_kind(t: Target, gpus: list[Gpu]) -> str:
+    """The build kind that serves the target's devices: the first kind (in priority order) that claims them, else CPU."""
+    acc = accelerators.serving(gpus, t)
+    return acc.build_kind if acc is not None else accelerators.CPU
+
+
+def kind_version(v: Variant) -> tuple[int, ...]:
+    return release_tuple(v.cuda or v.rocm or "0")
+
+
+def best_gpu_fit(
+    release: Release, version: Version, t: Target, matrix: Matrix, request: Request, kind: str, gpus: list[Gpu], rejected: list[Rejected] | None
+) -> tuple[Fit | None, list[Reject]]:
+    fits: list[Fit] = []
+    rejects: list[Reject] = []
+    for v in release.variants:
+        if v.kind != kind or (request.variant != "auto" and v.name != request.variant):
+            continue
+        try:
+            fits.append(fit_variant(release, version, v, t, matrix, request, gpus))
+        except Reject as r:
+            rejects.append(r)
+            if rejected is not None:
+                reason = r.reason.removeprefix(f"{v.name}: ")
+                rejected.append(Rejected(v.name, f"torch {version}: {reason}", torch=str(version)))
+    if not fits:
+        return None, rejects
+    fits.sort(key=lambda f: kind_version(f.variant), reverse=True)
+    best = fits[0]
+    if rejected is not None:
+        for other in fits[1:]:
+            rejected.append(Rejected(other.variant.name, f"torch {version}: fits, but {best.variant.name} is the newer {kind_name(kind)} build", torch=str(version)))
+    return best, rejects
+
+
+kind_name = accelerators.build_label  # a build kind in a sentence: CUDA, ROCm, XPU, CPU
+gpu_summary = device_summary  # devices in a sentence, each with its sm_ / gfx
+
+
+def gpu_subsets(gpus: list[Gpu]) -> list[list[Gpu]]:
+    """GPU sets to try: all; without integrated GPUs; then each architecture group, most capable first."""
+    out = [gpus]
+    discrete = [g for g in gpus if not g.integrated]
+    if discrete and len(discrete) < len(gpus):
+        out.append(discrete)
+    groups: dict[str, list[Gpu]] = {}
+    for g in discrete or gpus:
+        groups.setdefault(g.cc or g.gfx or "?", []).append(g)
+    if len(groups) > 1:
+
+        def rank(key: str) -> tuple[int, ...]:
+            return tuple(int(x) for x in re.findall(r"\d+", key)) or (0,)
+
+        for key in sorted(groups, key=rank, reverse=True):
+            out.append(groups[key])
+    return out
