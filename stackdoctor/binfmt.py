@@ -119,7 +119,7 @@ SYCL_SECTION_PREFIX = "__CLANG_OFFLOAD_BUNDLE__sycl-"
 ZstdDecoder = Callable[[bytes, int], "bytes | None"]
 
 
-class _Reader:
+class BoundedReader:
     """Positioned reads from a file object; short reads and OS errors become ``b""``.
 
     ``deadline`` (a ``time.monotonic()`` value): past it every read returns ``b""`` and ``expired``
@@ -182,7 +182,7 @@ class SectionTable:
 
 def read_sections(fh: BinaryIO) -> SectionTable:
     """The section table of an ELF or PE/COFF file; an ``error`` for anything else."""
-    r = _Reader(fh)
+    r = BoundedReader(fh)
     head = r.read(0, 64)
     if head[:4] == b"\x7fELF":
         return _elf_sections(r, head)
@@ -202,7 +202,7 @@ def _cstr(data: bytes, start: int) -> str:
     return data[start : min(end, start + 4096)].decode("latin-1")
 
 
-def _elf_sections(r: _Reader, head: bytes) -> SectionTable:
+def _elf_sections(r: BoundedReader, head: bytes) -> SectionTable:
     if len(head) < 52:
         return SectionTable(error="truncated ELF header")
     klass, data_enc = head[4], head[5]
@@ -235,20 +235,7 @@ def _elf_sections(r: _Reader, head: bytes) -> SectionTable:
     error = None
     if shnum > MAX_SECTIONS:
         shnum, error = MAX_SECTIONS, f"more than {MAX_SECTIONS} sections; the rest were not read"
-    raw: list[tuple[int, int, int, int]] = []  # name offset, type, file offset, size
-    if shnum * shentsize <= MAX_SECTION_TABLE:
-        table = r.read(shoff, shnum * shentsize)
-        count = len(table) // shentsize
-        for i in range(count):
-            ent = struct.unpack_from(ent_fmt, table, i * shentsize)
-            raw.append((ent[0], ent[1], ent[4], ent[5]))
-    else:  # oversized entries (a header claiming 65,535 x 65,535 bytes): only the fields, one entry at a time
-        for i in range(shnum):
-            ent_b = r.read(shoff + i * shentsize, need)
-            if len(ent_b) < need:
-                break
-            ent = struct.unpack_from(ent_fmt, ent_b, 0)
-            raw.append((ent[0], ent[1], ent[4], ent[5]))
+    raw = _elf_section_entries(r, shoff, shnum, shentsize, need, ent_fmt)
     count = len(raw)
     if count < shnum:
         error = error or f"section header table truncated ({count} of {shnum} sections)"
@@ -265,7 +252,27 @@ def _elf_sections(r: _Reader, head: bytes) -> SectionTable:
     return SectionTable(fmt, sections, error)
 
 
-def _pe_sections(r: _Reader, head: bytes) -> SectionTable:
+def _elf_section_entries(r: BoundedReader, shoff: int, shnum: int, shentsize: int, need: int, ent_fmt: str) -> list[tuple[int, int, int, int]]:
+    """(name offset, type, file offset, size) of each section header that is in the file: the table read at once,
+    or, for oversized entries (a header claiming 65,535 x 65,535 bytes), only the fields, one entry at a time."""
+    raw: list[tuple[int, int, int, int]] = []
+    if shnum * shentsize <= MAX_SECTION_TABLE:
+        table = r.read(shoff, shnum * shentsize)
+        count = len(table) // shentsize
+        for i in range(count):
+            ent = struct.unpack_from(ent_fmt, table, i * shentsize)
+            raw.append((ent[0], ent[1], ent[4], ent[5]))
+    else:
+        for i in range(shnum):
+            ent_b = r.read(shoff + i * shentsize, need)
+            if len(ent_b) < need:
+                break
+            ent = struct.unpack_from(ent_fmt, ent_b, 0)
+            raw.append((ent[0], ent[1], ent[4], ent[5]))
+    return raw
+
+
+def _pe_sections(r: BoundedReader, head: bytes) -> SectionTable:
     if len(head) < 0x40:
         return SectionTable("pe", error="truncated MZ header")
     (lfanew,) = struct.unpack_from("<I", head, 0x3C)
@@ -349,7 +356,7 @@ def _compression(flags: int) -> str | None:
     return None
 
 
-def _skip_zeros(r: _Reader, pos: int, end: int, align: int) -> int:
+def _skip_zeros(r: BoundedReader, pos: int, end: int, align: int) -> int:
     """The first ``align``-aligned offset in [pos, end) whose bytes are not all zero (``end`` if none).
 
     Reads in 64 KiB chunks and gives up after :data:`MAX_ZERO_SKIP` bytes (returns that position).
@@ -369,7 +376,7 @@ def _skip_zeros(r: _Reader, pos: int, end: int, align: int) -> int:
 
 def walk_fatbin(fh: BinaryIO, offset: int, size: int, deadline: float | None = None) -> FatbinResult:
     """Every container and entry header of the fat binary data at ``offset`` (``size`` bytes)."""
-    r = _Reader(fh, deadline)
+    r = BoundedReader(fh, deadline)
     res = _walk_fatbin(r, offset, size)
     if r.expired:
         res.truncated = True
@@ -377,7 +384,7 @@ def walk_fatbin(fh: BinaryIO, offset: int, size: int, deadline: float | None = N
     return res
 
 
-def _walk_fatbin(r: _Reader, offset: int, size: int) -> FatbinResult:
+def _walk_fatbin(r: BoundedReader, offset: int, size: int) -> FatbinResult:
     res = FatbinResult()
     end = offset + max(size, 0)
     if r.size >= 0 and end > r.size:
@@ -410,35 +417,43 @@ def _walk_fatbin(r: _Reader, offset: int, size: int) -> FatbinResult:
         body_end = pos + hsize + fsize
         if body_end > end:
             res.error = res.error or f"container at +{pos - offset} is truncated ({fsize} bytes declared)"
-        e = pos + hsize
         stop = min(body_end, end)
-        while e + 64 <= stop:
-            b = r.read(e, 64)
-            if len(b) < 64:
-                res.error = res.error or f"could not read entry at +{e - offset}"
-                break
-            kind, _ev, ehs, psize = struct.unpack_from("<HHIQ", b, 0)
-            (sm,) = struct.unpack_from("<I", b, 28)
-            (flags,) = struct.unpack_from("<Q", b, 40)
-            if ehs < 64:
-                res.error = res.error or f"entry at +{e - offset} has header size {ehs}"
-                break
-            if len(res.entries) >= MAX_FATBIN_ENTRIES:
-                res.truncated = True
-                res.error = res.error or f"more than {MAX_FATBIN_ENTRIES} entries; the rest were not read"
-                return res
-            k, arch = _fatbin_arch(kind, sm, flags)
-            comp = _compression(flags)
-            res.entries.append(
-                FatbinEntry(k, sm, arch, flags, comp is not None, comp, bool(flags & FATBIN_FLAG_FAMILY_SPECIFIC), index)
-            )
-            e += ehs + psize
+        e = _fatbin_entries(r, res, pos + hsize, stop, offset, index)
+        if e is None:
+            return res
         if e < stop and e + 64 > stop and stop == body_end:
             res.error = res.error or f"{stop - e} stray bytes at the end of container at +{pos - offset}"
         if body_end > end:
             break
         pos = body_end
     return res
+
+
+def _fatbin_entries(r: BoundedReader, res: FatbinResult, e: int, stop: int, offset: int, index: int) -> int | None:
+    """The entries of container ``index`` from ``e`` up to ``stop`` into ``res``; where the walk stopped, or None
+    when ``res`` is full (``MAX_FATBIN_ENTRIES``) and nothing more is to be read."""
+    while e + 64 <= stop:
+        b = r.read(e, 64)
+        if len(b) < 64:
+            res.error = res.error or f"could not read entry at +{e - offset}"
+            break
+        kind, _ev, ehs, psize = struct.unpack_from("<HHIQ", b, 0)
+        (sm,) = struct.unpack_from("<I", b, 28)
+        (flags,) = struct.unpack_from("<Q", b, 40)
+        if ehs < 64:
+            res.error = res.error or f"entry at +{e - offset} has header size {ehs}"
+            break
+        if len(res.entries) >= MAX_FATBIN_ENTRIES:
+            res.truncated = True
+            res.error = res.error or f"more than {MAX_FATBIN_ENTRIES} entries; the rest were not read"
+            return None
+        k, arch = _fatbin_arch(kind, sm, flags)
+        comp = _compression(flags)
+        res.entries.append(
+            FatbinEntry(k, sm, arch, flags, comp is not None, comp, bool(flags & FATBIN_FLAG_FAMILY_SPECIFIC), index)
+        )
+        e += ehs + psize
+    return e
 
 
 # ---------------------------------------------------------------------------- clang offload bundles
@@ -527,7 +542,7 @@ def parse_bundle_header(data: bytes) -> tuple[list[BundleEntry], str | None, int
     return entries, err, p
 
 
-def _read_plain_bundle(r: _Reader, pos: int, end: int) -> tuple[OffloadBundle, int]:
+def _read_plain_bundle(r: BoundedReader, pos: int, end: int) -> tuple[OffloadBundle, int]:
     """An uncompressed bundle at ``pos``; returns it and where it ends (header end if no entry says)."""
     want = 4096
     while True:
@@ -590,7 +605,7 @@ class _Budget:
         return out
 
 
-def _read_ccob(r: _Reader, pos: int, end: int, zstd: ZstdDecoder | None, budget: _Budget | None = None) -> tuple[OffloadBundle, int | None]:
+def _read_ccob(r: BoundedReader, pos: int, end: int, zstd: ZstdDecoder | None, budget: _Budget | None = None) -> tuple[OffloadBundle, int | None]:
     """A compressed bundle at ``pos``; returns it and where it ends (None when the header does not say)."""
     head = r.read(pos, 32)
     b = OffloadBundle(pos, compressed=True)
@@ -640,7 +655,7 @@ def _read_ccob(r: _Reader, pos: int, end: int, zstd: ZstdDecoder | None, budget:
     return b, (pos + b.total_size if b.total_size and b.total_size >= hlen else None)
 
 
-def _find_magic(r: _Reader, pos: int, end: int) -> int:
+def _find_magic(r: BoundedReader, pos: int, end: int) -> int:
     """The next offset >= pos where a bundle magic starts, or ``end``. Linear, chunked."""
     overlap = len(BUNDLE_MAGIC) - 1
     while pos < end:
@@ -663,7 +678,7 @@ def walk_offload_bundles(fh: BinaryIO, offset: int, size: int, zstd: ZstdDecoder
     output, ``None`` when it cannot); without it, zstd-compressed bundles are reported with
     their header facts and no ids.
     """
-    r = _Reader(fh, deadline)
+    r = BoundedReader(fh, deadline)
     res = BundlesResult()
     end = offset + max(size, 0)
     if r.size >= 0 and end > r.size:
@@ -726,7 +741,7 @@ class SyclImage:
 
 def read_sycl_image(fh: BinaryIO, section: Section, deadline: float | None = None) -> SyclImage:
     """What one ``__CLANG_OFFLOAD_BUNDLE__sycl-*`` section holds (see the module docstring)."""
-    r = _Reader(fh, deadline)
+    r = BoundedReader(fh, deadline)
     img = SyclImage(section.name, section.name[len(SYCL_SECTION_PREFIX) :], section.size)
     head = r.read(section.offset, 8)
     if head.startswith(ZSTD_MAGIC):

@@ -9,17 +9,25 @@ line on stderr and its exit code (a closed or full stdout is one: exit 2); click
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib
 import os
 import re
+import signal
 import sys
+import threading
+import time
+import traceback
 from typing import Annotated, Any, Optional
 
 import typer
 
 from stackdoctor import __version__
+from stackdoctor.console import install_boundary, protect_std_streams
 from stackdoctor.errors import ExitCode, StackdoctorError
+from stackdoctor.redact import escape_controls
+from stackdoctor.system import remove_lent, stop_children
 
 COMMAND_MODULES = (
     "stackdoctor.commands.check",
@@ -144,20 +152,31 @@ def _quick_value(desc: Any, value: Any, multi: bool) -> tuple[bool, Any]:
     if value is None:
         return True, (() if multi else None)
     if multi:
-        items = value if isinstance(value, (list, tuple)) else None
-        if str(ann) == "list[str]" and items is not None and all(type(v) is str for v in items):
-            return True, list(items)
-        return False, None
+        return _quick_list(ann, value)
     if ann is str or ann is bool:
         return (True, value) if type(value) is ann else (False, None)
     if ann in (int, float) and not getattr(info, "clamp", False):
-        number: Any = None
-        if type(value) is ann or (ann is float and type(value) is int):
-            number = ann(value)
-        elif type(value) is str and (_DIGITS if ann is int else _DECIMAL).fullmatch(value):
-            number = ann(value)
-        if number is not None and (info.min is None or number >= info.min) and (info.max is None or number <= info.max):
-            return True, number
+        return _quick_number(ann, info, value)
+    return False, None
+
+
+def _quick_list(ann: Any, value: Any) -> tuple[bool, Any]:
+    """A ``list[str]`` option's values, when each is a str."""
+    items = value if isinstance(value, (list, tuple)) else None
+    if str(ann) == "list[str]" and items is not None and all(type(v) is str for v in items):
+        return True, list(items)
+    return False, None
+
+
+def _quick_number(ann: Any, info: Any, value: Any) -> tuple[bool, Any]:
+    """An int or float option's value (a number of its type, an int for a float, or plain digits) within its range."""
+    number: Any = None
+    if type(value) is ann or (ann is float and type(value) is int):
+        number = ann(value)
+    elif type(value) is str and (_DIGITS if ann is int else _DECIMAL).fullmatch(value):
+        number = ann(value)
+    if number is not None and (info.min is None or number >= info.min) and (info.max is None or number <= info.max):
+        return True, number
     return False, None
 
 
@@ -183,7 +202,7 @@ def _quick_coercion(param: object) -> None:
     if getattr(param, "_runtime_param", 0) is not None or getattr(param, "type_descriptor", None) is None:
         return
     try:
-        from typer._coercion import build_runtime_param
+        from typer._coercion import build_runtime_param  # lazy: typer's private module, absent from older typers
     except ImportError:  # pragma: no cover - a typer without the adapter layer
         return
     param._runtime_param = _QuickCoercion(build_runtime_param)  # type: ignore[attr-defined]
@@ -247,8 +266,6 @@ def command(args: list[str] | None = None) -> object:
     target = app
     name = _invoked(args)
     if name is not None:
-        import copy
-
         target = copy.copy(app)
         target.registered_commands = [info for info in app.registered_commands if info.name == name]
     cmd = typer.main.get_command(target)
@@ -285,8 +302,6 @@ def _usage_line(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app, map every outcome to an exit code, never show a traceback unasked."""
-    from stackdoctor.console import install_boundary, protect_std_streams
-
     protect_std_streams()  # a cp936/cp1252 console: replace what it cannot encode, never raise
     install_boundary()  # every write scrubbed of credentials; a closed / full stdout is one sentence, exit 2
     click_exception = _click_base("ClickException")
@@ -323,8 +338,6 @@ def main(argv: list[str] | None = None) -> None:
         code = 0
     except Exception as exc:  # the no-traceback guarantee
         if debug_enabled(args):
-            import traceback
-
             traceback.print_exc()
         first = str(exc).splitlines()[0] if str(exc) else ""
         line = (f"internal error: {type(exc).__name__}{': ' + first if first else ''}; "
@@ -353,7 +366,7 @@ def _localized(text: str, args: list[str]) -> str:
     """One of stackdoctor's English sentences in the user's language (``--lang``, else LC_ALL / LC_MESSAGES /
     LANG): the error a user reads is in the language of the screen they asked for."""
     try:
-        from stackdoctor import catalog
+        from stackdoctor import catalog  # lazy: it reads every rule module, wanted only for a sentence to translate
 
         lang = None
         for i, a in enumerate(args):
@@ -372,11 +385,6 @@ def _stop_children() -> None:
     """On Ctrl-C: every child still running (a probe, the target's ``import torch``, allreduce ranks)
     stops with us; each lives in a session of its own, so the terminal's SIGINT does not reach it."""
     try:
-        import threading
-        import time
-
-        from stackdoctor.system import stop_children
-
         stop_children()
         # A probe thread may be between starting its child and recording it: a second pass, once the
         # other threads have had a moment, stops a child that was not yet on the list.
@@ -398,9 +406,6 @@ def handle_termination() -> None:
     Installed by :func:`main` before any command runs. A command with its own clean-up (``install``'s
     transaction) replaces it with ``signal.signal`` while that work runs and may end through
     :func:`terminate` itself. Only in the main thread (``signal.signal`` is refused elsewhere)."""
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         return
     for name in _TERMINATING:
@@ -418,8 +423,6 @@ def _on_terminate(signum: int, frame: object) -> None:
 
 def terminate(signum: int) -> None:
     """Stop the children, say why in one sentence, remove the temporary folders and exit (never returns)."""
-    import signal
-
     name = signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else f"signal {signum}"
     code, words = _TERMINATING.get(name, (128 + signum, f"stopped by {name}"))
     _stop_children()
@@ -431,8 +434,6 @@ def terminate(signum: int) -> None:
 def _err(line: str) -> None:
     """One error sentence on stderr: one line, control characters from a value in it shown as escapes."""
     try:
-        from stackdoctor.redact import escape_controls
-
         print(escape_controls(line), file=sys.stderr)
     except Exception:
         pass
@@ -441,8 +442,6 @@ def _err(line: str) -> None:
 def _exit(code: int) -> None:
     """Flush, remove the temporary folders and leave; never wait on an abandoned probe thread."""
     try:
-        from stackdoctor.system import remove_lent
-
         remove_lent()
     except Exception:
         pass

@@ -36,9 +36,10 @@ import sys
 from typing import IO, TYPE_CHECKING, Any
 
 from stackdoctor.errors import ExitCode, StackdoctorError
+from stackdoctor.redact import escape_controls, scrub
 
 if TYPE_CHECKING:  # rich is imported when a console is made: a JSON run never needs it
-    from rich.console import Console
+    from rich.console import Console  # lazy: rich is a heavy import, wanted only when something is drawn
 
 __all__ = [
     "BoundaryStream",
@@ -148,8 +149,6 @@ class BoundaryStream:
             raise OutputUnwritable(f"cannot write to {self._name}: {_why(exc)}.") from None
 
     def write(self, text: str) -> int:
-        from stackdoctor.redact import scrub
-
         if self._stream is None:
             self._fail(OSError(errno.EBADF, "closed"))
             return len(text)
@@ -213,8 +212,6 @@ def _safe_console_class() -> Any:
     from rich.console import Console
     from rich.segment import Segment
 
-    from stackdoctor.redact import escape_controls
-
     class _SafeConsole(Console):
         def _render_buffer(self, buffer: Any) -> str:
             clean = (seg if seg.control else Segment(escape_controls(seg.text, lines=True), seg.style) for seg in buffer)
@@ -275,8 +272,6 @@ def write_stdout(text: str) -> None:
     """Write a machine-readable document to stdout: as text on a UTF stream, else as UTF-8 bytes to
     the underlying buffer (JSON and XML are UTF-8 by definition; a legacy code page would lose or
     refuse characters)."""
-    from stackdoctor.redact import scrub
-
     out = sys.stdout
     buffer = getattr(out, "buffer", None)
     if buffer is not None and not _is_utf(_encoding_of(out)):

@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from stackdoctor.binfmt import _Reader
+from stackdoctor.binfmt import BoundedReader
 
 MAX_NEEDED = 256  # DT_NEEDED of one object
 MAX_DYNAMIC = 1 << 16  # .dynamic entries
@@ -44,7 +44,7 @@ class DynElf:
     """The dynamic-linking tables of one ELF file, read lazily with caps."""
 
     def __init__(self, fh: BinaryIO, deadline: float | None) -> None:
-        self.r = _Reader(fh, deadline)
+        self.r = BoundedReader(fh, deadline)
         self.error: str | None = None
         self.klass = 0
         self.machine = 0

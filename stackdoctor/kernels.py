@@ -24,7 +24,7 @@ from typing import Any
 from stackdoctor import accelerators
 from stackdoctor._worker import worker_path
 from stackdoctor.facts import Facts, KernelFacts, KernelResult, from_data
-from stackdoctor.system import CommandResult, Started, System, _signame
+from stackdoctor.system import CommandResult, Started, System, signame
 
 __all__ = [
     "KERNELS_SCHEMA",
@@ -93,7 +93,7 @@ def kernel_facts_from_run(res: CommandResult, mode: str = "full") -> KernelFacts
     if res.status == "timeout":
         kf.error = f"the kernel process did not finish in {res.detail} s{where} (hung; killed)"
     elif res.signal is not None:
-        kf.signal = _signame(res.signal)
+        kf.signal = signame(res.signal)
         kf.error = f"the kernel process was killed by {kf.signal}{where}"
     elif res.status in ("absent", "denied", "error"):
         kf.error = f"the target interpreter could not be run: {res.describe_failure()}"
@@ -198,8 +198,8 @@ def _rank_outcome(rank: int, res: CommandResult) -> dict[str, Any]:
         why = f"rank {rank} did not finish in {res.detail} s (killed)"
         return {"rank": rank, "status": "timeout", "error": why, "stderr_tail": _tail(res.stderr)}
     if res.signal is not None:
-        why = f"rank {rank} was killed by {_signame(res.signal)}"
-        return {"rank": rank, "status": "failed", "error": why, "signal": _signame(res.signal), "stderr_tail": _tail(res.stderr)}
+        why = f"rank {rank} was killed by {signame(res.signal)}"
+        return {"rank": rank, "status": "failed", "error": why, "signal": signame(res.signal), "stderr_tail": _tail(res.stderr)}
     why = f"rank {rank}: " + (res.describe_failure() or "ended without reporting")
     return {"rank": rank, "status": "failed", "error": why, "stderr_tail": _tail(res.stderr)}
 

@@ -288,10 +288,10 @@ def _read_library(lib: Path, kind: str, label: str) -> dict[str, Any]:
 def _cuda_code(fh: Any, sec: Any, label: str) -> dict[str, Any]:
     """A CUDA library's fat binary: its SASS (sm_XY) and PTX (compute_XY), the majority of its containers'."""
     from stackdoctor import binfmt
-    from stackdoctor.probes.torch_static import _majority, sort_archs
+    from stackdoctor.probes.torch_static import majority, sort_archs
 
     fat = binfmt.walk_fatbin(fh, sec.offset, sec.size)
-    main, _extra = _majority(fat.arch_containers(), fat.containers)
+    main, _extra = majority(fat.arch_containers(), fat.containers)
     sms = [a for a in sort_archs(main) if a.startswith("sm_")]
     ptx = [a for a in sort_archs(main) if a.startswith("compute_")]
     return {"kind": "cuda", "library": label, "arch_list": sms, "ptx": ptx, "containers": fat.containers, "error": fat.error}
@@ -300,11 +300,11 @@ def _cuda_code(fh: Any, sec: Any, label: str) -> dict[str, Any]:
 def _hip_code(fh: Any, sec: Any, label: str) -> dict[str, Any]:
     """A HIP library's offload bundles: the gfx targets most of them carry."""
     from stackdoctor import binfmt
-    from stackdoctor.probes.torch_static import _majority, sort_gfx, zstd_decoder
+    from stackdoctor.probes.torch_static import majority, sort_gfx, zstd_decoder
 
     bundles = binfmt.walk_offload_bundles(fh, sec.offset, sec.size, zstd=zstd_decoder())
     known = sum(1 for b in bundles.bundles if b.entries)
-    main, _extra = _majority(bundles.target_bundles(), known)
+    main, _extra = majority(bundles.target_bundles(), known)
     return {"kind": "hip", "library": label, "gfx": sort_gfx(main), "containers": len(bundles.bundles), "error": bundles.error}
 
 

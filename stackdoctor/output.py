@@ -20,7 +20,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from stackdoctor.console import make_console, write_stdout
 from stackdoctor.errors import UsageError
+from stackdoctor.redact import redact_report, redact_text, safe_data, scrub
 from stackdoctor.report import Report, report_from_data
 
 __all__ = ["CI_FORMATS", "FORMATS", "format_report", "redacted", "write_output", "write_text_file"]
@@ -31,8 +33,6 @@ CI_FORMATS = ("markdown", "github", "junit")
 
 def redacted(report: Report) -> Report:
     """A redacted copy of ``report`` (see :mod:`stackdoctor.redact`)."""
-    from stackdoctor.redact import redact_report, redact_text
-
     new = report_from_data(redact_report(report.to_data()), origin="redacted report")
     new.replayed_from = redact_text(report.replayed_from) if report.replayed_from else None
     return new
@@ -46,15 +46,13 @@ def shown(report: Report) -> Report:
     """``report`` as it may be drawn on a screen or in a document: credentials ``****``, control characters
     from the machine escaped (``\\x1b``, ``\\r``, ``\\n`` inside a value), undecodable bytes ``\\xff``
     (:func:`stackdoctor.redact.safe_data`). Every renderer gets this copy, so no renderer needs to care."""
-    from stackdoctor.redact import safe_data
-
     new = report_from_data(safe_data(report.to_data(), screen=True, lines_in=MULTILINE_KEYS), origin="report")
     new.replayed_from = report.replayed_from and safe_data(report.replayed_from, screen=True)
     return new
 
 
 def _human(report: Report, console: Any, verbose: bool, lang: str, strict: bool = False) -> None:
-    from stackdoctor.render.human import render_report
+    from stackdoctor.render.human import render_report  # lazy (as each renderer below): rich, only for the format asked
 
     render_report(shown(report), console, verbose=verbose, lang=lang, strict=strict)
 
@@ -103,8 +101,6 @@ def write_text_file(path: str | Path, text: str) -> None:
 
     :raises UsageError: the folder is missing, the file is read-only or a directory, the disk is full.
     """
-    from stackdoctor.redact import scrub
-
     p = Path(path)
     data = scrub(text).encode("utf-8")  # the output boundary: no credential, no undecodable byte in a file
     try:
@@ -157,8 +153,6 @@ def write_text_file(path: str | Path, text: str) -> None:
 
 
 def _stdout(text: str) -> None:
-    from stackdoctor.console import write_stdout
-
     write_stdout(text)  # UTF-8 whatever the console's code page: these are documents, not screens
 
 
@@ -200,8 +194,6 @@ def write_output(
         if output is None:
             _human(base, console, verbose, lang, strict)
             return
-        from stackdoctor.console import make_console
-
         buf = io.StringIO()
         _human(base, make_console(file=buf, width=100), verbose, lang, strict)
         write_text_file(output, buf.getvalue())

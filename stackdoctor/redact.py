@@ -23,7 +23,9 @@ are never mistaken for IPv4 addresses (``nvidia-cudnn-cu12 9.1.0.70`` stays).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import ipaddress
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -281,8 +283,6 @@ _LITERALS: dict[str, Any] = {"key": None, "pattern": None, "env": None}
 
 
 def _literal_pattern() -> re.Pattern[str] | None:
-    import os
-
     # the secrets are looked for again only when the environment changed: a report scrubs ~1000 strings, and
     # reading (decoding) the whole environment for each was most of `check --no-kernels`' own time
     raw = getattr(os.environ, "_data", None)  # os._Environ's undecoded mapping: compared without decoding
@@ -416,8 +416,6 @@ def safe_data(obj: Any, *, screen: bool = False, lines_in: frozenset[str] = froz
 def safe_copy(obj: Any, *, screen: bool = False) -> Any:
     """A copy of a dataclass tree (a plan) with every string as :func:`safe_data` would leave it; for the
     objects that are drawn without a JSON round trip."""
-    import dataclasses
-
     def walk(o: Any, key: str | None, env: bool = False) -> Any:
         if isinstance(o, str):
             if env and key is not None and o and o != MASK and is_secret_name(key):
@@ -579,11 +577,27 @@ def _prime(r: Redactor, data: dict[str, Any]) -> None:
     """Learn the identifying values that the facts name, so they are replaced everywhere."""
     facts = _obj(data.get("facts"))
     platform = _obj(facts.get("platform"))
+    generic = _generic_words(platform)
+    _prime_host(r, platform, generic)
+    _prime_devices(r, facts)
+    env = _obj(facts.get("environment"))
+    _prime_secrets(r, env)
+    _prime_home(r, env, generic)
+    _prime_users(r, data, generic)
+
+
+def _generic_words(platform: dict[str, Any]) -> set[str]:
+    """Words that identify no one: the generic names and the words of the OS's own names."""
     generic = set(_GENERIC_NAMES)
     for key in ("os_id", "os_name", "system", "machine"):
         v = platform.get(key)
         if isinstance(v, str):
             generic.update(w.lower() for w in re.split(r"[\s/]+", v) if w)
+    return generic
+
+
+def _prime_host(r: Redactor, platform: dict[str, Any], generic: set[str]) -> None:
+    """The host name and its first label, one token for both."""
     host = platform.get("hostname")
     if isinstance(host, str) and host.strip():
         host = host.strip()
@@ -593,6 +607,10 @@ def _prime(r: Redactor, data: dict[str, Any]) -> None:
             r.add_literal(host, "host", fixed=tok)
         if short != host and short.lower() not in generic and len(short) >= 3:
             r.add_literal(short, "host", fixed=tok)
+
+
+def _prime_devices(r: Redactor, facts: dict[str, Any]) -> None:
+    """GPU serials and UUIDs, and the Thunderbolt peers' names."""
     for gpu in _get(facts, "nvidia", "gpus") or []:
         if isinstance(gpu, dict) and isinstance(gpu.get("serial"), str) and gpu["serial"].strip().lower() not in _NOT_A_VALUE:
             r.add_literal(gpu["serial"].strip(), "serial")
@@ -604,13 +622,18 @@ def _prime(r: Redactor, data: dict[str, Any]) -> None:
     for port in _get(facts, "thunderbolt", "ports") or []:
         if isinstance(port, dict) and isinstance(port.get("peer"), str) and port["peer"].strip():
             r.add_literal(port["peer"].strip(), "peer", in_facts=False)
-    env = _obj(facts.get("environment"))
+
+
+def _prime_secrets(r: Redactor, env: dict[str, Any]) -> None:
+    """The values of environment variables whose names say they are secret."""
     for name, value in env.items():
         if isinstance(value, str) and is_secret_name(str(name)) and len(value) >= 4:
             r.add_literal(value, "secret", fixed=r.token("secret", value, fold=False))
-    # the home folder itself, wherever it lives (HOME=/srv/x/home/alice.smith), replaced on whole path components
-    import os
 
+
+def _prime_home(r: Redactor, env: dict[str, Any], generic: set[str]) -> None:
+    """The home folder itself, wherever it lives (HOME=/srv/x/home/alice.smith), replaced on whole path
+    components, and its last component as the user's name."""
     for home in {str(env.get("HOME") or ""), os.environ.get("HOME", "")}:
         home = home.rstrip("/\\")
         user = re.split(r"[/\\]", home)[-1]
@@ -621,7 +644,10 @@ def _prime(r: Redactor, data: dict[str, Any]) -> None:
         r.literals.sort(key=lambda pr: -len(pr[0].pattern))
         if len(user) >= 3 and not user.startswith("<"):
             r.add_literal(user, "user", fixed="<user>", in_facts=False)
-    # user names from home paths anywhere in the report
+
+
+def _prime_users(r: Redactor, data: dict[str, Any], generic: set[str]) -> None:
+    """User names from home paths anywhere in the report."""
     found: set[str] = set()
 
     def scan(obj: Any) -> None:
@@ -680,26 +706,34 @@ def _structured(r: Redactor, data: dict[str, Any]) -> None:
         platform["hostname"] = r.token("host", platform["hostname"].strip())
     for sub, kind in (("nvidia", "gpu-uuid"), ("rocm", "gpu-uuid")):
         for gpu in _get(facts, sub, "gpus") or []:
-            if not isinstance(gpu, dict):
-                continue
-            u = gpu.get("uuid")
-            if isinstance(u, str) and u.strip() and "<" not in u:
-                gpu["uuid"] = ("GPU-" if u.strip().startswith("GPU-") else "") + r.token(kind, u.strip())
-            s = gpu.get("serial")
-            if isinstance(s, str) and s.strip() and s.strip().lower() not in _NOT_A_VALUE and not s.startswith("<"):
-                gpu["serial"] = r.token("serial", s.strip(), fold=False)
+            if isinstance(gpu, dict):
+                _structured_gpu(r, gpu, kind)
     for port in _get(facts, "thunderbolt", "ports") or []:
-        if not isinstance(port, dict):
-            continue
-        for key in ("peer_uuid", "domain_uuid"):
-            v = port.get(key)
-            if isinstance(v, str) and v.strip() and not v.startswith("<"):
-                port[key] = r.token("uuid", v.strip())
-        if isinstance(port.get("peer"), str) and port["peer"].strip() and not port["peer"].startswith("<"):
-            port["peer"] = r.token("peer", port["peer"].strip())
+        if isinstance(port, dict):
+            _structured_port(r, port)
     for iface in _get(facts, "thunderbolt", "interfaces") or []:
         if isinstance(iface, dict) and isinstance(iface.get("mac"), str) and iface["mac"].strip() and not iface["mac"].startswith("<"):
             iface["mac"] = r.token("mac", iface["mac"].strip().replace("-", ":"))
+
+
+def _structured_gpu(r: Redactor, gpu: dict[str, Any], kind: str) -> None:
+    """A GPU's UUID (its ``GPU-`` prefix kept) and serial number."""
+    u = gpu.get("uuid")
+    if isinstance(u, str) and u.strip() and "<" not in u:
+        gpu["uuid"] = ("GPU-" if u.strip().startswith("GPU-") else "") + r.token(kind, u.strip())
+    s = gpu.get("serial")
+    if isinstance(s, str) and s.strip() and s.strip().lower() not in _NOT_A_VALUE and not s.startswith("<"):
+        gpu["serial"] = r.token("serial", s.strip(), fold=False)
+
+
+def _structured_port(r: Redactor, port: dict[str, Any]) -> None:
+    """A Thunderbolt port's peer and domain UUIDs and its peer's name."""
+    for key in ("peer_uuid", "domain_uuid"):
+        v = port.get(key)
+        if isinstance(v, str) and v.strip() and not v.startswith("<"):
+            port[key] = r.token("uuid", v.strip())
+    if isinstance(port.get("peer"), str) and port["peer"].strip() and not port["peer"].startswith("<"):
+        port["peer"] = r.token("peer", port["peer"].strip())
 
 
 def redact_report(data: dict[str, Any], redactor: Redactor | None = None) -> dict[str, Any]:

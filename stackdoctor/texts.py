@@ -17,6 +17,8 @@ import string
 from collections.abc import Mapping
 from typing import Any
 
+from stackdoctor import parsecache
+
 __all__ = ["LANGS", "add_locale", "add_texts", "choose_lang", "detect_lang", "explain", "layer_word", "message", "placeholders", "sentence", "sentence_key", "texts", "title", "ui"]
 
 LANGS = ("en", "zh")
@@ -78,9 +80,7 @@ def texts(lang: str) -> dict[str, Any]:
 
 
 def _files(package: str) -> Any:
-    from stackdoctor.parsecache import package_files  # importlib.resources.files without its zip reader's imports
-
-    return package_files(package)
+    return parsecache.package_files(package)  # importlib.resources.files without its zip reader's imports
 
 
 _EXTRA_LOCALES: list[str] = []  # packages with a locale/<lang>.yaml of their own (add_locale)
@@ -90,8 +90,6 @@ _EXTRA_TEXTS: list[Mapping[str, Mapping[str, Any]]] = []  # a kind's texts as da
 def _parsed(kind: str, raw: str) -> Any:
     """``raw`` (a locale file's text) parsed, or what the last run parsed of the same text (issue 33: yaml is then
     not even imported)."""
-    from stackdoctor import parsecache
-
     def parse() -> Any:
         import yaml  # lazy: keep start-up light
 

@@ -530,7 +530,7 @@ def test_stop_children_kills_what_system_started():
     """The CLI's Ctrl-C path: every child System started and still running is killed, with its tree."""
     import threading
 
-    from stackdoctor.system import _LIVE, System, stop_children
+    from stackdoctor.system import LIVE_CHILDREN, System, stop_children
 
     results = []
     worker = threading.Thread(
@@ -539,7 +539,7 @@ def test_stop_children_kills_what_system_started():
     )
     start = time.monotonic()
     worker.start()
-    while not _LIVE and time.monotonic() - start < 10:
+    while not LIVE_CHILDREN and time.monotonic() - start < 10:
         time.sleep(0.02)
     assert stop_children() == 1
     worker.join(10)

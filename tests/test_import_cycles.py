@@ -1,7 +1,10 @@
-"""The package's modules import one another without a circle (issue 25): read from the source, every import
-counted, the lazy ones inside functions too (a lazy import only hides a circle until that function runs).
-``TYPE_CHECKING`` imports are for the type checker and are left out; ``_worker/`` runs in the target
-interpreter and imports nothing of the package."""
+"""The package's modules import one another without a circle (issues 25 and 31): read from the source, every
+import counted, the lazy ones inside functions too (a lazy import only hides a circle until that function runs)
+and the ``TYPE_CHECKING`` ones (a circle the type checker sees is still two modules that each need the other);
+``_worker/`` runs in the target interpreter and imports nothing of the package.
+
+The circles that are there today are listed in ``KNOWN_CIRCLES`` with who fixes them: any other circle fails, and
+so does a listed one that is gone (remove it from the list), so the list only shrinks."""
 
 from __future__ import annotations
 
@@ -26,8 +29,6 @@ def imports(name: str, path: Path) -> set[str]:
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                continue
             if isinstance(child, ast.Import):
                 out.update(a.name for a in child.names)
             elif isinstance(child, ast.ImportFrom):
@@ -79,7 +80,191 @@ def test_the_walker_sees_a_circle():
     assert "stackdoctor.texts" in imports("stackdoctor.rules.core", MODULES["stackdoctor.rules.core"])
 
 
+# Circles in the package on 2 December (main as merged then), each closed by a ``TYPE_CHECKING`` import (issue 31), none in a file of the
+# probes/OS-boundary floor. Each names whoever owns the files that close it; fixing one means removing it here.
+KNOWN_CIRCLES = frozenset({
+    # install/flow imports render/plan's format_command inside a function (an upward arrow) and render/plan
+    # types its input with the flow's InstallOutcome under TYPE_CHECKING: owner `install` (install/).
+    frozenset({"stackdoctor.install.flow", "stackdoctor.render.plan"}),
+    # install/backup imports leftovers.TORCH_FAMILY, leftovers types with backup.Snapshot under TYPE_CHECKING:
+    # owner `install` (install/).
+    frozenset({"stackdoctor.install.backup", "stackdoctor.install.leftovers"}),
+})
+
+
+def test_the_walker_counts_type_checking_imports():
+    assert "stackdoctor.install.flow" in imports("stackdoctor.render.plan", MODULES["stackdoctor.render.plan"])
+
+
 def test_no_import_cycle_in_the_package():
     graph = {name: imports(name, path) for name, path in MODULES.items()}
     assert len(graph) > 50 and sum(map(len, graph.values())) > 100  # it did read the package
-    assert cycles(graph) == []
+    found = {frozenset(c) for c in cycles(graph)}
+    new = [sorted(c) for c in found - KNOWN_CIRCLES]
+    gone = [sorted(c) for c in KNOWN_CIRCLES - found]
+    assert not new, f"new import circle(s): {new}"
+    assert not gone, f"circle(s) no longer there: remove them from KNOWN_CIRCLES: {gone}"
+
+
+def private_imports(name: str, path: Path) -> set[tuple[str, str]]:
+    """(module, name) for every private name ``name`` takes from another module of the package: ``from m import _x``
+    and ``m._x`` on a module it imported (a private module, ``_schema``, is a module and not a name)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    modules: dict[str, str] = {}  # local name -> the package's module it is bound to
+    out: set[tuple[str, str]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update({a.asname or a.name: a.name for a in node.names if a.name in MODULES})
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            if base not in MODULES:
+                continue
+            for a in node.names:
+                if f"{base}.{a.name}" in MODULES:
+                    modules[a.asname or a.name] = f"{base}.{a.name}"
+                elif _private(a.name) and base != name:
+                    out.add((base, a.name))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            bound = modules.get(ast.unparse(node.value))
+            if bound is not None and bound != name:
+                out.add((bound, node.attr))
+    return out
+
+
+def _private(n: str) -> bool:
+    return n.startswith("_") and not n.startswith("__")
+
+
+def _short(module: str) -> str:
+    return module.rsplit(".", 1)[-1]
+
+
+# Private names taken across modules on 2 December (issue 31, main as merged then), none from a file of the
+# probes/OS-boundary floor: (importer,
+# module, name), each module by its last dotted part so that moving a file into a package does not make its entry
+# stale. Fixing one (make the name public, or move the code to where it is used) means removing it here.
+KNOWN_PRIVATE_IMPORTS = frozenset({
+    # owner `resolve` (resolve/) with `install` (install/index.py) and `seam` (learn.py)
+    ("availability", "index", "_wheel_parts"),
+    ("dependencies", "index", "_wheel_parts"),
+    ("survey", "index", "_index_error"),
+    ("survey", "index", "_wheel_parts"),
+    ("survey", "learn", "_wheel_metadata"),
+    # owner `seam` (learn.py, learn_wheels.py, learn_sources.py; matrix/ is the lead's)
+    ("learn", "learn_wheels", "_family"),
+    ("learn", "learn_wheels", "_pin"),
+    ("learn", "learn_wheels", "_public"),
+    ("learn", "learn_wheels", "_py_key"),
+    ("learn", "learn_wheels", "_read_open_library"),
+    ("learn", "learn_wheels", "_wheel_metadata"),
+    ("learn", "matrix", "_Parsed"),
+    ("learn", "matrix", "_build"),
+    ("learn_sources", "learn_wheels", "_GPU_LIBS"),
+    ("learn_sources", "learn_wheels", "_family"),
+    ("learn_sources", "learn_wheels", "_file_sha256"),
+    ("learn_sources", "learn_wheels", "_public"),
+    ("learn_sources", "learn_wheels", "_read_open_library"),
+    ("learn_sources", "learn_wheels", "_wheel_metadata"),
+    # owner the lead (matrix/ has no helper in issue 31): matrix/__init__ re-exports its modules' private names, its modules share helpers
+    ("load", "reader", "_Ctx"),
+    ("load", "reader", "_check_keys"),
+    ("load", "reader", "_parse_yaml"),
+    ("matrix", "load", "_Parsed"),
+    ("matrix", "load", "_TOP_KEYS"),
+    ("matrix", "load", "_build"),
+    ("matrix", "load", "_embedded"),
+    ("matrix", "load", "_embedded_matrix"),
+    ("matrix", "load", "_parse_document"),
+    ("matrix", "load", "_read_user_file"),
+    ("matrix", "pure", "_ARCH_RE"),
+    ("matrix", "pure", "_GFX_RE"),
+    ("matrix", "pure", "_INDEX_NAME_RE"),
+    ("matrix", "pure", "_PY_RE"),
+    ("matrix", "pure", "_TEGRA"),
+    ("matrix", "pure", "_VARIANT_RE"),
+    ("matrix", "pure", "_cc_tuple"),
+    ("matrix", "pure", "_sass_runs"),
+    ("matrix", "reader", "_Ctx"),
+    ("matrix", "reader", "_LDict"),
+    ("matrix", "reader", "_LList"),
+    ("matrix", "reader", "_check_expansion"),
+    ("matrix", "reader", "_check_keys"),
+    ("matrix", "reader", "_make_loader"),
+    ("matrix", "reader", "_parse_yaml"),
+    ("matrix", "reader", "_tname"),
+    ("matrix", "releases", "_merge_release"),
+    ("matrix", "releases", "_merge_variant"),
+    ("matrix", "releases", "_patch_base"),
+    ("matrix", "releases", "_release"),
+    ("matrix", "releases", "_variant"),
+    ("matrix", "table", "_arch_list"),
+    ("matrix", "table", "_driver"),
+    ("matrix", "table", "_pythons"),
+    ("matrix", "table", "_url"),
+    ("matrix", "tables", "_CONDA_SUBDIR_RE"),
+    ("matrix", "tables", "_MIRROR_NAME_RE"),
+    ("matrix", "tables", "_PYPI_PLATFORMS"),
+    ("matrix", "tables", "_merge_conda"),
+    ("releases", "pure", "_GFX_RE"),
+    ("releases", "pure", "_PY_RE"),
+    ("releases", "reader", "_Ctx"),
+    ("releases", "reader", "_LDict"),
+    ("releases", "reader", "_check_keys"),
+    ("releases", "table", "_DERIVED"),
+    ("releases", "table", "_NOTE"),
+    ("releases", "table", "_UNKNOWN"),
+    ("releases", "table", "_arch_list"),
+    ("releases", "table", "_one"),
+    ("releases", "table", "_pythons"),
+    ("table", "pure", "_ARCH_RE"),
+    ("table", "pure", "_PY_RE"),
+    ("table", "reader", "_Ctx"),
+    ("table", "reader", "_LDict"),
+    ("tables", "pure", "_GFX_RE"),
+    ("tables", "pure", "_INDEX_NAME_RE"),
+    ("tables", "pure", "_VARIANT_RE"),
+    ("tables", "pure", "_cc_tuple"),
+    ("tables", "reader", "_Ctx"),
+    ("tables", "reader", "_LDict"),
+    ("tables", "reader", "_check_keys"),
+    ("tables", "reader", "_tname"),
+    ("tables", "table", "_DERIVED"),
+    ("tables", "table", "_NOTE"),
+    ("tables", "table", "_SOURCE"),
+    ("tables", "table", "_UNKNOWN"),
+    ("tables", "table", "_driver"),
+    ("tables", "table", "_no"),
+    ("tables", "table", "_one"),
+    ("tables", "table", "_pythons"),
+    ("tables", "table", "_url"),
+    # owner `install` (install/)
+    ("request", "options", "_DRIVER_RE"),
+    # owner `rest` (source_build.py, source_run.py)
+    ("source_run", "source_build", "_os_of"),
+    # owner `speed` (probes/target.py) with `seam` (kernels.py)
+    ("target", "kernels", "_device_specs"),
+})
+
+
+def test_the_private_name_walker_sees_both_forms(tmp_path):
+    src = tmp_path / "fake.py"
+    src.write_text(
+        "from stackdoctor.texts import _x, t\nfrom stackdoctor import system, _schema\nfrom . import _z\n"
+        "import stackdoctor.units as u\nsystem._y(u._w, t._not_a_module, _schema.SCHEMA)\n"
+    )
+    assert private_imports("stackdoctor.fake", src) == {
+        ("stackdoctor.texts", "_x"), ("stackdoctor.system", "_y"), ("stackdoctor", "_z"), ("stackdoctor.units", "_w"),
+    }
+    assert ("stackdoctor.install.index", "_wheel_parts") in private_imports("stackdoctor.resolve.availability", MODULES["stackdoctor.resolve.availability"])
+
+
+def test_no_module_takes_another_modules_private_name():
+    found = {(_short(name), _short(m), n) for name, path in MODULES.items() for m, n in private_imports(name, path)}
+    new = sorted(found - KNOWN_PRIVATE_IMPORTS)
+    gone = sorted(KNOWN_PRIVATE_IMPORTS - found)
+    assert not new, f"private name(s) taken from another module (make them public): {new}"
+    assert not gone, f"no longer taken: remove them from KNOWN_PRIVATE_IMPORTS: {gone}"

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from stackdoctor.probes import ProbeContext, Target
+from stackdoctor.probes.cuda_toolkit import probe as probe_cuda
+from stackdoctor.probes.rocm import parse_rocm_version_file
 from stackdoctor.system import System
 
 __all__ = [
@@ -199,8 +201,6 @@ def _nvtx(system: System, cuda_home: str | None) -> Tool:
 
 
 def _rocm(system: System) -> Tool:
-    from stackdoctor.probes.rocm import parse_rocm_version_file
-
     env = system.getenv("ROCM_PATH")
     for base, via in ((env, "ROCM_PATH"), ("/opt/rocm", "/opt/rocm")):
         if not base or system.windows:
@@ -229,8 +229,6 @@ def _free_disk(path: str) -> tuple[int | None, str | None]:
 
 def probe_build_tools(system: System, build_dir: str, *, python: str = "python", timeout_s: float = 10.0) -> BuildTools:
     """Everything a source build asks of this machine; never raises (a tool that fails is a fact with its ``error``)."""
-    from stackdoctor.probes.cuda_toolkit import probe as probe_cuda
-
     bt = BuildTools()
     bt.compilers = _compilers(system, timeout_s)
     bt.cmake = _run_tool(system, "cmake", ["--version"], parse_cmake_version, timeout_s)

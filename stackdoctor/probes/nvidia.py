@@ -30,7 +30,6 @@ The parsers are pure and never raise on arbitrary text.
 from __future__ import annotations
 
 import ntpath
-import os
 import re
 import sys
 import threading
@@ -39,6 +38,8 @@ from dataclasses import dataclass, field
 from stackdoctor.facts import NvidiaFacts, NvidiaGpu, NvidiaProcGpu
 from stackdoctor.probes import ProbeContext, ProbeOutput
 from stackdoctor.probes.cudriver import DriverCuda, query_driver_cuda
+from stackdoctor.probes.nvidia_libraries import DRIVER_LIBRARY_DIRS, NVML_LIBRARY, libcuda_paths, libcuda_present, nvml_dirs, nvml_present
+from stackdoctor.probes.nvidia_witnesses import merge_gpus, observe
 from stackdoctor.probes.nvml import NvmlResult, query_nvml
 from stackdoctor.system import CommandResult, System
 
@@ -80,26 +81,6 @@ SRC_SYS = "/sys/module/nvidia/version"
 SRC_CUDRIVER = "cuDriverGetVersion"  # the driver library asked directly (stackdoctor.probes.cudriver)
 PROC_GPUS = "/proc/driver/nvidia/gpus"
 
-# Directories searched for libcuda.so* (WSL ships its own in /usr/lib/wsl/lib; a distro copy shadowing it breaks CUDA).
-LIBCUDA_DIRS: tuple[str, ...] = (
-    "/usr/lib/wsl/lib",
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib/aarch64-linux-gnu",
-    "/usr/lib64",
-)
-
-# Where the driver installer and the distributions' packages put the user-space driver libraries, and where
-# the NVIDIA container toolkit mounts them into a container. Not /usr/local/cuda*/compat: the forward-
-# compatibility libcuda there is another version on purpose (580.95.05 beside driver 580.159.04 on the H200).
-DRIVER_LIBRARY_DIRS: tuple[str, ...] = (
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib/aarch64-linux-gnu",
-    "/usr/lib64",
-    "/usr/lib",
-    "/usr/lib/nvidia",
-    "/usr/local/nvidia/lib64",
-    "/usr/local/nvidia/lib",
-)
 # a driver release (three digits or more: 390.157, 550.90.07), not a soname such as Tegra's and WSL's libcuda.so.1.1
 _DRIVER_LIBRARY = re.compile(r"^(libcuda|libnvidia-ml)\.so\.(\d{3,}\.\d+(?:\.\d+)?)$")
 
@@ -307,13 +288,7 @@ def parse_smi_table(text: str) -> SmiTable:
     stage = 0  # rows seen for the current GPU
     for raw in _lines(text):
         line = raw.rstrip()
-        if table.smi_version is None and (m := _BANNER_SMI.search(line)):
-            table.smi_version = m.group(1)
-        if table.driver_version is None and (m := _BANNER_DRIVER.search(line)):
-            table.driver_label, table.driver_version = m.group(1), m.group(2)
-        if table.cuda_raw is None and (m := _BANNER_CUDA.search(line)):
-            table.cuda_raw = m.group(1)
-            table.cuda_version = m.group(1) if re.fullmatch(r"\d+\.\d+", m.group(1)) else None
+        _read_banner(table, line)
         if "Processes:" in line:
             break
         gpu = _row1(line) if line.startswith("|") else None
@@ -326,25 +301,41 @@ def parse_smi_table(text: str) -> SmiTable:
             if line.startswith("+"):
                 current = None
             continue
-        cells = line.split("|")[1:-1]
-        if stage == 1:
-            for cell in cells:
-                mem = _total(cell, "MiB")
-                if mem is not None:
-                    current.memory_total_mib = int(mem)
-                elif (watts := _total(cell, "W")) is not None:
-                    current.power_limit_w = float(watts)
-            stage = 2
-            continue
-        if stage == 2:
-            if cells and all(not c.strip() for c in cells[:-1]) and cells[-1].strip() in _LAST_CELL:
-                current.mig_mode = _mode(cells[-1].strip())
-            stage = 3
+        stage = _read_gpu_row(current, line.split("|")[1:-1], stage)
     for gpu in table.gpus:
         for name in ("name", "bus_id", "persistence_mode", "driver_model", "memory_total_mib", "power_limit_w", "mig_mode"):
             if getattr(gpu, name) is not None:
                 gpu.sources[name] = SRC_TABLE
     return table
+
+
+def _read_banner(table: SmiTable, line: str) -> None:
+    """The banner's nvidia-smi, driver and CUDA versions, each the first one seen."""
+    if table.smi_version is None and (m := _BANNER_SMI.search(line)):
+        table.smi_version = m.group(1)
+    if table.driver_version is None and (m := _BANNER_DRIVER.search(line)):
+        table.driver_label, table.driver_version = m.group(1), m.group(2)
+    if table.cuda_raw is None and (m := _BANNER_CUDA.search(line)):
+        table.cuda_raw = m.group(1)
+        table.cuda_version = m.group(1) if re.fullmatch(r"\d+\.\d+", m.group(1)) else None
+
+
+def _read_gpu_row(gpu: NvidiaGpu, cells: list[str], stage: int) -> int:
+    """The second row of a GPU's box (memory and power totals) or its third (the MIG mode alone in the last cell);
+    returns the stage after this row."""
+    if stage == 1:
+        for cell in cells:
+            mem = _total(cell, "MiB")
+            if mem is not None:
+                gpu.memory_total_mib = int(mem)
+            elif (watts := _total(cell, "W")) is not None:
+                gpu.power_limit_w = float(watts)
+        return 2
+    if stage == 2:
+        if cells and all(not c.strip() for c in cells[:-1]) and cells[-1].strip() in _LAST_CELL:
+            gpu.mig_mode = _mode(cells[-1].strip())
+        return 3
+    return stage
 
 
 @dataclass
@@ -467,63 +458,6 @@ def parse_sys_module_version(text: str) -> str | None:
     return m.group(1) if m else None
 
 
-# ---------------------------------------------------------------------------- merge
-
-
-def _record(into: NvidiaGpu, other: NvidiaGpu) -> None:
-    """Keep every value ``other``'s witness gave, by its source, in ``into.observed`` (reconcile weighs them)."""
-    for name, src in other.sources.items():
-        value = getattr(other, name, None)
-        if value not in (None, []):
-            into.observed.setdefault(name, {})[src] = list(value) if isinstance(value, list) else value
-    if into is other:
-        return
-    for name, by_src in other.observed.items():
-        for src, value in by_src.items():
-            into.observed.setdefault(name, {}).setdefault(src, value)
-
-
-def _merge_gpu(into: NvidiaGpu, other: NvidiaGpu) -> None:
-    """Join ``other`` (the same GPU, seen by another witness) into ``into``: every value it gave is kept by its
-    source (``observed``); the fields hold a provisional value (the first witness's, filled from the later ones)
-    until :mod:`stackdoctor.reconcile` weighs the witnesses."""
-    _record(into, other)
-    for name, src in other.sources.items():
-        if getattr(into, name, None) in (None, []) and getattr(other, name, None) not in (None, []):
-            setattr(into, name, getattr(other, name))
-            into.sources[name] = src
-    for k, v in other.errors.items():
-        into.errors.setdefault(k, v)
-
-
-def _same_gpu(a: NvidiaGpu, b: NvidiaGpu) -> bool:
-    if a.uuid and b.uuid:
-        return a.uuid == b.uuid
-    if a.bus_id and b.bus_id:
-        return a.bus_id.lower().split(":", 1)[-1] == b.bus_id.lower().split(":", 1)[-1]
-    return a.index == b.index
-
-
-def _merge_gpus(facts: NvidiaFacts, gpus: list[NvidiaGpu]) -> None:
-    for gpu in gpus:
-        for have in facts.gpus:
-            if _same_gpu(have, gpu):
-                _merge_gpu(have, gpu)
-                break
-        else:
-            _record(gpu, gpu)
-            facts.gpus.append(gpu)
-    facts.gpus.sort(key=lambda g: g.index)
-
-
-def _observe(facts: NvidiaFacts, name: str, source: str, value: str | None) -> None:
-    """Record a system-level value by its source. No winner is picked here: ``stackdoctor.reconcile`` weighs
-    the witnesses and writes the kept value into ``driver_version`` / ``cuda_driver_version`` / ``nvml_version``."""
-    if value is None:
-        return
-    facts.observed.setdefault(name, {})[source] = value
-
-
 # ---------------------------------------------------------------------------- probe
 
 
@@ -549,9 +483,8 @@ def find_smi(system: System) -> tuple[str, str] | None:
     return None
 
 
-def _run_smi(ctx: ProbeContext, facts: NvidiaFacts) -> str | None:
-    """nvidia-smi in its three forms; returns a timeout message, else None."""
-    system = ctx.system
+def _smi_path(system: System, facts: NvidiaFacts) -> str | None:
+    """Where nvidia-smi is (recorded in ``facts.smi_path``); None, with ``smi_state`` said, when there is none to run."""
     where = find_smi(system)
     if where is None:
         blocked = system.unrunnable("nvidia-smi")
@@ -564,48 +497,60 @@ def _run_smi(ctx: ProbeContext, facts: NvidiaFacts) -> str | None:
         facts.smi_message = f"nvidia-smi could not be run: {blocked} is not executable"
         return None
     facts.smi_path, path = where
+    return path
+
+
+def _query_smi(ctx: ProbeContext, path: str) -> tuple[CommandResult, tuple[str, ...]]:
+    """``nvidia-smi --query-gpu`` with every field, again without ``compute_cap`` when an old driver rejects it."""
 
     def query(fields: tuple[str, ...]) -> CommandResult:
-        return system.run(
-            [path, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"], timeout=ctx.timeout_s
-        )
+        return ctx.system.run([path, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"], timeout=ctx.timeout_s)
 
     fields = QUERY_FIELDS
     first = query(fields)
-    if first.status == "ok" and "not a valid field to query" in (first.stdout + first.stderr) and "compute_cap" in (first.stdout + first.stderr):
+    said = first.stdout + first.stderr
+    if first.status == "ok" and "not a valid field to query" in said and "compute_cap" in said:
         fields = tuple(f for f in QUERY_FIELDS if f != "compute_cap")
         first = query(fields)
+    return first, fields
+
+
+def _read_query(facts: NvidiaFacts, first: CommandResult, fields: tuple[str, ...]) -> tuple[bool, str | None]:
+    """The query form's answer into ``facts``: (whether the other forms are worth running, a timeout message)."""
     if first.status == "timeout":
         # keep what it printed before it hung
-        _merge_gpus(facts, parse_smi_query(first.stdout, fields))
-        _observe(facts, "driver_version", SRC_QUERY, parse_smi_query_driver(first.stdout, fields))
+        merge_gpus(facts, parse_smi_query(first.stdout, fields))
+        observe(facts, "driver_version", SRC_QUERY, parse_smi_query_driver(first.stdout, fields))
         facts.smi_state = "timeout"
         facts.smi_message = first.describe_failure()
-        return facts.smi_message
+        return False, facts.smi_message
     if first.status != "ok":
         facts.smi_state = "error"
         facts.smi_message = first.describe_failure()
-        return None
+        return False, None
     failure = parse_smi_failure(first.stdout + "\n" + first.stderr)
     if failure is not None:
         facts.smi_state = failure.state
         facts.smi_message = failure.message
         facts.smi_exit_code = first.returncode
-        _observe(facts, "nvml_version", "nvidia-smi (NVML library version line)", failure.nvml_library_version)
-        return None  # the driver failed: the other forms would fail the same way
+        observe(facts, "nvml_version", "nvidia-smi (NVML library version line)", failure.nvml_library_version)
+        return False, None  # the driver failed: the other forms would fail the same way
     gpus = parse_smi_query(first.stdout, fields)
-    _observe(facts, "driver_version", SRC_QUERY, parse_smi_query_driver(first.stdout, fields))
-    _merge_gpus(facts, gpus)
+    observe(facts, "driver_version", SRC_QUERY, parse_smi_query_driver(first.stdout, fields))
+    merge_gpus(facts, gpus)
     if first.returncode:
         facts.smi_state = "error"
         facts.smi_exit_code = first.returncode
         facts.smi_message = first.describe_failure()
+    return True, None
 
-    # -L and the table are independent: run them side by side.
+
+def _list_and_table(ctx: ProbeContext, path: str) -> dict[str, CommandResult]:
+    """``nvidia-smi -L`` and the plain table: independent, so run side by side (each bounded by the timeout)."""
     results: dict[str, CommandResult] = {}
 
     def go(key: str, argv: list[str]) -> None:
-        results[key] = system.run(argv, timeout=ctx.timeout_s)
+        results[key] = ctx.system.run(argv, timeout=ctx.timeout_s)
 
     threads = [
         threading.Thread(target=go, args=("list", [path, "-L"]), daemon=True),
@@ -615,40 +560,63 @@ def _run_smi(ctx: ProbeContext, facts: NvidiaFacts) -> str | None:
         t.start()
     for t in threads:
         t.join(ctx.timeout_s + 5)
-    timeouts: list[str] = []
-    lres = results.get("list")
-    if lres is not None:
-        if lres.status == "timeout":
-            timeouts.append(lres.describe_failure())
-        _merge_gpus(facts, parse_smi_list(lres.stdout))
-    tres = results.get("table")
-    if tres is not None:
-        if tres.status == "timeout":
-            timeouts.append(tres.describe_failure())
-        table = parse_smi_table(tres.stdout)
-        facts.smi_version = table.smi_version
-        if table.smi_version:
-            facts.sources["smi_version"] = SRC_TABLE
-        _observe(facts, "driver_version", SRC_TABLE, table.driver_version)
-        _observe(facts, "cuda_driver_version", SRC_TABLE, table.cuda_version)
-        if table.cuda_raw is not None:
-            facts.observed.setdefault("cuda_driver_version_raw", {})[SRC_TABLE] = table.cuda_raw
-        if table.cuda_raw in ("ERR!", "N/A") and facts.smi_state in (None, "ok"):
-            facts.smi_state = "cuda-err"
-            facts.smi_message = f"CUDA Version: {table.cuda_raw}"
-        _merge_gpus(facts, table.gpus)
-        if facts.smi_state is None and tres.returncode and (fail := parse_smi_failure(tres.stdout + "\n" + tres.stderr)):
-            facts.smi_state, facts.smi_message, facts.smi_exit_code = fail.state, fail.message, tres.returncode
-    if timeouts:
-        facts.smi_state = "timeout"
-        facts.smi_message = "; ".join(timeouts)
-        return "; ".join(timeouts)
+    return results
+
+
+def _read_table(facts: NvidiaFacts, tres: CommandResult) -> None:
+    """The plain table's banner (nvidia-smi, driver and CUDA versions) and GPU rows into ``facts``."""
+    table = parse_smi_table(tres.stdout)
+    facts.smi_version = table.smi_version
+    if table.smi_version:
+        facts.sources["smi_version"] = SRC_TABLE
+    observe(facts, "driver_version", SRC_TABLE, table.driver_version)
+    observe(facts, "cuda_driver_version", SRC_TABLE, table.cuda_version)
+    if table.cuda_raw is not None:
+        facts.observed.setdefault("cuda_driver_version_raw", {})[SRC_TABLE] = table.cuda_raw
+    if table.cuda_raw in ("ERR!", "N/A") and facts.smi_state in (None, "ok"):
+        facts.smi_state = "cuda-err"
+        facts.smi_message = f"CUDA Version: {table.cuda_raw}"
+    merge_gpus(facts, table.gpus)
+    if facts.smi_state is None and tres.returncode and (fail := parse_smi_failure(tres.stdout + "\n" + tres.stderr)):
+        facts.smi_state, facts.smi_message, facts.smi_exit_code = fail.state, fail.message, tres.returncode
+
+
+def _settle_state(facts: NvidiaFacts) -> None:
+    """``smi_state`` once every form answered without hanging: ``ok`` unless something above said otherwise."""
     if facts.smi_state is None and not facts.gpus and not facts.observed.get("driver_version") and not facts.smi_version:
         # it ran and exited 0 three times, yet printed nothing that reads as nvidia-smi: not "ok"
         facts.smi_state = "error"
         facts.smi_message = "nvidia-smi answered, but with nothing stackdoctor recognises as nvidia-smi output"
     if facts.smi_state is None:
         facts.smi_state = "ok"
+
+
+def _run_smi(ctx: ProbeContext, facts: NvidiaFacts) -> str | None:
+    """nvidia-smi in its three forms; returns a timeout message, else None."""
+    path = _smi_path(ctx.system, facts)
+    if path is None:
+        return None
+    first, fields = _query_smi(ctx, path)
+    go_on, hung = _read_query(facts, first, fields)
+    if not go_on:
+        return hung
+    results = _list_and_table(ctx, path)
+    timeouts: list[str] = []
+    lres = results.get("list")
+    if lres is not None:
+        if lres.status == "timeout":
+            timeouts.append(lres.describe_failure())
+        merge_gpus(facts, parse_smi_list(lres.stdout))
+    tres = results.get("table")
+    if tres is not None:
+        if tres.status == "timeout":
+            timeouts.append(tres.describe_failure())
+        _read_table(facts, tres)
+    if timeouts:
+        facts.smi_state = "timeout"
+        facts.smi_message = "; ".join(timeouts)
+        return "; ".join(timeouts)
+    _settle_state(facts)
     return None
 
 
@@ -657,13 +625,13 @@ def _kernel_module(ctx: ProbeContext, facts: NvidiaFacts) -> None:
     proc = ctx.system.read_text(SRC_PROC)
     if proc.ok:
         version, flavor = parse_proc_driver_version(proc.text)
-        _observe(facts, "kernel_module_version", SRC_PROC, version)
+        observe(facts, "kernel_module_version", SRC_PROC, version)
         if flavor:
             facts.kernel_module_flavor = flavor
             facts.sources["kernel_module_flavor"] = SRC_PROC
     sysv = ctx.system.read_text(SRC_SYS)
     if sysv.ok:
-        _observe(facts, "kernel_module_version", SRC_SYS, parse_sys_module_version(sysv.text))
+        observe(facts, "kernel_module_version", SRC_SYS, parse_sys_module_version(sysv.text))
 
 
 def _proc_gpus(ctx: ProbeContext) -> list[NvidiaProcGpu]:
@@ -698,58 +666,7 @@ def _driver_libraries(ctx: ProbeContext, facts: NvidiaFacts) -> None:
         for name in sorted(ctx.system.listdir(d)):
             hit = parse_driver_library_name(name)
             if hit:
-                _observe(facts, "driver_library_version", f"file:{d}/{name}", hit[1])
-
-
-def _libcuda(ctx: ProbeContext) -> list[str]:
-    dirs = list(LIBCUDA_DIRS)
-    for entry in ctx.system.listdir("/usr/local"):
-        if entry.startswith("cuda"):
-            dirs.append(f"/usr/local/{entry}/compat")
-    found: list[str] = []
-    for d in dirs:
-        for name in ctx.system.listdir(d):
-            if name.startswith("libcuda.so"):
-                found.append(f"{d}/{name}")
-    return found
-
-
-NVML_LIBRARY = "libnvidia-ml.so"
-
-
-def _nvml_dirs(ctx: ProbeContext) -> list[str]:
-    extra = [d for d in (ctx.system.getenv("LD_LIBRARY_PATH") or "").split(":") if d.startswith("/")]
-    return list(dict.fromkeys([*LIBCUDA_DIRS, *DRIVER_LIBRARY_DIRS, *extra, "/run/opengl-driver/lib"]))
-
-
-def _nvml_present(ctx: ProbeContext) -> bool:
-    """Whether asking NVML is worth a child process (as the driver child is gated on libcuda): a
-    ``libnvidia-ml.so*`` where the binding's ``dlopen("libnvidia-ml.so.1")`` could find it, or a ``pynvml``
-    binding on ``PYTHONPATH`` (it may bring its own way to NVML; the NVML fault tests stand one in there).
-    Windows: always (nvml.dll is found by the binding itself)."""
-    if ctx.system.windows:
-        return True
-    for d in _nvml_dirs(ctx):
-        if any(name.startswith(NVML_LIBRARY) for name in ctx.system.listdir(d)):
-            return True
-    for d in (ctx.system.getenv("PYTHONPATH") or "").split(os.pathsep):
-        if d and any(name in ("pynvml.py", "pynvml") for name in ctx.system.local.listdir(d)):
-            return True
-    return False
-
-
-def _libcuda_present(ctx: ProbeContext, facts: NvidiaFacts) -> bool:
-    """Whether the driver library is on this machine (so asking it is worth a child process)."""
-    if ctx.system.windows:
-        root = ctx.system.getenv("SystemRoot") or "C:\\Windows"
-        return ctx.system.is_file(ntpath.join(root, "System32", "nvcuda.dll"))
-    if facts.libcuda_paths:
-        return True
-    extra = [d for d in (ctx.system.getenv("LD_LIBRARY_PATH") or "").split(":") if d.startswith("/")]
-    for d in [*extra, "/usr/lib", "/usr/lib/nvidia", "/run/opengl-driver/lib"]:
-        if any(name.startswith("libcuda.so") for name in ctx.system.listdir(d)):
-            return True
-    return False
+                observe(facts, "driver_library_version", f"file:{d}/{name}", hit[1])
 
 
 def _cudriver(ctx: ProbeContext, box: list[DriverCuda]) -> None:
@@ -757,7 +674,7 @@ def _cudriver(ctx: ProbeContext, box: list[DriverCuda]) -> None:
 
 
 def _apply_cudriver(facts: NvidiaFacts, out: DriverCuda) -> None:
-    _observe(facts, "cuda_driver_version", SRC_CUDRIVER, out.version)
+    observe(facts, "cuda_driver_version", SRC_CUDRIVER, out.version)
 
 
 def _apply_nvml(facts: NvidiaFacts, nv: NvmlResult) -> None:
@@ -765,10 +682,10 @@ def _apply_nvml(facts: NvidiaFacts, nv: NvmlResult) -> None:
     facts.nvml_error = nv.error
     if nv.state != "ok":
         return
-    _observe(facts, "driver_version", "nvml", nv.driver_version)
-    _observe(facts, "cuda_driver_version", "nvml", nv.cuda_driver_version)
-    _observe(facts, "nvml_version", "nvml", nv.nvml_version)
-    _merge_gpus(facts, nv.gpus)
+    observe(facts, "driver_version", "nvml", nv.driver_version)
+    observe(facts, "cuda_driver_version", "nvml", nv.cuda_driver_version)
+    observe(facts, "nvml_version", "nvml", nv.nvml_version)
+    merge_gpus(facts, nv.gpus)
 
 
 def probe(ctx: ProbeContext) -> ProbeOutput:
@@ -776,23 +693,23 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     facts = NvidiaFacts()
     nvml_box: list[NvmlResult] = []
     nvml_thread: threading.Thread | None = None
-    if ctx.use_nvml and _nvml_present(ctx):
+    if ctx.use_nvml and nvml_present(ctx):
         nvml_thread = threading.Thread(target=lambda: nvml_box.append(query_nvml(ctx.system, ctx.timeout_s)), daemon=True)
         nvml_thread.start()
     elif ctx.use_nvml:  # no NVML library anywhere the binding would look: its answer is known without a child
-        facts.nvml_state, facts.nvml_error = "absent", f"LibraryNotFound (no {NVML_LIBRARY}* in {', '.join(_nvml_dirs(ctx)[:4])}, ...; NVML not asked)"
+        facts.nvml_state, facts.nvml_error = "absent", f"LibraryNotFound (no {NVML_LIBRARY}* in {', '.join(nvml_dirs(ctx)[:4])}, ...; NVML not asked)"
     else:
         facts.nvml_state = "skipped"
     # Files first (cheap), while NVML's child starts. A kernel module and libcuda.so are Linux's.
     if not ctx.system.windows:
         _kernel_module(ctx, facts)
         facts.proc_gpus = _proc_gpus(ctx)
-        facts.libcuda_paths = _libcuda(ctx)
+        facts.libcuda_paths = libcuda_paths(ctx)
         _driver_libraries(ctx, facts)
     # the driver library's own answer, on the live machine only (like NVML), where there is one
     cud_box: list[DriverCuda] = []
     cud_thread: threading.Thread | None = None
-    if ctx.use_nvml and _libcuda_present(ctx, facts):
+    if ctx.use_nvml and libcuda_present(ctx, facts):
         cud_thread = threading.Thread(target=_cudriver, args=(ctx, cud_box), daemon=True)
         cud_thread.start()
     smi_facts = NvidiaFacts()
@@ -807,11 +724,11 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     # then nvidia-smi's view (kept in observed; fills what NVML lacked)
     for name in ("driver_version", "cuda_driver_version", "nvml_version"):
         for src, value in smi_facts.observed.get(name, {}).items():
-            _observe(facts, name, src, value)
+            observe(facts, name, src, value)
     for key, by_src in smi_facts.observed.items():
         if key not in ("driver_version", "cuda_driver_version", "nvml_version"):
             facts.observed.setdefault(key, {}).update(by_src)
-    _merge_gpus(facts, smi_facts.gpus)
+    merge_gpus(facts, smi_facts.gpus)
     if cud_thread is not None:
         cud_thread.join(ctx.timeout_s + 5)
         if cud_box:

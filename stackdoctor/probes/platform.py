@@ -32,7 +32,7 @@ from stackdoctor.facts import PlatformFacts
 from stackdoctor.probes import ProbeContext, ProbeOutput
 from stackdoctor.probes.apple import parse_sw_vers
 from stackdoctor.probes.pci import AMD_VENDOR, NVIDIA_VENDOR, display_devices
-from stackdoctor.system import System
+from stackdoctor.system import Host, System
 
 __all__ = [
     "detect_wsl",
@@ -282,8 +282,6 @@ def gather(ctx: ProbeContext) -> PlatformFacts:
     host = system.host()
     f = PlatformFacts()
     src = f.sources
-    moved = system.moved
-    live = system.live
 
     f.system = host.system
     if f.system:
@@ -291,8 +289,35 @@ def gather(ctx: ProbeContext) -> PlatformFacts:
     if host.machine:
         f.machine = host.machine
         src["machine"] = host.label("machine")
+    _os_release(system, f)
+    if f.system == "Darwin":
+        _macos_version(ctx, f)
+    elif f.system == "Windows":
+        _windows_version(host, f)
+    pv_kernel = _kernel(system, host, f)
 
-    # OS release
+    # Hostname
+    f.hostname = system.hostname()
+    if f.hostname:
+        src["hostname"] = "file:/proc/sys/kernel/hostname" if system.exists("/proc/sys/kernel/hostname") else host.label("node")
+    if f.system == "Linux":
+        _libc(system, host, f)
+    _wsl(system, f, pv_kernel)
+    _container(system, f)
+
+    # PCI display devices
+    if f.system == "Linux":
+        devices = display_devices(system)
+        f.nvidia_pci_devices = [d for d in devices if d.vendor_id == NVIDIA_VENDOR]
+        f.amd_pci_devices = [d for d in devices if d.vendor_id == AMD_VENDOR]
+        src["nvidia_pci_devices"] = src["amd_pci_devices"] = "file:/sys/bus/pci/devices"
+    _cpu_and_memory(system, host, f)
+    return f
+
+
+def _os_release(system: System, f: PlatformFacts) -> None:
+    """The distribution's id, name and version from ``os-release``."""
+    src = f.sources
     text, path = _read_first(system, "/etc/os-release", "/usr/lib/os-release")
     if text:
         rel = parse_os_release(text)
@@ -302,32 +327,45 @@ def gather(ctx: ProbeContext) -> PlatformFacts:
         for k in ("os_id", "os_name", "os_version"):
             if getattr(f, k):
                 src[k] = f"file:{path}"
-    if f.system == "Darwin":
-        res = system.run(["sw_vers"], timeout=ctx.timeout_s)
-        if res.ok:
-            sw = parse_sw_vers(res.stdout)
-            if sw.get("ProductVersion"):
-                f.os_id = "macos"
-                f.os_version = sw["ProductVersion"]
-                f.os_name = f"{sw.get('ProductName') or 'macOS'} {sw['ProductVersion']}"
-                for k in ("os_id", "os_name", "os_version"):
-                    src[k] = "sw_vers"
-    elif f.system == "Windows":
-        f.os_id = "windows"
-        src["os_id"] = host.label("system")
-        version, build, name = parse_windows_version(host.version or "")
-        f.os_version = version or host.version
-        if f.os_version:
-            src["os_version"] = host.label("version")
-        release = host.release or ""
-        if name and release in ("", "10", "11"):  # a client release: the build decides 10 or 11
-            f.os_name = f"Windows {name}"
-            src["os_name"] = host.label("version") + f" (build {build}; 11 from build {WINDOWS_11_FIRST_BUILD})"
-        else:  # "2019Server", "2022Server", or an unknown version: as the host says
-            f.os_name = f"Windows {release}".strip()
-            src["os_name"] = host.label("release")
 
-    # Kernel (and the machine of a captured tree)
+
+def _macos_version(ctx: ProbeContext, f: PlatformFacts) -> None:
+    """macOS's product name and version from ``sw_vers``."""
+    system = ctx.system
+    src = f.sources
+    res = system.run(["sw_vers"], timeout=ctx.timeout_s)
+    if res.ok:
+        sw = parse_sw_vers(res.stdout)
+        if sw.get("ProductVersion"):
+            f.os_id = "macos"
+            f.os_version = sw["ProductVersion"]
+            f.os_name = f"{sw.get('ProductName') or 'macOS'} {sw['ProductVersion']}"
+            for k in ("os_id", "os_name", "os_version"):
+                src[k] = "sw_vers"
+
+
+def _windows_version(host: Host, f: PlatformFacts) -> None:
+    """Windows's version from the host's, and its name (10 or 11 by the build for a client release)."""
+    src = f.sources
+    f.os_id = "windows"
+    src["os_id"] = host.label("system")
+    version, build, name = parse_windows_version(host.version or "")
+    f.os_version = version or host.version
+    if f.os_version:
+        src["os_version"] = host.label("version")
+    release = host.release or ""
+    if name and release in ("", "10", "11"):  # a client release: the build decides 10 or 11
+        f.os_name = f"Windows {name}"
+        src["os_name"] = host.label("version") + f" (build {build}; 11 from build {WINDOWS_11_FIRST_BUILD})"
+    else:  # "2019Server", "2022Server", or an unknown version: as the host says
+        f.os_name = f"Windows {release}".strip()
+        src["os_name"] = host.label("release")
+
+
+def _kernel(system: System, host: Host, f: PlatformFacts) -> str | None:
+    """The kernel release (and the machine of a captured tree); returns what ``/proc/version`` names as the kernel."""
+    src = f.sources
+    moved = system.moved
     osrelease = system.read_text("/proc/sys/kernel/osrelease")
     procver = system.read_text("/proc/version")
     pv_kernel, pv_machine = parse_proc_version(procver.text) if procver.ok else (None, None)
@@ -352,27 +390,28 @@ def gather(ctx: ProbeContext) -> PlatformFacts:
                 f.machine = arches[0]
                 src["machine"] = f"file:{base}/{arches[0]}-linux-gnu"
                 break
+    return pv_kernel
 
-    # Hostname
-    f.hostname = system.hostname()
-    if f.hostname:
-        src["hostname"] = "file:/proc/sys/kernel/hostname" if system.exists("/proc/sys/kernel/hostname") else host.label("node")
 
-    # libc
-    if f.system == "Linux":
-        if host.libc:
-            f.libc, f.glibc_version = parse_glibc_confstr(host.libc)
-            if f.libc:
-                src["libc"] = src["glibc_version"] = host.label("libc")
-        if f.libc is None:
-            libc, version, where = _libc_from_tree(system)
-            f.libc, f.glibc_version = libc, version
-            if libc and where:
-                src["libc"] = where
-                if version:
-                    src["glibc_version"] = where
+def _libc(system: System, host: Host, f: PlatformFacts) -> None:
+    """Linux's C library and glibc version: the host's confstr, else the tree's files."""
+    src = f.sources
+    if host.libc:
+        f.libc, f.glibc_version = parse_glibc_confstr(host.libc)
+        if f.libc:
+            src["libc"] = src["glibc_version"] = host.label("libc")
+    if f.libc is None:
+        libc, version, where = _libc_from_tree(system)
+        f.libc, f.glibc_version = libc, version
+        if libc and where:
+            src["libc"] = where
+            if version:
+                src["glibc_version"] = where
 
-    # WSL (a Linux on Windows; native Windows is not WSL)
+
+def _wsl(system: System, f: PlatformFacts, pv_kernel: str | None) -> None:
+    """WSL (a Linux on Windows; native Windows is not WSL) and its version."""
+    src = f.sources
     is_wsl, wsl_version = detect_wsl(f.kernel or pv_kernel) if f.system in (None, "Linux") else (False, None)
     if is_wsl:
         src["is_wsl"] = src["kernel"] if "kernel" in src else "file:/proc/version"
@@ -385,7 +424,11 @@ def gather(ctx: ProbeContext) -> PlatformFacts:
     if wsl_version:
         src["wsl_version"] = src["is_wsl"]
 
-    # Container
+
+def _container(system: System, f: PlatformFacts) -> None:
+    """The container this runs in (Docker, Podman, Kubernetes, Apptainer, or what /proc/1/cgroup says) and
+    whether the NVIDIA devices (or Apptainer's bound driver libraries) are inside it."""
+    src = f.sources
     container, csrc = None, None
     if system.exists("/.dockerenv"):
         container, csrc = "docker", "file:/.dockerenv"
@@ -415,14 +458,11 @@ def gather(ctx: ProbeContext) -> PlatformFacts:
         f.container_nvidia_devices = bool(found)
         src["container_nvidia_devices"] = "file:" + (found[0] if found else ",".join(nodes) + " (absent)")
 
-    # PCI display devices
-    if f.system == "Linux":
-        devices = display_devices(system)
-        f.nvidia_pci_devices = [d for d in devices if d.vendor_id == NVIDIA_VENDOR]
-        f.amd_pci_devices = [d for d in devices if d.vendor_id == AMD_VENDOR]
-        src["nvidia_pci_devices"] = src["amd_pci_devices"] = "file:/sys/bus/pci/devices"
 
-    # CPU and memory
+def _cpu_and_memory(system: System, host: Host, f: PlatformFacts) -> None:
+    """The CPU model and count, and the memory total."""
+    src = f.sources
+    live = system.live
     cpuinfo = system.read_text("/proc/cpuinfo")
     model, count = parse_cpuinfo(cpuinfo.text) if cpuinfo.ok else (None, None)
     if model:
@@ -439,7 +479,6 @@ def gather(ctx: ProbeContext) -> PlatformFacts:
     if mem is not None:
         f.memory_total_mib = mem
         src["memory_total_mib"] = "file:/proc/meminfo"
-    return f
 
 
 def probe(ctx: ProbeContext) -> ProbeOutput:

@@ -23,7 +23,10 @@ Sources (all gathered; disagreement between them is itself a fact for diagnosis)
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from stackdoctor.facts import KfdNode, RocmFacts, RocmGpu
 from stackdoctor.probes import ProbeContext, ProbeOutput
@@ -183,19 +186,7 @@ def parse_rocminfo(text: str) -> RocminfoReport:
     seen_agent = False
     for raw in (text or "").splitlines():
         line = raw.rstrip()
-        s = line.strip()
-        m = re.match(r"^ROCk module(?: version (\S+))? is (NOT )?loaded", s)
-        if m:
-            rep.module_loaded = m.group(2) is None
-            rep.module_version = m.group(1)
-            continue
-        if s.startswith("Unable to open /dev/kfd"):
-            rep.kfd_error = s
-            continue
-        if not seen_agent and (
-            s.startswith(("hsa api call failure", "Call returned", "Failed to get user name")) or s.endswith("group")
-        ) and ":" not in s.split(" ", 1)[0]:
-            rep.messages.append(s)
+        if _rocminfo_status_line(rep, line.strip(), seen_agent):
             continue
         if _AGENT.match(line):
             seen_agent = True
@@ -205,37 +196,68 @@ def parse_rocminfo(text: str) -> RocminfoReport:
     if seen_agent:
         blocks = blocks[1:]
     for block in blocks:
-        agent = RocminfoAgent()
-        got = False
-        base_indent: int | None = None
-        for line in block:
-            fm = _FIELD.match(line)
-            if not fm:
-                continue
-            indent, key, value = len(fm.group(1)), fm.group(2).strip(), fm.group(3)
-            if key == "Name" and base_indent is None and not value.startswith("amdgcn-"):
-                base_indent = indent
-            if base_indent is None or indent != base_indent:
-                continue
-            got = True
-            if key == "Name" and agent.name is None:
-                agent.name = value or None
-            elif key == "Marketing Name" and agent.marketing_name is None:
-                agent.marketing_name = value or None
-            elif key == "Uuid" and agent.uuid is None:
-                agent.uuid = value or None
-            elif key == "Device Type" and agent.device_type is None:
-                agent.device_type = value or None
-            elif key == "Compute Unit" and agent.compute_units is None:
-                agent.compute_units = _int_prefix(value)
-            elif key == "Node" and agent.node is None:
-                agent.node = _int_prefix(value)
-            elif key == "Chip ID" and agent.chip_id is None:
-                hx = re.search(r"\((0x[0-9a-fA-F]+)\)", value)
-                agent.chip_id = hx.group(1).lower() if hx else (value or None)
-        if got and agent.name:
+        agent = _rocminfo_agent(block)
+        if agent is not None:
             rep.agents.append(agent)
     return rep
+
+
+def _rocminfo_status_line(rep: RocminfoReport, s: str, seen_agent: bool) -> bool:
+    """A line about the module, /dev/kfd or a failure before the first agent, kept in ``rep``; False for others."""
+    m = re.match(r"^ROCk module(?: version (\S+))? is (NOT )?loaded", s)
+    if m:
+        rep.module_loaded = m.group(2) is None
+        rep.module_version = m.group(1)
+        return True
+    if s.startswith("Unable to open /dev/kfd"):
+        rep.kfd_error = s
+        return True
+    if not seen_agent and (
+        s.startswith(("hsa api call failure", "Call returned", "Failed to get user name")) or s.endswith("group")
+    ) and ":" not in s.split(" ", 1)[0]:
+        rep.messages.append(s)
+        return True
+    return False
+
+
+# an agent's own fields, each kept the first time it is seen: RocminfoAgent attribute and how its value is read
+_AGENT_FIELDS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "Name": ("name", lambda v: v or None),
+    "Marketing Name": ("marketing_name", lambda v: v or None),
+    "Uuid": ("uuid", lambda v: v or None),
+    "Device Type": ("device_type", lambda v: v or None),
+    "Compute Unit": ("compute_units", lambda v: _int_prefix(v)),
+    "Node": ("node", lambda v: _int_prefix(v)),
+    "Chip ID": ("chip_id", lambda v: _chip_id(v)),
+}
+
+
+def _chip_id(value: str) -> str | None:
+    """``29857(0x74a1)`` -> ``0x74a1``; the value as it is when it has no hexadecimal form."""
+    hx = re.search(r"\((0x[0-9a-fA-F]+)\)", value)
+    return hx.group(1).lower() if hx else (value or None)
+
+
+def _rocminfo_agent(block: list[str]) -> RocminfoAgent | None:
+    """One agent block's own fields (those at the indent of its first ``Name:`` that is not an ISA's); None when
+    the block has no named agent."""
+    agent = RocminfoAgent()
+    got = False
+    base_indent: int | None = None
+    for line in block:
+        fm = _FIELD.match(line)
+        if not fm:
+            continue
+        indent, key, value = len(fm.group(1)), fm.group(2).strip(), fm.group(3)
+        if key == "Name" and base_indent is None and not value.startswith("amdgcn-"):
+            base_indent = indent
+        if base_indent is None or indent != base_indent:
+            continue
+        got = True
+        spec = _AGENT_FIELDS.get(key)
+        if spec is not None and getattr(agent, spec[0]) is None:
+            setattr(agent, spec[0], spec[1](value))
+    return agent if got and agent.name else None
 
 
 def parse_rocm_smi_showhw(text: str) -> list[dict[str, str]]:
@@ -503,8 +525,6 @@ _COMMANDS: tuple[tuple[str, ...], ...] = (
 
 def _run_all(ctx: ProbeContext, facts: RocmFacts) -> dict[tuple[str, ...], CommandResult]:
     """Run the ROCm tools that exist, concurrently (each bounded by the tool timeout)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     todo: list[tuple[tuple[str, ...], str]] = []
     for argv in _COMMANDS:
         exe = _tool(ctx.system, argv[0])
@@ -528,9 +548,26 @@ def _run_all(ctx: ProbeContext, facts: RocmFacts) -> dict[tuple[str, ...], Comma
 def gather(ctx: ProbeContext) -> RocmFacts:
     system = ctx.system
     f = RocmFacts()
-    src = f.sources
+    _version_files(system, f)
+    results = _run_all(ctx, f)
+    _tool_versions(f, results)
+    report, gpus = _hsa_gpus(f, results)
+    _rocm_smi_gpus(f, gpus, results)
+    _amd_smi_gpus(f, gpus, results)
+    f.gpus = gpus  # which are integrated (APUs) follows from the gfx target: stackdoctor.reconcile
 
-    # Version files
+    # the kernel's own view: KFD topology (no tool needed)
+    f.kfd_nodes = _kfd_nodes(system)
+    if f.kfd_nodes:
+        f.sources["kfd_nodes"] = f"file:{KFD_NODES}/*/properties"
+    _kfd_and_driver(system, f, report)
+    _environment(system, f)
+    return f
+
+
+def _version_files(system: System, f: RocmFacts) -> None:
+    """The release each ROCm root's ``.info/version`` names (every one kept; the first is the provisional value)."""
+    src = f.sources
     for base in _rocm_roots(system):
         r = system.read_text(f"{base}/.info/version")
         if r.ok:
@@ -540,7 +577,11 @@ def gather(ctx: ProbeContext) -> RocmFacts:
             if v and f.version is None:
                 f.version = v
                 src["version"] = f"file:{base}/.info/version"
-    results = _run_all(ctx, f)
+
+
+def _tool_versions(f: RocmFacts, results: dict[tuple[str, ...], CommandResult]) -> None:
+    """HIP's version from ``hipconfig``, the ROCm release from ``amd-smi version``."""
+    src = f.sources
     hip = results.get(("hipconfig", "--version"))
     if hip is not None and hip.ok:
         f.hip_version = parse_hipconfig_version(hip.stdout)
@@ -556,7 +597,10 @@ def gather(ctx: ProbeContext) -> RocmFacts:
                 f.version = _VERSION.match(v).group(1)  # type: ignore[union-attr]
                 src["version"] = "amd-smi version"
 
-    # GPUs from HSA (rocminfo, rocm_agent_enumerator)
+
+def _hsa_gpus(f: RocmFacts, results: dict[tuple[str, ...], CommandResult]) -> tuple[RocminfoReport, list[RocmGpu]]:
+    """The GPUs HSA shows (rocminfo's agents, rocm_agent_enumerator's targets) and rocminfo's report."""
+    src = f.sources
     info = results.get(("rocminfo",))
     report = parse_rocminfo((info.stdout + "\n" + info.stderr) if info is not None else "")
     if report.kfd_error:
@@ -582,8 +626,12 @@ def gather(ctx: ProbeContext) -> RocmFacts:
         elif gpus[i].gfx is None:
             gpus[i].gfx = gfx
             gpus[i].sources["gfx"] = "rocm_agent_enumerator"
+    return report, gpus
 
-    # rocm-smi / amd-smi: hardware view straight from KFD
+
+def _rocm_smi_gpus(f: RocmFacts, gpus: list[RocmGpu], results: dict[tuple[str, ...], CommandResult]) -> None:
+    """rocm-smi's hardware view straight from KFD (``--showhw``) and its product names."""
+    src = f.sources
     hw = results.get(("rocm-smi", "--showhw"))
     rows = parse_rocm_smi_showhw(hw.stdout) if hw is not None and hw.stdout else []
     for row in rows:
@@ -604,6 +652,11 @@ def gather(ctx: ProbeContext) -> RocmFacts:
     for idx, kv in (parse_rocm_smi_kv(names.stdout) if names is not None and names.stdout else {}).items():
         if idx < len(gpus):
             _fill(gpus[idx], "name", _na(kv.get("Card series") or kv.get("Device Name")), "rocm-smi --showproductname")
+
+
+def _amd_smi_gpus(f: RocmFacts, gpus: list[RocmGpu], results: dict[tuple[str, ...], CommandResult]) -> None:
+    """amd-smi's ``list`` (bus, UUID, node) and ``static`` (market name, device id, target, compute units)."""
+    src = f.sources
     amdlist = results.get(("amd-smi", "list"))
     for idx, kv in (parse_amd_smi_list(amdlist.stdout) if amdlist is not None and amdlist.ok else {}).items():
         while len(gpus) <= idx:
@@ -627,14 +680,11 @@ def gather(ctx: ProbeContext) -> RocmFacts:
         _fill(g, "gfx", target if target and _GFX.match(target.lower()) else None, "amd-smi static")
         cu = _na(kv.get("ASIC.NUM_COMPUTE_UNITS"))
         _fill(g, "compute_units", int(cu) if cu and cu.isdigit() else None, "amd-smi static")
-    f.gpus = gpus  # which are integrated (APUs) follows from the gfx target: stackdoctor.reconcile
 
-    # the kernel's own view: KFD topology (no tool needed)
-    f.kfd_nodes = _kfd_nodes(system)
-    if f.kfd_nodes:
-        src["kfd_nodes"] = f"file:{KFD_NODES}/*/properties"
 
-    # /dev/kfd and the kernel driver
+def _kfd_and_driver(system: System, f: RocmFacts, report: RocminfoReport) -> None:
+    """/dev/kfd (there, and openable) and whether the amdgpu kernel driver is loaded."""
+    src = f.sources
     f.kfd_present = system.exists("/dev/kfd")
     src["kfd_present"] = "file:/dev/kfd"
     if f.kfd_present:
@@ -655,6 +705,10 @@ def gather(ctx: ProbeContext) -> RocmFacts:
         f.amdgpu_loaded = True
         src["amdgpu_loaded"] = "file:/sys/class/kfd (KFD topology)"
 
+
+def _environment(system: System, f: RocmFacts) -> None:
+    """The variables that change which GPUs ROCm shows and which target it assumes."""
+    src = f.sources
     env = system.env
     f.hsa_override_gfx_version = env.get("HSA_OVERRIDE_GFX_VERSION")
     f.hip_visible_devices = env.get("HIP_VISIBLE_DEVICES")
@@ -666,7 +720,6 @@ def gather(ctx: ProbeContext) -> RocmFacts:
     ):
         if getattr(f, key) is not None:
             src[key] = f"env:{name}"
-    return f
 
 
 def _fill(g: RocmGpu, name: str, value: object, source: str) -> None:

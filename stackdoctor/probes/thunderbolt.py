@@ -34,6 +34,7 @@ from typing import Any
 
 from stackdoctor.facts import NetInterface, ThunderboltFacts, ThunderboltPort
 from stackdoctor.probes import ProbeContext, ProbeOutput
+from stackdoctor.probes.thunderbolt_link import choose_thunderbolt_interface, link_rate_gbps  # re-exported (__all__): commands/kernels imports them from here
 from stackdoctor.system import CommandResult
 
 __all__ = [
@@ -344,40 +345,57 @@ def parse_system_profiler_text(text: str) -> list[ThunderboltPort]:
     except RecursionError:  # pragma: no cover - the outline is iterative
         return []
     buses = [n for n in _walk(root) if re.search(r"\bBus\b", n.name) and "Thunderbolt" in n.name]
-    ports: list[ThunderboltPort] = []
-    for i, bus in enumerate(buses):
-        port = ThunderboltPort(name=bus.name or f"bus{i}", kind="bus")
-        port.domain_uuid = bus.attrs.get("Domain UUID") or None
-        port_nodes = [c for c in bus.children if c.name == "Port" or c.name.startswith("Port (")]
-        pnode = next((p for p in port_nodes if _connected_from_status(p.attrs.get("Status"))), None)
-        pnode = pnode or (port_nodes[0] if port_nodes else None)
-        devices = [
-            n
-            for n in _walk(bus)
-            if n.name not in ("Port", "Services") and not n.name.startswith("Port (")
-            and ("Device Name" in n.attrs or "Vendor Name" in n.attrs or "Domain UUID" in n.attrs)
-        ]
-        if pnode is not None:
-            port.link_status = pnode.attrs.get("Status") or None
-            port.connected = _connected_from_status(port.link_status)
-            port.receptacle = pnode.attrs.get("Receptacle") or None
-            if port.receptacle is None:
-                m = re.search(r"Receptacle\s*(\d+)", pnode.name)
-                port.receptacle = m.group(1) if m else None
-        if port.connected is None and devices:
-            port.connected = True
-        if pnode is not None:
-            _apply_speed(port, pnode.attrs.get("Speed") or None)
-        host = next((d for d in devices if d.attrs.get("Domain UUID")), None)
-        peer = host or (devices[0] if devices else None)
-        if peer is not None:
-            port.peer = peer.name or peer.attrs.get("Device Name")
-            port.peer_model = peer.attrs.get("Device Name") or None
-            port.peer_vendor = peer.attrs.get("Vendor Name") or None
-            port.peer_uuid = peer.attrs.get("Domain UUID") or None
-            port.peer_services = _text_services(peer)
-        ports.append(port)
-    return ports
+    return [_text_bus(bus, i) for i, bus in enumerate(buses)]
+
+
+def _text_bus(bus: _Node, i: int) -> ThunderboltPort:
+    """One ``Thunderbolt/USB4 Bus N`` outline: its port (the connected one, else the first) and its peer."""
+    port = ThunderboltPort(name=bus.name or f"bus{i}", kind="bus")
+    port.domain_uuid = bus.attrs.get("Domain UUID") or None
+    port_nodes = [c for c in bus.children if c.name == "Port" or c.name.startswith("Port (")]
+    pnode = next((p for p in port_nodes if _connected_from_status(p.attrs.get("Status"))), None)
+    pnode = pnode or (port_nodes[0] if port_nodes else None)
+    devices = _text_devices(bus)
+    if pnode is not None:
+        _text_port(port, pnode)
+    if port.connected is None and devices:
+        port.connected = True
+    if pnode is not None:
+        _apply_speed(port, pnode.attrs.get("Speed") or None)
+    host = next((d for d in devices if d.attrs.get("Domain UUID")), None)
+    peer = host or (devices[0] if devices else None)
+    if peer is not None:
+        _text_peer(port, peer)
+    return port
+
+
+def _text_devices(bus: _Node) -> list[_Node]:
+    """The devices under a bus: outlines (not ports, not services) with a name, a vendor or a domain UUID."""
+    return [
+        n
+        for n in _walk(bus)
+        if n.name not in ("Port", "Services") and not n.name.startswith("Port (")
+        and ("Device Name" in n.attrs or "Vendor Name" in n.attrs or "Domain UUID" in n.attrs)
+    ]
+
+
+def _text_peer(port: ThunderboltPort, peer: _Node) -> None:
+    """The peer's name, model, vendor, domain UUID and services."""
+    port.peer = peer.name or peer.attrs.get("Device Name")
+    port.peer_model = peer.attrs.get("Device Name") or None
+    port.peer_vendor = peer.attrs.get("Vendor Name") or None
+    port.peer_uuid = peer.attrs.get("Domain UUID") or None
+    port.peer_services = _text_services(peer)
+
+
+def _text_port(port: ThunderboltPort, pnode: _Node) -> None:
+    """A ``Port:`` block's status and receptacle (from its attributes, else its name)."""
+    port.link_status = pnode.attrs.get("Status") or None
+    port.connected = _connected_from_status(port.link_status)
+    port.receptacle = pnode.attrs.get("Receptacle") or None
+    if port.receptacle is None:
+        m = re.search(r"Receptacle\s*(\d+)", pnode.name)
+        port.receptacle = m.group(1) if m else None
 
 
 def parse_system_profiler(text: str) -> list[ThunderboltPort]:
@@ -771,25 +789,9 @@ def _probe_linux_net(ctx: ProbeContext, facts: ThunderboltFacts) -> None:
     base = "/sys/class/net"
     inet6: dict[str, list[str]] | None = None
     for name in ctx.system.listdir(base):
-        path = f"{base}/{name}"
-        uevent = _kv_lines(_read(ctx, f"{path}/device/uevent") or "")
-        driver = uevent.get("DRIVER") or _link_basename(ctx, f"{path}/device/driver")
-        if driver not in ("thunderbolt-net", "thunderbolt_net"):
+        iface = _linux_net_interface(ctx, facts, f"{base}/{name}", name)
+        if iface is None:
             continue
-        iface = NetInterface(name=name, kind="thunderbolt", driver=driver)
-        iface.status = _read(ctx, f"{path}/operstate")
-        iface.up = iface.status == "up" if iface.status in ("up", "down", "lowerlayerdown", "dormant", "notpresent") else None
-        mtu = _read(ctx, f"{path}/mtu")
-        iface.mtu = int(mtu) if mtu and mtu.isdigit() else None
-        iface.mac = _read(ctx, f"{path}/address")
-        speed = _read(ctx, f"{path}/speed")
-        iface.speed_mbps = int(speed) if speed and speed.isdigit() and int(speed) > 0 else None
-        # The net device's parent is an XDomain service ("0-1.0"); its XDomain is "0-1".
-        svc = _link_basename(ctx, f"{path}/device")
-        if svc:
-            xd = svc.split(".")[0]
-            if any(p.name == xd for p in facts.ports):
-                iface.tb_port = xd
         if inet6 is None:
             inet6 = parse_proc_if_inet6(_read(ctx, "/proc/net/if_inet6") or "")
         iface.addresses.extend(inet6.get(name, []))
@@ -805,6 +807,29 @@ def _probe_linux_net(ctx: ProbeContext, facts: ThunderboltFacts) -> None:
         for p in facts.ports:
             if p.name == iface.tb_port:
                 p.interface = iface.name
+
+
+def _linux_net_interface(ctx: ProbeContext, facts: ThunderboltFacts, path: str, name: str) -> NetInterface | None:
+    """The net device at ``path`` when thunderbolt-net drives it: its state, MTU, MAC, speed and XDomain port."""
+    uevent = _kv_lines(_read(ctx, f"{path}/device/uevent") or "")
+    driver = uevent.get("DRIVER") or _link_basename(ctx, f"{path}/device/driver")
+    if driver not in ("thunderbolt-net", "thunderbolt_net"):
+        return None
+    iface = NetInterface(name=name, kind="thunderbolt", driver=driver)
+    iface.status = _read(ctx, f"{path}/operstate")
+    iface.up = iface.status == "up" if iface.status in ("up", "down", "lowerlayerdown", "dormant", "notpresent") else None
+    mtu = _read(ctx, f"{path}/mtu")
+    iface.mtu = int(mtu) if mtu and mtu.isdigit() else None
+    iface.mac = _read(ctx, f"{path}/address")
+    speed = _read(ctx, f"{path}/speed")
+    iface.speed_mbps = int(speed) if speed and speed.isdigit() and int(speed) > 0 else None
+    # The net device's parent is an XDomain service ("0-1.0"); its XDomain is "0-1".
+    svc = _link_basename(ctx, f"{path}/device")
+    if svc:
+        xd = svc.split(".")[0]
+        if any(p.name == xd for p in facts.ports):
+            iface.tb_port = xd
+    return iface
 
 
 def _probe_linux(ctx: ProbeContext, facts: ThunderboltFacts) -> None:
@@ -851,6 +876,33 @@ class MacOutputs:
 def assemble_macos(out: MacOutputs) -> ThunderboltFacts:
     """Pure: the recorded macOS outputs -> :class:`ThunderboltFacts` (used by the probe and by replays)."""
     facts = ThunderboltFacts()
+    hw, live = _mac_outputs(facts, out)
+
+    tb = [i for i in hw if i.kind in ("thunderbolt", "thunderbolt-bridge")]
+    tb_devices = {i.name for i in tb if i.kind == "thunderbolt"}
+    # Without networksetup, bridge0 is still the Thunderbolt Bridge macOS creates (other bridges,
+    # e.g. bridge100 for VMs and Internet Sharing, are not: c51).
+    if out.networksetup is None and "bridge0" in live:
+        tb.append(NetInterface(name="bridge0", kind="thunderbolt-bridge", hardware_port=None))
+    by_receptacle = {p.receptacle: p for p in facts.ports if p.receptacle}
+    for iface in tb:
+        _mac_interface(facts, iface, live.get(iface.name), by_receptacle)
+    facts.interfaces = tb
+
+    bridge = next((i for i in tb if i.name == "bridge0"), None)
+    if out.ifconfig is not None:
+        if bridge is None or "bridge0" not in live:
+            facts.bridge_enabled = False
+        else:
+            members_tb = [m for m in bridge.members if (m in tb_devices or out.networksetup is None)]
+            facts.bridge_enabled = bool(bridge.up and members_tb)
+    facts.present = bool(facts.ports or any(i.kind == "thunderbolt" for i in tb) or bridge is not None)
+    return facts
+
+
+def _mac_outputs(facts: ThunderboltFacts, out: MacOutputs) -> tuple[list[NetInterface], dict[str, NetInterface]]:
+    """Each recorded output parsed into ``facts`` (ports, RDMA devices and state), with its source; the hardware
+    ports networksetup lists and the interfaces ifconfig shows."""
     if out.system_profiler is not None:
         facts.ports = parse_system_profiler(out.system_profiler)
         facts.sources["ports"] = "system_profiler SPThunderboltDataType -json"
@@ -866,41 +918,25 @@ def assemble_macos(out: MacOutputs) -> ThunderboltFacts:
     if out.rdma_ctl is not None:
         facts.rdma_state = parse_rdma_ctl_status(out.rdma_ctl)
         facts.sources["rdma_state"] = "rdma_ctl status"
+    return hw, live
 
-    tb = [i for i in hw if i.kind in ("thunderbolt", "thunderbolt-bridge")]
-    tb_devices = {i.name for i in tb if i.kind == "thunderbolt"}
-    # Without networksetup, bridge0 is still the Thunderbolt Bridge macOS creates (other bridges,
-    # e.g. bridge100 for VMs and Internet Sharing, are not: c51).
-    if out.networksetup is None and "bridge0" in live:
-        tb.append(NetInterface(name="bridge0", kind="thunderbolt-bridge", hardware_port=None))
-    by_receptacle = {p.receptacle: p for p in facts.ports if p.receptacle}
-    for iface in tb:
-        seen = live.get(iface.name)
-        if seen is not None:
-            iface.up, iface.status, iface.mtu = seen.up, seen.status, seen.mtu
-            iface.addresses = list(seen.addresses)
-            iface.members = list(seen.members)
-            iface.mac = iface.mac or seen.mac
-        if iface.kind == "thunderbolt":
-            m = _TB_PORT_RE.match(iface.hardware_port or "")
-            port = by_receptacle.get(m.group(1)) if m else None
-            if port is not None:
-                iface.tb_port = port.name
-                port.interface = iface.name
-            rdma = f"rdma_{iface.name}"
-            if rdma in facts.rdma_devices:
-                iface.rdma_device = rdma
-    facts.interfaces = tb
 
-    bridge = next((i for i in tb if i.name == "bridge0"), None)
-    if out.ifconfig is not None:
-        if bridge is None or "bridge0" not in live:
-            facts.bridge_enabled = False
-        else:
-            members_tb = [m for m in bridge.members if (m in tb_devices or out.networksetup is None)]
-            facts.bridge_enabled = bool(bridge.up and members_tb)
-    facts.present = bool(facts.ports or any(i.kind == "thunderbolt" for i in tb) or bridge is not None)
-    return facts
+def _mac_interface(facts: ThunderboltFacts, iface: NetInterface, seen: NetInterface | None, by_receptacle: dict[str, ThunderboltPort]) -> None:
+    """A Thunderbolt interface with what ifconfig shows of it, its port (by receptacle) and its RDMA device."""
+    if seen is not None:
+        iface.up, iface.status, iface.mtu = seen.up, seen.status, seen.mtu
+        iface.addresses = list(seen.addresses)
+        iface.members = list(seen.members)
+        iface.mac = iface.mac or seen.mac
+    if iface.kind == "thunderbolt":
+        m = _TB_PORT_RE.match(iface.hardware_port or "")
+        port = by_receptacle.get(m.group(1)) if m else None
+        if port is not None:
+            iface.tb_port = port.name
+            port.interface = iface.name
+        rdma = f"rdma_{iface.name}"
+        if rdma in facts.rdma_devices:
+            iface.rdma_device = rdma
 
 
 def _run_all(ctx: ProbeContext, argvs: dict[str, list[str]]) -> dict[str, CommandResult]:
@@ -960,87 +996,3 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
             error=f"thunderbolt probe failed: {type(exc).__name__}: {exc}",
         )
     return ProbeOutput(facts={"thunderbolt": facts})
-
-
-# ============================================================================ interface choice
-
-
-def _ipv4s(iface: NetInterface) -> list[ipaddress.IPv4Interface]:
-    out: list[ipaddress.IPv4Interface] = []
-    for a in iface.addresses:
-        try:
-            ip = ipaddress.ip_interface(a)
-        except ValueError:
-            continue
-        if isinstance(ip, ipaddress.IPv4Interface):
-            out.append(ip)
-    return out
-
-
-def _port_of(facts: ThunderboltFacts, iface: NetInterface) -> ThunderboltPort | None:
-    return next((p for p in facts.ports if iface.tb_port and p.name == iface.tb_port), None)
-
-
-def choose_thunderbolt_interface(facts: ThunderboltFacts) -> NetInterface | None:
-    """The interface ``kernels allreduce --over thunderbolt`` should bind to (pure; None when none fits).
-
-    Only interfaces that are up and have an address can carry gloo's TCP (``GLOO_SOCKET_IFNAME``).
-    Among those, in this order of preference (thunderbolt.md sections 1, 2.4, 6, 8):
-
-    1. A per-port ``enX`` / ``thunderbolt0`` that has an IPv4 address, ranked by: an RDMA device
-       behind it (``rdma_enX``: the same cable TCCL would use), an address that is not link-local
-       (TCCL's ``checkLinkLayer`` rejects 169.254/16, and the Thunderbolt Bridge must be down for
-       RDMA, so a configured per-port address is the RDMA-ready set-up), a connected port with a
-       peer, then the faster negotiated link.
-    2. ``bridge0``, the Thunderbolt Bridge, when it is up with an IPv4 address: TCP over every
-       Thunderbolt port, normally link-local; fine for gloo, never for RDMA.
-    3. A Thunderbolt interface that is up with only an IPv6 address (gloo can bind it).
-    """
-    candidates = [i for i in facts.interfaces if i.kind in ("thunderbolt", "thunderbolt-bridge") and i.up and i.addresses]
-    if not candidates:
-        return None
-
-    def rank(iface: NetInterface) -> tuple[int, int, int, int, float, str]:
-        v4 = _ipv4s(iface)
-        port = _port_of(facts, iface)
-        tier = 0 if (v4 and iface.kind == "thunderbolt") else (1 if v4 else 2)
-        return (
-            tier,
-            0 if iface.rdma_device else 1,
-            0 if any(not ip.ip.is_link_local for ip in v4) else 1,
-            0 if (port is not None and port.connected) else 1,
-            -(port.link_speed_gbps or 0.0) if port is not None else 0.0,
-            iface.name,
-        )
-
-    return min(candidates, key=rank)
-
-
-def link_rate_gbps(facts: ThunderboltFacts, iface: NetInterface) -> float | None:
-    """The negotiated link rate behind ``iface`` in Gb/s, for busbw as a % of it (pure).
-
-    ``enX`` / ``thunderbolt0``: its own port's negotiated rate (macOS: the "Thunderbolt N" port's
-    bus; Linux: the XDomain's per-lane speed x lanes, slower direction). ``bridge0``: the fastest
-    connected member port (one peer's traffic uses one cable). Else the interface's own
-    ``speed_mbps``; else None.
-    """
-    port = _port_of(facts, iface)
-    if port is not None and port.link_speed_gbps:
-        return port.link_speed_gbps
-    if iface.kind == "thunderbolt-bridge":
-        rates = []
-        for member in iface.members:
-            m = next((i for i in facts.interfaces if i.name == member), None)
-            p = _port_of(facts, m) if m is not None else None
-            if p is not None and p.connected and p.link_speed_gbps:
-                rates.append(p.link_speed_gbps)
-        if rates:
-            return max(rates)
-    if iface.kind == "thunderbolt" and port is None:
-        linked = [p for p in facts.ports if p.interface == iface.name and p.link_speed_gbps]
-        if linked:
-            return linked[0].link_speed_gbps
-    if iface.speed_mbps:
-        return iface.speed_mbps / 1000.0
-    return None
-

@@ -45,7 +45,7 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from stackdoctor import binfmt
 from stackdoctor._worker.sd_target import variant_of
@@ -257,7 +257,7 @@ def sort_gfx(targets: Sequence[str]) -> list[str]:
     return sorted(set(targets), key=lambda t: (len(t.split(":")[0]), t))
 
 
-def _majority(counts: dict[str, int], total: int) -> tuple[list[str], list[str]]:
+def majority(counts: dict[str, int], total: int) -> tuple[list[str], list[str]]:
     """(in at least half of ``total`` containers, the rest): one pass, linear in the number of archs."""
     main: list[str] = []
     rest: list[str] = []
@@ -341,18 +341,7 @@ def read_library(system: System, path: str, kind: str, primary: bool = False, zs
             info.error = f"{path}: {table.error}"
             return info
         if kind == "xpu":
-            images = [binfmt.read_sycl_image(fh, s, deadline) for s in table.with_prefix(binfmt.SYCL_SECTION_PREFIX)[:64]]
-            info.images = [img.target + (f" ({img.compression})" if img.compression else "") for img in images]
-            info.section_size = sum(img.size for img in images) or None
-            members = sorted({m for img in images for m in img.members})
-            info.archs = {m: 1 for m in members}
-            info.arch_list = members
-            if not images:
-                info.error = f"{path}: no SYCL offload image"
-            elif any(img.error for img in images):
-                info.error = f"{path}: " + next(img.error for img in images if img.error)
-            elif any(img.compression for img in images):
-                info.error = "the AOT device targets are inside a compressed SYCL image; not read"
+            _read_sycl(info, fh, table, path, deadline)
             return info
         names = binfmt.CUDA_SECTIONS if kind == "cuda" else binfmt.HIP_SECTIONS
         sec = table.find(*names)
@@ -361,29 +350,55 @@ def read_library(system: System, path: str, kind: str, primary: bool = False, zs
             return info
         info.section, info.section_size = sec.name, sec.size
         if kind == "cuda":
-            fat = binfmt.walk_fatbin(fh, sec.offset, sec.size, deadline)
-            info.containers, info.entries, info.compressed = fat.containers, len(fat.entries), fat.compressed
-            info.archs, capped = _cap_archs(fat.arch_containers())
-            fat.error = fat.error or capped
-            main, extra = _majority(info.archs, fat.containers)
-            info.arch_list, info.arch_extra = sort_archs(main), sort_archs(extra)
-            info.error = fat.error
+            _read_fatbin(info, fh, sec, deadline)
         else:
-            bundles = binfmt.walk_offload_bundles(fh, sec.offset, sec.size, zstd=zstd, deadline=deadline)
-            info.containers = len(bundles.bundles)
-            info.entries = sum(len(b.entries) for b in bundles.bundles)
-            info.compressed = bundles.compressed
-            info.archs, capped = _cap_archs(bundles.target_bundles())
-            bundles.error = bundles.error or capped
-            known = sum(1 for b in bundles.bundles if b.entries)
-            main, extra = _majority(info.archs, known)
-            info.arch_list, info.arch_extra = sort_gfx(main), sort_gfx(extra)
-            errs = [b.error for b in bundles.bundles if b.error]
-            info.error = bundles.error or (errs[0] + (f" ({len(errs)} bundles)" if len(errs) > 1 else "") if errs else None)
+            _read_bundles(info, fh, sec, zstd, deadline)
         return info
     finally:
         fh.close()
         info.read_ms = round((time.perf_counter() - t0) * 1000, 2)
+
+
+def _read_sycl(info: LibraryInfo, fh: BinaryIO, table: binfmt.SectionTable, path: str, deadline: float | None) -> None:
+    """An XPU library's SYCL offload images (at most 64): their targets and AOT device members."""
+    images = [binfmt.read_sycl_image(fh, s, deadline) for s in table.with_prefix(binfmt.SYCL_SECTION_PREFIX)[:64]]
+    info.images = [img.target + (f" ({img.compression})" if img.compression else "") for img in images]
+    info.section_size = sum(img.size for img in images) or None
+    members = sorted({m for img in images for m in img.members})
+    info.archs = {m: 1 for m in members}
+    info.arch_list = members
+    if not images:
+        info.error = f"{path}: no SYCL offload image"
+    elif any(img.error for img in images):
+        info.error = f"{path}: " + next(img.error for img in images if img.error)
+    elif any(img.compression for img in images):
+        info.error = "the AOT device targets are inside a compressed SYCL image; not read"
+
+
+def _read_fatbin(info: LibraryInfo, fh: BinaryIO, sec: binfmt.Section, deadline: float | None) -> None:
+    """A CUDA library's fat binary: its containers, entries and the SM archs most containers carry."""
+    fat = binfmt.walk_fatbin(fh, sec.offset, sec.size, deadline)
+    info.containers, info.entries, info.compressed = fat.containers, len(fat.entries), fat.compressed
+    info.archs, capped = _cap_archs(fat.arch_containers())
+    fat.error = fat.error or capped
+    main, extra = majority(info.archs, fat.containers)
+    info.arch_list, info.arch_extra = sort_archs(main), sort_archs(extra)
+    info.error = fat.error
+
+
+def _read_bundles(info: LibraryInfo, fh: BinaryIO, sec: binfmt.Section, zstd: binfmt.ZstdDecoder | None, deadline: float | None) -> None:
+    """A HIP library's clang offload bundles: their entries and the gfx targets most bundles carry."""
+    bundles = binfmt.walk_offload_bundles(fh, sec.offset, sec.size, zstd=zstd, deadline=deadline)
+    info.containers = len(bundles.bundles)
+    info.entries = sum(len(b.entries) for b in bundles.bundles)
+    info.compressed = bundles.compressed
+    info.archs, capped = _cap_archs(bundles.target_bundles())
+    bundles.error = bundles.error or capped
+    known = sum(1 for b in bundles.bundles if b.entries)
+    main, extra = majority(info.archs, known)
+    info.arch_list, info.arch_extra = sort_gfx(main), sort_gfx(extra)
+    errs = [b.error for b in bundles.bundles if b.error]
+    info.error = bundles.error or (errs[0] + (f" ({len(errs)} bundles)" if len(errs) > 1 else "") if errs else None)
 
 
 def _find_torch(system: System, site_dirs: Sequence[str]) -> tuple[str | None, str | None]:
@@ -493,47 +508,63 @@ def _read_distributions(system: System, site_dirs: Sequence[str], st: StaticTorc
     seen_torch: list[str] = []
     for site in site_dirs:
         for entry in system.listdir(site):
-            parsed = parse_dist_info_dirname(entry)
-            name = parsed.get("name")
-            if not name:
-                continue
-            rkey = runtime_key(name)
-            if name not in COMPANIONS and rkey is None and not (name in OF_INTEREST_EXACT or name.startswith(OF_INTEREST)):
-                continue
-            meta_name = "METADATA" if entry.endswith(".dist-info") else "PKG-INFO"
-            mpath = _join(site, entry, meta_name)
-            meta = system.read_text(mpath, max_bytes=MAX_METADATA)
-            fields = parse_dist_metadata(meta.text) if meta.ok else {}
-            if not meta.ok and meta.status != "absent":  # a FIFO, mode 000: the directory name still says the version
-                st.errors.append(f"{mpath}: {meta.status} ({meta.detail or meta.status})")
-                st.unreadable.append(f"{mpath}: {meta.detail or meta.status}")
-            version = fields.get("version") or parsed.get("version")
-            source = mpath if fields.get("version") else _join(site, entry)
-            if not version:
-                continue
-            name = normalize_name(fields.get("name") or name)
-            if name not in st.site_distributions:
-                st.site_distributions[name] = version
-                st.sources[f"site_distributions.{name}"] = source
-            if name == "torch":
-                seen_torch.append(f"{version} ({_join(site, entry)})")
-            if name in COMPANIONS:
-                if name not in st.distributions:  # the first in import order wins
-                    st.distributions[name] = version
-                    st.sources[f"distributions.{name}"] = source
-            elif rkey is not None:
-                if entry.endswith(".dist-info") and name not in st.runtime_bytes:
-                    size = record_bytes(system, _join(site, entry, "RECORD"))
-                    if size is not None:
-                        st.runtime_bytes[name] = size
-                        st.sources[f"runtime_bytes.{name}"] = _join(site, entry, "RECORD")
-                key = runtime_key(name) or rkey
-                if key not in st.runtime:
-                    st.runtime[key] = version
-                    st.sources[f"runtime.{key}"] = source
+            _read_distribution(system, site, entry, st, seen_torch)
     if len(seen_torch) > 1:
         st.errors.append("more than one torch distribution is installed: " + ", ".join(seen_torch))
         st.duplicates = list(seen_torch)
+
+
+def _of_interest(name: str, rkey: str | None) -> bool:
+    """torch's companions, the runtime libraries' distributions and the others the report names."""
+    return name in COMPANIONS or rkey is not None or name in OF_INTEREST_EXACT or name.startswith(OF_INTEREST)
+
+
+def _read_distribution(system: System, site: str, entry: str, st: StaticTorch, seen_torch: list[str]) -> None:
+    """One ``*.dist-info`` / ``*.egg-info`` folder of ``site`` into ``st``, when it names a distribution of interest
+    (every torch found is added to ``seen_torch``)."""
+    parsed = parse_dist_info_dirname(entry)
+    name = parsed.get("name")
+    if not name:
+        return
+    rkey = runtime_key(name)
+    if not _of_interest(name, rkey):
+        return
+    meta_name = "METADATA" if entry.endswith(".dist-info") else "PKG-INFO"
+    mpath = _join(site, entry, meta_name)
+    meta = system.read_text(mpath, max_bytes=MAX_METADATA)
+    fields = parse_dist_metadata(meta.text) if meta.ok else {}
+    if not meta.ok and meta.status != "absent":  # a FIFO, mode 000: the directory name still says the version
+        st.errors.append(f"{mpath}: {meta.status} ({meta.detail or meta.status})")
+        st.unreadable.append(f"{mpath}: {meta.detail or meta.status}")
+    version = fields.get("version") or parsed.get("version")
+    source = mpath if fields.get("version") else _join(site, entry)
+    if not version:
+        return
+    name = normalize_name(fields.get("name") or name)
+    if name not in st.site_distributions:
+        st.site_distributions[name] = version
+        st.sources[f"site_distributions.{name}"] = source
+    if name == "torch":
+        seen_torch.append(f"{version} ({_join(site, entry)})")
+    if name in COMPANIONS:
+        if name not in st.distributions:  # the first in import order wins
+            st.distributions[name] = version
+            st.sources[f"distributions.{name}"] = source
+    elif rkey is not None:
+        _read_runtime(system, site, entry, name, rkey, version, source, st)
+
+
+def _read_runtime(system: System, site: str, entry: str, name: str, rkey: str, version: str, source: str, st: StaticTorch) -> None:
+    """A runtime library's distribution (``nvidia-cublas-cu12``...): its version by runtime key and its size on disk."""
+    if entry.endswith(".dist-info") and name not in st.runtime_bytes:
+        size = record_bytes(system, _join(site, entry, "RECORD"))
+        if size is not None:
+            st.runtime_bytes[name] = size
+            st.sources[f"runtime_bytes.{name}"] = _join(site, entry, "RECORD")
+    key = runtime_key(name) or rkey
+    if key not in st.runtime:
+        st.runtime[key] = version
+        st.sources[f"runtime.{key}"] = source
 
 
 # errors that say what stackdoctor does not decode, not that a file is broken
