@@ -6,7 +6,8 @@ settings).run(argv)`` installs, ``.recover()`` finishes an install that was kill
 place that builds an installer's command line, the last-resort reinstall's too); :func:`execute` is the plan's argv
 run as one transaction.
 
-Steps (all subprocesses through :class:`~stackdoctor.system.System`):
+Steps (all subprocesses through :class:`~stackdoctor.system.System`, one that on Linux gives each of them the
+parent-death signal: :meth:`~stackdoctor.system.System.dying_with_parent`):
 
 1. snapshot the target's torch family and runtime packages (``importlib.metadata`` in the
    target, no import of torch), and hard-link the family's installed files aside (``sd_backup.py``,
@@ -134,7 +135,9 @@ class Transaction:
     fails, reinstall the exact previous build from the user's own sources."""
 
     def __init__(self, system: System, target: Target, settings: InstallSettings | None = None) -> None:
-        self.system = system
+        # every child of the transaction (the installer, the snapshot / backup / verify workers, a reinstall, the
+        # leftovers' removal) dies with stackdoctor on Linux: none outlives a SIGKILL of this process alone
+        self.system = system.dying_with_parent()
         self.python = target.python
         self.plan = target.plan
         self.settings = settings or InstallSettings()
@@ -283,7 +286,7 @@ class Transaction:
         for cmd in cmds:
             res = self.system.run_streaming(
                 cmd, timeout=DEFAULT_INSTALL_TIMEOUT_S, on_stdout=self.stream, on_stderr=self.stream,
-                on_start=self._journal.started_installer, die_with_parent=True,
+                on_start=self._journal.started_installer,
             )
             if not res.ok:
                 ok = False
@@ -430,7 +433,7 @@ class Transaction:
         s = self.settings
         res = self.system.run_streaming(
             argv, timeout=s.timeout_s, on_stdout=self.stream, on_stderr=self.stream, grace_s=s.grace_s, env=env,
-            on_start=self._journal.started_installer, die_with_parent=True,
+            on_start=self._journal.started_installer,
         )
         result.returncode = res.returncode
         self._phase = "verify"
@@ -549,7 +552,7 @@ class Transaction:
             result.leftovers = leftovers(predicted, after)
         if result.leftovers and self.settings.remove_leftovers:
             argv = uninstall_command(result.leftovers, self.python, self.settings.installer, uv=self.settings.uv)
-            rm = self.system.run_streaming(argv, timeout=600, on_stdout=self.stream, on_stderr=self.stream, die_with_parent=True)
+            rm = self.system.run_streaming(argv, timeout=600, on_stdout=self.stream, on_stderr=self.stream)
             if rm.ok:
                 result.removed = list(result.leftovers)
                 result.leftovers = []

@@ -57,7 +57,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -117,6 +117,8 @@ class System:
     record: list[CommandResult] = field(default_factory=list)
     host_override: Host | None = None  # tests inject the OS identity here
     control: ProcessControl = field(default_factory=default_control)  # how children are started and killed
+    # Linux: every child of this System gets PR_SET_PDEATHSIG(SIGKILL) (an install transaction's: dying_with_parent)
+    die_with_parent: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _host: Host | None = field(default=None, repr=False)
 
@@ -181,7 +183,16 @@ class System:
         such as the target interpreter's prefix or a tool found on PATH, which no sysroot moves."""
         if not self.moved:
             return self
-        return System(sysroot="/", env=self.env, timeout_s=self.timeout_s, record=self.record, host_override=self.host_override, control=self.control)
+        return System(sysroot="/", env=self.env, timeout_s=self.timeout_s, record=self.record, host_override=self.host_override, control=self.control,
+                      die_with_parent=self.die_with_parent)
+
+    def dying_with_parent(self) -> System:
+        """This System (the same root, environment, record and process control) with every child it starts dying
+        with this process on Linux (``PR_SET_PDEATHSIG(SIGKILL)``, :func:`die_with_parent_preexec`): what an install
+        transaction runs through, so that no worker or installer of it outlives a SIGKILL of stackdoctor alone."""
+        if self.die_with_parent:
+            return self
+        return replace(self, die_with_parent=True)
 
     @property
     def moved(self) -> bool:
@@ -397,7 +408,7 @@ class System:
         ``on_stderr`` gets the child's stderr as it arrives (progress), captured all the same;
         ``die_with_parent`` as for :meth:`run_streaming` (the install's workers that write files)."""
         timeout = self.timeout_s if timeout is None else timeout
-        preexec = die_with_parent_preexec() if die_with_parent and isinstance(self.control, PosixGroups) else None
+        preexec = self._preexec(die_with_parent)
         spawned = self._spawn(argv, env, parse_env, stdin is not None, preexec=preexec)
         if isinstance(spawned, CommandResult):
             return self._keep(spawned, record)
@@ -467,7 +478,7 @@ class System:
         what to do next (the ``KeyboardInterrupt`` is not re-raised). Not parse-env'd: the user's
         locale is kept for a tool whose output is shown, not parsed.
         """
-        preexec = die_with_parent_preexec() if die_with_parent and isinstance(self.control, PosixGroups) else None
+        preexec = self._preexec(die_with_parent)
         spawned = self._spawn(argv, env, False, False, cwd, preexec=preexec)
         if isinstance(spawned, CommandResult):
             return self._keep(spawned, record)
@@ -521,6 +532,12 @@ class System:
             cap.thread.join(2.0)
         status = "interrupted" if interrupted else "timeout" if timed_out else None
         return self._keep(result_of(argv, proc, out, err, start, status, timeout), record)
+
+    def _preexec(self, die_with_parent: bool) -> Callable[[], None] | None:
+        """The child's ``preexec_fn``: the parent-death signal when asked for this run or for every run of this System."""
+        if (die_with_parent or self.die_with_parent) and isinstance(self.control, PosixGroups):
+            return die_with_parent_preexec()
+        return None
 
     def _spawn(
         self,
