@@ -406,7 +406,7 @@ class System:
 
         ``on_start`` gets a :class:`Started` handle as soon as the child runs (to stop it early);
         ``on_stderr`` gets the child's stderr as it arrives (progress), captured all the same;
-        ``die_with_parent`` as for :meth:`run_streaming` (the install's workers that write files)."""
+        ``die_with_parent`` as for :meth:`run_streaming` (always on for a System made by :meth:`dying_with_parent`)."""
         timeout = self.timeout_s if timeout is None else timeout
         preexec = self._preexec(die_with_parent)
         spawned = self._spawn(argv, env, parse_env, stdin is not None, preexec=preexec)
@@ -466,7 +466,8 @@ class System:
         """Like :meth:`run` (no shell, bounded, never raises), for long actions such as installs; ``cwd`` is the
         folder the child runs in (this process's own folder when None). ``on_start`` gets the child's pid as soon
         as it runs (the install journal records it); ``die_with_parent`` (Linux): the child gets
-        ``PR_SET_PDEATHSIG(SIGKILL)``, so a SIGKILL of this process alone stops it too (call from the main thread:
+        ``PR_SET_PDEATHSIG(SIGKILL)``, so a SIGKILL of this process alone stops it too (always on for a System made
+        by :meth:`dying_with_parent`, as an install transaction's is; call from the main thread:
         the kernel sends it when the *thread* that started the child ends). On any exception but Ctrl-C the child
         is killed before the exception goes on.
 
