@@ -87,3 +87,22 @@ def for_windows(fix: str) -> str:
 
     out = _UNSET.sub(lambda m: powershell_unset(m.group(1)), _EXPORT.sub(export, fix))
     return "& " + out if out.startswith("'") else out  # a quoted program (a Python under C:\Users\First Last)
+
+
+def format_command(argv: list[str], env: dict[str, str | None] | None = None, *, windows: bool = False) -> str:
+    """``VAR=value ... argv`` as a shell would take it (``env -u VAR`` for an unset one).
+
+    ``windows``: as PowerShell takes it: ``$env:VAR = "value"; `` (``Remove-Item Env:VAR; ``) before the
+    command, backslashes left bare (POSIX quoting would turn ``C:\\x\\python.exe`` into a string PowerShell
+    prints instead of running), and ``&`` before a quoted program."""
+    if windows:
+        words = [word(a, windows=True) for a in argv]
+        cmd = " ".join((["&"] if words and words[0] != argv[0] else []) + words)
+        pre_ps = [powershell_unset(k) if v is None else powershell_set(k, v) for k, v in (env or {}).items()]
+        return "; ".join([*pre_ps, cmd])
+    pre: list[str] = []
+    unset = [k for k, v in (env or {}).items() if v is None]
+    if unset:
+        pre += ["env"] + [x for k in unset for x in ("-u", k)]
+    pre += [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items() if v is not None]
+    return " ".join(pre + [shlex.join(argv)])

@@ -366,7 +366,7 @@ def _satisfied(opts: InstallOptions, plan: Plan, out: InstallOutcome) -> int:
 
 def _conda_install(opts: InstallOptions, plan: Plan, hypothetical: bool, hooks: Hooks, out: InstallOutcome) -> int:
     from stackdoctor.install.conda import require_tool
-    from stackdoctor.render.plan import format_command
+    from stackdoctor.shell import format_command
 
     route = next((r for r in plan.routes if r.name == "conda-forge"), None)
     if route is None:

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.install.backup import Snapshot
+from typing import Protocol
 
 __all__ = ["canonical_name", "families_needed", "predict_leftovers", "runtime_family"]
 
@@ -64,8 +61,15 @@ def predict_leftovers(installed: Mapping[str, str], variant: str | None) -> list
 TORCH_FAMILY = ("torch", "torchvision", "torchaudio")
 
 
+class Installed(Protocol):
+    """What the leftovers are judged from: the target's distributions (``install.backup.Snapshot`` is one)."""
 
-def closure(snap: Snapshot, roots: Iterable[str]) -> set[str]:
+    versions: dict[str, str]
+    requires: dict[str, list[str]]
+
+
+
+def closure(snap: Installed, roots: Iterable[str]) -> set[str]:
     """Installed distributions reachable from ``roots`` through their requirements (markers ignored: over-inclusive)."""
     seen: set[str] = set()
     todo = [canonical_name(r) for r in roots]
@@ -79,7 +83,7 @@ def closure(snap: Snapshot, roots: Iterable[str]) -> set[str]:
 
 
 
-def leftovers(candidates: Iterable[str], snap: Snapshot) -> list[str]:
+def leftovers(candidates: Iterable[str], snap: Installed) -> list[str]:
     """The one leftovers answer, for the dry run (``snap`` before) and for ``--remove-leftovers`` (``snap`` after):
     the predicted runtime packages of the previous variant (the plan's list) that are installed and that no other
     installed distribution requires (markers ignored: a package something may need is never called a leftover)."""

@@ -9,7 +9,7 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any, Literal
 
-from stackdoctor.shell import powershell_set, powershell_unset, word
+from stackdoctor.shell import format_command, powershell_set
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.errors import StackdoctorError
@@ -229,25 +229,6 @@ def _draw_command(con: Any, plan: Plan, hypothetical: bool, windows: bool) -> No
         label = "command (route pip-wheels, what --yes runs; --installer conda runs the conda-forge one):"
     con.print(Text(localized(label), style="bold"))
     con.print(Text("  " + format_command(plan.command, plan.command_env, windows=windows)))
-
-
-def format_command(argv: list[str], env: dict[str, str | None] | None = None, *, windows: bool = False) -> str:
-    """``VAR=value ... argv`` as a shell would take it (``env -u VAR`` for an unset one).
-
-    ``windows``: as PowerShell takes it: ``$env:VAR = "value"; `` (``Remove-Item Env:VAR; ``) before the
-    command, backslashes left bare (POSIX quoting would turn ``C:\\x\\python.exe`` into a string PowerShell
-    prints instead of running), and ``&`` before a quoted program."""
-    if windows:
-        words = [word(a, windows=True) for a in argv]
-        cmd = " ".join((["&"] if words and words[0] != argv[0] else []) + words)
-        pre_ps = [powershell_unset(k) if v is None else powershell_set(k, v) for k, v in (env or {}).items()]
-        return "; ".join([*pre_ps, cmd])
-    pre: list[str] = []
-    unset = [k for k, v in (env or {}).items() if v is None]
-    if unset:
-        pre += ["env"] + [x for k in unset for x in ("-u", k)]
-    pre += [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items() if v is not None]
-    return " ".join(pre + [shlex.join(argv)])
 
 
 def localized(text: str, reason: str | None = None) -> str:
