@@ -97,8 +97,9 @@ def test_kernels_run_matmul_on_the_plugins_device_through_its_spec(torch_python,
     assert rows[0]["extra"]["device_name"] == "Foo N1 NPU (stand-in: CPU tensors)", rows  # torch.foo.get_device_name
     # without the plug-in, nothing tells the worker of a foo device: the same request is a device torch does not have
     bare = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    (row,) = run_sd(["kernels", "matmul", "--device", "foo:0", "--sizes", "64", "--python", py, "--json"], env=bare, timeout=600).json()["results"]
-    assert not row["ok"] and row["error"] == "device foo:0 is not available to torch here (present: cpu)", row
+    # (the worker's "device foo:0 is not available to torch here (present: cpu)"): the user's input, exit 2
+    out = run_sd(["kernels", "matmul", "--device", "foo:0", "--sizes", "64", "--python", py, "--json"], env=bare, timeout=600)
+    assert out.rc == 2 and "--device foo:0" in out.json()["error"]["message"] and "it has: cpu" in out.stderr, (out.rc, out.stdout, out.stderr)
 
 
 def test_check_quick_pass_reaches_the_plugins_device(torch_python, tmp_path):

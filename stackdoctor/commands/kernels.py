@@ -111,6 +111,7 @@ def register(app: typer.Typer) -> None:
             sweep=lambda: SweepProgress(lg),
         )
         kf, findings = report.facts.kernels, report.findings  # kf: with the peaks reconcile derived
+        _devices_there(device, kf, target.python)
         if json_:
             _print_json(kf, findings, target.python)
         else:
@@ -165,9 +166,26 @@ def _sizes(sizes: str | None) -> list[int]:
     if not sizes:
         return []
     try:
-        return [int(s) for s in sizes.split(",") if s.strip()]
+        out = [int(s) for s in sizes.split(",") if s.strip()]
     except ValueError:
         raise UsageError(f"--sizes {sizes!r}: expected comma-separated integers.") from None
+    if any(n < 1 for n in out):
+        raise UsageError(f"--sizes {sizes!r}: a matmul size N (N x N x N) is a positive integer.")
+    return out
+
+
+_NOT_THERE = re.compile(r"^device (\S+) is not available to torch here \(present: ([^)]*)\)")
+
+
+def _devices_there(asked: list[str] | None, kf: Any, python: str) -> None:
+    """A ``--device`` the target's torch does not have is the user's input to fix (exit 2, one sentence), not a kernel
+    that failed: every kernel asked of it answered the worker's "not available" (``_worker/sd_kernels.py``)."""
+    for d in asked or []:
+        errors = [r.error or "" for r in kf.results if r.device == d]
+        found = [m for m in (_NOT_THERE.match(e) for e in errors) if m]
+        if errors and len(found) == len(errors):
+            raise UsageError(f"--device {d}: torch in {python} has no such device (it has: {found[0].group(2)}); "
+                             "stackdoctor check --python " + python + " says whether its build supports one.")
 
 
 def _allreduce_run(system: Any, target: Any, opts: Any, device: list[str] | None, over: str | None, nproc: int | None, rank: int | None,
