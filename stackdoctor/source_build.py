@@ -476,8 +476,9 @@ def offer_from_source(plan: Any, facts: Facts, matrix: Matrix, request: Any) -> 
     None when the plan already is a GPU build of that release, or no GPU is planned for."""
     from stackdoctor.matrix import variant_kind
     from stackdoctor.resolve import target_from
+    from stackdoctor.view import MachineView
 
-    t = target_from(facts, matrix, request)
+    t = target_from(MachineView.of(facts), matrix, request)
     gpus = [(g, label) for g in t.gpus if (acc := accelerators.by_vendor(g.vendor)) is not None and acc.offers_source_build
             and (label := acc.build_label_of(g.cc, g.gfx))]
     if not gpus or t.jetson or not matrix.releases:

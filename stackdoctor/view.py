@@ -189,11 +189,10 @@ class NotAView(TypeError, ValueError):
 
 
 def facts_of(given: Facts | MachineView) -> Facts:
-    """The reconciled facts of a view, for the code that still reads them (the resolver, install).
+    """The reconciled facts of a view, for the code behind an entry point that takes the view (the resolver,
+    install) and still reads facts. Only a :class:`MachineView` passes: the type is the only guard.
 
     :raises NotAView: ``given`` is raw facts, not a view (pass them through :func:`stackdoctor.reconcile.reconcile`)."""
     if isinstance(given, MachineView):
         return given.facts
-    if given.reconciled.done:  # transitional: facts a view wrote (``view.facts``), handed on by install's flow
-        return given
     raise NotAView("needs the machine's reconciled view: pass the facts through stackdoctor.reconcile.reconcile first")

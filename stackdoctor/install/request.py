@@ -155,7 +155,9 @@ def resolve_plan(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix
     from stackdoctor.resolve import resolve
 
     request = make_request(opts, facts, matrix, torch)
-    plan = resolve(facts, matrix, request)
+    from stackdoctor.view import MachineView
+
+    plan = resolve(MachineView.of(facts), matrix, request)  # the view gather_facts's reconcile wrote into the facts
     if plan.satisfiable:
         plan.command = install_command(plan, python, request.installer, uv=facts.python.uv_path or "uv")
         if plan.leftovers and not opts.what_if:  # the same answer --remove-leftovers acts on (install.leftovers)

@@ -16,6 +16,7 @@ from stackdoctor.plan import Plan, PlannedPackage, Request
 from stackdoctor.resolve.fit import kind_name
 from stackdoctor.resolve.packages import install_command, planned_packages, variant_index_url
 from stackdoctor.resolve.target import is_what_if, target_from
+from stackdoctor.view import MachineView
 
 
 def _installed_works(facts: Facts) -> bool:
@@ -140,7 +141,7 @@ def _companions_beside(facts: Facts, matrix: Matrix, request: Request, plan: Pla
     labelled = bool(t.version and "+" in t.version and inst_variant)
     index_url = variant_index_url(matrix, request, inst_variant) if labelled and inst_variant else matrix.index_url("pypi")
     pkgs = planned_packages(matrix, replace(request, packages=["torch", *wanted]), inst, inst_variant if labelled else None, index_url, plan.warnings,
-                     target_from(facts, matrix, request))
+                     target_from(MachineView.of(facts), matrix, request))
     if len(pkgs) == 1:  # no pairing known for any of them: the warnings say so
         return
     plan.packages, plan.index_url, plan.satisfied = pkgs, index_url, False

@@ -16,6 +16,7 @@ from stackdoctor.matrix import (
 from stackdoctor.plan import Plan, PlannedPackage, Request
 from stackdoctor.resolve.fit import Fit
 from stackdoctor.resolve.target import Target, is_what_if, target_from
+from stackdoctor.view import MachineView
 
 # ---------------------------------------------------------------------------- plan building
 
@@ -92,7 +93,7 @@ def finish(facts: Facts, matrix: Matrix, request: Request, fit: Fit, plan: Plan,
         index_url, pkg_variant = v.index, v.name  # learned from that index (an index witness)
     else:
         index_url, pkg_variant = variant_index_url(matrix, request, v.name), v.name
-    where = _learned_where(v.source, target_from(facts, matrix, request)) if v.learned else None
+    where = _learned_where(v.source, target_from(MachineView.of(facts), matrix, request)) if v.learned else None
     if where:
         plan.reasons.append(
             f"torch {fit.version} {v.name}: learned {v.learned} from the index's own files ({where})"
@@ -104,7 +105,7 @@ def finish(facts: Facts, matrix: Matrix, request: Request, fit: Fit, plan: Plan,
     plan.warnings.extend(w for w in fit.warnings if w not in plan.warnings)
     plan.reasons.extend(fit.reasons)
     plan.env.update(fit.env)
-    plan.packages = planned_packages(matrix, request, fit.version, pkg_variant, index_url, plan.warnings, target_from(facts, matrix, request))
+    plan.packages = planned_packages(matrix, request, fit.version, pkg_variant, index_url, plan.warnings, target_from(MachineView.of(facts), matrix, request))
     plan.command = install_command(facts, request, [p.requirement for p in plan.packages], index_url)
     plan.leftovers = predict_leftovers(facts.torch.distributions, v.name)  # the one prediction (install's too)
     return plan

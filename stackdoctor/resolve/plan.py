@@ -37,7 +37,7 @@ from stackdoctor.resolve.packages import finish, install_command, paired_compani
 from stackdoctor.resolve.target import Gpu, Target, target_from
 from stackdoctor.versions import major_minor
 from stackdoctor.versions import release as release_tuple
-from stackdoctor.view import facts_of
+from stackdoctor.view import MachineView, facts_of
 
 
 def _fallback_suggestions(
@@ -112,13 +112,15 @@ def _nothing_suggestions(t: Target, matrix: Matrix, request: Request, cands: lis
     return out
 
 
-def resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
-    """The install plan for ``request`` on the machine ``facts`` describe, from ``matrix``. Pure.
+def resolve(view: MachineView, matrix: Matrix, request: Request) -> Plan:
+    """The install plan for ``request`` on the machine ``view`` shows (:func:`stackdoctor.reconcile.reconcile`),
+    from ``matrix``. Pure. Raw facts are refused (:class:`~stackdoctor.view.NotAView`): the type is the guard.
 
     One honest answer either way: a plan that cannot be met has no command and its ``error`` says why in one
     sentence (exit 1, README "Exit codes"); a plan against the installed torch says what it replaces, and
     never downgrades silently (:func:`mind_installed`)."""
-    plan = _resolve(facts_of(facts), matrix, request)  # a MachineView or the facts one wrote
+    facts = facts_of(view)
+    plan = _resolve(view, matrix, request)
     if not plan.satisfiable:
         plan.packages, plan.command = [], []
         if plan.error is None:
@@ -136,11 +138,12 @@ def _unmet_sentence(plan: Plan) -> str:
     return s.rstrip(".") + "."
 
 
-def _resolve(facts: Facts, matrix: Matrix, request: Request) -> Plan:
+def _resolve(view: MachineView, matrix: Matrix, request: Request) -> Plan:
     """The stages: the target, the releases the request allows, then the platform's own path (a Jetson's wheel
     source, macOS's default build) or the devices' (a GPU build of the kind that serves them, else a CPU build)."""
     plan = Plan(torch_version=None, variant=None, index_url=None)
-    t = target_from(facts, matrix, request)
+    facts = view.facts
+    t = target_from(view, matrix, request)
     plan.warnings.extend(t.notes)
     if not _platform_known(t, plan):
         return plan
@@ -517,4 +520,4 @@ def _resolve_generic_target(facts: Facts, matrix: Matrix, request: Request, t: T
         gpus=[f"sm_{g.cc.replace('.', '')}" for g in t.gpus if g.cc] or request.gpus,  # only an NVIDIA GPU has a compute capability
         driver=t.driver,
     )
-    return resolve(sub, matrix, req)
+    return resolve(MachineView.of(sub), matrix, req)  # the same view, the Jetson path off

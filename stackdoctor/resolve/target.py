@@ -14,7 +14,7 @@ from stackdoctor.matrix import (
 )
 from stackdoctor.plan import Request
 from stackdoctor.versions import major_minor
-from stackdoctor.view import facts_of
+from stackdoctor.view import MachineView, facts_of
 
 # ---------------------------------------------------------------------------- the machine, as the resolver sees it
 
@@ -69,15 +69,12 @@ def norm_arch(os_: str, machine: str | None) -> str:
 parse_gpu_request = gpu_request_cc  # --gpu sm_90 / 9.0 / a GPU name -> its compute capability (the NVIDIA kind's)
 
 
-def _reconciled(facts: Facts) -> Facts:
-    """``facts`` as the pipeline hands them: reconciled (every witness weighed, derived values derived once)."""
-    return facts_of(facts)  # the type is the guard: a MachineView, or the facts one wrote
+def target_from(view: MachineView, matrix: Matrix, request: Request) -> Target:
+    """The target of a resolution: this machine's view (every witness of the GPUs and the driver weighed,
+    :func:`stackdoctor.reconcile.reconcile`) with the request's what-if overrides applied.
 
-
-def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
-    """The target of a resolution: this machine's facts (their reconciled view: every witness of the GPUs
-    and the driver) with the request's what-if overrides applied."""
-    facts = _reconciled(facts)
+    :raises NotAView: ``view`` is raw facts (the type is the guard)."""
+    facts = facts_of(view)
     t = _platform(facts, request)
     t.python = _python(facts, request)
     t.wsl = bool(facts.platform.is_wsl) and t.os == "linux" and not request.platform
@@ -86,7 +83,7 @@ def target_from(facts: Facts, matrix: Matrix, request: Request) -> Target:
         _what_if_devices(t, matrix, request)
     else:
         _devices(t, facts)
-    _driver(t, facts, request)
+    _driver(t, view, request)
     # a what-if platform keeps the Jetson path only where a Jetson's wheels run: Linux aarch64
     t.jetson = facts.jetson.is_jetson and (not request.platform or (t.os == "linux" and t.arch == "aarch64"))
     t.l4t = facts.jetson.l4t_release
@@ -162,16 +159,16 @@ def _devices(t: Target, facts: Facts) -> None:
             t.notes.append(note)
 
 
-def _driver(t: Target, facts: Facts, request: Request) -> None:
+def _driver(t: Target, view: MachineView, request: Request) -> None:
     """The driver the CUDA builds are judged against: the what-if's, else the reconciled one; where no version is
     known, the CUDA level it runs and the CUDA build torch initialised on it."""
-    drv = facts.reconciled.nvidia_driver
+    drv = view.driver("nvidia")
     t.driver = request.driver or drv.value
     if not request.driver and drv.value and drv.source and drv.source.startswith(("/proc", "/sys")):
         t.notes.append(f"NVIDIA driver {drv.value}: the loaded kernel module's version ({drv.source}); no user-space tool reported one")
     if not t.driver:
-        t.driver_cuda = facts.reconciled.cuda_driver_version.value
-        tf = facts.torch
+        t.driver_cuda = view.runtime("nvidia").value
+        tf = view.torch
         if tf.cuda_available and tf.cuda and not tf.hip:
             t.driver_runs_cuda = tf.cuda
 

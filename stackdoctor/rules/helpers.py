@@ -153,7 +153,7 @@ def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None
         attempts.append(Request(torch=current[0]))
     attempts.append(Request())
     for req in attempts:
-        plan = resolve(facts.facts, ctx.matrix, req)
+        plan = resolve(facts, ctx.matrix, req)
         if not plan.satisfiable or not plan.variant:
             continue
         if plan.variant == exclude or (plan.torch_version, plan.variant) == current:
