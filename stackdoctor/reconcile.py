@@ -1,6 +1,6 @@
 """Reconcile: join every witness into one view of the machine, and derive what follows from the facts.
 
-``reconcile(facts, matrix) -> Facts`` is pure: it returns new facts and never changes its input.
+``reconcile(facts, matrix) -> MachineView`` is pure: it returns a new frozen view of the machine and never changes its input.
 It runs once, between the probes and the rules, on a live run and on a replay alike (a replayed
 report is reconciled again with today's matrix, so stale derivations never survive).
 
