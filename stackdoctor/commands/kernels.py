@@ -185,7 +185,7 @@ def _devices_there(asked: list[str] | None, kf: Any, python: str) -> None:
         found = [m for m in (_NOT_THERE.match(e) for e in errors) if m]
         if errors and len(found) == len(errors):
             raise UsageError(f"--device {d}: torch in {python} has no such device (it has: {found[0].group(2)}); "
-                             "stackdoctor check --python " + python + " says whether its build supports one.")
+                             f"stackdoctor check --python {python} says whether its build supports one.")
 
 
 def _allreduce_run(system: Any, target: Any, opts: Any, device: list[str] | None, over: str | None, nproc: int | None, rank: int | None,
