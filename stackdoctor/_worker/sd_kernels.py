@@ -364,7 +364,7 @@ def run_full(torch, args, emit):
         if device not in present:
             put({"kernel": kernels[0], "device": device, "ok": False,
                  "error": "device %s is not available to torch here (present: %s)" % (device, ", ".join(present)),
-                 "extra": {"unavailable": True}})
+                 "extra": {"unavailable": True, "present": list(present)}})
             continue
         gpu = is_gpu(device)
         if "matmul" in kernels:

@@ -174,17 +174,15 @@ def _sizes(sizes: str | None) -> list[int]:
     return out
 
 
-_NOT_THERE = re.compile(r"^device (\S+) is not available to torch here \(present: ([^)]*)\)")
-
-
 def _devices_there(asked: list[str] | None, kf: Any, python: str) -> None:
     """A ``--device`` the target's torch does not have is the user's input to fix (exit 2, one sentence), not a kernel
-    that failed: every kernel asked of it answered the worker's "not available" (``_worker/sd_kernels.py``)."""
+    that failed: every result for it is the worker's ``unavailable`` one (``_worker/sd_kernels.py``, with the devices
+    torch has in ``present``)."""
     for d in asked or []:
-        errors = [r.error or "" for r in kf.results if r.device == d]
-        found = [m for m in (_NOT_THERE.match(e) for e in errors) if m]
-        if errors and len(found) == len(errors):
-            raise UsageError(f"--device {d}: torch in {python} has no such device (it has: {found[0].group(2)}); "
+        results = [r for r in kf.results if r.device == d]
+        if results and all(r.extra.get("unavailable") for r in results):
+            present = ", ".join(results[0].extra.get("present") or []) or "none"
+            raise UsageError(f"--device {d}: torch in {python} has no such device (it has: {present}); "
                              f"stackdoctor check --python {python} says whether its build supports one.")
 
 
