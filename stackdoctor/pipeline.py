@@ -87,8 +87,11 @@ def gather(opts: Options, *, progress: Callable[[], AbstractContextManager[objec
         return report
     from stackdoctor.engine import run_probes, select_target
     from stackdoctor.probes import ProbeContext
-    from stackdoctor.system import System
+    from stackdoctor.system import LENT_PREFIX, System, sweep_dead_lent
 
+    # the folders an earlier stackdoctor lent the target ($TMPDIR/stackdoctor-pkg-*, a link to its packaging) and left
+    # when it was killed: the worker needs none now, but what a killed run left is removed by the next one (not a probe's job)
+    sweep_dead_lent(LENT_PREFIX)
     system = System.from_env(timeout_s=opts.timeout_s)
     ctx = ProbeContext(
         system=system,

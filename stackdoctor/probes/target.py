@@ -38,12 +38,9 @@ from stackdoctor.facts import (
 )
 from stackdoctor.probes import ProbeContext, ProbeOutput
 from stackdoctor.probes.torch_static import StaticTorch, read_static_torch
-from stackdoctor.system import CommandResult, System, sweep_dead_lent
+from stackdoctor.system import CommandResult, System
 
 MARK = "@@stackdoctor@@ "
-
-
-LENT_PREFIX = "stackdoctor-pkg-"  # what an earlier stackdoctor lent the target (System.lend_package's prefix)
 
 
 def parse_sections(stdout: str) -> dict[str, dict]:
@@ -449,9 +446,6 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     uv_thread = threading.Thread(target=lambda: uv_box.append(_uv(ctx, ctx.system.which("uv"))), daemon=True)
     uv_thread.start()
     res = ctx.system.run([ctx.target.python, str(worker_path("sd_target.py"))], timeout=ctx.torch_timeout_s, env=_worker_env(ctx), parse_env=False)
-    # the folders an earlier stackdoctor lent the target ($TMPDIR/stackdoctor-pkg-*, a link to its packaging) and
-    # left when it was killed: the worker needs none now, but what a killed run left is still removed by the next one
-    sweep_dead_lent(LENT_PREFIX)
     sections = parse_sections(res.stdout)
     facts: dict[str, object] = {}
     status, error = "ok", None

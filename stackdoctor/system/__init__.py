@@ -64,7 +64,7 @@ from typing import Any, BinaryIO
 from stackdoctor.errors import UsageError
 from stackdoctor.system.files import NotRegularFile, TooLarge, decode, open_regular, read_bounded
 from stackdoctor.system.host import HOST_FILE, Host
-from stackdoctor.system.lent import OWNER_FILE, UNOWNED_STALE_S, lent_dirs, mark_owner, remember_lent, remove_lent, sweep_dead_lent
+from stackdoctor.system.lent import LENT_PREFIX, OWNER_FILE, UNOWNED_STALE_S, lent_dirs, mark_owner, remember_lent, remove_lent, sweep_dead_lent
 from stackdoctor.system.processes import (
     LIVE_CHILDREN,
     PR_SET_PDEATHSIG,
@@ -96,7 +96,7 @@ from stackdoctor.system.results import (
 __all__ = [
     "DEFAULT_TIMEOUT_S", "HOST_FILE", "LIVE_CHILDREN", "MAX_CAPTURE_BYTES", "MAX_FILE_BYTES", "OWNER_FILE", "PARSE_ENV", "PR_SET_PDEATHSIG",
     "UNOWNED_STALE_S", "CommandResult", "Host", "NotRegularFile", "PosixGroups", "ProcessControl", "ReadResult", "Started",
-    "System", "TooLarge", "WindowsTree", "default_control", "die_with_parent_preexec", "lent_dirs", "open_regular",
+    "LENT_PREFIX", "System", "TooLarge", "WindowsTree", "default_control", "die_with_parent_preexec", "lent_dirs", "open_regular",
     "process_alive", "process_start", "read_bounded", "remove_lent", "session_processes", "signame", "stop_children",
     "sweep_dead_lent",
 ]

@@ -24,6 +24,7 @@ def remember_lent(path: str) -> None:
         _LENT.append(path)
 
 
+LENT_PREFIX = "stackdoctor-pkg-"  # the lent folders an earlier stackdoctor made for a target (a link to its packaging)
 OWNER_FILE = ".stackdoctor-owner"  # in a lent directory: "<pid> <start time>" of the process that made it
 UNOWNED_STALE_S = 6 * 3600.0  # a lent directory with no owner file (an older stackdoctor's) is stale after this
 
