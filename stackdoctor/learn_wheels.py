@@ -240,7 +240,6 @@ def _public(url: str) -> str:
     return urllib.parse.urlunsplit((p.scheme, netloc, p.path, "", ""))
 
 
-
 def _file_sha256(path: Path) -> str:
     import hashlib
 

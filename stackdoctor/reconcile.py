@@ -60,7 +60,6 @@ from stackdoctor.view import MachineView
 __all__ = ["DERIVED", "GPU_WITNESS_ORDER", "reconcile", "recognise", "bus_key"]
 
 
-
 def reconcile(facts: Facts | MachineView, matrix: Matrix) -> MachineView:
     """The machine's view: derivations redone from the matrix on a copy of the facts, every witness joined, the
     report's stable keys and ``reconciled`` section written from it (``view.facts``). Pure; a view given is

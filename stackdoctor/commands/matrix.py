@@ -70,7 +70,6 @@ def _show_text(data: dict[str, Any], torch: str | None) -> str:
     return "\n".join(lines + _kind_table_lines(torch))
 
 
-
 def show(
     torch: Annotated[Optional[str], typer.Option("--torch", help="Show one release (e.g. 2.13.0) with sources and unknowns.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,

@@ -15,15 +15,12 @@ if TYPE_CHECKING:  # pragma: no cover
 PYPI_HOSTS = ("pypi.org", "pypi.python.org")
 
 
-
 def is_pypi(url: str | None) -> bool:
     return not url or any(h in url for h in PYPI_HOSTS)
 
 
-
 def requirements(plan: Plan) -> list[str]:
     return [p.requirement for p in plan.packages]
-
 
 
 def install_command(
@@ -54,7 +51,6 @@ def install_command(
         argv += [a for url in dict.fromkeys(p.index_url for p in plan.packages if p.index_url and p.index_url != plan.index_url)
                  for a in ("--extra-index-url", url)]
     return argv
-
 
 
 def installer_argv(
@@ -88,14 +84,12 @@ def _reinstall_flags(installer: str) -> list[str]:
     return ["--reinstall" if installer == "uv" else "--force-reinstall", "--no-deps"]
 
 
-
 # where an installer takes each option's value from its environment (uv: the separator of a list)
 _OPTION_VARS = {
     "pip": {"--index-url": ("PIP_INDEX_URL", " "), "--extra-index-url": ("PIP_EXTRA_INDEX_URL", " "), "--find-links": ("PIP_FIND_LINKS", " ")},
     "uv": {"--index-url": ("UV_DEFAULT_INDEX", " "), "--default-index": ("UV_DEFAULT_INDEX", " "), "--index": ("UV_INDEX", " "),
            "--extra-index-url": ("UV_INDEX", " "), "--find-links": ("UV_FIND_LINKS", ",")},
 }
-
 
 
 def credentials_out_of_argv(
@@ -131,12 +125,10 @@ def credentials_out_of_argv(
     return out, new_env
 
 
-
 def uninstall_command(names: Sequence[str], python: str, installer: str = "pip", *, uv: str = "uv") -> list[str]:
     if installer == "uv":
         return [uv, "pip", "uninstall", "--python", python, *names]
     return [python, "-m", "pip", "uninstall", "-y", *names]
-
 
 
 def restore_commands(
@@ -155,7 +147,6 @@ def restore_commands(
             return []
         where = ["--no-index"] + [x for d in find_links for x in ("--find-links", d)]
     return [_installer(python, installer, uv) + _reinstall_flags(installer) + pins + where]
-
 
 
 def planned_versions(plan: Plan) -> dict[str, str]:

@@ -22,13 +22,10 @@ if TYPE_CHECKING:  # pragma: no cover
 SNAP_MARK = "@@stackdoctor-snapshot@@ "
 
 
-
 BACKUP_MARK = "@@stackdoctor-backup@@ "
 
 
-
 BACKUP_COPY_CAP = 2 * 1024**3  # bytes copied (not linked) into a backup, past which a distribution is left out
-
 
 
 @dataclass
@@ -55,7 +52,6 @@ class Snapshot:
         return [f"{n}=={self.versions[n]}" for n in names if n in self.versions]
 
 
-
 @dataclass
 class Backup:
     """The torch family's installed files, hard-linked (or copied) aside before an install (``sd_backup.py save``)."""
@@ -69,7 +65,6 @@ class Backup:
     copied_bytes: int = 0
     seconds: float = 0.0
     error: str | None = None
-
 
 
 @dataclass
@@ -86,7 +81,6 @@ class BackupRestore:
     error: str | None = None
 
 
-
 def marked(stdout: str, mark: str) -> dict | None:
     for line in reversed(stdout.splitlines()):
         idx = line.find(mark)
@@ -97,7 +91,6 @@ def marked(stdout: str, mark: str) -> dict | None:
                 return None
             return data if isinstance(data, dict) else None
     return None
-
 
 
 def snapshot(system: System, python: str, *, timeout: float = 60.0) -> Snapshot:
@@ -116,20 +109,16 @@ def snapshot(system: System, python: str, *, timeout: float = 60.0) -> Snapshot:
     return snap
 
 
-
 def str_dict(value: object) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
-
 
 
 def str_list(value: object) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else []
 
 
-
 def _int(value: object) -> int:
     return value if isinstance(value, int) else 0
-
 
 
 def save_backup(
@@ -153,7 +142,6 @@ def save_backup(
     return b
 
 
-
 def restore_backup(
     system: System, python: str, directory: str, names: Sequence[str], planned: Mapping[str, str] | None = None, *, timeout: float = 900.0
 ) -> BackupRestore:
@@ -175,7 +163,6 @@ def restore_backup(
     return r
 
 
-
 @dataclass
 class FamilyState:
     """What the torch family on disk is, compared with the journal's backup and plan (``sd_backup.py state``)."""
@@ -184,7 +171,6 @@ class FamilyState:
     why: str = ""
     stash: list[str] = field(default_factory=list)  # pip's stash folders of the family (``~orch``)
     now: dict[str, str] = field(default_factory=dict)
-
 
 
 def family_state(system: System, python: str, directory: str, planned: Mapping[str, str], *, timeout: float = 600.0) -> FamilyState:
@@ -198,7 +184,6 @@ def family_state(system: System, python: str, directory: str, planned: Mapping[s
     return FamilyState(st if st in ("old", "new", "mixed") else "unknown", str(data.get("why") or ""), str_list(data.get("stash")), str_dict(data.get("now")))
 
 
-
 def _record_hash(path: str) -> str:
     import base64
     import hashlib
@@ -208,7 +193,6 @@ def _record_hash(path: str) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return "sha256=" + base64.urlsafe_b64encode(h.digest()).rstrip(b"=").decode()
-
 
 
 def _saved_files(backup: str) -> tuple[set[tuple[int, int]], dict[int, set[str]]]:
@@ -230,7 +214,6 @@ def _saved_files(backup: str) -> tuple[set[tuple[int, int]], dict[int, set[str]]
     return inodes, by_size
 
 
-
 def _all_saved(folder: str, inodes: set[tuple[int, int]], by_size: dict[int, set[str]]) -> bool:
     """Every file under ``folder`` (at least one) is one of the saved ones: the same inode (pip renamed it there),
     or the same size and sha256 (pip copied it to another filesystem)."""
@@ -247,7 +230,6 @@ def _all_saved(folder: str, inodes: set[tuple[int, int]], by_size: dict[int, set
                 return False
             count += 1
     return count > 0
-
 
 
 def sweep_pip_stash(backup: str, tmpdir: str | None = None) -> list[str]:

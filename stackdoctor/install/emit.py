@@ -26,7 +26,6 @@ def emit_requirements(plan: Plan, *, find_links: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-
 def emit_uv(plan: Plan) -> str:
     """pyproject.toml fragments: ``[tool.uv.sources]`` + an explicit ``[[tool.uv.index]]``."""
     deps = ", ".join(f'"{p.name}=={p.version}"' for p in plan.packages)

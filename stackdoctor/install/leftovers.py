@@ -15,7 +15,6 @@ def canonical_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-
 def runtime_family(name: str) -> str | None:
     """Which accelerator runtime a distribution belongs to (``None``: not a runtime package), as its kind says
     (:meth:`stackdoctor.accelerators.base.Accelerator.runtime_family`).
@@ -68,7 +67,6 @@ class Installed(Protocol):
     requires: dict[str, list[str]]
 
 
-
 def closure(snap: Installed, roots: Iterable[str]) -> set[str]:
     """Installed distributions reachable from ``roots`` through their requirements (markers ignored: over-inclusive)."""
     seen: set[str] = set()
@@ -80,7 +78,6 @@ def closure(snap: Installed, roots: Iterable[str]) -> set[str]:
         seen.add(n)
         todo.extend(snap.requires.get(n, []))
     return seen
-
 
 
 def leftovers(candidates: Iterable[str], snap: Installed) -> list[str]:

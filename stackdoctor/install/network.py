@@ -25,7 +25,6 @@ class NetworkSettings:
     keyring_provider: str | None = None  # pip's keyring-provider (auto, import, subprocess; "disabled" is None)
 
 
-
 def network_settings(env: Mapping[str, str], prefix: str | None = None) -> NetworkSettings:
     """pip's network options as pip would see them (files in pip's load order, ``[global]`` then
     ``[install]``, then ``PIP_*``): see :func:`stackdoctor.install.sources.read_pip_config`."""
@@ -41,7 +40,6 @@ def network_settings(env: Mapping[str, str], prefix: str | None = None) -> Netwo
     return out
 
 
-
 def netrc_file(env: Mapping[str, str]) -> Path | None:
     """The netrc file pip (through requests) reads: ``NETRC``, else ``~/.netrc``, else ``~/_netrc``."""
     if env.get("NETRC"):
@@ -52,7 +50,6 @@ def netrc_file(env: Mapping[str, str]) -> Path | None:
         if path.is_file():
             return path
     return None
-
 
 
 def netrc_credentials(env: Mapping[str, str], host: str) -> tuple[str, str] | None:
@@ -73,7 +70,6 @@ def netrc_credentials(env: Mapping[str, str], host: str) -> tuple[str, str] | No
     return (login or "", password or "")
 
 
-
 def _basic(user: str, password: str) -> str:
     import base64
 
@@ -83,7 +79,6 @@ def _basic(user: str, password: str) -> str:
     except UnicodeEncodeError:
         data = raw.encode("utf-8")
     return "Basic " + base64.b64encode(data).decode("ascii")
-
 
 
 def auth_class() -> Any:
@@ -103,7 +98,6 @@ def auth_class() -> Any:
             yield request
 
     return PipAuth
-
 
 
 def ssl_context(settings: NetworkSettings, env: Mapping[str, str]) -> Any:

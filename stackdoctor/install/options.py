@@ -23,7 +23,6 @@ EMITS = ("requirements", "uv", "environment.yml")
 _DRIVER_RE = re.compile(r"^\d{2,4}(\.\d{1,3}){0,3}$")
 
 
-
 @dataclass
 class MachineOptions:
     """The machine a plan is for when it is not this one (a what-if: ``--python-version``, ``--platform``,

@@ -48,7 +48,6 @@ class InstallResult:
     set_aside: str | None = None  # the committed install's journal folder (the replaced torch's backup), removed after `done:`
 
 
-
 @dataclass
 class Steps:
     """What runs after the installer, each step said before it starts (``show``: a plain line, no spinner, no
@@ -76,7 +75,6 @@ class Steps:
                 self.say(f"  {name}: {seconds:.1f} s")
 
 
-
 def stopped_result(argv: list[str], prev: Mapping[str, str], why: str, env: Mapping[str, str | None] | None = None) -> InstallResult:
     r = InstallResult(False, ExitCode.FAILED, "", argv, before=dict(prev), after=dict(prev), state="old", stopped_before=True)
     carried = sorted(k for k, v in (env or {}).items() if v is not None)  # credentials travel in the environment, never shown
@@ -86,7 +84,6 @@ def stopped_result(argv: list[str], prev: Mapping[str, str], why: str, env: Mapp
         + (f" (with {', '.join(carried)} set as for the index check)" if carried else "")
     )
     return r
-
 
 
 def left_words(after: Mapping[str, str], prev: Mapping[str, str], st: FamilyState) -> str:
@@ -100,13 +97,11 @@ def left_words(after: Mapping[str, str], prev: Mapping[str, str], st: FamilyStat
     return f"it left {on_disk(after, st.state)} instead of {fmt(prev) or 'no torch'}"
 
 
-
 def on_disk(family: Mapping[str, str], state: str | None) -> str:
     """The family on disk (read from its files), said to be incomplete unless it is exactly the old or the new build."""
     if not family:
         return "no torch" if state == "old" else "no complete torch"
     return fmt(family) + ("" if state in ("old", "new") else " (incomplete)")
-
 
 
 def externally_managed(python: str, *, refused: bool) -> str:
@@ -117,10 +112,8 @@ def externally_managed(python: str, *, refused: bool) -> str:
     return f"{python} is externally managed (PEP 668): pip will refuse to install into it; make a venv and install there: {command}"
 
 
-
 def holds(prev: Mapping[str, str]) -> str:
     return f"the target has {fmt(prev)}" if prev else "the target has no torch"
-
 
 
 def failure_line(res: CommandResult) -> str:
@@ -136,7 +129,6 @@ def failure_line(res: CommandResult) -> str:
             s = re.sub(r"(['\"])(/[^'\"]{60,})\1", lambda m: f"{m.group(1)}…/{'/'.join(m.group(2).rsplit('/', 3)[-3:])}{m.group(1)}", s)
             return s if len(s) <= 300 else f"{s[:150]} … {s[-147:]}"
     return res.describe_failure() or res.detail or "unknown failure"
-
 
 
 def restore_sentence(result: InstallResult, prev: Mapping[str, str]) -> str:
@@ -155,7 +147,6 @@ def restore_sentence(result: InstallResult, prev: Mapping[str, str]) -> str:
         if prev
         else f"putting the target back to no torch did not work (now: {on_disk(result.after, result.state) if result.after else 'partial files'}); run `pip uninstall torch` there."
     )
-
 
 
 def fmt(family: Mapping[str, str]) -> str:

@@ -34,7 +34,6 @@ def never_raises(say: Callable[[str], None], lost: Callable[[str], None] | None 
     return safe
 
 
-
 class Say:
     """The transaction's one way to talk (:func:`never_raises`): a line that cannot be shown is kept in ``lost`` and
     in the journal's log (``Journal.unprinted``, fsync'd), so a closed pipe never stops the transaction and the next
@@ -56,14 +55,11 @@ class Say:
             j.write()
 
 
-
 def talker(say: Callable[[str], None] | None) -> Say:
     return say if isinstance(say, Say) else Say(say or (lambda line: print(line, file=sys.stderr, flush=True)))
 
 
-
 UNPRINTED_FILE = ".stackdoctor-unprinted.json"  # in the prefix: what an install could not print, said by the next run
-
 
 
 def save_unprinted(prefix: str, lines: Sequence[str]) -> None:
@@ -78,7 +74,6 @@ def save_unprinted(prefix: str, lines: Sequence[str]) -> None:
         os.replace(tmp, os.path.join(prefix, UNPRINTED_FILE))
     except OSError:
         pass
-
 
 
 def take_unprinted(prefix: str, *, remove: bool = True) -> list[str]:
@@ -96,7 +91,6 @@ def take_unprinted(prefix: str, *, remove: bool = True) -> list[str]:
     return [str(x) for x in lines if isinstance(x, str)] if isinstance(lines, list) else []
 
 
-
 def say_unprinted(prefix: str, say: Callable[[str], None]) -> None:
     """At the start of a run: what the last install into ``prefix`` could not print, said now."""
     lines = take_unprinted(prefix)
@@ -104,7 +98,6 @@ def say_unprinted(prefix: str, say: Callable[[str], None]) -> None:
         say(f"stackdoctor: the last install into {prefix} could not print its last lines (its output was closed); they were:")
         for line in lines:
             say(f"  {line}")
-
 
 
 def stderr_writer(text: str) -> None:

@@ -23,7 +23,6 @@ if TYPE_CHECKING:  # pragma: no cover
 VERIFY_MARK = "@@stackdoctor-verify@@ "
 
 
-
 @dataclass
 class Verification:
     imported: bool = False
@@ -42,7 +41,6 @@ class Verification:
     warnings: list[str] = field(default_factory=list)
     error: str | None = None
     location: str | None = None
-
 
 
 def verify(system: System, python: str, *, timeout: float = 300.0) -> Verification:
@@ -77,7 +75,6 @@ def verify(system: System, python: str, *, timeout: float = 300.0) -> Verificati
     return v
 
 
-
 def intact(system: System, python: str, names: Sequence[str]) -> str | None:
     """None when every named distribution is complete per its RECORD (every sha256) and torch imports; else why not."""
     argv = [python, "-I", str(worker_path("sd_backup.py")), "check", json.dumps(list(names))]
@@ -92,13 +89,11 @@ def intact(system: System, python: str, names: Sequence[str]) -> str | None:
     return None if v.imported else f"torch does not import: {v.error or '?'}"
 
 
-
 def expected_version(plan: Plan) -> str | None:
     for p in plan.packages:
         if p.name == "torch":
             return p.requirement.split("==", 1)[1]
     return None
-
 
 
 def judge(plan: Plan, v: Verification, accelerator: str | None, facts: Facts | None = None) -> tuple[bool, str]:
@@ -133,7 +128,6 @@ def judge(plan: Plan, v: Verification, accelerator: str | None, facts: Facts | N
     if accelerators.for_variant(plan.variant) is not None:  # a GPU build, and no kind of it here to try
         return True, f"{got} (no matching GPU on this machine, so the accelerator was not tried)"
     return True, got
-
 
 
 GPU_CODE_READ_S = 60.0  # the static read of libtorch_cuda.so / libtorch_hip.so (headers only; seconds on a 1 GB library)

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 SCHEMA = "stackdoctor.matrix/1"
 
 
-
 @dataclass(frozen=True)
 class Variant:
     """One build of one release on download.pytorch.org (``whl/<name>``)."""

@@ -222,7 +222,6 @@ def _tname(v: Any) -> str:
     )
 
 
-
 def _check_keys(ctx: _Ctx, d: _LDict, allowed: Collection[str], where: str) -> None:
     for k in d:
         if k not in allowed:

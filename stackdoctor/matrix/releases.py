@@ -361,7 +361,6 @@ def _patch_base(releases: dict[Version, Release], version: Version) -> Release |
     return None
 
 
-
 def _layer_release(acc: dict[Any, Release], r: Release) -> Release:
     """A release row over the rows so far: over the same version, or (a learned row) over the row that lists it
     under ``patches:``."""

@@ -56,7 +56,6 @@ INIT_STATES = {
 }
 
 
-
 @dataclass
 class NvmlResult:
     """What NVML said, as facts. ``state``: ok | absent | no-driver | lib-mismatch | error | timeout | skipped."""

@@ -18,7 +18,6 @@ if TYPE_CHECKING:  # pragma: no cover
     pass
 
 
-
 # ---------------------------------------------------------------------------- constraints (pure)
 
 

@@ -38,7 +38,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.plan import Plan, PlannedPackage
 
 
-
 COMPANIONS = ("torchvision", "torchaudio")
 UV_INDEX_VARS = ("UV_INDEX", "UV_DEFAULT_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS")
 

@@ -336,7 +336,6 @@ def session_processes(sid: int, start: str | None) -> list[int]:
     return sorted(out)
 
 
-
 def stop_children() -> int:
     """Kill every child this process started through :class:`System` that still runs, each with
     everything it started (its process group, or its tree on Windows). The CLI calls this on
@@ -381,8 +380,6 @@ class Started:
             return False
         self._control.kill_tree(self._proc)
         return True
-
-
 
 
 def result_of(

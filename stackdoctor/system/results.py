@@ -82,7 +82,6 @@ class ReadResult:
         return self.status == "ok"
 
 
-
 def signame(sig: int) -> str:
     try:
         return signal.Signals(sig).name
