@@ -27,7 +27,7 @@ from stackdoctor import __version__
 from stackdoctor.console import install_boundary, protect_std_streams
 from stackdoctor.errors import ExitCode, StackdoctorError
 from stackdoctor.redact import escape_controls
-from stackdoctor.system import remove_lent, stop_children
+from stackdoctor.system import stop_children
 
 COMMAND_MODULES = (
     "stackdoctor.commands.check",
@@ -440,11 +440,7 @@ def _err(line: str) -> None:
 
 
 def _exit(code: int) -> None:
-    """Flush, remove the temporary folders and leave; never wait on an abandoned probe thread."""
-    try:
-        remove_lent()
-    except Exception:
-        pass
+    """Flush and leave; never wait on an abandoned probe thread."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -348,7 +348,7 @@ def test_a_stale_lent_folder_is_removed_by_the_next_run_and_a_live_ones_kept(ven
                          (reused_dir, f"{alive.pid} 1")):  # the live pid with another start time: a reused pid, its owner gone
             d.mkdir()
             (d / OWNER_FILE).write_text(owner + "\n")
-            (d / "packaging").symlink_to(tmp_path)  # a link, as lend_package makes: removed, never followed
+            (d / "packaging").symlink_to(tmp_path)  # a link, as an earlier stackdoctor lent: removed, never followed
         p = subprocess.run([sys.executable, "-m", "stackdoctor", "check", "--python", str(venv_bin(venv)), "--no-kernels", "--json"],
                            env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
         assert p.stdout.strip().startswith("{"), p.stderr[-2000:]

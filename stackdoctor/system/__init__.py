@@ -64,7 +64,7 @@ from typing import Any, BinaryIO
 from stackdoctor.errors import UsageError
 from stackdoctor.system.files import NotRegularFile, TooLarge, decode, open_regular, read_bounded
 from stackdoctor.system.host import HOST_FILE, Host
-from stackdoctor.system.lent import LENT_PREFIX, OWNER_FILE, UNOWNED_STALE_S, lent_dirs, mark_owner, remember_lent, remove_lent, sweep_dead_lent
+from stackdoctor.system.lent import LENT_PREFIX, OWNER_FILE, UNOWNED_STALE_S, sweep_dead_lent
 from stackdoctor.system.processes import (
     LIVE_CHILDREN,
     PR_SET_PDEATHSIG,
@@ -96,8 +96,8 @@ from stackdoctor.system.results import (
 __all__ = [
     "DEFAULT_TIMEOUT_S", "HOST_FILE", "LIVE_CHILDREN", "MAX_CAPTURE_BYTES", "MAX_FILE_BYTES", "OWNER_FILE", "PARSE_ENV", "PR_SET_PDEATHSIG",
     "UNOWNED_STALE_S", "CommandResult", "Host", "NotRegularFile", "PosixGroups", "ProcessControl", "ReadResult", "Started",
-    "LENT_PREFIX", "System", "TooLarge", "WindowsTree", "default_control", "die_with_parent_preexec", "lent_dirs", "open_regular",
-    "process_alive", "process_start", "read_bounded", "remove_lent", "session_processes", "signame", "stop_children",
+    "LENT_PREFIX", "System", "TooLarge", "WindowsTree", "default_control", "die_with_parent_preexec", "open_regular",
+    "process_alive", "process_start", "read_bounded", "session_processes", "signame", "stop_children",
     "sweep_dead_lent",
 ]
 
@@ -299,28 +299,8 @@ class System:
         return session_processes(sid, start)
 
     def mkdtemp(self, prefix: str) -> str:
-        """A new private temporary directory of this process (worker files, lent packages)."""
+        """A new private temporary directory of this process (worker files)."""
         return tempfile.mkdtemp(prefix=prefix)
-
-    def lend_package(self, package_dir: Path, *, prefix: str) -> str | None:
-        """A new temporary directory holding only a link to ``package_dir`` (a copy where links are
-        not allowed, as on Windows without developer mode), for a target's ``sys.path``; None on failure.
-
-        The directory is removed when this process ends (:func:`remove_lent`: the CLI calls it on every
-        exit path, signals included, and ``atexit`` covers library use)."""
-        sweep_dead_lent(prefix)
-        try:
-            d = tempfile.mkdtemp(prefix=prefix)
-            remember_lent(d)
-            mark_owner(d)
-            dest = os.path.join(d, package_dir.name)
-            try:
-                os.symlink(package_dir, dest, target_is_directory=True)
-            except OSError:
-                shutil.copytree(package_dir, dest)
-            return d
-        except OSError:
-            return None
 
     def listdir(self, path: str) -> list[str]:
         """Sorted entries of a directory under the sysroot; empty when absent or unreadable."""

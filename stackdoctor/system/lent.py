@@ -1,40 +1,20 @@
-"""Temporary directories lent to a target interpreter (:meth:`System.lend_package`): each marked with its owner,
-removed when this process ends, and swept when an owner died without removing its own."""
+"""The folders an earlier stackdoctor lent a target interpreter (``$TMPDIR/stackdoctor-pkg-*``, a link to its own
+packaging, each marked with its owner): today's target worker needs none, so none is made, but one a killed run left
+behind is swept by the next run (:func:`sweep_dead_lent`) once its owner is gone."""
 
 from __future__ import annotations
 
-import atexit
 import glob
 import os
 import shutil
 import tempfile
-import threading
 import time
 
-from stackdoctor.system.processes import process_alive, process_start
-
-_LENT: list[str] = []  # temporary directories lent to targets (lend_package), removed at exit
-_LENT_LOCK = threading.Lock()
-
-
-def remember_lent(path: str) -> None:
-    with _LENT_LOCK:
-        if not _LENT:
-            atexit.register(remove_lent)
-        _LENT.append(path)
-
+from stackdoctor.system.processes import process_alive
 
 LENT_PREFIX = "stackdoctor-pkg-"  # the lent folders an earlier stackdoctor made for a target (a link to its packaging)
 OWNER_FILE = ".stackdoctor-owner"  # in a lent directory: "<pid> <start time>" of the process that made it
 UNOWNED_STALE_S = 6 * 3600.0  # a lent directory with no owner file (an older stackdoctor's) is stale after this
-
-
-def mark_owner(d: str) -> None:
-    try:
-        with open(os.path.join(d, OWNER_FILE), "w", encoding="ascii") as f:
-            f.write(f"{os.getpid()} {process_start(os.getpid()) or ''}\n")
-    except OSError:
-        pass
 
 
 def owner_gone(d: str) -> bool:
@@ -67,19 +47,3 @@ def sweep_dead_lent(prefix: str) -> list[str]:
         except OSError:
             pass
     return removed
-
-
-def lent_dirs() -> list[str]:
-    """The temporary directories lent so far and not yet removed."""
-    with _LENT_LOCK:
-        return list(_LENT)
-
-
-def remove_lent() -> None:
-    """Remove every temporary directory :meth:`System.lend_package` made (the link inside is removed,
-    never what it points to). Never raises; safe to call more than once."""
-    with _LENT_LOCK:
-        dirs = list(_LENT)
-        _LENT.clear()
-    for d in dirs:
-        shutil.rmtree(d, ignore_errors=True)
