@@ -82,6 +82,7 @@ from stackdoctor.system.processes import (
     stop_children,
     track,
     untrack,
+    wait_exited,
 )
 from stackdoctor.system.results import (
     DEFAULT_TIMEOUT_S,
@@ -409,7 +410,7 @@ class System:
                     pass
             timed_out = False
             try:
-                proc.wait(timeout=timeout)
+                wait_exited(proc, timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
                 self._kill(proc)
@@ -496,7 +497,7 @@ class System:
         deadline = start + timeout
         while True:
             try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                wait_exited(proc, max(0.0, deadline - time.monotonic()))
                 break
             except subprocess.TimeoutExpired:
                 timed_out = True
