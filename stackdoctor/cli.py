@@ -23,7 +23,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from stackdoctor import __version__
+from stackdoctor import __version__, classcode
 from stackdoctor.console import install_boundary, protect_std_streams
 from stackdoctor.errors import ExitCode, StackdoctorError
 from stackdoctor.redact import escape_controls
@@ -441,6 +441,7 @@ def _err(line: str) -> None:
 
 def _exit(code: int) -> None:
     """Flush and leave; never wait on an abandoned probe thread."""
+    classcode.save()  # what this run compiled of its dataclasses' methods, for the next run (os._exit runs no atexit)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -14,25 +14,14 @@ from __future__ import annotations
 
 import os
 import pickle
-import stat
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from stackdoctor.cachefiles import cache_dir, enabled, read_private, write_private
+
 T = TypeVar("T")
-
-
-def cache_dir(env: dict[str, str] | os._Environ[str] | None = None) -> Path:
-    """As :func:`stackdoctor.install.index.cache_dir` (not imported: the index module is not needed to check)."""
-    e = os.environ if env is None else env
-    if e.get("STACKDOCTOR_CACHE_DIR"):
-        return Path(e["STACKDOCTOR_CACHE_DIR"])
-    if e.get("XDG_CACHE_HOME"):
-        return Path(e["XDG_CACHE_HOME"]) / "stackdoctor"
-    return Path(e.get("HOME") or os.path.expanduser("~")) / ".cache" / "stackdoctor"
 
 
 def _hasher(data: bytes) -> Any:
@@ -89,60 +78,26 @@ def package_files(package: str) -> Any:
     return resources.files(package)
 
 
-def _enabled() -> bool:
-    return os.environ.get("STACKDOCTOR_NO_CACHE", "") in ("", "0")
-
-
-def _private(st: os.stat_result) -> bool:
-    """Owned by this user and writable by no one else (POSIX; elsewhere the folder's own protection stands)."""
-    if not hasattr(os, "getuid"):
-        return True
-    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-
-
 def read(kind: str, k: str) -> Any | None:
     """What :func:`write` kept under ``k``, or None (a miss: absent, unreadable, not private, not a cache)."""
-    if not _enabled():
+    if not enabled():
         return None
-    folder = cache_dir()
-    path = folder / f"{kind}-{k}.pickle"
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
+    raw = read_private(cache_dir() / f"{kind}-{k}.pickle")
+    if raw is None:
         return None
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or not _private(st) or not _private(os.stat(folder)) or st.st_size > 64 << 20:
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = pickle.load(fh)
+        data = pickle.loads(raw)
     except Exception:  # a truncated or foreign file: parse instead
         return None
-    finally:
-        os.close(fd)
     return data[1] if isinstance(data, tuple) and len(data) == 2 and data[0] == k else None
 
 
 def write(kind: str, k: str, value: Any) -> None:
     """Keep ``value`` under ``k`` (atomically, readable by this user alone); a failure only loses the speed-up."""
-    if not _enabled():
+    if not enabled():
         return
-    folder = cache_dir()
     try:
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not _private(os.stat(folder)):
-            return
-        week_ago = time.time() - 7 * 86400
-        for old in folder.glob(f"{kind}-*.pickle"):  # other keys' files (other versions, checkouts): kept a week
-            if old.name != f"{kind}-{k}.pickle" and old.stat().st_mtime < week_ago:
-                old.unlink(missing_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f"{kind}-", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump((k, value), fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, folder / f"{kind}-{k}.pickle")
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        data = pickle.dumps((k, value), protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:
-        pass
+        return
+    write_private(cache_dir() / f"{kind}-{k}.pickle", data, stale=f"{kind}-*.pickle")
