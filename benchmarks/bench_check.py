@@ -88,6 +88,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", d], check=True)
         notorch = os.path.join(d, "bin", "python")
+        # every command runs from this empty folder: `python -m stackdoctor` puts the working folder first on sys.path,
+        # so run from a checkout it would import that checkout's stackdoctor, whatever --baseline-src's PYTHONPATH says
+        os.chdir(d)
         commands = {
             "import torch": [tp, "-c", "import torch"],
             "check --no-kernels": [*sd, "check", "--json", "--no-kernels", "--python", tp],
