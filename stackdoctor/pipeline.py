@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stackdoctor import accelerators
 from stackdoctor.errors import ExitCode
 from stackdoctor.facts import Facts, KernelFacts
 from stackdoctor.report import Report
@@ -153,14 +154,16 @@ def gather_kernels(kernels: KernelFacts, opts: Options, system: System | None = 
     progress), with the NVIDIA probe's facts where a CUDA device ran (the peaks reconcile derives)."""
     facts = Facts(kernels=kernels)
     report = Report(facts=facts)
-    if any(r.device.startswith("cuda") for r in kernels.results):
+    kinds = list(dict.fromkeys(a for r in kernels.results for a in accelerators.with_device(r.device) if a.peaks))
+    if kinds:
         from stackdoctor.engine import run_probes, select_target
         from stackdoctor.probes import ProbeContext
         from stackdoctor.system import System as _System
 
         sys_ = system or _System.from_env(timeout_s=opts.timeout_s)
-        probed = run_probes(ProbeContext(system=sys_, target=select_target(opts.python, os.environ), use_nvml=not sys_.moved), only=["nvidia"])
-        facts.nvidia = probed.facts.nvidia
+        probed = run_probes(ProbeContext(system=sys_, target=select_target(opts.python, os.environ), use_nvml=not sys_.moved), only=[a.subject for a in kinds])
+        for a in kinds:
+            setattr(facts, a.subject, getattr(probed.facts, a.subject))
         report.probes = probed.probes
     return report
 
@@ -307,7 +310,7 @@ def allreduce_plan(facts: Facts) -> tuple[int, str]:
     """(ranks, backend) of the allreduce ``check`` runs for a project that asks for one: a rank per GPU torch can use
     where there are two or more (the backend torch has for them: nccl, xccl), else two gloo ranks on the CPU."""
     t = facts.torch
-    n = t.device_count if t.cuda_available and t.device_count else len([d for d in t.devices if d.kind == "xpu"]) if t.xpu_available else 0
+    n = next((c for a in accelerators.ALL if (c := a.torch_count(t))), 0)
     return (n, "auto") if n >= 2 else (2, "gloo")
 
 

@@ -320,7 +320,7 @@ def _derive_peaks(f: Facts, matrix: Matrix) -> None:
         if _derived(r.extra.get("peak_source")):
             r.peak_tflops = r.percent_of_peak = None
             del r.extra["peak_source"]
-        if r.kernel != "matmul" or r.tflops is None or not r.device.startswith("cuda") or r.peak_tflops is not None:  # vendor branch: the peaks are CUDA devices' (peaks.yaml)
+        if r.kernel != "matmul" or r.tflops is None or not any(k.peaks for k in accelerators.with_device(r.device)) or r.peak_tflops is not None:
             continue
         peak, source = _peak(f, r, matrix)
         if peak:

@@ -42,6 +42,11 @@ def whole_text(exc, cap=2000):
     return flat("%s: %s" % (type(exc).__name__, exc), cap) or type(exc).__name__
 
 
+# torch.distributed's built-in backends, each asked by its own is_<name>_available(); Backend.backend_list adds the
+# ones registered beyond them
+DIST_BUILTIN = ("gloo", "nccl", "mpi", "ucc", "xccl")
+
+
 def flat(text, cap=2000):
     lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
     return " ".join(lines)[:cap] if lines else ""
@@ -52,7 +57,7 @@ def cuda_warning(messages):
     or the driver, else the last one), whole, on one line."""
     for m in reversed(messages):
         low = m.lower()
-        if "cuda initialization" in low or "driver" in low or "cuda" in low:
+        if "cuda initialization" in low or "driver" in low or "cuda" in low:  # vendor branch: torch.cuda's own warning (the worker is stdlib-only; the words are torch's)
             return flat(m, 2000)
     return flat(messages[-1], 2000) if messages else None
 
@@ -365,7 +370,7 @@ def distributed_facts(out):
 
 def distributed_backends(dist):
     backends = []
-    for name in ("gloo", "nccl", "mpi", "ucc", "xccl"):
+    for name in DIST_BUILTIN:
         fn = getattr(dist, "is_%s_available" % name, None)
         try:
             if fn is not None and fn():
@@ -375,7 +380,7 @@ def distributed_backends(dist):
     try:
         for name in getattr(dist.Backend, "backend_list", []):
             # only backends registered beyond the built-in ones (e.g. "tccl"); built-ins were asked above
-            if name not in backends and name not in ("undefined", "fake", "gloo", "nccl", "mpi", "ucc", "xccl"):
+            if name not in backends and name not in DIST_BUILTIN + ("undefined", "fake"):
                 backends.append(str(name))
     except Exception:
         pass

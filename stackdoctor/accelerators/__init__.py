@@ -30,7 +30,7 @@ from stackdoctor.accelerators.jetson import Jetson
 from stackdoctor.accelerators.nvidia import Nvidia
 from stackdoctor.facts import BuildKind, Facts, TorchFacts
 
-__all__ = ["ALL", "Accelerator", "Companion", "DeviceSpec", "companion_kind", "companion_names", "import_hint", "what_if_options", "Say", "device_specs", "device_types", "gpu_code_kind", "gpu_libraries", "runtime_wheel_prefixes", "tables", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select", "CPU", "for_build", "serving", "build_label", "gpu_build_for", "TargetDevice"]
+__all__ = ["ALL", "Accelerator", "Companion", "DeviceSpec", "companion_kind", "companion_names", "import_hint", "what_if_options", "Say", "device_specs", "device_types", "gpu_code_kind", "gpu_libraries", "runtime_wheel_prefixes", "tables", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select", "CPU", "for_build", "serving", "build_label", "gpu_build_for", "TargetDevice", "with_device"]
 
 
 def _all() -> tuple[Accelerator, ...]:
@@ -179,6 +179,13 @@ def gpu_code_kind(variant: str | None) -> Accelerator | None:
     """The kind whose builds of ``variant`` carry GPU code a static reader lists ("cu130" -> NVIDIA, "rocm7.2" -> AMD)."""
     kind = for_variant(variant)
     return kind if kind is not None and kind.gpu_code else None
+
+
+def with_device(device: str | None) -> list[Accelerator]:
+    """The kinds whose devices torch reaches as this device's type ("cuda:0": NVIDIA's, Jetson's and ROCm's; "mps",
+    "npu:1"), in priority order; [] for the CPU."""
+    kind = (device or "").split(":", 1)[0]
+    return [a for a in ALL if a.device is not None and a.device.device == kind]
 
 
 def device_types() -> frozenset[str]:

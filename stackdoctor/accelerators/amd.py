@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from stackdoctor.matrix import Matrix, Release, Variant
     from stackdoctor.plan import Request
+    from stackdoctor.view import MachineView
 
 
 # --- install ---
@@ -28,6 +29,7 @@ def _override_gfx(value: str | None) -> str | None:
 
 class Amd(Accelerator):
     name = "amd"
+    rules = "stackdoctor.accelerators.amd_rules"  # its own findings (the seam: rules + texts)
     vendor = "amd"
     subject = "rocm"
     label = "AMD ROCm"
@@ -56,6 +58,13 @@ class Amd(Accelerator):
 
     def present(self, facts: Facts) -> bool:
         return any(not g.integrated for g in self.devices(facts))
+
+    def integrated_served(self, view: MachineView, matrix: Matrix | None) -> list[str]:
+        # an APU some ROCm build carries code for ("Radeon 8060S (gfx1151)"): Linux only (no ROCm torch elsewhere)
+        if matrix is None or view.platform.system not in (None, "Linux") or view.platform.is_wsl:
+            return []
+        targets = {a.split(":", 1)[0] for r in matrix.releases for v in r.variants if v.kind == self.build_kind for a in (*v.gfx, *v.arch_list)}
+        return [f"{g.name or 'AMD GPU'} ({g.gfx})" for g in view.devices(self.vendor) if g.integrated and g.gfx and g.gfx.split(":", 1)[0] in targets]
 
     # --- install ---
     gpu_code_library = "libtorch_hip.so"

@@ -22,6 +22,7 @@ def runs_x86(facts: Facts) -> bool:
 
 class Apple(Accelerator):
     name = "apple"
+    rules = "stackdoctor.accelerators.apple_rules"  # its own findings (the seam: rules + texts)
     vendor = "apple"
     subject = "apple"
     label = "Apple MPS"

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from stackdoctor.matrix import Matrix, Release, Variant
     from stackdoctor.plan import Request
+    from stackdoctor.view import MachineView
 
 
 __all__ = ["Accelerator", "Companion", "DeviceSpec", "FitNotes", "FitTarget", "Say", "TargetDevice", "Unfit", "Verified", "device_summary", "unverified"]
@@ -227,6 +228,7 @@ class Accelerator:
     rules: ClassVar[str | None] = None  # "my_plugin.rules": a module whose @rule functions join the catalogue
     locale: ClassVar[str | None] = None  # "my_plugin": a package with locale/en.yaml and zh.yaml (codes, sentences)
     device: ClassVar[DeviceSpec | None] = None  # how the kernel and allreduce workers run on its device
+    peaks: ClassVar[bool] = False  # the matrix's peaks (peaks.yaml, FP32 lanes x SMs x clock) know its devices' TFLOPS
     companions: ClassVar[tuple[str, ...]] = ()  # distributions installed beside torch for it ("torch-npu")
     torch_api_needs: ClassVar[str | None] = None  # torch is asked about it only where this module is installed ("torch_npu")
     what_if_option: ClassVar[str | None] = None  # install's what-if flag naming one of its devices ("--npu 910B"), as --gpu does
@@ -297,6 +299,16 @@ class Accelerator:
         """The installed torch, a build of ``kind`` (:func:`stackdoctor.accelerators.build_kind`), is a build for
         this kind; a CPU build targets none (MPS is in macOS's CPU build, but a CPU build mismatches nothing)."""
         return kind is not None and kind != "cpu" and kind == self.build_kind
+
+    def reached(self, view: MachineView) -> bool:
+        """A witness saw this kind here: its hardware (:meth:`present`) or any of its devices the view joined, an
+        integrated one too. What makes a build of its kind that torch calls unavailable this machine's problem."""
+        return self.present(view.facts) or bool(view.devices(self.vendor))
+
+    def integrated_served(self, view: MachineView, matrix: Matrix | None) -> list[str]:
+        """Its integrated GPUs that some build of its kind in the matrix carries code for, as a finding names them
+        ("Radeon 8060S (gfx1151)"): an iGPU torch would run on, which only a build for it drives. [] for none."""
+        return []
 
     def needs_build(self, facts: Facts) -> bool:
         """This machine has a device of this kind that only a build for it drives: present, and usable or a

@@ -17,6 +17,7 @@ XPU_FAMILIES = re.compile(  # the GPU names of the families PyTorch's XPU build 
 
 class Intel(Accelerator):
     name = "intel"
+    rules = "stackdoctor.accelerators.intel_rules"  # its own findings (the seam: rules + texts)
     vendor = "intel"
     subject = "intel"
     label = "Intel XPU"

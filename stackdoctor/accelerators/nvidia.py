@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from stackdoctor.matrix import Matrix, Release, Variant
     from stackdoctor.plan import Request
+    from stackdoctor.view import MachineView
 
 
 # torch.cuda's devices, for the workers: NVIDIA's, and ROCm's and Jetson's, which torch also reaches as "cuda"
@@ -54,6 +55,7 @@ def cuda_count(torch: TorchFacts) -> int | None:
 
 class Nvidia(Accelerator):
     name = "nvidia"
+    rules = "stackdoctor.accelerators.nvidia_rules"  # its own findings (the seam: rules + texts)
     vendor = "nvidia"
     subject = "nvidia"
     label = "NVIDIA CUDA"
@@ -74,9 +76,14 @@ class Nvidia(Accelerator):
     gpu_code = "cuda"
     gpu_libraries = ("torch/lib/libtorch_cuda.so", "torch/lib/torch_cuda.dll")
     device = CUDA_DEVICE
+    peaks = True  # peaks.yaml names NVIDIA GPUs; its probe gives the SM count and clock the FP32-lanes rule needs
 
     def present(self, facts: Facts) -> bool:
         return bool(self.devices(facts))
+
+    def reached(self, view: MachineView) -> bool:
+        # the driver's own CUDA level (a tool, or torch's "found version NNNN") proves a driver even where no tool lists a GPU
+        return super().reached(view) or view.runtime("nvidia").value is not None
 
     # --- install ---
     gpu_code_library = "libtorch_cuda.so"

@@ -97,7 +97,7 @@ def runtime_line(f: Facts) -> str:
     if t.imported is False and not t.import_error:
         if f.apple.is_macos:
             return _t("runtime_macos_build") + _t("clause_sep") + _available(f)
-        if (t.variant or "cpu") != "cpu":
+        if t.variant and t.variant != accelerators.CPU:
             return _t("runtime_variant_build", variant=t.variant) + _t("clause_sep") + _available(f)
     return _t("runtime_cpu_only")
 

@@ -49,7 +49,8 @@ def witness_rows(view: MachineView, lang: str = "en") -> list[WitnessRow]:
     """Every reconciled value with its witnesses, then the disagreements and the recognised messages (labels in ``lang``)."""
     rows = [r for r in (_seen(ui("w_driver", lang), view.driver("nvidia")), _seen(ui("w_cuda", lang), view.runtime("nvidia"))) if r]
     for g in view.gpus:
-        label = f"{g.vendor.upper() if g.vendor != 'apple' else 'Apple'} GPU{g.index}"
+        kind = accelerators.by_vendor(g.vendor)
+        label = f"{kind.vendor_label if kind is not None and kind.vendor_label else g.vendor.upper()} GPU{g.index}"
         rows.append(WitnessRow(label, g.name or "-", ui("w_seen_by", lang), ", ".join(g.witnesses) or "-"))
         for field, key in _FIELDS:
             value = getattr(g, field)

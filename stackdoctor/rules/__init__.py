@@ -7,11 +7,15 @@
 - :mod:`.python` — the target Python
 - :mod:`.torch` — the installed wheel
 - :mod:`.runtime` — what torch sees when it runs
-- :mod:`.toolkit` — nvcc
 - :mod:`.network` — Thunderbolt links
 - :mod:`.kernels` — kernel and collective results
 - :mod:`.requirements` — the project's ``[tool.stackdoctor]``
 - :mod:`.ok` — one ``<layer>-ok`` per healthy layer
+
+A kind's own findings (``driver-too-old``, ``gpu-arch-unsupported``, ``nvcc-mismatch``, ``rocm-gfx-unsupported``,
+``xpu-unavailable``, ``mps-unavailable`` ...) are declared by the module its :attr:`Accelerator.rules` names
+(``stackdoctor/accelerators/nvidia_rules.py``, ``amd_rules.py``, ``intel_rules.py``, ``apple_rules.py``, a
+plug-in's), with the group of their layer, and join this one registry.
 
 Adding a finding: one ``@rule`` function in the module of its layer, plus its entry in
 ``stackdoctor/locale/en.yaml`` and ``zh.yaml`` (title, explain, detail and fix templates).
@@ -33,7 +37,6 @@ from stackdoctor.rules import (  # noqa: F401  (importing declares the rules, in
     python,
     requirements,
     runtime,
-    toolkit,
     torch,
 )
 from stackdoctor.rules.core import REGISTRY, RULE_ERROR, Ctx, Gates, Rule, RuleError, judge, ordered, rule

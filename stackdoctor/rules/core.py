@@ -56,15 +56,21 @@ REGISTRY: dict[str, Rule] = {}
 
 
 def rule(
-    code: str, *, severity: Severity, layer: str, defers_to: Sequence[str] = (), summary: bool = False
+    code: str,
+    *,
+    severity: Severity,
+    layer: str,
+    defers_to: Sequence[str] = (),
+    summary: bool = False,
+    group: str | None = None,
 ) -> Callable[[Callable[[Ctx], None]], Callable[[Ctx], None]]:
-    """Declare the rule that produces ``code``."""
+    """Declare the rule that produces ``code``. Its group is the declaring module's name (``driver``) unless given: a
+    kind's own rule (``stackdoctor/accelerators/nvidia_rules.py``) names the layer group it belongs with."""
 
     def deco(fn: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
         if code in REGISTRY:
             raise ValueError(f"rule for {code!r} declared twice ({REGISTRY[code].name} and {fn.__module__}.{fn.__name__})")
-        group = fn.__module__.rsplit(".", 1)[-1]
-        REGISTRY[code] = Rule(code, severity, layer, fn, group, tuple(defers_to), summary)
+        REGISTRY[code] = Rule(code, severity, layer, fn, group or fn.__module__.rsplit(".", 1)[-1], tuple(defers_to), summary)
         return fn
 
     return deco

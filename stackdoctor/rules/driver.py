@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
 
-from stackdoctor import matrix as mx
 from stackdoctor.facts import Disagreement
 from stackdoctor.reconcile import DERIVED, user_space_driver
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.rules.helpers import amd_pci, built_for_files, install_fix, nvidia_pci, windows_driver
-from stackdoctor.versions import release as vt
+from stackdoctor.rules.helpers import amd_pci, nvidia_pci
 from stackdoctor.versions import same_release
 from stackdoctor.view import MachineView
 
@@ -173,60 +170,6 @@ def wsl_driver(ctx: Ctx) -> None:
         )
 
 
-def _too_old_verdict(ctx: Ctx) -> tuple[str | None, dict[str, Any]]:
-    """("no" | "minor-compat" | "full" | None, values for the texts) for the installed CUDA torch and the driver."""
-    f, t = ctx.facts, ctx.facts.torch
-    if built_for_files(f) != "cuda" or not t.cuda or f.jetson.is_jetson:
-        return None, {}
-    driver = f.driver("nvidia").value
-    ceiling = f.runtime("nvidia").value
-    row = ctx.matrix.cuda_row(t.cuda) if ctx.matrix is not None else None
-    windows = windows_driver(f)
-    verdict: str | None = None
-    if row is not None and driver:
-        verdict = mx.driver_meets(row, driver, windows)
-    elif ceiling and vt(ceiling) and vt(t.cuda):
-        # no driver version, but the driver's own CUDA level (a tool, or torch's "found version NNNN")
-        verdict = "no" if vt(t.cuda)[0] > vt(ceiling)[0] else None  # a newer minor of the same major runs (minor-version compatibility)
-    proof = next((e for e in f.evidence if e.proves == "driver-too-old"), None)
-    if verdict is None and proof is not None:
-        verdict = "no"
-    floor, minimum = _driver_floors(row, windows)
-    values = dict(
-        torch=t.version or "?",
-        cuda=t.cuda,
-        driver=driver or "?",
-        driver_cuda=ceiling or "?",
-        floor=floor,
-        minimum=minimum,
-        os="Windows" if windows else "Linux",
-        error=proof.line if proof else (t.cuda_error or ""),
-    )
-    return verdict, values
-
-
-def _driver_floors(row: Any, windows: bool) -> tuple[str, str]:
-    """(the minor-version-compatibility floor, the driver the CUDA release ships with) for the OS, "?" when unknown."""
-    if row is None:
-        return "?", "?"
-    floor = (row.minor_compat_floor_windows if windows else row.minor_compat_floor_linux) or "?"
-    return floor, (row.min_driver_windows if windows else row.min_driver_linux) or floor
-
-
-@rule("driver-too-old", severity="fail", layer="driver")
-def driver_too_old(ctx: Ctx) -> None:
-    verdict, values = _too_old_verdict(ctx)
-    if verdict == "no":
-        detail = "default" if values["driver"] != "?" else "no_driver_version"
-        ctx.add(detail=detail, facts=["reconciled.nvidia_driver", "reconciled.cuda_driver_version", "torch.cuda"], install=install_fix(ctx), **values)
-
-
-@rule("driver-minor-compat", severity="warn", layer="driver")
-def driver_minor_compat(ctx: Ctx) -> None:
-    verdict, values = _too_old_verdict(ctx)
-    if verdict == "minor-compat":
-        values.pop("error", None)
-        ctx.add(facts=["reconciled.nvidia_driver", "torch.cuda"], install=install_fix(ctx), **values)
 
 
 def kfd_refused(f: MachineView) -> str | None:

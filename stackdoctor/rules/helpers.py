@@ -107,12 +107,10 @@ def variant_row(ctx: Ctx) -> Any:
     if name:
         return rel.variant(name)
     kind = built_for_files(ctx.facts)
-    for v in rel.variants:
-        if kind == "cuda" and v.kind == "cuda" and v.cuda == mm(ctx.facts.torch.cuda):
-            return v
-        if kind == "cpu" and v.kind == "cpu":
-            return v
-    return None
+    cuda = mm(ctx.facts.torch.cuda)
+    # a label-less build is PyPI's: the CPU build's row, or the row of a build whose CUDA level it has (a ROCm or
+    # XPU build always carries its label, so none of theirs is label-less)
+    return next((v for v in rel.variants if v.kind == kind and (v.cuda == cuda if v.cuda else kind == accelerators.CPU)), None)
 
 
 def index_for(ctx: Ctx, variant: str | None) -> str | None:
@@ -143,7 +141,7 @@ def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None
     current = (public(facts.torch.version), variant_name(facts))
     chosen = accelerators.select(facts.facts)
     # a CPU build is no fix where a GPU is usable, nor where an NVIDIA driver is known to be there
-    want_gpu = (chosen is not None and chosen.build_kind != "cpu") or bool(
+    want_gpu = (chosen is not None and chosen.build_kind != accelerators.CPU) or bool(
         facts.driver("nvidia").value
         or facts.runtime("nvidia").value
         or any(e.proves in ("driver-too-old", "driver-cuda-level") for e in facts.evidence)  # torch's words prove a driver
@@ -160,7 +158,7 @@ def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None
             continue
         if plan.variant == current[1] and _older(plan.torch_version, current[0]):
             continue  # no fix downgrades torch to reach the variant it already has
-        if want_gpu and plan.variant == "cpu":
+        if want_gpu and accelerators.gpu_build_for(plan.variant) is None:
             continue  # a CPU build is no fix on a machine whose GPU should work
         if req.torch:
             return f"stackdoctor install --torch {plan.torch_version} --variant {plan.variant}"

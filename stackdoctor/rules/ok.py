@@ -89,8 +89,9 @@ def runtime_ok(ctx: Ctx) -> None:
     elif t.mps_available:
         _ok(ctx, "runtime", True, "gpu", backend="MPS", count=1)
     elif t.xpu_available:
-        _ok(ctx, "runtime", True, "gpu", backend="XPU", count=len([d for d in t.devices if d.kind == "xpu"]) or "?")
-    elif built_for(f) == "cpu" and (acc is None or acc.build_kind == "cpu"):
+        intel = accelerators.by_name("intel")
+        _ok(ctx, "runtime", True, "gpu", backend="XPU", count=(intel.torch_count(t) if intel is not None else None) or "?")
+    elif built_for(f) == accelerators.CPU and (acc is None or acc.build_kind == accelerators.CPU):
         _ok(ctx, "runtime", True, "cpu")
 
 

@@ -7,10 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from stackdoctor import accelerators
-from stackdoctor.accelerators.apple import is_mac, runs_x86
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.rules.helpers import amd_gpus, built_for, imports, nvidia_gpus, python_exe, read_only, release, torch_found_no_driver
-from stackdoctor.versions import release as vt
+from stackdoctor.rules.helpers import built_for, imports, nvidia_gpus, python_exe, read_only, torch_found_no_driver
 
 
 def visible_count(value: str, gpus: Sequence[Any]) -> int:
@@ -67,7 +65,8 @@ def cuda_visible_devices_hides_all(ctx: Ctx) -> None:
             ctx.add(facts=[f"environment.{var}", "rocm.gpus"], var=var, value=env[var], count=len(r.gpus))
 
 
-_XPU_INIT = re.compile(r"Failed to initialize XPU devices|XPU device count is zero|No XPU devices are available", re.I)
+
+
 _NO_DEVICE = re.compile(r"No CUDA GPUs are available|no CUDA-capable device is detected|cudaErrorNoDevice", re.I)
 
 
@@ -75,7 +74,8 @@ def _torch_counts_none_under_a_driver(ctx: Ctx) -> bool:
     """A CUDA torch that ran, reached a driver (its runtime's driver CUDA level, or another witness) and counted
     no device, with nothing said but "no device": what a device-hiding variable does (cudaErrorNoDevice)."""
     f, t = ctx.facts, ctx.facts.torch
-    if not imports(t) or accelerators.build_kind(t) != "cuda" or t.cuda_available is not False or (t.device_count or 0) != 0:
+    nvidia = accelerators.by_name("nvidia")  # the variable is CUDA's: asked of NVIDIA's kind
+    if not imports(t) or nvidia is None or not nvidia.targeted(accelerators.build_kind(t)) or t.cuda_available is not False or (t.device_count or 0) != 0:
         return False
     if torch_found_no_driver(t) or (t.cuda_error and not _NO_DEVICE.search(t.cuda_error)):
         return False
@@ -164,14 +164,12 @@ CAUSES = (
 def cuda_unavailable(ctx: Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
     kind = built_for(f)
-    if kind not in ("cuda", "rocm") or t.cuda_available is not False:
+    acc = accelerators.for_build(kind)
+    # a build whose kind torch answers for through torch.cuda (CUDA's, ROCm's HIP), with a device of a kind it
+    # targets seen by some witness (a Jetson's iGPU, an NVIDIA driver's CUDA level, an AMD APU too)
+    if acc is None or acc.available_field != "cuda_available" or t.cuda_available is not False:
         return
-    if kind == "cuda":
-        nv = accelerators.by_name("nvidia")
-        seen = (nv is not None and nv.present(f.facts)) or f.jetson.is_jetson or f.runtime("nvidia").value is not None
-        if not seen:
-            return
-    if kind == "rocm" and not amd_gpus(f):
+    if not any(a.targeted(kind) and a.reached(f) for a in accelerators.ALL):
         return
     causes = [c for c in CAUSES if ctx.has(c)]
     key = "explained" if causes else "default"
@@ -190,65 +188,8 @@ def cuda_unavailable(ctx: Ctx) -> None:
     )
 
 
-@rule("xpu-unavailable", severity="fail", layer="runtime", defers_to=("torch-backend-mismatch",))
-def xpu_unavailable(ctx: Ctx) -> None:
-    """An XPU build on a machine with an Intel GPU the build targets, but torch.xpu.is_available() is False."""
-    f, t = ctx.facts, ctx.facts.torch
-    intel = accelerators.by_name("intel")
-    if built_for(f) != "xpu" or t.xpu_available is not False or intel is None:
-        return
-    # torch's own words that its XPU runtime found no device to initialise (c10/xpu/XPUFunctions.cpp: "Failed to
-    # initialize XPU devices" from torch 2.6 on, "XPU device count is zero!" before): with an Intel GPU here, the
-    # driver / Level Zero side, even for a GPU whose family the matrix does not list
-    said = bool(_XPU_INIT.search(t.xpu_error or ""))
-    if not (intel.usable(f.facts) or (said and intel.present(f.facts))):
-        return
-    if ctx.has("torch-backend-mismatch"):
-        return
-    ctx.add(
-        detail="default",
-        facts=["torch.xpu_available", "torch.xpu_error", "intel.gpus"],
-        torch=t.version,
-        gpus=", ".join(f"Intel {g.name or g.device_id} ({g.driver or 'no driver'})" for g in f.intel.gpus if g.xpu or not intel.usable(f.facts)) or "-",
-        error=t.xpu_error or "-",
-        python=python_exe(f),
-        os=f.platform.os_id or f.platform.system or "?",
-    )
 
 
-@rule("mps-unavailable", severity="fail", layer="runtime")
-def mps_unavailable(ctx: Ctx) -> None:
-    f, t, a = ctx.facts, ctx.facts.torch, ctx.facts.apple
-    if not is_mac(f.facts) or not t.installed or t.mps_available is not False:
-        return
-    rel = release(ctx, t.version)
-    mps_floor = getattr(rel, "mps_min_macos", None) if rel is not None else None
-    if a.rosetta or runs_x86(f.facts) and a.arch == "arm64":
-        key = "rosetta"
-    elif t.mps_built is False:
-        key = "not_built"
-    elif mps_floor and a.macos_version and vt(a.macos_version) < vt(mps_floor):
-        key = "old_macos"
-    elif a.arch == "x86_64" or (a.chip and "Intel" in a.chip):
-        return  # Intel Macs have no MPS in current torch: not a problem to fix
-    else:
-        key = "default"
-    older = None
-    if key == "old_macos" and ctx.matrix is not None:
-        for r in ctx.matrix.releases:
-            if r.mps_min_macos and vt(a.macos_version) >= vt(r.mps_min_macos):
-                older = str(r.version)
-                break
-    ctx.add(
-        detail=key,
-        fix=key if (key != "old_macos" or older) else "old_macos_no_torch",
-        facts=["torch.mps_available", "torch.mps_built", "apple.macos_version", "apple.rosetta"],
-        torch=t.version,
-        macos=a.macos_version or "?",
-        floor=mps_floor or "?",
-        older=older or "",
-        python=python_exe(f),
-    )
 
 
 __all__ = ["CAUSES", "nvidia_gpus", "visible_count"]

@@ -11,12 +11,10 @@ from stackdoctor.accelerators.apple import is_mac, runs_x86
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
     built_for,
-    built_for_files,
     import_failed,
     imports,
     index_for,
     install_fix,
-    nvidia_witnesses,
     python_exe,
     read_only,
     release,
@@ -231,7 +229,7 @@ def torch_cpu_only(ctx: Ctx) -> None:
     model's answer, the same one ``install`` plans with); the fix is ``install``'s plan."""
     f, t = ctx.facts, ctx.facts.torch
     acc = accelerators.select(f.facts)
-    if built_for(f) != "cpu" or acc is None or acc.build_kind == "cpu":
+    if built_for(f) != accelerators.CPU or acc is None or acc.build_kind == accelerators.CPU:
         return
     said = acc.cpu_build()  # the kind's verdict on a CPU build (XPU builds are newer: a missed opportunity on Intel)
     if said is None:
@@ -251,15 +249,16 @@ def torch_cpu_only(ctx: Ctx) -> None:
 def torch_backend_mismatch(ctx: Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
     kind = built_for(f)
-    if kind is None or kind == "cpu" or f.jetson.is_jetson:
+    if kind is None or kind == accelerators.CPU or f.jetson.is_jetson:
         return
-    # the build's own kinds have no device here, and another kind's device needs a build of its own
+    # the build's own kinds have no device here, and another kind's device needs a build of its own (a Jetson's
+    # needs none here: a Jetson returned above), else another kind's integrated GPU its builds carry code for (an APU)
     if any(a.targeted(kind) and a.present(f.facts) for a in accelerators.ALL):
         return
-    acc = next((a for a in accelerators.ALL if a.name != "jetson" and not a.targeted(kind) and a.needs_build(f.facts)), None)
-    apus = _rocm_apus(ctx) if acc is None and kind != "rocm" else []
-    if acc is None and apus:
-        acc = accelerators.by_vendor("amd")
+    acc = next((a for a in accelerators.ALL if not a.targeted(kind) and a.needs_build(f.facts)), None)
+    apus: list[str] = []
+    if acc is None:
+        acc, apus = next(((a, found) for a in accelerators.ALL if not a.targeted(kind) and (found := a.integrated_served(f, ctx.matrix))), (None, []))
     if acc is None:
         return
     ctx.add(
@@ -270,20 +269,6 @@ def torch_backend_mismatch(ctx: Ctx) -> None:
         machine=acc.vendor_label,
         gpus=", ".join(apus) if apus else acc.named(f.facts),
     )
-
-
-def _rocm_apus(ctx: Ctx) -> list[str]:
-    """AMD integrated GPUs (APUs) some ROCm build in the matrix carries code for ("Radeon 8060S (gfx1151)"):
-    such an APU is what the machine has torch run on, and only a ROCm build drives it."""
-    f = ctx.facts
-    if ctx.matrix is None or f.platform.system not in (None, "Linux") or f.platform.is_wsl:
-        return []
-    targets = {a.split(":", 1)[0] for r in ctx.matrix.releases for v in r.variants if v.kind == "rocm" for a in (*v.gfx, *v.arch_list)}
-    out = []
-    for g in f.gpus:
-        if g.vendor == "amd" and g.integrated and g.gfx and g.gfx.split(":", 1)[0] in targets:
-            out.append(f"{g.name or 'AMD GPU'} ({g.gfx})")
-    return out
 
 
 def _pair(ctx: Ctx, pkg: str, installed: str | None, expected: str | None, strict_suffix: bool) -> None:
@@ -368,7 +353,7 @@ def torch_arch_list_mismatch(ctx: Ctx) -> None:
     if own == files:
         return
     variant = variant_name(f)
-    index = index_for(ctx, variant) if variant and variant != "cpu" else None
+    index = index_for(ctx, variant) if variant and variant != accelerators.CPU else None
     want = public(t.version or "")
     cmd = f'{python_exe(f)} -m pip install --force-reinstall --no-deps "torch=={want}"'
     if index:
@@ -464,45 +449,6 @@ def conda_pip_mix(ctx: Ctx) -> None:
 __all__ = ["is_mac"]
 
 
-def _size(n: int) -> str:
-    """Bytes for a person: "5.4 GB", "612 MB" (decimal, as disks and pip report them)."""
-    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= div:
-            return f"{n / div:.3g} {unit}"
-    return f"{n} B"
-
-
-@rule("torch-gpu-build-no-gpu", severity="warn", layer="torch", defers_to=("container-no-gpu", "torch-backend-mismatch"))
-def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
-    """A CUDA build where no witness sees an NVIDIA GPU or driver: the CPU build would do, and the
-    NVIDIA runtime packages' disk (measured from their RECORD files) would be saved."""
-    f, t = ctx.facts, ctx.facts.torch
-    if not t.installed or built_for_files(f) != "cuda" or t.cuda_available or f.jetson.is_jetson or f.apple.is_macos:
-        return
-    if ctx.has("container-no-gpu") or ctx.has("torch-backend-mismatch") or nvidia_witnesses(f):
-        return  # a witness saw NVIDIA hardware or a driver: "no NVIDIA GPU" would contradict it
-    if accelerators.select(f.facts) is not None and accelerators.select(f.facts).build_kind != "cpu":  # type: ignore[union-attr]
-        return  # another accelerator is there: torch-backend-mismatch speaks of it
-    sizes = {k: v for k, v in t.runtime_bytes.items() if k.startswith("nvidia-")}
-    fix = install_fix(ctx, keep_torch=True, exclude=variant_name(f))
-    if "--variant" not in fix:
-        fix += " --variant cpu"
-    if sizes:
-        fix += " --remove-leftovers"  # the NVIDIA packages go too: that is the disk saved
-    largest = sorted(sizes.items(), key=lambda kv: -kv[1])[:2]
-    # read from the files only, inside a container (or with no PCI list to read): a GPU passed in may be known
-    # only to a running torch, so the fast path says what it could not verify instead of "no NVIDIA GPU"
-    unverified = read_only(t) and (bool(f.platform.container) or f.platform.system not in (None, "Linux"))
-    ctx.add(
-        detail=("unverified" if sizes else "unverified_unknown_size") if unverified else ("default" if sizes else "unknown_size"),
-        facts=["torch.variant", "torch.cuda", "torch.runtime_bytes", "reconciled.gpus"],
-        install=fix,
-        torch=t.version or "?",
-        cuda=t.cuda or "?",
-        count=len(sizes),
-        size=_size(sum(sizes.values())),
-        largest=", ".join(f"{k} {_size(v)}" for k, v in largest),
-    )
 
 
 @rule("torch-numpy-missing", severity="warn", layer="runtime")
