@@ -540,7 +540,7 @@ def witness_matrix(
     ``serves_index`` is false (a find-links page or folder) is no index: its builds keep their variant's index.
     ``artifacts``: releases the matrix knows but whose build for the target a source serves and the matrix lacks
     (a missing (release, variant, platform)): learned too, and merged into the known row variant by variant."""
-    from stackdoctor.matrix import _build, parse_matrix_text
+    from stackdoctor.matrix import build, parse_matrix_text
 
     notes: list[str] = []
     newest = matrix.releases[0].version if matrix.releases else Version("0")
@@ -571,7 +571,7 @@ def witness_matrix(
     text = yaml.safe_dump({"schema": "stackdoctor.matrix/1", "releases": rows}, sort_keys=False)
     parsed = parse_matrix_text(text, "index witness")
     base = [(f, _parsed_of(matrix)) for f in ("matrix",)]
-    return _build([*base, ("index witness", parsed)]), notes
+    return build([*base, ("index witness", parsed)]), notes
 
 
 def _witnessed(matrix: Any, src: Source, row: dict[str, Any], known: set[str], notes: list[str]) -> dict[str, Any]:
@@ -590,9 +590,9 @@ def _witnessed(matrix: Any, src: Source, row: dict[str, Any], known: set[str], n
 
 def _parsed_of(matrix: Any) -> Any:
     """A :class:`Matrix` as a parsed layer (so :func:`_build` can layer witness rows over it): every declared table's rows."""
-    from stackdoctor.matrix import TABLES, _Parsed
+    from stackdoctor.matrix import TABLES, Parsed
 
-    return _Parsed({t.key: t.rows(matrix.table(t.key)) for t in TABLES}, layered=True)
+    return Parsed({t.key: t.rows(matrix.table(t.key)) for t in TABLES}, layered=True)
 
 
 def _infer_gpu_code(matrix: Any, version: str, vr: dict[str, Any]) -> None:

@@ -88,11 +88,11 @@ def test_the_plugin_group_is_looked_for_only_where_it_can_be(tmp_path) -> None:
 def cache_home(tmp_path, monkeypatch):
     monkeypatch.setenv("STACKDOCTOR_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("STACKDOCTOR_NO_CACHE", raising=False)
-    load._embedded.cache_clear()
-    load._embedded_matrix.cache_clear()
+    load.embedded_parts.cache_clear()
+    load.embedded_matrix.cache_clear()
     yield tmp_path / "cache"
-    load._embedded.cache_clear()
-    load._embedded_matrix.cache_clear()
+    load.embedded_parts.cache_clear()
+    load.embedded_matrix.cache_clear()
 
 
 def _rows(parts) -> list:
@@ -100,16 +100,16 @@ def _rows(parts) -> list:
 
 
 def test_the_kept_matrix_is_the_parsed_one(cache_home) -> None:
-    parsed = load._embedded()
+    parsed = load.embedded_parts()
     files = list(cache_home.glob("matrix-*.pickle"))
     assert len(files) == 1 and stat.S_IMODE(files[0].stat().st_mode) == 0o600
-    load._embedded.cache_clear()
-    kept = load._embedded()
+    load.embedded_parts.cache_clear()
+    kept = load.embedded_parts()
     assert kept is not parsed and _rows(kept) == _rows(parsed)
 
 
 def test_a_foreign_or_broken_cache_is_not_read(cache_home) -> None:
-    load._embedded()
+    load.embedded_parts()
     (path,) = cache_home.glob("matrix-*.pickle")
     k = path.name[len("matrix-") : -len(".pickle")]
     assert parsecache.read("matrix", k) is not None
@@ -118,8 +118,8 @@ def test_a_foreign_or_broken_cache_is_not_read(cache_home) -> None:
     os.chmod(path, 0o600)
     path.write_bytes(b"not a pickle")
     assert parsecache.read("matrix", k) is None
-    load._embedded.cache_clear()
-    assert _rows(load._embedded()) and parsecache.read("matrix", k) is not None  # parsed again, and kept again
+    load.embedded_parts.cache_clear()
+    assert _rows(load.embedded_parts()) and parsecache.read("matrix", k) is not None  # parsed again, and kept again
 
 
 def test_a_changed_input_is_a_new_key() -> None:

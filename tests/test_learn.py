@@ -267,10 +267,10 @@ def test_no_fix_downgrades_to_reach_the_same_variant():
 
 
 def test_matrix_show_json_has_every_table():
-    from stackdoctor.matrix import _TOP_KEYS
+    from stackdoctor.matrix import TOP_KEYS
 
     data = _shipped().to_data()
-    assert _TOP_KEYS - {"note"} <= set(data)
+    assert TOP_KEYS - {"note"} <= set(data)
     assert data["l4t_releases"] and data["intel_gpus"] and data["pypi_default"]
 
 

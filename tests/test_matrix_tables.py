@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from stackdoctor.errors import MatrixError
-from stackdoctor.matrix import TABLES, Field, Matrix, Table, _build, _Parsed, load_matrix, parse_matrix_text
+from stackdoctor.matrix import TABLES, Field, Matrix, Parsed, Table, build, load_matrix, parse_matrix_text
 from stackdoctor.matrix.schema_doc import render, shipped_path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,7 +74,7 @@ def test_a_table_declared_in_a_test_is_parsed_layered_validated_and_shown(tmp_pa
     # a matrix of the files alone, and the built matrix as a layer again (learn.witness_matrix's use)
     alone = load_matrix([a], embedded=False, tables=REGISTRY)
     assert alone.table("widgets") == {"bolt": Widget("bolt", 3, "a", ("grey",)), "nut": Widget("nut", 1, "a")} and not alone.releases
-    again = _build([("matrix", _Parsed({t.key: t.rows(m.table(t.key)) for t in REGISTRY}, layered=True))], REGISTRY)
+    again = build([("matrix", Parsed({t.key: t.rows(m.table(t.key)) for t in REGISTRY}, layered=True))], REGISTRY)
     assert again.to_data() | {"files": []} == data | {"files": []}
 
 
@@ -166,7 +166,7 @@ def test_a_built_matrix_is_a_layer_again_without_merging_twice():
     from stackdoctor.learn import _parsed_of
 
     m = load_matrix()
-    again = _build([("matrix", _parsed_of(m))])
+    again = build([("matrix", _parsed_of(m))])
     assert again.to_data() | {"files": []} == m.to_data() | {"files": []}
     learned_patch = next(r for r in m.releases if r.learned and r.source.count("learned") == 1 and "; " in r.source)
     assert again.release(str(learned_patch.version)).source == learned_patch.source

@@ -7,7 +7,7 @@ schema in ``compat_matrix/SCHEMA.md``, generated from the declarations by :mod:`
 
 Every table is declared once in :mod:`stackdoctor.matrix.tables` (:data:`TABLES`): its YAML key, fields, row parser,
 layering key and merge rule, the :class:`Matrix` field it fills, how it is shown. Parsing and validation
-(:mod:`~stackdoctor.matrix.load`), layering (``_build``), :meth:`Matrix.to_data` and ``SCHEMA.md`` iterate them.
+(:mod:`~stackdoctor.matrix.load`), layering (``build``), :meth:`Matrix.to_data` and ``SCHEMA.md`` iterate them.
 
 Loading is strict: a malformed or invalid file raises :class:`~stackdoctor.errors.MatrixError` with
 one sentence naming the file, the line and the field. Only ``yaml.safe_load`` semantics are used,
@@ -24,28 +24,22 @@ The modules: ``pure`` (helpers) <- ``model`` (rows, Matrix) <- ``reader`` (YAML,
 from __future__ import annotations
 
 from stackdoctor.matrix.load import (
-    _TOP_KEYS as _TOP_KEYS,
+    TOP_KEYS as TOP_KEYS,
 )
 from stackdoctor.matrix.load import (
-    _build as _build,
+    Parsed as Parsed,
 )
 from stackdoctor.matrix.load import (
-    _embedded as _embedded,
-)
-from stackdoctor.matrix.load import (
-    _embedded_matrix as _embedded_matrix,
-)
-from stackdoctor.matrix.load import (
-    _parse_document as _parse_document,
-)
-from stackdoctor.matrix.load import (
-    _Parsed as _Parsed,
-)
-from stackdoctor.matrix.load import (
-    _read_user_file as _read_user_file,
+    build as build,
 )
 from stackdoctor.matrix.load import (
     default_index_url as default_index_url,
+)
+from stackdoctor.matrix.load import (
+    embedded_matrix as embedded_matrix,
+)
+from stackdoctor.matrix.load import (
+    embedded_parts as embedded_parts,
 )
 from stackdoctor.matrix.load import (
     learned_layer_path as learned_layer_path,
@@ -54,7 +48,13 @@ from stackdoctor.matrix.load import (
     load_matrix as load_matrix,
 )
 from stackdoctor.matrix.load import (
+    parse_document as parse_document,
+)
+from stackdoctor.matrix.load import (
     parse_matrix_text as parse_matrix_text,
+)
+from stackdoctor.matrix.load import (
+    read_user_file as read_user_file,
 )
 from stackdoctor.matrix.load import (
     top_keys as top_keys,
@@ -126,22 +126,13 @@ from stackdoctor.matrix.model import (
     Variant as Variant,
 )
 from stackdoctor.matrix.pure import (
-    _ARCH_RE as _ARCH_RE,
+    ARCH_RE as ARCH_RE,
 )
 from stackdoctor.matrix.pure import (
-    _GFX_RE as _GFX_RE,
+    GFX_RE as GFX_RE,
 )
 from stackdoctor.matrix.pure import (
-    _INDEX_NAME_RE as _INDEX_NAME_RE,
-)
-from stackdoctor.matrix.pure import (
-    _PY_RE as _PY_RE,
-)
-from stackdoctor.matrix.pure import (
-    _TEGRA as _TEGRA,
-)
-from stackdoctor.matrix.pure import (
-    _VARIANT_RE as _VARIANT_RE,
+    INDEX_NAME_RE as INDEX_NAME_RE,
 )
 from stackdoctor.matrix.pure import (
     OS_WORDS as OS_WORDS,
@@ -150,19 +141,25 @@ from stackdoctor.matrix.pure import (
     PLUGIN_VARIANT_KINDS as PLUGIN_VARIANT_KINDS,
 )
 from stackdoctor.matrix.pure import (
+    PY_RE as PY_RE,
+)
+from stackdoctor.matrix.pure import (
+    TEGRA as TEGRA,
+)
+from stackdoctor.matrix.pure import (
     VARIANT_KINDS as VARIANT_KINDS,
 )
 from stackdoctor.matrix.pure import (
-    _cc_tuple as _cc_tuple,
-)
-from stackdoctor.matrix.pure import (
-    _sass_runs as _sass_runs,
+    VARIANT_RE as VARIANT_RE,
 )
 from stackdoctor.matrix.pure import (
     arch_match as arch_match,
 )
 from stackdoctor.matrix.pure import (
     arch_runs as arch_runs,
+)
+from stackdoctor.matrix.pure import (
+    cc_tuple as cc_tuple,
 )
 from stackdoctor.matrix.pure import (
     driver_meets as driver_meets,
@@ -183,6 +180,9 @@ from stackdoctor.matrix.pure import (
     register_variant_kind as register_variant_kind,
 )
 from stackdoctor.matrix.pure import (
+    sass_runs as sass_runs,
+)
+from stackdoctor.matrix.pure import (
     variant_from_version as variant_from_version,
 )
 from stackdoctor.matrix.pure import (
@@ -198,43 +198,43 @@ from stackdoctor.matrix.reader import (
     MAX_EXPANDED_NODES as MAX_EXPANDED_NODES,
 )
 from stackdoctor.matrix.reader import (
-    _check_expansion as _check_expansion,
+    Ctx as Ctx,
 )
 from stackdoctor.matrix.reader import (
-    _check_keys as _check_keys,
+    LDict as LDict,
 )
 from stackdoctor.matrix.reader import (
-    _Ctx as _Ctx,
+    LList as LList,
 )
 from stackdoctor.matrix.reader import (
-    _LDict as _LDict,
+    check_expansion as check_expansion,
 )
 from stackdoctor.matrix.reader import (
-    _LList as _LList,
+    check_keys as check_keys,
 )
 from stackdoctor.matrix.reader import (
-    _make_loader as _make_loader,
+    make_loader as make_loader,
 )
 from stackdoctor.matrix.reader import (
-    _parse_yaml as _parse_yaml,
+    parse_yaml as parse_yaml,
 )
 from stackdoctor.matrix.reader import (
-    _tname as _tname,
+    type_name as type_name,
 )
 from stackdoctor.matrix.releases import (
-    _merge_release as _merge_release,
+    merge_release as merge_release,
 )
 from stackdoctor.matrix.releases import (
-    _merge_variant as _merge_variant,
+    merge_variant as merge_variant,
 )
 from stackdoctor.matrix.releases import (
-    _patch_base as _patch_base,
+    patch_base as patch_base,
 )
 from stackdoctor.matrix.releases import (
-    _release as _release,
+    read_release as read_release,
 )
 from stackdoctor.matrix.releases import (
-    _variant as _variant,
+    read_variant as read_variant,
 )
 from stackdoctor.matrix.table import (
     Field as Field,
@@ -246,31 +246,31 @@ from stackdoctor.matrix.table import (
     Table as Table,
 )
 from stackdoctor.matrix.table import (
-    _arch_list as _arch_list,
+    read_arch_list as read_arch_list,
 )
 from stackdoctor.matrix.table import (
-    _driver as _driver,
+    read_driver as read_driver,
 )
 from stackdoctor.matrix.table import (
-    _pythons as _pythons,
+    read_pythons as read_pythons,
 )
 from stackdoctor.matrix.table import (
-    _url as _url,
+    read_url as read_url,
 )
 from stackdoctor.matrix.tables import (
-    _CONDA_SUBDIR_RE as _CONDA_SUBDIR_RE,
+    CONDA_SUBDIR_RE as CONDA_SUBDIR_RE,
 )
 from stackdoctor.matrix.tables import (
-    _MIRROR_NAME_RE as _MIRROR_NAME_RE,
+    MIRROR_NAME_RE as MIRROR_NAME_RE,
 )
 from stackdoctor.matrix.tables import (
-    _PYPI_PLATFORMS as _PYPI_PLATFORMS,
+    PYPI_PLATFORMS as PYPI_PLATFORMS,
 )
 from stackdoctor.matrix.tables import (
     TABLES as TABLES,
 )
 from stackdoctor.matrix.tables import (
-    _merge_conda as _merge_conda,
+    merge_conda as merge_conda,
 )
 
 __all__ = [

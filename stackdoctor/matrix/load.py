@@ -11,7 +11,7 @@ from typing import Any
 
 from stackdoctor.errors import MatrixError
 from stackdoctor.matrix.model import SCHEMA, Matrix
-from stackdoctor.matrix.reader import MAX_DOCUMENT_BYTES, _check_keys, _Ctx, _parse_yaml, check_document_size
+from stackdoctor.matrix.reader import MAX_DOCUMENT_BYTES, Ctx, check_document_size, check_keys, parse_yaml
 from stackdoctor.matrix.table import Table
 from stackdoctor.matrix.tables import TABLES
 
@@ -24,10 +24,10 @@ def top_keys(tables: Sequence[Table[Any]] | None = None) -> set[str]:
     return {*_DOCUMENT_KEYS, *(t.key for t in (TABLES if tables is None else tables))}
 
 
-_TOP_KEYS = top_keys()
+TOP_KEYS = top_keys()
 
 
-class _Parsed:
+class Parsed:
     """One validated document: each table's rows (by YAML key), in the order the file gives them.
 
     ``layered``: the rows of a matrix already built (``learn.witness_matrix`` layers rows over one): they are taken
@@ -44,14 +44,14 @@ class _Parsed:
         return len(self.rows.get(key, ()))
 
 
-def _parse_document(data: Any, file: str, tables: Sequence[Table[Any]] | None = None) -> _Parsed:
+def parse_document(data: Any, file: str, tables: Sequence[Table[Any]] | None = None) -> Parsed:
     reg = TABLES if tables is None else tables
-    ctx = _Ctx(file)
-    out = _Parsed()
+    ctx = Ctx(file)
+    out = Parsed()
     if data is None:
         return out
     top = ctx.mapping(data, "the document", 1)
-    _check_keys(ctx, top, _TOP_KEYS if tables is None else top_keys(reg), "top level")
+    check_keys(ctx, top, TOP_KEYS if tables is None else top_keys(reg), "top level")
     schema = ctx.text(top, "schema", "top level")
     if schema is not None and schema != SCHEMA:
         raise ctx.fail(ctx.line_of(top, "schema"), "schema", f"unsupported schema {schema!r} (this stackdoctor reads {SCHEMA})")
@@ -65,7 +65,7 @@ def _parse_document(data: Any, file: str, tables: Sequence[Table[Any]] | None = 
             for i, item in enumerate(ctx.seq(raw, t.key, line)):
                 where = f"{t.key}[{i}]"
                 d = ctx.mapping(item, where, line)
-                _check_keys(ctx, d, t.names, where)
+                check_keys(ctx, d, t.names, where)
                 rows.extend(t.parse(ctx, d, where, ""))
         elif t.shape == "mapping":
             m = ctx.mapping(raw, t.key, line)
@@ -75,17 +75,17 @@ def _parse_document(data: Any, file: str, tables: Sequence[Table[Any]] | None = 
                 if wrong is not None:
                     raise ctx.fail(ctx.line_of(m, key), where, wrong)
                 d = ctx.mapping(item, where, ctx.line_of(m, key))
-                _check_keys(ctx, d, t.names, where)
+                check_keys(ctx, d, t.names, where)
                 rows.extend(t.parse(ctx, d, where, key))
         else:
             d = ctx.mapping(raw, t.key, line)
-            _check_keys(ctx, d, t.names, t.key)
+            check_keys(ctx, d, t.names, t.key)
             rows.extend(t.parse(ctx, d, t.key, t.key))
         out.rows[t.key] = rows
     return out
 
 
-def _build(parts: Sequence[tuple[str, _Parsed]], tables: Sequence[Table[Any]] | None = None) -> Matrix:
+def build(parts: Sequence[tuple[str, Parsed]], tables: Sequence[Table[Any]] | None = None) -> Matrix:
     """The layers in order, each table layered by its rule (a later row meets the earlier one of the same key)."""
     reg = tuple(TABLES if tables is None else tables)
     accs: dict[str, dict[Any, Any]] = {t.key: {} for t in reg}
@@ -103,12 +103,12 @@ def _build(parts: Sequence[tuple[str, _Parsed]], tables: Sequence[Table[Any]] | 
     return Matrix(**named, files=tuple(f for f, _ in parts), tables=values, registry=reg)
 
 
-def parse_matrix_text(text: str, file: str, tables: Sequence[Table[Any]] | None = None) -> _Parsed:
+def parse_matrix_text(text: str, file: str, tables: Sequence[Table[Any]] | None = None) -> Parsed:
     """Parse and validate one matrix document (raises :class:`MatrixError`)."""
-    return _parse_document(_parse_yaml(text, file), file, tables)
+    return parse_document(parse_yaml(text, file), file, tables)
 
 
-def _read_user_file(path: str | Path) -> str:
+def read_user_file(path: str | Path) -> str:
     from stackdoctor.system import TooLarge, read_bounded
 
     p = Path(path)
@@ -136,7 +136,7 @@ def _read_user_file(path: str | Path) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def _embedded() -> tuple[tuple[str, _Parsed], ...]:
+def embedded_parts() -> tuple[tuple[str, Parsed], ...]:
     from stackdoctor.parsecache import package_files  # importlib.resources.files without its zip reader's imports
 
     try:
@@ -157,18 +157,18 @@ def _embedded() -> tuple[tuple[str, _Parsed], ...]:
     inputs += [part for name, text in texts for part in (name, text)]
     inputs += parsecache.source_of(*sorted(here.glob("*.py")), here.parent / "versions.py", here.parent / "errors.py")
 
-    def parse() -> tuple[tuple[str, _Parsed], ...]:
+    def parse() -> tuple[tuple[str, Parsed], ...]:
         return tuple((name, parse_matrix_text(text, name)) for name, text in texts)
 
     def valid(kept: Any) -> bool:
-        return isinstance(kept, tuple) and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[1], _Parsed) for p in kept)
+        return isinstance(kept, tuple) and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[1], Parsed) for p in kept)
 
     return parsecache.kept("matrix", inputs, parse, valid)
 
 
 @functools.lru_cache(maxsize=1)
-def _embedded_matrix() -> Matrix:
-    return _build(_embedded())
+def embedded_matrix() -> Matrix:
+    return build(embedded_parts())
 
 
 def user_matrix_paths(extra: Sequence[str | Path] = (), env: dict[str, str] | None = None) -> list[str]:
@@ -202,7 +202,7 @@ def load_matrix(extra: Sequence[str | Path] = (), *, embedded: bool = True, tabl
     :raises MatrixError: a file is unreadable, malformed or invalid (one sentence: file, line, field).
     """
     if not embedded:
-        return _build([(str(p), parse_matrix_text(_read_user_file(p), str(p), tables)) for p in extra], tables)
+        return build([(str(p), parse_matrix_text(read_user_file(p), str(p), tables)) for p in extra], tables)
     paths = user_matrix_paths(extra)
     learned = learned_layer_path()
     try:
@@ -212,22 +212,22 @@ def load_matrix(extra: Sequence[str | Path] = (), *, embedded: bool = True, tabl
     if have_learned:
         paths = [str(learned), *paths]
     if not paths and tables is None:
-        return _embedded_matrix()
+        return embedded_matrix()
     # the user's files are read and sized first: one too big is refused before anything is parsed
-    texts = [(str(p), _read_user_file(p)) for p in paths]
-    parts = list(_embedded())
+    texts = [(str(p), read_user_file(p)) for p in paths]
+    parts = list(embedded_parts())
     for name, text in texts:
         parts.append((name, parse_matrix_text(text, name, tables)))
-    return _build(parts, tables)
+    return build(parts, tables)
 
 
 def default_index_url(name: str = "pytorch") -> str:
     """``index_url(name)`` of the embedded matrix: the default where no matrix is at hand (a ``--matrix`` file
     can move it; code that holds a :class:`Matrix` asks it instead)."""
-    return _embedded_matrix().index_url(name)
+    return embedded_matrix().index_url(name)
 
 
-def validate_file(path: str | Path) -> _Parsed:
+def validate_file(path: str | Path) -> Parsed:
     """Validate one user matrix file on its own (``stackdoctor matrix validate``)."""
-    return parse_matrix_text(_read_user_file(path), str(path))
+    return parse_matrix_text(read_user_file(path), str(path))
 

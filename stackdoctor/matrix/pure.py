@@ -34,11 +34,11 @@ class _DriverColumns(Protocol):
 
 VARIANT_KINDS = ("cpu", "cuda", "rocm", "xpu")
 
-_VARIANT_RE = re.compile(r"^(?:(?P<cpu>cpu)|cu(?P<cu>\d{2,3})|rocm(?P<rocm>\d+\.\d+(?:\.\d+)?)|(?P<xpu>xpu))$")
-_ARCH_RE = re.compile(r"^(?P<kind>sm|compute)_(?P<num>\d{2,3})(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
-_GFX_RE = re.compile(r"^gfx[0-9a-f]{3,4}$")
-_PY_RE = re.compile(r"^3\.\d{1,2}t?$")
-_INDEX_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
+VARIANT_RE = re.compile(r"^(?:(?P<cpu>cpu)|cu(?P<cu>\d{2,3})|rocm(?P<rocm>\d+\.\d+(?:\.\d+)?)|(?P<xpu>xpu))$")
+ARCH_RE = re.compile(r"^(?P<kind>sm|compute)_(?P<num>\d{2,3})(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
+GFX_RE = re.compile(r"^gfx[0-9a-f]{3,4}$")
+PY_RE = re.compile(r"^3\.\d{1,2}t?$")
+INDEX_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 # kind -> the pattern of its variants' names, for a plug-in accelerator's own build kind
 # (stackdoctor.accelerators registers it: the matrix itself knows no accelerator)
@@ -52,7 +52,7 @@ def register_variant_kind(kind: str, pattern: str) -> None:
 
 def variant_kind(name: str) -> tuple[str, str | None, str | None] | None:
     """("cuda", "13.0", None) for "cu130"; ("rocm", None, "6.2.4") for "rocm6.2.4"; None when not a variant name."""
-    m = _VARIANT_RE.match(name)
+    m = VARIANT_RE.match(name)
     if not m:
         return next(((kind, None, None) for kind, pat in PLUGIN_VARIANT_KINDS.items() if pat.match(name)), None)
     if m.group("cpu"):
@@ -76,7 +76,7 @@ def variant_from_version(version: str | None) -> str | None:
     return m.group(1) if m else local or None
 
 
-def _cc_tuple(cc: str) -> tuple[int, int] | None:
+def cc_tuple(cc: str) -> tuple[int, int] | None:
     cc = cc.strip().lower().removeprefix("sm_").removeprefix("sm")
     if "." in cc:
         a, _, b = cc.partition(".")
@@ -90,17 +90,17 @@ def _cc_tuple(cc: str) -> tuple[int, int] | None:
 
 # Tegra / integrated parts that dGPU cubins of the same major do not reach (PyTorch's DEVICE_REQUIREMENT
 # table, torch/cuda/__init__.py, compat-facts.md 6.1/6.3). 10.1 is Thor's pre-CUDA-13 name (now 11.0).
-_TEGRA = {(5, 3), (6, 2), (7, 2), (8, 7), (10, 1)}
+TEGRA = {(5, 3), (6, 2), (7, 2), (8, 7), (10, 1)}
 
 
-def _sass_runs(code: tuple[int, int], suffix: str, dev: tuple[int, int]) -> bool:
+def sass_runs(code: tuple[int, int], suffix: str, dev: tuple[int, int]) -> bool:
     if code == dev:
         return True
     if suffix == "a":  # arch-specific (sm_90a): that exact GPU only
         return False
     if code == (10, 1):  # sm_101 cubins also run on Thor renamed sm_110
         return dev == (11, 0)
-    if code in _TEGRA or dev in _TEGRA:
+    if code in TEGRA or dev in TEGRA:
         return False
     return code[0] == dev[0] and dev[1] >= code[1]  # same major, same-or-newer minor ("f" family: the same rule)
 
@@ -112,19 +112,19 @@ def arch_match(arch_list: Iterable[str], cc: str) -> str | None:
     sm_100 on Thor); ``sm_XYa`` only on exactly X.Y; ``compute_XY`` (or ``+PTX``) on any newer GPU by JIT
     (``compute_XYa`` only on X.Y).
     """
-    dev = _cc_tuple(cc)
+    dev = cc_tuple(cc)
     if dev is None:
         return None
     ptx = False
     for entry in arch_list:
-        m = _ARCH_RE.match(entry.strip())
+        m = ARCH_RE.match(entry.strip())
         if not m:
             continue
         num = m.group("num")
         code = (int(num[:-1]), int(num[-1]))
         suffix = m.group("suffix")
         if m.group("kind") == "sm":
-            if _sass_runs(code, suffix, dev):
+            if sass_runs(code, suffix, dev):
                 return "sass"
             if m.group("ptx") and (code == dev if suffix == "a" else dev >= code):
                 ptx = True

@@ -1,5 +1,5 @@
 """Reading one matrix document: safe YAML with line numbers, bounded (size, alias expansion), and the
-validation context (:class:`_Ctx`) whose failures are one sentence naming the file, the line and the field."""
+validation context (:class:`Ctx`) whose failures are one sentence naming the file, the line and the field."""
 
 from __future__ import annotations
 
@@ -17,19 +17,19 @@ MAX_DOCUMENT_LINES = 20_000
 MAX_ALIASES = 200
 
 
-class _LDict(dict):  # type: ignore[type-arg]
+class LDict(dict):  # type: ignore[type-arg]
     line: int = 0
     key_lines: dict[str, int]
 
 
-class _LList(list):  # type: ignore[type-arg]
+class LList(list):  # type: ignore[type-arg]
     line: int = 0
 
 
 MAX_EXPANDED_NODES = 200_000
 
 
-def _make_loader(file: str) -> Any:
+def make_loader(file: str) -> Any:
     import yaml
 
     base = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
@@ -37,9 +37,9 @@ def _make_loader(file: str) -> Any:
     class Loader(base):  # type: ignore[valid-type,misc]
         pass
 
-    def construct_mapping(loader: Any, node: Any) -> _LDict:
+    def construct_mapping(loader: Any, node: Any) -> LDict:
         loader.flatten_mapping(node)
-        d = _LDict()
+        d = LDict()
         d.line = node.start_mark.line + 1
         d.key_lines = {}
         for k_node, v_node in node.value:
@@ -51,8 +51,8 @@ def _make_loader(file: str) -> Any:
             d.key_lines[key] = v_node.start_mark.line + 1
         return d
 
-    def construct_sequence(loader: Any, node: Any) -> _LList:
-        lst = _LList(loader.construct_object(c, deep=True) for c in node.value)
+    def construct_sequence(loader: Any, node: Any) -> LList:
+        lst = LList(loader.construct_object(c, deep=True) for c in node.value)
         lst.line = node.start_mark.line + 1
         return lst
 
@@ -61,7 +61,7 @@ def _make_loader(file: str) -> Any:
     return Loader
 
 
-def _check_expansion(node: Any, file: str) -> None:
+def check_expansion(node: Any, file: str) -> None:
     """Refuse alias bombs: the document's size with every alias expanded must stay small.
 
     Aliases make the node graph a DAG; its expanded size is computed once per distinct node (memoised),
@@ -126,16 +126,16 @@ def check_document_size(text: str, file: str) -> None:
         )
 
 
-def _parse_yaml(text: str, file: str) -> Any:
+def parse_yaml(text: str, file: str) -> Any:
     import yaml
 
     check_document_size(text, file)
-    loader = _make_loader(file)(text)
+    loader = make_loader(file)(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
-        _check_expansion(node, file)
+        check_expansion(node, file)
         return loader.construct_document(node)
     except MatrixError:
         raise
@@ -152,7 +152,7 @@ def _parse_yaml(text: str, file: str) -> Any:
         loader.dispose()
 
 
-class _Ctx:
+class Ctx:
     def __init__(self, file: str) -> None:
         self.file = file
 
@@ -160,49 +160,49 @@ class _Ctx:
         return MatrixError(f"compat matrix {self.file} line {line or 1}: {where}: {what}.")
 
     def line_of(self, d: Any, key: str | None = None) -> int:
-        if isinstance(d, _LDict):
+        if isinstance(d, LDict):
             if key is not None and key in d.key_lines:
                 return d.key_lines[key]
             return d.line
         return getattr(d, "line", 1) or 1
 
-    def mapping(self, value: Any, where: str, line: int) -> _LDict:
+    def mapping(self, value: Any, where: str, line: int) -> LDict:
         if not isinstance(value, dict):
-            raise self.fail(line, where, f"expected a mapping, got {_tname(value)}")
+            raise self.fail(line, where, f"expected a mapping, got {type_name(value)}")
         return value  # type: ignore[return-value]
 
     def seq(self, value: Any, where: str, line: int) -> list[Any]:
         if not isinstance(value, list):
-            raise self.fail(line, where, f"expected a list, got {_tname(value)}")
+            raise self.fail(line, where, f"expected a list, got {type_name(value)}")
         return value
 
-    def text(self, d: _LDict, key: str, where: str, *, required: bool = False) -> str | None:
+    def text(self, d: LDict, key: str, where: str, *, required: bool = False) -> str | None:
         if key not in d or d[key] is None:
             if required:
                 raise self.fail(self.line_of(d), f"{where}.{key}", "missing (every row needs it)")
             return None
         v = d[key]
         if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-            raise self.fail(self.line_of(d, key), f"{where}.{key}", f"expected a string, got {_tname(v)}")
+            raise self.fail(self.line_of(d, key), f"{where}.{key}", f"expected a string, got {type_name(v)}")
         s = str(v).strip()
         if required and not s:
             raise self.fail(self.line_of(d, key), f"{where}.{key}", "must not be empty")
         return s
 
-    def strings(self, d: _LDict, key: str, where: str) -> tuple[str, ...]:
+    def strings(self, d: LDict, key: str, where: str) -> tuple[str, ...]:
         if key not in d or d[key] is None:
             return ()
         v = d[key]
         if not isinstance(v, list):
-            raise self.fail(self.line_of(d, key), f"{where}.{key}", f"expected a list, got {_tname(v)}")
+            raise self.fail(self.line_of(d, key), f"{where}.{key}", f"expected a list, got {type_name(v)}")
         out = []
         for i, item in enumerate(v):
             if isinstance(item, bool) or not isinstance(item, (str, int, float)):
-                raise self.fail(self.line_of(d, key), f"{where}.{key}[{i}]", f"expected a string, got {_tname(item)}")
+                raise self.fail(self.line_of(d, key), f"{where}.{key}[{i}]", f"expected a string, got {type_name(item)}")
             out.append(str(item).strip())
         return tuple(out)
 
-    def version(self, d: _LDict, key: str, where: str) -> Version:
+    def version(self, d: LDict, key: str, where: str) -> Version:
         s = self.text(d, key, where, required=True)
         assert s is not None
         try:
@@ -214,15 +214,15 @@ class _Ctx:
         return v
 
 
-def _tname(v: Any) -> str:
+def type_name(v: Any) -> str:
     if v is None:
         return "nothing"
-    return {dict: "a mapping", _LDict: "a mapping", list: "a list", _LList: "a list", str: "a string", bool: "true/false"}.get(
+    return {dict: "a mapping", LDict: "a mapping", list: "a list", LList: "a list", str: "a string", bool: "true/false"}.get(
         type(v), type(v).__name__
     )
 
 
-def _check_keys(ctx: _Ctx, d: _LDict, allowed: Collection[str], where: str) -> None:
+def check_keys(ctx: Ctx, d: LDict, allowed: Collection[str], where: str) -> None:
     for k in d:
         if k not in allowed:
             raise ctx.fail(ctx.line_of(d, k), f"{where}.{k}", f"unknown field (expected one of {', '.join(sorted(allowed))})")

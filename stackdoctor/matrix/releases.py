@@ -15,15 +15,15 @@ from stackdoctor.matrix.model import (
     Variant,
 )
 from stackdoctor.matrix.pure import (
-    _GFX_RE,
-    _PY_RE,
+    GFX_RE,
     PLUGIN_VARIANT_KINDS,
+    PY_RE,
     VARIANT_KINDS,
     parse_platform,
     variant_kind,
 )
-from stackdoctor.matrix.reader import _check_keys, _Ctx, _LDict
-from stackdoctor.matrix.table import _DERIVED, _NOTE, _UNKNOWN, Field, Part, Table, _arch_list, _one, _pythons
+from stackdoctor.matrix.reader import Ctx, LDict, check_keys
+from stackdoctor.matrix.table import DERIVED, NOTE, UNKNOWN, Field, Part, Table, one_row, read_arch_list, read_pythons
 
 # ---------------------------------------------------------------------------- releases
 
@@ -59,9 +59,9 @@ _VARIANTS = Part(
             "the URL of the index it was learned from; absent: `<pytorch>/<name>`",
         ),
         Field("runtime", "mapping", "the runtime wheels the build pins (`cuda-toolkit: \"13.2.2\"`, `nvidia-cudnn-cu13: \"9.26.0.51\"`), from its core metadata"),
-        _UNKNOWN,
-        _DERIVED,
-        _NOTE,
+        UNKNOWN,
+        DERIVED,
+        NOTE,
     ),
 )
 _PATCHES = Part(
@@ -93,7 +93,7 @@ _RELEASE_FIELDS = (
     Field("manylinux_glibc", "string", "glibc floor of plain `linux_*` platform tags of this release"),
     Field("patches", "mapping", "older patch versions and their pairings (below)"),
     Field("unknown", "list of strings", "what is not known about the release"),
-    _DERIVED,
+    DERIVED,
     Field("variants", "list", "see below; an empty list means \"builds unknown\" (the resolver skips the release and says so)"),
     Field("requires_python", "string", "the wheels' `Requires-Python` (`\">=3.11\"`)"),
     Field("triton_requirement", "string", "the torch wheel's triton requirement as written (`\"triton~=3.9.0\"`); `triton` holds an exact pin only"),
@@ -103,13 +103,13 @@ _RELEASE_FIELDS = (
         "companions (`torchvision`, `torchaudio`) paired because their own `Requires-Dist` range admits this torch (`torch>=2.11`), not an "
         "exact pin; a hand-kept pairing wins over them",
     ),
-    _NOTE,
+    NOTE,
 )
 
 
-def _variant(ctx: _Ctx, raw: Any, where: str, line: int, rel_pythons: tuple[str, ...], rel_source: str) -> Variant:
+def read_variant(ctx: Ctx, raw: Any, where: str, line: int, rel_pythons: tuple[str, ...], rel_source: str) -> Variant:
     d = ctx.mapping(raw, where, line)
-    _check_keys(ctx, d, _VARIANTS.names, where)
+    check_keys(ctx, d, _VARIANTS.names, where)
     name = ctx.text(d, "name", where, required=True)
     assert name is not None
     kind = _variant_kind(ctx, d, where, name)
@@ -119,14 +119,14 @@ def _variant(ctx: _Ctx, raw: Any, where: str, line: int, rel_pythons: tuple[str,
     for p in platforms:
         if parse_platform(p)[0] == "unknown":
             raise ctx.fail(ctx.line_of(d, "platforms"), f"{where}.platforms", f"unknown platform tag {p!r}")
-    arch = _arch_list(ctx, ctx.strings(d, "arch_list", where), ctx.line_of(d, "arch_list"), f"{where}.arch_list")
+    arch = read_arch_list(ctx, ctx.strings(d, "arch_list", where), ctx.line_of(d, "arch_list"), f"{where}.arch_list")
     by_platform = _arch_by_platform(ctx, d, where)
     gfx = tuple(g.lower() for g in ctx.strings(d, "gfx", where))
     for g in gfx:
-        if not _GFX_RE.match(g):
+        if not GFX_RE.match(g):
             raise ctx.fail(ctx.line_of(d, "gfx"), f"{where}.gfx", f"unparsable gfx target {g!r}")
     _kind_fields(ctx, d, where, name, kind[0], arch_list=bool(arch or by_platform), gfx=bool(gfx))
-    pythons = _pythons(ctx, d, "pythons", where) or rel_pythons
+    pythons = read_pythons(ctx, d, "pythons", where) or rel_pythons
     index = ctx.text(d, "index", where)
     if index is not None and index != "pypi" and not re.match(r"^(https?|file)://\S+$", index):
         raise ctx.fail(ctx.line_of(d, "index"), f"{where}.index", f"must be \"pypi\" (a label-less build of a PyPI-shaped index) or the URL of the index that serves it, not {index!r}")
@@ -155,7 +155,7 @@ def _variant(ctx: _Ctx, raw: Any, where: str, line: int, rel_pythons: tuple[str,
     )
 
 
-def _variant_kind(ctx: _Ctx, d: _LDict, where: str, name: str) -> tuple[str, str | None, str | None]:
+def _variant_kind(ctx: Ctx, d: LDict, where: str, name: str) -> tuple[str, str | None, str | None]:
     """(kind, CUDA, ROCm) of a variant from its name; a declared ``kind:`` must agree."""
     kind = variant_kind(name)
     if kind is None:
@@ -168,14 +168,14 @@ def _variant_kind(ctx: _Ctx, d: _LDict, where: str, name: str) -> tuple[str, str
     return kind
 
 
-def _arch_by_platform(ctx: _Ctx, d: _LDict, where: str) -> dict[str, tuple[str, ...]]:
+def _arch_by_platform(ctx: Ctx, d: LDict, where: str) -> dict[str, tuple[str, ...]]:
     by_platform: dict[str, tuple[str, ...]] = {}
     if d.get("arch_by_platform") is not None:
         bp = ctx.mapping(d["arch_by_platform"], f"{where}.arch_by_platform", ctx.line_of(d, "arch_by_platform"))
         for tag in bp:
             if parse_platform(tag)[0] == "unknown":
                 raise ctx.fail(ctx.line_of(bp, tag), f"{where}.arch_by_platform", f"unknown platform tag {tag!r}")
-            by_platform[tag] = _arch_list(ctx, ctx.strings(bp, tag, f"{where}.arch_by_platform"), ctx.line_of(bp, tag), f"{where}.arch_by_platform.{tag}")
+            by_platform[tag] = read_arch_list(ctx, ctx.strings(bp, tag, f"{where}.arch_by_platform"), ctx.line_of(bp, tag), f"{where}.arch_by_platform.{tag}")
     return by_platform
 
 
@@ -186,25 +186,25 @@ _KIND_FIELDS = (
 )
 
 
-def _kind_fields(ctx: _Ctx, d: _LDict, where: str, name: str, kind: str, **given: bool) -> None:
+def _kind_fields(ctx: Ctx, d: LDict, where: str, name: str, kind: str, **given: bool) -> None:
     """A field of one kind's builds (a CUDA arch list, a gfx list) given for a variant of another kind is an error."""
     for key, owner, what in _KIND_FIELDS:
         if given[key] and kind != owner:
             raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"{what}, not {name!r}")
 
 
-def _release(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[Release]:
+def read_release(ctx: Ctx, d: LDict, where: str, _key: str) -> tuple[Release]:
     version = ctx.version(d, "version", where)
     where = f"releases[{version}]"
     source = ctx.text(d, "source", where, required=True)
     assert source is not None
-    pythons = _pythons(ctx, d, "pythons", where)
+    pythons = read_pythons(ctx, d, "pythons", where)
     variants: list[Variant] = []
     if d.get("variants") is not None:
         vs = ctx.seq(d["variants"], f"{where}.variants", ctx.line_of(d, "variants"))
         seen: set[str] = set()
         for i, vraw in enumerate(vs):
-            v = _variant(ctx, vraw, f"{where}.variants[{i}]", ctx.line_of(vraw) if isinstance(vraw, dict) else ctx.line_of(d, "variants"), pythons, source)
+            v = read_variant(ctx, vraw, f"{where}.variants[{i}]", ctx.line_of(vraw) if isinstance(vraw, dict) else ctx.line_of(d, "variants"), pythons, source)
             if v.name in seen:
                 raise ctx.fail(v.line, f"{where}.variants[{i}].name", f"variant {v.name!r} listed twice")
             seen.add(v.name)
@@ -219,7 +219,7 @@ def _release(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[Release]:
             except InvalidVersion:
                 raise ctx.fail(pl, f"{where}.patches", f"unparsable version {pv!r}") from None
             pd = ctx.mapping(prow, f"{where}.patches.{pv}", pl)
-            _check_keys(ctx, pd, _PATCHES.names, f"{where}.patches.{pv}")
+            check_keys(ctx, pd, _PATCHES.names, f"{where}.patches.{pv}")
             patches.append(
                 PatchRow(
                     pver,
@@ -232,7 +232,7 @@ def _release(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[Release]:
     if d.get("python_platforms") is not None:
         pp = ctx.mapping(d["python_platforms"], f"{where}.python_platforms", ctx.line_of(d, "python_platforms"))
         for py in pp:
-            if not _PY_RE.match(py):
+            if not PY_RE.match(py):
                 raise ctx.fail(ctx.line_of(pp, py), f"{where}.python_platforms", f"unparsable Python version {py!r} (expected like \"3.13t\")")
             tags = ctx.strings(pp, py, f"{where}.python_platforms")
             if not tags:
@@ -252,7 +252,7 @@ def _release(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[Release]:
                 Version(val)
             except InvalidVersion:
                 raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"unparsable version {val!r}") from None
-    return _one(Release(
+    return one_row(Release(
         version=version,
         variants=tuple(variants),
         torchvision=ctx.text(d, "torchvision", where),
@@ -262,7 +262,7 @@ def _release(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[Release]:
         mps_min_macos=ctx.text(d, "mps_min_macos", where),
         manylinux_glibc=ctx.text(d, "manylinux_glibc", where),
         pythons=pythons,
-        torch_only_pythons=_pythons(ctx, d, "torch_only_pythons", where),
+        torch_only_pythons=read_pythons(ctx, d, "torch_only_pythons", where),
         python_platforms=python_platforms,
         released=ctx.text(d, "released", where),
         source=source,
@@ -277,7 +277,7 @@ def _release(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[Release]:
     ))
 
 
-def _merge_variant(base: Variant, over: Variant) -> Variant:
+def merge_variant(base: Variant, over: Variant) -> Variant:
     """A learned variant over a known one of the same name: what the artifacts say wins field by field (their
     arch list, Pythons, runtime pins), platforms add up, and both sources are kept (the known one still
     answers for the platforms the learned index does not serve)."""
@@ -308,13 +308,13 @@ def _merge_variant(base: Variant, over: Variant) -> Variant:
     )
 
 
-def _merge_release(base: Release, over: Release) -> Release:
+def merge_release(base: Release, over: Release) -> Release:
     """A user release row over an embedded one: given fields replace, variants merge by name (a learned
-    variant merges into the known one field by field: :func:`_merge_variant`)."""
+    variant merges into the known one field by field: :func:`merge_variant`)."""
     overs = {v.name: v for v in over.variants}
     # the known variants keep their order (a learned one merged in place), new ones follow
     variants = tuple(
-        (_merge_variant(v, overs[v.name]) if overs[v.name].learned else overs[v.name]) if v.name in overs else v for v in base.variants
+        (merge_variant(v, overs[v.name]) if overs[v.name].learned else overs[v.name]) if v.name in overs else v for v in base.variants
     ) + tuple(v for v in over.variants if v.name not in {b.name for b in base.variants})
     if over.learned and base.source and base.source != over.source:
         over = dataclasses.replace(over, source=f"{over.source}; {base.source}")
@@ -352,7 +352,7 @@ def _merged_unknown(base: Release, over: Release) -> tuple[str, ...]:
     return tuple(dict.fromkeys(over.unknown + tuple(u for u in base.unknown if not any(u.lower().startswith(k) for k in said))))
 
 
-def _patch_base(releases: dict[Version, Release], version: Version) -> Release | None:
+def patch_base(releases: dict[Version, Release], version: Version) -> Release | None:
     """The row a patch version lives in (``patches:`` of a newer row of its minor), as that version's own row."""
     for r in releases.values():
         for p in r.patches:
@@ -364,8 +364,8 @@ def _patch_base(releases: dict[Version, Release], version: Version) -> Release |
 def _layer_release(acc: dict[Any, Release], r: Release) -> Release:
     """A release row over the rows so far: over the same version, or (a learned row) over the row that lists it
     under ``patches:``."""
-    base = acc.get(r.version) or (_patch_base(acc, r.version) if r.learned else None)
-    return _merge_release(base, r) if base is not None else r
+    base = acc.get(r.version) or (patch_base(acc, r.version) if r.learned else None)
+    return merge_release(base, r) if base is not None else r
 
 
 def _release_data(r: Release) -> dict[str, Any]:
@@ -384,7 +384,7 @@ RELEASES: Table[Release] = Table(
     summary="torch releases",
     shape="list",
     fields=_RELEASE_FIELDS,
-    parse=_release,
+    parse=read_release,
     key_of=lambda r: r.version,
     merge=_layer_release,
     attr="releases",

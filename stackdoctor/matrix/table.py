@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from stackdoctor.matrix.pure import (
-    _ARCH_RE,
-    _PY_RE,
+    ARCH_RE,
+    PY_RE,
 )
-from stackdoctor.matrix.reader import _Ctx, _LDict
+from stackdoctor.matrix.reader import Ctx, LDict
 from stackdoctor.versions import dotted
 
 R = TypeVar("R")
@@ -52,7 +52,7 @@ class Table(Generic[R]):
     summary: str  # one line: the top-level block of SCHEMA.md
     shape: Literal["list", "mapping", "one"]  # a list of rows, a mapping key -> row, or one mapping
     fields: tuple[Field, ...]  # the row's fields (any other key is an error)
-    parse: Callable[[_Ctx, _LDict, str, str], Iterable[R]]  # one YAML row (where, its key) -> its rows, validated
+    parse: Callable[[Ctx, LDict, str, str], Iterable[R]]  # one YAML row (where, its key) -> its rows, validated
     key_of: Callable[[R], Hashable]  # layering: a later row with the same key meets the earlier one ...
     merge: Callable[[dict[Any, R], R], R] | None = None  # ... this way (given the rows so far); None: it replaces it
     attr: str | None = None  # the Matrix field that holds the table too (None: only Matrix.table(key))
@@ -98,25 +98,25 @@ class Table(Generic[R]):
         return [one(r) for r in value or ()]
 
 
-def _one(row: R) -> tuple[R]:
+def one_row(row: R) -> tuple[R]:
     return (row,)
 
 
 # ---------------------------------------------------------------------------- shared field parsers
 
 
-def _pythons(ctx: _Ctx, d: _LDict, key: str, where: str) -> tuple[str, ...]:
+def read_pythons(ctx: Ctx, d: LDict, key: str, where: str) -> tuple[str, ...]:
     vals = ctx.strings(d, key, where)
     for p in vals:
-        if not _PY_RE.match(p):
+        if not PY_RE.match(p):
             raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"unparsable Python version {p!r} (expected like \"3.12\" or \"3.13t\")")
     return vals
 
 
-def _arch_list(ctx: _Ctx, values: Sequence[str], line: int, where: str) -> tuple[str, ...]:
+def read_arch_list(ctx: Ctx, values: Sequence[str], line: int, where: str) -> tuple[str, ...]:
     out: list[str] = []
     for a in values:
-        m = _ARCH_RE.match(a)
+        m = ARCH_RE.match(a)
         if not m:
             raise ctx.fail(line, where, f"unparsable CUDA arch {a!r} (expected like \"sm_90\", \"sm_120+PTX\" or \"compute_90\")")
         base = f"{m.group('kind')}_{m.group('num')}{m.group('suffix')}"
@@ -126,27 +126,27 @@ def _arch_list(ctx: _Ctx, values: Sequence[str], line: int, where: str) -> tuple
     return tuple(out)
 
 
-def _driver(ctx: _Ctx, d: _LDict, key: str, where: str) -> str | None:
+def read_driver(ctx: Ctx, d: LDict, key: str, where: str) -> str | None:
     v = ctx.text(d, key, where)
     if v is not None and dotted(v) is None:
         raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"unparsable driver version {v!r}")
     return v
 
 
-def _url(ctx: _Ctx, d: _LDict, key: str, where: str, *, required: bool = False) -> str | None:
+def read_url(ctx: Ctx, d: LDict, key: str, where: str, *, required: bool = False) -> str | None:
     v = ctx.text(d, key, where, required=required)
     if v is not None and not re.match(r"^(https?|file)://\S+$", v):
         raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"not an http(s):// or file:// URL: {v!r}")
     return v.rstrip("/") if v else v
 
 
-def _no(pattern: str, what: str) -> Callable[[str], str | None]:
+def key_check(pattern: str, what: str) -> Callable[[str], str | None]:
     """A key check: ``what`` (formatted with the key's repr) unless the key matches ``pattern``."""
     rx = re.compile(pattern)
     return lambda key: None if rx.match(key) else what.format(repr(key))
 
 
-_SOURCE = Field("source", "string, required", "a URL, or `owner/repo path@commit`")
-_NOTE = Field("note", "string", "free text")
-_UNKNOWN = Field("unknown", "list of strings", "what is not known about the row (never guessed)")
-_DERIVED = Field("derived_from", "string", "how inferred values were obtained")
+SOURCE = Field("source", "string, required", "a URL, or `owner/repo path@commit`")
+NOTE = Field("note", "string", "free text")
+UNKNOWN = Field("unknown", "list of strings", "what is not known about the row (never guessed)")
+DERIVED = Field("derived_from", "string", "how inferred values were obtained")

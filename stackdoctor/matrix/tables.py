@@ -37,27 +37,27 @@ from stackdoctor.matrix.model import (
     Threshold,
 )
 from stackdoctor.matrix.pure import (
-    _GFX_RE,
-    _INDEX_NAME_RE,
-    _VARIANT_RE,
-    _cc_tuple,
+    GFX_RE,
+    INDEX_NAME_RE,
+    VARIANT_RE,
+    cc_tuple,
     normalise_gpu_name,
 )
-from stackdoctor.matrix.reader import _check_keys, _Ctx, _LDict, _tname
+from stackdoctor.matrix.reader import Ctx, LDict, check_keys, type_name
 from stackdoctor.matrix.releases import RELEASES
-from stackdoctor.matrix.table import _DERIVED, _NOTE, _SOURCE, _UNKNOWN, Field, Part, Table, _driver, _no, _one, _pythons, _url
+from stackdoctor.matrix.table import DERIVED, NOTE, SOURCE, UNKNOWN, Field, Part, Table, key_check, one_row, read_driver, read_pythons, read_url
 
 # ---------------------------------------------------------------------------- cuda
 
 
-def _cuda(ctx: _Ctx, d: _LDict, where: str, ver: str) -> tuple[CudaRow]:
+def _cuda(ctx: Ctx, d: LDict, where: str, ver: str) -> tuple[CudaRow]:
     src = ctx.text(d, "source", where, required=True)
-    return _one(CudaRow(
+    return one_row(CudaRow(
         version=ver,
-        min_driver_linux=_driver(ctx, d, "min_driver_linux", where),
-        min_driver_windows=_driver(ctx, d, "min_driver_windows", where),
-        minor_compat_floor_linux=_driver(ctx, d, "minor_compat_floor_linux", where),
-        minor_compat_floor_windows=_driver(ctx, d, "minor_compat_floor_windows", where),
+        min_driver_linux=read_driver(ctx, d, "min_driver_linux", where),
+        min_driver_windows=read_driver(ctx, d, "min_driver_windows", where),
+        minor_compat_floor_linux=read_driver(ctx, d, "minor_compat_floor_linux", where),
+        minor_compat_floor_windows=read_driver(ctx, d, "minor_compat_floor_windows", where),
         source=src or "",
         derived_from=ctx.text(d, "derived_from", where),
         unknown=ctx.strings(d, "unknown", where),
@@ -73,12 +73,12 @@ CUDA: Table[CudaRow] = Table(
         Field("min_driver_windows", "string / null", "the same for Windows (Table 3 prints N/A for 13.x on Windows: null)"),
         Field("minor_compat_floor_linux", "string / null", "the major's minor-version-compatibility floor on Linux"),
         Field("minor_compat_floor_windows", "string / null", "the same on Windows"),
-        _SOURCE, _DERIVED, _UNKNOWN, _NOTE,
+        SOURCE, DERIVED, UNKNOWN, NOTE,
     ),
     parse=_cuda,
     key_of=lambda r: r.version,
     attr="cuda_versions",
-    check_key=_no(r"^\d+\.\d+$", "unparsable CUDA version {} (expected like \"12.6\")"),
+    check_key=key_check(r"^\d+\.\d+$", "unparsable CUDA version {} (expected like \"12.6\")"),
     key_doc="the CUDA version: `\"13.0\"`",
     doc=(
         "```yaml\n"
@@ -102,10 +102,10 @@ CUDA: Table[CudaRow] = Table(
 # ---------------------------------------------------------------------------- gpus
 
 
-def _gpus(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[GpuRow, ...]:
+def _gpus(ctx: Ctx, d: LDict, where: str, _key: str) -> tuple[GpuRow, ...]:
     cc = ctx.text(d, "cc", where, required=True)
     assert cc is not None
-    if _cc_tuple(cc) is None or "." not in cc:
+    if cc_tuple(cc) is None or "." not in cc:
         raise ctx.fail(ctx.line_of(d, "cc"), f"{where}.cc", f"unparsable compute capability {cc!r} (expected like \"8.9\")")
     src = ctx.text(d, "source", where, required=True) or ""
     return tuple(GpuRow(n, cc, src) for n in ctx.strings(d, "names", where))
@@ -118,7 +118,7 @@ GPUS: Table[GpuRow] = Table(
     fields=(
         Field("cc", "string, required", "the compute capability: `\"8.9\"`"),
         Field("names", "list", "marketing names with that capability (each becomes one row)"),
-        _SOURCE, _NOTE,
+        SOURCE, NOTE,
     ),
     parse=_gpus,
     key_of=lambda g: normalise_gpu_name(g.name),
@@ -141,15 +141,15 @@ GPUS: Table[GpuRow] = Table(
 # ---------------------------------------------------------------------------- rocm_overrides
 
 
-def _override(ctx: _Ctx, d: _LDict, where: str, gfx: str) -> tuple[RocmOverride]:
+def _override(ctx: Ctx, d: LDict, where: str, gfx: str) -> tuple[RocmOverride]:
     value = ctx.text(d, "value", where, required=True) or ""
     if not re.match(r"^\d+\.\d+\.\d+$", value):
         raise ctx.fail(ctx.line_of(d, "value"), f"{where}.value", f"unparsable override {value!r} (expected like \"10.3.0\")")
     as_gfx = ctx.text(d, "as_gfx", where, required=True) or ""
-    return _one(RocmOverride(gfx, value, as_gfx, ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where)))
+    return one_row(RocmOverride(gfx, value, as_gfx, ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where)))
 
 
-_GFX_KEY = _no(_GFX_RE.pattern, "unparsable gfx target {}")
+_GFX_KEY = key_check(GFX_RE.pattern, "unparsable gfx target {}")
 
 ROCM_OVERRIDES: Table[RocmOverride] = Table(
     key="rocm_overrides",
@@ -158,7 +158,7 @@ ROCM_OVERRIDES: Table[RocmOverride] = Table(
     fields=(
         Field("value", "string, required", "the `HSA_OVERRIDE_GFX_VERSION` value: `\"10.3.0\"`"),
         Field("as_gfx", "string, required", "the target whose code objects the override makes the GPU load"),
-        _SOURCE, _NOTE,
+        SOURCE, NOTE,
     ),
     parse=_override,
     key_of=lambda o: o.gfx,
@@ -180,7 +180,7 @@ ROCM_OVERRIDES: Table[RocmOverride] = Table(
 # ---------------------------------------------------------------------------- jetson
 
 
-def _jetson(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[JetsonRow]:
+def _jetson(ctx: Ctx, d: LDict, where: str, _key: str) -> tuple[JetsonRow]:
     upi = d.get("use_pytorch_index", False)
     if not isinstance(upi, bool):
         raise ctx.fail(ctx.line_of(d, "use_pytorch_index"), f"{where}.use_pytorch_index", "expected true or false")
@@ -190,14 +190,14 @@ def _jetson(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[JetsonRow]:
             Version(tv)
         except InvalidVersion:
             raise ctx.fail(ctx.line_of(d, "torch"), f"{where}.torch", f"unparsable version {tv!r}") from None
-    return _one(JetsonRow(
+    return one_row(JetsonRow(
         jetpack=ctx.text(d, "jetpack", where, required=True) or "",
         l4t=ctx.strings(d, "l4t", where),
         cuda=ctx.text(d, "cuda", where),
         variant=ctx.text(d, "variant", where),
         index_url=ctx.text(d, "index_url", where),
         torch=torch_versions,
-        pythons=_pythons(ctx, d, "pythons", where),
+        pythons=read_pythons(ctx, d, "pythons", where),
         gpu_cc=ctx.strings(d, "gpu_cc", where),
         use_pytorch_index=upi,
         note=ctx.text(d, "note", where),
@@ -220,7 +220,7 @@ JETSON: Table[JetsonRow] = Table(
         Field("pythons", "list", "Pythons of those wheels"),
         Field("gpu_cc", "list", "compute capabilities of the JetPack's modules"),
         Field("use_pytorch_index", "true/false", "true when download.pytorch.org's aarch64 CUDA builds serve this JetPack (Thor)"),
-        _NOTE, _SOURCE, _UNKNOWN,
+        NOTE, SOURCE, UNKNOWN,
     ),
     parse=_jetson,
     key_of=lambda j: f"{j.jetpack}|{','.join(j.l4t)}",
@@ -233,15 +233,15 @@ JETSON: Table[JetsonRow] = Table(
 # ---------------------------------------------------------------------------- peaks
 
 
-def _peak(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[Peak]:
+def _peak(ctx: Ctx, d: LDict, where: str, _key: str) -> tuple[Peak]:
     gpu = ctx.text(d, "gpu", where, required=True) or ""
     nums: dict[str, float | None] = {}
     for k in ("fp32", "tf32", "bf16", "fp16"):
         v = d.get(k)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-            raise ctx.fail(ctx.line_of(d, k), f"{where}.{k}", f"expected a number of TFLOP/s, got {_tname(v)}")
+            raise ctx.fail(ctx.line_of(d, k), f"{where}.{k}", f"expected a number of TFLOP/s, got {type_name(v)}")
         nums[k] = float(v) if v is not None else None
-    return _one(Peak(gpu, nums["fp32"], nums["bf16"], nums["fp16"], ctx.text(d, "source", where, required=True) or "", tf32=nums["tf32"]))
+    return one_row(Peak(gpu, nums["fp32"], nums["bf16"], nums["fp16"], ctx.text(d, "source", where, required=True) or "", tf32=nums["tf32"]))
 
 
 PEAKS: Table[Peak] = Table(
@@ -254,7 +254,7 @@ PEAKS: Table[Peak] = Table(
         Field("tf32", "number", "the Tensor Core figure for float32 matmuls with TF32 allowed (the kernels' `tf32` rows)"),
         Field("bf16", "number", "dense Tensor Core TFLOP/s"),
         Field("fp16", "number", "dense Tensor Core TFLOP/s"),
-        _SOURCE, _NOTE,
+        SOURCE, NOTE,
     ),
     parse=_peak,
     key_of=lambda p: normalise_gpu_name(p.gpu),
@@ -272,22 +272,22 @@ PEAKS: Table[Peak] = Table(
 # ---------------------------------------------------------------------------- indexes
 
 
-def _index(ctx: _Ctx, d: _LDict, where: str, name: str) -> tuple[IndexRow]:
+def _index(ctx: Ctx, d: LDict, where: str, name: str) -> tuple[IndexRow]:
     url = ctx.text(d, "url", where, required=True) or ""
     if not re.match(r"^https?://[^\s/]+(/\S*)?$", url):
         raise ctx.fail(ctx.line_of(d, "url"), f"{where}.url", f"expected an http(s) URL, got {url!r}")
-    return _one(IndexRow(name, url.rstrip("/"), ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where)))
+    return one_row(IndexRow(name, url.rstrip("/"), ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where)))
 
 
 INDEXES: Table[IndexRow] = Table(
     key="indexes",
     summary="package indexes the plans point at (pytorch, pypi)",
     shape="mapping",
-    fields=(Field("url", "string, required", "http(s) URL; a trailing `/` is dropped"), _SOURCE, _NOTE),
+    fields=(Field("url", "string, required", "http(s) URL; a trailing `/` is dropped"), SOURCE, NOTE),
     parse=_index,
     key_of=lambda i: i.name,
     attr="indexes",
-    check_key=_no(_INDEX_NAME_RE.pattern, "unparsable index name {} (expected like \"pytorch\")"),
+    check_key=key_check(INDEX_NAME_RE.pattern, "unparsable index name {} (expected like \"pytorch\")"),
     key_doc="the index name: `pytorch` (variant indexes are `<url>/cu126`, `<url>/cpu`, ...), `pypi`",
     doc=(
         "```yaml\n"
@@ -306,14 +306,14 @@ INDEXES: Table[IndexRow] = Table(
 # ---------------------------------------------------------------------------- l4t_releases, rocm_apus, intel_gpus, fp32_lanes_per_sm, thresholds
 
 
-def _l4t(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[L4tRow]:
+def _l4t(ctx: Ctx, d: LDict, where: str, _key: str) -> tuple[L4tRow]:
     l4t = ctx.text(d, "l4t", where, required=True) or ""
     if not re.match(r"^\d+\.\d+\.\d+$", l4t):
         raise ctx.fail(ctx.line_of(d, "l4t"), f"{where}.l4t", f"unparsable L4T release {l4t!r} (expected like \"36.4.3\")")
     cuda = ctx.text(d, "cuda", where)
     if cuda is not None and not re.match(r"^\d+\.\d+$", cuda):
         raise ctx.fail(ctx.line_of(d, "cuda"), f"{where}.cuda", f"unparsable CUDA version {cuda!r}")
-    return _one(L4tRow(l4t, ctx.text(d, "jetpack", where, required=True) or "", cuda, ctx.text(d, "source", where, required=True) or ""))
+    return one_row(L4tRow(l4t, ctx.text(d, "jetpack", where, required=True) or "", cuda, ctx.text(d, "source", where, required=True) or ""))
 
 
 L4T_RELEASES: Table[L4tRow] = Table(
@@ -324,7 +324,7 @@ L4T_RELEASES: Table[L4tRow] = Table(
         Field("l4t", "string, required", "the L4T release: `\"36.4.3\"`"),
         Field("jetpack", "string, required", "the JetPack it ships in: `\"6.2\"`"),
         Field("cuda", "string", "JetPack's default CUDA; absent where no source gives it"),
-        _SOURCE, _NOTE,
+        SOURCE, NOTE,
     ),
     parse=_l4t,
     key_of=lambda r: r.l4t,
@@ -334,15 +334,15 @@ L4T_RELEASES: Table[L4tRow] = Table(
 )
 
 
-def _apu(ctx: _Ctx, d: _LDict, where: str, gfx: str) -> tuple[ApuRow]:
-    return _one(ApuRow(gfx, ctx.text(d, "name", where, required=True) or "", ctx.text(d, "source", where, required=True) or ""))
+def _apu(ctx: Ctx, d: LDict, where: str, gfx: str) -> tuple[ApuRow]:
+    return one_row(ApuRow(gfx, ctx.text(d, "name", where, required=True) or "", ctx.text(d, "source", where, required=True) or ""))
 
 
 ROCM_APUS: Table[ApuRow] = Table(
     key="rocm_apus",
     summary="AMD gfx targets that are integrated GPUs (APUs)",
     shape="mapping",
-    fields=(Field("name", "string, required", "what the part is sold as"), _SOURCE, _NOTE),
+    fields=(Field("name", "string, required", "what the part is sold as"), SOURCE, NOTE),
     parse=_apu,
     key_of=lambda a: a.gfx,
     attr="rocm_apus",
@@ -351,7 +351,7 @@ ROCM_APUS: Table[ApuRow] = Table(
 )
 
 
-def _intel(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[IntelFamily]:
+def _intel(ctx: Ctx, d: LDict, where: str, _key: str) -> tuple[IntelFamily]:
     flags = {}
     for key in ("discrete", "xpu"):
         v = d.get(key)
@@ -364,7 +364,7 @@ def _intel(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[IntelFamily]:
             ids.append(f"0x{int(did, 16):04x}")
         except ValueError:
             raise ctx.fail(ctx.line_of(d, "device_ids"), f"{where}.device_ids", f"unparsable PCI device id {did!r}") from None
-    return _one(IntelFamily(
+    return one_row(IntelFamily(
         ctx.text(d, "family", where, required=True) or "",
         ctx.text(d, "name", where, required=True) or "",
         flags["discrete"],
@@ -384,7 +384,7 @@ INTEL_GPUS: Table[IntelFamily] = Table(
         Field("discrete", "true/false, required", "a discrete GPU (not integrated)"),
         Field("xpu", "true/false, required", "listed among the GPUs PyTorch's XPU build supports"),
         Field("device_ids", "list", "PCI device ids (`\"0x56a0\"`; stored lower case, four digits)"),
-        _SOURCE, _NOTE,
+        SOURCE, NOTE,
     ),
     parse=_intel,
     key_of=lambda f: f.family,
@@ -394,22 +394,22 @@ INTEL_GPUS: Table[IntelFamily] = Table(
 )
 
 
-def _lanes(ctx: _Ctx, d: _LDict, where: str, cc: str) -> tuple[Fp32Lanes]:
+def _lanes(ctx: Ctx, d: LDict, where: str, cc: str) -> tuple[Fp32Lanes]:
     lanes = d.get("lanes")
     if isinstance(lanes, bool) or not isinstance(lanes, int) or lanes <= 0:
-        raise ctx.fail(ctx.line_of(d, "lanes"), f"{where}.lanes", f"expected a positive whole number, got {_tname(lanes)}")
-    return _one(Fp32Lanes(cc, lanes, ctx.text(d, "source", where, required=True) or ""))
+        raise ctx.fail(ctx.line_of(d, "lanes"), f"{where}.lanes", f"expected a positive whole number, got {type_name(lanes)}")
+    return one_row(Fp32Lanes(cc, lanes, ctx.text(d, "source", where, required=True) or ""))
 
 
 def _cc_key(cc: str) -> str | None:
-    return None if _cc_tuple(cc) is not None and "." in cc else f"unparsable compute capability {cc!r} (expected like \"8.9\")"
+    return None if cc_tuple(cc) is not None and "." in cc else f"unparsable compute capability {cc!r} (expected like \"8.9\")"
 
 
 FP32_LANES: Table[Fp32Lanes] = Table(
     key="fp32_lanes_per_sm",
     summary="FP32 lanes per SM by compute capability (peak = SMs x lanes x 2 x clock)",
     shape="mapping",
-    fields=(Field("lanes", "whole number, required", "FP32 fused multiply-add results per clock per SM"), _SOURCE, _NOTE),
+    fields=(Field("lanes", "whole number, required", "FP32 fused multiply-add results per clock per SM"), SOURCE, NOTE),
     parse=_lanes,
     key_of=lambda r: r.cc,
     attr="fp32_lanes",
@@ -418,18 +418,18 @@ FP32_LANES: Table[Fp32Lanes] = Table(
 )
 
 
-def _threshold(ctx: _Ctx, d: _LDict, where: str, name: str) -> tuple[Threshold]:
+def _threshold(ctx: Ctx, d: LDict, where: str, name: str) -> tuple[Threshold]:
     mv = ctx.text(d, "min_version", where, required=True) or ""
     if not re.match(r"^\d+(\.\d+)*$", mv):
         raise ctx.fail(ctx.line_of(d, "min_version"), f"{where}.min_version", f"unparsable version {mv!r}")
-    return _one(Threshold(name, mv, ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where)))
+    return one_row(Threshold(name, mv, ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where)))
 
 
 THRESHOLDS: Table[Threshold] = Table(
     key="thresholds",
     summary="versions a platform feature needs",
     shape="mapping",
-    fields=(Field("min_version", "string, required", "the version it needs: `\"26.2\"`"), _SOURCE, _NOTE),
+    fields=(Field("min_version", "string, required", "the version it needs: `\"26.2\"`"), SOURCE, NOTE),
     parse=_threshold,
     key_of=lambda t: t.name,
     attr="thresholds",
@@ -439,16 +439,16 @@ THRESHOLDS: Table[Threshold] = Table(
 
 # ---------------------------------------------------------------------------- mirrors, pypi_default, conda
 
-_MIRROR_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-_PYPI_PLATFORMS = ("linux_x86_64", "linux_aarch64", "win_amd64", "macos_arm64", "macos_x86_64")
-_CONDA_SUBDIR_RE = re.compile(r"^(linux|osx|win)-(64|aarch64|arm64|ppc64le)$")
+MIRROR_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+PYPI_PLATFORMS = ("linux_x86_64", "linux_aarch64", "win_amd64", "macos_arm64", "macos_x86_64")
+CONDA_SUBDIR_RE = re.compile(r"^(linux|osx|win)-(64|aarch64|arm64|ppc64le)$")
 
 
-def _mirror(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[MirrorRow]:
+def _mirror(ctx: Ctx, d: LDict, where: str, _key: str) -> tuple[MirrorRow]:
     name = (ctx.text(d, "name", where, required=True) or "").lower()
-    if not _MIRROR_NAME_RE.match(name):
+    if not MIRROR_NAME_RE.match(name):
         raise ctx.fail(ctx.line_of(d, "name"), f"{where}.name", f"not a mirror name (lower-case letters, digits, '.', '-', '_'): {name!r}")
-    url = _url(ctx, d, "url", where, required=True) or ""
+    url = read_url(ctx, d, "url", where, required=True) or ""
     layout = ctx.text(d, "layout", where, required=True) or ""
     if layout not in ("simple", "flat"):
         raise ctx.fail(ctx.line_of(d, "layout"), f"{where}.layout", f"must be simple or flat, not {layout!r}")
@@ -457,7 +457,7 @@ def _mirror(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[MirrorRow]:
         listing = "{url}/{variant}/"
     if listing is not None and "{url}" not in listing:
         raise ctx.fail(ctx.line_of(d, "listing"), f"{where}.listing", "must start from {url} (e.g. \"{url}/{variant}/\")")
-    return _one(MirrorRow(
+    return one_row(MirrorRow(
         name, url, layout, listing, ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where),
         ctx.text(d, "derived_from", where), ctx.strings(d, "unknown", where),
     ))
@@ -472,7 +472,7 @@ MIRRORS: Table[MirrorRow] = Table(
         Field("url", "string, required", "`http(s)://` or `file://`"),
         Field("layout", "string, required", "`simple` or `flat` (below)"),
         Field("listing", "string", "flat only: the page of file links (default `\"{url}/{variant}/\"`; `{url}` and `{variant}` are filled in)"),
-        _SOURCE, _NOTE, _DERIVED, _UNKNOWN,
+        SOURCE, NOTE, DERIVED, UNKNOWN,
     ),
     parse=_mirror,
     key_of=lambda m: m.name,
@@ -502,20 +502,20 @@ MIRRORS: Table[MirrorRow] = Table(
 )
 
 
-def _pypi_default(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[PypiDefault]:
+def _pypi_default(ctx: Ctx, d: LDict, where: str, _key: str) -> tuple[PypiDefault]:
     torch = ctx.text(d, "torch", where, required=True) or ""
     if not re.match(r"^\d+\.\d+$", torch):
         raise ctx.fail(ctx.line_of(d, "torch"), f"{where}.torch", f"expected a torch minor like \"2.13\", got {torch!r}")
     platform = ctx.text(d, "platform", where, required=True) or ""
-    if platform not in _PYPI_PLATFORMS:
-        raise ctx.fail(ctx.line_of(d, "platform"), f"{where}.platform", f"must be one of {', '.join(_PYPI_PLATFORMS)}, not {platform!r}")
+    if platform not in PYPI_PLATFORMS:
+        raise ctx.fail(ctx.line_of(d, "platform"), f"{where}.platform", f"must be one of {', '.join(PYPI_PLATFORMS)}, not {platform!r}")
     variant = ctx.text(d, "variant", where)
-    if variant is not None and not _VARIANT_RE.match(variant):
+    if variant is not None and not VARIANT_RE.match(variant):
         raise ctx.fail(ctx.line_of(d, "variant"), f"{where}.variant", f"not a variant name (cpu, cuXYZ, rocmX.Y, xpu): {variant!r}")
     unknown = ctx.strings(d, "unknown", where)
     if variant is None and not unknown:
         raise ctx.fail(ctx.line_of(d), f"{where}.unknown", "a row without a variant must say what is unknown")
-    return _one(PypiDefault(torch, platform, variant, ctx.text(d, "source", where, required=True) or "", unknown))
+    return one_row(PypiDefault(torch, platform, variant, ctx.text(d, "source", where, required=True) or "", unknown))
 
 
 PYPI_DEFAULT: Table[PypiDefault] = Table(
@@ -524,9 +524,9 @@ PYPI_DEFAULT: Table[PypiDefault] = Table(
     shape="list",
     fields=(
         Field("torch", "string, required", "a torch minor: `\"2.13\"`"),
-        Field("platform", "string, required", ", ".join(f"`{p}`" for p in _PYPI_PLATFORMS)),
+        Field("platform", "string, required", ", ".join(f"`{p}`" for p in PYPI_PLATFORMS)),
         Field("variant", "string / null", "a variant name; `null` when not known"),
-        _SOURCE,
+        SOURCE,
         Field("unknown", "list of strings", "required with a `null` variant: why it is not known"),
     ),
     parse=_pypi_default,
@@ -560,20 +560,20 @@ _CONDA_RELEASES = Part(
 )
 
 
-def _conda(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[CondaInfo]:
+def _conda(ctx: Ctx, d: LDict, where: str, _key: str) -> tuple[CondaInfo]:
     releases: list[CondaRelease] = []
     if d.get("releases") is not None:
         for i, raw in enumerate(ctx.seq(d["releases"], f"{where}.releases", ctx.line_of(d, "releases"))):
             w = f"{where}.releases[{i}]"
             r = ctx.mapping(raw, w, ctx.line_of(d, "releases"))
-            _check_keys(ctx, r, _CONDA_RELEASES.names, w)
+            check_keys(ctx, r, _CONDA_RELEASES.names, w)
             version = ctx.version(r, "version", w)
             cuda: dict[str, tuple[str, ...]] = {}
             given = r.get("cuda")  # conda's CUDA builds per subdir
             if given is not None:
                 cm = ctx.mapping(given, f"{w}.cuda", ctx.line_of(r, "cuda"))
                 for subdir in cm:
-                    if not _CONDA_SUBDIR_RE.match(str(subdir)):
+                    if not CONDA_SUBDIR_RE.match(str(subdir)):
                         raise ctx.fail(ctx.line_of(cm, subdir), f"{w}.cuda.{subdir}", "not a conda platform (linux-64, linux-aarch64, osx-arm64, win-64, ...)")
                     vals = ctx.strings(cm, subdir, f"{w}.cuda")
                     for c in vals:
@@ -582,11 +582,11 @@ def _conda(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[CondaInfo]:
                     cuda[str(subdir)] = vals
             platforms = ctx.strings(r, "platforms", w)
             for pl in platforms:
-                if not _CONDA_SUBDIR_RE.match(pl):
+                if not CONDA_SUBDIR_RE.match(pl):
                     raise ctx.fail(ctx.line_of(r, "platforms"), f"{w}.platforms", f"not a conda platform: {pl!r}")
             releases.append(CondaRelease(str(version), cuda, platforms, ctx.text(r, "source", w, required=True) or ""))
     releases.sort(key=lambda r: Version(r.version), reverse=True)
-    return _one(CondaInfo(
+    return one_row(CondaInfo(
         channel=ctx.text(d, "channel", where, required=True) or "",
         package=ctx.text(d, "package", where, required=True) or "",
         cpu_package=ctx.text(d, "cpu_package", where),
@@ -601,7 +601,7 @@ def _conda(ctx: _Ctx, d: _LDict, where: str, _key: str) -> tuple[CondaInfo]:
     ))
 
 
-def _merge_conda(base: CondaInfo | None, over: CondaInfo) -> CondaInfo:
+def merge_conda(base: CondaInfo | None, over: CondaInfo) -> CondaInfo:
     """A user ``conda`` table over the embedded one: given fields replace, releases merge by version."""
     if base is None:
         return over
@@ -624,11 +624,11 @@ CONDA: Table[CondaInfo] = Table(
         Field("cpu_build", "string", "build-string pattern of the CPU builds (`\"cpu_*\"`)"),
         Field("virtual_package", "string", "what a CUDA build needs the solver to see (`__cuda`: a CUDA driver)"),
         Field("releases", "list", "the package's releases (below)"),
-        _SOURCE, _NOTE,
+        SOURCE, NOTE,
     ),
     parse=_conda,
     key_of=lambda _c: "conda",
-    merge=lambda acc, c: _merge_conda(acc.get("conda"), c),
+    merge=lambda acc, c: merge_conda(acc.get("conda"), c),
     attr="conda",
     holds="one",
     layering="the fields a later table gives replace, its `releases` merge by `version`",
@@ -674,15 +674,15 @@ class SourceBuildFact:
 _SB_UNITS = ("version", "GB")
 
 
-def _source_build(ctx: _Ctx, d: _LDict, where: str, name: str) -> tuple[SourceBuildFact]:
+def _source_build(ctx: Ctx, d: LDict, where: str, name: str) -> tuple[SourceBuildFact]:
     minimum = ctx.text(d, "minimum", where)
     if minimum is not None and not re.match(r"^\d+(\.\d+)*$", minimum):
         raise ctx.fail(ctx.line_of(d, "minimum"), f"{where}.minimum", f"unparsable minimum {minimum!r} (expected like \"11.3.0\" or \"10\")")
     unit = ctx.text(d, "unit", where)
     if unit is not None and unit not in _SB_UNITS:
         raise ctx.fail(ctx.line_of(d, "unit"), f"{where}.unit", f"must be version or GB, not {unit!r}")
-    return _one(SourceBuildFact(
-        name, minimum, unit, _url(ctx, d, "url", where), ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where),
+    return one_row(SourceBuildFact(
+        name, minimum, unit, read_url(ctx, d, "url", where), ctx.text(d, "source", where, required=True) or "", ctx.text(d, "note", where),
     ))
 
 
@@ -694,11 +694,11 @@ SOURCE_BUILD: Table[SourceBuildFact] = Table(
         Field("minimum", "string", "the least version (`\"11.3.0\"`) or amount (`\"10\"` with `unit: GB`); absent: needed, no version named"),
         Field("unit", "string", "`version` (default) or `GB`"),
         Field("url", "string", "`http(s)://`: where a user reads more (a support matrix, an installer page)"),
-        _SOURCE, _NOTE,
+        SOURCE, NOTE,
     ),
     parse=_source_build,
     key_of=lambda r: r.name,
-    check_key=_no(r"^[a-z][a-z0-9_]*$", "not a requirement name (lower-case letters, digits, '_'): {}"),
+    check_key=key_check(r"^[a-z][a-z0-9_]*$", "not a requirement name (lower-case letters, digits, '_'): {}"),
     key_doc="the requirement: `python`, `gcc`, `disk`, `cudnn`, `rocm`, `memory_per_job`, `repository`, ...",
     doc=(
         "Read by `stackdoctor install --from-source` (`stackdoctor/source_build.py`): each prerequisite's minimum, and the pages\n"
