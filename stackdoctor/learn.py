@@ -51,20 +51,20 @@ from stackdoctor import accelerators
 from stackdoctor.errors import IndexError_, MatrixError
 from stackdoctor.install.index import IndexFile
 from stackdoctor.learn_sources import HttpSource, SnapshotSource, Source
-from stackdoctor.learn_wheels import (  # noqa: F401  (_read_open_library, _wheel_metadata, read_installed_gpu_code: used through this module)
+from stackdoctor.learn_wheels import (  # noqa: F401  (read_open_library, read_wheel_metadata, read_installed_gpu_code: used through this module)
     CoreMetadata,
     WheelFacts,
-    _family,
-    _pin,
-    _public,
-    _py_key,
-    _read_open_library,
-    _wheel_metadata,
     arch_notation,
     parse_core_metadata,
+    pinned_version,
+    public_url,
+    python_key,
     read_installed_gpu_code,
+    read_open_library,
     read_wheel_gpu_code,
+    read_wheel_metadata,
     runtime_pins,
+    tag_family,
     torch_requirement,
     triton_pin,
     variant_from_requires,
@@ -140,13 +140,13 @@ class LearnResult:
 def _pick(files: Sequence[WheelFacts]) -> WheelFacts:
     """The representative wheel of a group: a regular (not free-threaded) CPython, the middle one."""
     plain = [f for f in files if f.pythons and not f.pythons[0].endswith("t")] or list(files)
-    plain.sort(key=lambda f: (_py_key(f.pythons[0]) if f.pythons else (0, 0, 0), f.filename))
+    plain.sort(key=lambda f: (python_key(f.pythons[0]) if f.pythons else (0, 0, 0), f.filename))
     return plain[len(plain) // 2]
 
 
 def _source_of(f: IndexFile) -> str:
     sha = f" sha256:{f.sha256}" if f.sha256 else ""
-    return f"{_public(f.url)}{sha}"
+    return f"{public_url(f.url)}{sha}"
 
 
 def _version_ok(v: Version, since: Version) -> bool:
@@ -239,7 +239,7 @@ def _note_defaults(by_fam_default: dict[tuple[str, str], tuple[Version, str, str
     for vr in row.get("variants", []):
         if vr.get("index") == "pypi":
             for plat in vr["platforms"]:
-                key = (f"{v.major}.{v.minor}", _family(plat))
+                key = (f"{v.major}.{v.minor}", tag_family(plat))
                 if key not in by_fam_default or by_fam_default[key][0] < v:
                     by_fam_default[key] = (v, vr["name"], srcs[vr["name"]][plat])
 
@@ -293,7 +293,7 @@ def _learn_companion(
             continue
         req, pys, url = said
         pythons[str(cv)] = pys
-        pin = _pin(req)
+        pin = pinned_version(req)
         if pin is None:  # a range (torch>=2.14.0): every learned torch it admits (after the exact pins), the newest companion first
             ranged.append((str(cv), req, url))
             continue
@@ -305,14 +305,14 @@ def _learn_companion(
             break
         if str(pv) in torch_versions and str(pv) not in pairs:
             pairs[str(pv)] = str(cv)
-            res.lines.append(f"{comp} {cv} requires {req.name}{req.specifier}: paired with torch {pv} ({_public(url)})")
+            res.lines.append(f"{comp} {cv} requires {req.name}{req.specifier}: paired with torch {pv} ({public_url(url)})")
     by_range: set[str] = set()
     for cvs, req, url in ranged:
         for t in sorted(torch_versions, key=Version, reverse=True):
             if t not in pairs and req.specifier.contains(t, prereleases=False):
                 pairs[t] = cvs
                 by_range.add(t)
-                res.lines.append(f"{comp} {cvs} requires {req.name}{req.specifier}: paired with torch {t} ({_public(url)})")
+                res.lines.append(f"{comp} {cvs} requires {req.name}{req.specifier}: paired with torch {t} ({public_url(url)})")
     return pairs, pythons, by_range
 
 
@@ -390,7 +390,7 @@ class _Release:
             if self.triton == (None, None):
                 self.triton = triton_pin(meta, plat, rep.pythons[0] if rep.pythons else None)
         pys = {p for m in members for p in m.pythons}
-        self.py_by_plat.setdefault(_family(plat), set()).update(pys)
+        self.py_by_plat.setdefault(tag_family(plat), set()).update(pys)
         vr = self.variants.setdefault(name, {"name": name, "platforms": [], "pythons": set(), "learned": self.date})
         vr["platforms"].append(plat)
         vr["pythons"] |= pys
@@ -424,7 +424,7 @@ class _Release:
         out_variants = []
         by_plat: dict[str, dict[str, str]] = {}
         for vr in self.variants.values():
-            vr["pythons"] = sorted(vr["pythons"], key=_py_key)
+            vr["pythons"] = sorted(vr["pythons"], key=python_key)
             what = "; ".join(sorted(vr.pop("_what"), key=len, reverse=True))
             vr["source"] = "; ".join(vr.pop("_sources")) + f" ({what}; learned {self.date} by stackdoctor matrix learn)"
             by_plat[vr["name"]] = vr.pop("_by_plat")
@@ -435,11 +435,11 @@ class _Release:
         return out_variants, by_plat
 
     def row(self, ws: list[WheelFacts]) -> dict[str, Any]:
-        all_pys = sorted({p for s in self.py_by_plat.values() for p in s}, key=_py_key)
+        all_pys = sorted({p for s in self.py_by_plat.values() for p in s}, key=python_key)
         fam_tags: dict[str, str] = {}
         for w in ws:
             for t in w.platforms:
-                fam_tags.setdefault(_family(t), t)
+                fam_tags.setdefault(tag_family(t), t)
         python_platforms = {
             p: sorted(fam_tags[f] for f, s in self.py_by_plat.items() if p in s) for p in all_pys if not all(p in s for s in self.py_by_plat.values())
         }
@@ -448,7 +448,7 @@ class _Release:
         row: dict[str, Any] = {
             "version": str(self.v),
             "learned": self.date,
-            "source": f"{_public(self.page)} (file names{', core metadata' if self.req_python else ''}; learned {self.date} by stackdoctor matrix learn)",
+            "source": f"{public_url(self.page)} (file names{', core metadata' if self.req_python else ''}; learned {self.date} by stackdoctor matrix learn)",
             "pythons": all_pys,
         }
         m = re.match(r"^macosx_(\d+)_(\d+)_", macs[0]) if macs else None
@@ -582,9 +582,9 @@ def _witnessed(matrix: Any, src: Source, row: dict[str, Any], known: set[str], n
             vr["index"] = getattr(src, "index_url", None) or src.name
     if row["version"] in known:  # a build of a known release: say which builds were learned
         builds = ", ".join(f"{vr['name']} ({', '.join(vr['platforms'])})" for vr in row["variants"])
-        notes.append(f"torch {row['version']} {builds}: a build the matrix lacks; learned from {_public(src.name)} (its file names and core metadata)")
+        notes.append(f"torch {row['version']} {builds}: a build the matrix lacks; learned from {public_url(src.name)} (its file names and core metadata)")
     else:
-        notes.append(f"torch {row['version']}: not in the matrix; learned from {_public(src.name)} (its file names and core metadata)")
+        notes.append(f"torch {row['version']}: not in the matrix; learned from {public_url(src.name)} (its file names and core metadata)")
     return row
 
 

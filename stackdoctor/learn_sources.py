@@ -14,18 +14,18 @@ from stackdoctor.errors import IndexError_, UsageError
 from stackdoctor.install.index import IndexClient, IndexFile, list_project, project_page_url
 from stackdoctor.install.lazywheel import RangesRefused
 from stackdoctor.learn_wheels import (
-    _GPU_LIBS,
+    GPU_LIBRARIES,
     MAX_LIBRARY_BYTES,
     MAX_METADATA_BYTES,
     MAX_WHEEL_BYTES,
     CoreMetadata,
-    _family,
-    _file_sha256,
-    _public,
-    _read_open_library,
-    _wheel_metadata,
+    file_sha256,
     parse_core_metadata,
+    public_url,
+    read_open_library,
     read_wheel_gpu_code,
+    read_wheel_metadata,
+    tag_family,
     wheel_facts,
 )
 
@@ -80,7 +80,7 @@ class HttpSource:
             if not p.is_file():
                 return None
             if p.stat().st_size > cap:
-                raise IndexError_(f"{_public(url)} is larger than {cap // (1024 * 1024)} MiB; not read.")
+                raise IndexError_(f"{public_url(url)} is larger than {cap // (1024 * 1024)} MiB; not read.")
             if into is not None:
                 return p
             return p.read_bytes()
@@ -92,10 +92,10 @@ class HttpSource:
                 if resp.status_code == 404:
                     return None
                 if resp.status_code >= 400:
-                    raise IndexError_(f"{_public(url)} answered HTTP {resp.status_code}.")
+                    raise IndexError_(f"{public_url(url)} answered HTTP {resp.status_code}.")
                 length = resp.headers.get("content-length")
                 if length and length.isdigit() and int(length) > cap:
-                    raise IndexError_(f"{_public(url)} is {int(length) // (1024 * 1024)} MiB, larger than the {cap // (1024 * 1024)} MiB limit; not read.")
+                    raise IndexError_(f"{public_url(url)} is {int(length) // (1024 * 1024)} MiB, larger than the {cap // (1024 * 1024)} MiB limit; not read.")
                 got = 0
                 buf = bytearray()
                 fh = open(into, "wb") if into is not None else None  # noqa: SIM115 - closed below
@@ -103,9 +103,9 @@ class HttpSource:
                     for chunk in resp.iter_bytes():
                         got += len(chunk)
                         if got > cap:
-                            raise IndexError_(f"{_public(url)} is larger than the {cap // (1024 * 1024)} MiB limit; stopped reading it.")
+                            raise IndexError_(f"{public_url(url)} is larger than the {cap // (1024 * 1024)} MiB limit; stopped reading it.")
                         if time.monotonic() > deadline:
-                            raise IndexError_(f"{_public(url)} did not arrive in {self.timeout_s:g} s; stopped reading it.")
+                            raise IndexError_(f"{public_url(url)} did not arrive in {self.timeout_s:g} s; stopped reading it.")
                         if fh is not None:
                             fh.write(chunk)
                         else:
@@ -115,7 +115,7 @@ class HttpSource:
                         fh.close()
                 return into if into is not None else bytes(buf)
         except httpx.HTTPError as exc:
-            raise IndexError_(f"{_public(url)} could not be read: {type(exc).__name__}.") from None
+            raise IndexError_(f"{public_url(url)} could not be read: {type(exc).__name__}.") from None
 
     def metadata(self, f: IndexFile) -> tuple[CoreMetadata | None, IndexFile]:
         """The wheel's core metadata: the PEP 658 / 714 ``.metadata`` file where the index serves one, else the
@@ -132,7 +132,7 @@ class HttpSource:
             from stackdoctor.install.index import local_path
 
             p = local_path(f.url)
-            return (_wheel_metadata(p) if p.is_file() and p.stat().st_size else self._missing(f, "an empty file, not a wheel")), f
+            return (read_wheel_metadata(p) if p.is_file() and p.stat().st_size else self._missing(f, "an empty file, not a wheel")), f
         try:
             rw = self._ranged(f)
             if rw.size == 0:
@@ -155,7 +155,7 @@ class HttpSource:
                 return self._missing(f, str(exc)), f
             if path is None:
                 return self._missing(f, "the wheel could not be downloaded"), f
-            return _wheel_metadata(path), f
+            return read_wheel_metadata(path), f
 
     def _missing(self, f: IndexFile, why: str) -> CoreMetadata | None:
         self.why[f.filename] = why
@@ -167,7 +167,7 @@ class HttpSource:
         if self._last is not None and self._last.url == f.url:
             return self._last
         self._last = None
-        rw = RangeWheel(self.client._client_for(f.url), f.url, budget=self.max_wheel_bytes, timeout_s=self.timeout_s, public=_public(f.url))
+        rw = RangeWheel(self.client._client_for(f.url), f.url, budget=self.max_wheel_bytes, timeout_s=self.timeout_s, public=public_url(f.url))
         self._last = rw
         self.readers.append(rw)
         return rw
@@ -184,10 +184,10 @@ class HttpSource:
             if rw.size == 0:
                 return {"kind": "unknown", "library": f.filename, "error": "0 bytes on the index: an empty file, not a wheel"}
             names = set(rw.names())
-            member = next((m for m in _GPU_LIBS if m in names), None)
+            member = next((m for m in GPU_LIBRARIES if m in names), None)
             if member is None:
                 return None
-            return dict(rw.gpu_code(member, _GPU_LIBS[member], MAX_LIBRARY_BYTES, _read_open_library))
+            return dict(rw.gpu_code(member, GPU_LIBRARIES[member], MAX_LIBRARY_BYTES, read_open_library))
         except RangesRefused as exc:
             if not self.download:
                 return {"kind": "unknown", "library": f.filename, "error": f"{str(exc).split(': ', 1)[-1].rstrip('.')}; --download reads the whole wheel"}
@@ -239,7 +239,7 @@ class SnapshotSource:
         wf = wheel_facts(f)
         if wf is None:
             return None, f
-        fam = _family(wf.platforms[0]) if wf.platforms else "any"
+        fam = tag_family(wf.platforms[0]) if wf.platforms else "any"
         meta = self.data["projects"].get(wf.project, {}).get("metadata", {})
         row = meta.get(f"{wf.version}{'+' + wf.label if wf.label else ''}|{fam}") or meta.get(f"{wf.version}|any")
         if not row:
@@ -254,6 +254,6 @@ class SnapshotSource:
         p = self.wheels / f.filename
         if not p.is_file():
             return None
-        if f.sha256 and _file_sha256(p) != f.sha256:
+        if f.sha256 and file_sha256(p) != f.sha256:
             raise IndexError_(f"{p}: its sha256 is not the index's ({f.sha256[:12]}...); not read.")
         return p

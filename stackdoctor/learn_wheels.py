@@ -32,7 +32,7 @@ MAX_METADATA_BYTES = 4 * 1024 * 1024  # a real torch METADATA is ~36 KB
 MAX_WHEEL_BYTES = 6 * 1024 * 1024 * 1024  # the largest real torch wheels are ~3 GB (ROCm)
 MAX_LIBRARY_BYTES = 4 * 1024 * 1024 * 1024
 _LEGACY = {"manylinux1": "manylinux_2_5", "manylinux2010": "manylinux_2_12", "manylinux2014": "manylinux_2_17"}
-_GPU_LIBS = accelerators.gpu_libraries()  # wheel member -> its GPU code format ("cuda" | "hip"), from the kinds
+GPU_LIBRARIES = accelerators.gpu_libraries()  # wheel member -> its GPU code format ("cuda" | "hip"), from the kinds
 
 
 # ---------------------------------------------------------------------------- pure parts
@@ -88,7 +88,7 @@ def wheel_facts(f: IndexFile) -> WheelFacts | None:
         name, version, _build, tags = parse_wheel_filename(f.filename)
     except (InvalidWheelFilename, InvalidVersion):
         return None
-    pythons = sorted({p for t in tags if (p := _python_of(t.interpreter, t.abi))}, key=_py_key)
+    pythons = sorted({p for t in tags if (p := _python_of(t.interpreter, t.abi))}, key=python_key)
     plats = sorted({_compat_tag(t.platform) for t in tags if t.platform != "any"})
     # several manylinux aliases of one wheel: keep the lowest floor of each arch
     best: dict[str, str] = {}
@@ -109,12 +109,12 @@ def _floor(tag: str) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
-def _py_key(p: str) -> tuple[int, int, int]:
+def python_key(p: str) -> tuple[int, int, int]:
     a, _, b = p.rstrip("t").partition(".")
     return (int(a), int(b or 0), 1 if p.endswith("t") else 0)
 
 
-def _family(tag: str) -> str:
+def tag_family(tag: str) -> str:
     """``linux_x86_64`` | ``linux_aarch64`` | ``win_amd64`` | ``macos_arm64`` | ``macos_x86_64`` (pypi_default keys)."""
     if tag.startswith(("manylinux", "linux")):
         return "linux_aarch64" if tag.endswith("aarch64") else "linux_x86_64" if tag.endswith("x86_64") else "linux_" + tag.rsplit("_", 1)[-1]
@@ -124,7 +124,7 @@ def _family(tag: str) -> str:
 
 
 def _marker_env(tag: str, python: str | None) -> dict[str, str]:
-    fam = _family(tag)
+    fam = tag_family(tag)
     system = {"linux": "Linux", "win": "Windows", "macos": "Darwin"}[fam.split("_", 1)[0]]
     machine = {"linux_x86_64": "x86_64", "linux_aarch64": "aarch64", "win_amd64": "AMD64", "macos_arm64": "arm64", "macos_x86_64": "x86_64"}.get(fam, "")
     py = (python or "3.12").rstrip("t")
@@ -158,7 +158,7 @@ def _requirements(meta: CoreMetadata, tag: str, python: str | None) -> list[Requ
     return out
 
 
-def _pin(req: Requirement) -> str | None:
+def pinned_version(req: Requirement) -> str | None:
     specs = list(req.specifier)
     if len(specs) == 1 and specs[0].operator in ("==", "==="):
         return specs[0].version
@@ -171,7 +171,7 @@ def runtime_pins(meta: CoreMetadata, tag: str, python: str | None = None) -> dic
     for req in _requirements(meta, tag, python):
         n = req.name.lower().replace("_", "-")
         if n.startswith(accelerators.runtime_wheel_prefixes()) and n != "nvidia-ml-py":  # (NVML's bindings bundle nothing)
-            pin = _pin(req)
+            pin = pinned_version(req)
             if pin:
                 out[n] = pin
     return out
@@ -198,14 +198,14 @@ def triton_pin(meta: CoreMetadata, tag: str, python: str | None = None) -> tuple
     for req in _requirements(meta, tag, python):
         n = req.name.lower().replace("_", "-")
         if n in ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu"):
-            return _pin(req), f"{req.name}{req.specifier}"
+            return pinned_version(req), f"{req.name}{req.specifier}"
     return None, None
 
 
 def torch_pin(meta: CoreMetadata) -> str | None:
     """The torch version a companion wheel pins (``Requires-Dist: torch==2.15.0``), local label dropped."""
     req = torch_requirement(meta)
-    pin = _pin(req) if req is not None else None
+    pin = pinned_version(req) if req is not None else None
     return pin.split("+", 1)[0] if pin else None
 
 
@@ -232,7 +232,7 @@ def arch_notation(arch_list: Sequence[str], ptx: Sequence[str]) -> list[str]:
     return out
 
 
-def _public(url: str) -> str:
+def public_url(url: str) -> str:
     """A URL fit for a committed source: no credentials, no query."""
     p = urllib.parse.urlsplit(url)
     host = p.hostname or ""
@@ -240,7 +240,7 @@ def _public(url: str) -> str:
     return urllib.parse.urlunsplit((p.scheme, netloc, p.path, "", ""))
 
 
-def _file_sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     import hashlib
 
     h = hashlib.sha256()
@@ -250,7 +250,7 @@ def _file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _wheel_metadata(path: Path) -> CoreMetadata | None:
+def read_wheel_metadata(path: Path) -> CoreMetadata | None:
     try:
         with zipfile.ZipFile(path) as z:
             name = next((n for n in z.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
@@ -267,21 +267,21 @@ def read_wheel_gpu_code(path: Path) -> dict[str, Any] | None:
     try:
         with zipfile.ZipFile(path) as z:
             names = set(z.namelist())
-            member = next((m for m in _GPU_LIBS if m in names), None)
+            member = next((m for m in GPU_LIBRARIES if m in names), None)
             if member is None:
                 return None
             if z.getinfo(member).file_size > MAX_LIBRARY_BYTES:
-                return {"kind": _GPU_LIBS[member], "library": member, "error": "library larger than the read limit"}
+                return {"kind": GPU_LIBRARIES[member], "library": member, "error": "library larger than the read limit"}
             with tempfile.TemporaryDirectory(prefix="sd-learn-lib-") as tmp:
                 lib = Path(z.extract(member, tmp))
-                return _read_library(lib, _GPU_LIBS[member], member)
+                return _read_library(lib, GPU_LIBRARIES[member], member)
     except (OSError, zipfile.BadZipFile) as exc:
         return {"kind": "unknown", "library": path.name, "error": f"{type(exc).__name__}"}
 
 
 def _read_library(lib: Path, kind: str, label: str) -> dict[str, Any]:
     with open(lib, "rb") as fh:
-        return _read_open_library(fh, kind, label)
+        return read_open_library(fh, kind, label)
 
 
 def _cuda_code(fh: Any, sec: Any, label: str) -> dict[str, Any]:
@@ -320,7 +320,7 @@ _FORMATS: dict[str, dict[str, Any]] = {
 }
 
 
-def _read_open_library(fh: Any, kind: str, label: str) -> dict[str, Any]:
+def read_open_library(fh: Any, kind: str, label: str) -> dict[str, Any]:
     """The GPU code of an open library file (a real one, or :mod:`stackdoctor.install.lazywheel`'s headers-only view)."""
     from stackdoctor import binfmt
 
@@ -345,7 +345,7 @@ def read_installed_gpu_code(torch_dir: str | os.PathLike[str], *, system: System
 
     sys_ = (system or _System()).local
     base = os.fspath(torch_dir)
-    for member, kind in _GPU_LIBS.items():
+    for member, kind in GPU_LIBRARIES.items():
         path = os.path.join(base, *member.split("/")[1:])
         if not sys_.is_file(path):
             continue

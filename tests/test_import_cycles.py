@@ -147,20 +147,7 @@ KNOWN_PRIVATE_IMPORTS = frozenset({
     ("dependencies", "index", "_wheel_parts"),
     ("survey", "index", "_index_error"),
     ("survey", "index", "_wheel_parts"),
-    ("survey", "learn", "_wheel_metadata"),
     # owner `seam` (learn.py, learn_wheels.py, learn_sources.py; matrix/ is the lead's)
-    ("learn", "learn_wheels", "_family"),
-    ("learn", "learn_wheels", "_pin"),
-    ("learn", "learn_wheels", "_public"),
-    ("learn", "learn_wheels", "_py_key"),
-    ("learn", "learn_wheels", "_read_open_library"),
-    ("learn", "learn_wheels", "_wheel_metadata"),
-    ("learn_sources", "learn_wheels", "_GPU_LIBS"),
-    ("learn_sources", "learn_wheels", "_family"),
-    ("learn_sources", "learn_wheels", "_file_sha256"),
-    ("learn_sources", "learn_wheels", "_public"),
-    ("learn_sources", "learn_wheels", "_read_open_library"),
-    ("learn_sources", "learn_wheels", "_wheel_metadata"),
     # owner `install` (install/)
     ("request", "options", "_DRIVER_RE"),
     # owner `rest` (source_build.py, source_run.py)

@@ -139,14 +139,14 @@ def test_one_wheel_over_the_cap_is_skipped_and_named_not_the_end_of_the_run(whee
 def test_headers_kept_from_a_stream_read_as_the_whole_library(chunk):
     """The headers-only view of a library streaming past in pieces of any size gives the arch list the whole file gives."""
     from stackdoctor.install.lazywheel import _FatbinCapture
-    from stackdoctor.learn import _read_open_library
+    from stackdoctor.learn import read_open_library
 
     lib = _libtorch_cuda(ARM, containers=5)
-    whole = _read_open_library(io.BytesIO(lib), "cuda", "lib")
+    whole = read_open_library(io.BytesIO(lib), "cuda", "lib")
     cap = _FatbinCapture(len(lib), tail=1024)  # its section names lie in the last KiB before the section table
     for i in range(0, len(lib), chunk):
         cap.feed(lib[i:i + chunk])
-    kept = _read_open_library(cap.view(), "cuda", "lib")
+    kept = read_open_library(cap.view(), "cuda", "lib")
     assert kept == whole and kept["arch_list"] == [f"sm_{n}" for n in ARM] and kept["containers"] == 5
     assert sum(len(d) for d in cap.view().kept.values()) < len(lib) // 4
 

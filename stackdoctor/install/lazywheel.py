@@ -224,7 +224,7 @@ class RangeWheel:
     # ------------------------------------------------------------------ GPU code
 
     def gpu_code(self, member: str, kind: str, cap: int, read: Callable[[Any, str, str], dict[str, Any]]) -> dict[str, Any]:
-        """The GPU code of library ``member``: ``read(file, kind, member)`` (:func:`stackdoctor.learn._read_open_library`)
+        """The GPU code of library ``member``: ``read(file, kind, member)`` (:func:`stackdoctor.learn.read_open_library`)
         over the headers-only view of the library (CUDA), or over a bounded temporary copy of it (ROCm)."""
         record = self.record()
         want = record.get(member)

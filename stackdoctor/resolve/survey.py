@@ -402,7 +402,7 @@ class ProbeSource:
         return self.probe.where(project), list(self.probe.files.get(canonical_name(project)) or [])
 
     def metadata(self, f: IndexFile) -> tuple[Any, IndexFile]:
-        from stackdoctor.learn import HttpSource, _wheel_metadata, parse_core_metadata
+        from stackdoctor.learn import HttpSource, parse_core_metadata, read_wheel_metadata
 
         if f.url.startswith("file:"):
             path = local_path(f.url)
@@ -410,7 +410,7 @@ class ProbeSource:
             try:
                 if sidecar.is_file():
                     return parse_core_metadata(read_bounded(sidecar, 4 * 1024 * 1024).decode("utf-8", errors="replace")), f
-                return (_wheel_metadata(path) if path.is_file() else None), f
+                return (read_wheel_metadata(path) if path.is_file() else None), f
             except (OSError, ValueError):
                 return None, f
         if self.client is None:
