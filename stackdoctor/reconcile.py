@@ -91,7 +91,7 @@ def reconcile(facts: Facts | MachineView, matrix: Matrix) -> MachineView:
     _derive_peaks(f, matrix)
     chosen = accelerators.select(f)
     view.accelerator = chosen.name if chosen else None
-    return MachineView.of(f)
+    return MachineView.of(f)  # the view of the facts just reconciled (the one constructor)
 
 
 # ---------------------------------------------------------------------------- the stable keys carry the view

@@ -87,7 +87,7 @@ class Report:
     @property
     def view(self) -> MachineView:
         """The machine's view of these facts (as reconcile wrote them): what the renderers read."""
-        return MachineView.of(self.facts)
+        return MachineView.of(self.facts)  # a saved or gathered report: its facts carry the reconciled section, read back
 
     @property
     def counts(self) -> dict[str, int]:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.facts import Facts
     from stackdoctor.matrix import Matrix
     from stackdoctor.probes.buildtools import BuildTools, Tool
+    from stackdoctor.view import MachineView
 
 __all__ = ["BUILD_PLAN_SCHEMA", "STEPS", "BuildCommand", "BuildPlan", "BuildRequest", "Prerequisite", "arch_list", "build_plan", "env_file",
            "max_jobs", "offer_from_source"]
@@ -470,15 +471,14 @@ def build_plan(facts: Facts, matrix: Matrix, request: BuildRequest, tools: Build
 # ---------------------------------------------------------------------------- install's offer
 
 
-def offer_from_source(plan: Any, facts: Facts, matrix: Matrix, request: Any) -> str | None:
+def offer_from_source(plan: Any, view: MachineView, matrix: Matrix, request: Any) -> str | None:
     """The line ``install`` adds when no published build of the newest (or pinned) release runs on this machine's
     GPUs: the plan is an older release or a CPU build (or nothing), and ``install --from-source`` builds the newer one.
     None when the plan already is a GPU build of that release, or no GPU is planned for."""
     from stackdoctor.matrix import variant_kind
     from stackdoctor.resolve import target_from
-    from stackdoctor.view import MachineView
 
-    t = target_from(MachineView.of(facts), matrix, request)
+    t = target_from(view, matrix, request)
     gpus = [(g, label) for g in t.gpus if (acc := accelerators.by_vendor(g.vendor)) is not None and acc.offers_source_build
             and (label := acc.build_label_of(g.cc, g.gfx))]
     if not gpus or t.jetson or not matrix.releases:

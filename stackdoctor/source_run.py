@@ -76,12 +76,12 @@ def _first_blocked(plan: BuildPlan, steps: list[str]) -> tuple[str, Prerequisite
 
 def plan_only(opts: FromSourceOptions) -> BuildPlan:
     from stackdoctor.install.options import InstallOptions, MachineOptions, SourceOptions
-    from stackdoctor.install.request import gather_facts
+    from stackdoctor.install.request import gather_view
     from stackdoctor.probes.buildtools import probe_build_tools
     from stackdoctor.source_build import _os_of
     from stackdoctor.system import System
 
-    facts, python, matrix = gather_facts(InstallOptions(python=opts.python, machine=MachineOptions(replay=opts.replay), sources=SourceOptions(matrix=list(opts.matrix))))
+    view, python, matrix = gather_view(InstallOptions(python=opts.python, machine=MachineOptions(replay=opts.replay), sources=SourceOptions(matrix=list(opts.matrix))))
     request = BuildRequest(
         torch=opts.torch, gpus=list(opts.gpus), gfx=list(opts.gfx), platform=opts.platform, python_version=opts.python_version,
         ptx=opts.ptx, source_url=opts.source_url, source_dir=opts.source_dir,
@@ -89,13 +89,13 @@ def plan_only(opts: FromSourceOptions) -> BuildPlan:
     )
     if opts.torch and not any(str(r.version) == opts.torch.strip() for r in matrix.releases):
         raise UsageError(f"--torch {opts.torch}: the matrix knows no such release to build (a release version, like 2.13.0).")
-    here = {"Windows": "windows", "Darwin": "macos"}.get(facts.platform.system or "", "linux")
-    foreign = opts.replay is not None or _os_of(request, facts) != here
+    here = {"Windows": "windows", "Darwin": "macos"}.get(view.platform.system or "", "linux")
+    foreign = opts.replay is not None or _os_of(request, view.facts) != here
     tools = None if foreign else probe_build_tools(System.from_env(), os.path.dirname(os.path.abspath(opts.source_dir)) or ".", python=python)
     shown_python = python
     if opts.what_if and (foreign or opts.python_version):
-        shown_python = "python" if _os_of(request, facts) == "windows" else "python3"
-    plan = build_plan(facts, matrix, request, tools, shown_python)
+        shown_python = "python" if _os_of(request, view.facts) == "windows" else "python3"
+    plan = build_plan(view.facts, matrix, request, tools, shown_python)
     if opts.what_if:
         parts = [*(f"GPU {g}" for g in opts.gpus), *(f"AMD {g}" for g in opts.gfx)]
         parts += [f"Python {opts.python_version}"] if opts.python_version else []

@@ -16,7 +16,7 @@ and the stable keys (``nvidia.driver_version``, ``rocm.version``, ...) are writt
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -92,6 +92,12 @@ class MachineView:
         for kind, key in _RUNTIME_KEYS.items():
             setattr(r, key, self.runtime(kind))
         return r
+
+    def replaced(self, **subjects: Any) -> MachineView:
+        """The same view with some fact subjects replaced (``jetson=...``): a what-if copy, this view unchanged.
+        The answers (drivers, devices, evidence) stay the ones reconcile chose; only what reads the subjects sees
+        the change (the resolver's Jetson Thor path resolves with ``jetson.is_jetson`` off)."""
+        return replace(self, facts=replace(self.facts, **subjects))
 
     @property
     def reconciled(self) -> ReconciledFacts:

@@ -30,7 +30,7 @@ from stackdoctor.install.request import (
     accelerator_seen,
     check_options,
     describe_machine,
-    gather_facts,
+    gather_view,
     generic_command,
     installed_matches,
     published_variants,
@@ -39,11 +39,11 @@ from stackdoctor.install.request import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.facts import Facts
     from stackdoctor.install.sources import InstallerConfig
     from stackdoctor.matrix import Matrix
     from stackdoctor.plan import Plan, Request
     from stackdoctor.resolve.availability import Sourcing, Surveyed
+    from stackdoctor.view import MachineView
 
 
 # ---------------------------------------------------------------------------- the entry
@@ -92,7 +92,7 @@ class _Flow:
     opts: InstallOptions
     hooks: Hooks
     out: InstallOutcome
-    facts: Facts = field(init=False)
+    view: MachineView = field(init=False)
     python: str = field(init=False)
     matrix: Matrix = field(init=False)
     request: Request = field(init=False)
@@ -126,46 +126,46 @@ class _Flow:
         return self._act()
 
     def _gather(self) -> int | None:
-        """The facts (again after finishing a killed install: a half-installed torch is no base), the request checked."""
+        """The machine's view (again after finishing a killed install: a half-installed torch is no base), the request checked."""
         opts = self.opts
-        self.facts, self.python, self.matrix = gather_facts(opts)
+        self.view, self.python, self.matrix = gather_view(opts)
         self.out.python = self.python
-        self.unfinished = _unfinished(opts, self.facts)
+        self.unfinished = _unfinished(opts, self.view)
         if self.unfinished and not (opts.dry_run or opts.emit):
-            code = _finish_earlier(opts, self.facts, self.python, self.hooks)  # before anything is planned
+            code = _finish_earlier(opts, self.view, self.python, self.hooks)  # before anything is planned
             if code is not None:
                 self.out.what = "failed"
                 return code
-            self.facts, self.python, self.matrix = gather_facts(opts)
-        check_request(opts, self.facts, self.matrix)
-        self.out.hypothetical, self.out.windows = self.hypothetical, windows_shell(opts, self.facts)
+            self.view, self.python, self.matrix = gather_view(opts)
+        check_request(opts, self.view, self.matrix)
+        self.out.hypothetical, self.out.windows = self.hypothetical, windows_shell(opts, self.view)
         return None
 
     def _plan(self) -> tuple[InstallerConfig, Surveyed | None]:
         """The resolver's plan (a pin the matrix lacks: learned from the sources), with its offers and warnings."""
-        opts, facts, python = self.opts, self.facts, self.python
-        plan, self.request = resolve_plan(opts, facts, python, self.matrix)
-        cfg = installer_config(opts, facts)
+        opts, view, python = self.opts, self.view, self.python
+        plan, self.request = resolve_plan(opts, view, python, self.matrix)
+        cfg = installer_config(opts, view)
         surveyed: Surveyed | None = None
         if not plan.satisfiable and not opts.conda_installer and unknown_pin(opts.torch, self.matrix):
-            plan, self.request, self.matrix, surveyed = witness_pin(opts, facts, python, self.matrix, plan, cfg, hypothetical=self.hypothetical)
+            plan, self.request, self.matrix, surveyed = witness_pin(opts, view, python, self.matrix, plan, cfg, hypothetical=self.hypothetical)
         self.out.plan = plan
         from stackdoctor.source_build import offer_from_source
 
-        offer = offer_from_source(plan, facts, self.matrix, self.request)  # no wheel of the release runs on these GPUs: building it would
+        offer = offer_from_source(plan, view, self.matrix, self.request)  # no wheel of the release runs on these GPUs: building it would
         if offer:
             plan.suggestions.append(offer)
         if self.unfinished and (opts.dry_run or opts.emit):
-            plan.warnings.append(f"an install into {facts.python.env_prefix} was stopped halfway; `stackdoctor install --python {python} --recover` finishes it.")
+            plan.warnings.append(f"an install into {view.python.env_prefix} was stopped halfway; `stackdoctor install --python {python} --recover` finishes it.")
         if self.hypothetical:
-            plan.machine = describe_machine(opts, facts)
+            plan.machine = describe_machine(opts, view)
             if plan.satisfiable:  # an unmet plan has no command (not an empty `pip install`)
                 plan.command = generic_command(plan, self.request, windows=self.out.windows)
         return cfg, surveyed
 
     def _satisfied_here(self) -> bool:
         """The target has exactly this plan, undamaged (checked before any network access); damaged: a repair."""
-        if self.hypothetical or self.opts.conda_installer or self.repair is not None or not installed_matches(self.plan, self.facts):
+        if self.hypothetical or self.opts.conda_installer or self.repair is not None or not installed_matches(self.plan, self.view):
             return False
         self.repair = _damage(self.python, self.plan)
         if self.repair is None:
@@ -180,8 +180,8 @@ class _Flow:
             return
         try:
             self.sourcing, self.matrix, self.request = check_sources(
-                opts, self.out, self.facts, self.python, self.matrix, self.request, cfg, hypothetical=hypothetical, surveyed=surveyed,
-                fit_for=None if hypothetical else lambda m: fit_words(opts, self.facts, self.python, m),
+                opts, self.out, self.view, self.python, self.matrix, self.request, cfg, hypothetical=hypothetical, surveyed=surveyed,
+                fit_for=None if hypothetical else lambda m: fit_words(opts, self.view, self.python, m),
             )
         except IndexError_ as exc:
             plan = self.plan
@@ -200,41 +200,41 @@ class _Flow:
         assert sourcing is not None
         plan = self.out.plan = sourcing.plan
         if self.hypothetical:
-            plan.machine = describe_machine(self.opts, self.facts)
+            plan.machine = describe_machine(self.opts, self.view)
             plan.command = generic_command(plan, self.request, windows=self.out.windows)
         else:
-            apply_delivery(plan, sourcing, self.python, self.request.installer, self.facts)
+            apply_delivery(plan, sourcing, self.python, self.request.installer, self.view)
         plan.warnings.extend(n for n in sourcing.notes if n not in plan.warnings)
         return self._satisfied_here()
 
     def _act(self) -> int:
         """Show the final plan, then: --emit, the conda route, the dry run, or the install."""
-        opts, plan, facts, hypothetical = self.opts, self.plan, self.facts, self.hypothetical
+        opts, plan, view, hypothetical = self.opts, self.plan, self.view, self.hypothetical
         from stackdoctor.install.conda import is_conda_target
 
-        conda = is_conda_target(facts) or opts.conda_installer or opts.emit == "environment.yml"
+        conda = is_conda_target(view.facts) or opts.conda_installer or opts.emit == "environment.yml"
         # a plain venv asking only for --emit environment.yml: the file needs a route, the screen offers none (a venv
         # has no conda route: no "conda install -p <venv>", no "route conda-forge (recommended)")
-        marker = None if hypothetical or opts.conda_installer else _externally_managed_marker(facts)
+        marker = None if hypothetical or opts.conda_installer else _externally_managed_marker(view)
         if marker:  # PEP 668: say so before anything runs (a dry run too), with the venv to make instead
             from stackdoctor.install.result import externally_managed
 
             plan.warnings.append(externally_managed(self.python, refused=False))
-        offered = conda and (is_conda_target(facts) or opts.conda_installer)
+        offered = conda and (is_conda_target(view.facts) or opts.conda_installer)
         if offered:
-            _add_routes(opts, plan, facts, self.matrix, self.request, hypothetical)
+            _add_routes(opts, plan, view, self.matrix, self.request, hypothetical)
         self.out.sourcing = self.sourcing
         self.hooks.show(self.out)
         self._check_dependencies()
         if opts.emit:
             if conda and not offered:
-                _add_routes(opts, plan, facts, self.matrix, self.request, hypothetical)
-            self.out.emitted, self.out.what = _emit(opts, plan, facts, self.request), "emitted"
+                _add_routes(opts, plan, view, self.matrix, self.request, hypothetical)
+            self.out.emitted, self.out.what = _emit(opts, plan, view, self.request), "emitted"
             return ExitCode.OK
         if opts.conda_installer:
-            if opts.installer != "pixi" and not hypothetical and not is_conda_target(facts):
+            if opts.installer != "pixi" and not hypothetical and not is_conda_target(view.facts):
                 raise UsageError(
-                    f"--installer {opts.installer}: {self.python} is not in a conda environment (no conda-meta in {facts.python.env_prefix or 'its prefix'}); "
+                    f"--installer {opts.installer}: {self.python} is not in a conda environment (no conda-meta in {view.python.env_prefix or 'its prefix'}); "
                     "use --installer pip or uv, or point --python at a conda env."
                 )
             return _conda_install(opts, plan, hypothetical, self.hooks, self.out)
@@ -243,14 +243,14 @@ class _Flow:
             return ExitCode.OK
         if self.sourcing is None:
             raise IndexError_("the wheels could not be checked on any source, so nothing was installed; drop --offline or add --find-links DIR.")
-        return _install(opts, plan, facts, self.python, self.request, self.sourcing, self.hooks, self.out, repair=self.repair is not None)
+        return _install(opts, plan, view, self.python, self.request, self.sourcing, self.hooks, self.out, repair=self.repair is not None)
 
     def _check_dependencies(self) -> None:
         sourcing = self.sourcing
         if sourcing is None or not sourcing.needs_dependency_check or self.hypothetical:
             return
         try:
-            check_dependencies(sourcing, self.facts, self.request, self.python)
+            check_dependencies(sourcing, self.view, self.request, self.python)
         except IndexError_ as e:
             if sourcing.fell_back_from is None:
                 raise
@@ -260,17 +260,17 @@ class _Flow:
 # ---------------------------------------------------------------------------- the request, and how a build fits
 
 
-def check_request(opts: InstallOptions, facts: Facts, matrix: Matrix) -> None:
+def check_request(opts: InstallOptions, view: MachineView, matrix: Matrix) -> None:
     """Input errors that need the facts or the matrix."""
     if opts.variant != "auto" and not opts.variant.startswith("jetson-"):
         known = published_variants(matrix)
         if opts.variant not in known:
             raise UsageError(f"no torch release publishes {opts.variant} (known variants: {', '.join(known)}).")
-    if opts.machine.gpus and not opts.machine.driver and not facts.nvidia.driver_version and (opts.variant == "auto" or opts.variant.startswith("cu")):  # vendor branch: --gpu is NVIDIA's what-if (sm_XY), planned against an NVIDIA driver
+    if opts.machine.gpus and not opts.machine.driver and not view.nvidia.driver_version and (opts.variant == "auto" or opts.variant.startswith("cu")):  # vendor branch: --gpu is NVIDIA's what-if (sm_XY), planned against an NVIDIA driver
         raise UsageError(f"--gpu {opts.machine.gpus[0]}: this machine has no NVIDIA driver to assume; add --driver VERSION to plan a CUDA build.")
 
 
-def fit_words(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix) -> Callable[[str, str], str]:
+def fit_words(opts: InstallOptions, view: MachineView, python: str, matrix: Matrix) -> Callable[[str, str], str]:
     """``fit(version, variant)``: whether that build would run on this machine, in a few words."""
 
     def fit(version: str, variant: str) -> str:
@@ -283,14 +283,14 @@ def fit_words(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix) -
             except InvalidVersion:
                 pass
 
-        auto, _ = resolve_plan(opts, facts, python, matrix, torch=version)
+        auto, _ = resolve_plan(opts, view, python, matrix, torch=version)
         if auto.variant == variant:
             return "it fits this machine"
-        forced, _ = resolve_plan(replace(opts, variant=variant), facts, python, matrix, torch=version)
+        forced, _ = resolve_plan(replace(opts, variant=variant), view, python, matrix, torch=version)
         if not forced.satisfiable:
             why = forced.rejected[0].reason if forced.rejected else (forced.reasons[-1] if forced.reasons else "")
             return f"it does not run on this machine ({why})"
-        if variant.startswith("cu") and not facts.nvidia.gpus:  # vendor branch: a CUDA wheel brings its runtime, so it installs and runs on the CPU without NVIDIA's GPU
+        if variant.startswith("cu") and not view.nvidia.gpus:  # vendor branch: a CUDA wheel brings its runtime, so it installs and runs on the CPU without NVIDIA's GPU
             if auto.variant is None:  # no build fits this machine at all: say so, never "the plan is None"
                 return "it installs and runs here, but on the CPU only: no NVIDIA GPU here (no build fits this machine)"
             return f"it installs and runs here, but on the CPU only: no NVIDIA GPU here (the plan is {auto.variant})"
@@ -302,10 +302,10 @@ def fit_words(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix) -
 # ---------------------------------------------------------------------------- routes, emit
 
 
-def _externally_managed_marker(facts: Facts) -> str | None:
+def _externally_managed_marker(view: MachineView) -> str | None:
     """The target's PEP 668 ``EXTERNALLY-MANAGED`` file (``<prefix>/lib/pythonX.Y/``, where a system Python's stdlib
     is), when the target is a system Python outside any venv; None otherwise."""
-    py = facts.python
+    py = view.python
     if py.env_kind != "system" or not py.env_prefix or not py.version or os.name == "nt":
         return None
     major_minor = ".".join(py.version.split(".")[:2])
@@ -313,23 +313,23 @@ def _externally_managed_marker(facts: Facts) -> str | None:
     return path if os.path.isfile(path) else None
 
 
-def _add_routes(opts: InstallOptions, plan: Plan, facts: Facts, matrix: Matrix, request: Request, hypothetical: bool) -> None:
+def _add_routes(opts: InstallOptions, plan: Plan, view: MachineView, matrix: Matrix, request: Request, hypothetical: bool) -> None:
     from stackdoctor.install.conda import routes
 
     plan.routes = routes(
         plan,
-        facts,
+        view.facts,
         matrix,
         pip_command=plan.command,
         installer=opts.installer,
-        platform_tag=request.platform or facts.python.platform_tag,
-        driver=request.driver or facts.nvidia.driver_version,
+        platform_tag=request.platform or view.python.platform_tag,
+        driver=request.driver or view.nvidia.driver_version,
         packages=request.packages,
         hypothetical=hypothetical,
     )
 
 
-def _emit(opts: InstallOptions, plan: Plan, facts: Facts, request: Request) -> str:
+def _emit(opts: InstallOptions, plan: Plan, view: MachineView, request: Request) -> str:
     from stackdoctor.install.conda import environment_yml, index_args
     from stackdoctor.install.emit import emit_requirements, emit_uv
 
@@ -341,8 +341,8 @@ def _emit(opts: InstallOptions, plan: Plan, facts: Facts, request: Request) -> s
     route = route or next((r for r in plan.routes if r.recommended), None) or (plan.routes[0] if plan.routes else None)
     if route is None:
         raise UsageError("--emit environment.yml: no route was planned for this target.")
-    py = request.python_version or (".".join(facts.python.version.split(".")[:2]) if facts.python.version else None)
-    name = os.path.basename(facts.python.env_prefix.rstrip("/")) if (facts.python.env_prefix and facts.python.env_kind == "conda") else None
+    py = request.python_version or (".".join(view.python.version.split(".")[:2]) if view.python.version else None)
+    name = os.path.basename(view.python.env_prefix.rstrip("/")) if (view.python.env_prefix and view.python.env_kind == "conda") else None
     pip_args = index_args(plan.command)
     if not pip_args and plan.index_url and plan.variant and not (plan.index_url or "").startswith("https://pypi.org"):
         pip_args = ["--extra-index-url", plan.index_url]
@@ -396,7 +396,7 @@ def _conda_install(opts: InstallOptions, plan: Plan, hypothetical: bool, hooks: 
 
 
 def _install(
-    opts: InstallOptions, plan: Plan, facts: Facts, python: str, request: Request, sourcing: Sourcing, hooks: Hooks, out: InstallOutcome,
+    opts: InstallOptions, plan: Plan, view: MachineView, python: str, request: Request, sourcing: Sourcing, hooks: Hooks, out: InstallOutcome,
     *, repair: bool = False,
 ) -> int:
     if not opts.yes:
@@ -413,17 +413,17 @@ def _install(
         installer=request.installer,
         timeout_s=opts.timeout_s,
         remove_leftovers=opts.remove_leftovers,
-        accelerator=accelerator_seen(facts, plan.variant),
+        accelerator=accelerator_seen(view, plan.variant),
         say=lambda line: hooks.say(line, "yellow"),
         stream=hooks.stream,
-        uv=facts.python.uv_path or "uv",
+        uv=view.python.uv_path or "uv",
         source_args=sourcing.delivery.args,
         env=sourcing.delivery.env or None,
         offline=opts.sources.offline or opts.sources.no_index,
         user_find_links=opts.sources.find_links,
         reinstall=repair,
-        gpu_targets=facts.reconciled.gpus,
-        facts=facts,
+        gpu_targets=view.reconciled.gpus,
+        facts=view.facts,
         progress=opts.progress,
         verbose=opts.verbose,
         keep_aside=hooks.keep_aside,
@@ -437,20 +437,20 @@ def _install(
 # ---------------------------------------------------------------------------- a killed install
 
 
-def _unfinished(opts: InstallOptions, facts: Facts) -> bool:
+def _unfinished(opts: InstallOptions, view: MachineView) -> bool:
     from stackdoctor.install.journal import journal_dir
 
-    prefix = facts.python.env_prefix
+    prefix = view.python.env_prefix
     return bool(prefix and not opts.what_if and os.path.isdir(journal_dir(prefix)))
 
 
-def _finish_earlier(opts: InstallOptions, facts: Facts, python: str, hooks: Hooks) -> int | None:
+def _finish_earlier(opts: InstallOptions, view: MachineView, python: str, hooks: Hooks) -> int | None:
     """Finish a killed install's journal; None when it is finished (then planning goes on)."""
     from stackdoctor.install.transaction import InstallSettings, execute_recovery
     from stackdoctor.system import System
 
     result = execute_recovery(System.from_env(), python, InstallSettings(
-        uv=facts.python.uv_path or "uv", offline=opts.sources.offline or opts.sources.no_index, user_find_links=opts.sources.find_links,
+        uv=view.python.uv_path or "uv", offline=opts.sources.offline or opts.sources.no_index, user_find_links=opts.sources.find_links,
         stream=hooks.stream, say=lambda line: hooks.say(line, "yellow"),
     ))
     try:  # a closed output (the pipe's reader died with the Ctrl-C) must not stop the install that follows

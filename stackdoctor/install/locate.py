@@ -13,21 +13,21 @@ from stackdoctor.install.options import InstallOptions, InstallOutcome
 from stackdoctor.install.request import describe_machine, generic_command, make_request, resolve_plan, target_tags, windows_shell
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.facts import Facts
     from stackdoctor.install.index import IndexClient
     from stackdoctor.install.sources import InstallerConfig
     from stackdoctor.matrix import Matrix
     from stackdoctor.plan import Plan, Request
     from stackdoctor.resolve.availability import Sourcing, Surveyed
+    from stackdoctor.view import MachineView
 
 
 # ---------------------------------------------------------------------------- locate the sources
 
 
-def installer_config(opts: InstallOptions, facts: Facts) -> InstallerConfig:
+def installer_config(opts: InstallOptions, view: MachineView) -> InstallerConfig:
     from stackdoctor.install.sources import read_config
 
-    return read_config(opts.installer if opts.installer == "uv" else "pip", os.environ, prefix=facts.python.env_prefix, cwd=os.getcwd())
+    return read_config(opts.installer if opts.installer == "uv" else "pip", os.environ, prefix=view.python.env_prefix, cwd=os.getcwd())
 
 
 def index_client(opts: InstallOptions) -> IndexClient | None:
@@ -72,13 +72,13 @@ def _learned(notes: list[str]) -> tuple[list[str], list[str]]:
     return [n for n in notes if n not in failed], failed
 
 
-def _adopt(opts: InstallOptions, facts: Facts, old: Plan, new: Plan, request: Request, learned: list[str], *, hypothetical: bool) -> Plan:
+def _adopt(opts: InstallOptions, view: MachineView, old: Plan, new: Plan, request: Request, learned: list[str], *, hypothetical: bool) -> Plan:
     """``new`` (planned from the widened matrix) in place of ``old``: where it was learned first, the warnings kept."""
     new.reasons[:0] = [n for n in learned if n not in new.reasons]
     new.warnings.extend(w for w in old.warnings if w not in new.warnings)
     if hypothetical and new.satisfiable:
-        new.machine = describe_machine(opts, facts)
-        new.command = generic_command(new, request, windows=windows_shell(opts, facts))
+        new.machine = describe_machine(opts, view)
+        new.command = generic_command(new, request, windows=windows_shell(opts, view))
     return new
 
 
@@ -98,14 +98,14 @@ def unknown_pin(torch: str | None, matrix: Matrix) -> str | None:
 
 
 def witness_pin(
-    opts: InstallOptions, facts: Facts, python: str, matrix: Matrix, plan: Plan, cfg: InstallerConfig, *, hypothetical: bool
+    opts: InstallOptions, view: MachineView, python: str, matrix: Matrix, plan: Plan, cfg: InstallerConfig, *, hypothetical: bool
 ) -> tuple[Plan, Request, Matrix, Surveyed]:
     """``--torch V`` that the matrix lacks: before refusing, ask the sources (this machine's build's: the configured
     ones, ``--find-links``, the PyTorch index or mirror) whether they serve V, and learn it from their files."""
     from stackdoctor.resolve.availability import learn_sources, survey_sources
 
     version = unknown_pin(opts.torch, matrix) or ""
-    base, request = resolve_plan(replace(opts, torch=None), facts, python, matrix)  # where this machine's build is looked for
+    base, request = resolve_plan(replace(opts, torch=None), view, python, matrix)  # where this machine's build is looked for
     client = index_client(opts)
     try:
         surveyed = survey_sources(base if base.satisfiable else plan, **_survey_options(opts, cfg, matrix, client, hypothetical=hypothetical))
@@ -117,14 +117,14 @@ def witness_pin(
     learned, failed = _learned(notes)
     if wider is matrix:
         plan.warnings.extend(n for n in [*surveyed.notes, *failed] if n not in plan.warnings)
-        return plan, make_request(opts, facts, matrix), matrix, surveyed
-    new, request = resolve_plan(opts, facts, python, wider)
+        return plan, make_request(opts, view, matrix), matrix, surveyed
+    new, request = resolve_plan(opts, view, python, wider)
     new.warnings.extend(n for n in failed if n not in new.warnings)
-    return _adopt(opts, facts, plan, new, request, learned, hypothetical=hypothetical), request, wider, surveyed
+    return _adopt(opts, view, plan, new, request, learned, hypothetical=hypothetical), request, wider, surveyed
 
 
 def check_sources(
-    opts: InstallOptions, out: InstallOutcome, facts: Facts, python: str, matrix: Matrix, request: Request, cfg: InstallerConfig, *,
+    opts: InstallOptions, out: InstallOutcome, view: MachineView, python: str, matrix: Matrix, request: Request, cfg: InstallerConfig, *,
     hypothetical: bool, surveyed: Surveyed | None = None, fit_for: Callable[[Matrix], Callable[[str, str], str]] | None = None,
 ) -> tuple[Sourcing, Matrix, Request]:
     """Locate the plan's wheels (:func:`stackdoctor.resolve.availability.check`). Unpinned, a torch release newer than the
@@ -135,14 +135,14 @@ def check_sources(
 
     assert out.plan is not None
     plan = out.plan
-    tags = target_tags(facts, request)
-    platform_tag = request.platform or facts.python.platform_tag
+    tags = target_tags(view, request)
+    platform_tag = request.platform or view.python.platform_tag
     client = index_client(opts)
     try:
         how = _survey_options(opts, cfg, matrix, client, hypothetical=hypothetical)
         surveyed = survey_sources(plan, reuse=surveyed, **how)  # the pinned witness's survey, when it asked the same
         if not opts.torch and surveyed.named_failure is None:
-            pyv = python_version_of(facts, request)
+            pyv = python_version_of(view.facts, request)
             offers = torch_offers(surveyed.probes, tags, python_version=pyv, matrix=matrix, platform_tag=platform_tag)
             newer = newer_offers(offers, matrix)
             lacking = missing_artifacts(offers, matrix, plan, platform_tag)  # known releases whose build for this target the matrix lacks
@@ -152,9 +152,9 @@ def check_sources(
                 learned, failed = _learned(notes)
                 plan.warnings.extend(n for n in failed if n not in plan.warnings)
                 if wider is not matrix:
-                    new, new_request = resolve_plan(opts, facts, python, wider)
+                    new, new_request = resolve_plan(opts, view, python, wider)
                     if new.satisfiable and new.torch_version in newer + lacking:  # it fits this machine: planned
-                        plan = out.plan = _adopt(opts, facts, plan, new, new_request, learned, hypothetical=hypothetical)
+                        plan = out.plan = _adopt(opts, view, plan, new, new_request, learned, hypothetical=hypothetical)
                         matrix, request = wider, new_request
                         how = _survey_options(opts, cfg, matrix, client, hypothetical=hypothetical)
         if not tags:
@@ -163,11 +163,11 @@ def check_sources(
             plan,
             matrix=matrix,
             tags=tags,
-            python_version=python_version_of(facts, request),
+            python_version=python_version_of(view.facts, request),
             platform_tag=platform_tag,
             pinned=bool(opts.torch) or hypothetical,
             constraints=read_constraints(cfg.constraints) if not hypothetical else [],
-            reresolve=lambda v: resolve_plan(opts, facts, python, matrix, torch=v)[0],
+            reresolve=lambda v: resolve_plan(opts, view, python, matrix, torch=v)[0],
             fit=fit_for(matrix) if fit_for is not None else None,
             surveyed=surveyed,
             **how,
@@ -178,23 +178,23 @@ def check_sources(
             client.close()
 
 
-def apply_delivery(plan: Plan, sourcing: Sourcing, python: str, installer: str, facts: Facts) -> None:
+def apply_delivery(plan: Plan, sourcing: Sourcing, python: str, installer: str, view: MachineView) -> None:
     from stackdoctor.install.argv import install_command
 
-    plan.command = install_command(plan, python, installer, uv=facts.python.uv_path or "uv", source_args=sourcing.delivery.args)
+    plan.command = install_command(plan, python, installer, uv=view.python.uv_path or "uv", source_args=sourcing.delivery.args)
     plan.command_env = dict(sourcing.delivery.env)
 
 
-def check_dependencies(sourcing: Sourcing, facts: Facts, request: Request, python: str) -> None:
+def check_dependencies(sourcing: Sourcing, view: MachineView, request: Request, python: str) -> None:
     from stackdoctor.install.backup import snapshot
     from stackdoctor.install.index import python_version_of
     from stackdoctor.resolve.availability import marker_environment, missing_dependencies
     from stackdoctor.system import System
 
     local = [p for p in sourcing.probes if p.answered and p.source.local and any(s is p.source for s in sourcing.delivery.used)]
-    tags = target_tags(facts, request)
-    env = marker_environment(python_version_of(facts, request), request.platform or facts.python.platform_tag, facts.python.implementation)
-    pyv = python_version_of(facts, request)
+    tags = target_tags(view, request)
+    env = marker_environment(python_version_of(view.facts, request), request.platform or view.python.platform_tag, view.python.implementation)
+    pyv = python_version_of(view.facts, request)
     missing = missing_dependencies(sourcing.roots, local, {}, tags, python_version=pyv, environment=env)
     if missing:  # what the target already has may cover them: ask it only now
         snap = snapshot(System.from_env(), python)

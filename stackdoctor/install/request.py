@@ -1,4 +1,4 @@
-"""The install flow's request: the options checked, the facts gathered, the request made and resolved into a plan
+"""The install flow's request: the options checked, the machine's view gathered, the request made and resolved into a plan
 (with its command, its leftovers and, for a what-if, the machine it is for)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from stackdoctor.errors import UsageError
 from stackdoctor.install.options import _DRIVER_RE, EMITS, INSTALLERS, KNOWN_PACKAGES, PROBES, InstallOptions
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.facts import Facts
     from stackdoctor.matrix import Matrix
     from stackdoctor.plan import Plan, Request
+    from stackdoctor.view import MachineView
 
 
 # ---------------------------------------------------------------------------- the request
@@ -65,12 +65,12 @@ def published_variants(matrix: Matrix) -> list[str]:
     return sorted(names, key=key)
 
 
-def windows_shell(opts: InstallOptions, facts: Facts) -> bool:
+def windows_shell(opts: InstallOptions, view: MachineView) -> bool:
     """Whether the plan's commands are for a Windows shell (PowerShell): the planned machine is Windows,
     this one or a replayed one, or a what-if's ``--platform win_*``."""
     if opts.machine.platform:
         return opts.machine.platform.lower().startswith("win")
-    return facts.platform.system == "Windows"
+    return view.platform.system == "Windows"
 
 
 # ---------------------------------------------------------------------------- gather
@@ -85,8 +85,8 @@ def pipeline_options(opts: InstallOptions) -> pipeline.Options:
     )
 
 
-def gather_facts(opts: InstallOptions) -> tuple[Facts, str, Matrix]:
-    """(reconciled facts, target interpreter path, matrix): probed here, or from ``--replay``."""
+def gather_view(opts: InstallOptions) -> tuple[MachineView, str, Matrix]:
+    """(the machine's view (:func:`stackdoctor.reconcile.reconcile`), target interpreter path, matrix): probed here, or from ``--replay``."""
     if opts.python and not opts.machine.replay:
         from stackdoctor.engine import validate_python
 
@@ -96,35 +96,35 @@ def gather_facts(opts: InstallOptions) -> tuple[Facts, str, Matrix]:
     report = pipeline.gather(popts)
     from stackdoctor.reconcile import reconcile
 
-    facts = reconcile(report.facts, matrix).facts  # the reconciled facts the flow reads, until it takes the view
+    view = reconcile(report.facts, matrix)  # what the flow reads and resolves; the raw facts stay in the report
     if opts.machine.replay:
-        return facts, facts.python.executable or "python", matrix
-    if opts.python and facts.python.error and not facts.python.version:
-        raise UsageError(f"--python {opts.python}: {facts.python.error}.")
+        return view, view.python.executable or "python", matrix
+    if opts.python and view.python.error and not view.python.version:
+        raise UsageError(f"--python {opts.python}: {view.python.error}.")
     from stackdoctor.engine import select_target
 
-    return facts, select_target(opts.python, os.environ).python, matrix
+    return view, select_target(opts.python, os.environ).python, matrix
 
 
-def wanted_packages(opts: InstallOptions, facts: Facts) -> list[str]:
+def wanted_packages(opts: InstallOptions, view: MachineView) -> list[str]:
     """torch, plus torchvision / torchaudio when named or already installed in the target."""
     named = {p.lower() for p in opts.packages}
-    have = {k.lower() for k in facts.torch.distributions}
-    if facts.torch.torchvision_version:
+    have = {k.lower() for k in view.torch.distributions}
+    if view.torch.torchvision_version:
         have.add("torchvision")
-    if facts.torch.torchaudio_version:
+    if view.torch.torchaudio_version:
         have.add("torchaudio")
     return [p for p in KNOWN_PACKAGES if p == "torch" or p in named or (p in have and not opts.what_if)]
 
 
-def make_request(opts: InstallOptions, facts: Facts, matrix: Matrix | None = None, torch: str | None = None) -> Request:
+def make_request(opts: InstallOptions, view: MachineView, matrix: Matrix | None = None, torch: str | None = None) -> Request:
     from stackdoctor.install.index import index_base
     from stackdoctor.plan import Request
 
     return Request(
         torch=torch or opts.torch,
         variant=opts.variant,
-        packages=wanted_packages(opts, facts),
+        packages=wanted_packages(opts, view),
         python_version=opts.machine.python_version,
         platform=opts.machine.platform,
         driver=opts.machine.driver,
@@ -136,30 +136,28 @@ def make_request(opts: InstallOptions, facts: Facts, matrix: Matrix | None = Non
     )
 
 
-def accelerator_seen(facts: Facts, variant: str | None) -> str | None:
+def accelerator_seen(view: MachineView, variant: str | None) -> str | None:
     """The backend the verification must find usable after installing ``variant``: the accelerator
     model's answer for this machine, when the variant is a build for it ("cuda", "rocm", "xpu", "mps")."""
-    acc = accelerators.select(facts)
+    acc = accelerators.select(view.facts)  # the accelerator model asks the kinds' own facts
     if acc is None:
         return None
-    return acc.backend if acc.verified_after(variant, facts) else None
+    return acc.backend if acc.verified_after(variant, view.facts) else None
 
 
 # ---------------------------------------------------------------------------- resolve
 
 
-def resolve_plan(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix, torch: str | None = None) -> tuple[Plan, Request]:
+def resolve_plan(opts: InstallOptions, view: MachineView, python: str, matrix: Matrix, torch: str | None = None) -> tuple[Plan, Request]:
     """The plan for the request, with its command and the leftovers (the resolver's, from :func:`stackdoctor.install.leftovers.predict_leftovers`,
     the one prediction; on this machine narrowed by the target's packages as ``--remove-leftovers`` will be)."""
     from stackdoctor.install.argv import install_command
     from stackdoctor.resolve import resolve
 
-    request = make_request(opts, facts, matrix, torch)
-    from stackdoctor.view import MachineView
-
-    plan = resolve(MachineView.of(facts), matrix, request)  # the view gather_facts's reconcile wrote into the facts
+    request = make_request(opts, view, matrix, torch)
+    plan = resolve(view, matrix, request)
     if plan.satisfiable:
-        plan.command = install_command(plan, python, request.installer, uv=facts.python.uv_path or "uv")
+        plan.command = install_command(plan, python, request.installer, uv=view.python.uv_path or "uv")
         if plan.leftovers and not opts.what_if:  # the same answer --remove-leftovers acts on (install.leftovers)
             from stackdoctor.install import backup
             from stackdoctor.install.leftovers import leftovers
@@ -170,7 +168,7 @@ def resolve_plan(opts: InstallOptions, facts: Facts, python: str, matrix: Matrix
     return plan, request
 
 
-def describe_machine(opts: InstallOptions, facts: Facts) -> str:
+def describe_machine(opts: InstallOptions, view: MachineView) -> str:
     """The hypothetical machine a what-if plan is for, in a few words."""
     parts: list[str] = []
     if opts.machine.replay:
@@ -191,30 +189,30 @@ def describe_machine(opts: InstallOptions, facts: Facts) -> str:
         parts.append(opts.machine.platform)
     kept = []
     if not opts.machine.replay:
-        if not opts.machine.python_version and facts.python.version:
-            kept.append(f"Python {'.'.join(facts.python.version.split('.')[:2])}")
-        if not opts.machine.platform and facts.python.platform_tag:
-            kept.append(facts.python.platform_tag)
+        if not opts.machine.python_version and view.python.version:
+            kept.append(f"Python {'.'.join(view.python.version.split('.')[:2])}")
+        if not opts.machine.platform and view.python.platform_tag:
+            kept.append(view.python.platform_tag)
     return ", ".join(parts) + (f" (otherwise this machine: {', '.join(kept)})" if kept else "")
 
 
-def target_tags(facts: Facts, request: Request) -> list[str]:
+def target_tags(view: MachineView, request: Request) -> list[str]:
     from stackdoctor.install.index import target_tags as _tags
 
-    return _tags(facts, request)
+    return _tags(view.facts, request)
 
 
-def installed_matches(plan: Plan, facts: Facts) -> bool:
+def installed_matches(plan: Plan, view: MachineView) -> bool:
     """The target already has exactly the planned torch build and companions (read from their metadata)."""
     from packaging.version import InvalidVersion, Version
 
-    have = {k.lower(): v for k, v in facts.torch.distributions.items()}
-    if facts.torch.version:
-        have.setdefault("torch", facts.torch.version)
-    if facts.torch.torchvision_version:
-        have.setdefault("torchvision", facts.torch.torchvision_version)
-    if facts.torch.torchaudio_version:
-        have.setdefault("torchaudio", facts.torch.torchaudio_version)
+    have = {k.lower(): v for k, v in view.torch.distributions.items()}
+    if view.torch.version:
+        have.setdefault("torch", view.torch.version)
+    if view.torch.torchvision_version:
+        have.setdefault("torchvision", view.torch.torchvision_version)
+    if view.torch.torchaudio_version:
+        have.setdefault("torchaudio", view.torch.torchaudio_version)
     if not plan.packages:
         return False
     for p in plan.packages:

@@ -104,7 +104,7 @@ def runtime_line(f: Facts) -> str:
 
 def driver_lines(f: Facts) -> list[str]:
     """The driver layer: each accelerator's line from the reconciled view (the Markdown stack's source too)."""
-    return [line for line, _ in witness_driver_lines(MachineView.of(f), _t)]
+    return [line for line, _ in witness_driver_lines(MachineView.of(f), _t)]  # the report's facts (a renderer's input), read back
 
 
 def cpu_line(f: Facts) -> str | None:

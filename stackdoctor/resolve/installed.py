@@ -7,7 +7,6 @@ from dataclasses import dataclass, replace
 from packaging.version import InvalidVersion, Version
 
 from stackdoctor import accelerators
-from stackdoctor.facts import Facts
 from stackdoctor.matrix import (
     Matrix,
     variant_kind,
@@ -19,9 +18,9 @@ from stackdoctor.resolve.target import is_what_if, target_from
 from stackdoctor.view import MachineView
 
 
-def _installed_works(facts: Facts) -> bool:
+def _installed_works(view: MachineView) -> bool:
     """The installed torch imports (or its files are whole) and, for a GPU build, saw its GPU."""
-    t = facts.torch
+    t = view.torch
     if not t.installed or t.import_error:
         return False
     kind = variant_kind(t.variant or "")
@@ -40,10 +39,10 @@ class _Installed:
     new_full: str
 
 
-def _installed(facts: Facts, request: Request, plan: Plan) -> _Installed | None:
+def _installed(view: MachineView, request: Request, plan: Plan) -> _Installed | None:
     """The installed torch the plan replaces (None: another machine's plan, or nothing installed that says its version).
     A what-if for other GPUs or another driver plans for this same environment: its torch counts by its dist-info too."""
-    t = facts.torch
+    t = view.torch
     if request.platform or request.python_version or not t.installed or not plan.torch_version:
         return None  # another machine's plan: this one's torch is not what it replaces
     installed = (t.version or t.distributions.get("torch")) if is_what_if(request) else t.version
@@ -60,12 +59,12 @@ def _installed(facts: Facts, request: Request, plan: Plan) -> _Installed | None:
     return _Installed(inst, variant, old_full, new, new_full)
 
 
-def mind_installed(facts: Facts, matrix: Matrix, request: Request, plan: Plan) -> None:
+def mind_installed(view: MachineView, matrix: Matrix, request: Request, plan: Plan) -> None:
     """No silent downgrade: an unpinned plan older than a working installed build of the same kind keeps that
     build; any other plan older than the installed torch says "downgrade from X to Y" and why; a plan that
     replaces the installed torch says so (``2.14.1+cu130 -> 2.13.0+cpu``). A what-if (--gpu / --gfx / --driver:
     other accelerators, the same target environment) only plans: a plan older than its torch says "downgrade"."""
-    seen = _installed(facts, request, plan)
+    seen = _installed(view, request, plan)
     if seen is None:
         return
     if is_what_if(request):
@@ -81,15 +80,15 @@ def mind_installed(facts: Facts, matrix: Matrix, request: Request, plan: Plan) -
     ik, nk = variant_kind(seen.variant or ""), variant_kind(plan.variant or "")
     same_kind = ik is not None and nk is not None and ik[0] == nk[0]
     gpu_to_cpu = ik is not None and ik[0] != accelerators.CPU and nk is not None and nk[0] == accelerators.CPU
-    works = _installed_works(facts)
+    works = _installed_works(view)
     paired = next((p for p in plan.packages if p.name in accelerators.companion_names()), None)  # the companion pins the planned torch
     if not request.torch and request.variant == "auto" and works and (same_kind or gpu_to_cpu) and paired is None:
-        _keep_installed(facts, matrix, request, plan, seen)
+        _keep_installed(view, matrix, request, plan, seen)
         return
-    _downgrade(plan, seen, _downgrade_why(facts, request, seen, paired, works, ik[0] if ik else None))
+    _downgrade(plan, seen, _downgrade_why(view, request, seen, paired, works, ik[0] if ik else None))
 
 
-def _downgrade_why(facts: Facts, request: Request, seen: _Installed, paired: PlannedPackage | None, works: bool, kind: str | None) -> str:
+def _downgrade_why(view: MachineView, request: Request, seen: _Installed, paired: PlannedPackage | None, works: bool, kind: str | None) -> str:
     """Why the plan is older than the installed torch: what the request pins, the companion's pin, the installed
     build not working here, or no build of the installed release fitting this machine."""
     if request.torch:
@@ -99,7 +98,7 @@ def _downgrade_why(facts: Facts, request: Request, seen: _Installed, paired: Pla
     if paired is not None:
         return f"{paired.name} {paired.version}, planned beside it, pins torch {seen.new}"
     if not works:
-        return f"the installed build does not work here ({facts.torch.import_error or 'torch sees no GPU'})"
+        return f"the installed build does not work here ({view.torch.import_error or 'torch sees no GPU'})"
     return (f"no {kind_name(kind) if kind else ''} build of torch {seen.inst} that the matrix knows fits this machine; "
             f"{seen.new_full} is the newest that does").replace("  ", " ")
 
@@ -109,7 +108,7 @@ def _downgrade(plan: Plan, seen: _Installed, why: str) -> None:
     plan.warnings.append(f"this plan downgrades torch from {seen.old_full} to {seen.new_full}")
 
 
-def _keep_installed(facts: Facts, matrix: Matrix, request: Request, plan: Plan, seen: _Installed) -> None:
+def _keep_installed(view: MachineView, matrix: Matrix, request: Request, plan: Plan, seen: _Installed) -> None:
     """An unpinned plan older than a working installed build of the same kind keeps that build (no downgrade)."""
     inst, inst_variant = seen.inst, seen.variant
     row = matrix.release(inst)
@@ -127,13 +126,13 @@ def _keep_installed(facts: Facts, matrix: Matrix, request: Request, plan: Plan, 
     plan.command = []
     plan.satisfied = True
     plan.leftovers = []
-    _companions_beside(facts, matrix, request, plan, inst, inst_variant)
+    _companions_beside(view, matrix, request, plan, inst, inst_variant)
 
 
-def _companions_beside(facts: Facts, matrix: Matrix, request: Request, plan: Plan, inst: Version, inst_variant: str | None) -> None:
+def _companions_beside(view: MachineView, matrix: Matrix, request: Request, plan: Plan, inst: Version, inst_variant: str | None) -> None:
     """The installed torch is kept: the requested companions it lacks are still planned, paired with it (the
     command names the installed torch too, so the installer keeps it)."""
-    t = facts.torch
+    t = view.torch
     have = {k.lower() for k in t.distributions} | {n for n, v in (("torchvision", t.torchvision_version), ("torchaudio", t.torchaudio_version)) if v}
     wanted = [n for n in request.packages if n in ("torchvision", "torchaudio") and n not in have]
     if not wanted:
@@ -141,9 +140,9 @@ def _companions_beside(facts: Facts, matrix: Matrix, request: Request, plan: Pla
     labelled = bool(t.version and "+" in t.version and inst_variant)
     index_url = variant_index_url(matrix, request, inst_variant) if labelled and inst_variant else matrix.index_url("pypi")
     pkgs = planned_packages(matrix, replace(request, packages=["torch", *wanted]), inst, inst_variant if labelled else None, index_url, plan.warnings,
-                     target_from(MachineView.of(facts), matrix, request))
+                     target_from(view, matrix, request))
     if len(pkgs) == 1:  # no pairing known for any of them: the warnings say so
         return
     plan.packages, plan.index_url, plan.satisfied = pkgs, index_url, False
-    plan.command = install_command(facts, request, [p.requirement for p in pkgs], index_url)
+    plan.command = install_command(view, request, [p.requirement for p in pkgs], index_url)
     plan.reasons.insert(1, f"{', '.join(f'{p.name} {p.version}' for p in pkgs[1:])} (paired with the installed torch {inst}): missing, planned beside it")

@@ -7,7 +7,6 @@ import re
 from packaging.version import Version
 
 from stackdoctor import accelerators
-from stackdoctor.facts import Facts
 from stackdoctor.install.leftovers import predict_leftovers
 from stackdoctor.matrix import (
     Matrix,
@@ -26,11 +25,11 @@ def variant_index_url(matrix: Matrix, request: Request, variant: str) -> str:
     return f"{base.rstrip('/')}/{variant}"
 
 
-def install_command(facts: Facts, request: Request, reqs: list[str], index_url: str | None) -> list[str]:
-    py = facts.python.executable or "python3"
+def install_command(view: MachineView, request: Request, reqs: list[str], index_url: str | None) -> list[str]:
+    py = view.python.executable or "python3"
     idx = ["--index-url", index_url] if index_url else []
     if request.installer == "uv":
-        return [facts.python.uv_path or "uv", "pip", "install", "--python", py, *reqs, *idx]
+        return [view.python.uv_path or "uv", "pip", "install", "--python", py, *reqs, *idx]
     return [py, "-m", "pip", "install", *reqs, *idx]
 
 
@@ -84,7 +83,7 @@ def _learned_where(source: str, t: Target) -> str | None:
     return None
 
 
-def finish(facts: Facts, matrix: Matrix, request: Request, fit: Fit, plan: Plan, *, pypi: bool = False) -> Plan:
+def finish(view: MachineView, matrix: Matrix, request: Request, fit: Fit, plan: Plan, *, pypi: bool = False) -> Plan:
     v = fit.variant
     if pypi or v.index == "pypi":
         # a label-less default build (PyPI's): the index that serves it, with a plain ==version requirement
@@ -93,7 +92,7 @@ def finish(facts: Facts, matrix: Matrix, request: Request, fit: Fit, plan: Plan,
         index_url, pkg_variant = v.index, v.name  # learned from that index (an index witness)
     else:
         index_url, pkg_variant = variant_index_url(matrix, request, v.name), v.name
-    where = _learned_where(v.source, target_from(MachineView.of(facts), matrix, request)) if v.learned else None
+    where = _learned_where(v.source, target_from(view, matrix, request)) if v.learned else None
     if where:
         plan.reasons.append(
             f"torch {fit.version} {v.name}: learned {v.learned} from the index's own files ({where})"
@@ -105,14 +104,14 @@ def finish(facts: Facts, matrix: Matrix, request: Request, fit: Fit, plan: Plan,
     plan.warnings.extend(w for w in fit.warnings if w not in plan.warnings)
     plan.reasons.extend(fit.reasons)
     plan.env.update(fit.env)
-    plan.packages = planned_packages(matrix, request, fit.version, pkg_variant, index_url, plan.warnings, target_from(MachineView.of(facts), matrix, request))
-    plan.command = install_command(facts, request, [p.requirement for p in plan.packages], index_url)
-    plan.leftovers = predict_leftovers(facts.torch.distributions, v.name)  # the one prediction (install's too)
+    plan.packages = planned_packages(matrix, request, fit.version, pkg_variant, index_url, plan.warnings, target_from(view, matrix, request))
+    plan.command = install_command(view, request, [p.requirement for p in plan.packages], index_url)
+    plan.leftovers = predict_leftovers(view.torch.distributions, v.name)  # the one prediction (install's too)
     return plan
 
 
 def paired_companions(
-    facts: Facts, request: Request, t: Target, acc: accelerators.Accelerator, cands: list[tuple[Release, Version]], plan: Plan
+    view: MachineView, request: Request, t: Target, acc: accelerators.Accelerator, cands: list[tuple[Release, Version]], plan: Plan
 ) -> tuple[list[tuple[Release, Version]], dict[str, accelerators.Companion]]:
     """The releases a kind's companion package pairs with on this target (``torch-npu`` beside torch's CPU build), newest
     first, and the companion of each: first only those whose needs are known and met (:meth:`Accelerator.companion`'s
@@ -121,7 +120,7 @@ def paired_companions(
     for strict in (True, False):
         paired: dict[str, accelerators.Companion] = {}
         for _rel, ver in cands:
-            c = acc.companion(facts, str(ver), os=t.os, arch=t.arch, python=t.python, hypothetical=is_what_if(request), strict=strict)
+            c = acc.companion(view.facts, str(ver), os=t.os, arch=t.arch, python=t.python, hypothetical=is_what_if(request), strict=strict)
             if isinstance(c, accelerators.Companion):
                 paired[str(ver)] = c
             elif isinstance(c, str) and c not in why:
@@ -133,14 +132,14 @@ def paired_companions(
     return [], {}
 
 
-def with_companion(facts: Facts, request: Request, plan: Plan, c: accelerators.Companion | None) -> Plan:
+def with_companion(view: MachineView, request: Request, plan: Plan, c: accelerators.Companion | None) -> Plan:
     """``plan`` with the companion package beside torch: its requirement, its index (an extra one), its reasons."""
     if c is None:
         return plan
     plan.packages.append(PlannedPackage(c.name, c.version, None, c.index_url))
     plan.reasons.extend(c.reasons)
     plan.warnings.extend(w for w in c.warnings if w not in plan.warnings)
-    plan.command = install_command(facts, request, [p.requirement for p in plan.packages], plan.index_url)
+    plan.command = install_command(view, request, [p.requirement for p in plan.packages], plan.index_url)
     extra = list(dict.fromkeys(p.index_url for p in plan.packages if p.index_url and p.index_url != plan.index_url))
     for url in extra:
         plan.command += ["--extra-index-url", url]

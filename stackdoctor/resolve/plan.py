@@ -9,7 +9,6 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from stackdoctor import accelerators
-from stackdoctor.facts import Facts
 from stackdoctor.matrix import (
     OS_WORDS,
     JetsonRow,
@@ -119,14 +118,14 @@ def resolve(view: MachineView, matrix: Matrix, request: Request) -> Plan:
     One honest answer either way: a plan that cannot be met has no command and its ``error`` says why in one
     sentence (exit 1, README "Exit codes"); a plan against the installed torch says what it replaces, and
     never downgrades silently (:func:`mind_installed`)."""
-    facts = facts_of(view)
+    facts_of(view)  # the guard: raw facts are refused
     plan = _resolve(view, matrix, request)
     if not plan.satisfiable:
         plan.packages, plan.command = [], []
         if plan.error is None:
             plan.error = PlanError("unmet", _unmet_sentence(plan), 1)
         return plan
-    mind_installed(facts, matrix, request, plan)
+    mind_installed(view, matrix, request, plan)
     return plan
 
 
@@ -142,7 +141,6 @@ def _resolve(view: MachineView, matrix: Matrix, request: Request) -> Plan:
     """The stages: the target, the releases the request allows, then the platform's own path (a Jetson's wheel
     source, macOS's default build) or the devices' (a GPU build of the kind that serves them, else a CPU build)."""
     plan = Plan(torch_version=None, variant=None, index_url=None)
-    facts = view.facts
     t = target_from(view, matrix, request)
     plan.warnings.extend(t.notes)
     if not _platform_known(t, plan):
@@ -151,10 +149,10 @@ def _resolve(view: MachineView, matrix: Matrix, request: Request) -> Plan:
     if not cands:
         return plan
     if t.jetson:
-        return _resolve_jetson(facts, matrix, request, t, cands, plan)
+        return _resolve_jetson(view, matrix, request, t, cands, plan)
     if t.os == "macos":
-        return _resolve_macos(facts, matrix, request, t, cands, plan)
-    return _resolve_devices(facts, matrix, request, t, cands, plan)
+        return _resolve_macos(view, matrix, request, t, cands, plan)
+    return _resolve_devices(view, matrix, request, t, cands, plan)
 
 
 Candidates = list[tuple[Release, Version]]
@@ -162,7 +160,7 @@ Candidates = list[tuple[Release, Version]]
 
 def _platform_known(t: Target, plan: Plan) -> bool:
     if t.os == "unknown" or not t.arch:
-        plan.reasons.append("the target platform is unknown (no OS / architecture facts), so no wheel can be chosen")
+        plan.reasons.append("the target platform is unknown (no OS / architecture view), so no wheel can be chosen")
         plan.suggestions.append("name the target with --platform TAG (e.g. manylinux_2_28_x86_64, win_amd64, macosx_14_0_arm64)")
         return False
     if not t.python:
@@ -243,7 +241,7 @@ def _some(cands: Candidates) -> str:
     return ", ".join(str(v) for _, v in cands[:3]) + (" ..." if len(cands) > 3 else "")
 
 
-def _resolve_devices(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: Candidates, plan: Plan) -> Plan:
+def _resolve_devices(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: Candidates, plan: Plan) -> Plan:
     """The kind that serves the target's devices (:func:`accelerators.serving`) plans its GPU build; none fits, or
     none is served: a CPU build (with the companion a kind pairs with it), else PyPI's default build, else nothing."""
     gpus = list(t.gpus)
@@ -261,17 +259,17 @@ def _resolve_devices(facts: Facts, matrix: Matrix, request: Request, t: Target, 
     companion: dict[str, accelerators.Companion] = {}
     beside = _companion_kind(request, kind, gpus)
     if beside is not None:
-        cands, companion = paired_companions(facts, request, t, beside, cands, plan)
+        cands, companion = paired_companions(view, request, t, beside, cands, plan)
         if not cands:
             return plan
     if kind != accelerators.CPU:
-        planned = _gpu_build(facts, matrix, request, t, cands, plan, kind, gpus)
+        planned = _gpu_build(view, matrix, request, t, cands, plan, kind, gpus)
         if planned is not None:
-            return with_companion(facts, request, planned, companion.get(planned.torch_version or "")) if companion else planned
+            return with_companion(view, request, planned, companion.get(planned.torch_version or "")) if companion else planned
         if explicit:
             plan.reasons.append(f"--variant {request.variant} does not fit this machine")
             return plan
-    return _cpu_build(facts, matrix, request, t, cands, plan, kind, gpus, companion)
+    return _cpu_build(view, matrix, request, t, cands, plan, kind, gpus, companion)
 
 
 def _companion_kind(request: Request, kind: str, gpus: list[Gpu]) -> accelerators.Accelerator | None:
@@ -283,7 +281,7 @@ def _companion_kind(request: Request, kind: str, gpus: list[Gpu]) -> accelerator
     return acc if request.variant in ("auto", accelerators.CPU) or acc.serves(request.variant) else None
 
 
-def _gpu_build(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: Candidates, plan: Plan, kind: str, gpus: list[Gpu]) -> Plan | None:
+def _gpu_build(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: Candidates, plan: Plan, kind: str, gpus: list[Gpu]) -> Plan | None:
     """The newest release with a ``kind`` build that runs on every GPU, else on the largest group of them (hiding the
     rest); None when no release has one (the plan saying so, with what would make one possible)."""
     acc = accelerators.for_build(kind)
@@ -296,7 +294,7 @@ def _gpu_build(facts: Facts, matrix: Matrix, request: Request, t: Target, cands:
                 continue
             plan.rejected.extend(rejected_here if subset is gpus else rejected_all + rejected_here)
             _gpu_reasons(request, t, cands, plan, kind, acc, ver, best, subset, gpus)
-            return finish(facts, matrix, request, best, plan)
+            return finish(view, matrix, request, best, plan)
         if subset is gpus:
             rejected_all = rejected_here
     # no GPU build anywhere in the request
@@ -334,7 +332,7 @@ def _gpu_reasons(request: Request, t: Target, cands: Candidates, plan: Plan, kin
         )
 
 
-def _cpu_build(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: Candidates, plan: Plan, kind: str, gpus: list[Gpu],
+def _cpu_build(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: Candidates, plan: Plan, kind: str, gpus: list[Gpu],
                companion: dict[str, accelerators.Companion]) -> Plan:
     """The newest release with a CPU build for this platform and Python (beside the companion a kind pairs with it)."""
     cpu_rejects: list[str] = []
@@ -351,8 +349,8 @@ def _cpu_build(facts: Facts, matrix: Matrix, request: Request, t: Target, cands:
             _cpu_reason(request, t, plan, kind, gpus, ver)
         if plan.suggestions:
             plan.reasons.append("to get a GPU build: " + "; or ".join(plan.suggestions))
-        return with_companion(facts, request, finish(facts, matrix, request, fit, plan), companion.get(str(ver)))
-    planned = _pypi_default_build(facts, matrix, request, t, cands, plan, gpus, cpu_rejects)
+        return with_companion(view, request, finish(view, matrix, request, fit, plan), companion.get(str(ver)))
+    planned = _pypi_default_build(view, matrix, request, t, cands, plan, gpus, cpu_rejects)
     if planned is not None:
         return planned
     # nothing at all
@@ -377,7 +375,7 @@ def _cpu_reason(request: Request, t: Target, plan: Plan, kind: str, gpus: list[G
         plan.reasons.append(f"torch {ver} cpu: no GPU build fits{' (see rejected)' if plan.rejected else ''}; a CPU build is what works here")
 
 
-def _pypi_default_build(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: Candidates, plan: Plan, gpus: list[Gpu],
+def _pypi_default_build(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: Candidates, plan: Plan, gpus: list[Gpu],
                         cpu_rejects: list[str]) -> Plan | None:
     """No CPU build: PyPI's default build (a GPU build, learned from its wheels) runs on the CPU too, as `pip install
     torch` does, unless it would see a GPU here it has no code for."""
@@ -399,11 +397,11 @@ def _pypi_default_build(facts: Facts, matrix: Matrix, request: Request, t: Targe
                 + (f" and Python {t.python}" if t.python else "")
                 + f"; PyPI's default build ({v.name}) runs on the CPU as well, with its CUDA libraries unused"
             )
-            return finish(facts, matrix, request, Fit(rel, ver, v), plan)
+            return finish(view, matrix, request, Fit(rel, ver, v), plan)
     return None
 
 
-def _resolve_macos(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan) -> Plan:
+def _resolve_macos(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan) -> Plan:
     """macOS: the default PyPI build (no local suffix); on Apple silicon it carries MPS."""
     rejects: list[str] = []
     first_ok: Fit | None = None
@@ -428,11 +426,11 @@ def _resolve_macos(facts: Facts, matrix: Matrix, request: Request, t: Target, ca
                 plan.reasons.append(f"an older release with MPS beats torch {first_ok.version} without it on this macOS")
         else:
             plan.reasons.append(f"torch {ver}: Intel Macs get CPU builds only, and {ver} is the newest {'requested ' if request.torch else ''}release with macOS x86_64 wheels")
-        return finish(facts, matrix, request, fit, plan, pypi=True)
+        return finish(view, matrix, request, fit, plan, pypi=True)
     if first_ok is not None:
         plan.reasons.append(f"torch {first_ok.version}: no release here has MPS on this macOS; CPU only")
         plan.suggestions.append(f"upgrade macOS to >= {first_ok.release.mps_min_macos} for MPS")
-        return finish(facts, matrix, request, first_ok, plan, pypi=True)
+        return finish(view, matrix, request, first_ok, plan, pypi=True)
     plan.reasons.extend(rejects[:3] or ["no torch build for this Mac"])
     if t.arch == "x86_64":
         last = matrix.newest_release_for("macos", "x86_64")
@@ -445,14 +443,14 @@ def _resolve_macos(facts: Facts, matrix: Matrix, request: Request, t: Target, ca
     return plan
 
 
-def _resolve_jetson(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan) -> Plan:
+def _resolve_jetson(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan) -> Plan:
     row = matrix.jetson_row(t.l4t, t.jetpack)
     what = f"L4T {t.l4t}" if t.l4t else f"JetPack {t.jetpack}" if t.jetpack else "this Jetson"
     if row is None:
         plan.reasons.append(f"{what}: the matrix has no Jetson row for it, so no wheel source is known")
         return plan
     if row.use_pytorch_index:
-        return _resolve_jetson_thor(facts, matrix, request, t, cands, plan, row, what)
+        return _resolve_jetson_thor(view, matrix, request, t, cands, plan, row, what)
     if not row.variant or not row.index_url:
         plan.reasons.append(f"{what} (JetPack {row.jetpack}): {row.note or 'no torch wheel source is known'}")
         newer = [j for j in matrix.jetson if j.variant and j.index_url and j.jetpack > row.jetpack]
@@ -476,19 +474,19 @@ def _resolve_jetson(facts: Facts, matrix: Matrix, request: Request, t: Target, c
     if row.unknown:
         plan.warnings.append(f"matrix: {'; '.join(row.unknown)} (unknown)")
     plan.packages = planned_packages(matrix, request, ver, None, row.index_url, plan.warnings)
-    plan.command = install_command(facts, request, [p.requirement for p in plan.packages], row.index_url)
+    plan.command = install_command(view, request, [p.requirement for p in plan.packages], row.index_url)
     return plan
 
 
-def _resolve_jetson_thor(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan,
+def _resolve_jetson_thor(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan,
                          row: JetsonRow, what: str) -> Plan:
     """Thor (JetPack 7): the SBSA userspace runs download.pytorch.org's aarch64 CUDA builds, planned as for any
     machine with that GPU (its compute capability from the Jetson row where no tool listed it)."""
     t2 = Target(**{**t.__dict__, "jetson": False})
     if not t2.gpus and row.gpu_cc:
-        t2.gpus = [Gpu("nvidia", 0, facts.jetson.model or "Jetson GPU", cc=row.gpu_cc[0])]
+        t2.gpus = [Gpu("nvidia", 0, view.jetson.model or "Jetson GPU", cc=row.gpu_cc[0])]
     plan.reasons.append(f"{what} (JetPack {row.jetpack}): {row.note}")
-    inner = _resolve_generic_target(facts, matrix, request, t2, cands)
+    inner = _resolve_generic_target(view, matrix, request, t2, cands)
     inner.reasons = plan.reasons + inner.reasons
     inner.warnings = plan.warnings + inner.warnings
     if inner.variant in (None, accelerators.CPU) and row.variant and row.index_url:
@@ -509,15 +507,12 @@ def _jetson_versions(row: JetsonRow, request: Request) -> list[Version]:
     return [v for v in versions if spec.contains(v, prereleases=True)]
 
 
-def _resolve_generic_target(facts: Facts, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]]) -> Plan:
+def _resolve_generic_target(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]]) -> Plan:
     """Resolve with an already-built target (used for Jetson Thor)."""
-    sub = dataclasses.replace(
-        facts,
-        jetson=dataclasses.replace(facts.jetson, is_jetson=False),
-    )
+    sub = view.replaced(jetson=dataclasses.replace(view.jetson, is_jetson=False))  # the same view, the Jetson path off
     req = dataclasses.replace(
         request,
         gpus=[f"sm_{g.cc.replace('.', '')}" for g in t.gpus if g.cc] or request.gpus,  # only an NVIDIA GPU has a compute capability
         driver=t.driver,
     )
-    return resolve(MachineView.of(sub), matrix, req)  # the same view, the Jetson path off
+    return resolve(sub, matrix, req)
