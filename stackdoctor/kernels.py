@@ -108,7 +108,7 @@ def kernel_facts_from_run(res: CommandResult, mode: str = "full") -> KernelFacts
     return kf
 
 
-def _device_specs() -> str | None:
+def worker_device_specs() -> str | None:
     """The accelerator kinds' worker device specs (``accelerators.device_specs()``) as the workers read them."""
     specs = accelerators.device_specs()
     return json.dumps(specs, sort_keys=True) if specs else None
@@ -127,7 +127,7 @@ def run_kernels(
 ) -> KernelFacts:
     """The full kernel suite in ``python`` (a subprocess with a timeout). Never raises."""
     args = {"kernels": list(kernels), "devices": list(devices), "sizes": [int(s) for s in sizes], "min_time": min_time}
-    env: dict[str, str | None] = {"STACKDOCTOR_TEST_HOOK": hook, "STACKDOCTOR_DEVICES": _device_specs()}
+    env: dict[str, str | None] = {"STACKDOCTOR_TEST_HOOK": hook, "STACKDOCTOR_DEVICES": worker_device_specs()}
     res = system.run([python, "-I", str(worker_path("sd_kernels.py")), json.dumps(args)], timeout=timeout_s, env=env, parse_env=False)
     return kernel_facts_from_run(res, mode="full")
 
@@ -320,7 +320,7 @@ def run_allreduce_local(
                 started[rank] = handle
 
         sink = _ProgressLines(on_progress) if on_progress is not None and rank == 0 else None
-        res = system.run(_rank_argv(python, args, ()), timeout=outer, env={"STACKDOCTOR_TEST_HOOK": hook, "STACKDOCTOR_DEVICES": _device_specs()}, parse_env=False,
+        res = system.run(_rank_argv(python, args, ()), timeout=outer, env={"STACKDOCTOR_TEST_HOOK": hook, "STACKDOCTOR_DEVICES": worker_device_specs()}, parse_env=False,
                          on_start=keep, on_stderr=sink)
         outcome = _rank_outcome(rank, res)
         with lock:
@@ -402,7 +402,7 @@ def run_allreduce_rank(
             "local_rank": rank if local_rank is None else local_rank}
     if node is not None:
         args["node"] = dict(node)
-    res = system.run(_rank_argv(python, args, prefix), timeout=opts.timeout_s * 2 + 30, env={"STACKDOCTOR_TEST_HOOK": hook, "STACKDOCTOR_DEVICES": _device_specs()}, parse_env=False,
+    res = system.run(_rank_argv(python, args, prefix), timeout=opts.timeout_s * 2 + 30, env={"STACKDOCTOR_TEST_HOOK": hook, "STACKDOCTOR_DEVICES": worker_device_specs()}, parse_env=False,
                      on_stderr=_ProgressLines(on_progress) if on_progress is not None else None)
     outcome = _rank_outcome(rank, res)
     summary = merge_allreduce({rank: outcome}, world_size)

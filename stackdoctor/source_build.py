@@ -145,7 +145,7 @@ def _at_least(found: str | None, minimum: str | None) -> bool | None:
     return f + (0,) * (n - len(f)) >= m + (0,) * (n - len(m))
 
 
-def _os_of(request: BuildRequest, facts: Facts) -> str:
+def os_of(request: BuildRequest, facts: Facts) -> str:
     tag = (request.platform or "").lower()
     if tag.startswith("win"):
         return "windows"
@@ -444,7 +444,7 @@ def env_file(plan: BuildPlan) -> str:
 
 def build_plan(facts: Facts, matrix: Matrix, request: BuildRequest, tools: BuildTools | None, python: str) -> BuildPlan:
     """The plan; ``tools`` None: the build tools were not looked at (a what-if for another platform)."""
-    os_ = _os_of(request, facts)
+    os_ = os_of(request, facts)
     tag_version = _release(matrix, request.torch)
     tag = f"v{tag_version}" if tag_version and re.fullmatch(r"\d+\.\d+\.\d+", tag_version) else None
     url = request.source_url or _url(matrix, "repository") or ""

@@ -78,7 +78,7 @@ def plan_only(opts: FromSourceOptions) -> BuildPlan:
     from stackdoctor.install.options import InstallOptions, MachineOptions, SourceOptions
     from stackdoctor.install.request import gather_view
     from stackdoctor.probes.buildtools import probe_build_tools
-    from stackdoctor.source_build import _os_of
+    from stackdoctor.source_build import os_of
     from stackdoctor.system import System
 
     view, python, matrix = gather_view(InstallOptions(python=opts.python, machine=MachineOptions(replay=opts.replay), sources=SourceOptions(matrix=list(opts.matrix))))
@@ -90,11 +90,11 @@ def plan_only(opts: FromSourceOptions) -> BuildPlan:
     if opts.torch and not any(str(r.version) == opts.torch.strip() for r in matrix.releases):
         raise UsageError(f"--torch {opts.torch}: the matrix knows no such release to build (a release version, like 2.13.0).")
     here = {"Windows": "windows", "Darwin": "macos"}.get(view.platform.system or "", "linux")
-    foreign = opts.replay is not None or _os_of(request, view.facts) != here
+    foreign = opts.replay is not None or os_of(request, view.facts) != here
     tools = None if foreign else probe_build_tools(System.from_env(), os.path.dirname(os.path.abspath(opts.source_dir)) or ".", python=python)
     shown_python = python
     if opts.what_if and (foreign or opts.python_version):
-        shown_python = "python" if _os_of(request, view.facts) == "windows" else "python3"
+        shown_python = "python" if os_of(request, view.facts) == "windows" else "python3"
     plan = build_plan(view.facts, matrix, request, tools, shown_python)
     if opts.what_if:
         parts = [*(f"GPU {g}" for g in opts.gpus), *(f"AMD {g}" for g in opts.gfx)]

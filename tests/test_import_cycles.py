@@ -141,20 +141,7 @@ def _short(module: str) -> str:
 # probes/OS-boundary floor: (importer,
 # module, name), each module by its last dotted part so that moving a file into a package does not make its entry
 # stale. Fixing one (make the name public, or move the code to where it is used) means removing it here.
-KNOWN_PRIVATE_IMPORTS = frozenset({
-    # owner `resolve` (resolve/) with `install` (install/index.py) and `seam` (learn.py)
-    ("availability", "index", "_wheel_parts"),
-    ("dependencies", "index", "_wheel_parts"),
-    ("survey", "index", "_index_error"),
-    ("survey", "index", "_wheel_parts"),
-    # owner `seam` (learn.py, learn_wheels.py, learn_sources.py; matrix/ is the lead's)
-    # owner `install` (install/)
-    ("request", "options", "_DRIVER_RE"),
-    # owner `rest` (source_build.py, source_run.py)
-    ("source_run", "source_build", "_os_of"),
-    # owner `speed` (probes/target.py) with `seam` (kernels.py)
-    ("target", "kernels", "_device_specs"),
-})
+KNOWN_PRIVATE_IMPORTS: frozenset[tuple[str, str, str]] = frozenset()  # none left (issue 31: every name used across modules is public)
 
 
 def test_the_private_name_walker_sees_both_forms(tmp_path):
@@ -166,7 +153,10 @@ def test_the_private_name_walker_sees_both_forms(tmp_path):
     assert private_imports("stackdoctor.fake", src) == {
         ("stackdoctor.texts", "_x"), ("stackdoctor.system", "_y"), ("stackdoctor", "_z"), ("stackdoctor.units", "_w"),
     }
-    assert ("stackdoctor.install.index", "_wheel_parts") in private_imports("stackdoctor.resolve.availability", MODULES["stackdoctor.resolve.availability"])
+    # the form the last real cases had (resolve/availability took install/index's _wheel_parts until issue 31)
+    old = tmp_path / "availability.py"
+    old.write_text("from stackdoctor.install.index import _wheel_parts, wheel_parts\n")
+    assert private_imports("stackdoctor.resolve.availability", old) == {("stackdoctor.install.index", "_wheel_parts")}
 
 
 def test_no_module_takes_another_modules_private_name():

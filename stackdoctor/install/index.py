@@ -214,7 +214,7 @@ def parse_page(page: Page) -> list[IndexFile]:
 # ---------------------------------------------------------------------------- wheel selection (pure)
 
 
-def _wheel_parts(filename: str) -> tuple[str, Any, frozenset[str]] | None:
+def wheel_parts(filename: str) -> tuple[str, Any, frozenset[str]] | None:
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
     from packaging.version import InvalidVersion
 
@@ -264,7 +264,7 @@ def select_wheel(
     rank = {t: i for i, t in enumerate(tags)}
     best: tuple[int, IndexFile] | None = None
     for f in files:
-        parts = _wheel_parts(f.filename)
+        parts = wheel_parts(f.filename)
         if parts is None or f.yanked:
             continue
         fname, fver, ftags = parts
@@ -289,7 +289,7 @@ def describe_offer(files: Sequence[IndexFile], name: str, version: str) -> str:
     same: list[frozenset[str]] = []
     versions: set[str] = set()
     for f in files:
-        parts = _wheel_parts(f.filename)
+        parts = wheel_parts(f.filename)
         if parts is None or parts[0] != canonical_name(name):
             continue
         versions.add(str(parts[1]))
@@ -508,35 +508,35 @@ class IndexClient:
         except httpx.HTTPError as exc:
             raise self._transport_error(url, exc) from None
         except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
-            raise _index_error("failing", f"{url} could not be read: {type(exc).__name__}: {_first(str(exc))}.") from None
+            raise index_error("failing", f"{url} could not be read: {type(exc).__name__}: {_first(str(exc))}.") from None
 
     def _check_status(self, url: str, resp: httpx.Response) -> None:
         """A page's status as one IndexError_ sentence, unless it is 200."""
         if resp.status_code in (401, 403):
-            raise _index_error("failing", _refused_sentence(url, resp.status_code, self.settings.keyring_provider))
+            raise index_error("failing", _refused_sentence(url, resp.status_code, self.settings.keyring_provider))
         if resp.status_code == 404:
-            raise _index_error("missing", f"{url} does not exist (HTTP 404): the index has no such package or variant; check --index-base and --variant.")
+            raise index_error("missing", f"{url} does not exist (HTTP 404): the index has no such package or variant; check --index-base and --variant.")
         if resp.status_code >= 400:
-            raise _index_error(
+            raise index_error(
                 "failing",
                 f"{url} answered HTTP {resp.status_code} {resp.reason_phrase}".rstrip()
                 + "; the index is failing: try again later, use a mirror with --index-base, or --offline."
             )
         if resp.status_code != 200:
-            raise _index_error("failing", f"{url} answered HTTP {resp.status_code} instead of a package page.")
+            raise index_error("failing", f"{url} answered HTTP {resp.status_code} instead of a package page.")
 
     def _read_body(self, url: str, resp: httpx.Response, deadline: float) -> bytes:
         """The page's bytes, bounded by ``max_bytes`` and by the time-out."""
         length = resp.headers.get("content-length")
         if length and length.isdigit() and int(length) > self.max_bytes:
-            raise _index_error("failing", _too_large(url, int(length), self.max_bytes))
+            raise index_error("failing", _too_large(url, int(length), self.max_bytes))
         buf = bytearray()
         for chunk in resp.iter_bytes():
             buf += chunk
             if len(buf) > self.max_bytes:
-                raise _index_error("failing", _too_large(url, None, self.max_bytes))
+                raise index_error("failing", _too_large(url, None, self.max_bytes))
             if time.monotonic() > deadline:
-                raise _index_error("unreachable", _too_slow(url, self.timeout_s))
+                raise index_error("unreachable", _too_slow(url, self.timeout_s))
         return bytes(buf)
 
     def _transport_error(self, url: str, exc: httpx.HTTPError) -> IndexError_:
@@ -544,23 +544,23 @@ class IndexClient:
         import httpx
 
         if isinstance(exc, httpx.TooManyRedirects):
-            return _index_error("failing", f"{url} redirects in a loop (more than {MAX_REDIRECTS} redirects); the index or a proxy is misconfigured.")
+            return index_error("failing", f"{url} redirects in a loop (more than {MAX_REDIRECTS} redirects); the index or a proxy is misconfigured.")
         if isinstance(exc, httpx.TimeoutException):
-            return _index_error("unreachable", _too_slow(url, self.timeout_s))
+            return index_error("unreachable", _too_slow(url, self.timeout_s))
         if isinstance(exc, httpx.ProxyError):
-            return _index_error("unreachable", f"the proxy refused the request for {url}: {exc}.")
+            return index_error("unreachable", f"the proxy refused the request for {url}: {exc}.")
         if isinstance(exc, httpx.ConnectError):
             text = str(exc)
             if "CERTIFICATE_VERIFY_FAILED" in text or "certificate" in text.lower():
-                return _index_error(
+                return index_error(
                     "unreachable",
                     f"the TLS certificate of {urllib.parse.urlsplit(url).netloc} is not trusted ({_first(text)}); "
                     "set SSL_CERT_FILE or pip's `cert` to your CA bundle."
                 )
-            return _index_error("unreachable", f"cannot connect to {urllib.parse.urlsplit(url).netloc} for {url}: {_first(text) or 'connection failed'}; check the network, HTTPS_PROXY, or use --index-base / --offline.")
+            return index_error("unreachable", f"cannot connect to {urllib.parse.urlsplit(url).netloc} for {url}: {_first(text) or 'connection failed'}; check the network, HTTPS_PROXY, or use --index-base / --offline.")
         if isinstance(exc, httpx.DecodingError):
-            return _index_error("failing", f"{url} sent a body that cannot be decoded ({_first(str(exc))}).")
-        return _index_error("failing", f"{url} could not be read: {type(exc).__name__}: {_first(str(exc))}.")
+            return index_error("failing", f"{url} sent a body that cannot be decoded ({_first(str(exc))}).")
+        return index_error("failing", f"{url} could not be read: {type(exc).__name__}: {_first(str(exc))}.")
 
 
 def _refused_sentence(url: str, status: int, keyring: str | None) -> str:
@@ -570,7 +570,7 @@ def _refused_sentence(url: str, status: int, keyring: str | None) -> str:
     return f"{url} answered HTTP {status}: it needs credentials, and none for it are in the URL or in ~/.netrc (pip reads both)."
 
 
-def _index_error(reason: str, message: str) -> IndexError_:
+def index_error(reason: str, message: str) -> IndexError_:
     """An IndexError_ that also says what kind of failure it is (the index check skips an
     "unreachable" or "failing" source instead of handing it to pip or uv)."""
     exc = IndexError_(message)
@@ -598,16 +598,16 @@ def read_local_page(url: str, max_bytes: int = MAX_PAGE_BYTES) -> Page:
     try:
         # the user's own index on disk, not a probed machine file: read directly
         if target.stat().st_size > max_bytes:
-            raise _index_error("failing", _too_large(url, target.stat().st_size, max_bytes))
+            raise index_error("failing", _too_large(url, target.stat().st_size, max_bytes))
         data = read_bounded(target, max_bytes, too_large=True)  # a FIFO or /dev/zero: refused, never read
     except TooLarge:
-        raise _index_error("failing", f"{url} is larger than {max_bytes} bytes; not an index page.") from None
+        raise index_error("failing", f"{url} is larger than {max_bytes} bytes; not an index page.") from None
     except FileNotFoundError:
-        raise _index_error("missing", f"{url} does not exist (no {target}).") from None
+        raise index_error("missing", f"{url} does not exist (no {target}).") from None
     except NotADirectoryError:
-        raise _index_error("missing", f"{url} does not exist ({path.parent} is not a directory).") from None
+        raise index_error("missing", f"{url} does not exist ({path.parent} is not a directory).") from None
     except OSError as exc:
-        raise _index_error("failing", f"{url} cannot be read: {exc.strerror or exc}.") from None
+        raise index_error("failing", f"{url} cannot be read: {exc.strerror or exc}.") from None
     page_url = url if url.endswith("/") or not path.is_dir() else url + "/"
     return Page(page_url, "text/html", _text(data))
 

@@ -20,7 +20,7 @@ KNOWN_PACKAGES = ("torch", "torchvision", "torchaudio")
 PROBES = ["target", "platform", "nvidia", "rocm", "apple", "intel", "jetson"]
 INSTALLERS = ("pip", "uv", "conda", "mamba", "micromamba", "pixi")
 EMITS = ("requirements", "uv", "environment.yml")
-_DRIVER_RE = re.compile(r"^\d{2,4}(\.\d{1,3}){0,3}$")
+DRIVER_RE = re.compile(r"^\d{2,4}(\.\d{1,3}){0,3}$")
 
 
 @dataclass

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from stackdoctor import accelerators, pipeline
 from stackdoctor.errors import UsageError
-from stackdoctor.install.options import _DRIVER_RE, EMITS, INSTALLERS, KNOWN_PACKAGES, PROBES, InstallOptions
+from stackdoctor.install.options import DRIVER_RE, EMITS, INSTALLERS, KNOWN_PACKAGES, PROBES, InstallOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.matrix import Matrix
@@ -40,7 +40,7 @@ def check_options(opts: InstallOptions) -> None:
         raise UsageError(
             f"stackdoctor install handles torch, torchvision and torchaudio, not {', '.join(unknown)}; install other packages with pip afterwards."
         )
-    if opts.machine.driver is not None and not _DRIVER_RE.match(opts.machine.driver.strip()):
+    if opts.machine.driver is not None and not DRIVER_RE.match(opts.machine.driver.strip()):
         raise UsageError(f"--driver {opts.machine.driver} is not an NVIDIA driver version (expected like 550.54.14 or 580).")
     if opts.sources.mirror and opts.sources.index_base:
         raise UsageError("--mirror and --index-base both name the PyTorch index; give one.")

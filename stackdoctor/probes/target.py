@@ -318,9 +318,9 @@ def _worker_env(ctx: ProbeContext) -> dict[str, str | None]:
     env: dict[str, str | None] = {"PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1"}
     env["STACKDOCTOR_KERNELS"] = ("quick+compile" if ctx.compile else "quick") if ctx.kernels else None
     if ctx.kernels:  # the quick pass reaches a plug-in kind's devices (npu:N) through its device spec, as `kernels` does
-        from stackdoctor.kernels import _device_specs
+        from stackdoctor.kernels import worker_device_specs
 
-        env["STACKDOCTOR_DEVICES"] = _device_specs()
+        env["STACKDOCTOR_DEVICES"] = worker_device_specs()
     env["STACKDOCTOR_IMPORT_TORCH"] = None if ctx.import_torch else "0"
     if ctx.worker_hook is not None:
         env["STACKDOCTOR_TEST_HOOK"] = ctx.worker_hook

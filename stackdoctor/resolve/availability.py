@@ -145,14 +145,14 @@ def missing_artifacts(offers: Sequence[Offer], matrix: Matrix, plan: Plan, platf
 
 def learn_sources(surveyed: Surveyed, versions: Sequence[str], client: IndexClient | None) -> list[ProbeSource]:
     """The answering sources that list a torch wheel of one of ``versions``, as :mod:`stackdoctor.learn` reads them."""
-    from stackdoctor.install.index import _wheel_parts
+    from stackdoctor.install.index import wheel_parts
 
     want = set(versions)
     out = []
     for p in surveyed.probes:
         if not p.answered:
             continue
-        listed = {str(parts[1].public) for f in p.files.get("torch") or [] if (parts := _wheel_parts(f.filename)) is not None}
+        listed = {str(parts[1].public) for f in p.files.get("torch") or [] if (parts := wheel_parts(f.filename)) is not None}
         if listed & want:
             out.append(ProbeSource(p, client))
     return out

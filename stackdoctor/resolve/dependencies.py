@@ -88,7 +88,7 @@ def missing_dependencies(
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
-    from stackdoctor.install.index import _wheel_parts
+    from stackdoctor.install.index import wheel_parts
 
     cache: dict[str, list[IndexFile]] = {}
 
@@ -138,7 +138,7 @@ def missing_dependencies(
             continue
         best: tuple[Any, IndexFile] | None = None
         for f in candidates(name):
-            parts = _wheel_parts(f.filename)
+            parts = wheel_parts(f.filename)
             if parts is None or f.yanked:
                 continue
             _n, ver, ftags = parts

@@ -101,7 +101,7 @@ def list_links(location: str, client: IndexClient | None) -> list[IndexFile]:
 
     :raises IndexError_: with ``.reason`` ("missing", "unreachable", "failing").
     """
-    from stackdoctor.install.index import _index_error, read_local_page
+    from stackdoctor.install.index import index_error, read_local_page
 
     if is_local(location):
         path = local_path(location)
@@ -110,14 +110,14 @@ def list_links(location: str, client: IndexClient | None) -> list[IndexFile]:
                 # the user's own folder, not a probed machine path: read directly
                 names = sorted(os.listdir(path))
             except OSError as exc:
-                raise _index_error("failing", f"{location} cannot be read: {exc.strerror or exc}.") from None
+                raise index_error("failing", f"{location} cannot be read: {exc.strerror or exc}.") from None
             return [IndexFile(n, (path / n).resolve().as_uri()) for n in names if parse_flat_listing(f'<a href="{n}">{n}</a>', path.resolve().as_uri() + "/")]
         if not path.exists():
-            raise _index_error("missing", f"{location}: no such folder.")
+            raise index_error("missing", f"{location}: no such folder.")
         page = read_local_page(path.resolve().as_uri())
         return parse_flat_listing(page.text, page.url)
     if client is None:
-        raise _index_error("skipped", f"{location} is a URL and the network is off.")
+        raise index_error("skipped", f"{location} is a URL and the network is off.")
     page = client.fetch(location)
     return parse_flat_listing(page.text, page.url)
 
@@ -249,13 +249,13 @@ def torch_offers(
     """Every torch build the answering sources have for the target's tags, newest first."""
     from packaging.version import InvalidVersion, Version
 
-    from stackdoctor.install.index import _wheel_parts
+    from stackdoctor.install.index import wheel_parts
 
     out: dict[tuple[str, str | None], Offer] = {}
     rank = {t: i for i, t in enumerate(tags)}
     for probe in _order(probes):
         for f in probe.files.get("torch") or []:
-            parts = _wheel_parts(f.filename)
+            parts = wheel_parts(f.filename)
             if parts is None or f.yanked:
                 continue
             _name, ver, ftags = parts
@@ -286,10 +286,10 @@ class _LocalOnly:
     """A stand-in client for file:// pages (the dependency check never uses the network)."""
 
     def fetch(self, url: str) -> Any:
-        from stackdoctor.install.index import _index_error, read_local_page
+        from stackdoctor.install.index import index_error, read_local_page
 
         if not url.startswith("file:"):
-            raise _index_error("skipped", f"{url} is not local.")
+            raise index_error("skipped", f"{url} is not local.")
         return read_local_page(url)
 
 
