@@ -84,7 +84,7 @@ def rebuild_elf(real: Path, fatbin: bytes) -> bytes:
 
 
 def reading(path: Path) -> dict[str, object]:
-    from stackdoctor.probes.torch_static import _majority, sort_archs
+    from stackdoctor.probes.torch_static import majority, sort_archs
 
     with open(path, "rb") as fh:
         table = binfmt.read_sections(fh)
@@ -92,7 +92,7 @@ def reading(path: Path) -> dict[str, object]:
         assert sec is not None, f"{path}: no .nv_fatbin"
         fat = binfmt.walk_fatbin(fh, sec.offset, sec.size)
     counts = fat.arch_containers()
-    main, extra = _majority(counts, fat.containers)
+    main, extra = majority(counts, fat.containers)
     return {
         "containers": fat.containers,
         "entries": len(fat.entries),

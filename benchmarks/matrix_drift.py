@@ -36,7 +36,7 @@ from stackdoctor import matrix as mx  # noqa: E402
 
 
 def hand_kept() -> mx.Matrix:
-    return mx._build([p for p in mx._embedded() if not p[0].rsplit("/", 1)[-1].startswith("learned")])
+    return mx.build([p for p in mx.embedded_parts() if not p[0].rsplit("/", 1)[-1].startswith("learned")])
 
 
 def expand(archs: list[str]) -> tuple[str, ...]:
@@ -85,12 +85,12 @@ def artifacts(files: list, since: str = "2.0") -> dict[tuple[str, str | None, tu
     """(release, local label or None, (os, arch)) -> one wheel's file name, for every final torch wheel listed."""
     from packaging.version import Version
 
-    from stackdoctor.install.index import _wheel_parts
+    from stackdoctor.install.index import wheel_parts
     from stackdoctor.matrix import parse_platform
 
     out: dict[tuple[str, str | None, tuple[str, str]], str] = {}
     for f in files:
-        parts = _wheel_parts(f.filename)
+        parts = wheel_parts(f.filename)
         if parts is None or parts[0] != "torch" or getattr(f, "yanked", False):
             continue
         v = parts[1]

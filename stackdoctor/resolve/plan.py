@@ -160,7 +160,7 @@ Candidates = list[tuple[Release, Version]]
 
 def _platform_known(t: Target, plan: Plan) -> bool:
     if t.os == "unknown" or not t.arch:
-        plan.reasons.append("the target platform is unknown (no OS / architecture view), so no wheel can be chosen")
+        plan.reasons.append("the target platform is unknown (no OS / architecture facts), so no wheel can be chosen")
         plan.suggestions.append("name the target with --platform TAG (e.g. manylinux_2_28_x86_64, win_amd64, macosx_14_0_arm64)")
         return False
     if not t.python:
