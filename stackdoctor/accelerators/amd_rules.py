@@ -12,7 +12,7 @@ from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import amd_gpus, built_for_files, install_fix, variant_row, visible_to_torch
 
 
-@rule("rocm-gfx-unsupported", severity="fail", layer="gpu", group="gpu")
+@rule("rocm-gfx-unsupported", severity="fail", layer="gpu")
 def rocm_gfx_unsupported(ctx: Ctx) -> None:
     f = ctx.facts
     gpus = amd_gpus(f)

@@ -10,7 +10,7 @@ from stackdoctor.rules.helpers import python_exe, release
 from stackdoctor.versions import release as vt
 
 
-@rule("mps-unavailable", severity="fail", layer="runtime", group="runtime")
+@rule("mps-unavailable", severity="fail", layer="runtime")
 def mps_unavailable(ctx: Ctx) -> None:
     f, t, a = ctx.facts, ctx.facts.torch, ctx.facts.apple
     if not is_mac(f.facts) or not t.installed or t.mps_available is not False:

@@ -13,7 +13,7 @@ from stackdoctor.rules.helpers import built_for, python_exe
 _XPU_INIT = re.compile(r"Failed to initialize XPU devices|XPU device count is zero|No XPU devices are available", re.I)
 
 
-@rule("xpu-unavailable", severity="fail", layer="runtime", defers_to=("torch-backend-mismatch",), group="runtime")
+@rule("xpu-unavailable", severity="fail", layer="runtime", defers_to=("torch-backend-mismatch",))
 def xpu_unavailable(ctx: Ctx) -> None:
     """An XPU build on a machine with an Intel GPU the build targets, but torch.xpu.is_available() is False."""
     f, t = ctx.facts, ctx.facts.torch

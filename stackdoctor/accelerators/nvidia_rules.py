@@ -69,7 +69,7 @@ def _driver_floors(row: Any, windows: bool) -> tuple[str, str]:
     return floor, (row.min_driver_windows if windows else row.min_driver_linux) or floor
 
 
-@rule("driver-too-old", severity="fail", layer="driver", group="driver")
+@rule("driver-too-old", severity="fail", layer="driver")
 def driver_too_old(ctx: Ctx) -> None:
     verdict, values = _too_old_verdict(ctx)
     if verdict == "no":
@@ -77,7 +77,7 @@ def driver_too_old(ctx: Ctx) -> None:
         ctx.add(detail=detail, facts=["reconciled.nvidia_driver", "reconciled.cuda_driver_version", "torch.cuda"], install=install_fix(ctx), **values)
 
 
-@rule("driver-minor-compat", severity="warn", layer="driver", group="driver")
+@rule("driver-minor-compat", severity="warn", layer="driver")
 def driver_minor_compat(ctx: Ctx) -> None:
     verdict, values = _too_old_verdict(ctx)
     if verdict == "minor-compat":
@@ -85,7 +85,7 @@ def driver_minor_compat(ctx: Ctx) -> None:
         ctx.add(facts=["reconciled.nvidia_driver", "torch.cuda"], install=install_fix(ctx), **values)
 
 
-@rule("gpu-arch-unsupported", severity="fail", layer="gpu", group="gpu")
+@rule("gpu-arch-unsupported", severity="fail", layer="gpu")
 def gpu_arch_unsupported(ctx: Ctx) -> None:
     """A GPU (seen by any witness: the driver's tools, torch, the matrix's name lookup) whose compute
     capability the installed CUDA build has no kernels for; or a kernel that said so itself."""
@@ -132,7 +132,7 @@ def gpu_arch_unsupported(ctx: Ctx) -> None:
         )
 
 
-@rule("nvcc-mismatch", severity="warn", layer="toolkit", group="toolkit")
+@rule("nvcc-mismatch", severity="warn", layer="toolkit")
 def nvcc_mismatch(ctx: Ctx) -> None:
     f, t, tk = ctx.facts, ctx.facts.torch, ctx.facts.cuda_toolkit
     if built_for(f) != "cuda" or not t.cuda or not tk.nvcc_version or vt(tk.nvcc_version)[:1] == vt(t.cuda)[:1]:
@@ -164,7 +164,7 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-@rule("torch-gpu-build-no-gpu", severity="warn", layer="torch", defers_to=("container-no-gpu", "torch-backend-mismatch"), group="torch")
+@rule("torch-gpu-build-no-gpu", severity="warn", layer="torch", defers_to=("container-no-gpu", "torch-backend-mismatch"))
 def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
     """A CUDA build where no witness sees an NVIDIA GPU or driver: the CPU build would do, and the
     NVIDIA runtime packages' disk (measured from their RECORD files) would be saved."""

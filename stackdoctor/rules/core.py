@@ -64,13 +64,17 @@ def rule(
     summary: bool = False,
     group: str | None = None,
 ) -> Callable[[Callable[[Ctx], None]], Callable[[Ctx], None]]:
-    """Declare the rule that produces ``code``. Its group is the declaring module's name (``driver``) unless given: a
-    kind's own rule (``stackdoctor/accelerators/nvidia_rules.py``) names the layer group it belongs with."""
+    """Declare the rule that produces ``code``. Its group, unless given, is the declaring module's name for a module of
+    :mod:`stackdoctor.rules` (``driver``), else its layer: a kind's own rules (``accelerators/nvidia_rules.py``,
+    Ascend's, a plug-in's) sit in ``explain`` and ``--list-checks`` with the rules of their layer."""
 
     def deco(fn: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
         if code in REGISTRY:
             raise ValueError(f"rule for {code!r} declared twice ({REGISTRY[code].name} and {fn.__module__}.{fn.__name__})")
-        REGISTRY[code] = Rule(code, severity, layer, fn, group or fn.__module__.rsplit(".", 1)[-1], tuple(defers_to), summary)
+        # stackdoctor.rules.<module>'s rules are that module's group; a kind's (its Accelerator.rules module, a
+        # plug-in's too) belong with the rules of their layer
+        own = fn.__module__.rsplit(".", 1)[-1] if fn.__module__.startswith("stackdoctor.rules.") else layer
+        REGISTRY[code] = Rule(code, severity, layer, fn, group or own, tuple(defers_to), summary)
         return fn
 
     return deco
