@@ -103,7 +103,7 @@ def test_verify_keeps_every_line_of_an_exception(tmp_path):
 
 
 def test_a_driver_of_the_same_major_is_not_blamed():
-    """minor-version compatibility: a 12.2 driver runs a cu124 build's kernels (as rules.driver judges it)."""
+    """minor-version compatibility: a 12.2 driver runs a cu124 build's kernels (as accelerators/nvidia_rules.py judges it)."""
     v = inst.Verification(imported=True, version="2.13.0", cuda="12.4", cuda_available=False, driver_api_version=12020,
                           cuda_error="RuntimeError: CUDA unknown error")
     ok, sentence = inst.judge(plan("cu124"), v, "cuda")

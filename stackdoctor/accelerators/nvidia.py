@@ -37,7 +37,7 @@ def verify_cuda(v: Verified) -> tuple[bool, str]:
     if level == 0:  # judged from the value torch's runtime gave, whatever its sentence
         return False, f"the GPU is not usable from it: no NVIDIA driver answers (cudaDriverGetVersion() = 0): {why}"
     # a newer CUDA major than the driver's is refused; a newer minor of the same major runs (minor-version
-    # compatibility), as rules.driver judges driver-too-old
+    # compatibility), as accelerators/nvidia_rules.py judges driver-too-old
     if isinstance(level, int) and level > 0 and release(build) and release(build)[0] > level // 1000:
         return False, (f"the GPU is not usable from it: the NVIDIA driver runs CUDA {level // 1000}.{(level % 1000) // 10} at most, "
                        f"this build needs CUDA {mm(build)}: {why}")

@@ -2,8 +2,8 @@
 
 - :mod:`.probe` — a tool that failed or hung (``probe-failed``, ``probe-timeout``)
 - :mod:`.platform` — the OS: container GPU access, glibc
-- :mod:`.driver` — NVIDIA / AMD drivers, WSL, versions too old for the wheel
-- :mod:`.gpu` — lost, unhealthy or unsupported GPUs
+- :mod:`.driver` — NVIDIA / AMD drivers and libraries, WSL
+- :mod:`.gpu` — lost or unhealthy GPUs
 - :mod:`.python` — the target Python
 - :mod:`.torch` — the installed wheel
 - :mod:`.runtime` — what torch sees when it runs
@@ -15,7 +15,7 @@
 A kind's own findings (``driver-too-old``, ``gpu-arch-unsupported``, ``nvcc-mismatch``, ``rocm-gfx-unsupported``,
 ``xpu-unavailable``, ``mps-unavailable`` ...) are declared by the module its :attr:`Accelerator.rules` names
 (``stackdoctor/accelerators/nvidia_rules.py``, ``amd_rules.py``, ``intel_rules.py``, ``apple_rules.py``, a
-plug-in's), with the group of their layer, and join this one registry.
+plug-in's); they are listed in the group of their layer and join this one registry.
 
 Adding a finding: one ``@rule`` function in the module of its layer, plus its entry in
 ``stackdoctor/locale/en.yaml`` and ``zh.yaml`` (title, explain, detail and fix templates).

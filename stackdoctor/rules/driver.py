@@ -170,8 +170,6 @@ def wsl_driver(ctx: Ctx) -> None:
         )
 
 
-
-
 def kfd_refused(f: MachineView) -> str | None:
     """The line that says this user cannot open /dev/kfd: the probe's own open(), else rocminfo's error text."""
     r = f.rocm

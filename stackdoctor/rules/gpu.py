@@ -1,4 +1,5 @@
-"""Rules about the GPUs: lost from the driver, unhealthy, or not among the torch build's targets."""
+"""Rules about the GPUs: lost from the driver, or unhealthy (a GPU the build has no code for is the kind's own
+finding: ``accelerators/nvidia_rules.py``'s gpu-arch-unsupported, ``amd_rules.py``'s rocm-gfx-unsupported)."""
 
 from __future__ import annotations
 
@@ -82,9 +83,5 @@ def gpu_persistence_off(ctx: Ctx) -> None:
     off = [g for g in f.nvidia.gpus if g.persistence_mode == "Disabled" and g.name and _DATACENTER.search(g.name.replace("NVIDIA ", ""))]
     if off:
         ctx.add(facts=[f"nvidia.gpus[{g.index}].persistence_mode" for g in off], gpus=", ".join(_label(g) for g in off))
-
-
-
-
 
 

@@ -1,4 +1,5 @@
-"""Rules about what torch sees when it runs: the GPU unavailable, hidden, shadowed libraries, MPS, XPU."""
+"""Rules about what torch sees when it runs: torch.cuda unavailable, GPUs hidden, shadowed libraries (MPS's and XPU's
+own findings are Apple's and Intel's: ``accelerators/apple_rules.py``, ``intel_rules.py``)."""
 
 from __future__ import annotations
 
@@ -63,8 +64,6 @@ def cuda_visible_devices_hides_all(ctx: Ctx) -> None:
     for var in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
         if var in env and r.gpus and visible_count(env[var], r.gpus) == 0:
             ctx.add(facts=[f"environment.{var}", "rocm.gpus"], var=var, value=env[var], count=len(r.gpus))
-
-
 
 
 _NO_DEVICE = re.compile(r"No CUDA GPUs are available|no CUDA-capable device is detected|cudaErrorNoDevice", re.I)
@@ -186,10 +185,6 @@ def cuda_unavailable(ctx: Ctx) -> None:
         explain_cmd=f"stackdoctor explain {causes[0]}" if causes else "",
         python=python_exe(f),
     )
-
-
-
-
 
 
 __all__ = ["CAUSES", "nvidia_gpus", "visible_count"]

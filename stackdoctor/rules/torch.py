@@ -449,8 +449,6 @@ def conda_pip_mix(ctx: Ctx) -> None:
 __all__ = ["is_mac"]
 
 
-
-
 @rule("torch-numpy-missing", severity="warn", layer="runtime")
 def torch_numpy_missing(ctx: Ctx) -> None:
     """`import torch` warned "Failed to initialize NumPy": torch runs, every NumPy interop fails."""
