@@ -145,7 +145,8 @@ def test_compile_is_opt_in_from_check(torch_python, tmp_path):
     env = machine_env(bindir, make_sysroot(tmp_path / "root"))
     plain = run_sd(["check", "--json", "--python", torch_python], env=env).json()
     assert "compile" not in {r["kernel"] for r in plain["facts"]["kernels"]["results"]}
-    data = run_sd(["check", "--json", "--compile", "--python", torch_python], env=env, timeout=300).json()
+    # Inductor's first C++ compile alone can pass the default 60 s --torch-timeout on a loaded 2-core machine
+    data = run_sd(["check", "--json", "--compile", "--torch-timeout", "280", "--python", torch_python], env=env, timeout=300).json()
     validate_report(data)
     compiled = [r for r in data["facts"]["kernels"]["results"] if r["kernel"] == "compile"]
     assert len(compiled) == 1 and compiled[0]["device"] == "cpu"
