@@ -70,11 +70,7 @@ def _root(
 
 
 for _mod in COMMAND_MODULES:
-    try:
-        importlib.import_module(_mod).register(app)
-    except ModuleNotFoundError as _exc:  # a command still being built; never break the others
-        if _exc.name != _mod:
-            raise
+    importlib.import_module(_mod).register(app)
 
 
 # What each option's value is, in words, for --help (typer would show a Python type: <str>, <float range>,

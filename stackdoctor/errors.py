@@ -7,8 +7,7 @@ Exception tree::
     │   ├── MatrixError         compat matrix file invalid (names file and line)
     │   ├── ReplayError         replay file unreadable, truncated, too new
     │   └── ConfigError         project requirements file malformed
-    ├── IndexError_             package index unreachable or broken (exit 2)
-    └── RequestUnmet            an install request that cannot be met (exit 1)
+    └── IndexError_             package index unreachable or broken (exit 2)
 
 Only ``cli.main`` catches these; anything else is an internal error (exit 3).
 """
@@ -55,8 +54,3 @@ class ConfigError(UsageError):
 class IndexError_(StackdoctorError):  # noqa: N801 - avoid shadowing the builtin IndexError
     """A package index could not be used (unreachable, 404/5xx, malformed, too large)."""
 
-
-class RequestUnmet(StackdoctorError):
-    """An install request that no published build can meet."""
-
-    exit_code = ExitCode.FAILED

@@ -202,13 +202,6 @@ def triton_pin(meta: CoreMetadata, tag: str, python: str | None = None) -> tuple
     return None, None
 
 
-def torch_pin(meta: CoreMetadata) -> str | None:
-    """The torch version a companion wheel pins (``Requires-Dist: torch==2.15.0``), local label dropped."""
-    req = torch_requirement(meta)
-    pin = pinned_version(req) if req is not None else None
-    return pin.split("+", 1)[0] if pin else None
-
-
 def torch_requirement(meta: CoreMetadata) -> Requirement | None:
     """A companion wheel's requirement on torch (``torch==2.13.0``, ``torch>=2.14.0``); None when it names none."""
     for text in meta.requires_dist:

@@ -127,7 +127,7 @@ def test_explain_unknown_code_is_one_sentence_and_exit_2():
 
 # ---------------------------------------------------------------------------- stackdoctor's own sentences (issue 24)
 
-_ERRORS = {"UsageError", "StackdoctorError", "MatrixError", "ReplayError", "ConfigError", "IndexError_", "RequestUnmet"}
+_ERRORS = {"UsageError", "StackdoctorError", "MatrixError", "ReplayError", "ConfigError", "IndexError_"}
 # Raise sites whose message is not a literal, and why that is fine: already in the user's language, or a
 # sentence another layer wrote (and that layer's literal is checked where it is written).
 _NOT_LITERAL = {

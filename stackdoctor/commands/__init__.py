@@ -83,15 +83,13 @@ def json_asked(args: list[str]) -> str | None:
 
 
 def error_kind(exc: BaseException | None, exit_code: int) -> str:
-    """What stopped the command, in one word: usage, matrix, index, unmet, interrupted, terminated or internal."""
-    from stackdoctor.errors import IndexError_, MatrixError, RequestUnmet, StackdoctorError
+    """What stopped the command, in one word: usage, matrix, index, interrupted, terminated or internal."""
+    from stackdoctor.errors import IndexError_, MatrixError, StackdoctorError
 
     if isinstance(exc, MatrixError):
         return "matrix"
     if isinstance(exc, IndexError_):
         return "index"
-    if isinstance(exc, RequestUnmet):
-        return "unmet"
     if isinstance(exc, StackdoctorError) or exit_code == 2:
         return "usage"
     if exit_code == 130:

@@ -10,7 +10,7 @@ prints one ``stackdoctor.plan/1`` document, with ``error`` set when the command 
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -110,16 +110,6 @@ def hooks() -> Hooks:
     from stackdoctor.install.flow import Hooks
 
     return Hooks(show=render_planned, say=say, stream=write_err, confirm=_confirm, keep_aside=True)
-
-
-def __getattr__(name: str) -> Any:  # `from stackdoctor.commands.install import InstallOptions` still works
-    if name == "InstallOptions":
-        from stackdoctor.install.flow import InstallOptions
-
-        return InstallOptions
-    if name == "HOOKS":
-        return hooks()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run(opts: InstallOptions) -> int:

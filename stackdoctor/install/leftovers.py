@@ -67,19 +67,6 @@ class Installed(Protocol):
     requires: dict[str, list[str]]
 
 
-def closure(snap: Installed, roots: Iterable[str]) -> set[str]:
-    """Installed distributions reachable from ``roots`` through their requirements (markers ignored: over-inclusive)."""
-    seen: set[str] = set()
-    todo = [canonical_name(r) for r in roots]
-    while todo:
-        n = todo.pop()
-        if n in seen or n not in snap.versions:
-            continue
-        seen.add(n)
-        todo.extend(snap.requires.get(n, []))
-    return seen
-
-
 def leftovers(candidates: Iterable[str], snap: Installed) -> list[str]:
     """The one leftovers answer, for the dry run (``snap`` before) and for ``--remove-leftovers`` (``snap`` after):
     the predicted runtime packages of the previous variant (the plan's list) that are installed and that no other

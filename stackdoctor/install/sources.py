@@ -304,12 +304,6 @@ def _uv_project_file(cwd: Path, notes: list[str]) -> tuple[Path, dict[str, Any]]
     return None
 
 
-def uv_config_files(env: Mapping[str, str], cwd: str | Path | None = None) -> list[tuple[str, Path, dict[str, Any]]]:
-    """``(kind, path, settings)`` of the uv configuration files, highest precedence first."""
-    notes: list[str] = []
-    return _uv_files(env, Path(cwd or os.getcwd()), notes)
-
-
 def _uv_files(env: Mapping[str, str], cwd: Path, notes: list[str]) -> list[tuple[str, Path, dict[str, Any]]]:
     if (env.get("UV_NO_CONFIG") or "").strip().lower() not in ("", "0", "false", "no"):
         return []

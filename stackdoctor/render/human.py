@@ -197,13 +197,6 @@ def kernels_table(report: Report) -> Table | None:
     return table
 
 
-def _flops(tflops: float | None) -> str:
-    """A FLOP rate with its unit chosen by magnitude ("195 GFLOP/s", "712 TFLOP/s"); JSON keeps ``tflops``."""
-    from stackdoctor.units import format_flops
-
-    return format_flops(tflops)
-
-
 def findings_view(report: Report, verbose: bool) -> RenderableType:
     rows: list[RenderableType] = []
     problems = [f for f in report.findings if f.severity != "ok"]

@@ -29,11 +29,6 @@ class Delivery:
     notes: list[str] = field(default_factory=list)
 
 
-def _kept(probes: Sequence[Probe], source: Source) -> bool:
-    p = next((q for q in probes if q.source is source), None)
-    return p is None or p.answered
-
-
 def _secrets_to_env(d: Delivery, options: dict[str, tuple[str, list[str], str]]) -> None:
     """Credentialed URLs leave the installer's argv (``ps`` and /proc/<pid>/cmdline show it to every local
     user) for its environment: each option whose values carry credentials becomes its variable, holding what

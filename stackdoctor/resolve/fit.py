@@ -104,12 +104,6 @@ def fit_variant(release: Release, version: Version, variant: Variant, t: Target,
     return fit
 
 
-def accel_kind(t: Target, gpus: list[Gpu]) -> str:
-    """The build kind that serves the target's devices: the first kind (in priority order) that claims them, else CPU."""
-    acc = accelerators.serving(gpus, t)
-    return acc.build_kind if acc is not None else accelerators.CPU
-
-
 def kind_version(v: Variant) -> tuple[int, ...]:
     return release_tuple(v.cuda or v.rocm or "0")
 
