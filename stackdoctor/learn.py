@@ -490,10 +490,11 @@ def read_layer(path: Path) -> dict[str, Any]:
     import yaml
 
     from stackdoctor.matrix import parse_matrix_text
+    from stackdoctor.matrix.load import read_user_file
 
-    if not path.exists():
+    if not os.path.lexists(path):
         return {}
-    text = path.read_text(encoding="utf-8")
+    text = read_user_file(path)  # bounded; a FIFO or /dev/zero is one sentence, never a hang (issue 44)
     parse_matrix_text(text, str(path))
     data = yaml.safe_load(text) or {}
     if not isinstance(data, dict):

@@ -104,11 +104,9 @@ def project_page_url(index_url: str, name: str) -> str:
 
 def cache_dir(env: Mapping[str, str]) -> Path:
     """``STACKDOCTOR_CACHE_DIR``, else ``$XDG_CACHE_HOME/stackdoctor``, else ``~/.cache/stackdoctor``."""
-    if env.get("STACKDOCTOR_CACHE_DIR"):
-        return Path(env["STACKDOCTOR_CACHE_DIR"])
-    if env.get("XDG_CACHE_HOME"):
-        return Path(env["XDG_CACHE_HOME"]) / "stackdoctor"
-    return Path(env.get("HOME") or os.path.expanduser("~")) / ".cache" / "stackdoctor"
+    from stackdoctor.cachefiles import cache_dir as folder
+
+    return folder(dict(env))
 
 
 # ---------------------------------------------------------------------------- parsers (pure)
@@ -370,52 +368,77 @@ def python_version_of(facts: Facts, request: Request | None = None) -> str | Non
 
 
 class PageCache:
-    """Index pages on disk with their validators; every failure to read or write is ignored."""
+    """Index pages on disk with their validators; every failure to read or write is ignored.
 
-    def __init__(self, root: Path | None) -> None:
+    Issue 44: a page is keyed and stored by its URL WITHOUT credentials (``user:password@`` never reaches the disk;
+    the credentials of the asking URL are put back on a cached final URL of the same host), written 0600 in a 0700
+    folder and read back only through :func:`stackdoctor.cachefiles.read_private` (this user's own regular file,
+    bounded, never a FIFO or a link), so a page another user planted is never used, after a 304 or ever."""
+
+    def __init__(self, root: Path | None, max_bytes: int = MAX_PAGE_BYTES) -> None:
         self.root = root / "index-pages" if root else None
+        self.max_bytes = max_bytes
 
     def _paths(self, url: str) -> tuple[Path, Path] | None:
         if self.root is None:
             return None
-        key = hashlib.sha256(url.encode()).hexdigest()[:32]
+        key = hashlib.sha256(without_credentials(url).encode()).hexdigest()[:32]
         return self.root / f"{key}.json", self.root / f"{key}.body"
 
     def get(self, url: str) -> tuple[dict[str, str], bytes] | None:
+        from stackdoctor.cachefiles import read_private
+
         paths = self._paths(url)
         if paths is None:
             return None
+        raw_meta = read_private(paths[0], 64 * 1024)
+        body = read_private(paths[1], self.max_bytes) if raw_meta is not None else None
+        if raw_meta is None or body is None:
+            return None
         try:
-            meta = json.loads(paths[0].read_text(encoding="utf-8"))
-            body = paths[1].read_bytes()
-        except (OSError, ValueError):
+            meta = json.loads(raw_meta.decode("utf-8"))
+        except ValueError:
             return None
-        if not isinstance(meta, dict) or meta.get("url") != url or len(body) != meta.get("size"):
+        if not isinstance(meta, dict) or meta.get("url") != without_credentials(url) or len(body) != meta.get("size"):
             return None
+        final = meta.get("final_url")
+        meta["final_url"] = _with_credentials_of(url, final) if isinstance(final, str) else url
         return meta, body
 
     def put(self, url: str, headers: Mapping[str, str], final_url: str, body: bytes) -> None:
+        from stackdoctor.cachefiles import write_private
+
         paths = self._paths(url)
         etag, modified = headers.get("etag"), headers.get("last-modified")
-        if paths is None or not (etag or modified):
+        if paths is None or not (etag or modified) or len(body) > self.max_bytes:
             return
         meta = {
-            "url": url,
-            "final_url": final_url,
+            "url": without_credentials(url),
+            "final_url": without_credentials(final_url),
             "etag": etag,
             "last_modified": modified,
             "content_type": headers.get("content-type", ""),
             "size": len(body),
             "stored_at": time.time(),
         }
-        try:
-            paths[0].parent.mkdir(parents=True, exist_ok=True)
-            tmp = paths[1].with_suffix(f".tmp{os.getpid()}")
-            tmp.write_bytes(body)
-            os.replace(tmp, paths[1])
-            paths[0].write_text(json.dumps(meta), encoding="utf-8")
-        except OSError:
-            pass
+        write_private(paths[1], body)
+        write_private(paths[0], json.dumps(meta).encode("utf-8"))
+
+
+def without_credentials(url: str) -> str:
+    """``url`` without its ``user:password@`` (what may be written to disk)."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def _with_credentials_of(asked: str, final: str) -> str:
+    """``final`` with the credentials of ``asked`` when both name the same host and port (as the live answer would)."""
+    a, f = urllib.parse.urlsplit(asked), urllib.parse.urlsplit(final)
+    if "@" not in a.netloc or "@" in f.netloc or a.netloc.rpartition("@")[2] != f.netloc:
+        return final
+    return urllib.parse.urlunsplit(f._replace(netloc=a.netloc))
 
 
 class IndexClient:
@@ -435,7 +458,7 @@ class IndexClient:
         self.env = dict(os.environ if env is None else env)
         self.timeout_s = timeout_s
         self.max_bytes = max_bytes
-        self.cache = cache if cache is not None else PageCache(cache_dir(self.env))
+        self.cache = cache if cache is not None else PageCache(cache_dir(self.env), max_bytes)
         self.settings = network_settings(self.env)
         kwargs: dict[str, Any] = {
             "timeout": httpx.Timeout(timeout_s),
