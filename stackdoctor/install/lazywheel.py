@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackdoctor.errors import IndexError_
+from stackdoctor.zipbound import MAX_RECORD_BYTES, open_zip
+from stackdoctor.zipbound import read_member as bounded_member
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
@@ -149,10 +151,7 @@ class RangeWheel:
             # the tail first: end-of-central-directory and (usually) the whole central directory in one request
             tail = min(self.size, MIN_READ)
             self.read_at(self.size - tail, tail)
-            try:
-                self._zip = zipfile.ZipFile(_RangeFile(self))
-            except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-                raise IndexError_(f"{self.public} is not a readable zip ({exc}).") from None
+            self._zip = open_zip(_RangeFile(self), self.public)  # entries and directory bytes capped first (issue 44)
         return self._zip
 
     def names(self) -> list[str]:
@@ -165,7 +164,7 @@ class RangeWheel:
         if name is None:
             return {}
         try:
-            text = z.read(name).decode("utf-8", errors="replace")
+            text = bounded_member(z, name, MAX_RECORD_BYTES, self.public).decode("utf-8", errors="replace")
         except (zipfile.BadZipFile, OSError, ValueError, EOFError, zlib.error) as exc:
             raise IndexError_(f"{self.public}: its RECORD cannot be read ({exc}).") from None
         out: dict[str, str] = {}
@@ -181,7 +180,7 @@ class RangeWheel:
         if info.file_size > cap:
             raise IndexError_(f"{self.public}: {name} is {info.file_size} bytes, more than the {cap} read.")
         try:
-            data = z.read(name)
+            data = bounded_member(z, info, cap, self.public)
         except (zipfile.BadZipFile, OSError, ValueError, EOFError, zlib.error) as exc:
             raise IndexError_(f"{self.public}: {name} cannot be read ({exc}).") from None
         want = (record or {}).get(name)
