@@ -107,23 +107,29 @@ def read_private(path: Path, limit: int = 64 << 20) -> bytes | None:
     if _DIR_FD and dfd is None:
         return None
     try:
-        try:
-            fd = _open_in(dfd, path, _flags("O_RDONLY", "O_NOFOLLOW", "O_NONBLOCK", "O_NOCTTY", "O_CLOEXEC", "O_BINARY"))
-        except FileNotFoundError:
-            return None
-        except OSError:  # a link (ELOOP), a socket, a folder...
-            _remove_if_ours(dfd, path)
-            return None
-        try:
-            data = _read_fd(fd, limit)
-        finally:
-            os.close(fd)
+        data = _read_in(dfd, path, limit)
         if data is None:
             _remove_if_ours(dfd, path)
         return data
+    except FileNotFoundError:
+        return None
     finally:
         if dfd is not None:
             os.close(dfd)
+
+
+def _read_in(dfd: int | None, path: Path, limit: int) -> bytes | None:
+    """None for anything but this user's own regular file within ``limit`` (a link: ELOOP, a socket, a folder...)."""
+    try:
+        fd = _open_in(dfd, path, _flags("O_RDONLY", "O_NOFOLLOW", "O_NONBLOCK", "O_NOCTTY", "O_CLOEXEC", "O_BINARY"))
+    except FileNotFoundError:
+        raise
+    except OSError:
+        return None
+    try:
+        return _read_fd(fd, limit)
+    finally:
+        os.close(fd)
 
 
 def _read_fd(fd: int, limit: int) -> bytes | None:

@@ -321,7 +321,7 @@ def _companion_release(source: Source, comp: str, cv: Version, ws: list[WheelFac
     nothing of torch (or its metadata could not be read, said in ``res``)."""
     linux = [w for w in ws if any(p.endswith("x86_64") and p.startswith(("manylinux", "linux")) for p in w.platforms)] or ws
     w = _pick(linux)
-    meta, _used = source.metadata(IndexFile(w.filename, w.url, w.sha256, w.requires_python))
+    meta, _used = source.metadata(IndexFile(w.filename, w.url, w.sha256, w.requires_python, metadata_sha256=w.metadata_sha256))
     if meta is None:
         why = _why(source, w.filename)
         if why:
@@ -381,7 +381,7 @@ class _Release:
     def group(self, label: str | None, plat: str, members: list[WheelFacts]) -> None:
         """One (label, platform) group of wheels: its representative's metadata, and with ``download`` its GPU code."""
         rep = _pick(members)
-        meta, used = self.source.metadata(IndexFile(rep.filename, rep.url, rep.sha256, rep.requires_python))
+        meta, used = self.source.metadata(IndexFile(rep.filename, rep.url, rep.sha256, rep.requires_python, metadata_sha256=rep.metadata_sha256))
         name = self._name(label, plat, rep, meta)
         if name is None:
             return

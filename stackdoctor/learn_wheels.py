@@ -56,6 +56,7 @@ class WheelFacts:
     pythons: tuple[str, ...]  # "3.12", "3.13t"; "py3" wheels: ()
     platforms: tuple[str, ...]  # compatibility tags (legacy manylinux aliases spelled as manylinux_X_Y)
     requires_python: str | None
+    metadata_sha256: str | None = None  # what the page says the PEP 658 metadata file's sha256 is
 
 
 def parse_core_metadata(text: str) -> CoreMetadata:
@@ -99,7 +100,8 @@ def wheel_facts(f: IndexFile) -> WheelFacts | None:
                 best[key] = p
     plats = [p for p in plats if not p.startswith("manylinux_") or p in best.values()]
     return WheelFacts(
-        f.filename, f.url, f.sha256, str(name), Version(version.public), version.local, tuple(pythons), tuple(plats), f.requires_python
+        f.filename, f.url, f.sha256, str(name), Version(version.public), version.local, tuple(pythons), tuple(plats), f.requires_python,
+        f.metadata_sha256,
     )
 
 
@@ -260,7 +262,7 @@ def read_wheel_metadata(path: Path) -> CoreMetadata | None:
             if name is None:
                 return None
             return parse_core_metadata(zipbound.read_member(z, name, MAX_METADATA_BYTES, str(path)).decode("utf-8", errors="replace"))
-    except (zipbound.ZipRefused, *zipbound.read_errors()):
+    except zipbound.READ_ERRORS:
         return None
 
 
@@ -283,7 +285,7 @@ def read_wheel_gpu_code(path: Path) -> dict[str, Any] | None:
                 return _read_library(lib, GPU_LIBRARIES[member], member)
     except zipbound.ZipRefused as exc:
         return {"kind": "unknown", "library": path.name, "error": str(exc)}
-    except zipbound.read_errors() as exc:
+    except zipbound.READ_ERRORS as exc:
         return {"kind": "unknown", "library": path.name, "error": f"{type(exc).__name__}"}
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import struct
 import zipfile
-from typing import IO, Any
+import zlib
+from typing import Any
 
 from stackdoctor.errors import IndexError_
 
@@ -25,12 +26,12 @@ class ZipRefused(IndexError_):
     """A zip whose directory or a member is past a cap: not read further (one sentence)."""
 
 
-def _read_at(fh: IO[bytes], pos: int, n: int) -> bytes:
+def _read_at(fh: Any, pos: int, n: int) -> bytes:
     fh.seek(pos)
     return fh.read(n)
 
 
-def _directory(fh: IO[bytes], size: int, what: str) -> tuple[int, int, int]:
+def _directory(fh: Any, size: int, what: str) -> tuple[int, int, int]:
     """(entries the end record claims, central directory offset, its size in bytes)."""
     tail_len = min(size, 65535 + 22)
     tail = _read_at(fh, size - tail_len, tail_len)
@@ -47,7 +48,7 @@ def _directory(fh: IO[bytes], size: int, what: str) -> tuple[int, int, int]:
     return count, cd_offset, cd_size
 
 
-def check_directory(fh: IO[bytes], what: str, *, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_DIRECTORY_BYTES) -> None:
+def check_directory(fh: Any, what: str, *, max_entries: int = MAX_ENTRIES, max_bytes: int = MAX_DIRECTORY_BYTES) -> None:
     """Refuse (:class:`ZipRefused`) a zip whose central directory holds more than ``max_entries`` entries or more than
     ``max_bytes`` bytes: what its end record claims, then the entries counted in the directory itself (a record
     that understates its count is caught too). Reads at most ``max_bytes`` + 64 KiB."""
@@ -67,7 +68,7 @@ def check_directory(fh: IO[bytes], what: str, *, max_entries: int = MAX_ENTRIES,
         pos += 46 + n + m + k
 
 
-def open_zip(fh: IO[bytes], what: str) -> zipfile.ZipFile:
+def open_zip(fh: Any, what: str) -> zipfile.ZipFile:
     """``zipfile.ZipFile(fh)`` once :func:`check_directory` passed; a broken zip is one :class:`ZipRefused` too."""
     check_directory(fh, what)
     fh.seek(0)
@@ -90,9 +91,7 @@ def read_member(z: zipfile.ZipFile, member: str | zipfile.ZipInfo, cap: int, wha
     return data
 
 
-def read_errors() -> tuple[type[BaseException], ...]:
-    """What :mod:`zipfile` raises on a broken member (besides :class:`ZipRefused`)."""
-    import zlib
-
-    out: tuple[Any, ...] = (zipfile.BadZipFile, OSError, ValueError, EOFError, zlib.error, struct.error, KeyError, NotImplementedError, RuntimeError)
-    return out
+# what zipfile raises on a broken zip or member, and a refusal: every reader catches these and nothing else
+READ_ERRORS: tuple[type[Exception], ...] = (
+    ZipRefused, zipfile.BadZipFile, OSError, ValueError, EOFError, zlib.error, struct.error, KeyError, NotImplementedError, RuntimeError,
+)

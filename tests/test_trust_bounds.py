@@ -34,10 +34,10 @@ MEASURE = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], c
            "sys.stdout.write(r.stdout + r.stderr + '\\n@@%d %d' % (r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024))")
 
 
-def _learn(index_url: str, home: Path, *extra: str, timeout: float = 240) -> tuple[int, str, int]:
+def _learn(index_url: str, home: Path, *extra: str, timeout: float = 240, **more_env: str) -> tuple[int, str, int]:
     """``matrix learn`` of torch 2.16.0 from ``index_url``: (exit code, its output, its peak memory in MiB)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STACKDOCTOR_", "XDG_"))}
-    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / "cache"), NO_PROXY="127.0.0.1", no_proxy="127.0.0.1")
+    env.update(HOME=str(home), XDG_CACHE_HOME=str(home / "cache"), NO_PROXY="127.0.0.1", no_proxy="127.0.0.1", **more_env)
     argv = [sys.executable, "-m", "stackdoctor", "matrix", "learn", "--index", index_url, "--out", str(home / "learned.yaml"),
             "--torch", "2.16.0", "--no-companions", *extra]
     p = subprocess.run([sys.executable, "-c", MEASURE, *argv], capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
@@ -129,3 +129,60 @@ def test_a_member_whose_directory_understates_its_size_is_cut_at_the_cap(tmp_pat
         assert len(zipbound.read_member(z, "a", 1000, "liar.zip")) == 100  # zipfile stops at the claimed size
         with pytest.raises(zipbound.ZipRefused):
             zipbound.read_member(z, "a", 50, "liar.zip")
+
+
+# ---------------------------------------------------------------------------- the network: one budget, per read
+
+
+def _standin(folder: Path, pad_mb: int = 1) -> Path:
+    return standin_wheel(folder, "torch", "2.16.0", TAG, ">=3.11", pad_mb=pad_mb)
+
+
+def test_an_endless_206_to_the_size_probe_is_cut_short(tmp_path):
+    with LearnIndex([_standin(tmp_path)], metadata=False, hostile="endless206") as idx:
+        rc, out, rss = _learn(idx.url, tmp_path, timeout=120)
+        sent = sum(idx.sent.values())
+    assert rc in (1, 2) and "the server answered a 1-byte range request with more than 65536 bytes; stopped." in out, out[-3000:]
+    assert rss < 400, rss
+    assert sent == 0  # the endless answer is not counted by the server: what matters is that the run ended
+
+
+def test_a_trickle_ends_at_the_run_budget_not_at_each_read(tmp_path):
+    with LearnIndex([_standin(tmp_path)], metadata=False, hostile="trickle") as idx:
+        rc, out, _rss = _learn(idx.url, tmp_path, timeout=60, STACKDOCTOR_NET_BUDGET_S="3")
+    assert rc in (1, 2) and "the network reads of this run passed STACKDOCTOR_NET_BUDGET_S=3 s; stopped." in out, out[-3000:]
+
+
+def test_the_run_budget_of_bytes_is_checked_per_read(tmp_path):
+    with LearnIndex([_standin(tmp_path, pad_mb=4)], metadata=False) as idx:
+        rc, out, _rss = _learn(idx.url, tmp_path, "--gpu-code", timeout=120, STACKDOCTOR_NET_BUDGET_MB="0.25")
+    assert rc in (1, 2) and "the network reads of this run passed STACKDOCTOR_NET_BUDGET_MB=0.25 MiB; stopped." in out, out[-3000:]
+
+
+# ---------------------------------------------------------------------------- core metadata on the index's word
+
+
+def test_a_metadata_file_whose_sha256_is_not_the_advertised_one_is_not_used(tmp_path):
+    import yaml
+
+    with LearnIndex([_standin(tmp_path)], metadata=True, hostile="badmeta") as idx:
+        rc, out, _rss = _learn(idx.url, tmp_path)
+        hits = dict(idx.hits)
+    assert rc == 0, out[-3000:]
+    assert ".metadata does not match the sha256 the index page gives for it; not used (the wheel's own METADATA is read instead)." in out
+    assert any(p.endswith(".metadata") for p in hits)  # it was fetched, and refused
+    row = yaml.safe_load((tmp_path / "learned.yaml").read_text())["releases"][0]
+    assert row["requires_python"] == ">=3.11"  # the wheel's own METADATA, not the served file's ">=3.99,>=3.11"
+
+
+def test_a_file_link_on_an_http_page_is_not_followed(tmp_path):
+    wheel = _standin(tmp_path)
+    with LearnIndex([wheel], metadata=False, hostile="filelink") as idx:
+        rc, out, _rss = _learn(idx.url, tmp_path)
+    assert rc == 2 and "is not a package index page (no file links in it)" in out, out[-3000:]
+    assert "an empty file, not a wheel" not in out
+    from stackdoctor.install.index import parse_simple_html
+
+    page = f'<a href="{wheel.as_uri()}">{wheel.name}</a><a href="https://h.example/{wheel.name}">x</a>'
+    assert [f.url for f in parse_simple_html(page, "https://idx.example/simple/torch/")] == [f"https://h.example/{wheel.name}"]
+    assert [f.url for f in parse_simple_html(page, (tmp_path / "index.html").as_uri())][0] == wheel.as_uri()  # a local page may

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackdoctor.errors import IndexError_
-from stackdoctor.install.network import auth_class, network_settings, ssl_context
+from stackdoctor.install.network import Budget, auth_class, network_settings, ssl_context
 from stackdoctor.matrix import default_index_url
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,6 +60,7 @@ class IndexFile:
     requires_python: str | None = None
     yanked: bool = False
     size: int | None = None  # bytes, where the index says (PEP 700 ``size`` of the JSON API)
+    metadata_sha256: str | None = None  # the PEP 658 / 714 core metadata file's sha256, where the page advertises it
 
 
 @dataclass
@@ -171,11 +172,32 @@ def parse_simple_html(text: str, page_url: str) -> list[IndexFile]:
             continue
         url, sha = _split_fragment(urllib.parse.urljoin(base, href))
         name = _filename_from_url(url) or label
-        if not name:
+        if not name or not link_allowed(page_url, url):
             continue
         yanked = "data-yanked" in attrs
-        out.append(IndexFile(name, url, sha, attrs.get("data-requires-python"), yanked))
+        meta = _metadata_sha(attrs.get("data-core-metadata") or attrs.get("data-dist-info-metadata"))
+        out.append(IndexFile(name, url, sha, attrs.get("data-requires-python"), yanked, metadata_sha256=meta))
     return out
+
+
+def link_allowed(page_url: str, url: str) -> bool:
+    """Whether a link on the page at ``page_url`` is followed: from an HTTP(S) page only to http(s) (a ``file:`` link
+    there would read this machine's files: issue 44); from a local page (``file:``) to a local file or http(s)."""
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    if urllib.parse.urlsplit(page_url).scheme.lower() in ("http", "https"):
+        return scheme in ("http", "https")
+    return scheme in ("http", "https", "file")
+
+
+def _metadata_sha(value: Any) -> str | None:
+    """The sha256 of PEP 658's ``data-core-metadata="sha256=..."`` or PEP 691's ``"core-metadata": {"sha256": ...}``."""
+    if isinstance(value, dict):
+        value = value.get("sha256")
+        return value.lower() if isinstance(value, str) and re.fullmatch(r"[0-9a-fA-F]{64}", value) else None
+    if isinstance(value, str):
+        m = re.fullmatch(r"sha256=([0-9a-fA-F]{64})", value.strip())
+        return m.group(1).lower() if m else None
+    return None
 
 
 def parse_simple_json(text: str, page_url: str) -> list[IndexFile]:
@@ -194,11 +216,14 @@ def parse_simple_json(text: str, page_url: str) -> list[IndexFile]:
         if not isinstance(f, dict) or not isinstance(f.get("filename"), str) or not isinstance(f.get("url"), str):
             continue
         url, frag_sha = _split_fragment(urllib.parse.urljoin(page_url, f["url"]))
+        if not link_allowed(page_url, url):
+            continue
         hashes = h if isinstance(h := f.get("hashes"), dict) else {}
         sha = s if isinstance(s := hashes.get("sha256"), str) else frag_sha
         rp = r if isinstance(r := f.get("requires-python"), str) else None
         size = n if isinstance(n := f.get("size"), int) and not isinstance(n, bool) and n >= 0 else None
-        out.append(IndexFile(f["filename"], url, sha, rp, bool(f.get("yanked")), size))
+        meta = _metadata_sha(f.get("core-metadata", f.get("dist-info-metadata")))
+        out.append(IndexFile(f["filename"], url, sha, rp, bool(f.get("yanked")), size, meta))
     return out
 
 
@@ -452,10 +477,12 @@ class IndexClient:
         max_bytes: int = MAX_PAGE_BYTES,
         cache: PageCache | None = None,
         transport: Any = None,
+        budget: Budget | None = None,
     ) -> None:
         import httpx
 
         self.env = dict(os.environ if env is None else env)
+        self.budget = budget if budget is not None else Budget.of_run(self.env)  # every network read of this client
         self.timeout_s = timeout_s
         self.max_bytes = max_bytes
         self.cache = cache if cache is not None else PageCache(cache_dir(self.env), max_bytes)
@@ -517,7 +544,7 @@ class IndexClient:
                 headers["If-Modified-Since"] = meta["last_modified"]
         deadline = time.monotonic() + self.timeout_s
         try:
-            with self._client_for(url).stream("GET", url, headers=headers) as resp:
+            with self._client_for(url).stream("GET", url, headers=headers, timeout=self.budget.timeout(self.timeout_s)) as resp:
                 if resp.status_code == 304 and cached:
                     meta, body = cached
                     return Page(meta.get("final_url") or url, meta.get("content_type") or "", _text(body), from_cache=True)
@@ -554,12 +581,13 @@ class IndexClient:
         if length and length.isdigit() and int(length) > self.max_bytes:
             raise index_error("failing", _too_large(url, int(length), self.max_bytes))
         buf = bytearray()
-        for chunk in resp.iter_bytes():
+        for chunk in resp.iter_bytes():  # each network read as it arrives: the limits are checked per read
             buf += chunk
             if len(buf) > self.max_bytes:
                 raise index_error("failing", _too_large(url, None, self.max_bytes))
             if time.monotonic() > deadline:
                 raise index_error("unreachable", _too_slow(url, self.timeout_s))
+            self.budget.take(len(chunk), without_credentials(url))
         return bytes(buf)
 
     def _transport_error(self, url: str, exc: httpx.HTTPError) -> IndexError_:

@@ -193,7 +193,7 @@ def local_wheel_metadata(path: Path) -> dict[str, list[str]] | None:
             if not names:
                 return None
             return parse_wheel_metadata(zipbound.read_member(zf, names[0], MAX_METADATA_BYTES, str(path)).decode("utf-8", errors="replace"))
-    except (zipbound.ZipRefused, *zipbound.read_errors()):
+    except zipbound.READ_ERRORS:
         return None
 
 
