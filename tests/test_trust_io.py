@@ -99,6 +99,7 @@ def test_fifos_in_place_of_every_cache_file_hang_no_command(validating, venv, tm
     assert not left  # this user's FIFOs in the cache were removed, not only skipped
 
 
+@pytest.mark.headline("unprivileged")
 def test_a_link_to_dev_zero_is_refused_unread_and_a_foreign_file_is_not_trusted(tmp_path):
     folder = tmp_path / "c"
     cachefiles.write_private(folder / "x.bin", b"kept")
@@ -116,6 +117,7 @@ def test_a_link_to_dev_zero_is_refused_unread_and_a_foreign_file_is_not_trusted(
     assert (folder / "x.bin").exists()  # another user's: not ours to remove
 
 
+@pytest.mark.headline("unprivileged")
 def test_a_looser_folder_of_ours_is_tightened_and_another_users_is_not_used(tmp_path):
     loose = tmp_path / "loose"
     loose.mkdir(mode=0o755)
@@ -145,6 +147,7 @@ def _files_holding(root: Path, needle: bytes) -> list[str]:
     return hits
 
 
+@pytest.mark.headline("install")
 def test_a_basic_auth_index_password_is_in_no_file_and_a_planted_page_is_not_used(validating, venv, tmp_path):
     env = _env(tmp_path, validating)
     cache = Path(env["STACKDOCTOR_CACHE_DIR"])
