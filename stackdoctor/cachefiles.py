@@ -7,10 +7,12 @@ A cache file is read only through :func:`read_private`: its folder is opened wit
 ``O_NOFOLLOW | O_NONBLOCK`` (a link is refused, a FIFO never blocks ``open``) and ``fstat``-ed on the descriptor: a
 regular file owned by this user, not group- or other-writable, at most the caller's cap; then at most cap + 1 bytes
 are read. Anything else is ignored (a miss, as if absent), and removed when this user owns it (a FIFO, a link, an
-oversized or loosened file of ours: nothing the next run could use). Folders are made 0700; an existing folder of
-ours that is looser (a 0755 ``~/.cache/stackdoctor`` made by an older version or a umask) is tightened to 0700 on the
-descriptor before use; a folder another user owns, or that a link names, is not used at all (nothing read, nothing
-written). Used by :mod:`stackdoctor.parsecache`, :mod:`stackdoctor.classcode` and the index page cache
+oversized or loosened file of ours: nothing the next run could use). Folders are made 0700. An existing folder of
+ours that others may read but not write, and that stackdoctor named itself (``stackdoctor``, ``index-pages``: a
+0755 ``~/.cache/stackdoctor`` an older version made), is tightened to 0700 on the descriptor before use; any other
+looser folder (one others may write in, a sticky ``/tmp``, a folder the user named in ``STACKDOCTOR_CACHE_DIR`` and
+left 0755) and any folder another user owns or a link names is not used at all: nothing read, nothing written,
+nothing changed. Used by :mod:`stackdoctor.parsecache`, :mod:`stackdoctor.classcode` and the index page cache
 (:class:`stackdoctor.install.index.PageCache`); imports nothing of stackdoctor (the package's ``__init__`` reaches it).
 """
 
@@ -22,6 +24,7 @@ import time
 from pathlib import Path
 
 _DIR_FD = os.open in os.supports_dir_fd and hasattr(os, "O_DIRECTORY")
+OWN_NAMES = ("stackdoctor", "index-pages")  # the folders stackdoctor names itself: the only ones it ever tightens
 
 
 def enabled() -> bool:
@@ -60,8 +63,11 @@ def open_folder(folder: Path, *, create: bool = False) -> int | None:
     """A descriptor on ``folder`` when it is a real folder (not a link) of this user's, made (0700) when ``create``
     and absent; a looser folder of ours is tightened to 0700 first; another user's folder is None (not used)."""
     if create:
+        missing = [folder, *(p for p in folder.parents)]
+        missing = missing[: next((i for i, p in enumerate(missing) if os.path.lexists(p)), len(missing))]
         try:
-            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            for p in reversed(missing):  # every folder made here is 0700, the cache folder's parents too
+                p.mkdir(mode=0o700, exist_ok=True)
         except OSError:
             return None
     try:
@@ -73,8 +79,12 @@ def open_folder(folder: Path, *, create: bool = False) -> int | None:
         if not stat.S_ISDIR(st.st_mode) or not _ours(st):
             os.close(fd)
             return None
-        if hasattr(os, "fchmod") and stat.S_IMODE(st.st_mode) & 0o077:
-            os.fchmod(fd, 0o700)  # ours, but others could read or write it: tightened before anything is kept in it
+        mode = stat.S_IMODE(st.st_mode)
+        if hasattr(os, "fchmod") and mode & 0o077:
+            if mode & (stat.S_IWGRP | stat.S_IWOTH | stat.S_ISVTX) or folder.name not in OWN_NAMES:
+                os.close(fd)  # others may write in it, or it is a folder the user named (/tmp, $HOME): not used, not changed
+                return None
+            os.fchmod(fd, 0o700)  # stackdoctor's own folder, readable by others (an older version's): tightened first
         return fd
     except OSError:
         os.close(fd)

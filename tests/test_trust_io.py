@@ -119,11 +119,23 @@ def test_a_link_to_dev_zero_is_refused_unread_and_a_foreign_file_is_not_trusted(
 
 @pytest.mark.headline("unprivileged")
 def test_a_looser_folder_of_ours_is_tightened_and_another_users_is_not_used(tmp_path):
-    loose = tmp_path / "loose"
+    loose = tmp_path / "stackdoctor"  # as an older version made ~/.cache/stackdoctor: 0755
     loose.mkdir(mode=0o755)
     os.chmod(loose, 0o755)
     cachefiles.write_private(loose / "a", b"1")
     assert stat.S_IMODE(loose.stat().st_mode) == 0o700 and cachefiles.read_private(loose / "a", 4) == b"1"
+    for name, mode in (("named-by-the-user", 0o755), ("stackdoctor-shared", 0o775), ("tmp", 0o1777)):
+        other = tmp_path / name  # not stackdoctor's own name, or others may write in it: not used, not changed
+        other.mkdir()
+        os.chmod(other, mode)
+        cachefiles.write_private(other / "a", b"1")
+        assert not (other / "a").exists() and stat.S_IMODE(other.stat().st_mode) == mode
+    shared = tmp_path / "g" / "stackdoctor"
+    shared.mkdir(parents=True)
+    os.chmod(shared, 0o777)
+    (shared / "a").write_bytes(b"1")
+    os.chmod(shared / "a", 0o600)
+    assert cachefiles.read_private(shared / "a", 4) is None and stat.S_IMODE(shared.stat().st_mode) == 0o777
     if not ROOT:
         pytest.skip("needs root to give a folder to uid 65534")
     theirs = tmp_path / "theirs"
