@@ -186,3 +186,14 @@ def test_a_file_link_on_an_http_page_is_not_followed(tmp_path):
     page = f'<a href="{wheel.as_uri()}">{wheel.name}</a><a href="https://h.example/{wheel.name}">x</a>'
     assert [f.url for f in parse_simple_html(page, "https://idx.example/simple/torch/")] == [f"https://h.example/{wheel.name}"]
     assert [f.url for f in parse_simple_html(page, (tmp_path / "index.html").as_uri())][0] == wheel.as_uri()  # a local page may
+
+
+def test_a_missing_file_on_a_local_page_is_said_to_be_missing_not_empty(tmp_path):
+    from stackdoctor.install.index import IndexClient, IndexFile, PageCache
+    from stackdoctor.learn import HttpSource
+
+    gone = tmp_path / f"torch-2.16.0-{TAG}.whl"
+    with IndexClient({}, cache=PageCache(None)) as client:
+        src = HttpSource(tmp_path.as_uri(), client)
+        meta, _f = src.metadata(IndexFile(gone.name, gone.as_uri()))
+    assert meta is None and src.why[gone.name] == f"{gone.as_uri()} does not exist"
