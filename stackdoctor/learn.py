@@ -321,7 +321,7 @@ def _companion_release(source: Source, comp: str, cv: Version, ws: list[WheelFac
     nothing of torch (or its metadata could not be read, said in ``res``)."""
     linux = [w for w in ws if any(p.endswith("x86_64") and p.startswith(("manylinux", "linux")) for p in w.platforms)] or ws
     w = _pick(linux)
-    meta, _used = source.metadata(IndexFile(w.filename, w.url, w.sha256, w.requires_python))
+    meta, _used = source.metadata(IndexFile(w.filename, w.url, w.sha256, w.requires_python, metadata_sha256=w.metadata_sha256))
     if meta is None:
         why = _why(source, w.filename)
         if why:
@@ -381,7 +381,7 @@ class _Release:
     def group(self, label: str | None, plat: str, members: list[WheelFacts]) -> None:
         """One (label, platform) group of wheels: its representative's metadata, and with ``download`` its GPU code."""
         rep = _pick(members)
-        meta, used = self.source.metadata(IndexFile(rep.filename, rep.url, rep.sha256, rep.requires_python))
+        meta, used = self.source.metadata(IndexFile(rep.filename, rep.url, rep.sha256, rep.requires_python, metadata_sha256=rep.metadata_sha256))
         name = self._name(label, plat, rep, meta)
         if name is None:
             return
@@ -490,10 +490,11 @@ def read_layer(path: Path) -> dict[str, Any]:
     import yaml
 
     from stackdoctor.matrix import parse_matrix_text
+    from stackdoctor.matrix.load import read_user_file
 
-    if not path.exists():
+    if not os.path.lexists(path):
         return {}
-    text = path.read_text(encoding="utf-8")
+    text = read_user_file(path)  # bounded; a FIFO or /dev/zero is one sentence, never a hang (issue 44)
     parse_matrix_text(text, str(path))
     data = yaml.safe_load(text) or {}
     if not isinstance(data, dict):

@@ -3,6 +3,7 @@ the wheel's own ``METADATA`` by range requests) or an index snapshot with its wh
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 import time
@@ -58,6 +59,7 @@ class HttpSource:
     name: str = ""
     why: dict[str, str] = field(default_factory=dict)  # file name -> why its metadata / GPU code was not read
     readers: list[Any] = field(default_factory=list)  # the range readers used (their byte counts)
+    notes: list[str] = field(default_factory=list)  # what was read and refused on the way (said as warnings)
     _last: Any = None
 
     def __post_init__(self) -> None:
@@ -87,8 +89,9 @@ class HttpSource:
         import httpx
 
         deadline = time.monotonic() + self.timeout_s
+        run = self.client.budget  # the run's bytes and time, charged on every read (issue 44)
         try:
-            with self.client._client_for(url).stream("GET", url) as resp:
+            with self.client._client_for(url).stream("GET", url, timeout=run.timeout(self.client.timeout_s)) as resp:
                 if resp.status_code == 404:
                     return None
                 if resp.status_code >= 400:
@@ -106,6 +109,7 @@ class HttpSource:
                             raise IndexError_(f"{public_url(url)} is larger than the {cap // (1024 * 1024)} MiB limit; stopped reading it.")
                         if time.monotonic() > deadline:
                             raise IndexError_(f"{public_url(url)} did not arrive in {self.timeout_s:g} s; stopped reading it.")
+                        run.take(len(chunk), public_url(url))
                         if fh is not None:
                             fh.write(chunk)
                         else:
@@ -126,12 +130,18 @@ class HttpSource:
         except IndexError_ as exc:
             body = None
             self.why[f.filename] = str(exc)
+        if isinstance(body, bytes) and f.metadata_sha256 and hashlib.sha256(body).hexdigest() != f.metadata_sha256:
+            # PEP 658: the page names the file's sha256; another file is not the wheel's metadata (issue 44)
+            self.notes.append(f"{public_url(f.url)}.metadata does not match the sha256 the index page gives for it; not used (the wheel's own METADATA is read instead).")
+            body = None
         if isinstance(body, bytes):
             return parse_core_metadata(body.decode("utf-8", errors="replace")), f
         if f.url.startswith("file:"):
             from stackdoctor.install.index import local_path
 
             p = local_path(f.url)
+            if not p.exists():
+                return self._missing(f, f"{public_url(f.url)} does not exist"), f
             return (read_wheel_metadata(p) if p.is_file() and p.stat().st_size else self._missing(f, "an empty file, not a wheel")), f
         try:
             rw = self._ranged(f)
@@ -167,7 +177,8 @@ class HttpSource:
         if self._last is not None and self._last.url == f.url:
             return self._last
         self._last = None
-        rw = RangeWheel(self.client._client_for(f.url), f.url, budget=self.max_wheel_bytes, timeout_s=self.timeout_s, public=public_url(f.url))
+        rw = RangeWheel(self.client._client_for(f.url), f.url, budget=self.max_wheel_bytes, timeout_s=self.timeout_s, public=public_url(f.url),
+                        net=self.client.budget)
         self._last = rw
         self.readers.append(rw)
         return rw

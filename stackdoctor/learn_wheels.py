@@ -11,7 +11,6 @@ import re
 import tempfile
 import time
 import urllib.parse
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +56,7 @@ class WheelFacts:
     pythons: tuple[str, ...]  # "3.12", "3.13t"; "py3" wheels: ()
     platforms: tuple[str, ...]  # compatibility tags (legacy manylinux aliases spelled as manylinux_X_Y)
     requires_python: str | None
+    metadata_sha256: str | None = None  # what the page says the PEP 658 metadata file's sha256 is
 
 
 def parse_core_metadata(text: str) -> CoreMetadata:
@@ -100,7 +100,8 @@ def wheel_facts(f: IndexFile) -> WheelFacts | None:
                 best[key] = p
     plats = [p for p in plats if not p.startswith("manylinux_") or p in best.values()]
     return WheelFacts(
-        f.filename, f.url, f.sha256, str(name), Version(version.public), version.local, tuple(pythons), tuple(plats), f.requires_python
+        f.filename, f.url, f.sha256, str(name), Version(version.public), version.local, tuple(pythons), tuple(plats), f.requires_python,
+        f.metadata_sha256,
     )
 
 
@@ -244,21 +245,28 @@ def file_sha256(path: Path) -> str:
 
 
 def read_wheel_metadata(path: Path) -> CoreMetadata | None:
+    """The core metadata of a wheel on disk; None when it is not a readable wheel (or past a cap: issue 44)."""
+    from stackdoctor import zipbound
+    from stackdoctor.system import open_regular
+
     try:
-        with zipfile.ZipFile(path) as z:
+        with os.fdopen(open_regular(path), "rb") as fh, zipbound.open_zip(fh, str(path)) as z:
             name = next((n for n in z.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")), None)
-            if name is None or z.getinfo(name).file_size > MAX_METADATA_BYTES:
+            if name is None:
                 return None
-            return parse_core_metadata(z.read(name).decode("utf-8", errors="replace"))
-    except (OSError, zipfile.BadZipFile):
+            return parse_core_metadata(zipbound.read_member(z, name, MAX_METADATA_BYTES, str(path)).decode("utf-8", errors="replace"))
+    except zipbound.READ_ERRORS:
         return None
 
 
 def read_wheel_gpu_code(path: Path) -> dict[str, Any] | None:
     """The GPU code of a torch wheel's primary library, read with :mod:`stackdoctor.binfmt` (no import):
     ``{"kind": "cuda", "library": "torch/lib/libtorch_cuda.so", "arch_list": [...], "ptx": [...], "gfx": [...]}``."""
+    from stackdoctor import zipbound
+    from stackdoctor.system import open_regular
+
     try:
-        with zipfile.ZipFile(path) as z:
+        with os.fdopen(open_regular(path), "rb") as fh, zipbound.open_zip(fh, str(path)) as z:
             names = set(z.namelist())
             member = next((m for m in GPU_LIBRARIES if m in names), None)
             if member is None:
@@ -268,7 +276,9 @@ def read_wheel_gpu_code(path: Path) -> dict[str, Any] | None:
             with tempfile.TemporaryDirectory(prefix="sd-learn-lib-") as tmp:
                 lib = Path(z.extract(member, tmp))
                 return _read_library(lib, GPU_LIBRARIES[member], member)
-    except (OSError, zipfile.BadZipFile) as exc:
+    except zipbound.ZipRefused as exc:
+        return {"kind": "unknown", "library": path.name, "error": str(exc)}
+    except zipbound.READ_ERRORS as exc:
         return {"kind": "unknown", "library": path.name, "error": f"{type(exc).__name__}"}
 
 

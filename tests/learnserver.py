@@ -11,6 +11,11 @@ the zip once. Requests are counted per path, so a test can prove what was (not) 
 ``ranges=True`` answers ``Range: bytes=a-b`` requests with 206 and the bytes asked for (RFC 9110 section 14),
 ``ranges=False`` answers them with the whole file, as a server that refuses ranges does. ``sent`` counts the
 body bytes sent per path, so a test can prove how little of a wheel was read.
+
+``hostile`` (tests/test_trust_bounds.py, issue 44) makes it misbehave: ``endless206`` answers the 1-byte size probe
+(``Range: bytes=0-0``) with 206 and bytes that never end; ``trickle`` sends every range answer one byte every 0.5 s;
+``badmeta`` serves a ``.metadata`` file that is not the one whose sha256 the page advertises; ``filelink`` lists each
+wheel by a ``file://`` link to where it lies on this machine.
 """
 
 from __future__ import annotations
@@ -43,7 +48,9 @@ def _sha256(path: Path) -> str:
 
 
 class LearnIndex:
-    def __init__(self, wheels: list[Path], *, metadata: bool = True, ranges: bool = True) -> None:
+    def __init__(self, wheels: list[Path], *, metadata: bool = True, ranges: bool = True, hostile: str = "") -> None:
+        self.hostile = hostile
+        self.stopping = threading.Event()
         self.files: dict[str, Path] = {w.name: w for w in wheels}
         self.meta: dict[str, bytes] = {w.name: wheel_metadata(w) for w in wheels if w.stat().st_size} if metadata else {}
         self.sha: dict[str, str] = {w.name: _sha256(w) for w in wheels}
@@ -65,7 +72,10 @@ class LearnIndex:
                 if len(parts) == 2 and parts[0] == "files":
                     name = parts[1]
                     if name.endswith(".metadata") and name[: -len(".metadata")] in index.meta:
-                        return self._send(index.meta[name[: -len(".metadata")]], "text/plain")
+                        body = index.meta[name[: -len(".metadata")]]
+                        if index.hostile == "badmeta":  # not the file the page's sha256 names
+                            body = body.replace(b"Requires-Python: ", b"Requires-Python: >=3.99,")
+                        return self._send(body, "text/plain")
                     if name in index.files:
                         return self._file(path, index.files[name])
                 self.send_error(404)
@@ -80,6 +90,8 @@ class LearnIndex:
                     start, end = int(m.group(1)), min(int(m.group(2)) if m.group(2) else size - 1, size - 1)
                 else:
                     start, end = max(0, size - int(m.group(2))), size - 1
+                if index.hostile == "endless206" and (start, end) == (0, 0):
+                    return self._endless(size)
                 if start >= size or end < start:
                     self.send_response(416)
                     self.send_header("Content-Range", f"bytes */{size}")
@@ -95,8 +107,34 @@ class LearnIndex:
                 self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
+                if index.hostile == "trickle":
+                    return self._trickle(body)
                 self.wfile.write(body)
                 return None
+
+            def _endless(self, size: int) -> None:
+                self.send_response(206)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Range", f"bytes 0-0/{size}")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                try:
+                    while not index.stopping.is_set():
+                        self.wfile.write(b"\0" * 65536)
+                except OSError:
+                    pass
+                self.close_connection = True
+
+            def _trickle(self, body: bytes) -> None:
+                try:
+                    for i in range(len(body)):
+                        if index.stopping.wait(0.5):
+                            break
+                        self.wfile.write(body[i:i + 1])
+                        self.wfile.flush()
+                except OSError:
+                    pass
+                self.close_connection = True
 
             def _page(self, project: str) -> None:
                 links = []
@@ -105,6 +143,8 @@ class LearnIndex:
                     if pname != canonicalize_name(project):
                         continue
                     href = "/files/" + urllib.parse.quote(name) + f"#sha256={index.sha[name]}"
+                    if index.hostile == "filelink":
+                        href = index.files[name].resolve().as_uri() + f"#sha256={index.sha[name]}"
                     extra = ""
                     if name in index.meta:
                         extra = f' data-core-metadata="sha256={hashlib.sha256(index.meta[name]).hexdigest()}"'
@@ -132,6 +172,7 @@ class LearnIndex:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
         self.server.shutdown()
         self.server.server_close()
 

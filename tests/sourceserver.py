@@ -55,10 +55,14 @@ def specs() -> dict[str, WheelSpec]:
 
 class SourceServer:
     """``auth``: path prefix -> (user, password) that requests under it must send as HTTP basic auth (else 401),
-    an index that needs the credentials its users configure (tests/test_output_boundary.py)."""
+    an index that needs the credentials its users configure (tests/test_output_boundary.py). ``validators``: pages
+    answered 200 carry an ``ETag`` and ``Last-Modified`` and a matching ``If-None-Match`` is answered 304 (``not_modified``
+    counts them), as PyPI and download.pytorch.org do (tests/test_trust_io.py)."""
 
-    def __init__(self, auth: dict[str, tuple[str, str]] | None = None) -> None:
+    def __init__(self, auth: dict[str, tuple[str, str]] | None = None, *, validators: bool = False) -> None:
         self.auth = dict(auth or {})
+        self.validators = validators
+        self.not_modified = 0
         self.refused = 0
         self.specs = specs()
         self.wheels = {name: build_wheel(s) for name, s in self.specs.items()}
@@ -162,7 +166,18 @@ class SourceServer:
                         with srv.lock:
                             srv.refused += 1
                         status, body, ctype = 401, b"credentials required", "text/plain"
+                extra: dict[str, str] = {}
+                if srv.validators and status == 200 and ctype == "text/html":
+                    import hashlib
+
+                    extra = {"ETag": f'"{hashlib.sha256(body).hexdigest()[:16]}"', "Last-Modified": "Tue, 01 Sep 2026 00:00:00 GMT"}
+                    if self.headers.get("If-None-Match") == extra["ETag"]:
+                        with srv.lock:
+                            srv.not_modified += 1
+                        status, body = 304, b""
                 self.send_response(status)
+                for k, v in extra.items():
+                    self.send_header(k, v)
                 if status == 401:
                     self.send_header("WWW-Authenticate", 'Basic realm="stackdoctor-tests"')
                 self.send_header("Content-Type", ctype)

@@ -194,7 +194,7 @@ def _said(res: Any, src: Any, target: Path, torch: list[str] | None) -> bool:
         print(shown(line))
     if res.skipped:
         print(f"already learned (not fetched again; --refresh reads them): torch {', '.join(res.skipped)}")
-    for err in res.errors:
+    for err in [*res.errors, *getattr(src, "notes", [])]:
         print(shown(f"warning: {err}"))
     fetched = getattr(src, "fetched", 0)
     if fetched:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackdoctor.errors import IndexError_
-from stackdoctor.install.network import auth_class, network_settings, ssl_context
+from stackdoctor.install.network import Budget, auth_class, network_settings, ssl_context
 from stackdoctor.matrix import default_index_url
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,6 +60,7 @@ class IndexFile:
     requires_python: str | None = None
     yanked: bool = False
     size: int | None = None  # bytes, where the index says (PEP 700 ``size`` of the JSON API)
+    metadata_sha256: str | None = None  # the PEP 658 / 714 core metadata file's sha256, where the page advertises it
 
 
 @dataclass
@@ -104,11 +105,9 @@ def project_page_url(index_url: str, name: str) -> str:
 
 def cache_dir(env: Mapping[str, str]) -> Path:
     """``STACKDOCTOR_CACHE_DIR``, else ``$XDG_CACHE_HOME/stackdoctor``, else ``~/.cache/stackdoctor``."""
-    if env.get("STACKDOCTOR_CACHE_DIR"):
-        return Path(env["STACKDOCTOR_CACHE_DIR"])
-    if env.get("XDG_CACHE_HOME"):
-        return Path(env["XDG_CACHE_HOME"]) / "stackdoctor"
-    return Path(env.get("HOME") or os.path.expanduser("~")) / ".cache" / "stackdoctor"
+    from stackdoctor.cachefiles import cache_dir as folder
+
+    return folder(dict(env))
 
 
 # ---------------------------------------------------------------------------- parsers (pure)
@@ -173,11 +172,32 @@ def parse_simple_html(text: str, page_url: str) -> list[IndexFile]:
             continue
         url, sha = _split_fragment(urllib.parse.urljoin(base, href))
         name = _filename_from_url(url) or label
-        if not name:
+        if not name or not link_allowed(page_url, url):
             continue
         yanked = "data-yanked" in attrs
-        out.append(IndexFile(name, url, sha, attrs.get("data-requires-python"), yanked))
+        meta = _metadata_sha(attrs.get("data-core-metadata") or attrs.get("data-dist-info-metadata"))
+        out.append(IndexFile(name, url, sha, attrs.get("data-requires-python"), yanked, metadata_sha256=meta))
     return out
+
+
+def link_allowed(page_url: str, url: str) -> bool:
+    """Whether a link on the page at ``page_url`` is followed: from an HTTP(S) page only to http(s) (a ``file:`` link
+    there would read this machine's files: issue 44); from a local page (``file:``) to a local file or http(s)."""
+    scheme = urllib.parse.urlsplit(url).scheme.lower()
+    if urllib.parse.urlsplit(page_url).scheme.lower() in ("http", "https"):
+        return scheme in ("http", "https")
+    return scheme in ("http", "https", "file")
+
+
+def _metadata_sha(value: Any) -> str | None:
+    """The sha256 of PEP 658's ``data-core-metadata="sha256=..."`` or PEP 691's ``"core-metadata": {"sha256": ...}``."""
+    if isinstance(value, dict):
+        value = value.get("sha256")
+        return value.lower() if isinstance(value, str) and re.fullmatch(r"[0-9a-fA-F]{64}", value) else None
+    if isinstance(value, str):
+        m = re.fullmatch(r"sha256=([0-9a-fA-F]{64})", value.strip())
+        return m.group(1).lower() if m else None
+    return None
 
 
 def parse_simple_json(text: str, page_url: str) -> list[IndexFile]:
@@ -196,11 +216,14 @@ def parse_simple_json(text: str, page_url: str) -> list[IndexFile]:
         if not isinstance(f, dict) or not isinstance(f.get("filename"), str) or not isinstance(f.get("url"), str):
             continue
         url, frag_sha = _split_fragment(urllib.parse.urljoin(page_url, f["url"]))
+        if not link_allowed(page_url, url):
+            continue
         hashes = h if isinstance(h := f.get("hashes"), dict) else {}
         sha = s if isinstance(s := hashes.get("sha256"), str) else frag_sha
         rp = r if isinstance(r := f.get("requires-python"), str) else None
         size = n if isinstance(n := f.get("size"), int) and not isinstance(n, bool) and n >= 0 else None
-        out.append(IndexFile(f["filename"], url, sha, rp, bool(f.get("yanked")), size))
+        meta = _metadata_sha(f.get("core-metadata", f.get("dist-info-metadata")))
+        out.append(IndexFile(f["filename"], url, sha, rp, bool(f.get("yanked")), size, meta))
     return out
 
 
@@ -370,52 +393,77 @@ def python_version_of(facts: Facts, request: Request | None = None) -> str | Non
 
 
 class PageCache:
-    """Index pages on disk with their validators; every failure to read or write is ignored."""
+    """Index pages on disk with their validators; every failure to read or write is ignored.
 
-    def __init__(self, root: Path | None) -> None:
+    Issue 44: a page is keyed and stored by its URL WITHOUT credentials (``user:password@`` never reaches the disk;
+    the credentials of the asking URL are put back on a cached final URL of the same host), written 0600 in a 0700
+    folder and read back only through :func:`stackdoctor.cachefiles.read_private` (this user's own regular file,
+    bounded, never a FIFO or a link), so a page another user planted is never used, after a 304 or ever."""
+
+    def __init__(self, root: Path | None, max_bytes: int = MAX_PAGE_BYTES) -> None:
         self.root = root / "index-pages" if root else None
+        self.max_bytes = max_bytes
 
     def _paths(self, url: str) -> tuple[Path, Path] | None:
         if self.root is None:
             return None
-        key = hashlib.sha256(url.encode()).hexdigest()[:32]
+        key = hashlib.sha256(without_credentials(url).encode()).hexdigest()[:32]
         return self.root / f"{key}.json", self.root / f"{key}.body"
 
     def get(self, url: str) -> tuple[dict[str, str], bytes] | None:
+        from stackdoctor.cachefiles import read_private
+
         paths = self._paths(url)
         if paths is None:
             return None
+        raw_meta = read_private(paths[0], 64 * 1024)
+        body = read_private(paths[1], self.max_bytes) if raw_meta is not None else None
+        if raw_meta is None or body is None:
+            return None
         try:
-            meta = json.loads(paths[0].read_text(encoding="utf-8"))
-            body = paths[1].read_bytes()
-        except (OSError, ValueError):
+            meta = json.loads(raw_meta.decode("utf-8"))
+        except ValueError:
             return None
-        if not isinstance(meta, dict) or meta.get("url") != url or len(body) != meta.get("size"):
+        if not isinstance(meta, dict) or meta.get("url") != without_credentials(url) or len(body) != meta.get("size"):
             return None
+        final = meta.get("final_url")
+        meta["final_url"] = _with_credentials_of(url, final) if isinstance(final, str) else url
         return meta, body
 
     def put(self, url: str, headers: Mapping[str, str], final_url: str, body: bytes) -> None:
+        from stackdoctor.cachefiles import write_private
+
         paths = self._paths(url)
         etag, modified = headers.get("etag"), headers.get("last-modified")
-        if paths is None or not (etag or modified):
+        if paths is None or not (etag or modified) or len(body) > self.max_bytes:
             return
         meta = {
-            "url": url,
-            "final_url": final_url,
+            "url": without_credentials(url),
+            "final_url": without_credentials(final_url),
             "etag": etag,
             "last_modified": modified,
             "content_type": headers.get("content-type", ""),
             "size": len(body),
             "stored_at": time.time(),
         }
-        try:
-            paths[0].parent.mkdir(parents=True, exist_ok=True)
-            tmp = paths[1].with_suffix(f".tmp{os.getpid()}")
-            tmp.write_bytes(body)
-            os.replace(tmp, paths[1])
-            paths[0].write_text(json.dumps(meta), encoding="utf-8")
-        except OSError:
-            pass
+        write_private(paths[1], body)
+        write_private(paths[0], json.dumps(meta).encode("utf-8"))
+
+
+def without_credentials(url: str) -> str:
+    """``url`` without its ``user:password@`` (what may be written to disk)."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def _with_credentials_of(asked: str, final: str) -> str:
+    """``final`` with the credentials of ``asked`` when both name the same host and port (as the live answer would)."""
+    a, f = urllib.parse.urlsplit(asked), urllib.parse.urlsplit(final)
+    if "@" not in a.netloc or "@" in f.netloc or a.netloc.rpartition("@")[2] != f.netloc:
+        return final
+    return urllib.parse.urlunsplit(f._replace(netloc=a.netloc))
 
 
 class IndexClient:
@@ -429,13 +477,15 @@ class IndexClient:
         max_bytes: int = MAX_PAGE_BYTES,
         cache: PageCache | None = None,
         transport: Any = None,
+        budget: Budget | None = None,
     ) -> None:
         import httpx
 
         self.env = dict(os.environ if env is None else env)
+        self.budget = budget if budget is not None else Budget.of_run(self.env)  # every network read of this client
         self.timeout_s = timeout_s
         self.max_bytes = max_bytes
-        self.cache = cache if cache is not None else PageCache(cache_dir(self.env))
+        self.cache = cache if cache is not None else PageCache(cache_dir(self.env), max_bytes)
         self.settings = network_settings(self.env)
         kwargs: dict[str, Any] = {
             "timeout": httpx.Timeout(timeout_s),
@@ -494,7 +544,7 @@ class IndexClient:
                 headers["If-Modified-Since"] = meta["last_modified"]
         deadline = time.monotonic() + self.timeout_s
         try:
-            with self._client_for(url).stream("GET", url, headers=headers) as resp:
+            with self._client_for(url).stream("GET", url, headers=headers, timeout=self.budget.timeout(self.timeout_s)) as resp:
                 if resp.status_code == 304 and cached:
                     meta, body = cached
                     return Page(meta.get("final_url") or url, meta.get("content_type") or "", _text(body), from_cache=True)
@@ -531,12 +581,13 @@ class IndexClient:
         if length and length.isdigit() and int(length) > self.max_bytes:
             raise index_error("failing", _too_large(url, int(length), self.max_bytes))
         buf = bytearray()
-        for chunk in resp.iter_bytes():
+        for chunk in resp.iter_bytes():  # each network read as it arrives: the limits are checked per read
             buf += chunk
             if len(buf) > self.max_bytes:
                 raise index_error("failing", _too_large(url, None, self.max_bytes))
             if time.monotonic() > deadline:
                 raise index_error("unreachable", _too_slow(url, self.timeout_s))
+            self.budget.take(len(chunk), without_credentials(url))
         return bytes(buf)
 
     def _transport_error(self, url: str, exc: httpx.HTTPError) -> IndexError_:

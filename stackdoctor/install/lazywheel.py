@@ -29,7 +29,6 @@ import heapq
 import io
 import struct
 import tempfile
-import time
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -37,12 +36,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stackdoctor.errors import IndexError_
+from stackdoctor.install.network import Budget
+from stackdoctor.zipbound import MAX_RECORD_BYTES, open_zip
+from stackdoctor.zipbound import read_member as bounded_member
 
 if TYPE_CHECKING:  # pragma: no cover
     import httpx
 
 MIN_READ = 256 * 1024  # one range request reads at least this much (zipfile reads in small pieces)
 TAIL_READ = 2 * 1024 * 1024  # bytes before an ELF section table kept (the section names live there)
+PROBE_SLACK = 64 * 1024  # bytes accepted in answer to the 1-byte size probe (one is right)
 FATBIN_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50, little-endian
 
 
@@ -53,13 +56,15 @@ class RangesRefused(IndexError_):
 class RangeWheel:
     """One remote wheel read by ranges. ``fetched``: bytes received so far (every request)."""
 
-    def __init__(self, client: httpx.Client, url: str, *, budget: int, timeout_s: float, public: str = "") -> None:
+    def __init__(self, client: httpx.Client, url: str, *, budget: int, timeout_s: float, public: str = "", net: Budget | None = None) -> None:
         self.client = client
         self.url = url
         self.public = public or url
         self.budget = budget
-        self.deadline = time.monotonic() + timeout_s
         self.timeout_s = timeout_s
+        # this wheel's bytes and time, inside the run's (issue 44): checked on every read, never per MiB
+        self.net = (net if net is not None else Budget()).part(budget, timeout_s)
+        self.per_read_s = float(getattr(getattr(client, "timeout", None), "read", None) or 20.0)
         self.fetched = 0
         self.requests = 0
         self.size = self._size()
@@ -73,7 +78,8 @@ class RangeWheel:
         import httpx
 
         try:
-            with self.client.stream("GET", self.url, headers={"Range": "bytes=0-0", "Accept-Encoding": "identity"}) as resp:
+            with self.client.stream("GET", self.url, headers={"Range": "bytes=0-0", "Accept-Encoding": "identity"},
+                                    timeout=self.net.timeout(self.per_read_s)) as resp:
                 self.requests += 1
                 if resp.status_code == 416:
                     return 0  # nothing to read: an empty file
@@ -88,18 +94,16 @@ class RangeWheel:
                     raise RangesRefused(f"{self.public}: the server does not answer range requests (HTTP {resp.status_code}).")
                 total = resp.headers.get("content-range", "").rpartition("/")[2]
                 for chunk in resp.iter_bytes():
+                    self.net.take(len(chunk), self.public)
                     self.fetched += len(chunk)
+                    if self.fetched > PROBE_SLACK:  # an answer to "bytes=0-0" that does not end (issue 44)
+                        raise IndexError_(f"{self.public}: the server answered a 1-byte range request with more than {PROBE_SLACK} bytes; stopped.")
                 if not total.isdigit():
                     raise RangesRefused(f"{self.public}: the server's range answer gives no size ({resp.headers.get('content-range')!r}).")
                 return int(total)
         except httpx.HTTPError as exc:
             raise IndexError_(f"{self.public} could not be read: {type(exc).__name__}.") from None
 
-    def _check(self, n: int) -> None:
-        if self.fetched + n > self.budget:
-            raise IndexError_(f"{self.public}: reading it would take more than {self.budget // (1024 * 1024)} MiB; stopped.")
-        if time.monotonic() > self.deadline:
-            raise IndexError_(f"{self.public}: not read in {self.timeout_s:g} s; stopped.")
 
     def stream(self, start: int, end: int) -> Iterator[bytes]:
         """The bytes [start, end) in one range request, as they arrive (counted, bounded)."""
@@ -107,15 +111,18 @@ class RangeWheel:
 
         if end <= start:
             return
-        self._check(0)
+        self.net.check_time(self.public)
         try:
-            with self.client.stream("GET", self.url, headers={"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}) as resp:
+            with self.client.stream("GET", self.url, headers={"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"},
+                                    timeout=self.net.timeout(self.per_read_s)) as resp:
                 self.requests += 1
                 if resp.status_code != 206:
                     raise RangesRefused(f"{self.public}: a range request was answered HTTP {resp.status_code}, not 206.")
                 got = 0
-                for chunk in resp.iter_bytes(1 << 20):
-                    self._check(len(chunk))
+                for chunk in resp.iter_bytes():  # each network read as it arrives: bytes and time checked per read
+                    if got + len(chunk) > end - start:
+                        raise IndexError_(f"{self.public}: the range answer had more than {end - start} bytes; stopped.")
+                    self.net.take(len(chunk), self.public)
                     self.fetched += len(chunk)
                     got += len(chunk)
                     yield chunk
@@ -149,10 +156,7 @@ class RangeWheel:
             # the tail first: end-of-central-directory and (usually) the whole central directory in one request
             tail = min(self.size, MIN_READ)
             self.read_at(self.size - tail, tail)
-            try:
-                self._zip = zipfile.ZipFile(_RangeFile(self))
-            except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-                raise IndexError_(f"{self.public} is not a readable zip ({exc}).") from None
+            self._zip = open_zip(_RangeFile(self), self.public)  # entries and directory bytes capped first (issue 44)
         return self._zip
 
     def names(self) -> list[str]:
@@ -165,7 +169,7 @@ class RangeWheel:
         if name is None:
             return {}
         try:
-            text = z.read(name).decode("utf-8", errors="replace")
+            text = bounded_member(z, name, MAX_RECORD_BYTES, self.public).decode("utf-8", errors="replace")
         except (zipfile.BadZipFile, OSError, ValueError, EOFError, zlib.error) as exc:
             raise IndexError_(f"{self.public}: its RECORD cannot be read ({exc}).") from None
         out: dict[str, str] = {}
@@ -181,7 +185,7 @@ class RangeWheel:
         if info.file_size > cap:
             raise IndexError_(f"{self.public}: {name} is {info.file_size} bytes, more than the {cap} read.")
         try:
-            data = z.read(name)
+            data = bounded_member(z, info, cap, self.public)
         except (zipfile.BadZipFile, OSError, ValueError, EOFError, zlib.error) as exc:
             raise IndexError_(f"{self.public}: {name} cannot be read ({exc}).") from None
         want = (record or {}).get(name)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,18 +184,16 @@ def local_wheel_metadata(path: Path) -> dict[str, list[str]] | None:
     fast = _metadata_from_central_directory(path)
     if fast is not None:
         return parse_wheel_metadata(fast)
+    from stackdoctor import zipbound
     from stackdoctor.system import open_regular
 
     try:
-        with os.fdopen(open_regular(path), "rb") as raw, zipfile.ZipFile(raw) as zf:  # a FIFO never blocks
+        with os.fdopen(open_regular(path), "rb") as raw, zipbound.open_zip(raw, str(path)) as zf:  # a FIFO never blocks
             names = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1]
             if not names:
                 return None
-            info = zf.getinfo(names[0])
-            if info.file_size > MAX_METADATA_BYTES:
-                return None
-            return parse_wheel_metadata(zf.read(info).decode("utf-8", errors="replace"))
-    except (OSError, zipfile.BadZipFile, KeyError, ValueError, RuntimeError, NotImplementedError):
+            return parse_wheel_metadata(zipbound.read_member(zf, names[0], MAX_METADATA_BYTES, str(path)).decode("utf-8", errors="replace"))
+    except zipbound.READ_ERRORS:
         return None
 
 
@@ -244,7 +241,10 @@ def _metadata_from_central_directory(path: Path) -> str | None:
                     fh.seek(offset + 30 + lnlen + lxlen)
                     data = fh.read(csize)
                     if method == 8:
-                        data = zlib.decompress(data, -15)
+                        dec = zlib.decompressobj(-15)
+                        data = dec.decompress(data, MAX_METADATA_BYTES + 1)  # bounded: the sizes above are claims
+                        if len(data) > MAX_METADATA_BYTES or dec.unconsumed_tail:
+                            return None
                     elif method != 0:
                         return None
                     return data.decode("utf-8", errors="replace")

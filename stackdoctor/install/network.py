@@ -122,3 +122,83 @@ def ssl_context(settings: NetworkSettings, env: Mapping[str, str]) -> Any:
     except (OSError, ssl.SSLError) as exc:
         raise IndexError_(f"the certificate settings cannot be used ({settings.sources.get('cert') or 'SSL_CERT_FILE'}): {exc}.") from None
     return ctx
+
+
+# ---------------------------------------------------------------------------- one budget for every network read
+
+
+BUDGET_S_ENV = "STACKDOCTOR_NET_BUDGET_S"  # seconds for every network read of one run (default: no run-wide limit)
+BUDGET_MB_ENV = "STACKDOCTOR_NET_BUDGET_MB"  # MiB for every network read of one run (default: no run-wide limit)
+
+
+class Budget:
+    """Bytes and time for network reads, checked on EVERY read (issue 44: a body that trickles one byte at a time
+    kept a run waiting, because the socket's read timeout starts again with each byte and the time was checked per
+    MiB). A budget made by :meth:`part` (one page, one wheel) has its own cap and deadline and charges its parent,
+    so the run's budget (``STACKDOCTOR_NET_BUDGET_S`` / ``STACKDOCTOR_NET_BUDGET_MB``) bounds every read of the run."""
+
+    def __init__(self, max_bytes: float = float("inf"), seconds: float = float("inf"), *, parent: Budget | None = None,
+                 what: str = "") -> None:
+        import time
+
+        self.max_bytes = max_bytes
+        self.seconds = seconds
+        self.deadline = time.monotonic() + seconds
+        self.parent = parent
+        self.used = 0
+        self.what = what
+
+    @classmethod
+    def of_run(cls, env: Mapping[str, str]) -> Budget:
+        """The run's budget from the environment; a value that is not a positive number is no limit."""
+
+        def num(name: str) -> float:
+            try:
+                v = float(env.get(name) or "inf")
+            except ValueError:
+                return float("inf")
+            return v if v > 0 else float("inf")
+
+        return cls(num(BUDGET_MB_ENV) * (1 << 20), num(BUDGET_S_ENV), what="run")
+
+    def part(self, max_bytes: float = float("inf"), seconds: float = float("inf")) -> Budget:
+        """A budget for one read (a page, a wheel) inside this one."""
+        return Budget(max_bytes, seconds, parent=self)
+
+    def left_s(self) -> float:
+        import time
+
+        now = time.monotonic()
+        out = self.deadline - now
+        return min(out, self.parent.left_s()) if self.parent is not None else out
+
+    def timeout(self, per_read: float) -> Any:
+        """The ``httpx.Timeout`` of one request: no wait on the socket longer than the time left."""
+        import httpx
+
+        left = self.left_s()
+        return httpx.Timeout(max(0.05, min(per_read, left)))
+
+    def take(self, n: int, url: str) -> None:
+        """Charge ``n`` bytes just read; one :class:`IndexError_` sentence when a cap or a deadline is passed."""
+        node: Budget | None = self
+        while node is not None:
+            node.used += n
+            if node.used > node.max_bytes:
+                if node.what == "run":
+                    raise IndexError_(f"{url}: the network reads of this run passed {BUDGET_MB_ENV}={node.max_bytes / (1 << 20):g} MiB; stopped.")
+                raise IndexError_(f"{url}: reading it would take more than {int(node.max_bytes) // (1024 * 1024)} MiB; stopped.")
+            node = node.parent
+        self.check_time(url)
+
+    def check_time(self, url: str) -> None:
+        import time
+
+        now = time.monotonic()
+        node: Budget | None = self
+        while node is not None:
+            if now > node.deadline:
+                if node.what == "run":
+                    raise IndexError_(f"{url}: the network reads of this run passed {BUDGET_S_ENV}={node.seconds:g} s; stopped.")
+                raise IndexError_(f"{url}: not read in {node.seconds:g} s; stopped.")
+            node = node.parent

@@ -191,6 +191,23 @@ def learned_layer_path(env: dict[str, str] | None = None) -> Path:
     return base / "stackdoctor" / "learned.yaml"
 
 
+def _own_layer(path: Path, *, explicit: bool) -> bool:
+    """Whether the learned layer is read: a regular file (a FIFO or a device never is); the default one
+    (``~/.config/stackdoctor/learned.yaml``) only when this user owns it and no one else may write it (issue 44: a
+    layer another user planted would change a plan); one named by ``STACKDOCTOR_LEARNED`` is the user's choice."""
+    import stat
+
+    try:
+        st = os.stat(path)  # a home folder this user cannot read (another user's HOME under sudo -u): no layer
+    except (OSError, ValueError):
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    if explicit or not hasattr(os, "getuid"):
+        return True
+    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
 def load_matrix(extra: Sequence[str | Path] = (), *, embedded: bool = True, tables: Sequence[Table[Any]] | None = None) -> Matrix:
     """The embedded matrix with user files layered over it (later files win).
 
@@ -205,10 +222,7 @@ def load_matrix(extra: Sequence[str | Path] = (), *, embedded: bool = True, tabl
         return build([(str(p), parse_matrix_text(read_user_file(p), str(p), tables)) for p in extra], tables)
     paths = user_matrix_paths(extra)
     learned = learned_layer_path()
-    try:
-        have_learned = learned.is_file()
-    except OSError:  # a home folder this user cannot read (another user's HOME under sudo -u): no learned layer
-        have_learned = False
+    have_learned = _own_layer(learned, explicit=bool(os.environ.get("STACKDOCTOR_LEARNED")))
     if have_learned:
         paths = [str(learned), *paths]
     if not paths and tables is None:
