@@ -99,7 +99,7 @@ def gpu_arch_unsupported(ctx: Ctx) -> None:
         v = variant_row(ctx)
         if v is not None:
             arch = list(v.arch_for(f.python.platform_tag))
-            source = "compat matrix"
+            source = "inferred from the matrix: torch's libraries could not be read"
     proof = next((e for e in f.evidence if e.proves == "gpu-arch-unsupported"), None)
     fired = False
     if arch:
