@@ -413,6 +413,7 @@ class TorchFacts:
     devices: list[TorchDevice] = field(default_factory=list)
     arch_list: list[str] = field(default_factory=list)  # the build's arch list: torch's own when imported, else the files' (sources say which)
     cudnn_version: str | None = None
+    cudnn_error: str | None = None  # what torch.backends.cudnn.version() raised ("cuDNN version incompatibility: ..."), on one line
     nccl_version: str | None = None
     mps_built: bool | None = None
     mps_available: bool | None = None

@@ -51,11 +51,16 @@ def rocm_gfx_unsupported(ctx: Ctx) -> None:
     if built_for_files(f) != "rocm" or not gpus:
         return
     v = build_targets(ctx)
-    if v is None:
-        return
     env = f.environment
     override = env.get("HSA_OVERRIDE_GFX_VERSION") or f.rocm.hsa_override_gfx_version
     proof = next((e for e in f.evidence if e.proves == "rocm-gfx-unsupported"), None)
+    if v is None:
+        if proof is not None:  # torch said so, and neither the files nor the matrix know the build's targets
+            t = f.torch
+            ctx.add(detail="evidence", fix_text=install_fix(ctx, exclude=t.variant), facts=[proof.source, "reconciled.gpus"],
+                    gpu=", ".join(f"GPU{g.index} {g.name or ''} ({g.gfx or '?'})".replace("  ", " ") for g in gpus), torch=t.version or t.variant or "?",
+                    error=proof.line, where=proof.source)
+        return
     unsupported = [g for g in gpus if g.gfx and not carries(v, g.gfx) and (g.integrated or visible_to_torch(g, env))]
     if not unsupported:
         return

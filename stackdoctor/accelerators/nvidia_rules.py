@@ -91,7 +91,9 @@ def gpu_arch_unsupported(ctx: Ctx) -> None:
     """A GPU (seen by any witness: the driver's tools, torch, the matrix's name lookup) whose compute
     capability the installed CUDA build has no kernels for; or a kernel that said so itself."""
     f, t = ctx.facts, ctx.facts.torch
-    if built_for_files(f) != "cuda" or f.jetson.is_jetson:
+    # a CUDA build by its files, or by torch's own word: an imported torch that listed sm_XX code (its version unread)
+    said_cuda = bool(t.imported) and any(a.startswith("sm_") for a in t.arch_list)
+    if (built_for_files(f) != "cuda" and not said_cuda) or f.jetson.is_jetson:
         return
     arch = list(t.arch_list)
     source = t.sources.get("arch_list") or "torch.cuda.get_arch_list()"

@@ -94,9 +94,13 @@ def lib_path_shadowing(ctx: Ctx) -> None:
     bad = _shadowing_dirs(ctx, entries)
     if _predicted_shadow(ctx, entries):
         return
-    err = t.import_error or t.cuda_error or ""
-    symptom = re.search(r"undefined symbol: __nvJitLink\w*|lib(cudnn|cublas|cusparse|nvJitLink|nccl)[\w.]*: cannot open shared object file", err)
+    err = t.import_error or t.cudnn_error or t.cuda_error or ""
+    symptom = re.search(r"undefined symbol: __nvJitLink\w*|lib(cudnn|cublas|cusparse|nvJitLink|nccl)[\w.]*: cannot open shared object file"
+                        r"|cuDNN version (?:incompatibility|mismatch): PyTorch was compiled\s+against \S+(?: \S+)*? but (?:found runtime version|linked against) [\d(), ]+", err)
     bundled = accelerators.build_kind(t) == "cuda" and any(k.startswith("nvidia-") for k in t.distributions)
+    if symptom and symptom.group(0).startswith("cuDNN") and not bad:
+        _torch_said_shadow(ctx, entries, symptom.group(0))  # torch's own words: another cuDNN was loaded first
+        return
     if not bad or not (bundled or symptom):
         return
     keep = [e for e in entries if e not in bad]
@@ -107,6 +111,20 @@ def lib_path_shadowing(ctx: Ctx) -> None:
         fix_text=f"export LD_LIBRARY_PATH={':'.join(keep)}" if keep else "unset LD_LIBRARY_PATH",
         dirs=", ".join(bad),
         error=symptom.group(0) if symptom else "",
+    )
+
+
+def _torch_said_shadow(ctx: Ctx, entries: list[str], said: str) -> None:
+    """torch found another cuDNN than the one it was built with, and no LD_LIBRARY_PATH entry stackdoctor saw
+    explains it (the variable was not recorded, or names no CUDA folder): torch's words are the witness."""
+    t = ctx.facts.torch
+    ctx.add(
+        severity="fail",
+        detail="torch_said",
+        facts=["torch.cudnn_error" if t.cudnn_error else "torch.cuda_error", "environment.LD_LIBRARY_PATH"],
+        fix_text="unset LD_LIBRARY_PATH",  # torch needs none of its folders (the wheel's RUNPATH finds its own cuDNN)
+        error=said,
+        dirs=", ".join(entries) or "-",
     )
 
 
