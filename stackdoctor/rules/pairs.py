@@ -93,16 +93,23 @@ def pinned_torch(ctx: Ctx, pkg: str) -> tuple[Requirement, str] | None:
     return req, t.sources.get(f"requires.{pkg}", f"{pkg}'s METADATA")
 
 
-def pin_fix(ctx: Ctx, req: Requirement) -> str:
-    """The install that gives torch what ``req`` asks (an exact pin: that torch, from the index of torch's variant)."""
+def pin_fix(ctx: Ctx, req: Requirement, pkg: str) -> str:
+    """The install that makes the pair fit: the ``pkg`` the matrix pairs with the installed torch (torch stays), else
+    the torch ``req`` asks (an exact pin: that torch), each from the index of torch's variant."""
     t = ctx.facts.torch
+    label = local(t.version)
+    index = index_for(ctx, variant_name(ctx.facts)) if label else None
+    tail = f" --index-url {shlex.quote(index)}" if index else ""
+    paired = ctx.matrix.paired(public(t.version) or "") if ctx.matrix is not None else (None, None)
+    keep = paired[0] if pkg == "torchvision" else paired[1]
+    if keep:
+        want = f"{pkg}=={keep}" + (f"+{label}" if label and pkg == "torchvision" else "")
+        return f"{shlex.quote(python_exe(ctx.facts))} -m pip install --no-deps {shlex.quote(want)}" + tail
     exact = next((s.version for s in req.specifier if s.operator == "==" and not s.version.endswith(".*")), None)
     want = f"torch=={exact}" if exact else f"torch{req.specifier}"
-    label = local(t.version)
     if exact and label and "+" not in exact:
         want += f"+{label}"
-    index = index_for(ctx, variant_name(ctx.facts)) if label else None
-    return f"{shlex.quote(python_exe(ctx.facts))} -m pip install {shlex.quote(want)}" + (f" --index-url {shlex.quote(index)}" if index else "")
+    return f"{shlex.quote(python_exe(ctx.facts))} -m pip install {shlex.quote(want)}" + tail
 
 
 @rule("torch-companion-pin", severity="fail", layer="torch", defers_to=("torchvision-mismatch", "torchaudio-mismatch"))
@@ -117,7 +124,7 @@ def torch_companion_pin(ctx: Ctx) -> None:
         req, where = got
         ctx.add(
             facts=["torch.version", f"torch.requires.{pkg}"],
-            fix_text=pin_fix(ctx, req),
+            fix_text=pin_fix(ctx, req, pkg),
             pkg=pkg,
             installed=t.distributions.get(pkg) or "?",
             pin=str(req),
