@@ -153,11 +153,8 @@ def test_a_conda_copy_says_its_package_version(tmp_path):
     assert copy_version(system, str(tmp_path / "nowhere" / "libcudnn.so.9")) is None
 
 
-def test_both_paths_report_the_shadowing_copy_from_the_files(wheel_tree, tmp_path):  # noqa: F811
-    """Through the CLI, on a venv whose torch imports (a stand-in) and whose files hold the shadowing copy: the fast
-    path and the import path both fail with lib-path-shadowing naming the variable, both copies, both versions and
-    torch's pin; the fix keeps the other entries of LD_LIBRARY_PATH, quoted."""
-    from helpers import machine_env, run_sd
+def _cli_venv(wheel_tree: Path, tmp_path: Path) -> tuple[str, Path]:  # noqa: F811
+    """A venv whose stand-in torch imports (CUDA 13.0, initialisation fails) over the wheel layout's real libraries."""
     from test_target_probe import FAKE_CU130_TORCH_OLD_DRIVER, VERSION_2_14_1, make_fake_torch_env
 
     py = make_fake_torch_env(tmp_path, FAKE_CU130_TORCH_OLD_DRIVER.replace("is too old (found version 12040). Please update your GPU driver.",
@@ -168,6 +165,33 @@ def test_both_paths_report_the_shadowing_copy_from_the_files(wheel_tree, tmp_pat
             shutil.copytree(item, site / item.name, symlinks=True)
     shutil.copytree(wheel_tree / "torch" / "lib", site / "torch" / "lib")
     shutil.copy2(wheel_tree / "torch" / f"_C.{SOABI}.so", site / "torch")
+    return py, site
+
+
+def test_both_paths_report_a_stub_libcuda_from_the_files(wheel_tree, tmp_path):  # noqa: F811
+    """Through the CLI: the toolkit's stubs folder first on LD_LIBRARY_PATH is libcuda-stub on the fast path and on the
+    import path alike, naming the file and the variable; the fix drops that folder and keeps the others."""
+    from helpers import machine_env, run_sd
+
+    py, _ = _cli_venv(wheel_tree, tmp_path)
+    stubs = _stub(tmp_path / "usr" / "local" / "cuda-12.4" / "lib64" / "stubs")
+    env = machine_env(tmp_path / "bin")
+    env["LD_LIBRARY_PATH"] = f"{stubs}:/opt/other/lib"
+    for args in (["--no-kernels"], ["--no-kernels", "--import-torch"]):
+        found = {f["code"]: f for f in run_sd(["check", "--json", *args, "--python", py], env=env).json()["findings"]}
+        assert "libcuda-stub" in found, (args, sorted(found))
+        f = found["libcuda-stub"]
+        assert str(stubs / "libcuda.so.1") in f["detail"] and "LD_LIBRARY_PATH" in f["detail"] and "libcudart.so.12" in f["detail"]
+        assert f["fix"] == "export LD_LIBRARY_PATH=/opt/other/lib"
+
+
+def test_both_paths_report_the_shadowing_copy_from_the_files(wheel_tree, tmp_path):  # noqa: F811
+    """Through the CLI, on a venv whose torch imports (a stand-in) and whose files hold the shadowing copy: the fast
+    path and the import path both fail with lib-path-shadowing naming the variable, both copies, both versions and
+    torch's pin; the fix keeps the other entries of LD_LIBRARY_PATH, quoted."""
+    from helpers import machine_env, run_sd
+
+    py, site = _cli_venv(wheel_tree, tmp_path)
     meta = site / "torch-2.14.1.dist-info" / "METADATA"
     meta.write_text(meta.read_text().replace("\n\n", "\nRequires-Dist: nvidia-cudnn-cu12==9.1.0.70; platform_system == \"Linux\"\n\n", 1))
     system_dir = tmp_path / "usr" / "local" / "cuda 12.1" / "lib64"
