@@ -51,11 +51,9 @@ def parse_ld_cache(data: bytes) -> dict[str, list[str]] | None:
     if nlibs > MAX_ENTRIES:
         return None
     out: dict[str, list[str]] = {}
-    for i in range(nlibs):
-        off = start + 48 + i * 24
-        if off + 24 > len(data):
-            break
-        _flags, key, value = struct.unpack_from("<iII", data, off)
+    body = data[start + 48 : start + 48 + nlibs * 24]
+    body = body[: len(body) - len(body) % 24]
+    for _flags, key, value, _os, _hwcap in struct.iter_unpack("<iIIIQ", body):
         name, path = _string(data, start + key), _string(data, start + value)
         if name and path:
             out.setdefault(name, []).append(path)
