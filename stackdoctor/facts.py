@@ -384,14 +384,16 @@ class LinkProblem:
     the files by :mod:`stackdoctor.linkage` (never loaded). ``kind``: "missing" (a needed library found on no
     search path), "unloadable" (found, but not a loadable ELF file), "version" (a symbol version the provider does not
     define), "symbol" (a symbol the provider does not define), "shadowed" (a copy outside the wheel is
-    found before the wheel's own)."""
+    found before the wheel's own), "stub" (the ``libcuda.so.1`` the CUDA runtime would open is the toolkit's stub)."""
 
     kind: str
     library: str  # the needed name ("libcudnn.so.9") / the provider's path (version, symbol, shadowed)
     needed_by: str  # the path of the object that needs it
     symbol: str | None = None
     version: str | None = None
-    detail: str | None = None  # shadowed: the wheel's copy; unloadable: why
+    detail: str | None = None  # shadowed: the wheel's copy; unloadable: why; stub: how it was found (ld_library_path, ldcache ...)
+    found_version: str | None = None  # shadowed / stub: the version of the copy the loader takes, with the file that says it
+    wheel_version: str | None = None  # shadowed: the version of the wheel's own copy, with the file that says it
 
 
 @dataclass
@@ -411,6 +413,7 @@ class TorchFacts:
     devices: list[TorchDevice] = field(default_factory=list)
     arch_list: list[str] = field(default_factory=list)  # the build's arch list: torch's own when imported, else the files' (sources say which)
     cudnn_version: str | None = None
+    cudnn_error: str | None = None  # what torch.backends.cudnn.version() raised ("cuDNN version incompatibility: ..."), on one line
     nccl_version: str | None = None
     mps_built: bool | None = None
     mps_available: bool | None = None
@@ -431,6 +434,8 @@ class TorchFacts:
     import_error: str | None = None  # the exception when import failed (its whole text on one line)
     import_error_kind: str | None = None  # "exception" | "timeout" | "crash"
     distributions: dict[str, str] = field(default_factory=dict)  # installed dists of interest -> version
+    # torch's, its companions' and torch-npu's Requires-Dist lines, as their METADATA writes them (read from the files)
+    requires: dict[str, list[str]] = field(default_factory=dict)
     conda_packages: list[str] = field(default_factory=list)  # conda-meta names of interest
     # --- how torch was read. True: `import torch` ran in the target and succeeded; False: torch was only
     # read from its files, because no import was asked (`check --no-kernels`) or because it failed

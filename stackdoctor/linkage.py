@@ -10,8 +10,8 @@ files alone: each library's ``DT_NEEDED`` names are resolved as glibc's ``ld.so`
    included), unless the requesting object has ``DT_RUNPATH``;
 3. ``LD_LIBRARY_PATH``;
 4. ``DT_RUNPATH`` of the requesting object only;
-5. the directories of ``/etc/ld.so.conf`` (its ``include`` globs followed), read under the sysroot
-   in place of ``/etc/ld.so.cache``;
+5. ``/etc/ld.so.cache`` (:mod:`stackdoctor.ldcache`), read under the sysroot; where there is none, the
+   directories of ``/etc/ld.so.conf`` (its ``include`` globs followed) in its place;
 6. the default directories (``/lib``, ``/usr/lib`` and their 64-bit and multiarch forms).
 
 ``$ORIGIN`` (``${ORIGIN}``) is the directory of the requesting object (links resolved), ``$LIB`` is
@@ -19,6 +19,11 @@ files alone: each library's ``DT_NEEDED`` names are resolved as glibc's ``ld.so`
 machine is skipped, as ``ld.so`` skips it. A CUDA library found nowhere is looked for where torch's
 own ``_load_global_deps`` preloads it from (``nvidia/<name>/lib`` in the site directories) before it
 is called missing.
+
+The driver library: the CUDA runtime ``dlopen``-s ``libcuda.so.1`` when torch first touches CUDA, so the walk looks
+it up from ``libcudart`` (or ``libtorch_cuda.so`` where the runtime is linked in) in the same order and keeps which
+file it would take (``LinkCheck.driver``); a stub (the toolkit's ``…/stubs/libcuda.so``, which answers every call
+with ``cudaErrorStubLibrary``) found first is a "stub" problem.
 
 Symbols (the ``version `X' not found`` and ``undefined symbol`` errors): every undefined, non-weak
 dynamic symbol that carries a version (``.gnu.version`` / ``.gnu.version_r``) is checked against the
@@ -53,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, cast
 
-from stackdoctor import observed, parsecache
+from stackdoctor import ldcache, observed, parsecache
 from stackdoctor.elfdyn import DynElf as _Elf
 from stackdoctor.facts import LinkProblem
 from stackdoctor.system import ReadResult, System
@@ -79,6 +84,8 @@ class LinkCheck:
     symbols_checked: int = 0
     elapsed_ms: float = 0.0
     note: str | None = None  # what was not checked (the time budget, a cap), in one sentence
+    driver: str | None = None  # the libcuda.so.1 the CUDA runtime would dlopen (None: no CUDA library, or none found)
+    driver_where: str | None = None  # how it was found: "ld_library_path", "ldcache", "system", "rpath", "runpath"
 
 
 # ---------------------------------------------------------------------------- search paths
@@ -159,7 +166,7 @@ class _Obj:
     path: str
     elf: _Elf
     inherited_rpath: list[str]  # the RPATH of the loaders (theirs, expanded), for this object's needs
-    where: str = ""  # how it was found: "root", "rpath", "ld_library_path", "runpath", "system", "preload", "interpreter"
+    where: str = ""  # how it was found: "root", "rpath", "ld_library_path", "runpath", "system", "ldcache", "preload", "interpreter"
 
 
 def _machine_real(system: System, path: str) -> str:
@@ -223,7 +230,7 @@ def _memo_key(system: System, roots: Sequence[str], ld_path: str, interpreter: s
     """The walk's start (its arguments, the sysroot) and the code that walks; None when the code cannot be read."""
     here = Path(__file__).resolve().parent
     try:
-        code = parsecache.source_of(here / "linkage.py", here / "elfdyn.py", here / "binfmt.py", here / "observed.py")
+        code = parsecache.source_of(here / "linkage.py", here / "ldcache.py", here / "elfdyn.py", here / "binfmt.py", here / "observed.py")
     except OSError:
         return None
     start = "\0".join([*roots, "", ld_path, interpreter or "", *site_dirs, "", *wheel_dirs, "", str(system.path("/"))])
@@ -239,6 +246,7 @@ def _walk(system: System, roots: Sequence[str], env: Mapping[str, str], interpre
         to_check = w.walk()
         if to_check is None:
             return
+        w.driver()
         everyone = list(w.by_path.values())
         for obj, providers in to_check:
             if time.monotonic() > deadline:
@@ -262,6 +270,7 @@ class _Walk:
         self.start: list[_Obj] = []
         self.ld_path = [p for p in (env.get("LD_LIBRARY_PATH") or "").replace(";", ":").split(":") if p]
         self.conf: list[str] | None = None
+        self.cache: dict[str, list[str]] | None = None
         self.machine_dirs: list[str] = []
 
     def close(self) -> None:
@@ -315,7 +324,8 @@ class _Walk:
         if e.runpath:
             order.append(("runpath", [expand(p, origin, e.klass, e.machine) for p in e.runpath]))
         if self.conf is None:
-            self.conf = ld_so_conf_dirs(self.system)
+            self.cache = ldcache.read_ld_cache(self.system)
+            self.conf = ld_so_conf_dirs(self.system) if self.cache is None else []  # the cache stands for ld.so.conf's folders
             md = _MULTIARCH.get(e.machine)
             self.machine_dirs = [f"/lib/{md}", f"/usr/lib/{md}"] if md else []
         order.append(("system", self.conf + default_dirs(e.klass, self.machine_dirs)))
@@ -328,6 +338,10 @@ class _Walk:
             c = self.candidate(name, obj.elf)
             return (name, c, "path") if c is not None else (None, None, "")
         for where, dirs in order:
+            for p in (self.cache or {}).get(name, [])[:16] if where == "system" else []:
+                c = self.candidate(p, obj.elf)
+                if c is not None:
+                    return p, c, "ldcache"
             for d in dict.fromkeys(dirs):
                 if not d.startswith("/"):
                     continue
@@ -434,8 +448,23 @@ class _Walk:
             for sub in _wheel_lib_dirs(self.system, w):
                 copy = posixpath.join(sub, need)
                 if copy != path and self.system.is_file(copy):
-                    self.problem(LinkProblem("shadowed", path, obj.path, detail=copy))
+                    self.problem(LinkProblem("shadowed", path, obj.path, detail=copy, found_version=ldcache.copy_version(self.system, path),
+                                             wheel_version=ldcache.copy_version(self.system, copy)))
                     break
+
+    def driver(self) -> None:
+        """The ``libcuda.so.1`` the CUDA runtime would ``dlopen``, looked up from the object that opens it; a stub is a problem."""
+        opener = next((o for o in self.by_path.values() if (o.elf.soname or "").startswith("libcudart.so")), None)
+        opener = opener or next((o for o in self.by_path.values() if posixpath.basename(o.path) in ("libtorch_cuda.so", "libc10_cuda.so")), None)
+        if opener is None:
+            return
+        path, c, where = self.resolve(opener, "libcuda.so.1")
+        if path is None or not isinstance(c, _Elf):
+            return
+        self.res.driver, self.res.driver_where = path, where
+        real = _machine_real(self.system, path)
+        if "stubs" in path.split("/") or "stubs" in real.split("/"):
+            self.problem(LinkProblem("stub", path, opener.path, detail=where, found_version=ldcache.copy_version(self.system, path)))
 
 
 def _wheel_lib_dirs(system: System, site: str) -> list[str]:
@@ -508,7 +537,7 @@ def _versioned(e: _Elf, off: int, need: tuple[str, str], obj: _Obj, providers: d
             missing_versions.add((fname, vname))
             report(LinkProblem("version", prov.path, obj.path, version=vname))
         return
-    if prov.where in ("system", "interpreter"):
+    if prov.where in ("system", "ldcache", "interpreter"):
         return  # the system's own libraries (glibc, libstdc++): their versions are the check, as ld.so's first one
     res.symbols_checked += 1
     name = e.name(off)

@@ -526,6 +526,16 @@ def _fast_shadowed(f, m):  # a system cuDNN first on LD_LIBRARY_PATH, ahead of t
                                    detail=f"{SITE}/nvidia/cudnn/lib/libcudnn.so.9")]
 
 
+def _numpy2_under_torch22(f, m):  # NumPy 2 beside torch 2.2 (built against NumPy 1), both read from their dist-info
+    f.torch.version, f.torch.numpy_version = "2.2.2+cu121", "2.0.1"
+
+
+def _companion_pins_other_torch(f, m):  # torchvision's own METADATA pins another torch than the installed one
+    f.torch.torchvision_version = None
+    f.torch.distributions["torchvision"] = "0.16.0"
+    f.torch.requires = {"torchvision": ["numpy", "torch (==2.1.0)"]}
+
+
 def _jetson_by_tegra_kernel(f, m):  # an Orin known only by its -tegra kernel: no nv_tegra_release, no nvidia-smi
     f.platform = PlatformFacts(system="Linux", machine="aarch64", libc="glibc", glibc_version="2.35", kernel="5.15.148-tegra")
     f.nvidia = NvidiaFacts(smi_state="absent", nvml_state="absent")
@@ -584,6 +594,8 @@ TRIGGER = [
     pytest.param("torch-import-failed", _fast_cudnn_missing, id="fast-path-libcudnn-on-no-search-path"),
     pytest.param("torch-lib-stale", _fast_nccl_lacks_symbol, id="fast-path-nccl-lacks-ncclMemFree"),
     pytest.param("lib-path-shadowing", _fast_shadowed, id="fast-path-system-cudnn-first-on-ld-library-path"),
+    pytest.param("torch-numpy-abi", _numpy2_under_torch22, id="numpy2-under-torch-2.2"),
+    pytest.param("torch-companion-pin", _companion_pins_other_torch, id="torchvision-pins-torch-2.1.0"),
     pytest.param("torch-arch-list-mismatch", _arch_lists_differ, id="libtorch-cuda-of-another-build"),
     pytest.param("torch-files-unreadable", _files_unreadable, id="torch-without-version-py"),
     pytest.param("torch-cpu-only", _cpu_torch_on_arc, id="cpu-build-with-arc-a770"),

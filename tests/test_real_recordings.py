@@ -58,6 +58,7 @@ EXTRA = [
     ("d01-h200-driver580-open-kernel-module-lent-device", "proc_driver_nvidia_gpus_0000_00_06.0_information.txt", "nvidia.parse_proc_gpu_information"),
     ("local-torch-2.14.1-cp311-pypi-wheel-files", "version.py", "torch_static.parse_torch_version_py"),
     ("local-torch-2.14.1-cp311-pypi-wheel-files", "METADATA", "torch_static.parse_dist_metadata"),
+    ("local-torch-2.14.1-cp311-pypi-wheel-files", "METADATA", "torch_static.parse_requires_dist"),
     ("r-ls-driver-libraries-550-gpud-415", "ll-lib-x86_64-linux-gnu.txt", "nvidia.parse_driver_library_name"),
     ("local-torch-2.14.1-cp311-pypi-wheel-files", "dist-info-dirname.txt", "torch_static.parse_dist_info_dirname"),
     ("local-nvidia-cu13-runtime-dist-info", "nvidia_nvvm-13.0.88.dist-info/RECORD", "torch_static.parse_record_bytes"),
@@ -226,4 +227,6 @@ def test_the_torch_wheels_own_files_read_without_importing_it():
     assert (v["__version__"], v["cuda"], v["hip"], v["debug"]) == ("2.14.1+cu130", "13.0", None, False)
     meta = torch_static.parse_dist_metadata(read(case, "METADATA"))
     assert (meta["name"], meta["version"]) == ("torch", "2.14.1")
+    pins = torch_static.parse_requires_dist(read(case, "METADATA"))  # the pins the loader check names beside each copy
+    assert 'nvidia-cudnn-cu13==9.24.0.43; platform_system == "Linux"' in pins and not any(p.startswith("numpy") for p in pins)
     assert torch_static.parse_dist_info_dirname(read(case, "dist-info-dirname.txt").strip()) == {"name": "torch", "version": "2.14.1"}

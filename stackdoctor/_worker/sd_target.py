@@ -323,8 +323,9 @@ def library_versions(torch, out, cuda, hip):
     try:
         v = torch.backends.cudnn.version() if (cuda or hip) else None
         out["cudnn_version"] = str(v) if v else None
-    except Exception:
+    except Exception as exc:  # "cuDNN version incompatibility: PyTorch was compiled against ..." (a shadowing copy)
         out["cudnn_version"] = None
+        out["cudnn_error"] = whole_text(exc)
     try:
         if cuda and hasattr(torch.cuda, "nccl"):
             v = torch.cuda.nccl.version()

@@ -7,6 +7,7 @@ each keeps the group of its layer (``check --list-checks``, ``explain``)."""
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from stackdoctor import accelerators
@@ -90,7 +91,9 @@ def gpu_arch_unsupported(ctx: Ctx) -> None:
     """A GPU (seen by any witness: the driver's tools, torch, the matrix's name lookup) whose compute
     capability the installed CUDA build has no kernels for; or a kernel that said so itself."""
     f, t = ctx.facts, ctx.facts.torch
-    if built_for_files(f) != "cuda" or f.jetson.is_jetson:
+    # a CUDA build by its files, or by torch's own word: an imported torch that listed sm_XX code (its version unread)
+    said_cuda = bool(t.imported) and any(a.startswith("sm_") for a in t.arch_list)
+    if (built_for_files(f) != "cuda" and not said_cuda) or f.jetson.is_jetson:
         return
     arch = list(t.arch_list)
     source = t.sources.get("arch_list") or "torch.cuda.get_arch_list()"
@@ -98,7 +101,7 @@ def gpu_arch_unsupported(ctx: Ctx) -> None:
         v = variant_row(ctx)
         if v is not None:
             arch = list(v.arch_for(f.python.platform_tag))
-            source = "compat matrix"
+            source = "inferred from the matrix: torch's libraries could not be read"
     proof = next((e for e in f.evidence if e.proves == "gpu-arch-unsupported"), None)
     fired = False
     if arch:
@@ -194,4 +197,37 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
         count=len(sizes),
         size=_size(sum(sizes.values())),
         largest=", ".join(f"{k} {_size(v)}" for k, v in largest),
+    )
+
+
+@rule("libcuda-stub", severity="fail", layer="driver")
+def libcuda_stub(ctx: Ctx) -> None:
+    """The ``libcuda.so.1`` the CUDA runtime would open is the toolkit's stub (read from the files, on both paths):
+    every CUDA call then answers cudaErrorStubLibrary, whatever driver the machine has."""
+    f, t = ctx.facts, ctx.facts.torch
+    stub = next((p for p in t.linkage if p.kind == "stub"), None)
+    if stub is None:
+        return
+    folder = stub.library.rsplit("/", 1)[0]
+    entries = [e for e in f.environment.get("LD_LIBRARY_PATH", "").split(":") if e]
+    keep = [e for e in entries if e.rstrip("/") != folder.rstrip("/")]
+    how = stub.detail or "system"
+    key = how if how in ("ld_library_path", "ldcache") else "file"
+    fix_text = None
+    if key == "ld_library_path":
+        fix_text = f"export LD_LIBRARY_PATH={shlex.quote(':'.join(keep))}" if keep else "unset LD_LIBRARY_PATH"
+    driver = f.driver("nvidia").value
+    ctx.add(
+        severity="fail" if nvidia_gpus(f) or driver is not None else "warn",
+        detail=key,
+        fix=key,
+        fix_text=fix_text,
+        facts=["torch.linkage"] + (["environment.LD_LIBRARY_PATH"] if key == "ld_library_path" else []),
+        lib=stub.library,
+        lib_q=shlex.quote(stub.library),
+        folder=folder,
+        folder_q=shlex.quote(folder),
+        opener=stub.needed_by.rsplit("/", 1)[-1],
+        version=stub.found_version or "?",
+        driver=driver or "?",
     )

@@ -172,6 +172,9 @@ def _only_in_files(t: TorchFacts, st: StaticTorch, src: dict[str, str]) -> None:
 def _distributions(t: TorchFacts, st: StaticTorch, src: dict[str, str]) -> None:
     """The installed distributions, as their *.dist-info say (in import order: the first of a name wins)."""
     t.distributions = {k: v for k, v in st.site_distributions.items() if k != "pip"}
+    t.requires = {k: list(v) for k, v in st.requires.items()}
+    for k in st.requires:
+        src[f"requires.{k}"] = st.sources.get(f"requires.{k}", f"{k} METADATA")
     if t.distributions:
         sites = [re.sub(r"[/\\][^/\\]+\.(?:dist|egg)-info([/\\].*)?$", "", v) for k, v in st.sources.items() if k.startswith("site_distributions.")]
         src["distributions"] = "*.dist-info in " + ", ".join(dict.fromkeys(sites))

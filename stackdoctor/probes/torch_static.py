@@ -142,6 +142,8 @@ class StaticTorch:
     distributions: dict[str, str] = field(default_factory=dict)  # "torch" -> "2.14.1" (dist-info)
     # every distribution of interest (OF_INTEREST, numpy, pip), normalised name -> version, the first in import order
     site_distributions: dict[str, str] = field(default_factory=dict)
+    # what torch, its companions and torch-npu require (their METADATA's Requires-Dist lines, as written)
+    requires: dict[str, list[str]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     # files that are there but could not be read ("path: why"): a FIFO, mode 000, 0 bytes, truncated, not ELF
     unreadable: list[str] = field(default_factory=list)
@@ -201,6 +203,24 @@ def parse_dist_metadata(text: str) -> dict[str, str]:
             out[key] = value.strip()
         if len(out) == 2:
             break
+    return out
+
+
+def parse_requires_dist(text: str, limit: int = 256) -> list[str]:
+    """The ``Requires-Dist`` headers of a ``METADATA`` file, as written (at most ``limit``).
+
+    >>> parse_requires_dist("Name: torchvision\nRequires-Dist: numpy\nRequires-Dist: torch (==2.1.0)\n\nbody")
+    ['numpy', 'torch (==2.1.0)']
+    """
+    out: list[str] = []
+    for line in text[:MAX_METADATA].splitlines():
+        if not line.strip():
+            break
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() == "requires-dist" and value.strip():
+            out.append(value.strip())
+            if len(out) >= limit:
+                break
     return out
 
 
@@ -546,6 +566,9 @@ def _read_distribution(system: System, site: str, entry: str, st: StaticTorch, s
         st.sources[f"site_distributions.{name}"] = source
     if name == "torch":
         seen_torch.append(f"{version} ({_join(site, entry)})")
+    if (name in COMPANIONS or name == "torch-npu") and name not in st.requires and meta.ok:
+        st.requires[name] = parse_requires_dist(meta.text)
+        st.sources[f"requires.{name}"] = mpath
     if name in COMPANIONS:
         if name not in st.distributions:  # the first in import order wins
             st.distributions[name] = version

@@ -32,6 +32,7 @@ from stackdoctor.rules import (  # noqa: F401  (importing declares the rules, in
     kernels,
     network,
     ok,
+    pairs,
     platform,
     probe,
     python,

@@ -4,6 +4,7 @@ own findings are Apple's and Intel's: ``accelerators/apple_rules.py``, ``intel_r
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 from typing import Any
 
@@ -93,9 +94,13 @@ def lib_path_shadowing(ctx: Ctx) -> None:
     bad = _shadowing_dirs(ctx, entries)
     if _predicted_shadow(ctx, entries):
         return
-    err = t.import_error or t.cuda_error or ""
-    symptom = re.search(r"undefined symbol: __nvJitLink\w*|lib(cudnn|cublas|cusparse|nvJitLink|nccl)[\w.]*: cannot open shared object file", err)
+    err = t.import_error or t.cudnn_error or t.cuda_error or ""
+    symptom = re.search(r"undefined symbol: __nvJitLink\w*|lib(cudnn|cublas|cusparse|nvJitLink|nccl)[\w.]*: cannot open shared object file"
+                        r"|cuDNN version (?:incompatibility|mismatch): PyTorch was compiled\s+against \S+(?: \S+)*? but (?:found runtime version|linked against) [\d(), ]+", err)
     bundled = accelerators.build_kind(t) == "cuda" and any(k.startswith("nvidia-") for k in t.distributions)
+    if symptom and symptom.group(0).startswith("cuDNN") and not bad:
+        _torch_said_shadow(ctx, entries, symptom.group(0))  # torch's own words: another cuDNN was loaded first
+        return
     if not bad or not (bundled or symptom):
         return
     keep = [e for e in entries if e not in bad]
@@ -106,6 +111,20 @@ def lib_path_shadowing(ctx: Ctx) -> None:
         fix_text=f"export LD_LIBRARY_PATH={':'.join(keep)}" if keep else "unset LD_LIBRARY_PATH",
         dirs=", ".join(bad),
         error=symptom.group(0) if symptom else "",
+    )
+
+
+def _torch_said_shadow(ctx: Ctx, entries: list[str], said: str) -> None:
+    """torch found another cuDNN than the one it was built with, and no LD_LIBRARY_PATH entry stackdoctor saw
+    explains it (the variable was not recorded, or names no CUDA folder): torch's words are the witness."""
+    t = ctx.facts.torch
+    ctx.add(
+        severity="fail",
+        detail="torch_said",
+        facts=["torch.cudnn_error" if t.cudnn_error else "torch.cuda_error", "environment.LD_LIBRARY_PATH"],
+        fix_text="unset LD_LIBRARY_PATH",  # torch needs none of its folders (the wheel's RUNPATH finds its own cuDNN)
+        error=said,
+        dirs=", ".join(entries) or "-",
     )
 
 
@@ -120,25 +139,49 @@ def _shadowing_dirs(ctx: Ctx, entries: list[str]) -> list[str]:
 
 
 def _predicted_shadow(ctx: Ctx, entries: list[str]) -> bool:
-    """torch read from its files only, and the loader would take a copy of one of its libraries from LD_LIBRARY_PATH
-    first (an import that ran says what happened itself): the finding, and True."""
+    """The loader would take a copy of one of torch's libraries from LD_LIBRARY_PATH ahead of the wheel's own (read
+    from the files, on both paths): the finding, naming both copies and their versions, and True."""
     t = ctx.facts.torch
-    shadowed = next((p for p in t.linkage if p.kind == "shadowed"), None) if read_only(t) else None
+    shadowed = next((p for p in t.linkage if p.kind == "shadowed"), None)
     if shadowed is None:
         return False
     where = next((e for e in entries if shadowed.library.startswith(e.rstrip("/") + "/")), None)
     keep = [e for e in entries if e != where]
+    found, wheel = _version_word(shadowed.found_version), _version_word(shadowed.wheel_version)
+    same = found is not None and found == wheel
     ctx.add(
-        severity="fail",
-        detail="predicted",
-        facts=["environment.LD_LIBRARY_PATH", "torch.linkage"],
-        fix_text=f"export LD_LIBRARY_PATH={':'.join(keep)}" if keep else "unset LD_LIBRARY_PATH",
+        severity="warn" if same and not read_only(t) and not t.import_error else "fail",
+        detail="predicted" if read_only(t) else "files",
+        facts=["environment.LD_LIBRARY_PATH", "torch.linkage"] + (["torch.requires"] if t.requires.get("torch") else []),
+        fix_text=f"export LD_LIBRARY_PATH={shlex.quote(':'.join(keep))}" if keep else "unset LD_LIBRARY_PATH",
         dirs=where or shadowed.library.rsplit("/", 1)[0],
         lib=shadowed.library,
         needed_by=shadowed.needed_by.rsplit("/", 1)[-1],
         wheel_copy=shadowed.detail or "-",
+        found_version=shadowed.found_version or "?",
+        wheel_version=shadowed.wheel_version or "?",
+        pinned=_pin_of(t.requires.get("torch", []), shadowed.wheel_version) or "-",
     )
     return True
+
+
+def _version_word(said: str | None) -> str | None:
+    """``9.1.0.70 (nvidia_cudnn_cu12-9.1.0.70.dist-info)`` -> ``9.1.0.70``."""
+    return said.split(" ", 1)[0] if said else None
+
+
+def _pin_of(requires: Sequence[str], wheel_version: str | None) -> str | None:
+    """torch's Requires-Dist line for the distribution whose dist-info ``wheel_version`` names (``nvidia-cudnn-cu12==9.1.0.70``)."""
+    m = re.search(r"\(([A-Za-z0-9_.]+)-[^-]+\.dist-info\)", wheel_version or "")
+    if m is None:
+        return None
+    want = re.sub(r"[-_.]+", "-", m.group(1)).lower()
+    for line in requires:
+        req = line.split(";", 1)[0].strip()
+        name = re.match(r"[A-Za-z0-9_.\-]+", req)
+        if name and re.sub(r"[-_.]+", "-", name.group(0)).lower() == want:
+            return req
+    return None
 
 
 # Codes that explain why torch cannot use the GPU: cuda-unavailable points at the first one found.

@@ -449,10 +449,13 @@ def conda_pip_mix(ctx: Ctx) -> None:
 __all__ = ["is_mac"]
 
 
-@rule("torch-numpy-missing", severity="warn", layer="runtime")
+@rule("torch-numpy-missing", severity="warn", layer="runtime", defers_to=("torch-numpy-abi",))
 def torch_numpy_missing(ctx: Ctx) -> None:
-    """`import torch` warned "Failed to initialize NumPy": torch runs, every NumPy interop fails."""
+    """`import torch` warned "Failed to initialize NumPy": torch runs, every NumPy interop fails (a NumPy of the major
+    torch was not built against is torch-numpy-abi's: NumPy loads, torch cannot use it)."""
     f, t = ctx.facts, ctx.facts.torch
+    if ctx.has("torch-numpy-abi"):
+        return
     said = next((w for w in t.import_warnings if "Failed to initialize NumPy" in w), None)
     if said is None:
         return

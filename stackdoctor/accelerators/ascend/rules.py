@@ -8,6 +8,7 @@ registry (:meth:`Ascend.needs_build` says the machine needs torch's CPU build).
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from stackdoctor import accelerators
@@ -85,12 +86,39 @@ def torch_npu_mismatch(ctx: Ctx) -> None:
     npu = torch_npu_version(t)
     if not npu or not t.version:
         return
-    wants, source = paired_torch(npu)
-    if wants is None or _base(t.version) == wants:
-        return
-    ctx.add(facts=["torch.version", f"torch.distributions.{TORCH_NPU}"],
-            fix_text=f"pip install torch=={wants} --index-url https://download.pytorch.org/whl/cpu",
-            torch=t.version, torch_npu=npu, wants=wants, source=source)
+    own = _own_pin(t)
+    if own is not None:  # the installed torch_npu's own METADATA: a release the table does not know is judged too
+        wants, source, met = own
+        if met:
+            return
+    else:
+        wants, source = paired_torch(npu)
+        if wants is None or _base(t.version) == wants:
+            return
+    want = wants or "?"
+    pin = want if re.match(r"^\d", want) else None
+    ctx.add(facts=["torch.version", f"torch.distributions.{TORCH_NPU}"] + ([f"torch.requires.{TORCH_NPU}"] if own is not None else []),
+            fix_text=f"pip install {shlex.quote(f'torch=={pin}' if pin else f'torch{want}')} --index-url https://download.pytorch.org/whl/cpu",
+            torch=t.version, torch_npu=npu, wants=want, source=source)
+
+
+def _own_pin(t: Any) -> tuple[str | None, str, bool] | None:
+    """(the torch the installed torch_npu's Requires-Dist asks: "2.14.0" for ``torch==2.14.0.*``, else its specifier;
+    where that is said; whether the installed torch meets it), None when its METADATA names no torch."""
+    from packaging.version import InvalidVersion, Version
+
+    from stackdoctor.rules.pairs import requirement_on
+
+    req = requirement_on(t.requires.get(TORCH_NPU, []), "torch")
+    if req is None or not str(req.specifier):
+        return None
+    try:
+        met = any(req.specifier.contains(Version(v), prereleases=True) for v in dict.fromkeys([t.version, _base(t.version) or t.version]))
+    except InvalidVersion:
+        return None
+    exact = next((s.version for s in req.specifier if s.operator == "=="), None)
+    wants = re.sub(r"\.\*$", "", exact.split("+", 1)[0]) if exact else str(req.specifier)
+    return wants, f"its installed METADATA: Requires-Dist: {req} ({t.sources.get(f'requires.{TORCH_NPU}', 'torch_npu dist-info')})", met
 
 
 @rule("ascend-cann-missing", severity="fail", layer="toolkit")
