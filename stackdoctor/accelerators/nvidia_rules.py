@@ -19,6 +19,7 @@ from stackdoctor.rules.helpers import (
     install_fix,
     nvidia_gpus,
     nvidia_witnesses,
+    imports,
     read_only,
     sm,
     variant_name,
@@ -182,11 +183,14 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
     if sizes:
         fix += " --remove-leftovers"  # the NVIDIA packages go too: that is the disk saved
     largest = sorted(sizes.items(), key=lambda kv: -kv[1])[:2]
-    # read from the files only, inside a container (or with no PCI list to read): a GPU passed in may be known
-    # only to a running torch, so the fast path says what it could not verify instead of "no NVIDIA GPU"
-    unverified = read_only(t) and (bool(f.platform.container) or f.platform.system not in (None, "Linux"))
+    # inside a container no witness can say whether the host has a GPU the container was not given: both paths say
+    # so (the same code and words; a running torch adds its own answer); read from the files only on a system with no
+    # PCI list to read, a GPU may be known only to a running torch: not verified
+    container = bool(f.platform.container)
+    unverified = read_only(t) and f.platform.system not in (None, "Linux")
+    key = "container" if container else "unverified" if unverified else "default"
     ctx.add(
-        detail=("unverified" if sizes else "unverified_unknown_size") if unverified else ("default" if sizes else "unknown_size"),
+        detail=key if sizes else ("unknown_size" if key == "default" else key + "_unknown_size"),
         facts=["torch.variant", "torch.cuda", "torch.runtime_bytes", "reconciled.gpus"],
         install=fix,
         torch=t.version or "?",
@@ -194,4 +198,6 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
         count=len(sizes),
         size=_size(sum(sizes.values())),
         largest=", ".join(f"{k} {_size(v)}" for k, v in largest),
+        container=f.platform.container or "?",
+        torch_said=(t.cuda_error or "").strip().splitlines()[-1][:200] if imports(t) and t.cuda_error else "-",
     )

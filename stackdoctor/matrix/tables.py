@@ -43,6 +43,7 @@ from stackdoctor.matrix.pure import (
     cc_tuple,
     normalise_gpu_name,
 )
+from stackdoctor.matrix.errors_table import RUNTIME_ERRORS
 from stackdoctor.matrix.reader import Ctx, LDict, check_keys, type_name
 from stackdoctor.matrix.releases import RELEASES
 from stackdoctor.matrix.table import DERIVED, NOTE, SOURCE, UNKNOWN, Field, Part, Table, key_check, one_row, read_driver, read_pythons, read_url
@@ -720,5 +721,5 @@ TABLES: tuple[Table[Any], ...] = (
     RELEASES, CUDA, GPUS, ROCM_OVERRIDES, JETSON, PEAKS, INDEXES,
     L4T_RELEASES, ROCM_APUS, INTEL_GPUS, FP32_LANES, THRESHOLDS,
     MIRRORS, PYPI_DEFAULT, CONDA,
-    SOURCE_BUILD,
+    SOURCE_BUILD, RUNTIME_ERRORS,
 )
