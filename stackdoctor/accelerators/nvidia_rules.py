@@ -188,7 +188,9 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
     # PCI list to read, a GPU may be known only to a running torch: not verified
     container = bool(f.platform.container)
     unverified = read_only(t) and f.platform.system not in (None, "Linux")
-    key = "container" if container else "unverified" if unverified else "default"
+    # "no NVIDIA GPU" is a claim: its witness is the PCI bus read on Linux outside WSL (WSL's GPU is not on its bus)
+    pci_read = bool(f.platform.sources.get("nvidia_pci_devices")) and f.platform.system == "Linux" and not f.platform.is_wsl
+    key = "container" if container else "unverified" if unverified else "default" if pci_read else "no_witness"
     ctx.add(
         detail=key if sizes else ("unknown_size" if key == "default" else key + "_unknown_size"),
         facts=["torch.variant", "torch.cuda", "torch.runtime_bytes", "reconciled.gpus"],

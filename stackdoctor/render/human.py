@@ -250,6 +250,8 @@ def summary_line(report: Report, lang: str = "en", strict: bool = False) -> Text
         if i:
             t.append(sep)
         t.append(s, style=style)
+    if any(f.code == "runtime-not-verified" for f in report.findings):
+        t.append(ui("summary_not_verified", lang), style="yellow")  # never "all ok" with a layer not verified
     reason = failing_reason(report, strict)
     if reason == "--strict":
         t.append(ui("summary_fails_strict", lang), style="bold red")
