@@ -67,8 +67,9 @@ def read_line(line: str, rows: Sequence[RuntimeError_]) -> Found | None:
         return Found(api, number, row.name if row else None, row, line)
     msg = _MESSAGE.search(line)
     said = msg.group("msg").strip().rstrip(".").lower() if msg else None
+    said_api = "hip" if msg and msg.group(0).upper().startswith("HIP") else "cuda-runtime"
     for r in rows:
-        if said and r.message and r.api != "cuda-driver" and said == r.message.rstrip(".").lower():
+        if said and r.message and r.api == said_api and said == r.message.rstrip(".").lower():
             return Found(r.api, r.number, r.name, r, line)
         if any(s in line for s in r.torch_says):
             return Found(r.api, r.number, r.name, r, line)

@@ -27,6 +27,30 @@ RECORDED = sorted({p.parent.name: p.parent for root in ROOTS if root.is_dir() fo
 # the stand-in torch where a thread names only an era (a conda build stamp, a Python version) that the matrix predates:
 # a build of the same kind the matrix knows, so the rules have a variant to read; the error text is the recording's
 STAND_IN = {"cuda-runtime": ("2.4.1+cu121", "cu121", "12.1", None), "cuda-driver": ("2.4.1+cu121", "cu121", "12.1", None), "hip": ("2.5.1+rocm6.2", "rocm6.2", None, "6.2.41133")}
+# the recorded texts, by name (each folder's source.md names its public thread); the glob below must find exactly these
+NAMED = (
+    "e-002-c10-oom-wsl2-pytorch-150048",
+    "e-003-c10-wenet-700",
+    "e-034-c10-stub-libcuda-sd-docker-22",
+    "e-046-c10-exclusive-mode-timm-1033",
+    "e-046-thc-busy-pytorch-2704",
+    "e-100-thh-hip-no-device-legacy-rocm-build-1159",
+    "e-101-hip-gfx803-rocm-gfx803-9",
+    "e-101-hip-rx7900xt-legacy-rocm-build-1911",
+    "e-500-c10-comfyui-docker-74",
+    "e-500-c10-wsl2-docker-faster-whisper-20",
+    "e-802-c10-azure-nd96asr-lisa-2823",
+    "e-802-c10-torch270-llamafactory-7888",
+    "e-802-thc-conda-torch7-1219",
+    "e-803-c10-gtx1070-easydiffusion-379",
+    "e-803-c10-torch210-atorch-2",
+    "e-804-c10-gtx1650-container-torchpod-43",
+    "e-804-c10-rtx3090-colossalai-4381",
+    "e-804-c10-trtllm-1806",
+    "e-999-c10-suspend-torch113-pytorch-88639",
+    "e-999-thc-gtx1080-torch131-pytorch-31179",
+    "r-torch-driver-too-old-found-10020-chexnet-42",
+)
 NO_GPU_CLAIMS = {"torch-gpu-build-no-gpu", "container-no-gpu"}
 
 
@@ -101,6 +125,12 @@ def test_a_driver_that_answered_is_never_no_gpu(matrix, case):
     hit = next((x for x in full if x.code == "runtime-error-code"), None)
     assert hit is not None and str(y["error_number"]) in hit.detail and y["error_name"] in hit.detail, (case.name, [x.code for x in full])
     assert hit.fix and "--variant cpu" not in hit.fix
+
+
+def test_every_recorded_text_is_named_here():
+    local = sorted(c.name for c in RECORDED if c.parent == ROOTS[0])
+    assert local == sorted(NAMED), set(local) ^ set(NAMED)
+    assert len([n for n in NAMED if n.startswith("e-")]) >= 15
 
 
 def test_three_torch_releases_wordings_read_to_the_same_row(matrix):
