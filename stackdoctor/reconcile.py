@@ -465,8 +465,8 @@ RUNTIME_ERROR = "runtime-error-code"  # the evidence of an error number (compat_
 
 def _error_codes(texts: list[tuple[str, str]], matrix: Matrix | None) -> list[Evidence]:
     """The CUDA runtime's, CUDA driver's or HIP's error each message names (a number, an enum name, the runtime's words,
-    c10's sentence), judged from the matrix's ``runtime_errors`` row (:mod:`stackdoctor.runtime_errors`)."""
-    from stackdoctor.runtime_errors import read_text
+    c10's sentence), judged from the matrix's ``runtime_errors`` row (:mod:`stackdoctor.accelerators.runtime_errors`)."""
+    from stackdoctor.accelerators.runtime_errors import read_text
 
     rows = (matrix.table("runtime_errors") if matrix is not None else None) or ()
     out: list[Evidence] = []

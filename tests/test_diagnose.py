@@ -572,7 +572,13 @@ def _cuda_wheel_on_amd_no_tool(f, m):  # a CUDA wheel on an AMD GPU, and no NVID
                          distributions={"torch": "2.13.0+cu126"})
 
 
+def _error_802_on_an_hgx(f, m):  # torch's real text (hiyouga/LlamaFactory#7888): the driver answered 802
+    f.torch.cuda_available, f.torch.device_count = False, 0
+    f.torch.cuda_error = (HERE / "fixtures" / "real" / "e-802-c10-torch270-llamafactory-7888" / "torch-error.txt").read_text().strip()
+
+
 TRIGGER = [
+    pytest.param("runtime-error-code", _error_802_on_an_hgx, id="error-802-fabric-manager"),
     pytest.param("jetson-wrong-wheel", _jetson_by_tegra_kernel, id="jetson-known-only-by-its-tegra-kernel"),
     pytest.param("cuda-visible-devices-hides-all", _cvd_hides_gpus_no_tool, id="fast-path-cvd-hides-the-gpu-the-kernel-lists"),
     pytest.param("driver-too-old", _driver_cuda_from_any_sentence, id="found-version-12070-in-another-sentence"),

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from stackdoctor.accelerators.runtime_errors import read_text
 from stackdoctor.diagnose import diagnose
 from stackdoctor.facts import Facts, NvidiaGpu, PlatformFacts, TorchFacts
 from stackdoctor.matrix import load_matrix
-from stackdoctor.runtime_errors import read_text
 
 HERE = Path(__file__).resolve().parent
 ROOTS = [HERE / "fixtures" / "real", HERE.parents[1] / "shared" / "fixtures" / "real"]

@@ -16,10 +16,10 @@ from stackdoctor.rules.helpers import (
     built_for,
     built_for_files,
     gpu_label,
+    imports,
     install_fix,
     nvidia_gpus,
     nvidia_witnesses,
-    imports,
     read_only,
     sm,
     variant_name,
@@ -183,14 +183,7 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
     if sizes:
         fix += " --remove-leftovers"  # the NVIDIA packages go too: that is the disk saved
     largest = sorted(sizes.items(), key=lambda kv: -kv[1])[:2]
-    # inside a container no witness can say whether the host has a GPU the container was not given: both paths say
-    # so (the same code and words; a running torch adds its own answer); read from the files only on a system with no
-    # PCI list to read, a GPU may be known only to a running torch: not verified
-    container = bool(f.platform.container)
-    unverified = read_only(t) and f.platform.system not in (None, "Linux")
-    # "no NVIDIA GPU" is a claim: its witness is the PCI bus read on Linux outside WSL (WSL's GPU is not on its bus)
-    pci_read = bool(f.platform.sources.get("nvidia_pci_devices")) and f.platform.system == "Linux" and not f.platform.is_wsl
-    key = "container" if container else "unverified" if unverified else "default" if pci_read else "no_witness"
+    key = _no_gpu_witness(f)
     ctx.add(
         detail=key if sizes else ("unknown_size" if key == "default" else key + "_unknown_size"),
         facts=["torch.variant", "torch.cuda", "torch.runtime_bytes", "reconciled.gpus"],
@@ -201,5 +194,23 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
         size=_size(sum(sizes.values())),
         largest=", ".join(f"{k} {_size(v)}" for k, v in largest),
         container=f.platform.container or "?",
-        torch_said=(t.cuda_error or "").strip().splitlines()[-1][:200] if imports(t) and t.cuda_error else "-",
+        torch_said=_last_line(t.cuda_error) if imports(t) else "-",
     )
+
+
+def _no_gpu_witness(f: Any) -> str:
+    """The detail of "no NVIDIA GPU" by its witness: inside a container no witness can say whether the host has a GPU the
+    container was not given (both paths say so, a running torch adds its answer); read from the files only on a system
+    with no PCI list, a GPU may be known only to a running torch (not verified); on Linux outside WSL the PCI bus read
+    is the witness ("default"); with none of these, not known (WSL's GPU is not on its bus)."""
+    if f.platform.container:
+        return "container"
+    if read_only(f.torch) and f.platform.system not in (None, "Linux"):
+        return "unverified"
+    pci_read = bool(f.platform.sources.get("nvidia_pci_devices")) and f.platform.system == "Linux" and not f.platform.is_wsl
+    return "default" if pci_read else "no_witness"
+
+
+def _last_line(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[-1][:200] if lines else "-"

@@ -19,6 +19,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from stackdoctor.matrix.errors_table import RUNTIME_ERRORS
 from stackdoctor.matrix.model import (
     ApuRow,
     CondaInfo,
@@ -43,7 +44,6 @@ from stackdoctor.matrix.pure import (
     cc_tuple,
     normalise_gpu_name,
 )
-from stackdoctor.matrix.errors_table import RUNTIME_ERRORS
 from stackdoctor.matrix.reader import Ctx, LDict, check_keys, type_name
 from stackdoctor.matrix.releases import RELEASES
 from stackdoctor.matrix.table import DERIVED, NOTE, SOURCE, UNKNOWN, Field, Part, Table, key_check, one_row, read_driver, read_pythons, read_url

@@ -7,6 +7,7 @@ from typing import Any
 
 from stackdoctor import accelerators, shell
 from stackdoctor import matrix as mx
+from stackdoctor.accelerators.runtime_errors import CUDA_APIS
 from stackdoctor.facts import BuildKind, Facts, GpuView, TorchFacts
 from stackdoctor.rules.core import Ctx
 from stackdoctor.versions import mm, public
@@ -213,7 +214,7 @@ def nvidia_witnesses(facts: MachineView) -> list[str]:
     for e in f.evidence:
         if e.proves in ("driver-too-old", "driver-cuda-level") and not e.values.get("driver_cuda"):
             out.append(f"{e.source}: {e.line}")
-        elif answered_with_error(e) and e.values.get("api", "").startswith("cuda"):
+        elif answered_with_error(e) and e.values.get("api") in CUDA_APIS:
             out.append(f"{e.source}: error {e.values.get('number') or '?'} ({e.values.get('name', '?')})")
     if f.platform.container_nvidia_devices:
         out.append(f.platform.sources.get("container_nvidia_devices", "/dev/nvidia*"))

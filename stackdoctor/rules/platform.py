@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stackdoctor import accelerators
 from stackdoctor import matrix as mx
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import nvidia_pci, release, variant_row

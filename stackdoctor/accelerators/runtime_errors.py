@@ -37,6 +37,9 @@ _MESSAGE = re.compile(r"\b(?:CUDA|HIP) error: (?P<msg>[^\n]+?)\s*$")
 _HIP = re.compile(r"\bhip|\bHIP\b|ROCm", re.I)
 
 
+CUDA_APIS = ("cuda-runtime", "cuda-driver")  # the APIs whose answer is NVIDIA's driver's (the others: HIP's, AMD's)
+
+
 @dataclass(frozen=True)
 class Found:
     """An error read from a line: its API, number and name, the row that judges it (None: a number the table lacks)."""
