@@ -159,3 +159,45 @@ def test_every_row_is_sourced_and_every_fix_key_has_words(matrix):
         assert r.source and r.meaning, r
         for lang in ("en", "zh"):
             assert texts.message("runtime-error-code", "fix", r.fix, lang, cuda="12.6", install="stackdoctor install"), (r.fix, lang)
+
+
+def test_a_container_without_a_gpu_witness_says_the_same_on_both_paths(matrix):
+    """This build machine's case (issue 42): a CUDA torch in a container with no GPU, no PCI entry, no device node and
+    no variable naming one. The fast path and the import path (torch's real words: "Found no NVIDIA driver", c10's
+    CUDAFunctions.cpp) say the same finding with the same words about what is not known; neither claims the container
+    was started without the host's GPU (no witness says the host has one)."""
+    found_no_driver = (
+        "UserWarning: CUDA initialization: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU "
+        "and installed a driver from http://www.nvidia.com/Download/index.aspx"
+    )
+    said = {}
+    for imported in (False, True):
+        f = Facts()
+        f.platform = PlatformFacts(system="Linux", machine="x86_64", container="docker", container_nvidia_devices=False)
+        f.platform.sources["nvidia_pci_devices"] = "file:/sys/bus/pci/devices"
+        f.torch = TorchFacts(installed=True, version="2.7.0+cu126", variant="cu126", cuda="12.6", location="/v/site-packages/torch",
+                             imported=imported, runtime_bytes={"nvidia-cudnn-cu12": 700_000_000})
+        if imported:
+            f.torch.cuda_available, f.torch.device_count, f.torch.driver_api_version, f.torch.cuda_error = False, 0, 0, found_no_driver
+        out = diagnose(f, matrix)
+        said[imported] = {x.code: x for x in out if x.severity in ("warn", "fail")}
+        assert "container-no-gpu" not in said[imported]
+    assert set(said[False]) == set(said[True]) == {"torch-gpu-build-no-gpu"}
+    for x in said.values():
+        assert "not known" in x["torch-gpu-build-no-gpu"].detail and "docker run --gpus all" in x["torch-gpu-build-no-gpu"].detail
+    assert "Found no NVIDIA driver" in said[True]["torch-gpu-build-no-gpu"].detail  # the import adds its witness
+
+
+def test_no_gpu_is_claimed_only_with_its_witness(matrix):
+    """Outside a container, "this machine has no NVIDIA GPU" needs the PCI bus read (Linux, not WSL); without it the
+    finding says it is not known."""
+    def run(pci_read: bool, wsl: bool = False):
+        f = Facts()
+        f.platform = PlatformFacts(system="Linux", machine="x86_64", is_wsl=wsl)
+        if pci_read:
+            f.platform.sources["nvidia_pci_devices"] = "file:/sys/bus/pci/devices"
+        f.torch = TorchFacts(installed=True, version="2.7.0+cu126", variant="cu126", cuda="12.6", location="/v/site-packages/torch", imported=False)
+        return next(x for x in diagnose(f, matrix) if x.code == "torch-gpu-build-no-gpu").detail
+
+    assert "has no NVIDIA GPU" in run(True)
+    assert "not known" in run(False) and "not known" in run(True, wsl=True)
