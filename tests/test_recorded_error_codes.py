@@ -201,3 +201,17 @@ def test_no_gpu_is_claimed_only_with_its_witness(matrix):
 
     assert "has no NVIDIA GPU" in run(True)
     assert "not known" in run(False) and "not known" in run(True, wsl=True)
+
+
+def test_each_layer_says_verified_failed_or_not_verified(matrix):
+    """The report's ``layers`` (JSON; schema-checked by conftest where a command writes it): on the fast path the GPU
+    runtime is not verified, with the statement that says so; with torch's 802 the driver layer failed, by its code."""
+    from stackdoctor.report import layer_verdicts
+
+    case = HERE / "fixtures" / "real" / "e-802-c10-torch270-llamafactory-7888"
+    fast = {v["layer"]: v for v in layer_verdicts(diagnose(machine(case, imported=False), matrix))}
+    full = {v["layer"]: v for v in layer_verdicts(diagnose(machine(case, imported=True), matrix))}
+    assert fast["runtime"]["status"] == "not-verified" and fast["runtime"]["by"] == ["runtime-not-verified"]
+    assert full["driver"]["status"] == "failed" and "runtime-error-code" in full["driver"]["by"]
+    assert fast["python"]["status"] == "not-verified"  # this recording has no Python facts: nothing verified it
+    assert {v["status"] for v in full.values()} <= {"verified", "failed", "not-verified"}

@@ -100,7 +100,7 @@ def runtime_not_verified(ctx: Ctx) -> None:
     """torch read from its files only (``check --no-kernels``): what only its running runtime proves is said to be not
     verified, with the command that verifies it (issue 42: unverified is a verdict, never a silent ok)."""
     t = ctx.facts.torch
-    if read_only(t):
+    if read_only(t) and accelerators.build_kind(t) != accelerators.CPU:  # a GPU build: its device runtime is unproven
         ctx.add(severity="ok", fix=None, facts=["torch.imported"], torch=t.version or "?")
 
 
