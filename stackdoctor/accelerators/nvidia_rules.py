@@ -15,6 +15,7 @@ from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
     built_for,
     built_for_files,
+    container_fix_key,
     gpu_label,
     imports,
     install_fix,
@@ -194,6 +195,7 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
         size=_size(sum(sizes.values())),
         largest=", ".join(f"{k} {_size(v)}" for k, v in largest),
         container=f.platform.container or "?",
+        how=ctx.msg("container-no-gpu", "fix", container_fix_key(f.platform.container)) if f.platform.container else "",
         torch_said=_last_line(t.cuda_error) if imports(t) else "-",
     )
 

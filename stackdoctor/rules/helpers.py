@@ -223,6 +223,11 @@ def nvidia_witnesses(facts: MachineView) -> list[str]:
     return out
 
 
+def container_fix_key(container: str | None) -> str:
+    """The key of the way a container runtime gives a container the host's GPU (container-no-gpu's fix texts)."""
+    return {"podman": "podman", "kubernetes": "kubernetes", "containerd": "kubernetes", "apptainer": "apptainer"}.get(container or "", "docker")
+
+
 def answered_with_error(e: Any) -> bool:
     """An error number (``runtime-error-code`` evidence) whose row says a driver stack answered: never "no GPU" (a
     number the table lacks counts too: something answered with it; a stub library's answer does not prove a GPU, but

@@ -7,7 +7,7 @@ from typing import Any
 
 from stackdoctor import matrix as mx
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.rules.helpers import nvidia_pci, release, variant_row
+from stackdoctor.rules.helpers import container_fix_key, nvidia_pci, release, variant_row
 from stackdoctor.versions import release as vt
 
 
@@ -24,7 +24,7 @@ def container_no_gpu(ctx: Ctx) -> None:
         return
     ctx.add(
         detail="default",
-        fix={"podman": "podman", "kubernetes": "kubernetes", "containerd": "kubernetes", "apptainer": "apptainer"}.get(p.container, "docker"),
+        fix=container_fix_key(p.container),
         facts=["platform.container", "platform.container_nvidia_devices", "torch.cuda_error"],
         container=p.container,
         pci=", ".join(d.name or d.device_id for d in nvidia_pci(f)) or "-",
