@@ -215,3 +215,9 @@ def test_each_layer_says_verified_failed_or_not_verified(matrix):
     assert full["driver"]["status"] == "failed" and "runtime-error-code" in full["driver"]["by"]
     assert fast["python"]["status"] == "not-verified"  # this recording has no Python facts: nothing verified it
     assert {v["status"] for v in full.values()} <= {"verified", "failed", "not-verified"}
+
+
+def test_a_number_is_read_only_where_the_line_says_it_is_the_gpu_runtimes(matrix):
+    rows = matrix.table("runtime_errors")
+    assert read_text("sqlite3.OperationalError: Error 12: database is locked", rows) == []
+    assert read_text("Check failed: error == cudaSuccess (46 vs. 0)  all CUDA-capable devices are busy or unavailable", rows)[0].number == 46

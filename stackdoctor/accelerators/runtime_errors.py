@@ -35,6 +35,7 @@ _NUMBER = re.compile(
 )
 _MESSAGE = re.compile(r"\b(?:CUDA|HIP) error: (?P<msg>[^\n]+?)\s*$")
 _HIP = re.compile(r"\bhip|\bHIP\b|ROCm", re.I)
+_GPU_CONTEXT = re.compile(r"cuda|\bhip|\bTH[CH]\b|THCudaCheck", re.I)  # the line says whose error number it is
 
 
 CUDA_APIS = ("cuda-runtime", "cuda-driver")  # the APIs whose answer is NVIDIA's driver's (the others: HIP's, AMD's)
@@ -63,7 +64,7 @@ def read_line(line: str, rows: Sequence[RuntimeError_]) -> Found | None:
         row = next((r for r in rows if r.name == name), None)
         return Found(_api_of(name), row.number if row else None, name, row, line)
     api = "hip" if _HIP.search(line) else "cuda-runtime"
-    n = _NUMBER.search(line)
+    n = _NUMBER.search(line) if _GPU_CONTEXT.search(line) else None  # a bare "Error 12: ..." of another library is not CUDA's
     if n:
         number = int(next(g for g in (n.group(k) for k in "abcdef") if g is not None))
         row = next((r for r in rows if r.api == api and r.number == number), None)
