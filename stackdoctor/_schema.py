@@ -72,6 +72,21 @@ def _finding_def(defs: dict[str, Any]) -> dict[str, Any]:
     return ref
 
 
+# a report's ``layers`` (issue 42): each layer's verdict and what it rests on (stackdoctor.report.layer_verdicts)
+_LAYER: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["layer", "status", "by", "warnings", "witnesses"],
+    "properties": {
+        "layer": {"type": "string"},
+        "status": {"enum": ["verified", "failed", "not-verified"]},
+        "by": {"type": "array", "items": {"type": "string"}},
+        "warnings": {"type": "array", "items": {"type": "string"}},
+        "witnesses": {"type": "array", "items": {"type": "string"}},
+    },
+}
+
+
 def report_schema() -> dict[str, Any]:
     defs: dict[str, Any] = {}
     facts = _type_schema(Facts, defs)
@@ -92,6 +107,7 @@ def report_schema() -> dict[str, Any]:
             "facts": facts,
             "probes": {"type": "array", "items": probe},
             "findings": {"type": "array", "items": finding},
+            "layers": {"type": "array", "items": _LAYER},
             "requirements": {"type": ["object", "null"]},
             "raw_outputs": {"type": "array", "items": {"type": "object"}},
         },

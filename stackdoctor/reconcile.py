@@ -72,7 +72,7 @@ def reconcile(facts: Facts | MachineView, matrix: Matrix) -> MachineView:
     _derive_torch(f)
     _weigh_nvidia_gpus(f)
     view = ReconciledFacts(done=True)
-    view.evidence = recognise(f)
+    view.evidence = recognise(f, matrix)
     n = f.nvidia
     if n.kernel_module_version is None:  # the loaded module's version: /proc's file, else /sys's (no user-space witness)
         kmod = _pick(n.observed.get("kernel_module_version") or {}, None, None)
@@ -437,9 +437,8 @@ _RECOGNISED: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
-def recognise(f: Facts) -> list[Evidence]:
-    """Messages that prove a finding, with the line quoted: torch's CUDA init message, its import error,
-    the kernel pass's errors and ROCm's tool errors. An unrecognised message stays what it was."""
+def _texts(f: Facts) -> list[tuple[str, str]]:
+    """The messages a finding may be proven by, each with where it was read."""
     texts: list[tuple[str, str]] = []
     t = f.torch
     if t.cuda_error:
@@ -458,6 +457,34 @@ def recognise(f: Facts) -> list[Evidence]:
         texts.append((f"rocm.tool_errors.{tool}", err))
     if f.rocm.kfd_error:
         texts.append(("rocm.kfd_error", f.rocm.kfd_error))
+    return texts
+
+
+RUNTIME_ERROR = "runtime-error-code"  # the evidence of an error number (compat_matrix/runtime_errors.yaml)
+
+
+def _error_codes(texts: list[tuple[str, str]], matrix: Matrix | None) -> list[Evidence]:
+    """The CUDA runtime's, CUDA driver's or HIP's error each message names (a number, an enum name, the runtime's words,
+    c10's sentence), judged from the matrix's ``runtime_errors`` row (:mod:`stackdoctor.accelerators.runtime_errors`)."""
+    from stackdoctor.accelerators.runtime_errors import read_text
+
+    rows = (matrix.table("runtime_errors") if matrix is not None else None) or ()
+    out: list[Evidence] = []
+    for source, text in texts:
+        for found in read_text(text, rows):
+            r = found.row
+            values = {"api": found.api, "number": "" if found.number is None else str(found.number), "name": found.name or "?"}
+            if r is not None:
+                values.update(layer=r.layer, witness=r.witness, fix=r.fix, meaning=r.meaning, table_source=r.source)
+            out.append(Evidence(proves=RUNTIME_ERROR, source=source, line=found.line.strip()[:500], values=values))
+    return out
+
+
+def recognise(f: Facts, matrix: Matrix | None = None) -> list[Evidence]:
+    """Messages that prove a finding, with the line quoted: torch's CUDA init message, its import error,
+    the kernel pass's errors and ROCm's tool errors; with a matrix, every error number they name too. An
+    unrecognised message stays what it was."""
+    texts = _texts(f)
     out: list[Evidence] = []
     seen: set[tuple[str, str]] = set()
     for source, text in texts:
@@ -480,7 +507,7 @@ def recognise(f: Facts) -> list[Evidence]:
                     if groups.get(key):
                         values[key] = groups[key]
                 out.append(Evidence(proves=proves, source=source, line=line.strip()[:500], values=values))
-    return out
+    return out + _error_codes(texts, matrix)
 
 
 # ---------------------------------------------------------------------------- disagreements

@@ -73,6 +73,7 @@ class Report:
             "facts": to_data(self.facts),
             "probes": to_data(self.probes),
             "findings": to_data(self.findings),
+            "layers": layer_verdicts(self.findings),
             "requirements": self.requirements,
             "raw_outputs": self.raw_outputs,
         }
@@ -95,6 +96,33 @@ class Report:
         for f in self.findings:
             out[f.severity] = out.get(f.severity, 0) + 1
         return out
+
+
+# the layers every check judges, in the screen's order (issue 42: each says verified / failed / not verified)
+CORE_LAYERS = ("platform", "driver", "gpu", "python", "torch", "runtime")
+NOT_VERIFIED = "runtime-not-verified"  # the fast path's statement: torch's runtime was not started
+
+
+def layer_verdicts(findings: list[Finding]) -> list[dict[str, Any]]:
+    """Each layer's verdict from the findings, and with what: ``failed`` (a fail finding), ``verified`` (an ok finding
+    and no fail: its codes and the facts they read, warnings listed beside), ``not-verified`` (nothing judged it, or
+    the fast path's statement that torch's runtime was not started). Derived, never read back: a replay redoes it."""
+    layers = list(CORE_LAYERS) + sorted({f.layer for f in findings if f.layer and f.layer not in CORE_LAYERS})
+    out: list[dict[str, Any]] = []
+    for layer in layers:
+        mine = [f for f in findings if f.layer == layer]
+        fails = [f.code for f in mine if f.severity == "fail"]
+        warns = [f.code for f in mine if f.severity == "warn"]
+        oks = [f for f in mine if f.severity == "ok" and f.code != NOT_VERIFIED]
+        if fails:
+            status, by = "failed", fails
+        elif any(f.code == NOT_VERIFIED for f in mine) or not (oks or warns):
+            status, by = "not-verified", [f.code for f in mine]
+        else:
+            status, by = "verified", [f.code for f in oks] + warns
+        witnesses = sorted({k for f in mine if f.code in by for k in f.facts})
+        out.append({"layer": layer, "status": status, "by": by, "warnings": warns, "witnesses": witnesses})
+    return out
 
 
 def report_from_data(data: Any, *, origin: str = "report") -> Report:

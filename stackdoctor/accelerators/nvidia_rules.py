@@ -16,7 +16,9 @@ from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
     built_for,
     built_for_files,
+    container_fix_key,
     gpu_label,
+    imports,
     install_fix,
     nvidia_gpus,
     nvidia_witnesses,
@@ -185,11 +187,9 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
     if sizes:
         fix += " --remove-leftovers"  # the NVIDIA packages go too: that is the disk saved
     largest = sorted(sizes.items(), key=lambda kv: -kv[1])[:2]
-    # read from the files only, inside a container (or with no PCI list to read): a GPU passed in may be known
-    # only to a running torch, so the fast path says what it could not verify instead of "no NVIDIA GPU"
-    unverified = read_only(t) and (bool(f.platform.container) or f.platform.system not in (None, "Linux"))
+    key = _no_gpu_witness(f)
     ctx.add(
-        detail=("unverified" if sizes else "unverified_unknown_size") if unverified else ("default" if sizes else "unknown_size"),
+        detail=key if sizes else ("unknown_size" if key == "default" else key + "_unknown_size"),
         facts=["torch.variant", "torch.cuda", "torch.runtime_bytes", "reconciled.gpus"],
         install=fix,
         torch=t.version or "?",
@@ -197,6 +197,9 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
         count=len(sizes),
         size=_size(sum(sizes.values())),
         largest=", ".join(f"{k} {_size(v)}" for k, v in largest),
+        container=f.platform.container or "?",
+        how=ctx.msg("container-no-gpu", "fix", container_fix_key(f.platform.container)) if f.platform.container else "",
+        torch_said=_last_line(t.cuda_error) if imports(t) else "-",
     )
 
 
@@ -231,3 +234,21 @@ def libcuda_stub(ctx: Ctx) -> None:
         version=stub.found_version or "?",
         driver=driver or "?",
     )
+
+
+def _no_gpu_witness(f: Any) -> str:
+    """The detail of "no NVIDIA GPU" by its witness: inside a container no witness can say whether the host has a GPU the
+    container was not given (both paths say so, a running torch adds its answer); read from the files only on a system
+    with no PCI list, a GPU may be known only to a running torch (not verified); on Linux outside WSL the PCI bus read
+    is the witness ("default"); with none of these, not known (WSL's GPU is not on its bus)."""
+    if f.platform.container:
+        return "container"
+    if read_only(f.torch) and f.platform.system not in (None, "Linux"):
+        return "unverified"
+    pci_read = bool(f.platform.sources.get("nvidia_pci_devices")) and f.platform.system == "Linux" and not f.platform.is_wsl
+    return "default" if pci_read else "no_witness"
+
+
+def _last_line(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[-1][:200] if lines else "-"

@@ -49,6 +49,8 @@ def _word(prefix: str, value: str) -> str:
 def _worst(findings: list[Finding], layer: str) -> str | None:
     sev = None
     for f in findings:
+        if f.code == "runtime-not-verified":
+            continue  # not a verdict of ok: the layer keeps the mark of what was verified (issue 42)
         if f.layer == layer and (sev is None or ORDER.get(f.severity, 0) > ORDER.get(sev, 0)):
             sev = f.severity
     return sev
@@ -236,13 +238,16 @@ def summary_line(report: Report, lang: str = "en", strict: bool = False) -> Text
         parts.append((ui("summary_failed", lang, n=c["fail"]), "bold red"))
     if c.get("warn"):
         parts.append((ui("summary_warning" if c["warn"] == 1 else "summary_warnings", lang, n=c["warn"]), "bold yellow"))
-    parts.append((ui("summary_ok", lang, n=c.get("ok", 0)), "green"))
+    unverified = sum(1 for f in report.findings if f.code == "runtime-not-verified")
+    parts.append((ui("summary_ok", lang, n=c.get("ok", 0) - unverified), "green"))
     t = Text()
     sep = ui("summary_sep", lang)
     for i, (s, style) in enumerate(parts):
         if i:
             t.append(sep)
         t.append(s, style=style)
+    if unverified:
+        t.append(ui("summary_not_verified", lang), style="yellow")  # never "all ok" with a layer not verified
     reason = failing_reason(report, strict)
     if reason == "--strict":
         t.append(ui("summary_fails_strict", lang), style="bold red")

@@ -7,6 +7,7 @@ from typing import Any
 
 from stackdoctor import accelerators, shell
 from stackdoctor import matrix as mx
+from stackdoctor.accelerators.runtime_errors import CUDA_APIS
 from stackdoctor.facts import BuildKind, Facts, GpuView, TorchFacts
 from stackdoctor.rules.core import Ctx
 from stackdoctor.versions import mm, public
@@ -144,7 +145,7 @@ def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None
     want_gpu = (chosen is not None and chosen.build_kind != accelerators.CPU) or bool(
         facts.driver("nvidia").value
         or facts.runtime("nvidia").value
-        or any(e.proves in ("driver-too-old", "driver-cuda-level") for e in facts.evidence)  # torch's words prove a driver
+        or any(e.proves in ("driver-too-old", "driver-cuda-level") or answered_with_error(e) for e in facts.evidence)  # torch's words prove a driver
     ) and not facts.jetson.is_jetson and not facts.apple.is_macos
     attempts: list[Request] = []
     if keep_torch and facts.torch.installed and current[0]:
@@ -213,11 +214,25 @@ def nvidia_witnesses(facts: MachineView) -> list[str]:
     for e in f.evidence:
         if e.proves in ("driver-too-old", "driver-cuda-level") and not e.values.get("driver_cuda"):
             out.append(f"{e.source}: {e.line}")
+        elif answered_with_error(e) and e.values.get("api") in CUDA_APIS:
+            out.append(f"{e.source}: error {e.values.get('number') or '?'} ({e.values.get('name', '?')})")
     if f.platform.container_nvidia_devices:
         out.append(f.platform.sources.get("container_nvidia_devices", "/dev/nvidia*"))
     if t.cuda_error and "driver" in t.cuda_error.lower() and not _NO_DRIVER.search(t.cuda_error) and not out:
         out.append(f"torch.cuda_error: {t.cuda_error[:300]}")
     return out
+
+
+def container_fix_key(container: str | None) -> str:
+    """The key of the way a container runtime gives a container the host's GPU (container-no-gpu's fix texts)."""
+    return {"podman": "podman", "kubernetes": "kubernetes", "containerd": "kubernetes", "apptainer": "apptainer"}.get(container or "", "docker")
+
+
+def answered_with_error(e: Any) -> bool:
+    """An error number (``runtime-error-code`` evidence) whose row says a driver stack answered: never "no GPU" (a
+    number the table lacks counts too: something answered with it; a stub library's answer does not prove a GPU, but
+    it does not prove its absence either)."""
+    return bool(e.proves == "runtime-error-code" and e.values.get("witness", "driver") in ("driver", "library"))
 
 
 def torch_found_no_driver(t: TorchFacts) -> bool:

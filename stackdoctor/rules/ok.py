@@ -95,6 +95,15 @@ def runtime_ok(ctx: Ctx) -> None:
         _ok(ctx, "runtime", True, "cpu")
 
 
+@rule("runtime-not-verified", severity="ok", layer="runtime", summary=True)
+def runtime_not_verified(ctx: Ctx) -> None:
+    """torch read from its files only (``check --no-kernels``): what only its running runtime proves is said to be not
+    verified, with the command that verifies it (issue 42: unverified is a verdict, never a silent ok)."""
+    t = ctx.facts.torch
+    if read_only(t) and accelerators.build_kind(t) != accelerators.CPU:  # a GPU build: its device runtime is unproven
+        ctx.add(severity="ok", fix=None, facts=["torch.imported"], torch=t.version or "?")
+
+
 @rule("toolkit-ok", severity="ok", layer="toolkit", summary=True)
 def toolkit_ok(ctx: Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch

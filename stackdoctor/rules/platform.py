@@ -5,10 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stackdoctor import accelerators
 from stackdoctor import matrix as mx
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.rules.helpers import nvidia_pci, release, torch_found_no_driver, variant_row
+from stackdoctor.rules.helpers import container_fix_key, nvidia_pci, release, variant_row
 from stackdoctor.versions import release as vt
 
 
@@ -18,15 +17,14 @@ def container_no_gpu(ctx: Ctx) -> None:
     if not p.container or p.container_nvidia_devices is not False:
         return
     f, t = ctx.facts, ctx.facts.torch
+    # a claim needs a witness that the host has a GPU for this container: the PCI bus, or the runtime's variable.
+    # torch's "found no NVIDIA driver" is no such witness (issue 42): torch-gpu-build-no-gpu says what is unknown
     wants = bool(nvidia_pci(f)) or f.environment.get("NVIDIA_VISIBLE_DEVICES", "").strip() not in ("", "void", "none")
-    # a CUDA build of torch that ran here and found no driver: inside a container that is the container's GPU
-    # access (the host's driver reaches a container only through the runtime), not a reason for another wheel
-    said = t.installed and accelerators.build_kind(t) == "cuda" and torch_found_no_driver(t)
-    if not (wants or said):
+    if not wants:
         return
     ctx.add(
-        detail="default" if wants else "torch",
-        fix={"podman": "podman", "kubernetes": "kubernetes", "containerd": "kubernetes", "apptainer": "apptainer"}.get(p.container, "docker"),
+        detail="default",
+        fix=container_fix_key(p.container),
         facts=["platform.container", "platform.container_nvidia_devices", "torch.cuda_error"],
         container=p.container,
         pci=", ".join(d.name or d.device_id for d in nvidia_pci(f)) or "-",

@@ -10,7 +10,7 @@ from typing import Any
 
 from stackdoctor import accelerators
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.rules.helpers import built_for, imports, nvidia_gpus, python_exe, read_only, torch_found_no_driver
+from stackdoctor.rules.helpers import built_for, imports, install_fix, nvidia_gpus, python_exe, read_only, torch_found_no_driver
 
 
 def visible_count(value: str, gpus: Sequence[Any]) -> int:
@@ -199,7 +199,51 @@ CAUSES = (
     "jetson-wrong-wheel",
     "gpu-arch-unsupported",
     "rocm-gfx-unsupported",
+    "runtime-error-code",
 )
+
+
+_API_WORDS = {"cuda-runtime": "CUDA runtime", "cuda-driver": "CUDA driver", "hip": "HIP runtime"}
+# the findings that already say what an error number's row says (the number is their evidence too)
+_SAID_BY = {
+    "arch": ("gpu-arch-unsupported", "rocm-gfx-unsupported"),
+    "driver-upgrade": ("driver-too-old",),
+    "no-device": ("cuda-visible-devices-hides-all", "container-no-gpu"),
+    "driver-mismatch": ("driver-library-mismatch",),
+}
+
+
+@rule(
+    "runtime-error-code", severity="fail", layer="driver",
+    defers_to=("gpu-arch-unsupported", "rocm-gfx-unsupported", "driver-too-old", "cuda-visible-devices-hides-all", "container-no-gpu", "driver-library-mismatch"),
+)
+def runtime_error_code(ctx: Ctx) -> None:
+    """torch's CUDA / HIP runtime answered with an error number (read from its text in any wording, judged from the
+    matrix's ``runtime_errors`` row): the layer it points to and its fix. A driver stack that answered is there."""
+    f, t = ctx.facts, ctx.facts.torch
+    done: set[tuple[str, str]] = set()
+    for e in f.evidence:
+        v = e.values
+        if e.proves != "runtime-error-code" or (v.get("api", ""), v.get("number", "")) in done:
+            continue
+        done.add((v.get("api", ""), v.get("number", "")))
+        fix_key = v.get("fix") or "unknown"
+        if any(ctx.has(code) for code in _SAID_BY.get(fix_key, ())):
+            continue
+        fix_text = install_fix(ctx, exclude=None) if fix_key == "arch" else None
+        ctx.add(
+            severity="warn" if v.get("layer") == "user" or t.cuda_available else "fail",
+            detail=v.get("layer") or "unknown",
+            fix=fix_key,
+            fix_text=fix_text,
+            facts=[e.source, "reconciled.evidence"],
+            api=_API_WORDS.get(v.get("api", ""), v.get("api", "")),
+            number=v.get("number") or "?",
+            name=v.get("name") or "?",
+            error=e.line[:300],
+            cuda=t.cuda or "?",
+            install=fix_text or "",
+        )
 
 
 @rule("cuda-unavailable", severity="fail", layer="runtime", defers_to=CAUSES)
