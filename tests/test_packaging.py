@@ -35,7 +35,8 @@ def installed(tmp_path_factory, stackdoctor_wheel) -> Path:
 
 
 def sd(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "STACKDOCTOR_SYSROOT")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "STACKDOCTOR_SYSROOT")}
+    env["PATH"] = f"{venv_bin(venv).parent}{os.pathsep}{env.get('PATH', '')}"  # its python3 is the one on PATH (no venv active)
     return subprocess.run([str(venv_bin(venv, "stackdoctor")), *args], capture_output=True, text=True, timeout=120, env=env, cwd=venv)
 
 
@@ -46,7 +47,8 @@ def test_check_runs_from_a_plain_install(installed):
     assert "Traceback" not in r.stderr
     data = json.loads(r.stdout)
     check_report_invariants(data)
-    assert data["facts"]["python"]["executable"].startswith(str(installed))  # its own venv is the target
+    assert data["facts"]["python"]["executable"].startswith(str(installed))  # the python3 on PATH, its own venv's here
+    assert data["facts"]["python"]["selected_by"] == "PATH"
 
 
 @pytest.mark.slow

@@ -19,8 +19,8 @@ from rich.tree import Tree
 from stackdoctor import accelerators
 from stackdoctor.console import UNICODE_MARKS, marks
 from stackdoctor.facts import Facts
+from stackdoctor.render.witnesses import chosen_by, witness_rows
 from stackdoctor.render.witnesses import driver_lines as witness_driver_lines
-from stackdoctor.render.witnesses import witness_rows
 from stackdoctor.report import Finding, Report
 from stackdoctor.view import MachineView
 
@@ -128,7 +128,8 @@ def build_tree(report: Report) -> Tree:
     if py.free_threaded:
         pyv += _t("python_free_threaded")
     pyv += f"  {py.executable or ''}"
-    root = Tree(_label(_t("layer_python"), pyv, _worst(fs, "python"), _word("env_", py.env_kind) if py.env_kind else ""), guide_style="dim")
+    note = ", ".join(w for w in (_word("env_", py.env_kind) if py.env_kind else "", chosen_by(py.selected_by, _t)) if w)
+    root = Tree(_label(_t("layer_python"), pyv, _worst(fs, "python"), note), guide_style="dim")
     t = f.torch
     if t.installed and t.version:
         extras = [f"{name} {ver}" for name, ver in (("torchvision", t.torchvision_version), ("torchaudio", t.torchaudio_version), ("numpy", t.numpy_version)) if ver]
