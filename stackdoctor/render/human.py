@@ -6,6 +6,8 @@ device names) is wrapped in :class:`rich.text.Text`, never parsed as markup.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -29,6 +31,16 @@ _MARKS: ContextVar[dict] = ContextVar("marks", default=MARKS)  # the console's g
 _LANG: ContextVar[str] = ContextVar("lang", default="en")  # the screen's language while render_report draws
 ORDER = {"fail": 2, "warn": 1, "ok": 0}
 LABEL_CELLS = 9  # the tree labels' column, in terminal cells (a CJK character takes two)
+
+
+@contextmanager
+def speaking(lang: str) -> Iterator[None]:
+    """The screen's lines (:func:`runtime_line`, :func:`cpu_line`, ...) in ``lang`` while inside (``report.html`` draws them too)."""
+    token = _LANG.set(lang)
+    try:
+        yield
+    finally:
+        _LANG.reset(token)
 
 
 def _t(key: str, /, **values: object) -> str:
