@@ -57,7 +57,8 @@ details{margin:4px 0}summary{cursor:pointer;color:var(--bar)}
 .oks{color:var(--dim)}
 .scroll{overflow-x:auto}
 table{border-collapse:collapse;width:100%;font-size:.9em}
-th,td{border-bottom:1px solid var(--line);padding:4px 6px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+th,td{border-bottom:1px solid var(--line);padding:4px 6px;text-align:left;vertical-align:top;overflow-wrap:break-word}
+.scroll table{min-width:34em}
 th{background:var(--bg)}
 svg{display:block;width:100%;height:auto;max-width:900px}
 svg text{font-family:inherit;fill:var(--ink)}
