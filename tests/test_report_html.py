@@ -115,3 +115,21 @@ def test_a_blocked_load_is_seen(pages, tmp_path):
     bad.write_text(text.replace("<footer>", '<img src="http://127.0.0.1:9/x.png"><script>console.error("x")</script><footer>'), encoding="utf-8")
     said = console_lines(browse(bad, tmp_path, "--dump-dom").stderr)
     assert len(said) >= 2 and any("img-src" in ln for ln in said), said
+
+
+def test_check_format_html_is_redacted_as_the_bundle_is(pages, tmp_path):
+    """``check --format html`` writes the same page, redacted like report.html (a replayed report: no probing)."""
+    live = pages["live-en"].parent / "live.json"
+    raw = json.loads(live.read_text(encoding="utf-8"))
+    host = raw["facts"]["platform"].get("hostname")
+    out = tmp_path / "page.html"
+    r = run_sd(["check", "--replay", str(live), "--format", "html", "-o", str(out)])
+    assert r.rc in (0, 1), r.stderr
+    page = out.read_text(encoding="utf-8")
+    assert page == (pages["live-en"] / "report.html").read_text(encoding="utf-8").replace(
+        re.search(r'<div class="meta">[^<]*</div>', (pages["live-en"] / "report.html").read_text(encoding="utf-8")).group(0),
+        re.search(r'<div class="meta">[^<]*</div>', page).group(0))
+    if host:
+        assert host not in page
+    bad = run_sd(["check", "--replay", str(live), "--format", "pdf"])
+    assert bad.rc == 2 and bad.stderr == "stackdoctor: unknown --format 'pdf'; choose human, json, markdown, github, junit or html.\n"
