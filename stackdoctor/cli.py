@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "stackdoctor.commands.explain",
     "stackdoctor.commands.report",
     "stackdoctor.commands.diff",
+    "stackdoctor.commands.bundle",
 )
 
 app = typer.Typer(
@@ -438,6 +439,9 @@ def _err(line: str) -> None:
 def _exit(code: int) -> None:
     """Flush and leave; never wait on an abandoned probe thread."""
     classcode.save()  # what this run compiled of its dataclasses' methods, for the next run (os._exit runs no atexit)
+    workers = sys.modules.get("stackdoctor._worker")
+    if workers is not None:
+        workers.remove_copied()  # the worker scripts a run from stackdoctor.pyz copied out of it
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +22,7 @@ from stackdoctor.errors import UsageError
 from stackdoctor.facts import SUBJECTS, Facts, from_data, to_data
 from stackdoctor.probes import ProbeContext, ProbeOutput, Target
 from stackdoctor.report import ProbeStatus, Report
+from stackdoctor.target import CONDA_PYTHONS, VENV_PYTHONS
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.system import CommandResult, System
@@ -79,29 +79,12 @@ ENV_NAMES = (
 )
 
 
-# Where an environment keeps its interpreter: a venv's bin/python (POSIX) or Scripts\python.exe
-# (Windows); a conda env's bin/python (POSIX) or python.exe at its root (Windows). The native
-# layout is tried first; both are tried on every OS (an env made by MSYS2 or copied across).
-VENV_PYTHONS = {"posix": (("bin", "python"), ("Scripts", "python.exe")), "nt": (("Scripts", "python.exe"), ("bin", "python"))}
-CONDA_PYTHONS = {"posix": (("bin", "python"), ("python.exe",)), "nt": (("python.exe",), ("bin", "python"))}
+def select_target(python: str | None, env: Mapping[str, str], os_name: str | None = None, cwd: str | None = None) -> Target:
+    """``--python``, else the active virtualenv, conda env, a ``.venv`` here or above, ``python3`` on PATH
+    (:mod:`stackdoctor.target`)."""
+    from stackdoctor.target import select_target as select
 
-
-def select_target(python: str | None, env: dict[str, str] | os._Environ, os_name: str | None = None) -> Target:
-    """``--python``, else the active virtualenv, else the active conda env, else this interpreter.
-
-    ``os_name`` (default ``os.name``) orders the layouts: ``"nt"`` tries ``Scripts\\python.exe`` first."""
-    if python:
-        return Target(python, "--python")
-    kind = "nt" if (os_name or os.name) == "nt" else "posix"
-    for var, layouts in (("VIRTUAL_ENV", VENV_PYTHONS), ("CONDA_PREFIX", CONDA_PYTHONS)):
-        prefix = env.get(var)
-        if not prefix:
-            continue
-        for parts in layouts[kind]:
-            cand = os.path.join(prefix, *parts)
-            if os.path.isfile(cand):
-                return Target(cand, var)
-    return Target(sys.executable, "self")
+    return select(python, env, os_name, cwd)
 
 
 @dataclass(frozen=True)

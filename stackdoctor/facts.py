@@ -80,7 +80,8 @@ class PythonFacts:
     pip_version: str | None = None
     uv_version: str | None = None
     uv_path: str | None = None
-    selected_by: str | None = None  # "--python" | "VIRTUAL_ENV" | "CONDA_PREFIX" | "self"
+    # the rule that chose the target (stackdoctor.target.RULES): "--python" | "VIRTUAL_ENV" | "CONDA_PREFIX" | ".venv" | "PATH" | "self"
+    selected_by: str | None = None
     error: str | None = None
     unfinished_install: str | None = None  # a killed `stackdoctor install`'s journal in env_prefix: "phase install: torch 2.11.0+cpu -> 2.12.0+cpu"
     install_live: str | None = None  # that journal's install still runs: "process 4242, phase install" (its owner alive, same start time)

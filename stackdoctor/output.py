@@ -27,8 +27,8 @@ from stackdoctor.report import Report, report_from_data
 
 __all__ = ["CI_FORMATS", "FORMATS", "format_report", "redacted", "write_output", "write_text_file"]
 
-FORMATS = ("human", "json", "markdown", "github", "junit")
-CI_FORMATS = ("markdown", "github", "junit")
+FORMATS = ("human", "json", "markdown", "github", "junit", "html")
+CI_FORMATS = ("markdown", "github", "junit", "html")  # always redacted (html: the page a ticket links, as report.html)
 
 
 def redacted(report: Report) -> Report:
@@ -81,6 +81,10 @@ def format_report(report: Report, fmt: str, *, redact: bool = False, lang: str =
         from stackdoctor.render.junit import render_junit
 
         return render_junit(report, lang)
+    if fmt == "html":
+        from stackdoctor.render.html import render_html
+
+        return render_html(report, lang=lang, redacted=redact, strict=strict)
     raise UsageError(f"unknown output format {fmt!r} (choose one of {', '.join(FORMATS)}).")
 
 
@@ -181,7 +185,7 @@ def write_output(
 ) -> None:
     """Render ``report`` in ``fmt`` to stdout, or to the file ``output``.
 
-    Redaction: ``redact`` when given; else the CI formats (markdown, github, junit) are always
+    Redaction: ``redact`` when given; else the CI formats (markdown, github, junit, html) are always
     redacted and json / human follow ``redact_default`` (``check``: False, ``report``: True).
 
     :raises UsageError: unknown format, or the output file cannot be written.

@@ -57,8 +57,22 @@ def kept(kind: str, inputs: Sequence[str | bytes], parse: Callable[[], T], valid
 
 
 def source_of(*paths: Path) -> list[bytes]:
-    """The bytes of code files a parse depends on (its readers): part of a key."""
-    return [p.name.encode() + b"\0" + p.read_bytes() for p in paths]
+    """The bytes of code files a parse depends on (its readers): part of a key. A file inside a zip (stackdoctor run
+    from ``stackdoctor.pyz``) is read from the zip."""
+    return [p.name.encode() + b"\0" + _read_code(p) for p in paths]
+
+
+def _read_code(p: Path) -> bytes:
+    try:
+        return p.read_bytes()
+    except OSError:
+        archive = next((a for a in p.parents if a.is_file()), None)
+        if archive is None:
+            raise
+        import zipfile
+
+        with zipfile.ZipFile(archive) as z:
+            return z.read(p.relative_to(archive).as_posix())
 
 
 def package_files(package: str) -> Any:

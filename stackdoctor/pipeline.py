@@ -94,9 +94,16 @@ def gather(opts: Options, *, progress: Callable[[], AbstractContextManager[objec
     # when it was killed: the worker needs none now, but what a killed run left is removed by the next one (not a probe's job)
     sweep_dead_lent(LENT_PREFIX)
     system = System.from_env(timeout_s=opts.timeout_s)
+    target = select_target(opts.python, os.environ)
+    if target.selected_by != "--python":
+        # an environment whose interpreter is missing or a dangling link (its base Python removed): one sentence, exit 2,
+        # never a switch to another Python; one that runs but is not Python 3 is the target probe's failing finding
+        from stackdoctor.engine import validate_python
+
+        validate_python(target.python, system=system, selected_by=target.selected_by, run=False)
     ctx = ProbeContext(
         system=system,
-        target=select_target(opts.python, os.environ),
+        target=target,
         timeout_s=opts.timeout_s,
         torch_timeout_s=opts.torch_timeout_s,
         kernels=opts.kernels,

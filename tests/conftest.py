@@ -287,6 +287,7 @@ HEADLINE_CATEGORIES = {
     "unprivileged": "faults seen as an unprivileged user (uid 65534; needs root to switch to it)",
     "torch": "real-torch kernels in the CPU build of torch 2.13.0",
     "gloo": "gloo allreduce across real processes",
+    "browser": "report.html opened by a real headless Chromium: no request, no console error, every finding shown (.ci/run installs it)",
 }
 
 

@@ -94,7 +94,7 @@ def test_report_and_diff_speak_chinese(tmp_path):
     run = run_sd(["report", "--replay", replay, "-o", str(out)], env=zh_env(tmp_path))
     assert run.rc == 0, run.stderr
     lines = run.stderr.splitlines()
-    assert lines[0] == f"已写入 {out / 'report.json'} 和 {out / 'report.md'}。", lines
+    assert lines[0] == f"已写入 {out / 'report.json'}、{out / 'report.md'} 和 {out / 'report.html'}。", lines
     assert lines[1].startswith("已脱敏（") and lines[1].endswith("）；分享前请先阅读 report.md。"), lines
     assert not english_words(lines[1], "report.md", "UUID"), lines[1]
     same = run_sd(["diff", replay, replay], env=zh_env(tmp_path, COLUMNS="400"))

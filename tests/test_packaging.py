@@ -35,7 +35,8 @@ def installed(tmp_path_factory, stackdoctor_wheel) -> Path:
 
 
 def sd(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "STACKDOCTOR_SYSROOT")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "STACKDOCTOR_SYSROOT")}
+    env["PATH"] = f"{venv_bin(venv).parent}{os.pathsep}{env.get('PATH', '')}"  # its python3 is the one on PATH (no venv active)
     return subprocess.run([str(venv_bin(venv, "stackdoctor")), *args], capture_output=True, text=True, timeout=120, env=env, cwd=venv)
 
 
@@ -46,7 +47,8 @@ def test_check_runs_from_a_plain_install(installed):
     assert "Traceback" not in r.stderr
     data = json.loads(r.stdout)
     check_report_invariants(data)
-    assert data["facts"]["python"]["executable"].startswith(str(installed))  # its own venv is the target
+    assert data["facts"]["python"]["executable"].startswith(str(installed))  # the python3 on PATH, its own venv's here
+    assert data["facts"]["python"]["selected_by"] == "PATH"
 
 
 @pytest.mark.slow
@@ -66,3 +68,73 @@ def test_the_wheel_ships_its_data(installed):
 def test_bad_flag_is_exit_2_with_the_installed_dependencies(installed):
     r = sd(installed, "check", "--no-such-flag")
     assert r.returncode == 2 and r.stderr.startswith("stackdoctor: No such option"), r.stderr
+
+
+# ---------------------------------------------------------------------------- packaging clean (issue 47)
+
+PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+
+
+def _pyproject() -> dict:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    return tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))
+
+
+def test_license_is_an_spdx_expression_and_every_data_folder_is_a_named_package():
+    data = _pyproject()
+    project = data["project"]
+    assert project["license"] == "Apache-2.0"  # PEP 639: a string, not the table setuptools stops reading on 2027-02-18
+    assert all((PYPROJECT.parent / f).is_file() for f in project["license-files"]), project["license-files"]
+    assert "version" not in project and project["dynamic"] == ["version"]  # one source: stackdoctor.__version__
+    assert data["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "stackdoctor.__version__"}
+    listed = set(data["tool"]["setuptools"]["packages"])
+    pkg = PYPROJECT.parent / "stackdoctor"
+    folders = {".".join(("stackdoctor", *d.relative_to(pkg).parts)) for d in pkg.rglob("*") if d.is_dir() and d.name != "__pycache__"}
+    assert folders <= listed, f"not named in [tool.setuptools] packages, so discovery would leave them out: {sorted(folders - listed)}"
+
+
+def test_each_runtime_dependency_says_why_it_is_needed():
+    text = PYPROJECT.read_text(encoding="utf-8")
+    block = text[text.index("dependencies = [") :]
+    block = block[: block.index("\n]")].splitlines()[1:]
+    deps = [i for i, ln in enumerate(block) if ln.strip().startswith('"')]
+    assert len(deps) == len(_pyproject()["project"]["dependencies"])
+    for i in deps:
+        assert i > 0 and block[i - 1].strip().startswith("#"), f"{block[i].strip()} has no comment above it saying why"
+
+
+@pytest.mark.slow
+def test_the_build_prints_no_warning_and_the_wheel_ships_its_data(tmp_path):
+    """The PEP 517 build setuptools runs for ``python -m build`` / ``pip wheel`` (verbose, so the backend's warnings show)."""
+    import zipfile
+
+    import stackdoctor
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # that one's "byte-compiling is disabled" is the caller's
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(tmp_path), str(PYPROJECT.parent)],
+                       capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    said = [ln for ln in (r.stdout + r.stderr).splitlines() if "warning" in ln.lower() or "deprecat" in ln.lower() or "is absent from" in ln]
+    assert said == [], "\n".join(said)
+    (wheel,) = tmp_path.glob("stackdoctor-*.whl")
+    assert wheel.name.startswith(f"stackdoctor-{stackdoctor.__version__}-")
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        meta = z.read(f"stackdoctor-{stackdoctor.__version__}.dist-info/METADATA").decode()
+    assert {"stackdoctor/locale/en.yaml", "stackdoctor/locale/zh.yaml", "stackdoctor/accelerators/ascend/locale/zh.yaml",
+            "stackdoctor/schemas/report.schema.json", "stackdoctor/_worker/sd_target.py", "stackdoctor/compat_matrix/releases.yaml"} <= names
+    assert f"stackdoctor-{stackdoctor.__version__}.dist-info/licenses/LICENSE" in names
+    assert "License-Expression: Apache-2.0" in meta and f"Version: {stackdoctor.__version__}" in meta
+
+
+def test_the_version_is_one(tmp_path):
+    import stackdoctor
+
+    r = subprocess.run([sys.executable, "-m", "stackdoctor", "--version"], capture_output=True, text=True, timeout=60)
+    assert r.stdout == f"stackdoctor {stackdoctor.__version__}\n"
+    from stackdoctor.report import Report
+
+    assert json.loads(Report().to_json())["stackdoctor_version"] == stackdoctor.__version__

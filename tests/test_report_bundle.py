@@ -45,7 +45,7 @@ def test_bundle_is_redacted_and_replays_to_the_same_findings_and_plan(tmp_path, 
     out = tmp_path / "bundle"
     r = run("report", "--replay", str(planted), "-o", str(out), cwd=tmp_path)
     assert r.returncode in (0, 1), r.stderr
-    assert sorted(x.name for x in out.iterdir()) == ["report.json", "report.md"]
+    assert sorted(x.name for x in out.iterdir()) == ["report.html", "report.json", "report.md"]
     js, md = (out / "report.json").read_text(encoding="utf-8"), (out / "report.md").read_text(encoding="utf-8")
     assert_clean(js, "report.json")
     assert_clean(md, "report.md")

@@ -68,7 +68,7 @@ def register(app: typer.Typer) -> None:
     def check(
         python: Annotated[Optional[str], typer.Option("--python", help="Target interpreter (default: active venv, conda env, or this Python).")] = None,
         json_: Annotated[bool, typer.Option("--json", help="Short for --format json.")] = False,
-        fmt_given: Annotated[Optional[str], typer.Option("--format", help="human | json | markdown | github | junit (default: human)")] = None,
+        fmt_given: Annotated[Optional[str], typer.Option("--format", help="human | json | markdown | github | junit | html (default: human)")] = None,
         output: Annotated[Optional[str], typer.Option("--output", "-o", help="Write the output to FILE instead of stdout.")] = None,
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds each tool may take.", min=0.1)] = 5.0,
         torch_timeout: Annotated[float, typer.Option("--torch-timeout", help="Seconds the target may take to import torch (and run the quick kernels).", min=0.1)] = 60.0,
@@ -91,8 +91,8 @@ def register(app: typer.Typer) -> None:
             raise UsageError(f"--json and --format {fmt_given} conflict: --json is short for --format json; give one of them.")
         if json_:
             fmt = "json"
-        if fmt not in ("human", "json", "markdown", "github", "junit"):
-            raise UsageError(f"unknown --format {fmt!r}; choose human, json, markdown, github or junit.")
+        if fmt not in ("human", "json", "markdown", "github", "junit", "html"):
+            raise UsageError(f"unknown --format {fmt!r}; choose human, json, markdown, github, junit or html.")
         if lang is not None and lang not in ("en", "zh"):
             raise UsageError(f"unknown --lang {lang!r}; choose en or zh.")
         if list_checks:

@@ -21,7 +21,7 @@ from stackdoctor.commands import LANG_HELP, use_lang
 from stackdoctor.errors import ExitCode, UsageError
 from stackdoctor.report import Report
 
-FILES = ("report.json", "report.md")
+FILES = ("report.json", "report.md", "report.html")
 NO_REDACT_WARNING = (
     "stackdoctor: warning: --no-redact: this bundle keeps host and user names, IP and MAC addresses, GPU UUIDs, "
     "serial numbers and any secrets found in the environment or in tool outputs; read it before you share it."
@@ -67,7 +67,13 @@ def _check_target(out: Path, force: bool) -> None:
 
 
 def bundle(report: Report, *, redact: bool, lang: str = "en") -> tuple[str, str, dict[str, int]]:
-    """(report.json text, report.md text, replacements by kind) for ``report``."""
+    """(report.json text, report.md text, replacements by kind) for ``report`` (:func:`bundle_files` adds the page)."""
+    json_text, md_text, counts, _ = bundle_files(report, redact=redact, lang=lang)
+    return json_text, md_text, counts
+
+
+def bundle_files(report: Report, *, redact: bool, lang: str = "en") -> tuple[str, str, dict[str, int], str]:
+    """(report.json, report.md, replacements by kind, report.html): the page drawn from the same redacted report."""
     from stackdoctor.redact import Redactor, redact_report
     from stackdoctor.render.markdown import render_markdown
     from stackdoctor.report import report_from_data
@@ -80,12 +86,13 @@ def bundle(report: Report, *, redact: bool, lang: str = "en") -> tuple[str, str,
     else:
         shown = report
     from stackdoctor.output import shown as drawn
+    from stackdoctor.render.html import render_html
 
     md = render_markdown(drawn(shown), redacted=redact, lang=lang)  # credentials ****, control characters escaped
     note = (
         "\n---\n_Made with `stackdoctor report`. Replay it with `stackdoctor check --replay report.json`._\n"
     )
-    return shown.to_json() + "\n", md + note, counts
+    return shown.to_json() + "\n", md + note, counts, render_html(drawn(shown), lang=lang, redacted=redact)
 
 
 def _counts_in(counts: dict[str, int], lang: str) -> str:
@@ -131,7 +138,7 @@ def register(app: typer.Typer) -> None:
         report = _gather(python, timeout, not no_kernels, replay, config)
         from stackdoctor.catalog import detect_lang
 
-        json_text, md_text, counts = bundle(report, redact=redact, lang=detect_lang(os.environ))
+        json_text, md_text, counts, html_text = bundle_files(report, redact=redact, lang=detect_lang(os.environ))
         if preview:
             sys.stdout.write(f"==> {out / 'report.json'} <==\n{json_text}\n==> {out / 'report.md'} <==\n{md_text}")
             sys.stdout.flush()
@@ -144,12 +151,13 @@ def register(app: typer.Typer) -> None:
                 raise UsageError(f"cannot create the folder {out}: {exc.strerror or exc}.") from None
             write_text_file(out / "report.json", json_text)
             write_text_file(out / "report.md", md_text)
+            write_text_file(out / "report.html", html_text)
             from stackdoctor.catalog import sentence
             from stackdoctor.redact import describe_counts
 
             lang = detect_lang(os.environ)
             what = (describe_counts(counts) if lang == "en" else _counts_in(counts, lang)) if counts else sentence("nothing needed replacing", lang)
-            print(sentence(f"Wrote {out / 'report.json'} and {out / 'report.md'}.", lang), file=sys.stderr)
+            print(sentence(f"Wrote {out / 'report.json'}, {out / 'report.md'} and {out / 'report.html'}.", lang), file=sys.stderr)
             if redact:
                 print(sentence(f"Redacted ({what}); read report.md before you share it.", lang), file=sys.stderr)
         sev = {f.severity for f in report.findings}

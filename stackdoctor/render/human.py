@@ -6,6 +6,8 @@ device names) is wrapped in :class:`rich.text.Text`, never parsed as markup.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -19,8 +21,8 @@ from rich.tree import Tree
 from stackdoctor import accelerators
 from stackdoctor.console import UNICODE_MARKS, marks
 from stackdoctor.facts import Facts
+from stackdoctor.render.witnesses import chosen_by, witness_rows
 from stackdoctor.render.witnesses import driver_lines as witness_driver_lines
-from stackdoctor.render.witnesses import witness_rows
 from stackdoctor.report import Finding, Report
 from stackdoctor.view import MachineView
 
@@ -29,6 +31,16 @@ _MARKS: ContextVar[dict] = ContextVar("marks", default=MARKS)  # the console's g
 _LANG: ContextVar[str] = ContextVar("lang", default="en")  # the screen's language while render_report draws
 ORDER = {"fail": 2, "warn": 1, "ok": 0}
 LABEL_CELLS = 9  # the tree labels' column, in terminal cells (a CJK character takes two)
+
+
+@contextmanager
+def speaking(lang: str) -> Iterator[None]:
+    """The screen's lines (:func:`runtime_line`, :func:`cpu_line`, ...) in ``lang`` while inside (``report.html`` draws them too)."""
+    token = _LANG.set(lang)
+    try:
+        yield
+    finally:
+        _LANG.reset(token)
 
 
 def _t(key: str, /, **values: object) -> str:
@@ -130,7 +142,8 @@ def build_tree(report: Report) -> Tree:
     if py.free_threaded:
         pyv += _t("python_free_threaded")
     pyv += f"  {py.executable or ''}"
-    root = Tree(_label(_t("layer_python"), pyv, _worst(fs, "python"), _word("env_", py.env_kind) if py.env_kind else ""), guide_style="dim")
+    note = ", ".join(w for w in (_word("env_", py.env_kind) if py.env_kind else "", chosen_by(py.selected_by, _t)) if w)
+    root = Tree(_label(_t("layer_python"), pyv, _worst(fs, "python"), note), guide_style="dim")
     t = f.torch
     if t.installed and t.version:
         extras = [f"{name} {ver}" for name, ver in (("torchvision", t.torchvision_version), ("torchaudio", t.torchaudio_version), ("numpy", t.numpy_version)) if ver]

@@ -12,7 +12,7 @@ import html
 import re
 from typing import Any
 
-from stackdoctor.render.witnesses import driver_lines, witness_rows
+from stackdoctor.render.witnesses import chosen_by, driver_lines, witness_rows
 from stackdoctor.report import Finding, Report
 
 __all__ = ["MARKS", "format_counts", "render_markdown", "stack_rows"]
@@ -92,7 +92,8 @@ def stack_rows(report: Report, lang: str = "en") -> list[tuple[str, str]]:
     rows: list[tuple[str, str]] = []
     py = f.python
     if py.version or py.executable:
-        env = f" ({py.env_kind})" if py.env_kind else ""
+        by = chosen_by(py.selected_by, lambda key, /, **v: _t(key, lang, **v))
+        env = f" ({', '.join(w for w in (py.env_kind or '', by) if w)})" if py.env_kind or by else ""
         rows.append(("Python", f"{py.version or '?'}{env} {py.executable or ''}".strip()))
     rows.append(("torch", _torch_row(f.torch, lang)))
     from stackdoctor import accelerators

@@ -7,6 +7,7 @@ witness said; then one row per disagreement and per recognised message. Pure: th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from stackdoctor import accelerators
@@ -66,3 +67,14 @@ def witness_rows(view: MachineView, lang: str = "en") -> list[WitnessRow]:
     for e in view.evidence:
         rows.append(WitnessRow(ui("w_proves", lang, code=e.proves), e.line, e.source, _said(e.values), "evidence"))
     return rows
+
+
+# facts.python.selected_by (stackdoctor.target.RULES) -> its words
+_CHOSEN_BY = {"--python": "target_by_flag", "VIRTUAL_ENV": "target_by_venv", "CONDA_PREFIX": "target_by_conda", ".venv": "target_by_dotvenv",
+              "PATH": "target_by_path", "self": "target_by_self"}
+
+
+def chosen_by(rule: str | None, say: Callable[..., str]) -> str:
+    """Which rule chose the target interpreter, in words ("" for a report that does not say)."""
+    key = _CHOSEN_BY.get(rule or "")
+    return say("target_chosen", rule=say(key)) if key else ""
