@@ -256,15 +256,23 @@ def _letters(text: str) -> int:
 
 # The fields whose value is itself a sentence stackdoctor wrote (a reason, an error, clauses joined by "; ");
 # every other field is a value (a path, a version, a machine) and is shown as it came.
-_SENTENCE_FIELDS = frozenset({"message", "reason", "error", "detail", "parts", "fits", "why", "told", "machine", "cost"})
+# (issue 46: "how" a default build's variant is known, the "tags" a wheel was looked for, the "archs" a build carries, a
+# kind's "label", a "source" a row cites: each is written from a template where it is words, and shown as it came otherwise)
+_SENTENCE_FIELDS = frozenset({"message", "reason", "error", "detail", "parts", "fits", "why", "told", "machine", "cost",
+                              "how", "tags", "archs", "label", "source"})
 
 
 def _inner(value: str, lang: str, depth: int) -> str:
-    whole = sentence(value, lang, depth)
-    if "; " not in value:
-        return whole
-    parts = ui("clause_sep", lang).join(sentence(part, lang, depth) for part in value.split("; "))
-    return parts if _letters(parts) < _letters(whole) else whole
+    """A field's value in ``lang``: as one sentence, or as clauses joined by "; " (or parts listed with ", ", as a
+    what-if machine's), whichever leaves fewer English letters."""
+    best = sentence(value, lang, depth)
+    for sep, key in (("; ", "clause_sep"), (", ", "list_sep")):
+        if sep in value:
+            said = [sentence(part, lang, depth) for part in value.split(sep)]
+            parts = ui(key, lang).join(said)
+            if _letters(parts) < _letters(best) or (_letters(parts) == _letters(best) and said != value.split(sep)):
+                best = parts
+    return best
 
 
 def placeholders(template: str) -> set[str]:
