@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["help_paragraphs", "localize"]
 
@@ -105,7 +106,7 @@ def _formatter(base: type, lang: str) -> type:
 
     from stackdoctor.render.wrap import wrap
 
-    class Formatter(base):  # type: ignore[misc, valid-type]
+    class Formatter(base):
         def write_usage(self, prog: str, args: str = "", prefix: str | None = None) -> None:
             self.write(f"{'':>{self.current_indent}}{_ui('help_usage', lang)}{prog} {args}".rstrip() + "\n")
 
