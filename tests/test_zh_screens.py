@@ -256,3 +256,30 @@ def test_every_literal_error_sentence_leaves_no_english_word():
                 left.append(f"{where}: {words[:6]} <- {text}")
     assert sites > 100
     assert not left, "add or fix a sentences: entry (en.yaml and zh.yaml) for:\n" + "\n".join(left)
+
+
+@pytest.fixture(scope="module")
+def index():
+    from indexserver import IndexServer
+
+    srv = IndexServer().start()
+    yield srv
+    srv.stop()
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the generated wheels are cp311")
+def test_install_verbose_names_its_steps_in_chinese(index, tmp_path):
+    """A real pip into a real venv from an index on 127.0.0.1 (generated wheels, NOT PyTorch), ``install --yes -v``
+    under zh: the step lines and the times at the end are Chinese (pip's own transcript is pip's)."""
+    import subprocess
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    env = zh_env(tmp_path, STACKDOCTOR_MATRIX="", PIP_CACHE_DIR=str(tmp_path / "pip-cache"))
+    r = run_sd(["install", "--python", str(venv / "bin" / "python"), "--index-base", index.base(), "--torch", "2.13.0", "--variant", "cpu",
+                "--yes", "-v"], env=env, cwd=tmp_path, timeout=300)
+    assert r.rc == 0, r.stderr[-3000:]
+    times = [line for line in r.stderr.splitlines() if re.fullmatch(r"  \S.*：[\d.]+ 秒", line)]
+    assert any("按 RECORD 核对已安装的文件" in t for t in times) and any("提交新构建" in t for t in times), r.stderr[-2000:]
+    for line in times:
+        assert english_words(line) == [], line
