@@ -256,10 +256,11 @@ def _letters(text: str) -> int:
 
 # The fields whose value is itself a sentence stackdoctor wrote (a reason, an error, clauses joined by "; ");
 # every other field is a value (a path, a version, a machine) and is shown as it came.
-# (issue 46: "how" a default build's variant is known, the "tags" a wheel was looked for, the "archs" a build carries, a
-# kind's "label", a "source" a row cites: each is written from a template where it is words, and shown as it came otherwise)
+# (issue 46: "how" a default build's variant is known, the "tags" a wheel was looked for, the "archs" a build carries,
+# what a source "offer"s instead, a kind's "label", a "source" a row cites: each is written from a template where it is
+# words, and shown as it came otherwise)
 _SENTENCE_FIELDS = frozenset({"message", "reason", "error", "detail", "parts", "fits", "why", "told", "machine", "cost",
-                              "how", "tags", "archs", "label", "source"})
+                              "how", "tags", "archs", "label", "source", "offer"})
 
 
 def _inner(value: str, lang: str, depth: int) -> str:

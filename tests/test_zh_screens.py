@@ -86,18 +86,22 @@ PLANS: dict[str, list[str]] = {
     "torchvision-companions": ["torchvision", "torchaudio", "--replay", "@c14-rtx4070-driver550"],
     "torchvision-cpu": ["torchvision", "--replay", "@no-gpu-linux"],
     "emit-uv": ["--emit", "uv", "--replay", "@c14-rtx4070-driver550"],
+    "what-if-beside-a-wheel-folder": ["--find-links", "@@folder", "--python-version", "3.12"],
 }
 
 
 @pytest.mark.parametrize("case", sorted(PLANS))
 def test_install_plan_is_chinese(case, tmp_path):
-    args = [replayed(a[1:], tmp_path) if a.startswith("@") else a for a in PLANS[case]]
+    folder = tmp_path / "wheels"  # a find-links folder with another torch than the plan's (only its name is read)
+    folder.mkdir()
+    (folder / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    args = [str(folder) if a == "@@folder" else replayed(a[1:], tmp_path) if a.startswith("@") else a for a in PLANS[case]]
     r = run_sd(["install", "--dry-run", "--offline", *args], env=zh_env(tmp_path), cwd=tmp_path)
     assert r.rc in (0, 1), r.stderr
     shown = r.stderr if "--emit" in args else r.stdout + r.stderr  # --emit's stdout is the file for the project
     assert re.search(r"[\u4e00-\u9fff]", shown), shown
     assert_chinese(shown, case)
-    if "--replay" in args or "--driver" in args or "--npu" in args:  # a what-if: its header names the machine in Chinese
+    if {"--replay", "--driver", "--npu", "--python-version"} & set(args):  # a what-if: its header names the machine in Chinese
         assert "假设的机器：" in shown, shown
 
 
