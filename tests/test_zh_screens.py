@@ -287,3 +287,21 @@ def test_install_verbose_names_its_steps_in_chinese(index, tmp_path):
     assert any("按 RECORD 核对已安装的文件" in t for t in times) and any("提交新构建" in t for t in times), r.stderr[-2000:]
     for line in times:
         assert english_words(line) == [], line
+
+
+# ---------------------------------------------------------------- the catalogue itself
+
+
+def test_no_zh_sentence_or_ui_text_is_left_in_english():
+    """Every ``sentences:`` and ``ui:`` text in zh.yaml (and a kind's locale/zh.yaml), its {fields} standing for values,
+    has no English word: a sentence another session adds with an English "translation" fails here, naming its key."""
+    from stackdoctor import catalog
+
+    left = []
+    for section in ("sentences", "ui"):
+        for key, text in catalog.texts("zh")[section].items():
+            words = english_words(re.sub(r"\{[^{}]*\}", "0", str(text)))
+            if words:
+                left.append(f"{section}.{key}: {words[:6]} <- {text}")
+    assert len(catalog.texts("zh")["sentences"]) > 500
+    assert not left, "translate (or put a value in `backticks`):\n" + "\n".join(left)

@@ -60,8 +60,8 @@ def kept_words() -> frozenset[str]:
 
 @functools.cache
 def kept_phrases() -> tuple[str, ...]:
-    """The glossary's kept names of several words ("Data Center GPU Max"), longest first."""
-    return tuple(sorted((w for w in kept_words() if " " in w), key=len, reverse=True))
+    """The glossary's kept names that are not one plain word ("Data Center GPU Max", "#wrong", "µs"), longest first."""
+    return tuple(sorted((w for w in kept_words() if not re.fullmatch(r"[A-Za-z0-9_-]+", w)), key=len, reverse=True))
 
 
 def _allowed(word: str) -> bool:
