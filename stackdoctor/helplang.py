@@ -32,50 +32,51 @@ def _translated(text: str | None, lang: str) -> str | None:
 
 
 def localize(command: Any, lang: str) -> None:
-    """Give ``command`` (and every subcommand) its help in ``lang``: texts, the help option's, click's words."""
+    """Give ``command`` (and every subcommand) its help in ``lang``: texts, the help option's, click's words.
+
+    Nothing is translated until a help is drawn (``format_help``): a command that runs pays nothing for it (the
+    templates' patterns take a few tenths of a second to build, issue 33)."""
     if lang == "en":
         return
     for sub in (getattr(command, "commands", None) or {}).values():
         localize(sub, lang)
-    for attr in ("help", "short_help"):
-        if getattr(command, attr, None):
-            setattr(command, attr, _translated(getattr(command, attr), lang))
-    for param in getattr(command, "params", []):
-        if getattr(param, "help", None):
+    original = command.format_help
+
+    def format_help(ctx: Any, formatter: Any) -> None:
+        _translate(command, ctx, lang)
+        mine = _formatter(type(formatter), lang)(width=formatter.width)
+        original(ctx, mine)
+        formatter.write(mine.getvalue())
+
+    command.format_help = format_help
+
+
+def _translate(command: Any, ctx: Any, lang: str) -> None:
+    """``command``'s texts in ``lang``, once: its help, its subcommands' lines, its options' and the help option's."""
+    if getattr(command, "_helplang", None) == lang:
+        return
+    command._helplang = lang
+    targets = [command, *(getattr(command, "commands", None) or {}).values()]
+    for cmd in targets:
+        for attr in ("help", "short_help"):
+            if getattr(cmd, attr, None) and getattr(cmd, "_helplang_" + attr, None) != lang:
+                setattr(cmd, attr, _translated(getattr(cmd, attr), lang))
+                setattr(cmd, "_helplang_" + attr, lang)
+    help_option = command.get_help_option(ctx)
+    for param in [*getattr(command, "params", []), *([help_option] if help_option is not None else [])]:
+        if getattr(param, "help", None) and getattr(param, "_helplang", None) != lang:
             param.help = _translated(param.help, lang)
+            param._helplang = lang
     if getattr(command, "options_metavar", None):
         command.options_metavar = _ui("help_options_metavar", lang)
     if getattr(command, "subcommand_metavar", None):
         command.subcommand_metavar = _ui("help_subcommand_metavar", lang)
-    _help_option_in(command, lang)
-    base = command.context_class
-
-    class Context(base):  # type: ignore[misc, valid-type]
-        formatter_class = _formatter(base.formatter_class, lang)
-
-    command.context_class = Context
 
 
 def _ui(key: str, lang: str, **values: Any) -> str:
     from stackdoctor.texts import ui
 
     return ui(key, lang, **values)
-
-
-def _help_option_in(command: Any, lang: str) -> None:
-    """click makes ``--help`` when a command parses: its help text in ``lang`` too."""
-    original = command.get_help_option
-
-    def get_help_option(ctx: Any) -> Any:
-        option = original(ctx)
-        if option is not None and option.help:
-            option.help = _translated(option.help, lang)
-        return option
-
-    for attr in ("quick",):  # keep what cli.py marked on the wrapped method
-        if hasattr(original, attr):
-            setattr(get_help_option, attr, getattr(original, attr))
-    command.get_help_option = get_help_option
 
 
 # click's words after an option's help: [default: auto], [required], [env var: X], a range (x>=0.1) kept as written
