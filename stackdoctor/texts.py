@@ -236,7 +236,8 @@ def sentence(text: str, lang: str = "en", _depth: int = 0, /) -> str:
         return text
     # A sentence can parse more than one way ("the wheels were not checked: {error}" holds another sentence):
     # the reading that leaves the fewest English letters wins; among equals, the most specific template.
-    best, best_left = text, _letters(text)
+    # among readings that leave as many, the one with fewer English clause marks (": ", "; ") left in a Chinese sentence
+    best, best_left = text, (_letters(text), _marks(text))
     for key, values in _matches(text):
         template = (texts(lang).get("sentences") or {}).get(key)
         if not template:
@@ -244,7 +245,7 @@ def sentence(text: str, lang: str = "en", _depth: int = 0, /) -> str:
         if _depth < 3:  # a field that is itself one of these sentences (click's reason inside "Invalid value for ...")
             values = {k: _inner(v, lang, _depth + 1) if k in _SENTENCE_FIELDS else v for k, v in values.items()}
         out = _fill(str(template), values)
-        left = _letters(out)
+        left = (_letters(out), _marks(out))
         if left < best_left or best is text:
             best, best_left = out, left
     return best
@@ -252,6 +253,10 @@ def sentence(text: str, lang: str = "en", _depth: int = 0, /) -> str:
 
 def _letters(text: str) -> int:
     return sum(1 for c in text if c.isascii() and c.isalpha())
+
+
+def _marks(text: str) -> int:
+    return text.count(": ") + text.count("; ")
 
 
 # The fields whose value is itself a sentence stackdoctor wrote (a reason, an error, clauses joined by "; ");
