@@ -267,6 +267,11 @@ def command(args: list[str] | None = None) -> object:
         target.registered_commands = [info for info in app.registered_commands if info.name == name]
     cmd = typer.main.get_command(target)
     _word_metavars(cmd)
+    lang = _lang_of(list(args or []))
+    if lang != "en":  # --help in the reader's language (issue 46)
+        from stackdoctor import helplang
+
+        helplang.localize(cmd, lang)
     return cmd
 
 
@@ -365,17 +370,24 @@ def _localized(text: str, args: list[str]) -> str:
     try:
         from stackdoctor import catalog  # lazy: it reads every rule module, wanted only for a sentence to translate
 
-        lang = None
-        for i, a in enumerate(args):
-            if a == "--":
-                break
-            if a == "--lang" and i + 1 < len(args):
-                lang = args[i + 1]
-            elif a.startswith("--lang="):
-                lang = a.split("=", 1)[1]
-        return catalog.sentence(text, catalog.detect_lang(os.environ, lang))
+        return catalog.sentence(text, _lang_of(args))
     except Exception:  # the sentence in English rather than none
         return text
+
+
+def _lang_of(args: list[str]) -> str:
+    """The language this command line asks for: its ``--lang`` (after the command), else LC_ALL / LC_MESSAGES / LANG."""
+    from stackdoctor.texts import detect_lang
+
+    lang = None
+    for i, a in enumerate(args):
+        if a == "--":
+            break
+        if a == "--lang" and i + 1 < len(args):
+            lang = args[i + 1]
+        elif a.startswith("--lang="):
+            lang = a.split("=", 1)[1]
+    return detect_lang(os.environ, lang)
 
 
 def _stop_children() -> None:

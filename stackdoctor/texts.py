@@ -236,7 +236,8 @@ def sentence(text: str, lang: str = "en", _depth: int = 0, /) -> str:
         return text
     # A sentence can parse more than one way ("the wheels were not checked: {error}" holds another sentence):
     # the reading that leaves the fewest English letters wins; among equals, the most specific template.
-    best, best_left = text, _letters(text)
+    # among readings that leave as many, the one with fewer English clause marks (": ", "; ") left in a Chinese sentence
+    best, best_left = text, (_letters(text), _marks(text))
     for key, values in _matches(text):
         template = (texts(lang).get("sentences") or {}).get(key)
         if not template:
@@ -244,7 +245,7 @@ def sentence(text: str, lang: str = "en", _depth: int = 0, /) -> str:
         if _depth < 3:  # a field that is itself one of these sentences (click's reason inside "Invalid value for ...")
             values = {k: _inner(v, lang, _depth + 1) if k in _SENTENCE_FIELDS else v for k, v in values.items()}
         out = _fill(str(template), values)
-        left = _letters(out)
+        left = (_letters(out), _marks(out))
         if left < best_left or best is text:
             best, best_left = out, left
     return best
@@ -254,17 +255,30 @@ def _letters(text: str) -> int:
     return sum(1 for c in text if c.isascii() and c.isalpha())
 
 
+def _marks(text: str) -> int:
+    return text.count(": ") + text.count("; ")
+
+
 # The fields whose value is itself a sentence stackdoctor wrote (a reason, an error, clauses joined by "; ");
 # every other field is a value (a path, a version, a machine) and is shown as it came.
-_SENTENCE_FIELDS = frozenset({"message", "reason", "error", "detail", "parts", "fits", "why", "told", "machine", "cost"})
+# (issue 46: "how" a default build's variant is known, the "tags" a wheel was looked for, the "archs" a build carries,
+# what a source "offer"s instead, a kind's "label", a "source" a row cites: each is written from a template where it is
+# words, and shown as it came otherwise)
+_SENTENCE_FIELDS = frozenset({"message", "reason", "error", "detail", "parts", "fits", "why", "told", "machine", "cost",
+                              "how", "tags", "archs", "label", "source", "offer"})
 
 
 def _inner(value: str, lang: str, depth: int) -> str:
-    whole = sentence(value, lang, depth)
-    if "; " not in value:
-        return whole
-    parts = ui("clause_sep", lang).join(sentence(part, lang, depth) for part in value.split("; "))
-    return parts if _letters(parts) < _letters(whole) else whole
+    """A field's value in ``lang``: as one sentence, or as clauses joined by "; " (or parts listed with ", ", as a
+    what-if machine's), whichever leaves fewer English letters."""
+    best = sentence(value, lang, depth)
+    for sep, key in (("; ", "clause_sep"), (", ", "list_sep")):
+        if sep in value:
+            said = [sentence(part, lang, depth) for part in value.split(sep)]
+            parts = ui(key, lang).join(said)
+            if _letters(parts) < _letters(best) or (_letters(parts) == _letters(best) and said != value.split(sep)):
+                best = parts
+    return best
 
 
 def placeholders(template: str) -> set[str]:

@@ -205,5 +205,5 @@ def test_the_plan_reads_in_chinese():
     env = {**os.environ, "LANG": "zh_CN.UTF-8", "LC_ALL": "", "LC_MESSAGES": ""}
     out = run_sd(["install", "--npu", "910B", "--dry-run", "--offline", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64"], env=env)
     said = out.stdout + out.stderr
-    assert "华为昇腾 NPU 使用 torch 的 CPU 版本，并在旁边安装 torch-npu" in said and "torch-npu 2.12.0 需要 CANN 9.1.0 或更新版本" in said, said
+    assert "华为昇腾 NPU 使用 torch 的 CPU 构建，并在旁边安装 torch-npu" in said and "torch-npu 2.12.0 需要 CANN 9.1.0 或更新版本" in said, said
     assert "此假设分析不知道目标机器的 CANN" in said

@@ -98,7 +98,7 @@ def test_on_a_terminal_each_step_is_said_before_it_starts(server, venv, cli_env,
     if lang == "en":
         _in_order_before_done(lines, STEPS)
     else:
-        zh = ["正在按 RECORD 核对已安装的文件", "正在目标环境中导入 torch", "正在提交新版本", "正在查找之前变体留下的包"]
+        zh = ["正在按 RECORD 核对已安装的文件", "正在目标环境中导入 torch", "正在提交新构建", "正在查找上一个变体留下的软件包"]
         where = [next(i for i, ln in enumerate(lines) if w in ln) for w in zh]
         assert where == sorted(where), lines
     assert not TIME_LINE.search(text)  # the times are -v's

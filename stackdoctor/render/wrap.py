@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 import unicodedata
 
-# a unit that may not be split: a run of non-space non-CJK characters, or one CJK character with the
+# a unit that may not be split: a run of non-space non-CJK characters or one CJK character, each with the
 # closing punctuation that must stay on its line (，。、；：！？）」』》…)
 _CLOSERS = "，。、；：！？）」』》…,.;:!?)"
-_UNIT = re.compile(r"\s+|[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f][" + re.escape(_CLOSERS) + r"]*|[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f]+")
+_UNIT = re.compile(r"\s+|[\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f][" + re.escape(_CLOSERS) + r"]*|[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef\u3000-\u303f]+[" + re.escape(_CLOSERS) + r"]*")
 
 
 def _cells(s: str) -> int:

@@ -241,7 +241,7 @@ def torch_cpu_only(ctx: Ctx) -> None:
         fix_text=install_fix(ctx, exclude="cpu"),
         torch=t.version,
         gpus=acc.named(f.facts),
-        accelerator=acc.label,
+        accelerator=texts.sentence(acc.label, ctx.lang),  # a kind's label in the reader's language (华为昇腾 NPU)
     )
 
 
