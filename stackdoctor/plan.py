@@ -34,6 +34,9 @@ class Rejected:
     variant: str
     reason: str  # a sentence for people; it starts with "torch <release>:"
     torch: str | None = None  # the release this build of it was rejected for (what code compares, not the sentence)
+    # what holds it back: "driver" | "python" | "platform" | "device" (the GPU) | "unknown" (the build may exist: the
+    # matrix has no source either way) | "newer" (it fits; another build is preferred) | None (not said)
+    blocker: str | None = None
 
 
 @dataclass

@@ -151,11 +151,16 @@ class Unfit(Exception):
     """A variant does not fit the target: the reason (``stackdoctor.resolve.Reject``); ``driver_needed``: the driver
     that would make it fit; ``platform_blocked``: the platform or Python, not the devices, rule it out."""
 
-    def __init__(self, reason: str, *, driver_needed: str | None = None, platform_blocked: bool = False) -> None:
+    def __init__(self, reason: str, *, driver_needed: str | None = None, platform_blocked: bool = False, blocker: str | None = None,
+                 driver_floor: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.driver_needed = driver_needed
+        self.driver_floor = driver_floor  # an older driver that runs it too, through minor-version compatibility
         self.platform_blocked = platform_blocked
+        # what holds the build back, for the order a user can act in: "driver", "python", "platform", "device" (the GPU's
+        # arch or kind) or "unknown" (the matrix does not know whether the build exists: never a reason for a source build)
+        self.blocker = blocker or ("driver" if driver_needed else "platform" if platform_blocked else "device")
 
 
 class FitTarget(Protocol):

@@ -149,6 +149,7 @@ def _known_driver_fit(fit: FitNotes, row: CudaRow, variant: Variant, t: FitTarge
             + (f"; minor-version-compatibility floor {floor}" if floor and minimum and floor != minimum else "")
             + ")",
             driver_needed=target_driver,
+            driver_floor=floor if floor and floor != target_driver else None,
         )
     if meets == "minor-compat":
         fit.warnings.append(
