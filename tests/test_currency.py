@@ -138,3 +138,21 @@ def test_the_cli_what_if_says_the_states_in_its_json(tmp_path):
     jsonschema.validate(data, schema)
     assert data["rejected"][0]["blocker"] == "driver"
     assert not any("--from-source" in s for s in data["suggestions"]), data["suggestions"]
+
+
+def test_a_gpu_nobody_makes_is_one_sentence_and_exit_2(tmp_path):
+    """``--gpu sm_999 --driver 580`` was planned "by PTX JIT"; now one sentence (in both languages) and exit 2."""
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    for lang, words in (("en", "no NVIDIA GPU with compute capability 99.9 is known"), ("zh", "不存在已知计算能力为 99.9 的 NVIDIA GPU")):
+        out = subprocess.run([sys.executable, "-m", "stackdoctor", "install", "--offline", "--gpu", "sm_999", "--driver", "580", "--lang", lang],
+                             capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+        assert out.returncode == 2 and out.stdout == "", (out.stdout, out.stderr)
+        assert words in out.stderr and len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr, out.stderr
+
+
+def test_a_real_compute_capability_still_plans(shipped):
+    plan, words = _plan(shipped, Request(platform="manylinux_2_28_x86_64", python_version="3.12", gpus=["sm_120"], driver="580.65.06"))
+    assert plan.satisfiable and plan.variant and plan.variant.startswith("cu"), words
+    from stackdoctor.accelerators.cuda_fit import impossible_cc
+
+    assert impossible_cc("sm_120", shipped) is None and impossible_cc("RTX 4090", shipped) is None and impossible_cc("sm_999", shipped)

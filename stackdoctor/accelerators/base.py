@@ -514,6 +514,11 @@ class Accelerator:
         """The devices the built-in what-if flags name for it (``--gpu``, ``--gfx``), and notes on what is unknown of them."""
         return [], []
 
+    def flag_error(self, request: Request, matrix: Matrix) -> str | None:
+        """One sentence when a what-if flag names a device of its kind that nobody makes (``--gpu sm_999``): the
+        install command exits 2 with it instead of planning for it. None: every value can mean a device."""
+        return None
+
     def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
         """A build of its kind is what serves these devices (the first kind in priority order that claims them wins)."""
         return any(g.vendor == self.vendor for g in devices)

@@ -262,6 +262,14 @@ class _Flow:
 
 def check_request(opts: InstallOptions, view: MachineView, matrix: Matrix) -> None:
     """Input errors that need the facts or the matrix."""
+    from stackdoctor import accelerators
+    from stackdoctor.plan import Request
+
+    asked = Request(gpus=list(opts.machine.gpus), gfx=list(opts.machine.gfx), devices={k: list(v) for k, v in opts.machine.devices.items() if v})
+    for acc in accelerators.ALL:  # a what-if naming a device nobody makes (--gpu sm_999): one sentence, exit 2
+        err = acc.flag_error(asked, matrix)
+        if err:
+            raise UsageError(err)
     if opts.variant != "auto" and not opts.variant.startswith("jetson-"):
         known = published_variants(matrix)
         if opts.variant not in known:
