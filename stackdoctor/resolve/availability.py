@@ -180,6 +180,7 @@ def check(
     offline: bool = False,
     no_index: bool = False,
     pinned: bool = False,
+    keep_variant: bool = False,
     client: IndexClient | None = None,
     constraints: Sequence[tuple[str, str, str]] = (),
     reresolve: Callable[[str], Plan] | None = None,
@@ -217,7 +218,8 @@ def check(
             if same is not None:
                 plan, matches, hits, misses = same
                 broken, fell_back = None, True
-        other = _other_build(plan, offers, reresolve, find_all, client) if misses and not broken else None
+        # a companion added (keep_variant) is never served by another variant of torch: its absence is said instead
+        other = _other_build(plan, offers, reresolve, find_all, client) if misses and not broken and not keep_variant else None
         if other is not None:
             fell_back_from = _not_found_sentence(plan, misses[0], probes, offers, tags, fit, mirror, named)
             plan, matches, hits, misses = other
@@ -432,8 +434,11 @@ def _not_found_sentence(
     silent = [p for p in probes if p.status in ("unreachable", "failing")]
     shown = tags[0] if tags else "any tag"
     said = _what_a_named_source_has(pkg.name, wv, want, shown, answered, silent, named)
+    home = pkg.index_url or plan.index_url
+    if home and any(p.source.url.rstrip("/") == home.rstrip("/") for p in answered):
+        home = None  # that index was asked: its answer is the word
     if said is not None:
-        return said
+        return said if home is None else f"{said.rstrip('.')}; it is published on {home}."
     parts: list[str] = []
     if name == "torch" and offers:
         parts.append(f"they have torch {_fmt_versions(offers)}")
@@ -445,6 +450,8 @@ def _not_found_sentence(
     skipped = [p for p in probes if p.status == "skipped"]
     if skipped and not answered and not silent:
         parts.append(f"{skipped[0].detail}")
+    if home and parts:
+        parts.append(f"it is published on {home}")  # where the build lives, when no source asked was that index
     hint = "add a source with --find-links DIR or --mirror NAME" if mirror is None else "check the mirror, or add --find-links DIR"
     if not answered and not silent and not skipped:
         return f"{want} cannot be looked for: no source is configured; {hint}."
