@@ -267,9 +267,9 @@ def check_request(opts: InstallOptions, view: MachineView, matrix: Matrix) -> No
 
     asked = Request(gpus=list(opts.machine.gpus), gfx=list(opts.machine.gfx), devices={k: list(v) for k, v in opts.machine.devices.items() if v})
     for acc in accelerators.ALL:  # a what-if naming a device nobody makes (--gpu sm_999): one sentence, exit 2
-        err = acc.flag_error(asked, matrix)
-        if err:
-            raise UsageError(err)
+        kind_err = acc.flag_error(asked, matrix)
+        if kind_err:
+            raise UsageError(kind_err)
     if opts.variant != "auto" and not opts.variant.startswith("jetson-"):
         known = published_variants(matrix)
         if opts.variant not in known:
