@@ -9,10 +9,10 @@ The terminal items run under a real pseudo-terminal (Python's ``pty``) of 80 col
 from __future__ import annotations
 
 import json
-import shlex
 import os
 import re
 import select
+import shlex
 import signal
 import subprocess
 import time
