@@ -156,3 +156,22 @@ def test_a_real_compute_capability_still_plans(shipped):
     from stackdoctor.accelerators.cuda_fit import impossible_cc
 
     assert impossible_cc("sm_120", shipped) is None and impossible_cc("RTX 4090", shipped) is None and impossible_cc("sm_999", shipped)
+
+
+def test_a_910b_gets_the_newest_post_release_of_its_torch_npu():
+    """torch_npu.yaml lists every final and .postN release PyPI serves (benchmarks/torch_npu_rows.py, upload dates from
+    PyPI's JSON); the newest post release of the torch planned is planned, its CANN need said as a floor where
+    Ascend's table does not list it."""
+    import yaml
+    from packaging.version import Version
+
+    table = yaml.safe_load((HERE.parent / "stackdoctor" / "accelerators" / "ascend" / "torch_npu.yaml").read_text(encoding="utf-8"))
+    rows = table["releases"]
+    versions = [Version(str(r["version"])) for r in rows]
+    assert versions == sorted(versions, reverse=True) and len(versions) == len(set(versions))
+    assert all(r.get("uploaded") and r.get("wheels") for r in rows)
+    plan, words = _plan(load_matrix(), Request(platform="manylinux_2_28_aarch64", python_version="3.11", devices={"ascend": ["910B"]}))
+    npu = next(p for p in plan.packages if p.name == "torch-npu")
+    newest = max((Version(str(r["version"])) for r in rows if str(r["torch"]) == plan.torch_version), default=None)
+    assert newest is not None and newest.post and Version(npu.version) == newest, words
+    assert f"torch-npu {npu.version}: the CANN it needs is known only as a floor" in words
