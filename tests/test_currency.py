@@ -175,3 +175,14 @@ def test_a_910b_gets_the_newest_post_release_of_its_torch_npu():
     newest = max((Version(str(r["version"])) for r in rows if str(r["torch"]) == plan.torch_version), default=None)
     assert newest is not None and newest.post and Version(npu.version) == newest, words
     assert f"torch-npu {npu.version}: the CANN it needs is known only as a floor" in words
+
+
+def test_matrix_show_says_each_glibc_floor_and_which_builds_are_only_announced(tmp_path):
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-m", "stackdoctor", "matrix", "show", "--lang", "en"], capture_output=True, text=True, timeout=120,
+                         env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "glibc >= ?" not in out.stdout
+    assert "glibc >= 2.28 (the wheels' tags)" in out.stdout  # 2.15.0: its row names none, its manylinux_2_28 wheels do
+    assert "(announced, no artifact seen: win_amd64)" in out.stdout
+    assert "torch 2.12.0 (" not in out.stdout  # a patch row is not dated by the newer patch's release day

@@ -397,7 +397,9 @@ def patch_base(releases: dict[Version, Release], version: Version) -> Release | 
     for r in releases.values():
         for p in r.patches:
             if p.version == version:
-                return dataclasses.replace(r, version=p.version, torchvision=p.torchvision, torchaudio=p.torchaudio, triton=p.triton, patches=())
+                # the newer row's date is not this patch's (2.12.0 is no 2.12.1 of June): unknown until a row of its own says
+                return dataclasses.replace(r, version=p.version, torchvision=p.torchvision, torchaudio=p.torchaudio, triton=p.triton, patches=(),
+                                           released=None)
     return None
 
 
