@@ -104,3 +104,40 @@ def test_the_drift_check_runs_end_to_end_and_is_quiet_on_a_correct_matrix(tmp_pa
     assert "cu132 manylinux_2_28_aarch64 arch list: index sm_80 sm_90 sm_100 sm_110 sm_120, matrix sm_90" in said, said
     assert "cu132 runtime pin nvidia-cublas: index <=13.1.1.3,>=13.1.0.3, matrix ==13.1.0.3" in said, said
     json.dumps(said)  # plain text, printable
+
+
+def test_the_release_day_refresh_learns_and_reports_against_a_local_index(tmp_path):
+    """The script the scheduled workflow runs (benchmarks/release_day.py): learns a release the shipped matrix does
+    not know from a 127.0.0.1 index into a layer file, checks it (no drift: exit 0) and writes the report."""
+    from learnserver import LearnIndex
+
+    spec = importlib.util.spec_from_file_location("release_day", REPO / "benchmarks" / "release_day.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    wheels = [standin_wheel(tmp_path, "torch", "2.16.0", f"cp312-cp312-{tag}", ">=3.11") for tag in ("win_amd64", "macosx_14_0_arm64")]
+    layer, report = tmp_path / "learned.yaml", tmp_path / "drift.md"
+    with LearnIndex(wheels) as idx:
+        rc = mod.main(["--index", idx.url, "--out", str(layer), "--since", "2.16", "--report", str(report)])
+    text = report.read_text(encoding="utf-8")
+    assert rc == 0, text
+    assert "version: 2.16.0" in layer.read_text(encoding="utf-8")
+    assert "`benchmarks/matrix_drift.py --since 2.16`: exit 0" in text and "0 release(s) missing, 0 disagreeing" in text, text
+
+
+def test_the_refresh_workflow_is_valid_and_runs_the_tested_script():
+    import subprocess
+
+    import yaml
+
+    wf = REPO / ".github" / "workflows" / "matrix-refresh.yml"
+    r = subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(wf)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = yaml.safe_load(wf.read_text(encoding="utf-8"))
+    on = doc.get("on") or doc.get(True)  # YAML 1.1 reads the key `on` as True
+    assert on["schedule"] and "workflow_dispatch" in on
+    steps = doc["jobs"]["refresh"]["steps"]
+    assert any("benchmarks/release_day.py" in (s.get("run") or "") for s in steps)
+    pr = next(s for s in steps if str(s.get("uses", "")).startswith("peter-evans/create-pull-request"))
+    assert pr["with"]["add-paths"] == "compat_matrix/learned.yaml" and "drift.md" in pr["with"]["body-path"]
