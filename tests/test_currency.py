@@ -186,3 +186,16 @@ def test_matrix_show_says_each_glibc_floor_and_which_builds_are_only_announced(t
     assert "glibc >= 2.28 (the wheels' tags)" in out.stdout  # 2.15.0: its row names none, its manylinux_2_28 wheels do
     assert "(announced, no artifact seen: win_amd64)" in out.stdout
     assert "torch 2.12.0 (" not in out.stdout  # a patch row is not dated by the newer patch's release day
+
+
+@pytest.mark.parametrize("gpu, variant_kind", [("Arc B580", "xpu"), ("Radeon RX 7900 XTX", "rocm")])
+def test_gpu_names_intel_and_amd_devices_through_the_seam(tmp_path, gpu, variant_kind):
+    """``--gpu "Arc B580"`` was "this machine has no NVIDIA driver to assume"; a kind claims the names of its devices
+    (Accelerator.gpu_name) and the what-if plans its build."""
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-m", "stackdoctor", "install", "--offline", "--json", "--gpu", gpu, "--platform", "manylinux_2_28_x86_64",
+                          "--python-version", "3.12"], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    assert plan["variant"].startswith(variant_kind), plan
+    assert "NVIDIA driver" not in out.stderr

@@ -514,6 +514,11 @@ class Accelerator:
         """The devices the built-in what-if flags name for it (``--gpu``, ``--gfx``), and notes on what is unknown of them."""
         return [], []
 
+    def gpu_name(self, name: str) -> bool:
+        """A ``--gpu`` value that names a device of this kind (``"Arc B580"``: Intel's); the what-if plans it as one.
+        False by default: ``--gpu`` is NVIDIA's unless a kind claims the name."""
+        return False
+
     def flag_error(self, request: Request, matrix: Matrix) -> str | None:
         """One sentence when a what-if flag names a device of its kind that nobody makes (``--gpu sm_999``): the
         install command exits 2 with it instead of planning for it. None: every value can mean a device."""
