@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from stackdoctor import learn as L  # noqa: E402
 from stackdoctor import matrix as mx  # noqa: E402
+from stackdoctor.learn_wheels import python_key, tag_family  # noqa: E402
 
 
 def hand_kept() -> mx.Matrix:
@@ -54,31 +55,50 @@ def compare(row: dict, m: mx.Matrix) -> list[str]:
     rel = m.release(row["version"])
     if rel is None:
         return ["not in the matrix"]
-    out = []
+    out: list[str] = []
     pys = set(row.get("pythons") or [])
     known = {p for v in rel.variants for p in v.pythons} | set(rel.pythons)
     if pys - known:
-        out.append(f"Pythons the index has, the matrix not: {', '.join(sorted(pys - known, key=L._py_key))}")
+        out.append(f"Pythons the index has, the matrix not: {', '.join(sorted(pys - known, key=python_key))}")
     claimed = set(rel.pythons) - pys
     if pys and claimed:
-        out.append(f"Pythons the matrix claims, the index has no wheel for: {', '.join(sorted(claimed, key=L._py_key))}")
+        out.append(f"Pythons the matrix claims, the index has no wheel for: {', '.join(sorted(claimed, key=python_key))}")
+    ranged = set(row.get("paired_by_range") or [])
     for comp in ("torchvision", "torchaudio"):
-        if row.get(comp) and getattr(rel, comp) != row[comp]:
+        # a companion paired by its own Requires-Dist range (torchaudio 2.11.x: torch>=2.11) pairs validly with the
+        # matrix's pairing too, when that is a release of the same companion line: no drift
+        if row.get(comp) and getattr(rel, comp) != row[comp] and not (comp in ranged and getattr(rel, comp)):
             out.append(f"{comp}: index {row[comp]}, matrix {getattr(rel, comp) or 'unknown'}")
     for vr in row.get("variants") or []:
         if vr.get("index") != "pypi":
             continue
         for plat in vr["platforms"]:
-            fam = L._family(plat)
+            fam = tag_family(plat)
             d = m.pypi_default(row["version"], fam)
             if d is None or d.variant != vr["name"]:
                 out.append(f"PyPI's {fam} build is {vr['name']}; the matrix says {d.variant if d and d.variant else 'unknown'}")
         mv = rel.variant(vr["name"])
         if mv is None:
             out.append(f"{vr['name']} ({', '.join(vr['platforms'])}) is not a build of this release in the matrix")
-        elif vr.get("arch_list") and expand(vr["arch_list"]) != mv.arch_list:
-            out.append(f"{vr['name']} arch list: index {' '.join(vr['arch_list'])}, matrix {' '.join(mv.arch_list)}")
+            continue
+        out += variant_drift(vr, mv)
     return list(dict.fromkeys(out))
+
+
+def variant_drift(vr: dict, mv: mx.Variant) -> list[str]:
+    """A learned variant against the matrix's: its Linux x86_64 arch list, each other platform's (aarch64, Windows),
+    and its runtime pins (exact versions and ranges, as the wheels' Requires-Dist write them)."""
+    out: list[str] = []
+    if vr.get("arch_list") and expand(vr["arch_list"]) != mv.arch_list:
+        out.append(f"{vr['name']} arch list: index {' '.join(vr['arch_list'])}, matrix {' '.join(mv.arch_list)}")
+    for plat, archs in (vr.get("arch_by_platform") or {}).items():
+        have = mv.arch_for(plat) if mv.arch_known_for(plat) else ()
+        if expand(archs) != have:
+            out.append(f"{vr['name']} {plat} arch list: index {' '.join(archs)}, matrix {' '.join(have) or 'unknown'}")
+    for dist, pin in sorted((vr.get("runtime") or {}).items()):
+        if mv.runtime.get(dist) != pin:
+            out.append(f"{vr['name']} runtime pin {dist}: index {pin}, matrix {mv.runtime.get(dist) or 'none'}")
+    return out
 
 
 def artifacts(files: list, since: str = "2.0") -> dict[tuple[str, str | None, tuple[str, str]], str]:
@@ -140,7 +160,7 @@ def pytorch_drift(base: str, variants: list[str], m: mx.Matrix, since: str, clie
     return drift, silent
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--index", help="index URL (default https://pypi.org/simple)")
@@ -149,7 +169,10 @@ def main() -> int:
     ap.add_argument("--pytorch", nargs="?", const="", default=None, help="also list the PyTorch variant indexes (default base: the matrix's)")
     ap.add_argument("--variants", help="with --pytorch: the variant indexes to list (default: every variant the matrix names since --since)")
     ap.add_argument("--no-pypi", action="store_true", help="with --pytorch: only the variant indexes")
-    a = ap.parse_args()
+    ap.add_argument("--gpu-code", action="store_true", help="also read each build's GPU code (by ranges): checks the arch lists of every "
+                    "platform (Linux x86_64, aarch64) against the matrix's")
+    ap.add_argument("--matrix", action="append", default=[], help="a matrix file layered over the shipped one (a learned layer to check)")
+    a = ap.parse_args(argv)
     if a.pytorch is not None:
         return _pytorch_only(a) if a.no_pypi else max(_pytorch_only(a), _pypi(a))
     return _pypi(a)
@@ -162,7 +185,7 @@ def _pytorch_only(a: argparse.Namespace) -> int:
 
     from stackdoctor.install.index import IndexClient
 
-    shipped = mx.load_matrix()
+    shipped = mx.load_matrix([Path(p) for p in a.matrix])
     base = a.pytorch or shipped.index_url("pytorch")
     names = a.variants.split(",") if a.variants else sorted({v.name for r in shipped.releases if r.version >= Version(a.since) for v in r.variants})
     client = IndexClient()
@@ -187,12 +210,12 @@ def _pypi(a: argparse.Namespace) -> int:
         client = IndexClient()
         src = L.HttpSource(a.index or mx.default_index_url("pypi"), client)
     try:
-        res = L.learn(src, since=a.since)
+        res = L.learn(src, since=a.since, download=a.gpu_code)
         served = artifacts(src.files("torch")[1], a.since)  # the page read once (the client's page cache)
     finally:
         if client is not None:
             client.close()
-    shipped, kept = mx.load_matrix(), hand_kept()
+    shipped, kept = mx.load_matrix([Path(p) for p in a.matrix]), hand_kept()
     drift = 0
     print(f"{len(res.rows)} final torch releases >= {a.since} on {src.name}")
     for title, m in (("shipped matrix (hand-kept + compat_matrix/learned.yaml)", shipped), ("hand-kept rows alone", kept)):

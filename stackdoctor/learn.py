@@ -396,7 +396,7 @@ class _Release:
         vr["pythons"] |= pys
         if label is None:
             vr["index"] = "pypi"
-        pins = runtime_pins(meta, plat) if meta else {}
+        pins = runtime_pins(meta, plat, ranges=True) if meta else {}  # range pins kept as written (issue 43)
         if pins:
             vr.setdefault("runtime", {}).update(pins)
         what = "file names and core metadata"

@@ -166,8 +166,9 @@ def pinned_version(req: Requirement) -> str | None:
     return None
 
 
-def runtime_pins(meta: CoreMetadata, tag: str, python: str | None = None) -> dict[str, str]:
-    """Pinned runtime wheels that apply on ``tag``: ``{"cuda-toolkit": "13.2.2", "nvidia-cudnn-cu13": "9.26.0.51"}``."""
+def runtime_pins(meta: CoreMetadata, tag: str, python: str | None = None, *, ranges: bool = False) -> dict[str, str]:
+    """Pinned runtime wheels that apply on ``tag``: ``{"cuda-toolkit": "13.2.2", "nvidia-cudnn-cu13": "9.26.0.51"}``;
+    ``ranges``: a range pin is kept as its specifier, as the wheel writes it (``"<=13.1.1.3,>=13.1.0.3"``)."""
     out: dict[str, str] = {}
     for req in _requirements(meta, tag, python):
         n = req.name.lower().replace("_", "-")
@@ -175,6 +176,8 @@ def runtime_pins(meta: CoreMetadata, tag: str, python: str | None = None) -> dic
             pin = pinned_version(req)
             if pin:
                 out[n] = pin
+            elif ranges and str(req.specifier):
+                out[n] = str(req.specifier)
     return out
 
 

@@ -34,6 +34,9 @@ class Rejected:
     variant: str
     reason: str  # a sentence for people; it starts with "torch <release>:"
     torch: str | None = None  # the release this build of it was rejected for (what code compares, not the sentence)
+    # what holds it back: "driver" | "python" | "platform" | "device" (the GPU) | "unknown" (the build may exist: the
+    # matrix has no source either way) | "newer" (it fits; another build is preferred) | None (not said)
+    blocker: str | None = None
 
 
 @dataclass
@@ -117,3 +120,7 @@ class Request:
     devices: dict[str, list[str]] = field(default_factory=dict)  # what-if devices of other kinds, by kind: {"ascend": ["910B"]}
     index_base: str | None = None  # base of the variant indexes; None: the matrix's ``pytorch`` index
     installer: str = "pip"  # "pip" | "uv"
+    # the request names torchvision / torchaudio and not torch, nor --torch / --variant: a working installed torch is
+    # kept (a companion never moves it), and a companion its sources lack is said, not served by another torch
+    keep_torch: bool = False
+    torch_asked: bool = True  # ``torch`` came from the user's --torch (False: the install flow re-resolved for a release)

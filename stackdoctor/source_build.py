@@ -493,7 +493,11 @@ def offer_from_source(plan: Any, view: MachineView, matrix: Matrix, request: Any
 
     if plan.torch_version == newest and kind_of(plan.variant) in gpu_builds:
         return None
-    if not any(r.torch == newest and kind_of(r.variant) in gpu_builds for r in plan.rejected):
+    held = [r for r in plan.rejected if r.torch == newest and kind_of(r.variant) in gpu_builds]
+    if not held:
+        return None
+    # a driver upgrade runs the published build, and a build nobody says is absent may exist: neither is a source build
+    if any(r.blocker in ("driver", "unknown") for r in held):
         return None
     names = ", ".join(f"{g.name or 'GPU'} ({label})" for g, label in gpus)
     return (f"no published build of torch {newest} runs on {names}; "

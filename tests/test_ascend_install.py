@@ -25,17 +25,18 @@ def _reqs(plan: dict) -> list[str]:
 
 def test_what_if_npu_plans_the_cpu_build_and_the_paired_torch_npu():
     plan = _plan(["--npu", "910B", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64"])
-    assert _reqs(plan) == ["torch==2.12.0+cpu", "torch-npu==2.12.0"], plan  # 2.12.1 exists, but no torch-npu pins it
+    # 2.12.1 exists, but no torch-npu pins it; the newest post release of 2.12.0's torch-npu is planned (issue 43)
+    assert _reqs(plan) == ["torch==2.12.0+cpu", "torch-npu==2.12.0.post3"], plan
     assert plan["command"][-4:] == ["--index-url", "https://download.pytorch.org/whl/cpu", "--extra-index-url", "https://pypi.org/simple/"]
     text = "\n".join(plan["reasons"])
-    assert "torch-npu 2.12.0 pins torch==2.12.0 (its wheel's METADATA: https://files.pythonhosted.org/" in text, text
-    assert "needs CANN 9.1.0 or newer (Ascend/pytorch COMPATIBILITY.en.md" in text
+    assert "torch-npu 2.12.0.post3 pins torch==2.12.0 (its wheel's METADATA: https://files.pythonhosted.org/" in text, text
+    assert "torch-npu 2.12.0 of the same torch needs CANN 9.1.0 or newer, so it needs at least that" in text, text
     assert any("CANN is not known to this what-if" in w for w in plan["warnings"]) and "Huawei Ascend NPU 910B" in plan["machine"]
 
 
 def test_what_if_aarch64_uses_the_label_less_cpu_wheel():
     plan = _plan(["--npu", "910B4", "--python-version", "3.10", "--platform", "manylinux_2_28_aarch64", "--torch", "2.8.0"])
-    assert _reqs(plan) == ["torch==2.8.0", "torch-npu==2.8.0.post4"], plan  # the newest 2.8.0 torch-npu whose CANN is known (9.0.0)
+    assert _reqs(plan) == ["torch==2.8.0", "torch-npu==2.8.0.post5"], plan  # the newest 2.8.0 torch-npu (its CANN floor: 2.8.0.post4's 9.0.0)
     assert "pins torch==2.8.0 (its wheel's METADATA" in "\n".join(plan["reasons"])  # the aarch64 wheel's own pin, no +cpu
 
 
@@ -81,11 +82,11 @@ def test_cann_too_old_for_every_release_plans_the_newest_and_says_upgrade():
     args = {"os": "linux", "arch": "x86_64", "python": "3.11", "hypothetical": False}
     assert isinstance(pairing.companion(rows, own, "2.8.0", strict=True, **args), str)  # strict: none of 2.8.0's meets 8.0.RC3
     c = pairing.companion(rows, own, "2.8.0", strict=False, **args)
-    assert not isinstance(c, str) and c.version == "2.8.0.post4"
+    assert not isinstance(c, str) and c.version == "2.8.0.post5"
     assert any("this machine has CANN 8.0.RC3" in w and "upgrade CANN" in w for w in c.warnings), c.warnings
 
 
-@pytest.mark.parametrize("python,arch,want", [("3.9", "x86_64", "2.8.0.post4"), ("3.13", "aarch64", "2.8.0.post4"), ("3.14", "x86_64", None)])
+@pytest.mark.parametrize("python,arch,want", [("3.9", "x86_64", "2.8.0.post5"), ("3.13", "aarch64", "2.8.0.post5"), ("3.14", "x86_64", None)])
 def test_the_wheels_python_and_platform_decide(python, arch, want):
     c = pairing.companion(list(table()["releases"]), {}, "2.8.0", os="linux", arch=arch, python=python, hypothetical=True, strict=True)
     assert (c if isinstance(c, str) else c.version) == want if want else isinstance(c, str) and "no torch-npu" in c

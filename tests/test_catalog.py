@@ -133,6 +133,7 @@ _ERRORS = {"UsageError", "StackdoctorError", "MatrixError", "ReplayError", "Conf
 _NOT_LITERAL = {
     "catalog.ui(": "already in the user's language",
     "str(exc)": "re-raises another error's sentence",
+    "kind_err": "an accelerator kind's flag_error sentence (NVIDIA's: catalogued as cur_gpu_impossible)",
     "redact_text(str(exc))": "re-raises another error's sentence, credentials masked",
     "shown(str(exc))": "re-raises the index client's sentence (its templates are catalogued), credentials masked",
     "str(redact_text(res.errors[0]))": "the index client's sentence (its templates are catalogued), credentials masked",

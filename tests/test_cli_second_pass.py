@@ -12,6 +12,7 @@ import json
 import os
 import re
 import select
+import shlex
 import signal
 import subprocess
 import time
@@ -176,6 +177,11 @@ def test_a_cuda_build_on_a_machine_without_a_gpu_names_the_cpu_build_and_the_dis
     assert f["fix"].startswith("stackdoctor install") and "--variant cpu" in f["fix"] and f["fix"].endswith("--remove-leftovers"), f["fix"]
     screen = run_sd(["check", "--no-kernels", "--python", py, "--lang", "zh"], env=env(tmp_path)).stdout
     assert "CUDA 13.0 构建" in screen and "147 MB" in screen and "--variant cpu" in screen
+    # issue 43: check promises to free what install lists (one prediction): the fix's own dry run names the same packages
+    fix = shlex.split(f["fix"])
+    dry = run_sd([*fix[1:], "--dry-run", "--json", "--offline"], env=env(tmp_path))
+    left = json.loads(dry.stdout)["leftovers"]
+    assert sorted(left) == sorted(doc["facts"]["torch"]["runtime_bytes"]) and f"{len(left)} NVIDIA runtime packages" in f["detail"], (left, f["detail"])
 
 
 def test_torch_without_numpy_is_a_warning_and_kernel_rates_are_medians_with_their_spread(tmp_path, torch_python):

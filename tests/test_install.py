@@ -376,6 +376,9 @@ def test_cli_dry_run_leftovers_are_what_remove_leftovers_removes(server, venv, c
     done = sd([*args, "--yes", "--remove-leftovers"], cli_env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"removed the previous variant's packages: {', '.join(predicted)}." in done.stderr
+    # issue 43: with the flag given, the plan does not tell to "remove with --remove-leftovers"
+    screen = done.stdout + done.stderr
+    assert "(remove with --remove-leftovers)" not in screen and "removed after the install (--remove-leftovers)" in screen, screen[-3000:]
     assert not set(predicted) & set(installed(venv))
 
 

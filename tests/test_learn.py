@@ -196,21 +196,26 @@ def _h100_with(torch_version: str, variant: str):
 
 
 def test_no_silent_downgrade():
+    import tempfile
+
     from stackdoctor.matrix import load_matrix
     from stackdoctor.plan import Request
 
-    hand_kept = load_matrix([REPO / "compat_matrix" / n for n in ("releases.yaml", "cuda.yaml", "gpus.yaml", "indexes.yaml", "platform.yaml")], embedded=False)
-    assert hand_kept.release("2.15.0") is not None and not hand_kept.release("2.15.0").variants  # builds unknown there
-    f = _h100_with("2.15.0", "cu132")
+    unknown = Path(tempfile.mkdtemp()) / "unknown.yaml"  # a release whose builds the matrix does not know
+    unknown.write_text('releases:\n  - {version: "2.16.0", source: "test stand-in", variants: []}\n', encoding="utf-8")
+    hand_kept = load_matrix([*(REPO / "compat_matrix" / n for n in ("releases.yaml", "cuda.yaml", "gpus.yaml", "indexes.yaml", "platform.yaml")), unknown],
+                            embedded=False)
+    assert hand_kept.release("2.16.0") is not None and not hand_kept.release("2.16.0").variants  # builds unknown there
+    f = _h100_with("2.16.0", "cu132")
     keep = _plan(f, hand_kept, Request())
-    assert keep.satisfied and (keep.torch_version, keep.variant) == ("2.15.0", "cu132") and keep.command == []
+    assert keep.satisfied and (keep.torch_version, keep.variant) == ("2.16.0", "cu132") and keep.command == []
     assert "no downgrade" in keep.reasons[0] and "matrix learn" in keep.reasons[0]
     pinned = _plan(f, hand_kept, Request(torch="2.14.0"))
-    assert pinned.reasons[0].startswith("downgrade from 2.15.0+cu132 to 2.14.0+cu132: --torch 2.14.0 asks for it"), pinned.reasons
-    down = _plan(_h100_with("2.14.1", "cu130"), _shipped(), Request(variant="cpu"))
-    assert down.reasons[0].startswith("downgrade from 2.14.1+cu130 to 2.14.0+cpu: --variant cpu asks for that build"), down.reasons
+    assert pinned.reasons[0].startswith("downgrade from 2.16.0+cu132 to 2.14.0+cu132: --torch 2.14.0 asks for it"), pinned.reasons
+    down = _plan(f, hand_kept, Request(variant="cpu"))
+    assert down.reasons[0].startswith("downgrade from 2.16.0+cu132 to 2.15.0+cpu: --variant cpu asks for that build"), down.reasons
     up = _plan(_h100_with("2.13.0", "cu130"), _shipped(), Request(variant="cpu"))
-    assert up.reasons[0] == "replaces the installed torch: 2.13.0+cu130 -> 2.14.0+cpu", up.reasons
+    assert up.reasons[0] == "replaces the installed torch: 2.13.0+cu130 -> 2.15.0+cpu", up.reasons  # 2.15.0+cpu: announced
 
 
 def test_a_failed_plan_is_one_honest_answer():
@@ -218,7 +223,7 @@ def test_a_failed_plan_is_one_honest_answer():
     from stackdoctor.plan import Request
     from stackdoctor.resolve import request_value_error
 
-    plan = _plan(Facts(), _shipped(), Request(platform="win_amd64", python_version="3.12", torch="2.15.0", variant="cu132", driver="595.45.04", gpus=["H100"]))
+    plan = _plan(Facts(), _shipped(), Request(platform="win_amd64", python_version="3.12", torch="2.14.0", variant="rocm7.2", gfx=["gfx1100"]))
     assert plan.variant is None and plan.command == [] and plan.error is not None and plan.error.exit_code == 1
     assert plan.error.message.startswith("No torch build fits this request: ")
     assert "amiga" in request_value_error(platform="amiga")

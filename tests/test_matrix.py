@@ -68,9 +68,16 @@ def test_every_row_has_a_source(m):
 
 def test_unknowns_are_marked_not_guessed(m):
     r215 = m.release("2.15.0")
-    # PyPI's builds are learned from the wheels (compat_matrix/learned.yaml); download.pytorch.org's stay unknown
-    assert r215 is not None and {v.name for v in r215.variants} == {"cpu", "cu132"} and r215.learned
-    assert any("no sourced build matrix" in u for u in r215.unknown)
+    # PyPI's builds are learned from the wheels (compat_matrix/learned.yaml); download.pytorch.org's are announced by the
+    # nightly build matrix (partial: a build it does not name is unknown, not absent)
+    assert r215 is not None and {"cpu", "cu130", "cu132", "xpu"} <= {v.name for v in r215.variants} and r215.learned
+    assert not r215.builds_listed and any("release/2.15 build matrix" in u for u in r215.unknown)
+    assert r215.build_state("cpu", "linux", "x86_64") == "announced" and r215.build_state("cpu", "windows", "amd64") == "known"
+    assert r215.build_state("cu132", "linux", "x86_64") == "known" and r215.build_state("cu132", "windows", "amd64") == "announced"
+    assert r215.build_state("cu126", "windows", "amd64") == "unknown"
+    r2141 = m.release("2.14.1")
+    assert r2141.builds_listed and r2141.build_state("rocm7.2", "windows", "amd64") == "absent"
+    assert r2141.build_state("cu130", "linux", "x86_64") == "known" and r2141.build_state("cu132", "linux", "x86_64") == "announced"
     r214 = m.release("2.14.0")
     # its wheels pin triton~=3.8.0: no exact triton is claimed, the requirement is kept as written
     assert r214.triton is None and r214.triton_requirement == "triton~=3.8.0"

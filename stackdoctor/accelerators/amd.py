@@ -123,6 +123,10 @@ class Amd(Accelerator):
     def flag_devices(self, request: Request, matrix: Matrix) -> tuple[list[TargetDevice], list[str]]:
         return [TargetDevice(self.vendor, i, None, gfx=g.strip().lower()) for i, g in enumerate(request.gfx)], []  # --gfx gfx1100
 
+    def gpu_name(self, name: str) -> bool:
+        # AMD's GPU brands (--gpu "Radeon RX 7900 XTX", "Instinct MI300X", "MI250"); "AMD ..." names any
+        return bool(re.match(r"^\s*(amd\b|radeon\b|instinct\b|mi\d{2,3}[a-z]?\b)", name, re.I))
+
     def select_devices(self, devices: list[TargetDevice], warnings: list[str]) -> tuple[list[TargetDevice], str | None]:
         return [g for g in devices if g.vendor != "intel"], None  # an Intel iGPU beside an AMD GPU: the ROCm build ignores it
 

@@ -151,11 +151,16 @@ class Unfit(Exception):
     """A variant does not fit the target: the reason (``stackdoctor.resolve.Reject``); ``driver_needed``: the driver
     that would make it fit; ``platform_blocked``: the platform or Python, not the devices, rule it out."""
 
-    def __init__(self, reason: str, *, driver_needed: str | None = None, platform_blocked: bool = False) -> None:
+    def __init__(self, reason: str, *, driver_needed: str | None = None, platform_blocked: bool = False, blocker: str | None = None,
+                 driver_floor: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.driver_needed = driver_needed
+        self.driver_floor = driver_floor  # an older driver that runs it too, through minor-version compatibility
         self.platform_blocked = platform_blocked
+        # what holds the build back, for the order a user can act in: "driver", "python", "platform", "device" (the GPU's
+        # arch or kind) or "unknown" (the matrix does not know whether the build exists: never a reason for a source build)
+        self.blocker = blocker or ("driver" if driver_needed else "platform" if platform_blocked else "device")
 
 
 class FitTarget(Protocol):
@@ -508,6 +513,16 @@ class Accelerator:
     def flag_devices(self, request: Request, matrix: Matrix) -> tuple[list[TargetDevice], list[str]]:
         """The devices the built-in what-if flags name for it (``--gpu``, ``--gfx``), and notes on what is unknown of them."""
         return [], []
+
+    def gpu_name(self, name: str) -> bool:
+        """A ``--gpu`` value that names a device of this kind (``"Arc B580"``: Intel's); the what-if plans it as one.
+        False by default: ``--gpu`` is NVIDIA's unless a kind claims the name."""
+        return False
+
+    def flag_error(self, request: Request, matrix: Matrix) -> str | None:
+        """One sentence when a what-if flag names a device of its kind that nobody makes (``--gpu sm_999``): the
+        install command exits 2 with it instead of planning for it. None: every value can mean a device."""
+        return None
 
     def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
         """A build of its kind is what serves these devices (the first kind in priority order that claims them wins)."""

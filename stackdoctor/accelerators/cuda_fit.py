@@ -30,6 +30,34 @@ def gpu_request_cc(text: str, matrix: Matrix) -> str | None:
     return matrix.gpu_compute_capability(t)
 
 
+def newest_known_cc(matrix: Matrix) -> tuple[int, int] | None:
+    """The newest compute capability the matrix names anywhere: a GPU row, a Jetson row, a build's arch list."""
+    ccs: list[tuple[int, int]] = []
+    for cc in (*matrix.gpus.values(), *(c for j in matrix.jetson for c in j.gpu_cc)):
+        m = re.match(r"^(\d+)\.(\d+)", cc or "")
+        if m:
+            ccs.append((int(m.group(1)), int(m.group(2))))
+    for r in matrix.releases:
+        for v in r.variants:
+            for a in (*v.arch_list, *(x for archs in v.arch_by_platform.values() for x in archs)):
+                m = re.match(r"^(?:sm|compute)_(\d+)(\d)[a-z]?$", a)
+                if m:
+                    ccs.append((int(m.group(1)), int(m.group(2))))
+    return max(ccs) if ccs else None
+
+
+def impossible_cc(text: str, matrix: Matrix) -> str | None:
+    """The sentence for a ``--gpu sm_XY`` newer than every compute capability the matrix knows (no such GPU is made
+    that any source names); None for a name, or a compute capability within what is known."""
+    t = text.strip()
+    m = re.match(r"^sm_?(\d+)(\d)$", t, re.I) or re.match(r"^(\d{1,3})\.(\d)$", t)
+    newest = newest_known_cc(matrix)
+    if not m or newest is None or (int(m.group(1)), int(m.group(2))) <= newest:
+        return None
+    return (f"--gpu {t}: no NVIDIA GPU with compute capability {int(m.group(1))}.{m.group(2)} is known (the newest any GPU or build in the "
+            f"matrix names is {newest[0]}.{newest[1]}, sm_{newest[0]}{newest[1]}); name a GPU (--gpu \"RTX 4090\") or its sm_XY.")
+
+
 def describe_arch(archs: tuple[str, ...], cc: str) -> str:
     sms = [a for a in archs if a.startswith("sm_")]
     ptx = [a for a in archs if a.startswith("compute_")]
@@ -149,6 +177,7 @@ def _known_driver_fit(fit: FitNotes, row: CudaRow, variant: Variant, t: FitTarge
             + (f"; minor-version-compatibility floor {floor}" if floor and minimum and floor != minimum else "")
             + ")",
             driver_needed=target_driver,
+            driver_floor=floor if floor and floor != target_driver else None,
         )
     if meets == "minor-compat":
         fit.warnings.append(

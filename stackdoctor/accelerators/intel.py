@@ -73,6 +73,10 @@ class Intel(Accelerator):
     def target_devices(self, facts: Facts) -> list[TargetDevice]:
         return [TargetDevice(self.vendor, i, v.name, integrated=v.integrated) for i, v in enumerate(self.devices(facts))]
 
+    def gpu_name(self, name: str) -> bool:
+        # Intel's GPU brands (--gpu "Arc B580", "Data Center GPU Max 1550"); "Intel ..." names any
+        return bool(re.match(r"^\s*(intel\b|arc\s+[ab]\d|data center gpu\b|iris\b)", name, re.I))
+
     def select_devices(self, devices: list[TargetDevice], warnings: list[str]) -> tuple[list[TargetDevice], str | None]:
         """The GPUs PyTorch's XPU build targets: a discrete one, or an integrated one of a family it lists."""
         suitable = [g for g in devices if g.vendor == self.vendor and (not g.integrated or XPU_FAMILIES.search(g.name or ""))]

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stackdoctor.accelerators.base import Accelerator, BuildAsk, DeviceSpec, FitNotes, FitTarget, Say, TargetDevice, Verified, device_summary
-from stackdoctor.accelerators.cuda_fit import cannot_serve_cpu, fit_cuda, gpu_request_cc
+from stackdoctor.accelerators.cuda_fit import cannot_serve_cpu, fit_cuda, gpu_request_cc, impossible_cc
 from stackdoctor.facts import Facts, GpuView, TorchFacts
 from stackdoctor.versions import mm, release
 
@@ -202,6 +202,9 @@ class Nvidia(Accelerator):
             if cc is None:
                 notes.append(f"--gpu {g}: unknown GPU name, its compute capability is not in the matrix")
         return devices, notes
+
+    def flag_error(self, request: Request, matrix: Matrix) -> str | None:
+        return next((err for g in request.gpus if (err := impossible_cc(g, matrix))), None)
 
     def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
         # a driver and no GPU listed (a what-if --driver, a container without the tools): a CUDA build is still planned

@@ -29,6 +29,7 @@ from stackdoctor.rules.helpers import (
     visible_to_torch,
     windows_driver,
 )
+from stackdoctor.versions import public
 from stackdoctor.versions import release as vt
 
 
@@ -169,6 +170,27 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
+def _leftover_sizes(ctx: Ctx) -> dict[str, int]:
+    """The runtime packages the CPU build's install would remove (``--remove-leftovers``), with their disk: the
+    resolver's one prediction (``plan.leftovers``, from ``install.leftovers.predict_leftovers``), so check promises
+    what install lists; every nvidia-* package where no CPU plan resolves."""
+    from stackdoctor.plan import Request
+    from stackdoctor.resolve import resolve
+
+    t = ctx.facts.torch
+
+    def canon(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    plan = resolve(ctx.facts, ctx.matrix, Request(torch=public(t.version) or None, variant=accelerators.CPU))
+    if not plan.satisfiable:
+        plan = resolve(ctx.facts, ctx.matrix, Request(variant=accelerators.CPU))
+    if plan.satisfiable:
+        gone = {canon(n) for n in plan.leftovers}
+        return {k: v for k, v in t.runtime_bytes.items() if canon(k) in gone}
+    return {k: v for k, v in t.runtime_bytes.items() if k.startswith("nvidia-")}
+
+
 @rule("torch-gpu-build-no-gpu", severity="warn", layer="torch", defers_to=("container-no-gpu", "torch-backend-mismatch"))
 def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
     """A CUDA build where no witness sees an NVIDIA GPU or driver: the CPU build would do, and the
@@ -180,7 +202,7 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
         return  # a witness saw NVIDIA hardware or a driver: "no NVIDIA GPU" would contradict it
     if accelerators.select(f.facts) is not None and accelerators.select(f.facts).build_kind != "cpu":  # type: ignore[union-attr]
         return  # another accelerator is there: torch-backend-mismatch speaks of it
-    sizes = {k: v for k, v in t.runtime_bytes.items() if k.startswith("nvidia-")}
+    sizes = _leftover_sizes(ctx)
     fix = install_fix(ctx, keep_torch=True, exclude=variant_name(f))
     if "--variant" not in fix:
         fix += " --variant cpu"

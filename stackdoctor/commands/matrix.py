@@ -14,12 +14,25 @@ from stackdoctor.errors import ExitCode, IndexError_, UsageError
 
 def _variant_lines(v: dict[str, Any], torch: str | None) -> list[str]:
     detail = " ".join(v["arch_list"] or v["gfx"] or [])
-    lines = [f"  {v['name']:<10} {', '.join(v['platforms'])}" + (f"\n  {'':<10} {detail}" if detail else "")]
+    announced = v.get("announced") or []
+    lines = [f"  {v['name']:<10} {', '.join(v['platforms'])}" + (f" (announced, no artifact seen: {', '.join(announced)})" if announced else "")
+             + (f"\n  {'':<10} {detail}" if detail else "")]
     if torch is not None:
         lines += [f"  {'':<10} {plat}: {' '.join(archs)}" for plat, archs in (v.get("arch_by_platform") or {}).items()]
         lines.append(f"  {'':<10} source: {v['source']}")
         lines += [f"  {'':<10} unknown: {u}" for u in v.get("unknown") or []]
     return lines
+
+
+def _glibc(r: dict[str, Any]) -> str:
+    """The release's glibc floor: its row's, else the lowest the Linux wheels' own tags name (``manylinux_2_28`` ->
+    2.28); "unknown" where neither says."""
+    if r.get("manylinux_glibc"):
+        return str(r["manylinux_glibc"])
+    from stackdoctor.matrix import parse_platform
+
+    floors = sorted({f for v in r["variants"] for t in v["platforms"] if (p := parse_platform(t))[0] == "linux" and (f := p[2])})
+    return f"{floors[0][0]}.{floors[0][1]} (the wheels' tags)" if floors else "unknown"
 
 
 def _release_lines(r: dict[str, Any], torch: str | None) -> list[str]:
@@ -29,7 +42,7 @@ def _release_lines(r: dict[str, Any], torch: str | None) -> list[str]:
         pair.append(f"triton {r['triton']}")
     lines = [f"torch {r['version']}" + (f" ({r['released']})" if r.get("released") else "") + ": " + ", ".join(pair)]
     if r.get("pythons"):
-        lines.append(f"  python {', '.join(r['pythons'])}; glibc >= {r.get('manylinux_glibc') or '?'}; macOS >= {r.get('min_macos') or '?'}")
+        lines.append(f"  python {', '.join(r['pythons'])}; glibc >= {_glibc(r)}; macOS >= {r.get('min_macos') or '?'}")
     if not r["variants"]:
         lines.append("  variants: unknown")
     for v in r["variants"]:

@@ -165,7 +165,9 @@ def check_sources(
             tags=tags,
             python_version=python_version_of(view.facts, request),
             platform_tag=platform_tag,
-            pinned=bool(opts.torch) or hypothetical,
+            # a companion added to a torch that is there: never another torch instead; to none: never another variant
+            pinned=bool(opts.torch) or hypothetical or (request.keep_torch and view.torch.installed),
+            keep_variant=request.keep_torch,
             constraints=read_constraints(cfg.constraints) if not hypothetical else [],
             reresolve=lambda v: resolve_plan(opts, view, python, matrix, torch=v)[0],
             fit=fit_for(matrix) if fit_for is not None else None,

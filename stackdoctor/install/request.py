@@ -133,8 +133,15 @@ def make_request(opts: InstallOptions, view: MachineView, matrix: Matrix | None 
         devices={k: list(v) for k, v in opts.machine.devices.items() if v},
         index_base=index_base(opts.sources.index_base, os.environ, matrix),
         installer=opts.installer if opts.installer in ("pip", "uv") else "pip",
+        keep_torch=_adds_companions(opts),
+        torch_asked=bool(opts.torch),
     )
 
+
+def _adds_companions(opts: InstallOptions) -> bool:
+    """``install torchvision`` (torch not named, no --torch, no --variant): the installed torch stays (issue 43)."""
+    named = {p.lower() for p in opts.packages}
+    return bool(named) and "torch" not in named and not opts.torch and opts.variant == "auto"
 
 def accelerator_seen(view: MachineView, variant: str | None) -> str | None:
     """The backend the verification must find usable after installing ``variant``: the accelerator

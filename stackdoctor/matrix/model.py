@@ -44,6 +44,15 @@ class Variant:
     # where the learned build is served: "pypi" (label-less default build of a PyPI-shaped index); None: <pytorch>/<name>
     index: str | None = None
     runtime: dict[str, str] = field(default_factory=dict, hash=False)  # pinned runtime wheels: "cuda-toolkit" -> "13.2.2"
+    # platform tags a release-day source (the release's build matrix) announces and no artifact has confirmed yet
+    announced: tuple[str, ...] = ()
+    announced_by: str | None = None  # the release-day source that announces them
+
+    def state_on(self, platform: str) -> str:
+        """``"known"`` (an artifact or a sourced build list serves it) or ``"announced"`` (only a release-day source says
+        it will be built) for one of this variant's ``platforms``."""
+        fam = parse_platform(platform)[:2]
+        return "announced" if any(parse_platform(t)[:2] == fam for t in self.announced) else "known"
 
     def arch_for(self, platform: str | None) -> tuple[str, ...]:
         """The arch list of the wheel for ``platform`` (a compatibility tag or a bare arch/OS family)."""
@@ -124,6 +133,21 @@ class Release:
     learned: str | None = None  # the date ``stackdoctor matrix learn`` read this row from an index
     # companions paired because their Requires-Dist range admits this torch (no release pins it exactly)
     paired_by_range: tuple[str, ...] = ()
+    # a source lists every build of the release (a build matrix): a build it does not list is known absent; False (only
+    # learned rows, or ``variants: []``): a build not listed is unknown, never "not published"
+    builds_listed: bool = False
+
+    def build_state(self, name: str, os_: str, arch: str) -> str:
+        """What the matrix knows of build ``name`` for ``os_``/``arch``: ``"known"`` (an artifact or a sourced list),
+        ``"announced"`` (a release-day source, no artifact yet), ``"absent"`` (a source that lists the release's builds
+        does not list it) or ``"unknown"``."""
+        v = self.variant(name)
+        if v is not None:
+            for tag in v.platforms:
+                tos, tarch, _floor = parse_platform(tag)
+                if tos == os_ and _cpu_arch(tarch) == _cpu_arch(arch):
+                    return v.state_on(tag)
+        return "absent" if self.builds_listed else "unknown"
 
     @property
     def minor(self) -> tuple[int, int]:

@@ -59,6 +59,12 @@ _VARIANTS = Part(
             "the URL of the index it was learned from; absent: `<pytorch>/<name>`",
         ),
         Field("runtime", "mapping", "the runtime wheels the build pins (`cuda-toolkit: \"13.2.2\"`, `nvidia-cudnn-cu13: \"9.26.0.51\"`), from its core metadata"),
+        Field(
+            "state", "string",
+            "`announced`: a release-day source (the release's build matrix) says this build is made for these platforms, and no artifact "
+            "has been seen yet; the resolver plans it and says so, and an artifact a learned row reads (an index the user reaches) makes "
+            "that platform known. Absent: known",
+        ),
         UNKNOWN,
         DERIVED,
         NOTE,
@@ -94,7 +100,18 @@ _RELEASE_FIELDS = (
     Field("patches", "mapping", "older patch versions and their pairings (below)"),
     Field("unknown", "list of strings", "what is not known about the release"),
     DERIVED,
-    Field("variants", "list", "see below; an empty list means \"builds unknown\" (the resolver skips the release and says so)"),
+    Field(
+        "variants", "list",
+        "see below; an empty list means \"builds unknown\" (the resolver skips the release and says so). A hand-kept row's list is the "
+        "release's whole build list (a build it does not name is known absent); a release with only learned rows knows what one index "
+        "served, so a build they do not name is unknown, never \"not published\"",
+    ),
+    Field(
+        "builds", "string",
+        "`listed` (the default for a hand-kept row with variants): its variants and platforms are every build of the release, so a build "
+        "it does not name is known absent; `partial` (a learned row, or a row whose source announces only some builds): a build it does "
+        "not name is unknown",
+    ),
     Field("requires_python", "string", "the wheels' `Requires-Python` (`\">=3.11\"`)"),
     Field("triton_requirement", "string", "the torch wheel's triton requirement as written (`\"triton~=3.9.0\"`); `triton` holds an exact pin only"),
     Field("learned", "string", "the date `stackdoctor matrix learn` read the row from an index (a learned row: see \"Learned rows\")"),
@@ -119,6 +136,9 @@ def read_variant(ctx: Ctx, raw: Any, where: str, line: int, rel_pythons: tuple[s
     for p in platforms:
         if parse_platform(p)[0] == "unknown":
             raise ctx.fail(ctx.line_of(d, "platforms"), f"{where}.platforms", f"unknown platform tag {p!r}")
+    state = ctx.text(d, "state", where)
+    if state not in (None, "known", "announced"):
+        raise ctx.fail(ctx.line_of(d, "state"), f"{where}.state", f"must be \"announced\" or \"known\", not {state!r}")
     arch = read_arch_list(ctx, ctx.strings(d, "arch_list", where), ctx.line_of(d, "arch_list"), f"{where}.arch_list")
     by_platform = _arch_by_platform(ctx, d, where)
     gfx = tuple(g.lower() for g in ctx.strings(d, "gfx", where))
@@ -152,6 +172,8 @@ def read_variant(ctx: Ctx, raw: Any, where: str, line: int, rel_pythons: tuple[s
         learned=ctx.text(d, "learned", where),
         index=index,
         runtime=runtime,
+        announced=platforms if state == "announced" else (),
+        announced_by=source if state == "announced" else None,
     )
 
 
@@ -274,7 +296,19 @@ def read_release(ctx: Ctx, d: LDict, where: str, _key: str) -> tuple[Release]:
         triton_requirement=ctx.text(d, "triton_requirement", where),
         learned=ctx.text(d, "learned", where),
         paired_by_range=ctx.strings(d, "paired_by_range", where),
+        builds_listed=_builds_listed(ctx, d, where, bool(variants)),
     ))
+
+
+def _builds_listed(ctx: Ctx, d: LDict, where: str, has_variants: bool) -> bool:
+    """Whether the row's variants are the release's whole build list: a hand-kept row's are unless it says
+    ``builds: partial``; a learned row's never (one index's files)."""
+    builds = ctx.text(d, "builds", where)
+    if builds not in (None, "listed", "partial"):
+        raise ctx.fail(ctx.line_of(d, "builds"), f"{where}.builds", f"must be \"listed\" or \"partial\", not {builds!r}")
+    if builds is not None:
+        return builds == "listed"
+    return has_variants and ctx.text(d, "learned", where) is None
 
 
 def merge_variant(base: Variant, over: Variant) -> Variant:
@@ -303,8 +337,13 @@ def merge_variant(base: Variant, over: Variant) -> Variant:
         ),
         derived_from=over.derived_from or base.derived_from,
         learned=over.learned,
-        index=None,  # the known build's index serves it; the learned index is one more witness
+        # the known build's index serves it; the learned index is one more witness (over a build only announced, the learned
+        # index is the only witness: its platforms are served there, the announced ones by <pytorch>/<name>)
+        index=over.index if set(base.announced) >= set(base.platforms) else None,
         runtime={**base.runtime, **over.runtime},
+        # an artifact the learned row read confirms what was only announced for its platforms
+        announced=tuple(t for t in base.announced if parse_platform(t)[:2] not in {parse_platform(o)[:2] for o in over.platforms}),
+        announced_by=base.announced_by,
     )
 
 
@@ -333,6 +372,7 @@ def merge_release(base: Release, over: Release) -> Release:
         line=over.line,
         learned=over.learned or base.learned,
         paired_by_range=tuple(c for c in over.paired_by_range if not getattr(base, c)),
+        builds_listed=base.builds_listed or over.builds_listed,
     )
 
 
@@ -357,7 +397,9 @@ def patch_base(releases: dict[Version, Release], version: Version) -> Release | 
     for r in releases.values():
         for p in r.patches:
             if p.version == version:
-                return dataclasses.replace(r, version=p.version, torchvision=p.torchvision, torchaudio=p.torchaudio, triton=p.triton, patches=())
+                # the newer row's date is not this patch's (2.12.0 is no 2.12.1 of June): unknown until a row of its own says
+                return dataclasses.replace(r, version=p.version, torchvision=p.torchvision, torchaudio=p.torchaudio, triton=p.triton, patches=(),
+                                           released=None)
     return None
 
 

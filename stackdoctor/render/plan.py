@@ -47,7 +47,8 @@ def render_planned(outcome: InstallOutcome) -> None:
     if outcome.plan is None:
         return
     quiet_stdout = opts.json_out or opts.emit is not None
-    render_plan(outcome.plan, outcome.python, stderr=quiet_stdout, hypothetical=outcome.hypothetical, windows=outcome.windows)
+    render_plan(outcome.plan, outcome.python, stderr=quiet_stdout, hypothetical=outcome.hypothetical, windows=outcome.windows,
+                removing=opts.remove_leftovers)
     if outcome.sourcing is not None:
         where = sorted({m.source for m in outcome.sourcing.matches})
         say(f"index check: {len(outcome.sourcing.matches)} wheel(s) found for this target on {', '.join(where)}.", "green")
@@ -108,7 +109,7 @@ def plan_json(plan: Plan | None, exc: StackdoctorError | None = None) -> str:
     return json.dumps(safe_data(plan.to_data()), indent=2) + "\n"
 
 
-def render_plan(plan: Plan, python: str, *, stderr: bool, hypothetical: bool = False, windows: bool = False) -> None:
+def render_plan(plan: Plan, python: str, *, stderr: bool, hypothetical: bool = False, windows: bool = False, removing: bool = False) -> None:
     """Draw ``plan``. On a terminal the table fits its width; elsewhere (a pipe, a CI log) nothing is folded,
     so a wheel's file name and every command stay one line a person can copy, and no line ends in spaces.
     ``windows``: the target is a Windows machine, so commands and variables are written for PowerShell."""
@@ -121,11 +122,11 @@ def render_plan(plan: Plan, python: str, *, stderr: bool, hypothetical: bool = F
     python = safe_copy(python, screen=True)
     con = make_console(stderr=stderr, soft_wrap=True)
     if con.is_terminal or con.color_system is not None:
-        _draw_plan(con, plan, python, hypothetical=hypothetical, fold=True, windows=windows)
+        _draw_plan(con, plan, python, hypothetical=hypothetical, fold=True, windows=windows, removing=removing)
         return
     wide = make_console(stderr=stderr, soft_wrap=True, width=10_000)
     with wide.capture() as captured:
-        _draw_plan(wide, plan, python, hypothetical=hypothetical, fold=False, windows=windows)
+        _draw_plan(wide, plan, python, hypothetical=hypothetical, fold=False, windows=windows, removing=removing)
     con.print(Text("\n".join(line.rstrip() for line in captured.get().splitlines())), soft_wrap=True)
 
 
@@ -144,13 +145,15 @@ def _item(con: Any, line: str, style: str, fold: bool, lead: str = "  - ") -> No
         con.print(Text(row, style=style), soft_wrap=True)
 
 
-def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: bool, windows: bool = False) -> None:
+def _draw_plan(con: Any, plan: Plan, python: str, *, hypothetical: bool, fold: bool, windows: bool = False, removing: bool = False) -> None:
     """The plan on screen, one section after another: the build and its packages, why (and what was rejected),
     the environment to set, the leftovers, the conda routes, the command."""
     _draw_packages(con, plan, python, hypothetical=hypothetical, fold=fold)
     _draw_lists(con, plan, fold)
     _draw_env(con, plan, windows)
-    if plan.leftovers and not hypothetical:
+    if plan.leftovers and not hypothetical and removing:  # --remove-leftovers given: they go, not "remove with" it
+        _item(con, localized(f"removed after the install (--remove-leftovers): {', '.join(plan.leftovers)}"), "yellow", fold, lead="")
+    elif plan.leftovers and not hypothetical:
         _item(con, localized(f"left behind by the previous variant (remove with --remove-leftovers): {', '.join(plan.leftovers)}"), "yellow", fold, lead="")
     _draw_routes(con, plan, windows)
     _draw_command(con, plan, hypothetical, windows)

@@ -180,6 +180,7 @@ def check(
     offline: bool = False,
     no_index: bool = False,
     pinned: bool = False,
+    keep_variant: bool = False,
     client: IndexClient | None = None,
     constraints: Sequence[tuple[str, str, str]] = (),
     reresolve: Callable[[str], Plan] | None = None,
@@ -212,16 +213,9 @@ def check(
     broken = allowed(constraints, "torch", plan.torch_version or "") if plan.torch_version else None
     fell_back_from: str | None = None
     if not pinned and reresolve is not None and plan.variant:
-        if misses or broken:
-            same = _same_variant(plan, offers, constraints, broken, reresolve, find_all)
-            if same is not None:
-                plan, matches, hits, misses = same
-                broken, fell_back = None, True
-        other = _other_build(plan, offers, reresolve, find_all, client) if misses and not broken else None
-        if other is not None:
-            fell_back_from = _not_found_sentence(plan, misses[0], probes, offers, tags, fit, mirror, named)
-            plan, matches, hits, misses = other
-            fell_back = True
+        plan, matches, hits, misses, broken, fell_back, fell_back_from = _fall_back(
+            plan, matches, hits, misses, broken, offers, constraints, reresolve, find_all, client, keep_variant,
+            lambda p, miss: _not_found_sentence(p, miss, probes, offers, tags, fit, mirror, named))
     if broken and pinned:
         raise IndexError_(
             f"torch {plan.torch_version} conflicts with the constraint torch{broken[1]} in {broken[2]} (pip's `constraint` setting, "
@@ -238,6 +232,28 @@ def check(
     result.roots = [h.file for h in hits]
     _record(plan, hits, misses, probes, delivery)
     return result
+
+
+def _fall_back(
+    plan: Plan, matches: list[WheelMatch], hits: list[Hit], misses: list[str], broken: tuple[str, str, str] | None, offers: Sequence[Offer],
+    constraints: Sequence[tuple[str, str, str]], reresolve: Callable[[str], Plan], find_all: _Finder, client: IndexClient | None,
+    keep_variant: bool, not_found: Callable[[Plan, str], str],
+) -> tuple[Plan, list[WheelMatch], list[Hit], list[str], tuple[str, str, str] | None, bool, str | None]:
+    """Unpinned, a planned wheel missing: the newest served release of the same variant, else (not when a companion is
+    being added: ``keep_variant``) another build; returns the plan, its finds, and the sentence for the one it replaced."""
+    fell_back, fell_back_from = False, None
+    if misses or broken:
+        same = _same_variant(plan, offers, constraints, broken, reresolve, find_all)
+        if same is not None:
+            plan, matches, hits, misses = same
+            broken, fell_back = None, True
+    # a companion added (keep_variant) is never served by another variant of torch: its absence is said instead
+    other = _other_build(plan, offers, reresolve, find_all, client) if misses and not broken and not keep_variant else None
+    if other is not None:
+        fell_back_from = not_found(plan, misses[0])
+        plan, matches, hits, misses = other
+        fell_back = True
+    return plan, matches, hits, misses, broken, fell_back, fell_back_from
 
 
 def _missing(plan: Plan, original: Plan, name: str, probes: Sequence[Probe], offers: Sequence[Offer], tags: Sequence[str],
@@ -432,8 +448,28 @@ def _not_found_sentence(
     silent = [p for p in probes if p.status in ("unreachable", "failing")]
     shown = tags[0] if tags else "any tag"
     said = _what_a_named_source_has(pkg.name, wv, want, shown, answered, silent, named)
+    home = _home(pkg.index_url or plan.index_url, answered)
     if said is not None:
-        return said
+        return said if home is None else f"{said.rstrip('.')}; it is published on {home}."
+    skipped = [p for p in probes if p.status == "skipped"]
+    parts = _where_looked(name, offers, answered, silent, skipped)
+    if home and parts:
+        parts.append(f"it is published on {home}")  # where the build lives, when no source asked was that index
+    hint = "add a source with --find-links DIR or --mirror NAME" if mirror is None else "check the mirror, or add --find-links DIR"
+    if not answered and not silent and not skipped:
+        return f"{want} cannot be looked for: no source is configured; {hint}."
+    return f"{want} ({shown}) is on none of the sources: {'; '.join(parts)}; {hint}."
+
+
+def _home(home: str | None, answered: Sequence[Probe]) -> str | None:
+    """The index that publishes the build, when no source asked was that index (its answer is the word then)."""
+    if home and any(p.source.url.rstrip("/") == home.rstrip("/") for p in answered):
+        return None
+    return home
+
+
+def _where_looked(name: str, offers: Sequence[Offer], answered: Sequence[Probe], silent: Sequence[Probe], skipped: Sequence[Probe]) -> list[str]:
+    """What each source said of the missing package, for the not-found sentence."""
     parts: list[str] = []
     if name == "torch" and offers:
         parts.append(f"they have torch {_fmt_versions(offers)}")
@@ -442,13 +478,9 @@ def _not_found_sentence(
     if silent:
         detail = (silent[0].detail or silent[0].status).rstrip(".")
         parts.append(f"{', '.join(p.source.url for p in silent[:2])} did not answer ({detail})")
-    skipped = [p for p in probes if p.status == "skipped"]
     if skipped and not answered and not silent:
         parts.append(f"{skipped[0].detail}")
-    hint = "add a source with --find-links DIR or --mirror NAME" if mirror is None else "check the mirror, or add --find-links DIR"
-    if not answered and not silent and not skipped:
-        return f"{want} cannot be looked for: no source is configured; {hint}."
-    return f"{want} ({shown}) is on none of the sources: {'; '.join(parts)}; {hint}."
+    return parts
 
 
 def _what_a_named_source_has(name: str, wv: str, want: str, shown: str, answered: list[Probe], silent: list[Probe],

@@ -62,7 +62,24 @@ def platform_tag_for(release: Release, variant: Variant, t: Target) -> str:
     if blocked:
         raise Reject(blocked[0], platform_blocked=True)
     where = {"linux": f"Linux {t.arch}", "windows": f"Windows {t.arch}", "macos": f"macOS {t.arch}"}.get(t.os, t.tag)
+    if release.build_state(variant.name, t.os, t.arch) == "unknown":
+        raise Reject(build_unknown(variant.name, str(release.version), where), platform_blocked=True, blocker="unknown")
     raise Reject(f"{variant.name} is not published for {where}", platform_blocked=True)
+
+
+def build_unknown(variant: str, version: str, where: str) -> str:
+    """The sentence for a build nobody says exists or not (three states: known, known absent, unknown)."""
+    return f"{variant} for {where}: unknown (no source lists torch {version}'s builds for it; it is not known to be absent)"
+
+
+def announced_note(fit: Fit, tag: str) -> None:
+    """A planned build only a release-day source announces: the plan says its state."""
+    if fit.variant.state_on(tag) == "announced":
+        by = (fit.variant.announced_by or fit.variant.source).split(" (", 1)[0]
+        fit.warnings.append(
+            f"torch {fit.version} {fit.variant.name} for {platform_words(tag)}: announced ({by}), no artifact seen yet; "
+            "the index the installer reaches confirms it or not"
+        )
 
 
 def python_fits(release: Release, variant: Variant, t: Target, packages: list[str]) -> None:
@@ -70,17 +87,17 @@ def python_fits(release: Release, variant: Variant, t: Target, packages: list[st
         return
     if t.python not in variant.pythons:
         known = ", ".join(variant.pythons) or "none known"
-        raise Reject(f"{variant.name} has no wheels for Python {t.python} (it has {known})", platform_blocked=True)
+        raise Reject(f"{variant.name} has no wheels for Python {t.python} (it has {known})", platform_blocked=True, blocker="python")
     if not release.python_on(t.python, t.os, t.arch):
         where = ", ".join(platform_words(tag) for tag in release.python_platforms.get(t.python, ()))
         raise Reject(
             f"{variant.name} has no wheels for Python {t.python} on {OS_WORDS.get(t.os, t.os)} {t.arch} "
             f"(torch {release.version} has them only for {where})",
-            platform_blocked=True,
+            platform_blocked=True, blocker="python",
         )
     if t.python in release.torch_only_pythons and any(p != "torch" for p in packages):
         others = ", ".join(p for p in packages if p != "torch")
-        raise Reject(f"Python {t.python} has torch wheels only in torch {release.version} (no {others})", platform_blocked=True)
+        raise Reject(f"Python {t.python} has torch wheels only in torch {release.version} (no {others})", platform_blocked=True, blocker="python")
 
 
 def unfit_gpus(release: Release, version: Version, variant: Variant, t: Target, matrix: Matrix, request: Request, gpus: list[Gpu]) -> str | None:
@@ -101,6 +118,7 @@ def fit_variant(release: Release, version: Version, variant: Variant, t: Target,
     acc = accelerators.for_build(variant.kind)
     if acc is not None:
         acc.fit(fit, release, version, variant, tag, t, matrix, gpus, request.variant == "auto")
+    announced_note(fit, tag)
     return fit
 
 
@@ -122,14 +140,15 @@ def best_gpu_fit(
             rejects.append(r)
             if rejected is not None:
                 reason = r.reason.removeprefix(f"{v.name}: ")
-                rejected.append(Rejected(v.name, f"torch {version}: {reason}", torch=str(version)))
+                rejected.append(Rejected(v.name, f"torch {version}: {reason}", torch=str(version), blocker=r.blocker))
     if not fits:
         return None, rejects
     fits.sort(key=lambda f: kind_version(f.variant), reverse=True)
     best = fits[0]
     if rejected is not None:
         for other in fits[1:]:
-            rejected.append(Rejected(other.variant.name, f"torch {version}: fits, but {best.variant.name} is the newer {kind_name(kind)} build", torch=str(version)))
+            rejected.append(Rejected(other.variant.name, f"torch {version}: fits, but {best.variant.name} is the newer {kind_name(kind)} build", torch=str(version),
+                                     blocker="newer"))
     return best, rejects
 
 

@@ -74,6 +74,9 @@ def mind_installed(view: MachineView, matrix: Matrix, request: Request, plan: Pl
         return
     if (seen.inst, seen.variant) == (seen.new, plan.variant):
         return
+    if request.keep_torch and _installed_works(view):  # a companion never moves a working torch
+        _keep_installed(view, matrix, request, plan, seen, adding=True)
+        return
     if seen.inst <= seen.new:
         plan.reasons.insert(0, f"replaces the installed torch: {seen.old_full} -> {seen.new_full}")
         return
@@ -91,8 +94,10 @@ def mind_installed(view: MachineView, matrix: Matrix, request: Request, plan: Pl
 def _downgrade_why(view: MachineView, request: Request, seen: _Installed, paired: PlannedPackage | None, works: bool, kind: str | None) -> str:
     """Why the plan is older than the installed torch: what the request pins, the companion's pin, the installed
     build not working here, or no build of the installed release fitting this machine."""
-    if request.torch:
+    if request.torch and request.torch_asked:
         return f"--torch {request.torch} asks for it"
+    if request.torch:  # the install flow planned that release: the newer build is not on the sources
+        return f"torch {request.torch} is the newest build of it the sources serve"
     if request.variant != "auto":
         return f"--variant {request.variant} asks for that build, and {seen.new_full} is the newest the matrix knows for this machine"
     if paired is not None:
@@ -108,17 +113,27 @@ def _downgrade(plan: Plan, seen: _Installed, why: str) -> None:
     plan.warnings.append(f"this plan downgrades torch from {seen.old_full} to {seen.new_full}")
 
 
-def _keep_installed(view: MachineView, matrix: Matrix, request: Request, plan: Plan, seen: _Installed) -> None:
-    """An unpinned plan older than a working installed build of the same kind keeps that build (no downgrade)."""
+def _keep_installed(view: MachineView, matrix: Matrix, request: Request, plan: Plan, seen: _Installed, *, adding: bool = False) -> None:
+    """An unpinned plan older than a working installed build of the same kind keeps that build (no downgrade); so does
+    a request that only adds companions (``adding``), whatever the plan would have been."""
     inst, inst_variant = seen.inst, seen.variant
     row = matrix.release(inst)
     unknown = row is None or not row.variants
-    plan.reasons.insert(
-        0,
-        f"torch {seen.old_full} is installed and works; the newest build the matrix fits here is {seen.new_full}, older, so an unpinned "
-        f"install keeps it (no downgrade)"
-        + (f"; the matrix does not know torch {inst}'s builds: `stackdoctor matrix learn --torch {inst}` reads them from the index" if unknown else ""),
-    )
+    if adding:  # what was said of the build it would have planned no longer applies
+        plan.reasons[:] = [r for r in plan.reasons if not r.startswith(f"torch {seen.new} ")]
+        plan.warnings[:] = [w for w in plan.warnings if not w.startswith(f"torch {seen.new} ")]
+        plan.reasons.insert(
+            0,
+            f"torch {seen.old_full} is installed and works, so adding {', '.join(p for p in request.packages if p != 'torch')} keeps it "
+            f"(not {seen.new_full}: --torch or --variant moves torch)",
+        )
+    else:
+        plan.reasons.insert(
+            0,
+            f"torch {seen.old_full} is installed and works; the newest build the matrix fits here is {seen.new_full}, older, so an unpinned "
+            f"install keeps it (no downgrade)"
+            + (f"; the matrix does not know torch {inst}'s builds: `stackdoctor matrix learn --torch {inst}` reads them from the index" if unknown else ""),
+        )
     plan.torch_version, plan.variant = str(inst), inst_variant
     plan.packages = [p for p in plan.packages if p.name == "torch"]
     for p in plan.packages:

@@ -85,14 +85,17 @@ def _learned_where(source: str, t: Target) -> str | None:
 
 def finish(view: MachineView, matrix: Matrix, request: Request, fit: Fit, plan: Plan, *, pypi: bool = False) -> Plan:
     v = fit.variant
-    if pypi or v.index == "pypi":
+    t = target_from(view, matrix, request)
+    if v.index and fit.release.build_state(v.name, t.os, t.arch) == "announced":
+        index_url, pkg_variant = variant_index_url(matrix, request, v.name), v.name  # announced for <pytorch>/<name>, not seen on the learned index
+    elif pypi or v.index == "pypi":
         # a label-less default build (PyPI's): the index that serves it, with a plain ==version requirement
         index_url, pkg_variant = matrix.index_url("pypi"), None
     elif v.index:
         index_url, pkg_variant = v.index, v.name  # learned from that index (an index witness)
     else:
         index_url, pkg_variant = variant_index_url(matrix, request, v.name), v.name
-    where = _learned_where(v.source, target_from(view, matrix, request)) if v.learned else None
+    where = _learned_where(v.source, t) if v.learned else None
     if where:
         plan.reasons.append(
             f"torch {fit.version} {v.name}: learned {v.learned} from the index's own files ({where})"
@@ -104,7 +107,7 @@ def finish(view: MachineView, matrix: Matrix, request: Request, fit: Fit, plan: 
     plan.warnings.extend(w for w in fit.warnings if w not in plan.warnings)
     plan.reasons.extend(fit.reasons)
     plan.env.update(fit.env)
-    plan.packages = planned_packages(matrix, request, fit.version, pkg_variant, index_url, plan.warnings, target_from(view, matrix, request))
+    plan.packages = planned_packages(matrix, request, fit.version, pkg_variant, index_url, plan.warnings, t)
     plan.command = install_command(view, request, [p.requirement for p in plan.packages], index_url)
     plan.leftovers = predict_leftovers(view.torch.distributions, v.name)  # the one prediction (install's too)
     return plan

@@ -46,25 +46,7 @@ def _fallback_suggestions(
     out: list[str] = []
     newest = cands[0] if cands else None
     if newest:
-        needed: list[tuple[tuple[int, ...], str, str]] = []
-        for v in newest[0].variants:
-            if v.kind != kind:
-                continue
-            try:
-                fit_variant(newest[0], newest[1], v, t, matrix, request, gpus)
-            except Reject as rej:
-                if rej.driver_needed:
-                    # would it fit with that driver?
-                    t2 = Target(**{**t.__dict__, "driver": rej.driver_needed})
-                    try:
-                        fit_variant(newest[0], newest[1], v, t2, matrix, request, gpus)
-                        needed.append((kind_version(v), rej.driver_needed, v.name))
-                    except Reject:
-                        pass
-        if needed:
-            needed.sort()
-            _, drv, name = needed[0]
-            out.append(f"upgrade the driver to >= {drv} (torch {newest[1]} {name} then runs on this GPU)")
+        out.extend(_driver_suggestion(t, matrix, request, kind, gpus, newest))
     # another release (ignoring the pin) that runs on these GPUs with this driver
     for r in matrix.releases:
         if any(r.version == c[0].version for c in cands[:1]):
@@ -74,6 +56,44 @@ def _fallback_suggestions(
             out.append(f"torch {r.version} {best.variant.name} supports this GPU with this driver (--torch {r.version})")
             break
     return out
+
+
+def _driver_suggestion(t: Target, matrix: Matrix, request: Request, kind: str, gpus: list[Gpu], newest: tuple[Release, Version]) -> list[str]:
+    """The driver that would run a ``kind`` build of ``newest`` on these GPUs (the build needing the oldest driver)."""
+    needed: list[tuple[tuple[int, ...], tuple[int, ...], str, str, str]] = []
+    for v in newest[0].variants:
+        if v.kind != kind:
+            continue
+        try:
+            fit_variant(newest[0], newest[1], v, t, matrix, request, gpus)
+        except Reject as rej:
+            # would it fit with that driver (the minor-version-compatibility floor first: the oldest that runs it)?
+            for drv in (d for d in (rej.driver_floor, rej.driver_needed) if d):
+                t2 = Target(**{**t.__dict__, "driver": drv})
+                try:
+                    fit_variant(newest[0], newest[1], v, t2, matrix, request, gpus)
+                except Reject:
+                    continue
+                needed.append((release_tuple(drv), kind_version(v), drv, v.name, rej.driver_needed or drv))
+                break
+    if not needed:
+        return []
+    needed.sort()
+    _, _, drv, name, full = needed[0]
+    if drv != full:
+        return [f"upgrade the driver to >= {drv} (torch {newest[1]} {name} then runs on this GPU, through CUDA minor-version compatibility; "
+                f">= {full} for all of it)"]
+    return [f"upgrade the driver to >= {drv} (torch {newest[1]} {name} then runs on this GPU)"]
+
+
+# the order a user can act in on what holds a build back: the driver first, then the Python, the platform, the GPU
+_BLOCKER_ORDER = {"driver": 0, "python": 1, "platform": 2, "device": 3, "unknown": 4, "newer": 5}
+
+
+def _acting_order(rejected: list[Rejected]) -> list[Rejected]:
+    """Each release's rejections (newest release first, as found) in the order a user can act on them."""
+    releases = list(dict.fromkeys(r.torch for r in rejected))
+    return sorted(rejected, key=lambda r: (releases.index(r.torch), _BLOCKER_ORDER.get(r.blocker or "", 6)))
 
 
 def _nothing_suggestions(t: Target, matrix: Matrix, request: Request, cands: list[tuple[Release, Version]]) -> list[str]:
@@ -226,10 +246,16 @@ def _publishing(matrix: Matrix, request: Request, cands: Candidates, plan: Plan)
     publishing = [(r, v) for r, v in cands if r.variant(request.variant) is not None]
     if not publishing:
         rel, ver = cands[0]
-        plan.reasons.append(
-            f"torch {ver if len(cands) == 1 else _some(cands)} "
-            f"publishes no {request.variant} build (torch {ver} has {', '.join(v.name for v in rel.variants)})"
-        )
+        if not rel.builds_listed:  # no source lists its builds: the build is unknown, never "not published"
+            plan.reasons.append(
+                f"torch {ver}: no {request.variant} build of it is known (unknown: no source lists all its builds; "
+                f"the matrix knows {', '.join(v.name for v in rel.variants)})"
+            )
+        else:
+            plan.reasons.append(
+                f"torch {ver if len(cands) == 1 else _some(cands)} "
+                f"publishes no {request.variant} build (torch {ver} has {', '.join(v.name for v in rel.variants)})"
+            )
         newest = next((r for r in matrix.releases if r.variant(request.variant) is not None), None)
         if newest is not None:
             plan.suggestions.append(f"torch {newest.version} is the newest release with a {request.variant} build (--torch {newest.version})")
@@ -292,13 +318,15 @@ def _gpu_build(view: MachineView, matrix: Matrix, request: Request, t: Target, c
             best, _ = best_gpu_fit(rel, ver, t, matrix, request, kind, subset, rejected_here)
             if best is None:
                 continue
-            plan.rejected.extend(rejected_here if subset is gpus else rejected_all + rejected_here)
+            plan.rejected.extend(_acting_order(rejected_here if subset is gpus else rejected_all + rejected_here))
             _gpu_reasons(request, t, cands, plan, kind, acc, ver, best, subset, gpus)
+            if ver != cands[0][1] and any(r.blocker == "driver" and r.torch == str(cands[0][1]) for r in plan.rejected):
+                plan.suggestions.extend(_driver_suggestion(t, matrix, request, kind, subset, cands[0]))
             return finish(view, matrix, request, best, plan)
         if subset is gpus:
             rejected_all = rejected_here
     # no GPU build anywhere in the request
-    plan.rejected.extend(rejected_all)
+    plan.rejected.extend(_acting_order(rejected_all))
     if gpus or t.driver:
         plan.reasons.append(
             f"no {kind_name(kind)} build of torch {cands[0][1] if len(cands) == 1 else _some(cands)} "
@@ -316,9 +344,10 @@ def _gpu_reasons(request: Request, t: Target, cands: Candidates, plan: Plan, kin
     plan.reasons.append(chosen or f"torch {ver} {best.variant.name}: the newest {'requested ' if request.torch else ''}release and {kind_name(kind)} build for {what}")
     newer = newer_than(ver, cands)
     if newer:
+        unknown = any(r.blocker == "unknown" and r.torch in {str(v) for _, v in newer} for r in plan.rejected)
         plan.reasons.append(
             f"an older release with a GPU build beats a CPU build of torch {newer[0][1]}: no {kind_name(kind)} build of "
-            f"{', '.join(str(v) for _, v in newer)} runs here" + (" (see rejected)" if plan.rejected else "")
+            f"{', '.join(str(v) for _, v in newer)} {'is known to run' if unknown else 'runs'} here" + (" (see rejected)" if plan.rejected else "")
         )
     left = [g for g in gpus if g not in subset]
     if left and acc is not None:

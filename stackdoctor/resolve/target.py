@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from stackdoctor import accelerators
@@ -142,10 +143,16 @@ def _what_if_devices(t: Target, matrix: Matrix, request: Request) -> None:
         acc = accelerators.by_name(kind)
         if acc is not None:
             t.gpus.extend(acc.named_devices(names))
+    # a --gpu name another kind claims ("Arc B580": Intel's, "Radeon RX 7900 XTX": AMD's) is that kind's device
+    claimed = {acc.name: [g for g in request.gpus if acc.gpu_name(g)] for acc in accelerators.ALL}
+    taken = {g for names in claimed.values() for g in names}
+    rest = dataclasses.replace(request, gpus=[g for g in request.gpus if g not in taken])
     for acc in accelerators.ALL:
-        devices, notes = acc.flag_devices(request, matrix)
+        devices, notes = acc.flag_devices(rest, matrix)
         t.gpus.extend(devices)
         t.notes.extend(notes)
+        if claimed[acc.name]:
+            t.gpus.extend(acc.named_devices(claimed[acc.name]))
 
 
 def _devices(t: Target, facts: Facts) -> None:

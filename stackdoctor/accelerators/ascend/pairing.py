@@ -55,6 +55,25 @@ def _cann_words(row: dict[str, Any], cann: dict[str, Any], hypothetical: bool) -
     return [f"{said}; this machine has CANN {have} ({cann.get('info_file')}), which meets it"], [], True
 
 
+def _cann_floor(row: dict[str, Any], fitting: list[dict[str, Any]], cann: dict[str, Any], hypothetical: bool) -> tuple[list[str], list[str], bool] | None:
+    """A release Ascend's table does not list (a newer ``.postN``): the CANN an older release of the same torch needs is
+    a floor for it (a post release is not built for an older CANN than its line's), said as such; None without one."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        mine = Version(str(row.get("version")))
+        older = next((r for r in fitting if r.get("cann") and Version(str(r.get("version"))) < mine), None)
+    except InvalidVersion:
+        return None
+    if older is None:
+        return None
+    reasons, warnings, met = _cann_words(older, cann, hypothetical)
+    floor = (f"torch-npu {row['version']}: Ascend's table does not list it ({row.get('cann_source')}); torch-npu {older['version']} of the "
+             f"same torch needs CANN {older['cann']} or newer, so it needs at least that (unknown whether more)")
+    return [floor], [*warnings, f"torch-npu {row['version']}: the CANN it needs is known only as a floor (CANN {older['cann']}); "
+                                "check Ascend's table before installing"], met
+
+
 def _paired(row: dict[str, Any], own: dict[str, Any], torch: str, arch: str, cann: dict[str, Any], hypothetical: bool,
             reasons: list[str], warnings: list[str]) -> Companion:
     """The torch_npu of ``row`` beside torch ``torch``: why (its pin, from its wheel's METADATA), and what to do first."""
@@ -79,8 +98,10 @@ def companion(rows: list[dict[str, Any]], own: dict[str, Any], torch: str, *, os
     if not fitting:
         return f"torch {torch}: no torch-npu {', '.join(str(r.get('version')) for r in pairing[:3])} wheel for {os} {arch} and Python {python or '?'}"
     cann = {} if hypothetical else (own.get("cann") or {})
-    for row in fitting:  # newest first, as the table lists them
+    for row in fitting:  # newest first, as the table lists them (a .postN before its release)
         reasons, warnings, met = _cann_words(row, cann, hypothetical)
+        if not row.get("cann"):
+            reasons, warnings, met = _cann_floor(row, fitting, cann, hypothetical) or (reasons, warnings, met)
         if strict and not met:
             continue
         return _paired(row, own, torch, arch, cann, hypothetical, reasons, warnings)
