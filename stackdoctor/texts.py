@@ -274,11 +274,30 @@ def _inner(value: str, lang: str, depth: int) -> str:
     best = sentence(value, lang, depth)
     for sep, key in (("; ", "clause_sep"), (", ", "list_sep")):
         if sep in value:
-            said = [sentence(part, lang, depth) for part in value.split(sep)]
+            pieces = _split_outside_brackets(value, sep)
+            said = [sentence(part, lang, depth) for part in pieces]
             parts = ui(key, lang).join(said)
-            if _letters(parts) < _letters(best) or (_letters(parts) == _letters(best) and said != value.split(sep)):
+            if _letters(parts) < _letters(best) or (_letters(parts) == _letters(best) and said != pieces):
                 best = parts
     return best
+
+
+def _split_outside_brackets(value: str, sep: str) -> list[str]:
+    """``value`` split at ``sep`` where no bracket is open: a clause's own "(detail; hint)" stays one clause."""
+    pieces, depth, start, i = [], 0, 0, 0
+    while i < len(value):
+        c = value[i]
+        if c in "([":
+            depth += 1
+        elif c in ")]" and depth:
+            depth -= 1
+        elif depth == 0 and value.startswith(sep, i):
+            pieces.append(value[start:i])
+            start = i = i + len(sep)
+            continue
+        i += 1
+    pieces.append(value[start:])
+    return pieces
 
 
 def placeholders(template: str) -> set[str]:
