@@ -45,3 +45,42 @@ def test_a_dry_run_plan_into_head_exits_with_the_plans_own_code(tmp_path):
     whole = run_sd(shlex.split(cmd), env=env(tmp_path))
     assert len(whole.stdout.splitlines()) > 4, whole.stdout
     assert piped_codes(cmd, tmp_path, 2) == [str(whole.rc)] * 4
+
+
+# ---------------------------------------------------------------- item 4: a typo'd version is bad input
+
+
+def fresh_venv(tmp_path: Path) -> Path:
+    venv = tmp_path / "v"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    return venv / "bin" / "python"
+
+
+def newest_known():
+    from stackdoctor.matrix import load_matrix
+
+    return max(r.version for r in load_matrix([]).releases)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_version_no_release_can_have_is_one_sentence_with_the_nearest_releases(tmp_path, lang):
+    r = run_sd(["install", "--torch", "2.31", "--dry-run", "--offline", "--python", str(fresh_venv(tmp_path)), "--lang", lang], env=env(tmp_path))
+    assert r.rc == 2 and r.stdout == "", (r.rc, r.stdout)
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "2.3.1" in r.stderr and "2.13.0" in r.stderr and str(newest_known()) in r.stderr, r.stderr  # the dot, the swap, the newest
+    assert ("没有任何 torch 版本" if lang == "zh" else "no torch release has this version") in r.stderr, r.stderr
+
+
+def test_far_beyond_the_newest_minor_is_refused_and_the_next_minors_go_to_the_sources(tmp_path):
+    """The matrix is a snapshot: the next two minors after its newest (and the next major's first) may be real and are
+    asked of the sources (an unmet plan, exit 1, when none serves them); one more minor than that is a typo (exit 2)."""
+    from stackdoctor.install.locate import MINORS_AHEAD
+
+    new = newest_known()
+    python = str(fresh_venv(tmp_path))
+    for version in (f"{new.major}.{new.minor + MINORS_AHEAD}.0", f"{new.major + 1}.0", f"{new.major}.{new.minor}.7", "1.13.1"):
+        r = run_sd(["install", "--torch", version, "--dry-run", "--offline", "--python", python], env=env(tmp_path))
+        assert r.rc == 1 and "no torch release has" not in r.stderr, (version, r.rc, r.stderr)
+        assert f"torch {version} is not in the compatibility matrix" in r.stdout, (version, r.stdout)
+    r = run_sd(["install", "--torch", f"{new.major}.{new.minor + MINORS_AHEAD + 1}", "--dry-run", "--offline", "--python", python], env=env(tmp_path))
+    assert r.rc == 2 and "no torch release has this version" in r.stderr, r.stderr

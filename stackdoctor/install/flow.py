@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from stackdoctor.errors import ExitCode, IndexError_, StackdoctorError, UsageError
-from stackdoctor.install.locate import apply_delivery, check_dependencies, check_sources, installer_config, unknown_pin, witness_pin
+from stackdoctor.install.locate import apply_delivery, check_dependencies, check_sources, installer_config, refuse_implausible_pin, unknown_pin, witness_pin
 from stackdoctor.install.options import Hooks, InstallOptions, InstallOutcome
 from stackdoctor.install.request import (
     accelerator_seen,
@@ -262,6 +262,7 @@ class _Flow:
 
 def check_request(opts: InstallOptions, view: MachineView, matrix: Matrix) -> None:
     """Input errors that need the facts or the matrix."""
+    refuse_implausible_pin(opts.torch, matrix)  # "2.31": a typo, not a release the sources might serve
     if opts.variant != "auto" and not opts.variant.startswith("jetson-"):
         known = published_variants(matrix)
         if opts.variant not in known:
