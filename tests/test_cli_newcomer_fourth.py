@@ -84,3 +84,27 @@ def test_far_beyond_the_newest_minor_is_refused_and_the_next_minors_go_to_the_so
         assert f"torch {version} is not in the compatibility matrix" in r.stdout, (version, r.stdout)
     r = run_sd(["install", "--torch", f"{new.major}.{new.minor + MINORS_AHEAD + 1}", "--dry-run", "--offline", "--python", python], env=env(tmp_path))
     assert r.rc == 2 and "no torch release has this version" in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------- item 2: folder hints name the right thing
+
+
+@pytest.mark.posix
+def test_a_venvs_bin_folder_is_answered_with_its_python(tmp_path):
+    python = fresh_venv(tmp_path)
+    r = run_sd(["check", "--python", str(python.parent)], env=env(tmp_path))
+    assert r.rc == 2 and r.stderr.strip() == f"stackdoctor: --python {python.parent} is a folder; did you mean {python}?", r.stderr
+
+
+@pytest.mark.posix
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_venv_whose_python_is_a_broken_link_names_the_link_and_its_target(tmp_path, lang):
+    python = fresh_venv(tmp_path)
+    gone = tmp_path / "removed-base" / "python3.11"
+    python.unlink()
+    python.symlink_to(gone)
+    (python.parent / "python3").unlink(missing_ok=True)
+    r = run_sd(["check", "--python", str(python.parent.parent), "--lang", lang], env=env(tmp_path))
+    assert r.rc == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert str(python) in r.stderr and str(gone) in r.stderr, r.stderr
+    assert ("失效的链接" if lang == "zh" else "is a broken link") in r.stderr, r.stderr
