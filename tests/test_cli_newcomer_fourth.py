@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from helpers import console_script, machine_env, run_sd
+from test_install_transaction import seeded_old, venv, wheels  # noqa: F401  (fixtures: a real venv with a stand-in torch)
 
 
 def env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -108,3 +109,69 @@ def test_a_venv_whose_python_is_a_broken_link_names_the_link_and_its_target(tmp_
     assert r.rc == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert str(python) in r.stderr and str(gone) in r.stderr, r.stderr
     assert ("失效的链接" if lang == "zh" else "is a broken link") in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------- item 3: a satisfied venv shows its plan and files
+
+
+def satisfied_run(tmp_path: Path, torch_python: str, *extra: str):
+    # --torch 2.13.0 --offline: the suite's real torch venv has exactly this build, and no index is asked
+    return run_sd(["install", "--dry-run", "--torch", "2.13.0", "--offline", "--python", torch_python, *extra], env=env(tmp_path))
+
+
+def test_a_satisfied_dry_run_prints_its_plan_and_says_what_it_checked(tmp_path, torch_python):
+    r = satisfied_run(tmp_path, torch_python)
+    assert r.rc == 0, r.stderr
+    assert f"Plan for {torch_python}: torch 2.13.0 (cpu)" in r.stdout and "2.13.0+cpu" in r.stdout, r.stdout
+    assert "command: none, the target already has this build." in r.stdout, r.stdout
+    assert "complete by its RECORD's file sizes (a dry run;" in r.stderr, r.stderr  # what was checked, not "every sha256"
+
+
+@pytest.mark.parametrize("emit", ["requirements", "uv", "environment.yml"])
+def test_a_satisfied_target_emits_a_file_of_every_kind(tmp_path, torch_python, emit):
+    r = satisfied_run(tmp_path, torch_python, "--emit", emit)
+    assert r.rc == 0 and r.stdout.strip(), (emit, r.stdout, r.stderr)
+    assert "Plan for" not in r.stdout and "Plan for" in r.stderr  # the file alone on stdout
+    if emit == "environment.yml":
+        assert "dependencies:" in r.stdout and "pytorch=2.13.0" in r.stdout, r.stdout
+    if emit == "requirements":
+        lines = r.stdout.splitlines()
+        assert "torch==2.13.0+cpu" in lines and "--extra-index-url https://download.pytorch.org/whl/cpu" in lines, lines
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the generated wheel is cp311")
+def test_emitted_requirements_name_the_public_index_not_this_machines_folder(tmp_path):
+    """A +cpu build found in a folder of this machine (pip's find-links): the file a teammate gets says where the
+    build comes from for anyone (PyTorch's CPU index), and names the folder only in a comment."""
+    from indexserver import WheelSpec, build_wheel
+
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    spec = WheelSpec("torch", "2.13.0+cpu", "cp311-cp311-manylinux_2_28_x86_64")
+    (folder / spec.filename).write_bytes(build_wheel(spec))
+    conf = tmp_path / "pip.conf"
+    conf.write_text(f"[global]\nfind-links = {folder}\n", encoding="utf-8")
+    r = run_sd(["install", "--emit", "requirements", "--torch", "2.13.0", "--offline", "--python", str(fresh_venv(tmp_path))],
+               env=env(tmp_path, PIP_CONFIG_FILE=str(conf)))
+    assert r.rc == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert "torch==2.13.0+cpu" in lines and "--extra-index-url https://download.pytorch.org/whl/cpu" in lines, lines
+    assert not any(ln.startswith("--find-links") for ln in lines) and any(ln.startswith("#") and str(folder) in ln for ln in lines), lines
+
+
+def test_a_dry_runs_size_check_and_an_installs_sha256_check(venv, tmp_path):
+    """What each decision needs, on a real venv: a file of the same size with other bytes passes the dry run's size
+    check (which says that is all it checked) and fails the install's sha256 check; a missing file fails both."""
+    from test_install import isolated_env
+    from test_install_transaction import site_of
+
+    from stackdoctor import install as inst
+    from stackdoctor.system import System
+
+    system, python = System(env=isolated_env(tmp_path)), str(venv / "bin" / "python")
+    f = site_of(venv) / "torch" / "part5" / "m5.py"
+    f.write_bytes(bytes(b ^ 1 for b in f.read_bytes()))
+    assert inst.intact(system, python, ["torch"], sizes_only=True) is None
+    assert inst.intact(system, python, ["torch"]) == "torch: torch/part5/m5.py differs from its RECORD"
+    f.unlink()
+    assert inst.intact(system, python, ["torch"], sizes_only=True) == "torch: torch/part5/m5.py is missing"

@@ -75,9 +75,13 @@ def verify(system: System, python: str, *, timeout: float = 300.0) -> Verificati
     return v
 
 
-def intact(system: System, python: str, names: Sequence[str]) -> str | None:
-    """None when every named distribution is complete per its RECORD (every sha256) and torch imports; else why not."""
-    argv = [python, "-I", str(worker_path("sd_backup.py")), "check", json.dumps(list(names))]
+def intact(system: System, python: str, names: Sequence[str], *, sizes_only: bool = False) -> str | None:
+    """None when every named distribution is complete per its RECORD (every sha256) and torch imports; else why not.
+
+    ``sizes_only`` (a dry run, ``--emit``: nothing is changed, so nothing is repaired): each file's size against its
+    RECORD, a stat per file, and no import: a fraction of a second where reading every byte of a CUDA build and
+    importing it takes seconds to minutes. The screen says which check was made."""
+    argv = [python, "-I", str(worker_path("sd_backup.py")), "sizes" if sizes_only else "check", json.dumps(list(names))]
     res = system.run(argv, timeout=600, record=False)
     data = marked(res.stdout, BACKUP_MARK)
     if data is None or isinstance(data.get("error"), str):
@@ -85,6 +89,8 @@ def intact(system: System, python: str, names: Sequence[str]) -> str | None:
     bad = str_dict(data.get("damaged"))
     if bad:
         return "; ".join(f"{n}: {w}" for n, w in bad.items())
+    if sizes_only:
+        return None
     v = verify(system, python)
     return None if v.imported else f"torch does not import: {v.error or '?'}"
 

@@ -64,7 +64,10 @@ def render_outcome(outcome: InstallOutcome) -> None:
         return
     if what == "satisfied" and plan is not None:
         reqs = ", ".join(p.requirement.replace("==", " ") for p in plan.packages)
-        say(f"already satisfied: {outcome.python} has {reqs}, the planned build, complete (every file's sha256 checked) and importing; nothing was changed.", "green")
+        if outcome.checked == "sizes":
+            say(f"already satisfied: {outcome.python} has {reqs}, the planned build, complete by its RECORD's file sizes (a dry run; `stackdoctor install` also checks every file's sha256 and the import); nothing was changed.", "green")
+        else:
+            say(f"already satisfied: {outcome.python} has {reqs}, the planned build, complete (every file's sha256 checked) and importing; nothing was changed.", "green")
     if outcome.emitted is not None:
         sys.stdout.write(outcome.emitted)
     route = outcome.route
@@ -222,6 +225,9 @@ def _draw_routes(con: Any, plan: Plan, windows: bool) -> None:
 def _draw_command(con: Any, plan: Plan, hypothetical: bool, windows: bool) -> None:
     from rich.text import Text
 
+    if plan.satisfied:
+        con.print(Text(localized("command: none, the target already has this build."), style="bold green"))
+        return
     if not plan.command:
         return
     label = "command (on that machine; not run here):" if hypothetical else "command:"
