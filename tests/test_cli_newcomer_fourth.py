@@ -175,3 +175,26 @@ def test_a_dry_runs_size_check_and_an_installs_sha256_check(venv, tmp_path):
     assert inst.intact(system, python, ["torch"]) == "torch: torch/part5/m5.py differs from its RECORD"
     f.unlink()
     assert inst.intact(system, python, ["torch"], sizes_only=True) == "torch: torch/part5/m5.py is missing"
+
+
+# ---------------------------------------------------------------- item 11: -o follows the extension and says so
+
+
+def test_output_file_format_follows_its_extension_and_one_line_says_where(tmp_path, torch_python):
+    import json
+    import xml.etree.ElementTree as ET
+
+    out = tmp_path / "x.json"
+    r = run_sd(["check", "--no-kernels", "--python", torch_python, "-o", str(out)], env=env(tmp_path), cwd=tmp_path)
+    assert r.rc in (0, 1) and r.stdout == "", r.stdout
+    assert json.loads(out.read_text(encoding="utf-8"))["schema"] == "stackdoctor.report/1"
+    assert r.stderr.strip().splitlines()[-1] == f"stackdoctor: wrote the report (json) to {out}.", r.stderr
+    for name, fmt, given, first in (("x.md", "markdown", [], "## "), ("x.xml", "junit", [], "<?xml"), ("x.txt", "human", [], ""),
+                                    ("y.json", "markdown", ["--format", "markdown"], "## ")):
+        r = run_sd(["check", "--replay", str(out), "-o", str(tmp_path / name), *given], env=env(tmp_path), cwd=tmp_path)
+        text = (tmp_path / name).read_text(encoding="utf-8")
+        assert text.startswith(first) and r.stderr.strip().endswith(f"wrote the report ({fmt}) to {tmp_path / name}."), (name, text[:80], r.stderr)
+        if fmt == "junit":
+            ET.fromstring(text.encode("utf-8"))
+    r = run_sd(["check", "--replay", str(out), "-o", str(tmp_path / "z.md"), "--lang", "zh"], env=env(tmp_path), cwd=tmp_path)
+    assert r.stderr.strip().endswith(f"已将报告（markdown）写入 {tmp_path / 'z.md'}。"), r.stderr
