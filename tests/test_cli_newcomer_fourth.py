@@ -198,3 +198,33 @@ def test_output_file_format_follows_its_extension_and_one_line_says_where(tmp_pa
             ET.fromstring(text.encode("utf-8"))
     r = run_sd(["check", "--replay", str(out), "-o", str(tmp_path / "z.md"), "--lang", "zh"], env=env(tmp_path), cwd=tmp_path)
     assert r.stderr.strip().endswith(f"已将报告（markdown）写入 {tmp_path / 'z.md'}。"), r.stderr
+
+
+# ---------------------------------------------------------------- item 12: habits from other CLIs
+
+
+@pytest.mark.parametrize(("argv", "first"), [
+    (["-h"], "Usage: stackdoctor [OPTIONS] COMMAND"), (["help"], "Usage: stackdoctor [OPTIONS] COMMAND"),
+    (["check", "-h"], "Usage: stackdoctor check [OPTIONS]"), (["help", "check"], "Usage: stackdoctor check [OPTIONS]"),
+    (["help", "matrix", "show"], "Usage: stackdoctor matrix show [OPTIONS]"),
+    (["version"], "stackdoctor "), (["-V"], "stackdoctor "),
+])
+def test_help_and_version_as_other_clis_spell_them(tmp_path, argv, first):
+    r = run_sd(argv, env=env(tmp_path))
+    assert r.rc == 0 and r.stdout.startswith(first), (argv, r.rc, r.stdout[:200], r.stderr)
+
+
+def test_a_common_option_before_the_command_is_taken_as_after_it(tmp_path):
+    before = run_sd(["--lang", "zh", "explain", "driver-too-old"], env=env(tmp_path))
+    after = run_sd(["explain", "driver-too-old", "--lang", "zh"], env=env(tmp_path))
+    assert before.rc == after.rc == 0 and before.stdout == after.stdout and "驱动" in before.stdout
+    r = run_sd(["--lang=zh", "matrix", "show", "--torch", "9.9"], env=env(tmp_path))
+    assert r.rc == 2 and "兼容性矩阵中没有 torch 9.9" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_config_key_one_letter_off_gets_did_you_mean(tmp_path, lang):
+    (tmp_path / "pyproject.toml").write_text("[tool.stackdoctor]\nmin_gpu = 2\n", encoding="utf-8")
+    r = run_sd(["check", "--no-kernels", "--python", sys.executable, "--lang", lang], env=env(tmp_path), cwd=tmp_path)
+    assert r.rc == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert ("您是指 `min_gpus` 吗" if lang == "zh" else "did you mean `min_gpus`?") in r.stderr, r.stderr
