@@ -228,3 +228,80 @@ def test_a_config_key_one_letter_off_gets_did_you_mean(tmp_path, lang):
     r = run_sd(["check", "--no-kernels", "--python", sys.executable, "--lang", lang], env=env(tmp_path), cwd=tmp_path)
     assert r.rc == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert ("您是指 `min_gpus` 吗" if lang == "zh" else "did you mean `min_gpus`?") in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------- item 6: Ctrl-C keeps the finished work
+
+
+def ctrl_c_in_pty(argv: list[str], env_: dict[str, str], after: str, columns: int = 100, timeout: float = 240) -> tuple[int, str]:
+    """Run ``argv`` on a real pseudo-terminal; once ``after`` has been drawn, press Ctrl-C (the terminal's ^C, so
+    the foreground process group gets SIGINT as from a keyboard): (exit code, everything drawn)."""
+    import fcntl
+    import os
+    import pty
+    import select
+    import struct
+    import termios
+    import time
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+
+    def own_terminal() -> None:  # the child leads a session whose controlling terminal is the pty: ^C reaches it
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env={**env_, "COLUMNS": str(columns), "TERM": "xterm"},
+                            close_fds=True, preexec_fn=own_terminal)
+    os.close(slave)
+    drawn, pressed = b"", False
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:
+                    break
+                if not data:
+                    break
+                drawn += data
+            elif proc.poll() is not None:
+                break
+            if not pressed and after.encode() in drawn:
+                os.write(master, b"\x03")
+                pressed = True
+        rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
+    assert pressed, drawn.decode("utf-8", "replace")[-3000:]
+    return rc, drawn.decode("utf-8", "replace")
+
+
+@pytest.mark.posix
+@pytest.mark.linux
+def test_ctrl_c_during_kernels_shows_the_sizes_measured_then_interrupted(tmp_path, torch_python):
+    argv = [*console_script(), "kernels", "matmul", "--device", "cpu", "--sizes", "32,48,2048,3072,4096", "--python", torch_python, "--lang", "en"]
+    rc, drawn = ctrl_c_in_pty(argv, env(tmp_path), after="2 done: matmul cpu fp32 48")
+    assert rc == 130, drawn[-3000:]
+    assert "1 done: matmul cpu fp32 32³" in drawn  # the per-size progress on the terminal
+    table = drawn.split("interrupted")[0]
+    assert "32³" in table and "48³" in table and "│ ok" in table, drawn[-3000:]
+    assert drawn.rstrip().endswith("stackdoctor: interrupted."), drawn[-500:]
+
+
+@pytest.mark.posix
+@pytest.mark.linux
+def test_ctrl_c_during_allreduce_full_shows_the_sizes_done_then_interrupted(tmp_path, torch_python):
+    argv = [*console_script(), "kernels", "allreduce", "--full", "--nproc", "2", "--iters", "2", "--python", torch_python, "--lang", "en"]
+    rc, drawn = ctrl_c_in_pty(argv, env(tmp_path), after="allreduce 3/")
+    assert rc == 130, drawn[-3000:]
+    import re
+
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", drawn.split("^C")[-1])  # after the key: what the screen keeps
+    kept = re.split(r"[\r\n]", plain.split("stackdoctor: interrupted.")[0])
+    done = [ln for ln in kept if ln.startswith("allreduce ") and " done, " in ln]  # whole lines (the status line has a spinner)
+    assert any(ln.startswith("allreduce 1/26: 8 B done") for ln in done) and any(ln.startswith("allreduce 3/26") for ln in done), drawn[-3000:]

@@ -346,11 +346,8 @@ def _add_routes(opts: InstallOptions, plan: Plan, view: MachineView, matrix: Mat
 def _emit(opts: InstallOptions, plan: Plan, view: MachineView, request: Request, matrix: Matrix) -> str:
     from stackdoctor.install.conda import environment_yml, index_args
     from stackdoctor.install.emit import emit_requirements, emit_uv
-    from stackdoctor.resolve.packages import variant_index_url
-
     if opts.emit == "requirements":
-        public = variant_index_url(matrix, replace(request, index_base=None), plan.variant) if plan.variant else None  # PyTorch's own index
-        return emit_requirements(plan, find_links=opts.sources.find_links[0] if opts.sources.find_links else None, public_index=public)
+        return emit_requirements(plan, find_links=opts.sources.find_links[0] if opts.sources.find_links else None, public_index=_public_index(plan, request, matrix))
     if opts.emit == "uv":
         return emit_uv(plan)
     route = next((r for r in plan.routes if r.name == "conda-forge" and (r.recommended or opts.conda_installer)), None)
@@ -363,6 +360,13 @@ def _emit(opts: InstallOptions, plan: Plan, view: MachineView, request: Request,
     if not pip_args and plan.index_url and plan.variant and not (plan.index_url or "").startswith("https://pypi.org"):
         pip_args = ["--extra-index-url", plan.index_url]
     return environment_yml(route, name=name, python=py.rstrip("t") if py else None, pip_reqs=[p.requirement for p in plan.packages], pip_args=pip_args)
+
+
+def _public_index(plan: Plan, request: Request, matrix: Matrix) -> str | None:
+    """PyTorch's own index for the plan's variant (not a mirror, not a folder): what a teammate's pip can reach."""
+    from stackdoctor.resolve.packages import variant_index_url
+
+    return variant_index_url(matrix, replace(request, index_base=None), plan.variant) if plan.variant else None
 
 
 def _satisfied(opts: InstallOptions, plan: Plan, out: InstallOutcome, hooks: Hooks) -> int:
