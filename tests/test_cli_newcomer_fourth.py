@@ -305,3 +305,44 @@ def test_ctrl_c_during_allreduce_full_shows_the_sizes_done_then_interrupted(tmp_
     kept = re.split(r"[\r\n]", plain.split("stackdoctor: interrupted.")[0])
     done = [ln for ln in kept if ln.startswith("allreduce ") and " done, " in ln]  # whole lines (the status line has a spinner)
     assert any(ln.startswith("allreduce 1/26: 8 B done") for ln in done) and any(ln.startswith("allreduce 3/26") for ln in done), drawn[-3000:]
+
+
+# ---------------------------------------------------------------- item 7: narrow terminals
+
+
+@pytest.mark.posix
+@pytest.mark.linux
+@pytest.mark.parametrize("columns", [60, 80])
+def test_the_kernels_table_keeps_the_size_of_a_sweep_on_a_narrow_terminal(tmp_path, torch_python, columns):
+    import re
+
+    from test_cli_second_pass import run_in_pty, screen_lines
+
+    argv = [*console_script(), "kernels", "matmul", "--device", "cpu", "--sizes", "32,48", "--python", torch_python, "--lang", "en"]
+    rc, drawn = run_in_pty(argv, env(tmp_path), columns=columns)
+    assert rc == 0, drawn[-3000:]
+    rows = [ln for ln in screen_lines(drawn) if ln.startswith("matmul ")]
+    assert rows and len(rows) == len(set(rows)), rows  # no two rows alike: the size tells them apart
+    assert all(re.search(r"│ (32|48)³ ", ln) for ln in rows), rows
+    assert "size" in " ".join(ln for ln in screen_lines(drawn) if "┃" in ln)
+
+
+@pytest.mark.parametrize("columns", ["60", "80"])
+def test_a_tree_row_with_a_long_path_stays_one_line_in_a_pipe(tmp_path, torch_python, columns):
+    import json
+
+    long = tmp_path / "a-rather-long-folder-name-for-projects" / "another-level-of-nesting-here" / "and-one-more-level"
+    long.mkdir(parents=True)
+    (long / "venv").symlink_to(Path(torch_python).parent.parent)
+    python = long / "venv" / "bin" / "python"
+    saved = tmp_path / "r.json"
+    run_sd(["check", "--no-kernels", "--python", str(python), "-o", str(saved)], env=env(tmp_path))
+    assert json.loads(saved.read_text(encoding="utf-8"))["facts"]["python"]["executable"]
+    r = run_sd(["check", "--replay", str(saved)], env=env(tmp_path, COLUMNS=columns))
+    lines = r.stdout.splitlines()
+    assert all(len(ln) <= int(columns) for ln in lines), lines  # folded to the width ...
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("✓ python"))
+    row = [lines[first], *[ln for ln in lines[first + 1:] if ln.startswith(" " * 11)]]
+    assert row[-1].strip().endswith("venv") and "".join(ln.strip() for ln in row).replace(" ", "").endswith(f"{python}venv".replace(" ", "")), row
+    assert all(ln.rstrip().endswith(("/", "bin/python")) for ln in row[:-1]), row  # ... after a / (or a space)
+    assert not any(ln.startswith(("venv", "-", "/", "a-rather", "another")) for ln in lines), lines  # nothing of it at column 0

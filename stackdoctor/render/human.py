@@ -6,6 +6,7 @@ device names) is wrapped in :class:`rich.text.Text`, never parsed as markup.
 
 from __future__ import annotations
 
+import re
 from contextvars import ContextVar
 from typing import Any
 
@@ -26,6 +27,7 @@ from stackdoctor.view import MachineView
 
 MARKS = UNICODE_MARKS
 _MARKS: ContextVar[dict] = ContextVar("marks", default=MARKS)  # the console's glyphs while render_report draws
+_WHOLE: ContextVar[bool] = ContextVar("whole_rows", default=False)  # a pipe: each tree row one line, never folded
 _LANG: ContextVar[str] = ContextVar("lang", default="en")  # the screen's language while render_report draws
 ORDER = {"fail": 2, "warn": 1, "ok": 0}
 LABEL_CELLS = 9  # the tree labels' column, in terminal cells (a CJK character takes two)
@@ -316,8 +318,12 @@ def render_report(report: Report, console: Console, *, verbose: bool = False, la
         if console.is_terminal or console.color_system is not None:
             _render_report(report, console, verbose=verbose, lang=lang, strict=strict)
         else:
-            with console.capture() as captured:
-                _render_report(report, console, verbose=verbose, lang=lang, strict=strict)
+            whole = _WHOLE.set(True)
+            try:
+                with console.capture() as captured:
+                    _render_report(report, console, verbose=verbose, lang=lang, strict=strict)
+            finally:
+                _WHOLE.reset(whole)
             text = "\n".join(line.rstrip() for line in captured.get().splitlines())
             console.print(Text(text), soft_wrap=True)
     finally:
@@ -325,11 +331,54 @@ def render_report(report: Report, console: Console, *, verbose: bool = False, la
         _MARKS.reset(marks_token)
 
 
+def _hang(row: str, width: int) -> list[str]:
+    """One tree row in lines of at most ``width`` cells, folded between words (a path longer than a line at its
+    ``/``) under a hanging indent at the row's value, so nothing of it (its ``venv`` note) starts at column 0."""
+    if cell_len(row) <= width:
+        return [row]
+    lead = len(row) - len(row.lstrip(" │├└─|`-+"))  # the tree's guides
+    label = re.match(r"\S+ +\S+ +", row[lead:])  # the mark and the label, padded to the value's column
+    indent = row[:lead] + (label.group(0) if label else "")
+    hang = " " * min(cell_len(indent), max(0, width // 2))
+    return _fold_paths(row[len(indent):], width, indent, hang)
+
+
+def _fold_paths(text: str, width: int, indent: str, hang: str) -> list[str]:
+    """:func:`stackdoctor.render.wrap.wrap`, a path breaking after a ``/`` rather than inside a name."""
+    from stackdoctor.render.wrap import wrap
+
+    spaced = re.sub(r"(?<=\S)/(?=\S)", "/\x00 ", text)  # a place to break a path: after each /
+    return [ln.replace("\x00 ", "").replace("\x00", "") for ln in wrap(spaced, width, indent=indent, hang=hang)]
+
+
+def _safe_console_like(console: Console) -> Console:
+    """A console that draws as ``console`` does (its encoding: ASCII guides where it has no box glyphs), wide
+    enough that no row folds."""
+    import io
+
+    from stackdoctor.console import make_console
+
+    same = io.TextIOWrapper(io.BytesIO(), encoding=console.encoding or "utf-8", errors="replace")
+    return make_console(file=same, width=10_000)
+
+
 def _render_report(report: Report, console: Console, *, verbose: bool, lang: str, strict: bool = False) -> None:
     if report.replayed_from:
         when = _t("replay_created", created=report.created_at) if report.created_at else ""
-        console.print(Text(_t("replay_of", path=report.replayed_from, when=when), style="dim"))
-    console.print(build_tree(report))
+        line = Text(_t("replay_of", path=report.replayed_from, when=when), style="dim")
+        if _WHOLE.get():  # a log: the path folded after a /, never inside a name
+            folded = "\n".join(_fold_paths(line.plain, console.width, "", "  "))
+            console.print(Text(folded, style="dim"), crop=False, no_wrap=True, overflow="ignore")
+        else:
+            console.print(line)
+    if _WHOLE.get():  # a pipe, a log: each row of the tree one line (a long path and its note stay on the row)
+        wide = _safe_console_like(console)
+        with wide.capture() as drawn:
+            wide.print(build_tree(report))
+        rows = "\n".join(line for row in drawn.get().splitlines() for line in _hang(row.rstrip(), console.width))
+        console.print(Text(rows, no_wrap=True, overflow="ignore"), crop=False, no_wrap=True, overflow="ignore")
+    else:
+        console.print(build_tree(report))
     kt = kernels_table(report)
     if kt is not None:
         console.print()

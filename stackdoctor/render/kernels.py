@@ -178,7 +178,8 @@ def _compute_columns(compute: list[Any], t: Callable[..., str]) -> list[Column]:
         Column(t("col_kernel"), [r.kernel for r in compute]),
         Column(t("col_device"), [r.device for r in compute]),
         Column(t("col_dtype"), [r.dtype or "" for r in compute]),
-        Column(t("col_size"), [_size_cell(r, t) for r in compute], wrap=True, drop=3),
+        # the size tells rows of one kernel, device and dtype apart (a matmul sweep): then it is never left out
+        Column(t("col_size"), [_size_cell(r, t) for r in compute], wrap=True, drop=0 if len({r.size for r in compute}) > 1 else 3),
         Column(t("col_result"), [Text(t("result_ok"), style="green") if r.ok else Text(r.error or t("result_wrong"), style="red")
                                  for r in compute], wrap=True),
         Column(t("col_max_err"), [f"{r.max_error:.1e}" if r.max_error is not None else "" for r in compute], "right", drop=2),
