@@ -346,3 +346,27 @@ def test_a_tree_row_with_a_long_path_stays_one_line_in_a_pipe(tmp_path, torch_py
     assert row[-1].strip().endswith("venv") and "".join(ln.strip() for ln in row).replace(" ", "").endswith(f"{python}venv".replace(" ", "")), row
     assert all(ln.rstrip().endswith(("/", "bin/python")) for ln in row[:-1]), row  # ... after a / (or a space)
     assert not any(ln.startswith(("venv", "-", "/", "a-rather", "another")) for ln in lines), lines  # nothing of it at column 0
+
+
+# ---------------------------------------------------------------- item 8: a spread says what it means
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_checks_quick_kernel_table_notes_a_noisy_spread_as_kernels_does(tmp_path, torch_python, lang):
+    import json
+
+    saved = tmp_path / "r.json"
+    run_sd(["check", "--python", torch_python, "-o", str(saved)], env=env(tmp_path), timeout=300)
+    data = json.loads(saved.read_text(encoding="utf-8"))
+    compute = [r for r in data["facts"]["kernels"]["results"] if r["kernel"] != "allreduce"]
+    assert compute, data["facts"]["kernels"]
+    for r in compute:  # steady runs ...
+        r.update(tflops=0.004, tflops_min=0.004, tflops_max=0.004, runs=5)
+    saved.write_text(json.dumps(data), encoding="utf-8")
+    calm = run_sd(["check", "--replay", str(saved), "--lang", lang], env=env(tmp_path))
+    compute[0].update(tflops_min=0.001, tflops_max=0.16)  # ... then one 3.94 GFLOP/s ±1988% run
+    saved.write_text(json.dumps(data), encoding="utf-8")
+    noisy = run_sd(["check", "--replay", str(saved), "--lang", lang], env=env(tmp_path))
+    word = "波动大" if lang == "zh" else "noisy:"
+    assert word not in calm.stdout and "±0%" in calm.stdout, calm.stdout
+    assert "±1988%" in noisy.stdout and word in noisy.stdout and "1988" in noisy.stdout.split("±1988%", 1)[1], noisy.stdout

@@ -199,6 +199,16 @@ def kernels_table(report: Report) -> Table | None:
     return table
 
 
+def noisy_note(report: Report) -> Text | None:
+    """Under the quick kernel table, as under ``kernels``' own: a spread wider than the noisy limit says what it means."""
+    from stackdoctor.render.kernels import NOISY_PCT, spread_pct
+
+    noisy = [p for r in report.facts.kernels.results if r.kernel != "allreduce" and (p := spread_pct(r)) is not None and p > NOISY_PCT]
+    if not noisy:
+        return None
+    return Text(_t("k_noisy_note", n=len(noisy), limit=f"{NOISY_PCT:.0f}", worst=f"{max(noisy):.0f}"), style="yellow")
+
+
 def _flops(tflops: float | None) -> str:
     """A FLOP rate with its unit chosen by magnitude ("195 GFLOP/s", "712 TFLOP/s"); JSON keeps ``tflops``."""
     from stackdoctor.units import format_flops
@@ -383,6 +393,9 @@ def _render_report(report: Report, console: Console, *, verbose: bool, lang: str
     if kt is not None:
         console.print()
         console.print(kt)
+        note = noisy_note(report)
+        if note is not None:
+            console.print(note)
     if verbose:
         console.print()
         console.print(probes_table(report))
