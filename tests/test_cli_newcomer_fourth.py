@@ -370,3 +370,29 @@ def test_checks_quick_kernel_table_notes_a_noisy_spread_as_kernels_does(tmp_path
     word = "波动大" if lang == "zh" else "noisy:"
     assert word not in calm.stdout and "±0%" in calm.stdout, calm.stdout
     assert "±1988%" in noisy.stdout and word in noisy.stdout and "1988" in noisy.stdout.split("±1988%", 1)[1], noisy.stdout
+
+
+# ---------------------------------------------------------------- item 9: [tool.stackdoctor]'s findings
+
+
+@pytest.mark.slow
+def test_project_requirement_findings_are_round_once_and_fixable(tmp_path, torch_python):
+    import json
+    import re
+
+    (tmp_path / "pyproject.toml").write_text('[tool.stackdoctor]\nmin_gpus = 2\nkernels = ["matmul", "allreduce"]\nmin_busbw = 1000\n', encoding="utf-8")
+    r = run_sd(["check", "--python", torch_python, "--json"], env=env(tmp_path), cwd=tmp_path, timeout=300)
+    data = r.json()
+    assert data["facts"]["kernels"]["allreduce"]["backend"] == "gloo", data["facts"]["kernels"]["allreduce"]
+    codes = [f["code"] for f in data["findings"]]
+    unmet = [f for f in data["findings"] if f["code"] == "requirement-unmet"]
+    assert "allreduce-slow" in codes and not any("busbw" in f["detail"] for f in unmet), [f["detail"] for f in unmet]  # said once
+    gpus = next(f for f in unmet if "GPU(s)" in f["detail"])
+    assert not gpus["fix"].startswith("stackdoctor check") and "at least 2 GPU(s)" in gpus["fix"], gpus["fix"]
+    text = json.dumps(data["findings"])
+    assert "NCCL_DEBUG" not in text  # a gloo run on CPUs
+    assert not re.search(r"\d\.\d{4,} GB/s", text), text  # busbw rounded
+    (tmp_path / "r.json").write_text(r.stdout, encoding="utf-8")
+    md = run_sd(["check", "--replay", str(tmp_path / "r.json"), "--format", "markdown"], env=env(tmp_path), cwd=tmp_path).stdout
+    rows = [ln for ln in md.splitlines() if ln.startswith("|") and "`requirement-unmet`" in ln]
+    assert rows and len(rows) == len(set(rows)), rows  # each row says which requirement
