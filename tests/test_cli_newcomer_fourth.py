@@ -396,3 +396,35 @@ def test_project_requirement_findings_are_round_once_and_fixable(tmp_path, torch
     md = run_sd(["check", "--replay", str(tmp_path / "r.json"), "--format", "markdown"], env=env(tmp_path), cwd=tmp_path).stdout
     rows = [ln for ln in md.splitlines() if ln.startswith("|") and "`requirement-unmet`" in ln]
     assert rows and len(rows) == len(set(rows)), rows  # each row says which requirement
+
+
+# ---------------------------------------------------------------- item 10: install and check agree on "done"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the generated wheel is cp311")
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_install_says_what_check_will_say_about_the_torch_it_installed(tmp_path, lang):
+    """A torch whose import warns "Failed to initialize NumPy" (as the real CPU wheel does without numpy): install's
+    verdict after "done" names check's torch-numpy-missing, with its fix, as the next check says it."""
+    from indexserver import WheelSpec, _torch_files, build_wheel
+    from test_install_sources import user_env
+
+    files = _torch_files("2.13.0+cpu")
+    files["torch/__init__.py"] += ("import warnings\nwarnings.warn(\"Failed to initialize NumPy: No module named 'numpy' "
+                                   "(Triggered internally at torch/csrc/utils/tensor_numpy.cpp:84.)\", UserWarning)\n")
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    spec = WheelSpec("torch", "2.13.0+cpu", "cp311-cp311-manylinux_2_28_x86_64", [], files)
+    (folder / spec.filename).write_bytes(build_wheel(spec))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    e = user_env(tmp_path)
+    r = run_sd(["install", "--yes", "--torch", "2.13.0", "--offline", "--find-links", str(folder), "--python", python, "--lang", lang], env=e,
+               timeout=300)
+    assert r.rc == 0, r.stderr[-3000:]
+    after = r.stderr.split("done" if lang == "en" else "完成", 1)[-1]
+    assert "torch-numpy-missing" in after and f"{python} -m pip install numpy" in after, r.stderr[-2000:]
+    check = run_sd(["check", "--no-kernels", "--import-torch", "--python", python, "--json"], env=e)
+    assert "torch-numpy-missing" in [f["code"] for f in check.json()["findings"]]
