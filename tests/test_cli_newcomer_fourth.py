@@ -428,3 +428,16 @@ def test_install_says_what_check_will_say_about_the_torch_it_installed(tmp_path,
     assert "torch-numpy-missing" in after and f"{python} -m pip install numpy" in after, r.stderr[-2000:]
     check = run_sd(["check", "--no-kernels", "--import-torch", "--python", python, "--json"], env=e)
     assert "torch-numpy-missing" in [f["code"] for f in check.json()["findings"]]
+
+
+# ---------------------------------------------------------------- item 13: the macOS what-if says what "(cpu)" is
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_macos_what_if_header_and_its_reason_agree(tmp_path, lang):
+    r = run_sd(["install", "--dry-run", "--platform", "macosx_14_0_arm64", "--python-version", "3.12", "--offline", "--lang", lang], env=env(tmp_path))
+    assert r.rc == 0, r.stderr
+    head = r.stdout.splitlines()[0]
+    assert head.endswith(("(cpu)", "（cpu）")), head
+    reason = next(ln for ln in r.stdout.splitlines() if "MPS" in ln)
+    assert ("它的 cpu 变体同时也是 Apple GPU 构建" if lang == "zh" else "its cpu variant is the Apple GPU build too") in reason, reason
