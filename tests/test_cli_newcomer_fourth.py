@@ -441,3 +441,25 @@ def test_the_macos_what_if_header_and_its_reason_agree(tmp_path, lang):
     assert head.endswith(("(cpu)", "（cpu）")), head
     reason = next(ln for ln in r.stdout.splitlines() if "MPS" in ln)
     assert ("它的 cpu 变体同时也是 Apple GPU 构建" if lang == "zh" else "its cpu variant is the Apple GPU build too") in reason, reason
+
+
+@pytest.mark.parametrize("columns", ["60", "80"])
+def test_the_diff_header_names_each_file_whole_and_no_line_ends_in_spaces(tmp_path, columns):
+    import json
+
+    from stackdoctor.facts import Facts
+    from stackdoctor.report import Report
+
+    folder = tmp_path / "reports-from-the-machine-that-broke-last-tuesday"
+    folder.mkdir()
+    a, b = folder / "before-the-driver-update.json", folder / "after-the-driver-update.json"
+    fa, fb = Facts(), Facts()
+    fa.torch.version, fb.torch.version = "2.12.0+cu126", "2.13.0+cu130"
+    a.write_text(Report(facts=fa).to_json(), encoding="utf-8")
+    b.write_text(Report(facts=fb).to_json(), encoding="utf-8")
+    assert json.loads(a.read_text(encoding="utf-8"))["facts"]["torch"]["version"] == "2.12.0+cu126"
+    r = run_sd(["diff", str(a), str(b)], env=env(tmp_path, COLUMNS=columns))
+    lines = r.stdout.splitlines()
+    assert f"A: {a}" in lines and f"B: {b}" in lines, lines[:6]
+    assert all(ln == ln.rstrip() for ln in lines), [ln for ln in lines if ln != ln.rstrip()]
+    assert any("2.12.0+cu126" in ln for ln in lines), lines
