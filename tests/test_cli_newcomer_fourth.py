@@ -396,6 +396,20 @@ def test_project_requirement_findings_are_round_once_and_fixable(tmp_path, torch
     md = run_sd(["check", "--replay", str(tmp_path / "r.json"), "--format", "markdown"], env=env(tmp_path), cwd=tmp_path).stdout
     rows = [ln for ln in md.splitlines() if ln.startswith("|") and "`requirement-unmet`" in ln]
     assert rows and len(rows) == len(set(rows)), rows  # each row says which requirement
+    # item 7: on a 60-column terminal a fix's comment folds between words, its command stays one line
+    from test_cli_second_pass import run_in_pty, screen_lines
+
+    slow = next(f for f in data["findings"] if f["code"] == "allreduce-slow")
+    command, _, comment = slow["fix"].partition("   # ")
+    _, drawn = run_in_pty([*console_script(), "check", "--replay", str(tmp_path / "r.json")], env(tmp_path), columns=60)
+    lines = [ln.rstrip() for ln in screen_lines(drawn)]
+    at = next(i for i, ln in enumerate(lines) if ln.strip() == f"fix: {command}")
+    folded = []
+    for ln in lines[at + 1:]:
+        if not ln.startswith(" " * 9):
+            break
+        folded.append(ln.strip())
+    assert " ".join(folded) == f"# {comment}" and all(len(ln) <= 60 for ln in lines[at + 1:at + 1 + len(folded)]), folded
 
 
 # ---------------------------------------------------------------- item 10: install and check agree on "done"

@@ -216,7 +216,7 @@ def _flops(tflops: float | None) -> str:
     return format_flops(tflops)
 
 
-def findings_view(report: Report, verbose: bool) -> RenderableType:
+def findings_view(report: Report, verbose: bool, width: int | None = None) -> RenderableType:
     rows: list[RenderableType] = []
     problems = [f for f in report.findings if f.severity != "ok"]
     problems.sort(key=lambda f: -ORDER.get(f.severity, 0))
@@ -233,15 +233,30 @@ def findings_view(report: Report, verbose: bool) -> RenderableType:
             # A fix is a command to copy: never folded at the console's width (a log keeps it on one
             # line; a terminal soft-wraps it and still copies one line). Printed with crop=False.
             for i, line in enumerate(f.fix.splitlines() or [""]):
-                fix = Text(" " * 4, no_wrap=True, overflow="ignore")
-                fix.append(_t("fix_prefix") if i == 0 else " " * cell_len(_t("fix_prefix")), style="bold")
-                fix.append(line, style="cyan")
-                rows.append(fix)
+                lead = " " * 4 + (_t("fix_prefix") if i == 0 else " " * cell_len(_t("fix_prefix")))
+                command, sep, comment = line.partition("   # ")
+                if width is not None and sep and cell_len(lead + line) > width:
+                    # a terminal: the command stays one line to copy; its comment folds between words under it
+                    # (the terminal would otherwise break it anywhere: `chec` / `k`)
+                    rows.append(_fix_row(lead, command))
+                    from stackdoctor.render.wrap import wrap
+
+                    for part in wrap("# " + comment, width, indent=" " * cell_len(lead), hang=" " * (cell_len(lead) + 2)):
+                        rows.append(Text(part, style="cyan", no_wrap=True, overflow="ignore"))
+                    continue
+                rows.append(_fix_row(lead, line))
     if verbose:
         for f in report.findings:
             if f.severity == "ok":
                 rows.append(Text(f"{_MARKS.get()['ok'][0]} {f.code}  {f.title}", style="green"))
     return Group(*rows)
+
+
+def _fix_row(lead: str, line: str) -> Text:
+    fix = Text(" " * 4, no_wrap=True, overflow="ignore")
+    fix.append(lead[4:], style="bold")
+    fix.append(line, style="cyan")
+    return fix
 
 
 def summary_line(report: Report, lang: str = "en", strict: bool = False) -> Text:
@@ -405,6 +420,6 @@ def _render_report(report: Report, console: Console, *, verbose: bool, lang: str
             console.print(wt)
     if any(f.severity != "ok" for f in report.findings) or verbose:
         console.print()
-        console.print(findings_view(report, verbose), crop=False)
+        console.print(findings_view(report, verbose, None if _WHOLE.get() else console.width), crop=False)
     console.print()
     console.print(summary_line(report, lang, strict))
