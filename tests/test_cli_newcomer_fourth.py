@@ -477,3 +477,29 @@ def test_the_diff_header_names_each_file_whole_and_no_line_ends_in_spaces(tmp_pa
     assert f"A: {a}" in lines and f"B: {b}" in lines, lines[:6]
     assert all(ln == ln.rstrip() for ln in lines), [ln for ln in lines if ln != ln.rstrip()]
     assert any("2.12.0+cu126" in ln for ln in lines), lines
+
+
+@pytest.mark.posix
+@pytest.mark.linux
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the generated wheel is cp311")
+@pytest.mark.parametrize("columns", [60, 80])
+def test_the_plan_table_never_splits_a_wheel_name_or_url_inside_a_name(tmp_path, columns):
+    from indexserver import WheelSpec, build_wheel
+    from test_cli_second_pass import run_in_pty, screen_lines
+
+    folder = tmp_path / "wheels"
+    folder.mkdir()
+    spec = WheelSpec("torch", "2.13.0+cpu", "cp311-cp311-manylinux_2_28_x86_64")
+    (folder / spec.filename).write_bytes(build_wheel(spec))
+    argv = [*console_script(), "install", "--dry-run", "--torch", "2.13.0", "--offline", "--find-links", str(folder), "--python", str(fresh_venv(tmp_path))]
+    rc, drawn = run_in_pty(argv, env(tmp_path), columns=columns)
+    assert rc == 0, drawn[-2000:]
+    lines = [ln.rstrip() for ln in screen_lines(drawn)]
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("package"))
+    table = lines[start:next(i for i, ln in enumerate(lines) if ln.startswith("why:"))]  # the packages, their sources and wheels
+    assert all(len(ln) <= columns for ln in table), [ln for ln in table if len(ln) > columns]
+    first = next(i for i, ln in enumerate(table) if ln.startswith("wheel") or ".whl" in ln)
+    wheel = [ln.strip() for ln in table[first:]] if table[first].startswith("wheel") else [table[first].split()[-1]]
+    assert all(ln.endswith("/") for ln in table[1:first] if ln.startswith("torch ") and len(table) > first + 1), table  # a URL: after a /
+    assert spec.filename in "".join(ln.split(": ", 1)[-1] for ln in wheel), table  # whole, once its pieces are joined ...
+    assert all(ln.endswith(("-", ".whl")) for ln in wheel), table  # ... each piece ending at a - (never inside a name)
