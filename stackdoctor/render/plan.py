@@ -191,7 +191,7 @@ def _draw_packages(con: Any, plan: Plan, python: str, *, hypothetical: bool, fol
     if below:
         for name, _, _, wheel in rows:
             if wheel:
-                con.print(Text("\n".join(_folded(f"{localized('wheel')} ({name}): {wheel}", con.width, "-", hang="  "))))
+                con.print(Text("\n".join(_folded(localized(f"wheel ({name}): {wheel}"), con.width, "-", hang="  "))))
 
 
 def _too_wide(con: Any, rows: list[tuple[str, str, str, str | None]]) -> bool:
