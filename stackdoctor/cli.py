@@ -246,6 +246,39 @@ def _word_metavars(command: object, name: str = "") -> None:
             param.display_type_rich = lambda ctx: None  # the metavar says it; no "<str>" after it
 
 
+# Options every command takes, which a user coming from other CLIs (git -C, pip --python) may put before the
+# command: moved after it (after a group's subcommand), so `stackdoctor --lang zh check` is `check --lang zh`.
+# The value-taking ones take the next word; `--lang=zh` is one word.
+_MOVABLE = {"--lang": True, "--python": True, "--format": True, "--matrix": True, "--timeout": True, "--json": False, "--verbose": False, "-v": False}
+
+
+def _habits(args: list[str]) -> list[str]:
+    """``args`` with the spellings of other CLIs turned into stackdoctor's: ``-h`` is ``--help`` (anywhere before
+    ``--``), ``help [COMMAND...]`` is ``[COMMAND...] --help``, ``version`` and ``-V`` (before any command) are
+    ``--version``, and the common options put before the command (``--lang zh check``) go after it."""
+    head: list[str] = []
+    rest = list(args)
+    while rest and rest[0] == "--debug":
+        head.append(rest.pop(0))
+    if rest[:1] == ["help"]:
+        return [*head, *rest[1:], "--help"]
+    if rest[:1] in (["version"], ["-V"]):
+        return [*head, "--version"]
+    moved: list[str] = []
+    while rest and rest[0].split("=", 1)[0] in _MOVABLE:
+        opt = rest.pop(0)
+        moved.append(opt)
+        if _MOVABLE[opt.split("=", 1)[0]] and "=" not in opt and rest:
+            moved.append(rest.pop(0))
+    if moved and rest and not rest[0].startswith("-"):
+        at = 2 if rest[0] in {g.name for g in app.registered_groups} and len(rest) > 1 and not rest[1].startswith("-") else 1
+        rest[at:at] = moved
+    else:
+        rest[:0] = moved
+    end = rest.index("--") if "--" in rest else len(rest)
+    return [*head, *["--help" if a == "-h" and i < end else a for i, a in enumerate(rest)]]
+
+
 def _invoked(args: list[str] | None) -> str | None:
     """The command ``args`` run (``check`` in ``--debug check --json``), when it is a registered one; else None."""
     rest = list(args or [])
@@ -308,6 +341,10 @@ def main(argv: list[str] | None = None) -> None:
     install_boundary()  # every write scrubbed of credentials; a closed / full stdout is one sentence, exit 2
     click_exception = _click_base("ClickException")
     args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = _habits(args)
+    except Exception:  # the words as typed rather than a traceback
+        pass
     handle_termination()
     _ARGS[:] = args
     code: int

@@ -125,6 +125,11 @@ def _str_list(value: Any, key: str, where: str) -> list[str]:
 def _validate(table: dict[str, Any], where: str, *, strict: bool = True) -> Requirements:
     unknown = [k for k in table if k not in _KEYS]
     if unknown and strict:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], list(_KEYS), n=1, cutoff=0.75)
+        if close:  # min_gpu, warning_fail: the key meant
+            raise ConfigError(f"{where}: unknown key `{unknown[0]}`; did you mean `{close[0]}`? (known: {', '.join(_KEYS)}).")
         raise ConfigError(f"{where}: unknown key `{unknown[0]}` (known: {', '.join(_KEYS)}).")
     r = Requirements(source=where)
     if table.get("torch") is not None:

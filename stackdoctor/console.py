@@ -31,7 +31,9 @@ would on UTF-8). ``NO_COLOR`` and redirected output are rich's own behaviour and
 from __future__ import annotations
 
 import codecs
+import contextlib
 import errno
+import os
 import sys
 from typing import IO, TYPE_CHECKING, Any
 
@@ -50,6 +52,7 @@ __all__ = [
     "make_console",
     "marks",
     "protect_std_streams",
+    "reader_gone",
     "write_stdout",
 ]
 
@@ -157,7 +160,9 @@ class BoundaryStream:
         try:
             self._stream.write(safe)
         except BrokenPipeError:
-            raise
+            if not self._raises:
+                raise
+            reader_gone(self._stream)
         except UnicodeEncodeError:
             enc = self.encoding
             self._stream.write(safe.encode(enc, errors="replace").decode(enc, errors="replace"))
@@ -173,7 +178,9 @@ class BoundaryStream:
         try:
             self._stream.flush()
         except BrokenPipeError:
-            raise
+            if not self._raises:
+                raise
+            reader_gone(self._stream)
         except OSError as exc:
             self._fail(exc)
         except ValueError:
@@ -196,6 +203,33 @@ class BoundaryStream:
         return getattr(self._stream, name)
 
 
+def reader_gone(stream: Any = None) -> None:
+    """stdout's reader closed the pipe (``| head -1``): what is left to print goes to ``/dev/null`` and the command
+    goes on to its own end and exit code, as if the whole output had been read (under ``set -o pipefail`` a closed
+    pipe must not fail a CI step, nor turn a finding's exit 1 into 0). Python's own flush at exit finds the
+    same null device, so nothing is said about it either."""
+    target = stream if stream is not None else sys.stdout
+    try:
+        fd = target.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = 1
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except OSError:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        target.flush()  # what was buffered for the closed pipe now goes to the null device
+
+
+def _is_stdout(file: Any) -> bool:
+    try:
+        return int(file.fileno()) == 1
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 def install_boundary() -> None:
     """Route ``sys.stdout`` / ``sys.stderr`` through :class:`BoundaryStream` (once; ``main`` calls it)."""
     if not isinstance(sys.stdout, BoundaryStream):
@@ -213,6 +247,11 @@ def _safe_console_class() -> Any:
     from rich.segment import Segment
 
     class _SafeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            if not _is_stdout(self.file):  # stderr closed: rich's own answer (install's talk keeps the line)
+                super().on_broken_pipe()
+            reader_gone(self.file)  # stdout's reader left: the rest goes nowhere, the command ends as it would
+
         def _render_buffer(self, buffer: Any) -> str:
             clean = (seg if seg.control else Segment(escape_controls(seg.text, lines=True), seg.style) for seg in buffer)
             return str(super()._render_buffer(clean))
@@ -280,7 +319,7 @@ def write_stdout(text: str) -> None:
             buffer.write(scrub(text).encode("utf-8"))
             buffer.flush()
         except BrokenPipeError:
-            raise
+            reader_gone(buffer)
         except OSError as exc:
             raise OutputUnwritable(f"cannot write to standard output: {_why(exc)}.") from None
         return

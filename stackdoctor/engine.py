@@ -175,11 +175,15 @@ def _on_path(python: str, who: str, sys_: System) -> str:
 def _refuse_path(exe: str, who: str, kind: str) -> str:
     """``exe`` when it can be an interpreter: a folder, a missing path, not a file, not executable are one sentence each."""
     if os.path.isdir(exe):
-        for layouts in (VENV_PYTHONS[kind], CONDA_PYTHONS[kind]):
-            for parts in layouts:
-                cand = os.path.join(exe, *parts)
-                if os.path.isfile(cand):
-                    raise UsageError(f"{who} is a folder; did you mean {cand}?")
+        # a venv or conda prefix, or its bin/ (Scripts\) folder itself: the interpreter inside is named
+        own = (("python",), ("python3",)) if kind == "posix" else (("python.exe",),)
+        cands = [os.path.join(exe, *parts) for parts in (*VENV_PYTHONS[kind], *CONDA_PYTHONS[kind], *own)]
+        for cand in cands:
+            if os.path.isfile(cand):
+                raise UsageError(f"{who} is a folder; did you mean {cand}?")
+        for cand in cands:
+            if os.path.islink(cand):  # there, but its target is gone (a venv whose base Python was removed or moved)
+                raise UsageError(f"{who} is a folder whose {cand} is a broken link (it points to {os.path.realpath(cand)}, which does not exist).")
         inside = os.path.join("bin", "python") if kind == "posix" else os.path.join("Scripts", "python.exe")
         raise UsageError(f"{who} is a folder, and it holds no Python interpreter (no {inside}).")
     if not os.path.lexists(exe):

@@ -13,6 +13,7 @@ Pure parts (tested without torch): :func:`kernel_facts_from_run`, :func:`merge_a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -37,6 +38,8 @@ __all__ = [
     "node_summary",
     "run_allreduce_local",
     "run_allreduce_rank",
+    "KernelsInterrupted",
+    "result_from",
     "run_kernels",
     "worker_path",
 ]
@@ -72,6 +75,11 @@ def _result(data: Mapping[str, Any]) -> KernelResult | None:
         return from_data(KernelResult, clean)
     except TypeError:
         return None
+
+
+def result_from(data: Mapping[str, Any]) -> KernelResult | None:
+    """One worker ``result`` line as a :class:`KernelResult` (None: not one)."""
+    return _result(data)
 
 
 # ---------------------------------------------------------------------------- kernels
@@ -124,11 +132,26 @@ def run_kernels(
     timeout_s: float = 300.0,
     min_time: float = 0.2,
     hook: str | None = None,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
 ) -> KernelFacts:
-    """The full kernel suite in ``python`` (a subprocess with a timeout). Never raises."""
+    """The full kernel suite in ``python`` (a subprocess with a timeout); ``on_result`` gets each result (a matmul
+    size, a conv) as the worker finishes it. Never raises but :class:`KernelsInterrupted` (Ctrl-C: the results so far)."""
     args = {"kernels": list(kernels), "devices": list(devices), "sizes": [int(s) for s in sizes], "min_time": min_time}
     env: dict[str, str | None] = {"STACKDOCTOR_TEST_HOOK": hook, "STACKDOCTOR_DEVICES": worker_device_specs()}
-    res = system.run([python, "-I", str(worker_path("sd_kernels.py")), json.dumps(args)], timeout=timeout_s, env=env, parse_env=False)
+    seen: list[dict[str, Any]] = []
+
+    def got(sec: dict[str, Any]) -> None:
+        seen.append(sec)
+        if on_result is not None:
+            with contextlib.suppress(Exception):  # a screen that cannot draw must not lose a result
+                on_result(sec)
+
+    try:
+        res = system.run([python, "-I", str(worker_path("sd_kernels.py")), json.dumps(args)], timeout=timeout_s, env=env, parse_env=False,
+                         on_stdout=_ProgressLines(got, "result"))
+    except KeyboardInterrupt:
+        kf = KernelFacts(ran=bool(seen), mode="full", results=[r for r in map(_result, list(seen)) if r is not None])
+        raise KernelsInterrupted(kf) from None
     return kernel_facts_from_run(res, mode="full")
 
 
@@ -172,10 +195,12 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 class _ProgressLines:
-    """A stderr sink: the worker's ``progress`` lines (one per message size done) passed on as they arrive."""
+    """A stderr (or stdout) sink: the worker's ``progress`` lines (one per message size done; ``section``: the
+    compute kernels' ``result`` lines) passed on as they arrive."""
 
-    def __init__(self, on_progress: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, on_progress: Callable[[dict[str, Any]], None], section: str = "progress") -> None:
         self.on_progress = on_progress
+        self.section = section
         self.pending = ""
 
     def __call__(self, text: str) -> None:
@@ -183,8 +208,18 @@ class _ProgressLines:
         while "\n" in self.pending:
             line, self.pending = self.pending.split("\n", 1)
             for sec in _sections(line):
-                if sec.get("section") == "progress":
+                if sec.get("section") == self.section:
                     self.on_progress(sec)
+
+
+class KernelsInterrupted(KeyboardInterrupt):
+    """Ctrl-C while kernels ran: the work already finished (``facts``: the compute results; ``sizes``: the allreduce
+    message sizes done, as the worker reported them), for the screen to keep before "interrupted"."""
+
+    def __init__(self, facts: KernelFacts, sizes: list[dict[str, Any]] | None = None) -> None:
+        super().__init__()
+        self.facts = facts
+        self.sizes = list(sizes or [])
 
 
 def _rank_outcome(rank: int, res: CommandResult) -> dict[str, Any]:

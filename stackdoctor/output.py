@@ -25,10 +25,21 @@ from stackdoctor.errors import UsageError
 from stackdoctor.redact import redact_report, redact_text, safe_data, scrub
 from stackdoctor.report import Report, report_from_data
 
-__all__ = ["CI_FORMATS", "FORMATS", "format_report", "redacted", "write_output", "write_text_file"]
+__all__ = ["CI_FORMATS", "FORMATS", "format_for", "format_report", "redacted", "write_output", "write_text_file"]
 
 FORMATS = ("human", "json", "markdown", "github", "junit", "html")
 CI_FORMATS = ("markdown", "github", "junit", "html")  # always redacted (html: the page a ticket links, as report.html)
+
+
+# ``--output FILE`` without ``--format``: the format its extension names (a JUnit file is XML); any other
+# extension (.txt, .log, none) gets the screen's text
+EXTENSION_FORMATS = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".xml": "junit"}
+
+
+def format_for(path: str) -> str:
+    """The format ``--output path`` writes when no ``--format`` is given: ``x.json`` -> json, ``x.md`` -> markdown,
+    ``x.xml`` -> junit, anything else -> human."""
+    return EXTENSION_FORMATS.get(os.path.splitext(path)[1].lower(), "human")
 
 
 def redacted(report: Report) -> Report:

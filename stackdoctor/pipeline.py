@@ -218,25 +218,39 @@ def run_kernel_facts(
     *,
     progress: Callable[[], AbstractContextManager[object]] | None = None,
     sweep: Callable[[], AbstractContextManager[Callable[[dict[str, Any]], None]]] | None = None,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
 ) -> KernelFacts:
     """gather for ``kernels``: the compute kernels, then allreduce, in the target (``progress`` is shown while the
-    kernels run, ``sweep`` is entered around allreduce and called as each message size completes)."""
-    from stackdoctor.kernels import run_allreduce_local, run_allreduce_rank, run_kernels
+    kernels run, ``on_result`` called as each result (a matmul size) is done, ``sweep`` is entered around allreduce
+    and called as each message size completes). Ctrl-C: :class:`stackdoctor.kernels.KernelsInterrupted` with what
+    was finished."""
+    from stackdoctor.kernels import KernelsInterrupted, run_allreduce_local, run_allreduce_rank, run_kernels
 
     kf = KernelFacts(ran=False, mode="full")
     if run.compute:
         with (progress() if progress else nullcontext()):
             kf = run_kernels(system, run.python, kernels=list(run.compute), devices=list(run.devices), sizes=list(run.sizes), timeout_s=run.timeout_s,
-                             hook=run.hook)
+                             hook=run.hook, on_result=on_result)
     a = run.allreduce
     if a is None:
         return kf
-    with (sweep() if sweep else nullcontext(None)) as on_progress:
-        if a.rank is not None:
-            ar = run_allreduce_rank(system, run.python, rank=a.rank, world_size=a.world_size, master_addr=a.master_addr, master_port=a.master_port or 29500,
-                                    opts=a.opts, local_rank=a.local_rank, hook=run.hook, node=a.node, on_progress=on_progress)
-        else:
-            ar = run_allreduce_local(system, run.python, a.nproc, a.opts, master_port=a.master_port, hook=run.hook, on_progress=on_progress)
+    done: list[dict[str, Any]] = []
+    with (sweep() if sweep else nullcontext(None)) as shown:
+
+        def on_progress(data: dict[str, Any]) -> None:
+            done.append(data)
+            if shown is not None:
+                shown(data)
+
+        try:
+            if a.rank is not None:
+                ar = run_allreduce_rank(system, run.python, rank=a.rank, world_size=a.world_size, master_addr=a.master_addr,
+                                        master_port=a.master_port or 29500, opts=a.opts, local_rank=a.local_rank, hook=run.hook, node=a.node,
+                                        on_progress=on_progress)
+            else:
+                ar = run_allreduce_local(system, run.python, a.nproc, a.opts, master_port=a.master_port, hook=run.hook, on_progress=on_progress)
+        except KeyboardInterrupt:
+            raise KernelsInterrupted(kf, done) from None
     summary = ar.allreduce or {}
     if a.link_gbps:
         summary["link_rate_gbps"] = a.link_gbps
@@ -259,11 +273,12 @@ def build_kernels_report(
     *,
     progress: Callable[[], AbstractContextManager[object]] | None = None,
     sweep: Callable[[], AbstractContextManager[Callable[[dict[str, Any]], None]]] | None = None,
+    on_result: Callable[[dict[str, Any]], None] | None = None,
 ) -> Report:
     """``kernels`` as ``check`` is built: run the kernels in the target (:func:`run_kernel_facts`), then gather ->
     reconcile -> judge by the kernel rules (:func:`judge_kernels`). The screen, ``--json`` and the exit code
     (:func:`exit_code`) all read the one judged report."""
-    return judge_kernels(run_kernel_facts(run, system, progress=progress, sweep=sweep), opts, system)
+    return judge_kernels(run_kernel_facts(run, system, progress=progress, sweep=sweep, on_result=on_result), opts, system)
 
 
 def needs_torch_runtime(reqs: Requirements | None) -> bool:

@@ -114,7 +114,7 @@ CASES = [
          "would also make GPU 0 AMD Radeon RX 7600 XT (gfx1102) load gfx1030 code"],
         id="gfx1102-plus-integrated-gfx1036-c27",
     ),
-    pytest.param("apple-m2-macos15", Request(), "7.8.0", "cpu", {}, ["PyPI's default build carries MPS"], id="apple-m-series"),
+    pytest.param("apple-m2-macos15", Request(), "7.8.0", "cpu", {}, ["PyPI's default build carries MPS (Apple GPU): its cpu variant"], id="apple-m-series"),
     pytest.param("intel-mac-catalina", Request(), "7.0.0", "cpu", {}, ["Intel Macs get CPU builds only"], id="intel-mac-unpinned"),
     pytest.param(
         "intel-mac-catalina", Request(torch="7.5"), None, None, {},

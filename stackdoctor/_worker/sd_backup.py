@@ -380,6 +380,23 @@ def same_as_saved(entry, files_root):
     return None
 
 
+def sized(d):
+    """None when every RECORD file of d that has a size is there with that size (a stat each, no read), else why not."""
+    rows = record_rows(d)
+    site = site_of(d)
+    if rows is None or site is None:
+        return "no RECORD"
+    for rel, _digest, size in rows:
+        if size is None:
+            continue
+        try:
+            if os.path.getsize(target_path(site, rel)) != size:
+                return "%s differs from its RECORD (size)" % rel
+        except OSError:
+            return "%s is missing" % rel
+    return None
+
+
 def complete(d):
     """None when every hashed RECORD file of d is there with its hash, else why not."""
     rows = record_rows(d)
@@ -617,15 +634,15 @@ def main(argv):
         if mode == "state" and len(argv) >= 5:
             planned = dict((norm(k), v) for k, v in json.loads(argv[4]).items())
             return judge_state(os.path.abspath(argv[2]), set(norm(n) for n in json.loads(argv[3])), planned)
-        if mode == "check" and len(argv) >= 3:
+        if mode in ("check", "sizes") and len(argv) >= 3:
             found = installed(set(norm(n) for n in json.loads(argv[2])))
             damaged = {}
             for n, ds in found.items():
-                why = "installed twice" if len(ds) > 1 else complete(ds[0])
+                why = "installed twice" if len(ds) > 1 else (complete if mode == "check" else sized)(ds[0])
                 if why:
                     damaged[n] = why
             return {"mode": mode, "damaged": damaged}
-        return {"mode": mode, "error": "usage: sd_backup.py save DIR NAMES_JSON [CAP] | state DIR NAMES_JSON PLANNED_JSON | restore DIR [NAMES_JSON [PLANNED_JSON]]"}
+        return {"mode": mode, "error": "usage: sd_backup.py save DIR NAMES_JSON [CAP] | state DIR NAMES_JSON PLANNED_JSON | restore DIR [NAMES_JSON [PLANNED_JSON]] | check|sizes NAMES_JSON"}
     except BaseException as e:  # never raise: the caller reads this line
         return {"mode": mode, "error": "%s: %s" % (type(e).__name__, e)}
 

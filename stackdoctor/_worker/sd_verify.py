@@ -17,7 +17,14 @@ def whole(text, cap=2000):
 
 
 try:
-    import torch
+    with warnings.catch_warnings(record=True) as import_caught:  # what `import torch` warns (NumPy missing ...), as sd_target.py keeps it
+        warnings.simplefilter("always")
+        import torch
+    out["import_warnings"] = []
+    for w in import_caught:
+        line = "%s: %s" % (getattr(w.category, "__name__", "Warning"), (str(w.message).strip().splitlines() or [""])[0][:500])
+        if line not in out["import_warnings"] and len(out["import_warnings"]) < 10:
+            out["import_warnings"].append(line)
     out["imported"] = True
     out["version"] = str(getattr(torch, "__version__", "") or "") or None
     out["file"] = getattr(torch, "__file__", None)

@@ -87,6 +87,10 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         """Probe every layer of the PyTorch stack and say what is wrong, with the fix."""
         fmt = fmt_given or "human"
+        if output and fmt_given is None and not json_:  # -o x.json: the format follows the extension unless --format says otherwise
+            from stackdoctor.output import format_for
+
+            fmt = format_for(output)
         if json_ and fmt_given is not None and fmt_given != "json":
             raise UsageError(f"--json and --format {fmt_given} conflict: --json is short for --format json; give one of them.")
         if json_:
@@ -148,3 +152,7 @@ def emit(report: Report, fmt: str, output: str | None, *, verbose: bool = False,
 
         console = make_console()
     write_output(report, fmt, output, console=console, verbose=verbose, redact_default=False, lang=lang, strict=strict)
+    if output is not None:  # the one line that says what went where (stdout stays free for a pipe)
+        from stackdoctor.catalog import sentence
+
+        print(sentence(f"stackdoctor: wrote the report ({fmt}) to {output}.", lang), file=sys.stderr)

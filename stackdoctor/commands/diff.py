@@ -76,15 +76,22 @@ def register(app: typer.Typer) -> None:
                 console.print(Text(sentence(f"No differences between {a} and {b}.", lang)))
             else:
                 console.print(Text(sentence(f"{len(diffs)} difference(s)", lang)))  # its own line: a table title pads to the width
+                for side, path in (("A", a), ("B", b)):  # each file named whole on its line, never folded in a column's header
+                    console.print(Text(f"{side}: {safe_data(path, screen=True)}"), soft_wrap=True)
                 table = Table()
                 table.add_column(sentence("Key", lang), no_wrap=True)
-                table.add_column(Text(f"A: {a}"), overflow="fold")
-                table.add_column(Text(f"B: {b}"), overflow="fold")
+                table.add_column("A", overflow="fold")
+                table.add_column("B", overflow="fold")
                 section = None
                 for d in diffs:
                     if section is not None and d.section != section:
                         table.add_section()
                     section = d.section
                     table.add_row(*(Text(safe_data(v, screen=True)) for v in (d.key, _show(d.a, d.key, lang), _show(d.b, d.key, lang))))
-                console.print(table)
+                if console.is_terminal or console.color_system is not None:
+                    console.print(table)
+                else:  # a pipe, a log: no line ends in spaces
+                    with console.capture() as drawn:
+                        console.print(table)
+                    console.print(Text("\n".join(line.rstrip() for line in drawn.get().splitlines())), soft_wrap=True)
         return ExitCode.FAILED if diffs else ExitCode.OK

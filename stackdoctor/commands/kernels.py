@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 from typing import Annotated, Any, Optional
 
 import typer
@@ -72,8 +71,8 @@ def register(app: typer.Typer) -> None:
         from stackdoctor import pipeline
         from stackdoctor.catalog import LANGS, detect_lang, ui
         from stackdoctor.engine import select_target, validate_python
-        from stackdoctor.kernels import FULL_SWEEP, QUICK_SWEEP, AllreduceOptions
-        from stackdoctor.render.kernels import SweepProgress, print_kernels
+        from stackdoctor.kernels import FULL_SWEEP, QUICK_SWEEP, AllreduceOptions, KernelsInterrupted
+        from stackdoctor.render.kernels import ResultProgress, SweepProgress, print_interrupted, print_kernels
         from stackdoctor.rules import Gates
         from stackdoctor.system import System
 
@@ -104,12 +103,16 @@ def register(app: typer.Typer) -> None:
 
         # as `check` is built: run (gather) -> reconcile -> judge by the kernel rules, the --min-busbw gate and the
         # project's policy; the screen, --json and the exit code all read the one judged report
-        status = _Status(enabled=not json_)
-        report = pipeline.build_kernels_report(
-            run, pipeline.Options(python=python, lang=lg, gates=Gates(min_busbw_gbs=gate)), system,
-            progress=lambda: status(ui("kernels_running", lg, kernels=", ".join(compute), python=target.python)),
-            sweep=lambda: SweepProgress(lg),
-        )
+        each = ResultProgress(lg, ui("kernels_running", lg, kernels=", ".join(compute), python=target.python), enabled=not json_)
+        try:
+            report = pipeline.build_kernels_report(
+                run, pipeline.Options(python=python, lang=lg, gates=Gates(min_busbw_gbs=gate)), system,
+                progress=lambda: each, on_result=each, sweep=lambda: SweepProgress(lg),
+            )
+        except KernelsInterrupted as stop:  # Ctrl-C: what was measured stays on the screen, then "interrupted" (exit 130)
+            if not json_:
+                print_interrupted(stop, lg)
+            raise
         kf, findings = report.facts.kernels, report.findings  # kf: with the peaks reconcile derived
         _devices_there(device, kf, target.python)
         if json_:
@@ -222,23 +225,6 @@ def _across_hosts(ar: Any, r: int, world_size: int | None, master_addr: str | No
     ar.master_port = master_port or int(env.get("MASTER_PORT", 0) or 0) or 29500
     ar.local_rank = int(env["LOCAL_RANK"]) if "LOCAL_RANK" in env else None
     ar.node = _node(python) if fleet and ws > 1 else None
-
-
-class _Status:
-    """A spinner on stderr while a child runs (only on a terminal, never with --json)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
-
-    def __call__(self, text: str) -> Any:
-        import contextlib
-
-        if not self.enabled:
-            return contextlib.nullcontext()
-        from stackdoctor.console import make_console, marks
-
-        console = make_console(stderr=True)
-        return console.status(text, spinner=marks(console)["spinner"])
 
 
 def _node(python: str | None) -> dict[str, Any] | None:

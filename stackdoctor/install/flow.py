@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from stackdoctor.errors import ExitCode, IndexError_, StackdoctorError, UsageError
-from stackdoctor.install.locate import apply_delivery, check_dependencies, check_sources, installer_config, unknown_pin, witness_pin
+from stackdoctor.install.locate import apply_delivery, check_dependencies, check_sources, installer_config, refuse_implausible_pin, unknown_pin, witness_pin
 from stackdoctor.install.options import Hooks, InstallOptions, InstallOutcome
 from stackdoctor.install.request import (
     accelerator_seen,
@@ -119,11 +119,22 @@ class _Flow:
             self.hooks.show(self.out)
             return ExitCode.FAILED
         if self._satisfied_here():
-            return _satisfied(self.opts, self.plan, self.out)
+            return self._already()
         self._locate(cfg, surveyed)
         if self.sourcing is not None and self._delivered():
-            return _satisfied(self.opts, self.plan, self.out)
+            return self._already()
         return self._act()
+
+    def _already(self) -> int:
+        """The target has the plan already: shown as such, and ``--emit`` prints its file as for any plan (all three
+        kinds: a teammate's machine may lack the build this one has)."""
+        opts = self.opts
+        code = _satisfied(opts, self.plan, self.out, self.hooks)
+        if opts.emit and not opts.json_out:
+            if opts.emit == "environment.yml":
+                _add_routes(opts, self.plan, self.view, self.matrix, self.request, self.hypothetical)
+            self.out.emitted = _emit(opts, self.plan, self.view, self.request, self.matrix)
+        return code
 
     def _gather(self) -> int | None:
         """The machine's view (again after finishing a killed install: a half-installed torch is no base), the request checked."""
@@ -167,7 +178,9 @@ class _Flow:
         """The target has exactly this plan, undamaged (checked before any network access); damaged: a repair."""
         if self.hypothetical or self.opts.conda_installer or self.repair is not None or not installed_matches(self.plan, self.view):
             return False
-        self.repair = _damage(self.python, self.plan)
+        quick = self.opts.dry_run or self.opts.emit is not None  # nothing is changed, so nothing is repaired: sizes say enough
+        self.repair = _damage(self.python, self.plan, sizes_only=quick)
+        self.out.checked = "sizes" if quick else "sha256"
         if self.repair is None:
             return True
         self.plan.warnings.append(f"the installed build is damaged ({self.repair}): it is reinstalled")
@@ -229,7 +242,7 @@ class _Flow:
         if opts.emit:
             if conda and not offered:
                 _add_routes(opts, plan, view, self.matrix, self.request, hypothetical)
-            self.out.emitted, self.out.what = _emit(opts, plan, view, self.request), "emitted"
+            self.out.emitted, self.out.what = _emit(opts, plan, view, self.request, self.matrix), "emitted"
             return ExitCode.OK
         if opts.conda_installer:
             if opts.installer != "pixi" and not hypothetical and not is_conda_target(view.facts):
@@ -270,6 +283,7 @@ def check_request(opts: InstallOptions, view: MachineView, matrix: Matrix) -> No
         kind_err = acc.flag_error(asked, matrix)
         if kind_err:
             raise UsageError(kind_err)
+    refuse_implausible_pin(opts.torch, matrix)  # "2.31": a typo, not a release the sources might serve
     if opts.variant != "auto" and not opts.variant.startswith("jetson-"):
         known = published_variants(matrix)
         if opts.variant not in known:
@@ -338,12 +352,11 @@ def _add_routes(opts: InstallOptions, plan: Plan, view: MachineView, matrix: Mat
     )
 
 
-def _emit(opts: InstallOptions, plan: Plan, view: MachineView, request: Request) -> str:
+def _emit(opts: InstallOptions, plan: Plan, view: MachineView, request: Request, matrix: Matrix) -> str:
     from stackdoctor.install.conda import environment_yml, index_args
     from stackdoctor.install.emit import emit_requirements, emit_uv
-
     if opts.emit == "requirements":
-        return emit_requirements(plan, find_links=opts.sources.find_links[0] if opts.sources.find_links else None)
+        return emit_requirements(plan, find_links=opts.sources.find_links[0] if opts.sources.find_links else None, public_index=_public_index(plan, request, matrix))
     if opts.emit == "uv":
         return emit_uv(plan)
     route = next((r for r in plan.routes if r.name == "conda-forge" and (r.recommended or opts.conda_installer)), None)
@@ -358,15 +371,20 @@ def _emit(opts: InstallOptions, plan: Plan, view: MachineView, request: Request)
     return environment_yml(route, name=name, python=py.rstrip("t") if py else None, pip_reqs=[p.requirement for p in plan.packages], pip_args=pip_args)
 
 
-def _satisfied(opts: InstallOptions, plan: Plan, out: InstallOutcome) -> int:
-    from stackdoctor.install.emit import emit_requirements, emit_uv
+def _public_index(plan: Plan, request: Request, matrix: Matrix) -> str | None:
+    """PyTorch's own index for the plan's variant (not a mirror, not a folder): what a teammate's pip can reach."""
+    from stackdoctor.resolve.packages import variant_index_url
 
+    return variant_index_url(matrix, replace(request, index_base=None), plan.variant) if plan.variant else None
+
+
+def _satisfied(opts: InstallOptions, plan: Plan, out: InstallOutcome, hooks: Hooks) -> int:
+    """The target already has the plan: the plan is shown (what is installed, and that it is this one), nothing is run."""
     plan.satisfied = True
     plan.command = []
     plan.command_env = {}
     out.plan, out.what = plan, "satisfied"
-    if opts.emit and not opts.json_out:
-        out.emitted = emit_requirements(plan) if opts.emit == "requirements" else emit_uv(plan) if opts.emit == "uv" else None
+    hooks.show(out)
     return ExitCode.OK
 
 
@@ -488,13 +506,13 @@ def _recover_only(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> in
     return int(out.result.exit_code)
 
 
-def _damage(python: str, plan: Plan) -> str | None:
+def _damage(python: str, plan: Plan, *, sizes_only: bool = False) -> str | None:
     """Why the installed build the plan names is not really there (a RECORD file missing or changed, torch not
-    importing), or None: complete per RECORD and importing."""
+    importing), or None: complete per RECORD and importing (``sizes_only``: each file's size, no import)."""
     from stackdoctor.install.verify import intact
     from stackdoctor.system import System
 
-    return intact(System.from_env(), python, [p.name for p in plan.packages])
+    return intact(System.from_env(), python, [p.name for p in plan.packages], sizes_only=sizes_only)
 
 
 __all__ = ["Hooks", "InstallOptions", "InstallOutcome", "install"]

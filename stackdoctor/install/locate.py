@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from stackdoctor.errors import IndexError_, StackdoctorError
+from stackdoctor.errors import IndexError_, StackdoctorError, UsageError
 from stackdoctor.install.options import InstallOptions, InstallOutcome
 from stackdoctor.install.request import describe_machine, generic_command, make_request, resolve_plan, target_tags, windows_shell
 
@@ -95,6 +96,45 @@ def unknown_pin(torch: str | None, matrix: Matrix) -> str | None:
         return None
     known = {str(r.version) for r in matrix.releases} | {str(p.version) for r in matrix.releases for p in r.patches}
     return None if str(v) in known else str(v)
+
+
+# A pinned torch version the matrix does not know is asked of the sources (install/locate.py's witness_pin): the
+# matrix is a snapshot, and a release published after it is real (unknown is not absent). Only a version that cannot
+# be a release yet is refused at once, as a typo: PyTorch ships a minor release every two to three months, so a matrix
+# a few months old may lack the next MINORS_AHEAD minors of its newest major (and the first minors of the next major),
+# but nothing further ("2.31" when the newest known is 2.15.0, "4.0"). Older versions and unknown patches of a known
+# minor (2.13.1; 1.13.1 below the matrix's range) are left to the sources too.
+MINORS_AHEAD = 2
+
+
+def refuse_implausible_pin(torch: str | None, matrix: Matrix) -> None:
+    """Refuse ``--torch V`` (or ``==V``) beyond any release that can exist by the rule above, in one sentence with the
+    nearest known releases; every other request passes (a version the sources may still serve, a specifier).
+
+    :raises UsageError: V cannot be a torch release yet."""
+    import difflib
+
+    from packaging.version import InvalidVersion, Version
+
+    pin = unknown_pin(torch, matrix)
+    if pin is None or not matrix.releases:
+        return
+    try:
+        v = Version(pin)
+    except InvalidVersion:  # pragma: no cover - unknown_pin parsed it
+        return
+    newest = max(r.version for r in matrix.releases)
+    if (v.major, v.minor) <= (newest.major, newest.minor + MINORS_AHEAD) or (v.major == newest.major + 1 and v.minor <= MINORS_AHEAD):
+        return
+    known = sorted({r.version for r in matrix.releases} | {p.version for r in matrix.releases for p in r.patches}, reverse=True)
+    spelled = {str(k): str(k) for k in known} | {f"{k.major}.{k.minor}": str(k) for k in reversed(known) if k.micro == 0}
+    typed = (torch or "").strip().removeprefix("==").strip()
+    digits = re.sub(r"\D", "", typed)  # a dot misplaced (2.31 for 2.3.1), then digits swapped (2.31 for 2.13), then alike
+    near = [spelled[k] for k in spelled if re.sub(r"\D", "", k) == digits]
+    near += [spelled[k] for k in spelled if sorted(re.sub(r"\D", "", k)) == sorted(digits)]
+    near += [spelled[m] for m in difflib.get_close_matches(typed, list(spelled), n=4, cutoff=0.5)]
+    nearest = list(dict.fromkeys([*near, str(newest)]))[:3]
+    raise UsageError(f"--torch {typed}: no torch release has this version (the newest is {newest}); the nearest releases: {', '.join(nearest)}.")
 
 
 def witness_pin(

@@ -108,6 +108,7 @@ class InstallOutcome:
     route: Route | None = None  # the conda-forge route shown (dry run) or run (--installer conda, mamba, ...)
     conda_result: CommandResult | None = None
     emitted: str | None = None  # what --emit prints on stdout
+    checked: Literal["sizes", "sha256"] = "sha256"  # how an installed build was found complete (a dry run: its files' sizes)
     error: BaseException | None = None  # what stopped the flow (a StackdoctorError: one sentence; else interrupt or bug)
 
     @property

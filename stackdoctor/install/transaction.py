@@ -62,7 +62,7 @@ from stackdoctor.install.result import (
     stopped_result,
 )
 from stackdoctor.install.talk import Say, save_unprinted, say_unprinted, stderr_writer, talker
-from stackdoctor.install.verify import check_gpu_code, judge, reads_gpu_code, verify
+from stackdoctor.install.verify import check_gpu_code, judge, reads_gpu_code, verify, what_check_says
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.facts import Facts, GpuView
@@ -451,6 +451,8 @@ class Transaction:
             v = verify(self.system, self.python)
         result.verification = v
         ok, sentence = judge(plan, v, self.settings.accelerator, self.settings.facts)
+        if ok:
+            result.notes.extend(what_check_says(v, self.settings.facts))  # torch-numpy-missing ...: as the next check says it
         gpu = None
         if v.imported and reads_gpu_code(plan, self.settings.gpu_targets):
             with self.steps.step("gpu-code", "stackdoctor: reading the GPU code of the installed binaries..."):

@@ -39,6 +39,7 @@ class Verification:
     available: dict[str, bool] = field(default_factory=dict)  # a plug-in kind's torch.<torch_api>.is_available(), by kind
     available_errors: dict[str, str] = field(default_factory=dict)  # kind -> why torch gave no answer, or said False
     warnings: list[str] = field(default_factory=list)
+    import_warnings: list[str] = field(default_factory=list)  # what `import torch` itself warned (check's torch.import_warnings)
     error: str | None = None
     location: str | None = None
 
@@ -69,15 +70,20 @@ def verify(system: System, python: str, *, timeout: float = 300.0) -> Verificati
         available={str(k): x for k, x in (data.get("available") or {}).items() if isinstance(x, bool)} if isinstance(data.get("available"), dict) else {},
         available_errors=str_dict(data.get("available_errors")),
         warnings=[w for w in data.get("warnings") or [] if isinstance(w, str)],
+        import_warnings=[w for w in data.get("import_warnings") or [] if isinstance(w, str)],
         error=data.get("error"),
         location=data.get("file"),
     )
     return v
 
 
-def intact(system: System, python: str, names: Sequence[str]) -> str | None:
-    """None when every named distribution is complete per its RECORD (every sha256) and torch imports; else why not."""
-    argv = [python, "-I", str(worker_path("sd_backup.py")), "check", json.dumps(list(names))]
+def intact(system: System, python: str, names: Sequence[str], *, sizes_only: bool = False) -> str | None:
+    """None when every named distribution is complete per its RECORD (every sha256) and torch imports; else why not.
+
+    ``sizes_only`` (a dry run, ``--emit``: nothing is changed, so nothing is repaired): each file's size against its
+    RECORD, a stat per file, and no import: a fraction of a second where reading every byte of a CUDA build and
+    importing it takes seconds to minutes. The screen says which check was made."""
+    argv = [python, "-I", str(worker_path("sd_backup.py")), "sizes" if sizes_only else "check", json.dumps(list(names))]
     res = system.run(argv, timeout=600, record=False)
     data = marked(res.stdout, BACKUP_MARK)
     if data is None or isinstance(data.get("error"), str):
@@ -85,8 +91,37 @@ def intact(system: System, python: str, names: Sequence[str]) -> str | None:
     bad = str_dict(data.get("damaged"))
     if bad:
         return "; ".join(f"{n}: {w}" for n, w in bad.items())
+    if sizes_only:
+        return None
     v = verify(system, python)
     return None if v.imported else f"torch does not import: {v.error or '?'}"
+
+
+def what_check_says(v: Verification, facts: Facts | None) -> list[str]:
+    """What ``stackdoctor check`` will say about the torch just installed and imported, from check's own rules: the
+    machine's facts with the new torch's import (its version and what ``import torch`` warned), judged, and each
+    warning or failure that the import gave rise to (torch-numpy-missing, ...), in the user's language. Install's
+    "done" and the next check then agree."""
+    import copy
+
+    from stackdoctor import rules
+    from stackdoctor.catalog import detect_lang, ui
+    from stackdoctor.matrix import load_matrix
+    from stackdoctor.reconcile import reconcile
+
+    if facts is None or not v.imported:
+        return []
+    f = copy.deepcopy(facts)
+    f.torch.installed, f.torch.imported, f.torch.version = True, True, v.version or f.torch.version
+    f.torch.import_error, f.torch.import_warnings = None, list(v.import_warnings)
+    lang = detect_lang(os.environ)
+    try:
+        matrix = load_matrix([])
+        found = rules.judge(reconcile(f, matrix), matrix, lang=lang)
+    except Exception:  # a verdict beside "done", never a reason to lose it
+        return []
+    said = [x for x in found if x.severity in ("warn", "fail") and any(k.startswith("torch.import") for k in x.facts)]
+    return [ui("nc4_check_says", lang, code=x.code, detail=(x.detail or x.title).rstrip("."), fix=x.fix or "") for x in said]
 
 
 def expected_version(plan: Plan) -> str | None:

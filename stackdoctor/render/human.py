@@ -6,6 +6,7 @@ device names) is wrapped in :class:`rich.text.Text`, never parsed as markup.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -28,6 +29,7 @@ from stackdoctor.view import MachineView
 
 MARKS = UNICODE_MARKS
 _MARKS: ContextVar[dict] = ContextVar("marks", default=MARKS)  # the console's glyphs while render_report draws
+_WHOLE: ContextVar[bool] = ContextVar("whole_rows", default=False)  # a pipe: each tree row one line, never folded
 _LANG: ContextVar[str] = ContextVar("lang", default="en")  # the screen's language while render_report draws
 ORDER = {"fail": 2, "warn": 1, "ok": 0}
 LABEL_CELLS = 9  # the tree labels' column, in terminal cells (a CJK character takes two)
@@ -212,7 +214,17 @@ def kernels_table(report: Report) -> Table | None:
     return table
 
 
-def findings_view(report: Report, verbose: bool) -> RenderableType:
+def noisy_note(report: Report) -> Text | None:
+    """Under the quick kernel table, as under ``kernels``' own: a spread wider than the noisy limit says what it means."""
+    from stackdoctor.render.kernels import NOISY_PCT, spread_pct
+
+    noisy = [p for r in report.facts.kernels.results if r.kernel != "allreduce" and (p := spread_pct(r)) is not None and p > NOISY_PCT]
+    if not noisy:
+        return None
+    return Text(_t("k_noisy_note", n=len(noisy), limit=f"{NOISY_PCT:.0f}", worst=f"{max(noisy):.0f}"), style="yellow")
+
+
+def findings_view(report: Report, verbose: bool, width: int | None = None) -> RenderableType:
     rows: list[RenderableType] = []
     problems = [f for f in report.findings if f.severity != "ok"]
     problems.sort(key=lambda f: -ORDER.get(f.severity, 0))
@@ -229,15 +241,30 @@ def findings_view(report: Report, verbose: bool) -> RenderableType:
             # A fix is a command to copy: never folded at the console's width (a log keeps it on one
             # line; a terminal soft-wraps it and still copies one line). Printed with crop=False.
             for i, line in enumerate(f.fix.splitlines() or [""]):
-                fix = Text(" " * 4, no_wrap=True, overflow="ignore")
-                fix.append(_t("fix_prefix") if i == 0 else " " * cell_len(_t("fix_prefix")), style="bold")
-                fix.append(line, style="cyan")
-                rows.append(fix)
+                lead = " " * 4 + (_t("fix_prefix") if i == 0 else " " * cell_len(_t("fix_prefix")))
+                command, sep, comment = line.partition("   # ")
+                if width is not None and sep and cell_len(lead + line) > width:
+                    # a terminal: the command stays one line to copy; its comment folds between words under it
+                    # (the terminal would otherwise break it anywhere: `chec` / `k`)
+                    rows.append(_fix_row(lead, command))
+                    from stackdoctor.render.wrap import wrap
+
+                    for part in wrap("# " + comment, width, indent=" " * cell_len(lead), hang=" " * (cell_len(lead) + 2)):
+                        rows.append(Text(part, style="cyan", no_wrap=True, overflow="ignore"))
+                    continue
+                rows.append(_fix_row(lead, line))
     if verbose:
         for f in report.findings:
             if f.severity == "ok":
                 rows.append(Text(f"{_MARKS.get()['ok'][0]} {f.code}  {f.title}", style="green"))
     return Group(*rows)
+
+
+def _fix_row(lead: str, line: str) -> Text:
+    fix = Text(" " * 4, no_wrap=True, overflow="ignore")
+    fix.append(lead[4:], style="bold")
+    fix.append(line, style="cyan")
+    return fix
 
 
 def summary_line(report: Report, lang: str = "en", strict: bool = False) -> Text:
@@ -327,8 +354,12 @@ def render_report(report: Report, console: Console, *, verbose: bool = False, la
         if console.is_terminal or console.color_system is not None:
             _render_report(report, console, verbose=verbose, lang=lang, strict=strict)
         else:
-            with console.capture() as captured:
-                _render_report(report, console, verbose=verbose, lang=lang, strict=strict)
+            whole = _WHOLE.set(True)
+            try:
+                with console.capture() as captured:
+                    _render_report(report, console, verbose=verbose, lang=lang, strict=strict)
+            finally:
+                _WHOLE.reset(whole)
             text = "\n".join(line.rstrip() for line in captured.get().splitlines())
             console.print(Text(text), soft_wrap=True)
     finally:
@@ -336,15 +367,61 @@ def render_report(report: Report, console: Console, *, verbose: bool = False, la
         _MARKS.reset(marks_token)
 
 
+def _hang(row: str, width: int) -> list[str]:
+    """One tree row in lines of at most ``width`` cells, folded between words (a path longer than a line at its
+    ``/``) under a hanging indent at the row's value, so nothing of it (its ``venv`` note) starts at column 0."""
+    if cell_len(row) <= width:
+        return [row]
+    lead = len(row) - len(row.lstrip(" │├└─|`-+"))  # the tree's guides
+    label = re.match(r"\S+ +\S+ +", row[lead:])  # the mark and the label, padded to the value's column
+    indent = row[:lead] + (label.group(0) if label else "")
+    hang = " " * min(cell_len(indent), max(0, width // 2))
+    return _fold_paths(row[len(indent):], width, indent, hang)
+
+
+def _fold_paths(text: str, width: int, indent: str, hang: str) -> list[str]:
+    """:func:`stackdoctor.render.wrap.wrap`, a path breaking after a ``/`` rather than inside a name."""
+    from stackdoctor.render.wrap import wrap
+
+    spaced = re.sub(r"(?<=\S)/(?=\S)", "/\x00 ", text)  # a place to break a path: after each /
+    return [ln.replace("\x00 ", "").replace("\x00", "") for ln in wrap(spaced, width, indent=indent, hang=hang)]
+
+
+def _safe_console_like(console: Console) -> Console:
+    """A console that draws as ``console`` does (its encoding: ASCII guides where it has no box glyphs), wide
+    enough that no row folds."""
+    import io
+
+    from stackdoctor.console import make_console
+
+    same = io.TextIOWrapper(io.BytesIO(), encoding=console.encoding or "utf-8", errors="replace")
+    return make_console(file=same, width=10_000)
+
+
 def _render_report(report: Report, console: Console, *, verbose: bool, lang: str, strict: bool = False) -> None:
     if report.replayed_from:
         when = _t("replay_created", created=report.created_at) if report.created_at else ""
-        console.print(Text(_t("replay_of", path=report.replayed_from, when=when), style="dim"))
-    console.print(build_tree(report))
+        line = Text(_t("replay_of", path=report.replayed_from, when=when), style="dim")
+        if _WHOLE.get():  # a log: the path folded after a /, never inside a name
+            folded = "\n".join(_fold_paths(line.plain, console.width, "", "  "))
+            console.print(Text(folded, style="dim"), crop=False, no_wrap=True, overflow="ignore")
+        else:
+            console.print(line)
+    if _WHOLE.get():  # a pipe, a log: each row of the tree one line (a long path and its note stay on the row)
+        wide = _safe_console_like(console)
+        with wide.capture() as drawn:
+            wide.print(build_tree(report))
+        rows = "\n".join(line for row in drawn.get().splitlines() for line in _hang(row.rstrip(), console.width))
+        console.print(Text(rows, no_wrap=True, overflow="ignore"), crop=False, no_wrap=True, overflow="ignore")
+    else:
+        console.print(build_tree(report))
     kt = kernels_table(report)
     if kt is not None:
         console.print()
         console.print(kt)
+        note = noisy_note(report)
+        if note is not None:
+            console.print(note)
     if verbose:
         console.print()
         console.print(probes_table(report))
@@ -354,6 +431,6 @@ def _render_report(report: Report, console: Console, *, verbose: bool, lang: str
             console.print(wt)
     if any(f.severity != "ok" for f in report.findings) or verbose:
         console.print()
-        console.print(findings_view(report, verbose), crop=False)
+        console.print(findings_view(report, verbose, None if _WHOLE.get() else console.width), crop=False)
     console.print()
     console.print(summary_line(report, lang, strict))

@@ -178,7 +178,8 @@ def _compute_columns(compute: list[Any], t: Callable[..., str]) -> list[Column]:
         Column(t("col_kernel"), [r.kernel for r in compute]),
         Column(t("col_device"), [r.device for r in compute]),
         Column(t("col_dtype"), [r.dtype or "" for r in compute]),
-        Column(t("col_size"), [_size_cell(r, t) for r in compute], wrap=True, drop=3),
+        # the size tells rows of one kernel, device and dtype apart (a matmul sweep): then it is never left out
+        Column(t("col_size"), [_size_cell(r, t) for r in compute], wrap=True, drop=0 if len({r.size for r in compute}) > 1 else 3),
         Column(t("col_result"), [Text(t("result_ok"), style="green") if r.ok else Text(r.error or t("result_wrong"), style="red")
                                  for r in compute], wrap=True),
         Column(t("col_max_err"), [f"{r.max_error:.1e}" if r.max_error is not None else "" for r in compute], "right", drop=2),
@@ -383,3 +384,72 @@ class SweepProgress:
 
 
 ProgressFn = Callable[[dict[str, Any]], None]
+
+
+class ResultProgress:
+    """The compute kernels' progress per result (each matmul size, a conv) on stderr, as allreduce's per size: on a
+    terminal one status line redrawn as each completes; elsewhere one line per result, flushed as it completes."""
+
+    def __init__(self, lang: str, running: str, *, enabled: bool = True, stream: Any = None) -> None:
+        self.lang = lang
+        self.running = running
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = enabled
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.count = 0
+        self._status: Any = None
+        self._spinner = "dots"
+
+    def __enter__(self) -> ResultProgress:
+        if self.enabled and self.tty:
+            from stackdoctor.console import make_console, marks
+
+            console = make_console(stderr=True)
+            self._spinner = marks(console)["spinner"]
+            self._status = console.status(self.running, spinner=self._spinner)
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.__exit__(None, None, None)
+            self._status = None
+
+    def line(self, data: dict[str, Any]) -> str:
+        from stackdoctor.catalog import ui
+        from stackdoctor.kernels import result_from
+
+        r = result_from(data)
+        self.count += 1
+        if r is None:
+            return ui("k_progress_plain", self.lang, i=self.count, kernel=str(data.get("kernel", "?")))
+        what = " ".join(x for x in (r.kernel, r.device, r.dtype or "", _size_cell(r)) if x)
+        rate = kernel_rate(r) if r.ok else ui("k_progress_failed", self.lang)
+        return ui("k_progress", self.lang, i=self.count, what=what, rate=rate)
+
+    def __call__(self, data: dict[str, Any]) -> None:
+        """One result done (the worker's ``result`` line); called from a capture thread."""
+        if not self.enabled or (data.get("extra") or {}).get("unavailable"):  # a device torch lacks: its one sentence says it
+            return
+        text = self.line(data)
+        try:
+            if self._status is not None:
+                self._status.update(text, spinner=self._spinner)
+            elif not self.tty:
+                self.stream.write(text + "\n")
+                self.stream.flush()
+        except Exception:  # a closed stream must not stop the kernels
+            pass
+
+
+def print_interrupted(stop: Any, lang: str = "en") -> None:
+    """Ctrl-C: what was finished before it (the compute results, the allreduce sizes done) on stdout, then the caller
+    says "interrupted" (exit 130)."""
+    kf = stop.facts
+    if kf.results:
+        kf.error = None
+        print_kernels(kf, [], lang)
+    sweep = SweepProgress(lang, enabled=False)
+    for data in stop.sizes:
+        print(sweep.line(data))
+    sys.stdout.flush()

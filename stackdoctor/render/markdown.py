@@ -150,8 +150,15 @@ def _summary_table(report: Report, lang: str = "en") -> list[str]:
         return [f"_{_t('md_no_findings', lang)}_", ""]
     out = [f"| {_t('md_col_status', lang)} | {_t('md_col_check', lang)} | {_t('md_col_finding', lang)} |", "|---|---|---|"]
     for f in _sorted(report.findings):
-        out.append(f"| {_mark(f.severity, lang)} | `{cell(f.code)}` | {cell(f.title)} |")
+        out.append(f"| {_mark(f.severity, lang)} | `{cell(f.code)}` | {cell(_told_apart(f, report))} |")
     return [*out, ""]
+
+
+def _told_apart(f: Any, report: Report) -> str:
+    """A finding's title, or where its code is on several rows (each unmet requirement), its detail: the rows
+    must say which is which."""
+    again = sum(1 for g in report.findings if g.code == f.code) > 1
+    return f.detail if again and f.detail else f.title
 
 
 def _findings(report: Report, lang: str = "en") -> list[str]:
@@ -159,7 +166,7 @@ def _findings(report: Report, lang: str = "en") -> list[str]:
     for f in _sorted(report.findings):
         if f.severity == "ok":
             continue
-        out.append(f"### {_mark(f.severity, lang)} · {code(f.code)} — {_inline(f.title)}")
+        out.append(f"### {_mark(f.severity, lang)} · {code(f.code)} — {_inline(_told_apart(f, report))}")
         out.append("")
         if f.detail:
             out.append(_inline(f.detail))

@@ -9,6 +9,8 @@ import shlex
 import sys
 from typing import TYPE_CHECKING, Any, Literal
 
+from rich.cells import cell_len
+
 from stackdoctor.shell import format_command, powershell_set
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -65,7 +67,10 @@ def render_outcome(outcome: InstallOutcome) -> None:
         return
     if what == "satisfied" and plan is not None:
         reqs = ", ".join(p.requirement.replace("==", " ") for p in plan.packages)
-        say(f"already satisfied: {outcome.python} has {reqs}, the planned build, complete (every file's sha256 checked) and importing; nothing was changed.", "green")
+        if outcome.checked == "sizes":
+            say(f"already satisfied: {outcome.python} has {reqs}, the planned build, complete by its RECORD's file sizes (a dry run; `stackdoctor install` also checks every file's sha256 and the import); nothing was changed.", "green")
+        else:
+            say(f"already satisfied: {outcome.python} has {reqs}, the planned build, complete (every file's sha256 checked) and importing; nothing was changed.", "green")
     if outcome.emitted is not None:
         sys.stdout.write(outcome.emitted)
     route = outcome.route
@@ -173,15 +178,38 @@ def _draw_packages(con: Any, plan: Plan, python: str, *, hypothetical: bool, fol
     table.add_column(localized("package"))
     table.add_column(localized("version"))
     table.add_column(localized("source"), overflow=overflow, no_wrap=not fold)
-    checked = any(p.wheel for p in plan.packages)
-    if checked:
+    rows = [(p.name, p.requirement.split("==", 1)[1], p.source or p.index_url or "PyPI", p.wheel) for p in plan.packages]
+    checked = any(w for *_, w in rows)
+    below = fold and checked and _too_wide(con, rows)  # a terminal too narrow for the wheel column: each wheel under the table
+    if checked and not below:
         table.add_column(localized("wheel"), overflow=overflow, no_wrap=not fold)
-    for p in plan.packages:
-        row = [Text(p.name), Text(p.requirement.split("==", 1)[1]), Text(p.source or p.index_url or "PyPI")]
-        if checked:
-            row.append(Text(p.wheel or "-"))
+    avail = con.width - max(cell_len(x) for x in [localized("package"), *(r[0] for r in rows)]) - max(cell_len(x) for x in [localized("version"), *(r[1] for r in rows)]) - 4
+    for name, version, source, wheel in rows:
+        shown = "\n".join(_folded(source, max(avail, 12), "/")) if fold else source  # a URL folds after a /, never inside a name
+        row = [Text(name), Text(version), Text(shown)]
+        if checked and not below:
+            row.append(Text(wheel or "-"))
         table.add_row(*row)
     con.print(table)
+    if below:
+        for name, _, _, wheel in rows:
+            if wheel:
+                con.print(Text("\n".join(_folded(localized(f"wheel ({name}): {wheel}"), con.width, "-", hang="  "))))
+
+
+def _too_wide(con: Any, rows: list[tuple[str, str, str, str | None]]) -> bool:
+    """Whether the package table with its wheel column is wider than the terminal."""
+    widths = [max(cell_len(str(r[k] or "")) for r in rows) for k in range(4)]
+    return sum(widths) + 2 * 3 > con.width
+
+
+def _folded(text: str, width: int, after: str, hang: str = "") -> list[str]:
+    """``text`` in lines of ``width`` cells, broken after an ``after`` character (``/`` in a URL, ``-`` in a wheel's
+    name) or a space, never inside a name (:func:`stackdoctor.render.wrap.wrap`)."""
+    from stackdoctor.render.wrap import wrap
+
+    spaced = text.replace(after, after + "\x00 ")
+    return [ln.replace("\x00 ", "").replace("\x00", "") for ln in wrap(spaced, width, hang=hang)]
 
 
 def _draw_lists(con: Any, plan: Plan, fold: bool) -> None:
@@ -225,6 +253,9 @@ def _draw_routes(con: Any, plan: Plan, windows: bool) -> None:
 def _draw_command(con: Any, plan: Plan, hypothetical: bool, windows: bool) -> None:
     from rich.text import Text
 
+    if plan.satisfied:
+        con.print(Text(localized("command: none, the target already has this build."), style="bold green"))
+        return
     if not plan.command:
         return
     label = "command (on that machine; not run here):" if hypothetical else "command:"

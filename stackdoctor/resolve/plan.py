@@ -450,7 +450,7 @@ def _resolve_macos(view: MachineView, matrix: Matrix, request: Request, t: Targe
                     first_ok = fit
                 plan.rejected.append(Rejected("cpu", f"torch {ver}: installs on macOS {t.macos[0]}.{t.macos[1]}, but its MPS needs macOS >= {rel.mps_min_macos}", torch=str(ver)))
                 continue
-            plan.reasons.append(f"torch {ver}: the newest {'requested ' if request.torch else ''}release for macOS arm64; PyPI's default build carries MPS (Apple GPU)")
+            plan.reasons.append(f"torch {ver}: the newest {'requested ' if request.torch else ''}release for macOS arm64; PyPI's default build carries MPS (Apple GPU): its cpu variant is the Apple GPU build too")
             if first_ok is not None:
                 plan.reasons.append(f"an older release with MPS beats torch {first_ok.version} without it on this macOS")
         else:

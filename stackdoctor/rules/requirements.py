@@ -196,6 +196,8 @@ def _gpus_req(chk: _Check, min_gpus: int, backend: str | None) -> None:
     listed = len([g for g in f.gpus if not g.integrated])  # (Apple's GPU is integrated)
     if n >= min_gpus:
         chk.met.append(f"{n} GPU(s) (min {min_gpus})")
+    elif listed < min_gpus:  # fewer GPUs in the machine than asked: no command here gives more (nor a re-run of check)
+        chk.unmet("gpus", ["torch.device_count", "reconciled.gpus"], fix_key="gpus_machine", min=min_gpus, n=n, listed=listed)
     else:
         chk.unmet("gpus", ["torch.device_count", "reconciled.gpus"], min=min_gpus, n=n, listed=listed)
 
@@ -218,16 +220,20 @@ def _busbw_req(chk: _Check, gate: float) -> None:
     if bw is None:
         chk.unmet("busbw_missing", ["kernels.allreduce"], f"stackdoctor kernels allreduce --min-busbw {gate:g}", gate=f"{gate:g}")
     elif bw < gate:
-        chk.unmet("busbw_low", ["kernels.allreduce"], gate=f"{gate:g}", busbw=f"{bw:g}")
+        chk.unmet("busbw_low", ["kernels.allreduce"], gate=f"{gate:g}", busbw=f"{bw:.3g}")
     else:
-        chk.met.append(f"allreduce busbw {bw:g} GB/s")
+        chk.met.append(f"allreduce busbw {bw:.3g} GB/s")
 
 
-@rule("requirement-unmet", severity="fail", layer="requirements")
+@rule("requirement-unmet", severity="fail", layer="requirements", defers_to=("allreduce-slow",))
 def requirement_unmet(ctx: Ctx) -> None:
     chk = assess(ctx)
     for u in chk.failed if chk else []:
-        ctx.add(detail=u.key, fix=None if u.fix_text else u.key, fix_text=u.fix_text, facts=u.facts, source=chk.source, **u.values)  # type: ignore[union-attr]
+        if u.key == "busbw_low" and ctx.has("allreduce-slow"):  # said once, by allreduce-slow (with the backend's own fix)
+            continue
+        values = {k: v for k, v in u.values.items() if k != "fix_key"}
+        fix = None if u.fix_text else u.values.get("fix_key", u.key)
+        ctx.add(detail=u.key, fix=fix, fix_text=u.fix_text, facts=u.facts, source=chk.source, **values)  # type: ignore[union-attr]
 
 
 @rule("requirements-ok", severity="ok", layer="requirements")

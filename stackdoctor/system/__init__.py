@@ -382,6 +382,7 @@ class System:
         on_start: Callable[[Started], None] | None = None,
         on_stderr: Callable[[str], None] | None = None,
         die_with_parent: bool = False,
+        on_stdout: Callable[[str], None] | None = None,
     ) -> CommandResult:
         """Run ``argv`` without a shell; never raises, never waits past ``timeout``.
 
@@ -400,7 +401,7 @@ class System:
             except Exception:  # a caller's bookkeeping must not leave the child unwatched
                 pass
         try:
-            out = Capture(proc.stdout, max_bytes)
+            out = Capture(proc.stdout, max_bytes, on_stdout)  # on_stdout: a worker's results as they come (kernels)
             err = Capture(proc.stderr, max_bytes, on_stderr)
             if stdin is not None:
                 try:
