@@ -343,8 +343,10 @@ def test_a_tree_row_with_a_long_path_stays_one_line_in_a_pipe(tmp_path, torch_py
     assert all(len(ln) <= int(columns) for ln in lines), lines  # folded to the width ...
     first = next(i for i, ln in enumerate(lines) if ln.startswith("✓ python"))
     row = [lines[first], *[ln for ln in lines[first + 1:] if ln.startswith(" " * 11)]]
-    assert row[-1].strip().endswith("venv") and "".join(ln.strip() for ln in row).replace(" ", "").endswith(f"{python}venv".replace(" ", "")), row
-    assert all(ln.rstrip().endswith(("/", "bin/python")) for ln in row[:-1]), row  # ... after a / (or a space)
+    # the row ends with the path, its kind and which rule chose the target ("venv, from --python", issue 47)
+    assert "".join(ln.strip() for ln in row).replace(" ", "").endswith(f"{python}venv,from--python".replace(" ", "")), row
+    in_path = row[: next(i for i, ln in enumerate(row) if "bin/python" in ln)]
+    assert all(ln.rstrip().endswith("/") for ln in in_path), row  # ... the path folded after a /, the words after it between words
     assert not any(ln.startswith(("venv", "-", "/", "a-rather", "another")) for ln in lines), lines  # nothing of it at column 0
 
 
