@@ -131,6 +131,8 @@ class _Flow:
         self.view, self.python, self.matrix = gather_view(opts)
         self.out.python = self.python
         self.unfinished = _unfinished(opts, self.view)
+        if not (self.hypothetical or opts.dry_run or opts.emit):
+            _sweep_backups(self.view.python.env_prefix, self.hooks)  # "already satisfied" too: no backup outlives `done:`
         if self.unfinished and not (opts.dry_run or opts.emit):
             code = _finish_earlier(opts, self.view, self.python, self.hooks)  # before anything is planned
             if code is not None:
@@ -442,6 +444,17 @@ def _unfinished(opts: InstallOptions, view: MachineView) -> bool:
 
     prefix = view.python.env_prefix
     return bool(prefix and not opts.what_if and os.path.isdir(journal_dir(prefix)))
+
+
+def _sweep_backups(prefix: str | None, hooks: Hooks) -> None:
+    """A committed install's backup that its run had no time to remove (stopped right after `done:`): removed, and said."""
+    from stackdoctor.install.journal import sweep_aside, swept_words
+
+    for line in swept_words(sweep_aside(prefix)) if prefix and os.path.isdir(prefix) else []:
+        try:
+            hooks.say("stackdoctor: " + line, "yellow")
+        except OSError:
+            pass
 
 
 def _finish_earlier(opts: InstallOptions, view: MachineView, python: str, hooks: Hooks) -> int | None:

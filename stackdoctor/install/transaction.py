@@ -43,10 +43,12 @@ from stackdoctor.install.journal import (
     Signals,
     env_lock,
     hook,
+    dispose_aside,
     read_journal,
-    remove_aside,
+    release_signals,
     signal_name,
     signals,
+    swept_words,
     sweep_aside,
 )
 from stackdoctor.install.leftovers import TORCH_FAMILY, leftovers, predict_leftovers
@@ -162,9 +164,8 @@ class Transaction:
         try:
             with env_lock(prefix), signals(self.say) as self.sig:
                 say_unprinted(prefix, self.say)
-                sweep_aside(prefix)
+                notes: list[str] = swept_words(sweep_aside(prefix))
                 earlier = read_journal(prefix)
-                notes: list[str] = []
                 if earlier is not None and earlier.owner_alive():  # no lock to hold (Windows), but its owner runs
                     raise Locked(earlier.pid, earlier.phase)
                 if earlier is not None:
@@ -183,14 +184,18 @@ class Transaction:
                 result.notes[:0] = notes
         except Locked as exc:
             return InstallResult(False, ExitCode.USAGE, f"{_live_words(exc, prefix)}; nothing was changed: run this again when it has finished.", argv)
+        if self.sig.committed:
+            hook("committed")  # tests: a signal right after the commit point
         if result.ok and result.state == "new":
             predicted = (self.plan.leftovers if self.plan else None) or predict_leftovers(before.versions, self.plan.variant if self.plan else None)
             with self.steps.step("leftovers", "stackdoctor: looking for the previous variant's packages left behind..."):
                 self._remove_leftovers(result, predicted)
-        if result.set_aside and not self.settings.keep_aside:
-            with self.steps.step("backup-removal", "stackdoctor: removing the backup of the replaced torch..."):
-                remove_aside(result.set_aside)
-            result.set_aside = None
+        if not self.settings.keep_aside:  # else the caller removes the backup after `done:`, then gives the signals back
+            if result.set_aside:
+                with self.steps.step("backup-removal", "stackdoctor: removing the backup of the replaced torch..."):
+                    dispose_aside(result.set_aside)
+                result.set_aside = None
+            release_signals()
         self.steps.told()
         return self._told(result, prefix)
 
@@ -203,10 +208,12 @@ class Transaction:
         try:
             with env_lock(prefix), signals(self.say) as self.sig:
                 say_unprinted(prefix, self.say)
-                sweep_aside(prefix)
+                swept = sweep_aside(prefix)
                 journal = read_journal(prefix)
                 if journal is None:
                     family = before.torch_family()
+                    if swept:  # a committed install's backup it had no time to remove: not "nothing to do"
+                        return InstallResult(True, ExitCode.OK, f"no unfinished install in {prefix}; {swept_words(swept)[0]}", before=family, after=family)
                     return InstallResult(True, ExitCode.OK, f"no unfinished install in {prefix}: nothing to do.", before=family, after=family)
                 if journal.owner_alive():
                     raise Locked(journal.pid, journal.phase)
@@ -477,6 +484,7 @@ class Transaction:
             raise Interrupted(self.sig.received)
         with self.sig.shielded(), self.steps.step("commit", "stackdoctor: committing the new build..."):
             err = self.commit(st, result)
+            self.sig.commit_point()  # from here a signal is noted, never obeyed: the install succeeded
         if err:
             result.notes.append(f"the install journal {self._journal.dir} could not be removed ({err}); remove it by hand.")
         result.ok = ok

@@ -20,6 +20,7 @@ from stackdoctor.rules.helpers import (
     release,
     variant_name,
 )
+from stackdoctor.units import format_bytes
 from stackdoctor.versions import local, public
 from stackdoctor.versions import release as vt
 from stackdoctor.view import MachineView
@@ -174,6 +175,24 @@ def install_unprinted(ctx: Ctx) -> None:
         lines=" | ".join(f.python.install_unprinted),
         count=len(f.python.install_unprinted),
         word=shell.word(path, windows=f.platform.system == "Windows"),
+    )
+
+
+@rule("install-backup-left", severity="warn", layer="torch")
+def install_backup_left(ctx: Ctx) -> None:
+    """A `stackdoctor install` into the target finished (it committed the new build), but was stopped right after
+    `done:`, before it removed the backup of the torch it replaced: that folder takes space (hundreds of MB for a real
+    torch) and nothing needs it. Any later install (or `--recover`) into the environment removes it."""
+    f = ctx.facts
+    if not f.python.install_backups:
+        return
+    known = [n for n in f.python.install_backups.values() if n >= 0]
+    ctx.add(
+        facts=["python.install_backups"],
+        paths=", ".join(f.python.install_backups),
+        size=format_bytes(sum(known)) if known else "?",
+        python=python_exe(f),
+        fix_text=f"stackdoctor install --python {python_exe(f)} --recover",
     )
 
 
