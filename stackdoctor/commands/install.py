@@ -125,7 +125,6 @@ def __getattr__(name: str) -> Any:  # `from stackdoctor.commands.install import 
 def run(opts: InstallOptions) -> int:
     """The command; with ``--json`` exactly one ``stackdoctor.plan/1`` document on stdout, on every path."""
     from stackdoctor.install.flow import install
-
     from stackdoctor.install.journal import dispose_aside, hook, release_signals
 
     try:

@@ -41,15 +41,15 @@ from stackdoctor.install.journal import (
     Journal,
     Locked,
     Signals,
+    dispose_aside,
     env_lock,
     hook,
-    dispose_aside,
     read_journal,
     release_signals,
     signal_name,
     signals,
-    swept_words,
     sweep_aside,
+    swept_words,
 )
 from stackdoctor.install.leftovers import TORCH_FAMILY, leftovers, predict_leftovers
 from stackdoctor.install.result import (
