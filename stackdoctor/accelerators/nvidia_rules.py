@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import accelerators, shell
 from stackdoctor import matrix as mx
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
@@ -143,7 +143,8 @@ def nvcc_mismatch(ctx: Ctx) -> None:
     if match is not None:
         root = re.sub(r"[/\\]bin[/\\]nvcc(\.exe)?$", "", match.path)  # C:\...\v12.4\bin\nvcc.exe too
         bin_dir = root + ("\\bin" if "\\" in root else "/bin")
-        fix_text = f'export CUDA_HOME="{root}" PATH="{bin_dir}:$PATH"'  # quoted: C:\Program Files\... has spaces
+        # every probed path one quoted word (C:\Program Files\... has spaces; a `$(...)` or `;` in it stays a name)
+        fix_text = shell.export({"CUDA_HOME": root, "PATH": bin_dir}, prepend_to="PATH", windows=f.platform.system == "Windows")
     ctx.add(
         fix=None if fix_text else "default",
         fix_text=fix_text,

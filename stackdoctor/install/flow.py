@@ -158,7 +158,10 @@ class _Flow:
         if offer:
             plan.suggestions.append(offer)
         if self.unfinished and (opts.dry_run or opts.emit):
-            plan.warnings.append(f"an install into {view.python.env_prefix} was stopped halfway; `stackdoctor install --python {python} --recover` finishes it.")
+            from stackdoctor.shell import format_command
+
+            again = format_command(["stackdoctor", "install", "--python", python, "--recover"], windows=self.out.windows)
+            plan.warnings.append(f"an install into {view.python.env_prefix} was stopped halfway; `{again}` finishes it.")
         if self.hypothetical:
             plan.machine = describe_machine(opts, view)
             if plan.satisfiable:  # an unmet plan has no command (not an empty `pip install`)

@@ -65,6 +65,7 @@ from stackdoctor.install.result import (
 )
 from stackdoctor.install.talk import Say, save_unprinted, say_unprinted, stderr_writer, talker
 from stackdoctor.install.verify import check_gpu_code, judge, reads_gpu_code, verify
+from stackdoctor.shell import format_command
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.facts import Facts, GpuView
@@ -318,7 +319,7 @@ class Transaction:
     def _keep(self, result: InstallResult) -> None:
         result.journal_kept = self._journal.dir
         result.notes.append(
-            f"the previous files are kept in {self._journal.backup}; run `stackdoctor install --python {self.python} --recover` to try again."
+            f"the previous files are kept in {self._journal.backup}; run `{format_command(['stackdoctor', 'install', '--python', self.python, '--recover'], windows=os.name == 'nt')}` to try again."
         )
 
     def _told(self, result: InstallResult, prefix: str) -> InstallResult:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import accelerators, shell
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import built_for, imports, nvidia_gpus, python_exe, read_only, torch_found_no_driver
 
@@ -103,7 +103,7 @@ def lib_path_shadowing(ctx: Ctx) -> None:
         severity="fail" if symptom else "warn",
         detail="symptom" if symptom else "default",
         facts=["environment.LD_LIBRARY_PATH", "torch.distributions"],
-        fix_text=f"export LD_LIBRARY_PATH={':'.join(keep)}" if keep else "unset LD_LIBRARY_PATH",
+        fix_text=shell.export({"LD_LIBRARY_PATH": ":".join(keep)}) if keep else "unset LD_LIBRARY_PATH",
         dirs=", ".join(bad),
         error=symptom.group(0) if symptom else "",
     )
@@ -132,7 +132,7 @@ def _predicted_shadow(ctx: Ctx, entries: list[str]) -> bool:
         severity="fail",
         detail="predicted",
         facts=["environment.LD_LIBRARY_PATH", "torch.linkage"],
-        fix_text=f"export LD_LIBRARY_PATH={':'.join(keep)}" if keep else "unset LD_LIBRARY_PATH",
+        fix_text=shell.export({"LD_LIBRARY_PATH": ":".join(keep)}) if keep else "unset LD_LIBRARY_PATH",
         dirs=where or shadowed.library.rsplit("/", 1)[0],
         lib=shadowed.library,
         needed_by=shadowed.needed_by.rsplit("/", 1)[-1],
