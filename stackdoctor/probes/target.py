@@ -258,7 +258,8 @@ UNPRINTED_FILE = ".stackdoctor-unprinted.json"  # stackdoctor.install.talk.UNPRI
 
 def unprinted_lines(system: System, prefix: str) -> list[str]:
     """The lines the last ``stackdoctor install`` into ``prefix`` could not print (its output pipe or terminal closed),
-    as it kept them in ``<prefix>/.stackdoctor-unprinted.json``; read, never removed (the next install says and removes them)."""
+    as it kept them in ``<prefix>/.stackdoctor-unprinted.json``; read, never removed (the next install says and removes them).
+    Once a ``check`` has shown them (the file's ``said``), none: said once, they are let go."""
     path = os.path.join(prefix, UNPRINTED_FILE)
     if not system.exists(path):
         return []
@@ -267,7 +268,7 @@ def unprinted_lines(system: System, prefix: str) -> list[str]:
         data = json.loads(res.text or "") if res.ok else None
     except ValueError:
         data = None
-    lines = data.get("lines") if isinstance(data, dict) else None
+    lines = data.get("lines") if isinstance(data, dict) and not data.get("said") else None
     return [x for x in lines if isinstance(x, str) and x.strip()][-60:] if isinstance(lines, list) else []
 
 
