@@ -69,6 +69,7 @@ from stackdoctor.shell import format_command
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.facts import Facts, GpuView
+    from stackdoctor.install.verify import Verification
     from stackdoctor.plan import Plan
     from stackdoctor.system import CommandResult, System
 
@@ -404,12 +405,13 @@ class Transaction:
             res = self._run_installer(argv, env, result)
             journal.write("verify")
             hook("verify")
+            early = _EarlyImport(self.system, self.python) if res.ok else None  # beside the RECORD check, not after it
             with self.steps.step("record", "stackdoctor: checking the installed files against their RECORD..."):
                 st = self.state()
             result.state = st.state
             result.after = {k: v for k, v in st.now.items() if v != "twice"}
             if st.state == "new":
-                return self._judge_new(result, st)
+                return self._judge_new(result, st, early)
             return self._not_installed(res, result, st)
         except Interrupted as exc:
             return self._interrupted(exc, result)
@@ -449,14 +451,14 @@ class Transaction:
             raise Interrupted(self.sig.received or int(signal.SIGINT))
         return res
 
-    def _judge_new(self, result: InstallResult, st: FamilyState) -> InstallResult:
+    def _judge_new(self, result: InstallResult, st: FamilyState, early: _EarlyImport | None = None) -> InstallResult:
         """Exactly the new build is on disk: import it, judge it (and its GPU code), then commit or put back."""
         plan = self.plan
         assert plan is not None
         prev = self._journal.before
         hook("import")
         with self.steps.step("import", "stackdoctor: importing torch in the target..."):
-            v = verify(self.system, self.python)
+            v = early.result() if early is not None else verify(self.system, self.python)
         result.verification = v
         ok, sentence = judge(plan, v, self.settings.accelerator, self.settings.facts)
         gpu = None
@@ -567,6 +569,33 @@ class Transaction:
                 result.leftovers = []
             else:
                 result.notes.append(f"removing the leftovers failed: {rm.describe_failure()}")
+
+
+class _EarlyImport:
+    """The import of the new build in the target, started as soon as the installer succeeded, in a daemon thread, so it
+    runs while the family's files are checked against their RECORD (the two are independent reads; the outcome is still
+    decided from the files: the import is used only when they are exactly the new build). Its child dies with
+    stackdoctor (``dying_with_parent``), so an interrupt that abandons it leaves nothing running."""
+
+    def __init__(self, system: System, python: str) -> None:
+        import threading
+
+        self._system, self._python = system, python
+        self._done = threading.Event()
+        self._value: Verification | None = None
+        threading.Thread(target=self._run, name="stackdoctor-import", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._value = verify(self._system, self._python)
+        except Exception:  # noqa: BLE001 - result() imports again in the main thread, where a failure is reported
+            self._value = None
+        finally:
+            self._done.set()
+
+    def result(self) -> Verification:
+        self._done.wait()
+        return self._value if self._value is not None else verify(self._system, self._python)
 
 
 def execute(plan: Plan, *, system: System, python: str, settings: InstallSettings | None = None) -> InstallResult:
