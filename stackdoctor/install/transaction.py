@@ -558,6 +558,8 @@ class Transaction:
         return result
 
     def _remove_leftovers(self, result: InstallResult, predicted: Sequence[str]) -> None:
+        if not predicted:  # nothing of a previous variant to look for (a fresh environment): no snapshot to wait for
+            return
         after = snapshot(self.system, self.python)
         if after.ok:
             result.leftovers = leftovers(predicted, after)
