@@ -65,7 +65,7 @@ def test_argv_lines_keep_every_hostile_word_whole(tmp_path):
             ["stackdoctor", "install", "--python", path, "--recover"],
         ]
         lines = [_set_env_line({"cann": {"set_env": path + "/set_env.sh"}}), *(format_command(a) for a in argvs[1:])]
-        for argv, line in zip(argvs, lines):
+        for argv, line in zip(argvs, lines, strict=True):
             assert "\n" not in line  # a newline is spelled, never printed
             for sh in ("sh", "bash"):
                 run_posix(line, sh)
