@@ -86,6 +86,7 @@ class PythonFacts:
     unfinished_install: str | None = None  # a killed `stackdoctor install`'s journal in env_prefix: "phase install: torch 2.11.0+cpu -> 2.12.0+cpu"
     install_live: str | None = None  # that journal's install still runs: "process 4242, phase install" (its owner alive, same start time)
     install_unprinted: list[str] = field(default_factory=list)  # the lines the last install could not print (<env>/.stackdoctor-unprinted.json)
+    install_backups: dict[str, int] = field(default_factory=dict)  # a committed install's backup left in env_prefix (stopped after `done:`): path -> bytes
     sources: dict[str, str] = field(default_factory=dict)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import shlex
 
-__all__ = ["for_windows", "powershell_set", "powershell_unset", "word"]
+__all__ = ["export", "for_windows", "format_command", "powershell_set", "powershell_unset", "word"]
 
 # export NAME=value (value: a quoted string or up to the next blank); several assignments after one export too
 _EXPORT = re.compile(r"(?<![\w$-])export\s+((?:[A-Za-z_][A-Za-z0-9_]*=(?:\"[^\"]*\"|'[^']*'|[^\s\"';]*)\s*)+)")
@@ -104,5 +104,24 @@ def format_command(argv: list[str], env: dict[str, str | None] | None = None, *,
     unset = [k for k, v in (env or {}).items() if v is None]
     if unset:
         pre += ["env"] + [x for k in unset for x in ("-u", k)]
-    pre += [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items() if v is not None]
-    return " ".join(pre + [shlex.join(argv)])
+    pre += [f"{k}={word(v)}" for k, v in (env or {}).items() if v is not None]
+    return " ".join(pre + [word(a) for a in argv])
+
+
+def export(assignments: dict[str, str], *, windows: bool = False, prepend_to: str | None = None) -> str:
+    """Environment variables set to probed values (paths), as one line the user's shell runs as written: every value
+    one quoted word (:func:`word`: a space, a quote, ``;``, ``$()``, a newline stay part of the value). POSIX:
+    ``export A='/x y' PATH='/x y/bin':"$PATH"``; PowerShell: ``$env:A = '/x y'; $env:PATH = '/x y/bin' + ';' + $env:PATH``.
+    ``prepend_to``: the one variable whose value goes before its current one (a search path)."""
+    if windows:
+        parts = []
+        for k, v in assignments.items():
+            tail = f" + ';' + $env:{k}" if k == prepend_to else ""
+            parts.append(f"$env:{k} = {_c_quoted(v, True) if _CONTROL.search(v) else _ps_literal(v)}{tail}")
+        return "; ".join(parts)
+    sep = ":"
+    return "export " + " ".join(f"{k}={word(v)}" + (f'{sep}"${k}"' if k == prepend_to else "") for k, v in assignments.items())
+
+
+def _ps_literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"

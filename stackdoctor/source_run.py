@@ -9,12 +9,17 @@ its fix), nor is anything after a command that failed. Prints nothing itself: li
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from stackdoctor.errors import ExitCode, UsageError
 from stackdoctor.source_build import STEPS, BuildPlan, BuildRequest, Prerequisite, build_plan
+
+if TYPE_CHECKING:  # pragma: no cover
+    from stackdoctor.system import System
 
 
 @dataclass
@@ -61,6 +66,52 @@ def check(opts: FromSourceOptions) -> None:
         raise UsageError("--emit and --json both print on stdout; choose one.")
     if opts.timeout_s <= 0:
         raise UsageError("--timeout and --index-timeout must be positive.")
+
+
+_PYTORCH_REMOTE = re.compile(r"[/:]pytorch/pytorch(?:\.git)?/?$", re.IGNORECASE)
+
+
+def check_source_dir(source_dir: str, source_url: str | None = None) -> None:
+    """``--source-dir`` must be absent, an empty folder, or a PyTorch checkout: its git remote is PyTorch's (or the
+    ``--source-url`` given), or it has PyTorch's ``version.txt`` and ``setup.py`` / ``pyproject.toml``. Anything else
+    (another project's repository, a link to ``/``, a folder of other files) is one sentence (exit 2), before
+    anything runs in it. Decided from the folder's files (the link followed), never by running anything in it."""
+    from stackdoctor.system import System
+
+    system = System.from_env().local
+    path = os.path.realpath(os.path.abspath(source_dir))
+    if not os.path.lexists(os.path.abspath(source_dir)):
+        return
+    if not os.path.isdir(path):
+        raise UsageError(f"--source-dir {source_dir} is not a folder: choose an empty or absent folder, or a PyTorch checkout.")
+    try:
+        if not os.listdir(path):
+            return
+    except OSError:
+        pass
+    if _pytorch_remote(system, path, source_url) or _pytorch_files(system, path):
+        return
+    raise UsageError(
+        f"--source-dir {source_dir} is neither empty nor a PyTorch checkout (its git remote and its version.txt / setup.py do not "
+        "say PyTorch), so nothing was done in it: choose an empty or absent folder, or a PyTorch checkout."
+    )
+
+
+def _pytorch_remote(system: System, path: str, source_url: str | None) -> bool:
+    res = system.read_text(os.path.join(path, ".git", "config"), max_bytes=1 << 20)
+    urls = [m.group(1).strip() for m in re.finditer(r"^\s*url\s*=\s*(.+)$", res.text or "", re.MULTILINE)] if res.ok else []
+    given = {source_url.rstrip("/"), os.path.abspath(source_url).rstrip("/")} if source_url else set()
+    return any(_PYTORCH_REMOTE.search(u) or u.rstrip("/") in given for u in urls)
+
+
+def _pytorch_files(system: System, path: str) -> bool:
+    version = system.read_text(os.path.join(path, "version.txt"), max_bytes=4096)
+    if not (version.ok and re.match(r"\d+\.\d+", (version.text or "").strip())):
+        return False
+    setup = system.read_text(os.path.join(path, "setup.py"), max_bytes=1 << 20)
+    pyproject = system.read_text(os.path.join(path, "pyproject.toml"), max_bytes=1 << 20)
+    return bool((setup.ok and re.search(r"TORCH_PACKAGE_NAME|\bPyTorch\b", setup.text or ""))
+                or (pyproject.ok and re.search(r'^\s*name\s*=\s*"torch"\s*$', pyproject.text or "", re.MULTILINE)))
 
 
 def _first_blocked(plan: BuildPlan, steps: list[str]) -> tuple[str, Prerequisite] | None:
@@ -115,6 +166,8 @@ def run(
     """The whole flow; a usage error raises (one sentence, exit 2), everything else is in the outcome. Before it runs
     anything the plan is shown (``show``) and, without ``--yes``, ``confirm`` asks (None: no terminal to ask on)."""
     check(opts)
+    if not (opts.what_if or opts.emit):  # the folder the build would run in: refused before anything runs (a dry run too)
+        check_source_dir(opts.source_dir, opts.source_url)
     out = BuildOutcome()
     plan = out.plan = plan_only(opts)
     if opts.emit:

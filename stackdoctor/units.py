@@ -72,3 +72,11 @@ def format_flops(tflops: float | None) -> str:
     else:
         text = f"{value:.2f}"
     return f"{text} {unit}"
+
+
+def format_bytes(n: int) -> str:
+    """A size in a few words, decimal units as ``du -h --si`` says them: ``759 MB``, ``1.5 GB``, ``12 kB``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.0f} {unit}" if n >= 10 * scale else f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"

@@ -57,6 +57,7 @@ def test_check_screen_in_en_and_zh(env_dir, tmp_path):
     flat = " ".join(en.stdout.split())
     assert "install-unprinted" in flat and "could not print its last lines" in flat
     assert str(env_dir / UNPRINTED_FILE) in flat and "putting back torch 2.12.0+cpu" in flat and "was put back" in flat
+    save_unprinted(str(env_dir), LINES)  # kept again (the en check said them, so they were let go)
     zh = _check(env_dir, tmp_path, lang="zh_CN.UTF-8")
     flat_zh = " ".join(zh.stdout.split())
     assert "未能打印它的最后几行" in flat_zh and "内容是" in flat_zh and str(env_dir / UNPRINTED_FILE) in flat_zh
@@ -84,3 +85,23 @@ def test_the_next_install_removes_what_check_showed(env_dir, tmp_path):
     assert not (env_dir / UNPRINTED_FILE).exists()
     again = _check(env_dir, tmp_path, "--json")
     assert "install-unprinted" not in {f["code"] for f in json.loads(again.stdout)["findings"]}
+
+
+def test_said_once_then_let_go_strict_fails_only_the_first_time(env_dir, tmp_path):
+    """Issue 44: check shows the kept lines once; the next check lets them go (no finding, so --strict passes), the file
+    stays for the next install, which still says them; lines kept after that are new and shown again."""
+    save_unprinted(str(env_dir), LINES)
+    first = _check(env_dir, tmp_path, "--json", "--strict")
+    assert first.rc == 1 and "install-unprinted" in {f["code"] for f in json.loads(first.stdout)["findings"]}
+    second = _check(env_dir, tmp_path, "--json", "--strict")
+    data = json.loads(second.stdout)
+    assert "install-unprinted" not in {f["code"] for f in data["findings"]} and data["facts"]["python"]["install_unprinted"] == []
+    assert second.rc == 0 or {f["severity"] for f in data["findings"]} & {"warn", "fail"}, second.stderr  # nothing else fails it
+    assert (env_dir / UNPRINTED_FILE).is_file()
+    from stackdoctor.install.talk import take_unprinted
+
+    assert take_unprinted(str(env_dir), remove=False) == LINES  # what the next install says
+    save_unprinted(str(env_dir), ["a new line"])
+    third = _check(env_dir, tmp_path, "--json")
+    (finding,) = [f for f in json.loads(third.stdout)["findings"] if f["code"] == "install-unprinted"]
+    assert "a new line" in finding["detail"]

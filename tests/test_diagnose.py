@@ -396,6 +396,11 @@ def _install_unprinted(f: Facts, m) -> None:
     f.python.install_unprinted = ["the previous torch 2.12.0+cu126 was put back (complete: every file's sha256 checked) and imports."]
 
 
+def _install_backup_left(f: Facts, m) -> None:
+    f.python.env_prefix = "/home/u/.venv"
+    f.python.install_backups = {"/home/u/.venv/.stackdoctor-install.done-4242-1": 759_000_000}
+
+
 def _torch_missing(f, m):
     f.torch = TorchFacts(import_error="ModuleNotFoundError: No module named 'torch'", import_error_kind="exception")
 
@@ -656,6 +661,7 @@ TRIGGER = [
     pytest.param("install-unfinished", _install_killed, id="install-killed-halfway"),
     pytest.param("install-in-progress", _install_live, id="install-running-now"),
     pytest.param("install-unprinted", _install_unprinted, id="install-output-closed"),
+    pytest.param("install-backup-left", _install_backup_left, id="install-stopped-after-done"),
     pytest.param("torch-import-failed", _import_failed, id="libcudnn-missing"),
     pytest.param("torch-newer-than-matrix", _torch_newer, id="torch-after-the-matrix"),
     pytest.param("torch-import-failed", _import_crash, id="import-segfaults-installed-true"),

@@ -119,3 +119,35 @@ def test_a_file_hashed_once_is_read_again_when_it_changed(tmp_path):
     assert first == worker.sha256_b64(str(f)) == worker.hash_once(str(f))
     f.write_text("VALUE = 2\n", encoding="utf-8")  # same size, new content
     assert worker.hash_once(str(f)) == worker.sha256_b64(str(f)) != first
+
+
+def test_the_record_check_hashed_by_threads_names_the_first_changed_file(tmp_path):
+    """complete() hashes a distribution's files with a few threads (issue 44, the wait after pip): every file right
+    is None, and a changed or missing file is named, the first in RECORD order."""
+    import base64
+    import hashlib
+    import importlib.metadata
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sd_backup_threads", REPO / "stackdoctor" / "_worker" / "sd_backup.py")
+    assert spec is not None and spec.loader is not None
+    worker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(worker)
+    site = tmp_path / "site"
+    info = site / "fam-1.0.dist-info"
+    info.mkdir(parents=True)
+    rows = []
+    for i in range(300):
+        p = site / "fam" / f"m{i}.py"
+        p.parent.mkdir(exist_ok=True)
+        p.write_text(f"VALUE = {i}\n")
+        digest = base64.urlsafe_b64encode(hashlib.sha256(p.read_bytes()).digest()).rstrip(b"=").decode()
+        rows.append(f"fam/m{i}.py,sha256={digest},{p.stat().st_size}")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fam\nVersion: 1.0\n")
+    (info / "RECORD").write_text("\n".join([*rows, "fam-1.0.dist-info/RECORD,,"]) + "\n")
+    dist = importlib.metadata.PathDistribution(info)
+    worker.HASH_THREADS = 4
+    assert worker.complete(dist) is None
+    (site / "fam" / "m250.py").write_text("VALUE = -1\n")
+    (site / "fam" / "m120.py").unlink()
+    assert worker.complete(dist) == "fam/m120.py is missing"

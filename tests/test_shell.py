@@ -67,10 +67,10 @@ def test_nvcc_fix_on_windows_quotes_the_toolkit_path():
     root = "C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\v12.6"
     f.cuda_toolkit.nvcc_version, f.cuda_toolkit.nvcc_path = "11.8", "C:\\cuda118\\bin\\nvcc.exe"
     f.cuda_toolkit.toolkits = [CudaToolkit(path=root + "\\bin\\nvcc.exe", nvcc_version="12.6")]
-    assert _fix(f, "nvcc-mismatch") == f'$env:CUDA_HOME = "{root}"; $env:PATH = "{root}\\bin;$env:PATH"'
+    assert _fix(f, "nvcc-mismatch") == f"$env:CUDA_HOME = '{root}'; $env:PATH = '{root}\\bin' + ';' + $env:PATH"
     f.platform.system = "Linux"
     f.cuda_toolkit.toolkits = [CudaToolkit(path="/usr/local/cuda-12.6/bin/nvcc", nvcc_version="12.6")]
-    assert _fix(f, "nvcc-mismatch") == 'export CUDA_HOME="/usr/local/cuda-12.6" PATH="/usr/local/cuda-12.6/bin:$PATH"'
+    assert _fix(f, "nvcc-mismatch") == 'export CUDA_HOME=/usr/local/cuda-12.6 PATH=/usr/local/cuda-12.6/bin:"$PATH"'
 
 
 def test_replayed_windows_machine_prints_a_powershell_fix(tmp_path):

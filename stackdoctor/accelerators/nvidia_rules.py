@@ -7,10 +7,9 @@ each keeps the group of its layer (``check --list-checks``, ``explain``)."""
 from __future__ import annotations
 
 import re
-import shlex
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import accelerators, shell
 from stackdoctor import matrix as mx
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
@@ -149,7 +148,8 @@ def nvcc_mismatch(ctx: Ctx) -> None:
     if match is not None:
         root = re.sub(r"[/\\]bin[/\\]nvcc(\.exe)?$", "", match.path)  # C:\...\v12.4\bin\nvcc.exe too
         bin_dir = root + ("\\bin" if "\\" in root else "/bin")
-        fix_text = f'export CUDA_HOME="{root}" PATH="{bin_dir}:$PATH"'  # quoted: C:\Program Files\... has spaces
+        # every probed path one quoted word (C:\Program Files\... has spaces; a `$(...)` or `;` in it stays a name)
+        fix_text = shell.export({"CUDA_HOME": root, "PATH": bin_dir}, prepend_to="PATH", windows=f.platform.system == "Windows")
     ctx.add(
         fix=None if fix_text else "default",
         fix_text=fix_text,
@@ -240,7 +240,7 @@ def libcuda_stub(ctx: Ctx) -> None:
     key = how if how in ("ld_library_path", "ldcache") else "file"
     fix_text = None
     if key == "ld_library_path":
-        fix_text = f"export LD_LIBRARY_PATH={shlex.quote(':'.join(keep))}" if keep else "unset LD_LIBRARY_PATH"
+        fix_text = shell.export({"LD_LIBRARY_PATH": ":".join(keep)}) if keep else "unset LD_LIBRARY_PATH"
     driver = f.driver("nvidia").value
     ctx.add(
         severity="fail" if nvidia_gpus(f) or driver is not None else "warn",
@@ -249,9 +249,9 @@ def libcuda_stub(ctx: Ctx) -> None:
         fix_text=fix_text,
         facts=["torch.linkage"] + (["environment.LD_LIBRARY_PATH"] if key == "ld_library_path" else []),
         lib=stub.library,
-        lib_q=shlex.quote(stub.library),
+        lib_q=shell.word(stub.library),
         folder=folder,
-        folder_q=shlex.quote(folder),
+        folder_q=shell.word(folder),
         opener=stub.needed_by.rsplit("/", 1)[-1],
         version=stub.found_version or "?",
         driver=driver or "?",

@@ -139,7 +139,20 @@ def register(app: typer.Typer) -> None:
         )
         report = pipeline.build_report(opts, progress=spinner(fmt == "human" and output is None, pipeline.lang_of(opts)))
         emit(report, fmt, output, verbose=verbose, lang=pipeline.lang_of(opts), strict=strict)
-        return pipeline.exit_code(report, strict)
+        code = pipeline.exit_code(report, strict)
+        _said_unprinted(report, replay)
+        return code
+
+
+def _said_unprinted(report: Report, replay: str | None) -> None:
+    """The lines a stopped install could not print were shown (the ``install-unprinted`` finding, on this machine):
+    marked as said in their file, so the next check lets them go (issue 44)."""
+    prefix = report.facts.python.env_prefix
+    if replay or not prefix or not any(f.code == "install-unprinted" for f in report.findings):
+        return
+    from stackdoctor.install.talk import mark_said
+
+    mark_said(prefix)
 
 
 def emit(report: Report, fmt: str, output: str | None, *, verbose: bool = False, lang: str = "en", strict: bool = False) -> None:

@@ -115,17 +115,20 @@ def hooks() -> Hooks:
 def run(opts: InstallOptions) -> int:
     """The command; with ``--json`` exactly one ``stackdoctor.plan/1`` document on stdout, on every path."""
     from stackdoctor.install.flow import install
+    from stackdoctor.install.journal import dispose_aside, hook, release_signals
 
-    outcome = install(opts, hooks())
-    exc = outcome.error
-    if exc is None:
-        _render_or_keep(outcome)
-    if opts.json_out and (isinstance(exc, StackdoctorError) or (exc is None and not opts.recover) or (exc is not None and outcome.plan is not None)):
-        _print_json(outcome, exc if isinstance(exc, StackdoctorError) else None)
-    if outcome.result is not None and outcome.result.set_aside:  # the replaced torch's backup, after `done:` (issue 29)
-        from stackdoctor.install.journal import remove_aside
-
-        remove_aside(outcome.result.set_aside)
+    try:
+        outcome = install(opts, hooks())
+        exc = outcome.error
+        if exc is None:
+            _render_or_keep(outcome)
+        if opts.json_out and (isinstance(exc, StackdoctorError) or (exc is None and not opts.recover) or (exc is not None and outcome.plan is not None)):
+            _print_json(outcome, exc if isinstance(exc, StackdoctorError) else None)
+        if outcome.result is not None and outcome.result.set_aside:  # the replaced torch's backup, after `done:` (issues 29, 44)
+            hook("done")
+            dispose_aside(outcome.result.set_aside)  # a large one by a detached child: off the user's wait
+    finally:
+        release_signals()  # a committed install ignored signals since its commit point (its exit code stays its outcome's)
     if exc is not None:
         raise exc
     return outcome.exit_code

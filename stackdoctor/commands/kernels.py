@@ -138,7 +138,9 @@ def _kernel_names(which: list[str] | None) -> list[str]:
 
 def _torch_there(found: Any, target: Any, python: str | None) -> None:
     if found.torch is False:
-        how = "stackdoctor install" + (f" --python {target.python}" if python else "")
+        from stackdoctor.shell import format_command
+
+        how = format_command(["stackdoctor", "install", *(["--python", target.python] if python else [])], windows=os.name == "nt")
         raise UsageError(f"torch is not installed in {target.python}; install it with: {how}")
 
 
@@ -181,12 +183,15 @@ def _devices_there(asked: list[str] | None, kf: Any, python: str) -> None:
     """A ``--device`` the target's torch does not have is the user's input to fix (exit 2, one sentence), not a kernel
     that failed: every result for it is the worker's ``unavailable`` one (``_worker/sd_kernels.py``, with the devices
     torch has in ``present``)."""
+    from stackdoctor.shell import word
+
+    quoted = word(python, windows=os.name == "nt")  # one word of the command it names (the template says it twice)
     for d in asked or []:
         results = [r for r in kf.results if r.device == d]
         if results and all(r.extra.get("unavailable") for r in results):
             present = ", ".join(results[0].extra.get("present") or []) or "none"
-            raise UsageError(f"--device {d}: torch in {python} has no such device (it has: {present}); "
-                             f"stackdoctor check --python {python} says whether its build supports one.")
+            raise UsageError(f"--device {d}: torch in {quoted} has no such device (it has: {present}); "
+                             f"stackdoctor check --python {quoted} says whether its build supports one.")
 
 
 def _allreduce_run(system: Any, target: Any, opts: Any, device: list[str] | None, over: str | None, nproc: int | None, rank: int | None,

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from stackdoctor.errors import UsageError
 from stackdoctor.plan import Route
+from stackdoctor.shell import format_command
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.facts import Facts
@@ -303,5 +303,5 @@ def which(installer: str, env: Mapping[str, str]) -> str | None:
 def require_tool(installer: str, argv: Sequence[str], env: Mapping[str, str]) -> str:
     path = which(installer, env)
     if path is None:
-        raise UsageError(f"{installer} is not on PATH, so stackdoctor cannot run it; run it yourself: {shlex.join(argv)}")
+        raise UsageError(f"{installer} is not on PATH, so stackdoctor cannot run it; run it yourself: {format_command(list(argv), windows=os.name == 'nt')}")
     return path

@@ -142,6 +142,8 @@ class _Flow:
         self.view, self.python, self.matrix = gather_view(opts)
         self.out.python = self.python
         self.unfinished = _unfinished(opts, self.view)
+        if not (self.hypothetical or opts.dry_run or opts.emit):
+            _sweep_backups(self.view.python.env_prefix, self.hooks)  # "already satisfied" too: no backup outlives `done:`
         if self.unfinished and not (opts.dry_run or opts.emit):
             code = _finish_earlier(opts, self.view, self.python, self.hooks)  # before anything is planned
             if code is not None:
@@ -167,7 +169,10 @@ class _Flow:
         if offer:
             plan.suggestions.append(offer)
         if self.unfinished and (opts.dry_run or opts.emit):
-            plan.warnings.append(f"an install into {view.python.env_prefix} was stopped halfway; `stackdoctor install --python {python} --recover` finishes it.")
+            from stackdoctor.shell import format_command
+
+            again = format_command(["stackdoctor", "install", "--python", python, "--recover"], windows=self.out.windows)
+            plan.warnings.append(f"an install into {view.python.env_prefix} was stopped halfway; `{again}` finishes it.")
         if self.hypothetical:
             plan.machine = describe_machine(opts, view)
             if plan.satisfiable:  # an unmet plan has no command (not an empty `pip install`)
@@ -469,6 +474,17 @@ def _unfinished(opts: InstallOptions, view: MachineView) -> bool:
 
     prefix = view.python.env_prefix
     return bool(prefix and not opts.what_if and os.path.isdir(journal_dir(prefix)))
+
+
+def _sweep_backups(prefix: str | None, hooks: Hooks) -> None:
+    """A committed install's backup that its run had no time to remove (stopped right after `done:`): removed, and said."""
+    from stackdoctor.install.journal import sweep_aside, swept_words
+
+    for line in swept_words(sweep_aside(prefix)) if prefix and os.path.isdir(prefix) else []:
+        try:
+            hooks.say("stackdoctor: " + line, "yellow")
+        except OSError:
+            pass
 
 
 def _finish_earlier(opts: InstallOptions, view: MachineView, python: str, hooks: Hooks) -> int | None:

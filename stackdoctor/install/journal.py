@@ -69,10 +69,20 @@ class Signals:
 
     received: int | None = None
     shield_depth: int = 0
+    committed: bool = False  # past the commit point: a signal is noted, never obeyed (the install succeeded)
     say: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr, flush=True))
+    after_commit: int | None = None  # the first signal that arrived after the commit point
     _old: dict[int, Any] = field(default_factory=dict)
 
+    def commit_point(self) -> None:
+        """The install is committed: from here until :func:`release_signals`, SIGINT / SIGTERM / SIGHUP are noted and
+        ignored, so nothing after the commit (the leftovers, `done:`, the backup's removal) turns success into 130."""
+        self.committed = True
+
     def handler(self, signum: int, _frame: object) -> None:
+        if self.committed:
+            self.after_commit = self.after_commit or signum
+            return
         if self.received is None:
             self.received = signum
         if self.shield_depth:
@@ -111,8 +121,22 @@ def signals(say: Callable[[str], None] | None = None) -> Iterator[Signals]:
         yield sig
     finally:
         for n, old in sig._old.items():
+            if sig.committed:  # the handler stays (it ignores): the old one comes back with release_signals()
+                _HELD.setdefault(n, old)
+                continue
             with contextlib.suppress(ValueError, OSError):
                 signal.signal(n, old)
+
+
+_HELD: dict[int, Any] = {}  # the handlers a committed install replaced, given back by release_signals()
+
+
+def release_signals() -> None:
+    """After a committed install has said how it ended: the signal handlers it replaced come back."""
+    for n, old in list(_HELD.items()):
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(n, old)
+        del _HELD[n]
 
 
 def hook(point: str) -> None:
@@ -299,23 +323,89 @@ class Journal:
 
 
 def remove_aside(path: str | None) -> None:
-    """Remove a committed install's set-aside journal folder (:meth:`Journal.set_aside`)."""
+    """Remove a committed install's set-aside journal folder (:meth:`Journal.set_aside`) here and now."""
     import shutil
 
     if path and os.path.basename(path).startswith(ASIDE):
+        shutil.rmtree(os.path.join(path, "backup"), ignore_errors=True)  # the journal last: a half-removed one still names its owner
         shutil.rmtree(path, ignore_errors=True)
 
 
-def sweep_aside(prefix: str) -> list[str]:
-    """The set-aside journal folders of committed installs whose owner is gone (stopped after its commit, before it
-    removed the backup): removed. One whose owner still runs is its own to remove."""
+ASIDE_INLINE_BYTES = 64 * 1024**2  # a set-aside backup up to this size is removed at once; a larger one by a detached child
+_REMOVER = (
+    "import os, shutil, sys\n"
+    "p = sys.argv[1]\n"
+    "try:\n    os.nice(10)\nexcept (AttributeError, OSError):\n    pass\n"
+    "shutil.rmtree(os.path.join(p, 'backup'), ignore_errors=True)\n"
+    "shutil.rmtree(p, ignore_errors=True)\n"
+)
+
+
+def aside_bytes(path: str, stop_at: int | None = None) -> int:
+    """The bytes of the files under a set-aside folder (counting stops past ``stop_at``)."""
+    total = 0
+    for dp, _dn, fn in os.walk(path):
+        for name in fn:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dp, name)).st_size
+            if stop_at is not None and total > stop_at:
+                return total
+    return total
+
+
+def dispose_aside(path: str | None, *, inline_bytes: int = ASIDE_INLINE_BYTES) -> str | None:
+    """Remove a set-aside folder off the user's wait: a small one at once, a large one (a real torch: hundreds of MB,
+    tens of seconds) by a detached child of its own session, which the journal in it then names as its owner (so no
+    later run or `check` takes it for a stopped install's). ``"later"`` when a child removes it, ``"now"`` when done
+    here, None when there was nothing to remove."""
+    if not path or not os.path.basename(path).startswith(ASIDE) or not os.path.isdir(path):
+        return None
+    if aside_bytes(path, stop_at=inline_bytes) <= inline_bytes:
+        remove_aside(path)
+        return "now"
+    import subprocess
+
+    try:
+        child = subprocess.Popen(  # noqa: S603 - our own interpreter, a fixed script, no shell
+            [sys.executable, "-I", "-c", _REMOVER, path], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True,
+        )
+    except OSError:
+        remove_aside(path)
+        return "now"
+    _name_owner(path, child.pid)
+    return "later"
+
+
+def _name_owner(path: str, pid: int) -> None:
+    """The aside folder's journal names its remover (pid and start time) as its owner."""
+    j = os.path.join(path, "journal.json")
+    try:
+        with open(j, encoding="utf-8") as f:
+            data = json.load(f)
+        if not isinstance(data, dict):
+            return
+        data["pid"], data["pid_start"] = pid, _start_of(pid)
+        tmp = j + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps(data))
+        os.replace(tmp, j)
+    except (OSError, ValueError):
+        pass
+
+
+def stale_asides(prefix: str) -> list[str]:
+    """The set-aside journal folders in ``prefix`` whose owner is gone (an install stopped after its commit, before
+    its backup was removed, or a remover that was killed); one whose owner (or remover) still runs is not listed."""
     try:
         names = sorted(n for n in os.listdir(prefix) if n.startswith(ASIDE))
     except OSError:
         return []
-    removed = []
+    stale = []
     for name in names:
         path = os.path.join(prefix, name)
+        if not os.path.isdir(path) or os.path.islink(path):
+            continue
         owner: Journal | None = None
         try:
             with open(os.path.join(path, "journal.json"), encoding="utf-8") as f:
@@ -325,8 +415,25 @@ def sweep_aside(prefix: str) -> list[str]:
             pass
         if owner is not None and owner.owner_alive():
             continue
-        remove_aside(path)
-        removed.append(path)
+        stale.append(path)
+    return stale
+
+
+def swept_words(swept: list[tuple[str, int]]) -> list[str]:
+    """One sentence per set-aside backup a run removed."""
+    from stackdoctor.units import format_bytes
+
+    return [f"removed the backup of the torch an earlier install replaced ({path}, {format_bytes(size)}): that install had finished." for path, size in swept]
+
+
+def sweep_aside(prefix: str) -> list[tuple[str, int]]:
+    """The set-aside folders of committed installs whose owner is gone (:func:`stale_asides`): removed (off the wait,
+    :func:`dispose_aside`); each with its size in bytes."""
+    removed = []
+    for path in stale_asides(prefix):
+        size = aside_bytes(path)
+        dispose_aside(path)
+        removed.append((path, size))
     return removed
 
 

@@ -4,14 +4,15 @@ on disk, read from its files, and says when it is incomplete."""
 from __future__ import annotations
 
 import contextlib
+import os
 import re
-import shlex
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from stackdoctor.errors import ExitCode
+from stackdoctor.shell import format_command
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.install.backup import FamilyState
@@ -106,7 +107,7 @@ def on_disk(family: Mapping[str, str], state: str | None) -> str:
 
 def externally_managed(python: str, *, refused: bool) -> str:
     """PEP 668's answer as one sentence with the exact commands: a venv, and the install into it."""
-    command = f"{shlex.quote(python)} -m venv .venv && stackdoctor install --python .venv/bin/python"
+    command = format_command([python, "-m", "venv", ".venv"], windows=os.name == "nt") + " && stackdoctor install --python .venv/bin/python"
     if refused:
         return f"{python} is externally managed (PEP 668): pip refuses to install into it; make a venv and install there: {command}"
     return f"{python} is externally managed (PEP 668): pip will refuse to install into it; make a venv and install there: {command}"
@@ -143,7 +144,7 @@ def restore_sentence(result: InstallResult, prev: Mapping[str, str]) -> str:
         return f"the previous {fmt(prev)} was reinstalled and imports."
     return (
         f"putting back the previous {fmt(prev)} did not work (now: {on_disk(result.after, result.state)}); "
-        f"reinstall it with: pip install {' '.join(f'{k}=={v}' for k, v in prev.items())}."
+        f"reinstall it with: {format_command(['pip', 'install', *(f'{k}=={v}' for k, v in prev.items())], windows=os.name == 'nt')}."
         if prev
         else f"putting the target back to no torch did not work (now: {on_disk(result.after, result.state) if result.after else 'partial files'}); run `pip uninstall torch` there."
     )

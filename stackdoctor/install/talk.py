@@ -76,6 +76,25 @@ def save_unprinted(prefix: str, lines: Sequence[str]) -> None:
         pass
 
 
+def mark_said(prefix: str) -> None:
+    """``check`` showed the kept lines (its ``install-unprinted`` finding): the file says so, and later checks let them
+    go (no finding, so ``--strict`` does not fail on them again); the next install still says them and removes it.
+    Lines kept after this are new, and shown again (:func:`save_unprinted` writes the file without the mark)."""
+    path = os.path.join(prefix, UNPRINTED_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if not isinstance(data, dict) or data.get("said"):
+            return
+        data["said"] = time.time()
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        pass
+
+
 def take_unprinted(prefix: str, *, remove: bool = True) -> list[str]:
     """The lines an earlier install into ``prefix`` could not print (its ``save_unprinted``), removed once read."""
     path = os.path.join(prefix, UNPRINTED_FILE)

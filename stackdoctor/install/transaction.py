@@ -41,13 +41,15 @@ from stackdoctor.install.journal import (
     Journal,
     Locked,
     Signals,
+    dispose_aside,
     env_lock,
     hook,
     read_journal,
-    remove_aside,
+    release_signals,
     signal_name,
     signals,
     sweep_aside,
+    swept_words,
 )
 from stackdoctor.install.leftovers import TORCH_FAMILY, leftovers, predict_leftovers
 from stackdoctor.install.result import (
@@ -63,9 +65,11 @@ from stackdoctor.install.result import (
 )
 from stackdoctor.install.talk import Say, save_unprinted, say_unprinted, stderr_writer, talker
 from stackdoctor.install.verify import check_gpu_code, judge, reads_gpu_code, verify, what_check_says
+from stackdoctor.shell import format_command
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.facts import Facts, GpuView
+    from stackdoctor.install.verify import Verification
     from stackdoctor.plan import Plan
     from stackdoctor.system import CommandResult, System
 
@@ -162,9 +166,8 @@ class Transaction:
         try:
             with env_lock(prefix), signals(self.say) as self.sig:
                 say_unprinted(prefix, self.say)
-                sweep_aside(prefix)
+                notes: list[str] = swept_words(sweep_aside(prefix))
                 earlier = read_journal(prefix)
-                notes: list[str] = []
                 if earlier is not None and earlier.owner_alive():  # no lock to hold (Windows), but its owner runs
                     raise Locked(earlier.pid, earlier.phase)
                 if earlier is not None:
@@ -183,14 +186,18 @@ class Transaction:
                 result.notes[:0] = notes
         except Locked as exc:
             return InstallResult(False, ExitCode.USAGE, f"{_live_words(exc, prefix)}; nothing was changed: run this again when it has finished.", argv)
+        if self.sig.committed:
+            hook("committed")  # tests: a signal right after the commit point
         if result.ok and result.state == "new":
             predicted = (self.plan.leftovers if self.plan else None) or predict_leftovers(before.versions, self.plan.variant if self.plan else None)
             with self.steps.step("leftovers", "stackdoctor: looking for the previous variant's packages left behind..."):
                 self._remove_leftovers(result, predicted)
-        if result.set_aside and not self.settings.keep_aside:
-            with self.steps.step("backup-removal", "stackdoctor: removing the backup of the replaced torch..."):
-                remove_aside(result.set_aside)
-            result.set_aside = None
+        if not self.settings.keep_aside:  # else the caller removes the backup after `done:`, then gives the signals back
+            if result.set_aside:
+                with self.steps.step("backup-removal", "stackdoctor: removing the backup of the replaced torch..."):
+                    dispose_aside(result.set_aside)
+                result.set_aside = None
+            release_signals()
         self.steps.told()
         return self._told(result, prefix)
 
@@ -203,10 +210,12 @@ class Transaction:
         try:
             with env_lock(prefix), signals(self.say) as self.sig:
                 say_unprinted(prefix, self.say)
-                sweep_aside(prefix)
+                swept = sweep_aside(prefix)
                 journal = read_journal(prefix)
                 if journal is None:
                     family = before.torch_family()
+                    if swept:  # a committed install's backup it had no time to remove: not "nothing to do"
+                        return InstallResult(True, ExitCode.OK, f"no unfinished install in {prefix}; {swept_words(swept)[0]}", before=family, after=family)
                     return InstallResult(True, ExitCode.OK, f"no unfinished install in {prefix}: nothing to do.", before=family, after=family)
                 if journal.owner_alive():
                     raise Locked(journal.pid, journal.phase)
@@ -311,7 +320,7 @@ class Transaction:
     def _keep(self, result: InstallResult) -> None:
         result.journal_kept = self._journal.dir
         result.notes.append(
-            f"the previous files are kept in {self._journal.backup}; run `stackdoctor install --python {self.python} --recover` to try again."
+            f"the previous files are kept in {self._journal.backup}; run `{format_command(['stackdoctor', 'install', '--python', self.python, '--recover'], windows=os.name == 'nt')}` to try again."
         )
 
     def _told(self, result: InstallResult, prefix: str) -> InstallResult:
@@ -396,12 +405,13 @@ class Transaction:
             res = self._run_installer(argv, env, result)
             journal.write("verify")
             hook("verify")
+            early = _EarlyImport(self.system, self.python) if res.ok else None  # beside the RECORD check, not after it
             with self.steps.step("record", "stackdoctor: checking the installed files against their RECORD..."):
                 st = self.state()
             result.state = st.state
             result.after = {k: v for k, v in st.now.items() if v != "twice"}
             if st.state == "new":
-                return self._judge_new(result, st)
+                return self._judge_new(result, st, early)
             return self._not_installed(res, result, st)
         except Interrupted as exc:
             return self._interrupted(exc, result)
@@ -441,14 +451,14 @@ class Transaction:
             raise Interrupted(self.sig.received or int(signal.SIGINT))
         return res
 
-    def _judge_new(self, result: InstallResult, st: FamilyState) -> InstallResult:
+    def _judge_new(self, result: InstallResult, st: FamilyState, early: _EarlyImport | None = None) -> InstallResult:
         """Exactly the new build is on disk: import it, judge it (and its GPU code), then commit or put back."""
         plan = self.plan
         assert plan is not None
         prev = self._journal.before
         hook("import")
         with self.steps.step("import", "stackdoctor: importing torch in the target..."):
-            v = verify(self.system, self.python)
+            v = early.result() if early is not None else verify(self.system, self.python)
         result.verification = v
         ok, sentence = judge(plan, v, self.settings.accelerator, self.settings.facts)
         if ok:
@@ -479,6 +489,7 @@ class Transaction:
             raise Interrupted(self.sig.received)
         with self.sig.shielded(), self.steps.step("commit", "stackdoctor: committing the new build..."):
             err = self.commit(st, result)
+            self.sig.commit_point()  # from here a signal is noted, never obeyed: the install succeeded
         if err:
             result.notes.append(f"the install journal {self._journal.dir} could not be removed ({err}); remove it by hand.")
         result.ok = ok
@@ -549,6 +560,8 @@ class Transaction:
         return result
 
     def _remove_leftovers(self, result: InstallResult, predicted: Sequence[str]) -> None:
+        if not predicted:  # nothing of a previous variant to look for (a fresh environment): no snapshot to wait for
+            return
         after = snapshot(self.system, self.python)
         if after.ok:
             result.leftovers = leftovers(predicted, after)
@@ -560,6 +573,33 @@ class Transaction:
                 result.leftovers = []
             else:
                 result.notes.append(f"removing the leftovers failed: {rm.describe_failure()}")
+
+
+class _EarlyImport:
+    """The import of the new build in the target, started as soon as the installer succeeded, in a daemon thread, so it
+    runs while the family's files are checked against their RECORD (the two are independent reads; the outcome is still
+    decided from the files: the import is used only when they are exactly the new build). Its child dies with
+    stackdoctor (``dying_with_parent``), so an interrupt that abandons it leaves nothing running."""
+
+    def __init__(self, system: System, python: str) -> None:
+        import threading
+
+        self._system, self._python = system, python
+        self._done = threading.Event()
+        self._value: Verification | None = None
+        threading.Thread(target=self._run, name="stackdoctor-import", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._value = verify(self._system, self._python)
+        except Exception:  # noqa: BLE001 - result() imports again in the main thread, where a failure is reported
+            self._value = None
+        finally:
+            self._done.set()
+
+    def result(self) -> Verification:
+        self._done.wait()
+        return self._value if self._value is not None else verify(self._system, self._python)
 
 
 def execute(plan: Plan, *, system: System, python: str, settings: InstallSettings | None = None) -> InstallResult:

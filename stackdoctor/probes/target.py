@@ -261,7 +261,8 @@ UNPRINTED_FILE = ".stackdoctor-unprinted.json"  # stackdoctor.install.talk.UNPRI
 
 def unprinted_lines(system: System, prefix: str) -> list[str]:
     """The lines the last ``stackdoctor install`` into ``prefix`` could not print (its output pipe or terminal closed),
-    as it kept them in ``<prefix>/.stackdoctor-unprinted.json``; read, never removed (the next install says and removes them)."""
+    as it kept them in ``<prefix>/.stackdoctor-unprinted.json``; read, never removed (the next install says and removes them).
+    Once a ``check`` has shown them (the file's ``said``), none: said once, they are let go."""
     path = os.path.join(prefix, UNPRINTED_FILE)
     if not system.exists(path):
         return []
@@ -270,8 +271,40 @@ def unprinted_lines(system: System, prefix: str) -> list[str]:
         data = json.loads(res.text or "") if res.ok else None
     except ValueError:
         data = None
-    lines = data.get("lines") if isinstance(data, dict) else None
+    lines = data.get("lines") if isinstance(data, dict) and not data.get("said") else None
     return [x for x in lines if isinstance(x, str) and x.strip()][-60:] if isinstance(lines, list) else []
+
+
+ASIDE_PREFIX = ".stackdoctor-install.done-"  # stackdoctor.install.journal.ASIDE (not imported: install is heavy)
+
+
+def left_backups(system: System, prefix: str) -> dict[str, int]:
+    """The backups of replaced torches that committed installs set aside in ``prefix`` and did not remove (stopped
+    right after `done:`), each with its size in bytes (the sum of its manifest's file sizes; -1 when it has no
+    readable manifest); one whose owner (the install, or the child removing it) still runs is not listed."""
+    out: dict[str, int] = {}
+    for name in system.listdir(prefix):
+        if not name.startswith(ASIDE_PREFIX):
+            continue
+        path = os.path.join(prefix, name)
+        data = _json_of(system, os.path.join(path, "journal.json"), 1 << 20)
+        if isinstance(data, dict):
+            pid, start = data.get("pid"), data.get("pid_start")
+            if isinstance(pid, int) and pid > 0 and pid != os.getpid() and system.process_alive(pid, start if isinstance(start, str) else None):
+                continue
+        manifest = _json_of(system, os.path.join(path, "backup", "manifest.json"), 256 << 20)
+        sizes = [rec.get("size") for d in (manifest.get("dists") or [] if isinstance(manifest, dict) else []) if isinstance(d, dict)
+                 for rec in d.get("files") or [] if isinstance(rec, dict)]
+        out[path] = sum(x for x in sizes if isinstance(x, int)) if isinstance(manifest, dict) else -1
+    return out
+
+
+def _json_of(system: System, path: str, max_bytes: int) -> object:
+    res = system.read_text(path, max_bytes=max_bytes)
+    try:
+        return json.loads(res.text or "") if res.ok else None
+    except ValueError:
+        return None
 
 
 def live_install(system: System, prefix: str) -> str | None:
@@ -304,6 +337,9 @@ def _install_state(system: System, py: PythonFacts, prefix: str) -> None:
         py.install_live = live_install(system, prefix)
         if py.install_live:
             py.sources["install_live"] = py.sources["unfinished_install"] + " (pid and start time)"
+    py.install_backups = left_backups(system, prefix)
+    if py.install_backups:
+        py.sources["install_backups"] = os.path.join(prefix, ASIDE_PREFIX + "*")
     py.install_unprinted = unprinted_lines(system, prefix)
     if py.install_unprinted:
         py.sources["install_unprinted"] = os.path.join(prefix, UNPRINTED_FILE)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import sys
 from typing import TYPE_CHECKING, Any, Literal
 
 from rich.cells import cell_len
 
-from stackdoctor.shell import format_command, powershell_set
+from stackdoctor.shell import export as shell_export
+from stackdoctor.shell import format_command
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.errors import StackdoctorError
@@ -233,7 +233,7 @@ def _draw_env(con: Any, plan: Plan, windows: bool) -> None:
     if plan.env:
         con.print(Text(localized("set before running torch:"), style="bold"))
         for k, v in plan.env.items():
-            con.print(Text("  " + (powershell_set(k, v) if windows else f"export {k}={shlex.quote(v)}")))
+            con.print(Text("  " + (shell_export({k: v}, windows=windows))))
 
 
 def _draw_routes(con: Any, plan: Plan, windows: bool) -> None:

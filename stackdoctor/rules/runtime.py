@@ -4,11 +4,10 @@ own findings are Apple's and Intel's: ``accelerators/apple_rules.py``, ``intel_r
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import accelerators, shell
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import built_for, imports, install_fix, nvidia_gpus, python_exe, read_only, torch_found_no_driver
 
@@ -108,7 +107,7 @@ def lib_path_shadowing(ctx: Ctx) -> None:
         severity="fail" if symptom else "warn",
         detail="symptom" if symptom else "default",
         facts=["environment.LD_LIBRARY_PATH", "torch.distributions"],
-        fix_text=f"export LD_LIBRARY_PATH={':'.join(keep)}" if keep else "unset LD_LIBRARY_PATH",
+        fix_text=shell.export({"LD_LIBRARY_PATH": ":".join(keep)}) if keep else "unset LD_LIBRARY_PATH",
         dirs=", ".join(bad),
         error=symptom.group(0) if symptom else "",
     )
@@ -153,7 +152,7 @@ def _predicted_shadow(ctx: Ctx, entries: list[str]) -> bool:
         severity="warn" if same and not read_only(t) and not t.import_error else "fail",
         detail="predicted" if read_only(t) else "files",
         facts=["environment.LD_LIBRARY_PATH", "torch.linkage"] + (["torch.requires"] if t.requires.get("torch") else []),
-        fix_text=f"export LD_LIBRARY_PATH={shlex.quote(':'.join(keep))}" if keep else "unset LD_LIBRARY_PATH",
+        fix_text=shell.export({"LD_LIBRARY_PATH": ":".join(keep)}) if keep else "unset LD_LIBRARY_PATH",
         dirs=where or shadowed.library.rsplit("/", 1)[0],
         lib=shadowed.library,
         needed_by=shadowed.needed_by.rsplit("/", 1)[-1],

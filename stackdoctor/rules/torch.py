@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stackdoctor import accelerators, texts
+from stackdoctor import accelerators, shell, texts
 from stackdoctor import matrix as mx
 from stackdoctor.accelerators.apple import is_mac, runs_x86
+from stackdoctor.facts import Facts
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
     built_for,
@@ -20,6 +21,7 @@ from stackdoctor.rules.helpers import (
     release,
     variant_name,
 )
+from stackdoctor.units import format_bytes
 from stackdoctor.versions import local, public
 from stackdoctor.versions import release as vt
 from stackdoctor.view import MachineView
@@ -45,14 +47,14 @@ def torch_lib_stale(ctx: Ctx) -> None:
     extra = _other_families(f)
     version = public(t.version) if t.version else None
     index = index_for(ctx, variant_name(f)) if version else None
-    reinstall = f'{python_exe(f)} -m pip install --force-reinstall "torch=={version}"' + (f" --index-url {index}" if index else "") if version else "stackdoctor install"
+    reinstall = _pip(f, "install", "--force-reinstall", f"torch=={version}", *(["--index-url", index] if index else [])) if version else "stackdoctor install"
     if proof is None and predicted is not None:  # read from the files only: what the loader would say
         symbol = (predicted.symbol or "") + (f"@{predicted.version}" if predicted.version else "") if predicted.symbol else f"version {predicted.version}"
         pv: dict[str, Any] = {"torch": t.version or "?", "lib": predicted.library.rsplit("/", 1)[-1], "path": predicted.library,
                               "needed_by": predicted.needed_by.rsplit("/", 1)[-1], "symbol": symbol, "dists": ", ".join(extra)}
         facts = ["torch.linkage", "torch.distributions"]
         if extra:
-            ctx.add(detail="predicted_duplicates", facts=facts, fix_text=f"{python_exe(f)} -m pip uninstall -y {' '.join(extra)}", **pv)
+            ctx.add(detail="predicted_duplicates", facts=facts, fix_text=_pip(f, "uninstall", "-y", *extra), **pv)
         else:
             ctx.add(detail="predicted", facts=facts, fix_text=reinstall, **pv)
         return
@@ -65,7 +67,7 @@ def torch_lib_stale(ctx: Ctx) -> None:
         "dists": ", ".join(extra),
     }
     if extra:
-        ctx.add(detail="duplicates", facts=[proof.source, "torch.distributions"], fix_text=f"{python_exe(f)} -m pip uninstall -y {' '.join(extra)}", **values)
+        ctx.add(detail="duplicates", facts=[proof.source, "torch.distributions"], fix_text=_pip(f, "uninstall", "-y", *extra), **values)
     else:
         ctx.add(detail="default", facts=[proof.source, "torch.distributions"], fix_text=reinstall, **values)
 
@@ -124,6 +126,13 @@ def torch_import_failed(ctx: Ctx) -> None:
     )
 
 
+def _pip(f: Facts | MachineView, *args: str) -> str:
+    """``<python> -m pip ...`` as one line to paste: every word quoted for the target's shell (a version or an index
+    URL read from the machine stays one word, whatever it holds)."""
+    exe = f.python.executable or "python"
+    return shell.format_command([exe, "-m", "pip", *args], windows=f.platform.system == "Windows")
+
+
 @rule("install-unfinished", severity="fail", layer="torch")
 def install_unfinished(ctx: Ctx) -> None:
     """A `stackdoctor install` into the target was killed (SIGKILL, power loss) before it finished: its journal
@@ -174,6 +183,24 @@ def install_unprinted(ctx: Ctx) -> None:
         lines=" | ".join(f.python.install_unprinted),
         count=len(f.python.install_unprinted),
         word=shell.word(path, windows=f.platform.system == "Windows"),
+    )
+
+
+@rule("install-backup-left", severity="warn", layer="torch")
+def install_backup_left(ctx: Ctx) -> None:
+    """A `stackdoctor install` into the target finished (it committed the new build), but was stopped right after
+    `done:`, before it removed the backup of the torch it replaced: that folder takes space (hundreds of MB for a real
+    torch) and nothing needs it. Any later install (or `--recover`) into the environment removes it."""
+    f = ctx.facts
+    if not f.python.install_backups:
+        return
+    known = [n for n in f.python.install_backups.values() if n >= 0]
+    ctx.add(
+        facts=["python.install_backups"],
+        paths=", ".join(f.python.install_backups),
+        size=format_bytes(sum(known)) if known else "?",
+        python=python_exe(f),
+        fix_text=f"stackdoctor install --python {python_exe(f)} --recover",
     )
 
 
@@ -288,9 +315,7 @@ def _pair(ctx: Ctx, pkg: str, installed: str | None, expected: str | None, stric
         return
     want = expected or public(installed) or ""
     index = index_for(ctx, variant_name(ctx.facts)) if tv else None
-    cmd = f'{python_exe(ctx.facts)} -m pip install --force-reinstall --no-deps "{pkg}=={want}"'
-    if index:
-        cmd += f" --index-url {index}"
+    cmd = _pip(ctx.facts, "install", "--force-reinstall", "--no-deps", f"{pkg}=={want}", *(["--index-url", index] if index else []))
     ctx.add(
         detail=reason,
         facts=["torch.version", f"torch.{pkg}_version"],
@@ -355,9 +380,7 @@ def torch_arch_list_mismatch(ctx: Ctx) -> None:
     variant = variant_name(f)
     index = index_for(ctx, variant) if variant and variant != accelerators.CPU else None
     want = public(t.version or "")
-    cmd = f'{python_exe(f)} -m pip install --force-reinstall --no-deps "torch=={want}"'
-    if index:
-        cmd += f" --index-url {index}"
+    cmd = _pip(f, "install", "--force-reinstall", "--no-deps", f"torch=={want}", *(["--index-url", index] if index else []))
     ctx.add(
         facts=["torch.arch_list_torch", "torch.arch_list_files"],
         fix_text=cmd if t.version else None,
@@ -440,7 +463,7 @@ def conda_pip_mix(ctx: Ctx) -> None:
         names = (["pytorch"] if conda_torch else []) + cuda_libs
         ctx.add(
             facts=["torch.conda_packages", "torch.version", "torch.distributions"],
-            fix_text=f"conda remove --force {' '.join(names)}",
+            fix_text=shell.format_command(["conda", "remove", "--force", *names], windows=ctx.facts.platform.system == "Windows"),
             packages=", ".join(names),
             torch=t.version,
         )

@@ -98,7 +98,9 @@ class Ascend(Accelerator):
         line = cann.get("set_env") or (f"{cann['root']}/set_env.sh" if cann.get("root") else None)
         if not cann:
             return "no CANN install was found: install CANN (https://www.hiascend.com/cann/download), then `source` its set_env.sh"
-        return f"CANN's libraries are not on the library path: run `source {line}` and try again"
+        from stackdoctor.shell import format_command
+
+        return f"CANN's libraries are not on the library path: run `{format_command(['source', str(line)])}` and try again"
 
     def own(self, facts: Facts) -> dict[str, Any]:
         return self.own_facts(facts)

@@ -14,6 +14,7 @@ from typing import Any
 
 from stackdoctor.accelerators.ascend.cann import cann_key
 from stackdoctor.accelerators.base import Companion
+from stackdoctor.shell import format_command
 
 __all__ = ["PYPI", "companion"]
 
@@ -84,7 +85,7 @@ def _paired(row: dict[str, Any], own: dict[str, Any], torch: str, arch: str, can
                       + (f", sha256 {str(w['sha256'])[:12]}…" if w.get("sha256") else "") + ")")
     env = (own.get("env") or {}) if not hypothetical else {}
     if not hypothetical and cann and not env.get("active") and cann.get("set_env"):
-        warnings.append(f"CANN's environment is not active here: run `source {cann['set_env']}` before `import torch` (or add it to ~/.bashrc)")
+        warnings.append(f"CANN's environment is not active here: run `{format_command(['source', cann['set_env']])}` before `import torch` (or add it to ~/.bashrc)")
     return Companion("torch-npu", str(row["version"]), PYPI, tuple(reasons), tuple(warnings))
 
 

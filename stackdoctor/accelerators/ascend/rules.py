@@ -11,7 +11,7 @@ import re
 import shlex
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import accelerators, shell
 from stackdoctor.accelerators.ascend import TORCH_NPU, table, torch_npu_version
 from stackdoctor.accelerators.ascend.cann import cann_key
 from stackdoctor.rules.core import Ctx, rule
@@ -65,7 +65,7 @@ def _npu_machine(ctx: Ctx) -> bool:
 
 def _set_env_line(own: dict[str, Any]) -> str:
     cann = own.get("cann") or {}
-    return f"source {cann.get('set_env') or cann.get('root', '/usr/local/Ascend/cann') + '/set_env.sh'}"
+    return shell.format_command(["source", cann.get("set_env") or cann.get("root", "/usr/local/Ascend/cann") + "/set_env.sh"])
 
 
 @rule("ascend-torch-npu-missing", severity="fail", layer="torch")
