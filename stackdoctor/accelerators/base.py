@@ -176,6 +176,7 @@ class FitTarget(Protocol):
     rocm_userspace: str | None
     rocm_userspace_source: str | None
     amdgpu_version: str | None
+    amdgpu_loaded: bool | None
 
 
 class FitNotes(Protocol):

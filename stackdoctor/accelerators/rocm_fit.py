@@ -42,8 +42,14 @@ def _window_note(fit: FitNotes, variant: Variant, matrix: Matrix, target: FitTar
     if not (host or kmod):
         return  # nothing stated or seen of the host's ROCm: nothing to compare
     build = variant.rocm or (variant.name.removeprefix("rocm") if variant.name.startswith("rocm") else None)
-    state, row = userspace_window(matrix, host, kmod, build)
-    how = f"amdgpu {kmod}" if kmod else f"the one ROCm {host} ships, assumed from {target.rocm_userspace_source or '--rocm-userspace'}"
+    in_kernel = not kmod and target.amdgpu_loaded is True  # the kernel's own amdgpu: not a driver AMD's table lists
+    state, row = userspace_window(matrix, None if in_kernel else host, kmod, build)
+    if kmod:
+        how = f"amdgpu {kmod}"
+    elif in_kernel:
+        how = "the kernel's own amdgpu, which declares no version"
+    else:
+        how = f"the one ROCm {host} ships, assumed from {target.rocm_userspace_source or '--rocm-userspace'}"
     if state == "outside" and row is not None:
         fit.warnings.append(
             f"{variant.name} brings ROCm {build}'s user space, outside AMD's window for the host's kernel driver ({how}), "

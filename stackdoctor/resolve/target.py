@@ -43,6 +43,7 @@ class Target:
     rocm_userspace: str | None = None  # the host's ROCm user space release (the what-if's, else the reconciled one)
     rocm_userspace_source: str | None = None  # where it was read ("--rocm-userspace", "file:/opt/rocm/.info/version")
     amdgpu_version: str | None = None  # the loaded amdgpu kernel driver's declared version, where it declares one
+    amdgpu_loaded: bool | None = None  # amdgpu is loaded (this machine's: a what-if's kernel driver is not known)
     nvidia_unlisted: int = 0  # GPUs on the PCI bus that no working driver lists (the kinds' unlisted())
     notes: list[str] = field(default_factory=list)  # facts the resolver could not check
 
@@ -194,7 +195,8 @@ def _rocm_host(t: Target, view: MachineView, request: Request) -> None:
         return
     seen = view.runtime("amd")
     t.rocm_userspace, t.rocm_userspace_source = seen.value, seen.source
-    t.amdgpu_version = facts_of(view).rocm.amdgpu_version
+    rocm = facts_of(view).rocm
+    t.amdgpu_version, t.amdgpu_loaded = rocm.amdgpu_version, rocm.amdgpu_loaded
 
 
 def is_what_if(request: Request) -> bool:
