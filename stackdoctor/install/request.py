@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from stackdoctor import accelerators, pipeline
 from stackdoctor.errors import UsageError
-from stackdoctor.install.options import DRIVER_RE, EMITS, ROCM_RE, INSTALLERS, KNOWN_PACKAGES, PROBES, InstallOptions
+from stackdoctor.install.options import DRIVER_RE, EMITS, INSTALLERS, KNOWN_PACKAGES, PROBES, ROCM_RE, InstallOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.matrix import Matrix
