@@ -174,6 +174,12 @@ def check_sources(
             surveyed=surveyed,
             **how,
         )
+        if not opts.sources.offline:  # an announced build whose wheel an index showed: remembered as known (issue 43)
+            from stackdoctor.install.remember import remember_confirmed
+
+            said = remember_confirmed(sourcing.plan, sourcing, matrix, platform_tag, client)
+            if said:
+                sourcing.plan.reasons.append(said)
         return sourcing, matrix, request
     finally:
         if client is not None:
