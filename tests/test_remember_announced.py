@@ -93,6 +93,44 @@ def test_the_index_confirms_an_announced_build_and_the_next_plan_knows_it(tmp_pa
     assert not any("the index confirmed the announced build" in r for r in second["reasons"])  # nothing left to confirm
 
 
+def test_an_index_listing_torch_without_the_build_records_it_absent_there(tmp_path):
+    if not _gpu_less():
+        pytest.skip("this machine has a GPU driver: its plan is not the CPU one")
+    srv = IndexServer(PY).start()  # the catalogue alone: torch 2.13.0 and 2.12.0, no 2.15.0
+    try:
+        env = _env(tmp_path)
+        first = _plan(srv.base("ok"), env)
+        second = _plan(srv.base("ok"), env)
+        other = _plan(srv.base("html"), env)  # another index (its own URL): the absence recorded for the first says nothing of it
+    finally:
+        srv.stop()
+    index = f"{srv.base('ok')}/cpu"
+    said = next(r for r in first["reasons"] if "lists torch without the announced build" in r)
+    assert said.startswith("torch 2.15.0 cpu: " + index), said
+    doc = yaml.safe_load((tmp_path / "config" / "stackdoctor" / "learned.yaml").read_text(encoding="utf-8"))
+    row = next(r for r in doc["releases"] if r["version"] == "2.15.0")
+    (v,) = row["variants"]
+    # index by index: the other index lacked it too, and its own run recorded that under its own URL
+    assert v["absent_on"] == {index: ["manylinux_2_28_x86_64"], f"{srv.base('html')}/cpu": ["manylinux_2_28_x86_64"]}, v
+    assert not v.get("platforms") and row["builds"] == "partial", v
+    # the next plan knows it is absent there: the newest build it plans from that index is 2.14.1's (announced too)
+    assert "torch 2.14.1 cpu is the newest build for this machine" in second["reasons"][0], second["reasons"]
+    # the resolver, on the matrix with that layer: known absent on that index, for that platform; another index still plans it
+    from stackdoctor.accelerators.base import Unfit
+    from stackdoctor.matrix import load_matrix
+    from stackdoctor.plan import Request
+    from stackdoctor.resolve.fit import absent_here
+
+    m = load_matrix([str(tmp_path / "config" / "stackdoctor" / "learned.yaml")])
+    rel = m.release("2.15.0")
+    with pytest.raises(Unfit, match="known absent there") as why:
+        absent_here(rel, rel.variant("cpu"), "manylinux_2_28_x86_64", m, Request(index_base=srv.base("ok")))
+    assert why.value.reason == f"torch 2.15.0 cpu for Linux x86_64: {index} lists torch without this build (known absent there)"
+    assert why.value.blocker == "unknown"  # absent on one index: never a reason for a source build
+    absent_here(rel, rel.variant("cpu"), "win_amd64", m, Request(index_base=srv.base("ok")))  # another platform: as it was
+    absent_here(rel, rel.variant("cpu"), "manylinux_2_28_x86_64", m, Request(index_base="http://127.0.0.1:9/whl"))  # another index
+
+
 def test_an_unreachable_index_confirms_nothing(tmp_path):
     if not _gpu_less():
         pytest.skip("this machine has a GPU driver: its plan is not the CPU one")
@@ -112,3 +150,5 @@ def test_the_sentences_are_in_chinese():
     zh = sentence("torch 2.15.0 cpu: the index confirmed the announced build (http://127.0.0.1:1/f.whl, sha256 ab12); "
                   "remembered in /home/u/.config/stackdoctor/learned.yaml, so the next plan knows it", "zh")
     assert "索引证实了这个已公布的构建" in zh and "remembered" not in zh, zh
+    zh = sentence("torch 2.15.0 cpu for Linux x86_64: http://127.0.0.1:1/whl/cpu lists torch without this build (known absent there)", "zh")
+    assert "已知在该索引上不存在" in zh and "known" not in zh, zh
