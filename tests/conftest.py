@@ -19,6 +19,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -27,6 +28,9 @@ import pytest
 # Under the test suite a rule that raises fails the run (stackdoctor.rules.core.judge), in this process and in
 # every stackdoctor the tests start; outside tests it becomes a visible `rule-error` finding.
 os.environ.setdefault("STACKDOCTOR_STRICT_RULES", "1")
+# The install flow remembers what an index showed of an announced build in the user's learned layer (issue 43): under
+# the suite, in a layer of the session's own, never in the HOME of the machine running it (helpers.machine_env too).
+os.environ.setdefault("STACKDOCTOR_LEARNED", os.path.join(tempfile.mkdtemp(prefix="sd-learned-"), "learned.yaml"))
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_REAL = REPO.parent / "shared" / "fixtures" / "real"

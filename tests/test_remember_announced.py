@@ -115,6 +115,7 @@ def test_an_index_listing_torch_without_the_build_records_it_absent_there(tmp_pa
     assert not v.get("platforms") and row["builds"] == "partial", v
     # the next plan knows it is absent there: the newest build it plans from that index is 2.14.1's (announced too)
     assert "torch 2.14.1 cpu is the newest build for this machine" in second["reasons"][0], second["reasons"]
+    assert "torch 2.15.0 cpu is the newest build for this machine" in other["reasons"][0], other["reasons"]  # not absent there (yet)
     # the resolver, on the matrix with that layer: known absent on that index, for that platform; another index still plans it
     from stackdoctor.accelerators.base import Unfit
     from stackdoctor.matrix import load_matrix

@@ -120,10 +120,10 @@ def _write(row: dict[str, Any], what: str, done: str) -> str:
     ``absent_on`` added to the one it had); ``done``: the sentence when written (``{path}``: the layer)."""
     from stackdoctor.errors import StackdoctorError
     from stackdoctor.learn import LearnResult, read_layer, write_layer
-    from stackdoctor.matrix.load import _own_layer, learned_layer_path
+    from stackdoctor.matrix.load import learned_layer_path, own_layer
 
     path = learned_layer_path()
-    if os.path.lexists(path) and not _own_layer(path, explicit=bool(os.environ.get("STACKDOCTOR_LEARNED"))):
+    if os.path.lexists(path) and not own_layer(path, explicit=bool(os.environ.get("STACKDOCTOR_LEARNED"))):
         return f"{what}: {path} is not this user's own file, so what the index showed was not remembered"
     try:
         doc = read_layer(path)
