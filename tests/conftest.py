@@ -19,7 +19,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -28,9 +27,6 @@ import pytest
 # Under the test suite a rule that raises fails the run (stackdoctor.rules.core.judge), in this process and in
 # every stackdoctor the tests start; outside tests it becomes a visible `rule-error` finding.
 os.environ.setdefault("STACKDOCTOR_STRICT_RULES", "1")
-# The install flow remembers what an index showed of an announced build in the user's learned layer (issue 43): under
-# the suite, in a layer of the session's own, never in the HOME of the machine running it (helpers.machine_env too).
-os.environ.setdefault("STACKDOCTOR_LEARNED", os.path.join(tempfile.mkdtemp(prefix="sd-learned-"), "learned.yaml"))
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_REAL = REPO.parent / "shared" / "fixtures" / "real"
@@ -329,3 +325,11 @@ def pytest_sessionfinish(session, exitstatus):
     import json as _json
 
     Path(path).write_text(_json.dumps({"categories": HEADLINE_CATEGORIES, "tests": _HEADLINE_OUTCOMES}, indent=2, sort_keys=True))
+
+
+@pytest.fixture(autouse=True)
+def _learned_layer_of_the_test(monkeypatch, tmp_path_factory):
+    """The install flow remembers what an index showed of an announced build in the user's learned layer (issue 43):
+    each test has a layer of its own (helpers.machine_env too), never the HOME of the machine running the suite, and
+    one test's index never tells another's plan that a build is absent."""
+    monkeypatch.setenv("STACKDOCTOR_LEARNED", str(tmp_path_factory.mktemp("learned") / "learned.yaml"))
