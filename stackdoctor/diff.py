@@ -33,7 +33,7 @@ _FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("nvidia", ("driver_version", "cuda_driver_version", "kernel_module_version", "kernel_module_flavor", "nvml_version", "smi_state",
                 "smi_version", "nvml_state")),
     ("cuda_toolkit", ("nvcc_version",)),
-    ("rocm", ("version", "hip_version", "kfd_present", "kfd_accessible", "amdgpu_loaded", "hsa_override_gfx_version")),
+    ("rocm", ("version", "hip_version", "kfd_present", "kfd_accessible", "amdgpu_loaded", "amdgpu_version", "hsa_override_gfx_version")),
     ("apple", ("is_macos", "macos_version", "chip", "arch", "rosetta")),
     ("jetson", ("is_jetson", "l4t_release", "jetpack", "model", "cuda")),
     ("thunderbolt", ("present", "bridge_enabled", "rdma_state")),

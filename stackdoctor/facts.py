@@ -236,6 +236,7 @@ class RocmFacts:
     kfd_accessible: bool | None = None
     kfd_error: str | None = None
     amdgpu_loaded: bool | None = None
+    amdgpu_version: str | None = None  # the loaded amdgpu's declared version (amdgpu-dkms: "6.10.5"); the in-tree one has none
     hsa_override_gfx_version: str | None = None
     hip_visible_devices: str | None = None
     rocr_visible_devices: str | None = None

@@ -325,3 +325,11 @@ def pytest_sessionfinish(session, exitstatus):
     import json as _json
 
     Path(path).write_text(_json.dumps({"categories": HEADLINE_CATEGORIES, "tests": _HEADLINE_OUTCOMES}, indent=2, sort_keys=True))
+
+
+@pytest.fixture(autouse=True)
+def _learned_layer_of_the_test(monkeypatch, tmp_path_factory):
+    """The install flow remembers what an index showed of an announced build in the user's learned layer (issue 43):
+    each test has a layer of its own (helpers.machine_env too), never the HOME of the machine running the suite, and
+    one test's index never tells another's plan that a build is absent."""
+    monkeypatch.setenv("STACKDOCTOR_LEARNED", str(tmp_path_factory.mktemp("learned") / "learned.yaml"))

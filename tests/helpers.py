@@ -165,6 +165,7 @@ def machine_env(bindir: Path, sysroot: Path | None = None, **extra: str) -> dict
         "COLUMNS": "120",
         "STACKDOCTOR_CACHE_DIR": str(bindir.parent / "cache"),
         "STACKDOCTOR_STRICT_RULES": "1",  # a rule that raises fails the test (tests/conftest.py)
+        "STACKDOCTOR_LEARNED": str(bindir.parent / "learned.yaml"),  # what an index confirmed is remembered here, not in HOME
     }
     if sysroot is not None:
         env["STACKDOCTOR_SYSROOT"] = str(sysroot)

@@ -132,7 +132,7 @@ class Amd(Accelerator):
 
     def fit(self, fit: FitNotes, release: Release, version: Version, variant: Variant, tag: str, target: FitTarget, matrix: Matrix,
             devices: Sequence[TargetDevice], auto: bool) -> None:
-        fit_rocm(fit, release, variant, matrix, [g for g in devices if g.vendor == self.vendor])
+        fit_rocm(fit, release, variant, matrix, [g for g in devices if g.vendor == self.vendor], target)
 
     def installed_sees_device(self, torch: TorchFacts) -> bool | None:
         return torch.cuda_available  # ROCm builds answer through torch.cuda

@@ -173,6 +173,10 @@ class FitTarget(Protocol):
     driver_runs_cuda: str | None
     windows_driver: bool
     wsl: bool
+    rocm_userspace: str | None
+    rocm_userspace_source: str | None
+    amdgpu_version: str | None
+    amdgpu_loaded: bool | None
 
 
 class FitNotes(Protocol):

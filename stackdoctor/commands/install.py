@@ -53,6 +53,7 @@ def register(app: typer.Typer) -> None:
         driver: Annotated[Optional[str], typer.Option("--driver", help="What-if NVIDIA driver version. Implies --dry-run.")] = None,
         gpu: Annotated[Optional[list[str]], typer.Option("--gpu", help="What-if GPU: a name or sm_XY (repeatable). Implies --dry-run.")] = None,
         gfx: Annotated[Optional[list[str]], typer.Option("--gfx", help="What-if AMD GPU arch gfxNNNN (repeatable). Implies --dry-run.")] = None,
+        rocm_userspace: Annotated[Optional[str], typer.Option("--rocm-userspace", help="What-if: the host's ROCm user space release (6.3.1). Implies --dry-run.")] = None,
         remove_leftovers: Annotated[bool, typer.Option("--remove-leftovers", help="Uninstall the previous variant's runtime packages.")] = False,
         recover: Annotated[bool, typer.Option("--recover", help="Only finish an install that was killed: put the previous torch back (or keep a complete new one), then stop.")] = False,
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds the install may take.")] = 3600.0,
@@ -83,7 +84,7 @@ def register(app: typer.Typer) -> None:
             json_out=json_out, yes=yes, emit=emit, remove_leftovers=remove_leftovers, recover=recover, timeout_s=timeout,
             verbose=verbose, progress=_on_terminal(),
             machine=MachineOptions(python_version=python_version, platform=platform, replay=replay, driver=driver, gpus=list(gpu or []),
-                                   gfx=list(gfx or []), devices=dict(ctx.meta.get(WHAT_IF_DEVICES) or {})),
+                                   gfx=list(gfx or []), rocm_userspace=rocm_userspace, devices=dict(ctx.meta.get(WHAT_IF_DEVICES) or {})),
             sources=SourceOptions(offline=offline, no_index=no_index, index_base=index_base, find_links=list(find_links or []),
                                   mirror=mirror, matrix=list(matrix or []), index_timeout_s=index_timeout),
         )

@@ -214,6 +214,14 @@ def check_sources(
             surveyed=surveyed,
             **how,
         )
+        if not opts.sources.offline:  # an announced build whose wheel an index showed: remembered as known (issue 43)
+            from stackdoctor.install.remember import remember_absent, remember_confirmed
+            from stackdoctor.resolve.packages import variant_index_url
+
+            said = remember_confirmed(sourcing.plan, sourcing, matrix, platform_tag, client) or (
+                remember_absent(plan, sourcing, matrix, platform_tag, variant_index_url(matrix, request, plan.variant)) if plan.variant else None)
+            if said:
+                sourcing.plan.reasons.append(said)
         return sourcing, matrix, request
     finally:
         if client is not None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from stackdoctor import accelerators, pipeline
 from stackdoctor.errors import UsageError
-from stackdoctor.install.options import DRIVER_RE, EMITS, INSTALLERS, KNOWN_PACKAGES, PROBES, InstallOptions
+from stackdoctor.install.options import DRIVER_RE, EMITS, INSTALLERS, KNOWN_PACKAGES, PROBES, ROCM_RE, InstallOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.matrix import Matrix
@@ -42,6 +42,8 @@ def check_options(opts: InstallOptions) -> None:
         )
     if opts.machine.driver is not None and not DRIVER_RE.match(opts.machine.driver.strip()):
         raise UsageError(f"--driver {opts.machine.driver} is not an NVIDIA driver version (expected like 550.54.14 or 580).")
+    if opts.machine.rocm_userspace is not None and not ROCM_RE.match(opts.machine.rocm_userspace.strip()):
+        raise UsageError(f"--rocm-userspace {opts.machine.rocm_userspace} is not a ROCm release (expected like 6.3.1 or 7.2).")
     if opts.sources.mirror and opts.sources.index_base:
         raise UsageError("--mirror and --index-base both name the PyTorch index; give one.")
     from stackdoctor.resolve import request_value_error
@@ -130,6 +132,7 @@ def make_request(opts: InstallOptions, view: MachineView, matrix: Matrix | None 
         driver=opts.machine.driver,
         gpus=list(opts.machine.gpus),
         gfx=list(opts.machine.gfx),
+        rocm_userspace=opts.machine.rocm_userspace.strip() if opts.machine.rocm_userspace else None,
         devices={k: list(v) for k, v in opts.machine.devices.items() if v},
         index_base=index_base(opts.sources.index_base, os.environ, matrix),
         installer=opts.installer if opts.installer in ("pip", "uv") else "pip",

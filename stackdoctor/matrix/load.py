@@ -191,7 +191,7 @@ def learned_layer_path(env: dict[str, str] | None = None) -> Path:
     return base / "stackdoctor" / "learned.yaml"
 
 
-def _own_layer(path: Path, *, explicit: bool) -> bool:
+def own_layer(path: Path, *, explicit: bool) -> bool:
     """Whether the learned layer is read: a regular file (a FIFO or a device never is); the default one
     (``~/.config/stackdoctor/learned.yaml``) only when this user owns it and no one else may write it (issue 44: a
     layer another user planted would change a plan); one named by ``STACKDOCTOR_LEARNED`` is the user's choice."""
@@ -222,7 +222,7 @@ def load_matrix(extra: Sequence[str | Path] = (), *, embedded: bool = True, tabl
         return build([(str(p), parse_matrix_text(read_user_file(p), str(p), tables)) for p in extra], tables)
     paths = user_matrix_paths(extra)
     learned = learned_layer_path()
-    have_learned = _own_layer(learned, explicit=bool(os.environ.get("STACKDOCTOR_LEARNED")))
+    have_learned = own_layer(learned, explicit=bool(os.environ.get("STACKDOCTOR_LEARNED")))
     if have_learned:
         paths = [str(learned), *paths]
     if not paths and tables is None:

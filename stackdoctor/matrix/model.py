@@ -47,6 +47,9 @@ class Variant:
     # platform tags a release-day source (the release's build matrix) announces and no artifact has confirmed yet
     announced: tuple[str, ...] = ()
     announced_by: str | None = None  # the release-day source that announces them
+    # index URL -> platform tags whose build that index's full listing of torch did not show (learned at run time):
+    # known absent there, for those platforms only (another index, or another platform, stays as it was)
+    absent_on: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
 
     def state_on(self, platform: str) -> str:
         """``"known"`` (an artifact or a sourced build list serves it) or ``"announced"`` (only a release-day source says

@@ -65,6 +65,11 @@ _VARIANTS = Part(
             "has been seen yet; the resolver plans it and says so, and an artifact a learned row reads (an index the user reaches) makes "
             "that platform known. Absent: known",
         ),
+        Field(
+            "absent_on", "mapping",
+            "index URL -> platform tags: that index listed the project without this build for those platforms (learned at run time by "
+            "the install flow); the build is known absent there, for those platforms only",
+        ),
         UNKNOWN,
         DERIVED,
         NOTE,
@@ -155,6 +160,14 @@ def read_variant(ctx: Ctx, raw: Any, where: str, line: int, rel_pythons: tuple[s
         rm = ctx.mapping(d["runtime"], f"{where}.runtime", ctx.line_of(d, "runtime"))
         for dist in rm:
             runtime[str(dist)] = ctx.text(rm, dist, f"{where}.runtime") or ""
+    absent_on: dict[str, tuple[str, ...]] = {}
+    if d.get("absent_on") is not None:
+        am = ctx.mapping(d["absent_on"], f"{where}.absent_on", ctx.line_of(d, "absent_on"))
+        for url in am:
+            tags = ctx.strings(am, url, f"{where}.absent_on")
+            if not re.match(r"^(https?|file)://\S+$", str(url)) or any(parse_platform(t)[0] == "unknown" for t in tags):
+                raise ctx.fail(ctx.line_of(d, "absent_on"), f"{where}.absent_on", f"expected an index URL -> platform tags, not {url!r}")
+            absent_on[str(url)] = tags
     return Variant(
         name=name,
         kind=kind[0],
@@ -174,6 +187,7 @@ def read_variant(ctx: Ctx, raw: Any, where: str, line: int, rel_pythons: tuple[s
         runtime=runtime,
         announced=platforms if state == "announced" else (),
         announced_by=source if state == "announced" else None,
+        absent_on=absent_on,
     )
 
 
@@ -344,6 +358,7 @@ def merge_variant(base: Variant, over: Variant) -> Variant:
         # an artifact the learned row read confirms what was only announced for its platforms
         announced=tuple(t for t in base.announced if parse_platform(t)[:2] not in {parse_platform(o)[:2] for o in over.platforms}),
         announced_by=base.announced_by,
+        absent_on={u: tuple(dict.fromkeys(base.absent_on.get(u, ()) + over.absent_on.get(u, ()))) for u in {**base.absent_on, **over.absent_on}},
     )
 
 

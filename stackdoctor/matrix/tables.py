@@ -20,6 +20,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from stackdoctor.matrix.errors_table import RUNTIME_ERRORS
+from stackdoctor.matrix.kmd_table import ROCM_KERNEL_USER_SPACE
 from stackdoctor.matrix.model import (
     ApuRow,
     CondaInfo,
@@ -721,5 +722,5 @@ TABLES: tuple[Table[Any], ...] = (
     RELEASES, CUDA, GPUS, ROCM_OVERRIDES, JETSON, PEAKS, INDEXES,
     L4T_RELEASES, ROCM_APUS, INTEL_GPUS, FP32_LANES, THRESHOLDS,
     MIRRORS, PYPI_DEFAULT, CONDA,
-    SOURCE_BUILD, RUNTIME_ERRORS,
+    SOURCE_BUILD, RUNTIME_ERRORS, ROCM_KERNEL_USER_SPACE,
 )

@@ -16,7 +16,9 @@ Sources (all gathered; disagreement between them is itself a fact for diagnosis)
   ``/opt/rocm-*/bin`` inside the sysroot.
 - ``/dev/kfd``: present, openable read-write by this user (``System.access``), and rocminfo's
   "Unable to open /dev/kfd read-write: <reason>" line as ``kfd_error``.
-- ``/sys/module/amdgpu``: the amdgpu kernel driver is loaded.
+- ``/sys/module/amdgpu``: the amdgpu kernel driver is loaded; ``/sys/module/amdgpu/version`` (what ``modinfo amdgpu``
+  prints as ``version:``) the version AMD's packaged driver (amdgpu-dkms) declares: ``6.10.5``; the kernel's in-tree
+  amdgpu declares none, so the file is absent. rocminfo reads the same file ("ROCk module version 6.7.0 is loaded").
 - env: ``HSA_OVERRIDE_GFX_VERSION``, ``HIP_VISIBLE_DEVICES``, ``ROCR_VISIBLE_DEVICES``.
 """
 
@@ -561,6 +563,7 @@ def gather(ctx: ProbeContext) -> RocmFacts:
     if f.kfd_nodes:
         f.sources["kfd_nodes"] = f"file:{KFD_NODES}/*/properties"
     _kfd_and_driver(system, f, report)
+    _amdgpu_version(system, f, report)
     _environment(system, f)
     return f
 
@@ -704,6 +707,22 @@ def _kfd_and_driver(system: System, f: RocmFacts, report: RocminfoReport) -> Non
         # a tree without /sys/module: the KFD topology exists only while amdgpu (which carries KFD) is loaded
         f.amdgpu_loaded = True
         src["amdgpu_loaded"] = "file:/sys/class/kfd (KFD topology)"
+
+
+def _amdgpu_version(system: System, f: RocmFacts, report: RocminfoReport) -> None:
+    """The loaded amdgpu's own version (amdgpu-dkms declares one; the in-tree driver none): its /sys file, rocminfo's line."""
+    seen: dict[str, str] = {}
+    r = system.read_text("/sys/module/amdgpu/version")
+    if r.ok and _MODULE_VERSION.match(r.text.strip()):
+        seen["file:/sys/module/amdgpu/version"] = r.text.strip()
+    if report.module_version and _MODULE_VERSION.match(report.module_version):
+        seen["rocminfo (ROCk module line)"] = report.module_version
+    if seen:
+        f.observed["amdgpu_version"] = seen
+        f.sources["amdgpu_version"], f.amdgpu_version = next(iter(seen.items()))
+
+
+_MODULE_VERSION = re.compile(r"^\d+(\.\d+){1,4}$")
 
 
 def _environment(system: System, f: RocmFacts) -> None:

@@ -82,6 +82,18 @@ def announced_note(fit: Fit, tag: str) -> None:
         )
 
 
+def absent_here(release: Release, variant: Variant, tag: str, matrix: Matrix, request: Request) -> None:
+    """A build the index this plan installs from listed torch without (learned at run time, ``absent_on``): known absent
+    there, for that platform; another index may still serve it, so it is no reason for a source build."""
+    if not variant.absent_on:
+        return
+    url = f"{(request.index_base or matrix.index_url('pytorch')).rstrip('/')}/{variant.name}"
+    fam = parse_platform(tag)[:2]
+    if any(parse_platform(t)[:2] == fam for t in variant.absent_on.get(url, ())):
+        raise Reject(f"torch {release.version} {variant.name} for {platform_words(tag)}: {url} lists torch without this build (known absent there)",
+                     blocker="unknown")
+
+
 def python_fits(release: Release, variant: Variant, t: Target, packages: list[str]) -> None:
     if not t.python:
         return
@@ -113,6 +125,7 @@ def fit_variant(release: Release, version: Version, variant: Variant, t: Target,
     """Check one variant against the target: its platform and Python here, its devices and driver by the kind it is
     a build for (:meth:`Accelerator.fit`); raises Reject with the reason."""
     tag = platform_tag_for(release, variant, t)
+    absent_here(release, variant, tag, matrix, request)
     python_fits(release, variant, t, request.packages)
     fit = Fit(release, version, variant)
     acc = accelerators.for_build(variant.kind)
