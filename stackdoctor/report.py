@@ -121,11 +121,17 @@ def status(f: Finding) -> str:
     return NOT_VERIFIED_STATUS if not_verified(f) else f.severity
 
 
+# a layer the screen's stack has no row for, drawn on the row of the stack it belongs to (the fabric manager is the
+# NVIDIA driver stack's service on NVSwitch machines); the report's ``layers`` keeps it apart
+DRAWN_ON = {"fabric-manager": "driver"}
+
+
 def layer_status(findings: list[Finding], layer: str) -> str | None:
-    """The worst :func:`status` of ``layer``'s findings (a stack's mark), ``None`` when none judged it."""
+    """The worst :func:`status` of ``layer``'s findings (a stack row's mark, :data:`DRAWN_ON` included), ``None``
+    when none judged it."""
     worst: str | None = None
     for f in findings:
-        if f.layer == layer and (worst is None or STATUS_RANK.get(status(f), 0) > STATUS_RANK.get(worst, 0)):
+        if (f.layer == layer or DRAWN_ON.get(f.layer or "") == layer) and (worst is None or STATUS_RANK.get(status(f), 0) > STATUS_RANK.get(worst, 0)):
             worst = status(f)
     return worst
 

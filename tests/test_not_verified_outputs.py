@@ -93,3 +93,34 @@ def test_the_screen_marks_the_runtime_layer_not_verified_in_chinese_too(tmp_path
     assert "not verified: the GPU runtime" in out and "? runtime-not-verified" in out, out
     zh = replay(tmp_path, "markdown", LANG="zh_CN.UTF-8").stdout
     assert "| ❔ 未验证 | `runtime-not-verified` |" in zh, zh
+
+
+def h200_driver(case: str, *, imported: bool):
+    """A recorded error text's machine with the recorded H200's driver and GPU as witnesses (d01, see above)."""
+    facts = machine(HERE / "fixtures" / "real" / case, imported=imported)
+    facts.nvidia.driver_version, facts.nvidia.smi_state, facts.nvidia.cuda_driver_version = "580.159.04", "ok", "13.0"
+    facts.nvidia.gpus = [NvidiaGpu(index=0, name="NVIDIA H200")]
+    return facts
+
+
+@pytest.mark.parametrize(("case", "layer", "drawn_on"), [
+    ("e-046-c10-exclusive-mode-timm-1033", "gpu", "gpu"),  # 46: a device in exclusive-process mode, busy
+    ("e-802-c10-torch270-llamafactory-7888", "fabric-manager", "driver"),  # 802: the fabric manager not started
+    ("e-034-c10-stub-libcuda-sd-docker-22", "runtime", "runtime"),  # 34: a stub libcuda loaded, as lib-path-shadowing
+])
+def test_an_error_numbers_layer_is_its_rows_not_the_drivers(tmp_path, case, layer, drawn_on):
+    """runtime-error-code fails the layer its row points to (compat_matrix/runtime_errors.yaml), in the report's
+    ``layers`` and on the screen's stack; the driver that answered is not marked failed by it."""
+    path = tmp_path / "r.json"
+    path.write_text(Report(facts=h200_driver(case, imported=True)).to_json(), encoding="utf-8")
+    env = machine_env(tmp_path / "bin", None, COLUMNS="200")
+    data = run_sd(["check", "--replay", str(path), "--json"], env=env).json()
+    (hit,) = [f for f in data["findings"] if f["code"] == "runtime-error-code"]
+    layers = {v["layer"]: v for v in data["layers"]}
+    assert hit["layer"] == layer and layers[layer]["status"] == "failed" and "runtime-error-code" in layers[layer]["by"]
+    assert layers["driver"]["status"] == ("verified" if layer != "driver" else "failed"), layers["driver"]
+    assert "runtime-error-code" not in layers["driver"]["by"]
+    screen = run_sd(["check", "--replay", str(path)], env=env).stdout
+    marks = {m.group(2): m.group(1) for m in re.finditer(r"([✓✗!?·]) (driver|gpu|runtime) ", screen)}
+    assert marks[drawn_on] == "✗", screen
+    assert marks["driver"] == ("✓" if drawn_on != "driver" else "✗"), screen
