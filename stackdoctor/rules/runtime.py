@@ -207,7 +207,7 @@ _API_WORDS = {"cuda-runtime": "CUDA runtime", "cuda-driver": "CUDA driver", "hip
 # the report's layer for the layer an error row points to (compat_matrix/runtime_errors.yaml's `layer`): a device's
 # error marks the GPU, a library's (a stub libcuda, a build without code for the GPU) the runtime that loaded it as
 # lib-path-shadowing does; the fabric manager and the program's own call are layers of their own (never the driver's)
-_ROW_LAYER = {"driver": "driver", "device": "gpu", "library": "runtime", "runtime": "runtime", "fabric-manager": "fabric-manager", "user": "user"}
+ROW_LAYER = {"driver": "driver", "device": "gpu", "library": "runtime", "runtime": "runtime", "fabric-manager": "fabric-manager", "user": "user"}
 # the findings that already say what an error number's row says (the number is their evidence too)
 _SAID_BY = {
     "arch": ("gpu-arch-unsupported", "rocm-gfx-unsupported"),
@@ -248,7 +248,7 @@ def runtime_error_code(ctx: Ctx) -> None:
             cuda=t.cuda or "?",
             install=fix_text or "",
         )
-        finding.layer = _ROW_LAYER.get(v.get("layer") or "", "driver")  # an unknown number: the driver stack answered
+        finding.layer = ROW_LAYER.get(v.get("layer") or "", "driver")  # an unknown number: the driver stack answered
 
 
 @rule("cuda-unavailable", severity="fail", layer="runtime", defers_to=CAUSES)
