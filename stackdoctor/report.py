@@ -118,7 +118,17 @@ def not_verified(f: Finding) -> bool:
 
 def status(f: Finding) -> str:
     """What ``f`` shows as: ``fail`` / ``warn`` / ``ok``, or ``not-verified`` (never drawn or counted as ok)."""
-    return NOT_VERIFIED_STATUS if not_verified(f) else f.severity
+    return code_status(f.code, f.severity)
+
+
+def code_status(code: str, severity: str) -> str:
+    """What a code of ``severity`` shows as (:func:`status`; the catalogue's listings ask it too)."""
+    return NOT_VERIFIED_STATUS if code in NOT_VERIFIED_CODES and severity == "ok" else severity
+
+
+def status_key(shown: str) -> str:
+    """The text catalogue's key of a status's word: ``sev_ok``, ``sev_not_verified``."""
+    return "sev_" + shown.replace("-", "_")
 
 
 # a layer the screen's stack has no row for, drawn on the row of the stack it belongs to (the fabric manager is the

@@ -18,7 +18,7 @@ from typing import Any
 from stackdoctor import accelerators
 from stackdoctor.render.markdown import format_counts
 from stackdoctor.render.witnesses import chosen_by, witness_rows
-from stackdoctor.report import Finding, Report, layer_status
+from stackdoctor.report import Finding, Report, layer_status, status_key
 from stackdoctor.report import status as status_of
 from stackdoctor.units import format_flops
 
@@ -124,7 +124,7 @@ def _findings_html(report: Report, lang: str, say: Callable[..., str]) -> list[s
         if st == "ok":
             continue  # a not-verified statement is drawn with what verifies it
         out.append(f'<section class="finding {_e(st)}" id="{_e(f.code)}">')
-        out.append(f'<h3><span class="badge {_e(st)}">{_e(say("sev_" + st.replace("-", "_")))}</span><code class="code">{_e(f.code)}</code>'
+        out.append(f'<h3><span class="badge {_e(st)}">{_e(say(status_key(st)))}</span><code class="code">{_e(f.code)}</code>'
                    f"<span>{_e(f.title)}</span></h3>")
         if f.detail:
             out.append(f'<p class="detail">{_e(f.detail)}</p>')

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from stackdoctor.render.witnesses import chosen_by, driver_lines, witness_rows
-from stackdoctor.report import NOT_VERIFIED_STATUS, Finding, Report
+from stackdoctor.report import NOT_VERIFIED_STATUS, Finding, Report, status_key
 from stackdoctor.report import status as status_of
 
 __all__ = ["MARKS", "format_counts", "render_markdown", "stack_rows"]
@@ -36,7 +36,7 @@ def _mark(shown: str, lang: str) -> str:
     """``❌ fail`` / ``⚠️ warn`` / ``❔ not verified`` / ``✅ ok`` in ``lang`` (a finding's :func:`~stackdoctor.report.status`)."""
     if shown not in _GLYPHS:
         return cell(shown)
-    return f"{_GLYPHS[shown]} {_t('sev_' + shown.replace('-', '_'), lang)}"
+    return f"{_GLYPHS[shown]} {_t(status_key(shown), lang)}"
 
 
 def format_counts(report: Report, lang: str = "en", strict: bool = False) -> str:
