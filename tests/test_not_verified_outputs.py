@@ -124,3 +124,10 @@ def test_an_error_numbers_layer_is_its_rows_not_the_drivers(tmp_path, case, laye
     marks = {m.group(2): m.group(1) for m in re.finditer(r"([✓✗!?·]) (driver|gpu|runtime) ", screen)}
     assert marks[drawn_on] == "✗", screen
     assert marks["driver"] == ("✓" if drawn_on != "driver" else "✗"), screen
+
+
+def test_the_catalogues_listings_say_not_verified(tmp_path):
+    env = machine_env(tmp_path / "bin", None, COLUMNS="200")
+    assert "severity: not verified" in run_sd(["explain", "runtime-not-verified"], env=env).stdout
+    listing = run_sd(["check", "--list-checks"], env=env).stdout
+    assert re.search(r"^runtime-not-verified\s+not verified\s+runtime\b", listing, re.M), listing
