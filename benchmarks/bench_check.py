@@ -11,8 +11,11 @@ without torch.
     python benchmarks/bench_check.py --torch-python ~/.cache/stackdoctor-tests/torch-venv/bin/python [-n 7]
 
 Issue 33: ``--fast-only`` runs only the fast path's commands; ``--baseline-src DIR`` (a checkout of an earlier
-commit, e.g. ``git archive <commit> stackdoctor | tar -x -C DIR``) adds that code's ``check --no-kernels`` on both
-targets to the same rounds (``PYTHONPATH=DIR``), so a before/after is paired too. Rounds alternate their order
+commit, e.g. ``git archive <commit> stackdoctor compat_matrix | tar -x -C DIR`` and, where this stackdoctor is an
+editable install, ``ln -s ../compat_matrix DIR/stackdoctor/compat_matrix``: without it the editable finder serves
+the checkout's newer matrix as ``stackdoctor.compat_matrix`` and the older code refuses it, exit 2 in milliseconds)
+adds that code's ``check --no-kernels`` on both targets to the same rounds (``PYTHONPATH=DIR``), so a before/after is
+paired too; a command that did not exit 0 or 1 is said, its times are not a check's. Rounds alternate their order
 (A B, then B A), so neither side always runs first after the other's page-cache and CPU-frequency effects. Every
 stackdoctor run writes and reads its bytecode (``PYTHONDONTWRITEBYTECODE`` is dropped for them: an installed
 stackdoctor has its ``.pyc`` from pip; without them each run compiles ~100 modules, and that is what would be
@@ -112,6 +115,9 @@ def main() -> None:
                 commands[f"{name} (baseline)"] = commands[name]
                 envs[f"{name} (baseline)"] = base_env
         times, last = paired(commands, args.n, envs)
+    for name, proc in last.items():  # a refused baseline (exit 2) would otherwise read as a fast one
+        if proc.returncode not in (0, 1):
+            print(f"warning: {name} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()[:200]}")
     med = {name: statistics.median(ts) for name, ts in times.items()}
     imp = times["import torch"]
 

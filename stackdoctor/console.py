@@ -56,8 +56,10 @@ __all__ = [
     "write_stdout",
 ]
 
-UNICODE_MARKS: dict[str | None, tuple[str, str]] = {"ok": ("✓", "green"), "warn": ("!", "yellow"), "fail": ("✗", "red"), None: ("·", "dim")}
-ASCII_MARKS: dict[str | None, tuple[str, str]] = {"ok": ("ok", "green"), "warn": ("!!", "yellow"), "fail": ("x ", "red"), None: ("- ", "dim")}
+UNICODE_MARKS: dict[str | None, tuple[str, str]] = {"ok": ("✓", "green"), "warn": ("!", "yellow"), "fail": ("✗", "red"), None: ("·", "dim"),
+                                                   "not-verified": ("?", "yellow")}
+ASCII_MARKS: dict[str | None, tuple[str, str]] = {"ok": ("ok", "green"), "warn": ("!!", "yellow"), "fail": ("x ", "red"), None: ("- ", "dim"),
+                                                 "not-verified": ("? ", "yellow")}
 BAR, ASCII_BAR = "█", "#"
 SPINNER, ASCII_SPINNER = "dots", "line"  # rich spinner names: braille frames, or - \ | /
 ELLIPSIS, ASCII_ELLIPSIS = "…", "..."

@@ -25,6 +25,11 @@ SCHEMA_MAJOR = 1
 MAX_REPORT_BYTES = 64 * 1024 * 1024
 
 SEVERITIES = ("ok", "warn", "fail")
+# what a finding shows as (issue 42: unverified is a verdict): its severity, or ``not-verified`` for a finding that
+# says what was not verified. Severity stays the exit axis (``ok``: it fails nothing, not under --strict either);
+# status is what every output draws, so no output counts or marks such a finding as a passed check
+NOT_VERIFIED_STATUS = "not-verified"
+STATUS_RANK = {"ok": 0, NOT_VERIFIED_STATUS: 1, "warn": 2, "fail": 3}
 
 
 @dataclass
@@ -92,15 +97,53 @@ class Report:
 
     @property
     def counts(self) -> dict[str, int]:
-        out = {s: 0 for s in SEVERITIES}
+        """Findings by :func:`status`: ``ok`` never counts a not-verified statement (it has ``not-verified``)."""
+        out = {s: 0 for s in (*SEVERITIES, NOT_VERIFIED_STATUS)}
         for f in self.findings:
-            out[f.severity] = out.get(f.severity, 0) + 1
+            s = status(f)
+            out[s] = out.get(s, 0) + 1
         return out
 
 
 # the layers every check judges, in the screen's order (issue 42: each says verified / failed / not verified)
 CORE_LAYERS = ("platform", "driver", "gpu", "python", "torch", "runtime")
 NOT_VERIFIED = "runtime-not-verified"  # the fast path's statement: torch's runtime was not started
+NOT_VERIFIED_CODES = frozenset({NOT_VERIFIED})  # every code that states what was not verified
+
+
+def not_verified(f: Finding) -> bool:
+    """Whether ``f`` states what was not verified (the one question every renderer asks, never its code)."""
+    return f.code in NOT_VERIFIED_CODES and f.severity == "ok"
+
+
+def status(f: Finding) -> str:
+    """What ``f`` shows as: ``fail`` / ``warn`` / ``ok``, or ``not-verified`` (never drawn or counted as ok)."""
+    return code_status(f.code, f.severity)
+
+
+def code_status(code: str, severity: str) -> str:
+    """What a code of ``severity`` shows as (:func:`status`; the catalogue's listings ask it too)."""
+    return NOT_VERIFIED_STATUS if code in NOT_VERIFIED_CODES and severity == "ok" else severity
+
+
+def status_key(shown: str) -> str:
+    """The text catalogue's key of a status's word: ``sev_ok``, ``sev_not_verified``."""
+    return "sev_" + shown.replace("-", "_")
+
+
+# a layer the screen's stack has no row for, drawn on the row of the stack it belongs to (the fabric manager is the
+# NVIDIA driver stack's service on NVSwitch machines); the report's ``layers`` keeps it apart
+DRAWN_ON = {"fabric-manager": "driver"}
+
+
+def layer_status(findings: list[Finding], layer: str) -> str | None:
+    """The worst :func:`status` of ``layer``'s findings (a stack row's mark, :data:`DRAWN_ON` included), ``None``
+    when none judged it."""
+    worst: str | None = None
+    for f in findings:
+        if (f.layer == layer or DRAWN_ON.get(f.layer or "") == layer) and (worst is None or STATUS_RANK.get(status(f), 0) > STATUS_RANK.get(worst, 0)):
+            worst = status(f)
+    return worst
 
 
 def layer_verdicts(findings: list[Finding]) -> list[dict[str, Any]]:
@@ -113,15 +156,15 @@ def layer_verdicts(findings: list[Finding]) -> list[dict[str, Any]]:
         mine = [f for f in findings if f.layer == layer]
         fails = [f.code for f in mine if f.severity == "fail"]
         warns = [f.code for f in mine if f.severity == "warn"]
-        oks = [f for f in mine if f.severity == "ok" and f.code != NOT_VERIFIED]
+        oks = [f for f in mine if status(f) == "ok"]
         if fails:
-            status, by = "failed", fails
-        elif any(f.code == NOT_VERIFIED for f in mine) or not (oks or warns):
-            status, by = "not-verified", [f.code for f in mine]
+            verdict, by = "failed", fails
+        elif any(not_verified(f) for f in mine) or not (oks or warns):
+            verdict, by = NOT_VERIFIED_STATUS, [f.code for f in mine]
         else:
-            status, by = "verified", [f.code for f in oks] + warns
+            verdict, by = "verified", [f.code for f in oks] + warns
         witnesses = sorted({k for f in mine if f.code in by for k in f.facts})
-        out.append({"layer": layer, "status": status, "by": by, "warnings": warns, "witnesses": witnesses})
+        out.append({"layer": layer, "status": verdict, "by": by, "warnings": warns, "witnesses": witnesses})
     return out
 
 

@@ -205,14 +205,16 @@ def test_no_gpu_is_claimed_only_with_its_witness(matrix):
 
 def test_each_layer_says_verified_failed_or_not_verified(matrix):
     """The report's ``layers`` (JSON; schema-checked by conftest where a command writes it): on the fast path the GPU
-    runtime is not verified, with the statement that says so; with torch's 802 the driver layer failed, by its code."""
+    runtime is not verified, with the statement that says so; with torch's 802 the fabric manager's layer failed (the
+    row's layer, not the driver's), by its code."""
     from stackdoctor.report import layer_verdicts
 
     case = HERE / "fixtures" / "real" / "e-802-c10-torch270-llamafactory-7888"
     fast = {v["layer"]: v for v in layer_verdicts(diagnose(machine(case, imported=False), matrix))}
     full = {v["layer"]: v for v in layer_verdicts(diagnose(machine(case, imported=True), matrix))}
     assert fast["runtime"]["status"] == "not-verified" and fast["runtime"]["by"] == ["runtime-not-verified"]
-    assert full["driver"]["status"] == "failed" and "runtime-error-code" in full["driver"]["by"]
+    assert full["fabric-manager"]["status"] == "failed" and full["fabric-manager"]["by"] == ["runtime-error-code"]
+    assert "runtime-error-code" not in full["driver"]["by"]
     assert fast["python"]["status"] == "not-verified"  # this recording has no Python facts: nothing verified it
     assert {v["status"] for v in full.values()} <= {"verified", "failed", "not-verified"}
 

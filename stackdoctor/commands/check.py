@@ -104,9 +104,10 @@ def register(app: typer.Typer) -> None:
 
             from stackdoctor import diagnose as dx
             from stackdoctor.catalog import layer_word, ui
+            from stackdoctor.report import code_status, status_key
 
             lg = dx.detect_lang(os.environ, lang)
-            rows = [(code, ui("sev_" + sev, lg), layer_word(layer, lg) if layer else "", title) for code, sev, layer, title in dx.list_checks(lg)]
+            rows = [(code, ui(status_key(code_status(code, sev)), lg), layer_word(layer, lg) if layer else "", title) for code, sev, layer, title in dx.list_checks(lg)]
             widths = [max(cell_len(r[i]) for r in rows) for i in range(3)]  # columns as wide as their longest cell
             for row in rows:
                 print("  ".join(cell + " " * (w - cell_len(cell)) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3])

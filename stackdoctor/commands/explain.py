@@ -14,6 +14,7 @@ import typer
 
 from stackdoctor import catalog
 from stackdoctor.errors import ExitCode, UsageError
+from stackdoctor.report import code_status, status_key
 
 
 def format_list(lang: str, width: int = 80) -> str:
@@ -24,7 +25,7 @@ def format_list(lang: str, width: int = 80) -> str:
     from stackdoctor.render.wrap import wrap
 
     lines = [*wrap(catalog.ui("list_header", lang), width), ""]
-    rows = [(c.code, catalog.ui("sev_" + c.severity, lang), catalog.layer_word(c.layer, lang)) for c in catalog.checks()]
+    rows = [(c.code, catalog.ui(status_key(code_status(c.code, c.severity)), lang), catalog.layer_word(c.layer, lang)) for c in catalog.checks()]
     widths = [max(cell_len(r[i]) for r in rows) for i in range(3)]  # columns as wide as their longest cell
     for c, row in zip(catalog.checks(), rows, strict=True):
         cells = "  ".join(cell + " " * (w - cell_len(cell)) for cell, w in zip(row, widths, strict=True))
@@ -50,7 +51,7 @@ def format_code(code: str, lang: str, width: int = 80) -> str:
     assert ci is not None
     facts = [
         catalog.ui("label_value", lang, label=catalog.ui(label, lang), value=value)
-        for label, value in (("severity", catalog.ui("sev_" + ci.severity, lang)), ("layer", catalog.layer_word(ci.layer, lang)), ("rule_group", _group_word(ci.group, lang)))
+        for label, value in (("severity", catalog.ui(status_key(code_status(ci.code, ci.severity)), lang)), ("layer", catalog.layer_word(ci.layer, lang)), ("rule_group", _group_word(ci.group, lang)))
     ]
     out = [*wrap(catalog.ui("label_value", lang, label=code, value=catalog.title(code, lang)), width), *_facts_lines(facts, width)]
     for para in reflow(catalog.explain(code, lang) or ""):

@@ -1,6 +1,7 @@
 """GitHub Actions output: workflow-command annotations and a step-summary page.
 
-``::error title=...::message`` for each failing finding and ``::warning`` for each warning,
+``::error title=...::message`` for each failing finding, ``::warning`` for each warning and ``::notice`` for
+what was not verified,
 escaped as GitHub's runner expects (``%``, ``\\r``, ``\\n`` in the message; also ``:`` and
 ``,`` in property values — see actions/toolkit ``packages/core/src/command.ts``). The step
 summary is the Markdown report without raw outputs, appended to ``$GITHUB_STEP_SUMMARY``.
@@ -12,11 +13,12 @@ import re
 
 from stackdoctor.render.markdown import render_markdown
 from stackdoctor.report import Finding, Report
+from stackdoctor.report import status as status_of
 
 __all__ = ["escape_data", "escape_property", "format_annotation", "render_annotations", "render_summary"]
 
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_LEVEL = {"fail": "error", "warn": "warning"}
+_LEVEL = {"fail": "error", "warn": "warning", "not-verified": "notice"}  # what was not verified is said, never passed
 MAX_MESSAGE_CHARS = 4000
 
 
@@ -31,8 +33,9 @@ def escape_property(text: str) -> str:
 
 
 def format_annotation(f: Finding, lang: str = "en") -> str | None:
-    """One ``::error``/``::warning`` line for a finding; ``None`` for an ``ok`` finding."""
-    level = _LEVEL.get(f.severity)
+    """One ``::error``/``::warning`` line for a finding, ``::notice`` for one that says what was not verified (with
+    the command that verifies it); ``None`` for an ``ok`` finding."""
+    level = _LEVEL.get(status_of(f))
     if level is None:
         return None
     from stackdoctor.catalog import ui
@@ -49,7 +52,8 @@ def format_annotation(f: Finding, lang: str = "en") -> str | None:
 
 def render_annotations(report: Report, lang: str = "en", strict: bool = False) -> str:
     """Every annotation line, failures first, then one plain summary line."""
-    lines = [a for f in sorted(report.findings, key=lambda f: f.severity != "fail") if (a := format_annotation(f, lang))]
+    rank = {"fail": 0, "warn": 1}
+    lines = [a for f in sorted(report.findings, key=lambda f: rank.get(status_of(f), 2)) if (a := format_annotation(f, lang))]
     from stackdoctor.render.markdown import format_counts
 
     lines.append(f"stackdoctor: {format_counts(report, lang, strict)}")

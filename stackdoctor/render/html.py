@@ -18,15 +18,15 @@ from typing import Any
 from stackdoctor import accelerators
 from stackdoctor.render.markdown import format_counts
 from stackdoctor.render.witnesses import chosen_by, witness_rows
-from stackdoctor.report import Finding, Report
+from stackdoctor.report import Finding, Report, layer_status, status_key
+from stackdoctor.report import status as status_of
 from stackdoctor.units import format_flops
 
 __all__ = ["CSP", "render_html"]
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
-_ORDER = {"fail": 0, "warn": 1, "ok": 2}
-_SEV = {"fail": 2, "warn": 1, "ok": 0}
-_MARK = {"fail": "✗", "warn": "!", "ok": "✓", None: "·"}
+_ORDER = {"fail": 0, "warn": 1, "not-verified": 2, "ok": 3}
+_MARK = {"fail": "✗", "warn": "!", "ok": "✓", "not-verified": "?", None: "·"}
 
 _STYLE = """
 :root{--fail:#c62828;--warn:#b26a00;--ok:#2e7d32;--dim:#5f6b7a;--line:#d8dee6;--bg:#f6f8fa;--ink:#1b2430;--bar:#3b6fb6;--peak:#dfe7f3}
@@ -39,15 +39,15 @@ h2{font-size:1.15em;margin:28px 0 10px;padding-bottom:4px;border-bottom:1px soli
 .meta{color:var(--dim);font-size:.9em}
 .summary{font-weight:600;font-size:1.05em;margin:6px 0}
 .badge{display:inline-block;min-width:3.2em;text-align:center;border-radius:4px;padding:0 6px;color:#fff;font-weight:700;font-size:.85em}
-.badge.fail{background:var(--fail)}.badge.warn{background:var(--warn)}.badge.ok{background:var(--ok)}.badge.none{background:var(--dim)}
+.badge.fail{background:var(--fail)}.badge.warn{background:var(--warn)}.badge.ok{background:var(--ok)}.badge.none{background:var(--dim)}.badge.not-verified{background:var(--warn)}
 ol.stack{list-style:none;margin:0;padding:0}
 ol.stack li{display:flex;gap:10px;align-items:baseline;padding:6px 8px;border-left:4px solid var(--line);margin:0 0 4px;background:var(--bg);border-radius:0 4px 4px 0}
-ol.stack li.fail{border-left-color:var(--fail)}ol.stack li.warn{border-left-color:var(--warn)}ol.stack li.ok{border-left-color:var(--ok)}
+ol.stack li.fail{border-left-color:var(--fail)}ol.stack li.warn{border-left-color:var(--warn)}ol.stack li.ok{border-left-color:var(--ok)}ol.stack li.not-verified{border-left-color:var(--warn);border-left-style:dashed}
 .layer{font-weight:700;min-width:5.5em}
 .val{overflow-wrap:anywhere}
 .note{color:var(--dim);font-size:.9em}
 .finding{border:1px solid var(--line);border-left:5px solid var(--dim);border-radius:4px;padding:8px 12px;margin:0 0 10px}
-.finding.fail{border-left-color:var(--fail)}.finding.warn{border-left-color:var(--warn)}.finding.ok{border-left-color:var(--ok)}
+.finding.fail{border-left-color:var(--fail)}.finding.warn{border-left-color:var(--warn)}.finding.ok{border-left-color:var(--ok)}.finding.not-verified{border-left-color:var(--warn);border-left-style:dashed}
 .finding h3{font-size:1em;margin:0 0 4px;display:flex;gap:8px;flex-wrap:wrap;align-items:baseline}
 .finding code.code{font-weight:700}
 .detail{margin:4px 0;overflow-wrap:anywhere}
@@ -72,11 +72,7 @@ def _e(text: object) -> str:
 
 
 def _worst(findings: list[Finding], layer: str) -> str | None:
-    sev = None
-    for f in findings:
-        if f.layer == layer and (sev is None or _SEV.get(f.severity, 0) > _SEV.get(sev, 0)):
-            sev = f.severity
-    return sev
+    return layer_status(findings, layer)  # a layer only a not-verified statement judged is marked not verified
 
 
 def _stack(report: Report, say: Callable[..., str]) -> list[tuple[str, str, str, str | None]]:
@@ -122,12 +118,13 @@ def _findings_html(report: Report, lang: str, say: Callable[..., str]) -> list[s
     from stackdoctor.catalog import explain
 
     out = [f"<h2>{_e(say('html_findings'))}</h2>"]
-    shown = sorted(report.findings, key=lambda x: _ORDER.get(x.severity, 3))
+    shown = sorted(report.findings, key=lambda x: _ORDER.get(status_of(x), 4))
     for f in shown:
-        if f.severity == "ok":
-            continue
-        out.append(f'<section class="finding {_e(f.severity)}" id="{_e(f.code)}">')
-        out.append(f'<h3><span class="badge {_e(f.severity)}">{_e(say("sev_" + f.severity))}</span><code class="code">{_e(f.code)}</code>'
+        st = status_of(f)
+        if st == "ok":
+            continue  # a not-verified statement is drawn with what verifies it
+        out.append(f'<section class="finding {_e(st)}" id="{_e(f.code)}">')
+        out.append(f'<h3><span class="badge {_e(st)}">{_e(say(status_key(st)))}</span><code class="code">{_e(f.code)}</code>'
                    f"<span>{_e(f.title)}</span></h3>")
         if f.detail:
             out.append(f'<p class="detail">{_e(f.detail)}</p>')
@@ -137,7 +134,7 @@ def _findings_html(report: Report, lang: str, say: Callable[..., str]) -> list[s
         if text:
             out.append(f"<details><summary>{_e(say('html_explain'))}</summary><p class=\"explain\">{_e(text.strip())}</p></details>")
         out.append("</section>")
-    oks = [f for f in shown if f.severity == "ok"]
+    oks = [f for f in shown if status_of(f) == "ok"]
     if oks:
         out.append(f'<p class="oks"><span class="badge ok">{_e(say("sev_ok"))}</span> '
                    + ", ".join(f'<code id="{_e(f.code)}" title="{_e(f.title)}">{_e(f.code)}</code>' for f in oks) + "</p>")

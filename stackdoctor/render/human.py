@@ -24,14 +24,14 @@ from stackdoctor.console import UNICODE_MARKS, marks
 from stackdoctor.facts import Facts
 from stackdoctor.render.witnesses import chosen_by, witness_rows
 from stackdoctor.render.witnesses import driver_lines as witness_driver_lines
-from stackdoctor.report import Finding, Report
+from stackdoctor.report import NOT_VERIFIED_STATUS, STATUS_RANK, Finding, Report, layer_status
+from stackdoctor.report import status as status_of
 from stackdoctor.view import MachineView
 
 MARKS = UNICODE_MARKS
 _MARKS: ContextVar[dict] = ContextVar("marks", default=MARKS)  # the console's glyphs while render_report draws
 _WHOLE: ContextVar[bool] = ContextVar("whole_rows", default=False)  # a pipe: each tree row one line, never folded
 _LANG: ContextVar[str] = ContextVar("lang", default="en")  # the screen's language while render_report draws
-ORDER = {"fail": 2, "warn": 1, "ok": 0}
 LABEL_CELLS = 9  # the tree labels' column, in terminal cells (a CJK character takes two)
 
 
@@ -61,13 +61,7 @@ def _word(prefix: str, value: str) -> str:
 
 
 def _worst(findings: list[Finding], layer: str) -> str | None:
-    sev = None
-    for f in findings:
-        if f.code == "runtime-not-verified":
-            continue  # not a verdict of ok: the layer keeps the mark of what was verified (issue 42)
-        if f.layer == layer and (sev is None or ORDER.get(f.severity, 0) > ORDER.get(sev, 0)):
-            sev = f.severity
-    return sev
+    return layer_status(findings, layer)  # a layer only a not-verified statement judged is marked not verified (issue 42)
 
 
 def _label(title: str, value: str, sev: str | None, note: str = "") -> Text:
@@ -226,10 +220,10 @@ def noisy_note(report: Report) -> Text | None:
 
 def findings_view(report: Report, verbose: bool, width: int | None = None) -> RenderableType:
     rows: list[RenderableType] = []
-    problems = [f for f in report.findings if f.severity != "ok"]
-    problems.sort(key=lambda f: -ORDER.get(f.severity, 0))
+    problems = [f for f in report.findings if status_of(f) != "ok"]  # a not-verified statement too, with what verifies it
+    problems.sort(key=lambda f: -STATUS_RANK.get(status_of(f), 0))
     for f in problems:
-        mark, style = _MARKS.get()[f.severity]
+        mark, style = _MARKS.get()[status_of(f)]
         head = Text()
         head.append(f"{mark} ", style=f"bold {style}")
         head.append(f"{f.code}", style=f"bold {style}")
@@ -255,7 +249,7 @@ def findings_view(report: Report, verbose: bool, width: int | None = None) -> Re
                 rows.append(_fix_row(lead, line))
     if verbose:
         for f in report.findings:
-            if f.severity == "ok":
+            if status_of(f) == "ok":
                 rows.append(Text(f"{_MARKS.get()['ok'][0]} {f.code}  {f.title}", style="green"))
     return Group(*rows)
 
@@ -278,8 +272,8 @@ def summary_line(report: Report, lang: str = "en", strict: bool = False) -> Text
         parts.append((ui("summary_failed", lang, n=c["fail"]), "bold red"))
     if c.get("warn"):
         parts.append((ui("summary_warning" if c["warn"] == 1 else "summary_warnings", lang, n=c["warn"]), "bold yellow"))
-    unverified = sum(1 for f in report.findings if f.code == "runtime-not-verified")
-    parts.append((ui("summary_ok", lang, n=c.get("ok", 0) - unverified), "green"))
+    unverified = c.get(NOT_VERIFIED_STATUS, 0)
+    parts.append((ui("summary_ok", lang, n=c.get("ok", 0)), "green"))
     t = Text()
     sep = ui("summary_sep", lang)
     for i, (s, style) in enumerate(parts):
@@ -429,7 +423,7 @@ def _render_report(report: Report, console: Console, *, verbose: bool, lang: str
         if wt is not None:
             console.print()
             console.print(wt)
-    if any(f.severity != "ok" for f in report.findings) or verbose:
+    if any(status_of(f) != "ok" for f in report.findings) or verbose:
         console.print()
         console.print(findings_view(report, verbose, None if _WHOLE.get() else console.width), crop=False)
     console.print()

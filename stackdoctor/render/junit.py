@@ -5,7 +5,9 @@ Two suites:
 - ``stackdoctor.findings``: one testcase per finding (name = code, classname =
   ``stackdoctor.<layer>``). ``fail`` -> ``<failure>``; ``ok`` -> passed; ``warn`` -> passed, with the
   warning in ``<system-out>`` (a warning does not fail ``check``, so it must not fail the test
-  report either; ``warnings_fail`` / ``--strict`` turn warnings into ``fail`` findings first).
+  report either; ``warnings_fail`` / ``--strict`` turn warnings into ``fail`` findings first). A finding that
+  says what was not verified (``runtime-not-verified``) is ``<skipped>``: not passed, not failed, its message the
+  command that verifies it.
 - ``stackdoctor.probes``: one testcase per probe; a probe that was ``skipped`` is ``<skipped>``,
   one that errored or timed out passes with its error in ``<system-out>`` (what it means for the
   machine is a finding above, so it is not counted twice).
@@ -18,7 +20,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from stackdoctor.report import Report
+from stackdoctor.report import Report, not_verified
 
 __all__ = ["render_junit"]
 
@@ -38,7 +40,7 @@ def render_junit(report: Report, lang: str = "en") -> str:
 
     suite = ET.SubElement(root, "testsuite", name="stackdoctor.findings", timestamp=_x(ts))
     seen: dict[str, int] = {}
-    failures = 0
+    failures = unverified = 0
     for f in report.findings:
         seen[f.code] = seen.get(f.code, 0) + 1
         name = f.code if seen[f.code] == 1 else f"{f.code} [{seen[f.code]}]"
@@ -48,6 +50,9 @@ def render_junit(report: Report, lang: str = "en") -> str:
             failures += 1
             el = ET.SubElement(case, "failure", message=_x(f.title), type=_x(f.code))
             el.text = _x(text)
+        elif not_verified(f):
+            unverified += 1
+            ET.SubElement(case, "skipped", message=_x(f.detail or f.title)).text = _x(text)  # its detail names the command
         elif f.severity == "warn":
             ET.SubElement(case, "system-out").text = _x(ui("junit_warning", lang, text=text))
         else:
@@ -55,7 +60,7 @@ def render_junit(report: Report, lang: str = "en") -> str:
     suite.set("tests", str(len(report.findings)))
     suite.set("failures", str(failures))
     suite.set("errors", "0")
-    suite.set("skipped", "0")
+    suite.set("skipped", str(unverified))
 
     psuite = ET.SubElement(root, "testsuite", name="stackdoctor.probes", timestamp=_x(ts))
     skipped = 0
@@ -77,6 +82,6 @@ def render_junit(report: Report, lang: str = "en") -> str:
     root.set("tests", str(len(report.findings) + len(report.probes)))
     root.set("failures", str(failures))
     root.set("errors", "0")
-    root.set("skipped", str(skipped))
+    root.set("skipped", str(skipped + unverified))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -13,13 +13,14 @@ import re
 from typing import Any
 
 from stackdoctor.render.witnesses import chosen_by, driver_lines, witness_rows
-from stackdoctor.report import Finding, Report
+from stackdoctor.report import NOT_VERIFIED_STATUS, Finding, Report, status_key
+from stackdoctor.report import status as status_of
 
 __all__ = ["MARKS", "format_counts", "render_markdown", "stack_rows"]
 
-MARKS = {"fail": "❌ fail", "warn": "⚠️ warn", "ok": "✅ ok"}
-_GLYPHS = {"fail": "❌", "warn": "⚠️", "ok": "✅"}
-_ORDER = {"fail": 0, "warn": 1, "ok": 2}
+MARKS = {"fail": "❌ fail", "warn": "⚠️ warn", "ok": "✅ ok", "not-verified": "❔ not verified"}
+_GLYPHS = {"fail": "❌", "warn": "⚠️", "ok": "✅", "not-verified": "❔"}
+_ORDER = {"fail": 0, "warn": 1, "not-verified": 2, "ok": 3}
 RAW_LIMIT_CHARS = 12_000  # per output; GitHub issue bodies stop at 65,536 characters
 RAW_BUDGET_CHARS = 40_000  # all raw outputs together
 _BACKTICKS = re.compile(r"`+")
@@ -31,15 +32,15 @@ def _t(key: str, lang: str, /, **values: Any) -> str:
     return ui(key, lang, **values)
 
 
-def _mark(severity: str, lang: str) -> str:
-    """``❌ fail`` / ``⚠️ warn`` / ``✅ ok`` in ``lang``."""
-    if severity not in _GLYPHS:
-        return cell(severity)
-    return f"{_GLYPHS[severity]} {_t('sev_' + severity, lang)}"
+def _mark(shown: str, lang: str) -> str:
+    """``❌ fail`` / ``⚠️ warn`` / ``❔ not verified`` / ``✅ ok`` in ``lang`` (a finding's :func:`~stackdoctor.report.status`)."""
+    if shown not in _GLYPHS:
+        return cell(shown)
+    return f"{_GLYPHS[shown]} {_t(status_key(shown), lang)}"
 
 
 def format_counts(report: Report, lang: str = "en", strict: bool = False) -> str:
-    """``2 failed, 1 warning, 14 ok`` (and why the exit code is 1 when only warnings make it so)."""
+    """``2 failed, 1 warning, 14 ok`` (and what was not verified; why the exit code is 1 when only warnings make it so)."""
     from stackdoctor.pipeline import failing_reason
 
     c = report.counts
@@ -50,6 +51,8 @@ def format_counts(report: Report, lang: str = "en", strict: bool = False) -> str
         _t("summary_ok", lang, n=c.get("ok", 0)),
     ]
     text = _t("summary_sep", lang).join(parts)
+    if c.get(NOT_VERIFIED_STATUS):
+        text += _t("summary_not_verified", lang)  # never "all ok" while a layer is not verified
     reason = failing_reason(report, strict)
     if reason == "--strict":
         text += _t("summary_fails_strict", lang)
@@ -83,7 +86,7 @@ def fence(text: str, lang: str = "text") -> str:
 
 
 def _sorted(findings: list[Finding]) -> list[Finding]:
-    return sorted(findings, key=lambda f: _ORDER.get(f.severity, 3))
+    return sorted(findings, key=lambda f: _ORDER.get(status_of(f), 4))
 
 
 def stack_rows(report: Report, lang: str = "en") -> list[tuple[str, str]]:
@@ -150,7 +153,7 @@ def _summary_table(report: Report, lang: str = "en") -> list[str]:
         return [f"_{_t('md_no_findings', lang)}_", ""]
     out = [f"| {_t('md_col_status', lang)} | {_t('md_col_check', lang)} | {_t('md_col_finding', lang)} |", "|---|---|---|"]
     for f in _sorted(report.findings):
-        out.append(f"| {_mark(f.severity, lang)} | `{cell(f.code)}` | {cell(_told_apart(f, report))} |")
+        out.append(f"| {_mark(status_of(f), lang)} | `{cell(f.code)}` | {cell(_told_apart(f, report))} |")
     return [*out, ""]
 
 
@@ -164,9 +167,9 @@ def _told_apart(f: Any, report: Report) -> str:
 def _findings(report: Report, lang: str = "en") -> list[str]:
     out: list[str] = []
     for f in _sorted(report.findings):
-        if f.severity == "ok":
-            continue
-        out.append(f"### {_mark(f.severity, lang)} · {code(f.code)} — {_inline(_told_apart(f, report))}")
+        if status_of(f) == "ok":
+            continue  # a not-verified statement is shown with what verifies it
+        out.append(f"### {_mark(status_of(f), lang)} · {code(f.code)} — {_inline(_told_apart(f, report))}")
         out.append("")
         if f.detail:
             out.append(_inline(f.detail))

@@ -8,13 +8,19 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import index_for, python_exe, variant_name
 from stackdoctor.versions import local, public
+
+if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
+
+_NAME = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)")
 
 
 def _version(text: str | None) -> Version | None:
@@ -24,15 +30,58 @@ def _version(text: str | None) -> Version | None:
         return None
 
 
-def requirement_on(lines: Sequence[str], name: str) -> Requirement | None:
+@dataclass(frozen=True)
+class Pin:
+    """One ``Requires-Dist`` line's name and version specifier: what the pair rules read of a requirement (its
+    ``str`` as packaging's ``Requirement`` writes it)."""
+
+    name: str
+    specifier: SpecifierSet
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _pin(line: str, name: str) -> Pin | None:
+    """``line`` as a :class:`Pin` when it is a requirement on ``name`` without an ``extra`` marker. A plain
+    ``name<spec>`` line is read with packaging's specifiers alone; one with extras, a URL or a marker with packaging's
+    ``Requirement`` (its parser costs ~30-100 ms of import, paid only here, never for another distribution's line)."""
+    m = _NAME.match(line)
+    if m is None or _canonical(m.group(1)) != name:
+        return None  # another distribution's line (or no requirement at all)
+    rest, _, marker = line[m.end():].partition(";")
+    if "extra" in marker:
+        return None
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    if not marker.strip() and not any(c in rest for c in "[@"):
+        try:
+            spec = SpecifierSet(rest.strip().removeprefix("(").removesuffix(")"))
+        except InvalidSpecifier:
+            return None
+        return Pin(m.group(1), spec, f"{m.group(1)}{spec}")
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        req = Requirement(line)
+    except InvalidRequirement:
+        return None
+    if req.marker and "extra" in str(req.marker):
+        return None
+    return Pin(req.name, req.specifier, str(req))
+
+
+def requirement_on(lines: Sequence[str], name: str) -> Pin | None:
     """The unconditional (no ``extra``) ``Requires-Dist`` on ``name`` among ``lines``; None when there is none."""
     for line in lines:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if re.sub(r"[-_.]+", "-", req.name).lower() == name and not (req.marker and "extra" in str(req.marker)):
-            return req
+        pin = _pin(line, name)
+        if pin is not None:
+            return pin
     return None
 
 
@@ -80,7 +129,7 @@ def torch_numpy_abi(ctx: Ctx) -> None:
     )
 
 
-def pinned_torch(ctx: Ctx, pkg: str) -> tuple[Requirement, str] | None:
+def pinned_torch(ctx: Ctx, pkg: str) -> tuple[Pin, str] | None:
     """``pkg``'s own pin on torch (its installed METADATA), and the file that says it, when the installed torch is
     outside it; None when it has no pin or torch meets it."""
     t = ctx.facts.torch
@@ -93,7 +142,7 @@ def pinned_torch(ctx: Ctx, pkg: str) -> tuple[Requirement, str] | None:
     return req, t.sources.get(f"requires.{pkg}", f"{pkg}'s METADATA")
 
 
-def pin_fix(ctx: Ctx, req: Requirement, pkg: str) -> str:
+def pin_fix(ctx: Ctx, req: Pin, pkg: str) -> str:
     """The install that makes the pair fit: the ``pkg`` the matrix pairs with the installed torch (torch stays), else
     the torch ``req`` asks (an exact pin: that torch), each from the index of torch's variant."""
     t = ctx.facts.torch

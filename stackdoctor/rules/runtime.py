@@ -203,6 +203,10 @@ CAUSES = (
 
 
 _API_WORDS = {"cuda-runtime": "CUDA runtime", "cuda-driver": "CUDA driver", "hip": "HIP runtime"}
+# the report's layer for the layer an error row points to (compat_matrix/runtime_errors.yaml's `layer`): a device's
+# error marks the GPU, a library's (a stub libcuda, a build without code for the GPU) the runtime that loaded it as
+# lib-path-shadowing does; the fabric manager and the program's own call are layers of their own (never the driver's)
+ROW_LAYER = {"driver": "driver", "device": "gpu", "library": "runtime", "runtime": "runtime", "fabric-manager": "fabric-manager", "user": "user"}
 # the findings that already say what an error number's row says (the number is their evidence too)
 _SAID_BY = {
     "arch": ("gpu-arch-unsupported", "rocm-gfx-unsupported"),
@@ -230,7 +234,7 @@ def runtime_error_code(ctx: Ctx) -> None:
         if any(ctx.has(code) for code in _SAID_BY.get(fix_key, ())):
             continue
         fix_text = install_fix(ctx, exclude=None) if fix_key == "arch" else None
-        ctx.add(
+        finding = ctx.add(
             severity="warn" if v.get("layer") == "user" or t.cuda_available else "fail",
             detail=v.get("layer") or "unknown",
             fix=fix_key,
@@ -243,6 +247,7 @@ def runtime_error_code(ctx: Ctx) -> None:
             cuda=t.cuda or "?",
             install=fix_text or "",
         )
+        finding.layer = ROW_LAYER.get(v.get("layer") or "", "driver")  # an unknown number: the driver stack answered
 
 
 @rule("cuda-unavailable", severity="fail", layer="runtime", defers_to=CAUSES)
