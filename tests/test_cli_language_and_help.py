@@ -190,10 +190,10 @@ def test_install_plan_screen_in_chinese(tmp_path):
     run = run_sd(args, env=zh_env(tmp_path))
     assert run.rc == 0, run.stderr
     screen = run.stdout + run.stderr
-    for word in ("的安装计划：torch 2.14.0（cu126）", "软件包", "原因：", "警告：", "已排除：", "命令（在那台机器上运行；此处不运行）：", "试运行：没有做任何修改。"):
+    for word in ("的安装计划：torch 2.14.1（cu126）", "软件包", "原因：", "警告：", "已排除：", "命令（在那台机器上运行；此处不运行）：", "试运行：没有做任何修改。"):
         assert word in screen, (word, screen)
-    values = ("NVIDIA driver 550.54.14", "GPU 0 (sm_89)", "https://download.pytorch.org/whl/cu126", "python3 -m pip install torch==2.14.0+cu126 --index-url",
-              "PTX JIT", "GPU sm_89", "GPU (sm_89)", "linux_x86_64", "cp312-cp312-linux_x86_64", "Python 3.12", "Linux", "DIR", "NAME", "torch", "cu126", "cu130", "cu132")
+    values = ("NVIDIA driver 550.54.14", "GPU 0 (sm_89)", "https://download.pytorch.org/whl/cu126", "python3 -m pip install torch==2.14.1+cu126 --index-url",
+              "PTX JIT", "pytorch/test-infra tools/scripts/generate_binary_build_matrix.py@c840391a15b9", "GPU sm_89", "GPU (sm_89)", "linux_x86_64", "cp312-cp312-linux_x86_64", "Python 3.12", "Linux", "DIR", "NAME", "torch", "cu126", "cu130", "cu132")
     for line in screen.splitlines():
         assert not english_words(line, *values), (english_words(line, *values), line)
     en = run_sd(args, env=env(tmp_path, LANG="C.UTF-8"))

@@ -75,11 +75,11 @@ def test_conda_pip_mix_caution_names_the_conda_packages():
 
 
 def test_no_conda_forge_release_yet_recommends_the_wheels_and_says_why():
-    plan, rs = plan_routes(conda_facts(), torch=None)  # CPU machine, newest torch: 2.14.0
-    assert plan.torch_version == "2.14.0" and plan.variant == "cpu"
+    plan, rs = plan_routes(conda_facts(), torch=None)  # CPU machine, newest torch with a CPU build: 2.15.0 (announced, issue 43)
+    assert plan.torch_version == "2.15.0" and plan.variant == "cpu"
     cf = rs["conda-forge"]
     assert cf.specs == ["pytorch=2.13.0=cpu_*"]
-    assert cf.reasons[0].startswith("conda-forge has no pytorch 2.14.0; its newest for linux-64 is 2.13.0")
+    assert cf.reasons[0].startswith("conda-forge has no pytorch 2.15.0; its newest for linux-64 is 2.13.0")
     assert rs["pip-wheels"].recommended and not cf.recommended
 
 

@@ -76,7 +76,9 @@ def _learned(notes: list[str]) -> tuple[list[str], list[str]]:
 def _adopt(opts: InstallOptions, view: MachineView, old: Plan, new: Plan, request: Request, learned: list[str], *, hypothetical: bool) -> Plan:
     """``new`` (planned from the widened matrix) in place of ``old``: where it was learned first, the warnings kept."""
     new.reasons[:0] = [n for n in learned if n not in new.reasons]
-    new.warnings.extend(w for w in old.warnings if w not in new.warnings)
+    # the old plan's warnings stay, but for a build's "announced, no artifact seen yet" (resolve.fit): the widened
+    # matrix says itself whether that still holds, and an artifact just learned is the witness that it does not
+    new.warnings.extend(w for w in old.warnings if w not in new.warnings and "no artifact seen yet" not in w)
     if hypothetical and new.satisfiable:
         new.machine = describe_machine(opts, view)
         new.command = generic_command(new, request, windows=windows_shell(opts, view))
@@ -209,7 +211,7 @@ def check_sources(
             pinned=bool(opts.torch) or hypothetical or (request.keep_torch and view.torch.installed),
             keep_variant=request.keep_torch,
             constraints=read_constraints(cfg.constraints) if not hypothetical else [],
-            reresolve=lambda v: resolve_plan(opts, view, python, matrix, torch=v)[0],
+            reresolve=lambda v, variant=None: resolve_plan(replace(opts, variant=variant) if variant else opts, view, python, matrix, torch=v)[0],
             fit=fit_for(matrix) if fit_for is not None else None,
             surveyed=surveyed,
             **how,

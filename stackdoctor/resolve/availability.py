@@ -111,8 +111,10 @@ def newer_offers(offers: Sequence[Offer], matrix: Matrix) -> list[str]:
 
 def missing_artifacts(offers: Sequence[Offer], matrix: Matrix, plan: Plan, platform_tag: str | None) -> list[str]:
     """The releases the matrix knows, newer than the plan's, of which a source serves a build of the plan's kind
-    (CPU, CUDA, ...) for the target's platform that the matrix lacks: a missing (release, variant, platform) the
-    run-time witness learns (2.15.0's ``/whl/cpu`` Linux build, where the matrix has only its macOS and Windows ones)."""
+    (CPU, CUDA, ...) for the target's platform that the matrix lacks or only knows as announced (no artifact seen): a
+    missing (release, variant, platform) the run-time witness learns (2.15.0's ``/whl/cpu`` Linux build, where the
+    matrix has PyPI's macOS and Windows wheels and a release-day announcement of the Linux one). The planned build
+    itself, when only announced, is confirmed by the index the plan uses (:mod:`stackdoctor.install.remember`)."""
     from packaging.version import InvalidVersion, Version
 
     from stackdoctor.matrix import parse_platform, variant_kind
@@ -132,13 +134,16 @@ def missing_artifacts(offers: Sequence[Offer], matrix: Matrix, plan: Plan, platf
         except InvalidVersion:
             continue
         row = matrix.release(v)
-        if v <= planned or row is None or not row.variants or row.version != v or o.version in out:
+        if v < planned or row is None or not row.variants or row.version != v or o.version in out:
             continue
         ok = variant_kind(o.variant or "")
         if ok is None or kind is None or ok[0] != kind[0]:
             continue
         have = row.variant(o.variant or "")
-        if have is None or not any(parse_platform(t)[:2] == fam for t in have.platforms):
+        # an artifact is what is missing: no build for the platform, or one only a release-day source announces
+        # (the planned release too: a source serving the announced build is its witness, read as any other)
+        seen = have is not None and any(parse_platform(t)[:2] == fam and have.state_on(t) != "announced" for t in have.platforms)
+        if not seen and v > planned:
             out.append(o.version)
     return out
 
@@ -183,7 +188,7 @@ def check(
     keep_variant: bool = False,
     client: IndexClient | None = None,
     constraints: Sequence[tuple[str, str, str]] = (),
-    reresolve: Callable[[str], Plan] | None = None,
+    reresolve: Callable[..., Plan] | None = None,
     fit: Callable[[str, str], str] | None = None,
     use_configured: bool = True,
     prefer_added: bool = False,
@@ -236,7 +241,7 @@ def check(
 
 def _fall_back(
     plan: Plan, matches: list[WheelMatch], hits: list[Hit], misses: list[str], broken: tuple[str, str, str] | None, offers: Sequence[Offer],
-    constraints: Sequence[tuple[str, str, str]], reresolve: Callable[[str], Plan], find_all: _Finder, client: IndexClient | None,
+    constraints: Sequence[tuple[str, str, str]], reresolve: Callable[..., Plan], find_all: _Finder, client: IndexClient | None,
     keep_variant: bool, not_found: Callable[[Plan, str], str],
 ) -> tuple[Plan, list[WheelMatch], list[Hit], list[str], tuple[str, str, str] | None, bool, str | None]:
     """Unpinned, a planned wheel missing: the newest served release of the same variant, else (not when a companion is
@@ -317,7 +322,7 @@ class _Finder:
 
 def _same_variant(
     plan: Plan, offers: Sequence[Offer], constraints: Sequence[tuple[str, str, str]], broken: tuple[str, str, str] | None,
-    reresolve: Callable[[str], Plan], find_all: Callable[[Plan], Found],
+    reresolve: Callable[..., Plan], find_all: Callable[[Plan], Found],
 ) -> tuple[Plan, list[WheelMatch], list[Hit], list[str]] | None:
     """Unpinned, the planned wheel missing (or outside the user's constraints): the newest release of the same
     variant that a source serves and the constraints allow, re-planned, saying why."""
@@ -362,7 +367,7 @@ def _record(plan: Plan, hits: Sequence[Hit], misses: Sequence[str], probes: Sequ
 
 
 def _other_build(
-    plan: Plan, offers: Sequence[Offer], reresolve: Callable[[str], Plan], find_all: Callable[[Plan], tuple[list[WheelMatch], list[Hit], list[str]]],
+    plan: Plan, offers: Sequence[Offer], reresolve: Callable[..., Plan], find_all: Callable[[Plan], tuple[list[WheelMatch], list[Hit], list[str]]],
     client: IndexClient | None,
 ) -> tuple[Plan, list[WheelMatch], list[Hit], list[str]] | None:
     """No answering source has the planned build, nor another release of it: the newest build of another variant
@@ -372,6 +377,10 @@ def _other_build(
         if offer.variant is None or offer.variant == plan.variant:
             continue
         candidate = reresolve(offer.version)
+        if candidate.satisfiable and candidate.variant == plan.variant:
+            # the planned build again (one only announced, say, that no answering source serves): the offered variant
+            # asked for by name, so the resolver says whether it runs here
+            candidate = reresolve(offer.version, offer.variant)
         if not candidate.satisfiable or candidate.variant != offer.variant:
             continue
         m2, h2, miss2 = find_all(candidate)
