@@ -327,8 +327,10 @@ def test_the_kernels_table_keeps_the_size_of_a_sweep_on_a_narrow_terminal(tmp_pa
     assert "size" in " ".join(ln for ln in screen_lines(drawn) if "┃" in ln)
 
 
+@pytest.mark.parametrize("where", ["pipe", "pty"])
 @pytest.mark.parametrize("columns", ["60", "80"])
-def test_a_tree_row_with_a_long_path_stays_one_line_in_a_pipe(tmp_path, torch_python, columns):
+def test_a_tree_row_with_a_long_path_stays_one_line_in_a_pipe(tmp_path, torch_python, columns, where):
+    """In a pipe, and on a real terminal (where rich alone folded the path inside a name and put its note at column 0)."""
     import json
 
     long = tmp_path / "a-rather-long-folder-name-for-projects" / "another-level-of-nesting-here" / "and-one-more-level"
@@ -338,8 +340,13 @@ def test_a_tree_row_with_a_long_path_stays_one_line_in_a_pipe(tmp_path, torch_py
     saved = tmp_path / "r.json"
     run_sd(["check", "--no-kernels", "--python", str(python), "-o", str(saved)], env=env(tmp_path))
     assert json.loads(saved.read_text(encoding="utf-8"))["facts"]["python"]["executable"]
-    r = run_sd(["check", "--replay", str(saved)], env=env(tmp_path, COLUMNS=columns))
-    lines = r.stdout.splitlines()
+    if where == "pipe":
+        lines = run_sd(["check", "--replay", str(saved)], env=env(tmp_path, COLUMNS=columns)).stdout.splitlines()
+    else:
+        from test_cli_second_pass import run_in_pty, screen_lines
+
+        _, drawn = run_in_pty([*console_script(), "check", "--replay", str(saved)], env(tmp_path), columns=int(columns))
+        lines = [ln.rstrip("\r") for ln in screen_lines(drawn)]
     assert all(len(ln) <= int(columns) for ln in lines), lines  # folded to the width ...
     first = next(i for i, ln in enumerate(lines) if ln.startswith("✓ python"))
     row = [lines[first], *[ln for ln in lines[first + 1:] if ln.startswith(" " * 11)]]

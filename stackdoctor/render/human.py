@@ -392,23 +392,31 @@ def _safe_console_like(console: Console) -> Console:
     return make_console(file=same, width=10_000)
 
 
+def _print_tree(report: Report, console: Console) -> None:
+    """The stack's tree. In a pipe or a log each row is folded by :func:`_hang` (a long path after a ``/``, its note
+    on the row's hanging indent); on a terminal too when a row is wider than the terminal, where rich would fold the
+    path inside a name and start its ``venv`` note at column 0 (the rows then lose their colours, not their shape)."""
+    wide = _safe_console_like(console)
+    with wide.capture() as drawn:
+        wide.print(build_tree(report))
+    rows = [row.rstrip() for row in drawn.get().splitlines()]
+    if _WHOLE.get() or any(cell_len(row) > console.width for row in rows):
+        folded = "\n".join(line for row in rows for line in _hang(row, console.width))
+        console.print(Text(folded, no_wrap=True, overflow="ignore"), crop=False, no_wrap=True, overflow="ignore")
+    else:
+        console.print(build_tree(report))
+
+
 def _render_report(report: Report, console: Console, *, verbose: bool, lang: str, strict: bool = False) -> None:
     if report.replayed_from:
         when = _t("replay_created", created=report.created_at) if report.created_at else ""
         line = Text(_t("replay_of", path=report.replayed_from, when=when), style="dim")
-        if _WHOLE.get():  # a log: the path folded after a /, never inside a name
+        if _WHOLE.get() or cell_len(line.plain) > console.width:  # a log, or too wide: the path folded after a /, never inside a name
             folded = "\n".join(_fold_paths(line.plain, console.width, "", "  "))
             console.print(Text(folded, style="dim"), crop=False, no_wrap=True, overflow="ignore")
         else:
             console.print(line)
-    if _WHOLE.get():  # a pipe, a log: each row of the tree one line (a long path and its note stay on the row)
-        wide = _safe_console_like(console)
-        with wide.capture() as drawn:
-            wide.print(build_tree(report))
-        rows = "\n".join(line for row in drawn.get().splitlines() for line in _hang(row.rstrip(), console.width))
-        console.print(Text(rows, no_wrap=True, overflow="ignore"), crop=False, no_wrap=True, overflow="ignore")
-    else:
-        console.print(build_tree(report))
+    _print_tree(report, console)
     kt = kernels_table(report)
     if kt is not None:
         console.print()
