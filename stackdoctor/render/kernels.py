@@ -333,62 +333,9 @@ def print_kernels(kf: Any, findings: list[Any], lang: str = "en") -> None:
 # ---------------------------------------------------------------------------- progress
 
 
-class SweepProgress:
-    """allreduce's progress per message size on stderr: on a terminal one status line, redrawn as each
-    size completes; elsewhere (a pipe, a CI log) one line per size, flushed as it completes."""
-
-    def __init__(self, lang: str = "en", *, enabled: bool = True, stream: Any = None) -> None:
-        self.lang = lang
-        self.stream = stream if stream is not None else sys.stderr
-        self.enabled = enabled
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self._status: Any = None
-        self._spinner = "dots"
-
-    def __enter__(self) -> SweepProgress:
-        if self.enabled and self.tty:
-            from stackdoctor.catalog import ui
-            from stackdoctor.console import make_console, marks
-
-            console = make_console(stderr=True)
-            self._spinner = marks(console)["spinner"]
-            self._status = console.status(ui("kernels_running_allreduce", self.lang), spinner=self._spinner)
-            self._status.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._status is not None:
-            self._status.__exit__(None, None, None)
-            self._status = None
-
-    def line(self, data: dict[str, Any]) -> str:
-        from stackdoctor.catalog import ui
-        from stackdoctor.kernels import format_size
-
-        return ui("ar_progress", self.lang, i=data.get("index", "?"), n=data.get("total", "?"), size=format_size(int(data.get("bytes") or 0)),
-                  time=f"{float(data.get('time_us') or 0.0):.1f}", busbw=f"{float(data.get('busbw') or 0.0):.3f}")
-
-    def __call__(self, data: dict[str, Any]) -> None:
-        """One size done (the worker's ``progress`` line); called from a capture thread."""
-        if not self.enabled:
-            return
-        text = self.line(data)
-        try:
-            if self._status is not None:
-                self._status.update(text, spinner=self._spinner)  # (a new spinner redraws at once: each size is seen)
-            elif not self.tty:
-                self.stream.write(text + "\n")
-                self.stream.flush()
-        except Exception:  # a closed stream must not stop the sweep
-            pass
-
-
-ProgressFn = Callable[[dict[str, Any]], None]
-
-
-class ResultProgress:
-    """The compute kernels' progress per result (each matmul size, a conv) on stderr, as allreduce's per size: on a
-    terminal one status line redrawn as each completes; elsewhere one line per result, flushed as it completes."""
+class _StatusLine:
+    """Progress on stderr, one line per finished step: on a terminal one status line redrawn as each completes;
+    elsewhere (a pipe, a CI log) one line per step, flushed as it completes. A closed stream never stops the work."""
 
     def __init__(self, lang: str, running: str, *, enabled: bool = True, stream: Any = None) -> None:
         self.lang = lang
@@ -396,11 +343,10 @@ class ResultProgress:
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = enabled
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.count = 0
         self._status: Any = None
         self._spinner = "dots"
 
-    def __enter__(self) -> ResultProgress:
+    def __enter__(self) -> Any:
         if self.enabled and self.tty:
             from stackdoctor.console import make_console, marks
 
@@ -415,6 +361,49 @@ class ResultProgress:
             self._status.__exit__(None, None, None)
             self._status = None
 
+    def show(self, text: str) -> None:
+        """One step done; called from a capture thread."""
+        try:
+            if self._status is not None:
+                self._status.update(text, spinner=self._spinner)  # (a new spinner redraws at once: each step is seen)
+            elif not self.tty:
+                self.stream.write(text + "\n")
+                self.stream.flush()
+        except Exception:  # a closed stream must not stop the sweep
+            pass
+
+
+class SweepProgress(_StatusLine):
+    """allreduce's progress per message size."""
+
+    def __init__(self, lang: str = "en", *, enabled: bool = True, stream: Any = None) -> None:
+        from stackdoctor.catalog import ui
+
+        super().__init__(lang, ui("kernels_running_allreduce", lang), enabled=enabled, stream=stream)
+
+    def line(self, data: dict[str, Any]) -> str:
+        from stackdoctor.catalog import ui
+        from stackdoctor.kernels import format_size
+
+        return ui("ar_progress", self.lang, i=data.get("index", "?"), n=data.get("total", "?"), size=format_size(int(data.get("bytes") or 0)),
+                  time=f"{float(data.get('time_us') or 0.0):.1f}", busbw=f"{float(data.get('busbw') or 0.0):.3f}")
+
+    def __call__(self, data: dict[str, Any]) -> None:
+        """One size done (the worker's ``progress`` line)."""
+        if self.enabled:
+            self.show(self.line(data))
+
+
+ProgressFn = Callable[[dict[str, Any]], None]
+
+
+class ResultProgress(_StatusLine):
+    """The compute kernels' progress per result (each matmul size, a conv), as allreduce's per size."""
+
+    def __init__(self, lang: str, running: str, *, enabled: bool = True, stream: Any = None) -> None:
+        super().__init__(lang, running, enabled=enabled, stream=stream)
+        self.count = 0
+
     def line(self, data: dict[str, Any]) -> str:
         from stackdoctor.catalog import ui
         from stackdoctor.kernels import result_from
@@ -428,18 +417,9 @@ class ResultProgress:
         return ui("k_progress", self.lang, i=self.count, what=what, rate=rate)
 
     def __call__(self, data: dict[str, Any]) -> None:
-        """One result done (the worker's ``result`` line); called from a capture thread."""
-        if not self.enabled or (data.get("extra") or {}).get("unavailable"):  # a device torch lacks: its one sentence says it
-            return
-        text = self.line(data)
-        try:
-            if self._status is not None:
-                self._status.update(text, spinner=self._spinner)
-            elif not self.tty:
-                self.stream.write(text + "\n")
-                self.stream.flush()
-        except Exception:  # a closed stream must not stop the kernels
-            pass
+        """One result done (the worker's ``result`` line)."""
+        if self.enabled and not (data.get("extra") or {}).get("unavailable"):  # a device torch lacks: its one sentence says it
+            self.show(self.line(data))
 
 
 def print_interrupted(stop: Any, lang: str = "en") -> None:
