@@ -405,9 +405,9 @@ def _localized(text: str, args: list[str]) -> str:
     """One of stackdoctor's English sentences in the user's language (``--lang``, else LC_ALL / LC_MESSAGES /
     LANG): the error a user reads is in the language of the screen they asked for."""
     try:
-        from stackdoctor import catalog  # lazy: it reads every rule module, wanted only for a sentence to translate
+        from stackdoctor import texts  # the sentence's template, in the user's language
 
-        return catalog.sentence(text, _lang_of(args))
+        return texts.sentence(text, _lang_of(args))
     except Exception:  # the sentence in English rather than none
         return text
 

@@ -262,7 +262,7 @@ def apply_policy(findings: list[Finding], reqs: Requirements | None, *, lang: st
 
     (Whether a finding is met or not is the rules' business: :mod:`stackdoctor.rules.requirements`.)
     """
-    from stackdoctor.catalog import ui
+    from stackdoctor.texts import ui
 
     if reqs is None:
         return list(findings)

@@ -72,7 +72,7 @@ def load_matrix(opts: Options) -> Matrix:
 
 
 def lang_of(opts: Options) -> str:
-    from stackdoctor.catalog import detect_lang
+    from stackdoctor.texts import detect_lang
 
     return detect_lang(os.environ, opts.lang)
 

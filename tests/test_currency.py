@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stackdoctor.catalog import sentence
+from stackdoctor.texts import sentence
 from stackdoctor.matrix import load_matrix
 from stackdoctor.plan import Plan, Request
 from stackdoctor.reconcile import reconcile

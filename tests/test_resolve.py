@@ -473,7 +473,7 @@ def test_a_t4g_on_aarch64_gets_no_cuda_build_that_lacks_sm_75(shipped, torch):
     assert plan.variant == "cpu" and plan.torch_version == torch, text(plan)
     assert any(r.variant == name and f"is sm_75; {name} builds sm_80 and newer" in r.reason for r in plan.rejected), text(plan)
     assert any(f"torch {torch} cpu for Linux aarch64: announced (pytorch/test-infra" in w for w in plan.warnings), text(plan)
-    from stackdoctor.catalog import sentence
+    from stackdoctor.texts import sentence
 
     zh = [sentence(w, "zh") for w in plan.warnings if "announced (" in w]
     assert zh and all("已公布" in z and "announced" not in z for z in zh), zh

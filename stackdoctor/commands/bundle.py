@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
         """Write this stackdoctor as one file for a machine without pip: python3 stackdoctor.pyz check."""
         use_lang(lang)
         from stackdoctor.bundle import build_bundle, write_bundle
-        from stackdoctor.catalog import detect_lang, sentence
+        from stackdoctor.texts import detect_lang, sentence
 
         out = Path(output)
         if out.is_dir():

@@ -51,7 +51,7 @@ class _delayed_spinner:  # noqa: N801 - used as a context manager
 def spinner(show: bool, lang: str = "en") -> Any:
     """The progress context ``build_report`` shows while probing (only on a terminal)."""
     if show and sys.stderr.isatty():
-        from stackdoctor.catalog import ui
+        from stackdoctor.texts import ui
 
         return lambda: _delayed_spinner(ui("probing", lang))
     return None
@@ -103,7 +103,7 @@ def register(app: typer.Typer) -> None:
             from rich.cells import cell_len
 
             from stackdoctor import diagnose as dx
-            from stackdoctor.catalog import layer_word, ui
+            from stackdoctor.texts import layer_word, ui
             from stackdoctor.report import code_status, status_key
 
             lg = dx.detect_lang(os.environ, lang)
@@ -167,6 +167,6 @@ def emit(report: Report, fmt: str, output: str | None, *, verbose: bool = False,
         console = make_console()
     write_output(report, fmt, output, console=console, verbose=verbose, redact_default=False, lang=lang, strict=strict)
     if output is not None:  # the one line that says what went where (stdout stays free for a pipe)
-        from stackdoctor.catalog import sentence
+        from stackdoctor.texts import sentence
 
         print(sentence(f"stackdoctor: wrote the report ({fmt}) to {output}.", lang), file=sys.stderr)

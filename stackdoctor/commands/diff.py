@@ -17,7 +17,7 @@ from stackdoctor.errors import ExitCode
 
 def _show(v: Any, key: str = "", lang: str = "en") -> str:
     """A value as the screen says it: yes/no (never Python's True/False), a finding's severity in ``lang``, — for absent."""
-    from stackdoctor.catalog import ui
+    from stackdoctor.texts import ui
 
     if v is None:
         return ui("nc_missing_value", lang)
@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
             from rich.table import Table
             from rich.text import Text
 
-            from stackdoctor.catalog import detect_lang, sentence
+            from stackdoctor.texts import detect_lang, sentence
             from stackdoctor.console import make_console
             from stackdoctor.redact import safe_data
 

@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         """Run real kernels and collectives in the target interpreter and check their numbers."""
         from stackdoctor import pipeline
-        from stackdoctor.catalog import LANGS, detect_lang, ui
+        from stackdoctor.texts import LANGS, detect_lang, ui
         from stackdoctor.engine import select_target, validate_python
         from stackdoctor.kernels import FULL_SWEEP, QUICK_SWEEP, AllreduceOptions, KernelsInterrupted
         from stackdoctor.render.kernels import ResultProgress, SweepProgress, print_interrupted, print_kernels

@@ -97,7 +97,7 @@ def bundle_files(report: Report, *, redact: bool, lang: str = "en") -> tuple[str
 
 def _counts_in(counts: dict[str, int], lang: str) -> str:
     """What redaction replaced, by kind, in ``lang`` (``3 个主机名，1 个 UUID``); a kind without a word keeps its name."""
-    from stackdoctor.catalog import texts, ui
+    from stackdoctor.texts import texts, ui
 
     words = texts(lang)["ui"]
     return ui("list_sep", lang).join(
@@ -132,11 +132,11 @@ def register(app: typer.Typer) -> None:
 
             validate_python(python, run=False)  # a folder, a missing path, not executable: one sentence, exit 2, at once
         if not redact:
-            from stackdoctor.catalog import detect_lang, sentence
+            from stackdoctor.texts import detect_lang, sentence
 
             print("stackdoctor: " + sentence(NO_REDACT_WARNING.removeprefix("stackdoctor: "), detect_lang(os.environ)), file=sys.stderr)
         report = _gather(python, timeout, not no_kernels, replay, config)
-        from stackdoctor.catalog import detect_lang
+        from stackdoctor.texts import detect_lang
 
         json_text, md_text, counts, html_text = bundle_files(report, redact=redact, lang=detect_lang(os.environ))
         if preview:
@@ -152,7 +152,7 @@ def register(app: typer.Typer) -> None:
             write_text_file(out / "report.json", json_text)
             write_text_file(out / "report.md", md_text)
             write_text_file(out / "report.html", html_text)
-            from stackdoctor.catalog import sentence
+            from stackdoctor.texts import sentence
             from stackdoctor.redact import describe_counts
 
             lang = detect_lang(os.environ)

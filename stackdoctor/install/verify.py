@@ -105,7 +105,7 @@ def what_check_says(v: Verification, facts: Facts | None) -> list[str]:
     import copy
 
     from stackdoctor import rules
-    from stackdoctor.catalog import detect_lang, ui
+    from stackdoctor.texts import detect_lang, ui
     from stackdoctor.matrix import load_matrix
     from stackdoctor.reconcile import reconcile
 

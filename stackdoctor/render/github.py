@@ -38,7 +38,7 @@ def format_annotation(f: Finding, lang: str = "en") -> str | None:
     level = _LEVEL.get(status_of(f))
     if level is None:
         return None
-    from stackdoctor.catalog import ui
+    from stackdoctor.texts import ui
 
     message = f.detail or f.title
     if f.fix:

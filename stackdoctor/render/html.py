@@ -115,7 +115,7 @@ def _stack_html(report: Report, say: Callable[..., str]) -> list[str]:
 
 
 def _findings_html(report: Report, lang: str, say: Callable[..., str]) -> list[str]:
-    from stackdoctor.catalog import explain
+    from stackdoctor.texts import explain
 
     out = [f"<h2>{_e(say('html_findings'))}</h2>"]
     shown = sorted(report.findings, key=lambda x: _ORDER.get(status_of(x), 4))
@@ -245,7 +245,7 @@ def _probes_html(report: Report, say: Callable[..., str]) -> list[str]:
 
 def render_html(report: Report, *, lang: str = "en", redacted: bool = True, strict: bool = False) -> str:
     """The whole page (``report`` already redacted when ``redacted``, and made safe to draw: :func:`stackdoctor.output.shown`)."""
-    from stackdoctor.catalog import ui
+    from stackdoctor.texts import ui
     from stackdoctor.render import human
 
     def say(key: str, /, **values: object) -> str:

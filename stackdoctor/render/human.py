@@ -47,14 +47,14 @@ def speaking(lang: str) -> Iterator[None]:
 
 def _t(key: str, /, **values: object) -> str:
     """An interface word in the screen's language (``locale/<lang>.yaml``, ``ui:``)."""
-    from stackdoctor.catalog import ui
+    from stackdoctor.texts import ui
 
     return ui(key, _LANG.get(), **values)
 
 
 def _word(prefix: str, value: str) -> str:
     """``value`` (a closed-set word such as an env kind or a probe status) in the screen's language, or as is."""
-    from stackdoctor.catalog import texts
+    from stackdoctor.texts import texts
 
     key = f"{prefix}{value}"
     return _t(key) if key in texts("en")["ui"] else value
@@ -263,7 +263,7 @@ def _fix_row(lead: str, line: str) -> Text:
 
 def summary_line(report: Report, lang: str = "en", strict: bool = False) -> Text:
     """``2 failed, 1 warning, 4 ok``; when only warnings make the exit code 1, it says why."""
-    from stackdoctor.catalog import ui
+    from stackdoctor.texts import ui
     from stackdoctor.pipeline import failing_reason
 
     c = report.counts

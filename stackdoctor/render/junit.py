@@ -33,7 +33,7 @@ def _x(text: object) -> str:
 
 def render_junit(report: Report, lang: str = "en") -> str:
     """The JUnit XML document (UTF-8 text with an XML declaration); its words in ``lang``."""
-    from stackdoctor.catalog import ui
+    from stackdoctor.texts import ui
 
     root = ET.Element("testsuites", name="stackdoctor")
     ts = report.created_at or ""

@@ -210,7 +210,7 @@ def _compute_table(compute: list[Any], t: Callable[..., str], console: Console, 
 
 def _allreduce_lines(ar: dict[str, Any], t: Callable[..., str], lang: str, console: Console, width: int, bar: str) -> list[Any]:
     """allreduce's head line, the backend's reason, the sweep table, its chart and the averages."""
-    from stackdoctor.catalog import sentence  # the worker's reason, written in English
+    from stackdoctor.texts import sentence  # the worker's reason, written in English
     from stackdoctor.kernels import format_busbw_chart, format_size
 
     head = t("ar_head", backend=ar.get("backend") or "?", device=ar.get("device") or "?", n=ar.get("world_size"))
@@ -296,7 +296,7 @@ def print_kernels(kf: Any, findings: list[Any], lang: str = "en") -> None:
     never folded, so each one copies as one line."""
     from rich.console import Group
 
-    from stackdoctor.catalog import ui
+    from stackdoctor.texts import ui
     from stackdoctor.console import make_console, marks
 
     def t(key: str, /, **values: Any) -> str:
@@ -377,12 +377,12 @@ class SweepProgress(_StatusLine):
     """allreduce's progress per message size."""
 
     def __init__(self, lang: str = "en", *, enabled: bool = True, stream: Any = None) -> None:
-        from stackdoctor.catalog import ui
+        from stackdoctor.texts import ui
 
         super().__init__(lang, ui("kernels_running_allreduce", lang), enabled=enabled, stream=stream)
 
     def line(self, data: dict[str, Any]) -> str:
-        from stackdoctor.catalog import ui
+        from stackdoctor.texts import ui
         from stackdoctor.kernels import format_size
 
         return ui("ar_progress", self.lang, i=data.get("index", "?"), n=data.get("total", "?"), size=format_size(int(data.get("bytes") or 0)),
@@ -405,7 +405,7 @@ class ResultProgress(_StatusLine):
         self.count = 0
 
     def line(self, data: dict[str, Any]) -> str:
-        from stackdoctor.catalog import ui
+        from stackdoctor.texts import ui
         from stackdoctor.kernels import result_from
 
         r = result_from(data)

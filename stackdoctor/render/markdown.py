@@ -27,7 +27,7 @@ _BACKTICKS = re.compile(r"`+")
 
 
 def _t(key: str, lang: str, /, **values: Any) -> str:
-    from stackdoctor.catalog import ui
+    from stackdoctor.texts import ui
 
     return ui(key, lang, **values)
 

@@ -268,7 +268,7 @@ def _draw_command(con: Any, plan: Plan, hypothetical: bool, windows: bool) -> No
 def localized(text: str, reason: str | None = None) -> str:
     """One of the install screen's English sentences in the user's language (catalog ``sentences:``);
     with ``reason``, ``text`` is ``LABEL: reason`` and only the reason is a sentence."""
-    from stackdoctor.catalog import detect_lang, sentence, ui
+    from stackdoctor.texts import detect_lang, sentence, ui
 
     lang = detect_lang(os.environ)
     if reason is not None and text.endswith(": " + reason):

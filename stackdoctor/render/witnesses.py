@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from stackdoctor import accelerators
 from stackdoctor.accelerators.base import Say
-from stackdoctor.catalog import ui
+from stackdoctor.texts import ui
 from stackdoctor.facts import SeenValue
 from stackdoctor.view import MachineView
 
