@@ -20,8 +20,8 @@ import statistics
 import subprocess
 import sys
 
-from stackdoctor.kernels import run_kernels
 from stackdoctor.system import System
+from stackdoctor.verify.kernels import run_kernels
 
 BARE = r"""
 import json, sys, time, torch

@@ -58,7 +58,7 @@ print(json.dumps({"version": st.version, "static_cuda": st.cuda, "torch_cuda": t
                   "libraries": [(l.path.rsplit("/", 1)[-1], l.entries, l.error) for l in st.libraries],
                   "runtime": st.runtime, "errors": st.errors}, indent=1))
 PYEOF
-"$PY" -c "import sys, os; sys.path.insert(0, os.getcwd()); from stackdoctor.probes.cudriver import query_driver_cuda; from stackdoctor.system import System; print(query_driver_cuda(System(), sys.executable, 20))" >"$OUT/cudriver.txt" 2>&1
+"$PY" -c "import sys, os; sys.path.insert(0, os.getcwd()); from stackdoctor.accelerators.nvidia.cudriver import query_driver_cuda; from stackdoctor.system import System; print(query_driver_cuda(System(), sys.executable, 20))" >"$OUT/cudriver.txt" 2>&1
 
 step check 180 "${SD[@]}" check --json --python "$PY" --torch-timeout 120
 step kernels 300 "${SD[@]}" kernels matmul conv --device cuda:0 --python "$PY" --timeout 280 --json

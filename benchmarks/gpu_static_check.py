@@ -4,7 +4,7 @@ Standard library only, from a checkout (``python3 benchmarks/gpu_static_check.py
 on a bare GPU machine where stackdoctor's dependencies are not installed. It prints one JSON document:
 
 - ``nvidia_smi``: what ``nvidia-smi`` says (driver, the CUDA level in its banner, the GPUs);
-- ``cudriver``: ``cuDriverGetVersion`` in a child (``stackdoctor.probes.cudriver``), with and without ``cuInit``,
+- ``cudriver``: ``cuDriverGetVersion`` in a child (``stackdoctor.accelerators.nvidia.cudriver``), with and without ``cuInit``,
   and how long each took;
 - ``nvidia_probe``: the NVIDIA probe's facts, where ``observed["cuda_driver_version"]`` holds every witness
   (NVML, nvidia-smi, cuDriverGetVersion), and its duration;
@@ -24,7 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stackdoctor.probes import ProbeContext, Target, cudriver, nvidia
+from stackdoctor.accelerators.nvidia import cudriver
+from stackdoctor.accelerators.nvidia import probe as nvidia
+from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.system import System
 
 ASK_TORCH = r"""

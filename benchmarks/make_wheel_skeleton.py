@@ -12,7 +12,7 @@ The skeleton is a zip under the real wheel's file name holding
   real order, with the entries' payloads (the compressed cubins / PTX) dropped: each entry's payload size is set
   to 0 and each container's body size to the sum of its entry headers.
 
-So :func:`stackdoctor.binfmt.walk_fatbin` sees the same containers and entries (kinds, sm, flags) as in the real
+So :func:`stackdoctor.binaries.binfmt.walk_fatbin` sees the same containers and entries (kinds, sm, flags) as in the real
 library, and the arch list read from it is the real one. A ``SOURCE.txt`` beside the output records the real
 wheel's URL, sha256 and the reading of the real library, for the test to compare against.
 """
@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stackdoctor import binfmt  # noqa: E402
+from stackdoctor.binaries import binfmt  # noqa: E402
 
 FATBIN_MAGIC = binfmt.FATBIN_MAGIC
 

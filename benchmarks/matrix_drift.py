@@ -31,9 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from stackdoctor import learn as L  # noqa: E402
 from stackdoctor import matrix as mx  # noqa: E402
-from stackdoctor.learn_wheels import python_key, tag_family  # noqa: E402
+from stackdoctor.wheels import learn as L  # noqa: E402
+from stackdoctor.wheels.learn_wheels import python_key, tag_family  # noqa: E402
 
 
 def hand_kept() -> mx.Matrix:
@@ -105,8 +105,8 @@ def artifacts(files: list, since: str = "2.0") -> dict[tuple[str, str | None, tu
     """(release, local label or None, (os, arch)) -> one wheel's file name, for every final torch wheel listed."""
     from packaging.version import Version
 
-    from stackdoctor.install.index import wheel_parts
     from stackdoctor.matrix import parse_platform
+    from stackdoctor.wheels.index import wheel_parts
 
     out: dict[tuple[str, str | None, tuple[str, str]], str] = {}
     for f in files:
@@ -144,8 +144,8 @@ def artifact_drift(served: dict[tuple[str, str | None, tuple[str, str]], str], m
 
 def pytorch_drift(base: str, variants: list[str], m: mx.Matrix, since: str, client) -> tuple[list[str], list[str]]:
     """(drift lines, unreachable lines) of the PyTorch variant indexes under ``base``."""
-    from stackdoctor.errors import IndexError_
-    from stackdoctor.install.index import list_project
+    from stackdoctor.core.errors import IndexError_
+    from stackdoctor.wheels.index import list_project
 
     drift: list[str] = []
     silent: list[str] = []
@@ -183,7 +183,7 @@ def _pytorch_only(a: argparse.Namespace) -> int:
 
     from packaging.version import Version
 
-    from stackdoctor.install.index import IndexClient
+    from stackdoctor.wheels.index import IndexClient
 
     shipped = mx.load_matrix([Path(p) for p in a.matrix])
     base = a.pytorch or shipped.index_url("pytorch")
@@ -205,7 +205,7 @@ def _pypi(a: argparse.Namespace) -> int:
     if a.snapshot:
         src: L.Source = L.SnapshotSource(Path(a.snapshot))
     else:
-        from stackdoctor.install.index import IndexClient
+        from stackdoctor.wheels.index import IndexClient
 
         client = IndexClient()
         src = L.HttpSource(a.index or mx.default_index_url("pypi"), client)

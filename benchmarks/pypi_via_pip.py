@@ -100,7 +100,7 @@ def main() -> int:
     a = ap.parse_args()
     out_path = Path(a.out)
     snap: dict[str, object] = json.loads(out_path.read_text()) if out_path.exists() else {}
-    snap.setdefault("schema", "stackdoctor.install.index-snapshot/1")
+    snap.setdefault("schema", "stackdoctor.wheels.index-snapshot/1")
     snap["read"] = dt.date.today().isoformat()
     snap["via"] = "pip (PIP_CONFIG_FILE=/dev/null: https://pypi.org/simple)"
     projects: dict[str, dict[str, object]] = snap.setdefault("projects", {})  # type: ignore[assignment]

@@ -27,7 +27,7 @@ SAYS_IT = {"driver-too-old", "gpu-arch-unsupported", "rocm-gfx-unsupported"}
 
 
 def machine(case: Path, imported: bool):  # the same machine as tests/test_recorded_error_codes.py's
-    from stackdoctor.facts import Facts, NvidiaGpu, PlatformFacts, TorchFacts
+    from stackdoctor.model.facts import Facts, NvidiaGpu, PlatformFacts, TorchFacts
 
     y = yaml.safe_load(re.search(r"## Derived facts\s*```yaml\n(.*?)```", (case / "source.md").read_text(), re.S).group(1))
     f = Facts()
@@ -51,8 +51,8 @@ def machine(case: Path, imported: bool):  # the same machine as tests/test_recor
 
 
 def main() -> int:
-    from stackdoctor.diagnose import diagnose
     from stackdoctor.matrix import load_matrix
+    from stackdoctor.rules.diagnose import diagnose
 
     m = load_matrix([])
     cases = sorted(p.parent for p in HERE.glob("*/torch-error.txt"))

@@ -41,11 +41,11 @@ def _urls(url: str) -> tuple[str, str]:
 
 
 def _metadata(url: str) -> bytes:
-    """The wheel's METADATA member, read by HTTP range requests (stackdoctor/install/lazywheel.py), a small part of it."""
+    """The wheel's METADATA member, read by HTTP range requests (stackdoctor/wheels/lazywheel.py), a small part of it."""
     import httpx
 
     sys.path.insert(0, str(TABLE.parents[3]))
-    from stackdoctor.install.lazywheel import RangeWheel
+    from stackdoctor.wheels.lazywheel import RangeWheel
 
     with httpx.Client(timeout=60, follow_redirects=True) as client:
         rw = RangeWheel(client, url, budget=8 * 1024 * 1024, timeout_s=120)

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from stackdoctor.model.report import report_from_data
 from stackdoctor.render.human import render_report
-from stackdoctor.report import report_from_data
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

@@ -26,7 +26,7 @@ def _say_missing(missing: list[str]) -> None:
     try:  # the Chinese sentence where the texts can be read (they need pyyaml, or the cache of an earlier run)
         import os
 
-        from stackdoctor.texts import detect_lang, sentence
+        from stackdoctor.core.texts import detect_lang, sentence
 
         text = sentence(text, detect_lang(os.environ))
     except Exception:

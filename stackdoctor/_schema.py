@@ -1,10 +1,10 @@
 """Generate the JSON Schemas of stackdoctor's public JSON documents from the dataclasses behind them.
 
 - ``report.schema.json``: ``stackdoctor.report/1`` (``check --json``, ``report``), from the facts dataclasses;
-- ``plan.schema.json``: ``stackdoctor.plan/1`` (``install --json``), from :class:`stackdoctor.plan.Plan`;
-- ``kernels.schema.json``: ``stackdoctor.kernels/1`` (``kernels --json``), from :class:`stackdoctor.facts.KernelFacts`
-  and :class:`stackdoctor.report.Finding`;
-- ``diff.schema.json``: ``stackdoctor.diff/2`` (``diff --json``), from :class:`stackdoctor.diff.Difference`;
+- ``plan.schema.json``: ``stackdoctor.plan/1`` (``install --json``), from :class:`stackdoctor.model.plan.Plan`;
+- ``kernels.schema.json``: ``stackdoctor.kernels/1`` (``kernels --json``), from :class:`stackdoctor.model.facts.KernelFacts`
+  and :class:`stackdoctor.model.report.Finding`;
+- ``diff.schema.json``: ``stackdoctor.diff/2`` (``diff --json``), from :class:`stackdoctor.model.diff.Difference`;
 - ``error.schema.json``: ``stackdoctor.error/1``, a ``--json`` command that could not run (written out here).
 
 The shipped files under ``stackdoctor/schemas/`` are these functions' output, committed;
@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Union
 
-from stackdoctor.facts import Facts, KernelFacts
-from stackdoctor.report import SCHEMA, Finding, ProbeStatus
+from stackdoctor.model.facts import Facts, KernelFacts
+from stackdoctor.model.report import SCHEMA, Finding, ProbeStatus
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -72,7 +72,7 @@ def _finding_def(defs: dict[str, Any]) -> dict[str, Any]:
     return ref
 
 
-# a report's ``layers`` (issue 42): each layer's verdict and what it rests on (stackdoctor.report.layer_verdicts)
+# a report's ``layers`` (issue 42): each layer's verdict and what it rests on (stackdoctor.model.report.layer_verdicts)
 _LAYER: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
@@ -123,7 +123,7 @@ def _object_of(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
 
 def plan_schema() -> dict[str, Any]:
     """``stackdoctor.plan/1``: ``{"schema": ..., **Plan fields}`` (``Plan.to_data``)."""
-    from stackdoctor.plan import PLAN_SCHEMA, Plan
+    from stackdoctor.model.plan import PLAN_SCHEMA, Plan
 
     defs: dict[str, Any] = {}
     body = _object_of(Plan, defs)
@@ -140,7 +140,7 @@ def plan_schema() -> dict[str, Any]:
 
 def kernels_schema() -> dict[str, Any]:
     """``stackdoctor.kernels/1``: schema, version and target, the KernelFacts fields, and the findings."""
-    from stackdoctor.kernels import KERNELS_SCHEMA
+    from stackdoctor.verify.kernels import KERNELS_SCHEMA
 
     defs: dict[str, Any] = {}
     body = _object_of(KernelFacts, defs)
@@ -164,7 +164,7 @@ def kernels_schema() -> dict[str, Any]:
 
 def diff_schema() -> dict[str, Any]:
     """``stackdoctor.diff/2``: the two reports compared, and one entry per :class:`Difference`."""
-    from stackdoctor.diff import DIFF_SCHEMA, Difference
+    from stackdoctor.model.diff import DIFF_SCHEMA, Difference
 
     side = {
         "type": "object",
@@ -192,7 +192,7 @@ def diff_schema() -> dict[str, Any]:
 
 def build_plan_schema() -> dict[str, Any]:
     """``stackdoctor.build-plan/1`` (``install --from-source --json``): ``{"schema": ..., **BuildPlan fields}``."""
-    from stackdoctor.source_build import BUILD_PLAN_SCHEMA, BuildPlan
+    from stackdoctor.sourcebuild.recipe import BUILD_PLAN_SCHEMA, BuildPlan
 
     defs: dict[str, Any] = {}
     body = _object_of(BuildPlan, defs)

@@ -1,7 +1,7 @@
 """The command-line shell: options -> layers -> renderer -> exit code.
 
 Every command lives in ``stackdoctor/commands/<name>.py`` and adds itself with
-``register(app)``. Commands *return* an :class:`~stackdoctor.errors.ExitCode`;
+``register(app)``. Commands *return* an :class:`~stackdoctor.core.errors.ExitCode`;
 only :func:`main` exits. One policy for errors: a :class:`StackdoctorError` is one
 line on stderr and its exit code (a closed or full stdout is one: exit 2); click usage errors are exit 2; anything else is
 "internal error" and exit 3 (traceback only with ``--debug`` / ``STACKDOCTOR_DEBUG``).
@@ -23,10 +23,11 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from stackdoctor import __version__, classcode
-from stackdoctor.console import install_boundary, protect_std_streams
-from stackdoctor.errors import ExitCode, StackdoctorError
-from stackdoctor.redact import escape_controls
+from stackdoctor import __version__
+from stackdoctor.core import classcode
+from stackdoctor.core.console import install_boundary, protect_std_streams
+from stackdoctor.core.errors import ExitCode, StackdoctorError
+from stackdoctor.core.redact import escape_controls
 from stackdoctor.system import stop_children
 
 COMMAND_MODULES = (
@@ -302,7 +303,7 @@ def command(args: list[str] | None = None) -> object:
     _word_metavars(cmd)
     lang = _lang_of(list(args or []))
     if lang != "en":  # --help in the reader's language (issue 46)
-        from stackdoctor import helplang
+        from stackdoctor.commands import help as helplang
 
         helplang.localize(cmd, lang)
     return cmd
@@ -405,7 +406,7 @@ def _localized(text: str, args: list[str]) -> str:
     """One of stackdoctor's English sentences in the user's language (``--lang``, else LC_ALL / LC_MESSAGES /
     LANG): the error a user reads is in the language of the screen they asked for."""
     try:
-        from stackdoctor import texts  # the sentence's template, in the user's language
+        from stackdoctor.core import texts  # the sentence's template, in the user's language
 
         return texts.sentence(text, _lang_of(args))
     except Exception:  # the sentence in English rather than none
@@ -414,7 +415,7 @@ def _localized(text: str, args: list[str]) -> str:
 
 def _lang_of(args: list[str]) -> str:
     """The language this command line asks for: its ``--lang`` (after the command), else LC_ALL / LC_MESSAGES / LANG."""
-    from stackdoctor.texts import detect_lang
+    from stackdoctor.core.texts import detect_lang
 
     lang = None
     for i, a in enumerate(args):

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from stackdoctor import accelerators
-from stackdoctor.errors import ConfigError
-from stackdoctor.report import Finding
-from stackdoctor.units import parse_bandwidth
+from stackdoctor.core.errors import ConfigError
+from stackdoctor.core.units import parse_bandwidth
+from stackdoctor.model.report import Finding
 
 __all__ = [
     "BACKENDS",
@@ -154,7 +154,7 @@ def _validate(table: dict[str, Any], where: str, *, strict: bool = True) -> Requ
         r.kernels = ks
     if table.get("min_busbw") is not None:
         try:
-            r.min_busbw = parse_bandwidth(table["min_busbw"])  # the one parser: stackdoctor.units
+            r.min_busbw = parse_bandwidth(table["min_busbw"])  # the one parser: stackdoctor.core.units
         except ValueError as exc:
             raise ConfigError(f"{where}: `min_busbw`: {exc}.") from None
     if table.get("ignore") is not None:
@@ -262,7 +262,7 @@ def apply_policy(findings: list[Finding], reqs: Requirements | None, *, lang: st
 
     (Whether a finding is met or not is the rules' business: :mod:`stackdoctor.rules.requirements`.)
     """
-    from stackdoctor.texts import ui
+    from stackdoctor.core.texts import ui
 
     if reqs is None:
         return list(findings)

@@ -1,6 +1,6 @@
 """Builders of small binary files for the static torch tests, and the cached real wheels.
 
-The builders write the documented layouts (see ``stackdoctor/binfmt.py``'s docstring for the
+The builders write the documented layouts (see ``stackdoctor/binaries/binfmt.py``'s docstring for the
 sources): ELF (32/64-bit, either byte order) and PE/COFF files with named sections, NVIDIA
 fat-binary containers, clang offload bundles (plain and ``CCOB``) and ``ar`` archives.
 

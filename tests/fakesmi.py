@@ -9,7 +9,7 @@ A machine is a folder of real recordings (``tests/fixtures/real/<case>/``, each 
   (``--format=csv``), in whatever field order the person asked for;
 - ``nvidia-smi-query-rejected.txt`` what an old driver printed when asked for a field it does not know.
 
-Every argument list stackdoctor sends gets its own answer (stackdoctor/probes/nvidia.py: the query for
+Every argument list stackdoctor sends gets its own answer (stackdoctor/accelerators/nvidia/probe.py: the query for
 :data:`QUERY_FIELDS` and its fallback without ``compute_cap``, ``-L``, the table). No public recording asks
 for exactly stackdoctor's twelve fields, so that answer is composed, per GPU, from the machine's own recordings
 in the query's documented format (``--format=csv,noheader,nounits``: values without units, power with two
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from conftest import write_fake_tool
 
-from stackdoctor.probes.nvidia import QUERY_FIELDS
+from stackdoctor.accelerators.nvidia.probe import QUERY_FIELDS
 
 QUERY_FORMAT = "--format=csv,noheader,nounits"
 NA = "[N/A]"

@@ -82,7 +82,7 @@ def check_report_invariants(data: dict) -> None:
 
 
 def _findings_are_explained(findings: list[dict]) -> None:
-    from stackdoctor import catalog
+    from stackdoctor.rules import catalog
 
     for f in findings:
         if f["severity"] in ("warn", "fail"):
@@ -178,8 +178,8 @@ def machine_env(bindir: Path, sysroot: Path | None = None, **extra: str) -> dict
 def kernel_findings(kf, min_busbw_gbs: float | None = None, facts=None) -> list:
     """What the kernel rules say of KernelFacts ``kf`` (reconciled first, for peaks), as ``stackdoctor kernels`` judges it."""
     from stackdoctor import rules
-    from stackdoctor.facts import Facts
     from stackdoctor.matrix import load_matrix
+    from stackdoctor.model.facts import Facts
     from stackdoctor.reconcile import reconcile
 
     matrix = load_matrix([])

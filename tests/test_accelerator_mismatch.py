@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from stackdoctor import accelerators, rules
-from stackdoctor.facts import Facts, GpuView, TorchFacts, from_data
 from stackdoctor.matrix import load_matrix
+from stackdoctor.model.facts import Facts, GpuView, TorchFacts, from_data
 from stackdoctor.reconcile import reconcile
 
 MATRIX = load_matrix([])

@@ -186,7 +186,7 @@ VERDICT = """
 import json, sys
 from stackdoctor import accelerators, install
 from stackdoctor.install.verify import verify
-from stackdoctor.plan import Plan, PlannedPackage
+from stackdoctor.model.plan import Plan, PlannedPackage
 from stackdoctor.system import System
 plan = Plan(torch_version="99.0.0", variant="foo1", index_url=None,
             packages=[PlannedPackage(name="torch", version="99.0.0", variant="foo1", index_url=None)])

@@ -15,8 +15,8 @@ import pytest
 from conftest import real_fixture, write_fake_tool
 from helpers import machine_env, run_sd
 
-from stackdoctor.facts import Facts, KfdNode, RocmFacts, RocmGpu
 from stackdoctor.matrix import load_matrix
+from stackdoctor.model.facts import Facts, KfdNode, RocmFacts, RocmGpu
 from stackdoctor.reconcile import reconcile
 
 KFD1151 = "r-kfd-topology-gfx1151-strix-halo-lemonade-419"

@@ -11,7 +11,7 @@ import pytest
 
 from stackdoctor import accelerators
 from stackdoctor import install as inst
-from stackdoctor.plan import Plan, PlannedPackage
+from stackdoctor.model.plan import Plan, PlannedPackage
 
 
 def old_judge_tail(plan: Plan, v: inst.Verification, accelerator: str | None) -> tuple[bool, str]:

@@ -13,8 +13,9 @@ import time
 import pytest
 from helpers import kernel_findings
 
-from stackdoctor.facts import KernelFacts
-from stackdoctor.kernels import (
+from stackdoctor.model.facts import KernelFacts
+from stackdoctor.system import System
+from stackdoctor.verify.kernels import (
     AllreduceOptions,
     allreduce_kernel_facts,
     fleet_table,
@@ -24,7 +25,6 @@ from stackdoctor.kernels import (
     run_allreduce_local,
     run_allreduce_rank,
 )
-from stackdoctor.system import System
 
 SMALL = AllreduceOptions(min_bytes=8, max_bytes=64 * 1024, factor=4, iters=5, warmup=1, timeout_s=30)
 
@@ -93,7 +93,7 @@ def test_fleet_table_flags_differences_and_the_slowest():
 
 
 def test_node_summary_from_facts():
-    from stackdoctor.facts import Facts, KernelResult, NvidiaGpu
+    from stackdoctor.model.facts import Facts, KernelResult, NvidiaGpu
 
     f = Facts()
     f.platform.hostname = "n1"

@@ -1,4 +1,4 @@
-"""The build's own code decides the GPU fit (stackdoctor/accelerators/amd_rules.py, nvidia_rules.py).
+"""The build's own code decides the GPU fit (stackdoctor/accelerators/amd/rules.py, nvidia_rules.py).
 
 The installed torch's ``libtorch_hip.so`` is read by the real static probe (the offload bundles of
 tests/binfixtures.py, or a real zstd-compressed library from PyPI's bitsandbytes wheel), joined into the facts as
@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from binfixtures import bundle, cached_wheel, elf, extract
 
-from stackdoctor.diagnose import diagnose
-from stackdoctor.facts import Facts, NvidiaFacts, PciDevice, PlatformFacts, RocmGpu, TorchFacts
 from stackdoctor.matrix import load_matrix
+from stackdoctor.model.facts import Facts, NvidiaFacts, PciDevice, PlatformFacts, RocmGpu, TorchFacts
 from stackdoctor.probes.target import merge_static
 from stackdoctor.probes.torch_static import read_static_torch
+from stackdoctor.rules.diagnose import diagnose
 from stackdoctor.system import System
 
 HOST = "host-x86_64-unknown-linux-gnu-"

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from stackdoctor import accelerators, catalog
+from stackdoctor import accelerators
+from stackdoctor.rules import catalog
 
 PKG = Path(catalog.__file__).resolve().parent
 CJK = re.compile(r"[\u4e00-\u9fff]")

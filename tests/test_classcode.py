@@ -1,4 +1,4 @@
-"""The kept code of dataclasses' generated methods (stackdoctor.classcode, issue 33): a run that finds it compiles
+"""The kept code of dataclasses' generated methods (stackdoctor.core.classcode, issue 33): a run that finds it compiles
 nothing, makes the same classes as a run without it, and never reads a file another user could have written."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 PROBE = r"""
 import dataclasses, hashlib, inspect, json, sys
-import stackdoctor.cli, stackdoctor.facts, stackdoctor.matrix.model, stackdoctor.view
-from stackdoctor import classcode
+import stackdoctor.cli, stackdoctor.model.facts, stackdoctor.matrix.model, stackdoctor.model.view
+from stackdoctor.core import classcode
 out = {}
-for mod in (stackdoctor.facts, stackdoctor.matrix.model, stackdoctor.view):
+for mod in (stackdoctor.model.facts, stackdoctor.matrix.model, stackdoctor.model.view):
     for name, cls in sorted(vars(mod).items()):
         if not (isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == mod.__name__):
             continue

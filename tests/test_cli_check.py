@@ -163,7 +163,7 @@ def test_reports_are_checked_as_the_suite_produces_them(fake_machine, plain_pyth
 def test_the_report_contract_check_can_fail():
     from helpers import check_report_invariants
 
-    from stackdoctor.report import Finding, Report
+    from stackdoctor.model.report import Finding, Report
 
     good = Report(findings=[Finding("torch-missing", "warn", "no torch", fix="stackdoctor install")])
     check_report_invariants(json.loads(good.to_json()))

@@ -16,7 +16,7 @@ import pytest
 from helpers import run_sd
 from test_cli_newcomer import env, healthy_cpu_report, usage_error, write_report
 
-from stackdoctor import catalog
+from stackdoctor.rules import catalog
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 PKG = Path(catalog.__file__).resolve().parent

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from helpers import console_script, machine_env, run_sd, validate_report
 
-from stackdoctor.facts import Facts, KernelFacts, KernelResult
-from stackdoctor.report import ProbeStatus, Report
+from stackdoctor.model.facts import Facts, KernelFacts, KernelResult
+from stackdoctor.model.report import ProbeStatus, Report
 
 LONG_PY = "/home/someone/projects/a-rather-long-project-name/.venv-with-a-long-name/bin/python3.12"
 WIDTHS = (60, 200)
@@ -122,7 +122,7 @@ COMMANDS = {"check": ["check", "--no-kernels"], "kernels": ["kernels", "matmul"]
 @pytest.mark.posix
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_python_that_is_not_an_interpreter_is_one_sentence(tmp_path, plain_python, command):
-    """The same check (stackdoctor.engine.validate_python) behind --python for check, kernels and report."""
+    """The same check (stackdoctor.pipeline.engine.validate_python) behind --python for check, kernels and report."""
     venv = Path(plain_python).parent.parent
     e = env(tmp_path)
     base = COMMANDS[command]
@@ -138,8 +138,8 @@ def test_python_that_is_not_an_interpreter_is_one_sentence(tmp_path, plain_pytho
 
 def test_python_folder_on_windows_points_at_scripts(tmp_path):
     """Windows venvs keep their interpreter in Scripts\\python.exe; that layout is named first there."""
-    from stackdoctor.engine import validate_python
-    from stackdoctor.errors import UsageError
+    from stackdoctor.core.errors import UsageError
+    from stackdoctor.pipeline.engine import validate_python
 
     (tmp_path / "venv" / "Scripts").mkdir(parents=True)
     (tmp_path / "venv" / "Scripts" / "python.exe").write_bytes(b"MZ")
@@ -148,7 +148,7 @@ def test_python_folder_on_windows_points_at_scripts(tmp_path):
 
 
 def test_a_real_python_passes_and_says_whether_torch_is_there(plain_python, torch_python):
-    from stackdoctor.engine import validate_python
+    from stackdoctor.pipeline.engine import validate_python
 
     assert validate_python(plain_python).torch is False
     found = validate_python(torch_python)
@@ -429,7 +429,7 @@ def test_check_screen_in_chinese_has_no_english_words(tmp_path):
     for width in WIDTHS:
         replay = write_report(tmp_path / f"zh{width}.json", rep)
         run = run_sd(["check", "--replay", replay, "--lang", "zh", "-v"], env=env(tmp_path, COLUMNS=str(width)))
-        from stackdoctor import catalog
+        from stackdoctor.rules import catalog
 
         codes = " ".join(catalog.codes())
         recorded = " ".join(p.error or "" for p in rep.probes)  # a probe's own words are a recorded fact, shown as is
@@ -521,7 +521,7 @@ def test_interrupting_check_stops_the_target(tmp_path, plain_python):
 
 
 def _free_port() -> int:
-    from stackdoctor.kernels import free_port
+    from stackdoctor.verify.kernels import free_port
 
     return free_port()
 

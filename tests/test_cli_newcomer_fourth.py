@@ -470,8 +470,8 @@ def test_the_macos_what_if_header_and_its_reason_agree(tmp_path, lang):
 def test_the_diff_header_names_each_file_whole_and_no_line_ends_in_spaces(tmp_path, columns):
     import json
 
-    from stackdoctor.facts import Facts
-    from stackdoctor.report import Report
+    from stackdoctor.model.facts import Facts
+    from stackdoctor.model.report import Report
 
     folder = tmp_path / "reports-from-the-machine-that-broke-last-tuesday"
     folder.mkdir()

@@ -91,8 +91,8 @@ def test_fix_for_a_python_given_by_flag_names_it(tmp_path):
 def test_fix_keeps_the_target_through_replay_and_quotes_it(tmp_path):
     """Every `stackdoctor install|kernels|check` fix of a report whose target was chosen by --python carries it
     (quoted where the shell needs it), in en and zh; a report of the active env's interpreter gets none."""
-    from stackdoctor.facts import Facts
-    from stackdoctor.report import Report
+    from stackdoctor.model.facts import Facts
+    from stackdoctor.model.report import Report
 
     path = "/home/someone/my envs/proj/bin/python"
 
@@ -118,7 +118,7 @@ def test_fix_keeps_the_target_through_replay_and_quotes_it(tmp_path):
 def test_a_fix_with_a_what_if_python_version_still_gets_the_target():
     """``--python-version`` (a what-if's flag) is not ``--python``: the fix still names the diagnosed interpreter,
     and one that already names ``--python`` is kept as it is."""
-    from stackdoctor.facts import Facts
+    from stackdoctor.model.facts import Facts
     from stackdoctor.rules.core import for_target
 
     f = Facts()

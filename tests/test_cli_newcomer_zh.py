@@ -266,7 +266,7 @@ def test_every_literal_plan_sentence_is_catalogued_in_chinese():
     the conda routes and the install write has a ``sentences:`` template, so the zh screen shows it in Chinese."""
     from test_catalog import _variants
 
-    from stackdoctor import catalog
+    from stackdoctor.rules import catalog
 
     missing, sites = [], 0
     for where, reject, arg in _plan_sentence_sites():
@@ -394,8 +394,8 @@ def test_markdown_probe_table_says_none_found_as_the_screen_does(two_reports, tm
 
 
 def test_markdown_puts_a_fix_that_starts_with_a_path_in_a_code_block(two_reports):
+    from stackdoctor.model.report import load_report
     from stackdoctor.render.markdown import render_markdown
-    from stackdoctor.report import load_report
 
     _, b, _ = two_reports
     report = load_report(str(b))

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from helpers import console_script, machine_env, run_sd
 
-from stackdoctor.facts import KernelFacts, KernelResult
-from stackdoctor.report import Report
+from stackdoctor.model.facts import KernelFacts, KernelResult
+from stackdoctor.model.report import Report
 
 
 def env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -320,8 +320,8 @@ def test_the_widest_kernel_screens_fit_80_columns_without_cutting(monkeypatch):
 
     from rich.console import Console
 
-    from stackdoctor import console as console_mod
-    from stackdoctor.render.kernels import print_kernels
+    from stackdoctor.core import console as console_mod
+    from stackdoctor.render.proofs import print_kernels
 
     buf = io.StringIO()
     monkeypatch.setattr(console_mod, "make_console", lambda **kw: Console(file=buf, width=80, force_terminal=True, color_system=None))

@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stackdoctor.facts import Facts
 from stackdoctor.install.conda import conda_command, conda_name, environment_yml, routes
 from stackdoctor.matrix import load_matrix
-from stackdoctor.plan import Request
+from stackdoctor.model.facts import Facts
+from stackdoctor.model.plan import Request
 from stackdoctor.reconcile import reconcile
 from stackdoctor.resolve import resolve
 
@@ -40,7 +40,7 @@ def conda_facts(driver: str | None = None, cuda: str | None = None, gpu: str | N
     f.python.tags = ["cp311-cp311-manylinux_2_36_x86_64", "cp311-cp311-manylinux_2_28_x86_64"]
     f.torch.conda_packages = conda_pkgs or []
     if driver:
-        from stackdoctor.facts import NvidiaGpu
+        from stackdoctor.model.facts import NvidiaGpu
 
         f.nvidia.driver_version, f.nvidia.cuda_driver_version = driver, cuda
         f.nvidia.gpus = [NvidiaGpu(0, gpu or "NVIDIA GeForce RTX 4090", compute_capability="8.9")]

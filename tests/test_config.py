@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from stackdoctor.config import Requirements, apply_policy, discover_config
-from stackdoctor.errors import ConfigError, ExitCode
-from stackdoctor.facts import Facts, KernelFacts, KernelResult, NvidiaFacts, NvidiaGpu, TorchDevice, TorchFacts
-from stackdoctor.report import Finding
-from stackdoctor.units import parse_bandwidth
+from stackdoctor.core.errors import ConfigError, ExitCode
+from stackdoctor.core.units import parse_bandwidth
+from stackdoctor.model.facts import Facts, KernelFacts, KernelResult, NvidiaFacts, NvidiaGpu, TorchDevice, TorchFacts
+from stackdoctor.model.report import Finding
 
 
 def requirements_findings(facts, reqs):
@@ -263,7 +263,7 @@ def test_malformed_config_found_by_check_is_exit_2_naming_file_and_key(tmp_path)
 
 def test_requirements_trip_and_pass_through_check(tmp_path):
     """The same project requirements fail on the CPU laptop and pass on the CUDA box (replayed)."""
-    from stackdoctor.report import Report
+    from stackdoctor.model.report import Report
 
     write(tmp_path / "pyproject.toml", '[tool.stackdoctor]\nbackend = "cuda"\nmin_gpus = 2\ncompute_capability = ">=8.0"\n')
     for name, facts, rc in (("laptop", cpu_laptop(), 1), ("box", cuda_box(), 0)):

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from helpers import console_script, machine_env
 
-from stackdoctor.console import ASCII_MARKS, UNICODE_MARKS, SafeStream, can_encode, make_console, marks
-from stackdoctor.facts import Facts, KernelFacts, from_data
+from stackdoctor.core.console import ASCII_MARKS, UNICODE_MARKS, SafeStream, can_encode, make_console, marks
 from stackdoctor.matrix import load_matrix
+from stackdoctor.model.facts import Facts, KernelFacts, from_data
+from stackdoctor.model.report import Finding, Report
 from stackdoctor.reconcile import reconcile
-from stackdoctor.report import Finding, Report
 
 MACHINES = Path(__file__).parent / "fixtures" / "machines"
 BROKEN = MACHINES / "c14-rtx4070-driver550.json"  # a real RTX 4070 on 550.40.07: fails and warnings
@@ -94,7 +94,7 @@ def test_safe_stream_replaces_instead_of_raising():
 
 
 def test_busbw_chart_uses_hash_bars_on_cp1252(monkeypatch):
-    from stackdoctor.render.kernels import print_kernels
+    from stackdoctor.render.proofs import print_kernels
 
     summary = {"status": "ok", "backend": "gloo", "world_size": 2, "device": "cpu", "avg_busbw_gbs": 1.0, "max_busbw_gbs": 2.0,
                "rows": [{"bytes": n, "count": n // 4,

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from stackdoctor.texts import sentence
+from stackdoctor.core.texts import sentence
 from stackdoctor.matrix import load_matrix
-from stackdoctor.plan import Plan, Request
+from stackdoctor.model.plan import Plan, Request
 from stackdoctor.reconcile import reconcile
 from stackdoctor.resolve import resolve as _resolve
-from stackdoctor.source_build import offer_from_source
+from stackdoctor.sourcebuild.recipe import offer_from_source
 
 HERE = Path(__file__).resolve().parent
 MACHINES = HERE / "fixtures" / "machines"
@@ -33,7 +33,7 @@ def shipped():
 
 
 def _plan(matrix, request: Request) -> tuple[Plan, str]:
-    from stackdoctor.facts import Facts, from_data
+    from stackdoctor.model.facts import Facts, from_data
 
     facts = from_data(Facts, json.loads((MACHINES / "no-gpu-linux.json").read_text(encoding="utf-8"))["facts"])
     view = reconcile(facts, matrix)
@@ -153,7 +153,7 @@ def test_a_gpu_nobody_makes_is_one_sentence_and_exit_2(tmp_path):
 def test_a_real_compute_capability_still_plans(shipped):
     plan, words = _plan(shipped, Request(platform="manylinux_2_28_x86_64", python_version="3.12", gpus=["sm_120"], driver="580.65.06"))
     assert plan.satisfiable and plan.variant and plan.variant.startswith("cu"), words
-    from stackdoctor.accelerators.cuda_fit import impossible_cc
+    from stackdoctor.accelerators.nvidia.fit import impossible_cc
 
     assert impossible_cc("sm_120", shipped) is None and impossible_cc("RTX 4090", shipped) is None and impossible_cc("sm_999", shipped)
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stackdoctor import accelerators, catalog
-from stackdoctor.diagnose import detect_lang, diagnose, list_checks, select
-from stackdoctor.facts import (
+from stackdoctor import accelerators
+from stackdoctor.matrix import load_matrix
+from stackdoctor.model.facts import (
     Facts,
     IntelGpu,
     KfdNode,
@@ -38,8 +38,9 @@ from stackdoctor.facts import (
     TorchDevice,
     TorchFacts,
 )
-from stackdoctor.matrix import load_matrix
-from stackdoctor.report import Finding, ProbeStatus
+from stackdoctor.model.report import Finding, ProbeStatus
+from stackdoctor.rules import catalog
+from stackdoctor.rules.diagnose import detect_lang, diagnose, list_checks, select
 from stackdoctor.rules.runtime import ROW_LAYER
 
 HERE = Path(__file__).resolve().parent
@@ -1239,8 +1240,8 @@ def test_c48_wsl_working_torch_is_ok(matrix):
 @pytest.mark.parametrize("code, change", TRIGGER)
 def test_report_findings_have_fixes_and_explanations(matrix, code, change, monkeypatch):
     """Every finding `check` puts in a report: a fix when it warns or fails, and an `explain` text in both languages."""
+    from stackdoctor.model.report import Report
     from stackdoctor.pipeline import Options, judge
-    from stackdoctor.report import Report
 
     monkeypatch.delenv("STACKDOCTOR_MATRIX", raising=False)
     f = healthy(matrix)
@@ -1299,7 +1300,7 @@ def _problems(findings: list[Finding]) -> set[tuple[str, str]]:
 def _machine_facts() -> list:
     import json
 
-    from stackdoctor.facts import from_data
+    from stackdoctor.model.facts import from_data
 
     out = []
     for path in sorted((HERE / "fixtures" / "machines").glob("*.json")):

@@ -10,10 +10,10 @@ import pytest
 from test_diagnose import by_code, codes, healthy
 from test_target_probe import make_fake_torch_env, run_probe
 
-from stackdoctor.diagnose import diagnose
-from stackdoctor.facts import IntelGpu, KfdNode, NvidiaFacts, PciDevice, TorchFacts
 from stackdoctor.matrix import load_matrix
+from stackdoctor.model.facts import IntelGpu, KfdNode, NvidiaFacts, PciDevice, TorchFacts
 from stackdoctor.reconcile import reconcile
+from stackdoctor.rules.diagnose import diagnose
 
 # torch 1.0 (torch/cuda/__init__.py _check_driver): a multi-line AssertionError whose last line says nothing;
 # the worker's one-line form of it (every line kept). https://github.com/wuhuikai/FastFCN/issues/37

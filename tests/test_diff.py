@@ -9,10 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from stackdoctor.diff import DIFF_SCHEMA, diff_reports
-from stackdoctor.facts import Facts, KernelFacts, KernelResult, NvidiaFacts, NvidiaGpu, PlatformFacts, PythonFacts, TorchFacts
-from stackdoctor.redact import redact_report
-from stackdoctor.report import Finding, ProbeStatus, Report, report_from_data
+from stackdoctor.core.redact import redact_report
+from stackdoctor.model.diff import DIFF_SCHEMA, diff_reports
+from stackdoctor.model.facts import Facts, KernelFacts, KernelResult, NvidiaFacts, NvidiaGpu, PlatformFacts, PythonFacts, TorchFacts
+from stackdoctor.model.report import Finding, ProbeStatus, Report, report_from_data
 
 REPO = Path(__file__).resolve().parents[1]
 

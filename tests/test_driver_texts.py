@@ -19,10 +19,10 @@ from test_diagnose_meaning import _no_tools
 from test_target_probe import make_fake_torch_env
 
 from stackdoctor import install as inst
-from stackdoctor.diagnose import diagnose
 from stackdoctor.install.verify import verify
 from stackdoctor.matrix import load_matrix
 from stackdoctor.reconcile import reconcile
+from stackdoctor.rules.diagnose import diagnose
 from stackdoctor.system import System
 
 SOURCE_MESSAGE = (  # the TORCH_CHECK's pieces, joined as c10's str() joins them

@@ -16,7 +16,7 @@ from fakesmi import (
     from_table,
 )
 
-from stackdoctor.probes.nvidia import QUERY_FIELDS
+from stackdoctor.accelerators.nvidia.probe import QUERY_FIELDS
 
 REAL = FIXTURES / "real"
 C14 = REAL / "c14-rtx4070-driver550-linux"

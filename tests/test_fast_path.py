@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stackdoctor import accelerators, parsecache, redact
+from stackdoctor import accelerators
+from stackdoctor.core import parsecache, redact
 from stackdoctor.matrix import load
 
 WORDS = ["hf_", "ghp_", "github_pat_", "sk-", "xoxb-", "AKIA", "eyJ", "glpat-", "npm_", "pypi-", "token", "Bearer ", "basic ",
@@ -130,7 +131,7 @@ def test_a_changed_input_is_a_new_key() -> None:
 
 
 def test_the_kept_texts_are_the_parsed_ones(cache_home) -> None:
-    from stackdoctor import texts
+    from stackdoctor.core import texts
 
     texts.texts.cache_clear()
     try:
@@ -147,7 +148,7 @@ def test_package_files_is_resources_files_for_a_folder_package():
     importing the zip reader where the package is a folder (issue 33)."""
     from importlib import resources
 
-    from stackdoctor.parsecache import package_files
+    from stackdoctor.core.parsecache import package_files
 
     for package in ("stackdoctor", "stackdoctor.accelerators.ascend"):
         mine, theirs = package_files(package), resources.files(package)

@@ -19,12 +19,12 @@ import pytest
 from rich.console import Console
 from test_redact import HOST, assert_clean, planted_report
 
-from stackdoctor.errors import UsageError
-from stackdoctor.output import format_report, write_output, write_text_file
+from stackdoctor.core.errors import UsageError
+from stackdoctor.model.report import Finding, ProbeStatus
 from stackdoctor.render.github import escape_data, escape_property, format_annotation
 from stackdoctor.render.junit import render_junit
 from stackdoctor.render.markdown import render_markdown
-from stackdoctor.report import Finding, ProbeStatus
+from stackdoctor.render.output import format_report, write_output, write_text_file
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -34,7 +34,7 @@ CHILD = textwrap.dedent(
     import json, resource, sys, time
     t0 = time.monotonic()
     from stackdoctor import rules
-    from stackdoctor.facts import Facts, PythonFacts, TorchFacts
+    from stackdoctor.model.facts import Facts, PythonFacts, TorchFacts
     from stackdoctor.matrix import load_matrix
     from stackdoctor.probes.target import merge_static
     from stackdoctor.probes.torch_static import read_static_torch

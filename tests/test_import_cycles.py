@@ -77,7 +77,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_walker_sees_a_circle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-    assert "stackdoctor.texts" in imports("stackdoctor.rules.core", MODULES["stackdoctor.rules.core"])
+    assert "stackdoctor.core.texts" in imports("stackdoctor.rules.core", MODULES["stackdoctor.rules.core"])
 
 
 # Circles allowed in the package: none (issue 31 closed the last two: install/flow's upward import of render/plan's
@@ -87,7 +87,7 @@ KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset()
 
 
 def test_the_walker_counts_type_checking_imports():
-    assert "stackdoctor.install.flow" in imports("stackdoctor.render.plan", MODULES["stackdoctor.render.plan"])
+    assert "stackdoctor.install.flow" in imports("stackdoctor.render.plans", MODULES["stackdoctor.render.plans"])
 
 
 def test_no_import_cycle_in_the_package():
@@ -147,16 +147,16 @@ KNOWN_PRIVATE_IMPORTS: frozenset[tuple[str, str, str]] = frozenset()  # none lef
 def test_the_private_name_walker_sees_both_forms(tmp_path):
     src = tmp_path / "fake.py"
     src.write_text(
-        "from stackdoctor.texts import _x, t\nfrom stackdoctor import system, _schema\nfrom . import _z\n"
-        "import stackdoctor.units as u\nsystem._y(u._w, t._not_a_module, _schema.SCHEMA)\n"
+        "from stackdoctor.core.texts import _x, t\nfrom stackdoctor import system, _schema\nfrom . import _z\n"
+        "import stackdoctor.core.units as u\nsystem._y(u._w, t._not_a_module, _schema.SCHEMA)\n"
     )
     assert private_imports("stackdoctor.fake", src) == {
-        ("stackdoctor.texts", "_x"), ("stackdoctor.system", "_y"), ("stackdoctor", "_z"), ("stackdoctor.units", "_w"),
+        ("stackdoctor.core.texts", "_x"), ("stackdoctor.system", "_y"), ("stackdoctor", "_z"), ("stackdoctor.core.units", "_w"),
     }
     # the form the last real cases had (resolve/availability took install/index's _wheel_parts until issue 31)
     old = tmp_path / "availability.py"
-    old.write_text("from stackdoctor.install.index import _wheel_parts, wheel_parts\n")
-    assert private_imports("stackdoctor.resolve.availability", old) == {("stackdoctor.install.index", "_wheel_parts")}
+    old.write_text("from stackdoctor.wheels.index import _wheel_parts, wheel_parts\n")
+    assert private_imports("stackdoctor.resolve.availability", old) == {("stackdoctor.wheels.index", "_wheel_parts")}
 
 
 def test_no_module_takes_another_modules_private_name():

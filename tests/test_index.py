@@ -16,10 +16,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from indexserver import IndexServer  # noqa: E402
 
-from stackdoctor.errors import ExitCode, IndexError_  # noqa: E402
-from stackdoctor.facts import Facts  # noqa: E402
-from stackdoctor.install import index  # noqa: E402
-from stackdoctor.plan import Plan, PlannedPackage, Request  # noqa: E402
+from stackdoctor.core.errors import ExitCode, IndexError_  # noqa: E402
+from stackdoctor.model.facts import Facts  # noqa: E402
+from stackdoctor.model.plan import Plan, PlannedPackage, Request  # noqa: E402
+from stackdoctor.wheels import index  # noqa: E402
 
 TAGS = ["cp311-cp311-manylinux_2_36_x86_64", "cp311-cp311-manylinux_2_28_x86_64", "cp311-cp311-linux_x86_64", "py3-none-manylinux_2_28_x86_64"]
 

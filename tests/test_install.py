@@ -27,9 +27,9 @@ from helpers import venv_bin  # noqa: E402
 from indexserver import FAKE_MARK, IndexServer  # noqa: E402
 
 from stackdoctor import install as inst  # noqa: E402
-from stackdoctor.install import leftovers as install_leftovers
-from stackdoctor.plan import Plan, PlannedPackage  # noqa: E402
+from stackdoctor.model.plan import Plan, PlannedPackage  # noqa: E402
 from stackdoctor.system import System  # noqa: E402
+from stackdoctor.wheels import leftovers as install_leftovers
 
 REPO = Path(__file__).resolve().parents[1]
 DEAD_INDEX = "http://127.0.0.1:9/simple"  # nothing listens on the discard port: connection refused at once
@@ -206,7 +206,7 @@ def test_a_failure_after_torch_was_replaced_is_undone(server, venv, system):
 DRIVER = """
 import json, sys
 from stackdoctor.install.transaction import InstallSettings, execute
-from stackdoctor.plan import Plan, PlannedPackage
+from stackdoctor.model.plan import Plan, PlannedPackage
 from stackdoctor.system import System
 base, python, index_base = sys.argv[1:4]
 url = base + "/cu130"

@@ -30,7 +30,7 @@ from helpers import machine_env, run_sd, venv_bin
 from test_install import isolated_env
 
 import stackdoctor.install as inst
-from stackdoctor.plan import Plan, PlannedPackage
+from stackdoctor.model.plan import Plan, PlannedPackage
 from stackdoctor.system import System
 
 pytestmark = [pytest.mark.posix, pytest.mark.skipif(sys.platform == "win32", reason="stand-in venvs with POSIX layouts")]
@@ -228,7 +228,7 @@ def test_h200_commit_records_what_was_read(venv, wheels, tmp_path, monkeypatch):
     assert r.gpu_code["planned"]["list"] == ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
     note = f"GPU code read from the installed {LIB}: {ARCHS}; it runs on GPU 0 NVIDIA H200 (sm_90)."
     assert note in r.notes
-    from stackdoctor.texts import sentence
+    from stackdoctor.core.texts import sentence
 
     assert sentence(note, "zh") == f"已从安装的 {LIB} 读出 GPU 代码：{ARCHS}；它能在 GPU 0 NVIDIA H200 (sm_90) 上运行。"
 
@@ -270,7 +270,7 @@ def test_a_read_that_fails_is_a_note_not_a_silent_ok(venv, tmp_path, monkeypatch
 def test_gpu_check_is_pure_over_its_inputs(tmp_path):
     """check_gpu_code on the unpacked skeleton: PTX forward compatibility and the plan's hidden GPUs come from the
     matrix's arch rules, not a second copy."""
-    from stackdoctor.facts import GpuView
+    from stackdoctor.model.facts import GpuView
 
     with zipfile.ZipFile(SKELETON) as z:
         z.extract(LIB, tmp_path)
@@ -315,7 +315,7 @@ def test_ptx_forward_compatibility_and_rocm_gfx_with_the_plans_override(tmp_path
     on a gfx1030 GPU, unless the plan's HSA_OVERRIDE_GFX_VERSION=11.0.0 makes it load the gfx1100 code."""
     from binfixtures import bundle, elf, fatbin, fatbin_entry
 
-    from stackdoctor.facts import GpuView
+    from stackdoctor.model.facts import GpuView
 
     cuda = tmp_path / "cu" / "torch"
     (cuda / "lib").mkdir(parents=True)

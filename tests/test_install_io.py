@@ -126,7 +126,7 @@ def test_without_credentials_the_index_is_said_to_need_them_not_to_be_failing(lo
 
 
 def test_netrc_lookup_is_by_host_with_default_and_a_broken_file_is_no_credentials(tmp_path):
-    from stackdoctor.install.network import netrc_credentials
+    from stackdoctor.wheels.http import netrc_credentials
 
     f = tmp_path / "n"
     f.write_text("machine a.example login u password p\ndefault login anon password x\n")
@@ -175,7 +175,7 @@ def test_a_matrix_of_too_many_lines_is_refused_for_its_lines_before_it_is_parsed
 
 
 def test_many_values_without_aliases_are_not_an_alias_bomb(tmp_path):
-    from stackdoctor.errors import MatrixError
+    from stackdoctor.core.errors import MatrixError
     from stackdoctor.matrix import load_matrix
 
     flat = tmp_path / "flat.yaml"
@@ -243,7 +243,7 @@ def test_a_newline_and_an_esc_in_the_python_path_forge_nothing_in_install(hostil
 def test_a_shell_word_with_controls_is_one_line_that_bash_turns_back_into_the_value():
     import shutil
 
-    from stackdoctor.shell import word
+    from stackdoctor.core.shell import word
 
     for value in ["/v/ev\nFORGED\x1b[31m/bin/python", "it's \\ a\ttab\x85", "plain-path/x"]:
         w = word(value)

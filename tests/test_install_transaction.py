@@ -143,7 +143,7 @@ def assert_exactly(venv: Path, version: str, before: dict | None = None) -> None
 DRIVER = r"""
 import json, sys
 from stackdoctor.install.transaction import InstallSettings, execute
-from stackdoctor.plan import Plan, PlannedPackage
+from stackdoctor.model.plan import Plan, PlannedPackage
 from stackdoctor.system import System
 python, wheels, installer, uv = sys.argv[1:5]
 plan = Plan("2.12.0", "cpu", None, [PlannedPackage("torch", "2.12.0", "cpu", None)])
@@ -525,7 +525,7 @@ def test_a_damaged_torch_is_backed_up_as_it_is_and_put_back_so(venv, wheels, tmp
 
 def test_a_damaged_torch_of_the_planned_build_is_not_already_satisfied(venv, wheels, tmp_path):
     from stackdoctor import install as inst
-    from stackdoctor.plan import Plan, PlannedPackage
+    from stackdoctor.model.plan import Plan, PlannedPackage
     from stackdoctor.system import System
 
     (site_of(venv) / "torch" / "part5" / "m5.py").unlink()

@@ -16,12 +16,12 @@ import time
 import pytest
 from helpers import kernel_findings
 
-from stackdoctor.facts import KernelFacts, KernelResult, NvidiaGpu, to_data
-from stackdoctor.kernels import MARK, format_busbw_chart, kernel_facts_from_run, run_kernels, worker_path
+from stackdoctor.core.units import parse_bandwidth
 from stackdoctor.matrix import load_matrix
+from stackdoctor.model.facts import KernelFacts, KernelResult, NvidiaGpu, to_data
 from stackdoctor.reconcile import peak_from_sm_clock, reconcile
 from stackdoctor.system import CommandResult, System
-from stackdoctor.units import parse_bandwidth
+from stackdoctor.verify.kernels import MARK, format_busbw_chart, kernel_facts_from_run, run_kernels, worker_path
 
 MATRIX = load_matrix([])
 
@@ -104,7 +104,7 @@ def test_findings_per_result():
 
 def test_peak_from_sm_clock_and_annotation():
     """Synthetic NVML facts for an A100-like GPU: 108 SMs x 64 FP32 lanes x 2 x 1410 MHz."""
-    from stackdoctor.facts import Facts
+    from stackdoctor.model.facts import Facts
 
     gpu = NvidiaGpu(index=0, name="NVIDIA A100-SXM4-40GB", compute_capability="8.0", sm_count=108, max_sm_clock_mhz=1410)
     assert peak_from_sm_clock(gpu, MATRIX) == pytest.approx(19.49, abs=0.01)
@@ -222,7 +222,7 @@ def test_run_quick_shape_and_speed(torch_python):
     assert {(r["kernel"], r["dtype"]) for r in out["results"]} == {("matmul", "fp32"), ("matmul", "bf16"), ("conv", "fp32")}
     assert all(r["ok"] for r in out["results"])
     assert out["took"] > 0  # its speed (goal ~2 s on 2 cores) is a benchmark's to say, not a test's: a loaded machine took 10.1 s
-    from stackdoctor.facts import from_data
+    from stackdoctor.model.facts import from_data
 
     kf = from_data(KernelFacts, {k: v for k, v in out.items() if k != "took"})
     assert to_data(kf)["results"][0]["kernel"] == "matmul"
@@ -253,7 +253,7 @@ def test_cli_json_and_exit_code(torch_python):
 def test_wrong_numbers_point_at_the_device_that_computed_them(device, hip, says, never):
     """Wrong numbers on an NVIDIA GPU send the user to its ECC counters; on ROCm (torch's device is also
     "cuda") to amd-smi; on a CPU to the BLAS torch uses; elsewhere to a rerun: never another vendor's tool."""
-    from stackdoctor.facts import Facts
+    from stackdoctor.model.facts import Facts
 
     f = Facts()
     f.torch.installed = True

@@ -10,10 +10,10 @@ import io
 import pytest
 from rich.console import Console
 
-from stackdoctor import catalog
-from stackdoctor import console as console_mod
-from stackdoctor.facts import KernelFacts, KernelResult
-from stackdoctor.render.kernels import ms_cells, print_kernels
+from stackdoctor.core import console as console_mod
+from stackdoctor.model.facts import KernelFacts, KernelResult
+from stackdoctor.render.proofs import ms_cells, print_kernels
+from stackdoctor.rules import catalog
 
 
 def _screen(results: list[KernelResult], lang: str, monkeypatch, width: int = 200) -> str:

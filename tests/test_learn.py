@@ -77,7 +77,7 @@ def test_skeleton_is_what_the_real_wheel_says():
     src = json.loads((FIX / (SKELETON.name + ".source.json")).read_text())
     assert src["url"].startswith("https://files.pythonhosted.org/") and len(src["sha256"]) == 64
     assert SKELETON.stat().st_size < 200_000
-    from stackdoctor.learn import read_wheel_gpu_code
+    from stackdoctor.wheels.learn import read_wheel_gpu_code
 
     code = read_wheel_gpu_code(SKELETON)
     assert code is not None and code["arch_list"] == src["libtorch_cuda.so"]["arch_list"] and code["ptx"] == src["libtorch_cuda.so"]["ptx"]
@@ -126,11 +126,11 @@ def test_learned_layer_is_a_matrix_the_commands_use(learned, monkeypatch):
 
 
 def test_index_witness_plans_an_unknown_release(index):
-    from stackdoctor.facts import Facts
-    from stackdoctor.install.index import IndexClient, PageCache
-    from stackdoctor.learn import HttpSource, witness_matrix
     from stackdoctor.matrix import load_matrix
-    from stackdoctor.plan import Request
+    from stackdoctor.model.facts import Facts
+    from stackdoctor.model.plan import Request
+    from stackdoctor.wheels.index import IndexClient, PageCache
+    from stackdoctor.wheels.learn import HttpSource, witness_matrix
 
     m = load_matrix()
     assert m.release("2.16.0") is None
@@ -166,8 +166,8 @@ def test_every_final_pypi_release_is_known():
 
 
 def test_unpinned_plans_pick_the_newest_release_where_it_fits():
-    from stackdoctor.facts import Facts
-    from stackdoctor.plan import Request
+    from stackdoctor.model.facts import Facts
+    from stackdoctor.model.plan import Request
 
     m = _shipped()
     h100 = _plan(Facts(), m, Request(platform="manylinux_2_28_x86_64", python_version="3.12", gpus=["H100"], driver="595.45.04"))
@@ -184,7 +184,7 @@ def test_unpinned_plans_pick_the_newest_release_where_it_fits():
 
 
 def _h100_with(torch_version: str, variant: str):
-    from stackdoctor.facts import Facts, NvidiaFacts, NvidiaGpu, PlatformFacts, PythonFacts, TorchFacts
+    from stackdoctor.model.facts import Facts, NvidiaFacts, NvidiaGpu, PlatformFacts, PythonFacts, TorchFacts
 
     f = Facts()
     f.platform = PlatformFacts(system="Linux", machine="x86_64", libc="glibc", glibc_version="2.39")
@@ -199,7 +199,7 @@ def test_no_silent_downgrade():
     import tempfile
 
     from stackdoctor.matrix import load_matrix
-    from stackdoctor.plan import Request
+    from stackdoctor.model.plan import Request
 
     unknown = Path(tempfile.mkdtemp()) / "unknown.yaml"  # a release whose builds the matrix does not know
     unknown.write_text('releases:\n  - {version: "2.16.0", source: "test stand-in", variants: []}\n', encoding="utf-8")
@@ -219,8 +219,8 @@ def test_no_silent_downgrade():
 
 
 def test_a_failed_plan_is_one_honest_answer():
-    from stackdoctor.facts import Facts
-    from stackdoctor.plan import Request
+    from stackdoctor.model.facts import Facts
+    from stackdoctor.model.plan import Request
     from stackdoctor.resolve import request_value_error
 
     plan = _plan(Facts(), _shipped(), Request(platform="win_amd64", python_version="3.12", torch="2.14.0", variant="rocm7.2", gfx=["gfx1100"]))
@@ -233,9 +233,9 @@ def test_a_failed_plan_is_one_honest_answer():
 
 
 def test_companions_fall_back_to_the_newest_release_that_has_them(tmp_path):
-    from stackdoctor.facts import Facts
     from stackdoctor.matrix import load_matrix
-    from stackdoctor.plan import Request
+    from stackdoctor.model.facts import Facts
+    from stackdoctor.model.plan import Request
 
     layer = tmp_path / "l.yaml"
     layer.write_text('releases:\n  - {version: "2.16.0", source: "test stand-in", pythons: ["3.12"], variants: [{name: cpu, platforms: [win_amd64], source: "test stand-in"}]}\n')
@@ -257,9 +257,9 @@ def test_index_credentials_stay_out_of_what_learn_prints_and_writes(index, tmp_p
 def test_no_fix_downgrades_to_reach_the_same_variant():
     """driver-minor-compat on 2.15.0+cu132 (driver 580: CUDA 13's floor, below 13.2's toolkit minimum) with a matrix that
     does not know 2.15.0's builds: its fix must not be `install --variant cu132`, which plans 2.14.0+cu132."""
-    from stackdoctor.diagnose import diagnose
     from stackdoctor.matrix import load_matrix
     from stackdoctor.reconcile import reconcile
+    from stackdoctor.rules.diagnose import diagnose
 
     hand_kept = load_matrix([REPO / "compat_matrix" / n for n in ("releases.yaml", "cuda.yaml", "gpus.yaml", "indexes.yaml", "platform.yaml")], embedded=False)
     f = _h100_with("2.15.0", "cu132")
@@ -280,10 +280,10 @@ def test_matrix_show_json_has_every_table():
 
 
 def test_index_witness_infers_gpu_code_from_the_nearest_build_of_the_same_cuda(tmp_path):
-    from stackdoctor.facts import Facts
-    from stackdoctor.install.index import IndexClient, PageCache
-    from stackdoctor.learn import HttpSource, witness_matrix
-    from stackdoctor.plan import Request
+    from stackdoctor.model.facts import Facts
+    from stackdoctor.model.plan import Request
+    from stackdoctor.wheels.index import IndexClient, PageCache
+    from stackdoctor.wheels.learn import HttpSource, witness_matrix
 
     standin = standin_wheel(tmp_path, "torch", "2.16.0+cu132", "cp312-cp312-manylinux_2_28_x86_64", ">=3.11")
     with LearnIndex([standin]) as idx, IndexClient({}, cache=PageCache(None)) as client:

@@ -1,6 +1,6 @@
 """``stackdoctor matrix learn`` where the index serves no PEP 658 ``.metadata`` files but answers HTTP range
 requests (the PyPI this project reaches does exactly that for torch): the wheels' own METADATA and their GPU code
-are read by ranges (stackdoctor/install/lazywheel.py), a small fraction of their bytes, counted by the server
+are read by ranges (stackdoctor/wheels/lazywheel.py), a small fraction of their bytes, counted by the server
 (tests/learnserver.py). Wheels: the committed skeleton of PyPI's real torch 2.15.0 CUDA wheel, and stand-ins
 (named so in their METADATA) padded to 24 MiB with a stored member before their metadata, as real wheels are."""
 
@@ -138,8 +138,8 @@ def test_one_wheel_over_the_cap_is_skipped_and_named_not_the_end_of_the_run(whee
 @pytest.mark.parametrize("chunk", [1, 7, 61, 4096, 1 << 20])
 def test_headers_kept_from_a_stream_read_as_the_whole_library(chunk):
     """The headers-only view of a library streaming past in pieces of any size gives the arch list the whole file gives."""
-    from stackdoctor.install.lazywheel import _FatbinCapture
-    from stackdoctor.learn import read_open_library
+    from stackdoctor.wheels.lazywheel import _FatbinCapture
+    from stackdoctor.wheels.learn import read_open_library
 
     lib = _libtorch_cuda(ARM, containers=5)
     whole = read_open_library(io.BytesIO(lib), "cuda", "lib")
@@ -152,8 +152,8 @@ def test_headers_kept_from_a_stream_read_as_the_whole_library(chunk):
 
 
 def test_a_member_that_does_not_match_its_record_is_not_used(tmp_path):
-    from stackdoctor.install.index import IndexClient, IndexFile, PageCache
-    from stackdoctor.learn import HttpSource
+    from stackdoctor.wheels.index import IndexClient, IndexFile, PageCache
+    from stackdoctor.wheels.learn import HttpSource
 
     good = standin_wheel(tmp_path, "torch", "2.16.0", "cp312-cp312-manylinux_2_28_x86_64", ">=3.11", pad_mb=1)
     bad = tmp_path / "bad" / good.name

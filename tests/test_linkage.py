@@ -1,4 +1,4 @@
-"""The import predicted from the files (stackdoctor/linkage.py), checked against the real dynamic loader.
+"""The import predicted from the files (stackdoctor/binaries/linkage.py), checked against the real dynamic loader.
 
 The layout is the one of PyPI's CUDA wheels: ``torch/_C*.so`` -> ``torch/lib/libtorch_python.so`` ->
 ``torch/lib/libtorch_cuda.so``, which needs ``libcudnn.so.9``, ``libnccl.so.2`` and ``libcudart.so.12``
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from stackdoctor.linkage import check_linkage, torch_roots
+from stackdoctor.binaries.linkage import check_linkage, torch_roots
 from stackdoctor.system import System
 
 CC = shutil.which("cc") or shutil.which("gcc")

@@ -1,4 +1,4 @@
-"""The linkage walk's answer kept with the questions it asked of the files (stackdoctor.observed, issue 33): reused
+"""The linkage walk's answer kept with the questions it asked of the files (stackdoctor.binaries.observed, issue 33): reused
 only while every question gets the same answer, and then equal to a fresh walk; a changed, new or just-written
 library is walked again. The libraries are real ones built by tests/test_linkage.py's fixture."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from test_linkage import _nccl, copy_tree, wheel_tree  # noqa: F401  (wheel_tree is a fixture)
 
-from stackdoctor import linkage, observed
-from stackdoctor.linkage import check_linkage, torch_roots
+from stackdoctor.binaries import linkage, observed
+from stackdoctor.binaries.linkage import check_linkage, torch_roots
 from stackdoctor.system import System
 
 

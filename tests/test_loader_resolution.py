@@ -1,4 +1,4 @@
-"""Libraries as the loader finds them (stackdoctor/ldcache.py, stackdoctor/linkage.py), checked against glibc's own tools.
+"""Libraries as the loader finds them (stackdoctor/binaries/ldcache.py, stackdoctor/binaries/linkage.py), checked against glibc's own tools.
 
 The loader's cache is written by the real ``ldconfig`` (new and compat formats) and read back through ``System``,
 a sysroot included; the driver library the CUDA runtime opens (``libcuda.so.1``) and a shadowing cuDNN are tiny
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from test_linkage import CC, SOABI, cc, copy_tree, predict, wheel_tree  # noqa: F401  (wheel_tree is a fixture)
 
-from stackdoctor.ldcache import copy_version, parse_ld_cache, read_ld_cache
-from stackdoctor.linkage import check_linkage, torch_roots
+from stackdoctor.binaries.ldcache import copy_version, parse_ld_cache, read_ld_cache
+from stackdoctor.binaries.linkage import check_linkage, torch_roots
 from stackdoctor.system import System
 
 LDCONFIG = shutil.which("ldconfig") or ("/sbin/ldconfig" if os.path.exists("/sbin/ldconfig") else None)
@@ -213,9 +213,9 @@ def test_both_paths_report_the_shadowing_copy_from_the_files(wheel_tree, tmp_pat
                                       ("ldcache", "grep -rl '/usr/local/cuda 12/lib64/stubs' /etc/ld.so.conf /etc/ld.so.conf.d")])
 def test_the_stub_finding_names_how_it_was_found(how, fix):
     """The rule from the walk's "stub" problem: fail where a driver is witnessed, the fix for the way it was found, quoted."""
-    from stackdoctor.diagnose import diagnose
-    from stackdoctor.facts import Facts, LinkProblem, NvidiaFacts, PlatformFacts, TorchFacts
     from stackdoctor.matrix import load_matrix
+    from stackdoctor.model.facts import Facts, LinkProblem, NvidiaFacts, PlatformFacts, TorchFacts
+    from stackdoctor.rules.diagnose import diagnose
 
     stub = "/usr/local/cuda 12/lib64/stubs/libcuda.so.1"
     f = Facts()

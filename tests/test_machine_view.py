@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from stackdoctor.facts import Facts, NvidiaFacts, NvidiaGpu, NvidiaProcGpu, PciDevice, PlatformFacts, from_data, to_data
 from stackdoctor.matrix import load_matrix
+from stackdoctor.model.facts import Facts, NvidiaFacts, NvidiaGpu, NvidiaProcGpu, PciDevice, PlatformFacts, from_data, to_data
+from stackdoctor.model.view import MachineView, NotAView, facts_of
 from stackdoctor.reconcile import reconcile
-from stackdoctor.view import MachineView, NotAView, facts_of
 
 MACHINES = Path(__file__).parent / "fixtures" / "machines"
 

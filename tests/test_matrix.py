@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from stackdoctor.errors import MatrixError
+from stackdoctor.core.errors import MatrixError
 from stackdoctor.matrix import (
     arch_match,
     arch_runs,

@@ -11,8 +11,8 @@ from pathlib import Path
 from learnserver import standin_wheel
 from test_install_witness import VariantIndex
 
-from stackdoctor.install.index import IndexClient
 from stackdoctor.matrix import load_matrix
+from stackdoctor.wheels.index import IndexClient
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stackdoctor.errors import MatrixError
+from stackdoctor.core.errors import MatrixError
 from stackdoctor.matrix import TABLES, Field, Matrix, Parsed, Table, build, load_matrix, parse_matrix_text
 from stackdoctor.matrix.schema_doc import render, shipped_path
 
@@ -163,7 +163,7 @@ def test_declarations_fill_the_matrix_fields():
 def test_a_built_matrix_is_a_layer_again_without_merging_twice():
     """learn.witness_matrix layers witness rows over a built matrix (learn._parsed_of): every table comes back as it
     was (a learned patch row merged a second time used to repeat its sources)."""
-    from stackdoctor.learn import _parsed_of
+    from stackdoctor.wheels.learn import _parsed_of
 
     m = load_matrix()
     again = build([("matrix", _parsed_of(m))])

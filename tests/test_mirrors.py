@@ -1,4 +1,4 @@
-"""Mirrors of the PyTorch index, PyPI's default build, and their rows in the matrix (stackdoctor/install/mirrors.py)."""
+"""Mirrors of the PyTorch index, PyPI's default build, and their rows in the matrix (stackdoctor/wheels/mirrors.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from stackdoctor.errors import MatrixError, UsageError
-from stackdoctor.install.index import IndexFile
-from stackdoctor.install.mirrors import (
+from stackdoctor.core.errors import MatrixError, UsageError
+from stackdoctor.matrix import load_matrix, validate_file
+from stackdoctor.wheels.index import IndexFile
+from stackdoctor.wheels.mirrors import (
     default_build_variant,
     parse_cuda_requirement,
     parse_flat_listing,
@@ -16,7 +17,6 @@ from stackdoctor.install.mirrors import (
     pypi_platform,
     resolve_mirror,
 )
-from stackdoctor.matrix import load_matrix, validate_file
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "mirrors"
 
@@ -117,8 +117,8 @@ def test_invalid_rows_are_one_sentence_with_file_and_line(tmp_path, text, messag
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from stackdoctor.install.sources import parse_pip_conf, parse_uv_toml  # noqa: E402
 from stackdoctor.resolve.availability import parse_constraints  # noqa: E402
+from stackdoctor.wheels.sources import parse_pip_conf, parse_uv_toml  # noqa: E402
 
 PARSERS = [
     lambda t: parse_flat_listing(t, "http://h/p/"),
@@ -152,7 +152,7 @@ def test_metadata_read_from_the_central_directory_matches_zipfile(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from indexserver import build_wheel, catalogue
 
-    from stackdoctor.install.mirrors import _metadata_from_central_directory, local_wheel_metadata
+    from stackdoctor.wheels.mirrors import _metadata_from_central_directory, local_wheel_metadata
 
     for spec in catalogue()[:6]:
         path = tmp_path / spec.filename

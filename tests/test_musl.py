@@ -7,10 +7,10 @@ from __future__ import annotations
 from test_diagnose import by_code, codes, healthy
 from test_probe_platform import ctx_for, write
 
-from stackdoctor.diagnose import diagnose
-from stackdoctor.facts import LinkProblem
 from stackdoctor.matrix import load_matrix
+from stackdoctor.model.facts import LinkProblem
 from stackdoctor.probes import platform as plat
+from stackdoctor.rules.diagnose import diagnose
 
 LIBTORCH = "/venv/lib/python3.12/site-packages/torch/lib/libtorch_cpu.so"
 

@@ -20,13 +20,15 @@ import pytest
 import yaml
 from helpers import machine_env, run_sd
 
-from stackdoctor.engine import select_target
-from stackdoctor.facts import Facts
+from stackdoctor.accelerators.nvidia import probe as nvidia
+from stackdoctor.accelerators.nvidia import toolkit as cuda_toolkit
+from stackdoctor.accelerators.nvidia.nvml import parse_nvml_output
+from stackdoctor.accelerators.nvidia.probe import find_smi, parse_smi_table
 from stackdoctor.matrix import load_matrix
-from stackdoctor.probes import ProbeContext, Target, cuda_toolkit, nvidia
+from stackdoctor.model.facts import Facts
+from stackdoctor.pipeline.engine import select_target
+from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.probes import platform as platform_probe
-from stackdoctor.probes.nvidia import find_smi, parse_smi_table
-from stackdoctor.probes.nvml import parse_nvml_output
 from stackdoctor.probes.platform import parse_windows_version
 from stackdoctor.reconcile import reconcile
 from stackdoctor.system import Host, System
@@ -116,7 +118,7 @@ def test_nvml_driver_model_becomes_tcc_or_wddm():
 
 def test_nvml_worker_asks_for_the_driver_model(tmp_path):
     """The real worker with a minimal pynvml: Windows answers the driver model, Linux NotSupported (left None)."""
-    from stackdoctor.probes.nvml import query_nvml
+    from stackdoctor.accelerators.nvidia.nvml import query_nvml
 
     pkg = tmp_path / "fake"
     pkg.mkdir()

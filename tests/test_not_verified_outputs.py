@@ -17,8 +17,8 @@ import pytest
 from helpers import machine_env, run_sd
 from test_recorded_error_codes import HERE, machine
 
-from stackdoctor.facts import NvidiaGpu
-from stackdoctor.report import Report
+from stackdoctor.model.facts import NvidiaGpu
+from stackdoctor.model.report import Report
 
 CASE = HERE / "fixtures" / "real" / "e-802-c10-torch270-llamafactory-7888"
 VERIFY = "stackdoctor check --no-kernels --import-torch"

@@ -12,9 +12,9 @@ from conftest import FIXTURES
 from fakesmi import fake_nvidia_smi
 from test_probe_nvidia import REAL, ctx_for, fake_pynvml, sysroot  # noqa: F401  (fixtures)
 
-from stackdoctor.facts import Facts, NvidiaFacts, NvidiaGpu
+from stackdoctor.accelerators.nvidia import probe as nvidia
 from stackdoctor.matrix import load_matrix
-from stackdoctor.probes import nvidia
+from stackdoctor.model.facts import Facts, NvidiaFacts, NvidiaGpu
 from stackdoctor.reconcile import reconcile
 
 MATRIX = load_matrix([])

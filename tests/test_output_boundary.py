@@ -57,8 +57,8 @@ pytestmark = pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the gen
 def test_delivery_moves_credentialed_urls_from_argv_to_the_environment():
     """The sources stackdoctor adds go to pip/uv through their variables when they carry credentials (with what the
     option would have been combined with: the configured extras that answered), otherwise as options, as before."""
-    from stackdoctor.install.sources import InstallerConfig, Source
     from stackdoctor.resolve.availability import Probe, deliver_pip, deliver_uv
+    from stackdoctor.wheels.sources import InstallerConfig, Source
 
     secret = Source("https://alice:pw1@idx.corp/whl/cpu", "index", "pytorch", "added", configured=False)
     links = Source("https://b.s3.amazonaws.com/w/?X-Amz-Signature=sig1", "links", "links", "added", configured=False)

@@ -135,6 +135,6 @@ def test_the_version_is_one(tmp_path):
 
     r = subprocess.run([sys.executable, "-m", "stackdoctor", "--version"], capture_output=True, text=True, timeout=60)
     assert r.stdout == f"stackdoctor {stackdoctor.__version__}\n"
-    from stackdoctor.report import Report
+    from stackdoctor.model.report import Report
 
     assert json.loads(Report().to_json())["stackdoctor_version"] == stackdoctor.__version__

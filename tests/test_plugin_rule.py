@@ -21,7 +21,7 @@ def plugin_texts():
     """The suite checks every report a command prints against the catalogue of this process (tests/conftest.py:
     each finding explained in every language): while these tests run it knows the plug-in's sentences. The rule
     itself is taken back out of this process's registry at once (the rule tests count the package's own)."""
-    from stackdoctor import texts
+    from stackdoctor.core import texts
     from stackdoctor.rules import REGISTRY
 
     spec = importlib.util.spec_from_file_location("_sdfoo_rules_for_the_catalogue", PLUGIN / "sdfoo" / "rules.py")

@@ -176,8 +176,8 @@ def test_every_kinds_allreduce_reasons_read_in_chinese(kind, monkeypatch):
     import re
     from types import SimpleNamespace
 
-    from stackdoctor import catalog
     from stackdoctor._worker import worker_path
+    from stackdoctor.rules import catalog
 
     monkeypatch.syspath_prepend(str(worker_path("sd_allreduce.py").parent))
     import sd_allreduce

@@ -11,8 +11,9 @@ from conftest import real_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stackdoctor.facts import AppleFacts
-from stackdoctor.probes import ProbeContext, Target, apple
+from stackdoctor.accelerators.apple import probe as apple
+from stackdoctor.model.facts import AppleFacts
+from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.system import Host, System
 
 CATALINA = "r-sw_vers-catalina-ruby-build-1451"

@@ -15,8 +15,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stackdoctor.probes import ProbeContext, Target, cuda_toolkit
-from stackdoctor.probes.cuda_toolkit import parse_nvcc_version, parse_version_json
+from stackdoctor.accelerators.nvidia import toolkit as cuda_toolkit
+from stackdoctor.accelerators.nvidia.toolkit import parse_nvcc_version, parse_version_json
+from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.system import System
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"

@@ -9,9 +9,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stackdoctor.facts import Facts
+from stackdoctor.accelerators.intel import probe as intel
 from stackdoctor.matrix import load_matrix
-from stackdoctor.probes import ProbeContext, Target, intel
+from stackdoctor.model.facts import Facts
+from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.reconcile import reconcile
 from stackdoctor.system import System
 

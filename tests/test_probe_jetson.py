@@ -11,9 +11,10 @@ from conftest import real_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stackdoctor.facts import Facts
+from stackdoctor.accelerators.jetson import probe as jetson
 from stackdoctor.matrix import load_matrix
-from stackdoctor.probes import ProbeContext, Target, jetson
+from stackdoctor.model.facts import Facts
+from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.reconcile import reconcile
 from stackdoctor.system import System
 

@@ -14,10 +14,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stackdoctor.facts import Facts, NvidiaFacts
-from stackdoctor.matrix import load_matrix
-from stackdoctor.probes import ProbeContext, Target, nvidia
-from stackdoctor.probes.nvidia import (
+from stackdoctor.accelerators.nvidia import probe as nvidia
+from stackdoctor.accelerators.nvidia.nvml import cuda_version_from_int, parse_nvml_output, query_nvml, throttle_reason_names
+from stackdoctor.accelerators.nvidia.probe import (
     parse_proc_driver_version,
     parse_smi_failure,
     parse_smi_list,
@@ -25,7 +24,9 @@ from stackdoctor.probes.nvidia import (
     parse_smi_table,
     parse_sys_module_version,
 )
-from stackdoctor.probes.nvml import cuda_version_from_int, parse_nvml_output, query_nvml, throttle_reason_names
+from stackdoctor.matrix import load_matrix
+from stackdoctor.model.facts import Facts, NvidiaFacts
+from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.reconcile import reconcile
 from stackdoctor.system import System
 
@@ -521,9 +522,9 @@ def test_probe_lib_mismatch_names_the_user_space_version_from_its_files(fake_bin
     assert f.observed["driver_library_version"] == {"file:/usr/lib/x86_64-linux-gnu/libcuda.so.570.124.04": "570.124.04",
                                                     "file:/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.570.124.04": "570.124.04"}
     assert f.kernel_module_version == "570.124.06"
-    from stackdoctor.diagnose import diagnose
-    from stackdoctor.facts import Facts
     from stackdoctor.matrix import load_matrix
+    from stackdoctor.model.facts import Facts
+    from stackdoctor.rules.diagnose import diagnose
 
     hit = next(x for x in diagnose(Facts(nvidia=f), load_matrix([])) if x.code == "driver-library-mismatch")
     assert hit.detail.startswith("The driver libraries are 570.124.04 but the loaded kernel module is 570.124.06"), hit.detail
@@ -573,7 +574,7 @@ def test_probe_hanging_table_after_good_query(fake_bin, sysroot, tmp_path):
 def test_probe_facts_fit_the_report_schema_and_round_trip(fake_bin, sysroot, tmp_path, fake_pynvml):
     import jsonschema
 
-    from stackdoctor.facts import from_data, to_data
+    from stackdoctor.model.facts import from_data, to_data
 
     fake_bin("nvidia-smi", script=smi_script(tmp_path, query=(SYN / "query_2gpu.csv").read_text(), list_text=(SYN / "list_2gpu.txt").read_text(), table=(SYN / "table_r580.txt").read_text()))
     env = fake_pynvml({"gpus": [{"name": "NVIDIA GeForce RTX 4070", "uuid": "GPU-5c3b0e1f-0000-1111-2222-333344445555", "reasons": 0x4, "cc": "raise:GpuIsLost"}]})

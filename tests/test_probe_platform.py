@@ -12,7 +12,7 @@ from conftest import real_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stackdoctor.facts import PlatformFacts
+from stackdoctor.model.facts import PlatformFacts
 from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.probes import platform as plat
 from stackdoctor.probes.pci import display_devices, parse_pci_id, parse_uevent_driver

@@ -18,8 +18,9 @@ from conftest import FIXTURES, real_fixture, write_fake_tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stackdoctor.facts import RocmFacts
-from stackdoctor.probes import ProbeContext, Target, rocm
+from stackdoctor.accelerators.amd import probe as rocm
+from stackdoctor.model.facts import RocmFacts
+from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.system import System
 
 C27 = "c27-amd-navi33-gfx1102-plus-raphael-igpu-hsa-override"
@@ -235,8 +236,8 @@ def test_probe_c27_replay_dgpu_plus_igpu(fake_bin, tmp_path: Path) -> None:
     f = out.facts["rocm"]
     assert isinstance(f, RocmFacts) and out.status == "ok"
     assert len(f.gpus) == 2
-    from stackdoctor.facts import Facts
     from stackdoctor.matrix import load_matrix
+    from stackdoctor.model.facts import Facts
     from stackdoctor.reconcile import reconcile
 
     dgpu, igpu = reconcile(Facts(rocm=f), load_matrix([])).rocm.gpus  # integrated follows from the gfx: reconcile
@@ -323,8 +324,9 @@ def test_probe_no_rocm_at_all(tmp_path: Path) -> None:
 
 KFD_AS_NOBODY = """
 import json, sys
-from stackdoctor.facts import to_data
-from stackdoctor.probes import ProbeContext, Target, rocm
+from stackdoctor.model.facts import to_data
+from stackdoctor.probes import ProbeContext, Target
+from stackdoctor.accelerators.amd import probe as rocm
 from stackdoctor.system import System
 root = sys.argv[1]
 ctx = ProbeContext(system=System(sysroot=root, env={"PATH": root + "/bin"}, timeout_s=5.0), target=Target(sys.executable, "self"), timeout_s=5.0)

@@ -6,7 +6,7 @@
 - Real recorded outputs (tests/fixtures/real) parse to the same facts after the noise a real
   terminal capture has around them: a shell prompt line before, blank lines or a prompt after.
 - Facts -> JSON -> facts round-trips for arbitrary facts (strategies built from the dataclasses
-  in stackdoctor/facts.py), and so does a whole report through ``report_from_data``.
+  in stackdoctor/model/facts.py), and so does a whole report through ``report_from_data``.
 - Every report built from arbitrary facts validates against the shipped JSON Schema.
 """
 
@@ -31,9 +31,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stackdoctor.probes as probes_pkg
-from stackdoctor import binfmt
-from stackdoctor import facts as F
-from stackdoctor.report import Finding, ProbeStatus, Report, report_from_data
+from stackdoctor.binaries import binfmt
+from stackdoctor.model import facts as F
+from stackdoctor.model.report import Finding, ProbeStatus, Report, report_from_data
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -313,7 +313,7 @@ PROBE_STATUS = st.builds(
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(facts=FACTS, findings=st.lists(FINDINGS, max_size=4), probes=st.lists(PROBE_STATUS, max_size=4))
 def test_report_validates_and_replays(facts, findings, probes):
-    from stackdoctor.redact import safe_data
+    from stackdoctor.core.redact import safe_data
 
     report = Report(facts=facts, findings=findings, probes=probes)
     # The document round-trips exactly; what leaves stackdoctor (to_json) is that document through the
@@ -328,7 +328,7 @@ def test_report_validates_and_replays(facts, findings, probes):
     assert safe_data(shown) == shown  # redaction is idempotent: a replayed report says the same
 
 
-# ---------------------------------------------------------------------------- binary formats (stackdoctor.binfmt)
+# ---------------------------------------------------------------------------- binary formats (stackdoctor.binaries.binfmt)
 # The static torch probe reads libraries a user's machine may have truncated, corrupted or
 # replaced: every reader takes arbitrary bytes without raising, and the large hostile inputs
 # below (counts and sizes at their maximum, sections of padding, containers of empty entries)

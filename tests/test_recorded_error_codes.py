@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from stackdoctor.accelerators.runtime_errors import read_text
-from stackdoctor.diagnose import diagnose
-from stackdoctor.facts import Facts, NvidiaGpu, PlatformFacts, TorchFacts
 from stackdoctor.matrix import load_matrix
+from stackdoctor.model.facts import Facts, NvidiaGpu, PlatformFacts, TorchFacts
+from stackdoctor.rules.diagnose import diagnose
 
 HERE = Path(__file__).resolve().parent
 ROOTS = [HERE / "fixtures" / "real", HERE.parents[1] / "shared" / "fixtures" / "real"]
@@ -151,7 +151,7 @@ def test_an_unknown_number_is_read_and_said_unknown(matrix):
 
 
 def test_every_row_is_sourced_and_every_fix_key_has_words(matrix):
-    from stackdoctor import texts
+    from stackdoctor.core import texts
 
     rows = matrix.table("runtime_errors")
     assert {r.api for r in rows} == {"cuda-runtime", "cuda-driver", "hip"}
@@ -207,7 +207,7 @@ def test_each_layer_says_verified_failed_or_not_verified(matrix):
     """The report's ``layers`` (JSON; schema-checked by conftest where a command writes it): on the fast path the GPU
     runtime is not verified, with the statement that says so; with torch's 802 the fabric manager's layer failed (the
     row's layer, not the driver's), by its code."""
-    from stackdoctor.report import layer_verdicts
+    from stackdoctor.model.report import layer_verdicts
 
     case = HERE / "fixtures" / "real" / "e-802-c10-torch270-llamafactory-7888"
     fast = {v["layer"]: v for v in layer_verdicts(diagnose(machine(case, imported=False), matrix))}

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stackdoctor.diagnose import diagnose
-from stackdoctor.facts import Facts, LinkProblem, NvidiaGpu, RocmGpu, TorchFacts
 from stackdoctor.matrix import load_matrix
+from stackdoctor.model.facts import Facts, LinkProblem, NvidiaGpu, RocmGpu, TorchFacts
+from stackdoctor.rules.diagnose import diagnose
 
 HERE = Path(__file__).resolve().parent
 REAL = HERE / "fixtures" / "real"

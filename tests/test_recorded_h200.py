@@ -8,7 +8,7 @@ import pytest
 import yaml
 from conftest import FIXTURES
 
-from stackdoctor.probes.nvidia import QUERY_FIELDS, parse_proc_driver_version, parse_smi_list, parse_smi_query, parse_smi_table
+from stackdoctor.accelerators.nvidia.probe import QUERY_FIELDS, parse_proc_driver_version, parse_smi_list, parse_smi_query, parse_smi_table
 
 CASE = FIXTURES / "real" / "d01-h200-driver580-open-kernel-module-lent-device"
 
@@ -49,10 +49,10 @@ def test_the_recorded_h200_check_replays_healthy_and_tf32_gets_its_own_peak():
     peak from each dtype's own figure (tf32 was judged against bf16's peak before the H200 run showed it)."""
     import json
 
-    from stackdoctor.diagnose import diagnose
-    from stackdoctor.facts import Facts, KernelFacts, KernelResult, from_data
     from stackdoctor.matrix import load_matrix
+    from stackdoctor.model.facts import Facts, KernelFacts, KernelResult, from_data
     from stackdoctor.reconcile import reconcile
+    from stackdoctor.rules.diagnose import diagnose
 
     m = load_matrix([])
     data = json.loads((FIXTURES / "machines" / "d01-h200-driver580-torch211-cu130.json").read_text())

@@ -15,7 +15,8 @@ import pytest
 from conftest import real_fixture
 
 from stackdoctor.config import Requirements
-from stackdoctor.facts import (
+from stackdoctor.core.redact import Redactor, address_family, address_kind, is_secret_name, redact_report, redact_text
+from stackdoctor.model.facts import (
     Facts,
     KernelFacts,
     KernelResult,
@@ -30,8 +31,7 @@ from stackdoctor.facts import (
     ThunderboltPort,
     TorchFacts,
 )
-from stackdoctor.redact import Redactor, address_family, address_kind, is_secret_name, redact_report, redact_text
-from stackdoctor.report import Finding, ProbeStatus, Report, report_from_data
+from stackdoctor.model.report import Finding, ProbeStatus, Report, report_from_data
 
 HOST = "gpu-node-17.corp.example.com"
 USER = "alicezhang"
@@ -188,8 +188,8 @@ def test_replacements_are_stable_and_keep_the_kind():
 
 
 def test_redacted_report_loads_and_replays_to_the_same_findings():
-    from stackdoctor.diagnose import diagnose
     from stackdoctor.matrix import load_matrix
+    from stackdoctor.rules.diagnose import diagnose
 
     m = load_matrix([])
     rep = planted_report()
@@ -299,9 +299,9 @@ def test_every_diagnosis_scenario_survives_redaction(change):
 
 @pytest.mark.parametrize("path", sorted(MACHINES.glob("*.json")), ids=lambda p: p.stem)
 def test_every_machine_gives_the_same_findings_and_plan_after_redaction(path):
-    from stackdoctor.facts import from_data
     from stackdoctor.matrix import load_matrix
-    from stackdoctor.plan import Request
+    from stackdoctor.model.facts import from_data
+    from stackdoctor.model.plan import Request
     from stackdoctor.reconcile import reconcile
     from stackdoctor.resolve import resolve
 
@@ -358,7 +358,7 @@ def test_no_pattern_backtracks_on_pathological_tool_output():
 
 
 def test_public_address_in_1_to_9_slash_8_is_redacted_where_text_says_address():
-    from stackdoctor.redact import Redactor
+    from stackdoctor.core.redact import Redactor
 
     r = Redactor()
     out = r.text("inet 8.8.4.4 netmask 0xffffff00 broadcast 8.8.4.255\nMASTER_ADDR=3.14.15.92\nssh://root@5.6.7.8/")
@@ -371,7 +371,7 @@ def test_public_address_in_1_to_9_slash_8_is_redacted_where_text_says_address():
 
 # ---------------------------------------------------------------------------- the output boundary (issue 21)
 
-from stackdoctor.redact import MASK, escape_controls, fix_undecodable, has_credentials, redact_url, safe_data, scrub  # noqa: E402
+from stackdoctor.core.redact import MASK, escape_controls, fix_undecodable, has_credentials, redact_url, safe_data, scrub  # noqa: E402
 
 
 @pytest.mark.parametrize(

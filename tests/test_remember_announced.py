@@ -119,7 +119,7 @@ def test_an_index_listing_torch_without_the_build_records_it_absent_there(tmp_pa
     # the resolver, on the matrix with that layer: known absent on that index, for that platform; another index still plans it
     from stackdoctor.accelerators.base import Unfit
     from stackdoctor.matrix import load_matrix
-    from stackdoctor.plan import Request
+    from stackdoctor.model.plan import Request
     from stackdoctor.resolve.fit import absent_here
 
     m = load_matrix([str(tmp_path / "config" / "stackdoctor" / "learned.yaml")])
@@ -146,7 +146,7 @@ def test_an_unreachable_index_confirms_nothing(tmp_path):
 
 
 def test_the_sentences_are_in_chinese():
-    from stackdoctor.texts import sentence
+    from stackdoctor.core.texts import sentence
 
     zh = sentence("torch 2.15.0 cpu: the index confirmed the announced build (http://127.0.0.1:1/f.whl, sha256 ab12); "
                   "remembered in /home/u/.config/stackdoctor/learned.yaml, so the next plan knows it", "zh")

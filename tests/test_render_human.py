@@ -6,11 +6,11 @@ import io
 
 from rich.console import Console
 
-from stackdoctor.facts import Facts, KernelFacts, KernelResult, NvidiaGpu
 from stackdoctor.matrix import load_matrix
+from stackdoctor.model.facts import Facts, KernelFacts, KernelResult, NvidiaGpu
+from stackdoctor.model.report import Finding, Report
 from stackdoctor.reconcile import reconcile
 from stackdoctor.render.human import render_report
-from stackdoctor.report import Finding, Report
 
 
 def screen(report: Report, width: int = 100, verbose: bool = False) -> str:

@@ -18,7 +18,7 @@ import pytest
 from test_redact import assert_clean, planted_report
 
 from stackdoctor.commands.report import default_dir
-from stackdoctor.report import load_report
+from stackdoctor.model.report import load_report
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -63,8 +63,8 @@ def pages(tmp_path_factory, torch_python) -> dict[str, Path]:
     live = run_sd(["check", "--json", "--python", torch_python], cwd=proj, timeout=600)
     assert live.rc in (0, 1), live.stderr
     (root / "live.json").write_text(live.stdout)
-    from stackdoctor.facts import Facts, from_data
-    from stackdoctor.report import Report
+    from stackdoctor.model.facts import Facts, from_data
+    from stackdoctor.model.report import Report
 
     (root / "h200.json").write_text(Report(facts=from_data(Facts, json.loads(H200.read_text())["facts"])).to_json())
     out = {}

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from stackdoctor.facts import Facts, PciDevice, from_data
 from stackdoctor.matrix import (
     Matrix,
     arch_runs,
@@ -22,7 +21,8 @@ from stackdoctor.matrix import (
     load_matrix,
     variant_kind,
 )
-from stackdoctor.plan import Plan, Request
+from stackdoctor.model.facts import Facts, PciDevice, from_data
+from stackdoctor.model.plan import Plan, Request
 from stackdoctor.reconcile import reconcile
 from stackdoctor.resolve import resolve as _resolve
 
@@ -473,7 +473,7 @@ def test_a_t4g_on_aarch64_gets_no_cuda_build_that_lacks_sm_75(shipped, torch):
     assert plan.variant == "cpu" and plan.torch_version == torch, text(plan)
     assert any(r.variant == name and f"is sm_75; {name} builds sm_80 and newer" in r.reason for r in plan.rejected), text(plan)
     assert any(f"torch {torch} cpu for Linux aarch64: announced (pytorch/test-infra" in w for w in plan.warnings), text(plan)
-    from stackdoctor.texts import sentence
+    from stackdoctor.core.texts import sentence
 
     zh = [sentence(w, "zh") for w in plan.warnings if "announced (" in w]
     assert zh and all("已公布" in z and "announced" not in z for z in zh), zh
@@ -593,7 +593,7 @@ def test_a_what_if_on_a_venv_with_a_newer_torch_says_downgrade_and_the_installed
     """Issue 30: on a venv holding torch 2.16.0+cu132 (newer than the matrix knows), ``--gpu sm_90 --driver 600``
     planned 2.15.0 with no word of a downgrade. A what-if for other GPUs / another driver plans for this same
     environment; one for another platform or Python does not replace its torch and says nothing of it."""
-    from stackdoctor.texts import sentence
+    from stackdoctor.core.texts import sentence
 
     facts = machine("no-gpu-linux")
     facts.torch = dataclasses.replace(facts.torch, installed=True, version="2.16.0+cu132", variant="cu132")
@@ -614,7 +614,7 @@ def test_a_what_if_on_a_venv_with_a_newer_torch_says_downgrade_and_the_installed
 def test_missing_companions_are_planned_beside_a_satisfied_torch(shipped):
     """Issue 30: on a venv holding a working torch newer than the plan, ``install torch torchvision torchaudio``
     answered "satisfied" with an empty command, dropping the two missing companions."""
-    from stackdoctor.texts import sentence
+    from stackdoctor.core.texts import sentence
 
     facts = machine("no-gpu-linux")
     # Python 3.10: torch 2.15.0 has no wheels for it (Requires-Python >=3.11), so the plan is older than the installed torch

@@ -15,9 +15,10 @@ from conftest import real_fixture
 from helpers import machine_env, run_sd
 from zhscreen import english_sentences, english_words
 
-from stackdoctor.accelerators.rocm_fit import userspace_window
+from stackdoctor.accelerators.amd import probe as rocm
+from stackdoctor.accelerators.amd.fit import userspace_window
 from stackdoctor.matrix import load_matrix
-from stackdoctor.probes import ProbeContext, Target, rocm
+from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.system import System
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="fake tools are /bin/sh scripts")

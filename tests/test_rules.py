@@ -15,12 +15,13 @@ import pytest
 import test_diagnose as td
 from helpers import machine_env, run_sd
 
-from stackdoctor import accelerators, catalog, rules
-from stackdoctor.facts import Facts, KernelFacts, KernelResult, PythonFacts, TorchFacts, from_data, to_data
+from stackdoctor import accelerators, rules
 from stackdoctor.matrix import load_matrix
-from stackdoctor.plan import Request
+from stackdoctor.model.facts import Facts, KernelFacts, KernelResult, PythonFacts, TorchFacts, from_data, to_data
+from stackdoctor.model.plan import Request
 from stackdoctor.reconcile import reconcile
 from stackdoctor.resolve import resolve
+from stackdoctor.rules import catalog
 from stackdoctor.rules.core import REGISTRY, RuleError
 
 MATRIX = load_matrix([])

@@ -11,8 +11,8 @@ import pytest
 from helpers import console_script, run_sd
 from test_cli_second_pass import env, run_in_pty, screen_lines
 
-from stackdoctor import catalog
 from stackdoctor.render.wrap import reflow, wrap
+from stackdoctor.rules import catalog
 
 WORD = re.compile(r"[A-Za-z0-9_]+")
 
@@ -156,9 +156,9 @@ def test_a_kernels_column_left_out_on_a_narrow_screen_is_named(lang, monkeypatch
 
     from rich.console import Console
 
-    from stackdoctor import console as console_mod
-    from stackdoctor.facts import KernelFacts, KernelResult
-    from stackdoctor.render.kernels import print_kernels
+    from stackdoctor.core import console as console_mod
+    from stackdoctor.model.facts import KernelFacts, KernelResult
+    from stackdoctor.render.proofs import print_kernels
 
     buf = io.StringIO()
     monkeypatch.setattr(console_mod, "make_console", lambda **kw: Console(file=buf, width=60, force_terminal=True, color_system=None))

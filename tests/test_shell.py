@@ -1,6 +1,6 @@
 """Fix lines a Windows user can paste: POSIX environment commands become PowerShell ones, on Windows only.
 
-The rules write `export NAME=value` / `unset NAME` (the locale texts too); stackdoctor.shell rewrites them
+The rules write `export NAME=value` / `unset NAME` (the locale texts too); stackdoctor.core.shell rewrites them
 when the judged machine is Windows. Pure tests first, then the rules on the same facts as Linux and as
 Windows, then the real CLI replaying the recorded Windows machine with CUDA_VISIBLE_DEVICES=-1 set."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from helpers import machine_env, run_sd
 
-from stackdoctor.diagnose import diagnose
-from stackdoctor.facts import CudaToolkit, Facts, NvidiaFacts, NvidiaGpu, PlatformFacts, TorchFacts
+from stackdoctor.core.shell import for_windows
 from stackdoctor.matrix import load_matrix
-from stackdoctor.shell import for_windows
+from stackdoctor.model.facts import CudaToolkit, Facts, NvidiaFacts, NvidiaGpu, PlatformFacts, TorchFacts
+from stackdoctor.rules.diagnose import diagnose
 
 HERE = Path(__file__).parent
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from stackdoctor.accelerators.ascend.rules import _set_env_line
-from stackdoctor.diagnose import diagnose
-from stackdoctor.facts import CudaToolkit, Facts, PlatformFacts, PythonFacts, TorchFacts
+from stackdoctor.core.shell import export, format_command
 from stackdoctor.matrix import load_matrix
-from stackdoctor.shell import export, format_command
+from stackdoctor.model.facts import CudaToolkit, Facts, PlatformFacts, PythonFacts, TorchFacts
+from stackdoctor.rules.diagnose import diagnose
 
 pytestmark = pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX sh")
 

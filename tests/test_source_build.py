@@ -1,4 +1,4 @@
-"""install --from-source: the build plan (stackdoctor/source_build.py) on recorded machines and recorded tool outputs.
+"""install --from-source: the build plan (stackdoctor/sourcebuild/recipe.py) on recorded machines and recorded tool outputs.
 
 Machines are tests/fixtures/machines/*.json (issue 3's cases); tool outputs are tests/fixtures/buildtools/ (each
 with its public source in SOURCE.md there). Pure: no tool runs here except the CLI what-if at the end."""
@@ -12,11 +12,11 @@ import pytest
 from helpers import check_document, run_sd
 
 from stackdoctor import pipeline
-from stackdoctor.facts import Facts, from_data
+from stackdoctor.model.facts import Facts, from_data
 from stackdoctor.probes import buildtools as bt
 from stackdoctor.probes.buildtools import BuildTools, Tool
 from stackdoctor.reconcile import reconcile
-from stackdoctor.source_build import BuildRequest, arch_list, build_plan, env_file, max_jobs, offer_from_source
+from stackdoctor.sourcebuild.recipe import BuildRequest, arch_list, build_plan, env_file, max_jobs, offer_from_source
 
 FIX = Path(__file__).parent / "fixtures"
 GB = 1000**3
@@ -229,7 +229,7 @@ def test_plan_document_validates(matrix):
 
 
 def test_install_offers_a_source_build_for_a_kepler_gpu(matrix):
-    from stackdoctor.plan import Request
+    from stackdoctor.model.plan import Request
     from stackdoctor.resolve import resolve
 
     facts = machine("k80-driver470", matrix)

@@ -1,4 +1,4 @@
-"""Reading the installer's configuration as the installer does (stackdoctor/install/sources.py).
+"""Reading the installer's configuration as the installer does (stackdoctor/wheels/sources.py).
 
 pip's load order is checked against real pip: the same files and variables are given to
 ``pip config list`` (pip 23.2.1 here) and to ``read_pip_config``, and the values must agree.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from stackdoctor.install.sources import (
+from stackdoctor.wheels.sources import (
     parse_pip_conf,
     parse_uv_toml,
     pip_config_files,

@@ -17,8 +17,8 @@ import pytest
 from conftest import find_test_uv
 from helpers import check_report_invariants
 
-from stackdoctor.errors import UsageError
-from stackdoctor.target import select_target
+from stackdoctor.core.errors import UsageError
+from stackdoctor.pipeline.which_python import select_target
 
 
 def _venv(root: Path, cfg: bool = True) -> Path:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from stackdoctor.facts import TorchFacts
+from stackdoctor.model.facts import TorchFacts
 from stackdoctor.probes import ProbeContext, Target
 from stackdoctor.probes.target import parse_sections, probe
 from stackdoctor.system import System

@@ -37,9 +37,9 @@ from binfixtures import (
     pe,
 )
 
-from stackdoctor import binfmt
+from stackdoctor.accelerators.nvidia import cudriver
+from stackdoctor.binaries import binfmt
 from stackdoctor.matrix import load_matrix
-from stackdoctor.probes import cudriver
 from stackdoctor.probes.torch_static import (
     StaticTorch,
     parse_dist_info_dirname,
@@ -577,8 +577,9 @@ def test_real_torch_2_14_1_libtorch_cuda(tmp_path):
 def test_nvidia_probe_asks_the_driver_library_as_one_more_witness(fake_libcuda, tmp_path):
     """The NVIDIA probe runs the driver worker (live machine only, like NVML) where a libcuda is found, and
     records its answer beside the others; reconcile names it among the witnesses of the driver's CUDA level."""
-    from stackdoctor.facts import Facts
-    from stackdoctor.probes import ProbeContext, Target, nvidia
+    from stackdoctor.accelerators.nvidia import probe as nvidia
+    from stackdoctor.model.facts import Facts
+    from stackdoctor.probes import ProbeContext, Target
     from stackdoctor.reconcile import reconcile
 
     empty = tmp_path / "bin"

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from learnserver import LearnIndex, standin_wheel
 
-from stackdoctor import zipbound
+from stackdoctor.binaries import zipbound
 
 REPO = Path(__file__).resolve().parent.parent
 TAG = "cp312-cp312-manylinux_2_28_x86_64"
@@ -85,7 +85,7 @@ def record_bomb(folder: Path) -> Path:
 
 
 def many_entries(folder: Path) -> Path:
-    """A wheel of more empty entries than :data:`stackdoctor.zipbound.MAX_ENTRIES`, its end record claiming 65535."""
+    """A wheel of more empty entries than :data:`stackdoctor.binaries.zipbound.MAX_ENTRIES`, its end record claiming 65535."""
     dist = "torch-2.16.0.dist-info"
     members = [(f"e/{i}", b"", 0, 0, 0) for i in range(zipbound.MAX_ENTRIES + 1)]
     members.append((f"{dist}/METADATA", *_deflated(_meta())))
@@ -97,8 +97,8 @@ def many_entries(folder: Path) -> Path:
 def test_a_record_bomb_is_one_sentence_in_bounded_memory(tmp_path):
     bomb = record_bomb(tmp_path)
     assert bomb.stat().st_size < 4 << 20
-    from stackdoctor.install.mirrors import local_wheel_metadata
-    from stackdoctor.learn_wheels import read_wheel_metadata
+    from stackdoctor.wheels.learn_wheels import read_wheel_metadata
+    from stackdoctor.wheels.mirrors import local_wheel_metadata
 
     assert read_wheel_metadata(bomb) is not None  # METADATA itself is small: read; RECORD is never unpacked here
     assert local_wheel_metadata(bomb) is not None
@@ -110,7 +110,7 @@ def test_a_record_bomb_is_one_sentence_in_bounded_memory(tmp_path):
 
 def test_a_zip_of_too_many_entries_is_one_sentence_in_bounded_memory(tmp_path):
     wheel = many_entries(tmp_path)
-    from stackdoctor.learn_wheels import read_wheel_metadata
+    from stackdoctor.wheels.learn_wheels import read_wheel_metadata
 
     assert read_wheel_metadata(wheel) is None
     with LearnIndex([wheel], metadata=False) as idx:
@@ -181,7 +181,7 @@ def test_a_file_link_on_an_http_page_is_not_followed(tmp_path):
         rc, out, _rss = _learn(idx.url, tmp_path)
     assert rc == 2 and "is not a package index page (no file links in it)" in out, out[-3000:]
     assert "an empty file, not a wheel" not in out
-    from stackdoctor.install.index import parse_simple_html
+    from stackdoctor.wheels.index import parse_simple_html
 
     page = f'<a href="{wheel.as_uri()}">{wheel.name}</a><a href="https://h.example/{wheel.name}">x</a>'
     assert [f.url for f in parse_simple_html(page, "https://idx.example/simple/torch/")] == [f"https://h.example/{wheel.name}"]
@@ -189,8 +189,8 @@ def test_a_file_link_on_an_http_page_is_not_followed(tmp_path):
 
 
 def test_a_missing_file_on_a_local_page_is_said_to_be_missing_not_empty(tmp_path):
-    from stackdoctor.install.index import IndexClient, IndexFile, PageCache
-    from stackdoctor.learn import HttpSource
+    from stackdoctor.wheels.index import IndexClient, IndexFile, PageCache
+    from stackdoctor.wheels.learn import HttpSource
 
     gone = tmp_path / f"torch-2.16.0-{TAG}.whl"
     with IndexClient({}, cache=PageCache(None)) as client:

@@ -30,7 +30,7 @@ from sourceserver import SourceServer  # noqa: E402
 from test_install import family  # noqa: E402
 from test_install_sources import DEPS, base_venv, sd, user_env, venv  # noqa: E402,F401
 
-from stackdoctor import cachefiles  # noqa: E402
+from stackdoctor.core import cachefiles  # noqa: E402
 
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 PW = "s3cret-Pw-44"

@@ -19,7 +19,7 @@ from learnserver import standin_wheel
 from test_install_witness import REPO, TAG, VariantIndex, user_env
 
 from stackdoctor.matrix import load_matrix
-from stackdoctor.plan import Plan
+from stackdoctor.model.plan import Plan
 from stackdoctor.resolve.availability import Offer, missing_artifacts
 
 linux_x86_64 = pytest.mark.skipif(
@@ -152,7 +152,7 @@ def test_when_the_cpu_index_does_not_answer_pypis_build_that_runs_is_planned_wit
         f"from {idx.url} runs here instead, at a cost: the torch wheel is {mib} MiB, and its CUDA runtime wheels come on top"
     ), plan["reasons"]
     assert plan["packages"][0]["wheel"] == wheel.name and "torch==2.15.0" in plan["command"], plan["command"]
-    from stackdoctor.texts import sentence
+    from stackdoctor.core.texts import sentence
 
     zh = sentence(plan["reasons"][0], "zh")
     assert "代价" in zh and f"torch wheel 大小为 {mib} MiB" in zh, zh

@@ -19,8 +19,10 @@ from conftest import real_fixture, write_fake_tool
 from helpers import machine_env, run_sd
 
 from stackdoctor import matrix as mx
-from stackdoctor.diagnose import diagnose
-from stackdoctor.facts import (
+from stackdoctor.accelerators.amd import probe as rocm_probe
+from stackdoctor.accelerators.nvidia import probe as nvidia_probe
+from stackdoctor.matrix import load_matrix
+from stackdoctor.model.facts import (
     Facts,
     KfdNode,
     NvidiaFacts,
@@ -34,13 +36,11 @@ from stackdoctor.facts import (
     TorchDevice,
     TorchFacts,
 )
-from stackdoctor.matrix import load_matrix
-from stackdoctor.plan import Request
+from stackdoctor.model.plan import Request
 from stackdoctor.probes import ProbeContext, Target
-from stackdoctor.probes import nvidia as nvidia_probe
-from stackdoctor.probes import rocm as rocm_probe
 from stackdoctor.reconcile import reconcile
 from stackdoctor.resolve import resolve, target_from
+from stackdoctor.rules.diagnose import diagnose
 from stackdoctor.system import System
 
 C40 = "c40-proc-driver-nvidia-version-open-565-ubuntu2404"
@@ -450,7 +450,7 @@ def test_no_healthy_fixture_gains_a_finding_from_the_new_witnesses(m):
     GPU witnesses, and none of the new findings."""
     import test_diagnose as td
 
-    from stackdoctor.facts import from_data
+    from stackdoctor.model.facts import from_data
 
     machines = {p.stem: from_data(Facts, json.loads(p.read_text())["facts"]) for p in sorted((Path(__file__).parent / "fixtures" / "machines").glob("*.json"))}
     machines.update({case: td.facts_from_source(case) for case in td.HEALTHY_CASES})

@@ -198,8 +198,8 @@ def _timed_steps() -> list[str]:
 def test_every_timed_step_is_named_in_chinese():
     """``install -v`` ends with each step's time (install/result.py ``Steps.told``: ``  record: 0.4 s``); every step the
     transaction times is named in Chinese (before: record/import/commit/leftovers as written)."""
-    from stackdoctor import catalog
     from stackdoctor.install.result import Steps
+    from stackdoctor.rules import catalog
 
     steps = _timed_steps()
     assert {"record", "import", "commit", "leftovers"} <= set(steps), steps
@@ -223,7 +223,7 @@ def test_every_literal_plan_sentence_leaves_no_english_word():
     from test_catalog import _variants
     from test_cli_newcomer_zh import _plan_sentence_sites
 
-    from stackdoctor import catalog
+    from stackdoctor.rules import catalog
 
     left, sites = [], 0
     for where, reject, arg in _plan_sentence_sites():
@@ -246,7 +246,7 @@ def test_every_literal_error_sentence_leaves_no_english_word():
     no English word: a value the user must type (`en`, `build-env`) is in backticks there."""
     from test_catalog import _raise_sites, _variants
 
-    from stackdoctor import catalog
+    from stackdoctor.rules import catalog
 
     left, sites = [], 0
     for where, arg in _raise_sites():
@@ -295,7 +295,7 @@ def test_install_verbose_names_its_steps_in_chinese(index, tmp_path):
 def test_no_zh_sentence_or_ui_text_is_left_in_english():
     """Every ``sentences:`` and ``ui:`` text in zh.yaml (and a kind's locale/zh.yaml), its {fields} standing for values,
     has no English word: a sentence another session adds with an English "translation" fails here, naming its key."""
-    from stackdoctor import catalog
+    from stackdoctor.rules import catalog
 
     left = []
     for section in ("sentences", "ui"):

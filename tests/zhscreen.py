@@ -51,7 +51,7 @@ def glossary() -> dict:
 @functools.cache
 def kept_words() -> frozenset[str]:
     """The words a Chinese screen shows as written: the glossary's ``keep:`` and every finding code."""
-    from stackdoctor import catalog
+    from stackdoctor.rules import catalog
 
     words = {str(w) for w in glossary().get("keep") or []}
     words |= {str(t["zh"]) for t in (glossary().get("terms") or {}).values() if re.fullmatch(r"[A-Za-z][\w-]*", str(t["zh"]))}

@@ -14,7 +14,7 @@ Standalone (stdlib + torch only; never imports stackdoctor) because it runs insi
 
   so that a crash or a hang part-way keeps every result before it.
 
-Every result is KernelResult-shaped (stackdoctor/facts.py). Correctness: matmul against a
+Every result is KernelResult-shaped (stackdoctor/model/facts.py). Correctness: matmul against a
 float64 CPU product of the same (dtype-rounded) inputs, conv2d output and both gradients
 against float64 CPU, torch.compile against eager float64 on the CPU (never float64 on the
 device: MPS has none); the error is ``max|got - ref| / max|ref|``, compared with a per-dtype

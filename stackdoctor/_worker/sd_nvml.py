@@ -2,7 +2,7 @@
 
 Run by stackdoctor as ``<python> sd_nvml.py`` in a child process with a timeout, because NVML can
 hang or crash inside a broken driver. Prints one JSON document (parsed by
-``stackdoctor.probes.nvml.parse_nvml_output``). stdlib + pynvml only; it honours PYTHONPATH, so
+``stackdoctor.accelerators.nvidia.nvml.parse_nvml_output``). stdlib + pynvml only; it honours PYTHONPATH, so
 tests can put a fake pynvml first. Constants are literal so a minimal binding works:
 NVML_CLOCK_SM = 1, NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1, NVML_VOLATILE_ECC = 0.
 

@@ -6,7 +6,7 @@ its ``torch.<x>.is_available`` fact, its runtime package families, the variable 
 devices, and its lines on the screen. The rules, the resolver, the project requirements, install's
 verification and the renderers all ask here, so ``check`` and ``install`` cannot disagree.
 
-Everything here is a pure function of :class:`~stackdoctor.facts.Facts` (after
+Everything here is a pure function of :class:`~stackdoctor.model.facts.Facts` (after
 :func:`stackdoctor.reconcile.reconcile`, which joins every witness into ``facts.reconciled``).
 Nothing here imports the rules, the resolver, install or the renderers: they sit above it.
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence  # --- resolve ---
 from typing import Any
 
-from stackdoctor import texts
 from stackdoctor.accelerators.amd import Amd
 from stackdoctor.accelerators.apple import Apple
 from stackdoctor.accelerators.ascend import Ascend
@@ -28,7 +27,8 @@ from stackdoctor.accelerators.base import Accelerator, Companion, DeviceSpec, Fi
 from stackdoctor.accelerators.intel import Intel
 from stackdoctor.accelerators.jetson import Jetson
 from stackdoctor.accelerators.nvidia import Nvidia
-from stackdoctor.facts import BuildKind, Facts, TorchFacts
+from stackdoctor.core import texts
+from stackdoctor.model.facts import BuildKind, Facts, TorchFacts
 
 __all__ = ["ALL", "Accelerator", "Companion", "DeviceSpec", "companion_kind", "companion_names", "import_hint", "what_if_options", "Say", "device_specs", "device_types", "gpu_code_kind", "gpu_libraries", "runtime_wheel_prefixes", "tables", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select", "CPU", "for_build", "serving", "build_label", "gpu_build_for", "TargetDevice", "with_device"]
 

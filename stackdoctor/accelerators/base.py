@@ -12,14 +12,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from stackdoctor.facts import Backend, BuildKind, Facts, GpuView, Severity, TorchFacts
+from stackdoctor.model.facts import Backend, BuildKind, Facts, GpuView, Severity, TorchFacts
 
 if TYPE_CHECKING:
     from packaging.version import Version
 
     from stackdoctor.matrix import Matrix, Release, Variant
-    from stackdoctor.plan import Request
-    from stackdoctor.view import MachineView
+    from stackdoctor.model.plan import Request
+    from stackdoctor.model.view import MachineView
 
 
 __all__ = ["Accelerator", "Companion", "DeviceSpec", "FitNotes", "FitTarget", "Say", "TargetDevice", "Unfit", "Verified", "device_summary", "unverified"]
@@ -95,7 +95,7 @@ class Say(Protocol):
 # --- build ---
 class BuildAsk(Protocol):
     """What a kind's source-build methods (:meth:`Accelerator.build_prerequisites`) are given by
-    :mod:`stackdoctor.source_build`: the machine, its build tools, the matrix's ``source_build`` rows, and the one way
+    :mod:`stackdoctor.sourcebuild.recipe`: the machine, its build tools, the matrix's ``source_build`` rows, and the one way
     to make a prerequisite (``source_build.Prerequisite``; this package does not import the plan above it)."""
 
     facts: Facts
@@ -241,8 +241,8 @@ class Accelerator:
     companions: ClassVar[tuple[str, ...]] = ()  # distributions installed beside torch for it ("torch-npu")
     torch_api_needs: ClassVar[str | None] = None  # torch is asked about it only where this module is installed ("torch_npu")
     what_if_option: ClassVar[str | None] = None  # install's what-if flag naming one of its devices ("--npu 910B"), as --gpu does
-    # what `matrix learn` reads of its builds (stackdoctor/learn.py): the runtime wheels their metadata pins (name
-    # prefixes), and the GPU code their libraries carry (a stackdoctor.binfmt format, "cuda" | "hip", in these wheel members)
+    # what `matrix learn` reads of its builds (stackdoctor/wheels/learn.py): the runtime wheels their metadata pins (name
+    # prefixes), and the GPU code their libraries carry (a stackdoctor.binaries.binfmt format, "cuda" | "hip", in these wheel members)
     runtime_wheels: ClassVar[tuple[str, ...]] = ()  # ("nvidia-", "cuda-toolkit")
     gpu_code: ClassVar[str | None] = None  # "cuda": fat binaries (sm_XY, compute_XY); "hip": offload bundles (gfxNNNN)
     gpu_libraries: ClassVar[tuple[str, ...]] = ()  # ("torch/lib/libtorch_cuda.so",)
@@ -415,7 +415,7 @@ class Accelerator:
         return None
     # --- end view ---
     # --- install ---
-    # Its runtime wheels (stackdoctor.install.leftovers): the names of runtime_families[0], and a variant's needs
+    # Its runtime wheels (stackdoctor.wheels.leftovers): the names of runtime_families[0], and a variant's needs
     runtime_packages: ClassVar[tuple[str, ...]] = ()  # canonical names of its runtime wheels ("pytorch-triton-rocm")
     runtime_prefixes: ClassVar[tuple[str, ...]] = ()  # and the beginnings of theirs ("rocm-sdk")
 
@@ -461,7 +461,7 @@ class Accelerator:
         """The GPU code the matrix lists for a build of this kind (``platform``: the wheel's platform tag)."""
         return []
     # --- install ---
-    # --- build --- (``install --from-source``: :mod:`stackdoctor.source_build` asks these, so it names no kind)
+    # --- build --- (``install --from-source``: :mod:`stackdoctor.sourcebuild.recipe` asks these, so it names no kind)
     build_switch: ClassVar[str | None] = None  # the variable PyTorch's setup.py reads to build for it: "USE_CUDA"
     builds_on_macos: ClassVar[bool] = True  # False: a source build for it on macOS is planned CPU-only (CUDA, ROCm)
     offers_source_build: ClassVar[bool] = False  # install offers --from-source when no published build runs on its GPUs

@@ -16,8 +16,8 @@ def use_lang(lang: str | None) -> None:
     """A command's ``--lang``: checked (one sentence, exit 2), then every sentence of this run is in it."""
     if lang is None:
         return
-    from stackdoctor.errors import UsageError
-    from stackdoctor.texts import LANGS, choose_lang
+    from stackdoctor.core.errors import UsageError
+    from stackdoctor.core.texts import LANGS, choose_lang
 
     if lang not in LANGS:
         raise UsageError(f"unknown --lang {lang!r}; choose en or zh.")
@@ -84,7 +84,7 @@ def json_asked(args: list[str]) -> str | None:
 
 def error_kind(exc: BaseException | None, exit_code: int) -> str:
     """What stopped the command, in one word: usage, matrix, index, interrupted, terminated or internal."""
-    from stackdoctor.errors import IndexError_, MatrixError, StackdoctorError
+    from stackdoctor.core.errors import IndexError_, MatrixError, StackdoctorError
 
     if isinstance(exc, MatrixError):
         return "matrix"
@@ -118,7 +118,7 @@ def answer_in_json(args: list[str], exc: BaseException | None, message: str, exi
     command = json_asked(args)
     if command is None or exit_code == 0 or getattr(sys.stdout, "written", True):
         return
-    from stackdoctor.errors import StackdoctorError, UsageError
+    from stackdoctor.core.errors import StackdoctorError, UsageError
 
     try:
         if command == "install":
@@ -128,11 +128,11 @@ def answer_in_json(args: list[str], exc: BaseException | None, message: str, exi
 
                 text = build_json(None, stop)
             else:
-                from stackdoctor.render.plan import plan_json
+                from stackdoctor.render.plans import plan_json
 
                 text = plan_json(None, stop)
         else:
-            from stackdoctor.redact import safe_data
+            from stackdoctor.core.redact import safe_data
 
             doc = error_document(command, error_kind(exc, exit_code), message, exit_code)
             text = json.dumps(safe_data(doc), indent=2, ensure_ascii=False) + "\n"

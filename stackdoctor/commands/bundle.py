@@ -1,4 +1,4 @@
-"""``stackdoctor bundle -o stackdoctor.pyz``: this installation as one file any Python 3.10+ runs (:mod:`stackdoctor.bundle`)."""
+"""``stackdoctor bundle -o stackdoctor.pyz``: this installation as one file any Python 3.10+ runs (:mod:`stackdoctor.render.zipapp`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from stackdoctor.commands import LANG_HELP, use_lang
-from stackdoctor.errors import ExitCode, UsageError
+from stackdoctor.core.errors import ExitCode, UsageError
 
 
 def register(app: typer.Typer) -> None:
@@ -21,8 +21,8 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         """Write this stackdoctor as one file for a machine without pip: python3 stackdoctor.pyz check."""
         use_lang(lang)
-        from stackdoctor.bundle import build_bundle, write_bundle
-        from stackdoctor.texts import detect_lang, sentence
+        from stackdoctor.core.texts import detect_lang, sentence
+        from stackdoctor.render.zipapp import build_bundle, write_bundle
 
         out = Path(output)
         if out.is_dir():
@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
         if b.left_out:
             said = ", ".join(f"{n} ({why})" for n, why in sorted(b.left_out.items()))
             print(sentence(f"Left out: {said}; what needs them says it was not read.", lg), file=sys.stderr)
-        from stackdoctor.shell import word
+        from stackdoctor.core.shell import word
 
         print(sentence(f"Run it with any Python 3.10 or newer: python3 {word(str(out), windows=os.name == 'nt')} check", lg), file=sys.stderr)
         return ExitCode.OK

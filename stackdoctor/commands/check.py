@@ -9,9 +9,9 @@ from typing import Annotated, Any, Optional
 import typer
 
 from stackdoctor import pipeline
-from stackdoctor.errors import ExitCode, UsageError
+from stackdoctor.core.errors import ExitCode, UsageError
+from stackdoctor.model.report import Report
 from stackdoctor.pipeline import Options
-from stackdoctor.report import Report
 
 
 class _delayed_spinner:  # noqa: N801 - used as a context manager
@@ -28,7 +28,7 @@ class _delayed_spinner:  # noqa: N801 - used as a context manager
         self._timer.daemon = True
 
     def _start(self) -> None:
-        from stackdoctor.console import make_console, marks
+        from stackdoctor.core.console import make_console, marks
 
         with self._lock:
             if not self._done:
@@ -51,7 +51,7 @@ class _delayed_spinner:  # noqa: N801 - used as a context manager
 def spinner(show: bool, lang: str = "en") -> Any:
     """The progress context ``build_report`` shows while probing (only on a terminal)."""
     if show and sys.stderr.isatty():
-        from stackdoctor.texts import ui
+        from stackdoctor.core.texts import ui
 
         return lambda: _delayed_spinner(ui("probing", lang))
     return None
@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
         """Probe every layer of the PyTorch stack and say what is wrong, with the fix."""
         fmt = fmt_given or "human"
         if output and fmt_given is None and not json_:  # -o x.json: the format follows the extension unless --format says otherwise
-            from stackdoctor.output import format_for
+            from stackdoctor.render.output import format_for
 
             fmt = format_for(output)
         if json_ and fmt_given is not None and fmt_given != "json":
@@ -102,9 +102,9 @@ def register(app: typer.Typer) -> None:
         if list_checks:
             from rich.cells import cell_len
 
-            from stackdoctor import diagnose as dx
-            from stackdoctor.texts import layer_word, ui
-            from stackdoctor.report import code_status, status_key
+            from stackdoctor.core.texts import layer_word, ui
+            from stackdoctor.model.report import code_status, status_key
+            from stackdoctor.rules import diagnose as dx
 
             lg = dx.detect_lang(os.environ, lang)
             rows = [(code, ui(status_key(code_status(code, sev)), lg), layer_word(layer, lg) if layer else "", title) for code, sev, layer, title in dx.list_checks(lg)]
@@ -112,13 +112,13 @@ def register(app: typer.Typer) -> None:
             for row in rows:
                 print("  ".join(cell + " " * (w - cell_len(cell)) for cell, w in zip(row[:3], widths, strict=True)) + "  " + row[3])
             return ExitCode.OK
-        from stackdoctor.diagnose import check_patterns
+        from stackdoctor.rules.diagnose import check_patterns
 
         only_codes, skip_codes = _split(only), _split(skip)
         check_patterns(only_codes, "--only", pipeline.lang_of(Options(lang=lang)))
         check_patterns(skip_codes, "--skip", pipeline.lang_of(Options(lang=lang)))
         if python and not replay:
-            from stackdoctor.engine import validate_python
+            from stackdoctor.pipeline.engine import validate_python
 
             validate_python(python, run=False)  # a folder, a missing path, not executable: one sentence, exit 2, at once
         opts = Options(
@@ -158,15 +158,15 @@ def _said_unprinted(report: Report, replay: str | None) -> None:
 
 def emit(report: Report, fmt: str, output: str | None, *, verbose: bool = False, lang: str = "en", strict: bool = False) -> None:
     """Write the report in ``fmt`` to stdout or ``output`` (``--json`` keeps stdout pure JSON)."""
-    from stackdoctor.output import write_output
+    from stackdoctor.render.output import write_output
 
     console = None
     if fmt == "human" and output is None:  # only the screen needs rich
-        from stackdoctor.console import make_console
+        from stackdoctor.core.console import make_console
 
         console = make_console()
     write_output(report, fmt, output, console=console, verbose=verbose, redact_default=False, lang=lang, strict=strict)
     if output is not None:  # the one line that says what went where (stdout stays free for a pipe)
-        from stackdoctor.texts import sentence
+        from stackdoctor.core.texts import sentence
 
         print(sentence(f"stackdoctor: wrote the report ({fmt}) to {output}.", lang), file=sys.stderr)

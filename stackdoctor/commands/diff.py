@@ -12,12 +12,12 @@ from typing import Annotated, Any, Optional
 import typer
 
 from stackdoctor.commands import LANG_HELP, use_lang
-from stackdoctor.errors import ExitCode
+from stackdoctor.core.errors import ExitCode
 
 
 def _show(v: Any, key: str = "", lang: str = "en") -> str:
     """A value as the screen says it: yes/no (never Python's True/False), a finding's severity in ``lang``, — for absent."""
-    from stackdoctor.texts import ui
+    from stackdoctor.core.texts import ui
 
     if v is None:
         return ui("nc_missing_value", lang)
@@ -40,12 +40,12 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         """Show what differs between two reports: driver, torch build, libraries, GPUs, findings."""
         use_lang(lang)
-        from stackdoctor.diff import DIFF_SCHEMA, diff_reports
-        from stackdoctor.report import load_report
+        from stackdoctor.model.diff import DIFF_SCHEMA, diff_reports
+        from stackdoctor.model.report import load_report
 
         for path in (a, b):  # a file that is not there is that, not "cannot replay"
             if not os.path.exists(path):
-                from stackdoctor.errors import UsageError
+                from stackdoctor.core.errors import UsageError
 
                 raise UsageError(f"{path}: no such file.")
         ra, rb = load_report(a), load_report(b)
@@ -58,17 +58,17 @@ def register(app: typer.Typer) -> None:
                 "count": len(diffs),
                 "differences": [d.to_data() for d in diffs],
             }
-            from stackdoctor.console import write_stdout
-            from stackdoctor.redact import safe_data
+            from stackdoctor.core.console import write_stdout
+            from stackdoctor.core.redact import safe_data
 
             write_stdout(json.dumps(safe_data(doc), indent=2, ensure_ascii=False) + "\n")
         else:
             from rich.table import Table
             from rich.text import Text
 
-            from stackdoctor.texts import detect_lang, sentence
-            from stackdoctor.console import make_console
-            from stackdoctor.redact import safe_data
+            from stackdoctor.core.console import make_console
+            from stackdoctor.core.redact import safe_data
+            from stackdoctor.core.texts import detect_lang, sentence
 
             lang = detect_lang(os.environ)
             console = make_console()

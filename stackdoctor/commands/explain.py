@@ -12,9 +12,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from stackdoctor import catalog
-from stackdoctor.errors import ExitCode, UsageError
-from stackdoctor.report import code_status, status_key
+from stackdoctor.core.errors import ExitCode, UsageError
+from stackdoctor.model.report import code_status, status_key
+from stackdoctor.rules import catalog
 
 
 def format_list(lang: str, width: int = 80) -> str:
@@ -75,7 +75,7 @@ def _facts_lines(facts: list[str], width: int) -> list[str]:
 
 def _width() -> int:
     """The screen's width: the terminal's, else ``COLUMNS``, else 80 (rich's rule)."""
-    from stackdoctor.console import make_console
+    from stackdoctor.core.console import make_console
 
     return max(20, make_console().width)
 
@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
             return ExitCode.OK
         key = code.strip().lower()
         if catalog.info(key) is None:
-            from stackdoctor.diagnose import closest_code
+            from stackdoctor.rules.diagnose import closest_code
 
             close = closest_code(key)
             if close:

@@ -1,6 +1,6 @@
 """``stackdoctor install``: the flags -> :class:`~stackdoctor.install.flow.InstallOptions` -> the install flow
 (:func:`stackdoctor.install.flow.install`: facts -> resolve -> locate the wheels on the user's sources -> routes ->
-act) -> its one outcome, rendered (:mod:`stackdoctor.render.plan`) -> the exit code.
+act) -> its one outcome, rendered (:mod:`stackdoctor.render.plans`) -> the exit code.
 
 Exit codes: 0 done (or a dry run, or already satisfied), 1 the request cannot be met (``plan.variant`` is
 None) or the install failed / was undone, 2 usage or index errors, 130 interrupted. ``--json`` always
@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from stackdoctor.commands import LANG_HELP, WHAT_IF_DEVICES, InstallCommand, use_lang
-from stackdoctor.errors import StackdoctorError
-from stackdoctor.render.plan import format_command, localized, plan_json, render_outcome, render_planned, say, write_err
+from stackdoctor.core.errors import StackdoctorError
+from stackdoctor.render.plans import format_command, localized, plan_json, render_outcome, render_planned, say, write_err
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.install.flow import Hooks, InstallOptions, InstallOutcome
-    from stackdoctor.source_run import FromSourceOptions
+    from stackdoctor.sourcebuild.run import FromSourceOptions
 
 # The install flow (resolve, indexes, accelerators, the matrix) is imported when `install` runs, not when the
 # command is registered: every other command (`check`, `--version`) starts without it (issue 33).
@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
         """Install the right torch build for this machine (or show the plan for another)."""
         use_lang(lang)
         if from_source:
-            from stackdoctor.source_run import FromSourceOptions
+            from stackdoctor.sourcebuild.run import FromSourceOptions
 
             return int(run_from_source(FromSourceOptions(
                 torch=torch, python=python, matrix=list(matrix or []), replay=replay, gpus=list(gpu or []), gfx=list(gfx or []),
@@ -156,8 +156,8 @@ def _print_json(outcome: InstallOutcome, exc: StackdoctorError | None) -> None:
 
 def run_from_source(opts: FromSourceOptions) -> int:
     """``--from-source``: the build plan (and, without ``--dry-run``, the build); ``--json`` one ``stackdoctor.build-plan/1``."""
-    from stackdoctor import source_run
     from stackdoctor.render.build import build_json, render_build, render_result
+    from stackdoctor.sourcebuild import run as source_run
 
     try:
         outcome = source_run.run(opts, say, write_err, show=render_build, confirm=_confirm)

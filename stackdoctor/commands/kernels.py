@@ -8,7 +8,7 @@
 allreduce reports each message size as it completes (a status line on a terminal, one flushed line on
 stderr in a pipe or CI log). The command only turns flags into a :class:`stackdoctor.pipeline.KernelRun`;
 the pipeline runs it and judges it as ``check`` is judged (:func:`stackdoctor.pipeline.build_kernels_report`:
-run -> gather -> reconcile -> judge), and the one judged report is drawn by :mod:`stackdoctor.render.kernels`
+run -> gather -> reconcile -> judge), and the one judged report is drawn by :mod:`stackdoctor.render.proofs`
 and gives the exit code (:func:`stackdoctor.pipeline.exit_code`).
 
 Exit code: 1 when a finding fails (wrong numbers, a crash, a timeout, busbw under
@@ -24,7 +24,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from stackdoctor.errors import UsageError
+from stackdoctor.core.errors import UsageError
 
 KERNEL_NAMES = ("matmul", "conv", "compile", "allreduce")
 
@@ -69,12 +69,12 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         """Run real kernels and collectives in the target interpreter and check their numbers."""
         from stackdoctor import pipeline
-        from stackdoctor.texts import LANGS, detect_lang, ui
-        from stackdoctor.engine import select_target, validate_python
-        from stackdoctor.kernels import FULL_SWEEP, QUICK_SWEEP, AllreduceOptions, KernelsInterrupted
-        from stackdoctor.render.kernels import ResultProgress, SweepProgress, print_interrupted, print_kernels
+        from stackdoctor.core.texts import LANGS, detect_lang, ui
+        from stackdoctor.pipeline.engine import select_target, validate_python
+        from stackdoctor.render.proofs import ResultProgress, SweepProgress, print_interrupted, print_kernels
         from stackdoctor.rules import Gates
         from stackdoctor.system import System
+        from stackdoctor.verify.kernels import FULL_SWEEP, QUICK_SWEEP, AllreduceOptions, KernelsInterrupted
 
         if lang is not None and lang not in LANGS:
             raise UsageError(f"unknown --lang {lang!r}; choose en or zh.")
@@ -138,7 +138,7 @@ def _kernel_names(which: list[str] | None) -> list[str]:
 
 def _torch_there(found: Any, target: Any, python: str | None) -> None:
     if found.torch is False:
-        from stackdoctor.shell import format_command
+        from stackdoctor.core.shell import format_command
 
         how = format_command(["stackdoctor", "install", *(["--python", target.python] if python else [])], windows=os.name == "nt")
         raise UsageError(f"torch is not installed in {target.python}; install it with: {how}")
@@ -146,7 +146,7 @@ def _torch_there(found: Any, target: Any, python: str | None) -> None:
 
 def _byte_range(min_bytes: str | None, max_bytes: str | None, full: bool) -> tuple[int, int]:
     """allreduce's smallest and largest message: the flags', else the sweep's (quick, or --full)."""
-    from stackdoctor.kernels import FULL_SWEEP, QUICK_SWEEP
+    from stackdoctor.verify.kernels import FULL_SWEEP, QUICK_SWEEP
 
     sweep = FULL_SWEEP if full else QUICK_SWEEP
     lo = parse_size(min_bytes) if min_bytes is not None else sweep[0]
@@ -157,7 +157,7 @@ def _byte_range(min_bytes: str | None, max_bytes: str | None, full: bool) -> tup
 
 
 def _gate(min_busbw: str | None) -> float | None:
-    from stackdoctor.units import parse_bandwidth
+    from stackdoctor.core.units import parse_bandwidth
 
     if min_busbw is None:
         return None
@@ -183,7 +183,7 @@ def _devices_there(asked: list[str] | None, kf: Any, python: str) -> None:
     """A ``--device`` the target's torch does not have is the user's input to fix (exit 2, one sentence), not a kernel
     that failed: every result for it is the worker's ``unavailable`` one (``_worker/sd_kernels.py``, with the devices
     torch has in ``present``)."""
-    from stackdoctor.shell import word
+    from stackdoctor.core.shell import word
 
     quoted = word(python, windows=os.name == "nt")  # one word of the command it names (the template says it twice)
     for d in asked or []:
@@ -236,7 +236,7 @@ def _node(python: str | None) -> dict[str, Any] | None:
     """This host's fleet summary: platform, driver and torch probes plus the quick kernels (the pipeline's gather)."""
     try:
         from stackdoctor import pipeline
-        from stackdoctor.kernels import node_summary
+        from stackdoctor.verify.kernels import node_summary
 
         return node_summary(pipeline.gather(pipeline.Options(python=python, kernels=True, probes=["target", "platform", "nvidia"])).facts)
     except Exception as exc:  # the fleet table is a bonus: never cost the allreduce
@@ -270,10 +270,10 @@ def _thunderbolt_iface(system: Any, target: Any) -> tuple[str | None, float | No
 
 def _print_json(kf: Any, findings: list[Any], python: str) -> None:
     from stackdoctor import __version__
-    from stackdoctor.facts import to_data
-    from stackdoctor.kernels import KERNELS_SCHEMA
+    from stackdoctor.model.facts import to_data
+    from stackdoctor.verify.kernels import KERNELS_SCHEMA
 
     doc = {"schema": KERNELS_SCHEMA, "stackdoctor_version": __version__, "target": python, **to_data(kf), "findings": to_data(findings)}
-    from stackdoctor.console import write_stdout
+    from stackdoctor.core.console import write_stdout
 
     write_stdout(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")

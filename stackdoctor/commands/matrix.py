@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from stackdoctor.commands import LANG_HELP, use_lang
-from stackdoctor.errors import ExitCode, IndexError_, UsageError
+from stackdoctor.core.errors import ExitCode, IndexError_, UsageError
 
 
 def _variant_lines(v: dict[str, Any], torch: str | None) -> list[str]:
@@ -134,9 +134,9 @@ def learn_cmd(
 ) -> int:
     """Learn torch releases from an index's wheels (names, core metadata, with --download their GPU code) into a matrix layer."""
     use_lang(lang)
-    from stackdoctor import learn as L
-    from stackdoctor.install.index import IndexClient
     from stackdoctor.matrix import load_matrix
+    from stackdoctor.wheels import learn as L
+    from stackdoctor.wheels.index import IndexClient
 
     target = _learn_target(since, torch, index, snapshot, max_wheel_mb, timeout, shipped, out)
     doc = L.read_layer(target)
@@ -168,7 +168,7 @@ def learn_cmd(
 def shown(text: str) -> str:
     """On the user's own terminal: credentials masked, their own hosts as they typed them (a bundle's host
     redaction is for sharing), and matrix learn's own flag where the index client names install's."""
-    from stackdoctor.redact import scrub_secrets
+    from stackdoctor.core.redact import scrub_secrets
 
     return scrub_secrets(text).replace("check the network, HTTPS_PROXY, or use --index-base / --offline", "check the network or HTTPS_PROXY, or give another --index")
 

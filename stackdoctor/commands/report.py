@@ -3,7 +3,7 @@
 Writes ``report.json`` (facts, findings, kernel results, raw tool outputs) and ``report.md``
 (summary table first, raw outputs in collapsed sections: pastes cleanly into a GitHub issue)
 into DIR, default a new ``stackdoctor-report-<date>`` folder. Redacted by default (see
-:mod:`stackdoctor.redact`); ``--no-redact`` opts out, loudly; ``--preview`` prints exactly what
+:mod:`stackdoctor.core.redact`); ``--no-redact`` opts out, loudly; ``--preview`` prints exactly what
 would be written and writes nothing. Exit code as ``check``: 1 when a finding fails.
 """
 
@@ -18,8 +18,8 @@ from typing import Annotated, Optional
 import typer
 
 from stackdoctor.commands import LANG_HELP, use_lang
-from stackdoctor.errors import ExitCode, UsageError
-from stackdoctor.report import Report
+from stackdoctor.core.errors import ExitCode, UsageError
+from stackdoctor.model.report import Report
 
 FILES = ("report.json", "report.md", "report.html")
 NO_REDACT_WARNING = (
@@ -74,9 +74,9 @@ def bundle(report: Report, *, redact: bool, lang: str = "en") -> tuple[str, str,
 
 def bundle_files(report: Report, *, redact: bool, lang: str = "en") -> tuple[str, str, dict[str, int], str]:
     """(report.json, report.md, replacements by kind, report.html): the page drawn from the same redacted report."""
-    from stackdoctor.redact import Redactor, redact_report
+    from stackdoctor.core.redact import Redactor, redact_report
+    from stackdoctor.model.report import report_from_data
     from stackdoctor.render.markdown import render_markdown
-    from stackdoctor.report import report_from_data
 
     counts: dict[str, int] = {}
     if redact:
@@ -85,8 +85,8 @@ def bundle_files(report: Report, *, redact: bool, lang: str = "en") -> tuple[str
         counts = r.counts
     else:
         shown = report
-    from stackdoctor.output import shown as drawn
     from stackdoctor.render.html import render_html
+    from stackdoctor.render.output import shown as drawn
 
     md = render_markdown(drawn(shown), redacted=redact, lang=lang)  # credentials ****, control characters escaped
     note = (
@@ -97,7 +97,7 @@ def bundle_files(report: Report, *, redact: bool, lang: str = "en") -> tuple[str
 
 def _counts_in(counts: dict[str, int], lang: str) -> str:
     """What redaction replaced, by kind, in ``lang`` (``3 个主机名，1 个 UUID``); a kind without a word keeps its name."""
-    from stackdoctor.texts import texts, ui
+    from stackdoctor.core.texts import texts, ui
 
     words = texts(lang)["ui"]
     return ui("list_sep", lang).join(
@@ -128,22 +128,22 @@ def register(app: typer.Typer) -> None:
         else:
             out = default_dir(Path.cwd())
         if python and not replay:
-            from stackdoctor.engine import validate_python
+            from stackdoctor.pipeline.engine import validate_python
 
             validate_python(python, run=False)  # a folder, a missing path, not executable: one sentence, exit 2, at once
         if not redact:
-            from stackdoctor.texts import detect_lang, sentence
+            from stackdoctor.core.texts import detect_lang, sentence
 
             print("stackdoctor: " + sentence(NO_REDACT_WARNING.removeprefix("stackdoctor: "), detect_lang(os.environ)), file=sys.stderr)
         report = _gather(python, timeout, not no_kernels, replay, config)
-        from stackdoctor.texts import detect_lang
+        from stackdoctor.core.texts import detect_lang
 
         json_text, md_text, counts, html_text = bundle_files(report, redact=redact, lang=detect_lang(os.environ))
         if preview:
             sys.stdout.write(f"==> {out / 'report.json'} <==\n{json_text}\n==> {out / 'report.md'} <==\n{md_text}")
             sys.stdout.flush()
         else:
-            from stackdoctor.output import write_text_file
+            from stackdoctor.render.output import write_text_file
 
             try:
                 out.mkdir(parents=True, exist_ok=True)
@@ -152,8 +152,8 @@ def register(app: typer.Typer) -> None:
             write_text_file(out / "report.json", json_text)
             write_text_file(out / "report.md", md_text)
             write_text_file(out / "report.html", html_text)
-            from stackdoctor.texts import sentence
-            from stackdoctor.redact import describe_counts
+            from stackdoctor.core.redact import describe_counts
+            from stackdoctor.core.texts import sentence
 
             lang = detect_lang(os.environ)
             what = (describe_counts(counts) if lang == "en" else _counts_in(counts, lang)) if counts else sentence("nothing needed replacing", lang)

@@ -12,14 +12,14 @@ What each file is:
 - :mod:`~stackdoctor.install.argv` — the installer's argv, in one place; :mod:`~stackdoctor.install.emit` — ``--emit``;
 - :mod:`~stackdoctor.install.result` — what an install ends with and the sentences that say it;
 - :mod:`~stackdoctor.install.talk` — output that never stops a put-back, and what could not be printed;
-- :mod:`~stackdoctor.install.leftovers` — the previous variant's runtime packages left behind;
-- :mod:`~stackdoctor.install.sources`, :mod:`~stackdoctor.install.index`, :mod:`~stackdoctor.install.mirrors`,
-  :mod:`~stackdoctor.install.lazywheel` — where wheels come from: the installer's configuration, index pages,
+- :mod:`~stackdoctor.wheels.leftovers` — the previous variant's runtime packages left behind;
+- :mod:`~stackdoctor.wheels.sources`, :mod:`~stackdoctor.wheels.index`, :mod:`~stackdoctor.wheels.mirrors`,
+  :mod:`~stackdoctor.wheels.lazywheel` — where wheels come from: the installer's configuration, index pages,
   mirrors of the PyTorch index, wheels read by HTTP ranges;
 - :mod:`~stackdoctor.install.conda` — conda-family environments.
 
 The public API is imported from here lazily (``from stackdoctor.install import execute``), so importing one of
-the files (``stackdoctor.install.leftovers`` from the resolver, ``flow`` from the command) does not load the rest.
+the files (``stackdoctor.wheels.leftovers`` from the resolver, ``flow`` from the command) does not load the rest.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.install.argv import install_command, installer_argv, is_pypi, restore_commands, uninstall_command
     from stackdoctor.install.backup import Snapshot, restore_backup, save_backup, snapshot
     from stackdoctor.install.emit import emit_requirements, emit_uv
-    from stackdoctor.install.leftovers import TORCH_FAMILY, families_needed, predict_leftovers, runtime_family
     from stackdoctor.install.result import InstallResult, failure_line
     from stackdoctor.install.transaction import InstallSettings, Target, Transaction, execute, execute_recovery
     from stackdoctor.install.verify import Verification, check_gpu_code, intact, judge
+    from stackdoctor.wheels.leftovers import TORCH_FAMILY, families_needed, predict_leftovers, runtime_family
 
 _WHERE = {
     "install_command": "argv", "installer_argv": "argv", "is_pypi": "argv", "restore_commands": "argv", "uninstall_command": "argv",

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from stackdoctor.install.leftovers import canonical_name
+from stackdoctor.wheels.leftovers import canonical_name
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.plan import Plan
+    from stackdoctor.model.plan import Plan
 
 
 PYPI_HOSTS = ("pypi.org", "pypi.python.org")
@@ -98,7 +98,7 @@ def credentials_out_of_argv(
     """``argv`` without a credentialed URL, and the environment that carries it instead: the installer's argv
     is visible to every local user (``ps``, /proc/<pid>/cmdline), its environment is not. A value of the
     same variable already in ``env`` is kept in front (the sources the index check chose)."""
-    from stackdoctor.redact import has_credentials
+    from stackdoctor.core.redact import has_credentials
 
     table = _OPTION_VARS["uv" if installer == "uv" else "pip"]
     out: list[str] = []

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from stackdoctor._worker import worker_path
-from stackdoctor.install.leftovers import TORCH_FAMILY
+from stackdoctor.wheels.leftovers import TORCH_FAMILY
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.system import System

@@ -20,14 +20,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from stackdoctor.errors import UsageError
-from stackdoctor.plan import Route
-from stackdoctor.shell import format_command
+from stackdoctor.core.errors import UsageError
+from stackdoctor.core.shell import format_command
+from stackdoctor.model.plan import Route
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.facts import Facts
     from stackdoctor.matrix import CondaInfo, CondaRelease, Matrix
-    from stackdoctor.plan import Plan
+    from stackdoctor.model.facts import Facts
+    from stackdoctor.model.plan import Plan
 
 CONDA_INSTALLERS = ("conda", "mamba", "micromamba", "pixi")
 _CONDA_CUDA_LIBS = ("pytorch", "cudatoolkit", "cudnn", "nccl", "pytorch-cuda", "cuda-runtime", "cuda-cudart", "cuda-libraries", "libcublas")

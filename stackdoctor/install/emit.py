@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from stackdoctor.install.argv import is_pypi, requirements
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.plan import Plan
+    from stackdoctor.model.plan import Plan
 
 
 def emit_requirements(plan: Plan, *, find_links: str | None = None, public_index: str | None = None) -> str:

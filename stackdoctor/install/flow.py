@@ -6,10 +6,10 @@ prints nothing: what must be shown while it acts (the plan before the question, 
 back ..." lines) goes through the :class:`Hooks` the command passes in.
 
 The sources are the installer's own configuration (pip.conf / ``PIP_*``, uv.toml / ``[tool.uv]`` /
-``UV_*``: :mod:`stackdoctor.install.sources`), ``--find-links`` and the PyTorch variant index or a ``--mirror``
-(:mod:`stackdoctor.install.mirrors`); :mod:`stackdoctor.resolve.availability` asks them and says what the installer is
+``UV_*``: :mod:`stackdoctor.wheels.sources`), ``--find-links`` and the PyTorch variant index or a ``--mirror``
+(:mod:`stackdoctor.wheels.mirrors`); :mod:`stackdoctor.resolve.availability` asks them and says what the installer is
 handed (never a source that did not answer). A torch release the matrix lacks but a source serves is learned
-from its file names and core metadata (:func:`stackdoctor.learn.witness_matrix`) and planned, its reason saying
+from its file names and core metadata (:func:`stackdoctor.wheels.learn.witness_matrix`) and planned, its reason saying
 where it was learned. conda targets get both routes (:mod:`stackdoctor.install.conda`).
 
 Exit codes: 0 done (or a dry run, or already satisfied), 1 the request cannot be met (``plan.variant`` is
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from stackdoctor.errors import ExitCode, IndexError_, StackdoctorError, UsageError
+from stackdoctor.core.errors import ExitCode, IndexError_, StackdoctorError, UsageError
 from stackdoctor.install.locate import apply_delivery, check_dependencies, check_sources, installer_config, refuse_implausible_pin, unknown_pin, witness_pin
 from stackdoctor.install.options import Hooks, InstallOptions, InstallOutcome
 from stackdoctor.install.request import (
@@ -39,11 +39,11 @@ from stackdoctor.install.request import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.install.sources import InstallerConfig
     from stackdoctor.matrix import Matrix
-    from stackdoctor.plan import Plan, Request
+    from stackdoctor.model.plan import Plan, Request
+    from stackdoctor.model.view import MachineView
     from stackdoctor.resolve.availability import Sourcing, Surveyed
-    from stackdoctor.view import MachineView
+    from stackdoctor.wheels.sources import InstallerConfig
 
 
 # ---------------------------------------------------------------------------- the entry
@@ -62,7 +62,7 @@ def keep_unprinted(outcome: InstallOutcome) -> None:
 
 def install(opts: InstallOptions, hooks: Hooks | None = None) -> InstallOutcome:
     """The whole flow; every stop (an error, an interrupt) is in the returned outcome's ``error``."""
-    from stackdoctor.install.sources import as_pip_takes_it
+    from stackdoctor.wheels.sources import as_pip_takes_it
 
     opts = replace(opts, sources=replace(opts.sources, find_links=[as_pip_takes_it(x) for x in opts.sources.find_links]))  # m/sw, ~/wheels: the folder pip would read
     out = InstallOutcome(opts)
@@ -163,13 +163,13 @@ class _Flow:
         if not plan.satisfiable and not opts.conda_installer and unknown_pin(opts.torch, self.matrix):
             plan, self.request, self.matrix, surveyed = witness_pin(opts, view, python, self.matrix, plan, cfg, hypothetical=self.hypothetical)
         self.out.plan = plan
-        from stackdoctor.source_build import offer_from_source
+        from stackdoctor.sourcebuild.recipe import offer_from_source
 
         offer = offer_from_source(plan, view, self.matrix, self.request)  # no wheel of the release runs on these GPUs: building it would
         if offer:
             plan.suggestions.append(offer)
         if self.unfinished and (opts.dry_run or opts.emit):
-            from stackdoctor.shell import format_command
+            from stackdoctor.core.shell import format_command
 
             again = format_command(["stackdoctor", "install", "--python", python, "--recover"], windows=self.out.windows)
             plan.warnings.append(f"an install into {view.python.env_prefix} was stopped halfway; `{again}` finishes it.")
@@ -281,7 +281,7 @@ class _Flow:
 def check_request(opts: InstallOptions, view: MachineView, matrix: Matrix) -> None:
     """Input errors that need the facts or the matrix."""
     from stackdoctor import accelerators
-    from stackdoctor.plan import Request
+    from stackdoctor.model.plan import Request
 
     asked = Request(gpus=list(opts.machine.gpus), gfx=list(opts.machine.gfx), devices={k: list(v) for k, v in opts.machine.devices.items() if v})
     for acc in accelerators.ALL:  # a what-if naming a device nobody makes (--gpu sm_999): one sentence, exit 2
@@ -397,8 +397,8 @@ def _satisfied(opts: InstallOptions, plan: Plan, out: InstallOutcome, hooks: Hoo
 
 
 def _conda_install(opts: InstallOptions, plan: Plan, hypothetical: bool, hooks: Hooks, out: InstallOutcome) -> int:
+    from stackdoctor.core.shell import format_command
     from stackdoctor.install.conda import require_tool
-    from stackdoctor.shell import format_command
 
     route = next((r for r in plan.routes if r.name == "conda-forge"), None)
     if route is None:
@@ -508,8 +508,8 @@ def _finish_earlier(opts: InstallOptions, view: MachineView, python: str, hooks:
 
 
 def _recover_only(opts: InstallOptions, hooks: Hooks, out: InstallOutcome) -> int:
-    from stackdoctor.engine import select_target, validate_python
     from stackdoctor.install.transaction import InstallSettings, execute_recovery
+    from stackdoctor.pipeline.engine import select_target, validate_python
     from stackdoctor.system import System
 
     if opts.python:

@@ -421,7 +421,7 @@ def stale_asides(prefix: str) -> list[str]:
 
 def swept_words(swept: list[tuple[str, int]]) -> list[str]:
     """One sentence per set-aside backup a run removed."""
-    from stackdoctor.units import format_bytes
+    from stackdoctor.core.units import format_bytes
 
     return [f"removed the backup of the torch an earlier install replaced ({path}, {format_bytes(size)}): that install had finished." for path, size in swept]
 

@@ -9,37 +9,37 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from stackdoctor.errors import IndexError_, StackdoctorError, UsageError
+from stackdoctor.core.errors import IndexError_, StackdoctorError, UsageError
 from stackdoctor.install.options import InstallOptions, InstallOutcome
 from stackdoctor.install.request import describe_machine, generic_command, make_request, resolve_plan, target_tags, windows_shell
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.install.index import IndexClient
-    from stackdoctor.install.sources import InstallerConfig
     from stackdoctor.matrix import Matrix
-    from stackdoctor.plan import Plan, Request
+    from stackdoctor.model.plan import Plan, Request
+    from stackdoctor.model.view import MachineView
     from stackdoctor.resolve.availability import Sourcing, Surveyed
-    from stackdoctor.view import MachineView
+    from stackdoctor.wheels.index import IndexClient
+    from stackdoctor.wheels.sources import InstallerConfig
 
 
 # ---------------------------------------------------------------------------- locate the sources
 
 
 def installer_config(opts: InstallOptions, view: MachineView) -> InstallerConfig:
-    from stackdoctor.install.sources import read_config
+    from stackdoctor.wheels.sources import read_config
 
     return read_config(opts.installer if opts.installer == "uv" else "pip", os.environ, prefix=view.python.env_prefix, cwd=os.getcwd())
 
 
 def index_client(opts: InstallOptions) -> IndexClient | None:
-    from stackdoctor.install.index import IndexClient
+    from stackdoctor.wheels.index import IndexClient
 
     return None if opts.sources.offline else IndexClient(os.environ, timeout_s=opts.sources.index_timeout_s)
 
 
 def _survey_options(opts: InstallOptions, cfg: InstallerConfig, matrix: Matrix, client: IndexClient | None, *, hypothetical: bool) -> dict[str, Any]:
     """How the sources are asked (:func:`stackdoctor.resolve.availability.survey_sources`), the same for every stage."""
-    from stackdoctor.install.mirrors import mirror_option, resolve_mirror
+    from stackdoctor.wheels.mirrors import mirror_option, resolve_mirror
 
     value, origin = mirror_option(opts.sources.mirror, os.environ)
     return {
@@ -55,10 +55,10 @@ def _survey_options(opts: InstallOptions, cfg: InstallerConfig, matrix: Matrix, 
 
 
 def witness(matrix: Matrix, sources: Sequence[Any], versions: Sequence[str], artifacts: Sequence[str] = ()) -> tuple[Matrix, list[str]]:
-    """:func:`stackdoctor.learn.witness_matrix` for ``versions`` (and the known releases ``artifacts`` whose build for
+    """:func:`stackdoctor.wheels.learn.witness_matrix` for ``versions`` (and the known releases ``artifacts`` whose build for
     this target the matrix lacks); what an index serves never stops the plan: a row it cannot make (an index's odd
     files) is a note, and the matrix stays as it is."""
-    from stackdoctor.learn import witness_matrix
+    from stackdoctor.wheels.learn import witness_matrix
 
     try:
         wider, notes = witness_matrix(matrix, sources, versions=versions, artifacts=artifacts)
@@ -170,10 +170,10 @@ def check_sources(
     hypothetical: bool, surveyed: Surveyed | None = None, fit_for: Callable[[Matrix], Callable[[str, str], str]] | None = None,
 ) -> tuple[Sourcing, Matrix, Request]:
     """Locate the plan's wheels (:func:`stackdoctor.resolve.availability.check`). Unpinned, a torch release newer than the
-    matrix's newest that a source serves is learned from its files (:func:`stackdoctor.learn.witness_matrix`) and
+    matrix's newest that a source serves is learned from its files (:func:`stackdoctor.wheels.learn.witness_matrix`) and
     planned when it fits; ``out.plan`` is the plan so far; ``surveyed``: the sources already asked; ``fit_for(matrix)``: how the sources' words say whether a build fits this machine (:func:`stackdoctor.install.flow.fit_words`). Returns the sourcing, and the matrix and request it used."""
-    from stackdoctor.install.index import python_version_of
     from stackdoctor.resolve.availability import check, learn_sources, missing_artifacts, newer_offers, read_constraints, survey_sources, torch_offers
+    from stackdoctor.wheels.index import python_version_of
 
     assert out.plan is not None
     plan = out.plan
@@ -239,9 +239,9 @@ def apply_delivery(plan: Plan, sourcing: Sourcing, python: str, installer: str, 
 
 def check_dependencies(sourcing: Sourcing, view: MachineView, request: Request, python: str) -> None:
     from stackdoctor.install.backup import snapshot
-    from stackdoctor.install.index import python_version_of
     from stackdoctor.resolve.availability import marker_environment, missing_dependencies
     from stackdoctor.system import System
+    from stackdoctor.wheels.index import python_version_of
 
     local = [p for p in sourcing.probes if p.answered and p.source.local and any(s is p.source for s in sourcing.delivery.used)]
     tags = target_tags(view, request)

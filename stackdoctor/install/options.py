@@ -8,11 +8,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from stackdoctor.errors import ExitCode
+from stackdoctor.core.errors import ExitCode
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.install.result import InstallResult
-    from stackdoctor.plan import Plan, Route
+    from stackdoctor.model.plan import Plan, Route
     from stackdoctor.resolve.availability import Sourcing
     from stackdoctor.system import CommandResult
 

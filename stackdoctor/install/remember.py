@@ -1,6 +1,6 @@
 """The index the user reaches confirms an announced build (issue 43): when the install flow's locate step finds the
 wheel of a build the matrix only announces (a release-day build matrix, no artifact seen), the build is learned from
-that index's files (:func:`stackdoctor.learn.learn`: its file names and core metadata, the artifact's URL and sha256)
+that index's files (:func:`stackdoctor.wheels.learn.learn`: its file names and core metadata, the artifact's URL and sha256)
 and remembered in the user's learned layer (``~/.config/stackdoctor/learned.yaml`` or ``STACKDOCTOR_LEARNED``), so the
 next run plans it as known. Only what an index showed is remembered: an unreachable index confirms nothing, a wheel
 listed without its sha256 is no artifact to name, and a layer this user does not own is not written."""
@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 from stackdoctor.matrix import platform_words
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.install.index import IndexClient
     from stackdoctor.matrix import Matrix
-    from stackdoctor.plan import Plan
+    from stackdoctor.model.plan import Plan
     from stackdoctor.resolve.availability import Sourcing
+    from stackdoctor.wheels.index import IndexClient
 
 __all__ = ["remember_absent", "remember_confirmed"]
 
@@ -44,9 +44,9 @@ def remember_confirmed(plan: Plan, sourcing: Sourcing, matrix: Matrix, platform_
     probe = next((p for p in sourcing.probes if p.answered and any(f.filename == match.filename for f in p.files.get("torch") or [])), None)
     if probe is None:
         return None
-    from stackdoctor.errors import StackdoctorError
-    from stackdoctor.learn import learn
+    from stackdoctor.core.errors import StackdoctorError
     from stackdoctor.resolve.survey import ProbeSource
+    from stackdoctor.wheels.learn import learn
 
     try:
         res = learn(ProbeSource(probe, client), versions=[str(plan.torch_version)], companions=False)
@@ -64,8 +64,8 @@ def remember_absent(planned: Plan, sourcing: Sourcing, matrix: Matrix, platform_
     answered with its full listing of torch (a project page lists every file) without a wheel of it for this platform:
     remembered as known absent there (``absent_on``), for that platform only. An index that did not answer, a
     find-links folder, or a listing with the build: nothing remembered."""
-    from stackdoctor.install.index import wheel_parts
     from stackdoctor.matrix import parse_platform
+    from stackdoctor.wheels.index import wheel_parts
 
     if not _announced(planned, matrix, platform_tag) or any(m.package == "torch" and f"=={planned.torch_version}+{planned.variant}" in m.requirement
                                                              for m in sourcing.matches):
@@ -85,7 +85,7 @@ def remember_absent(planned: Plan, sourcing: Sourcing, matrix: Matrix, platform_
     tags = [t for t in (variant.announced if variant is not None else ()) if parse_platform(t)[:2] == fam] or [str(platform_tag)]
     import datetime as dt
 
-    from stackdoctor.learn_wheels import public_url
+    from stackdoctor.wheels.learn_wheels import public_url
 
     today = dt.date.today().isoformat()
     page = public_url(probe.where("torch"))
@@ -110,7 +110,7 @@ def _only(row: dict[str, Any], variant: str) -> dict[str, Any] | None:
 
 
 def _public(url: str) -> str:
-    from stackdoctor.learn_wheels import public_url
+    from stackdoctor.wheels.learn_wheels import public_url
 
     return public_url(url)
 
@@ -118,9 +118,9 @@ def _public(url: str) -> str:
 def _write(row: dict[str, Any], what: str, done: str) -> str:
     """Merge ``row`` into the user's learned layer (its builds merged by name with a row already there, an
     ``absent_on`` added to the one it had); ``done``: the sentence when written (``{path}``: the layer)."""
-    from stackdoctor.errors import StackdoctorError
-    from stackdoctor.learn import LearnResult, read_layer, write_layer
+    from stackdoctor.core.errors import StackdoctorError
     from stackdoctor.matrix.load import learned_layer_path, own_layer
+    from stackdoctor.wheels.learn import LearnResult, read_layer, write_layer
 
     path = learned_layer_path()
     if os.path.lexists(path) and not own_layer(path, explicit=bool(os.environ.get("STACKDOCTOR_LEARNED"))):

@@ -8,13 +8,13 @@ import re
 from typing import TYPE_CHECKING
 
 from stackdoctor import accelerators, pipeline
-from stackdoctor.errors import UsageError
+from stackdoctor.core.errors import UsageError
 from stackdoctor.install.options import DRIVER_RE, EMITS, INSTALLERS, KNOWN_PACKAGES, PROBES, ROCM_RE, InstallOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.matrix import Matrix
-    from stackdoctor.plan import Plan, Request
-    from stackdoctor.view import MachineView
+    from stackdoctor.model.plan import Plan, Request
+    from stackdoctor.model.view import MachineView
 
 
 # ---------------------------------------------------------------------------- the request
@@ -90,7 +90,7 @@ def pipeline_options(opts: InstallOptions) -> pipeline.Options:
 def gather_view(opts: InstallOptions) -> tuple[MachineView, str, Matrix]:
     """(the machine's view (:func:`stackdoctor.reconcile.reconcile`), target interpreter path, matrix): probed here, or from ``--replay``."""
     if opts.python and not opts.machine.replay:
-        from stackdoctor.engine import validate_python
+        from stackdoctor.pipeline.engine import validate_python
 
         validate_python(opts.python)  # a folder, a missing path, not Python 3: one sentence, exit 2 (as check, kernels, report)
     popts = pipeline_options(opts)
@@ -103,7 +103,7 @@ def gather_view(opts: InstallOptions) -> tuple[MachineView, str, Matrix]:
         return view, view.python.executable or "python", matrix
     if opts.python and view.python.error and not view.python.version:
         raise UsageError(f"--python {opts.python}: {view.python.error}.")
-    from stackdoctor.engine import select_target
+    from stackdoctor.pipeline.engine import select_target
 
     return view, select_target(opts.python, os.environ).python, matrix
 
@@ -120,8 +120,8 @@ def wanted_packages(opts: InstallOptions, view: MachineView) -> list[str]:
 
 
 def make_request(opts: InstallOptions, view: MachineView, matrix: Matrix | None = None, torch: str | None = None) -> Request:
-    from stackdoctor.install.index import index_base
-    from stackdoctor.plan import Request
+    from stackdoctor.model.plan import Request
+    from stackdoctor.wheels.index import index_base
 
     return Request(
         torch=torch or opts.torch,
@@ -159,7 +159,7 @@ def accelerator_seen(view: MachineView, variant: str | None) -> str | None:
 
 
 def resolve_plan(opts: InstallOptions, view: MachineView, python: str, matrix: Matrix, torch: str | None = None) -> tuple[Plan, Request]:
-    """The plan for the request, with its command and the leftovers (the resolver's, from :func:`stackdoctor.install.leftovers.predict_leftovers`,
+    """The plan for the request, with its command and the leftovers (the resolver's, from :func:`stackdoctor.wheels.leftovers.predict_leftovers`,
     the one prediction; on this machine narrowed by the target's packages as ``--remove-leftovers`` will be)."""
     from stackdoctor.install.argv import install_command
     from stackdoctor.resolve import resolve
@@ -170,8 +170,8 @@ def resolve_plan(opts: InstallOptions, view: MachineView, python: str, matrix: M
         plan.command = install_command(plan, python, request.installer, uv=view.python.uv_path or "uv")
         if plan.leftovers and not opts.what_if:  # the same answer --remove-leftovers acts on (install.leftovers)
             from stackdoctor.install import backup
-            from stackdoctor.install.leftovers import leftovers
             from stackdoctor.system import System
+            from stackdoctor.wheels.leftovers import leftovers
 
             if (snap := backup.snapshot(System.from_env(), python)).ok:
                 plan.leftovers = leftovers(plan.leftovers, snap)
@@ -207,7 +207,7 @@ def describe_machine(opts: InstallOptions, view: MachineView) -> str:
 
 
 def target_tags(view: MachineView, request: Request) -> list[str]:
-    from stackdoctor.install.index import target_tags as _tags
+    from stackdoctor.wheels.index import target_tags as _tags
 
     return _tags(view.facts, request)
 

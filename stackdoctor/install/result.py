@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from stackdoctor.errors import ExitCode
-from stackdoctor.shell import format_command
+from stackdoctor.core.errors import ExitCode
+from stackdoctor.core.shell import format_command
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.install.backup import FamilyState

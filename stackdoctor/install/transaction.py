@@ -32,7 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from stackdoctor.errors import ExitCode
+from stackdoctor.core.errors import ExitCode
+from stackdoctor.core.shell import format_command
 from stackdoctor.install.argv import installer_argv, planned_versions, restore_commands, uninstall_command
 from stackdoctor.install.backup import BACKUP_COPY_CAP, FamilyState, Snapshot, family_state, restore_backup, save_backup, snapshot, sweep_pip_stash
 from stackdoctor.install.journal import (
@@ -51,7 +52,6 @@ from stackdoctor.install.journal import (
     sweep_aside,
     swept_words,
 )
-from stackdoctor.install.leftovers import TORCH_FAMILY, leftovers, predict_leftovers
 from stackdoctor.install.result import (
     InstallResult,
     Steps,
@@ -65,12 +65,12 @@ from stackdoctor.install.result import (
 )
 from stackdoctor.install.talk import Say, save_unprinted, say_unprinted, stderr_writer, talker
 from stackdoctor.install.verify import check_gpu_code, judge, reads_gpu_code, verify, what_check_says
-from stackdoctor.shell import format_command
+from stackdoctor.wheels.leftovers import TORCH_FAMILY, leftovers, predict_leftovers
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.facts import Facts, GpuView
     from stackdoctor.install.verify import Verification
-    from stackdoctor.plan import Plan
+    from stackdoctor.model.facts import Facts, GpuView
+    from stackdoctor.model.plan import Plan
     from stackdoctor.system import CommandResult, System
 
 DEFAULT_INSTALL_TIMEOUT_S = 3600.0

@@ -15,8 +15,8 @@ from stackdoctor.install.backup import BACKUP_MARK, marked, str_dict
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.accelerators.base import Accelerator
-    from stackdoctor.facts import Facts, GpuView
-    from stackdoctor.plan import Plan
+    from stackdoctor.model.facts import Facts, GpuView
+    from stackdoctor.model.plan import Plan
     from stackdoctor.system import System
 
 
@@ -105,7 +105,7 @@ def what_check_says(v: Verification, facts: Facts | None) -> list[str]:
     import copy
 
     from stackdoctor import rules
-    from stackdoctor.texts import detect_lang, ui
+    from stackdoctor.core.texts import detect_lang, ui
     from stackdoctor.matrix import load_matrix
     from stackdoctor.reconcile import reconcile
 
@@ -237,7 +237,7 @@ def _read_code(plan: Plan, v: Verification, acc: Accelerator, system: System, ti
     """The GPU code read from the installed torch's folder (``v.location``'s), or the note that it was not read."""
     if not v.location:
         return GpuCodeCheck("the GPU code of the installed torch was not read: its import did not say where it is", data=data)
-    from stackdoctor.learn import read_installed_gpu_code
+    from stackdoctor.wheels.learn import read_installed_gpu_code
 
     torch_dir = os.path.dirname(v.location)
     try:

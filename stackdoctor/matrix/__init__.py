@@ -9,7 +9,7 @@ Every table is declared once in :mod:`stackdoctor.matrix.tables` (:data:`TABLES`
 layering key and merge rule, the :class:`Matrix` field it fills, how it is shown. Parsing and validation
 (:mod:`~stackdoctor.matrix.load`), layering (``build``), :meth:`Matrix.to_data` and ``SCHEMA.md`` iterate them.
 
-Loading is strict: a malformed or invalid file raises :class:`~stackdoctor.errors.MatrixError` with
+Loading is strict: a malformed or invalid file raises :class:`~stackdoctor.core.errors.MatrixError` with
 one sentence naming the file, the line and the field. Only ``yaml.safe_load`` semantics are used,
 with a cap on document size and on alias resolutions (no "billion laughs") (:mod:`~stackdoctor.matrix.reader`).
 

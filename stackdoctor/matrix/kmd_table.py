@@ -1,6 +1,6 @@
 """The ``rocm_kernel_user_space`` table (issue 43): AMD's window between the kernel driver (KMD, ``amdgpu``) and the ROCm
 user space releases tested with it, from AMD's "User and kernel-space support matrix". Declared here, beside its row,
-and registered in :data:`stackdoctor.matrix.tables.TABLES`; read by :func:`stackdoctor.accelerators.rocm_fit.userspace_window`."""
+and registered in :data:`stackdoctor.matrix.tables.TABLES`; read by :func:`stackdoctor.accelerators.amd.fit.userspace_window`."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from stackdoctor.errors import MatrixError
+from stackdoctor.core.errors import MatrixError
 from stackdoctor.matrix.model import SCHEMA, Matrix
 from stackdoctor.matrix.reader import MAX_DOCUMENT_BYTES, Ctx, check_document_size, check_keys, parse_yaml
 from stackdoctor.matrix.table import Table
@@ -137,7 +137,7 @@ def read_user_file(path: str | Path) -> str:
 
 @functools.lru_cache(maxsize=1)
 def embedded_parts() -> tuple[tuple[str, Parsed], ...]:
-    from stackdoctor.parsecache import package_files  # importlib.resources.files without its zip reader's imports
+    from stackdoctor.core.parsecache import package_files  # importlib.resources.files without its zip reader's imports
 
     try:
         base: Any = package_files("stackdoctor.compat_matrix")
@@ -149,7 +149,7 @@ def embedded_parts() -> tuple[tuple[str, Parsed], ...]:
     for entry in sorted(base.iterdir(), key=lambda e: (e.name.startswith("learned"), e.name)):
         if entry.name.endswith(".yaml") and entry.is_file():
             texts.append((f"compat_matrix/{entry.name}", entry.read_text(encoding="utf-8")))
-    from stackdoctor import parsecache  # what the last run parsed, when nothing it depends on has changed
+    from stackdoctor.core import parsecache  # what the last run parsed, when nothing it depends on has changed
     from stackdoctor.matrix.pure import PLUGIN_VARIANT_KINDS
 
     here = Path(__file__).resolve().parent

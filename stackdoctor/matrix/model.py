@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
-from stackdoctor.errors import MatrixError
+from stackdoctor.core.errors import MatrixError
 from stackdoctor.matrix.pure import normalise_gpu_name, parse_platform
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 from typing import Protocol
 
-from stackdoctor.versions import at_least, dotted
+from stackdoctor.core.versions import at_least, dotted
 
 
 class _GfxBuild(Protocol):

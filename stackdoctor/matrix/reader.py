@@ -8,7 +8,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from stackdoctor.errors import MatrixError
+from stackdoctor.core.errors import MatrixError
 
 # One matrix file's bounds, checked before anything is parsed (a 4 MiB file of 82k plain rows took 14 s and
 # 254 MB to parse): the shipped matrix is 13 files, 2,975 lines and 250 KB in all, its biggest 1,944 lines.

@@ -426,7 +426,7 @@ def _layer_release(acc: dict[Any, Release], r: Release) -> Release:
 
 
 def _release_data(r: Release) -> dict[str, Any]:
-    from stackdoctor.facts import to_data
+    from stackdoctor.model.facts import to_data
 
     d = {f.name: to_data(getattr(r, f.name)) for f in dataclasses.fields(r) if f.name not in ("line", "version", "patches")}
     d["version"] = str(r.version)

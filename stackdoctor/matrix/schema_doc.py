@@ -71,7 +71,7 @@ row layers like any other, with three differences:
   are dropped.
 
 A learned CUDA build whose GPU code was not read (no `--download`) says so in `unknown`; at run time the index witness
-(`stackdoctor.learn.witness_matrix`) gives such a build the list of the nearest known build of the same CUDA version,
+(`stackdoctor.wheels.learn.witness_matrix`) gives such a build the list of the nearest known build of the same CUDA version,
 with `derived_from: "inferred: ..."`, which the plan's reasons repeat.
 """
 

@@ -9,12 +9,12 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from stackdoctor.core.versions import dotted
 from stackdoctor.matrix.pure import (
     ARCH_RE,
     PY_RE,
 )
 from stackdoctor.matrix.reader import Ctx, LDict
-from stackdoctor.versions import dotted
 
 R = TypeVar("R")
 
@@ -88,7 +88,7 @@ class Table(Generic[R]):
 
     def data(self, value: Any) -> Any:
         """The table as ``matrix show --json`` shows it."""
-        from stackdoctor.facts import to_data
+        from stackdoctor.model.facts import to_data
 
         one = self.row_data or to_data
         if self.holds == "one":

@@ -17,7 +17,7 @@ class Target:
     """The interpreter whose environment is diagnosed."""
 
     python: str  # path to the interpreter
-    selected_by: str  # stackdoctor.target.RULES: "--python" | "VIRTUAL_ENV" | "CONDA_PREFIX" | ".venv" | "PATH" | "self"
+    selected_by: str  # stackdoctor.pipeline.which_python.RULES: "--python" | "VIRTUAL_ENV" | "CONDA_PREFIX" | ".venv" | "PATH" | "self"
 
 
 @dataclass

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 
-from stackdoctor.facts import PciDevice
+from stackdoctor.model.facts import PciDevice
 from stackdoctor.system import System
 
 __all__ = [

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import re
 
-from stackdoctor.facts import PlatformFacts
+from stackdoctor.accelerators.apple.probe import parse_sw_vers
+from stackdoctor.model.facts import PlatformFacts
 from stackdoctor.probes import ProbeContext, ProbeOutput
-from stackdoctor.probes.apple import parse_sw_vers
 from stackdoctor.probes.pci import AMD_VENDOR, NVIDIA_VENDOR, display_devices
 from stackdoctor.system import Host, System
 
@@ -260,7 +260,7 @@ def _libc_from_tree(system: System) -> tuple[str | None, str | None, str | None]
             if name == "libc.so.6" and glibc is None:
                 glibc = f"{d}/{name}"
     if glibc:
-        from stackdoctor.linkage import glibc_version  # the ELF reader, only where the name says no version
+        from stackdoctor.binaries.linkage import glibc_version  # the ELF reader, only where the name says no version
 
         return "glibc", glibc_version(system, glibc), f"file:{glibc}"
     if musl:

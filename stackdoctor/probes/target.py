@@ -29,7 +29,7 @@ import re
 import threading
 
 from stackdoctor._worker import worker_path
-from stackdoctor.facts import (
+from stackdoctor.model.facts import (
     KernelFacts,
     PythonFacts,
     TorchFacts,
@@ -357,7 +357,7 @@ def _worker_env(ctx: ProbeContext) -> dict[str, str | None]:
     env: dict[str, str | None] = {"PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1"}
     env["STACKDOCTOR_KERNELS"] = ("quick+compile" if ctx.compile else "quick") if ctx.kernels else None
     if ctx.kernels:  # the quick pass reaches a plug-in kind's devices (npu:N) through its device spec, as `kernels` does
-        from stackdoctor.kernels import worker_device_specs
+        from stackdoctor.verify.kernels import worker_device_specs
 
         env["STACKDOCTOR_DEVICES"] = worker_device_specs()
     env["STACKDOCTOR_IMPORT_TORCH"] = None if ctx.import_torch else "0"

@@ -12,7 +12,7 @@ what a diagnosis needs is written in files:
   distribution a diagnosis asks about (NVML bindings, CuPy, pip: ``site_distributions``);
 - runtime library file names (``nvidia/cudnn/lib/libcudnn.so.9``, ``torch/lib/...``): the
   major version when no metadata says more;
-- the GPU code in torch's own libraries, read by :mod:`stackdoctor.binfmt`: the CUDA fat
+- the GPU code in torch's own libraries, read by :mod:`stackdoctor.binaries.binfmt`: the CUDA fat
   binary of ``libtorch_cuda.so`` / ``torch_cuda.dll`` (``sm_XX`` cubins, ``compute_XX`` PTX),
   the clang offload bundles of ``libtorch_hip.so`` (``gfx942``...), and the SYCL images of
   ``libtorch_xpu.so``.
@@ -47,10 +47,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from stackdoctor import binfmt
 from stackdoctor._worker.sd_target import variant_of
-from stackdoctor.linkage import DEFAULT_BUDGET_S as LINK_BUDGET_S
-from stackdoctor.linkage import LinkCheck, check_linkage, torch_roots
+from stackdoctor.binaries import binfmt
+from stackdoctor.binaries.linkage import DEFAULT_BUDGET_S as LINK_BUDGET_S
+from stackdoctor.binaries.linkage import LinkCheck, check_linkage, torch_roots
 from stackdoctor.system import ReadResult, System
 
 MAX_ARCHS = 256  # architectures reported per library
@@ -445,7 +445,7 @@ def read_static_torch(
     ``zstd`` decodes zstd-compressed ROCm offload bundles; by default the standard
     library's (Python 3.14+) when there is one. The whole read runs within ``budget_s`` seconds:
     what is left unread when it runs out is named in ``errors`` and ``unreadable``. ``linkage``:
-    predict what loading torch's libraries does (:mod:`stackdoctor.linkage`; ``env`` gives
+    predict what loading torch's libraries does (:mod:`stackdoctor.binaries.linkage`; ``env`` gives
     ``LD_LIBRARY_PATH``, ``interpreter`` the target Python whose RPATH and libraries apply). Never raises.
     """
     st = StaticTorch()

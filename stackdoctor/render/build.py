@@ -5,20 +5,20 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from stackdoctor.render.plan import localized
-from stackdoctor.shell import powershell_set, word
+from stackdoctor.core.shell import powershell_set, word
+from stackdoctor.render.plans import localized
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.errors import StackdoctorError
-    from stackdoctor.source_build import BuildPlan
+    from stackdoctor.core.errors import StackdoctorError
+    from stackdoctor.sourcebuild.recipe import BuildPlan
 
 _MARK = {"ok": "ok", "missing": "MISSING", "unknown": "?"}
 
 
 def build_json(plan: BuildPlan | None, exc: StackdoctorError | None = None) -> str:
     """One ``stackdoctor.build-plan/1`` document (a usage error before any plan: the empty plan with its ``error``)."""
-    from stackdoctor.redact import safe_copy
-    from stackdoctor.source_build import BUILD_PLAN_SCHEMA
+    from stackdoctor.core.redact import safe_copy
+    from stackdoctor.sourcebuild.recipe import BUILD_PLAN_SCHEMA
 
     data: dict[str, Any]
     if plan is None:
@@ -37,8 +37,8 @@ def render_build(plan: BuildPlan) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from stackdoctor.console import make_console
-    from stackdoctor.redact import safe_copy
+    from stackdoctor.core.console import make_console
+    from stackdoctor.core.redact import safe_copy
 
     plan = safe_copy(plan, screen=True)
     con = make_console(stderr=True, soft_wrap=True)
@@ -75,8 +75,8 @@ def render_build(plan: BuildPlan) -> None:
 
 def render_result(plan: BuildPlan) -> None:
     """After a run: the steps that finished, the log, and what stopped it."""
-    from stackdoctor.console import make_console
-    from stackdoctor.redact import safe_copy
+    from stackdoctor.core.console import make_console
+    from stackdoctor.core.redact import safe_copy
 
     _result(make_console(stderr=True, soft_wrap=True), safe_copy(plan, screen=True))
 

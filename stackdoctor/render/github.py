@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
+from stackdoctor.model.report import Finding, Report
+from stackdoctor.model.report import status as status_of
 from stackdoctor.render.markdown import render_markdown
-from stackdoctor.report import Finding, Report
-from stackdoctor.report import status as status_of
 
 __all__ = ["escape_data", "escape_property", "format_annotation", "render_annotations", "render_summary"]
 
@@ -38,7 +38,7 @@ def format_annotation(f: Finding, lang: str = "en") -> str | None:
     level = _LEVEL.get(status_of(f))
     if level is None:
         return None
-    from stackdoctor.texts import ui
+    from stackdoctor.core.texts import ui
 
     message = f.detail or f.title
     if f.fix:

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 from stackdoctor import accelerators
+from stackdoctor.core.units import format_flops
+from stackdoctor.model.report import Finding, Report, layer_status, status_key
+from stackdoctor.model.report import status as status_of
 from stackdoctor.render.markdown import format_counts
 from stackdoctor.render.witnesses import chosen_by, witness_rows
-from stackdoctor.report import Finding, Report, layer_status, status_key
-from stackdoctor.report import status as status_of
-from stackdoctor.units import format_flops
 
 __all__ = ["CSP", "render_html"]
 
@@ -115,7 +115,7 @@ def _stack_html(report: Report, say: Callable[..., str]) -> list[str]:
 
 
 def _findings_html(report: Report, lang: str, say: Callable[..., str]) -> list[str]:
-    from stackdoctor.texts import explain
+    from stackdoctor.core.texts import explain
 
     out = [f"<h2>{_e(say('html_findings'))}</h2>"]
     shown = sorted(report.findings, key=lambda x: _ORDER.get(status_of(x), 4))
@@ -181,7 +181,7 @@ def kernels_svg(report: Report, say: Callable[..., str]) -> str | None:
 
 def allreduce_svg(report: Report, say: Callable[..., str]) -> str | None:
     """In-place bus bandwidth (GB/s) by message size: one column per size, the sizes in order (a log scale by nature)."""
-    from stackdoctor.kernels import format_size
+    from stackdoctor.verify.kernels import format_size
 
     ar = report.facts.kernels.allreduce or {}
     rows = [r for r in ar.get("rows") or [] if isinstance(r, dict) and isinstance(r.get("ip"), dict) and isinstance(r.get("bytes"), int)]
@@ -244,8 +244,8 @@ def _probes_html(report: Report, say: Callable[..., str]) -> list[str]:
 
 
 def render_html(report: Report, *, lang: str = "en", redacted: bool = True, strict: bool = False) -> str:
-    """The whole page (``report`` already redacted when ``redacted``, and made safe to draw: :func:`stackdoctor.output.shown`)."""
-    from stackdoctor.texts import ui
+    """The whole page (``report`` already redacted when ``redacted``, and made safe to draw: :func:`stackdoctor.render.output.shown`)."""
+    from stackdoctor.core.texts import ui
     from stackdoctor.render import human
 
     def say(key: str, /, **values: object) -> str:

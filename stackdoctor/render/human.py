@@ -20,13 +20,13 @@ from rich.text import Text
 from rich.tree import Tree
 
 from stackdoctor import accelerators
-from stackdoctor.console import UNICODE_MARKS, marks
-from stackdoctor.facts import Facts
+from stackdoctor.core.console import UNICODE_MARKS, marks
+from stackdoctor.model.facts import Facts
+from stackdoctor.model.report import NOT_VERIFIED_STATUS, STATUS_RANK, Finding, Report, layer_status
+from stackdoctor.model.report import status as status_of
+from stackdoctor.model.view import MachineView
 from stackdoctor.render.witnesses import chosen_by, witness_rows
 from stackdoctor.render.witnesses import driver_lines as witness_driver_lines
-from stackdoctor.report import NOT_VERIFIED_STATUS, STATUS_RANK, Finding, Report, layer_status
-from stackdoctor.report import status as status_of
-from stackdoctor.view import MachineView
 
 MARKS = UNICODE_MARKS
 _MARKS: ContextVar[dict] = ContextVar("marks", default=MARKS)  # the console's glyphs while render_report draws
@@ -47,14 +47,14 @@ def speaking(lang: str) -> Iterator[None]:
 
 def _t(key: str, /, **values: object) -> str:
     """An interface word in the screen's language (``locale/<lang>.yaml``, ``ui:``)."""
-    from stackdoctor.texts import ui
+    from stackdoctor.core.texts import ui
 
     return ui(key, _LANG.get(), **values)
 
 
 def _word(prefix: str, value: str) -> str:
     """``value`` (a closed-set word such as an env kind or a probe status) in the screen's language, or as is."""
-    from stackdoctor.texts import texts
+    from stackdoctor.core.texts import texts
 
     key = f"{prefix}{value}"
     return _t(key) if key in texts("en")["ui"] else value
@@ -171,7 +171,7 @@ def build_tree(report: Report) -> Tree:
 
 
 def kernels_table(report: Report) -> Table | None:
-    from stackdoctor.render.kernels import kernel_rate
+    from stackdoctor.render.proofs import kernel_rate
 
     k = report.facts.kernels
     if not k.results:
@@ -210,7 +210,7 @@ def kernels_table(report: Report) -> Table | None:
 
 def noisy_note(report: Report) -> Text | None:
     """Under the quick kernel table, as under ``kernels``' own: a spread wider than the noisy limit says what it means."""
-    from stackdoctor.render.kernels import NOISY_PCT, spread_pct
+    from stackdoctor.render.proofs import NOISY_PCT, spread_pct
 
     noisy = [p for r in report.facts.kernels.results if r.kernel != "allreduce" and (p := spread_pct(r)) is not None and p > NOISY_PCT]
     if not noisy:
@@ -263,7 +263,7 @@ def _fix_row(lead: str, line: str) -> Text:
 
 def summary_line(report: Report, lang: str = "en", strict: bool = False) -> Text:
     """``2 failed, 1 warning, 4 ok``; when only warnings make the exit code 1, it says why."""
-    from stackdoctor.texts import ui
+    from stackdoctor.core.texts import ui
     from stackdoctor.pipeline import failing_reason
 
     c = report.counts
@@ -386,7 +386,7 @@ def _safe_console_like(console: Console) -> Console:
     enough that no row folds."""
     import io
 
-    from stackdoctor.console import make_console
+    from stackdoctor.core.console import make_console
 
     same = io.TextIOWrapper(io.BytesIO(), encoding=console.encoding or "utf-8", errors="replace")
     return make_console(file=same, width=10_000)

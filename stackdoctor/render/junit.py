@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from stackdoctor.report import Report, not_verified
+from stackdoctor.model.report import Report, not_verified
 
 __all__ = ["render_junit"]
 
@@ -33,7 +33,7 @@ def _x(text: object) -> str:
 
 def render_junit(report: Report, lang: str = "en") -> str:
     """The JUnit XML document (UTF-8 text with an XML declaration); its words in ``lang``."""
-    from stackdoctor.texts import ui
+    from stackdoctor.core.texts import ui
 
     root = ET.Element("testsuites", name="stackdoctor")
     ts = report.created_at or ""

@@ -12,9 +12,9 @@ import html
 import re
 from typing import Any
 
+from stackdoctor.model.report import NOT_VERIFIED_STATUS, Finding, Report, status_key
+from stackdoctor.model.report import status as status_of
 from stackdoctor.render.witnesses import chosen_by, driver_lines, witness_rows
-from stackdoctor.report import NOT_VERIFIED_STATUS, Finding, Report, status_key
-from stackdoctor.report import status as status_of
 
 __all__ = ["MARKS", "format_counts", "render_markdown", "stack_rows"]
 
@@ -27,13 +27,13 @@ _BACKTICKS = re.compile(r"`+")
 
 
 def _t(key: str, lang: str, /, **values: Any) -> str:
-    from stackdoctor.texts import ui
+    from stackdoctor.core.texts import ui
 
     return ui(key, lang, **values)
 
 
 def _mark(shown: str, lang: str) -> str:
-    """``❌ fail`` / ``⚠️ warn`` / ``❔ not verified`` / ``✅ ok`` in ``lang`` (a finding's :func:`~stackdoctor.report.status`)."""
+    """``❌ fail`` / ``⚠️ warn`` / ``❔ not verified`` / ``✅ ok`` in ``lang`` (a finding's :func:`~stackdoctor.model.report.status`)."""
     if shown not in _GLYPHS:
         return cell(shown)
     return f"{_GLYPHS[shown]} {_t(status_key(shown), lang)}"
@@ -354,7 +354,7 @@ def _kernels(report: Report, lang: str) -> list[str]:
     k = report.facts.kernels
     if not (k.results or k.error):
         return []
-    from stackdoctor.render.kernels import kernel_rate
+    from stackdoctor.render.proofs import kernel_rate
 
     lines = [f"### {_t('md_kernels', lang)}", ""]
     if k.error:

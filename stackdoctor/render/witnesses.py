@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from stackdoctor import accelerators
 from stackdoctor.accelerators.base import Say
-from stackdoctor.texts import ui
-from stackdoctor.facts import SeenValue
-from stackdoctor.view import MachineView
+from stackdoctor.core.texts import ui
+from stackdoctor.model.facts import SeenValue
+from stackdoctor.model.view import MachineView
 
 DERIVED = "reconcile: "  # stackdoctor.reconcile.DERIVED (not imported: renderers sit above it, it sits below)
 _FIELDS = (("name", "w_name"), ("compute_capability", "w_cc"), ("gfx", "w_gfx"), ("bus_id", "w_pci"), ("uuid", "w_uuid"))
@@ -69,7 +69,7 @@ def witness_rows(view: MachineView, lang: str = "en") -> list[WitnessRow]:
     return rows
 
 
-# facts.python.selected_by (stackdoctor.target.RULES) -> its words
+# facts.python.selected_by (stackdoctor.pipeline.which_python.RULES) -> its words
 _CHOSEN_BY = {"--python": "target_by_flag", "VIRTUAL_ENV": "target_by_venv", "CONDA_PREFIX": "target_by_conda", ".venv": "target_by_dotvenv",
               "PATH": "target_by_path", "self": "target_by_self"}
 

@@ -25,7 +25,7 @@ alone.
 from __future__ import annotations
 
 from stackdoctor.resolve.candidates import request_value_error
-from stackdoctor.resolve.plan import resolve
-from stackdoctor.resolve.target import Gpu, Target, parse_gpu_request, target_from
+from stackdoctor.resolve.machine import Gpu, Target, parse_gpu_request, target_from
+from stackdoctor.resolve.planner import resolve
 
 __all__ = ["resolve", "Target", "Gpu", "target_from", "request_value_error", "parse_gpu_request"]

@@ -1,13 +1,13 @@
 """The index check with the user's sources: which source serves each planned wheel, and what the
 installer is handed.
 
-Sources are the installer's own configuration (:mod:`stackdoctor.install.sources`), ``--find-links``, and the
+Sources are the installer's own configuration (:mod:`stackdoctor.wheels.sources`), ``--find-links``, and the
 PyTorch variant index (or a ``--mirror`` of it). Every source is asked once, concurrently, with one
 deadline per page. Then:
 
 - each planned wheel is located (configured sources first, so the command needs no flag for them); a
   label-less ``torch`` on a PyPI-style index counts when it *is* the planned variant (PyPI's default
-  build, :mod:`stackdoctor.install.mirrors`);
+  build, :mod:`stackdoctor.wheels.mirrors`);
 - an unpinned plan whose wheel no answering source has falls back to the newest release of the same
   variant that one has (and that the user's pip constraints allow);
 - a source that did not answer (refused, timed out, 5xx) is not handed to pip or uv: the command
@@ -17,7 +17,7 @@ deadline per page. Then:
 - when only local folders / ``file://`` indexes remain (``--offline``, ``--no-index``, or nothing else
   answered), torch's dependencies are checked there too, and the missing ones are named.
 
-All failures are one :class:`~stackdoctor.errors.IndexError_` sentence (exit 2).
+All failures are one :class:`~stackdoctor.core.errors.IndexError_` sentence (exit 2).
 
 The parts, each in its own module: :mod:`.survey` (asking the sources, locating wheels), :mod:`.constraints`,
 :mod:`.dependencies` (in local folders), :mod:`.delivery` (what the installer is handed); this module is the whole
@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from stackdoctor import accelerators
-from stackdoctor.errors import IndexError_
-from stackdoctor.install.index import (
+from stackdoctor.core.errors import IndexError_
+from stackdoctor.model.plan import PlanSource
+from stackdoctor.wheels.index import (
     IndexClient,
     IndexFile,
     WheelMatch,
@@ -42,16 +43,15 @@ from stackdoctor.install.index import (
     local_path,
     wanted_version,
 )
-from stackdoctor.install.mirrors import (
+from stackdoctor.wheels.mirrors import (
     Mirror,
 )
-from stackdoctor.install.sources import InstallerConfig, Source, dedupe
-from stackdoctor.plan import PlanSource
+from stackdoctor.wheels.sources import InstallerConfig, Source, dedupe
 
 if TYPE_CHECKING:  # pragma: no cover
 
     from stackdoctor.matrix import Matrix
-    from stackdoctor.plan import Plan
+    from stackdoctor.model.plan import Plan
 from stackdoctor.resolve.constraints import allowed, parse_constraints, read_constraints
 from stackdoctor.resolve.delivery import Delivery, deliver, deliver_pip, deliver_uv
 from stackdoctor.resolve.dependencies import marker_environment, missing_dependencies
@@ -149,8 +149,8 @@ def missing_artifacts(offers: Sequence[Offer], matrix: Matrix, plan: Plan, platf
 
 
 def learn_sources(surveyed: Surveyed, versions: Sequence[str], client: IndexClient | None) -> list[ProbeSource]:
-    """The answering sources that list a torch wheel of one of ``versions``, as :mod:`stackdoctor.learn` reads them."""
-    from stackdoctor.install.index import wheel_parts
+    """The answering sources that list a torch wheel of one of ``versions``, as :mod:`stackdoctor.wheels.learn` reads them."""
+    from stackdoctor.wheels.index import wheel_parts
 
     want = set(versions)
     out = []

@@ -12,7 +12,7 @@ from stackdoctor.matrix import (
     Release,
     parse_platform,
 )
-from stackdoctor.plan import Request
+from stackdoctor.model.plan import Request
 
 # ---------------------------------------------------------------------------- release candidates
 

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stackdoctor.install.index import (
+from stackdoctor.system import read_bounded
+from stackdoctor.wheels.index import (
     canonical_name,
 )
-from stackdoctor.system import read_bounded
 
 if TYPE_CHECKING:  # pragma: no cover
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from stackdoctor.install.sources import InstallerConfig, Source, dedupe
+from stackdoctor.wheels.sources import InstallerConfig, Source, dedupe
 
 if TYPE_CHECKING:  # pragma: no cover
 
@@ -35,7 +35,7 @@ def _secrets_to_env(d: Delivery, options: dict[str, tuple[str, list[str], str]])
     the installer would have combined (``before``: the configured values the option adds to).
 
     ``options``: option -> (variable, configured values it adds to, separator)."""
-    from stackdoctor.redact import has_credentials
+    from stackdoctor.core.redact import has_credentials
 
     for option, (var, before, sep) in options.items():
         values = [d.args[i + 1] for i in range(len(d.args) - 1) if d.args[i] == option]

@@ -8,8 +8,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from stackdoctor.errors import IndexError_
-from stackdoctor.install.index import (
+from stackdoctor.core.errors import IndexError_
+from stackdoctor.wheels.index import (
     IndexClient,
     IndexFile,
     canonical_name,
@@ -17,7 +17,7 @@ from stackdoctor.install.index import (
     parse_page,
     project_page_url,
 )
-from stackdoctor.install.mirrors import (
+from stackdoctor.wheels.mirrors import (
     cached_wheel_metadata,
 )
 
@@ -88,7 +88,7 @@ def missing_dependencies(
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
     from packaging.version import InvalidVersion, Version
 
-    from stackdoctor.install.index import wheel_parts
+    from stackdoctor.wheels.index import wheel_parts
 
     cache: dict[str, list[IndexFile]] = {}
 

@@ -9,6 +9,8 @@ from packaging.version import Version
 
 from stackdoctor import accelerators
 from stackdoctor.accelerators.base import Unfit, device_summary
+from stackdoctor.core.versions import major_minor
+from stackdoctor.core.versions import release as release_tuple
 from stackdoctor.matrix import (
     OS_WORDS,
     Matrix,
@@ -17,10 +19,8 @@ from stackdoctor.matrix import (
     parse_platform,
     platform_words,
 )
-from stackdoctor.plan import Rejected, Request
-from stackdoctor.resolve.target import Gpu, Target, norm_arch
-from stackdoctor.versions import major_minor
-from stackdoctor.versions import release as release_tuple
+from stackdoctor.model.plan import Rejected, Request
+from stackdoctor.resolve.machine import Gpu, Target, norm_arch
 
 # ---------------------------------------------------------------------------- fitting
 

@@ -11,11 +11,11 @@ from stackdoctor.matrix import (
     Matrix,
     variant_kind,
 )
-from stackdoctor.plan import Plan, PlannedPackage, Request
+from stackdoctor.model.plan import Plan, PlannedPackage, Request
+from stackdoctor.model.view import MachineView
 from stackdoctor.resolve.fit import kind_name
+from stackdoctor.resolve.machine import is_what_if, target_from
 from stackdoctor.resolve.packages import install_command, planned_packages, variant_index_url
-from stackdoctor.resolve.target import is_what_if, target_from
-from stackdoctor.view import MachineView
 
 
 def _installed_works(view: MachineView) -> bool:

@@ -7,15 +7,15 @@ import re
 from packaging.version import Version
 
 from stackdoctor import accelerators
-from stackdoctor.install.leftovers import predict_leftovers
 from stackdoctor.matrix import (
     Matrix,
     Release,
 )
-from stackdoctor.plan import Plan, PlannedPackage, Request
+from stackdoctor.model.plan import Plan, PlannedPackage, Request
+from stackdoctor.model.view import MachineView
 from stackdoctor.resolve.fit import Fit
-from stackdoctor.resolve.target import Target, is_what_if, target_from
-from stackdoctor.view import MachineView
+from stackdoctor.resolve.machine import Target, is_what_if, target_from
+from stackdoctor.wheels.leftovers import predict_leftovers
 
 # ---------------------------------------------------------------------------- plan building
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stackdoctor.errors import IndexError_
-from stackdoctor.install.index import (
+from stackdoctor.core.errors import IndexError_
+from stackdoctor.system import read_bounded
+from stackdoctor.wheels.index import (
     IndexClient,
     IndexFile,
     canonical_name,
@@ -24,18 +25,17 @@ from stackdoctor.install.index import (
     select_wheel,
     wanted_version,
 )
-from stackdoctor.install.mirrors import (
+from stackdoctor.wheels.mirrors import (
     Mirror,
     default_build_variant,
     parse_flat_listing,
 )
-from stackdoctor.install.sources import InstallerConfig, Source, dedupe, is_local
-from stackdoctor.system import read_bounded
+from stackdoctor.wheels.sources import InstallerConfig, Source, dedupe, is_local
 
 if TYPE_CHECKING:  # pragma: no cover
 
     from stackdoctor.matrix import Matrix
-    from stackdoctor.plan import Plan, PlannedPackage
+    from stackdoctor.model.plan import Plan, PlannedPackage
 
 
 COMPANIONS = ("torchvision", "torchaudio")
@@ -101,7 +101,7 @@ def list_links(location: str, client: IndexClient | None) -> list[IndexFile]:
 
     :raises IndexError_: with ``.reason`` ("missing", "unreachable", "failing").
     """
-    from stackdoctor.install.index import index_error, read_local_page
+    from stackdoctor.wheels.index import index_error, read_local_page
 
     if is_local(location):
         path = local_path(location)
@@ -249,7 +249,7 @@ def torch_offers(
     """Every torch build the answering sources have for the target's tags, newest first."""
     from packaging.version import InvalidVersion, Version
 
-    from stackdoctor.install.index import wheel_parts
+    from stackdoctor.wheels.index import wheel_parts
 
     out: dict[tuple[str, str | None], Offer] = {}
     rank = {t: i for i, t in enumerate(tags)}
@@ -286,7 +286,7 @@ class _LocalOnly:
     """A stand-in client for file:// pages (the dependency check never uses the network)."""
 
     def fetch(self, url: str) -> Any:
-        from stackdoctor.install.index import index_error, read_local_page
+        from stackdoctor.wheels.index import index_error, read_local_page
 
         if not url.startswith("file:"):
             raise index_error("skipped", f"{url} is not local.")
@@ -383,7 +383,7 @@ def survey_sources(
 
 @dataclass
 class ProbeSource:
-    """A surveyed source as :mod:`stackdoctor.learn` reads it (its protocol ``Source``): the files it listed (not
+    """A surveyed source as :mod:`stackdoctor.wheels.learn` reads it (its protocol ``Source``): the files it listed (not
     asked again), their core metadata (the PEP 658 ``.metadata`` file; a local wheel's own ``METADATA``), never a
     wheel. A find-links location serves no index of its own: a build learned there keeps its variant's index."""
 
@@ -402,7 +402,7 @@ class ProbeSource:
         return self.probe.where(project), list(self.probe.files.get(canonical_name(project)) or [])
 
     def metadata(self, f: IndexFile) -> tuple[Any, IndexFile]:
-        from stackdoctor.learn import HttpSource, parse_core_metadata, read_wheel_metadata
+        from stackdoctor.wheels.learn import HttpSource, parse_core_metadata, read_wheel_metadata
 
         if f.url.startswith("file:"):
             path = local_path(f.url)

@@ -1,20 +1,20 @@
 """Every finding stackdoctor makes, as declared rules grouped by layer (bottom of the stack first).
 
-- :mod:`.probe` — a tool that failed or hung (``probe-failed``, ``probe-timeout``)
-- :mod:`.platform` — the OS: container GPU access, glibc
+- :mod:`.probe_failures` — a tool that failed or hung (``probe-failed``, ``probe-timeout``)
+- :mod:`.system` — the OS: container GPU access, glibc
 - :mod:`.driver` — NVIDIA / AMD drivers and libraries, WSL
 - :mod:`.gpu` — lost or unhealthy GPUs
 - :mod:`.python` — the target Python
 - :mod:`.torch` — the installed wheel
 - :mod:`.runtime` — what torch sees when it runs
 - :mod:`.network` — Thunderbolt links
-- :mod:`.kernels` — kernel and collective results
+- :mod:`.proofs` — kernel and collective results
 - :mod:`.requirements` — the project's ``[tool.stackdoctor]``
 - :mod:`.ok` — one ``<layer>-ok`` per healthy layer
 
 A kind's own findings (``driver-too-old``, ``gpu-arch-unsupported``, ``nvcc-mismatch``, ``rocm-gfx-unsupported``,
 ``xpu-unavailable``, ``mps-unavailable`` ...) are declared by the module its :attr:`Accelerator.rules` names
-(``stackdoctor/accelerators/nvidia_rules.py``, ``amd_rules.py``, ``intel_rules.py``, ``apple_rules.py``, a
+(``stackdoctor/accelerators/nvidia/rules.py``, ``amd/rules.py``, ``intel/rules.py``, ``apple/rules.py``, a
 plug-in's); they are listed in the group of their layer and join this one registry.
 
 Adding a finding: one ``@rule`` function in the module of its layer, plus its entry in
@@ -25,21 +25,25 @@ from __future__ import annotations
 
 import importlib
 
-from stackdoctor import accelerators, texts
-from stackdoctor.rules import (  # noqa: F401  (importing declares the rules, in this order)
+from stackdoctor import accelerators
+from stackdoctor.core import texts
+
+# isort: off
+from stackdoctor.rules import (  # noqa: F401  (importing declares the rules, in this order: a rule runs after those it defers to, else in declaration order)
     driver,
     gpu,
-    kernels,
+    proofs,
     network,
     ok,
     pairs,
-    platform,
-    probe,
+    system,
+    probe_failures,
     python,
     requirements,
     runtime,
     torch,
 )
+# isort: on
 from stackdoctor.rules.core import REGISTRY, RULE_ERROR, Ctx, Gates, Rule, RuleError, judge, ordered, rule
 
 

@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stackdoctor import shell, texts
-from stackdoctor.facts import Severity
-from stackdoctor.report import Finding, ProbeStatus
-from stackdoctor.view import MachineView
+from stackdoctor.core import shell, texts
+from stackdoctor.model.facts import Severity
+from stackdoctor.model.report import Finding, ProbeStatus
+from stackdoctor.model.view import MachineView
 
 __all__ = ["RULE_ERROR", "REGISTRY", "Ctx", "Gates", "Rule", "RuleError", "judge", "ordered", "rule"]
 
@@ -123,7 +123,7 @@ class Gates:
 
 @dataclass
 class Ctx:
-    """What a rule sees: the machine's view (``facts``: :class:`~stackdoctor.view.MachineView`), the matrix, the probe
+    """What a rule sees: the machine's view (``facts``: :class:`~stackdoctor.model.view.MachineView`), the matrix, the probe
     outcomes, the project requirements."""
 
     facts: MachineView

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from stackdoctor.facts import Disagreement
+from stackdoctor.core.versions import same_release
+from stackdoctor.model.facts import Disagreement
+from stackdoctor.model.view import MachineView
 from stackdoctor.reconcile import DERIVED, user_space_driver
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import amd_pci, nvidia_pci
-from stackdoctor.versions import same_release
-from stackdoctor.view import MachineView
 
 
 @rule("driver-missing", severity="fail", layer="driver", defers_to=("container-no-gpu",))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from stackdoctor.facts import NvidiaGpu
+from stackdoctor.model.facts import NvidiaGpu
 from stackdoctor.reconcile import bus_key
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (

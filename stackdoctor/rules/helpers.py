@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stackdoctor import accelerators, shell
+from stackdoctor import accelerators
 from stackdoctor import matrix as mx
 from stackdoctor.accelerators.runtime_errors import CUDA_APIS
-from stackdoctor.facts import BuildKind, Facts, GpuView, TorchFacts
+from stackdoctor.core import shell
+from stackdoctor.core.versions import mm, public
+from stackdoctor.model.facts import BuildKind, Facts, GpuView, TorchFacts
+from stackdoctor.model.view import MachineView
 from stackdoctor.rules.core import Ctx
-from stackdoctor.versions import mm, public
-from stackdoctor.view import MachineView
 
 _MISSING_RE = re.compile(r"No module named ['\"]?torch['\"]?\s*$")
 
@@ -135,7 +136,7 @@ def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None
     (``--variant V``); falls back to plain ``stackdoctor install`` (which explains, with reasons, why
     nothing better fits). The same resolver ``install`` uses: ``check`` and ``install`` agree.
     """
-    from stackdoctor.plan import Request
+    from stackdoctor.model.plan import Request
     from stackdoctor.resolve import resolve
 
     facts = ctx.facts

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from stackdoctor.accelerators.apple import is_mac
-from stackdoctor.redact import address_family, address_kind
+from stackdoctor.core.redact import address_family, address_kind
+from stackdoctor.core.versions import release as vt
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.versions import release as vt
 
 FAST_LINK_GBPS = 40  # Thunderbolt 3/4 links run at 40 Gb/s; above that is Thunderbolt 5 (80/120 Gb/s)
 

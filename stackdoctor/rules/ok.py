@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from stackdoctor import accelerators
+from stackdoctor.model.view import W_PCI
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
     built_for,
@@ -13,7 +14,6 @@ from stackdoctor.rules.helpers import (
     read_only,
     variant_name,
 )
-from stackdoctor.view import W_PCI
 
 
 def _bad_layers(ctx: Ctx) -> set[str]:

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
+from stackdoctor.core.versions import local, public
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import index_for, python_exe, variant_name
-from stackdoctor.versions import local, public
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet

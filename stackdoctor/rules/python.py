@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from stackdoctor.core.versions import mm
+from stackdoctor.core.versions import release as vt
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import python_exe, release, variant_row
-from stackdoctor.versions import mm
-from stackdoctor.versions import release as vt
 
 
 def _py_tag(ctx: Ctx) -> str | None:

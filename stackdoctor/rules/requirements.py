@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from stackdoctor import accelerators
+from stackdoctor.core.versions import public
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import install_fix, nvidia_gpus
-from stackdoctor.versions import public
 
 
 def _spec_ok(spec: str, version: str | None) -> bool:
@@ -110,7 +110,7 @@ def _backend(chk: _Check, backend: str) -> None:
 
 def _backend_variant(ctx: Ctx, acc: Any) -> str | None:
     """The newest build for ``acc`` of the installed torch's release (else of the newest release) in the matrix."""
-    from stackdoctor.versions import public as _public
+    from stackdoctor.core.versions import public as _public
 
     if ctx.matrix is None:
         return None

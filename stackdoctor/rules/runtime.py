@@ -7,7 +7,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from stackdoctor import accelerators, shell
+from stackdoctor import accelerators
+from stackdoctor.core import shell
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import built_for, imports, install_fix, nvidia_gpus, python_exe, read_only, torch_found_no_driver
 

@@ -5,10 +5,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stackdoctor import accelerators, shell, texts
+from stackdoctor import accelerators
 from stackdoctor import matrix as mx
 from stackdoctor.accelerators.apple import is_mac, runs_x86
-from stackdoctor.facts import Facts
+from stackdoctor.core import shell, texts
+from stackdoctor.core.units import format_bytes
+from stackdoctor.core.versions import local, public
+from stackdoctor.core.versions import release as vt
+from stackdoctor.model.facts import Facts
+from stackdoctor.model.view import MachineView
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
     built_for,
@@ -21,10 +26,6 @@ from stackdoctor.rules.helpers import (
     release,
     variant_name,
 )
-from stackdoctor.units import format_bytes
-from stackdoctor.versions import local, public
-from stackdoctor.versions import release as vt
-from stackdoctor.view import MachineView
 
 _FAMILY = re.compile(r"^(nvidia-[a-z0-9-]+?)-cu(\d+)$")
 # glibc's own libraries (what a manylinux wheel needs and musl does not provide)
@@ -174,7 +175,7 @@ def install_unprinted(ctx: Ctx) -> None:
         return
     import os
 
-    from stackdoctor import shell
+    from stackdoctor.core import shell
 
     path = os.path.join(f.python.env_prefix or "", ".stackdoctor-unprinted.json")
     ctx.add(

@@ -61,7 +61,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from stackdoctor.errors import UsageError
+from stackdoctor.core.errors import UsageError
 from stackdoctor.system.files import NotRegularFile, TooLarge, decode, open_regular, read_bounded
 from stackdoctor.system.host import HOST_FILE, Host
 from stackdoctor.system.lent import LENT_PREFIX, OWNER_FILE, UNOWNED_STALE_S, sweep_dead_lent
@@ -127,7 +127,7 @@ class System:
     def from_env(cls, env: Mapping[str, str] | None = None, timeout_s: float | None = None) -> System:
         """The System for this process's environment.
 
-        Raises :class:`~stackdoctor.errors.UsageError` when ``STACKDOCTOR_SYSROOT`` names
+        Raises :class:`~stackdoctor.core.errors.UsageError` when ``STACKDOCTOR_SYSROOT`` names
         no directory (bad input, exit 2), so that no command probes an empty tree.
         """
         env = dict(os.environ if env is None else env)

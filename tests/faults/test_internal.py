@@ -57,7 +57,7 @@ def test_internal_error_in_one_probe_is_contained(machine):
     every other probe's facts stay; a finding (exit 0/1: a non-target probe failing is a warning), no traceback."""
     code = textwrap.dedent(
         f"""
-        import stackdoctor.probes.rocm as r
+        import stackdoctor.accelerators.amd.probe as r
         def broken(ctx):
             raise KeyError("simulated bug in the rocm probe")
         r.probe = broken

@@ -1,4 +1,4 @@
-"""NVML faults: a fake ``pynvml`` put first on PYTHONPATH of the NVML child (stackdoctor/probes/nvml.py runs
+"""NVML faults: a fake ``pynvml`` put first on PYTHONPATH of the NVML child (stackdoctor/accelerators/nvidia/nvml.py runs
 ``python -c _CHILD``, which honours PYTHONPATH). NVML is only used on the live root, so these runs
 have no SYSROOT; the fake nvidia-smi replays a real RTX 4070 machine (c14, tests/fakesmi.py) as the fallback source.
 

@@ -18,7 +18,7 @@ TARGET_FAILED = "A tool that is installed failed, so part of the stack is unknow
 IMPORT_FAILED = "torch is installed but `import torch` fails"
 
 
-# A target given with --python is checked before anything runs (stackdoctor.engine.validate_python):
+# A target given with --python is checked before anything runs (stackdoctor.pipeline.engine.validate_python):
 # bad input, one sentence, exit 2. A target found through VIRTUAL_ENV that cannot report is a fault of
 # the machine: a failing finding naming the interpreter (exit 1), every other probe's facts intact.
 

@@ -23,7 +23,7 @@ import re
 from typing import Any, ClassVar
 
 from stackdoctor.accelerators.base import Accelerator, Companion, DeviceSpec, Say
-from stackdoctor.facts import Facts, GpuView, TorchFacts
+from stackdoctor.model.facts import Facts, GpuView, TorchFacts
 
 __all__ = ["Ascend", "TORCH_NPU", "torch_npu_version", "table"]
 
@@ -41,7 +41,7 @@ def table() -> dict[str, Any]:
     """The torch_npu table (``torch_npu.yaml`` beside this file): ``{"releases": [...], "source": ..., ...}``."""
     from importlib import resources
 
-    from stackdoctor import parsecache
+    from stackdoctor.core import parsecache
 
     raw = resources.files(__name__).joinpath("torch_npu.yaml").read_text(encoding="utf-8")
 
@@ -98,7 +98,7 @@ class Ascend(Accelerator):
         line = cann.get("set_env") or (f"{cann['root']}/set_env.sh" if cann.get("root") else None)
         if not cann:
             return "no CANN install was found: install CANN (https://www.hiascend.com/cann/download), then `source` its set_env.sh"
-        from stackdoctor.shell import format_command
+        from stackdoctor.core.shell import format_command
 
         return f"CANN's libraries are not on the library path: run `{format_command(['source', str(line)])}` and try again"
 

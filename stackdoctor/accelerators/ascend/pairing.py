@@ -14,7 +14,7 @@ from typing import Any
 
 from stackdoctor.accelerators.ascend.cann import cann_key
 from stackdoctor.accelerators.base import Companion
-from stackdoctor.shell import format_command
+from stackdoctor.core.shell import format_command
 
 __all__ = ["PYPI", "companion"]
 

@@ -11,9 +11,10 @@ import re
 import shlex
 from typing import Any
 
-from stackdoctor import accelerators, shell
+from stackdoctor import accelerators
 from stackdoctor.accelerators.ascend import TORCH_NPU, table, torch_npu_version
 from stackdoctor.accelerators.ascend.cann import cann_key
+from stackdoctor.core import shell
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import built_for_files
 

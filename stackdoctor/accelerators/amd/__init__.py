@@ -1,0 +1,172 @@
+"""AMD GPUs through ROCm (HIP): present when a discrete AMD GPU is seen, usable on Linux with amdgpu loaded."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from stackdoctor.accelerators.amd.fit import fit_rocm
+from stackdoctor.accelerators.base import Accelerator, BuildAsk, FitNotes, FitTarget, Say, TargetDevice, Verified
+from stackdoctor.accelerators.nvidia import CUDA_DEVICE, cuda_count, verify_cuda
+from stackdoctor.model.facts import Facts, GpuView, TorchFacts
+
+if TYPE_CHECKING:
+    from packaging.version import Version
+
+    from stackdoctor.matrix import Matrix, Release, Variant
+    from stackdoctor.model.plan import Request
+    from stackdoctor.model.view import MachineView
+
+
+# --- install ---
+def _override_gfx(value: str | None) -> str | None:
+    """``HSA_OVERRIDE_GFX_VERSION=10.3.0`` -> ``gfx1030`` (major, minor, stepping in hex: 9.0.10 -> gfx90a)."""
+    m = re.match(r"^(\d+)\.(\d+)\.(\d+)$", (value or "").strip())
+    return f"gfx{int(m.group(1))}{int(m.group(2))}{int(m.group(3)):x}" if m else None
+# --- install ---
+
+
+class Amd(Accelerator):
+    name = "amd"
+    rules = "stackdoctor.accelerators.amd.rules"  # its own findings (the seam: rules + texts)
+    vendor = "amd"
+    subject = "rocm"
+    label = "AMD ROCm"
+    backend = "rocm"
+    build_kind = "rocm"
+    variant_prefixes = ("rocm",)
+    available_field = "cuda_available"  # ROCm builds answer through torch.cuda
+    error_field = "cuda_error"
+    runtime_families = ("rocm",)
+    hide_var = "HIP_VISIBLE_DEVICES"
+    hide_vars = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+    build_label = "ROCm"
+    vendor_label = "AMD"
+    torch_api = "cuda"  # ROCm builds answer through torch.cuda
+    tool_witnesses = ("rocminfo", "rocm-smi", "amd-smi", "rocm_agent_enumerator")
+    kernel_witness = "/sys/class/kfd"
+    build_witness = "hip"  # torch.version.hip: a ROCm build
+    runtime_wheels = ("rocm",)
+    gpu_code = "hip"
+    gpu_libraries = ("torch/lib/libtorch_hip.so",)
+    build_witness_rank = -1  # read before CUDA's (a HIP build says nothing of CUDA, but hip wins if both were set)
+    device = CUDA_DEVICE  # ROCm's torch reaches its GPUs as torch.cuda (HIP); RCCL answers as "nccl"
+
+    def verify(self, v: Verified) -> tuple[bool, str] | None:
+        return verify_cuda(v)
+
+    def present(self, facts: Facts) -> bool:
+        return any(not g.integrated for g in self.devices(facts))
+
+    def integrated_served(self, view: MachineView, matrix: Matrix | None) -> list[str]:
+        # an APU some ROCm build carries code for ("Radeon 8060S (gfx1151)"): Linux only (no ROCm torch elsewhere)
+        if matrix is None or view.platform.system not in (None, "Linux") or view.platform.is_wsl:
+            return []
+        targets = {a.split(":", 1)[0] for r in matrix.releases for v in r.variants if v.kind == self.build_kind for a in (*v.gfx, *v.arch_list)}
+        return [f"{g.name or 'AMD GPU'} ({g.gfx})" for g in view.devices(self.vendor) if g.integrated and g.gfx and g.gfx.split(":", 1)[0] in targets]
+
+    # --- install ---
+    gpu_code_library = "libtorch_hip.so"
+    gpu_code_kind = "hip"  # offload bundles: read from a bounded copy
+    conda_forge_build = False
+    runtime_packages = ("rocm", "pytorch-triton-rocm", "triton-rocm")
+    runtime_prefixes = ("rocm-sdk",)
+
+    def gpu_code_read(self, read: Mapping[str, Any]) -> list[str]:
+        return list(read.get("gfx") or [])
+
+    def gpu_code_runs(self, gpu: GpuView, got: Sequence[str], env: Mapping[str, str]) -> tuple[str | None, str | None]:
+        """A code object for its gfx target, after the plan's ``HSA_OVERRIDE_GFX_VERSION``."""
+        arch = _override_gfx(env.get("HSA_OVERRIDE_GFX_VERSION")) or ((gpu.gfx or "").split(":", 1)[0].lower() or None)
+        if arch is None:
+            return None, None
+        return arch, "code object" if arch in {x.split(":", 1)[0].lower() for x in got} else None
+
+    def planned_gpu_code(self, variant: Variant, platform: str | None) -> list[str]:
+        return list(variant.gfx)
+    # --- install ---
+
+    def usable(self, facts: Facts) -> bool:
+        p = facts.platform
+        if p.system not in (None, "Linux") or p.is_wsl:
+            return False
+        return self.present(facts) and facts.rocm.amdgpu_loaded is not False
+
+    def device_lines(self, facts: Facts, say: Say) -> list[str]:
+        return [f"{g.index}: {g.name or '?'} ({g.gfx or '?'}{say('gpu_integrated') if g.integrated else ''})" for g in self.devices(facts)]
+
+    def driver_line(self, facts: Facts, say: Say) -> str | None:
+        r = facts.rocm
+        listed = [g for g in r.gpus if not (g.sources.get("index") or "").startswith("reconcile: ")]  # by ROCm's tools
+        if not (r.version or listed):
+            return None
+        return f"ROCm {r.version or say('version_unknown')}" + ("" if r.amdgpu_loaded in (None, True) else say("driver_amdgpu_not_loaded"))
+
+    # --- view ---
+    def wrong_result_fix(self) -> str:
+        return "result_rocm"
+
+    def torch_count(self, torch: TorchFacts) -> int | None:
+        return cuda_count(torch)
+
+    def ok_name(self, g: GpuView) -> str | None:
+        return g.name if g.name and g.name == g.gfx else f"{g.name or 'AMD GPU'} ({g.gfx or 'gfx?'})"
+    # --- end view ---
+    # --- resolve ---
+    mixed_subsets = True
+
+    def target_devices(self, facts: Facts) -> list[TargetDevice]:
+        return [TargetDevice(self.vendor, v.index, v.name, gfx=(v.gfx or "").split(":", 1)[0].lower() or None, integrated=v.integrated, uuid=v.uuid)
+                for v in self.devices(facts) if v.witnesses != ["pci"]]
+
+    def flag_devices(self, request: Request, matrix: Matrix) -> tuple[list[TargetDevice], list[str]]:
+        return [TargetDevice(self.vendor, i, None, gfx=g.strip().lower()) for i, g in enumerate(request.gfx)], []  # --gfx gfx1100
+
+    def gpu_name(self, name: str) -> bool:
+        # AMD's GPU brands (--gpu "Radeon RX 7900 XTX", "Instinct MI300X", "MI250"); "AMD ..." names any
+        return bool(re.match(r"^\s*(amd\b|radeon\b|instinct\b|mi\d{2,3}[a-z]?\b)", name, re.I))
+
+    def select_devices(self, devices: list[TargetDevice], warnings: list[str]) -> tuple[list[TargetDevice], str | None]:
+        return [g for g in devices if g.vendor != "intel"], None  # an Intel iGPU beside an AMD GPU: the ROCm build ignores it
+
+    def fit(self, fit: FitNotes, release: Release, version: Version, variant: Variant, tag: str, target: FitTarget, matrix: Matrix,
+            devices: Sequence[TargetDevice], auto: bool) -> None:
+        fit_rocm(fit, release, variant, matrix, [g for g in devices if g.vendor == self.vendor], target)
+
+    def installed_sees_device(self, torch: TorchFacts) -> bool | None:
+        return torch.cuda_available  # ROCm builds answer through torch.cuda
+    # --- end resolve ---
+    # --- build ---
+    build_switch = "USE_ROCM"
+    builds_on_macos = False
+    offers_source_build = True
+
+    def build_targets(self, facts: Facts) -> list[str] | None:
+        gfx = [(v.gfx or "").split(":", 1)[0].lower() for v in self.devices(facts) if v.gfx and not v.integrated and v.witnesses != ["pci"]]
+        return gfx or None
+
+    def build_arch_env(self, targets: list[str], *, ptx: bool) -> dict[str, tuple[str, str]]:
+        return {"PYTORCH_ROCM_ARCH": (";".join(dict.fromkeys(targets)), "the AMD GPUs' gfx architectures")} if targets else {}
+
+    def build_home_env(self, tools: Any) -> dict[str, tuple[str, str]]:
+        if tools is not None and tools.rocm.path and tools.rocm.path.rstrip("/") != "/opt/rocm":
+            return {"ROCM_PATH": (tools.rocm.path, "ROCm is not in /opt/rocm")}
+        return {}
+
+    def build_prerequisites(self, ask: BuildAsk) -> list[Any]:
+        """ROCm at the matrix's minimum, on Linux (PyTorch builds for ROCm only there)."""
+        rmin = ask.minimum("rocm")
+        r = ask.tool("rocm", ask.tools.rocm if ask.tools else None, f"ROCm >= {rmin} (Linux only)" if rmin else "ROCm (Linux only)",
+                     f"install ROCm ({ask.url('rocm') or 'AMD ROCm'}); one not in /opt/rocm is named by ROCM_PATH", ["amd", "build"],
+                     ask.source("rocm"), rmin)
+        if ask.os != "linux":
+            r.status, r.fix = "missing", "ROCm builds are for Linux only"
+        return [r]
+
+    def build_steps(self, python: str) -> list[tuple[str, list[str]]]:
+        return [("amd", [python, "tools/amd_build/build_amd.py"])]
+
+    def build_label_of(self, cc: str | None, gfx: str | None) -> str | None:
+        return gfx or None
+    # --- end build ---

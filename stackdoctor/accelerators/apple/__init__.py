@@ -1,0 +1,88 @@
+"""Apple silicon GPUs through MPS: in macOS's default torch build; usable on arm64 when Python is not translated."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence  # --- resolve ---
+
+from stackdoctor.accelerators.base import Accelerator, DeviceSpec, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
+from stackdoctor.model.facts import Facts, GpuView, TorchFacts
+
+
+def is_mac(facts: Facts) -> bool:
+    return facts.apple.is_macos or facts.platform.system == "Darwin"
+
+
+def runs_x86(facts: Facts) -> bool:
+    """macOS where the target Python runs x86_64 (an Intel Mac, or Rosetta on Apple silicon)."""
+    if not is_mac(facts):
+        return False
+    a = facts.apple
+    return bool(a.rosetta) or a.arch == "x86_64" or (facts.platform.machine == "x86_64" and a.arch != "arm64")
+
+
+class Apple(Accelerator):
+    name = "apple"
+    rules = "stackdoctor.accelerators.apple.rules"  # its own findings (the seam: rules + texts)
+    vendor = "apple"
+    subject = "apple"
+    label = "Apple MPS"
+    backend = "mps"
+    build_kind = "cpu"  # MPS lives in macOS's default (PyPI) build
+    variant_prefixes = ()
+    available_field = "mps_available"
+    hide_var = None
+    # one device, "mps"; its collectives: tccl, Apple's Thunderbolt RDMA backend ("tccl" is also another vendor's
+    # name, so Apple's librdma must be there too), else gloo on the CPU
+    device = DeviceSpec(
+        device="mps", torch_api="mps", label="MPS", indexed=False, available="backends.mps.is_available", name="Apple MPS",
+        synchronize="mps.synchronize", fast_dtypes=("fp16",), backend="tccl", backend_check="is_tccl_available", library="rdma",
+        init_device=True, reasons=(
+            ("missing", "MPS device, but this torch has no tccl backend (PyTorch PR 189856 is not in it): gloo over TCP"),
+            ("no_library", "tccl is registered but Apple's librdma.dylib is absent (macOS >= 26.2 with RDMA enabled needed): gloo over TCP"),
+            ("ok", "tccl registered and librdma.dylib present")))
+    build_label = "MPS"
+    vendor_label = "Apple"
+    torch_api = "backends.mps"
+
+    def builds(self, variant: str | None) -> bool:
+        return True  # MPS is in macOS's default build; no other build runs on a Mac's GPU
+
+    def verify(self, v: Verified) -> tuple[bool, str]:
+        return (True, "MPS is available") if v.mps_available else (False, "MPS is not available")
+
+    def present(self, facts: Facts) -> bool:
+        a = facts.apple
+        return is_mac(facts) and (a.arch == "arm64" or (a.chip or "").startswith("Apple"))
+
+    def usable(self, facts: Facts) -> bool:
+        return self.present(facts) and not facts.apple.rosetta
+
+    # --- install ---
+    def verified_after(self, variant: str | None, facts: Facts) -> bool:
+        return super().verified_after(variant, facts) or self.usable(facts)  # MPS is in every macOS build
+    # --- install ---
+
+    def device_lines(self, facts: Facts, say: Say) -> list[str]:
+        return [facts.apple.chip] if facts.apple.is_macos and facts.apple.chip else []
+
+    def driver_line(self, facts: Facts, say: Say) -> str | None:
+        return f"macOS {facts.apple.macos_version or '?'} (Metal)" if facts.apple.is_macos else None
+
+    # --- view ---
+    def torch_count(self, torch: TorchFacts) -> int | None:
+        return 1 if torch.mps_available else None
+
+    def gpus(self, facts: Facts) -> list[GpuView]:
+        """Apple silicon's one GPU, as sysctl names the chip."""
+        a = facts.apple
+        if not (a.is_macos and a.chip and a.chip.startswith("Apple")):
+            return []
+        return [GpuView(vendor="apple", index=0, name=a.chip, integrated=True, witnesses=["sysctl"], sources={"name": a.sources.get("chip", "sysctl")})]
+    # --- end view ---
+    # --- resolve ---
+    def target_devices(self, facts: Facts) -> list[TargetDevice]:
+        return []  # the Apple GPU is served by macOS's default build: the resolver's macOS path
+
+    def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
+        return False
+    # --- end resolve ---

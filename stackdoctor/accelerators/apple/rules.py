@@ -1,0 +1,45 @@
+"""Apple's own findings, declared through the seam (:attr:`Apple.rules` names this module): torch's MPS backend
+unavailable on a Mac (Rosetta, a build without MPS, a macOS older than the release needs). Texts in
+``stackdoctor/locale/en.yaml`` and ``zh.yaml``; the rule keeps its layer's group (``runtime``)."""
+
+from __future__ import annotations
+
+from stackdoctor.accelerators.apple import is_mac, runs_x86
+from stackdoctor.core.versions import release as vt
+from stackdoctor.rules.core import Ctx, rule
+from stackdoctor.rules.helpers import python_exe, release
+
+
+@rule("mps-unavailable", severity="fail", layer="runtime")
+def mps_unavailable(ctx: Ctx) -> None:
+    f, t, a = ctx.facts, ctx.facts.torch, ctx.facts.apple
+    if not is_mac(f.facts) or not t.installed or t.mps_available is not False:
+        return
+    rel = release(ctx, t.version)
+    mps_floor = getattr(rel, "mps_min_macos", None) if rel is not None else None
+    if a.rosetta or runs_x86(f.facts) and a.arch == "arm64":
+        key = "rosetta"
+    elif t.mps_built is False:
+        key = "not_built"
+    elif mps_floor and a.macos_version and vt(a.macos_version) < vt(mps_floor):
+        key = "old_macos"
+    elif a.arch == "x86_64" or (a.chip and "Intel" in a.chip):
+        return  # Intel Macs have no MPS in current torch: not a problem to fix
+    else:
+        key = "default"
+    older = None
+    if key == "old_macos" and ctx.matrix is not None:
+        for r in ctx.matrix.releases:
+            if r.mps_min_macos and vt(a.macos_version) >= vt(r.mps_min_macos):
+                older = str(r.version)
+                break
+    ctx.add(
+        detail=key,
+        fix=key if (key != "old_macos" or older) else "old_macos_no_torch",
+        facts=["torch.mps_available", "torch.mps_built", "apple.macos_version", "apple.rosetta"],
+        torch=t.version,
+        macos=a.macos_version or "?",
+        floor=mps_floor or "?",
+        older=older or "",
+        python=python_exe(f),
+    )

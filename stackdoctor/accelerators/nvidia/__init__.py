@@ -1,0 +1,300 @@
+"""NVIDIA GPUs through CUDA: present when any witness sees an NVIDIA GPU, usable when a driver is known."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from stackdoctor.accelerators.base import Accelerator, BuildAsk, DeviceSpec, FitNotes, FitTarget, Say, TargetDevice, Verified, device_summary
+from stackdoctor.accelerators.nvidia.fit import cannot_serve_cpu, fit_cuda, gpu_request_cc, impossible_cc
+from stackdoctor.core.versions import mm, release
+from stackdoctor.model.facts import Facts, GpuView, TorchFacts
+
+if TYPE_CHECKING:
+    from packaging.version import Version
+
+    from stackdoctor.matrix import Matrix, Release, Variant
+    from stackdoctor.model.plan import Request
+    from stackdoctor.model.view import MachineView
+
+
+# torch.cuda's devices, for the workers: NVIDIA's, and ROCm's and Jetson's, which torch also reaches as "cuda"
+CUDA_DEVICE = DeviceSpec(
+    device="cuda", torch_api="cuda", label="CUDA", synchronize="cuda.synchronize", sync_takes_device=True, set_device="cuda.set_device",
+    backend="nccl", backend_check="is_nccl_available", fall_through=True,  # no NCCL: the next kind, then gloo on the CPU
+    fast_dtypes=({"dtype": "bf16", "when": "cuda.is_bf16_supported"}, "fp16", {"dtype": "tf32", "capability": 8, "unless": "version.hip"}),
+    tf32_switch="backends.cuda.matmul.allow_tf32", conv_tf32="backends.cudnn.allow_tf32")
+
+
+def verify_cuda(v: Verified) -> tuple[bool, str]:
+    """torch.cuda after an install (CUDA, ROCm and Jetson builds all answer through it): a tensor added on the GPU."""
+    if v.cuda_available and v.cuda_ok is not False:
+        return True, f"runs on {v.device_name or 'the GPU'}"
+    why = v.cuda_error or (v.warnings[0] if v.warnings else "torch.cuda.is_available() is False")
+    level = getattr(v, "driver_api_version", None)
+    build = getattr(v, "cuda", None)
+    if level == 0:  # judged from the value torch's runtime gave, whatever its sentence
+        return False, f"the GPU is not usable from it: no NVIDIA driver answers (cudaDriverGetVersion() = 0): {why}"
+    # a newer CUDA major than the driver's is refused; a newer minor of the same major runs (minor-version
+    # compatibility), as accelerators/nvidia_rules.py judges driver-too-old
+    if isinstance(level, int) and level > 0 and release(build) and release(build)[0] > level // 1000:
+        return False, (f"the GPU is not usable from it: the NVIDIA driver runs CUDA {level // 1000}.{(level % 1000) // 10} at most, "
+                       f"this build needs CUDA {mm(build)}: {why}")
+    return False, f"the GPU is not usable from it: {why}"
+
+
+# --- view ---
+def cuda_count(torch: TorchFacts) -> int | None:
+    """torch.cuda's device count where torch.cuda.is_available() (CUDA, ROCm and Jetson builds all answer through it)."""
+    if not torch.cuda_available:
+        return None
+    return torch.device_count if torch.device_count is not None else len([d for d in torch.devices if d.kind == "cuda"])
+# --- end view ---
+
+
+class Nvidia(Accelerator):
+    name = "nvidia"
+    rules = "stackdoctor.accelerators.nvidia.rules"  # its own findings (the seam: rules + texts)
+    vendor = "nvidia"
+    subject = "nvidia"
+    label = "NVIDIA CUDA"
+    backend = "cuda"
+    build_kind = "cuda"
+    variant_prefixes = ("cu",)
+    available_field = "cuda_available"
+    error_field = "cuda_error"
+    runtime_families = ("cuda", "cuda12", "cuda13")
+    hide_var = "CUDA_VISIBLE_DEVICES"
+    build_label = "CUDA"
+    vendor_label = "NVIDIA"
+    torch_api = "cuda"
+    tool_witnesses = ("nvml", "nvidia-smi")
+    kernel_witness = "/proc/driver/nvidia/gpus"
+    build_witness = "cuda"  # torch.version.cuda
+    runtime_wheels = ("nvidia-", "cuda-toolkit")
+    gpu_code = "cuda"
+    gpu_libraries = ("torch/lib/libtorch_cuda.so", "torch/lib/torch_cuda.dll")
+    device = CUDA_DEVICE
+    peaks = True  # peaks.yaml names NVIDIA GPUs; its probe gives the SM count and clock the FP32-lanes rule needs
+
+    def present(self, facts: Facts) -> bool:
+        return bool(self.devices(facts))
+
+    def reached(self, view: MachineView) -> bool:
+        # the driver's own CUDA level (a tool, or torch's "found version NNNN") proves a driver even where no tool lists a GPU
+        return super().reached(view) or view.runtime("nvidia").value is not None
+
+    # --- install ---
+    gpu_code_library = "libtorch_cuda.so"
+    gpu_code_kind = "cuda"
+    gpu_code_headers_only = True
+    conda_forge_build = True
+    gpu_code_missing = " and no PTX at or below it"
+
+    def runtime_family(self, name: str) -> str | None:
+        """CUDA 12 wheels end in ``-cu12`` (``nvidia-cuda-runtime-cu12``); CUDA 13 ones drop the suffix
+        (``nvidia-cublas``) or end in ``-cu13``, plus ``cuda-toolkit``; ``nvidia-ml-py`` (NVML bindings) is not one."""
+        if name.startswith("nvidia-ml-py") or name == "pynvml":
+            return None
+        if name.startswith("nvidia-"):
+            return "cuda12" if name.endswith("-cu12") else "cuda13"
+        return {"cuda-toolkit": "cuda13", "triton": "cuda"}.get(name)
+
+    def families_for(self, variant: str) -> set[str] | None:
+        m = re.fullmatch(r"cu(\d+)", variant)
+        if not m:
+            return None
+        major = int(m.group(1)[:2]) if len(m.group(1)) >= 3 else int(m.group(1)[:1])
+        return {"cuda", "cuda12"} if major == 12 else {"cuda", "cuda13"} if major >= 13 else {"cuda"}
+
+    def gpu_code_read(self, read: Mapping[str, Any]) -> list[str]:
+        return list(read.get("arch_list") or []) + list(read.get("ptx") or [])
+
+    def gpu_code_words(self, read: Mapping[str, Any]) -> str:
+        sms, ptx = list(read.get("arch_list") or []), list(read.get("ptx") or [])
+        return " ".join(sms + ptx) + (" (no PTX)" if not ptx else "") if sms or ptx else "no GPU code"
+
+    def gpu_code_runs(self, gpu: GpuView, got: Sequence[str], env: Mapping[str, str]) -> tuple[str | None, str | None]:
+        """A cubin the arch rules let its compute capability run, or PTX at or below it (:func:`stackdoctor.matrix.arch_match`)."""
+        from stackdoctor.matrix import arch_match
+
+        cc = gpu.compute_capability
+        if not cc:
+            return None, None
+        return f"sm_{cc.replace('.', '')}", arch_match(list(got), cc)
+
+    def planned_gpu_code(self, variant: Variant, platform: str | None) -> list[str]:
+        return list(variant.arch_for(platform))
+    # --- install ---
+
+    def verify(self, v: Verified) -> tuple[bool, str] | None:
+        return verify_cuda(v)
+
+    def usable(self, facts: Facts) -> bool:
+        """A GPU and a driver that some witness reports (tools, NVML, the kernel module, torch's own messages)."""
+        if facts.platform.system == "Darwin" or facts.apple.is_macos or facts.jetson.is_jetson:
+            return False
+        return self.present(facts) and facts.reconciled.nvidia_driver.value is not None
+
+    def device_lines(self, facts: Facts, say: Say) -> list[str]:
+        if facts.jetson.is_jetson:
+            return []  # a Jetson's iGPU is the Jetson's line
+        out = []
+        for g in self.devices(facts):
+            cc = f"sm_{g.compute_capability.replace('.', '')}" if g.compute_capability else "sm_?"
+            mem = f", {g.memory_total_mib // 1024} GiB" if g.memory_total_mib else ""
+            out.append(f"{g.index}: {g.name or '?'} ({cc}{mem})")
+        return out
+
+    def driver_line(self, facts: Facts, say: Say) -> str | None:
+        drv = facts.reconciled.nvidia_driver
+        n = facts.nvidia
+        if drv.value:
+            ceiling = facts.reconciled.cuda_driver_version.value
+            return f"NVIDIA {drv.value}" + (say("driver_supports_cuda", cuda=ceiling) if ceiling else "")
+        if n.smi_state and n.smi_state not in ("absent", "ok"):
+            return f"NVIDIA: {n.smi_message or n.smi_state}"
+        return None
+
+    # --- view ---
+    def wrong_result_fix(self) -> str:
+        return "result"
+
+    def torch_count(self, torch: TorchFacts) -> int | None:
+        return cuda_count(torch)
+
+    def named(self, facts: Facts) -> str:
+        names = [g.name or f"GPU{g.index}" for g in self.devices(facts) if not g.integrated]
+        pci = [d for d in facts.platform.nvidia_pci_devices if (d.class_id or "").lower().startswith("0x03")]
+        return ", ".join(names or [d.name or d.device_id for d in pci]) or "-"  # no driver lists one: the PCI bus's names
+
+    def ok_name(self, g: GpuView) -> str | None:
+        return (g.name or "NVIDIA GPU") + (f" (sm_{g.compute_capability.replace('.', '')})" if g.compute_capability else "")
+
+    def driver_note(self, facts: Facts) -> str | None:
+        n = facts.nvidia
+        if facts.reconciled.nvidia_driver.value and n.smi_state and n.smi_state not in ("ok", "absent"):
+            return f"nvidia-smi: {n.smi_state}"
+        return None
+    # --- end view ---
+    # --- resolve ---
+    mixed_subsets = True
+    separate_runtime_wheels = True  # CUDA builds pull the CUDA runtime as nvidia-* wheels of their own
+
+    def target_devices(self, facts: Facts) -> list[TargetDevice]:
+        # the GPUs a driver lists (a GPU only the PCI bus shows is no device torch can use); cc derived once, in reconcile
+        return [TargetDevice(self.vendor, v.index, v.name, cc=v.compute_capability, uuid=v.uuid) for v in self.devices(facts) if v.witnesses != ["pci"]]
+
+    def unlisted(self, facts: Facts) -> tuple[int, str | None]:
+        view = self.devices(facts)
+        unlisted = [v for v in view if v.witnesses == ["pci"]]
+        if len(unlisted) < len(view) or not unlisted or facts.jetson.is_jetson:
+            return 0, None
+        smi = facts.nvidia.smi_state
+        return len(unlisted), f"{len(unlisted)} NVIDIA GPU(s) on the PCI bus but the driver did not list them" + (f" (nvidia-smi: {smi})" if smi else "")
+
+    def flag_devices(self, request: Request, matrix: Matrix) -> tuple[list[TargetDevice], list[str]]:
+        devices, notes = [], []
+        for i, g in enumerate(request.gpus):  # --gpu: a GPU name, or its compute capability (sm_90, 9.0)
+            cc = gpu_request_cc(g, matrix)
+            devices.append(TargetDevice(self.vendor, i, g if not re.match(r"^(sm_?\d+|\d+\.\d)$", g.strip(), re.I) else None, cc=cc))
+            if cc is None:
+                notes.append(f"--gpu {g}: unknown GPU name, its compute capability is not in the matrix")
+        return devices, notes
+
+    def flag_error(self, request: Request, matrix: Matrix) -> str | None:
+        return next((err for g in request.gpus if (err := impossible_cc(g, matrix))), None)
+
+    def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
+        # a driver and no GPU listed (a what-if --driver, a container without the tools): a CUDA build is still planned
+        return super().claims(devices, target) or bool(target.driver and not devices and target.os != "macos")
+
+    def select_devices(self, devices: list[TargetDevice], warnings: list[str]) -> tuple[list[TargetDevice], str | None]:
+        others = [g for g in devices if g.vendor == "amd"]
+        if others:
+            warnings.append(f"AMD GPU(s) {device_summary(others)} are left out: one torch build serves one vendor")
+            return [g for g in devices if g.vendor == self.vendor], None
+        return [g for g in devices if g.vendor != "intel"], None
+
+    def fit(self, fit: FitNotes, release: Release, version: Version, variant: Variant, tag: str, target: FitTarget, matrix: Matrix,
+            devices: Sequence[TargetDevice], auto: bool) -> None:
+        fit_cuda(fit, release, version, variant, tag, target, matrix, [g for g in devices if g.vendor == self.vendor], auto)
+
+    def cannot_serve_cpu(self, release: Release, version: Version, variant: Variant, tag: str, matrix: Matrix,
+                         devices: Sequence[TargetDevice]) -> str | None:
+        return cannot_serve_cpu(release, version, variant, tag, matrix, [g for g in devices if g.vendor == self.vendor and g.cc])
+
+    def hide_env(self, kept: Sequence[TargetDevice]) -> dict[str, str]:
+        uuids = [g.uuid for g in kept if g.uuid]
+        if len(uuids) == len(kept):
+            return {"CUDA_VISIBLE_DEVICES": ",".join(uuids)}
+        return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": ",".join(str(g.index) for g in kept)}
+
+    def chosen_reason(self, version: Version, variant: str, what: str, requested: bool, target: FitTarget) -> str | None:
+        if not target.driver:
+            return None
+        return (
+            f"torch {version} {variant}: the newest {'requested ' if requested else ''}release and CUDA build that runs on {what} with driver {target.driver}"
+            + (" (the Windows driver, as WSL2 sees it)" if target.wsl else "")
+        )
+
+    def installed_sees_device(self, torch: TorchFacts) -> bool | None:
+        return torch.cuda_available
+    # --- end resolve ---
+    # --- build ---
+    build_switch = "USE_CUDA"
+    builds_on_macos = False
+    offers_source_build = True
+
+    def build_targets(self, facts: Facts) -> list[str] | None:
+        ccs = [v.compute_capability for v in self.devices(facts) if v.compute_capability and v.witnesses != ["pci"]]
+        return ccs or None
+
+    def build_arch_env(self, targets: list[str], *, ptx: bool) -> dict[str, tuple[str, str]]:
+        if not targets:
+            return {}
+        why = "the GPUs' compute capabilities" + (" (+PTX: the newest also as PTX, for newer GPUs)" if ptx else "")
+        return {"TORCH_CUDA_ARCH_LIST": (arch_list(targets, ptx=ptx), why)}
+
+    def build_home_env(self, tools: Any) -> dict[str, tuple[str, str]]:
+        if tools is not None and tools.cuda_home and tools.cuda_home.rstrip("/") != "/usr/local/cuda":
+            return {"CUDA_HOME": (tools.cuda_home, f"the toolkit of {tools.nvcc.path}")}
+        return {}
+
+    def build_prerequisites(self, ask: BuildAsk) -> list[Any]:
+        """nvcc (a toolkit the driver runs), cuDNN, NVTX: PyTorch's README for a CUDA build."""
+        tools = ask.tools
+        matrix_url = ask.url("cuda") or "PyTorch's support matrix"
+        nvcc = ask.tool("nvcc", tools.nvcc if tools else None, f"a CUDA toolkit from the support matrix ({matrix_url}), its nvcc on PATH",
+                        f"install a CUDA toolkit the release supports ({matrix_url}) and put its bin/ on PATH (e.g. export PATH=/usr/local/cuda-12.8/bin:$PATH)",
+                        ["build"], ask.source("cuda"))
+        if tools is not None and tools.nvcc.version:
+            nvcc.found = f"CUDA {tools.nvcc.version}"
+            drv = ask.facts.reconciled.cuda_driver_version.value
+            if drv and ask.at_least(drv, tools.nvcc.version) is False:
+                nvcc.status = "missing"
+                nvcc.fix = (f"the driver runs CUDA {drv} code, nvcc is CUDA {tools.nvcc.version}: what it builds would not run here; "
+                            f"install a toolkit no newer than CUDA {drv}, or a newer driver")
+            elif drv:
+                nvcc.found += f" (the driver runs CUDA {drv})"
+        cmin = ask.minimum("cudnn")
+        cudnn = ask.tool("cudnn", tools.cudnn if tools else None, f"cuDNN >= {cmin} (its headers: cudnn_version.h)" if cmin else "cuDNN",
+                         f"install cuDNN {cmin} or newer for this CUDA ({ask.url('cudnn') or 'the cuDNN support matrix'})",
+                         ["build"], ask.source("cudnn"), cmin)
+        nvtx_fix = ("run the CUDA installer again and check Nsight Compute (NVTX), after Visual Studio" if ask.os == "windows"
+                    else "install the toolkit's NVTX headers (include/nvtx3, the cuda-nvtx package)")
+        nvtx = ask.tool("nvtx", tools.nvtx if tools else None, "NVTX (the CUDA toolkit's include/nvtx3)", nvtx_fix, ["build"], ask.source("nvtx"))
+        return [nvcc, cudnn, nvtx]
+
+    def build_label_of(self, cc: str | None, gfx: str | None) -> str | None:
+        return "sm_" + cc.replace(".", "") if cc else None
+    # --- end build ---
+
+
+def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
+    """``TORCH_CUDA_ARCH_LIST``: the compute capabilities, lowest first, once each; ``+PTX`` on the newest when asked."""
+    uniq = sorted(set(ccs), key=lambda c: tuple(int(x) for x in c.split(".")))
+    if ptx and uniq:
+        uniq[-1] += "+PTX"
+    return ";".join(uniq)

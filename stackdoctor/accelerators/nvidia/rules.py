@@ -1,0 +1,277 @@
+"""NVIDIA's own findings, declared through the seam (:attr:`Nvidia.rules` names this module, so
+:mod:`stackdoctor.rules` imports it with every kind's rules): a CUDA build against the NVIDIA driver (too old, or
+running by minor-version compatibility), against the GPUs' compute capabilities, against nvcc, and a CUDA build where
+no witness sees NVIDIA hardware. Their texts are stackdoctor's own (``stackdoctor/locale/en.yaml``, ``zh.yaml``);
+each keeps the group of its layer (``check --list-checks``, ``explain``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from stackdoctor import accelerators
+from stackdoctor import matrix as mx
+from stackdoctor.core import shell
+from stackdoctor.core.versions import public
+from stackdoctor.core.versions import release as vt
+from stackdoctor.rules.core import Ctx, rule
+from stackdoctor.rules.helpers import (
+    built_for,
+    built_for_files,
+    container_fix_key,
+    gpu_label,
+    imports,
+    install_fix,
+    nvidia_gpus,
+    nvidia_witnesses,
+    read_only,
+    sm,
+    variant_name,
+    variant_row,
+    visible_to_torch,
+    windows_driver,
+)
+
+
+def _too_old_verdict(ctx: Ctx) -> tuple[str | None, dict[str, Any]]:
+    """("no" | "minor-compat" | "full" | None, values for the texts) for the installed CUDA torch and the driver."""
+    f, t = ctx.facts, ctx.facts.torch
+    if built_for_files(f) != "cuda" or not t.cuda or f.jetson.is_jetson:
+        return None, {}
+    driver = f.driver("nvidia").value
+    ceiling = f.runtime("nvidia").value
+    row = ctx.matrix.cuda_row(t.cuda) if ctx.matrix is not None else None
+    windows = windows_driver(f)
+    verdict: str | None = None
+    if row is not None and driver:
+        verdict = mx.driver_meets(row, driver, windows)
+    elif ceiling and vt(ceiling) and vt(t.cuda):
+        # no driver version, but the driver's own CUDA level (a tool, or torch's "found version NNNN")
+        verdict = "no" if vt(t.cuda)[0] > vt(ceiling)[0] else None  # a newer minor of the same major runs (minor-version compatibility)
+    proof = next((e for e in f.evidence if e.proves == "driver-too-old"), None)
+    if verdict is None and proof is not None:
+        verdict = "no"
+    floor, minimum = _driver_floors(row, windows)
+    values = dict(
+        torch=t.version or "?",
+        cuda=t.cuda,
+        driver=driver or "?",
+        driver_cuda=ceiling or "?",
+        floor=floor,
+        minimum=minimum,
+        os="Windows" if windows else "Linux",
+        error=proof.line if proof else (t.cuda_error or ""),
+    )
+    return verdict, values
+
+
+def _driver_floors(row: Any, windows: bool) -> tuple[str, str]:
+    """(the minor-version-compatibility floor, the driver the CUDA release ships with) for the OS, "?" when unknown."""
+    if row is None:
+        return "?", "?"
+    floor = (row.minor_compat_floor_windows if windows else row.minor_compat_floor_linux) or "?"
+    return floor, (row.min_driver_windows if windows else row.min_driver_linux) or floor
+
+
+@rule("driver-too-old", severity="fail", layer="driver")
+def driver_too_old(ctx: Ctx) -> None:
+    verdict, values = _too_old_verdict(ctx)
+    if verdict == "no":
+        detail = "default" if values["driver"] != "?" else "no_driver_version"
+        ctx.add(detail=detail, facts=["reconciled.nvidia_driver", "reconciled.cuda_driver_version", "torch.cuda"], install=install_fix(ctx), **values)
+
+
+@rule("driver-minor-compat", severity="warn", layer="driver")
+def driver_minor_compat(ctx: Ctx) -> None:
+    verdict, values = _too_old_verdict(ctx)
+    if verdict == "minor-compat":
+        values.pop("error", None)
+        ctx.add(facts=["reconciled.nvidia_driver", "torch.cuda"], install=install_fix(ctx), **values)
+
+
+@rule("gpu-arch-unsupported", severity="fail", layer="gpu")
+def gpu_arch_unsupported(ctx: Ctx) -> None:
+    """A GPU (seen by any witness: the driver's tools, torch, the matrix's name lookup) whose compute
+    capability the installed CUDA build has no kernels for; or a kernel that said so itself."""
+    f, t = ctx.facts, ctx.facts.torch
+    # a CUDA build by its files, or by torch's own word: an imported torch that listed sm_XX code (its version unread)
+    said_cuda = bool(t.imported) and any(a.startswith("sm_") for a in t.arch_list)
+    if (built_for_files(f) != "cuda" and not said_cuda) or f.jetson.is_jetson:
+        return
+    arch = list(t.arch_list)
+    source = t.sources.get("arch_list") or "torch.cuda.get_arch_list()"
+    if not arch:
+        v = variant_row(ctx)
+        if v is not None:
+            arch = list(v.arch_for(f.python.platform_tag))
+            source = "inferred from the matrix: torch's libraries could not be read"
+    proof = next((e for e in f.evidence if e.proves == "gpu-arch-unsupported"), None)
+    fired = False
+    if arch:
+        for g in nvidia_gpus(f):
+            if not visible_to_torch(g, f.environment):
+                continue  # hidden from torch (CUDA_VISIBLE_DEVICES): its kernels never run there
+            if g.compute_capability and not mx.arch_runs(arch, g.compute_capability):
+                fired = True
+                ctx.add(
+                    detail="default" if proof is None else "proven",
+                    facts=[f"reconciled.gpus[{g.index}].compute_capability", "torch.arch_list"],
+                    fix_text=install_fix(ctx, exclude=variant_name(f)),
+                    gpu=gpu_label(g),
+                    sm=sm(g.compute_capability),
+                    cc=g.compute_capability,
+                    torch=t.version,
+                    arch=" ".join(arch),
+                    source=source,
+                    witnesses=", ".join(dict.fromkeys([g.sources.get("compute_capability", "?")] + g.witnesses)),
+                    error=proof.line if proof else "",
+                )
+    if proof is not None and not fired:
+        ctx.add(
+            detail="evidence",
+            facts=[proof.source],
+            fix_text=install_fix(ctx, exclude=variant_name(f)),
+            torch=t.version,
+            arch=" ".join(arch) or "?",
+            error=proof.line,
+            where=proof.source,
+        )
+
+
+@rule("nvcc-mismatch", severity="warn", layer="toolkit")
+def nvcc_mismatch(ctx: Ctx) -> None:
+    f, t, tk = ctx.facts, ctx.facts.torch, ctx.facts.cuda_toolkit
+    if built_for(f) != "cuda" or not t.cuda or not tk.nvcc_version or vt(tk.nvcc_version)[:1] == vt(t.cuda)[:1]:
+        return
+    major = vt(t.cuda)[0]
+    match = next((k for k in tk.toolkits if vt(k.nvcc_version or k.version_json)[:1] == (major,)), None)
+    fix_text = None
+    if match is not None:
+        root = re.sub(r"[/\\]bin[/\\]nvcc(\.exe)?$", "", match.path)  # C:\...\v12.4\bin\nvcc.exe too
+        bin_dir = root + ("\\bin" if "\\" in root else "/bin")
+        # every probed path one quoted word (C:\Program Files\... has spaces; a `$(...)` or `;` in it stays a name)
+        fix_text = shell.export({"CUDA_HOME": root, "PATH": bin_dir}, prepend_to="PATH", windows=f.platform.system == "Windows")
+    ctx.add(
+        fix=None if fix_text else "default",
+        fix_text=fix_text,
+        facts=["cuda_toolkit.nvcc_version", "torch.cuda"],
+        nvcc=tk.nvcc_version,
+        nvcc_path=tk.nvcc_path or "nvcc",
+        cuda=t.cuda,
+        major=major,
+        torch=t.version,
+    )
+
+
+def _size(n: int) -> str:
+    """Bytes for a person: "5.4 GB", "612 MB" (decimal, as disks and pip report them)."""
+    for unit, div in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= div:
+            return f"{n / div:.3g} {unit}"
+    return f"{n} B"
+
+
+def _leftover_sizes(ctx: Ctx) -> dict[str, int]:
+    """The runtime packages the CPU build's install would remove (``--remove-leftovers``), with their disk: the
+    resolver's one prediction (``plan.leftovers``, from ``install.leftovers.predict_leftovers``), so check promises
+    what install lists; every nvidia-* package where no CPU plan resolves."""
+    from stackdoctor.model.plan import Request
+    from stackdoctor.resolve import resolve
+
+    t = ctx.facts.torch
+
+    def canon(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    plan = resolve(ctx.facts, ctx.matrix, Request(torch=public(t.version) or None, variant=accelerators.CPU))
+    if not plan.satisfiable:
+        plan = resolve(ctx.facts, ctx.matrix, Request(variant=accelerators.CPU))
+    if plan.satisfiable:
+        gone = {canon(n) for n in plan.leftovers}
+        return {k: v for k, v in t.runtime_bytes.items() if canon(k) in gone}
+    return {k: v for k, v in t.runtime_bytes.items() if k.startswith("nvidia-")}
+
+
+@rule("torch-gpu-build-no-gpu", severity="warn", layer="torch", defers_to=("container-no-gpu", "torch-backend-mismatch"))
+def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
+    """A CUDA build where no witness sees an NVIDIA GPU or driver: the CPU build would do, and the
+    NVIDIA runtime packages' disk (measured from their RECORD files) would be saved."""
+    f, t = ctx.facts, ctx.facts.torch
+    if not t.installed or built_for_files(f) != "cuda" or t.cuda_available or f.jetson.is_jetson or f.apple.is_macos:
+        return
+    if ctx.has("container-no-gpu") or ctx.has("torch-backend-mismatch") or nvidia_witnesses(f):
+        return  # a witness saw NVIDIA hardware or a driver: "no NVIDIA GPU" would contradict it
+    if accelerators.select(f.facts) is not None and accelerators.select(f.facts).build_kind != "cpu":  # type: ignore[union-attr]
+        return  # another accelerator is there: torch-backend-mismatch speaks of it
+    sizes = _leftover_sizes(ctx)
+    fix = install_fix(ctx, keep_torch=True, exclude=variant_name(f))
+    if "--variant" not in fix:
+        fix += " --variant cpu"
+    if sizes:
+        fix += " --remove-leftovers"  # the NVIDIA packages go too: that is the disk saved
+    largest = sorted(sizes.items(), key=lambda kv: -kv[1])[:2]
+    key = _no_gpu_witness(f)
+    ctx.add(
+        detail=key if sizes else ("unknown_size" if key == "default" else key + "_unknown_size"),
+        facts=["torch.variant", "torch.cuda", "torch.runtime_bytes", "reconciled.gpus"],
+        install=fix,
+        torch=t.version or "?",
+        cuda=t.cuda or "?",
+        count=len(sizes),
+        size=_size(sum(sizes.values())),
+        largest=", ".join(f"{k} {_size(v)}" for k, v in largest),
+        container=f.platform.container or "?",
+        how=ctx.msg("container-no-gpu", "fix", container_fix_key(f.platform.container)) if f.platform.container else "",
+        torch_said=_last_line(t.cuda_error) if imports(t) else "-",
+    )
+
+
+@rule("libcuda-stub", severity="fail", layer="driver")
+def libcuda_stub(ctx: Ctx) -> None:
+    """The ``libcuda.so.1`` the CUDA runtime would open is the toolkit's stub (read from the files, on both paths):
+    every CUDA call then answers cudaErrorStubLibrary, whatever driver the machine has."""
+    f, t = ctx.facts, ctx.facts.torch
+    stub = next((p for p in t.linkage if p.kind == "stub"), None)
+    if stub is None:
+        return
+    folder = stub.library.rsplit("/", 1)[0]
+    entries = [e for e in f.environment.get("LD_LIBRARY_PATH", "").split(":") if e]
+    keep = [e for e in entries if e.rstrip("/") != folder.rstrip("/")]
+    how = stub.detail or "system"
+    key = how if how in ("ld_library_path", "ldcache") else "file"
+    fix_text = None
+    if key == "ld_library_path":
+        fix_text = shell.export({"LD_LIBRARY_PATH": ":".join(keep)}) if keep else "unset LD_LIBRARY_PATH"
+    driver = f.driver("nvidia").value
+    ctx.add(
+        severity="fail" if nvidia_gpus(f) or driver is not None else "warn",
+        detail=key,
+        fix=key,
+        fix_text=fix_text,
+        facts=["torch.linkage"] + (["environment.LD_LIBRARY_PATH"] if key == "ld_library_path" else []),
+        lib=stub.library,
+        lib_q=shell.word(stub.library),
+        folder=folder,
+        folder_q=shell.word(folder),
+        opener=stub.needed_by.rsplit("/", 1)[-1],
+        version=stub.found_version or "?",
+        driver=driver or "?",
+    )
+
+
+def _no_gpu_witness(f: Any) -> str:
+    """The detail of "no NVIDIA GPU" by its witness: inside a container no witness can say whether the host has a GPU the
+    container was not given (both paths say so, a running torch adds its answer); read from the files only on a system
+    with no PCI list, a GPU may be known only to a running torch (not verified); on Linux outside WSL the PCI bus read
+    is the witness ("default"); with none of these, not known (WSL's GPU is not on its bus)."""
+    if f.platform.container:
+        return "container"
+    if read_only(f.torch) and f.platform.system not in (None, "Linux"):
+        return "unverified"
+    pci_read = bool(f.platform.sources.get("nvidia_pci_devices")) and f.platform.system == "Linux" and not f.platform.is_wsl
+    return "default" if pci_read else "no_witness"
+
+
+def _last_line(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[-1][:200] if lines else "-"

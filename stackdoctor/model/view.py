@@ -1,0 +1,204 @@
+"""The machine as one frozen view: what :func:`stackdoctor.reconcile.reconcile` returns, and what the rules,
+the renderers, ``diff`` and the report's judging read.
+
+:class:`MachineView` holds the answers reconcile chose from every witness, keyed by accelerator kind where they
+are a kind's (``drivers["nvidia"]``: the user-space driver's version; ``runtimes["nvidia"]``: the newest CUDA the
+driver runs; ``runtimes["amd"]``: the installed ROCm release), the devices every witness saw (joined), the
+recognised messages and the disagreements, and read access to the fact subjects (``view.torch``,
+``view.platform``, ...). Being a type, it is its own guard: a raw :class:`~stackdoctor.model.facts.Facts` is not a
+view, so nothing that takes a view can be handed unweighed witnesses.
+
+The report's JSON keeps its documented keys: the ``reconciled`` section (:class:`~stackdoctor.model.facts.ReconciledFacts`)
+and the stable keys (``nvidia.driver_version``, ``rocm.version``, ...) are written from the view by reconcile;
+:meth:`MachineView.of` reads a view back from facts reconcile wrote (a saved report's, a renderer's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from stackdoctor.model.facts import (
+    AppleFacts,
+    CudaToolkitFacts,
+    Disagreement,
+    Evidence,
+    Facts,
+    GpuView,
+    IntelFacts,
+    JetsonFacts,
+    KernelFacts,
+    NvidiaFacts,
+    PlatformFacts,
+    PythonFacts,
+    ReconciledFacts,
+    RocmFacts,
+    SeenValue,
+    ThunderboltFacts,
+    TorchFacts,
+)
+
+__all__ = ["W_PCI", "MachineView", "NotAView", "facts_of"]
+
+W_PCI = "pci"  # the PCI bus's witness name (/sys/bus/pci/devices)
+
+# Where the kinds' values live in the report's ``reconciled`` section (its documented keys)
+_DRIVER_KEYS: Mapping[str, str] = MappingProxyType({"nvidia": "nvidia_driver"})
+_RUNTIME_KEYS: Mapping[str, str] = MappingProxyType({"nvidia": "cuda_driver_version", "amd": "rocm_version"})
+
+
+def _frozen(values: Mapping[str, SeenValue]) -> Mapping[str, SeenValue]:
+    return MappingProxyType(dict(values))
+
+
+@dataclass(frozen=True)
+class MachineView:
+    """One view of the machine, joined from every witness (:func:`stackdoctor.reconcile.reconcile`)."""
+
+    facts: Facts  # the facts reconcile returned: derivations done, stable keys written (what the report carries)
+    gpus: tuple[GpuView, ...] = ()  # every device any witness saw, the same one seen by several joined
+    drivers: Mapping[str, SeenValue] = field(default_factory=lambda: _frozen({}))  # kind -> its driver's version
+    runtimes: Mapping[str, SeenValue] = field(default_factory=lambda: _frozen({}))  # kind -> the runtime level it runs
+    accelerator: str | None = None  # the machine's chosen accelerator kind
+    evidence: tuple[Evidence, ...] = ()  # recognised messages and what they prove
+    disagreements: tuple[Disagreement, ...] = ()  # witnesses of one fact that disagree, and what explains it
+
+    # ------------------------------------------------------------------ from and to the report's form
+
+    @classmethod
+    def of(cls, facts: Facts) -> MachineView:
+        """The view of facts reconcile wrote (their ``reconciled`` section): a saved report's, a renderer's."""
+        r = facts.reconciled
+        drivers = {kind: getattr(r, key) for kind, key in _DRIVER_KEYS.items()}
+        runtimes = {kind: getattr(r, key) for kind, key in _RUNTIME_KEYS.items()}
+        return cls(
+            facts=facts,
+            gpus=tuple(r.gpus),
+            drivers=_frozen({k: v for k, v in drivers.items() if v.value or v.witnesses}),
+            runtimes=_frozen({k: v for k, v in runtimes.items() if v.value or v.witnesses}),
+            accelerator=r.accelerator,
+            evidence=tuple(r.evidence),
+            disagreements=tuple(r.disagreements),
+        )
+
+    def to_reconciled(self) -> ReconciledFacts:
+        """The report's ``reconciled`` section (its documented keys) from the view."""
+        r = ReconciledFacts(done=True, gpus=list(self.gpus), accelerator=self.accelerator, evidence=list(self.evidence),
+                            disagreements=list(self.disagreements))
+        for kind, key in _DRIVER_KEYS.items():
+            setattr(r, key, self.driver(kind))
+        for kind, key in _RUNTIME_KEYS.items():
+            setattr(r, key, self.runtime(kind))
+        return r
+
+    def replaced(self, **subjects: Any) -> MachineView:
+        """The same view with some fact subjects replaced (``jetson=...``): a what-if copy, this view unchanged.
+        The answers (drivers, devices, evidence) stay the ones reconcile chose; only what reads the subjects sees
+        the change (the resolver's Jetson Thor path resolves with ``jetson.is_jetson`` off)."""
+        return replace(self, facts=replace(self.facts, **subjects))
+
+    @property
+    def reconciled(self) -> ReconciledFacts:
+        """The report's ``reconciled`` section, as the facts carry it."""
+        return self.facts.reconciled
+
+    # ------------------------------------------------------------------ the answers
+
+    def driver(self, kind: str) -> SeenValue:
+        """Kind ``kind``'s driver version with every witness's value (an empty one when no witness gave one)."""
+        return self.drivers.get(kind) or SeenValue()
+
+    def runtime(self, kind: str) -> SeenValue:
+        """The runtime level kind ``kind``'s stack runs (NVIDIA: the newest CUDA its driver runs; AMD: the ROCm release)."""
+        return self.runtimes.get(kind) or SeenValue()
+
+    def devices(self, vendor: str) -> tuple[GpuView, ...]:
+        """The devices of ``vendor`` (``GpuView.vendor``) in the view."""
+        return tuple(g for g in self.gpus if g.vendor == vendor)
+
+    def proves(self, code: str) -> Evidence | None:
+        """The first recognised message that proves finding ``code``, or None."""
+        return next((e for e in self.evidence if e.proves == code), None)
+
+    def driven(self, vendor: str) -> tuple[GpuView, ...]:
+        """The GPUs of ``vendor`` a driver gives out (any witness but the PCI bus alone: the tools, the kernel
+        module's list without the GPUs it excludes, torch), in the driver's order: what a ``CUDA_VISIBLE_DEVICES``
+        index counts, and what reconcile writes into the kind's stable keys (``nvidia.gpus``)."""
+        mine = (g for g in self.devices(vendor) if g.witnesses != [W_PCI] and (g.witnesses or g.torch_index is not None))
+        return tuple(sorted(mine, key=lambda g: g.index))
+
+    def lost(self, vendor: str) -> tuple[GpuView, ...]:
+        """The one answer to "which GPUs of ``vendor`` were lost": those only the PCI bus sees, that no driver lists
+        (neither its tools, nor the kernel module's list, nor torch). The ``gpu-lost`` rule and the resolver's
+        "on the PCI bus but the driver did not list them" both read it."""
+        return tuple(g for g in self.devices(vendor) if g.witnesses == [W_PCI])
+
+    # ------------------------------------------------------------------ the fact subjects, read only
+
+    @property
+    def platform(self) -> PlatformFacts:
+        return self.facts.platform
+
+    @property
+    def python(self) -> PythonFacts:
+        return self.facts.python
+
+    @property
+    def torch(self) -> TorchFacts:
+        return self.facts.torch
+
+    @property
+    def kernels(self) -> KernelFacts:
+        return self.facts.kernels
+
+    @property
+    def environment(self) -> dict[str, str]:
+        return self.facts.environment
+
+    @property
+    def plugins(self) -> dict[str, Any]:
+        return self.facts.plugins
+
+    @property
+    def nvidia(self) -> NvidiaFacts:
+        return self.facts.nvidia
+
+    @property
+    def cuda_toolkit(self) -> CudaToolkitFacts:
+        return self.facts.cuda_toolkit
+
+    @property
+    def rocm(self) -> RocmFacts:
+        return self.facts.rocm
+
+    @property
+    def apple(self) -> AppleFacts:
+        return self.facts.apple
+
+    @property
+    def intel(self) -> IntelFacts:
+        return self.facts.intel
+
+    @property
+    def jetson(self) -> JetsonFacts:
+        return self.facts.jetson
+
+    @property
+    def thunderbolt(self) -> ThunderboltFacts:
+        return self.facts.thunderbolt
+
+
+class NotAView(TypeError, ValueError):
+    """Raw facts where the machine's view was needed (a caller's bug)."""
+
+
+def facts_of(given: Facts | MachineView) -> Facts:
+    """The reconciled facts of a view, for the code behind an entry point that takes the view (the resolver,
+    install) and still reads facts. Only a :class:`MachineView` passes: the type is the only guard.
+
+    :raises NotAView: ``given`` is raw facts, not a view (pass them through :func:`stackdoctor.reconcile.reconcile`)."""
+    if isinstance(given, MachineView):
+        return given.facts
+    raise NotAView("needs the machine's reconciled view: pass the facts through stackdoctor.reconcile.reconcile first")
