@@ -155,7 +155,7 @@ def embedded_parts() -> tuple[tuple[str, Parsed], ...]:
     here = Path(__file__).resolve().parent
     inputs: list[str | bytes] = [f"{kind} {pattern.pattern}" for kind, pattern in sorted(PLUGIN_VARIANT_KINDS.items())]
     inputs += [part for name, text in texts for part in (name, text)]
-    inputs += parsecache.source_of(*sorted(here.glob("*.py")), here.parent / "versions.py", here.parent / "errors.py")
+    inputs += parsecache.source_of(*sorted(here.glob("*.py")), here.parent / "core" / "versions.py", here.parent / "core" / "errors.py")
 
     def parse() -> tuple[tuple[str, Parsed], ...]:
         return tuple((name, parse_matrix_text(text, name)) for name, text in texts)
