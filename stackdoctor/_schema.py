@@ -192,7 +192,7 @@ def diff_schema() -> dict[str, Any]:
 
 def build_plan_schema() -> dict[str, Any]:
     """``stackdoctor.build-plan/1`` (``install --from-source --json``): ``{"schema": ..., **BuildPlan fields}``."""
-    from stackdoctor.sourcebuild.recipe import BUILD_PLAN_SCHEMA, BuildPlan
+    from stackdoctor.resolve.source_build import BUILD_PLAN_SCHEMA, BuildPlan
 
     defs: dict[str, Any] = {}
     body = _object_of(BuildPlan, defs)

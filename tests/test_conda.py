@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stackdoctor.install.conda import conda_command, conda_name, environment_yml, routes
+from stackdoctor.install.conda import conda_command, environment_yml, routes
 from stackdoctor.matrix import load_matrix
-from stackdoctor.model.facts import Facts
+from stackdoctor.model.facts import Facts, conda_name
 from stackdoctor.model.plan import Request
 from stackdoctor.reconcile import reconcile
 from stackdoctor.resolve import resolve

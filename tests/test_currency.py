@@ -21,7 +21,7 @@ from stackdoctor.matrix import load_matrix
 from stackdoctor.model.plan import Plan, Request
 from stackdoctor.reconcile import reconcile
 from stackdoctor.resolve import resolve as _resolve
-from stackdoctor.sourcebuild.recipe import offer_from_source
+from stackdoctor.resolve.source_build import offer_from_source
 
 HERE = Path(__file__).resolve().parent
 MACHINES = HERE / "fixtures" / "machines"

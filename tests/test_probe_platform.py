@@ -12,10 +12,10 @@ from conftest import real_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stackdoctor.accelerators.pci import display_devices, parse_pci_id, parse_uevent_driver
 from stackdoctor.model.facts import PlatformFacts
-from stackdoctor.probes import ProbeContext, Target
+from stackdoctor.model.probe import ProbeContext, Target
 from stackdoctor.probes import platform as plat
-from stackdoctor.probes.pci import display_devices, parse_pci_id, parse_uevent_driver
 from stackdoctor.system import Host, System
 
 # ---------------------------------------------------------------------------- helpers

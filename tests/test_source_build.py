@@ -1,4 +1,4 @@
-"""install --from-source: the build plan (stackdoctor/sourcebuild/recipe.py) on recorded machines and recorded tool outputs.
+"""install --from-source: the build plan (stackdoctor/resolve/source_build.py) on recorded machines and recorded tool outputs.
 
 Machines are tests/fixtures/machines/*.json (issue 3's cases); tool outputs are tests/fixtures/buildtools/ (each
 with its public source in SOURCE.md there). Pure: no tool runs here except the CLI what-if at the end."""
@@ -16,7 +16,7 @@ from stackdoctor.model.facts import Facts, from_data
 from stackdoctor.probes import buildtools as bt
 from stackdoctor.probes.buildtools import BuildTools, Tool
 from stackdoctor.reconcile import reconcile
-from stackdoctor.sourcebuild.recipe import BuildRequest, arch_list, build_plan, env_file, max_jobs, offer_from_source
+from stackdoctor.resolve.source_build import BuildRequest, arch_list, build_plan, env_file, max_jobs, offer_from_source
 
 FIX = Path(__file__).parent / "fixtures"
 GB = 1000**3

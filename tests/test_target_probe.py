@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from stackdoctor._worker import parse_sections
 from stackdoctor.model.facts import TorchFacts
-from stackdoctor.probes import ProbeContext, Target
-from stackdoctor.probes.target import parse_sections, probe
+from stackdoctor.model.probe import ProbeContext, Target
+from stackdoctor.probes.target import probe
 from stackdoctor.system import System
 
 

@@ -13,9 +13,38 @@ mode 0700, marked with this process as its owner): removed when this process exi
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
+
+MARK = "@@stackdoctor@@ "  # every worker prints its answers as marked JSON lines: the parent's side of that protocol is here
+
+
+def marked(stdout: str) -> list[dict]:
+    """Every marked JSON object a worker printed, in order; anything else it printed is ignored."""
+    out: list[dict] = []
+    for line in stdout.splitlines():
+        idx = line.find(MARK)
+        if idx < 0:
+            continue
+        try:
+            data = json.loads(line[idx + len(MARK) :])
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(data, dict):
+            out.append(data)
+    return out
+
+
+def parse_sections(stdout: str) -> dict[str, dict]:
+    """Marked JSON lines -> {section: data}. Anything else the target printed is ignored.
+
+    >>> parse_sections('noise\\n@@stackdoctor@@ {"section": "python", "version": "3.11.7"}\\n')
+    {'python': {'section': 'python', 'version': '3.11.7'}}
+    """
+    return {d["section"]: d for d in marked(stdout) if isinstance(d.get("section"), str)}
+
 
 _COPIED: dict[str, Path] = {}
 _LOCK = threading.Lock()  # the probes ask from several threads at once: one copy

@@ -95,7 +95,7 @@ class Say(Protocol):
 # --- build ---
 class BuildAsk(Protocol):
     """What a kind's source-build methods (:meth:`Accelerator.build_prerequisites`) are given by
-    :mod:`stackdoctor.sourcebuild.recipe`: the machine, its build tools, the matrix's ``source_build`` rows, and the one way
+    :mod:`stackdoctor.resolve.source_build`: the machine, its build tools, the matrix's ``source_build`` rows, and the one way
     to make a prerequisite (``source_build.Prerequisite``; this package does not import the plan above it)."""
 
     facts: Facts
@@ -461,7 +461,7 @@ class Accelerator:
         """The GPU code the matrix lists for a build of this kind (``platform``: the wheel's platform tag)."""
         return []
     # --- install ---
-    # --- build --- (``install --from-source``: :mod:`stackdoctor.sourcebuild.recipe` asks these, so it names no kind)
+    # --- build --- (``install --from-source``: :mod:`stackdoctor.resolve.source_build` asks these, so it names no kind)
     build_switch: ClassVar[str | None] = None  # the variable PyTorch's setup.py reads to build for it: "USE_CUDA"
     builds_on_macos: ClassVar[bool] = True  # False: a source build for it on macOS is planned CPU-only (CUDA, ROCm)
     offers_source_build: ClassVar[bool] = False  # install offers --from-source when no published build runs on its GPUs

@@ -20,7 +20,7 @@ from stackdoctor.render.plans import format_command, localized, plan_json, rende
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.install.flow import Hooks, InstallOptions, InstallOutcome
-    from stackdoctor.sourcebuild.run import FromSourceOptions
+    from stackdoctor.install.from_source import FromSourceOptions
 
 # The install flow (resolve, indexes, accelerators, the matrix) is imported when `install` runs, not when the
 # command is registered: every other command (`check`, `--version`) starts without it (issue 33).
@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
         """Install the right torch build for this machine (or show the plan for another)."""
         use_lang(lang)
         if from_source:
-            from stackdoctor.sourcebuild.run import FromSourceOptions
+            from stackdoctor.install.from_source import FromSourceOptions
 
             return int(run_from_source(FromSourceOptions(
                 torch=torch, python=python, matrix=list(matrix or []), replay=replay, gpus=list(gpu or []), gfx=list(gfx or []),
@@ -156,8 +156,8 @@ def _print_json(outcome: InstallOutcome, exc: StackdoctorError | None) -> None:
 
 def run_from_source(opts: FromSourceOptions) -> int:
     """``--from-source``: the build plan (and, without ``--dry-run``, the build); ``--json`` one ``stackdoctor.build-plan/1``."""
+    from stackdoctor.install import from_source as source_run
     from stackdoctor.render.build import build_json, render_build, render_result
-    from stackdoctor.sourcebuild import run as source_run
 
     try:
         outcome = source_run.run(opts, say, write_err, show=render_build, confirm=_confirm)

@@ -246,7 +246,7 @@ def _node(python: str | None) -> dict[str, Any] | None:
 def _thunderbolt_iface(system: Any, target: Any) -> tuple[str | None, float | None, str]:
     """(interface, link rate Gb/s, why) from the Thunderbolt probe."""
     try:
-        from stackdoctor.probes import ProbeContext
+        from stackdoctor.model.probe import ProbeContext
         from stackdoctor.probes.thunderbolt import choose_thunderbolt_interface, probe
 
         out = probe(ProbeContext(system=system, target=target))

@@ -7,16 +7,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from stackdoctor.wheels.leftovers import canonical_name
+from stackdoctor.wheels.sources import is_pypi
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.model.plan import Plan
 
 
-PYPI_HOSTS = ("pypi.org", "pypi.python.org")
-
-
-def is_pypi(url: str | None) -> bool:
-    return not url or any(h in url for h in PYPI_HOSTS)
 
 
 def requirements(plan: Plan) -> list[str]:

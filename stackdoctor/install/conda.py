@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from stackdoctor.core.errors import UsageError
 from stackdoctor.core.shell import format_command
+from stackdoctor.model.facts import conda_name
 from stackdoctor.model.plan import Route
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,12 +56,6 @@ def conda_subdir(facts: Facts, platform_tag: str | None = None) -> str | None:
     if tag.startswith("win") or (not tag and (facts.platform.system or "").lower() == "windows"):
         return "win-64"
     return None
-
-
-def conda_name(entry: str) -> str:
-    """A conda-meta record name (``cudatoolkit-11.8.0-h4ba93d1_13``) -> the package name (``cudatoolkit``)."""
-    m = re.match(r"^(.+)-([^-]+)-([^-]+)$", entry)
-    return m.group(1) if m else entry
 
 
 def is_conda_target(facts: Facts) -> bool:

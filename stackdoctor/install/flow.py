@@ -163,7 +163,7 @@ class _Flow:
         if not plan.satisfiable and not opts.conda_installer and unknown_pin(opts.torch, self.matrix):
             plan, self.request, self.matrix, surveyed = witness_pin(opts, view, python, self.matrix, plan, cfg, hypothetical=self.hypothetical)
         self.out.plan = plan
-        from stackdoctor.sourcebuild.recipe import offer_from_source
+        from stackdoctor.resolve.source_build import offer_from_source
 
         offer = offer_from_source(plan, view, self.matrix, self.request)  # no wheel of the release runs on these GPUs: building it would
         if offer:

@@ -703,7 +703,7 @@ SOURCE_BUILD: Table[SourceBuildFact] = Table(
     check_key=key_check(r"^[a-z][a-z0-9_]*$", "not a requirement name (lower-case letters, digits, '_'): {}"),
     key_doc="the requirement: `python`, `gcc`, `disk`, `cudnn`, `rocm`, `memory_per_job`, `repository`, ...",
     doc=(
-        "Read by `stackdoctor install --from-source` (`stackdoctor/sourcebuild/recipe.py`): each prerequisite's minimum, and the pages\n"
+        "Read by `stackdoctor install --from-source` (`stackdoctor/resolve/source_build.py`): each prerequisite's minimum, and the pages\n"
         "its fixes name. The code holds no version: a row missing here is planned as \"needed, no version named\".\n"
         "\n"
         "```yaml\n"

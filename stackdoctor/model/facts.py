@@ -13,6 +13,7 @@ is recorded beside it in the subject's ``sources`` mapping (fact name -> source,
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -696,3 +697,9 @@ def from_data(cls: type[T], data: Any) -> T:
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise TypeError(f"{cls.__name__}.{f.name}: missing")
     return cls(**kwargs)
+
+
+def conda_name(entry: str) -> str:
+    """A conda-meta record name (``cudatoolkit-11.8.0-h4ba93d1_13``) -> the package name (``cudatoolkit``)."""
+    m = re.match(r"^(.+)-([^-]+)-([^-]+)$", entry)
+    return m.group(1) if m else entry

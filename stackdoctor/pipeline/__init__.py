@@ -86,8 +86,8 @@ def gather(opts: Options, *, progress: Callable[[], AbstractContextManager[objec
         report.replayed_from = str(replay_file(opts.replay))  # a folder `report` wrote: its report.json
         report.findings = []
         return report
+    from stackdoctor.model.probe import ProbeContext
     from stackdoctor.pipeline.engine import run_probes, select_target
-    from stackdoctor.probes import ProbeContext
     from stackdoctor.system import LENT_PREFIX, System, sweep_dead_lent
 
     # the folders an earlier stackdoctor lent the target ($TMPDIR/stackdoctor-pkg-*, a link to its packaging) and left
@@ -163,8 +163,8 @@ def gather_kernels(kernels: KernelFacts, opts: Options, system: System | None = 
     report = Report(facts=facts)
     kinds = list(dict.fromkeys(a for r in kernels.results for a in accelerators.with_device(r.device) if a.peaks))
     if kinds:
+        from stackdoctor.model.probe import ProbeContext
         from stackdoctor.pipeline.engine import run_probes, select_target
-        from stackdoctor.probes import ProbeContext
         from stackdoctor.system import System as _System
 
         sys_ = system or _System.from_env(timeout_s=opts.timeout_s)

@@ -4,7 +4,7 @@ Asked only by ``stackdoctor install --from-source`` (``check`` never runs it). E
 :class:`~stackdoctor.system.System` (argv, no shell, a timeout); every file is read through it (under the sysroot).
 The parsers are pure ``parse_*(text)`` functions, tested on recorded real outputs (``tests/fixtures/buildtools/``,
 each with its source in ``SOURCE.md`` there). It gathers and parses; what is enough is
-:mod:`stackdoctor.sourcebuild.recipe`'s to say.
+:mod:`stackdoctor.resolve.source_build`'s to say.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from stackdoctor.accelerators.amd.probe import parse_rocm_version_file
 from stackdoctor.accelerators.nvidia.toolkit import probe as probe_cuda
-from stackdoctor.probes import ProbeContext, Target
+from stackdoctor.model.probe import ProbeContext, Target
 from stackdoctor.system import System
 
 __all__ = [

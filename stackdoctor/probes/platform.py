@@ -20,7 +20,7 @@ live ``uname``, an injected host in tests, or a captured tree's ``/.stackdoctor/
   runs on Windows; native Windows is ``system == "Windows"`` and never WSL).
 - container: ``/.dockerenv``, ``/run/.containerenv``, ``KUBERNETES_SERVICE_HOST``,
   ``/proc/1/cgroup`` markers; then whether ``/dev/nvidia0`` / ``/dev/nvidiactl`` were passed in.
-- PCI display devices (NVIDIA / AMD) from ``/sys/bus/pci/devices`` (:mod:`stackdoctor.probes.pci`).
+- PCI display devices (NVIDIA / AMD) from ``/sys/bus/pci/devices`` (:mod:`stackdoctor.accelerators.pci`).
 - CPU count and model (``/proc/cpuinfo``), memory (``/proc/meminfo``).
 """
 
@@ -29,9 +29,9 @@ from __future__ import annotations
 import re
 
 from stackdoctor.accelerators.apple.probe import parse_sw_vers
+from stackdoctor.accelerators.pci import AMD_VENDOR, NVIDIA_VENDOR, display_devices
 from stackdoctor.model.facts import PlatformFacts
-from stackdoctor.probes import ProbeContext, ProbeOutput
-from stackdoctor.probes.pci import AMD_VENDOR, NVIDIA_VENDOR, display_devices
+from stackdoctor.model.probe import ProbeContext, ProbeOutput
 from stackdoctor.system import Host, System
 
 __all__ = [

@@ -28,7 +28,7 @@ import posixpath
 import re
 import threading
 
-from stackdoctor._worker import worker_path
+from stackdoctor._worker import parse_sections, worker_path
 from stackdoctor.model.facts import (
     KernelFacts,
     PythonFacts,
@@ -36,31 +36,9 @@ from stackdoctor.model.facts import (
     TorchLibrary,
     from_data,
 )
-from stackdoctor.probes import ProbeContext, ProbeOutput
+from stackdoctor.model.probe import ProbeContext, ProbeOutput
 from stackdoctor.probes.torch_static import StaticTorch, read_static_torch
 from stackdoctor.system import CommandResult, System
-
-MARK = "@@stackdoctor@@ "
-
-
-def parse_sections(stdout: str) -> dict[str, dict]:
-    """Marked JSON lines -> {section: data}. Anything else the target printed is ignored.
-
-    >>> parse_sections('noise\\n@@stackdoctor@@ {"section": "python", "version": "3.11.7"}\\n')
-    {'python': {'section': 'python', 'version': '3.11.7'}}
-    """
-    out: dict[str, dict] = {}
-    for line in stdout.splitlines():
-        idx = line.find(MARK)
-        if idx < 0:
-            continue
-        try:
-            data = json.loads(line[idx + len(MARK) :])
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(data, dict) and isinstance(data.get("section"), str):
-            out[data["section"]] = data
-    return out
 
 
 def _stderr_tail(text: str, lines: int = 8) -> str:

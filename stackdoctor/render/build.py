@@ -10,7 +10,7 @@ from stackdoctor.render.plans import localized
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.core.errors import StackdoctorError
-    from stackdoctor.sourcebuild.recipe import BuildPlan
+    from stackdoctor.resolve.source_build import BuildPlan
 
 _MARK = {"ok": "ok", "missing": "MISSING", "unknown": "?"}
 
@@ -18,7 +18,7 @@ _MARK = {"ok": "ok", "missing": "MISSING", "unknown": "?"}
 def build_json(plan: BuildPlan | None, exc: StackdoctorError | None = None) -> str:
     """One ``stackdoctor.build-plan/1`` document (a usage error before any plan: the empty plan with its ``error``)."""
     from stackdoctor.core.redact import safe_copy
-    from stackdoctor.sourcebuild.recipe import BUILD_PLAN_SCHEMA
+    from stackdoctor.resolve.source_build import BUILD_PLAN_SCHEMA
 
     data: dict[str, Any]
     if plan is None:

@@ -298,7 +298,7 @@ LOCAL_CLIENT = _LocalOnly()
 
 def pytorch_sources(plan: Plan, mirror: Mirror | None) -> list[Source]:
     """The PyTorch variant index for the plan (or the mirror's form of it); none for PyPI plans (macOS)."""
-    from stackdoctor.install import is_pypi
+    from stackdoctor.wheels.sources import is_pypi
 
     if plan.variant is None or is_pypi(plan.index_url):
         return []

@@ -454,7 +454,7 @@ def conda_pip_mix(ctx: Ctx) -> None:
         return
     conda_cuda = ("cudatoolkit", "cudnn", "nccl", "pytorch-cuda", "cuda-runtime", "cuda-cudart", "cuda-libraries", "cuda-toolkit",
                   "libcublas", "libcusparse", "libnvjitlink")  # fmt: skip
-    from stackdoctor.install.conda import conda_name
+    from stackdoctor.model.facts import conda_name
 
     names = [conda_name(p) for p in t.conda_packages]  # conda-meta records are name-version-build
     pip_torch = bool(local(t.version)) or any(k.startswith("nvidia-") for k in t.distributions)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stackdoctor import accelerators
-from stackdoctor._worker import worker_path
+from stackdoctor._worker import MARK, marked, worker_path
 from stackdoctor.model.facts import Facts, KernelFacts, KernelResult, from_data
 from stackdoctor.system import CommandResult, Started, System, signame
 
@@ -45,23 +45,11 @@ __all__ = [
 ]
 
 KERNELS_SCHEMA = "stackdoctor.kernels/1"
-MARK = "@@stackdoctor@@ "
 STDERR_TAIL_LINES = 20
 
 
 def _sections(text: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for line in text.splitlines():
-        i = line.find(MARK)
-        if i < 0:
-            continue
-        try:
-            data = json.loads(line[i + len(MARK) :])
-        except ValueError:
-            continue
-        if isinstance(data, dict):
-            out.append(data)
-    return out
+    return marked(text)
 
 
 def _tail(text: str, lines: int = STDERR_TAIL_LINES) -> str | None:

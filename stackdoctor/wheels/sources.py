@@ -464,3 +464,11 @@ def dedupe(sources: Sequence[Source]) -> list[Source]:
         seen.add(key)
         out.append(s)
     return out
+
+
+PYPI_HOSTS = ("pypi.org", "pypi.python.org")
+
+
+def is_pypi(url: str | None) -> bool:
+    """A URL that is PyPI itself (or none: the installer's default)."""
+    return not url or any(h in url for h in PYPI_HOSTS)

@@ -7,9 +7,9 @@ means (its family, discrete or integrated, whether PyTorch's XPU build targets i
 
 from __future__ import annotations
 
+from stackdoctor.accelerators.pci import INTEL_VENDOR, display_devices
 from stackdoctor.model.facts import IntelFacts, IntelGpu
-from stackdoctor.probes import ProbeContext, ProbeOutput
-from stackdoctor.probes.pci import INTEL_VENDOR, display_devices
+from stackdoctor.model.probe import ProbeContext, ProbeOutput
 
 __all__ = ["probe"]
 

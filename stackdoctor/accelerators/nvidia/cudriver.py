@@ -45,7 +45,7 @@ def parse_cudriver_output(text: str) -> DriverCuda:
     >>> parse_cudriver_output('@@stackdoctor@@ {"section": "cudriver", "library": "libcuda.so.1", "version_rc": 0, "version": 12040}').version
     '12.4'
     """
-    from stackdoctor.probes.target import parse_sections  # the workers' one protocol: marked JSON sections
+    from stackdoctor._worker import parse_sections  # the workers' one protocol: marked JSON sections
 
     out = DriverCuda()
     sections = parse_sections(text)

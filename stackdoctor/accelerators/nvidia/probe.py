@@ -40,7 +40,7 @@ from stackdoctor.accelerators.nvidia.libraries import DRIVER_LIBRARY_DIRS, NVML_
 from stackdoctor.accelerators.nvidia.nvml import NvmlResult, query_nvml
 from stackdoctor.accelerators.nvidia.witnesses import merge_gpus, observe
 from stackdoctor.model.facts import NvidiaFacts, NvidiaGpu, NvidiaProcGpu
-from stackdoctor.probes import ProbeContext, ProbeOutput
+from stackdoctor.model.probe import ProbeContext, ProbeOutput
 from stackdoctor.system import CommandResult, System
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""``stackdoctor install --from-source``: gather -> probe the build tools -> plan (:mod:`stackdoctor.sourcebuild.recipe`) -> run.
+"""``stackdoctor install --from-source``: gather -> probe the build tools -> plan (:mod:`stackdoctor.resolve.source_build`) -> run.
 
 Without ``--dry-run`` the plan's commands run in order through :class:`~stackdoctor.system.System` (no shell, a
 timeout, the whole tree stopped on Ctrl-C), each in its folder, with the plan's environment, every line of their
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from stackdoctor.core.errors import ExitCode, UsageError
-from stackdoctor.sourcebuild.recipe import STEPS, BuildPlan, BuildRequest, Prerequisite, build_plan
+from stackdoctor.resolve.source_build import STEPS, BuildPlan, BuildRequest, Prerequisite, build_plan
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.system import System
@@ -129,7 +129,7 @@ def plan_only(opts: FromSourceOptions) -> BuildPlan:
     from stackdoctor.install.options import InstallOptions, MachineOptions, SourceOptions
     from stackdoctor.install.request import gather_view
     from stackdoctor.probes.buildtools import probe_build_tools
-    from stackdoctor.sourcebuild.recipe import os_of
+    from stackdoctor.resolve.source_build import os_of
     from stackdoctor.system import System
 
     view, python, matrix = gather_view(InstallOptions(python=opts.python, machine=MachineOptions(replay=opts.replay), sources=SourceOptions(matrix=list(opts.matrix))))
@@ -171,7 +171,7 @@ def run(
     out = BuildOutcome()
     plan = out.plan = plan_only(opts)
     if opts.emit:
-        from stackdoctor.sourcebuild.recipe import env_file
+        from stackdoctor.resolve.source_build import env_file
 
         out.emitted, out.what = env_file(plan), "emitted"
         return out
