@@ -21,7 +21,7 @@ import subprocess
 import sys
 
 from stackdoctor.system import System
-from stackdoctor.verify.kernels import run_kernels
+from stackdoctor.verify.runner import run_kernels
 
 BARE = r"""
 import json, sys, time, torch

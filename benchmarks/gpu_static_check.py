@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stackdoctor.accelerators.nvidia import cudriver
 from stackdoctor.accelerators.nvidia import probe as nvidia
-from stackdoctor.model.probe import ProbeContext, Target
+from stackdoctor.model.probing import ProbeContext, Target
 from stackdoctor.system import System
 
 ASK_TORCH = r"""

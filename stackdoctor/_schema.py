@@ -140,7 +140,7 @@ def plan_schema() -> dict[str, Any]:
 
 def kernels_schema() -> dict[str, Any]:
     """``stackdoctor.kernels/1``: schema, version and target, the KernelFacts fields, and the findings."""
-    from stackdoctor.verify.kernels import KERNELS_SCHEMA
+    from stackdoctor.verify.runner import KERNELS_SCHEMA
 
     defs: dict[str, Any] = {}
     body = _object_of(KernelFacts, defs)

@@ -15,7 +15,7 @@ from helpers import kernel_findings
 
 from stackdoctor.model.facts import KernelFacts
 from stackdoctor.system import System
-from stackdoctor.verify.kernels import (
+from stackdoctor.verify.runner import (
     AllreduceOptions,
     allreduce_kernel_facts,
     fleet_table,

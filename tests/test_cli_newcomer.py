@@ -521,7 +521,7 @@ def test_interrupting_check_stops_the_target(tmp_path, plain_python):
 
 
 def _free_port() -> int:
-    from stackdoctor.verify.kernels import free_port
+    from stackdoctor.verify.runner import free_port
 
     return free_port()
 

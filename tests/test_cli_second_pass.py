@@ -321,7 +321,7 @@ def test_the_widest_kernel_screens_fit_80_columns_without_cutting(monkeypatch):
     from rich.console import Console
 
     from stackdoctor.core import console as console_mod
-    from stackdoctor.render.proofs import print_kernels
+    from stackdoctor.render.kernel_screens import print_kernels
 
     buf = io.StringIO()
     monkeypatch.setattr(console_mod, "make_console", lambda **kw: Console(file=buf, width=80, force_terminal=True, color_system=None))

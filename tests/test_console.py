@@ -94,7 +94,7 @@ def test_safe_stream_replaces_instead_of_raising():
 
 
 def test_busbw_chart_uses_hash_bars_on_cp1252(monkeypatch):
-    from stackdoctor.render.proofs import print_kernels
+    from stackdoctor.render.kernel_screens import print_kernels
 
     summary = {"status": "ok", "backend": "gloo", "world_size": 2, "device": "cpu", "avg_busbw_gbs": 1.0, "max_busbw_gbs": 2.0,
                "rows": [{"bytes": n, "count": n // 4,

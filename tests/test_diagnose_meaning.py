@@ -212,7 +212,7 @@ def test_found_no_driver_outside_a_container_is_the_cpu_build_hint(matrix):
 def test_apptainer_is_detected_and_its_gpu_access_read_from_its_libs(tmp_path, how):
     import sys
 
-    from stackdoctor.model.probe import ProbeContext, Target
+    from stackdoctor.model.probing import ProbeContext, Target
     from stackdoctor.probes import platform as plat
     from stackdoctor.system import System
 
@@ -257,7 +257,7 @@ def test_glibc_version_read_from_libc_so_6_agrees_with_confstr(tmp_path):
     import shutil
     import sys
 
-    from stackdoctor.model.probe import ProbeContext, Target
+    from stackdoctor.model.probing import ProbeContext, Target
     from stackdoctor.probes import platform as plat
     from stackdoctor.system import System
 

@@ -21,7 +21,7 @@ from stackdoctor.matrix import load_matrix
 from stackdoctor.model.facts import KernelFacts, KernelResult, NvidiaGpu, to_data
 from stackdoctor.reconcile import peak_from_sm_clock, reconcile
 from stackdoctor.system import CommandResult, System
-from stackdoctor.verify.kernels import MARK, format_busbw_chart, kernel_facts_from_run, run_kernels, worker_path
+from stackdoctor.verify.runner import MARK, format_busbw_chart, kernel_facts_from_run, run_kernels, worker_path
 
 MATRIX = load_matrix([])
 

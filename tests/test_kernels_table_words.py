@@ -12,7 +12,7 @@ from rich.console import Console
 
 from stackdoctor.core import console as console_mod
 from stackdoctor.model.facts import KernelFacts, KernelResult
-from stackdoctor.render.proofs import ms_cells, print_kernels
+from stackdoctor.render.kernel_screens import ms_cells, print_kernels
 from stackdoctor.rules import catalog
 
 

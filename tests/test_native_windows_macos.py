@@ -26,7 +26,7 @@ from stackdoctor.accelerators.nvidia.nvml import parse_nvml_output
 from stackdoctor.accelerators.nvidia.probe import find_smi, parse_smi_table
 from stackdoctor.matrix import load_matrix
 from stackdoctor.model.facts import Facts
-from stackdoctor.model.probe import ProbeContext, Target
+from stackdoctor.model.probing import ProbeContext, Target
 from stackdoctor.pipeline.engine import select_target
 from stackdoctor.probes import platform as platform_probe
 from stackdoctor.probes.platform import parse_windows_version

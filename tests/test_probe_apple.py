@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from stackdoctor.accelerators.apple import probe as apple
 from stackdoctor.model.facts import AppleFacts
-from stackdoctor.model.probe import ProbeContext, Target
+from stackdoctor.model.probing import ProbeContext, Target
 from stackdoctor.system import Host, System
 
 CATALINA = "r-sw_vers-catalina-ruby-build-1451"

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from stackdoctor.accelerators.nvidia import toolkit as cuda_toolkit
 from stackdoctor.accelerators.nvidia.toolkit import parse_nvcc_version, parse_version_json
-from stackdoctor.model.probe import ProbeContext, Target
+from stackdoctor.model.probing import ProbeContext, Target
 from stackdoctor.system import System
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from stackdoctor.accelerators.intel import probe as intel
 from stackdoctor.matrix import load_matrix
 from stackdoctor.model.facts import Facts
-from stackdoctor.model.probe import ProbeContext, Target
+from stackdoctor.model.probing import ProbeContext, Target
 from stackdoctor.reconcile import reconcile
 from stackdoctor.system import System
 

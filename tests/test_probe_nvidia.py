@@ -26,7 +26,7 @@ from stackdoctor.accelerators.nvidia.probe import (
 )
 from stackdoctor.matrix import load_matrix
 from stackdoctor.model.facts import Facts, NvidiaFacts
-from stackdoctor.model.probe import ProbeContext, Target
+from stackdoctor.model.probing import ProbeContext, Target
 from stackdoctor.reconcile import reconcile
 from stackdoctor.system import System
 

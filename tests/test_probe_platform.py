@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from stackdoctor.accelerators.pci import display_devices, parse_pci_id, parse_uevent_driver
 from stackdoctor.model.facts import PlatformFacts
-from stackdoctor.model.probe import ProbeContext, Target
+from stackdoctor.model.probing import ProbeContext, Target
 from stackdoctor.probes import platform as plat
 from stackdoctor.system import Host, System
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from stackdoctor.accelerators.amd import probe as rocm
 from stackdoctor.model.facts import RocmFacts
-from stackdoctor.model.probe import ProbeContext, Target
+from stackdoctor.model.probing import ProbeContext, Target
 from stackdoctor.system import System
 
 C27 = "c27-amd-navi33-gfx1102-plus-raphael-igpu-hsa-override"
@@ -325,7 +325,7 @@ def test_probe_no_rocm_at_all(tmp_path: Path) -> None:
 KFD_AS_NOBODY = """
 import json, sys
 from stackdoctor.model.facts import to_data
-from stackdoctor.model.probe import ProbeContext, Target
+from stackdoctor.model.probing import ProbeContext, Target
 from stackdoctor.accelerators.amd import probe as rocm
 from stackdoctor.system import System
 root = sys.argv[1]

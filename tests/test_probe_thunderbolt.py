@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stackdoctor.model.facts import ThunderboltFacts, from_data, to_data
-from stackdoctor.model.probe import ProbeContext, Target
+from stackdoctor.model.probing import ProbeContext, Target
 from stackdoctor.probes import thunderbolt as tb
 from stackdoctor.probes.thunderbolt import (
     MacOutputs,

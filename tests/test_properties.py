@@ -43,13 +43,23 @@ PROPS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCh
 
 
 def discover_parsers() -> dict[str, Callable[..., Any]]:
-    """``module.parse_x`` -> function, for every parser defined in stackdoctor/probes/*.py."""
+    """``module.parse_x`` -> function, for every parser defined in a probe: stackdoctor/probes/*.py and each kind's
+    modules in stackdoctor/accelerators/<kind>/ (named by the subject their old probe module had: ``nvidia``,
+    ``rocm`` ...)."""
+    import stackdoctor.accelerators as kinds_pkg
+
+    old_names = {"amd.probe": "rocm", "nvidia.probe": "nvidia", "apple.probe": "apple", "intel.probe": "intel", "jetson.probe": "jetson",
+                 "nvidia.toolkit": "cuda_toolkit", "nvidia.libraries": "nvidia_libraries", "nvidia.gpu_join": "nvidia_witnesses", "pci": "pci"}
+    modules = [(info.name, f"{probes_pkg.__name__}.{info.name}") for info in pkgutil.iter_modules(probes_pkg.__path__)]
+    modules += [(old_names.get(info.name.removeprefix(kinds_pkg.__name__ + "."), info.name.rsplit(".", 1)[-1]), info.name)
+                for info in pkgutil.walk_packages(kinds_pkg.__path__, kinds_pkg.__name__ + ".")]
+    modules.append(("_worker", "stackdoctor._worker"))  # the parent's side of the workers' protocol
     found: dict[str, Callable[..., Any]] = {}
-    for info in pkgutil.iter_modules(probes_pkg.__path__):
-        mod = importlib.import_module(f"{probes_pkg.__name__}.{info.name}")
+    for short, module in modules:
+        mod = importlib.import_module(module)
         for name, fn in inspect.getmembers(mod, inspect.isfunction):
             if name.startswith("parse_") and fn.__module__ == mod.__name__:
-                found[f"{info.name}.{name}"] = fn
+                found[f"{short}.{name}"] = fn
     return found
 
 
@@ -172,7 +182,7 @@ REAL_CASES = [
     ("r-ip-json-addr-cloud-init-testdata", "ip-json-addr-show.json", "thunderbolt_parse.parse_ip_addr_json"),
     ("local-build-machine-proc-net-and-pci-sysfs", "proc-net-if_inet6.txt", "thunderbolt_parse.parse_proc_if_inet6"),
     ("local-build-machine-proc-net-and-pci-sysfs", "pci-0000-00-03.0-uevent.txt", "pci.parse_uevent_driver"),
-    ("local-sd-target-torch-2.13.0-cpu", "sd_target.txt", "target.parse_sections"),
+    ("local-sd-target-torch-2.13.0-cpu", "sd_target.txt", "_worker.parse_sections"),
 ]
 
 PROMPTS = ["$ {cmd}\n", "user@host:~$ {cmd}\n", "root@gpu-node-01:/# {cmd}\n", "(base) PS C:\\Users\\me> {cmd}\n", "% {cmd}\n", ""]

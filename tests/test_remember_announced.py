@@ -120,7 +120,7 @@ def test_an_index_listing_torch_without_the_build_records_it_absent_there(tmp_pa
     from stackdoctor.accelerators.base import Unfit
     from stackdoctor.matrix import load_matrix
     from stackdoctor.model.plan import Request
-    from stackdoctor.resolve.fit import absent_here
+    from stackdoctor.resolve.variant_fit import absent_here
 
     m = load_matrix([str(tmp_path / "config" / "stackdoctor" / "learned.yaml")])
     rel = m.release("2.15.0")

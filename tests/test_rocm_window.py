@@ -18,7 +18,7 @@ from zhscreen import english_sentences, english_words
 from stackdoctor.accelerators.amd import probe as rocm
 from stackdoctor.accelerators.amd.fit import userspace_window
 from stackdoctor.matrix import load_matrix
-from stackdoctor.model.probe import ProbeContext, Target
+from stackdoctor.model.probing import ProbeContext, Target
 from stackdoctor.system import System
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="fake tools are /bin/sh scripts")

@@ -158,7 +158,7 @@ def test_a_kernels_column_left_out_on_a_narrow_screen_is_named(lang, monkeypatch
 
     from stackdoctor.core import console as console_mod
     from stackdoctor.model.facts import KernelFacts, KernelResult
-    from stackdoctor.render.proofs import print_kernels
+    from stackdoctor.render.kernel_screens import print_kernels
 
     buf = io.StringIO()
     monkeypatch.setattr(console_mod, "make_console", lambda **kw: Console(file=buf, width=60, force_terminal=True, color_system=None))

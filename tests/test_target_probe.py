@@ -13,7 +13,7 @@ import pytest
 
 from stackdoctor._worker import parse_sections
 from stackdoctor.model.facts import TorchFacts
-from stackdoctor.model.probe import ProbeContext, Target
+from stackdoctor.model.probing import ProbeContext, Target
 from stackdoctor.probes.target import probe
 from stackdoctor.system import System
 

@@ -579,7 +579,7 @@ def test_nvidia_probe_asks_the_driver_library_as_one_more_witness(fake_libcuda, 
     records its answer beside the others; reconcile names it among the witnesses of the driver's CUDA level."""
     from stackdoctor.accelerators.nvidia import probe as nvidia
     from stackdoctor.model.facts import Facts
-    from stackdoctor.model.probe import ProbeContext, Target
+    from stackdoctor.model.probing import ProbeContext, Target
     from stackdoctor.reconcile import reconcile
 
     empty = tmp_path / "bin"

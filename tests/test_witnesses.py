@@ -37,7 +37,7 @@ from stackdoctor.model.facts import (
     TorchFacts,
 )
 from stackdoctor.model.plan import Request
-from stackdoctor.model.probe import ProbeContext, Target
+from stackdoctor.model.probing import ProbeContext, Target
 from stackdoctor.reconcile import reconcile
 from stackdoctor.resolve import resolve, target_from
 from stackdoctor.rules.diagnose import diagnose

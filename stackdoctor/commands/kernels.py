@@ -8,7 +8,7 @@
 allreduce reports each message size as it completes (a status line on a terminal, one flushed line on
 stderr in a pipe or CI log). The command only turns flags into a :class:`stackdoctor.pipeline.KernelRun`;
 the pipeline runs it and judges it as ``check`` is judged (:func:`stackdoctor.pipeline.build_kernels_report`:
-run -> gather -> reconcile -> judge), and the one judged report is drawn by :mod:`stackdoctor.render.proofs`
+run -> gather -> reconcile -> judge), and the one judged report is drawn by :mod:`stackdoctor.render.kernel_screens`
 and gives the exit code (:func:`stackdoctor.pipeline.exit_code`).
 
 Exit code: 1 when a finding fails (wrong numbers, a crash, a timeout, busbw under
@@ -71,10 +71,10 @@ def register(app: typer.Typer) -> None:
         from stackdoctor import pipeline
         from stackdoctor.core.texts import LANGS, detect_lang, ui
         from stackdoctor.pipeline.engine import select_target, validate_python
-        from stackdoctor.render.proofs import ResultProgress, SweepProgress, print_interrupted, print_kernels
+        from stackdoctor.render.kernel_screens import ResultProgress, SweepProgress, print_interrupted, print_kernels
         from stackdoctor.rules import Gates
         from stackdoctor.system import System
-        from stackdoctor.verify.kernels import FULL_SWEEP, QUICK_SWEEP, AllreduceOptions, KernelsInterrupted
+        from stackdoctor.verify.runner import FULL_SWEEP, QUICK_SWEEP, AllreduceOptions, KernelsInterrupted
 
         if lang is not None and lang not in LANGS:
             raise UsageError(f"unknown --lang {lang!r}; choose en or zh.")
@@ -146,7 +146,7 @@ def _torch_there(found: Any, target: Any, python: str | None) -> None:
 
 def _byte_range(min_bytes: str | None, max_bytes: str | None, full: bool) -> tuple[int, int]:
     """allreduce's smallest and largest message: the flags', else the sweep's (quick, or --full)."""
-    from stackdoctor.verify.kernels import FULL_SWEEP, QUICK_SWEEP
+    from stackdoctor.verify.runner import FULL_SWEEP, QUICK_SWEEP
 
     sweep = FULL_SWEEP if full else QUICK_SWEEP
     lo = parse_size(min_bytes) if min_bytes is not None else sweep[0]
@@ -236,7 +236,7 @@ def _node(python: str | None) -> dict[str, Any] | None:
     """This host's fleet summary: platform, driver and torch probes plus the quick kernels (the pipeline's gather)."""
     try:
         from stackdoctor import pipeline
-        from stackdoctor.verify.kernels import node_summary
+        from stackdoctor.verify.runner import node_summary
 
         return node_summary(pipeline.gather(pipeline.Options(python=python, kernels=True, probes=["target", "platform", "nvidia"])).facts)
     except Exception as exc:  # the fleet table is a bonus: never cost the allreduce
@@ -246,7 +246,7 @@ def _node(python: str | None) -> dict[str, Any] | None:
 def _thunderbolt_iface(system: Any, target: Any) -> tuple[str | None, float | None, str]:
     """(interface, link rate Gb/s, why) from the Thunderbolt probe."""
     try:
-        from stackdoctor.model.probe import ProbeContext
+        from stackdoctor.model.probing import ProbeContext
         from stackdoctor.probes.thunderbolt import choose_thunderbolt_interface, probe
 
         out = probe(ProbeContext(system=system, target=target))
@@ -271,7 +271,7 @@ def _thunderbolt_iface(system: Any, target: Any) -> tuple[str | None, float | No
 def _print_json(kf: Any, findings: list[Any], python: str) -> None:
     from stackdoctor import __version__
     from stackdoctor.model.facts import to_data
-    from stackdoctor.verify.kernels import KERNELS_SCHEMA
+    from stackdoctor.verify.runner import KERNELS_SCHEMA
 
     doc = {"schema": KERNELS_SCHEMA, "stackdoctor_version": __version__, "target": python, **to_data(kf), "findings": to_data(findings)}
     from stackdoctor.core.console import write_stdout

@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.matrix import Matrix
     from stackdoctor.rules.core import Gates
     from stackdoctor.system import System
-    from stackdoctor.verify.kernels import AllreduceOptions
+    from stackdoctor.verify.runner import AllreduceOptions
 
 # (the rules are imported on the prepare thread while the probes run: build_report)
 
@@ -86,7 +86,7 @@ def gather(opts: Options, *, progress: Callable[[], AbstractContextManager[objec
         report.replayed_from = str(replay_file(opts.replay))  # a folder `report` wrote: its report.json
         report.findings = []
         return report
-    from stackdoctor.model.probe import ProbeContext
+    from stackdoctor.model.probing import ProbeContext
     from stackdoctor.pipeline.engine import run_probes, select_target
     from stackdoctor.system import LENT_PREFIX, System, sweep_dead_lent
 
@@ -163,7 +163,7 @@ def gather_kernels(kernels: KernelFacts, opts: Options, system: System | None = 
     report = Report(facts=facts)
     kinds = list(dict.fromkeys(a for r in kernels.results for a in accelerators.with_device(r.device) if a.peaks))
     if kinds:
-        from stackdoctor.model.probe import ProbeContext
+        from stackdoctor.model.probing import ProbeContext
         from stackdoctor.pipeline.engine import run_probes, select_target
         from stackdoctor.system import System as _System
 
@@ -222,9 +222,9 @@ def run_kernel_facts(
 ) -> KernelFacts:
     """gather for ``kernels``: the compute kernels, then allreduce, in the target (``progress`` is shown while the
     kernels run, ``on_result`` called as each result (a matmul size) is done, ``sweep`` is entered around allreduce
-    and called as each message size completes). Ctrl-C: :class:`stackdoctor.verify.kernels.KernelsInterrupted` with what
+    and called as each message size completes). Ctrl-C: :class:`stackdoctor.verify.runner.KernelsInterrupted` with what
     was finished."""
-    from stackdoctor.verify.kernels import KernelsInterrupted, run_allreduce_local, run_allreduce_rank, run_kernels
+    from stackdoctor.verify.runner import KernelsInterrupted, run_allreduce_local, run_allreduce_rank, run_kernels
 
     kf = KernelFacts(ran=False, mode="full")
     if run.compute:
@@ -342,7 +342,7 @@ def project_allreduce(report: Report, opts: Options) -> None:
     allreduce`` in the target, after the probes, its results beside the quick kernels' (so the requirement is judged
     on this run, not left unmet with a fix a later ``check`` could not see). Not run when torch did not import."""
     from stackdoctor.system import System
-    from stackdoctor.verify.kernels import AllreduceOptions, run_allreduce_local
+    from stackdoctor.verify.runner import AllreduceOptions, run_allreduce_local
 
     t, kf = report.facts.torch, report.facts.kernels
     python = report.facts.python.executable

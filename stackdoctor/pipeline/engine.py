@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from stackdoctor import accelerators
 from stackdoctor.core.errors import UsageError
 from stackdoctor.model.facts import SUBJECTS, Facts, from_data, to_data
-from stackdoctor.model.probe import ProbeContext, ProbeOutput, Target
+from stackdoctor.model.probing import ProbeContext, ProbeOutput, Target
 from stackdoctor.model.report import ProbeStatus, Report
 from stackdoctor.pipeline.which_python import CONDA_PYTHONS, VENV_PYTHONS
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from stackdoctor.core.errors import UsageError
-from stackdoctor.model.probe import Target
+from stackdoctor.model.probing import Target
 
 __all__ = ["CONDA_PYTHONS", "RULES", "VENV_PYTHONS", "select_target"]
 

@@ -6,6 +6,6 @@ Each module exposes ``probe(ctx: ProbeContext) -> ProbeOutput``. Parsers are pur
 
 from __future__ import annotations
 
-from stackdoctor.model.probe import ProbeContext, ProbeOutput, Target
+from stackdoctor.model.probing import ProbeContext, ProbeOutput, Target
 
 __all__ = ["ProbeContext", "ProbeOutput", "Target"]  # the contract, for a plug-in's probe

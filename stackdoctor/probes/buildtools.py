@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from stackdoctor.accelerators.amd.probe import parse_rocm_version_file
 from stackdoctor.accelerators.nvidia.toolkit import probe as probe_cuda
-from stackdoctor.model.probe import ProbeContext, Target
+from stackdoctor.model.probing import ProbeContext, Target
 from stackdoctor.system import System
 
 __all__ = [

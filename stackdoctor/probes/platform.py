@@ -31,7 +31,7 @@ import re
 from stackdoctor.accelerators.apple.probe import parse_sw_vers
 from stackdoctor.accelerators.pci import AMD_VENDOR, NVIDIA_VENDOR, display_devices
 from stackdoctor.model.facts import PlatformFacts
-from stackdoctor.model.probe import ProbeContext, ProbeOutput
+from stackdoctor.model.probing import ProbeContext, ProbeOutput
 from stackdoctor.system import Host, System
 
 __all__ = [

@@ -36,7 +36,7 @@ from stackdoctor.model.facts import (
     TorchLibrary,
     from_data,
 )
-from stackdoctor.model.probe import ProbeContext, ProbeOutput
+from stackdoctor.model.probing import ProbeContext, ProbeOutput
 from stackdoctor.probes.torch_static import StaticTorch, read_static_torch
 from stackdoctor.system import CommandResult, System
 
@@ -335,7 +335,7 @@ def _worker_env(ctx: ProbeContext) -> dict[str, str | None]:
     env: dict[str, str | None] = {"PYTHONIOENCODING": "utf-8", "PYTHONUNBUFFERED": "1"}
     env["STACKDOCTOR_KERNELS"] = ("quick+compile" if ctx.compile else "quick") if ctx.kernels else None
     if ctx.kernels:  # the quick pass reaches a plug-in kind's devices (npu:N) through its device spec, as `kernels` does
-        from stackdoctor.verify.kernels import worker_device_specs
+        from stackdoctor.verify.runner import worker_device_specs
 
         env["STACKDOCTOR_DEVICES"] = worker_device_specs()
     env["STACKDOCTOR_IMPORT_TORCH"] = None if ctx.import_torch else "0"

@@ -181,7 +181,7 @@ def kernels_svg(report: Report, say: Callable[..., str]) -> str | None:
 
 def allreduce_svg(report: Report, say: Callable[..., str]) -> str | None:
     """In-place bus bandwidth (GB/s) by message size: one column per size, the sizes in order (a log scale by nature)."""
-    from stackdoctor.verify.kernels import format_size
+    from stackdoctor.verify.runner import format_size
 
     ar = report.facts.kernels.allreduce or {}
     rows = [r for r in ar.get("rows") or [] if isinstance(r, dict) and isinstance(r.get("ip"), dict) and isinstance(r.get("bytes"), int)]

@@ -171,7 +171,7 @@ def build_tree(report: Report) -> Tree:
 
 
 def kernels_table(report: Report) -> Table | None:
-    from stackdoctor.render.proofs import kernel_rate
+    from stackdoctor.render.kernel_screens import kernel_rate
 
     k = report.facts.kernels
     if not k.results:
@@ -210,7 +210,7 @@ def kernels_table(report: Report) -> Table | None:
 
 def noisy_note(report: Report) -> Text | None:
     """Under the quick kernel table, as under ``kernels``' own: a spread wider than the noisy limit says what it means."""
-    from stackdoctor.render.proofs import NOISY_PCT, spread_pct
+    from stackdoctor.render.kernel_screens import NOISY_PCT, spread_pct
 
     noisy = [p for r in report.facts.kernels.results if r.kernel != "allreduce" and (p := spread_pct(r)) is not None and p > NOISY_PCT]
     if not noisy:

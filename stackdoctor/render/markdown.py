@@ -354,7 +354,7 @@ def _kernels(report: Report, lang: str) -> list[str]:
     k = report.facts.kernels
     if not (k.results or k.error):
         return []
-    from stackdoctor.render.proofs import kernel_rate
+    from stackdoctor.render.kernel_screens import kernel_rate
 
     lines = [f"### {_t('md_kernels', lang)}", ""]
     if k.error:

@@ -13,9 +13,9 @@ from stackdoctor.matrix import (
 )
 from stackdoctor.model.plan import Plan, PlannedPackage, Request
 from stackdoctor.model.view import MachineView
-from stackdoctor.resolve.fit import kind_name
 from stackdoctor.resolve.machine import is_what_if, target_from
 from stackdoctor.resolve.packages import install_command, planned_packages, variant_index_url
+from stackdoctor.resolve.variant_fit import kind_name
 
 
 def _installed_works(view: MachineView) -> bool:

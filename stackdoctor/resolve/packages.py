@@ -13,8 +13,8 @@ from stackdoctor.matrix import (
 )
 from stackdoctor.model.plan import Plan, PlannedPackage, Request
 from stackdoctor.model.view import MachineView
-from stackdoctor.resolve.fit import Fit
 from stackdoctor.resolve.machine import Target, is_what_if, target_from
+from stackdoctor.resolve.variant_fit import Fit
 from stackdoctor.wheels.leftovers import predict_leftovers
 
 # ---------------------------------------------------------------------------- plan building

@@ -21,7 +21,10 @@ from stackdoctor.matrix import (
 from stackdoctor.model.plan import Plan, PlanError, Rejected, Request
 from stackdoctor.model.view import MachineView, facts_of
 from stackdoctor.resolve.candidates import newer_than, release_candidates
-from stackdoctor.resolve.fit import (
+from stackdoctor.resolve.installed import mind_installed
+from stackdoctor.resolve.machine import Gpu, Target, target_from
+from stackdoctor.resolve.packages import finish, install_command, paired_companions, planned_packages, with_companion
+from stackdoctor.resolve.variant_fit import (
     Fit,
     Reject,
     best_gpu_fit,
@@ -34,9 +37,6 @@ from stackdoctor.resolve.fit import (
     python_fits,
     unfit_gpus,
 )
-from stackdoctor.resolve.installed import mind_installed
-from stackdoctor.resolve.machine import Gpu, Target, target_from
-from stackdoctor.resolve.packages import finish, install_command, paired_companions, planned_packages, with_companion
 
 
 def _fallback_suggestions(

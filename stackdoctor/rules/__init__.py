@@ -8,7 +8,7 @@
 - :mod:`.torch` — the installed wheel
 - :mod:`.runtime` — what torch sees when it runs
 - :mod:`.network` — Thunderbolt links
-- :mod:`.proofs` — kernel and collective results
+- :mod:`.kernel_results` — kernel and collective results
 - :mod:`.requirements` — the project's ``[tool.stackdoctor]``
 - :mod:`.ok` — one ``<layer>-ok`` per healthy layer
 
@@ -32,7 +32,7 @@ from stackdoctor.core import texts
 from stackdoctor.rules import (  # noqa: F401  (importing declares the rules, in this order: a rule runs after those it defers to, else in declaration order)
     driver,
     gpu,
-    proofs,
+    kernel_results,
     network,
     ok,
     pairs,

@@ -17,7 +17,7 @@ from .conftest import BOUND_S, assert_others_intact, check, finding, pin
 pytestmark = pytest.mark.slow
 
 # allreduce: the worker waits --timeout for peers; the parent's outer bound per rank is
-# 2 * timeout + 30 s (stackdoctor/verify/kernels.py run_allreduce_local).
+# 2 * timeout + 30 s (stackdoctor/verify/runner.py run_allreduce_local).
 AR_TIMEOUT = 2
 AR_BOUND_S = 2 * AR_TIMEOUT + 30 + 15
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stackdoctor.model.facts import KfdNode, RocmFacts, RocmGpu
-from stackdoctor.model.probe import ProbeContext, ProbeOutput
+from stackdoctor.model.probing import ProbeContext, ProbeOutput
 from stackdoctor.system import CommandResult, System
 
 __all__ = [

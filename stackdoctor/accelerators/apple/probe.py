@@ -15,7 +15,7 @@ the target interpreter's own machine is the python probe's fact.
 from __future__ import annotations
 
 from stackdoctor.model.facts import AppleFacts
-from stackdoctor.model.probe import ProbeContext, ProbeOutput
+from stackdoctor.model.probing import ProbeContext, ProbeOutput
 from stackdoctor.system import CommandResult
 
 __all__ = ["parse_sw_vers", "parse_sysctl_flag", "parse_sysctl_value", "gather", "probe"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stackdoctor.model.probe import ProbeContext, ProbeOutput
+from stackdoctor.model.probing import ProbeContext, ProbeOutput
 
 __all__ = ["CANN_ROOTS", "DRIVER_INFO", "parse_install_info", "parse_npu_smi_info", "parse_visible_devices", "probe"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from stackdoctor.accelerators.pci import INTEL_VENDOR, display_devices
 from stackdoctor.model.facts import IntelFacts, IntelGpu
-from stackdoctor.model.probe import ProbeContext, ProbeOutput
+from stackdoctor.model.probing import ProbeContext, ProbeOutput
 
 __all__ = ["probe"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from stackdoctor.model.facts import JetsonFacts
-from stackdoctor.model.probe import ProbeContext, ProbeOutput
+from stackdoctor.model.probing import ProbeContext, ProbeOutput
 
 __all__ = ["parse_dpkg_package_version", "parse_nv_tegra_release", "probe"]
 

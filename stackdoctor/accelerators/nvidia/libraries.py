@@ -8,7 +8,7 @@ import ntpath
 import os
 
 from stackdoctor.model.facts import NvidiaFacts
-from stackdoctor.model.probe import ProbeContext
+from stackdoctor.model.probing import ProbeContext
 
 # Directories searched for libcuda.so* (WSL ships its own in /usr/lib/wsl/lib; a distro copy shadowing it breaks CUDA).
 LIBCUDA_DIRS: tuple[str, ...] = (

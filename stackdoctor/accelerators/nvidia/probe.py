@@ -36,11 +36,11 @@ import threading
 from dataclasses import dataclass, field
 
 from stackdoctor.accelerators.nvidia.cudriver import DriverCuda, query_driver_cuda
+from stackdoctor.accelerators.nvidia.gpu_join import merge_gpus, observe
 from stackdoctor.accelerators.nvidia.libraries import DRIVER_LIBRARY_DIRS, NVML_LIBRARY, libcuda_paths, libcuda_present, nvml_dirs, nvml_present
 from stackdoctor.accelerators.nvidia.nvml import NvmlResult, query_nvml
-from stackdoctor.accelerators.nvidia.witnesses import merge_gpus, observe
 from stackdoctor.model.facts import NvidiaFacts, NvidiaGpu, NvidiaProcGpu
-from stackdoctor.model.probe import ProbeContext, ProbeOutput
+from stackdoctor.model.probing import ProbeContext, ProbeOutput
 from stackdoctor.system import CommandResult, System
 
 __all__ = [

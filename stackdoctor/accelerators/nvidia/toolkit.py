@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from stackdoctor.model.facts import CudaToolkit, CudaToolkitFacts
-from stackdoctor.model.probe import ProbeContext, ProbeOutput
+from stackdoctor.model.probing import ProbeContext, ProbeOutput
 from stackdoctor.system import CommandResult, System
 
 __all__ = ["parse_nvcc_version", "parse_version_json", "probe"]

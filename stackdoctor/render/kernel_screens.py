@@ -211,7 +211,7 @@ def _compute_table(compute: list[Any], t: Callable[..., str], console: Console, 
 def _allreduce_lines(ar: dict[str, Any], t: Callable[..., str], lang: str, console: Console, width: int, bar: str) -> list[Any]:
     """allreduce's head line, the backend's reason, the sweep table, its chart and the averages."""
     from stackdoctor.core.texts import sentence  # the worker's reason, written in English
-    from stackdoctor.verify.kernels import format_busbw_chart, format_size
+    from stackdoctor.verify.runner import format_busbw_chart, format_size
 
     head = t("ar_head", backend=ar.get("backend") or "?", device=ar.get("device") or "?", n=ar.get("world_size"))
     if ar.get("iface"):
@@ -383,7 +383,7 @@ class SweepProgress(_StatusLine):
 
     def line(self, data: dict[str, Any]) -> str:
         from stackdoctor.core.texts import ui
-        from stackdoctor.verify.kernels import format_size
+        from stackdoctor.verify.runner import format_size
 
         return ui("ar_progress", self.lang, i=data.get("index", "?"), n=data.get("total", "?"), size=format_size(int(data.get("bytes") or 0)),
                   time=f"{float(data.get('time_us') or 0.0):.1f}", busbw=f"{float(data.get('busbw') or 0.0):.3f}")
@@ -406,7 +406,7 @@ class ResultProgress(_StatusLine):
 
     def line(self, data: dict[str, Any]) -> str:
         from stackdoctor.core.texts import ui
-        from stackdoctor.verify.kernels import result_from
+        from stackdoctor.verify.runner import result_from
 
         r = result_from(data)
         self.count += 1

@@ -8,7 +8,7 @@ run in the *target* interpreter (``<python> -I <worker> '<json args>'``) through
 
 Pure parts (tested without torch): :func:`kernel_facts_from_run`, :func:`merge_allreduce`,
 :func:`format_busbw_chart`, :func:`fleet_table`. Judging the results is the rules' business
-(:mod:`stackdoctor.rules.proofs`); peaks are derived in :mod:`stackdoctor.reconcile`.
+(:mod:`stackdoctor.rules.kernel_results`); peaks are derived in :mod:`stackdoctor.reconcile`.
 """
 
 from __future__ import annotations
