@@ -19,10 +19,11 @@ import sys
 import tempfile
 import time
 
-from stackdoctor import install as inst
+from stackdoctor.install import backup as install_backup
 from stackdoctor.install.result import fmt as _fmt
 from stackdoctor.install.verify import verify
 from stackdoctor.system import System
+from stackdoctor.wheels import leftovers
 
 GOAL_S = 2.0
 
@@ -34,7 +35,7 @@ def main() -> int:
     ap.add_argument("--restore", action="store_true", help="also time a restore (changes the target's files: your own venv only)")
     args = ap.parse_args()
     system = System.from_env()
-    snap = inst.snapshot(system, args.python)
+    snap = install_backup.snapshot(system, args.python)
     prev = snap.torch_family()
     if not prev:
         print(f"no torch family in {args.python}", file=sys.stderr)
@@ -43,13 +44,13 @@ def main() -> int:
     b = None
     for i in range(args.n):
         d = os.path.join(snap.prefix or tempfile.gettempdir(), f".stackdoctor-bench-backup-{os.getpid()}-{i}")
-        b = inst.save_backup(system, args.python, list(prev), d)
+        b = install_backup.save_backup(system, args.python, list(prev), d)
         if b.error:
             print(f"backup incomplete: {b.error}", file=sys.stderr)
             shutil.rmtree(d, ignore_errors=True)
             return 1
         if args.restore and i == args.n - 1:
-            r = inst.restore_backup(system, args.python, b.dir, inst.TORCH_FAMILY)
+            r = install_backup.restore_backup(system, args.python, b.dir, leftovers.TORCH_FAMILY)
             v = verify(system, args.python)
             print(f"restore: {r.seconds:.2f} s, {r.linked} files linked back, {r.copied} copied, mismatches {len(r.mismatch)}, "
                   f"missing {len(r.missing)}; torch {v.version} imports: {v.imported}")

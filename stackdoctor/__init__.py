@@ -4,7 +4,3 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 __all__ = ["__version__"]
-
-from stackdoctor.core import classcode  # noqa: E402  (before any dataclass of stackdoctor is made: their compiled methods kept)
-
-classcode.install()

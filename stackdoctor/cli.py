@@ -25,10 +25,16 @@ import typer
 
 from stackdoctor import __version__
 from stackdoctor.core import classcode
-from stackdoctor.core.console import install_boundary, protect_std_streams
-from stackdoctor.core.errors import ExitCode, StackdoctorError
-from stackdoctor.core.redact import escape_controls
-from stackdoctor.system import stop_children
+
+# The command's own process keeps the dataclasses' compiled methods (issue 33): installed before the package's modules
+# make their classes, and here rather than in stackdoctor/__init__ so that a program importing stackdoctor as a library
+# keeps its own dataclasses module untouched.
+classcode.install()
+
+from stackdoctor.core.console import install_boundary, protect_std_streams  # noqa: E402
+from stackdoctor.core.errors import ExitCode, StackdoctorError  # noqa: E402
+from stackdoctor.core.redact import escape_controls  # noqa: E402
+from stackdoctor.system import stop_children  # noqa: E402
 
 COMMAND_MODULES = (
     "stackdoctor.commands.check",

@@ -10,11 +10,11 @@ from __future__ import annotations
 import pytest
 
 from stackdoctor import accelerators
-from stackdoctor import install as inst
+from stackdoctor.install import verify as install_verify
 from stackdoctor.model.plan import Plan, PlannedPackage
 
 
-def old_judge_tail(plan: Plan, v: inst.Verification, accelerator: str | None) -> tuple[bool, str]:
+def old_judge_tail(plan: Plan, v: install_verify.Verification, accelerator: str | None) -> tuple[bool, str]:
     """install.judge's kind-specific block before issue 25, step 2 (commit 0c31a6f), verbatim."""
     got = f"torch {v.version} imports in the target"
     variant = plan.variant or ""
@@ -60,30 +60,30 @@ SEEN = [("cuda", "cu130"), ("cuda", "cu126"), ("cuda", "jetson-jp6-cu126"), ("ro
 @pytest.mark.parametrize(("accelerator", "variant"), SEEN)
 @pytest.mark.parametrize("said", sorted(SAID))
 def test_every_built_in_sentence_is_unchanged(accelerator, variant, said):
-    v = inst.Verification(imported=True, version="2.13.0", **SAID[said])
-    assert inst.judge(plan(variant), v, accelerator) == old_judge_tail(plan(variant), v, accelerator)
+    v = install_verify.Verification(imported=True, version="2.13.0", **SAID[said])
+    assert install_verify.judge(plan(variant), v, accelerator) == old_judge_tail(plan(variant), v, accelerator)
 
 
 def test_the_sentences_word_for_word():
-    cu, v = plan("cu130"), inst.Verification
-    assert inst.judge(cu, v(imported=True, version="2.13.0", cuda_available=True, cuda_ok=True, device_name="NVIDIA H200"), "cuda") == (
+    cu, v = plan("cu130"), install_verify.Verification
+    assert install_verify.judge(cu, v(imported=True, version="2.13.0", cuda_available=True, cuda_ok=True, device_name="NVIDIA H200"), "cuda") == (
         True, "torch 2.13.0 imports in the target and runs on NVIDIA H200")
-    assert inst.judge(cu, v(imported=True, version="2.13.0", cuda_available=False), "cuda") == (
+    assert install_verify.judge(cu, v(imported=True, version="2.13.0", cuda_available=False), "cuda") == (
         False, "torch 2.13.0 imports in the target, but the GPU is not usable from it: torch.cuda.is_available() is False; run `stackdoctor check`")
-    assert inst.judge(plan("xpu"), v(imported=True, version="2.13.0", xpu_available=False), "xpu") == (
+    assert install_verify.judge(plan("xpu"), v(imported=True, version="2.13.0", xpu_available=False), "xpu") == (
         False, "torch 2.13.0 imports in the target, but torch.xpu.is_available() is False; run `stackdoctor check`")
-    assert inst.judge(plan("xpu"), v(imported=True, version="2.13.0", xpu_available=True), "xpu") == (True, "torch 2.13.0 imports in the target and sees the Intel GPU")
-    assert inst.judge(plan("cpu"), v(imported=True, version="2.13.0"), "mps") == (False, "torch 2.13.0 imports in the target, but MPS is not available; run `stackdoctor check`")
-    assert inst.judge(plan("rocm7.2"), v(imported=True, version="2.13.0"), None) == (
+    assert install_verify.judge(plan("xpu"), v(imported=True, version="2.13.0", xpu_available=True), "xpu") == (True, "torch 2.13.0 imports in the target and sees the Intel GPU")
+    assert install_verify.judge(plan("cpu"), v(imported=True, version="2.13.0"), "mps") == (False, "torch 2.13.0 imports in the target, but MPS is not available; run `stackdoctor check`")
+    assert install_verify.judge(plan("rocm7.2"), v(imported=True, version="2.13.0"), None) == (
         True, "torch 2.13.0 imports in the target (no matching GPU on this machine, so the accelerator was not tried)")
-    assert inst.judge(plan("cpu"), v(imported=True, version="2.13.0"), None) == (True, "torch 2.13.0 imports in the target")
+    assert install_verify.judge(plan("cpu"), v(imported=True, version="2.13.0"), None) == (True, "torch 2.13.0 imports in the target")
 
 
 def test_the_version_and_import_checks_come_first():
-    v = inst.Verification(imported=True, version="2.12.0", cuda_available=True, cuda_ok=True)
-    ok, msg = inst.judge(plan("cu130"), v, "cuda")
+    v = install_verify.Verification(imported=True, version="2.12.0", cuda_available=True, cuda_ok=True)
+    ok, msg = install_verify.judge(plan("cu130"), v, "cuda")
     assert not ok and msg.startswith("the target imports torch 2.12.0, not the planned 2.13.0")
-    assert inst.judge(plan("cu130"), inst.Verification(error="ImportError: libcudart.so.13"), "cuda") == (
+    assert install_verify.judge(plan("cu130"), install_verify.Verification(error="ImportError: libcudart.so.13"), "cuda") == (
         False, "torch does not import in the target: ImportError: libcudart.so.13")
 
 
@@ -103,7 +103,7 @@ def test_each_kind_verifies_through_its_own_answer():
         acc = accelerators.by_name(name)
         assert acc is not None
         for other in {"cuda_available", "xpu_available", "mps_available"}:
-            verdict = acc.verify(inst.Verification(imported=True, **{other: True}))
+            verdict = acc.verify(install_verify.Verification(imported=True, **{other: True}))
             assert verdict is not None and verdict[0] is (other == field), (name, other, verdict)
 
 
@@ -118,12 +118,12 @@ def test_a_kind_known_only_to_the_registry_is_verified_by_its_declaration(monkey
     monkeypatch.setattr(accelerators, "ALL", (*accelerators.ALL, Npu()))
     assert accelerators.torch_questions()["npu"] == "npu"  # beside the bundled kinds' questions
     p = plan("npu2")
-    yes = inst.Verification(imported=True, version="2.13.0", available={"npu": True})
-    assert inst.judge(p, yes, "npu") == (True, "torch 2.13.0 imports in the target and sees the Test NPU")
-    no = inst.Verification(imported=True, version="2.13.0", available={"npu": False}, available_errors={"npu": "UserWarning: no firmware"})
-    assert inst.judge(p, no, "npu") == (False, "torch 2.13.0 imports in the target, but torch.npu.is_available() is False (UserWarning: no firmware); run `stackdoctor check`")
-    lacking = inst.Verification(imported=True, version="2.13.0", available_errors={"npu": "torch has no torch.npu"})
-    assert inst.judge(p, lacking, "npu") == (False, "torch 2.13.0 imports in the target, but torch.npu.is_available() could not be asked: torch has no torch.npu; run `stackdoctor check`")
-    unasked = inst.Verification(imported=True, version="2.13.0")
-    assert inst.judge(p, unasked, "npu") == (True, "torch 2.13.0 imports in the target (no matching GPU on this machine, so the accelerator was not tried)")
-    assert inst.judge(plan("cu130"), yes, "npu") == (True, "torch 2.13.0 imports in the target (no matching GPU on this machine, so the accelerator was not tried)")
+    yes = install_verify.Verification(imported=True, version="2.13.0", available={"npu": True})
+    assert install_verify.judge(p, yes, "npu") == (True, "torch 2.13.0 imports in the target and sees the Test NPU")
+    no = install_verify.Verification(imported=True, version="2.13.0", available={"npu": False}, available_errors={"npu": "UserWarning: no firmware"})
+    assert install_verify.judge(p, no, "npu") == (False, "torch 2.13.0 imports in the target, but torch.npu.is_available() is False (UserWarning: no firmware); run `stackdoctor check`")
+    lacking = install_verify.Verification(imported=True, version="2.13.0", available_errors={"npu": "torch has no torch.npu"})
+    assert install_verify.judge(p, lacking, "npu") == (False, "torch 2.13.0 imports in the target, but torch.npu.is_available() could not be asked: torch has no torch.npu; run `stackdoctor check`")
+    unasked = install_verify.Verification(imported=True, version="2.13.0")
+    assert install_verify.judge(p, unasked, "npu") == (True, "torch 2.13.0 imports in the target (no matching GPU on this machine, so the accelerator was not tried)")
+    assert install_verify.judge(plan("cu130"), yes, "npu") == (True, "torch 2.13.0 imports in the target (no matching GPU on this machine, so the accelerator was not tried)")

@@ -88,3 +88,15 @@ def test_a_foreign_or_broken_file_is_not_read(tmp_path: Path) -> None:
     assert broken["counts"][0] == broken["counts"][1] > 50
     _version(cache)  # written again, whole
     assert _probe(cache)["counts"][1] < broken["counts"][1]
+
+
+def test_a_program_importing_stackdoctor_keeps_its_own_dataclasses():
+    """Issue 45: the keeping ``exec`` is the command's, installed by the CLI; importing the package as a library
+    (the model, the pipeline) leaves the importer's ``dataclasses`` as it was."""
+    code = ("import dataclasses, stackdoctor, stackdoctor.model.facts, stackdoctor.pipeline\n"
+            "print(dataclasses.__dict__.get('exec') is None)\n"
+            "import stackdoctor.cli\n"
+            "print(dataclasses.__dict__.get('exec') is None)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "STACKDOCTOR_NO_CACHE": ""}).stdout.split()
+    assert out == ["True", "False"]

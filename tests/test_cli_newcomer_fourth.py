@@ -165,16 +165,16 @@ def test_a_dry_runs_size_check_and_an_installs_sha256_check(venv, tmp_path):
     from test_install import isolated_env
     from test_install_transaction import site_of
 
-    from stackdoctor import install as inst
+    from stackdoctor.install import verify as install_verify
     from stackdoctor.system import System
 
     system, python = System(env=isolated_env(tmp_path)), str(venv / "bin" / "python")
     f = site_of(venv) / "torch" / "part5" / "m5.py"
     f.write_bytes(bytes(b ^ 1 for b in f.read_bytes()))
-    assert inst.intact(system, python, ["torch"], sizes_only=True) is None
-    assert inst.intact(system, python, ["torch"]) == "torch: torch/part5/m5.py differs from its RECORD"
+    assert install_verify.intact(system, python, ["torch"], sizes_only=True) is None
+    assert install_verify.intact(system, python, ["torch"]) == "torch: torch/part5/m5.py differs from its RECORD"
     f.unlink()
-    assert inst.intact(system, python, ["torch"], sizes_only=True) == "torch: torch/part5/m5.py is missing"
+    assert install_verify.intact(system, python, ["torch"], sizes_only=True) == "torch: torch/part5/m5.py is missing"
 
 
 # ---------------------------------------------------------------- item 11: -o follows the extension and says so

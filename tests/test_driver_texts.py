@@ -18,7 +18,7 @@ from test_diagnose import by_code, codes, healthy
 from test_diagnose_meaning import _no_tools
 from test_target_probe import make_fake_torch_env
 
-from stackdoctor import install as inst
+from stackdoctor.install import verify as install_verify
 from stackdoctor.install.verify import verify
 from stackdoctor.matrix import load_matrix
 from stackdoctor.reconcile import reconcile
@@ -88,7 +88,7 @@ def test_verify_keeps_the_whole_warning_and_judges_from_the_driver_number(tmp_pa
     v = verify(System.from_env(), python, timeout=120)
     assert v.imported and v.cuda_available is False and v.driver_api_version == 11040
     assert v.warnings == [said.replace("\n", " ")]
-    ok, sentence = inst.judge(plan("cu124"), v, "cuda")
+    ok, sentence = install_verify.judge(plan("cu124"), v, "cuda")
     assert not ok
     assert "the NVIDIA driver runs CUDA 11.4 at most, this build needs CUDA 12.4" in sentence
     assert "Please update your GPU driver." in sentence  # the line after the first is kept
@@ -104,9 +104,9 @@ def test_verify_keeps_every_line_of_an_exception(tmp_path):
 
 def test_a_driver_of_the_same_major_is_not_blamed():
     """minor-version compatibility: a 12.2 driver runs a cu124 build's kernels (as accelerators/nvidia_rules.py judges it)."""
-    v = inst.Verification(imported=True, version="2.13.0", cuda="12.4", cuda_available=False, driver_api_version=12020,
+    v = install_verify.Verification(imported=True, version="2.13.0", cuda="12.4", cuda_available=False, driver_api_version=12020,
                           cuda_error="RuntimeError: CUDA unknown error")
-    ok, sentence = inst.judge(plan("cu124"), v, "cuda")
+    ok, sentence = install_verify.judge(plan("cu124"), v, "cuda")
     assert not ok and "at most" not in sentence and "CUDA unknown error" in sentence
-    none = inst.Verification(imported=True, version="2.13.0", cuda="12.4", cuda_available=False, driver_api_version=0)
-    assert "no NVIDIA driver answers" in inst.judge(plan("cu124"), none, "cuda")[1]
+    none = install_verify.Verification(imported=True, version="2.13.0", cuda="12.4", cuda_available=False, driver_api_version=0)
+    assert "no NVIDIA driver answers" in install_verify.judge(plan("cu124"), none, "cuda")[1]

@@ -26,9 +26,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from helpers import venv_bin  # noqa: E402
 from indexserver import FAKE_MARK, IndexServer  # noqa: E402
 
-from stackdoctor import install as inst  # noqa: E402
+from stackdoctor.install import argv as install_argv  # noqa: E402
+from stackdoctor.install import backup as install_backup  # noqa: E402
+from stackdoctor.install import emit as install_emit  # noqa: E402
+from stackdoctor.install import result as install_result  # noqa: E402
+from stackdoctor.install import transaction  # noqa: E402
+from stackdoctor.install import verify as install_verify  # noqa: E402
 from stackdoctor.model.plan import Plan, PlannedPackage  # noqa: E402
 from stackdoctor.system import System  # noqa: E402
+from stackdoctor.wheels import leftovers  # noqa: E402
 from stackdoctor.wheels import leftovers as install_leftovers
 
 REPO = Path(__file__).resolve().parents[1]
@@ -142,7 +148,7 @@ def plan_for(base: str, variant: str = "cu130", torch: str = "2.13.0", vision: s
 @pytest.mark.headline("install")
 def test_pip_switches_variant_verifies_and_lists_leftovers(server, venv, system):
     assert family(venv) == BEFORE
-    r = inst.execute(plan_for(server.base()), system=system, python=py(venv), settings=inst.InstallSettings(stream=lambda t: None))
+    r = transaction.execute(plan_for(server.base()), system=system, python=py(venv), settings=transaction.InstallSettings(stream=lambda t: None))
     assert r.ok and r.exit_code == 0, r.message
     assert family(venv) == AFTER and r.restored is None and r.restored_from is None
     assert backups_left(venv) == []  # the backup of the old files is gone after a success too
@@ -164,7 +170,7 @@ def test_uv_installs_and_removes_leftovers_when_asked(server, venv, tmp_path):
         pytest.skip(f"uv (a declared test dependency) is not installed in the environment of {sys.executable}: pip install -e '.[test]'")
     env = isolated_env(tmp_path)
     env["PATH"] = os.path.dirname(uv) + os.pathsep + env.get("PATH", "")  # stackdoctor runs "uv" from the target's PATH
-    r = inst.execute(plan_for(server.base()), system=System(env=env), python=py(venv), settings=inst.InstallSettings(installer="uv", remove_leftovers=True, stream=lambda t: None))
+    r = transaction.execute(plan_for(server.base()), system=System(env=env), python=py(venv), settings=transaction.InstallSettings(installer="uv", remove_leftovers=True, stream=lambda t: None))
     assert r.ok, r.message
     assert r.command[:4] == ["uv", "pip", "install", "--python"]
     assert family(venv) == AFTER
@@ -173,7 +179,7 @@ def test_uv_installs_and_removes_leftovers_when_asked(server, venv, tmp_path):
 
 
 def test_missing_dependency_changes_nothing(server, venv, system):
-    r = inst.execute(plan_for(server.base("nodeps")), system=system, python=py(venv), settings=inst.InstallSettings(stream=lambda t: None))
+    r = transaction.execute(plan_for(server.base("nodeps")), system=system, python=py(venv), settings=transaction.InstallSettings(stream=lambda t: None))
     assert not r.ok and r.exit_code == 1
     assert "nvidia-cuda-runtime" in r.message and "nothing changed" in r.message
     assert family(venv) == BEFORE and imports_fake_torch(venv) == "2.12.0+cu126"
@@ -183,7 +189,7 @@ def test_pip_rolls_back_a_wheel_that_fails_mid_install(server, venv, system):
     """torch's wheel fails while pip installs it (after uninstalling the old one). Observed with pip
     23.2.1: pip restores the old files but leaves the new, RECORD-less torch dist-info, so
     importlib.metadata reports torch 2.13.0+cu130; stackdoctor clears it and reinstalls 2.12.0+cu126."""
-    r = inst.execute(plan_for(server.base("brokentorch")), system=system, python=py(venv), settings=inst.InstallSettings(stream=lambda t: None))
+    r = transaction.execute(plan_for(server.base("brokentorch")), system=system, python=py(venv), settings=transaction.InstallSettings(stream=lambda t: None))
     assert not r.ok and r.exit_code == 1 and "outside the target" in r.message
     assert r.restored is True and r.restored_from == "backup"
     assert "torchvision 0.27.0+cu126 was put back from its own files and imports." in r.message
@@ -195,7 +201,7 @@ def test_a_failure_after_torch_was_replaced_is_undone(server, venv, system):
     half-installed torchvision (no RECORD); stackdoctor reinstalls the recorded versions.
     (uv 0.13.9 installs this wheel without complaint, so this failure is pip's only.)"""
     installer = "pip"
-    r = inst.execute(plan_for(server.base("broken")), system=system, python=py(venv), settings=inst.InstallSettings(installer=installer, stream=lambda t: None))
+    r = transaction.execute(plan_for(server.base("broken")), system=system, python=py(venv), settings=transaction.InstallSettings(installer=installer, stream=lambda t: None))
     assert not r.ok and r.exit_code == 1
     assert family(venv) == BEFORE, r.message
     assert imports_fake_torch(venv) == "2.12.0+cu126"
@@ -246,7 +252,7 @@ DEAD_INDEX_BASE = "http://127.0.0.1:9/whl"
 PUT_BACK = "the previous torch 2.12.0+cu126, torchvision 0.27.0+cu126 was put back from its own files and imports."
 
 
-def assert_put_back_exactly(r: inst.InstallResult, venv: Path, files_before: dict[str, str | None]) -> None:
+def assert_put_back_exactly(r: install_result.InstallResult, venv: Path, files_before: dict[str, str | None]) -> None:
     assert r.restored is True and r.restored_from == "backup", (r.message, r.notes)
     assert r.message.endswith(PUT_BACK), r.message
     assert r.after == BEFORE and family(venv) == BEFORE
@@ -261,7 +267,7 @@ def test_torch_replaced_then_a_failure_is_put_back_from_its_files_without_the_in
     torchvision are left. The cu126 index is unreachable; the saved files bring 2.12.0+cu126 back exactly."""
     files_before = family_files(venv)
     said: list[str] = []
-    r = inst.execute(plan_for(server.base("broken")), system=system, python=py(venv), settings=inst.InstallSettings(stream=lambda t: None, say=said.append))
+    r = transaction.execute(plan_for(server.base("broken")), system=system, python=py(venv), settings=transaction.InstallSettings(stream=lambda t: None, say=said.append))
     assert not r.ok and r.exit_code == 1
     assert r.message.startswith("the install failed (ERROR:") and "outside the target" in r.message
     assert len(said) == 1 and "putting back the previous versions" in said[0] and "torch 2.13.0+cu130" in said[0]
@@ -271,14 +277,14 @@ def test_torch_replaced_then_a_failure_is_put_back_from_its_files_without_the_in
 def test_torch_wheel_failing_mid_install_is_put_back_without_the_index(server, venv, system):
     """torch's own wheel fails after pip uninstalled the old one (pip leaves a RECORD-less 2.13 dist-info)."""
     files_before = family_files(venv)
-    r = inst.execute(plan_for(server.base("brokentorch")), system=system, python=py(venv), settings=inst.InstallSettings(stream=lambda t: None))
+    r = transaction.execute(plan_for(server.base("brokentorch")), system=system, python=py(venv), settings=transaction.InstallSettings(stream=lambda t: None))
     assert not r.ok and r.exit_code == 1 and "outside the target" in r.message
     assert_put_back_exactly(r, venv, files_before)
 
 
 def test_a_new_torch_that_does_not_import_is_put_back_without_the_index(server, venv, system):
     files_before = family_files(venv)
-    r = inst.execute(plan_for(server.base("noimport")), system=system, python=py(venv), settings=inst.InstallSettings(stream=lambda t: None))
+    r = transaction.execute(plan_for(server.base("noimport")), system=system, python=py(venv), settings=transaction.InstallSettings(stream=lambda t: None))
     assert not r.ok and r.exit_code == 1
     assert r.message.startswith("torch does not import in the target: ImportError: libtorch_cuda.so"), r.message
     assert_put_back_exactly(r, venv, files_before)
@@ -293,7 +299,7 @@ def test_uv_installing_a_torch_that_does_not_import_is_put_back_without_the_inde
     files_before = family_files(venv)
     env = isolated_env(tmp_path)
     env["PATH"] = os.path.dirname(uv) + os.pathsep + env.get("PATH", "")
-    r = inst.execute(plan_for(server.base("noimport")), system=System(env=env), python=py(venv), settings=inst.InstallSettings(installer="uv", stream=lambda t: None))
+    r = transaction.execute(plan_for(server.base("noimport")), system=System(env=env), python=py(venv), settings=transaction.InstallSettings(installer="uv", stream=lambda t: None))
     assert r.command[:4] == ["uv", "pip", "install", "--python"]
     assert not r.ok and r.exit_code == 1
     assert r.message.startswith("torch does not import in the target: ImportError"), r.message
@@ -309,7 +315,7 @@ def test_two_dist_infos_stop_the_install_before_anything_changes(server, venv, s
     # importlib.metadata only sees dist-info folders on sys.path: add the twin's folder through a .pth file
     (site / "zz-twin.pth").write_text(str(site / "torch-2.12.0+cu126.dist-info.twin") + "\n")
     files_before = family_files(venv)
-    r = inst.execute(plan_for(server.base()), system=system, python=py(venv), settings=inst.InstallSettings(stream=lambda t: None))
+    r = transaction.execute(plan_for(server.base()), system=system, python=py(venv), settings=transaction.InstallSettings(stream=lambda t: None))
     assert not r.ok and r.exit_code == 1 and r.stopped_before and r.returncode is None  # the installer never ran
     assert r.message.startswith("nothing was changed: the backup failed (torch is installed twice ("), r.message
     assert "install without a way back yourself: " + " ".join(r.command) in r.message
@@ -400,16 +406,16 @@ def test_cli_emit_uv_is_valid_pyproject(server, venv, cli_env):
 
 def test_commands_and_emitted_pins():
     plan = plan_for("https://download.pytorch.org/whl")
-    assert inst.install_command(plan, "/v/bin/python") == [
+    assert install_argv.install_command(plan, "/v/bin/python") == [
         "/v/bin/python", "-m", "pip", "install", "torch==2.13.0+cu130", "torchvision==0.28.0+cu130",
         "--index-url", "https://download.pytorch.org/whl/cu130",
     ]
-    assert inst.install_command(plan, "/v/bin/python", "uv", find_links="/w")[-3:] == ["--no-index", "--find-links", "/w"]
-    req = inst.emit_requirements(plan).splitlines()
+    assert install_argv.install_command(plan, "/v/bin/python", "uv", find_links="/w")[-3:] == ["--no-index", "--find-links", "/w"]
+    req = install_emit.emit_requirements(plan).splitlines()
     assert "--extra-index-url https://download.pytorch.org/whl/cu130" in req and "torch==2.13.0+cu130" in req
     mac = Plan("2.13.0", "cpu", "https://pypi.org/simple", [PlannedPackage("torch", "2.13.0", None, "https://pypi.org/simple")])
-    assert inst.install_command(mac, "/p") == ["/p", "-m", "pip", "install", "torch==2.13.0"]
-    assert "index" not in inst.emit_requirements(mac)
+    assert install_argv.install_command(mac, "/p") == ["/p", "-m", "pip", "install", "torch==2.13.0"]
+    assert "index" not in install_emit.emit_requirements(mac)
 
 
 @pytest.mark.parametrize(
@@ -423,18 +429,18 @@ def test_commands_and_emitted_pins():
     ],
 )
 def test_predicted_leftovers(installed_names, variant, expected):
-    assert inst.predict_leftovers({n: "1" for n in installed_names}, variant) == expected
+    assert leftovers.predict_leftovers({n: "1" for n in installed_names}, variant) == expected
 
 
 def test_judge_checks_version_and_a_present_gpu():
     plan = plan_for("https://download.pytorch.org/whl")
-    good = inst.Verification(imported=True, version="2.13.0+cu130", cuda_available=True, cuda_ok=True, device_name="NVIDIA GeForce RTX 4090")
-    assert inst.judge(plan, good, "cuda") == (True, "torch 2.13.0+cu130 imports in the target and runs on NVIDIA GeForce RTX 4090")
-    no_gpu = inst.Verification(imported=True, version="2.13.0+cu130", cuda_available=False, warnings=["CUDA initialization: driver too old"])
-    ok, msg = inst.judge(plan, no_gpu, "cuda")
+    good = install_verify.Verification(imported=True, version="2.13.0+cu130", cuda_available=True, cuda_ok=True, device_name="NVIDIA GeForce RTX 4090")
+    assert install_verify.judge(plan, good, "cuda") == (True, "torch 2.13.0+cu130 imports in the target and runs on NVIDIA GeForce RTX 4090")
+    no_gpu = install_verify.Verification(imported=True, version="2.13.0+cu130", cuda_available=False, warnings=["CUDA initialization: driver too old"])
+    ok, msg = install_verify.judge(plan, no_gpu, "cuda")
     assert not ok and "driver too old" in msg
-    assert inst.judge(plan, no_gpu, None)[0]  # no NVIDIA GPU on the machine: not a failure
-    assert not inst.judge(plan, inst.Verification(imported=True, version="2.12.0+cu126"), None)[0]
+    assert install_verify.judge(plan, no_gpu, None)[0]  # no NVIDIA GPU on the machine: not a failure
+    assert not install_verify.judge(plan, install_verify.Verification(imported=True, version="2.12.0+cu126"), None)[0]
     assert FAKE_MARK.startswith("STACKDOCTOR_FAKE_TORCH")
 
 
@@ -446,13 +452,13 @@ def test_failure_line_keeps_the_reason_whatever_the_paths(depth):
     root = "/tmp/" + "/".join(["a-rather-long-folder-name"] * depth)
     line = (f"ERROR: For req: torch==2.13.0+cu130. The wheel '/tmp/pip-unpack-x/torch-2.13.0+cu130-cp311-cp311-linux_x86_64.whl' has a file "
             f"'{root}/venv/lib/python3.11/site-packages/torch/__init__.py' trying to install outside the target directory '{root}/venv/lib'")
-    got = inst.failure_line(CommandResult(("pip",), 1, "", "Processing ...\n" + line + "\n", 0.1, "ok"))
+    got = install_result.failure_line(CommandResult(("pip",), 1, "", "Processing ...\n" + line + "\n", 0.1, "ok"))
     assert got.startswith("ERROR: For req: torch==2.13.0+cu130.") and "outside the target directory" in got
     assert len(got) <= 300
 
 
 def test_a_runtime_package_another_package_needs_is_no_leftover():
-    snap = inst.Snapshot(
+    snap = install_backup.Snapshot(
         versions={"torch": "2.12.0+cu126", "nvidia-cublas-cu12": "1", "nvidia-cudnn-cu12": "1", "cupy-cuda12x": "1", "transformers": "1"},
         requires={"torch": ["nvidia-cublas-cu12", "nvidia-cudnn-cu12"], "cupy-cuda12x": ["nvidia-cublas-cu12"], "transformers": ["torch"]},
     )

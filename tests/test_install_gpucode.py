@@ -29,7 +29,9 @@ from fakesmi import fake_nvidia_smi
 from helpers import machine_env, run_sd, venv_bin
 from test_install import isolated_env
 
-import stackdoctor.install as inst
+from stackdoctor.install import result as install_result
+from stackdoctor.install import transaction
+from stackdoctor.install import verify as install_verify
 from stackdoctor.model.plan import Plan, PlannedPackage
 from stackdoctor.system import System
 
@@ -193,9 +195,9 @@ def plan_215() -> Plan:
     return Plan(NEW, "cu132", "https://pypi.org/simple", [PlannedPackage("torch", NEW, None, "https://pypi.org/simple")])
 
 
-def execute(venv: Path, wheels: Path, gpus: list, tmp_path: Path, said: list[str] | None = None) -> inst.InstallResult:
+def execute(venv: Path, wheels: Path, gpus: list, tmp_path: Path, said: list[str] | None = None) -> install_result.InstallResult:
     system = System(env=isolated_env(tmp_path))
-    return inst.execute(plan_215(), system=system, python=str(venv_bin(venv)), settings=inst.InstallSettings(source_args=["--no-index", "--find-links", str(wheels)], offline=True, user_find_links=[str(wheels)], accelerator="cuda", gpu_targets=gpus, stream=lambda t: None, say=said.append if said is not None else lambda line: None))
+    return transaction.execute(plan_215(), system=system, python=str(venv_bin(venv)), settings=transaction.InstallSettings(source_args=["--no-index", "--find-links", str(wheels)], offline=True, user_find_links=[str(wheels)], accelerator="cuda", gpu_targets=gpus, stream=lambda t: None, say=said.append if said is not None else lambda line: None))
 
 
 # ---------------------------------------------------------------------------- the CLI, end to end
@@ -276,21 +278,21 @@ def test_gpu_check_is_pure_over_its_inputs(tmp_path):
         z.extract(LIB, tmp_path)
     init = tmp_path / "torch" / "__init__.py"
     init.write_text("")
-    v = inst.Verification(imported=True, version=NEW, location=str(init))
+    v = install_verify.Verification(imported=True, version=NEW, location=str(init))
     h200 = GpuView("nvidia", 0, "NVIDIA H200", compute_capability="9.0", uuid="GPU-a", witnesses=["nvidia-smi"])
     v100 = GpuView("nvidia", 1, "Tesla V100-SXM2-32GB", compute_capability="7.0", uuid="GPU-b", witnesses=["nvidia-smi"])
     ada = GpuView("nvidia", 2, "NVIDIA L4", compute_capability="8.9", uuid="GPU-c", witnesses=["nvidia-smi"])
     system = System()
     plan = plan_215()
-    both = inst.check_gpu_code(plan, v, [h200, v100], system)
+    both = install_verify.check_gpu_code(plan, v, [h200, v100], system)
     assert both is not None and both.cannot_run and "GPU 1 Tesla V100-SXM2-32GB (sm_70)" in both.sentence and "H200" not in both.sentence
     plan.env["CUDA_VISIBLE_DEVICES"] = "GPU-a"  # the plan hides the V100: only the H200 runs torch
-    hidden = inst.check_gpu_code(plan, v, [h200, v100], system)
+    hidden = install_verify.check_gpu_code(plan, v, [h200, v100], system)
     assert hidden is not None and not hidden.cannot_run and hidden.data["gpus"] == [{"gpu": "GPU 0 NVIDIA H200", "arch": "sm_90", "runs": "sass"}]
-    l4 = inst.check_gpu_code(plan_215(), v, [ada], system)
+    l4 = install_verify.check_gpu_code(plan_215(), v, [ada], system)
     assert l4 is not None and not l4.cannot_run and l4.data["gpus"][0]["runs"] == "sass"  # sm_86 cubins run on 8.9
-    assert inst.check_gpu_code(Plan(NEW, "cpu", None), v, [v100], system) is None  # not a GPU build: nothing read
-    assert inst.check_gpu_code(plan_215(), v, [], system) is None  # no NVIDIA GPU here: nothing to judge
+    assert install_verify.check_gpu_code(Plan(NEW, "cpu", None), v, [v100], system) is None  # not a GPU build: nothing read
+    assert install_verify.check_gpu_code(plan_215(), v, [], system) is None  # no NVIDIA GPU here: nothing to judge
 
 
 def test_binaries_that_differ_from_the_inferred_list_but_serve_the_gpu_are_a_note(venv, wheels, tmp_path, monkeypatch):
@@ -321,15 +323,15 @@ def test_ptx_forward_compatibility_and_rocm_gfx_with_the_plans_override(tmp_path
     (cuda / "lib").mkdir(parents=True)
     (cuda / "lib" / "libtorch_cuda.so").write_bytes(elf([(".nv_fatbin", fatbin([fatbin_entry(2, 80), fatbin_entry(1, 80)]))]))
     (cuda / "__init__.py").write_text("")
-    v = inst.Verification(imported=True, version="2.9.0", location=str(cuda / "__init__.py"))
+    v = install_verify.Verification(imported=True, version="2.9.0", location=str(cuda / "__init__.py"))
     system = System()
     plan = Plan("2.9.0", "cu126", None)
     h100 = GpuView("nvidia", 0, "NVIDIA H100", compute_capability="9.0", witnesses=["nvidia-smi"])
     t4 = GpuView("nvidia", 0, "Tesla T4", compute_capability="7.5", witnesses=["nvidia-smi"])
-    jit = inst.check_gpu_code(plan, v, [h100], system)
+    jit = install_verify.check_gpu_code(plan, v, [h100], system)
     assert jit is not None and not jit.cannot_run and jit.data["gpus"][0]["runs"] == "ptx", jit.sentence
     assert "sm_80 compute_80;" in jit.sentence
-    old = inst.check_gpu_code(plan, v, [t4], system)
+    old = install_verify.check_gpu_code(plan, v, [t4], system)
     assert old is not None and old.cannot_run and "(no code for sm_75 and no PTX at or below it)" in old.sentence
 
     hip = tmp_path / "rocm" / "torch"
@@ -338,13 +340,13 @@ def test_ptx_forward_compatibility_and_rocm_gfx_with_the_plans_override(tmp_path
     code = bundle([(host, b"")] + [(amd + t, b"\x7fELF" + t.encode() * 30) for t in ("gfx90a", "gfx942", "gfx1100")])
     (hip / "lib" / "libtorch_hip.so").write_bytes(elf([(".hip_fatbin", code)]))
     (hip / "__init__.py").write_text("")
-    v = inst.Verification(imported=True, version="2.9.0", location=str(hip / "__init__.py"))
+    v = install_verify.Verification(imported=True, version="2.9.0", location=str(hip / "__init__.py"))
     rx6800 = GpuView("amd", 0, "AMD Radeon RX 6800", gfx="gfx1030", witnesses=["rocminfo"])
     rocm = Plan("2.9.0", "rocm6.4", None)
-    no = inst.check_gpu_code(rocm, v, [rx6800], system)
+    no = install_verify.check_gpu_code(rocm, v, [rx6800], system)
     assert no is not None and no.cannot_run and "GPU 0 AMD Radeon RX 6800 (gfx1030)" in no.sentence and "gfx90a gfx942 gfx1100" in no.sentence
     assert "no PTX" not in no.sentence
     rocm.env["HSA_OVERRIDE_GFX_VERSION"] = "11.0.0"
-    yes = inst.check_gpu_code(rocm, v, [rx6800], system)
+    yes = install_verify.check_gpu_code(rocm, v, [rx6800], system)
     assert yes is not None and not yes.cannot_run and yes.data["gpus"] == [{"gpu": "GPU 0 AMD Radeon RX 6800", "arch": "gfx1100", "runs": "code object"}]
-    assert inst.check_gpu_code(Plan("2.9.0", "rocm6.4", None), v, [h100], system) is None  # an NVIDIA GPU does not run a ROCm build's code
+    assert install_verify.check_gpu_code(Plan("2.9.0", "rocm6.4", None), v, [h100], system) is None  # an NVIDIA GPU does not run a ROCm build's code

@@ -524,19 +524,20 @@ def test_a_damaged_torch_is_backed_up_as_it_is_and_put_back_so(venv, wheels, tmp
 
 
 def test_a_damaged_torch_of_the_planned_build_is_not_already_satisfied(venv, wheels, tmp_path):
-    from stackdoctor import install as inst
+    from stackdoctor.install import transaction
+    from stackdoctor.install import verify as install_verify
     from stackdoctor.model.plan import Plan, PlannedPackage
     from stackdoctor.system import System
 
     (site_of(venv) / "torch" / "part5" / "m5.py").unlink()
     system = System(env=isolated_env(tmp_path))
-    why = inst.intact(system, str(venv_bin(venv)), ["torch"])
+    why = install_verify.intact(system, str(venv_bin(venv)), ["torch"])
     assert why == "torch: torch/part5/m5.py is missing"
     plan = Plan("2.11.0", "cpu", None, [PlannedPackage("torch", "2.11.0", "cpu", None)])
-    r = inst.execute(plan, system=system, python=str(venv_bin(venv)), settings=inst.InstallSettings(source_args=["--no-index", "--find-links", str(wheels)], offline=True, user_find_links=[str(wheels)], reinstall=True, stream=lambda t: None))
+    r = transaction.execute(plan, system=system, python=str(venv_bin(venv)), settings=transaction.InstallSettings(source_args=["--no-index", "--find-links", str(wheels)], offline=True, user_find_links=[str(wheels)], reinstall=True, stream=lambda t: None))
     assert r.ok and r.state == "new", r.message
     assert_exactly(venv, OLD)
-    assert inst.intact(system, str(venv_bin(venv)), ["torch"]) is None
+    assert install_verify.intact(system, str(venv_bin(venv)), ["torch"]) is None
 
 
 # ---------------------------------------------------------------------------- a full disk, no inodes

@@ -258,12 +258,18 @@ def run_kernel_facts(
             summary["percent_of_link"] = round(100.0 * summary["max_busbw_gbs"] * 8 / a.link_gbps, 1)
     if a.iface_reason:
         summary["iface_reason"] = a.iface_reason
+    merge_allreduce(kf, ar, summary)
+    return kf
+
+
+def merge_allreduce(kf: KernelFacts, ar: KernelFacts, summary: dict[str, Any]) -> None:
+    """The allreduce run's results beside the compute kernels' (``kernels`` and ``check``'s project allreduce alike):
+    ran if either ran, every result kept, the sweep's summary, the first signal that stopped one."""
     kf.ran = kf.ran or ar.ran
     kf.results.extend(ar.results)
     kf.allreduce = summary
     if ar.signal and not kf.signal:
         kf.signal = ar.signal
-    return kf
 
 
 def build_kernels_report(
@@ -351,11 +357,7 @@ def project_allreduce(report: Report, opts: Options) -> None:
     nproc, backend = allreduce_plan(report.facts)
     system = System.from_env(timeout_s=opts.timeout_s)
     ar = run_allreduce_local(system, python, nproc, AllreduceOptions(backend=backend, timeout_s=min(opts.torch_timeout_s, 600.0)), hook=opts.worker_hook)
-    kf.ran = kf.ran or ar.ran
-    kf.results.extend(ar.results)
-    kf.allreduce = ar.allreduce or {}
-    if ar.signal and not kf.signal:
-        kf.signal = ar.signal
+    merge_allreduce(kf, ar, ar.allreduce or {})
 
 
 def warnings_fail(report: Report, strict: bool) -> bool:
