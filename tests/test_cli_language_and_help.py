@@ -19,7 +19,7 @@ from test_cli_newcomer import env, healthy_cpu_report, usage_error, write_report
 from stackdoctor.rules import catalog
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
-PKG = Path(catalog.__file__).resolve().parent
+PKG = Path(catalog.__file__).resolve().parent.parent  # stackdoctor/ (the catalogue is rules/catalog.py)
 
 
 def zh_env(tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -581,7 +581,7 @@ def test_probe_facts_fit_the_report_schema_and_round_trip(fake_bin, sysroot, tmp
     env["PATH"] = os.environ["PATH"]
     facts = nvidia.probe(ctx_for(sysroot, env, use_nvml=True)).facts["nvidia"]
     data = json.loads(json.dumps(to_data(facts)))
-    schema = json.loads((Path(nvidia.__file__).resolve().parents[1] / "schemas" / "report.schema.json").read_text())
+    schema = json.loads((Path(nvidia.__file__).resolve().parents[2] / "schemas" / "report.schema.json").read_text())
     jsonschema.validate(data, {"$defs": schema["$defs"], "$ref": "#/$defs/NvidiaFacts"})
     assert from_data(NvidiaFacts, data) == facts
     assert facts.gpus[0].errors["compute_capability"].startswith("nvmlDeviceGetCudaComputeCapability")

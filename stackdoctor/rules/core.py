@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,7 +74,9 @@ def rule(
             raise ValueError(f"rule for {code!r} declared twice ({REGISTRY[code].name} and {fn.__module__}.{fn.__name__})")
         # stackdoctor.rules.<module>'s rules are that module's group; a kind's (its Accelerator.rules module, a
         # plug-in's too) belong with the rules of their layer
-        own = fn.__module__.rsplit(".", 1)[-1] if fn.__module__.startswith("stackdoctor.rules.") else layer
+        # (a module whose name is not its group's says so in GROUP: rules/kernel_results.py is the "kernels" group)
+        module = sys.modules.get(fn.__module__)
+        own = getattr(module, "GROUP", fn.__module__.rsplit(".", 1)[-1]) if fn.__module__.startswith("stackdoctor.rules.") else layer
         REGISTRY[code] = Rule(code, severity, layer, fn, group or own, tuple(defers_to), summary)
         return fn
 

@@ -25,6 +25,9 @@ def _tail(text: str | None) -> str:
     return ("\n" + text) if text else ""
 
 
+
+GROUP = "kernels"  # the group its rules had when this module was rules/kernels.py: `stackdoctor kernels`, `explain` and `--list-checks` name it
+
 @rule("kernel-failed", severity="fail", layer="kernels")
 def kernel_failed(ctx: Ctx) -> None:
     k = ctx.facts.kernels

@@ -26,6 +26,9 @@ def _probes_that(ctx: Ctx, status: str) -> None:
         )
 
 
+
+GROUP = "probe"  # the group its rules had when this module was rules/probe.py: `stackdoctor probe`, `explain` and `--list-checks` name it
+
 @rule("probe-timeout", severity="fail", layer="probe")
 def probe_timeout(ctx: Ctx) -> None:
     t, n = ctx.facts.torch, ctx.facts.nvidia

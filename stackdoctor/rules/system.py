@@ -10,6 +10,7 @@ from stackdoctor.core.versions import release as vt
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import container_fix_key, nvidia_pci, release, variant_row
 
+GROUP = "platform"  # the group its rules had when this module was rules/platform.py: `stackdoctor platform`, `explain` and `--list-checks` name it
 
 @rule("container-no-gpu", severity="fail", layer="platform")
 def container_no_gpu(ctx: Ctx) -> None:
