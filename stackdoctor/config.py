@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.core.errors import ConfigError
 from stackdoctor.core.units import parse_bandwidth
 from stackdoctor.model.report import Finding
@@ -42,7 +42,7 @@ __all__ = [
     "load_config",
 ]
 
-BACKENDS = accelerators.backends()  # every accelerator kind's backend (stackdoctor.accelerators), then "cpu"
+BACKENDS = kinds.backends()  # every accelerator kind's backend (stackdoctor.accelerators), then "cpu"
 KERNELS = ("matmul", "conv", "compile", "allreduce")
 CONFIG_NAMES = ("stackdoctor.toml", "pyproject.toml")
 _KEYS = ("torch", "backend", "min_gpus", "compute_capability", "kernels", "min_busbw", "ignore", "warnings_fail")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stackdoctor import accelerators, rules
+from stackdoctor import kinds, rules
 from stackdoctor.matrix import load_matrix
 from stackdoctor.model.facts import Facts, GpuView, TorchFacts, from_data
 from stackdoctor.reconcile import reconcile
@@ -39,7 +39,7 @@ def with_build(facts: Facts, build: str) -> Facts:
 
 def old_pairs(f: Facts) -> bool:
     """rules/torch.py's torch-backend-mismatch before the registry answered (commit 0c31a6f), on reconciled facts."""
-    kind = accelerators.build_kind(f.torch)
+    kind = kinds.build_kind(f.torch)
     if kind is None or kind == "cpu" or f.jetson.is_jetson:
         return False
     has_nv = any(g.vendor == "nvidia" for g in f.reconciled.gpus) or any((d.class_id or "").lower().startswith("0x03") for d in f.platform.nvidia_pci_devices)
@@ -61,7 +61,7 @@ def machine(path: Path) -> Facts:
 def test_the_registry_keeps_the_old_verdicts_but_one(case, build):
     f = reconcile(with_build(machine(case), build), MATRIX)
     found = mismatch(f)
-    intel_only = accelerators.by_name("intel").usable(f) and not any(g.vendor in ("nvidia", "amd") and not g.integrated for g in f.reconciled.gpus)  # type: ignore[union-attr]
+    intel_only = kinds.by_name("intel").usable(f) and not any(g.vendor in ("nvidia", "amd") and not g.integrated for g in f.reconciled.gpus)  # type: ignore[union-attr]
     if build in ("cu130", "rocm7.2") and intel_only:
         assert not old_pairs(f) and len(found) == 1, (case.stem, build)  # the intended change
         assert "Intel" in found[0].detail and "--variant xpu" in (found[0].fix or ""), found[0]
@@ -87,7 +87,7 @@ def test_an_intel_gpu_torch_cannot_use_is_no_reason_for_another_build():
         g.device_id, g.name, g.xpu, g.discrete = "0xffff", None, None, None
     f = reconcile(with_build(f, "cu130"), MATRIX)
     assert [g.xpu for g in f.intel.gpus] == [None]
-    assert not accelerators.by_name("intel").needs_build(f)  # type: ignore[union-attr]
+    assert not kinds.by_name("intel").needs_build(f)  # type: ignore[union-attr]
     assert mismatch(f) == []
     assert "torch-gpu-build-no-gpu" in {x.code for x in rules.judge(f, MATRIX, strict=True)}
 

@@ -184,14 +184,14 @@ def test_no_plugin_no_question(tmp_path, plain_python):
 
 VERDICT = """
 import json, sys
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.install.verify import judge, verify
 from stackdoctor.model.plan import Plan, PlannedPackage
 from stackdoctor.system import System
 plan = Plan(torch_version="99.0.0", variant="foo1", index_url=None,
             packages=[PlannedPackage(name="torch", version="99.0.0", variant="foo1", index_url=None)])
 v = verify(System(), sys.argv[1])
-print(json.dumps({"available": v.available, "errors": v.available_errors, "asked": accelerators.torch_questions(),
+print(json.dumps({"available": v.available, "errors": v.available_errors, "asked": kinds.torch_questions(),
                   "verdict": judge(plan, v, sys.argv[2] or None)}))
 """
 

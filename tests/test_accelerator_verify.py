@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.install import verify as install_verify
 from stackdoctor.model.plan import Plan, PlannedPackage
 
@@ -93,14 +93,14 @@ def test_the_version_and_import_checks_come_first():
     ("nvidia", None, False), ("amd", "", False),
 ])
 def test_builds(name, variant, builds):
-    acc = accelerators.by_name(name)
+    acc = kinds.by_name(name)
     assert acc is not None and acc.builds(variant) is builds
 
 
 def test_each_kind_verifies_through_its_own_answer():
     """Each kind reads its own answer: a verification where only one API says yes is a yes for that kind alone."""
     for name, field in [("nvidia", "cuda_available"), ("amd", "cuda_available"), ("jetson", "cuda_available"), ("intel", "xpu_available"), ("apple", "mps_available")]:
-        acc = accelerators.by_name(name)
+        acc = kinds.by_name(name)
         assert acc is not None
         for other in {"cuda_available", "xpu_available", "mps_available"}:
             verdict = acc.verify(install_verify.Verification(imported=True, **{other: True}))
@@ -111,12 +111,12 @@ def test_a_kind_known_only_to_the_registry_is_verified_by_its_declaration(monkey
     """A kind outside the built-in ones (declared here) is verified from its torch_api's answer in
     Verification.available; with none, the registry has no verdict and judge falls back on the variant's kind."""
 
-    class Npu(accelerators.Accelerator):
+    class Npu(kinds.Accelerator):
         name, vendor, subject, label, backend, build_kind = "npu", "npu", "npu", "Test NPU", "npu", "npu"  # type: ignore[assignment]
         variant_prefixes, variant_pattern, available_field, torch_api = (), r"^npu\d+$", "", "npu"
 
-    monkeypatch.setattr(accelerators, "ALL", (*accelerators.ALL, Npu()))
-    assert accelerators.torch_questions()["npu"] == "npu"  # beside the bundled kinds' questions
+    monkeypatch.setattr(kinds, "ALL", (*kinds.ALL, Npu()))
+    assert kinds.torch_questions()["npu"] == "npu"  # beside the bundled kinds' questions
     p = plan("npu2")
     yes = install_verify.Verification(imported=True, version="2.13.0", available={"npu": True})
     assert install_verify.judge(p, yes, "npu") == (True, "torch 2.13.0 imports in the target and sees the Test NPU")

@@ -11,7 +11,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor._worker import worker_path
 
 STANDIN = '''"""STAND-IN torch_npu for stackdoctor tests - not Ascend's: torch.npu with two devices whose tensors are CPU tensors."""
@@ -68,7 +68,7 @@ print(json.dumps({"conv": conv, "devices": devs, "name": sd_kernels.device_name(
 def test_the_workers_use_the_npu_through_the_device_spec(torch_python, tmp_path):
     (tmp_path / "torch_npu").mkdir()
     (tmp_path / "torch_npu" / "__init__.py").write_text(STANDIN)
-    env = {**os.environ, "PYTHONPATH": str(tmp_path), "STACKDOCTOR_DEVICES": json.dumps(accelerators.device_specs())}
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "STACKDOCTOR_DEVICES": json.dumps(kinds.device_specs())}
     out = subprocess.run([torch_python, "-c", PROBE, str(Path(worker_path("sd_kernels.py")).parent)], capture_output=True, text=True,
                          env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]

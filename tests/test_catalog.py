@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.rules import catalog
 
 PKG = Path(catalog.__file__).resolve().parent.parent  # stackdoctor/ (the catalogue is rules/catalog.py)
@@ -78,8 +78,8 @@ def test_findings_are_made_only_by_the_rules():
             if re.search(r"\bFinding\(", line) and not line.lstrip().startswith(("class ", "#")) and rel not in ("rules/catalog.py", "rules/core.py"):
                 builders.append(f"{rel}:{n}: {line.strip()}")
     assert builders == [], builders
-    kinds = [PKG.parent / (m.replace(".", "/") + ".py") for m in accelerators.rule_modules()]  # the accelerator kinds' own rules
-    declared = re.findall(r'@rule\(\s*"([a-z0-9-]+)"', "\n".join(p.read_text(encoding="utf-8") for p in [*(PKG / "rules").glob("*.py"), *kinds]))
+    kind_rules = [PKG.parent / (m.replace(".", "/") + ".py") for m in kinds.rule_modules()]  # the accelerator kinds' own rules
+    declared = re.findall(r'@rule\(\s*"([a-z0-9-]+)"', "\n".join(p.read_text(encoding="utf-8") for p in [*(PKG / "rules").glob("*.py"), *kind_rules]))
     assert declared and sorted(declared) == sorted(c for c in catalog.codes() if c != "rule-error")
 
 

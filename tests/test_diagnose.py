@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.matrix import load_matrix
 from stackdoctor.model.facts import (
     Facts,
@@ -1362,7 +1362,7 @@ def test_reading_torch_from_its_files_gives_the_same_findings_as_importing_it(ma
     assert _problems(read) == _problems(imported)
     assert not {x.code for x in read} & IMPORT_CODES
     assert codes(read, ("ok",)) - {"runtime-not-verified"} <= codes(imported, ("ok",))
-    gpu_build = accelerators.build_kind(f.torch) not in (None, accelerators.CPU)  # issue 42: a GPU build's runtime is unproven
+    gpu_build = kinds.build_kind(f.torch) not in (None, kinds.CPU)  # issue 42: a GPU build's runtime is unproven
     assert ("runtime-not-verified" in codes(read, ("ok",))) == gpu_build and "runtime-not-verified" not in codes(imported, ("ok",))
     if "torch-ok" in {x.code for x in imported}:
         assert "not imported" in by_code(read, "torch-ok").detail

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.core import parsecache, redact
 from stackdoctor.matrix import load
 
@@ -73,13 +73,13 @@ def test_the_plugin_group_is_looked_for_only_where_it_can_be(tmp_path) -> None:
     site.mkdir()
     _dist(site, "other", "[console_scripts]\nother = other:main\n")
     _dist(site, "plain", None)
-    group = accelerators.PLUGIN_GROUP
-    assert accelerators._group_maybe_declared(group, [str(site), str(tmp_path / "missing")]) is False
+    group = kinds.PLUGIN_GROUP
+    assert kinds._group_maybe_declared(group, [str(site), str(tmp_path / "missing")]) is False
     _dist(site, "foo_acc", f"[{group}]\nfoo = foo_acc:Foo\n")
-    assert accelerators._group_maybe_declared(group, [str(site)]) is True
+    assert kinds._group_maybe_declared(group, [str(site)]) is True
     zipped = tmp_path / "deps.zip"
     zipped.write_bytes(b"PK\x05\x06" + b"\0" * 18)
-    assert accelerators._group_maybe_declared(group, [str(tmp_path / "missing"), str(zipped)]) is True  # a zip: ask importlib
+    assert kinds._group_maybe_declared(group, [str(tmp_path / "missing"), str(zipped)]) is True  # a zip: ask importlib
 
 
 # ---- the parsed embedded matrix, kept between runs

@@ -10,7 +10,7 @@ import json
 import os
 import subprocess
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor._worker import worker_path
 
 SCRIPT = r'''
@@ -77,7 +77,7 @@ print(json.dumps({"devices": devices, "results": results, "quick": quick, "float
 
 def run_fake_mps(torch_python: str) -> dict:
     """The worker knows the MPS device from Apple's device spec, handed over as the parent hands it (STACKDOCTOR_DEVICES)."""
-    env = {**os.environ, "STACKDOCTOR_DEVICES": json.dumps(accelerators.device_specs())}
+    env = {**os.environ, "STACKDOCTOR_DEVICES": json.dumps(kinds.device_specs())}
     proc = subprocess.run([torch_python, "-c", SCRIPT, str(worker_path("sd_kernels.py"))], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -12,7 +12,7 @@ from conftest import real_fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stackdoctor.accelerators.pci import display_devices, parse_pci_id, parse_uevent_driver
+from stackdoctor.kinds.pci import display_devices, parse_pci_id, parse_uevent_driver
 from stackdoctor.model.facts import PlatformFacts
 from stackdoctor.model.probing import ProbeContext, Target
 from stackdoctor.probes import platform as plat

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from test_properties import PARSERS, REAL_CASES
 
-from stackdoctor.accelerators import pci
 from stackdoctor.accelerators.amd import probe as rocm
 from stackdoctor.accelerators.apple import probe as apple
 from stackdoctor.accelerators.jetson import probe as jetson
 from stackdoctor.accelerators.nvidia import probe as nvidia
+from stackdoctor.kinds import pci
 from stackdoctor.probes import platform, target, thunderbolt
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"

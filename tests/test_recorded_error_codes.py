@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stackdoctor.accelerators.runtime_errors import read_text
+from stackdoctor.kinds.runtime_errors import read_text
 from stackdoctor.matrix import load_matrix
 from stackdoctor.model.facts import Facts, NvidiaGpu, PlatformFacts, TorchFacts
 from stackdoctor.rules.diagnose import diagnose

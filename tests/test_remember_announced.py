@@ -117,7 +117,7 @@ def test_an_index_listing_torch_without_the_build_records_it_absent_there(tmp_pa
     assert "torch 2.14.1 cpu is the newest build for this machine" in second["reasons"][0], second["reasons"]
     assert "torch 2.15.0 cpu is the newest build for this machine" in other["reasons"][0], other["reasons"]  # not absent there (yet)
     # the resolver, on the matrix with that layer: known absent on that index, for that platform; another index still plans it
-    from stackdoctor.accelerators.base import Unfit
+    from stackdoctor.kinds.base import Unfit
     from stackdoctor.matrix import load_matrix
     from stackdoctor.model.plan import Request
     from stackdoctor.resolve.variant_fit import absent_here

@@ -15,7 +15,7 @@ import pytest
 import test_diagnose as td
 from helpers import machine_env, run_sd
 
-from stackdoctor import accelerators, rules
+from stackdoctor import kinds, rules
 from stackdoctor.matrix import load_matrix
 from stackdoctor.model.facts import Facts, KernelFacts, KernelResult, PythonFacts, TorchFacts, from_data, to_data
 from stackdoctor.model.plan import Request
@@ -98,8 +98,8 @@ def judge(facts: Facts, probes=(), reqs=None, gates=None, strict=True) -> list:
 def test_every_rule_has_a_scenario_that_produces_its_code():
     produced = {code for _, code, f, probes, reqs, gates in CORPUS if code in {x.code for x in judge(f, probes, reqs, gates)}}
     # an accelerator kind's own rules (Accelerator.rules) have their scenarios in its own tests (tests/test_ascend.py)
-    kinds = set(accelerators.rule_modules())
-    expected = {r.code for r in REGISTRY.values() if not r.summary and r.fn.__module__ not in kinds} | {"runtime-ok"}
+    kind_rules = set(kinds.rule_modules())
+    expected = {r.code for r in REGISTRY.values() if not r.summary and r.fn.__module__ not in kind_rules} | {"runtime-ok"}
     assert expected - produced == set()
 
 

@@ -12,11 +12,12 @@ import pytest
 from helpers import check_document, run_sd
 
 from stackdoctor import pipeline
+from stackdoctor.accelerators.nvidia import arch_list
+from stackdoctor.install import buildtools as bt
 from stackdoctor.model.facts import Facts, from_data
-from stackdoctor.probes import buildtools as bt
-from stackdoctor.probes.buildtools import BuildTools, Tool
+from stackdoctor.model.toolchain import BuildTools, Tool
 from stackdoctor.reconcile import reconcile
-from stackdoctor.resolve.source_build import BuildRequest, arch_list, build_plan, env_file, max_jobs, offer_from_source
+from stackdoctor.resolve.source_build import BuildRequest, build_plan, env_file, max_jobs, offer_from_source
 
 FIX = Path(__file__).parent / "fixtures"
 GB = 1000**3

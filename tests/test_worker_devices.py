@@ -11,14 +11,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor._worker import worker_path
 
 
 @pytest.fixture
 def workers(monkeypatch):
     monkeypatch.syspath_prepend(str(worker_path("sd_kernels.py").parent))
-    monkeypatch.setenv("STACKDOCTOR_DEVICES", json.dumps(accelerators.device_specs()))
+    monkeypatch.setenv("STACKDOCTOR_DEVICES", json.dumps(kinds.device_specs()))
     import sd_allreduce
     import sd_devices
     import sd_kernels

@@ -16,7 +16,7 @@ import importlib
 import json
 import os
 
-# a spec's fields the parent leaves out when they have their defaults (stackdoctor/accelerators/base.py: DeviceSpec)
+# a spec's fields the parent leaves out when they have their defaults (stackdoctor/kinds/base.py: DeviceSpec)
 DEFAULTS = {"synchronize": "", "backend": "gloo", "imports": [], "indexed": True, "available": "", "label": "", "name": "",
             "sync_takes_device": False, "set_device": "", "fast_dtypes": ["bf16"], "tf32_switch": "", "conv_tf32": "",
             "backend_check": "", "fall_through": False, "library": "", "reasons": {}, "init_device": False}

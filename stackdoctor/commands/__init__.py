@@ -46,13 +46,13 @@ class InstallCommand(typer.core.TyperCommand):
     ``--gpu``: declared by the kinds, so a plug-in kind's flag appears without an edit here."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        from stackdoctor import accelerators
+        from stackdoctor import kinds
 
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         like = next((p for p in self.params if "--gfx" in getattr(p, "opts", ())), None)  # a repeatable text option, as typer builds one
         if like is None:
             return
-        for flag, acc in accelerators.what_if_options().items():
+        for flag, acc in kinds.what_if_options().items():
             opt: Any = copy.copy(like)
             opt.name, opt.opts, opt.secondary_opts = f"what_if_{acc.name}", [flag], []
             opt.callback, opt.expose_value, opt.metavar = _what_if_device(acc.name), False, "CHIP"

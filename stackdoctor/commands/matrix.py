@@ -56,10 +56,10 @@ def _release_lines(r: dict[str, Any], torch: str | None) -> list[str]:
 def _kind_table_lines(torch: str | None) -> list[str]:
     """The accelerator kinds' own tables (a plug-in's too: ``Accelerator.table``), each row the torch it pairs with;
     with ``--torch``, only the rows of that release."""
-    from stackdoctor import accelerators
+    from stackdoctor import kinds
 
     lines: list[str] = []
-    for acc, data in accelerators.tables():
+    for acc, data in kinds.tables():
         rows = [r for r in data.get("releases") or [] if isinstance(r, dict) and (torch is None or str(r.get("torch")) == torch)]
         package = data.get("package") or acc.name
         lines.append(f"{acc.label} table {acc.table} ({data.get('schema') or '?'}): {len(rows)} {package} release(s)")

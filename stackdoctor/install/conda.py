@@ -113,9 +113,9 @@ def _specs(info: CondaInfo, rel: CondaRelease, cuda: str | None, packages: Seque
 def _conda_forge_builds(plan: Plan) -> bool | None:
     """Whether conda-forge builds pytorch for the kind the plan's variant is for (its answer,
     :attr:`Accelerator.conda_forge_build`: CUDA yes; ROCm and XPU no); None for a CPU plan or a kind that does not say."""
-    from stackdoctor import accelerators
+    from stackdoctor import kinds
 
-    acc = accelerators.for_variant(plan.variant)
+    acc = kinds.for_variant(plan.variant)
     return acc.conda_forge_build if acc is not None else None
 
 

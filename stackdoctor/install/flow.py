@@ -280,11 +280,11 @@ class _Flow:
 
 def check_request(opts: InstallOptions, view: MachineView, matrix: Matrix) -> None:
     """Input errors that need the facts or the matrix."""
-    from stackdoctor import accelerators
+    from stackdoctor import kinds
     from stackdoctor.model.plan import Request
 
     asked = Request(gpus=list(opts.machine.gpus), gfx=list(opts.machine.gfx), devices={k: list(v) for k, v in opts.machine.devices.items() if v})
-    for acc in accelerators.ALL:  # a what-if naming a device nobody makes (--gpu sm_999): one sentence, exit 2
+    for acc in kinds.ALL:  # a what-if naming a device nobody makes (--gpu sm_999): one sentence, exit 2
         kind_err = acc.flag_error(asked, matrix)
         if kind_err:
             raise UsageError(kind_err)
@@ -293,7 +293,7 @@ def check_request(opts: InstallOptions, view: MachineView, matrix: Matrix) -> No
         known = published_variants(matrix)
         if opts.variant not in known:
             raise UsageError(f"no torch release publishes {opts.variant} (known variants: {', '.join(known)}).")
-    nvidia_gpus = [g for g in opts.machine.gpus if not any(a.gpu_name(g) for a in accelerators.ALL)]  # the names no other kind claims
+    nvidia_gpus = [g for g in opts.machine.gpus if not any(a.gpu_name(g) for a in kinds.ALL)]  # the names no other kind claims
     if nvidia_gpus and not opts.machine.driver and not view.nvidia.driver_version and (opts.variant == "auto" or opts.variant.startswith("cu")):  # vendor branch: --gpu is NVIDIA's what-if (sm_XY), planned against an NVIDIA driver
         raise UsageError(f"--gpu {nvidia_gpus[0]}: this machine has no NVIDIA driver to assume; add --driver VERSION to plan a CUDA build.")
 

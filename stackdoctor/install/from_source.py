@@ -126,9 +126,9 @@ def _first_blocked(plan: BuildPlan, steps: list[str]) -> tuple[str, Prerequisite
 
 
 def plan_only(opts: FromSourceOptions) -> BuildPlan:
+    from stackdoctor.install.buildtools import probe_build_tools
     from stackdoctor.install.options import InstallOptions, MachineOptions, SourceOptions
     from stackdoctor.install.request import gather_view
-    from stackdoctor.probes.buildtools import probe_build_tools
     from stackdoctor.resolve.source_build import os_of
     from stackdoctor.system import System
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.system import CommandResult
 
 KNOWN_PACKAGES = ("torch", "torchvision", "torchaudio")
-PROBES = ["target", "platform", "nvidia", "rocm", "apple", "intel", "jetson"]
+PROBES = ["target", "platform"]  # the generic probes install runs, beside each accelerator kind's own
 INSTALLERS = ("pip", "uv", "conda", "mamba", "micromamba", "pixi")
 EMITS = ("requirements", "uv", "environment.yml")
 DRIVER_RE = re.compile(r"^\d{2,4}(\.\d{1,3}){0,3}$")

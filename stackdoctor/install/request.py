@@ -7,7 +7,7 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from stackdoctor import accelerators, pipeline
+from stackdoctor import kinds, pipeline
 from stackdoctor.core.errors import UsageError
 from stackdoctor.install.options import DRIVER_RE, EMITS, INSTALLERS, KNOWN_PACKAGES, PROBES, ROCM_RE, InstallOptions
 
@@ -83,7 +83,7 @@ def pipeline_options(opts: InstallOptions) -> pipeline.Options:
     # read torch/version.py instead of importing it (seconds faster, and safe on a broken torch)
     return pipeline.Options(
         python=opts.python, kernels=False, import_torch=False, replay=opts.machine.replay, matrix_files=list(opts.sources.matrix),
-        probes=[*PROBES, *(subject for subject, _ in accelerators.probes())],  # and each plug-in accelerator's own
+        probes=[*PROBES, *(a.subject for a in kinds.ALL if a.probe)],  # and each accelerator kind's own (not nvcc's)
     )
 
 
@@ -149,7 +149,7 @@ def _adds_companions(opts: InstallOptions) -> bool:
 def accelerator_seen(view: MachineView, variant: str | None) -> str | None:
     """The backend the verification must find usable after installing ``variant``: the accelerator
     model's answer for this machine, when the variant is a build for it ("cuda", "rocm", "xpu", "mps")."""
-    acc = accelerators.select(view.facts)  # the accelerator model asks the kinds' own facts
+    acc = kinds.select(view.facts)  # the accelerator model asks the kinds' own facts
     if acc is None:
         return None
     return acc.backend if acc.verified_after(variant, view.facts) else None
@@ -190,7 +190,7 @@ def describe_machine(opts: InstallOptions, view: MachineView) -> str:
     if opts.machine.gfx:
         parts.append(f"AMD {', '.join(opts.machine.gfx)}")
     for kind, names in opts.machine.devices.items():
-        acc = accelerators.by_name(kind)
+        acc = kinds.by_name(kind)
         if names and acc is not None:
             parts.append(f"{acc.label} {', '.join(names)}")
     if opts.machine.python_version:

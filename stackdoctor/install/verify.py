@@ -14,7 +14,7 @@ from stackdoctor._worker import worker_path
 from stackdoctor.install.backup import BACKUP_MARK, marked, str_dict
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.accelerators.base import Accelerator
+    from stackdoctor.kinds.base import Accelerator
     from stackdoctor.model.facts import Facts, GpuView
     from stackdoctor.model.plan import Plan
     from stackdoctor.system import System
@@ -45,9 +45,9 @@ class Verification:
 
 
 def verify(system: System, python: str, *, timeout: float = 300.0) -> Verification:
-    from stackdoctor import accelerators
+    from stackdoctor import kinds
 
-    asked = accelerators.torch_questions()
+    asked = kinds.torch_questions()
     ask = {"STACKDOCTOR_TORCH_ASK": json.dumps(asked, sort_keys=True) if asked else None}
     res = system.run([python, "-I", str(worker_path("sd_verify.py"))], timeout=timeout, record=False, env=ask)
     data = marked(res.stdout, VERIFY_MARK)
@@ -138,10 +138,10 @@ def judge(plan: Plan, v: Verification, accelerator: str | None, facts: Facts | N
     None. The sentence for the kind is the registry's (``accelerators.verify_install``: each kind's ``verify``), and
     a failure ends with the kind's hint (``accelerators.import_hint``, from ``facts``: CANN's ``source`` line).
     """
-    from stackdoctor import accelerators
+    from stackdoctor import kinds
 
     if not v.imported:
-        hint = accelerators.import_hint(accelerator, v.error or "", facts)
+        hint = kinds.import_hint(accelerator, v.error or "", facts)
         return False, f"torch does not import in the target: {v.error or 'unknown error'}" + (f"; {hint}" if hint else "")
     want = expected_version(plan)
     if want and v.version != want:
@@ -154,13 +154,13 @@ def judge(plan: Plan, v: Verification, accelerator: str | None, facts: Facts | N
         if not same:
             return False, f"the target imports torch {v.version}, not the planned {want} (another torch shadows it? {v.location})"
     got = f"torch {v.version} imports in the target"
-    verdict = accelerators.verify_install(accelerator, plan.variant, v)
+    verdict = kinds.verify_install(accelerator, plan.variant, v)
     if verdict is not None:
         ok, clause = verdict
-        hint = None if ok else accelerators.import_hint(accelerator, clause, facts)
+        hint = None if ok else kinds.import_hint(accelerator, clause, facts)
         clause += f" — {hint}" if hint else ""
         return (True, f"{got} and {clause}") if ok else (False, f"{got}, but {clause}; run `stackdoctor check`")
-    if accelerators.for_variant(plan.variant) is not None:  # a GPU build, and no kind of it here to try
+    if kinds.for_variant(plan.variant) is not None:  # a GPU build, and no kind of it here to try
         return True, f"{got} (no matching GPU on this machine, so the accelerator was not tried)"
     return True, got
 
@@ -181,13 +181,13 @@ def _code_kind(variant: str | None) -> Accelerator | None:
     """The kind whose GPU code a build of ``variant`` carries (the seam: :attr:`Accelerator.gpu_code_library`, CUDA
     on NVIDIA, HIP on AMD), from the variant's build kind (:func:`stackdoctor.matrix.variant_kind`); None for a build
     whose code is not read."""
-    from stackdoctor import accelerators
+    from stackdoctor import kinds
     from stackdoctor.matrix import variant_kind
 
     kind = variant_kind(variant or "")
     if not kind:
         return None
-    return next((a for a in accelerators.ALL if a.gpu_code_library and a.build_kind == kind[0]), None)
+    return next((a for a in kinds.ALL if a.gpu_code_library and a.build_kind == kind[0]), None)
 
 
 def _gpus_for(plan: Plan, vendor: str, gpus: Sequence[GpuView]) -> list[GpuView]:

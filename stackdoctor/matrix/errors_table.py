@@ -91,7 +91,7 @@ RUNTIME_ERRORS: Table[RuntimeError_] = Table(
         "     fix: fabric-manager, message: \"system not yet initialized\", meaning: \"...\", source: \"...\"}\n"
         "```\n"
         "\n"
-        "`stackdoctor/accelerators/runtime_errors.py` reads a number (`Error 802`, `cuda runtime error (802)`, `error=802`), an enum name\n"
+        "`stackdoctor/kinds/runtime_errors.py` reads a number (`Error 802`, `cuda runtime error (802)`, `error=802`), an enum name\n"
         "(`cudaErrorSystemNotReady`, `CUDA_ERROR_SYSTEM_NOT_READY`), the runtime's message or c10's sentence from torch's text,\n"
         "and the rules judge from the row: a driver stack that answered with an error is never \"no GPU\"."
     ),

@@ -703,3 +703,35 @@ def conda_name(entry: str) -> str:
     """A conda-meta record name (``cudatoolkit-11.8.0-h4ba93d1_13``) -> the package name (``cudatoolkit``)."""
     m = re.match(r"^(.+)-([^-]+)-([^-]+)$", entry)
     return m.group(1) if m else entry
+
+
+def is_mac(facts: Facts) -> bool:
+    """macOS, by its own word (sw_vers) or the platform's."""
+    return facts.apple.is_macos or facts.platform.system == "Darwin"
+
+
+def runs_x86(facts: Facts) -> bool:
+    """macOS where the target Python runs x86_64 (an Intel Mac, or Rosetta on Apple silicon)."""
+    if not is_mac(facts):
+        return False
+    a = facts.apple
+    return bool(a.rosetta) or a.arch == "x86_64" or (facts.platform.machine == "x86_64" and a.arch != "arm64")
+
+
+def normalise_smi_gfx(value: str | None) -> str | None:
+    """rocm-smi's "GFX VER" as an LLVM target where its KFD rendering can be read unambiguously.
+
+    KFD renders major, minor and stepping in decimal with the stepping as two digits when it
+    exceeds 9 (``gfx9010`` = 9.0.10 = gfx90a, failures.md B5); c27 shows ``gfx11002`` for a
+    card that rocminfo calls gfx1102 (11.0.02). Five digits are read as major(2) minor(1)
+    stepping(2); anything else is returned as printed.
+    """
+    if not value:
+        return None
+    m = re.fullmatch(r"gfx(\d{2})(\d)(\d{2})", value)
+    if m:
+        return f"gfx{int(m.group(1))}{int(m.group(2))}{int(m.group(3)):x}"
+    m = re.fullmatch(r"gfx(\d)(\d)(1\d)", value)
+    if m:  # 4 digits with a two-digit stepping 10-15: gfx9010 -> gfx90a
+        return f"gfx{m.group(1)}{m.group(2)}{int(m.group(3)):x}"
+    return value

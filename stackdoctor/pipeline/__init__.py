@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.core.errors import ExitCode
 from stackdoctor.model.facts import Facts, KernelFacts
 from stackdoctor.model.report import Report
@@ -161,15 +161,15 @@ def gather_kernels(kernels: KernelFacts, opts: Options, system: System | None = 
     progress), with the NVIDIA probe's facts where a CUDA device ran (the peaks reconcile derives)."""
     facts = Facts(kernels=kernels)
     report = Report(facts=facts)
-    kinds = list(dict.fromkeys(a for r in kernels.results for a in accelerators.with_device(r.device) if a.peaks))
-    if kinds:
+    peaked = list(dict.fromkeys(a for r in kernels.results for a in kinds.with_device(r.device) if a.peaks))
+    if peaked:
         from stackdoctor.model.probing import ProbeContext
         from stackdoctor.pipeline.engine import run_probes, select_target
         from stackdoctor.system import System as _System
 
         sys_ = system or _System.from_env(timeout_s=opts.timeout_s)
-        probed = run_probes(ProbeContext(system=sys_, target=select_target(opts.python, os.environ), use_nvml=not sys_.moved), only=[a.subject for a in kinds])
-        for a in kinds:
+        probed = run_probes(ProbeContext(system=sys_, target=select_target(opts.python, os.environ), use_nvml=not sys_.moved), only=[a.subject for a in peaked])
+        for a in peaked:
             setattr(facts, a.subject, getattr(probed.facts, a.subject))
         report.probes = probed.probes
     return report
@@ -339,7 +339,7 @@ def allreduce_plan(facts: Facts) -> tuple[int, str]:
     """(ranks, backend) of the allreduce ``check`` runs for a project that asks for one: a rank per GPU torch can use
     where there are two or more (the backend torch has for them: nccl, xccl), else two gloo ranks on the CPU."""
     t = facts.torch
-    n = next((c for a in accelerators.ALL if (c := a.torch_count(t))), 0)
+    n = next((c for a in kinds.ALL if (c := a.torch_count(t))), 0)
     return (n, "auto") if n >= 2 else (2, "gloo")
 
 

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.core.errors import UsageError
 from stackdoctor.model.facts import SUBJECTS, Facts, from_data, to_data
 from stackdoctor.model.probing import ProbeContext, ProbeOutput, Target
@@ -27,18 +27,22 @@ from stackdoctor.pipeline.which_python import CONDA_PYTHONS, VENV_PYTHONS
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.system import CommandResult, System
 
-# (probe name, module). Order is the order of the report's "probes" list.
+# The generic probes (probe name, module); every accelerator kind's come from the registry (kinds.probes()).
 PROBES: tuple[tuple[str, str], ...] = (
     ("target", "stackdoctor.probes.target"),  # python + torch (+ quick kernels), one child process
     ("platform", "stackdoctor.probes.platform"),
-    ("nvidia", "stackdoctor.accelerators.nvidia.probe"),
-    ("cuda_toolkit", "stackdoctor.accelerators.nvidia.toolkit"),
-    ("rocm", "stackdoctor.accelerators.amd.probe"),
-    ("apple", "stackdoctor.accelerators.apple.probe"),
-    ("intel", "stackdoctor.accelerators.intel.probe"),
-    ("jetson", "stackdoctor.accelerators.jetson.probe"),
     ("thunderbolt", "stackdoctor.probes.thunderbolt"),
 )
+# The order of the report's "probes" list for the probes stackdoctor ships (a plug-in's come after them).
+REPORT_ORDER = ("target", "platform", "nvidia", "cuda_toolkit", "rocm", "apple", "intel", "jetson", "thunderbolt")
+
+
+def all_probes() -> list[tuple[str, str]]:
+    """Every probe: the generic ones and every kind's, in the report's order."""
+    rank = {name: i for i, name in enumerate(REPORT_ORDER)}
+    found = [*PROBES, *kinds.probes()]
+    return sorted(found, key=lambda p: rank.get(p[0], len(rank) + found.index(p)))
+
 
 # Environment variables that shape the stack, recorded in facts.environment.
 ENV_PREFIXES = (
@@ -253,7 +257,7 @@ def checked_output(name: str, out: object) -> ProbeOutput:
     blank = Facts()
     good: dict[str, object] = {}
     bad: list[str] = []
-    plugin_subjects = {subject for subject, _ in accelerators.probes()}
+    plugin_subjects = {subject for subject, _ in kinds.plugin_probes()}
     for subject, value in out.facts.items():
         if isinstance(subject, str) and subject in plugin_subjects and subject not in SUBJECTS:
             try:  # a plug-in accelerator's own subject: kept as plain data, so it must be plain data
@@ -291,7 +295,7 @@ def run_probes(
     facts.environment = capture_environment(ctx.system.env)
     statuses: dict[str, ProbeStatus] = {}
     lock = threading.Lock()
-    selected = [(n, m) for n, m in (*PROBES, *accelerators.probes()) if only is None or n in only]
+    selected = [(n, m) for n, m in all_probes() if only is None or n in only]
 
     def one(name: str, module: str, loaded: Callable[[ProbeContext], ProbeOutput] | Exception | None) -> None:
         start = time.monotonic()
@@ -314,7 +318,7 @@ def run_probes(
 
     deadline = max(ctx.torch_timeout_s, ctx.timeout_s * 4) + 5.0
     pool = ThreadPoolExecutor(max_workers=len(selected) or 1, thread_name_prefix="probe")
-    builtin = {m for _, m in PROBES}
+    builtin = {m for _, m in PROBES} | {m for _, m in kinds.probes()} - {m for _, m in kinds.plugin_probes()}
     futures = {}
     for n, m in selected:
         # a built-in probe's module is imported here, just before its thread starts: imported on ten threads at once
@@ -338,7 +342,7 @@ def run_probes(
     with lock:
         probes = [statuses[n] for n, _ in selected if n in statuses]
         # an accelerator plug-in that could not be loaded is a failed probe of its own (probe-failed says so)
-        probes += [ProbeStatus("plugins", "error", 0.0, error) for error in accelerators.PLUGIN_ERRORS if only is None]
+        probes += [ProbeStatus("plugins", "error", 0.0, error) for error in kinds.PLUGIN_ERRORS if only is None]
         raw = [r.to_dict() for r in ctx.system.record]
         snapshot = facts
     return Report(facts=snapshot, probes=probes, raw_outputs=raw)

@@ -20,7 +20,7 @@ live ``uname``, an injected host in tests, or a captured tree's ``/.stackdoctor/
   runs on Windows; native Windows is ``system == "Windows"`` and never WSL).
 - container: ``/.dockerenv``, ``/run/.containerenv``, ``KUBERNETES_SERVICE_HOST``,
   ``/proc/1/cgroup`` markers; then whether ``/dev/nvidia0`` / ``/dev/nvidiactl`` were passed in.
-- PCI display devices (NVIDIA / AMD) from ``/sys/bus/pci/devices`` (:mod:`stackdoctor.accelerators.pci`).
+- PCI display devices (NVIDIA / AMD) from ``/sys/bus/pci/devices`` (:mod:`stackdoctor.kinds.pci`).
 - CPU count and model (``/proc/cpuinfo``), memory (``/proc/meminfo``).
 """
 
@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import re
 
-from stackdoctor.accelerators.apple.probe import parse_sw_vers
-from stackdoctor.accelerators.pci import AMD_VENDOR, NVIDIA_VENDOR, display_devices
+from stackdoctor.kinds.pci import AMD_VENDOR, NVIDIA_VENDOR, display_devices
 from stackdoctor.model.facts import PlatformFacts
 from stackdoctor.model.probing import ProbeContext, ProbeOutput
 from stackdoctor.system import Host, System
@@ -49,6 +48,24 @@ __all__ = [
 
 
 # ---------------------------------------------------------------------------- parsers
+
+
+def parse_sw_vers(text: str) -> dict[str, str]:
+    """``sw_vers`` as a dict of its ``Key:<tab>value`` lines.
+
+    Sample (macOS Catalina, rbenv/ruby-build PR #1451)::
+
+        ProductName:    Mac OS X
+        ProductVersion: 10.15.5
+        BuildVersion:   19F101
+    """
+    out: dict[str, str] = {}
+    for line in (text or "").splitlines():
+        key, sep, value = line.partition(":")
+        key = key.strip()
+        if sep and key and " " not in key and key.isascii() and key.isalnum():
+            out[key] = value.strip()
+    return out
 
 
 def parse_os_release(text: str) -> dict[str, str]:

@@ -325,9 +325,9 @@ def _install_state(system: System, py: PythonFacts, prefix: str) -> None:
 
 def _torch_ask() -> str | None:
     """The accelerator plug-ins' questions to torch, as the worker reads them (None: none to ask)."""
-    from stackdoctor import accelerators
+    from stackdoctor import kinds
 
-    asked = accelerators.torch_questions()
+    asked = kinds.torch_questions()
     return json.dumps(asked, sort_keys=True) if asked else None
 
 

@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+from stackdoctor import kinds
 from stackdoctor._worker.sd_target import variant_of
 from stackdoctor.binaries import binfmt
 from stackdoctor.binaries.linkage import DEFAULT_BUDGET_S as LINK_BUDGET_S
@@ -566,7 +567,7 @@ def _read_distribution(system: System, site: str, entry: str, st: StaticTorch, s
         st.sources[f"site_distributions.{name}"] = source
     if name == "torch":
         seen_torch.append(f"{version} ({_join(site, entry)})")
-    if (name in COMPANIONS or name == "torch-npu") and name not in st.requires and meta.ok:
+    if (name in COMPANIONS or name in kinds.companion_names()) and name not in st.requires and meta.ok:
         st.requires[name] = parse_requires_dist(meta.text)
         st.sources[f"requires.{name}"] = mpath
     if name in COMPANIONS:

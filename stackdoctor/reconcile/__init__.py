@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.core.versions import same_release
 from stackdoctor.matrix import Matrix
 from stackdoctor.model.facts import (
@@ -83,13 +83,13 @@ def reconcile(facts: Facts | MachineView, matrix: Matrix) -> MachineView:
     view.cuda_driver_version = _cuda_ceiling(f, view.evidence)
     view.rocm_version = _rocm_version(f)
     n = f.nvidia
-    view.gpus = nvidia_gpus(f, matrix) + amd_gpus(f, matrix) + intel_gpus(f) + [g for a in accelerators.ALL for g in a.gpus(f)]
+    view.gpus = nvidia_gpus(f, matrix) + amd_gpus(f, matrix) + intel_gpus(f) + [g for a in kinds.ALL for g in a.gpus(f)]
     view.disagreements = _disagreements(f, view)
     f.reconciled = view
     _publish(f, view, more)
     _publish_rocm(f, view)
     _derive_peaks(f, matrix)
-    chosen = accelerators.select(f)
+    chosen = kinds.select(f)
     view.accelerator = chosen.name if chosen else None
     return MachineView.of(f)  # the view of the facts just reconciled (the one constructor)
 
@@ -295,7 +295,7 @@ def _derive_jetson(f: Facts, matrix: Matrix) -> None:
 
 
 def _derive_rocm(f: Facts, matrix: Matrix) -> None:
-    from stackdoctor.accelerators.amd.probe import normalise_smi_gfx
+    from stackdoctor.model.facts import normalise_smi_gfx
 
     for g in f.rocm.gpus:
         g.integrated = matrix.apu(g.gfx) is not None or matrix.apu(normalise_smi_gfx(g.smi_gfx_version)) is not None
@@ -320,7 +320,7 @@ def _derive_peaks(f: Facts, matrix: Matrix) -> None:
         if _derived(r.extra.get("peak_source")):
             r.peak_tflops = r.percent_of_peak = None
             del r.extra["peak_source"]
-        if r.kernel != "matmul" or r.tflops is None or not any(k.peaks for k in accelerators.with_device(r.device)) or r.peak_tflops is not None:
+        if r.kernel != "matmul" or r.tflops is None or not any(k.peaks for k in kinds.with_device(r.device)) or r.peak_tflops is not None:
             continue
         peak, source = _peak(f, r, matrix)
         if peak:
@@ -465,8 +465,8 @@ RUNTIME_ERROR = "runtime-error-code"  # the evidence of an error number (compat_
 
 def _error_codes(texts: list[tuple[str, str]], matrix: Matrix | None) -> list[Evidence]:
     """The CUDA runtime's, CUDA driver's or HIP's error each message names (a number, an enum name, the runtime's words,
-    c10's sentence), judged from the matrix's ``runtime_errors`` row (:mod:`stackdoctor.accelerators.runtime_errors`)."""
-    from stackdoctor.accelerators.runtime_errors import read_text
+    c10's sentence), judged from the matrix's ``runtime_errors`` row (:mod:`stackdoctor.kinds.runtime_errors`)."""
+    from stackdoctor.kinds.runtime_errors import read_text
 
     rows = (matrix.table("runtime_errors") if matrix is not None else None) or ()
     out: list[Evidence] = []
@@ -512,9 +512,9 @@ def recognise(f: Facts, matrix: Matrix | None = None) -> list[Evidence]:
 
 # ---------------------------------------------------------------------------- disagreements
 
-def _kind(vendor: str) -> accelerators.Accelerator:
+def _kind(vendor: str) -> kinds.Accelerator:
     """The accelerator kind of ``vendor``'s devices: its tools, its kernel driver's list and its hiding variables."""
-    acc = accelerators.by_vendor(vendor)
+    acc = kinds.by_vendor(vendor)
     if acc is None:  # pragma: no cover - the built-in kinds are always registered
         raise LookupError(f"no accelerator kind for vendor {vendor!r}")
     return acc
@@ -609,7 +609,7 @@ def _count_disagreements(f: Facts, view: ReconciledFacts) -> list[Disagreement]:
     return [d]
 
 
-def _driver_count(view: ReconciledFacts, acc: accelerators.Accelerator) -> tuple[list[GpuView], str]:
+def _driver_count(view: ReconciledFacts, acc: kinds.Accelerator) -> tuple[list[GpuView], str]:
     """The GPUs of kind ``acc`` its driver lists and the witness that listed them: its tools, else its kernel driver's list."""
     gpus = [g for g in view.gpus if g.vendor == acc.vendor]
     tools = [g for g in gpus if set(g.witnesses) & set(acc.tool_witnesses)]
@@ -621,7 +621,7 @@ def _driver_count(view: ReconciledFacts, acc: accelerators.Accelerator) -> tuple
     return [], ""
 
 
-def _count_why(f: Facts, acc: accelerators.Accelerator, count: int, witness: str) -> str | None:
+def _count_why(f: Facts, acc: kinds.Accelerator, count: int, witness: str) -> str | None:
     """What explains torch counting another number of GPUs than the driver: a hiding variable, MIG, a container."""
     t, env = f.torch, f.environment
     for var in acc.hiding():

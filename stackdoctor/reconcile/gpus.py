@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.matrix import Matrix
 from stackdoctor.model.facts import Facts, GpuView, KfdNode, NvidiaGpu, RocmGpu, TorchDevice
 from stackdoctor.model.view import W_PCI
@@ -66,7 +66,7 @@ def _display(devices: Iterable[object]) -> list[object]:
 def _torch_gpus(f: Facts, kind: str) -> list[TorchDevice]:
     """The GPUs torch itself listed for accelerator kind ``kind`` (its ``torch_api``: ROCm builds answer through
     torch.cuda too), only when it could use them (torch.cuda.is_available())."""
-    acc = accelerators.by_name(kind)
+    acc = kinds.by_name(kind)
     if not f.torch.cuda_available or acc is None:
         return []
     want = re.compile(r"^gfx[0-9a-f]+", re.I) if f.torch.hip else re.compile(r"^\d+\.\d+$")
@@ -310,7 +310,7 @@ def _amd_tool_gpu(f: Facts, g: RocmGpu, nodes: dict[int, int]) -> GpuView:
     for k in ("name", "gfx", "bus_id", "uuid"):
         _see(v, k, _witness(srcs.get(k) or (witnesses[0] if witnesses else "rocm")), getattr(v, k))
     if g.smi_gfx_version:
-        from stackdoctor.accelerators.amd.probe import normalise_smi_gfx
+        from stackdoctor.model.facts import normalise_smi_gfx
 
         _see(v, "gfx", "rocm-smi", normalise_smi_gfx(g.smi_gfx_version))
     if g.node is not None:

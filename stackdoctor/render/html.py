@@ -15,7 +15,7 @@ import html
 from collections.abc import Callable
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.core.units import format_flops
 from stackdoctor.model.report import Finding, Report, layer_status, status_key
 from stackdoctor.model.report import status as status_of
@@ -96,7 +96,7 @@ def _stack(report: Report, say: Callable[..., str]) -> list[tuple[str, str, str,
 
     for line, said in driver_lines(report.view, say):
         rows.append((say("layer_driver"), line, said or "", _worst(fs, "driver")))
-    devices = accelerators.device_lines(f, say) or [say("none_found")]
+    devices = kinds.device_lines(f, say) or [say("none_found")]
     rows += [(say("layer_gpu"), line, "", _worst(fs, "gpu")) for line in devices]
     cpu = cpu_line(f)
     if cpu:

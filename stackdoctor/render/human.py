@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.core.console import UNICODE_MARKS, marks
 from stackdoctor.model.facts import Facts
 from stackdoctor.model.report import NOT_VERIFIED_STATUS, STATUS_RANK, Finding, Report, layer_status
@@ -107,7 +107,7 @@ def runtime_line(f: Facts) -> str:
     if t.imported is False and not t.import_error:
         if f.apple.is_macos:
             return _t("runtime_macos_build") + _t("clause_sep") + _available(f)
-        if t.variant and t.variant != accelerators.CPU:
+        if t.variant and t.variant != kinds.CPU:
             return _t("runtime_variant_build", variant=t.variant) + _t("clause_sep") + _available(f)
     return _t("runtime_cpu_only")
 
@@ -159,7 +159,7 @@ def build_tree(report: Report) -> Tree:
         node = node.add(_label(_t("layer_driver"), drv, _worst(fs, "driver")))
     gpu_sev = _worst(fs, "gpu")
     gpu = _t("layer_gpu")
-    devices = accelerators.device_lines(f, _t)
+    devices = kinds.device_lines(f, _t)
     for line in devices:
         node.add(_label(gpu, line, gpu_sev))
     if not devices:
@@ -297,8 +297,8 @@ def probe_sources(report: Report, p: Any) -> tuple[str, bool]:
     own = report.facts.plugins.get(p.name)  # a plug-in accelerator's probe: its facts are plain data
     found = getattr(sub, "sources", {}) if sub is not None else (own.get("sources") or {}) if isinstance(own, dict) else {}
     sources = ", ".join(sorted({str(v) for v in found.values()}))
-    kinds = accelerators.for_subject(p.name)
-    nothing = (kinds and not any(a.present(report.facts) for a in kinds)) or ((hasattr(sub, "sources") or isinstance(own, dict)) and not sources)
+    owners = kinds.for_subject(p.name)
+    nothing = (owners and not any(a.present(report.facts) for a in owners)) or ((hasattr(sub, "sources") or isinstance(own, dict)) and not sources)
     return sources, bool(nothing)
 
 

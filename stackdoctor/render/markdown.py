@@ -99,7 +99,7 @@ def stack_rows(report: Report, lang: str = "en") -> list[tuple[str, str]]:
         env = f" ({', '.join(w for w in (py.env_kind or '', by) if w)})" if py.env_kind or by else ""
         rows.append(("Python", f"{py.version or '?'}{env} {py.executable or ''}".strip()))
     rows.append(("torch", _torch_row(f.torch, lang)))
-    from stackdoctor import accelerators
+    from stackdoctor import kinds
 
     def say(key: str, /, **values: object) -> str:
         return _t(key, lang, **values)
@@ -108,7 +108,7 @@ def stack_rows(report: Report, lang: str = "en") -> list[tuple[str, str]]:
         rows.append((_t("md_layer_driver", lang), f"{drv} · {note}" if note else drv))
     if f.cuda_toolkit.nvcc_version:
         rows.append((_t("md_layer_toolkit", lang), f"nvcc {f.cuda_toolkit.nvcc_version} {f.cuda_toolkit.nvcc_path or ''}".strip()))
-    for line in accelerators.device_lines(f, say):
+    for line in kinds.device_lines(f, say):
         rows.append(("GPU", line))
     return rows + _machine_rows(report, lang)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from stackdoctor import accelerators
-from stackdoctor.accelerators.base import Say
+from stackdoctor import kinds
 from stackdoctor.core.texts import ui
+from stackdoctor.kinds.base import Say
 from stackdoctor.model.facts import SeenValue
 from stackdoctor.model.view import MachineView
 
@@ -43,14 +43,14 @@ def driver_lines(view: MachineView, say: Say) -> list[tuple[str, str | None]]:
     """The driver layer of the screen and the Markdown stack, from one source: each kind's driver line, in priority
     order, with the note its driver's own tool adds (``Accelerator.driver_note``: nvidia-smi's state where it failed)."""
     f = view.facts
-    return [(line, kind.driver_note(f)) for kind in accelerators.ALL if (line := kind.driver_line(f, say))]
+    return [(line, kind.driver_note(f)) for kind in kinds.ALL if (line := kind.driver_line(f, say))]
 
 
 def witness_rows(view: MachineView, lang: str = "en") -> list[WitnessRow]:
     """Every reconciled value with its witnesses, then the disagreements and the recognised messages (labels in ``lang``)."""
     rows = [r for r in (_seen(ui("w_driver", lang), view.driver("nvidia")), _seen(ui("w_cuda", lang), view.runtime("nvidia"))) if r]
     for g in view.gpus:
-        kind = accelerators.by_vendor(g.vendor)
+        kind = kinds.by_vendor(g.vendor)
         label = f"{kind.vendor_label if kind is not None and kind.vendor_label else g.vendor.upper()} GPU{g.index}"
         rows.append(WitnessRow(label, g.name or "-", ui("w_seen_by", lang), ", ".join(g.witnesses) or "-"))
         for field, key in _FIELDS:

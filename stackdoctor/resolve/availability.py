@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.core.errors import IndexError_
 from stackdoctor.model.plan import PlanSource
 from stackdoctor.wheels.index import (
@@ -506,5 +506,5 @@ def _what_a_named_source_has(name: str, wv: str, want: str, shown: str, answered
 
 def _separate_runtime(variant: str | None) -> bool:
     """A build whose runtime libraries come as wheels of their own (a CUDA build's nvidia-* wheels), not in its size."""
-    acc = accelerators.for_variant(variant)
+    acc = kinds.for_variant(variant)
     return acc is not None and acc.separate_runtime_wheels

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 from packaging.version import InvalidVersion, Version
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.matrix import (
     Matrix,
     variant_kind,
@@ -24,7 +24,7 @@ def _installed_works(view: MachineView) -> bool:
     if not t.installed or t.import_error:
         return False
     kind = variant_kind(t.variant or "")
-    acc = accelerators.for_build(kind[0]) if kind else None
+    acc = kinds.for_build(kind[0]) if kind else None
     return acc is None or acc.installed_sees_device(t) is not False
 
 
@@ -82,9 +82,9 @@ def mind_installed(view: MachineView, matrix: Matrix, request: Request, plan: Pl
         return
     ik, nk = variant_kind(seen.variant or ""), variant_kind(plan.variant or "")
     same_kind = ik is not None and nk is not None and ik[0] == nk[0]
-    gpu_to_cpu = ik is not None and ik[0] != accelerators.CPU and nk is not None and nk[0] == accelerators.CPU
+    gpu_to_cpu = ik is not None and ik[0] != kinds.CPU and nk is not None and nk[0] == kinds.CPU
     works = _installed_works(view)
-    paired = next((p for p in plan.packages if p.name in accelerators.companion_names()), None)  # the companion pins the planned torch
+    paired = next((p for p in plan.packages if p.name in kinds.companion_names()), None)  # the companion pins the planned torch
     if not request.torch and request.variant == "auto" and works and (same_kind or gpu_to_cpu) and paired is None:
         _keep_installed(view, matrix, request, plan, seen)
         return

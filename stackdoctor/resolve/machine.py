@@ -5,10 +5,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from stackdoctor import accelerators
-from stackdoctor.accelerators.base import TargetDevice
-from stackdoctor.accelerators.nvidia.fit import gpu_request_cc
+from stackdoctor import kinds
 from stackdoctor.core.versions import major_minor
+from stackdoctor.kinds.base import TargetDevice
 from stackdoctor.matrix import (
     Matrix,
     parse_platform,
@@ -71,7 +70,11 @@ def norm_arch(os_: str, machine: str | None) -> str:
     return _ARCH_ALIASES.get(m, m)
 
 
-parse_gpu_request = gpu_request_cc  # --gpu sm_90 / 9.0 / a GPU name -> its compute capability (the NVIDIA kind's)
+def parse_gpu_request(text: str, matrix: Matrix) -> str | None:
+    """``--gpu sm_90`` / ``9.0`` / a GPU name -> its compute capability: the answer of the kind ``--gpu`` belongs to
+    (NVIDIA's, through the seam)."""
+    owner = kinds.by_name("nvidia")  # vendor branch: --gpu is NVIDIA's what-if flag (a kind claims a name it owns)
+    return owner.what_if_arch(text, matrix) if owner is not None else None
 
 
 def target_from(view: MachineView, matrix: Matrix, request: Request) -> Target:
@@ -145,14 +148,14 @@ def _python(facts: Facts, request: Request) -> str | None:
 def _what_if_devices(t: Target, matrix: Matrix, request: Request) -> None:
     """The devices the what-if flags name: a kind's own flag (--npu 910B), then the built-in ones (--gpu, --gfx)."""
     for kind, names in request.devices.items():
-        acc = accelerators.by_name(kind)
+        acc = kinds.by_name(kind)
         if acc is not None:
             t.gpus.extend(acc.named_devices(names))
     # a --gpu name another kind claims ("Arc B580": Intel's, "Radeon RX 7900 XTX": AMD's) is that kind's device
-    claimed = {acc.name: [g for g in request.gpus if acc.gpu_name(g)] for acc in accelerators.ALL}
+    claimed = {acc.name: [g for g in request.gpus if acc.gpu_name(g)] for acc in kinds.ALL}
     taken = {g for names in claimed.values() for g in names}
     rest = dataclasses.replace(request, gpus=[g for g in request.gpus if g not in taken])
-    for acc in accelerators.ALL:
+    for acc in kinds.ALL:
         devices, notes = acc.flag_devices(rest, matrix)
         t.gpus.extend(devices)
         t.notes.extend(notes)
@@ -163,7 +166,7 @@ def _what_if_devices(t: Target, matrix: Matrix, request: Request) -> None:
 def _devices(t: Target, facts: Facts) -> None:
     """Every kind's devices on this machine (every witness joined, stackdoctor.reconcile: the tools, the kernel
     module, the PCI bus, torch), in priority order, and the ones only the PCI bus shows."""
-    for acc in accelerators.ALL:
+    for acc in kinds.ALL:
         t.gpus.extend(acc.target_devices(facts))
         unlisted, note = acc.unlisted(facts)
         t.nvidia_unlisted += unlisted

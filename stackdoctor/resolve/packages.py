@@ -6,7 +6,7 @@ import re
 
 from packaging.version import Version
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.matrix import (
     Matrix,
     Release,
@@ -45,7 +45,7 @@ def planned_packages(
     aarch64 = t is not None and t.os == "linux" and t.arch == "aarch64"
     # Linux aarch64: CPU torch wheels (e.g. torch-2.1.1-...manylinux2014_aarch64.whl) and torchvision wheels carry
     # no local suffix (compat-facts 4.3); a plain ==X.Y.Z also matches X.Y.Z+variant, so leave the suffix out there.
-    torch_variant = None if aarch64 and pkg_variant == accelerators.CPU else pkg_variant
+    torch_variant = None if aarch64 and pkg_variant == kinds.CPU else pkg_variant
     out = [PlannedPackage("torch", str(version), torch_variant, index_url)]
     tv, ta = matrix.paired(version)
     for name in request.packages:
@@ -114,17 +114,17 @@ def finish(view: MachineView, matrix: Matrix, request: Request, fit: Fit, plan: 
 
 
 def paired_companions(
-    view: MachineView, request: Request, t: Target, acc: accelerators.Accelerator, cands: list[tuple[Release, Version]], plan: Plan
-) -> tuple[list[tuple[Release, Version]], dict[str, accelerators.Companion]]:
+    view: MachineView, request: Request, t: Target, acc: kinds.Accelerator, cands: list[tuple[Release, Version]], plan: Plan
+) -> tuple[list[tuple[Release, Version]], dict[str, kinds.Companion]]:
     """The releases a kind's companion package pairs with on this target (``torch-npu`` beside torch's CPU build), newest
     first, and the companion of each: first only those whose needs are known and met (:meth:`Accelerator.companion`'s
     ``strict``), else any that pairs, with its warnings. No release pairs: none, and the plan says why."""
     why: list[str] = []
     for strict in (True, False):
-        paired: dict[str, accelerators.Companion] = {}
+        paired: dict[str, kinds.Companion] = {}
         for _rel, ver in cands:
             c = acc.companion(view.facts, str(ver), os=t.os, arch=t.arch, python=t.python, hypothetical=is_what_if(request), strict=strict)
-            if isinstance(c, accelerators.Companion):
+            if isinstance(c, kinds.Companion):
                 paired[str(ver)] = c
             elif isinstance(c, str) and c not in why:
                 why.append(c)
@@ -135,7 +135,7 @@ def paired_companions(
     return [], {}
 
 
-def with_companion(view: MachineView, request: Request, plan: Plan, c: accelerators.Companion | None) -> Plan:
+def with_companion(view: MachineView, request: Request, plan: Plan, c: kinds.Companion | None) -> Plan:
     """``plan`` with the companion package beside torch: its requirement, its index (an extra one), its reasons."""
     if c is None:
         return plan

@@ -8,7 +8,7 @@ import re
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.core.versions import major_minor
 from stackdoctor.core.versions import release as release_tuple
 from stackdoctor.matrix import (
@@ -104,7 +104,7 @@ def _nothing_suggestions(t: Target, matrix: Matrix, request: Request, cands: lis
         if cands and r.version == cands[0][0].version:
             continue
         for v in r.variants:
-            if v.kind != accelerators.CPU:
+            if v.kind != kinds.CPU:
                 continue
             try:
                 fit_variant(r, r.version, v, t, matrix, relaxed, [])
@@ -271,24 +271,24 @@ def _resolve_devices(view: MachineView, matrix: Matrix, request: Request, t: Tar
     """The kind that serves the target's devices (:func:`accelerators.serving`) plans its GPU build; none fits, or
     none is served: a CPU build (with the companion a kind pairs with it), else PyPI's default build, else nothing."""
     gpus = list(t.gpus)
-    acc = accelerators.serving(gpus, t)
-    kind: str = acc.build_kind if acc is not None else accelerators.CPU
+    acc = kinds.serving(gpus, t)
+    kind: str = acc.build_kind if acc is not None else kinds.CPU
     if acc is not None:
         gpus, why_not = acc.select_devices(gpus, plan.warnings)
         if why_not:
             plan.reasons.append(why_not)
-            kind = accelerators.CPU
+            kind = kinds.CPU
     explicit = request.variant != "auto"
     if explicit:
         vk = variant_kind(request.variant)
         kind = vk[0] if vk else kind
-    companion: dict[str, accelerators.Companion] = {}
+    companion: dict[str, kinds.Companion] = {}
     beside = _companion_kind(request, kind, gpus)
     if beside is not None:
         cands, companion = paired_companions(view, request, t, beside, cands, plan)
         if not cands:
             return plan
-    if kind != accelerators.CPU:
+    if kind != kinds.CPU:
         planned = _gpu_build(view, matrix, request, t, cands, plan, kind, gpus)
         if planned is not None:
             return with_companion(view, request, planned, companion.get(planned.torch_version or "")) if companion else planned
@@ -298,19 +298,19 @@ def _resolve_devices(view: MachineView, matrix: Matrix, request: Request, t: Tar
     return _cpu_build(view, matrix, request, t, cands, plan, kind, gpus, companion)
 
 
-def _companion_kind(request: Request, kind: str, gpus: list[Gpu]) -> accelerators.Accelerator | None:
+def _companion_kind(request: Request, kind: str, gpus: list[Gpu]) -> kinds.Accelerator | None:
     """The kind whose companion package is planned beside torch: one of the devices' kinds that declares one, when the
     build planned is torch's CPU build (Ascend's torch-npu) or that kind's own build (a plug-in's), asked for or not."""
-    acc = accelerators.companion_kind({g.vendor for g in gpus})
-    if acc is None or kind not in (accelerators.CPU, acc.build_kind):
+    acc = kinds.companion_kind({g.vendor for g in gpus})
+    if acc is None or kind not in (kinds.CPU, acc.build_kind):
         return None
-    return acc if request.variant in ("auto", accelerators.CPU) or acc.serves(request.variant) else None
+    return acc if request.variant in ("auto", kinds.CPU) or acc.serves(request.variant) else None
 
 
 def _gpu_build(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: Candidates, plan: Plan, kind: str, gpus: list[Gpu]) -> Plan | None:
     """The newest release with a ``kind`` build that runs on every GPU, else on the largest group of them (hiding the
     rest); None when no release has one (the plan saying so, with what would make one possible)."""
-    acc = accelerators.for_build(kind)
+    acc = kinds.for_build(kind)
     rejected_all: list[Rejected] = []
     for subset in gpu_subsets(gpus) if acc is not None and acc.mixed_subsets and gpus else [gpus]:
         rejected_here: list[Rejected] = []
@@ -336,7 +336,7 @@ def _gpu_build(view: MachineView, matrix: Matrix, request: Request, t: Target, c
     return None
 
 
-def _gpu_reasons(request: Request, t: Target, cands: Candidates, plan: Plan, kind: str, acc: accelerators.Accelerator | None,
+def _gpu_reasons(request: Request, t: Target, cands: Candidates, plan: Plan, kind: str, acc: kinds.Accelerator | None,
                  ver: Version, best: Fit, subset: list[Gpu], gpus: list[Gpu]) -> None:
     """Why this GPU build: the newest that runs on ``subset``; the newer releases it beats; the GPUs it leaves out."""
     what = gpu_summary(subset) if subset else "this machine"
@@ -362,11 +362,11 @@ def _gpu_reasons(request: Request, t: Target, cands: Candidates, plan: Plan, kin
 
 
 def _cpu_build(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: Candidates, plan: Plan, kind: str, gpus: list[Gpu],
-               companion: dict[str, accelerators.Companion]) -> Plan:
+               companion: dict[str, kinds.Companion]) -> Plan:
     """The newest release with a CPU build for this platform and Python (beside the companion a kind pairs with it)."""
     cpu_rejects: list[str] = []
     for rel, ver in cands:
-        v = rel.variant(accelerators.CPU)
+        v = rel.variant(kinds.CPU)
         if v is None:
             continue
         try:
@@ -392,13 +392,13 @@ def _cpu_build(view: MachineView, matrix: Matrix, request: Request, t: Target, c
 
 
 def _cpu_reason(request: Request, t: Target, plan: Plan, kind: str, gpus: list[Gpu], ver: Version) -> None:
-    if kind == accelerators.CPU and t.nvidia_unlisted and not t.driver:
+    if kind == kinds.CPU and t.nvidia_unlisted and not t.driver:
         plan.reasons.append(
             f"torch {ver} cpu: {t.nvidia_unlisted} NVIDIA GPU(s) are on the PCI bus but no working NVIDIA driver lists them, "
             "so no CUDA build can be checked or chosen"
         )
         plan.suggestions.append("install or repair the NVIDIA driver (nvidia-smi must list the GPU), then resolve again")
-    elif kind == accelerators.CPU and not gpus and not t.driver:
+    elif kind == kinds.CPU and not gpus and not t.driver:
         plan.reasons.append(f"torch {ver} cpu: no GPU found on this machine; the newest {'requested ' if request.torch else ''}release with a CPU build for it")
     else:
         plan.reasons.append(f"torch {ver} cpu: no GPU build fits{' (see rejected)' if plan.rejected else ''}; a CPU build is what works here")
@@ -410,7 +410,7 @@ def _pypi_default_build(view: MachineView, matrix: Matrix, request: Request, t: 
     torch` does, unless it would see a GPU here it has no code for."""
     for rel, ver in cands:
         for v in rel.variants:
-            if v.index != "pypi" or v.kind == accelerators.CPU or (request.variant != "auto" and v.name != request.variant):
+            if v.index != "pypi" or v.kind == kinds.CPU or (request.variant != "auto" and v.name != request.variant):
                 continue
             try:
                 platform_tag_for(rel, v, t)
@@ -518,7 +518,7 @@ def _resolve_jetson_thor(view: MachineView, matrix: Matrix, request: Request, t:
     inner = _resolve_generic_target(view, matrix, request, t2, cands)
     inner.reasons = plan.reasons + inner.reasons
     inner.warnings = plan.warnings + inner.warnings
-    if inner.variant in (None, accelerators.CPU) and row.variant and row.index_url:
+    if inner.variant in (None, kinds.CPU) and row.variant and row.index_url:
         inner.suggestions.append(f"NVIDIA's Jetson index {row.index_url} ({row.variant}) has torch {', '.join(row.torch)}")
     return inner
 

@@ -3,7 +3,7 @@
 PyTorch's README ("From Source") asks a machine for a list of things: a Python, a C++20 compiler, CMake, Ninja,
 git, free disk, memory for the parallel jobs, and for an accelerator its toolkit (nvcc, cuDNN, NVTX; ROCm; Intel's
 prerequisites). :func:`build_plan` turns the reconciled facts, the build tools found
-(:class:`stackdoctor.probes.buildtools.BuildTools`) and the matrix's ``source_build`` table into one
+(:class:`stackdoctor.model.toolchain.BuildTools`) and the matrix's ``source_build`` table into one
 :class:`BuildPlan`: each prerequisite needed / found / ok or missing with its fix, the environment the build reads
 (``TORCH_CUDA_ARCH_LIST`` from the GPUs' compute capabilities, ``PYTORCH_ROCM_ARCH`` from their gfx,
 ``USE_CUDA`` / ``USE_ROCM`` / ``USE_XPU``, ``CMAKE_PREFIX_PATH``, ``CUDA_HOME`` / ``ROCM_PATH``, ``MAX_JOBS``) and
@@ -17,19 +17,18 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from stackdoctor import accelerators
-from stackdoctor.accelerators.nvidia import arch_list
+from stackdoctor import kinds
 from stackdoctor.core.shell import powershell_set, word
 from stackdoctor.core.versions import dotted
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.accelerators import Accelerator
+    from stackdoctor.kinds import Accelerator
     from stackdoctor.matrix import Matrix
     from stackdoctor.model.facts import Facts
+    from stackdoctor.model.toolchain import BuildTools, Tool
     from stackdoctor.model.view import MachineView
-    from stackdoctor.probes.buildtools import BuildTools, Tool
 
-__all__ = ["BUILD_PLAN_SCHEMA", "STEPS", "BuildCommand", "BuildPlan", "BuildRequest", "Prerequisite", "arch_list", "build_plan", "env_file",
+__all__ = ["BUILD_PLAN_SCHEMA", "STEPS", "BuildCommand", "BuildPlan", "BuildRequest", "Prerequisite", "build_plan", "env_file",
            "max_jobs", "offer_from_source"]
 
 BUILD_PLAN_SCHEMA = "stackdoctor.build-plan/1"
@@ -191,10 +190,10 @@ def _targets(facts: Facts, matrix: Matrix, request: BuildRequest) -> tuple[Accel
                 notes.append(f"--gpu {g}: unknown GPU name, its compute capability is not in the matrix")
             else:
                 ccs.append(cc)
-        nvidia, amd = accelerators.by_name("nvidia"), accelerators.by_name("amd")
+        nvidia, amd = kinds.by_name("nvidia"), kinds.by_name("amd")
         assert nvidia is not None and amd is not None
         return (nvidia if request.gpus else amd), {nvidia.name: ccs, amd.name: [g.strip().lower() for g in request.gfx]}, notes
-    for acc in accelerators.ALL:
+    for acc in kinds.ALL:
         found = acc.build_targets(facts)
         if found is not None:
             return acc, {acc.name: found}, notes
@@ -257,7 +256,7 @@ def _compiler(os_: str, tools: BuildTools | None, matrix: Matrix) -> Prerequisit
 
 
 def _absent(name: str) -> Tool:
-    from stackdoctor.probes.buildtools import Tool
+    from stackdoctor.model.toolchain import Tool
 
     return Tool(name)
 
@@ -381,10 +380,10 @@ def _environment(facts: Facts, request: BuildRequest, tools: BuildTools | None, 
     why: dict[str, str] = {}
     warnings: list[str] = []
     build = f"a {acc.backend.upper()} build for this machine" if acc is not None else "a CPU-only build for this machine"
-    for kind_ in accelerators.ALL:  # every kind's switch: on for the kind built for, off for the others
+    for kind_ in kinds.ALL:  # every kind's switch: on for the kind built for, off for the others
         if kind_.build_switch:
             env[kind_.build_switch], why[kind_.build_switch] = ("1" if kind_ is acc else "0"), build
-    for kind_ in accelerators.ALL:
+    for kind_ in kinds.ALL:
         for key, (value, reason) in kind_.build_arch_env(targets.get(kind_.name) or [], ptx=request.ptx).items():
             env[key], why[key] = value, reason
     kind, prefix = facts.python.env_kind, facts.python.env_prefix
@@ -479,13 +478,13 @@ def offer_from_source(plan: Any, view: MachineView, matrix: Matrix, request: Any
     from stackdoctor.resolve import target_from
 
     t = target_from(view, matrix, request)
-    gpus = [(g, label) for g in t.gpus if (acc := accelerators.by_vendor(g.vendor)) is not None and acc.offers_source_build
+    gpus = [(g, label) for g in t.gpus if (acc := kinds.by_vendor(g.vendor)) is not None and acc.offers_source_build
             and (label := acc.build_label_of(g.cc, g.gfx))]
     if not gpus or t.jetson or not matrix.releases:
         return None
     pinned = (request.torch or "").strip()
     newest = pinned if re.fullmatch(r"\d+\.\d+\.\d+", pinned) else str(matrix.releases[0].version)
-    gpu_builds = {a.build_kind for a in accelerators.ALL if a.offers_source_build}  # the builds a source build could make instead
+    gpu_builds = {a.build_kind for a in kinds.ALL if a.offers_source_build}  # the builds a source build could make instead
 
     def kind_of(variant: str | None) -> str | None:
         vk = variant_kind(variant) if variant else None

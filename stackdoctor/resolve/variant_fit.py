@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 from packaging.version import Version
 
-from stackdoctor import accelerators
-from stackdoctor.accelerators.base import Unfit, device_summary
+from stackdoctor import kinds
 from stackdoctor.core.versions import major_minor
 from stackdoctor.core.versions import release as release_tuple
+from stackdoctor.kinds.base import Unfit, device_summary
 from stackdoctor.matrix import (
     OS_WORDS,
     Matrix,
@@ -115,7 +115,7 @@ def python_fits(release: Release, variant: Variant, t: Target, packages: list[st
 def unfit_gpus(release: Release, version: Version, variant: Variant, t: Target, matrix: Matrix, request: Request, gpus: list[Gpu]) -> str | None:
     """Why a GPU build must not serve as a CPU build here: it sees a device it has no code for (torch reports the
     device, then every kernel on it fails); None when no such device is here."""
-    acc = accelerators.for_build(variant.kind)
+    acc = kinds.for_build(variant.kind)
     if acc is None:
         return None
     return acc.cannot_serve_cpu(release, version, variant, platform_tag_for(release, variant, t), matrix, gpus)
@@ -128,7 +128,7 @@ def fit_variant(release: Release, version: Version, variant: Variant, t: Target,
     absent_here(release, variant, tag, matrix, request)
     python_fits(release, variant, t, request.packages)
     fit = Fit(release, version, variant)
-    acc = accelerators.for_build(variant.kind)
+    acc = kinds.for_build(variant.kind)
     if acc is not None:
         acc.fit(fit, release, version, variant, tag, t, matrix, gpus, request.variant == "auto")
     announced_note(fit, tag)
@@ -165,7 +165,7 @@ def best_gpu_fit(
     return best, rejects
 
 
-kind_name = accelerators.build_label  # a build kind in a sentence: CUDA, ROCm, XPU, CPU
+kind_name = kinds.build_label  # a build kind in a sentence: CUDA, ROCm, XPU, CPU
 gpu_summary = device_summary  # devices in a sentence, each with its sm_ / gfx
 
 

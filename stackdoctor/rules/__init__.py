@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import importlib
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.core import texts
 
 # isort: off
@@ -51,12 +51,12 @@ def _kinds_rules() -> None:
     """The accelerator kinds' own rules (``Accelerator.rules``, a plug-in's or a bundled kind's): importing declares
     them in the one registry (so ``explain`` and ``check --list-checks`` list them), and their texts
     (``Accelerator.texts()``, en and zh) join stackdoctor's."""
-    for kind in (a for a in accelerators.ALL if a.rules):
+    for kind in (a for a in kinds.ALL if a.rules):
         try:
             importlib.import_module(kind.rules)  # type: ignore[arg-type]
             texts.add_texts(kind.texts())
         except Exception as exc:  # a plug-in's broken rules are a sentence in check -v, never a crash of every command
-            accelerators.PLUGIN_ERRORS.append(f"accelerator rules {kind.rules}: {type(exc).__name__}: {exc}")
+            kinds.PLUGIN_ERRORS.append(f"accelerator rules {kind.rules}: {type(exc).__name__}: {exc}")
 
 
 _kinds_rules()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor import matrix as mx
-from stackdoctor.accelerators.runtime_errors import CUDA_APIS
 from stackdoctor.core import shell
 from stackdoctor.core.versions import mm, public
+from stackdoctor.kinds.runtime_errors import CUDA_APIS
 from stackdoctor.model.facts import BuildKind, Facts, GpuView, TorchFacts
 from stackdoctor.model.view import MachineView
 from stackdoctor.rules.core import Ctx
@@ -48,7 +48,7 @@ def built_for(facts: Facts | MachineView) -> BuildKind | None:
     t = facts.torch
     if not (imports(t) or read_only(t)):
         return None
-    return accelerators.build_kind(t)
+    return kinds.build_kind(t)
 
 
 def built_for_files(facts: Facts | MachineView) -> BuildKind | None:
@@ -56,7 +56,7 @@ def built_for_files(facts: Facts | MachineView) -> BuildKind | None:
     t = facts.torch
     if t.import_error_kind == "timeout" and not t.version:
         return None
-    return accelerators.build_kind(t)
+    return kinds.build_kind(t)
 
 
 def python_exe(facts: Facts | MachineView) -> str:
@@ -112,7 +112,7 @@ def variant_row(ctx: Ctx) -> Any:
     cuda = mm(ctx.facts.torch.cuda)
     # a label-less build is PyPI's: the CPU build's row, or the row of a build whose CUDA level it has (a ROCm or
     # XPU build always carries its label, so none of theirs is label-less)
-    return next((v for v in rel.variants if v.kind == kind and (v.cuda == cuda if v.cuda else kind == accelerators.CPU)), None)
+    return next((v for v in rel.variants if v.kind == kind and (v.cuda == cuda if v.cuda else kind == kinds.CPU)), None)
 
 
 def index_for(ctx: Ctx, variant: str | None) -> str | None:
@@ -141,9 +141,9 @@ def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None
 
     facts = ctx.facts
     current = (public(facts.torch.version), variant_name(facts))
-    chosen = accelerators.select(facts.facts)
+    chosen = kinds.select(facts.facts)
     # a CPU build is no fix where a GPU is usable, nor where an NVIDIA driver is known to be there
-    want_gpu = (chosen is not None and chosen.build_kind != accelerators.CPU) or bool(
+    want_gpu = (chosen is not None and chosen.build_kind != kinds.CPU) or bool(
         facts.driver("nvidia").value
         or facts.runtime("nvidia").value
         or any(e.proves in ("driver-too-old", "driver-cuda-level") or answered_with_error(e) for e in facts.evidence)  # torch's words prove a driver
@@ -160,7 +160,7 @@ def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None
             continue
         if plan.variant == current[1] and _older(plan.torch_version, current[0]):
             continue  # no fix downgrades torch to reach the variant it already has
-        if want_gpu and accelerators.gpu_build_for(plan.variant) is None:
+        if want_gpu and kinds.gpu_build_for(plan.variant) is None:
             continue  # a CPU build is no fix on a machine whose GPU should work
         if req.torch:
             return f"stackdoctor install --torch {plan.torch_version} --variant {plan.variant}"
@@ -171,7 +171,7 @@ def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None
 def visible_to_torch(g: GpuView, env: dict[str, str]) -> bool:
     """Whether ``CUDA_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES`` leave GPU ``g`` to torch (True when unset
     or unreadable). Entries are indices (the driver's order) or UUID prefixes; CUDA stops at the first bad one."""
-    kind = accelerators.by_vendor(g.vendor)
+    kind = kinds.by_vendor(g.vendor)
     var = kind.hide_var if kind is not None else None  # CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES
     if var is None or var not in env:
         return True

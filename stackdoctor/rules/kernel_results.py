@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.core.units import format_flops
 from stackdoctor.model.facts import KernelResult
 from stackdoctor.rules.core import Ctx, rule
@@ -52,7 +52,7 @@ def _wrong_fix(ctx: Ctx, r: KernelResult) -> str:
     if device == "cpu":  # vendor branch: the CPU is no accelerator kind; its BLAS build is what to look at
         return "result_cpu"
     built = built_for_files(ctx.facts)
-    on = [a for a in accelerators.ALL if a.torch_api == device]  # the kinds whose torch module runs this device
+    on = [a for a in kinds.ALL if a.torch_api == device]  # the kinds whose torch module runs this device
     kind = next((a for a in on if a.targeted(built)), on[0] if on else None)  # the installed build's kind first
     return kind.wrong_result_fix() if kind is not None else "default"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from stackdoctor.accelerators.apple import is_mac
 from stackdoctor.core.redact import address_family, address_kind
 from stackdoctor.core.versions import release as vt
+from stackdoctor.model.facts import is_mac
 from stackdoctor.rules.core import Ctx, rule
 
 FAST_LINK_GBPS = 40  # Thunderbolt 3/4 links run at 40 Gb/s; above that is Thunderbolt 5 (80/120 Gb/s)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.model.view import W_PCI
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
@@ -48,7 +48,7 @@ def _gpu_names(ctx: Ctx) -> list[str]:
     f = ctx.facts
     names: list[str] = []
     for g in f.gpus:
-        kind = accelerators.by_vendor(g.vendor)
+        kind = kinds.by_vendor(g.vendor)
         name = kind.ok_name(g) if kind is not None and g.witnesses != [W_PCI] else None  # each kind names its own
         if name:
             names.append(name)
@@ -83,15 +83,15 @@ def runtime_ok(ctx: Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
     if not imports(t):
         return
-    acc = accelerators.select(f.facts)
+    acc = kinds.select(f.facts)
     if t.cuda_available:
         _ok(ctx, "runtime", True, "gpu", backend="ROCm/HIP" if t.hip else "CUDA", count=t.device_count if t.device_count is not None else "?")
     elif t.mps_available:
         _ok(ctx, "runtime", True, "gpu", backend="MPS", count=1)
     elif t.xpu_available:
-        intel = accelerators.by_name("intel")
+        intel = kinds.by_name("intel")
         _ok(ctx, "runtime", True, "gpu", backend="XPU", count=(intel.torch_count(t) if intel is not None else None) or "?")
-    elif built_for(f) == accelerators.CPU and (acc is None or acc.build_kind == accelerators.CPU):
+    elif built_for(f) == kinds.CPU and (acc is None or acc.build_kind == kinds.CPU):
         _ok(ctx, "runtime", True, "cpu")
 
 
@@ -100,7 +100,7 @@ def runtime_not_verified(ctx: Ctx) -> None:
     """torch read from its files only (``check --no-kernels``): what only its running runtime proves is said to be not
     verified, with the command that verifies it (issue 42: unverified is a verdict, never a silent ok)."""
     t = ctx.facts.torch
-    if read_only(t) and accelerators.build_kind(t) != accelerators.CPU:  # a GPU build: its device runtime is unproven
+    if read_only(t) and kinds.build_kind(t) != kinds.CPU:  # a GPU build: its device runtime is unproven
         ctx.add(severity="ok", fix=None, facts=["torch.imported"], torch=t.version or "?")
 
 

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.core.versions import public
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import install_fix, nvidia_gpus
@@ -75,12 +75,12 @@ def _backend(chk: _Check, backend: str) -> None:
     if backend == "cpu":  # vendor branch: the CPU is no accelerator kind, so no kind answers for it
         chk.met.append("backend cpu")
         return
-    acc = accelerators.for_backend(backend)
+    acc = kinds.for_backend(backend)
     assert acc is not None
     if not t.installed or t.import_error:
         chk.unmet("backend_no_torch", ["torch.installed", "torch.import_error"], "stackdoctor install", backend=backend, error=t.import_error or "-")
         return
-    kind = accelerators.build_kind(t)
+    kind = kinds.build_kind(t)
     built = kind == acc.build_kind and (backend != "mps" or t.mps_built is not False)
     if built and t.imported is False:  # read from its files only: whether torch can use the device is unknown
         chk.unmet("not_imported", ["torch.imported"], "stackdoctor check --import-torch", what=f"backend {backend}", torch=t.version)
@@ -128,8 +128,8 @@ def _usable_gpus(ctx: Ctx, backend: str | None) -> int:
     t = ctx.facts.torch
     if not t.installed:
         return 0
-    kinds = [a for a in accelerators.ALL if backend is None or a.backend == backend]
-    return next((n for a in kinds if (n := a.torch_count(t)) is not None), 0)
+    wanted = [a for a in kinds.ALL if backend is None or a.backend == backend]
+    return next((n for a in wanted if (n := a.torch_count(t)) is not None), 0)
 
 
 def _kernel(chk: _Check, kernel: str) -> None:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.core import shell
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import built_for, imports, install_fix, nvidia_gpus, python_exe, read_only, torch_found_no_driver
@@ -74,8 +74,8 @@ def _torch_counts_none_under_a_driver(ctx: Ctx) -> bool:
     """A CUDA torch that ran, reached a driver (its runtime's driver CUDA level, or another witness) and counted
     no device, with nothing said but "no device": what a device-hiding variable does (cudaErrorNoDevice)."""
     f, t = ctx.facts, ctx.facts.torch
-    nvidia = accelerators.by_name("nvidia")  # the variable is CUDA's: asked of NVIDIA's kind
-    if not imports(t) or nvidia is None or not nvidia.targeted(accelerators.build_kind(t)) or t.cuda_available is not False or (t.device_count or 0) != 0:
+    nvidia = kinds.by_name("nvidia")  # the variable is CUDA's: asked of NVIDIA's kind
+    if not imports(t) or nvidia is None or not nvidia.targeted(kinds.build_kind(t)) or t.cuda_available is not False or (t.device_count or 0) != 0:
         return False
     if torch_found_no_driver(t) or (t.cuda_error and not _NO_DEVICE.search(t.cuda_error)):
         return False
@@ -97,7 +97,7 @@ def lib_path_shadowing(ctx: Ctx) -> None:
     err = t.import_error or t.cudnn_error or t.cuda_error or ""
     symptom = re.search(r"undefined symbol: __nvJitLink\w*|lib(cudnn|cublas|cusparse|nvJitLink|nccl)[\w.]*: cannot open shared object file"
                         r"|cuDNN version (?:incompatibility|mismatch): PyTorch was compiled\s+against \S+(?: \S+)*? but (?:found runtime version|linked against) [\d(), ]+", err)
-    bundled = accelerators.build_kind(t) == "cuda" and any(k.startswith("nvidia-") for k in t.distributions)
+    bundled = kinds.build_kind(t) == "cuda" and any(k.startswith("nvidia-") for k in t.distributions)
     if symptom and symptom.group(0).startswith("cuDNN") and not bad:
         _torch_said_shadow(ctx, entries, symptom.group(0))  # torch's own words: another cuDNN was loaded first
         return
@@ -255,12 +255,12 @@ def runtime_error_code(ctx: Ctx) -> None:
 def cuda_unavailable(ctx: Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
     kind = built_for(f)
-    acc = accelerators.for_build(kind)
+    acc = kinds.for_build(kind)
     # a build whose kind torch answers for through torch.cuda (CUDA's, ROCm's HIP), with a device of a kind it
     # targets seen by some witness (a Jetson's iGPU, an NVIDIA driver's CUDA level, an AMD APU too)
     if acc is None or acc.available_field != "cuda_available" or t.cuda_available is not False:
         return
-    if not any(a.targeted(kind) and a.reached(f) for a in accelerators.ALL):
+    if not any(a.targeted(kind) and a.reached(f) for a in kinds.ALL):
         return
     causes = [c for c in CAUSES if ctx.has(c)]
     key = "explained" if causes else "default"

@@ -5,14 +5,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor import matrix as mx
-from stackdoctor.accelerators.apple import is_mac, runs_x86
 from stackdoctor.core import shell, texts
 from stackdoctor.core.units import format_bytes
 from stackdoctor.core.versions import local, public
 from stackdoctor.core.versions import release as vt
-from stackdoctor.model.facts import Facts
+from stackdoctor.model.facts import Facts, is_mac, runs_x86
 from stackdoctor.model.view import MachineView
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
@@ -256,8 +255,8 @@ def torch_cpu_only(ctx: Ctx) -> None:
     """A CPU build on a machine whose accelerator torch could use with the right build (the accelerator
     model's answer, the same one ``install`` plans with); the fix is ``install``'s plan."""
     f, t = ctx.facts, ctx.facts.torch
-    acc = accelerators.select(f.facts)
-    if built_for(f) != accelerators.CPU or acc is None or acc.build_kind == accelerators.CPU:
+    acc = kinds.select(f.facts)
+    if built_for(f) != kinds.CPU or acc is None or acc.build_kind == kinds.CPU:
         return
     said = acc.cpu_build()  # the kind's verdict on a CPU build (XPU builds are newer: a missed opportunity on Intel)
     if said is None:
@@ -277,23 +276,23 @@ def torch_cpu_only(ctx: Ctx) -> None:
 def torch_backend_mismatch(ctx: Ctx) -> None:
     f, t = ctx.facts, ctx.facts.torch
     kind = built_for(f)
-    if kind is None or kind == accelerators.CPU or f.jetson.is_jetson:
+    if kind is None or kind == kinds.CPU or f.jetson.is_jetson:
         return
     # the build's own kinds have no device here, and another kind's device needs a build of its own (a Jetson's
     # needs none here: a Jetson returned above), else another kind's integrated GPU its builds carry code for (an APU)
-    if any(a.targeted(kind) and a.present(f.facts) for a in accelerators.ALL):
+    if any(a.targeted(kind) and a.present(f.facts) for a in kinds.ALL):
         return
-    acc = next((a for a in accelerators.ALL if not a.targeted(kind) and a.needs_build(f.facts)), None)
+    acc = next((a for a in kinds.ALL if not a.targeted(kind) and a.needs_build(f.facts)), None)
     apus: list[str] = []
     if acc is None:
-        acc, apus = next(((a, found) for a in accelerators.ALL if not a.targeted(kind) and (found := a.integrated_served(f, ctx.matrix))), (None, []))
+        acc, apus = next(((a, found) for a in kinds.ALL if not a.targeted(kind) and (found := a.integrated_served(f, ctx.matrix))), (None, []))
     if acc is None:
         return
     ctx.add(
         facts=["torch.version", "torch.cuda", "torch.hip"] + (["reconciled.gpus"] if apus else []),
         fix_text=install_fix(ctx, exclude=variant_name(f)),
         torch=t.version,
-        build=next((a.build_label for a in accelerators.ALL if a.build_kind == kind), kind),
+        build=next((a.build_label for a in kinds.ALL if a.build_kind == kind), kind),
         machine=acc.vendor_label,
         gpus=", ".join(apus) if apus else acc.named(f.facts),
     )
@@ -308,8 +307,8 @@ def _pair(ctx: Ctx, pkg: str, installed: str | None, expected: str | None, stric
     if expected and public(installed) != expected:
         reason = "version"
     elif tv and iv and tv != iv:
-        kinds = [mx.variant_kind(x) for x in (tv, iv)]
-        same_kind = bool(kinds[0] and kinds[1] and kinds[0][0] == kinds[1][0])
+        variant_kinds = [mx.variant_kind(x) for x in (tv, iv)]
+        same_kind = bool(variant_kinds[0] and variant_kinds[1] and variant_kinds[0][0] == variant_kinds[1][0])
         if strict_suffix or not same_kind:
             reason = "variant"
     if reason is None:
@@ -379,7 +378,7 @@ def torch_arch_list_mismatch(ctx: Ctx) -> None:
     if own == files:
         return
     variant = variant_name(f)
-    index = index_for(ctx, variant) if variant and variant != accelerators.CPU else None
+    index = index_for(ctx, variant) if variant and variant != kinds.CPU else None
     want = public(t.version or "")
     cmd = _pip(f, "install", "--force-reinstall", "--no-deps", f"torch=={want}", *(["--index-url", index] if index else []))
     ctx.add(

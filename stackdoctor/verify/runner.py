@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor._worker import MARK, marked, worker_path
 from stackdoctor.model.facts import Facts, KernelFacts, KernelResult, from_data
 from stackdoctor.system import CommandResult, Started, System, signame
@@ -106,7 +106,7 @@ def kernel_facts_from_run(res: CommandResult, mode: str = "full") -> KernelFacts
 
 def worker_device_specs() -> str | None:
     """The accelerator kinds' worker device specs (``accelerators.device_specs()``) as the workers read them."""
-    specs = accelerators.device_specs()
+    specs = kinds.device_specs()
     return json.dumps(specs, sort_keys=True) if specs else None
 
 
@@ -468,7 +468,7 @@ FLEET_FIELDS = ("driver", "torch", "cuda", "nccl", "gpus")
 def node_summary(facts: Facts) -> dict[str, Any]:
     """What one node contributes to the fleet table (pure; JSON-ready)."""
     mm = [r for r in facts.kernels.results if r.kernel == "matmul" and r.dtype == "fp32" and r.tflops]
-    gpu_mm = [r for r in mm if r.device.split(":", 1)[0] in accelerators.device_types()] or mm
+    gpu_mm = [r for r in mm if r.device.split(":", 1)[0] in kinds.device_types()] or mm
     return {
         "hostname": facts.platform.hostname,
         "driver": facts.nvidia.driver_version,

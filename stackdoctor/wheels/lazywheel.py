@@ -234,9 +234,9 @@ class RangeWheel:
         want = record.get(member)
         h = hashlib.sha256()
         info = self.zip().getinfo(member)
-        from stackdoctor import accelerators
+        from stackdoctor import kinds
 
-        if not any(a.gpu_code_kind == kind and a.gpu_code_headers_only for a in accelerators.ALL):  # a bounded temporary copy, read as an installed library is
+        if not any(a.gpu_code_kind == kind and a.gpu_code_headers_only for a in kinds.ALL):  # a bounded temporary copy, read as an installed library is
             with tempfile.TemporaryDirectory(prefix="sd-learn-lib-") as tmp:
                 path = Path(tmp) / "lib"
                 with open(path, "wb") as fh:

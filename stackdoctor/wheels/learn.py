@@ -47,7 +47,7 @@ from typing import Any
 from packaging.requirements import Requirement
 from packaging.version import InvalidVersion, Version
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.core.errors import IndexError_, MatrixError
 from stackdoctor.wheels.index import IndexFile
 from stackdoctor.wheels.learn_sources import HttpSource, SnapshotSource, Source
@@ -267,7 +267,7 @@ def _gpu_code_of(source: Source, f: IndexFile, res: LearnResult) -> dict[str, An
 
 def _has_gpu_code(row: Mapping[str, Any]) -> bool:
     """Every variant of a learned row whose builds carry GPU code has it (a CPU or XPU build has none to read)."""
-    return all(vr.get("arch_list") or vr.get("gfx") or accelerators.gpu_code_kind(vr.get("name")) is None for vr in row.get("variants") or [])
+    return all(vr.get("arch_list") or vr.get("gfx") or kinds.gpu_code_kind(vr.get("name")) is None for vr in row.get("variants") or [])
 
 
 def _learn_companion(
@@ -400,7 +400,7 @@ class _Release:
         if pins:
             vr.setdefault("runtime", {}).update(pins)
         what = "file names and core metadata"
-        if self.download and accelerators.gpu_code_kind(name) is not None:
+        if self.download and kinds.gpu_code_kind(name) is not None:
             what += self._gpu_code(vr, name, plat, rep, used)
         vr.setdefault("_sources", []).append(_source_of(used))
         vr.setdefault("_what", set()).add(what)
@@ -428,7 +428,7 @@ class _Release:
             what = "; ".join(sorted(vr.pop("_what"), key=len, reverse=True))
             vr["source"] = "; ".join(vr.pop("_sources")) + f" ({what}; learned {self.date} by stackdoctor matrix learn)"
             by_plat[vr["name"]] = vr.pop("_by_plat")
-            kind = accelerators.gpu_code_kind(vr["name"])
+            kind = kinds.gpu_code_kind(vr["name"])
             if kind is not None and kind.gpu_code in _UNREAD and not any(f in vr for f in _UNREAD[kind.gpu_code]):
                 vr["unknown"] = ["arch list: not read from the binaries (stackdoctor matrix learn --download reads it)"]
             out_variants.append(vr)
@@ -598,7 +598,7 @@ def _parsed_of(matrix: Any) -> Any:
 
 def _infer_gpu_code(matrix: Any, version: str, vr: dict[str, Any]) -> None:
     name = vr["name"]
-    kind = accelerators.gpu_code_kind(name)
+    kind = kinds.gpu_code_kind(name)
     if kind is None or kind.gpu_code is None or vr.get("arch_list") or vr.get("gfx"):
         return
     for r in matrix.releases:  # newest first: the nearest older release with that build

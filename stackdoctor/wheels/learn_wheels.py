@@ -21,7 +21,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.wheels.index import IndexFile
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,7 +31,7 @@ MAX_METADATA_BYTES = 4 * 1024 * 1024  # a real torch METADATA is ~36 KB
 MAX_WHEEL_BYTES = 6 * 1024 * 1024 * 1024  # the largest real torch wheels are ~3 GB (ROCm)
 MAX_LIBRARY_BYTES = 4 * 1024 * 1024 * 1024
 _LEGACY = {"manylinux1": "manylinux_2_5", "manylinux2010": "manylinux_2_12", "manylinux2014": "manylinux_2_17"}
-GPU_LIBRARIES = accelerators.gpu_libraries()  # wheel member -> its GPU code format ("cuda" | "hip"), from the kinds
+GPU_LIBRARIES = kinds.gpu_libraries()  # wheel member -> its GPU code format ("cuda" | "hip"), from the kinds
 
 
 # ---------------------------------------------------------------------------- pure parts
@@ -172,7 +172,7 @@ def runtime_pins(meta: CoreMetadata, tag: str, python: str | None = None, *, ran
     out: dict[str, str] = {}
     for req in _requirements(meta, tag, python):
         n = req.name.lower().replace("_", "-")
-        if n.startswith(accelerators.runtime_wheel_prefixes()) and n != "nvidia-ml-py":  # (NVML's bindings bundle nothing)
+        if n.startswith(kinds.runtime_wheel_prefixes()) and n != "nvidia-ml-py":  # (NVML's bindings bundle nothing)
             pin = pinned_version(req)
             if pin:
                 out[n] = pin
@@ -191,7 +191,7 @@ def variant_from_requires(meta: CoreMetadata, tag: str, python: str | None = Non
             if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
                 return f"cu{parts[0]}{parts[1]}"
             return None
-    gpu_kinds = tuple(p for a in accelerators.ALL if a.gpu_code for p in a.runtime_wheels)
+    gpu_kinds = tuple(p for a in kinds.ALL if a.gpu_code for p in a.runtime_wheels)
     if any(n.startswith(gpu_kinds) for n in pins):
         return None  # GPU libraries without the runtime pin (CUDA's, ROCm's): which version is not said
     return "cpu"

@@ -17,17 +17,17 @@ def canonical_name(name: str) -> str:
 
 def runtime_family(name: str) -> str | None:
     """Which accelerator runtime a distribution belongs to (``None``: not a runtime package), as its kind says
-    (:meth:`stackdoctor.accelerators.base.Accelerator.runtime_family`).
+    (:meth:`stackdoctor.kinds.base.Accelerator.runtime_family`).
 
     Real names: CUDA 12 wheels end in ``-cu12`` (``nvidia-cuda-runtime-cu12``); CUDA 13 ones drop
     the suffix (``nvidia-cuda-runtime``, ``nvidia-cublas``) or end in ``-cu13`` (``nvidia-cudnn-cu13``),
     plus ``cuda-toolkit``; ROCm: ``rocm``, ``rocm-sdk-*``, ``pytorch-triton-rocm``; XPU: ``intel-sycl-rt``,
     ``onemkl-sycl-*``, ``pytorch-triton-xpu``. ``nvidia-ml-py`` (NVML bindings) is not a runtime.
     """
-    from stackdoctor import accelerators
+    from stackdoctor import kinds
 
     n = canonical_name(name)
-    return next((f for acc in accelerators.ALL if (f := acc.runtime_family(n)) is not None), None)
+    return next((f for acc in kinds.ALL if (f := acc.runtime_family(n)) is not None), None)
 
 
 def families_needed(variant: str | None) -> set[str] | None:
@@ -35,10 +35,10 @@ def families_needed(variant: str | None) -> set[str] | None:
     (then nothing is called a leftover). A variant no kind serves that is a variant name (cpu) needs none."""
     if variant is None:
         return None
-    from stackdoctor import accelerators
+    from stackdoctor import kinds
     from stackdoctor.matrix import variant_kind
 
-    acc = accelerators.for_variant(variant)
+    acc = kinds.for_variant(variant)
     if acc is None:
         return set() if variant_kind(variant) is not None else None
     return acc.families_for(variant)

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stackdoctor.accelerators.amd.fit import fit_rocm
-from stackdoctor.accelerators.base import Accelerator, BuildAsk, FitNotes, FitTarget, Say, TargetDevice, Verified
 from stackdoctor.accelerators.nvidia import CUDA_DEVICE, cuda_count, verify_cuda
+from stackdoctor.kinds.base import Accelerator, BuildAsk, FitNotes, FitTarget, Say, TargetDevice, Verified
 from stackdoctor.model.facts import Facts, GpuView, TorchFacts
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ class Amd(Accelerator):
     rules = "stackdoctor.accelerators.amd.rules"  # its own findings (the seam: rules + texts)
     vendor = "amd"
     subject = "rocm"
+    probe = "stackdoctor.accelerators.amd.probe"
     label = "AMD ROCm"
     backend = "rocm"
     build_kind = "rocm"

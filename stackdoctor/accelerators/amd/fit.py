@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from stackdoctor.accelerators.base import FitNotes, FitTarget, TargetDevice, Unfit, unverified
+from stackdoctor.kinds.base import FitNotes, FitTarget, TargetDevice, Unfit, unverified
 
 if TYPE_CHECKING:
     from stackdoctor.matrix import Matrix, Release, Variant

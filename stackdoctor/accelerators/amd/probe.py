@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from stackdoctor.model.facts import KfdNode, RocmFacts, RocmGpu
+from stackdoctor.model.facts import KfdNode, RocmFacts, RocmGpu, normalise_smi_gfx
 from stackdoctor.model.probing import ProbeContext, ProbeOutput
 from stackdoctor.system import CommandResult, System
 
@@ -466,25 +466,6 @@ def _kfd_nodes(system: System) -> list[KfdNode]:
             n.source = path
             nodes.append(n)
     return nodes
-
-
-def normalise_smi_gfx(value: str | None) -> str | None:
-    """rocm-smi's "GFX VER" as an LLVM target where its KFD rendering can be read unambiguously.
-
-    KFD renders major, minor and stepping in decimal with the stepping as two digits when it
-    exceeds 9 (``gfx9010`` = 9.0.10 = gfx90a, failures.md B5); c27 shows ``gfx11002`` for a
-    card that rocminfo calls gfx1102 (11.0.02). Five digits are read as major(2) minor(1)
-    stepping(2); anything else is returned as printed.
-    """
-    if not value:
-        return None
-    m = re.fullmatch(r"gfx(\d{2})(\d)(\d{2})", value)
-    if m:
-        return f"gfx{int(m.group(1))}{int(m.group(2))}{int(m.group(3)):x}"
-    m = re.fullmatch(r"gfx(\d)(\d)(1\d)", value)
-    if m:  # 4 digits with a two-digit stepping 10-15: gfx9010 -> gfx90a
-        return f"gfx{m.group(1)}{m.group(2)}{int(m.group(3)):x}"
-    return value
 
 
 # ---------------------------------------------------------------------------- gathering

@@ -4,20 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence  # --- resolve ---
 
-from stackdoctor.accelerators.base import Accelerator, DeviceSpec, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
-from stackdoctor.model.facts import Facts, GpuView, TorchFacts
-
-
-def is_mac(facts: Facts) -> bool:
-    return facts.apple.is_macos or facts.platform.system == "Darwin"
-
-
-def runs_x86(facts: Facts) -> bool:
-    """macOS where the target Python runs x86_64 (an Intel Mac, or Rosetta on Apple silicon)."""
-    if not is_mac(facts):
-        return False
-    a = facts.apple
-    return bool(a.rosetta) or a.arch == "x86_64" or (facts.platform.machine == "x86_64" and a.arch != "arm64")
+from stackdoctor.kinds.base import Accelerator, DeviceSpec, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
+from stackdoctor.model.facts import Facts, GpuView, TorchFacts, is_mac
 
 
 class Apple(Accelerator):
@@ -25,6 +13,7 @@ class Apple(Accelerator):
     rules = "stackdoctor.accelerators.apple.rules"  # its own findings (the seam: rules + texts)
     vendor = "apple"
     subject = "apple"
+    probe = "stackdoctor.accelerators.apple.probe"
     label = "Apple MPS"
     backend = "mps"
     build_kind = "cpu"  # MPS lives in macOS's default (PyPI) build

@@ -16,27 +16,10 @@ from __future__ import annotations
 
 from stackdoctor.model.facts import AppleFacts
 from stackdoctor.model.probing import ProbeContext, ProbeOutput
+from stackdoctor.probes.platform import parse_sw_vers
 from stackdoctor.system import CommandResult
 
 __all__ = ["parse_sw_vers", "parse_sysctl_flag", "parse_sysctl_value", "gather", "probe"]
-
-
-def parse_sw_vers(text: str) -> dict[str, str]:
-    """``sw_vers`` as a dict of its ``Key:<tab>value`` lines.
-
-    Sample (macOS Catalina, rbenv/ruby-build PR #1451)::
-
-        ProductName:    Mac OS X
-        ProductVersion: 10.15.5
-        BuildVersion:   19F101
-    """
-    out: dict[str, str] = {}
-    for line in (text or "").splitlines():
-        key, sep, value = line.partition(":")
-        key = key.strip()
-        if sep and key and " " not in key and key.isascii() and key.isalnum():
-            out[key] = value.strip()
-    return out
 
 
 def parse_sysctl_value(text: str) -> str | None:

@@ -4,8 +4,8 @@ unavailable on a Mac (Rosetta, a build without MPS, a macOS older than the relea
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.apple import is_mac, runs_x86
 from stackdoctor.core.versions import release as vt
+from stackdoctor.model.facts import is_mac, runs_x86
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import python_exe, release
 

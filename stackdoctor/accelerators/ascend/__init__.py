@@ -1,7 +1,7 @@
 """Huawei Ascend NPUs through ``torch_npu`` and CANN — stackdoctor's first real accelerator plug-in.
 
 Everything Ascend-specific lives in this package, declared once, and reaches the rest of stackdoctor only through
-the accelerator seam (:class:`~stackdoctor.accelerators.base.Accelerator`), as a plug-in distribution's kind would:
+the accelerator seam (:class:`~stackdoctor.kinds.base.Accelerator`), as a plug-in distribution's kind would:
 
 - :mod:`.probe` — npu-smi, the driver's ``version.info``, CANN's install info and ``set_env.sh``, the CANN
   environment, ``/dev/davinci*``, ``ASCEND_RT_VISIBLE_DEVICES`` (plain data in ``Facts.plugins["ascend"]``);
@@ -22,7 +22,7 @@ import functools
 import re
 from typing import Any, ClassVar
 
-from stackdoctor.accelerators.base import Accelerator, Companion, DeviceSpec, Say
+from stackdoctor.kinds.base import Accelerator, Companion, DeviceSpec, Say
 from stackdoctor.model.facts import Facts, GpuView, TorchFacts
 
 __all__ = ["Ascend", "TORCH_NPU", "torch_npu_version", "table"]

@@ -13,8 +13,8 @@ import re
 from typing import Any
 
 from stackdoctor.accelerators.ascend.cann import cann_key
-from stackdoctor.accelerators.base import Companion
 from stackdoctor.core.shell import format_command
+from stackdoctor.kinds.base import Companion
 
 __all__ = ["PYPI", "companion"]
 

@@ -11,7 +11,7 @@ import re
 import shlex
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.accelerators.ascend import TORCH_NPU, table, torch_npu_version
 from stackdoctor.accelerators.ascend.cann import cann_key
 from stackdoctor.core import shell
@@ -25,7 +25,7 @@ CONTAINER_DEVICES = "--device /dev/davinci0 --device /dev/davinci_manager --devi
 
 
 def _ascend() -> Any:
-    return accelerators.by_name("ascend")
+    return kinds.by_name("ascend")
 
 
 def _own(ctx: Ctx) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stackdoctor.accelerators.base import Accelerator, BuildAsk, DeviceSpec, Say, TargetDevice, Verified
+from stackdoctor.kinds.base import Accelerator, BuildAsk, DeviceSpec, Say, TargetDevice, Verified
 from stackdoctor.model.facts import Facts, Severity, TorchFacts
 
 # --- resolve ---
@@ -20,6 +20,7 @@ class Intel(Accelerator):
     rules = "stackdoctor.accelerators.intel.rules"  # its own findings (the seam: rules + texts)
     vendor = "intel"
     subject = "intel"
+    probe = "stackdoctor.accelerators.intel.probe"
     label = "Intel XPU"
     backend = "xpu"
     build_kind = "xpu"

@@ -7,7 +7,7 @@ means (its family, discrete or integrated, whether PyTorch's XPU build targets i
 
 from __future__ import annotations
 
-from stackdoctor.accelerators.pci import INTEL_VENDOR, display_devices
+from stackdoctor.kinds.pci import INTEL_VENDOR, display_devices
 from stackdoctor.model.facts import IntelFacts, IntelGpu
 from stackdoctor.model.probing import ProbeContext, ProbeOutput
 

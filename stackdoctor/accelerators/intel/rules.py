@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import built_for, python_exe
 
@@ -17,7 +17,7 @@ _XPU_INIT = re.compile(r"Failed to initialize XPU devices|XPU device count is ze
 def xpu_unavailable(ctx: Ctx) -> None:
     """An XPU build on a machine with an Intel GPU the build targets, but torch.xpu.is_available() is False."""
     f, t = ctx.facts, ctx.facts.torch
-    intel = accelerators.by_name("intel")
+    intel = kinds.by_name("intel")
     if built_for(f) != "xpu" or t.xpu_available is not False or intel is None:
         return
     # torch's own words that its XPU runtime found no device to initialise (c10/xpu/XPUFunctions.cpp: "Failed to

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence  # --- resolve ---
 
-from stackdoctor.accelerators.base import Accelerator, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
 from stackdoctor.accelerators.nvidia import CUDA_DEVICE, cuda_count, verify_cuda
+from stackdoctor.kinds.base import Accelerator, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
 from stackdoctor.model.facts import Facts, Severity, TorchFacts
 
 
@@ -13,6 +13,7 @@ class Jetson(Accelerator):
     name = "jetson"
     vendor = "nvidia"
     subject = "jetson"
+    probe = "stackdoctor.accelerators.jetson.probe"
     label = "NVIDIA Jetson (CUDA)"
     backend = "cuda"
     build_kind = "cuda"

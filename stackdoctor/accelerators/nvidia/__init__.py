@@ -6,9 +6,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from stackdoctor.accelerators.base import Accelerator, BuildAsk, DeviceSpec, FitNotes, FitTarget, Say, TargetDevice, Verified, device_summary
 from stackdoctor.accelerators.nvidia.fit import cannot_serve_cpu, fit_cuda, gpu_request_cc, impossible_cc
 from stackdoctor.core.versions import mm, release
+from stackdoctor.kinds.base import Accelerator, BuildAsk, DeviceSpec, FitNotes, FitTarget, Say, TargetDevice, Verified, device_summary
 from stackdoctor.model.facts import Facts, GpuView, TorchFacts
 
 if TYPE_CHECKING:
@@ -58,6 +58,8 @@ class Nvidia(Accelerator):
     rules = "stackdoctor.accelerators.nvidia.rules"  # its own findings (the seam: rules + texts)
     vendor = "nvidia"
     subject = "nvidia"
+    probe = "stackdoctor.accelerators.nvidia.probe"
+    more_probes = (("cuda_toolkit", "stackdoctor.accelerators.nvidia.toolkit"),)
     label = "NVIDIA CUDA"
     backend = "cuda"
     build_kind = "cuda"
@@ -77,6 +79,9 @@ class Nvidia(Accelerator):
     gpu_libraries = ("torch/lib/libtorch_cuda.so", "torch/lib/torch_cuda.dll")
     device = CUDA_DEVICE
     peaks = True  # peaks.yaml names NVIDIA GPUs; its probe gives the SM count and clock the FP32-lanes rule needs
+
+    def what_if_arch(self, text: str, matrix: Matrix) -> str | None:
+        return gpu_request_cc(text, matrix)
 
     def present(self, facts: Facts) -> bool:
         return bool(self.devices(facts))

@@ -9,8 +9,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from stackdoctor.accelerators.base import FitNotes, FitTarget, TargetDevice, Unfit, device_summary, unverified
 from stackdoctor.core.versions import major_minor
+from stackdoctor.kinds.base import FitNotes, FitTarget, TargetDevice, Unfit, device_summary, unverified
 from stackdoctor.matrix import arch_match, driver_meets, platform_words
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stackdoctor import accelerators
+from stackdoctor import kinds
 from stackdoctor import matrix as mx
 from stackdoctor.core import shell
 from stackdoctor.core.versions import public
@@ -183,9 +183,9 @@ def _leftover_sizes(ctx: Ctx) -> dict[str, int]:
     def canon(name: str) -> str:
         return re.sub(r"[-_.]+", "-", name).lower()
 
-    plan = resolve(ctx.facts, ctx.matrix, Request(torch=public(t.version) or None, variant=accelerators.CPU))
+    plan = resolve(ctx.facts, ctx.matrix, Request(torch=public(t.version) or None, variant=kinds.CPU))
     if not plan.satisfiable:
-        plan = resolve(ctx.facts, ctx.matrix, Request(variant=accelerators.CPU))
+        plan = resolve(ctx.facts, ctx.matrix, Request(variant=kinds.CPU))
     if plan.satisfiable:
         gone = {canon(n) for n in plan.leftovers}
         return {k: v for k, v in t.runtime_bytes.items() if canon(k) in gone}
@@ -201,7 +201,7 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
         return
     if ctx.has("container-no-gpu") or ctx.has("torch-backend-mismatch") or nvidia_witnesses(f):
         return  # a witness saw NVIDIA hardware or a driver: "no NVIDIA GPU" would contradict it
-    if accelerators.select(f.facts) is not None and accelerators.select(f.facts).build_kind != "cpu":  # type: ignore[union-attr]
+    if kinds.select(f.facts) is not None and kinds.select(f.facts).build_kind != "cpu":  # type: ignore[union-attr]
         return  # another accelerator is there: torch-backend-mismatch speaks of it
     sizes = _leftover_sizes(ctx)
     fix = install_fix(ctx, keep_torch=True, exclude=variant_name(f))

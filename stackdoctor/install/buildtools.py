@@ -13,11 +13,11 @@ import os
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from stackdoctor.accelerators.amd.probe import parse_rocm_version_file
 from stackdoctor.accelerators.nvidia.toolkit import probe as probe_cuda
 from stackdoctor.model.probing import ProbeContext, Target
+from stackdoctor.model.toolchain import BuildTools, Tool
 from stackdoctor.system import System
 
 __all__ = [
@@ -35,37 +35,6 @@ __all__ = [
 ]
 
 _VERSION = r"(\d+\.\d+(?:\.\d+)*)"
-
-
-@dataclass
-class Tool:
-    """One tool as found: where, its version, and what said so (``gcc --version``, a header's path)."""
-
-    name: str  # "gcc", "clang", "cl", "cmake", "ninja", "git", "nvcc", "cudnn", "nvtx", "rocm"
-    path: str | None = None
-    version: str | None = None
-    witness: str | None = None  # what gave the version: the command, or the file read
-    error: str | None = None  # it is there but did not answer (timeout, crash)
-
-
-@dataclass
-class BuildTools:
-    """What :func:`probe_build_tools` found (plain data; never judged here)."""
-
-    compilers: list[Tool] = field(default_factory=list)  # gcc / clang (Linux, macOS), cl (Windows), in that order
-    cmake: Tool = field(default_factory=lambda: Tool("cmake"))
-    ninja: Tool = field(default_factory=lambda: Tool("ninja"))
-    git: Tool = field(default_factory=lambda: Tool("git"))
-    nvcc: Tool = field(default_factory=lambda: Tool("nvcc"))
-    cuda_home: str | None = None  # the toolkit root the nvcc belongs to
-    cudnn: Tool = field(default_factory=lambda: Tool("cudnn"))
-    nvtx: Tool = field(default_factory=lambda: Tool("nvtx"))
-    rocm: Tool = field(default_factory=lambda: Tool("rocm"))
-    free_disk_bytes: int | None = None
-    disk_path: str | None = None  # where the free space was measured (the build directory, or its nearest parent)
-    memory_available_bytes: int | None = None
-    memory_witness: str | None = None
-    cpus: int | None = None
 
 
 # ---------------------------------------------------------------------------- parsers (pure)
