@@ -134,7 +134,7 @@ def test_at_most_twelve_modules_at_the_top():
 
 def test_the_walker_sees_an_import_running_back_up():
     ranks = {r: i for i, r in enumerate(LAYERS)}
-    assert ranks["core"] < ranks["model"] < ranks["accelerators"] < ranks["resolve"] < ranks["install"] < ranks["cli"]
+    assert ranks["core"] < ranks["model"] < ranks["kinds"] < ranks["resolve"] < ranks["accelerators"] < ranks["install"] < ranks["cli"]
     assert ("stackdoctor.accelerators.nvidia.rules", "stackdoctor.rules.core") not in back_up()  # the kinds sit above the rules
     assert ranks["kinds"] < ranks["resolve"] < ranks["rules"] < ranks["accelerators"]
 

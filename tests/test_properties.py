@@ -49,11 +49,12 @@ def discover_parsers() -> dict[str, Callable[..., Any]]:
     import stackdoctor.accelerators as kinds_pkg
 
     old_names = {"amd.probe": "rocm", "nvidia.probe": "nvidia", "apple.probe": "apple", "intel.probe": "intel", "jetson.probe": "jetson",
-                 "nvidia.toolkit": "cuda_toolkit", "nvidia.libraries": "nvidia_libraries", "nvidia.gpu_join": "nvidia_witnesses", "pci": "pci"}
+                 "nvidia.toolkit": "cuda_toolkit", "nvidia.libraries": "nvidia_libraries", "nvidia.gpu_join": "nvidia_witnesses"}
     modules = [(info.name, f"{probes_pkg.__name__}.{info.name}") for info in pkgutil.iter_modules(probes_pkg.__path__)]
     modules += [(old_names.get(info.name.removeprefix(kinds_pkg.__name__ + "."), info.name.rsplit(".", 1)[-1]), info.name)
                 for info in pkgutil.walk_packages(kinds_pkg.__path__, kinds_pkg.__name__ + ".")]
     modules.append(("_worker", "stackdoctor._worker"))  # the parent's side of the workers' protocol
+    modules.append(("pci", "stackdoctor.kinds.pci"))  # the display devices every kind's probe reads
     found: dict[str, Callable[..., Any]] = {}
     for short, module in modules:
         mod = importlib.import_module(module)

@@ -263,7 +263,7 @@ def _absent(name: str) -> Tool:
 
 @dataclass
 class _Ask:
-    """What a kind's :meth:`~stackdoctor.accelerators.Accelerator.build_prerequisites` is given (``accelerators.base.BuildAsk``)."""
+    """What a kind's :meth:`~stackdoctor.kinds.Accelerator.build_prerequisites` is given (``kinds.base.BuildAsk``)."""
 
     facts: Facts
     tools: BuildTools | None
