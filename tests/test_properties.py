@@ -49,12 +49,12 @@ def discover_parsers() -> dict[str, Callable[..., Any]]:
     import stackdoctor.accelerators as kinds_pkg
 
     old_names = {"amd.probe": "rocm", "nvidia.probe": "nvidia", "apple.probe": "apple", "intel.probe": "intel", "jetson.probe": "jetson",
-                 "nvidia.toolkit": "cuda_toolkit", "nvidia.libraries": "nvidia_libraries", "nvidia.gpu_join": "nvidia_witnesses"}
+                 "nvidia.toolkit": "cuda_toolkit", "nvidia.libraries": "nvidia_libraries", "nvidia.gpu_join": "nvidia_witnesses", "nvidia.cudriver": "cudriver", "nvidia.nvml": "nvml"}
     modules = [(info.name, f"{probes_pkg.__name__}.{info.name}") for info in pkgutil.iter_modules(probes_pkg.__path__)]
-    modules += [(old_names.get(info.name.removeprefix(kinds_pkg.__name__ + "."), info.name.rsplit(".", 1)[-1]), info.name)
-                for info in pkgutil.walk_packages(kinds_pkg.__path__, kinds_pkg.__name__ + ".")]
+    modules += [(short, f"{kinds_pkg.__name__}.{inside}") for inside, short in old_names.items()]  # the built-in kinds' probes
     modules.append(("_worker", "stackdoctor._worker"))  # the parent's side of the workers' protocol
     modules.append(("pci", "stackdoctor.kinds.pci"))  # the display devices every kind's probe reads
+    modules.append(("buildtools", "stackdoctor.install.buildtools"))  # the source build's tools
     found: dict[str, Callable[..., Any]] = {}
     for short, module in modules:
         mod = importlib.import_module(module)

@@ -156,11 +156,11 @@ def _print_json(outcome: InstallOutcome, exc: StackdoctorError | None) -> None:
 
 def run_from_source(opts: FromSourceOptions) -> int:
     """``--from-source``: the build plan (and, without ``--dry-run``, the build); ``--json`` one ``stackdoctor.build-plan/1``."""
-    from stackdoctor.install import from_source as source_run
+    from stackdoctor.install.from_source import run as run_from_source
     from stackdoctor.render.build import build_json, render_build, render_result
 
     try:
-        outcome = source_run.run(opts, say, write_err, show=render_build, confirm=_confirm)
+        outcome = run_from_source(opts, say, write_err, show=render_build, confirm=_confirm)
     except StackdoctorError as exc:
         if opts.json_out:
             sys.stdout.write(build_json(None, exc))
