@@ -148,14 +148,12 @@ def server():
 
 
 @pytest.fixture(scope="module")
-def seeded(server, tmp_path_factory):
-    d = tmp_path_factory.mktemp("zh-seed")
-    venv = d / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    env = machine_env(d / "bin", None, PIP_INDEX_URL=DEAD_INDEX, PIP_CACHE_DIR=str(d / "pip-cache"))
-    cmd = [str(venv_bin(venv)), "-m", "pip", "install", "-q", "torch==2.12.0+cu126", "torchvision==0.27.0+cu126", "--index-url", f"{server.base()}/cu126"]
-    subprocess.run(cmd, check=True, env=env)
-    return venv
+def seeded(tmp_path_factory):
+    """The run's one seeded venv (fake torch 2.12.0+cu126, torchvision 0.27.0+cu126; tests/test_install.py), never changed:
+    each test copies it."""
+    from test_install import shared_seed
+
+    return shared_seed(tmp_path_factory)
 
 
 def test_install_result_lines_are_chinese(server, seeded, tmp_path):

@@ -65,16 +65,32 @@ def server():
     srv.stop()
 
 
-@pytest.fixture(scope="module")
-def seeded(server, tmp_path_factory):
-    """A fresh venv (real pip) holding fake torch 2.12.0+cu126 + torchvision 0.27.0+cu126, installed from the server."""
-    d = tmp_path_factory.mktemp("seed")
-    venv = d / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    env = isolated_env(d)
-    cmd = [str(venv_bin(venv)), "-m", "pip", "install", "-q", "torch==2.12.0+cu126", "torchvision==0.27.0+cu126", "--index-url", f"{server.base()}/cu126"]
-    subprocess.run(cmd, check=True, env=env)
+def shared_seed(tmp_path_factory) -> Path:
+    """A fresh venv (real pip) holding fake torch 2.12.0+cu126 + torchvision 0.27.0+cu126, installed from an index server
+    on 127.0.0.1: built once per run and shared by every module and xdist worker that asks (tests/conftest.py's lock).
+    Never changed: each test installs into a private copy of it (``venv``)."""
+    from conftest import _session_root, _shared
+
+    with _shared(_session_root(tmp_path_factory), "install-seed") as d:
+        venv = d / "venv"
+        if not (d / "complete").is_file():
+            shutil.rmtree(d, ignore_errors=True)
+            d.mkdir()
+            srv = IndexServer().start()
+            try:
+                subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+                cmd = [str(venv_bin(venv)), "-m", "pip", "install", "-q", "torch==2.12.0+cu126", "torchvision==0.27.0+cu126",
+                       "--index-url", f"{srv.base()}/cu126"]
+                subprocess.run(cmd, check=True, env=isolated_env(d))
+            finally:
+                srv.stop()
+            (d / "complete").write_text("")
     return venv
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    return shared_seed(tmp_path_factory)
 
 
 @pytest.fixture

@@ -47,6 +47,14 @@ def _gone_within(venv: Path, seconds: float) -> bool:
     return not asides(venv)
 
 
+def _release(hooks: Path, keep: str | None = None) -> None:
+    """Every hook point reached (the transaction's, and the backup worker's ``backup-mid``), but ``keep``, goes on at
+    once: a point nobody releases waits 60 s in the hook (a minute of nothing per trial)."""
+    for p in list(hooks.iterdir()):
+        if not p.name.endswith(".go") and p.name != keep and not (hooks / f"{p.name}.go").exists():
+            (hooks / f"{p.name}.go").write_text("go")
+
+
 def install_signalled_at(point: str, sig: int, server, venv, env, tmp_path) -> tuple[int, str]:
     """The install, with ``sig`` sent to it when it reaches the hook ``point``; its exit code and stderr."""
     hooks = tmp_path / "hooks"
@@ -59,18 +67,14 @@ def install_signalled_at(point: str, sig: int, server, venv, env, tmp_path) -> t
     while not (hooks / point).exists():
         assert proc.poll() is None and time.monotonic() < end, (tmp_path / "stderr").read_text()
         time.sleep(0.01)
-        for other in ("backup", "install", "verify", "import", "commit", "committed", "done"):  # the others go on at once
-            if other != point and (hooks / other).exists() and not (hooks / f"{other}.go").exists():
-                (hooks / f"{other}.go").write_text("go")
+        _release(hooks, keep=point)  # the others go on at once
     proc.send_signal(sig)
     time.sleep(0.2)  # the signal is handled (or kills) before the hook sees its go
     (hooks / f"{point}.go").write_text("go")
-    for other in ("done",):
-        deadline = time.monotonic() + 60
-        while proc.poll() is None and time.monotonic() < deadline:
-            if (hooks / other).exists() and not (hooks / f"{other}.go").exists():
-                (hooks / f"{other}.go").write_text("go")
-            time.sleep(0.01)
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        _release(hooks)
+        time.sleep(0.01)
     code = proc.wait(timeout=60)
     errf.seek(0)
     return code, errf.read()
