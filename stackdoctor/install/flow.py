@@ -131,10 +131,15 @@ class _Flow:
         opts = self.opts
         code = _satisfied(opts, self.plan, self.out, self.hooks)
         if opts.emit and not opts.json_out:
-            if opts.emit == "environment.yml":
-                _add_routes(opts, self.plan, self.view, self.matrix, self.request, self.hypothetical)
-            self.out.emitted = _emit(opts, self.plan, self.view, self.request, self.matrix)
+            self.out.emitted = self._emit_file(self.plan, routes_known=False)
         return code
+
+    def _emit_file(self, plan: Plan, *, routes_known: bool) -> str:
+        """``--emit``'s file, for a plan to carry out or one the target has already: the one way it is written
+        (``environment.yml`` needs the conda routes, made here unless the screen made them)."""
+        if self.opts.emit == "environment.yml" and not routes_known:
+            _add_routes(self.opts, plan, self.view, self.matrix, self.request, self.hypothetical)
+        return _emit(self.opts, plan, self.view, self.request, self.matrix)
 
     def _gather(self) -> int | None:
         """The machine's view (again after finishing a killed install: a half-installed torch is no base), the request checked."""
@@ -245,9 +250,7 @@ class _Flow:
         self.hooks.show(self.out)
         self._check_dependencies()
         if opts.emit:
-            if conda and not offered:
-                _add_routes(opts, plan, view, self.matrix, self.request, hypothetical)
-            self.out.emitted, self.out.what = _emit(opts, plan, view, self.request, self.matrix), "emitted"
+            self.out.emitted, self.out.what = self._emit_file(plan, routes_known=offered), "emitted"
             return ExitCode.OK
         if opts.conda_installer:
             if opts.installer != "pixi" and not hypothetical and not is_conda_target(view.facts):
