@@ -294,7 +294,7 @@ def check_request(opts: InstallOptions, view: MachineView, matrix: Matrix) -> No
         if opts.variant not in known:
             raise UsageError(f"no torch release publishes {opts.variant} (known variants: {', '.join(known)}).")
     nvidia_gpus = [g for g in opts.machine.gpus if not any(a.gpu_name(g) for a in accelerators.ALL)]  # the names no other kind claims
-    if nvidia_gpus and not opts.machine.driver and not view.nvidia.driver_version and (opts.variant == "auto" or opts.variant.startswith("cu")):  # vendor branch: --gpu is NVIDIA's what-if (sm_XY), planned against an NVIDIA driver
+    if nvidia_gpus and not opts.machine.driver and not view.driver("nvidia").value and (opts.variant == "auto" or opts.variant.startswith("cu")):  # vendor branch: --gpu is NVIDIA's what-if (sm_XY), planned against an NVIDIA driver
         raise UsageError(f"--gpu {nvidia_gpus[0]}: this machine has no NVIDIA driver to assume; add --driver VERSION to plan a CUDA build.")
 
 
@@ -318,7 +318,7 @@ def fit_words(opts: InstallOptions, view: MachineView, python: str, matrix: Matr
         if not forced.satisfiable:
             why = forced.rejected[0].reason if forced.rejected else (forced.reasons[-1] if forced.reasons else "")
             return f"it does not run on this machine ({why})"
-        if variant.startswith("cu") and not view.nvidia.gpus:  # vendor branch: a CUDA wheel brings its runtime, so it installs and runs on the CPU without NVIDIA's GPU
+        if variant.startswith("cu") and not view.driven("nvidia"):  # vendor branch: a CUDA wheel brings its runtime, so it installs and runs on the CPU without NVIDIA's GPU
             if auto.variant is None:  # no build fits this machine at all: say so, never "the plan is None"
                 return "it installs and runs here, but on the CPU only: no NVIDIA GPU here (no build fits this machine)"
             return f"it installs and runs here, but on the CPU only: no NVIDIA GPU here (the plan is {auto.variant})"
@@ -346,12 +346,12 @@ def _add_routes(opts: InstallOptions, plan: Plan, view: MachineView, matrix: Mat
 
     plan.routes = routes(
         plan,
-        view.facts,
+        view,
         matrix,
         pip_command=plan.command,
         installer=opts.installer,
         platform_tag=request.platform or view.python.platform_tag,
-        driver=request.driver or view.nvidia.driver_version,
+        driver=request.driver or view.driver("nvidia").value,
         packages=request.packages,
         hypothetical=hypothetical,
     )
@@ -454,7 +454,7 @@ def _install(
         offline=opts.sources.offline or opts.sources.no_index,
         user_find_links=opts.sources.find_links,
         reinstall=repair,
-        gpu_targets=view.reconciled.gpus,
+        gpu_targets=view.gpus,
         facts=view.facts,
         progress=opts.progress,
         verbose=opts.verbose,

@@ -51,8 +51,8 @@ def driver_library_mismatch(ctx: Ctx) -> None:
         # the libraries' own file names are exact (570.124.04); nvidia-smi's line gives two fields (570.124)
         ctx.add(
             facts=["nvidia.smi_state", "nvidia.nvml_state", "nvidia.kernel_module_version", "nvidia.driver_library_version"],
-            user=user_space_driver(ctx.facts) or n.driver_library_version or (m.group(1) if m else None) or "?",
-            kernel=n.kernel_module_version or "?",
+            user=user_space_driver(ctx.facts) or ctx.facts.chosen("nvidia.driver_library_version").value or (m.group(1) if m else None) or "?",
+            kernel=ctx.facts.chosen("nvidia.kernel_module_version").value or "?",
             message=n.smi_message or n.nvml_error or "",
         )
 
@@ -62,16 +62,17 @@ def source_conflict(ctx: Ctx) -> None:
     f = ctx.facts
     n, p = f.nvidia, f.platform
     user = user_space_driver(f)
-    if not ctx.has("driver-library-mismatch") and not p.is_wsl and user and n.kernel_module_version:
-        if not same_release(user, n.kernel_module_version):
+    kmod = f.chosen("nvidia.kernel_module_version")
+    if not ctx.has("driver-library-mismatch") and not p.is_wsl and user and kmod.value:
+        if not same_release(user, kmod.value):
             ctx.add(
                 detail="module",
                 fix="module",
                 facts=["nvidia.driver_version", "nvidia.kernel_module_version"],
                 user=user,
-                user_source=n.sources.get("driver_version", "NVML"),
-                kernel=n.kernel_module_version,
-                kernel_source=n.sources.get("kernel_module_version", "/sys/module/nvidia/version"),
+                user_source=n.sources.get("driver_version", "NVML") if n.driver_version else f.driver("nvidia").source,
+                kernel=kmod.value,
+                kernel_source=kmod.source or "/sys/module/nvidia/version",
             )
     for key, by_src in sorted(n.observed.items()):
         if key.endswith("_raw") or len(by_src) < 2:
@@ -165,7 +166,7 @@ def wsl_driver(ctx: Ctx) -> None:
             detail="cuda_err",
             fix="cuda_err",
             facts=["nvidia.smi_state", "platform.is_wsl"],
-            driver=n.driver_version or "?",
+            driver=ctx.facts.driver("nvidia").value or "?",
             smi=n.smi_version or "?",
         )
 

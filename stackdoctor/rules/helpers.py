@@ -196,18 +196,19 @@ def nvidia_witnesses(facts: MachineView) -> list[str]:
     GPUs, the kernel module and its GPU list, PCI, the driver's CUDA level (any tool, torch's runtime, torch's
     words), torch's own messages that name the driver, and the device nodes a container was given. Empty: no
     witness contradicts "no NVIDIA GPU here"."""
-    f, n, t = facts, facts.nvidia, facts.torch
+    f, t = facts, facts.torch
     out: list[str] = []
     gpus = nvidia_gpus(f)
     if gpus:
         out.append(f"{'/'.join(sorted({w for g in gpus for w in g.witnesses}) or ['reconcile'])}: {len(gpus)} GPU(s)")
-    if n.kernel_module_version:
-        out.append(f"{n.sources.get('kernel_module_version', 'kernel module')}: nvidia {n.kernel_module_version}")
+    kmod = f.chosen("nvidia.kernel_module_version")
+    if kmod.value:
+        out.append(f"{kmod.source or 'kernel module'}: nvidia {kmod.value}")
     pci = nvidia_pci(f)
     if pci:
         out.append(f"pci: {', '.join(d.name or d.device_id for d in pci)}")
     drv = f.driver("nvidia")
-    if drv.value and not n.kernel_module_version:
+    if drv.value and not kmod.value:
         out.append(f"{drv.source or 'driver'}: {drv.value}")
     ceiling = f.runtime("nvidia")
     if ceiling.value:

@@ -43,7 +43,7 @@ def visible_count(value: str, gpus: Sequence[Any]) -> int:
 
 @rule("cuda-visible-devices-hides-all", severity="fail", layer="runtime")
 def cuda_visible_devices_hides_all(ctx: Ctx) -> None:
-    env, r = ctx.facts.environment, ctx.facts.rocm
+    env = ctx.facts.environment
     # the GPUs the driver gives out, as the view joined them: the tools' list, else the kernel module's
     # (/proc/driver/nvidia/gpus), so a container without nvidia-smi, or the fast path, judges the variable the same way torch would
     listed: Sequence[Any] = ctx.facts.driven("nvidia")
@@ -62,9 +62,10 @@ def cuda_visible_devices_hides_all(ctx: Ctx) -> None:
             driver_cuda=ctx.facts.runtime("nvidia").value or "?",
             error=t.cuda_error or "-",
         )
+    amd: Sequence[Any] = ctx.facts.driven("amd")  # ROCm's tools' list and the GPUs the kernel's KFD topology or torch add
     for var in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
-        if var in env and r.gpus and visible_count(env[var], r.gpus) == 0:
-            ctx.add(facts=[f"environment.{var}", "rocm.gpus"], var=var, value=env[var], count=len(r.gpus))
+        if var in env and amd and visible_count(env[var], amd) == 0:
+            ctx.add(facts=[f"environment.{var}", "rocm.gpus"], var=var, value=env[var], count=len(amd))
 
 
 _NO_DEVICE = re.compile(r"No CUDA GPUs are available|no CUDA-capable device is detected|cudaErrorNoDevice", re.I)

@@ -99,9 +99,10 @@ class Amd(Accelerator):
     def driver_line(self, facts: Facts, say: Say) -> str | None:
         r = facts.rocm
         listed = [g for g in r.gpus if not (g.sources.get("index") or "").startswith("reconcile: ")]  # by ROCm's tools
-        if not (r.version or listed):
+        version = facts.reconciled.rocm_version.value  # the installed ROCm release, as reconcile chose it
+        if not (version or listed):
             return None
-        return f"ROCm {r.version or say('version_unknown')}" + ("" if r.amdgpu_loaded in (None, True) else say("driver_amdgpu_not_loaded"))
+        return f"ROCm {version or say('version_unknown')}" + ("" if r.amdgpu_loaded in (None, True) else say("driver_amdgpu_not_loaded"))
 
     # --- view ---
     def wrong_result_fix(self) -> str:
