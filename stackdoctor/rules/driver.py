@@ -15,7 +15,7 @@ from stackdoctor.rules.helpers import amd_pci, nvidia_pci
 
 @rule("driver-missing", severity="fail", layer="driver", defers_to=("container-no-gpu",))
 def driver_missing(ctx: Ctx) -> None:
-    f = ctx.facts
+    f = ctx.view
     n, p = f.nvidia, f.platform
     if ctx.has("container-no-gpu") or f.jetson.is_jetson:
         return
@@ -45,21 +45,21 @@ def driver_missing(ctx: Ctx) -> None:
 
 @rule("driver-library-mismatch", severity="fail", layer="driver")
 def driver_library_mismatch(ctx: Ctx) -> None:
-    n = ctx.facts.nvidia
+    n = ctx.view.nvidia
     if n.smi_state == "lib-mismatch" or n.nvml_state == "lib-mismatch":
         m = re.search(r"NVML library version:\s*([\d.]+)", (n.smi_message or "") + "\n" + (n.nvml_error or ""))
         # the libraries' own file names are exact (570.124.04); nvidia-smi's line gives two fields (570.124)
         ctx.add(
             facts=["nvidia.smi_state", "nvidia.nvml_state", "nvidia.kernel_module_version", "nvidia.driver_library_version"],
-            user=user_space_driver(ctx.facts) or ctx.facts.chosen("nvidia.driver_library_version").value or (m.group(1) if m else None) or "?",
-            kernel=ctx.facts.chosen("nvidia.kernel_module_version").value or "?",
+            user=user_space_driver(ctx.view) or ctx.view.chosen("nvidia.driver_library_version").value or (m.group(1) if m else None) or "?",
+            kernel=ctx.view.chosen("nvidia.kernel_module_version").value or "?",
             message=n.smi_message or n.nvml_error or "",
         )
 
 
 @rule("source-conflict", severity="warn", layer="driver", defers_to=("driver-library-mismatch",))
 def source_conflict(ctx: Ctx) -> None:
-    f = ctx.facts
+    f = ctx.view
     n, p = f.nvidia, f.platform
     user = user_space_driver(f)
     kmod = f.chosen("nvidia.kernel_module_version")
@@ -154,7 +154,7 @@ _DISAGREEMENT_SENTENCES: dict[str, Callable[[Ctx, Disagreement], None]] = {
 
 @rule("wsl-driver", severity="fail", layer="driver")
 def wsl_driver(ctx: Ctx) -> None:
-    p, n = ctx.facts.platform, ctx.facts.nvidia
+    p, n = ctx.view.platform, ctx.view.nvidia
     if not p.is_wsl:
         return
     foreign = [x for x in n.libcuda_paths if not x.startswith("/usr/lib/wsl/")]
@@ -162,11 +162,11 @@ def wsl_driver(ctx: Ctx) -> None:
         ctx.add(facts=["nvidia.libcuda_paths", "platform.is_wsl"], paths=", ".join(foreign))
     elif n.smi_state == "cuda-err":
         ctx.add(
-            severity="fail" if ctx.facts.torch.cuda_available is False else "warn",
+            severity="fail" if ctx.view.torch.cuda_available is False else "warn",
             detail="cuda_err",
             fix="cuda_err",
             facts=["nvidia.smi_state", "platform.is_wsl"],
-            driver=ctx.facts.driver("nvidia").value or "?",
+            driver=ctx.view.driver("nvidia").value or "?",
             smi=n.smi_version or "?",
         )
 
@@ -182,10 +182,10 @@ def kfd_refused(f: MachineView) -> str | None:
 
 @rule("amdgpu-not-loaded", severity="fail", layer="driver")
 def amdgpu_not_loaded(ctx: Ctx) -> None:
-    r, p = ctx.facts.rocm, ctx.facts.platform
+    r, p = ctx.view.rocm, ctx.view.platform
     if p.system not in (None, "Linux") or p.is_wsl:
         return
-    amd = amd_pci(ctx.facts)
+    amd = amd_pci(ctx.view)
     dgpu = [d for d in amd if d.driver != "amdgpu"]
     if amd and r.amdgpu_loaded is False:
         ctx.add(
@@ -197,13 +197,13 @@ def amdgpu_not_loaded(ctx: Ctx) -> None:
 
 @rule("rocm-kfd-permission", severity="fail", layer="driver")
 def rocm_kfd_permission(ctx: Ctx) -> None:
-    p = ctx.facts.platform
+    p = ctx.view.platform
     if p.system not in (None, "Linux") or p.is_wsl:
         return
-    line = kfd_refused(ctx.facts)
+    line = kfd_refused(ctx.view)
     if line:
-        r = ctx.facts.rocm
-        proof = next((e for e in ctx.facts.evidence if e.proves == "rocm-kfd-permission"), None)
+        r = ctx.view.rocm
+        proof = next((e for e in ctx.view.evidence if e.proves == "rocm-kfd-permission"), None)
         ctx.add(
             detail="default" if r.kfd_present or proof is None else "evidence",
             where=proof.source.split(".")[-1] if proof else "",

@@ -102,14 +102,14 @@ def release(ctx: Ctx, version: str | None) -> Any:
 
 def variant_row(ctx: Ctx) -> Any:
     """The matrix's row for the installed torch's variant (PyPI builds without a label: by CUDA version, else cpu)."""
-    rel = release(ctx, ctx.facts.torch.version)
-    name = variant_name(ctx.facts)
+    rel = release(ctx, ctx.view.torch.version)
+    name = variant_name(ctx.view)
     if rel is None:
         return None
     if name:
         return rel.variant(name)
-    kind = built_for_files(ctx.facts)
-    cuda = mm(ctx.facts.torch.cuda)
+    kind = built_for_files(ctx.view)
+    cuda = mm(ctx.view.torch.cuda)
     # a label-less build is PyPI's: the CPU build's row, or the row of a build whose CUDA level it has (a ROCm or
     # XPU build always carries its label, so none of theirs is label-less)
     return next((v for v in rel.variants if v.kind == kind and (v.cuda == cuda if v.cuda else kind == accelerators.CPU)), None)
@@ -139,7 +139,7 @@ def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None
     from stackdoctor.model.plan import Request
     from stackdoctor.resolve import resolve
 
-    facts = ctx.facts
+    facts = ctx.view
     current = (public(facts.torch.version), variant_name(facts))
     chosen = accelerators.select(facts.facts)
     # a CPU build is no fix where a GPU is usable, nor where an NVIDIA driver is known to be there

@@ -14,10 +14,10 @@ GROUP = "platform"  # the group its rules had when this module was rules/platfor
 
 @rule("container-no-gpu", severity="fail", layer="platform")
 def container_no_gpu(ctx: Ctx) -> None:
-    p = ctx.facts.platform
+    p = ctx.view.platform
     if not p.container or p.container_nvidia_devices is not False:
         return
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     # a claim needs a witness that the host has a GPU for this container: the PCI bus, or the runtime's variable.
     # torch's "found no NVIDIA driver" is no such witness (issue 42): torch-gpu-build-no-gpu says what is unknown
     wants = bool(nvidia_pci(f)) or f.environment.get("NVIDIA_VISIBLE_DEVICES", "").strip() not in ("", "void", "none")
@@ -36,7 +36,7 @@ def container_no_gpu(ctx: Ctx) -> None:
 
 @rule("glibc-too-old", severity="fail", layer="platform")
 def glibc_too_old(ctx: Ctx) -> None:
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     if f.platform.system not in (None, "Linux") or f.platform.libc not in (None, "glibc") or not f.platform.glibc_version:
         return
     err = t.import_error or ""
@@ -62,7 +62,7 @@ def glibc_too_old(ctx: Ctx) -> None:
 def _glibc_floor(ctx: Ctx, what: str) -> tuple[tuple[int, ...] | None, str]:
     """The glibc the installed torch's wheels need on this architecture (or, with no torch, the newest release's
     CPU build), from the matrix's platform tags; and the torch release that needs it."""
-    t = ctx.facts.torch
+    t = ctx.view.torch
     v = variant_row(ctx) if t.installed else None
     published = [r for r in ctx.matrix.releases if r.variants]
     rel = release(ctx, t.version) if t.installed else (published[0] if published else None)
@@ -74,7 +74,7 @@ def _glibc_floor(ctx: Ctx, what: str) -> tuple[tuple[int, ...] | None, str]:
 
 def _floor_of(ctx: Ctx, rel: Any, v: Any) -> tuple[int, ...] | None:
     """The lowest glibc the Linux wheels of variant ``v`` (of release ``rel``) for this architecture need."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     arch = (f.platform.machine or "x86_64").lower().replace("amd64", "x86_64").replace("arm64", "aarch64")
     tags = list(getattr(v, "platforms", ()) or ())
     if rel is not None and not t.installed and not any(mx.parse_platform(x)[:2] == ("linux", arch) for x in tags):

@@ -38,7 +38,7 @@ def torch_lib_stale(ctx: Ctx) -> None:
     was loaded is older or newer than the one the wheel pins. Shadowing by LD_LIBRARY_PATH has its own
     finding; otherwise the usual cause is a second family of NVIDIA runtime wheels (-cu11 beside -cu12)
     or a runtime wheel upgraded or downgraded by another package."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     if ctx.has("lib-path-shadowing"):
         return
     proof = next((e for e in f.evidence if e.proves == "torch-lib-stale" and e.source.startswith("torch.")), None)
@@ -94,7 +94,7 @@ _IMPORT_PROVEN = ("rocm-gfx-unsupported", "gpu-arch-unsupported", "driver-too-ol
 
 @rule("torch-import-failed", severity="fail", layer="torch", defers_to=("glibc-too-old", "lib-path-shadowing", "torch-lib-stale", *_IMPORT_PROVEN))
 def torch_import_failed(ctx: Ctx) -> None:
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     if f.python.error and not t.installed and not t.import_error:
         return  # the target interpreter itself is unknown: probe-failed says so
     broken = next((p for p in t.linkage if p.kind in ("missing", "unloadable")), None) if read_only(t) else None
@@ -138,7 +138,7 @@ def _pip(f: Facts | MachineView, *args: str) -> str:
 def install_unfinished(ctx: Ctx) -> None:
     """A `stackdoctor install` into the target was killed (SIGKILL, power loss) before it finished: its journal
     and the previous torch's backup are still in the environment, and the torch family may be half replaced."""
-    f = ctx.facts
+    f = ctx.view
     if not f.python.unfinished_install or f.python.install_live:
         return
     ctx.add(
@@ -154,7 +154,7 @@ def install_unfinished(ctx: Ctx) -> None:
 def install_in_progress(ctx: Ctx) -> None:
     """A `stackdoctor install` into the target is running now (its journal's process is alive): the torch family is
     being changed, so what is read of it now may be half old, half new; it is not a stopped install to recover."""
-    f = ctx.facts
+    f = ctx.view
     if not (f.python.unfinished_install and f.python.install_live):
         return
     ctx.add(
@@ -170,7 +170,7 @@ def install_in_progress(ctx: Ctx) -> None:
 def install_unprinted(ctx: Ctx) -> None:
     """The last `stackdoctor install` into the target could not print its last lines (its output, a pipe into `tee` or
     a terminal, closed: the same Ctrl-C stopped the reader); it kept them in the environment, and they are shown here."""
-    f = ctx.facts
+    f = ctx.view
     if not f.python.install_unprinted:
         return
     import os
@@ -192,7 +192,7 @@ def install_backup_left(ctx: Ctx) -> None:
     """A `stackdoctor install` into the target finished (it committed the new build), but was stopped right after
     `done:`, before it removed the backup of the torch it replaced: that folder takes space (hundreds of MB for a real
     torch) and nothing needs it. Any later install (or `--recover`) into the environment removes it."""
-    f = ctx.facts
+    f = ctx.view
     if not f.python.install_backups:
         return
     known = [n for n in f.python.install_backups.values() if n >= 0]
@@ -207,7 +207,7 @@ def install_backup_left(ctx: Ctx) -> None:
 
 @rule("torch-missing", severity="warn", layer="torch")
 def torch_missing(ctx: Ctx) -> None:
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     if f.python.error and not t.installed and not t.import_error:
         return
     if t.installed or import_failed(t) or t.import_error_kind == "timeout":
@@ -220,7 +220,7 @@ def torch_missing(ctx: Ctx) -> None:
 @rule("torch-files-unreadable", severity="warn", layer="torch")
 def torch_files_unreadable(ctx: Ctx) -> None:
     """torch was read from its files only (not imported), and they do not say which torch it is."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     if not read_only(t) or (t.version and t.location):
         return
     ctx.add(
@@ -235,7 +235,7 @@ def torch_files_unreadable(ctx: Ctx) -> None:
 def torch_files_partial(ctx: Ctx) -> None:
     """Files of torch that are there but could not be read (a FIFO, mode 000, 0 bytes, cut short, not a
     library): named, so the fast path never says "ok" about what it did not read."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     if not t.static_unreadable or ctx.has("torch-files-unreadable"):
         return
     shown = t.static_unreadable[:6]
@@ -245,7 +245,7 @@ def torch_files_partial(ctx: Ctx) -> None:
 
 @rule("torch-installed-twice", severity="warn", layer="torch")
 def torch_installed_twice(ctx: Ctx) -> None:
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     if len(t.duplicate_installs) < 2:
         return
     ctx.add(facts=["torch.duplicate_installs"], dists="; ".join(t.duplicate_installs[:4]), python=python_exe(f))
@@ -255,7 +255,7 @@ def torch_installed_twice(ctx: Ctx) -> None:
 def torch_cpu_only(ctx: Ctx) -> None:
     """A CPU build on a machine whose accelerator torch could use with the right build (the accelerator
     model's answer, the same one ``install`` plans with); the fix is ``install``'s plan."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     acc = accelerators.select(f.facts)
     if built_for(f) != accelerators.CPU or acc is None or acc.build_kind == accelerators.CPU:
         return
@@ -275,7 +275,7 @@ def torch_cpu_only(ctx: Ctx) -> None:
 
 @rule("torch-backend-mismatch", severity="fail", layer="torch")
 def torch_backend_mismatch(ctx: Ctx) -> None:
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     kind = built_for(f)
     if kind is None or kind == accelerators.CPU or f.jetson.is_jetson:
         return
@@ -300,7 +300,7 @@ def torch_backend_mismatch(ctx: Ctx) -> None:
 
 
 def _pair(ctx: Ctx, pkg: str, installed: str | None, expected: str | None, strict_suffix: bool) -> None:
-    t = ctx.facts.torch
+    t = ctx.view.torch
     if not installed or not t.version:
         return
     tv, iv = local(t.version), local(installed)
@@ -315,8 +315,8 @@ def _pair(ctx: Ctx, pkg: str, installed: str | None, expected: str | None, stric
     if reason is None:
         return
     want = expected or public(installed) or ""
-    index = index_for(ctx, variant_name(ctx.facts)) if tv else None
-    cmd = _pip(ctx.facts, "install", "--force-reinstall", "--no-deps", f"{pkg}=={want}", *(["--index-url", index] if index else []))
+    index = index_for(ctx, variant_name(ctx.view)) if tv else None
+    cmd = _pip(ctx.view, "install", "--force-reinstall", "--no-deps", f"{pkg}=={want}", *(["--index-url", index] if index else []))
     ctx.add(
         detail=reason,
         facts=["torch.version", f"torch.{pkg}_version"],
@@ -331,7 +331,7 @@ def _pair(ctx: Ctx, pkg: str, installed: str | None, expected: str | None, stric
 @rule("torchvision-mismatch", severity="fail", layer="torch")
 def torchvision_mismatch(ctx: Ctx) -> None:
     """torchvision pairs exactly with torch, and carries the same variant (aarch64 torchvision wheels carry none)."""
-    t = ctx.facts.torch
+    t = ctx.view.torch
     if not t.installed or release(ctx, t.version) is None:
         return
     expected, _ = ctx.matrix.paired(public(t.version))
@@ -341,7 +341,7 @@ def torchvision_mismatch(ctx: Ctx) -> None:
 @rule("torchaudio-mismatch", severity="fail", layer="torch")
 def torchaudio_mismatch(ctx: Ctx) -> None:
     """torchaudio is built on the stable ABI from 2.12 on (cu130 relabelled cu132): the build kind must match."""
-    t = ctx.facts.torch
+    t = ctx.view.torch
     if not t.installed or release(ctx, t.version) is None:
         return
     _, expected = ctx.matrix.paired(public(t.version))
@@ -371,7 +371,7 @@ def torch_arch_list_mismatch(ctx: Ctx) -> None:
     """torch's own arch list (asked of the imported torch) and the GPU code its primary library carries
     (read from the file) are two witnesses of one fact; compared as sets, they must agree. The per-file
     extras (``arch_extra``: sm_90a in a few kernels) are not the build's list and are not compared."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     if not imports(t) or not t.arch_list_torch or not t.arch_list_files:
         return
     own = {_arch_key(a) for a in t.arch_list_torch}
@@ -398,7 +398,7 @@ def torch_arch_list_mismatch(ctx: Ctx) -> None:
 
 @rule("jetson-wrong-wheel", severity="fail", layer="torch")
 def jetson_wrong_wheel(ctx: Ctx) -> None:
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     j = f.jetson
     if not j.is_jetson or not t.installed:
         return
@@ -436,7 +436,7 @@ def jetson_wrong_wheel(ctx: Ctx) -> None:
 
 @rule("macos-x86-torch-too-new", severity="warn", layer="torch")
 def macos_x86_torch_too_new(ctx: Ctx) -> None:
-    f, t, a = ctx.facts, ctx.facts.torch, ctx.facts.apple
+    f, t, a = ctx.view, ctx.view.torch, ctx.view.apple
     if not runs_x86(f.facts):
         return
     newest = ctx.matrix.newest_release_for("macos", "x86_64")  # Intel Macs stop at the last release with their wheels
@@ -449,7 +449,7 @@ def macos_x86_torch_too_new(ctx: Ctx) -> None:
 
 @rule("conda-pip-mix", severity="warn", layer="torch")
 def conda_pip_mix(ctx: Ctx) -> None:
-    t = ctx.facts.torch
+    t = ctx.view.torch
     if not t.installed or not t.conda_packages:
         return
     conda_cuda = ("cudatoolkit", "cudnn", "nccl", "pytorch-cuda", "cuda-runtime", "cuda-cudart", "cuda-libraries", "cuda-toolkit",
@@ -464,7 +464,7 @@ def conda_pip_mix(ctx: Ctx) -> None:
         names = (["pytorch"] if conda_torch else []) + cuda_libs
         ctx.add(
             facts=["torch.conda_packages", "torch.version", "torch.distributions"],
-            fix_text=shell.format_command(["conda", "remove", "--force", *names], windows=ctx.facts.platform.system == "Windows"),
+            fix_text=shell.format_command(["conda", "remove", "--force", *names], windows=ctx.view.platform.system == "Windows"),
             packages=", ".join(names),
             torch=t.version,
         )
@@ -477,7 +477,7 @@ __all__ = ["is_mac"]
 def torch_numpy_missing(ctx: Ctx) -> None:
     """`import torch` warned "Failed to initialize NumPy": torch runs, every NumPy interop fails (a NumPy of the major
     torch was not built against is torch-numpy-abi's: NumPy loads, torch cannot use it)."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     if ctx.has("torch-numpy-abi"):
         return
     said = next((w for w in t.import_warnings if "Failed to initialize NumPy" in w), None)
@@ -493,7 +493,7 @@ def torch_newer_than_matrix(ctx: Ctx) -> None:
     judged from nothing; `stackdoctor matrix learn` reads them from the index that serves it."""
     from packaging.version import InvalidVersion, Version
 
-    t = ctx.facts.torch
+    t = ctx.view.torch
     if not t.installed or not t.version or ctx.matrix is None or not ctx.matrix.releases:
         return
     try:
@@ -503,7 +503,7 @@ def torch_newer_than_matrix(ctx: Ctx) -> None:
     newest = ctx.matrix.releases[0].version
     if installed <= newest or ctx.matrix.release(installed) is not None:
         return
-    variant = variant_name(ctx.facts)
+    variant = variant_name(ctx.view)
     label = t.version.split("+", 1)[1] if "+" in t.version else None
     index = f" --index {index_for(ctx, variant)}" if label and variant else ""
     ctx.add(

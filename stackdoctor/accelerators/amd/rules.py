@@ -24,7 +24,7 @@ class Targets:
 def build_targets(ctx: Ctx) -> Targets | None:
     """The build's own code objects first (``libtorch_hip.so``'s offload bundles, read from the files), then what a
     running torch listed, and the matrix's list only where neither is there (said as inferred)."""
-    t = ctx.facts.torch
+    t = ctx.view.torch
     v = variant_row(ctx)
     name = (v.name if v is not None else None) or t.variant or "?"
     files = [a for a in t.arch_list_files if a.lower().startswith("gfx")]
@@ -46,7 +46,7 @@ def carries(targets: Targets, gfx: str) -> bool:
 
 @rule("rocm-gfx-unsupported", severity="fail", layer="gpu")
 def rocm_gfx_unsupported(ctx: Ctx) -> None:
-    f = ctx.facts
+    f = ctx.view
     gpus = amd_gpus(f)
     if built_for_files(f) != "rocm" or not gpus:
         return
@@ -72,7 +72,7 @@ def rocm_gfx_unsupported(ctx: Ctx) -> None:
 def _gfx_unsupported(ctx: Ctx, g: GpuView, v: Targets, override: str | None, proof: Evidence | None) -> None:
     """A discrete AMD GPU the ROCm build has no code for: the documented override, a wrong one, or another build."""
     assert g.gfx is not None
-    t = ctx.facts.torch
+    t = ctx.view.torch
     ov = ctx.matrix.rocm_override(g.gfx) if ctx.matrix is not None else None
     if ov is not None and not carries(v, ov.as_gfx):
         ov = None  # the override makes it load code the build does not carry either
@@ -113,7 +113,7 @@ def _gfx_unsupported(ctx: Ctx, g: GpuView, v: Targets, override: str | None, pro
 
 def _igpus_unsupported(ctx: Ctx, gpus: list[GpuView], igpus_bad: list[GpuView], v: Targets) -> None:
     """Integrated AMD GPUs the build has no code for, beside a GPU it runs on: hide them (HIP_VISIBLE_DEVICES)."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     supported = [g for g in gpus if g.gfx and carries(v, g.gfx)]
     hip_visible = f.environment.get("HIP_VISIBLE_DEVICES") or f.rocm.hip_visible_devices
     if igpus_bad and (supported or [g for g in gpus if not g.integrated]):

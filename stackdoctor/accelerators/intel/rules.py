@@ -16,7 +16,7 @@ _XPU_INIT = re.compile(r"Failed to initialize XPU devices|XPU device count is ze
 @rule("xpu-unavailable", severity="fail", layer="runtime", defers_to=("torch-backend-mismatch",))
 def xpu_unavailable(ctx: Ctx) -> None:
     """An XPU build on a machine with an Intel GPU the build targets, but torch.xpu.is_available() is False."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     intel = accelerators.by_name("intel")
     if built_for(f) != "xpu" or t.xpu_available is not False or intel is None:
         return

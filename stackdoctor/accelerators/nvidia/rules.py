@@ -35,7 +35,7 @@ from stackdoctor.rules.helpers import (
 
 def _too_old_verdict(ctx: Ctx) -> tuple[str | None, dict[str, Any]]:
     """("no" | "minor-compat" | "full" | None, values for the texts) for the installed CUDA torch and the driver."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     if built_for_files(f) != "cuda" or not t.cuda or f.jetson.is_jetson:
         return None, {}
     driver = f.driver("nvidia").value
@@ -93,7 +93,7 @@ def driver_minor_compat(ctx: Ctx) -> None:
 def gpu_arch_unsupported(ctx: Ctx) -> None:
     """A GPU (seen by any witness: the driver's tools, torch, the matrix's name lookup) whose compute
     capability the installed CUDA build has no kernels for; or a kernel that said so itself."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     # a CUDA build by its files, or by torch's own word: an imported torch that listed sm_XX code (its version unread)
     said_cuda = bool(t.imported) and any(a.startswith("sm_") for a in t.arch_list)
     if (built_for_files(f) != "cuda" and not said_cuda) or f.jetson.is_jetson:
@@ -140,7 +140,7 @@ def gpu_arch_unsupported(ctx: Ctx) -> None:
 
 @rule("nvcc-mismatch", severity="warn", layer="toolkit")
 def nvcc_mismatch(ctx: Ctx) -> None:
-    f, t, tk = ctx.facts, ctx.facts.torch, ctx.facts.cuda_toolkit
+    f, t, tk = ctx.view, ctx.view.torch, ctx.view.cuda_toolkit
     if built_for(f) != "cuda" or not t.cuda or not tk.nvcc_version or vt(tk.nvcc_version)[:1] == vt(t.cuda)[:1]:
         return
     major = vt(t.cuda)[0]
@@ -178,14 +178,14 @@ def _leftover_sizes(ctx: Ctx) -> dict[str, int]:
     from stackdoctor.model.plan import Request
     from stackdoctor.resolve import resolve
 
-    t = ctx.facts.torch
+    t = ctx.view.torch
 
     def canon(name: str) -> str:
         return re.sub(r"[-_.]+", "-", name).lower()
 
-    plan = resolve(ctx.facts, ctx.matrix, Request(torch=public(t.version) or None, variant=accelerators.CPU))
+    plan = resolve(ctx.view, ctx.matrix, Request(torch=public(t.version) or None, variant=accelerators.CPU))
     if not plan.satisfiable:
-        plan = resolve(ctx.facts, ctx.matrix, Request(variant=accelerators.CPU))
+        plan = resolve(ctx.view, ctx.matrix, Request(variant=accelerators.CPU))
     if plan.satisfiable:
         gone = {canon(n) for n in plan.leftovers}
         return {k: v for k, v in t.runtime_bytes.items() if canon(k) in gone}
@@ -196,7 +196,7 @@ def _leftover_sizes(ctx: Ctx) -> dict[str, int]:
 def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
     """A CUDA build where no witness sees an NVIDIA GPU or driver: the CPU build would do, and the
     NVIDIA runtime packages' disk (measured from their RECORD files) would be saved."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     if not t.installed or built_for_files(f) != "cuda" or t.cuda_available or f.jetson.is_jetson or f.apple.is_macos:
         return
     if ctx.has("container-no-gpu") or ctx.has("torch-backend-mismatch") or nvidia_witnesses(f):
@@ -230,7 +230,7 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
 def libcuda_stub(ctx: Ctx) -> None:
     """The ``libcuda.so.1`` the CUDA runtime would open is the toolkit's stub (read from the files, on both paths):
     every CUDA call then answers cudaErrorStubLibrary, whatever driver the machine has."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.torch
     stub = next((p for p in t.linkage if p.kind == "stub"), None)
     if stub is None:
         return
