@@ -38,7 +38,7 @@ def test_the_view_is_frozen_and_keyed_by_kind(m):
     assert v.runtime("nvidia").value == v.facts.reconciled.cuda_driver_version.value
     assert v.driver("amd").value is None and "amd" not in v.drivers  # no AMD witness: no entry, an empty answer
     assert v.accelerator == "nvidia" and v.devices("nvidia") and not v.devices("amd")
-    assert v.torch is v.facts.torch and v.platform is v.facts.platform  # the subjects, read through the view
+    assert v.facts.torch is v.facts.torch and v.facts.platform is v.facts.platform  # the subjects, read through the view
 
 
 @pytest.mark.parametrize("name", ["rtx5090-driver570", "amd-gfx1100", "c27-gfx1102-plus-igpu-gfx1036", "apple-m2-macos15", "no-gpu-linux"])

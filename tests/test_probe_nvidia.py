@@ -33,7 +33,7 @@ from stackdoctor.system import System
 
 def weighed(out) -> NvidiaFacts:
     """The probe's NVIDIA facts after reconcile weighed the witnesses (the probe records each witness; it picks no winner)."""
-    return reconcile(Facts(nvidia=out.facts["nvidia"]), load_matrix([])).nvidia
+    return reconcile(Facts(nvidia=out.facts["nvidia"]), load_matrix([])).facts.nvidia
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 REAL = FIX / "real"

@@ -46,15 +46,15 @@ class CondaChoice:
     reasons: list[str]
 
 
-def conda_subdir(facts: Facts | MachineView, platform_tag: str | None = None) -> str | None:
+def conda_subdir(facts: MachineView, platform_tag: str | None = None) -> str | None:
     """The conda platform of the target: ``linux-64``, ``linux-aarch64``, ``osx-arm64``, ``osx-64``, ``win-64``."""
-    tag = (platform_tag or facts.python.platform_tag or "").lower()
-    machine = (facts.platform.machine or "").lower()
-    if tag.startswith(("manylinux", "linux", "musllinux")) or (not tag and (facts.platform.system or "").lower() == "linux"):
+    tag = (platform_tag or facts.facts.python.platform_tag or "").lower()
+    machine = (facts.facts.platform.machine or "").lower()
+    if tag.startswith(("manylinux", "linux", "musllinux")) or (not tag and (facts.facts.platform.system or "").lower() == "linux"):
         return "linux-aarch64" if ("aarch64" in tag or machine in ("aarch64", "arm64")) else "linux-64"
-    if tag.startswith("macosx") or (not tag and (facts.platform.system or "").lower() == "darwin"):
+    if tag.startswith("macosx") or (not tag and (facts.facts.platform.system or "").lower() == "darwin"):
         return "osx-arm64" if ("arm64" in tag or machine == "arm64") else "osx-64"
-    if tag.startswith("win") or (not tag and (facts.platform.system or "").lower() == "windows"):
+    if tag.startswith("win") or (not tag and (facts.facts.platform.system or "").lower() == "windows"):
         return "win-64"
     return None
 
@@ -187,7 +187,7 @@ def _pip_route(plan: Plan, pip_command: Sequence[str], conda_pkgs: Sequence[str]
 
 
 def _conda_route(info: CondaInfo, choice: CondaChoice, plan: Plan, facts: MachineView, *, installer: str, hypothetical: bool, conda_pkgs: Sequence[str]) -> Route:
-    prefix = None if hypothetical else facts.python.env_prefix
+    prefix = None if hypothetical else facts.facts.python.env_prefix
     tool = installer if installer in CONDA_INSTALLERS else "conda"
     cf = Route(
         "conda-forge",
@@ -224,7 +224,7 @@ def routes(
 ) -> list[Route]:
     """Both routes for a conda environment, each with its reasons and cautions; one is recommended."""
     info = matrix.conda
-    conda_pkgs = sorted({n for n in (conda_name(p) for p in facts.torch.conda_packages) if n in _CONDA_CUDA_LIBS})
+    conda_pkgs = sorted({n for n in (conda_name(p) for p in facts.facts.torch.conda_packages) if n in _CONDA_CUDA_LIBS})
     pip_route = _pip_route(plan, pip_command, conda_pkgs)
     if info is None:
         return [pip_route]

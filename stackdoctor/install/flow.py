@@ -143,7 +143,7 @@ class _Flow:
         self.out.python = self.python
         self.unfinished = _unfinished(opts, self.view)
         if not (self.hypothetical or opts.dry_run or opts.emit):
-            _sweep_backups(self.view.python.env_prefix, self.hooks)  # "already satisfied" too: no backup outlives `done:`
+            _sweep_backups(self.view.facts.python.env_prefix, self.hooks)  # "already satisfied" too: no backup outlives `done:`
         if self.unfinished and not (opts.dry_run or opts.emit):
             code = _finish_earlier(opts, self.view, self.python, self.hooks)  # before anything is planned
             if code is not None:
@@ -172,7 +172,7 @@ class _Flow:
             from stackdoctor.core.shell import format_command
 
             again = format_command(["stackdoctor", "install", "--python", python, "--recover"], windows=self.out.windows)
-            plan.warnings.append(f"an install into {view.python.env_prefix} was stopped halfway; `{again}` finishes it.")
+            plan.warnings.append(f"an install into {view.facts.python.env_prefix} was stopped halfway; `{again}` finishes it.")
         if self.hypothetical:
             plan.machine = describe_machine(opts, view)
             if plan.satisfiable:  # an unmet plan has no command (not an empty `pip install`)
@@ -252,7 +252,7 @@ class _Flow:
         if opts.conda_installer:
             if opts.installer != "pixi" and not hypothetical and not is_conda_target(view.facts):
                 raise UsageError(
-                    f"--installer {opts.installer}: {self.python} is not in a conda environment (no conda-meta in {view.python.env_prefix or 'its prefix'}); "
+                    f"--installer {opts.installer}: {self.python} is not in a conda environment (no conda-meta in {view.facts.python.env_prefix or 'its prefix'}); "
                     "use --installer pip or uv, or point --python at a conda env."
                 )
             return _conda_install(opts, plan, hypothetical, self.hooks, self.out)
@@ -333,7 +333,7 @@ def fit_words(opts: InstallOptions, view: MachineView, python: str, matrix: Matr
 def _externally_managed_marker(view: MachineView) -> str | None:
     """The target's PEP 668 ``EXTERNALLY-MANAGED`` file (``<prefix>/lib/pythonX.Y/``, where a system Python's stdlib
     is), when the target is a system Python outside any venv; None otherwise."""
-    py = view.python
+    py = view.facts.python
     if py.env_kind != "system" or not py.env_prefix or not py.version or os.name == "nt":
         return None
     major_minor = ".".join(py.version.split(".")[:2])
@@ -350,7 +350,7 @@ def _add_routes(opts: InstallOptions, plan: Plan, view: MachineView, matrix: Mat
         matrix,
         pip_command=plan.command,
         installer=opts.installer,
-        platform_tag=request.platform or view.python.platform_tag,
+        platform_tag=request.platform or view.facts.python.platform_tag,
         driver=request.driver or view.driver("nvidia").value,
         packages=request.packages,
         hypothetical=hypothetical,
@@ -368,8 +368,8 @@ def _emit(opts: InstallOptions, plan: Plan, view: MachineView, request: Request,
     route = route or next((r for r in plan.routes if r.recommended), None) or (plan.routes[0] if plan.routes else None)
     if route is None:
         raise UsageError("--emit environment.yml: no route was planned for this target.")
-    py = request.python_version or (".".join(view.python.version.split(".")[:2]) if view.python.version else None)
-    name = os.path.basename(view.python.env_prefix.rstrip("/")) if (view.python.env_prefix and view.python.env_kind == "conda") else None
+    py = request.python_version or (".".join(view.facts.python.version.split(".")[:2]) if view.facts.python.version else None)
+    name = os.path.basename(view.facts.python.env_prefix.rstrip("/")) if (view.facts.python.env_prefix and view.facts.python.env_kind == "conda") else None
     pip_args = index_args(plan.command)
     if not pip_args and plan.index_url and plan.variant and not (plan.index_url or "").startswith("https://pypi.org"):
         pip_args = ["--extra-index-url", plan.index_url]
@@ -448,7 +448,7 @@ def _install(
         accelerator=accelerator_seen(view, plan.variant),
         say=lambda line: hooks.say(line, "yellow"),
         stream=hooks.stream,
-        uv=view.python.uv_path or "uv",
+        uv=view.facts.python.uv_path or "uv",
         source_args=sourcing.delivery.args,
         env=sourcing.delivery.env or None,
         offline=opts.sources.offline or opts.sources.no_index,
@@ -472,7 +472,7 @@ def _install(
 def _unfinished(opts: InstallOptions, view: MachineView) -> bool:
     from stackdoctor.install.journal import journal_dir
 
-    prefix = view.python.env_prefix
+    prefix = view.facts.python.env_prefix
     return bool(prefix and not opts.what_if and os.path.isdir(journal_dir(prefix)))
 
 
@@ -493,7 +493,7 @@ def _finish_earlier(opts: InstallOptions, view: MachineView, python: str, hooks:
     from stackdoctor.system import System
 
     result = execute_recovery(System.from_env(), python, InstallSettings(
-        uv=view.python.uv_path or "uv", offline=opts.sources.offline or opts.sources.no_index, user_find_links=opts.sources.find_links,
+        uv=view.facts.python.uv_path or "uv", offline=opts.sources.offline or opts.sources.no_index, user_find_links=opts.sources.find_links,
         stream=hooks.stream, say=lambda line: hooks.say(line, "yellow"),
     ))
     try:  # a closed output (the pipe's reader died with the Ctrl-C) must not stop the install that follows

@@ -21,23 +21,12 @@ from types import MappingProxyType
 from typing import Any
 
 from stackdoctor.model.facts import (
-    AppleFacts,
-    CudaToolkitFacts,
     Disagreement,
     Evidence,
     Facts,
     GpuView,
-    IntelFacts,
-    JetsonFacts,
-    KernelFacts,
-    NvidiaFacts,
-    PlatformFacts,
-    PythonFacts,
     ReconciledFacts,
-    RocmFacts,
     SeenValue,
-    ThunderboltFacts,
-    TorchFacts,
 )
 
 __all__ = ["W_PCI", "MachineView", "NotAView", "facts_of"]
@@ -147,60 +136,6 @@ class MachineView:
         (neither its tools, nor the kernel module's list, nor torch). The ``gpu-lost`` rule and the resolver's
         "on the PCI bus but the driver did not list them" both read it."""
         return tuple(g for g in self.devices(vendor) if g.witnesses == [W_PCI])
-
-    # ------------------------------------------------------------------ the fact subjects, read only
-
-    @property
-    def platform(self) -> PlatformFacts:
-        return self.facts.platform
-
-    @property
-    def python(self) -> PythonFacts:
-        return self.facts.python
-
-    @property
-    def torch(self) -> TorchFacts:
-        return self.facts.torch
-
-    @property
-    def kernels(self) -> KernelFacts:
-        return self.facts.kernels
-
-    @property
-    def environment(self) -> dict[str, str]:
-        return self.facts.environment
-
-    @property
-    def plugins(self) -> dict[str, Any]:
-        return self.facts.plugins
-
-    @property
-    def nvidia(self) -> NvidiaFacts:
-        return self.facts.nvidia
-
-    @property
-    def cuda_toolkit(self) -> CudaToolkitFacts:
-        return self.facts.cuda_toolkit
-
-    @property
-    def rocm(self) -> RocmFacts:
-        return self.facts.rocm
-
-    @property
-    def apple(self) -> AppleFacts:
-        return self.facts.apple
-
-    @property
-    def intel(self) -> IntelFacts:
-        return self.facts.intel
-
-    @property
-    def jetson(self) -> JetsonFacts:
-        return self.facts.jetson
-
-    @property
-    def thunderbolt(self) -> ThunderboltFacts:
-        return self.facts.thunderbolt
 
 
 def _published(facts: Facts, key: str) -> SeenValue:

@@ -111,9 +111,9 @@ def for_target(fix: str, facts: MachineView) -> str:
     diagnosed interpreter was chosen by ``--python``: without it, the command would act on the active environment
     (or stackdoctor's own), not on the one this finding is about. A command that names ``--python`` already, or a
     fix without one of those commands, is kept as it is."""
-    if facts.python.selected_by != "--python" or not facts.python.executable or _NAMES_TARGET.search(fix):
+    if facts.facts.python.selected_by != "--python" or not facts.facts.python.executable or _NAMES_TARGET.search(fix):
         return fix
-    word = shell.word(facts.python.executable, windows=facts.platform.system == "Windows")
+    word = shell.word(facts.facts.python.executable, windows=facts.facts.platform.system == "Windows")
     return _OWN_COMMAND.sub(lambda m: f"{m.group(0)} --python {word}", fix)
 
 
@@ -166,7 +166,7 @@ class Ctx:
             text_fix = texts.message(code, "fix", fix, self.lang, **values) or None
         if text_fix:
             text_fix = for_target(text_fix, self.view)
-        if text_fix and self.view.platform.system == "Windows":
+        if text_fix and self.view.facts.platform.system == "Windows":
             text_fix = shell.for_windows(text_fix)  # `export X=1` does nothing good in PowerShell
         declared = me if me is not None else REGISTRY.get(code)
         finding = Finding(

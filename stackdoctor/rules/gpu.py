@@ -19,7 +19,7 @@ def _label(g: NvidiaGpu) -> str:
 
 @rule("gpu-lost", severity="fail", layer="gpu", defers_to=("driver-missing", "driver-library-mismatch", "container-no-gpu"))
 def gpu_lost(ctx: Ctx) -> None:
-    n = ctx.view.nvidia
+    n = ctx.view.facts.nvidia
     pci = nvidia_pci(ctx.view)
     if ctx.has("driver-missing", "driver-library-mismatch", "container-no-gpu"):
         return
@@ -47,7 +47,7 @@ def gpu_lost(ctx: Ctx) -> None:
 
 @rule("gpu-ecc-errors", severity="fail", layer="gpu")
 def gpu_ecc_errors(ctx: Ctx) -> None:
-    for g in ctx.view.nvidia.gpus:
+    for g in ctx.view.facts.nvidia.gpus:
         if (g.ecc_uncorrected or 0) > 0 or g.retired_pages_pending:
             ctx.add(
                 detail="pending" if g.retired_pages_pending and not g.ecc_uncorrected else "default",
@@ -63,7 +63,7 @@ _BAD_THROTTLE = ("hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake")
 
 @rule("gpu-throttled", severity="warn", layer="gpu")
 def gpu_throttled(ctx: Ctx) -> None:
-    for g in ctx.view.nvidia.gpus:
+    for g in ctx.view.facts.nvidia.gpus:
         bad = [r for r in g.throttle_reasons if r in _BAD_THROTTLE]
         if bad:
             ctx.add(facts=[f"nvidia.gpus[{g.index}].throttle_reasons"], gpu=_label(g), index=g.index, reasons=", ".join(bad))
@@ -78,9 +78,9 @@ _DATACENTER = re.compile(
 @rule("gpu-persistence-off", severity="warn", layer="gpu")
 def gpu_persistence_off(ctx: Ctx) -> None:
     f = ctx.view
-    if f.platform.system not in (None, "Linux") or f.platform.is_wsl:
+    if f.facts.platform.system not in (None, "Linux") or f.facts.platform.is_wsl:
         return
-    off = [g for g in f.nvidia.gpus if g.persistence_mode == "Disabled" and g.name and _DATACENTER.search(g.name.replace("NVIDIA ", ""))]
+    off = [g for g in f.facts.nvidia.gpus if g.persistence_mode == "Disabled" and g.name and _DATACENTER.search(g.name.replace("NVIDIA ", ""))]
     if off:
         ctx.add(facts=[f"nvidia.gpus[{g.index}].persistence_mode" for g in off], gpus=", ".join(_label(g) for g in off))
 

@@ -30,7 +30,7 @@ GROUP = "kernels"  # the group its rules had when this module was rules/kernels.
 
 @rule("kernel-failed", severity="fail", layer="kernels")
 def kernel_failed(ctx: Ctx) -> None:
-    k = ctx.view.kernels
+    k = ctx.view.facts.kernels
     if k.error:
         ctx.add(
             detail="process",
@@ -59,7 +59,7 @@ def _wrong_fix(ctx: Ctx, r: KernelResult) -> str:
 
 @rule("kernel-wrong-result", severity="fail", layer="kernels")
 def kernel_wrong_result(ctx: Ctx) -> None:
-    k = ctx.view.kernels
+    k = ctx.view.facts.kernels
     for i, r in enumerate(k.results):
         if r.kernel != "allreduce" and not r.ok and not _raised(r):
             ctx.add(
@@ -85,7 +85,7 @@ def kernel_wrong_result(ctx: Ctx) -> None:
 
 @rule("kernel-slow", severity="warn", layer="kernels")
 def kernel_slow(ctx: Ctx) -> None:
-    for i, r in enumerate(ctx.view.kernels.results):
+    for i, r in enumerate(ctx.view.facts.kernels.results):
         if r.kernel != "matmul" or not r.ok or r.percent_of_peak is None or not r.extra.get("sweep_max"):
             continue
         if r.percent_of_peak < SLOW_FRACTION * 100:
@@ -101,7 +101,7 @@ def kernel_slow(ctx: Ctx) -> None:
 
 
 def _ar(ctx: Ctx) -> dict[str, Any]:
-    ar = ctx.view.kernels.allreduce
+    ar = ctx.view.facts.kernels.allreduce
     return ar if isinstance(ar, dict) else {}
 
 

@@ -61,7 +61,7 @@ class Amd(Accelerator):
 
     def integrated_served(self, view: MachineView, matrix: Matrix | None) -> list[str]:
         # an APU some ROCm build carries code for ("Radeon 8060S (gfx1151)"): Linux only (no ROCm torch elsewhere)
-        if matrix is None or view.platform.system not in (None, "Linux") or view.platform.is_wsl:
+        if matrix is None or view.facts.platform.system not in (None, "Linux") or view.facts.platform.is_wsl:
             return []
         targets = {a.split(":", 1)[0] for r in matrix.releases for v in r.variants if v.kind == self.build_kind for a in (*v.gfx, *v.arch_list)}
         return [f"{g.name or 'AMD GPU'} ({g.gfx})" for g in view.devices(self.vendor) if g.integrated and g.gfx and g.gfx.split(":", 1)[0] in targets]
