@@ -4,13 +4,16 @@ the renderers, ``diff`` and the report's judging read.
 :class:`MachineView` holds the answers reconcile chose from every witness, keyed by accelerator kind where they
 are a kind's (``drivers["nvidia"]``: the user-space driver's version; ``runtimes["nvidia"]``: the newest CUDA the
 driver runs; ``runtimes["amd"]``: the installed ROCm release), the devices every witness saw (joined), the
-recognised messages and the disagreements, and read access to the fact subjects (``view.torch``,
-``view.platform``, ...). Being a type, it is its own guard: a raw :class:`~stackdoctor.model.facts.Facts` is not a
-view, so nothing that takes a view can be handed unweighed witnesses.
+recognised messages and the disagreements, and the facts as the witnesses gave them (``view.facts``, derivations
+from the matrix done). One way to ask for each chosen value: ``view.driver(kind)``, ``view.runtime(kind)``,
+``view.gpus`` / ``view.devices`` / ``view.driven``, ``view.chosen(key)``; ``view.facts.nvidia.driver_version`` is
+what a probe said, not the answer. Being a type, it is its own guard: a raw :class:`~stackdoctor.model.facts.Facts`
+is not a view, so nothing that takes a view can be handed unweighed witnesses.
 
 The report's JSON keeps its documented keys: the ``reconciled`` section (:class:`~stackdoctor.model.facts.ReconciledFacts`)
-and the stable keys (``nvidia.driver_version``, ``rocm.version``, ...) are written from the view by reconcile;
-:meth:`MachineView.of` reads a view back from facts reconcile wrote (a saved report's, a renderer's).
+and the stable keys (``nvidia.driver_version``, ``rocm.version``, ...) are written from the view by
+:func:`stackdoctor.reconcile.report_facts`, where the report is made; :meth:`MachineView.of` reads a view back from
+a report's facts (a saved report's, a renderer's: there ``view.facts`` carries the published keys).
 """
 
 from __future__ import annotations

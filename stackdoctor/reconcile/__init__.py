@@ -12,7 +12,7 @@ What it does, in order:
    ``integrated`` flag from its gfx target (``rocm.yaml``), an Intel GPU's family, ``discrete`` and
    ``xpu`` flags from its PCI id (``intel.yaml``), and the peak TFLOP/s of kernel results
    (``peaks.yaml``).
-2. **The reconciled view** (``facts.reconciled``): every GPU seen by any witness (the driver's tools
+2. **The reconciled view** (the :class:`MachineView`; the report's ``reconciled`` section): every GPU seen by any witness (the driver's tools
    and NVML, the PCI bus, torch's device list, ROCm's tools), the same GPU seen by several witnesses
    joined into one, with each witness named; the NVIDIA driver version and the newest CUDA it runs,
    with every witness's value; recognised messages as evidence; the disagreements between witnesses;
