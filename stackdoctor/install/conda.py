@@ -73,8 +73,9 @@ def driver_cuda_ceiling(facts: MachineView, matrix: Matrix, driver: str | None) 
     driver table (the newest CUDA whose minimum the driver meets)."""
     if not driver:
         return None
-    if facts.runtime("nvidia").value and driver == facts.driver("nvidia").value:
-        return facts.runtime("nvidia").value
+    ceiling, here = facts.runtime("nvidia").value, facts.driver("nvidia").value  # this machine's driver and its CUDA level
+    if ceiling and driver == here:
+        return ceiling
     from stackdoctor.matrix import driver_meets
 
     best: str | None = None

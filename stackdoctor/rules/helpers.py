@@ -203,16 +203,16 @@ def nvidia_witnesses(facts: MachineView) -> list[str]:
         out.append(f"{'/'.join(sorted({w for g in gpus for w in g.witnesses}) or ['reconcile'])}: {len(gpus)} GPU(s)")
     kmod = f.chosen("nvidia.kernel_module_version")
     if kmod.value:
-        out.append(f"{kmod.source or 'kernel module'}: nvidia {kmod.value}")
+        out.append(f"{_said_by(kmod, 'kernel module')}: nvidia {kmod.value}")
     pci = nvidia_pci(f)
     if pci:
         out.append(f"pci: {', '.join(d.name or d.device_id for d in pci)}")
     drv = f.driver("nvidia")
     if drv.value and not kmod.value:
-        out.append(f"{drv.source or 'driver'}: {drv.value}")
+        out.append(f"{_said_by(drv, 'driver')}: {drv.value}")
     ceiling = f.runtime("nvidia")
     if ceiling.value:
-        out.append(f"{ceiling.source or 'driver'}: CUDA {ceiling.value}")
+        out.append(f"{_said_by(ceiling, 'driver')}: CUDA {ceiling.value}")
     for e in f.evidence:
         if e.proves in ("driver-too-old", "driver-cuda-level") and not e.values.get("driver_cuda"):
             out.append(f"{e.source}: {e.line}")
@@ -223,6 +223,11 @@ def nvidia_witnesses(facts: MachineView) -> list[str]:
     if t.cuda_error and "driver" in t.cuda_error.lower() and not _NO_DRIVER.search(t.cuda_error) and not out:
         out.append(f"torch.cuda_error: {t.cuda_error[:300]}")
     return out
+
+
+def _said_by(seen: Any, default: str) -> str:
+    """The witness a chosen value (a :class:`~stackdoctor.model.facts.SeenValue`) came from, else ``default``."""
+    return seen.source or default
 
 
 def container_fix_key(container: str | None) -> str:
