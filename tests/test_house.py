@@ -78,7 +78,7 @@ KIND_WORDS = {
     "Ascend": r"ascend|\bnpu|\bcann\b|hccl",
 }
 KIND_GOAL = {"NVIDIA": 15, "AMD": 10, "Intel": 10, "Apple": 8, "Ascend": 0}
-KIND_CEILING = {"NVIDIA": 58, "AMD": 47, "Intel": 27, "Apple": 19, "Ascend": 1}  # 2026-12-07 after the moves (66, 49, 29, 20, 1 before)
+KIND_CEILING = {"NVIDIA": 58, "AMD": 47, "Intel": 26, "Apple": 18, "Ascend": 1}  # 2026-12-07 after the moves (66, 49, 29, 20, 1 before); model/view.py forwards no subjects (issue 45)
 
 
 def room(module: str) -> str:
