@@ -61,12 +61,12 @@ def machine(path: Path) -> Facts:
 def test_the_registry_keeps_the_old_verdicts_but_one(case, build):
     f = reconcile(with_build(machine(case), build), MATRIX)
     found = mismatch(f)
-    intel_only = kinds.by_name("intel").usable(f) and not any(g.vendor in ("nvidia", "amd") and not g.integrated for g in f.reconciled.gpus)  # type: ignore[union-attr]
+    intel_only = kinds.by_name("intel").usable(f.facts) and not any(g.vendor in ("nvidia", "amd") and not g.integrated for g in f.reconciled.gpus)  # type: ignore[union-attr]
     if build in ("cu130", "rocm7.2") and intel_only:
-        assert not old_pairs(f) and len(found) == 1, (case.stem, build)  # the intended change
+        assert not old_pairs(f.facts) and len(found) == 1, (case.stem, build)  # the intended change
         assert "Intel" in found[0].detail and "--variant xpu" in (found[0].fix or ""), found[0]
     else:
-        assert bool(found) == old_pairs(f), (case.stem, build, [x.detail for x in found])
+        assert bool(found) == old_pairs(f.facts), (case.stem, build, [x.detail for x in found])
 
 
 def test_a_cuda_build_on_an_intel_arc_machine_is_now_a_mismatch():
@@ -86,8 +86,8 @@ def test_an_intel_gpu_torch_cannot_use_is_no_reason_for_another_build():
     for g in f.intel.gpus:
         g.device_id, g.name, g.xpu, g.discrete = "0xffff", None, None, None
     f = reconcile(with_build(f, "cu130"), MATRIX)
-    assert [g.xpu for g in f.intel.gpus] == [None]
-    assert not kinds.by_name("intel").needs_build(f)  # type: ignore[union-attr]
+    assert [g.xpu for g in f.facts.intel.gpus] == [None]
+    assert not kinds.by_name("intel").needs_build(f.facts)  # type: ignore[union-attr]
     assert mismatch(f) == []
     assert "torch-gpu-build-no-gpu" in {x.code for x in rules.judge(f, MATRIX, strict=True)}
 

@@ -17,7 +17,7 @@ from helpers import machine_env, run_sd
 
 from stackdoctor.matrix import load_matrix
 from stackdoctor.model.facts import Facts, KfdNode, RocmFacts, RocmGpu
-from stackdoctor.reconcile import reconcile
+from stackdoctor.reconcile import reconcile, report_facts
 
 KFD1151 = "r-kfd-topology-gfx1151-strix-halo-lemonade-419"
 HIPCONFIG = "r-hipconfig-version"
@@ -114,9 +114,12 @@ def test_publishing_is_pure_and_idempotent():
                                   KfdNode(node=3, gfx="gfx942", simd_count=1216, bus_id="0000:26:00.0", source="/sys/class/kfd/kfd/topology/nodes/3/properties")])
     once = reconcile(f, m)
     assert f.rocm.version is None and f.rocm.gpus[0].gfx is None and len(f.rocm.gpus) == 1  # the input is unchanged
-    a, b = once.rocm.gpus
+    assert once.facts.rocm.version is None and len(once.facts.rocm.gpus) == 1  # the view's facts: the witnesses' own
+    pub = report_facts(once).rocm  # what the report publishes
+    a, b = pub.gpus
     assert (a.name, a.gfx, a.sources["gfx"]) == ("AMD Instinct MI300X", "gfx942", "reconcile: /sys/class/kfd/kfd/topology/nodes/2/properties")
     assert (b.index, b.gfx, b.bus_id, b.sources["index"]) == (1, "gfx942", "26:00.0", "reconcile: reconciled view (/sys/class/kfd)")
-    assert (once.rocm.version, once.rocm.sources["version"]) == ("6.2", "reconcile: hipconfig --version (HIP 6.2.41133)")
-    twice = reconcile(once, m)
-    assert twice.rocm == once.rocm and twice.reconciled.gpus == once.reconciled.gpus
+    assert (pub.version, pub.sources["version"]) == ("6.2", "reconcile: hipconfig --version (HIP 6.2.41133)")
+    assert once.runtime("amd").value == "6.2"
+    twice = reconcile(report_facts(once), m)  # the report replayed
+    assert report_facts(twice).rocm == pub and twice.gpus == once.gpus

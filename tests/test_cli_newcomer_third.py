@@ -119,10 +119,12 @@ def test_a_fix_with_a_what_if_python_version_still_gets_the_target():
     """``--python-version`` (a what-if's flag) is not ``--python``: the fix still names the diagnosed interpreter,
     and one that already names ``--python`` is kept as it is."""
     from stackdoctor.model.facts import Facts
+    from stackdoctor.model.view import MachineView
     from stackdoctor.rules.core import for_target
 
     f = Facts()
     f.python.selected_by, f.python.executable = "--python", "/s/bin/python"
+    f = MachineView(facts=f)  # type: ignore[assignment]  # what a rule's ctx.view holds
     assert for_target("stackdoctor install --dry-run --python-version 3.12", f) == "stackdoctor install --python /s/bin/python --dry-run --python-version 3.12"
     assert for_target("stackdoctor install --python /x", f) == "stackdoctor install --python /x"
     assert for_target("stackdoctor install --python=/x", f) == "stackdoctor install --python=/x"

@@ -51,8 +51,8 @@ def plan_routes(f: Facts, installer: str = "pip", torch: str | None = "2.13.0"):
     m = load_matrix()
     f = reconcile(f, m)  # as install hands them on: the witnesses weighed
     plan = resolve(f, m, Request(torch=torch))
-    rs = routes(plan, f, m, pip_command=["python", "-m", "pip", "install", "x"], installer=installer, platform_tag=f.python.platform_tag,
-                driver=f.nvidia.driver_version, packages=["torch"])
+    rs = routes(plan, f, m, pip_command=["python", "-m", "pip", "install", "x"], installer=installer, platform_tag=f.facts.python.platform_tag,
+                driver=f.driver("nvidia").value, packages=["torch"])
     return plan, {r.name: r for r in rs}
 
 

@@ -64,7 +64,7 @@ KIND_WORDS = {
     "Ascend": r"ascend|\bnpu|\bcann\b|hccl",
 }
 KIND_GOAL = {"NVIDIA": 15, "AMD": 10, "Intel": 10, "Apple": 8, "Ascend": 0}
-KIND_CEILING = {"NVIDIA": 62, "AMD": 52, "Intel": 28, "Apple": 17, "Ascend": 0}  # 2026-12-07 after the moves, the seam (kinds/) counted (66, 49, 29, 20, 1 before)
+KIND_CEILING = {"NVIDIA": 62, "AMD": 52, "Intel": 27, "Apple": 16, "Ascend": 0}  # 2026-12-07 after the moves, the seam (kinds/) counted (66, 49, 29, 20, 1 at 212a94c)
 
 
 def room(module: str) -> str:

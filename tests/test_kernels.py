@@ -117,12 +117,12 @@ def test_peak_from_sm_clock_and_annotation():
     import dataclasses
 
     no_row = dataclasses.replace(MATRIX, peaks={k: v for k, v in rows.items() if "a100" not in k})
-    kf = reconcile(facts, no_row).kernels
+    kf = reconcile(facts, no_row).facts.kernels
     assert kf.results[0].percent_of_peak == pytest.approx(50.0, abs=0.1)
     assert kf.results[0].extra["peak_source"].startswith("reconcile: NVML SM count")
     assert kf.results[1].percent_of_peak is None  # tensor-core peak: only from the matrix's peaks table
     assert facts.kernels.results[0].percent_of_peak is None  # reconcile is pure: its input is unchanged
-    again = reconcile(reconcile(facts, no_row), no_row).kernels  # a replay redoes the derivation, never stacks it
+    again = reconcile(reconcile(facts, no_row), no_row).facts.kernels  # a replay redoes the derivation, never stacks it
     assert again.results[0].percent_of_peak == kf.results[0].percent_of_peak
 
 

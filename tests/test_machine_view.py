@@ -13,7 +13,7 @@ import pytest
 from stackdoctor.matrix import load_matrix
 from stackdoctor.model.facts import Facts, NvidiaFacts, NvidiaGpu, NvidiaProcGpu, PciDevice, PlatformFacts, from_data, to_data
 from stackdoctor.model.view import MachineView, NotAView, facts_of
-from stackdoctor.reconcile import reconcile
+from stackdoctor.reconcile import reconcile, report_facts
 
 MACHINES = Path(__file__).parent / "fixtures" / "machines"
 
@@ -34,19 +34,19 @@ def test_the_view_is_frozen_and_keyed_by_kind(m):
         v.accelerator = "amd"  # type: ignore[misc]
     with pytest.raises(TypeError):
         v.drivers["amd"] = v.driver("nvidia")  # type: ignore[index]
-    assert v.driver("nvidia").value == v.facts.nvidia.driver_version and v.driver("nvidia").value
-    assert v.runtime("nvidia").value == v.facts.reconciled.cuda_driver_version.value
+    assert v.driver("nvidia").value == report_facts(v).nvidia.driver_version and v.driver("nvidia").value
+    assert v.runtime("nvidia").value == report_facts(v).reconciled.cuda_driver_version.value
     assert v.driver("amd").value is None and "amd" not in v.drivers  # no AMD witness: no entry, an empty answer
     assert v.accelerator == "nvidia" and v.devices("nvidia") and not v.devices("amd")
-    assert v.torch is v.facts.torch and v.platform is v.facts.platform  # the subjects, read through the view
+    assert not hasattr(v, "torch") and not hasattr(v, "nvidia")  # the subjects are read as view.facts.X: no second name
 
 
 @pytest.mark.parametrize("name", ["rtx5090-driver570", "amd-gfx1100", "c27-gfx1102-plus-igpu-gfx1036", "apple-m2-macos15", "no-gpu-linux"])
 def test_the_report_section_is_the_view_written_out(m, name):
     """The JSON's ``reconciled`` section (its documented keys) and the view read back from it are one."""
     v = reconcile(machine(name), m)
-    assert to_data(v.to_reconciled()) == to_data(v.facts.reconciled)
-    again = MachineView.of(from_data(Facts, json.loads(json.dumps(to_data(v.facts)))))  # a saved report read back
+    assert to_data(v.to_reconciled()) == to_data(report_facts(v).reconciled)
+    again = MachineView.of(from_data(Facts, json.loads(json.dumps(to_data(report_facts(v))))))  # a saved report read back
     assert (again.drivers, again.runtimes, again.accelerator, again.gpus) == (v.drivers, v.runtimes, v.accelerator, v.gpus)
 
 
@@ -76,4 +76,26 @@ def test_lost_and_driven_are_one_answer(m):
     v = reconcile(_lost_machine(), m)
     assert [g.bus_id for g in v.driven("nvidia")] == ["01:00.0", "02:00.0"]
     assert [g.bus_id for g in v.lost("nvidia")] == ["03:00.0"]
-    assert [g.bus_id for g in v.facts.nvidia.gpus] == ["00000000:01:00.0", "02:00.0"]  # the stable keys carry the driven ones
+    assert [g.bus_id for g in report_facts(v).nvidia.gpus] == ["00000000:01:00.0", "02:00.0"]  # the stable keys carry the driven ones
+    assert [g.bus_id for g in v.facts.nvidia.gpus] == ["00000000:01:00.0"]  # the view's facts: what nvidia-smi listed
+
+
+def test_reconcile_writes_no_chosen_value_into_the_facts(m):
+    """A driver only the kernel module names: the view answers it, its facts keep what the probes said (no driver
+    version), and the report publishes it under its stable key, marked as reconcile's (issue 45)."""
+    f = Facts(platform=PlatformFacts(system="Linux", machine="x86_64"))
+    f.nvidia = NvidiaFacts(observed={"kernel_module_version": {"/proc/driver/nvidia/version": "570.133.07"}})
+    before = to_data(f)
+    v = reconcile(f, m)
+    assert to_data(f) == before  # the facts given are not changed
+    assert v.driver("nvidia").value == "570.133.07" and v.driver("nvidia").source == "/proc/driver/nvidia/version"
+    assert v.chosen("nvidia.kernel_module_version").value == "570.133.07"
+    assert v.facts.nvidia.driver_version is None and v.facts.nvidia.kernel_module_version is None
+    published = report_facts(v)
+    assert published.nvidia.driver_version == "570.133.07" and published.nvidia.kernel_module_version == "570.133.07"
+    assert published.nvidia.sources["driver_version"] == "reconcile: /proc/driver/nvidia/version"
+    assert to_data(published.reconciled) == to_data(v.to_reconciled())
+    assert v.facts.nvidia.driver_version is None  # publishing did not change the view either
+    back = MachineView.of(published)  # a saved report read back answers the same
+    assert (back.driver("nvidia"), back.chosen("nvidia.kernel_module_version").value) == (v.driver("nvidia"), "570.133.07")
+    assert reconcile(published, m).driver("nvidia") == v.driver("nvidia")  # a replay derives it again

@@ -30,7 +30,7 @@ from stackdoctor.model.probing import ProbeContext, Target
 from stackdoctor.pipeline.engine import select_target
 from stackdoctor.probes import platform as platform_probe
 from stackdoctor.probes.platform import parse_windows_version
-from stackdoctor.reconcile import reconcile
+from stackdoctor.reconcile import reconcile, report_facts
 from stackdoctor.system import Host, System
 
 # The replaying tools are /bin/sh scripts placed where Windows keeps its tools; on a real Windows
@@ -154,7 +154,7 @@ def test_nvidia_smi_from_the_nvsmi_folder_when_not_on_path(tmp_path):
     c = ctx(root, {"PATH": empty_path(tmp_path)})
     assert find_smi(c.system) == (NVSMI, str(root / "C" / "Program Files" / "NVIDIA Corporation" / "NVSMI" / "nvidia-smi.exe"))
     out = nvidia.probe(c)
-    f = reconcile(Facts(nvidia=out.facts["nvidia"]), load_matrix([])).nvidia  # the witnesses weighed
+    f = report_facts(reconcile(Facts(nvidia=out.facts["nvidia"]), load_matrix([]))).nvidia  # the witnesses weighed, as published
     want = derived(W01)
     assert out.status == "ok" and f.smi_state == "ok" and f.smi_path == NVSMI
     assert (f.driver_version, f.cuda_driver_version, f.smi_version) == (want["driver_version"], want["driver_max_cuda"], want["nvidia_smi_version"])

@@ -35,7 +35,7 @@ def test_the_recorded_h200_keeps_every_nvidia_smi_form_and_reconcile_keeps_the_q
     assert g.observed["name"] == {"nvidia-smi --query-gpu": "NVIDIA H200", "nvidia-smi -L": "NVIDIA H200", "nvidia-smi": "NVIDIA H200"}
     assert set(g.observed["uuid"]) == {"nvidia-smi --query-gpu", "nvidia-smi -L"} and len(set(g.observed["uuid"].values())) == 1
     f = reconcile(Facts(nvidia=raw), MATRIX)
-    (kept,) = f.nvidia.gpus
+    (kept,) = f.facts.nvidia.gpus
     assert g.observed["memory_total_mib"] == {"nvidia-smi --query-gpu": 143771, "nvidia-smi": 143771}
     assert (kept.name, kept.sources["name"], kept.memory_total_mib, kept.sources["memory_total_mib"]) == (
         "NVIDIA H200", "nvidia-smi --query-gpu", 143771, "nvidia-smi --query-gpu")
@@ -60,7 +60,7 @@ def test_nvml_and_nvidia_smi_disagreeing_are_both_kept_and_weighed_by_reconcile(
     assert g.observed["memory_total_mib"] == {"nvml": 102400, "nvidia-smi --query-gpu": 143771, "nvidia-smi": 143771}
     assert g.observed["name"]["nvml"] == "NVIDIA H200 NVL" and g.observed["name"]["nvidia-smi --query-gpu"] == "NVIDIA H200"
     f = reconcile(Facts(nvidia=raw), MATRIX)
-    (kept,) = f.nvidia.gpus
+    (kept,) = f.facts.nvidia.gpus
     assert (kept.compute_capability, kept.sources["compute_capability"], kept.name, kept.memory_total_mib) == ("8.6", "nvml", "NVIDIA H200 NVL", 102400)
     (v,) = [x for x in f.reconciled.gpus if x.vendor == "nvidia"]
     assert v.seen["memory_total_mib"] == {"nvml": "102400", "nvidia-smi": "143771"}
@@ -79,10 +79,10 @@ def test_reconcile_not_the_probe_decides(tmp_path, sysroot):  # noqa: F811
     g = moved.gpus[0]
     g.observed["memory_total_mib"]["nvidia-smi"] = 1  # the table's witness says something else
     g.memory_total_mib, g.sources["memory_total_mib"] = 1, "nvidia-smi"
-    kept = reconcile(Facts(nvidia=moved), MATRIX).nvidia.gpus[0]
+    kept = reconcile(Facts(nvidia=moved), MATRIX).facts.nvidia.gpus[0]
     assert (kept.memory_total_mib, kept.sources["memory_total_mib"]) == (raw.gpus[0].memory_total_mib, "nvidia-smi --query-gpu")
     old = NvidiaFacts(gpus=[NvidiaGpu(0, "NVIDIA H200", compute_capability="9.0", memory_total_mib=143771, sources={"name": "nvml", "compute_capability": "nvml"})])
-    assert reconcile(Facts(nvidia=old), MATRIX).nvidia.gpus[0].memory_total_mib == 143771
+    assert reconcile(Facts(nvidia=old), MATRIX).facts.nvidia.gpus[0].memory_total_mib == 143771
 
 
 def test_a_name_the_table_cut_short_is_no_disagreement():

@@ -64,7 +64,7 @@ def test_probe_synthetic_igpu_plus_arc(tmp_path: Path) -> None:
         ("0000:03:00.0", "0x56a0", "xe", None, None),
     ]  # the probe reads; what the id means follows from the matrix in reconcile
     assert f.sources["gpus"] == "file:/sys/bus/pci/devices"
-    r = reconcile(Facts(intel=f), load_matrix([])).intel
+    r = reconcile(Facts(intel=f), load_matrix([])).facts.intel
     assert [(g.discrete, g.name, g.xpu) for g in r.gpus] == [(None, None, None), (True, "Arc A-series (Alchemist)", True)]
     assert "intel.yaml" in r.sources["name"]
 

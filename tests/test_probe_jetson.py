@@ -67,7 +67,7 @@ def test_every_l4t_row_has_a_source() -> None:
 
 def derived(f):
     """The jetson facts after reconcile (JetPack and CUDA follow from the L4T release and the matrix)."""
-    return reconcile(Facts(jetson=f), MATRIX).jetson
+    return reconcile(Facts(jetson=f), MATRIX).facts.jetson
 
 
 @settings(max_examples=150, deadline=None)

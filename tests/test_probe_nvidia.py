@@ -27,13 +27,13 @@ from stackdoctor.accelerators.nvidia.probe import (
 from stackdoctor.matrix import load_matrix
 from stackdoctor.model.facts import Facts, NvidiaFacts
 from stackdoctor.model.probing import ProbeContext, Target
-from stackdoctor.reconcile import reconcile
+from stackdoctor.reconcile import reconcile, report_facts
 from stackdoctor.system import System
 
 
 def weighed(out) -> NvidiaFacts:
     """The probe's NVIDIA facts after reconcile weighed the witnesses (the probe records each witness; it picks no winner)."""
-    return reconcile(Facts(nvidia=out.facts["nvidia"]), load_matrix([])).nvidia
+    return report_facts(reconcile(Facts(nvidia=out.facts["nvidia"]), load_matrix([]))).nvidia  # as the report publishes them
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 REAL = FIX / "real"

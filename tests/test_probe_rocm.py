@@ -240,7 +240,7 @@ def test_probe_c27_replay_dgpu_plus_igpu(fake_bin, tmp_path: Path) -> None:
     from stackdoctor.model.facts import Facts
     from stackdoctor.reconcile import reconcile
 
-    dgpu, igpu = reconcile(Facts(rocm=f), load_matrix([])).rocm.gpus  # integrated follows from the gfx: reconcile
+    dgpu, igpu = reconcile(Facts(rocm=f), load_matrix([])).facts.rocm.gpus  # integrated follows from the gfx: reconcile
     assert (dgpu.gfx, dgpu.device_id, dgpu.bus_id, dgpu.smi_gfx_version, dgpu.integrated) == (
         "gfx1102", "0x7480", "0000:03:00.0", "gfx11002", False,
     )

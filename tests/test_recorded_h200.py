@@ -64,7 +64,7 @@ def test_the_recorded_h200_check_replays_healthy_and_tf32_gets_its_own_peak():
     for r in results:
         r.extra.pop("peak_source", None)
     facts.kernels = KernelFacts(ran=True, results=results)
-    got = {(r.dtype, r.size): r.percent_of_peak for r in reconcile(facts, m).kernels.results if r.kernel == "matmul"}
+    got = {(r.dtype, r.size): r.percent_of_peak for r in reconcile(facts, m).facts.kernels.results if r.kernel == "matmul"}
     assert got[("bf16", "4096x4096x4096")] == pytest.approx(78.9, abs=0.1)  # 780.96 of 989.5
     assert got[("tf32", "8192x8192x8192")] == pytest.approx(74.2, abs=0.1)  # 367.03 of 494.5 (not of bf16's 989.5)
     assert got[("fp32", "4096x4096x4096")] == pytest.approx(76.6, abs=0.1)  # 51.31 of 67.0

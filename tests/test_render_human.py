@@ -9,7 +9,7 @@ from rich.console import Console
 from stackdoctor.matrix import load_matrix
 from stackdoctor.model.facts import Facts, KernelFacts, KernelResult, NvidiaGpu
 from stackdoctor.model.report import Finding, Report
-from stackdoctor.reconcile import reconcile
+from stackdoctor.reconcile import reconcile, report_facts
 from stackdoctor.render.human import render_report
 
 
@@ -39,7 +39,7 @@ def gpu_report(gpu_name: str = "NVIDIA H200") -> Report:
         Finding("torch-ok", "ok", "torch imports", layer="torch"),
         Finding("gpu-throttled", "warn", "GPU 0 is throttled", detail="HW slowdown active on GPU 0 NVIDIA H200", fix="nvidia-smi -q -d PERFORMANCE", layer="gpu"),
     ]
-    return Report(facts=reconcile(f, load_matrix([])), findings=findings)
+    return Report(facts=report_facts(reconcile(f, load_matrix([]))), findings=findings)
 
 
 def test_layers_in_order_with_versions_and_marks():

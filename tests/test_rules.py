@@ -112,7 +112,7 @@ def test_the_catalogue_is_the_declarations_plus_rule_error():
 
 def test_a_rule_may_ask_only_about_the_codes_it_defers_to():
     probe = REGISTRY["torch-missing"]
-    ctx = rules.Ctx(facts=reconcile(td.healthy(MATRIX), MATRIX), matrix=MATRIX, current=probe)
+    ctx = rules.Ctx(view=reconcile(td.healthy(MATRIX), MATRIX), matrix=MATRIX, current=probe)
     with pytest.raises(RuleError, match="without deferring"):
         ctx.has("driver-too-old")
     with pytest.raises(RuleError, match="may only add"):

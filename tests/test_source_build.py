@@ -103,7 +103,7 @@ def test_arch_list_and_jobs():
 
 def test_pascal_gtx1080_plans_sm61_with_nvcc_and_cudnn_found(matrix):
     facts = machine("gtx1080-driver580", matrix, env_kind="venv", env_prefix="/home/u/venv", pip_version="25.2")
-    plan = build_plan(facts, matrix, BuildRequest(torch="2.13.0"), tools(nvcc="12.8", cudnn="9.5.1", nvtx=True), "/home/u/venv/bin/python")
+    plan = build_plan(facts.facts, matrix, BuildRequest(torch="2.13.0"), tools(nvcc="12.8", cudnn="9.5.1", nvtx=True), "/home/u/venv/bin/python")
     assert plan.accelerator == "cuda" and plan.tag == "v2.13.0"
     assert plan.env["TORCH_CUDA_ARCH_LIST"] == "6.1"
     assert plan.env["USE_CUDA"] == "1" and plan.env["USE_ROCM"] == "0" and plan.env["USE_XPU"] == "0"
@@ -122,7 +122,7 @@ def test_pascal_gtx1080_plans_sm61_with_nvcc_and_cudnn_found(matrix):
 
 def test_pascal_without_nvcc_or_cudnn_says_what_to_install(matrix):
     facts = machine("gtx1080-driver580", matrix, env_kind="venv", env_prefix="/home/u/venv", pip_version="25.2")
-    plan = build_plan(facts, matrix, BuildRequest(), tools(), "python")
+    plan = build_plan(facts.facts, matrix, BuildRequest(), tools(), "python")
     nvcc, cudnn = prereq(plan, "nvcc"), prereq(plan, "cudnn")
     assert nvcc.status == "missing" and "https://pytorch.org/get-started/locally" in nvcc.fix
     assert cudnn.status == "missing" and "9.0" in cudnn.needed and "support-matrix" in cudnn.fix
@@ -132,7 +132,7 @@ def test_pascal_without_nvcc_or_cudnn_says_what_to_install(matrix):
 
 def test_cudnn_older_than_the_readme_asks_is_missing(matrix):
     facts = machine("gtx1080-driver580", matrix)
-    plan = build_plan(facts, matrix, BuildRequest(), tools(nvcc="12.8", cudnn="8.9.7", nvtx=True), "python")
+    plan = build_plan(facts.facts, matrix, BuildRequest(), tools(nvcc="12.8", cudnn="8.9.7", nvtx=True), "python")
     assert prereq(plan, "cudnn").status == "missing"
 
 
@@ -140,14 +140,14 @@ def test_nvcc_newer_than_the_driver_runs_is_missing(matrix):
     data = json.loads((FIX / "machines" / "rtx3090-driver535.json").read_text())["facts"]
     data["nvidia"]["cuda_driver_version"] = "12.2"  # nvidia-smi's "CUDA Version: 12.2" of a 535 driver
     facts = reconcile(from_data(Facts, data), matrix)
-    plan = build_plan(facts, matrix, BuildRequest(), tools(nvcc="12.8", cudnn="9.5.1", nvtx=True), "python")
+    plan = build_plan(facts.facts, matrix, BuildRequest(), tools(nvcc="12.8", cudnn="9.5.1", nvtx=True), "python")
     p = prereq(plan, "nvcc")
     assert p.status == "missing" and "would not run here" in p.fix
 
 
 def test_rocm_gfx_plans_pytorch_rocm_arch_and_the_amd_step(matrix):
     facts = machine("amd-gfx1100", matrix)
-    plan = build_plan(facts, matrix, BuildRequest(), tools(rocm="6.3.3", rocm_path="/opt/rocm-6.3.3"), "python")
+    plan = build_plan(facts.facts, matrix, BuildRequest(), tools(rocm="6.3.3", rocm_path="/opt/rocm-6.3.3"), "python")
     assert plan.accelerator == "rocm"
     assert plan.env["PYTORCH_ROCM_ARCH"] == "gfx1100" and plan.env["USE_ROCM"] == "1" and plan.env["USE_CUDA"] == "0"
     assert plan.env["ROCM_PATH"] == "/opt/rocm-6.3.3"
@@ -158,37 +158,37 @@ def test_rocm_gfx_plans_pytorch_rocm_arch_and_the_amd_step(matrix):
 
 
 def test_gfx_what_if(matrix):
-    plan = build_plan(machine("no-gpu-linux", matrix), matrix, BuildRequest(gfx=["gfx90a", "gfx942"]), tools(), "python")
+    plan = build_plan(machine("no-gpu-linux", matrix).facts, matrix, BuildRequest(gfx=["gfx90a", "gfx942"]), tools(), "python")
     assert plan.env["PYTORCH_ROCM_ARCH"] == "gfx90a;gfx942" and prereq(plan, "rocm").status == "missing"
 
 
 def test_cpu_only_machine_builds_without_cuda(matrix):
-    plan = build_plan(machine("no-gpu-linux", matrix), matrix, BuildRequest(), tools(), "python")
+    plan = build_plan(machine("no-gpu-linux", matrix).facts, matrix, BuildRequest(), tools(), "python")
     assert plan.accelerator == "cpu"
     assert (plan.env["USE_CUDA"], plan.env["USE_ROCM"], plan.env["USE_XPU"]) == ("0", "0", "0")
     assert "TORCH_CUDA_ARCH_LIST" not in plan.env and not any(p.name in ("nvcc", "cudnn") for p in plan.prerequisites)
 
 
 def test_gcc_older_than_11_3_is_missing_with_its_fix(matrix):
-    plan = build_plan(machine("no-gpu-linux", matrix), matrix, BuildRequest(), tools(gcc="gcc-9.2.1-ubuntu18.04.txt"), "python")
+    plan = build_plan(machine("no-gpu-linux", matrix).facts, matrix, BuildRequest(), tools(gcc="gcc-9.2.1-ubuntu18.04.txt"), "python")
     c = prereq(plan, "compiler")
     assert c.status == "missing" and c.found == "gcc 9.2.1" and "11.3.0" in c.fix
     assert plan.blocking(["build"], ["deps"]).name == "compiler"
-    ok = build_plan(machine("no-gpu-linux", matrix), matrix, BuildRequest(), tools(gcc="gcc-11.4.0-ubuntu22.04.txt"), "python")
+    ok = build_plan(machine("no-gpu-linux", matrix).facts, matrix, BuildRequest(), tools(gcc="gcc-11.4.0-ubuntu22.04.txt"), "python")
     assert prereq(ok, "compiler").status == "ok"
 
 
 def test_too_little_disk_is_missing(matrix):
-    plan = build_plan(machine("no-gpu-linux", matrix), matrix, BuildRequest(), tools(disk_gb=6.2), "python")
+    plan = build_plan(machine("no-gpu-linux", matrix).facts, matrix, BuildRequest(), tools(disk_gb=6.2), "python")
     d = prereq(plan, "disk")
     assert d.status == "missing" and "6.2 GB free" in d.found and "--source-dir" in d.fix
     assert plan.blocking(["clone"]).name == "disk"
 
 
 def test_venv_and_conda_prefixes(matrix):
-    venv = build_plan(machine("no-gpu-linux", matrix, env_kind="venv", env_prefix="/home/u/.venv"), matrix, BuildRequest(), tools(), "python")
-    conda = build_plan(machine("no-gpu-linux", matrix, env_kind="conda", env_prefix="/opt/conda/envs/b"), matrix, BuildRequest(), tools(), "python")
-    system = build_plan(machine("no-gpu-linux", matrix, env_kind="system"), matrix, BuildRequest(), tools(), "python")
+    venv = build_plan(machine("no-gpu-linux", matrix, env_kind="venv", env_prefix="/home/u/.venv").facts, matrix, BuildRequest(), tools(), "python")
+    conda = build_plan(machine("no-gpu-linux", matrix, env_kind="conda", env_prefix="/opt/conda/envs/b").facts, matrix, BuildRequest(), tools(), "python")
+    system = build_plan(machine("no-gpu-linux", matrix, env_kind="system").facts, matrix, BuildRequest(), tools(), "python")
     assert venv.env["CMAKE_PREFIX_PATH"] == "/home/u/.venv" and "virtual" in venv.env_reasons["CMAKE_PREFIX_PATH"]
     assert conda.env["CMAKE_PREFIX_PATH"] == "/opt/conda/envs/b" and "conda" in conda.env_reasons["CMAKE_PREFIX_PATH"]
     assert "CMAKE_PREFIX_PATH" not in system.env and any("CMAKE_PREFIX_PATH" in w for w in system.warnings)
@@ -197,7 +197,7 @@ def test_venv_and_conda_prefixes(matrix):
 def test_windows_plan_quotes_for_powershell(matrix):
     facts = machine("windows-gtx1070-driver551", matrix, env_kind="conda", env_prefix="C:\\Users\\Ana Lee\\miniconda3\\envs\\b")
     cl = BuildTools(compilers=[Tool("cl", "C:\\VS\\cl.exe", "19.27.29111", "cl")])
-    plan = build_plan(facts, matrix, BuildRequest(source_dir="C:\\src\\py torch"), cl, "C:\\Users\\Ana Lee\\python.exe")
+    plan = build_plan(facts.facts, matrix, BuildRequest(source_dir="C:\\src\\py torch"), cl, "C:\\Users\\Ana Lee\\python.exe")
     assert plan.shell == "powershell" and plan.os == "windows"
     assert plan.env["CMAKE_PREFIX_PATH"] == "C:\\Users\\Ana Lee\\miniconda3\\envs\\b\\Library"
     assert plan.commands[0].line.endswith("'C:\\src\\py torch'")
@@ -212,7 +212,7 @@ def test_posix_env_file_is_sourceable(matrix, tmp_path):
     import subprocess
 
     facts = machine("gtx1080-driver580", matrix, env_kind="venv", env_prefix="/home/u/my venv")
-    plan = build_plan(facts, matrix, BuildRequest(ptx=True), tools(nvcc="12.8"), "python")
+    plan = build_plan(facts.facts, matrix, BuildRequest(ptx=True), tools(nvcc="12.8"), "python")
     f = tmp_path / "build-env.sh"
     f.write_text(env_file(plan))
     out = subprocess.run(["sh", "-c", f'. "{f}" && printf "%s|%s" "$TORCH_CUDA_ARCH_LIST" "$CMAKE_PREFIX_PATH"'], capture_output=True, text=True, check=True)
@@ -221,7 +221,7 @@ def test_posix_env_file_is_sourceable(matrix, tmp_path):
 
 def test_plan_document_validates(matrix):
     facts = machine("gtx1080-driver580", matrix)
-    data = build_plan(facts, matrix, BuildRequest(), tools(nvcc="12.8"), "python").to_data()
+    data = build_plan(facts.facts, matrix, BuildRequest(), tools(nvcc="12.8"), "python").to_data()
     assert data["schema"] == "stackdoctor.build-plan/1"
     assert check_document(json.loads(json.dumps(data))) is True
     data["prerequisites"][0]["status"] = "fine"
@@ -256,14 +256,14 @@ def test_cli_what_if_json_and_emit(tmp_path):
 
 
 def test_an_existing_checkout_checks_the_tag_out_instead_of_cloning(matrix):
-    plan = build_plan(machine("no-gpu-linux", matrix), matrix, BuildRequest(torch="2.13.0", checkout=True), tools(), "python")
+    plan = build_plan(machine("no-gpu-linux", matrix).facts, matrix, BuildRequest(torch="2.13.0", checkout=True), tools(), "python")
     assert plan.commands[0].argv == ["git", "checkout", "v2.13.0"] and plan.commands[0].cwd == "pytorch"
 
 
 def test_an_old_cmake_blocks_the_build_unless_the_deps_step_runs_first(matrix):
     t = tools()
     t.cmake = Tool("cmake", "/usr/bin/cmake", "3.22.1", "cmake --version")
-    plan = build_plan(machine("no-gpu-linux", matrix), matrix, BuildRequest(), t, "python")
+    plan = build_plan(machine("no-gpu-linux", matrix).facts, matrix, BuildRequest(), t, "python")
     c = prereq(plan, "cmake")
     assert c.status == "missing" and "3.27" in c.needed and c.provided_by == "deps"
     assert plan.blocking(["build"]).name == "cmake"

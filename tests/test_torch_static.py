@@ -596,8 +596,8 @@ def test_nvidia_probe_asks_the_driver_library_as_one_more_witness(fake_libcuda, 
     f.nvidia = n
     weighed = reconcile(f, load_matrix())
     if n.nvml_state != "ok":  # no NVML here: the driver library is the only witness, so reconcile keeps its value
-        assert weighed.nvidia.cuda_driver_version == "12.8" and weighed.nvidia.sources["cuda_driver_version"] == "cuDriverGetVersion"
-    seen = weighed.reconciled.cuda_driver_version
+        assert (weighed.runtime("nvidia").value, weighed.runtime("nvidia").source) == ("12.8", "cuDriverGetVersion")
+    seen = weighed.runtime("nvidia")
     assert seen.witnesses["cuDriverGetVersion"] == "12.8"
     # not on a replayed machine (use_nvml is False under a moved sysroot), and not without a libcuda
     assert "cuda_driver_version" not in nvidia.probe(ProbeContext(System(env=env), Target(sys.executable, "self"), use_nvml=False)).facts["nvidia"].observed

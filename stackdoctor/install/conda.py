@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.matrix import CondaInfo, CondaRelease, Matrix
     from stackdoctor.model.facts import Facts
     from stackdoctor.model.plan import Plan
+    from stackdoctor.model.view import MachineView
 
 CONDA_INSTALLERS = ("conda", "mamba", "micromamba", "pixi")
 _CONDA_CUDA_LIBS = ("pytorch", "cudatoolkit", "cudnn", "nccl", "pytorch-cuda", "cuda-runtime", "cuda-cudart", "cuda-libraries", "libcublas")
@@ -45,15 +46,15 @@ class CondaChoice:
     reasons: list[str]
 
 
-def conda_subdir(facts: Facts, platform_tag: str | None = None) -> str | None:
+def conda_subdir(facts: MachineView, platform_tag: str | None = None) -> str | None:
     """The conda platform of the target: ``linux-64``, ``linux-aarch64``, ``osx-arm64``, ``osx-64``, ``win-64``."""
-    tag = (platform_tag or facts.python.platform_tag or "").lower()
-    machine = (facts.platform.machine or "").lower()
-    if tag.startswith(("manylinux", "linux", "musllinux")) or (not tag and (facts.platform.system or "").lower() == "linux"):
+    tag = (platform_tag or facts.facts.python.platform_tag or "").lower()
+    machine = (facts.facts.platform.machine or "").lower()
+    if tag.startswith(("manylinux", "linux", "musllinux")) or (not tag and (facts.facts.platform.system or "").lower() == "linux"):
         return "linux-aarch64" if ("aarch64" in tag or machine in ("aarch64", "arm64")) else "linux-64"
-    if tag.startswith("macosx") or (not tag and (facts.platform.system or "").lower() == "darwin"):
+    if tag.startswith("macosx") or (not tag and (facts.facts.platform.system or "").lower() == "darwin"):
         return "osx-arm64" if ("arm64" in tag or machine == "arm64") else "osx-64"
-    if tag.startswith("win") or (not tag and (facts.platform.system or "").lower() == "windows"):
+    if tag.startswith("win") or (not tag and (facts.facts.platform.system or "").lower() == "windows"):
         return "win-64"
     return None
 
@@ -67,13 +68,14 @@ def _cuda_tuple(text: str) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
-def driver_cuda_ceiling(facts: Facts, matrix: Matrix, driver: str | None) -> str | None:
+def driver_cuda_ceiling(facts: MachineView, matrix: Matrix, driver: str | None) -> str | None:
     """The newest CUDA the driver runs: nvidia-smi's "CUDA Version" when probed, else from the matrix's
     driver table (the newest CUDA whose minimum the driver meets)."""
     if not driver:
         return None
-    if facts.nvidia.cuda_driver_version and driver == facts.nvidia.driver_version:
-        return facts.nvidia.cuda_driver_version
+    ceiling, here = facts.runtime("nvidia").value, facts.driver("nvidia").value  # this machine's driver and its CUDA level
+    if ceiling and driver == here:
+        return ceiling
     from stackdoctor.matrix import driver_meets
 
     best: str | None = None
@@ -83,7 +85,7 @@ def driver_cuda_ceiling(facts: Facts, matrix: Matrix, driver: str | None) -> str
     return best
 
 
-def _cuda_build(rel: CondaRelease, subdir: str, facts: Facts, matrix: Matrix, driver: str | None, reasons: list[str]) -> str | None:
+def _cuda_build(rel: CondaRelease, subdir: str, facts: MachineView, matrix: Matrix, driver: str | None, reasons: list[str]) -> str | None:
     """The newest of conda-forge's CUDA builds of ``rel`` that the driver runs, or None (the CPU build), said why."""
     ceiling = driver_cuda_ceiling(facts, matrix, driver)
     builds = sorted(rel.cuda.get(subdir, ()), key=_cuda_tuple, reverse=True)
@@ -120,7 +122,7 @@ def _conda_forge_builds(plan: Plan) -> bool | None:
 
 
 def choose(
-    info: CondaInfo, plan: Plan, facts: Facts, matrix: Matrix, *, subdir: str | None, driver: str | None, packages: Sequence[str]
+    info: CondaInfo, plan: Plan, facts: MachineView, matrix: Matrix, *, subdir: str | None, driver: str | None, packages: Sequence[str]
 ) -> CondaChoice | None:
     """conda-forge's build for the plan: the same torch release when conda-forge has it (else its newest), CUDA
     when the plan is a CUDA one and a CUDA build runs on the driver, else the CPU build."""
@@ -185,8 +187,8 @@ def _pip_route(plan: Plan, pip_command: Sequence[str], conda_pkgs: Sequence[str]
     return pip_route
 
 
-def _conda_route(info: CondaInfo, choice: CondaChoice, plan: Plan, facts: Facts, *, installer: str, hypothetical: bool, conda_pkgs: Sequence[str]) -> Route:
-    prefix = None if hypothetical else facts.python.env_prefix
+def _conda_route(info: CondaInfo, choice: CondaChoice, plan: Plan, facts: MachineView, *, installer: str, hypothetical: bool, conda_pkgs: Sequence[str]) -> Route:
+    prefix = None if hypothetical else facts.facts.python.env_prefix
     tool = installer if installer in CONDA_INSTALLERS else "conda"
     cf = Route(
         "conda-forge",
@@ -199,7 +201,7 @@ def _conda_route(info: CondaInfo, choice: CondaChoice, plan: Plan, facts: Facts,
     cf.reasons.append("one package manager for the whole env: conda resolves torch together with every other conda package")
     if choice.cuda and info.cuda_selector:
         cf.reasons.append(f"the CUDA build is selected by {info.cuda_selector}={choice.cuda} ({info.virtual_package or '__cuda'} must be present: a CUDA driver)")
-        if hypothetical or not (facts.nvidia.driver_version or "").strip():
+        if hypothetical or not (facts.driver("nvidia").value or "").strip():
             cf.env["CONDA_OVERRIDE_CUDA"] = choice.cuda
             cf.cautions.append(f"no CUDA driver is seen here: the solver needs CONDA_OVERRIDE_CUDA={choice.cuda} to pick the CUDA build")
     if _conda_forge_builds(plan) is False:
@@ -211,7 +213,7 @@ def _conda_route(info: CondaInfo, choice: CondaChoice, plan: Plan, facts: Facts,
 
 def routes(
     plan: Plan,
-    facts: Facts,
+    facts: MachineView,
     matrix: Matrix,
     *,
     pip_command: Sequence[str],
@@ -223,7 +225,7 @@ def routes(
 ) -> list[Route]:
     """Both routes for a conda environment, each with its reasons and cautions; one is recommended."""
     info = matrix.conda
-    conda_pkgs = sorted({n for n in (conda_name(p) for p in facts.torch.conda_packages) if n in _CONDA_CUDA_LIBS})
+    conda_pkgs = sorted({n for n in (conda_name(p) for p in facts.facts.torch.conda_packages) if n in _CONDA_CUDA_LIBS})
     pip_route = _pip_route(plan, pip_command, conda_pkgs)
     if info is None:
         return [pip_route]

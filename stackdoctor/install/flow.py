@@ -148,7 +148,7 @@ class _Flow:
         self.out.python = self.python
         self.unfinished = _unfinished(opts, self.view)
         if not (self.hypothetical or opts.dry_run or opts.emit):
-            _sweep_backups(self.view.python.env_prefix, self.hooks)  # "already satisfied" too: no backup outlives `done:`
+            _sweep_backups(self.view.facts.python.env_prefix, self.hooks)  # "already satisfied" too: no backup outlives `done:`
         if self.unfinished and not (opts.dry_run or opts.emit):
             code = _finish_earlier(opts, self.view, self.python, self.hooks)  # before anything is planned
             if code is not None:
@@ -177,7 +177,7 @@ class _Flow:
             from stackdoctor.core.shell import format_command
 
             again = format_command(["stackdoctor", "install", "--python", python, "--recover"], windows=self.out.windows)
-            plan.warnings.append(f"an install into {view.python.env_prefix} was stopped halfway; `{again}` finishes it.")
+            plan.warnings.append(f"an install into {view.facts.python.env_prefix} was stopped halfway; `{again}` finishes it.")
         if self.hypothetical:
             plan.machine = describe_machine(opts, view)
             if plan.satisfiable:  # an unmet plan has no command (not an empty `pip install`)
@@ -255,7 +255,7 @@ class _Flow:
         if opts.conda_installer:
             if opts.installer != "pixi" and not hypothetical and not is_conda_target(view.facts):
                 raise UsageError(
-                    f"--installer {opts.installer}: {self.python} is not in a conda environment (no conda-meta in {view.python.env_prefix or 'its prefix'}); "
+                    f"--installer {opts.installer}: {self.python} is not in a conda environment (no conda-meta in {view.facts.python.env_prefix or 'its prefix'}); "
                     "use --installer pip or uv, or point --python at a conda env."
                 )
             return _conda_install(opts, plan, hypothetical, self.hooks, self.out)
@@ -297,7 +297,7 @@ def check_request(opts: InstallOptions, view: MachineView, matrix: Matrix) -> No
         if opts.variant not in known:
             raise UsageError(f"no torch release publishes {opts.variant} (known variants: {', '.join(known)}).")
     nvidia_gpus = [g for g in opts.machine.gpus if not any(a.gpu_name(g) for a in kinds.ALL)]  # the names no other kind claims
-    if nvidia_gpus and not opts.machine.driver and not view.nvidia.driver_version and (opts.variant == "auto" or opts.variant.startswith("cu")):  # vendor branch: --gpu is NVIDIA's what-if (sm_XY), planned against an NVIDIA driver
+    if nvidia_gpus and not opts.machine.driver and not view.driver("nvidia").value and (opts.variant == "auto" or opts.variant.startswith("cu")):  # vendor branch: --gpu is NVIDIA's what-if (sm_XY), planned against an NVIDIA driver
         raise UsageError(f"--gpu {nvidia_gpus[0]}: this machine has no NVIDIA driver to assume; add --driver VERSION to plan a CUDA build.")
 
 
@@ -321,7 +321,7 @@ def fit_words(opts: InstallOptions, view: MachineView, python: str, matrix: Matr
         if not forced.satisfiable:
             why = forced.rejected[0].reason if forced.rejected else (forced.reasons[-1] if forced.reasons else "")
             return f"it does not run on this machine ({why})"
-        if variant.startswith("cu") and not view.nvidia.gpus:  # vendor branch: a CUDA wheel brings its runtime, so it installs and runs on the CPU without NVIDIA's GPU
+        if variant.startswith("cu") and not view.driven("nvidia"):  # vendor branch: a CUDA wheel brings its runtime, so it installs and runs on the CPU without NVIDIA's GPU
             if auto.variant is None:  # no build fits this machine at all: say so, never "the plan is None"
                 return "it installs and runs here, but on the CPU only: no NVIDIA GPU here (no build fits this machine)"
             return f"it installs and runs here, but on the CPU only: no NVIDIA GPU here (the plan is {auto.variant})"
@@ -336,7 +336,7 @@ def fit_words(opts: InstallOptions, view: MachineView, python: str, matrix: Matr
 def _externally_managed_marker(view: MachineView) -> str | None:
     """The target's PEP 668 ``EXTERNALLY-MANAGED`` file (``<prefix>/lib/pythonX.Y/``, where a system Python's stdlib
     is), when the target is a system Python outside any venv; None otherwise."""
-    py = view.python
+    py = view.facts.python
     if py.env_kind != "system" or not py.env_prefix or not py.version or os.name == "nt":
         return None
     major_minor = ".".join(py.version.split(".")[:2])
@@ -349,12 +349,12 @@ def _add_routes(opts: InstallOptions, plan: Plan, view: MachineView, matrix: Mat
 
     plan.routes = routes(
         plan,
-        view.facts,
+        view,
         matrix,
         pip_command=plan.command,
         installer=opts.installer,
-        platform_tag=request.platform or view.python.platform_tag,
-        driver=request.driver or view.nvidia.driver_version,
+        platform_tag=request.platform or view.facts.python.platform_tag,
+        driver=request.driver or view.driver("nvidia").value,
         packages=request.packages,
         hypothetical=hypothetical,
     )
@@ -371,8 +371,8 @@ def _emit(opts: InstallOptions, plan: Plan, view: MachineView, request: Request,
     route = route or next((r for r in plan.routes if r.recommended), None) or (plan.routes[0] if plan.routes else None)
     if route is None:
         raise UsageError("--emit environment.yml: no route was planned for this target.")
-    py = request.python_version or (".".join(view.python.version.split(".")[:2]) if view.python.version else None)
-    name = os.path.basename(view.python.env_prefix.rstrip("/")) if (view.python.env_prefix and view.python.env_kind == "conda") else None
+    py = request.python_version or (".".join(view.facts.python.version.split(".")[:2]) if view.facts.python.version else None)
+    name = os.path.basename(view.facts.python.env_prefix.rstrip("/")) if (view.facts.python.env_prefix and view.facts.python.env_kind == "conda") else None
     pip_args = index_args(plan.command)
     if not pip_args and plan.index_url and plan.variant and not (plan.index_url or "").startswith("https://pypi.org"):
         pip_args = ["--extra-index-url", plan.index_url]
@@ -451,13 +451,13 @@ def _install(
         accelerator=accelerator_seen(view, plan.variant),
         say=lambda line: hooks.say(line, "yellow"),
         stream=hooks.stream,
-        uv=view.python.uv_path or "uv",
+        uv=view.facts.python.uv_path or "uv",
         source_args=sourcing.delivery.args,
         env=sourcing.delivery.env or None,
         offline=opts.sources.offline or opts.sources.no_index,
         user_find_links=opts.sources.find_links,
         reinstall=repair,
-        gpu_targets=view.reconciled.gpus,
+        gpu_targets=view.gpus,
         facts=view.facts,
         progress=opts.progress,
         verbose=opts.verbose,
@@ -475,7 +475,7 @@ def _install(
 def _unfinished(opts: InstallOptions, view: MachineView) -> bool:
     from stackdoctor.install.journal import journal_dir
 
-    prefix = view.python.env_prefix
+    prefix = view.facts.python.env_prefix
     return bool(prefix and not opts.what_if and os.path.isdir(journal_dir(prefix)))
 
 
@@ -496,7 +496,7 @@ def _finish_earlier(opts: InstallOptions, view: MachineView, python: str, hooks:
     from stackdoctor.system import System
 
     result = execute_recovery(System.from_env(), python, InstallSettings(
-        uv=view.python.uv_path or "uv", offline=opts.sources.offline or opts.sources.no_index, user_find_links=opts.sources.find_links,
+        uv=view.facts.python.uv_path or "uv", offline=opts.sources.offline or opts.sources.no_index, user_find_links=opts.sources.find_links,
         stream=hooks.stream, say=lambda line: hooks.say(line, "yellow"),
     ))
     try:  # a closed output (the pipe's reader died with the Ctrl-C) must not stop the install that follows

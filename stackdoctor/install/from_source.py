@@ -140,7 +140,7 @@ def plan_only(opts: FromSourceOptions) -> BuildPlan:
     )
     if opts.torch and not any(str(r.version) == opts.torch.strip() for r in matrix.releases):
         raise UsageError(f"--torch {opts.torch}: the matrix knows no such release to build (a release version, like 2.13.0).")
-    here = {"Windows": "windows", "Darwin": "macos"}.get(view.platform.system or "", "linux")
+    here = {"Windows": "windows", "Darwin": "macos"}.get(view.facts.platform.system or "", "linux")
     foreign = opts.replay is not None or os_of(request, view.facts) != here
     tools = None if foreign else probe_build_tools(System.from_env(), os.path.dirname(os.path.abspath(opts.source_dir)) or ".", python=python)
     shown_python = python

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 def installer_config(opts: InstallOptions, view: MachineView) -> InstallerConfig:
     from stackdoctor.wheels.sources import read_config
 
-    return read_config(opts.installer if opts.installer == "uv" else "pip", os.environ, prefix=view.python.env_prefix, cwd=os.getcwd())
+    return read_config(opts.installer if opts.installer == "uv" else "pip", os.environ, prefix=view.facts.python.env_prefix, cwd=os.getcwd())
 
 
 def index_client(opts: InstallOptions) -> IndexClient | None:
@@ -178,7 +178,7 @@ def check_sources(
     assert out.plan is not None
     plan = out.plan
     tags = target_tags(view, request)
-    platform_tag = request.platform or view.python.platform_tag
+    platform_tag = request.platform or view.facts.python.platform_tag
     client = index_client(opts)
     try:
         how = _survey_options(opts, cfg, matrix, client, hypothetical=hypothetical)
@@ -208,7 +208,7 @@ def check_sources(
             python_version=python_version_of(view.facts, request),
             platform_tag=platform_tag,
             # a companion added to a torch that is there: never another torch instead; to none: never another variant
-            pinned=bool(opts.torch) or hypothetical or (request.keep_torch and view.torch.installed),
+            pinned=bool(opts.torch) or hypothetical or (request.keep_torch and view.facts.torch.installed),
             keep_variant=request.keep_torch,
             constraints=read_constraints(cfg.constraints) if not hypothetical else [],
             reresolve=lambda v, variant=None: resolve_plan(replace(opts, variant=variant) if variant else opts, view, python, matrix, torch=v)[0],
@@ -233,7 +233,7 @@ def check_sources(
 def apply_delivery(plan: Plan, sourcing: Sourcing, python: str, installer: str, view: MachineView) -> None:
     from stackdoctor.install.argv import install_command
 
-    plan.command = install_command(plan, python, installer, uv=view.python.uv_path or "uv", source_args=sourcing.delivery.args)
+    plan.command = install_command(plan, python, installer, uv=view.facts.python.uv_path or "uv", source_args=sourcing.delivery.args)
     plan.command_env = dict(sourcing.delivery.env)
 
 
@@ -245,7 +245,7 @@ def check_dependencies(sourcing: Sourcing, view: MachineView, request: Request, 
 
     local = [p for p in sourcing.probes if p.answered and p.source.local and any(s is p.source for s in sourcing.delivery.used)]
     tags = target_tags(view, request)
-    env = marker_environment(python_version_of(view.facts, request), request.platform or view.python.platform_tag, view.python.implementation)
+    env = marker_environment(python_version_of(view.facts, request), request.platform or view.facts.python.platform_tag, view.facts.python.implementation)
     pyv = python_version_of(view.facts, request)
     missing = missing_dependencies(sourcing.roots, local, {}, tags, python_version=pyv, environment=env)
     if missing:  # what the target already has may cover them: ask it only now

@@ -72,7 +72,7 @@ def windows_shell(opts: InstallOptions, view: MachineView) -> bool:
     this one or a replayed one, or a what-if's ``--platform win_*``."""
     if opts.machine.platform:
         return opts.machine.platform.lower().startswith("win")
-    return view.platform.system == "Windows"
+    return view.facts.platform.system == "Windows"
 
 
 # ---------------------------------------------------------------------------- gather
@@ -100,9 +100,9 @@ def gather_view(opts: InstallOptions) -> tuple[MachineView, str, Matrix]:
 
     view = reconcile(report.facts, matrix)  # what the flow reads and resolves; the raw facts stay in the report
     if opts.machine.replay:
-        return view, view.python.executable or "python", matrix
-    if opts.python and view.python.error and not view.python.version:
-        raise UsageError(f"--python {opts.python}: {view.python.error}.")
+        return view, view.facts.python.executable or "python", matrix
+    if opts.python and view.facts.python.error and not view.facts.python.version:
+        raise UsageError(f"--python {opts.python}: {view.facts.python.error}.")
     from stackdoctor.pipeline.engine import select_target
 
     return view, select_target(opts.python, os.environ).python, matrix
@@ -111,10 +111,10 @@ def gather_view(opts: InstallOptions) -> tuple[MachineView, str, Matrix]:
 def wanted_packages(opts: InstallOptions, view: MachineView) -> list[str]:
     """torch, plus torchvision / torchaudio when named or already installed in the target."""
     named = {p.lower() for p in opts.packages}
-    have = {k.lower() for k in view.torch.distributions}
-    if view.torch.torchvision_version:
+    have = {k.lower() for k in view.facts.torch.distributions}
+    if view.facts.torch.torchvision_version:
         have.add("torchvision")
-    if view.torch.torchaudio_version:
+    if view.facts.torch.torchaudio_version:
         have.add("torchaudio")
     return [p for p in KNOWN_PACKAGES if p == "torch" or p in named or (p in have and not opts.what_if)]
 
@@ -167,7 +167,7 @@ def resolve_plan(opts: InstallOptions, view: MachineView, python: str, matrix: M
     request = make_request(opts, view, matrix, torch)
     plan = resolve(view, matrix, request)
     if plan.satisfiable:
-        plan.command = install_command(plan, python, request.installer, uv=view.python.uv_path or "uv")
+        plan.command = install_command(plan, python, request.installer, uv=view.facts.python.uv_path or "uv")
         if plan.leftovers and not opts.what_if:  # the same answer --remove-leftovers acts on (install.leftovers)
             from stackdoctor.install import backup
             from stackdoctor.system import System
@@ -199,10 +199,10 @@ def describe_machine(opts: InstallOptions, view: MachineView) -> str:
         parts.append(opts.machine.platform)
     kept = []
     if not opts.machine.replay:
-        if not opts.machine.python_version and view.python.version:
-            kept.append(f"Python {'.'.join(view.python.version.split('.')[:2])}")
-        if not opts.machine.platform and view.python.platform_tag:
-            kept.append(view.python.platform_tag)
+        if not opts.machine.python_version and view.facts.python.version:
+            kept.append(f"Python {'.'.join(view.facts.python.version.split('.')[:2])}")
+        if not opts.machine.platform and view.facts.python.platform_tag:
+            kept.append(view.facts.python.platform_tag)
     return ", ".join(parts) + (f" (otherwise this machine: {', '.join(kept)})" if kept else "")
 
 
@@ -216,13 +216,13 @@ def installed_matches(plan: Plan, view: MachineView) -> bool:
     """The target already has exactly the planned torch build and companions (read from their metadata)."""
     from packaging.version import InvalidVersion, Version
 
-    have = {k.lower(): v for k, v in view.torch.distributions.items()}
-    if view.torch.version:
-        have.setdefault("torch", view.torch.version)
-    if view.torch.torchvision_version:
-        have.setdefault("torchvision", view.torch.torchvision_version)
-    if view.torch.torchaudio_version:
-        have.setdefault("torchaudio", view.torch.torchaudio_version)
+    have = {k.lower(): v for k, v in view.facts.torch.distributions.items()}
+    if view.facts.torch.version:
+        have.setdefault("torch", view.facts.torch.version)
+    if view.facts.torch.torchvision_version:
+        have.setdefault("torchvision", view.facts.torch.torchvision_version)
+    if view.facts.torch.torchaudio_version:
+        have.setdefault("torchaudio", view.facts.torch.torchaudio_version)
     if not plan.packages:
         return False
     for p in plan.packages:

@@ -249,7 +249,7 @@ class Accelerator:
     gpu_libraries: ClassVar[tuple[str, ...]] = ()  # ("torch/lib/libtorch_cuda.so",)
     # its own matrix table: a YAML file in the package its class is in ("torch_npu.yaml"), each row sourced; a companion
     # table's shape is {"package": "torch-npu", "source": ..., "releases": [{"version": ..., "torch": ..., ...}]}. It is
-    # what its companion() reads, and `matrix show` lists it beside the shared matrix (accelerators.tables())
+    # what its companion() reads, and `matrix show` lists it beside the shared matrix (kinds.tables())
     table: ClassVar[str | None] = None
 
     def own_table(self) -> dict[str, Any]:

@@ -88,35 +88,35 @@ def _flatten_plain(out: dict[str, Any], key: str, value: Any) -> None:
 def _flatten_facts(f: MachineView) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for subject, fields in _FIELDS:
-        obj = getattr(f, subject)
+        obj = getattr(f.facts, subject)
         for name in fields:
             out[f"{subject}.{name}"] = _plain(getattr(obj, name))
-    out["nvidia.gpu_count"] = len(f.nvidia.gpus)
-    for g in f.nvidia.gpus:
+    out["nvidia.gpu_count"] = len(f.facts.nvidia.gpus)
+    for g in f.facts.nvidia.gpus:
         for name in _NVIDIA_GPU:
             out[f"nvidia.gpus[{g.index}].{name}"] = getattr(g, name)
-    out["rocm.gpu_count"] = len(f.rocm.gpus)
-    for rg in f.rocm.gpus:
+    out["rocm.gpu_count"] = len(f.facts.rocm.gpus)
+    for rg in f.facts.rocm.gpus:
         for name in _ROCM_GPU:
             out[f"rocm.gpus[{rg.index}].{name}"] = getattr(rg, name)
-    for d in f.torch.devices:
+    for d in f.facts.torch.devices:
         for name in _TORCH_DEVICE:
             out[f"torch.devices[{d.kind}:{d.index}].{name}"] = getattr(d, name)
-    for dist, ver in f.torch.distributions.items():  # the target environment's installed distributions, not torch modules
+    for dist, ver in f.facts.torch.distributions.items():  # the target environment's installed distributions, not torch modules
         out[f"installed_distributions.{dist}"] = ver
-    for pkg in f.torch.conda_packages:
+    for pkg in f.facts.torch.conda_packages:
         out[f"conda_packages.{pkg}"] = True
-    for tk in f.cuda_toolkit.toolkits:
+    for tk in f.facts.cuda_toolkit.toolkits:
         out[f"cuda_toolkit.toolkits.{tk.nvcc_version or tk.version_json or '?'}"] = True
-    for ig in f.intel.gpus:
+    for ig in f.facts.intel.gpus:
         out[f"intel.gpus[{ig.address}].name"] = ig.name or ig.device_id
-    for r in f.kernels.results:
+    for r in f.facts.kernels.results:
         out[f"kernels.{r.kernel}[{r.device}{'/' + r.dtype if r.dtype else ''}].ok"] = r.ok
-    if f.kernels.error:
-        out["kernels.error"] = f.kernels.error
-    for subject, data in sorted(f.plugins.items()):  # a plug-in accelerator's own facts (stackdoctor.accelerators)
+    if f.facts.kernels.error:
+        out["kernels.error"] = f.facts.kernels.error
+    for subject, data in sorted(f.facts.plugins.items()):  # a plug-in accelerator's own facts (stackdoctor.accelerators)
         _flatten_plain(out, subject, data)
-    for name, value in f.environment.items():
+    for name, value in f.facts.environment.items():
         if name not in _ENV_VOLATILE:
             out[f"environment.{name}"] = value
     return out

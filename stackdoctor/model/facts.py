@@ -423,7 +423,7 @@ class TorchFacts:
     mps_available: bool | None = None
     xpu_available: bool | None = None
     xpu_error: str | None = None
-    # an accelerator plug-in's torch.<torch_api>.is_available() (accelerators.torch_questions()), by kind name;
+    # an accelerator plug-in's torch.<torch_api>.is_available() (kinds.torch_questions()), by kind name;
     # the built-in kinds' answers are the fields above
     available: dict[str, bool] = field(default_factory=dict)
     available_errors: dict[str, str] = field(default_factory=dict)  # kind -> why torch gave no answer, or said False

@@ -4,13 +4,16 @@ the renderers, ``diff`` and the report's judging read.
 :class:`MachineView` holds the answers reconcile chose from every witness, keyed by accelerator kind where they
 are a kind's (``drivers["nvidia"]``: the user-space driver's version; ``runtimes["nvidia"]``: the newest CUDA the
 driver runs; ``runtimes["amd"]``: the installed ROCm release), the devices every witness saw (joined), the
-recognised messages and the disagreements, and read access to the fact subjects (``view.torch``,
-``view.platform``, ...). Being a type, it is its own guard: a raw :class:`~stackdoctor.model.facts.Facts` is not a
-view, so nothing that takes a view can be handed unweighed witnesses.
+recognised messages and the disagreements, and the facts as the witnesses gave them (``view.facts``, derivations
+from the matrix done). One way to ask for each chosen value: ``view.driver(kind)``, ``view.runtime(kind)``,
+``view.gpus`` / ``view.devices`` / ``view.driven``, ``view.chosen(key)``; ``view.facts.nvidia.driver_version`` is
+what a probe said, not the answer. Being a type, it is its own guard: a raw :class:`~stackdoctor.model.facts.Facts`
+is not a view, so nothing that takes a view can be handed unweighed witnesses.
 
 The report's JSON keeps its documented keys: the ``reconciled`` section (:class:`~stackdoctor.model.facts.ReconciledFacts`)
-and the stable keys (``nvidia.driver_version``, ``rocm.version``, ...) are written from the view by reconcile;
-:meth:`MachineView.of` reads a view back from facts reconcile wrote (a saved report's, a renderer's).
+and the stable keys (``nvidia.driver_version``, ``rocm.version``, ...) are written from the view by
+:func:`stackdoctor.reconcile.report_facts`, where the report is made; :meth:`MachineView.of` reads a view back from
+a report's facts (a saved report's, a renderer's: there ``view.facts`` carries the published keys).
 """
 
 from __future__ import annotations
@@ -21,23 +24,12 @@ from types import MappingProxyType
 from typing import Any
 
 from stackdoctor.model.facts import (
-    AppleFacts,
-    CudaToolkitFacts,
     Disagreement,
     Evidence,
     Facts,
     GpuView,
-    IntelFacts,
-    JetsonFacts,
-    KernelFacts,
-    NvidiaFacts,
-    PlatformFacts,
-    PythonFacts,
     ReconciledFacts,
-    RocmFacts,
     SeenValue,
-    ThunderboltFacts,
-    TorchFacts,
 )
 
 __all__ = ["W_PCI", "MachineView", "NotAView", "facts_of"]
@@ -47,6 +39,8 @@ W_PCI = "pci"  # the PCI bus's witness name (/sys/bus/pci/devices)
 # Where the kinds' values live in the report's ``reconciled`` section (its documented keys)
 _DRIVER_KEYS: Mapping[str, str] = MappingProxyType({"nvidia": "nvidia_driver"})
 _RUNTIME_KEYS: Mapping[str, str] = MappingProxyType({"nvidia": "cuda_driver_version", "amd": "rocm_version"})
+# The other stable keys whose value reconcile chooses from their witnesses (:meth:`MachineView.chosen`)
+CHOSEN_KEYS: tuple[str, ...] = ("nvidia.kernel_module_version", "nvidia.nvml_version", "nvidia.driver_library_version")
 
 
 def _frozen(values: Mapping[str, SeenValue]) -> Mapping[str, SeenValue]:
@@ -57,20 +51,24 @@ def _frozen(values: Mapping[str, SeenValue]) -> Mapping[str, SeenValue]:
 class MachineView:
     """One view of the machine, joined from every witness (:func:`stackdoctor.reconcile.reconcile`)."""
 
-    facts: Facts  # the facts reconcile returned: derivations done, stable keys written (what the report carries)
+    facts: Facts  # the witnesses' facts, derivations from the matrix done; the chosen values are the view's (below)
     gpus: tuple[GpuView, ...] = ()  # every device any witness saw, the same one seen by several joined
     drivers: Mapping[str, SeenValue] = field(default_factory=lambda: _frozen({}))  # kind -> its driver's version
     runtimes: Mapping[str, SeenValue] = field(default_factory=lambda: _frozen({}))  # kind -> the runtime level it runs
     accelerator: str | None = None  # the machine's chosen accelerator kind
     evidence: tuple[Evidence, ...] = ()  # recognised messages and what they prove
     disagreements: tuple[Disagreement, ...] = ()  # witnesses of one fact that disagree, and what explains it
+    values: Mapping[str, SeenValue] = field(default_factory=lambda: _frozen({}))  # stable key -> its chosen value (CHOSEN_KEYS)
 
     # ------------------------------------------------------------------ from and to the report's form
 
     @classmethod
-    def of(cls, facts: Facts) -> MachineView:
-        """The view of facts reconcile wrote (their ``reconciled`` section): a saved report's, a renderer's."""
+    def of(cls, facts: Facts, values: Mapping[str, SeenValue] | None = None) -> MachineView:
+        """The view of facts with a ``reconciled`` section: reconcile's (``values``: the stable keys' chosen values),
+        or a report's (a saved report's, a renderer's: the values read back from the stable keys it published)."""
         r = facts.reconciled
+        if values is None:
+            values = {key: _published(facts, key) for key in CHOSEN_KEYS}
         drivers = {kind: getattr(r, key) for kind, key in _DRIVER_KEYS.items()}
         runtimes = {kind: getattr(r, key) for kind, key in _RUNTIME_KEYS.items()}
         return cls(
@@ -81,6 +79,7 @@ class MachineView:
             accelerator=r.accelerator,
             evidence=tuple(r.evidence),
             disagreements=tuple(r.disagreements),
+            values=_frozen(values),
         )
 
     def to_reconciled(self) -> ReconciledFacts:
@@ -101,7 +100,8 @@ class MachineView:
 
     @property
     def reconciled(self) -> ReconciledFacts:
-        """The report's ``reconciled`` section, as the facts carry it."""
+        """The joined view as the facts carry it, for the accelerator kinds only (their methods take facts or a view
+        and read ``facts.reconciled``); every other reader asks the answers below."""
         return self.facts.reconciled
 
     # ------------------------------------------------------------------ the answers
@@ -113,6 +113,11 @@ class MachineView:
     def runtime(self, kind: str) -> SeenValue:
         """The runtime level kind ``kind``'s stack runs (NVIDIA: the newest CUDA its driver runs; AMD: the ROCm release)."""
         return self.runtimes.get(kind) or SeenValue()
+
+    def chosen(self, key: str) -> SeenValue:
+        """The value chosen for stable key ``key`` (one of :data:`CHOSEN_KEYS`: ``"nvidia.kernel_module_version"``
+        ...), with its source as the report publishes it (an empty one when no witness gave one)."""
+        return self.values.get(key) or SeenValue()
 
     def devices(self, vendor: str) -> tuple[GpuView, ...]:
         """The devices of ``vendor`` (``GpuView.vendor``) in the view."""
@@ -135,59 +140,11 @@ class MachineView:
         "on the PCI bus but the driver did not list them" both read it."""
         return tuple(g for g in self.devices(vendor) if g.witnesses == [W_PCI])
 
-    # ------------------------------------------------------------------ the fact subjects, read only
 
-    @property
-    def platform(self) -> PlatformFacts:
-        return self.facts.platform
-
-    @property
-    def python(self) -> PythonFacts:
-        return self.facts.python
-
-    @property
-    def torch(self) -> TorchFacts:
-        return self.facts.torch
-
-    @property
-    def kernels(self) -> KernelFacts:
-        return self.facts.kernels
-
-    @property
-    def environment(self) -> dict[str, str]:
-        return self.facts.environment
-
-    @property
-    def plugins(self) -> dict[str, Any]:
-        return self.facts.plugins
-
-    @property
-    def nvidia(self) -> NvidiaFacts:
-        return self.facts.nvidia
-
-    @property
-    def cuda_toolkit(self) -> CudaToolkitFacts:
-        return self.facts.cuda_toolkit
-
-    @property
-    def rocm(self) -> RocmFacts:
-        return self.facts.rocm
-
-    @property
-    def apple(self) -> AppleFacts:
-        return self.facts.apple
-
-    @property
-    def intel(self) -> IntelFacts:
-        return self.facts.intel
-
-    @property
-    def jetson(self) -> JetsonFacts:
-        return self.facts.jetson
-
-    @property
-    def thunderbolt(self) -> ThunderboltFacts:
-        return self.facts.thunderbolt
+def _published(facts: Facts, key: str) -> SeenValue:
+    subject, name = key.split(".", 1)
+    sub = getattr(facts, subject)
+    return SeenValue(value=getattr(sub, name), source=sub.sources.get(name))
 
 
 class NotAView(TypeError, ValueError):

@@ -146,7 +146,9 @@ def judge(report: Report, opts: Options, matrix: Matrix) -> Report:
 
     reqs = requirements_for(report, opts)
     view = _reconciled(report.facts, matrix)
-    report.facts = view.facts  # the report carries what the view wrote (its `reconciled` section, the stable keys)
+    from stackdoctor.reconcile import report_facts
+
+    report.facts = report_facts(view)  # the report publishes the view's values (its `reconciled` section, the stable keys)
     findings = rules.judge(view, matrix, probes=report.probes, lang=lang_of(opts), requirements=reqs, gates=opts.gates,
                            groups=opts.groups)
     if reqs is not None:

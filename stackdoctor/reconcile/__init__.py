@@ -12,7 +12,7 @@ What it does, in order:
    ``integrated`` flag from its gfx target (``rocm.yaml``), an Intel GPU's family, ``discrete`` and
    ``xpu`` flags from its PCI id (``intel.yaml``), and the peak TFLOP/s of kernel results
    (``peaks.yaml``).
-2. **The reconciled view** (``facts.reconciled``): every GPU seen by any witness (the driver's tools
+2. **The reconciled view** (the :class:`MachineView`; the report's ``reconciled`` section): every GPU seen by any witness (the driver's tools
    and NVML, the PCI bus, torch's device list, ROCm's tools), the same GPU seen by several witnesses
    joined into one, with each witness named; the NVIDIA driver version and the newest CUDA it runs,
    with every witness's value; recognised messages as evidence; the disagreements between witnesses;
@@ -37,6 +37,7 @@ from stackdoctor.model.facts import (
     Facts,
     GpuView,
     KernelResult,
+    NvidiaFacts,
     NvidiaGpu,
     ReconciledFacts,
     RocmGpu,
@@ -57,13 +58,14 @@ from stackdoctor.reconcile.gpus import (
 )
 from stackdoctor.reconcile.gpus import derived as _derived
 
-__all__ = ["DERIVED", "GPU_WITNESS_ORDER", "reconcile", "recognise", "bus_key"]
+__all__ = ["DERIVED", "GPU_WITNESS_ORDER", "reconcile", "recognise", "bus_key", "report_facts"]
 
 
 def reconcile(facts: Facts | MachineView, matrix: Matrix) -> MachineView:
-    """The machine's view: derivations redone from the matrix on a copy of the facts, every witness joined, the
-    report's stable keys and ``reconciled`` section written from it (``view.facts``). Pure; a view given is
-    reconciled again from its facts (a replay redoes every derivation)."""
+    """The machine's view: derivations redone from the matrix on a copy of the facts, every witness joined, and
+    the values chosen from them held by the view beside those facts (``view.driver("nvidia")``, ``view.gpus``
+    ...). Pure: the facts keep what the witnesses said (no chosen value is written into them); what the report
+    publishes under its stable keys is :func:`report_facts`. A view given is reconciled again from its facts."""
     f = copy.deepcopy(facts.facts if isinstance(facts, MachineView) else facts)
     _unpublish(f)
     _derive_jetson(f, matrix)
@@ -74,24 +76,42 @@ def reconcile(facts: Facts | MachineView, matrix: Matrix) -> MachineView:
     view = ReconciledFacts(done=True)
     view.evidence = recognise(f, matrix)
     n = f.nvidia
-    if n.kernel_module_version is None:  # the loaded module's version: /proc's file, else /sys's (no user-space witness)
-        kmod = _pick(n.observed.get("kernel_module_version") or {}, None, None)
-        if kmod.value:
-            n.kernel_module_version, n.sources["kernel_module_version"] = kmod.value, kmod.source or "kernel module"
-    more = {key: _pick(n.observed.get(key) or {}, getattr(n, key), n.sources.get(key)) for key in ("nvml_version", "driver_library_version")}
-    view.nvidia_driver = _nvidia_driver(f)
+    # the loaded module's version: its source, else /proc's file, else /sys's (no user-space witness)
+    kmod = SeenValue(value=n.kernel_module_version, source=n.sources.get("kernel_module_version"))
+    if n.kernel_module_version is None:
+        picked = _pick(n.observed.get("kernel_module_version") or {}, None, None)
+        if picked.value:
+            kmod = SeenValue(value=picked.value, source=picked.source or "kernel module", witnesses=picked.witnesses)
+    chosen = {"nvidia.kernel_module_version": kmod}
+    for key in ("nvml_version", "driver_library_version"):
+        chosen["nvidia." + key] = _pick(n.observed.get(key) or {}, getattr(n, key), n.sources.get(key))
+    view.nvidia_driver = _nvidia_driver(f, kmod)
     view.cuda_driver_version = _cuda_ceiling(f, view.evidence)
     view.rocm_version = _rocm_version(f)
-    n = f.nvidia
     view.gpus = nvidia_gpus(f, matrix) + amd_gpus(f, matrix) + intel_gpus(f) + [g for a in kinds.ALL for g in a.gpus(f)]
     view.disagreements = _disagreements(f, view)
-    f.reconciled = view
-    _publish(f, view, more)
-    _publish_rocm(f, view)
-    _derive_peaks(f, matrix)
-    chosen = kinds.select(f)
-    view.accelerator = chosen.name if chosen else None
-    return MachineView.of(f)  # the view of the facts just reconciled (the one constructor)
+    f.reconciled = view  # the accelerator kinds read the joined view from the facts they are given
+    _derive_peaks(f, matrix, _published_nvidia_gpus(f, view))
+    chosen_kind = kinds.select(f)
+    view.accelerator = chosen_kind.name if chosen_kind else None
+    return MachineView.of(f, chosen)  # the view of the facts just reconciled (the one constructor)
+
+
+def report_facts(view: MachineView) -> Facts:
+    """The facts a report carries, from the view: its ``reconciled`` section and the stable keys
+    (``nvidia.driver_version``, ``nvidia.gpus``, ``rocm.version``, ``rocm.gpus`` ...) written with the values
+    the view chose, every witness's own value kept beside them. The one place they are published (the
+    pipeline's judge); the view's facts are not changed."""
+    f = copy.deepcopy(view.facts)
+    rec = view.to_reconciled()
+    f.reconciled = rec
+    n = f.nvidia
+    kmod = view.chosen("nvidia.kernel_module_version")
+    if n.kernel_module_version is None and kmod.value:
+        n.kernel_module_version, n.sources["kernel_module_version"] = kmod.value, kmod.source or "kernel module"
+    _publish(f, rec, {key: view.chosen("nvidia." + key) for key in ("nvml_version", "driver_library_version")})
+    _publish_rocm(f, rec)
+    return f
 
 
 # ---------------------------------------------------------------------------- the stable keys carry the view
@@ -153,11 +173,14 @@ def _names_agree(values: Iterable[str]) -> bool:
     return all(c and w.startswith(c) for c in cut)
 
 
-def user_space_driver(f: Facts | MachineView) -> str | None:
-    """The user-space driver's version (NVML, nvidia-smi): ``nvidia.driver_version`` unless reconcile took it
+def user_space_driver(view: MachineView) -> str | None:
+    """The user-space driver's version (NVML, nvidia-smi): the view's driver version unless reconcile took it
     from the kernel module because no user-space witness answered."""
-    n = f.nvidia
-    return None if _derived(n.sources.get("driver_version")) else n.driver_version
+    n = view.facts.nvidia
+    if n.driver_version is not None:  # the facts carry one (a probe of an older stackdoctor, or a report's published key)
+        return None if _derived(n.sources.get("driver_version")) else n.driver_version
+    drv = view.driver("nvidia")
+    return drv.value if drv.value is not None and not _derived(_published_source(n, "driver_version", drv)) else None
 
 
 def _unpublish(f: Facts) -> None:
@@ -195,13 +218,29 @@ def _publish(f: Facts, view: ReconciledFacts, more: dict[str, SeenValue]) -> Non
         if seen.value is None or getattr(n, key) is not None:
             continue
         setattr(n, key, seen.value)
-        src = seen.source or "nvidia"
-        user = src in WITNESS_ORDER or src in (n.observed.get(key) or {})
-        n.sources[key] = src if user and not src.startswith(("/proc", "/sys")) else DERIVED + src
+        n.sources[key] = _published_source(n, key, seen)
+    _publish_nvidia_gpus(n.gpus, view)
+
+
+def _published_source(n: NvidiaFacts, key: str, seen: SeenValue) -> str:
+    """The source ``nvidia.<key>`` is published with: the witness's, marked ``reconcile:`` unless a user-space tool gave it."""
+    src = seen.source or "nvidia"
+    user = src in WITNESS_ORDER or src in (n.observed.get(key) or {})
+    return src if user and not src.startswith(("/proc", "/sys")) else DERIVED + src
+
+
+def _publish_nvidia_gpus(own: list[NvidiaGpu], view: ReconciledFacts) -> None:
     _publish_gpus(
-        n.gpus, view, "nvidia", fill="compute_capability", fields=("name", "uuid", "compute_capability", "memory_total_mib", "bus_id"),
+        own, view, "nvidia", fill="compute_capability", fields=("name", "uuid", "compute_capability", "memory_total_mib", "bus_id"),
         make=lambda v: NvidiaGpu(index=v.index, name=v.name, uuid=v.uuid, compute_capability=v.compute_capability, memory_total_mib=v.memory_total_mib, bus_id=v.bus_id),
     )
+
+
+def _published_nvidia_gpus(f: Facts, view: ReconciledFacts) -> list[NvidiaGpu]:
+    """``nvidia.gpus`` as the report publishes it (:func:`report_facts`), on a copy: ``f`` unchanged."""
+    gpus = copy.deepcopy(f.nvidia.gpus)
+    _publish_nvidia_gpus(gpus, view)
+    return gpus
 
 
 def _publish_rocm(f: Facts, view: ReconciledFacts) -> None:
@@ -313,7 +352,7 @@ def _derive_intel(f: Facts, matrix: Matrix) -> None:
         f.intel.sources.pop("name", None)
 
 
-def _derive_peaks(f: Facts, matrix: Matrix) -> None:
+def _derive_peaks(f: Facts, matrix: Matrix, gpus: list[NvidiaGpu]) -> None:
     """``peak_tflops`` / ``percent_of_peak`` of matmul results: the matrix's peaks table first, else
     (fp32 on NVIDIA) SM count x max SM clock x FP32 lanes per SM (``fp32_lanes_per_sm``)."""
     for r in f.kernels.results:
@@ -322,16 +361,16 @@ def _derive_peaks(f: Facts, matrix: Matrix) -> None:
             del r.extra["peak_source"]
         if r.kernel != "matmul" or r.tflops is None or not any(k.peaks for k in kinds.with_device(r.device)) or r.peak_tflops is not None:
             continue
-        peak, source = _peak(f, r, matrix)
+        peak, source = _peak(gpus, r, matrix)
         if peak:
             r.peak_tflops = round(peak, 3)
             r.percent_of_peak = round(100.0 * r.tflops / peak, 1)
             r.extra["peak_source"] = DERIVED + source
 
 
-def _peak(f: Facts, r: KernelResult, matrix: Matrix) -> tuple[float | None, str]:
+def _peak(gpus: list[NvidiaGpu], r: KernelResult, matrix: Matrix) -> tuple[float | None, str]:
+    """The peak of result ``r`` from the NVIDIA GPUs the report lists (``gpus``: the published ``nvidia.gpus``)."""
     name = r.extra.get("device_name")
-    gpus = f.nvidia.gpus
     gpu = next((g for g in gpus if g.name and name and g.name == name), None)
     if gpu is None and name is None:
         idx = r.device.partition(":")[2]
@@ -359,18 +398,18 @@ def peak_from_sm_clock(gpu: NvidiaGpu, matrix: Matrix) -> float | None:
 # ---------------------------------------------------------------------------- driver
 
 
-def _nvidia_driver(f: Facts) -> SeenValue:
+def _nvidia_driver(f: Facts, kmod: SeenValue) -> SeenValue:
     """The user-space driver version (NVML, nvidia-smi, in :data:`WITNESS_ORDER`), else the loaded kernel
-    module's (``/proc``, ``/sys``); every witness's value beside it."""
+    module's (``kmod``: ``/proc``, ``/sys``); every witness's value beside it."""
     n = f.nvidia
     seen = _pick(n.observed.get("driver_version") or {}, n.driver_version, n.sources.get("driver_version"))
     for src, value in sorted((n.observed.get("kernel_module_version") or {}).items()):
         if value:
             seen.witnesses.setdefault(src, value)
-    if n.kernel_module_version:
-        seen.witnesses.setdefault(n.sources.get("kernel_module_version") or "kernel module", n.kernel_module_version)
+    if kmod.value:
+        seen.witnesses.setdefault(kmod.source or "kernel module", kmod.value)
         if seen.value is None:
-            seen.value, seen.source = n.kernel_module_version, n.sources.get("kernel_module_version") or "kernel module"
+            seen.value, seen.source = kmod.value, kmod.source or "kernel module"
     return seen
 
 

@@ -20,7 +20,7 @@ from stackdoctor.resolve.variant_fit import kind_name
 
 def _installed_works(view: MachineView) -> bool:
     """The installed torch imports (or its files are whole) and, for a GPU build, saw its GPU."""
-    t = view.torch
+    t = view.facts.torch
     if not t.installed or t.import_error:
         return False
     kind = variant_kind(t.variant or "")
@@ -42,7 +42,7 @@ class _Installed:
 def _installed(view: MachineView, request: Request, plan: Plan) -> _Installed | None:
     """The installed torch the plan replaces (None: another machine's plan, or nothing installed that says its version).
     A what-if for other GPUs or another driver plans for this same environment: its torch counts by its dist-info too."""
-    t = view.torch
+    t = view.facts.torch
     if request.platform or request.python_version or not t.installed or not plan.torch_version:
         return None  # another machine's plan: this one's torch is not what it replaces
     installed = (t.version or t.distributions.get("torch")) if is_what_if(request) else t.version
@@ -103,7 +103,7 @@ def _downgrade_why(view: MachineView, request: Request, seen: _Installed, paired
     if paired is not None:
         return f"{paired.name} {paired.version}, planned beside it, pins torch {seen.new}"
     if not works:
-        return f"the installed build does not work here ({view.torch.import_error or 'torch sees no GPU'})"
+        return f"the installed build does not work here ({view.facts.torch.import_error or 'torch sees no GPU'})"
     return (f"no {kind_name(kind) if kind else ''} build of torch {seen.inst} that the matrix knows fits this machine; "
             f"{seen.new_full} is the newest that does").replace("  ", " ")
 
@@ -147,7 +147,7 @@ def _keep_installed(view: MachineView, matrix: Matrix, request: Request, plan: P
 def _companions_beside(view: MachineView, matrix: Matrix, request: Request, plan: Plan, inst: Version, inst_variant: str | None) -> None:
     """The installed torch is kept: the requested companions it lacks are still planned, paired with it (the
     command names the installed torch too, so the installer keeps it)."""
-    t = view.torch
+    t = view.facts.torch
     have = {k.lower() for k in t.distributions} | {n for n, v in (("torchvision", t.torchvision_version), ("torchaudio", t.torchaudio_version)) if v}
     wanted = [n for n in request.packages if n in ("torchvision", "torchaudio") and n not in have]
     if not wanted:

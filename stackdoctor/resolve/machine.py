@@ -183,7 +183,7 @@ def _driver(t: Target, view: MachineView, request: Request) -> None:
         t.notes.append(f"NVIDIA driver {drv.value}: the loaded kernel module's version ({drv.source}); no user-space tool reported one")
     if not t.driver:
         t.driver_cuda = view.runtime("nvidia").value
-        tf = view.torch
+        tf = view.facts.torch
         if tf.cuda_available and tf.cuda and not tf.hip:
             t.driver_runs_cuda = tf.cuda
 

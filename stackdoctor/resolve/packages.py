@@ -26,10 +26,10 @@ def variant_index_url(matrix: Matrix, request: Request, variant: str) -> str:
 
 
 def install_command(view: MachineView, request: Request, reqs: list[str], index_url: str | None) -> list[str]:
-    py = view.python.executable or "python3"
+    py = view.facts.python.executable or "python3"
     idx = ["--index-url", index_url] if index_url else []
     if request.installer == "uv":
-        return [view.python.uv_path or "uv", "pip", "install", "--python", py, *reqs, *idx]
+        return [view.facts.python.uv_path or "uv", "pip", "install", "--python", py, *reqs, *idx]
     return [py, "-m", "pip", "install", *reqs, *idx]
 
 
@@ -109,7 +109,7 @@ def finish(view: MachineView, matrix: Matrix, request: Request, fit: Fit, plan: 
     plan.env.update(fit.env)
     plan.packages = planned_packages(matrix, request, fit.version, pkg_variant, index_url, plan.warnings, t)
     plan.command = install_command(view, request, [p.requirement for p in plan.packages], index_url)
-    plan.leftovers = predict_leftovers(view.torch.distributions, v.name)  # the one prediction (install's too)
+    plan.leftovers = predict_leftovers(view.facts.torch.distributions, v.name)  # the one prediction (install's too)
     return plan
 
 

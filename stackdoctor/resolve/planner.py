@@ -513,7 +513,7 @@ def _resolve_jetson_thor(view: MachineView, matrix: Matrix, request: Request, t:
     machine with that GPU (its compute capability from the Jetson row where no tool listed it)."""
     t2 = Target(**{**t.__dict__, "jetson": False})
     if not t2.gpus and row.gpu_cc:
-        t2.gpus = [Gpu("nvidia", 0, view.jetson.model or "Jetson GPU", cc=row.gpu_cc[0])]
+        t2.gpus = [Gpu("nvidia", 0, view.facts.jetson.model or "Jetson GPU", cc=row.gpu_cc[0])]
     plan.reasons.append(f"{what} (JetPack {row.jetpack}): {row.note}")
     inner = _resolve_generic_target(view, matrix, request, t2, cands)
     inner.reasons = plan.reasons + inner.reasons
@@ -538,7 +538,7 @@ def _jetson_versions(row: JetsonRow, request: Request) -> list[Version]:
 
 def _resolve_generic_target(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]]) -> Plan:
     """Resolve with an already-built target (used for Jetson Thor)."""
-    sub = view.replaced(jetson=dataclasses.replace(view.jetson, is_jetson=False))  # the same view, the Jetson path off
+    sub = view.replaced(jetson=dataclasses.replace(view.facts.jetson, is_jetson=False))  # the same view, the Jetson path off
     req = dataclasses.replace(
         request,
         gpus=[f"sm_{g.cc.replace('.', '')}" for g in t.gpus if g.cc] or request.gpus,  # only an NVIDIA GPU has a compute capability

@@ -111,9 +111,9 @@ def for_target(fix: str, facts: MachineView) -> str:
     diagnosed interpreter was chosen by ``--python``: without it, the command would act on the active environment
     (or stackdoctor's own), not on the one this finding is about. A command that names ``--python`` already, or a
     fix without one of those commands, is kept as it is."""
-    if facts.python.selected_by != "--python" or not facts.python.executable or _NAMES_TARGET.search(fix):
+    if facts.facts.python.selected_by != "--python" or not facts.facts.python.executable or _NAMES_TARGET.search(fix):
         return fix
-    word = shell.word(facts.python.executable, windows=facts.platform.system == "Windows")
+    word = shell.word(facts.facts.python.executable, windows=facts.facts.platform.system == "Windows")
     return _OWN_COMMAND.sub(lambda m: f"{m.group(0)} --python {word}", fix)
 
 
@@ -126,10 +126,10 @@ class Gates:
 
 @dataclass
 class Ctx:
-    """What a rule sees: the machine's view (``facts``: :class:`~stackdoctor.model.view.MachineView`), the matrix, the probe
+    """What a rule sees: the machine's view (``view``: :class:`~stackdoctor.model.view.MachineView`), the matrix, the probe
     outcomes, the project requirements."""
 
-    facts: MachineView
+    view: MachineView
     matrix: Any  # stackdoctor.matrix.Matrix
     lang: str = "en"
     probes: list[ProbeStatus] = field(default_factory=list)
@@ -165,8 +165,8 @@ class Ctx:
         if text_fix is None and fix is not None:
             text_fix = texts.message(code, "fix", fix, self.lang, **values) or None
         if text_fix:
-            text_fix = for_target(text_fix, self.facts)
-        if text_fix and self.facts.platform.system == "Windows":
+            text_fix = for_target(text_fix, self.view)
+        if text_fix and self.view.facts.platform.system == "Windows":
             text_fix = shell.for_windows(text_fix)  # `export X=1` does nothing good in PowerShell
         declared = me if me is not None else REGISTRY.get(code)
         finding = Finding(
@@ -222,7 +222,7 @@ def judge(
     """
     # every rule is declared: importing this module ran stackdoctor/rules/__init__.py, which imports them all
     ctx = Ctx(
-        facts=facts,
+        view=facts,
         matrix=matrix,
         lang=lang if lang in texts.LANGS else "en",
         probes=list(probes),

@@ -15,13 +15,13 @@ from stackdoctor.rules.helpers import amd_pci, nvidia_pci
 
 @rule("driver-missing", severity="fail", layer="driver", defers_to=("container-no-gpu",))
 def driver_missing(ctx: Ctx) -> None:
-    f = ctx.facts
-    n, p = f.nvidia, f.platform
-    if ctx.has("container-no-gpu") or f.jetson.is_jetson:
+    f = ctx.view
+    n, p = f.facts.nvidia, f.facts.platform
+    if ctx.has("container-no-gpu") or f.facts.jetson.is_jetson:
         return
     pci = nvidia_pci(f)
     said_no_driver = n.smi_state == "no-driver" or n.nvml_state == "no-driver"
-    torch_runs = bool(f.torch.cuda_available) and not f.torch.hip
+    torch_runs = bool(f.facts.torch.cuda_available) and not f.facts.torch.hip
     silent = (
         bool(pci)
         and f.driver("nvidia").value is None
@@ -45,33 +45,34 @@ def driver_missing(ctx: Ctx) -> None:
 
 @rule("driver-library-mismatch", severity="fail", layer="driver")
 def driver_library_mismatch(ctx: Ctx) -> None:
-    n = ctx.facts.nvidia
+    n = ctx.view.facts.nvidia
     if n.smi_state == "lib-mismatch" or n.nvml_state == "lib-mismatch":
         m = re.search(r"NVML library version:\s*([\d.]+)", (n.smi_message or "") + "\n" + (n.nvml_error or ""))
         # the libraries' own file names are exact (570.124.04); nvidia-smi's line gives two fields (570.124)
         ctx.add(
             facts=["nvidia.smi_state", "nvidia.nvml_state", "nvidia.kernel_module_version", "nvidia.driver_library_version"],
-            user=user_space_driver(ctx.facts) or n.driver_library_version or (m.group(1) if m else None) or "?",
-            kernel=n.kernel_module_version or "?",
+            user=user_space_driver(ctx.view) or ctx.view.chosen("nvidia.driver_library_version").value or (m.group(1) if m else None) or "?",
+            kernel=ctx.view.chosen("nvidia.kernel_module_version").value or "?",
             message=n.smi_message or n.nvml_error or "",
         )
 
 
 @rule("source-conflict", severity="warn", layer="driver", defers_to=("driver-library-mismatch",))
 def source_conflict(ctx: Ctx) -> None:
-    f = ctx.facts
-    n, p = f.nvidia, f.platform
+    f = ctx.view
+    n, p = f.facts.nvidia, f.facts.platform
     user = user_space_driver(f)
-    if not ctx.has("driver-library-mismatch") and not p.is_wsl and user and n.kernel_module_version:
-        if not same_release(user, n.kernel_module_version):
+    kmod = f.chosen("nvidia.kernel_module_version")
+    if not ctx.has("driver-library-mismatch") and not p.is_wsl and user and kmod.value:
+        if not same_release(user, kmod.value):
             ctx.add(
                 detail="module",
                 fix="module",
                 facts=["nvidia.driver_version", "nvidia.kernel_module_version"],
                 user=user,
-                user_source=n.sources.get("driver_version", "NVML"),
-                kernel=n.kernel_module_version,
-                kernel_source=n.sources.get("kernel_module_version", "/sys/module/nvidia/version"),
+                user_source=n.sources.get("driver_version", "NVML") if n.driver_version else f.driver("nvidia").source,
+                kernel=kmod.value,
+                kernel_source=kmod.source or "/sys/module/nvidia/version",
             )
     for key, by_src in sorted(n.observed.items()):
         if key.endswith("_raw") or len(by_src) < 2:
@@ -153,7 +154,7 @@ _DISAGREEMENT_SENTENCES: dict[str, Callable[[Ctx, Disagreement], None]] = {
 
 @rule("wsl-driver", severity="fail", layer="driver")
 def wsl_driver(ctx: Ctx) -> None:
-    p, n = ctx.facts.platform, ctx.facts.nvidia
+    p, n = ctx.view.facts.platform, ctx.view.facts.nvidia
     if not p.is_wsl:
         return
     foreign = [x for x in n.libcuda_paths if not x.startswith("/usr/lib/wsl/")]
@@ -161,18 +162,18 @@ def wsl_driver(ctx: Ctx) -> None:
         ctx.add(facts=["nvidia.libcuda_paths", "platform.is_wsl"], paths=", ".join(foreign))
     elif n.smi_state == "cuda-err":
         ctx.add(
-            severity="fail" if ctx.facts.torch.cuda_available is False else "warn",
+            severity="fail" if ctx.view.facts.torch.cuda_available is False else "warn",
             detail="cuda_err",
             fix="cuda_err",
             facts=["nvidia.smi_state", "platform.is_wsl"],
-            driver=n.driver_version or "?",
+            driver=ctx.view.driver("nvidia").value or "?",
             smi=n.smi_version or "?",
         )
 
 
 def kfd_refused(f: MachineView) -> str | None:
     """The line that says this user cannot open /dev/kfd: the probe's own open(), else rocminfo's error text."""
-    r = f.rocm
+    r = f.facts.rocm
     if r.kfd_present and r.kfd_accessible is False:
         return r.kfd_error or "permission denied"
     proof = next((e for e in f.evidence if e.proves == "rocm-kfd-permission"), None)
@@ -181,10 +182,10 @@ def kfd_refused(f: MachineView) -> str | None:
 
 @rule("amdgpu-not-loaded", severity="fail", layer="driver")
 def amdgpu_not_loaded(ctx: Ctx) -> None:
-    r, p = ctx.facts.rocm, ctx.facts.platform
+    r, p = ctx.view.facts.rocm, ctx.view.facts.platform
     if p.system not in (None, "Linux") or p.is_wsl:
         return
-    amd = amd_pci(ctx.facts)
+    amd = amd_pci(ctx.view)
     dgpu = [d for d in amd if d.driver != "amdgpu"]
     if amd and r.amdgpu_loaded is False:
         ctx.add(
@@ -196,13 +197,13 @@ def amdgpu_not_loaded(ctx: Ctx) -> None:
 
 @rule("rocm-kfd-permission", severity="fail", layer="driver")
 def rocm_kfd_permission(ctx: Ctx) -> None:
-    p = ctx.facts.platform
+    p = ctx.view.facts.platform
     if p.system not in (None, "Linux") or p.is_wsl:
         return
-    line = kfd_refused(ctx.facts)
+    line = kfd_refused(ctx.view)
     if line:
-        r = ctx.facts.rocm
-        proof = next((e for e in ctx.facts.evidence if e.proves == "rocm-kfd-permission"), None)
+        r = ctx.view.facts.rocm
+        proof = next((e for e in ctx.view.evidence if e.proves == "rocm-kfd-permission"), None)
         ctx.add(
             detail="default" if r.kfd_present or proof is None else "evidence",
             where=proof.source.split(".")[-1] if proof else "",

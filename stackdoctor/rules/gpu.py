@@ -19,8 +19,8 @@ def _label(g: NvidiaGpu) -> str:
 
 @rule("gpu-lost", severity="fail", layer="gpu", defers_to=("driver-missing", "driver-library-mismatch", "container-no-gpu"))
 def gpu_lost(ctx: Ctx) -> None:
-    n = ctx.facts.nvidia
-    pci = nvidia_pci(ctx.facts)
+    n = ctx.view.facts.nvidia
+    pci = nvidia_pci(ctx.view)
     if ctx.has("driver-missing", "driver-library-mismatch", "container-no-gpu"):
         return
     if n.smi_state == "no-devices":
@@ -32,7 +32,7 @@ def gpu_lost(ctx: Ctx) -> None:
             flavor=n.kernel_module_flavor or "?",
         )
         return
-    given, lost = ctx.facts.driven("nvidia"), ctx.facts.lost("nvidia")
+    given, lost = ctx.view.driven("nvidia"), ctx.view.lost("nvidia")
     if pci and given and lost and len(given) < len(pci) and (n.nvml_state == "ok" or n.smi_state == "ok"):
         gone = {g.bus_id for g in lost}
         ctx.add(
@@ -47,7 +47,7 @@ def gpu_lost(ctx: Ctx) -> None:
 
 @rule("gpu-ecc-errors", severity="fail", layer="gpu")
 def gpu_ecc_errors(ctx: Ctx) -> None:
-    for g in ctx.facts.nvidia.gpus:
+    for g in ctx.view.facts.nvidia.gpus:
         if (g.ecc_uncorrected or 0) > 0 or g.retired_pages_pending:
             ctx.add(
                 detail="pending" if g.retired_pages_pending and not g.ecc_uncorrected else "default",
@@ -63,7 +63,7 @@ _BAD_THROTTLE = ("hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake")
 
 @rule("gpu-throttled", severity="warn", layer="gpu")
 def gpu_throttled(ctx: Ctx) -> None:
-    for g in ctx.facts.nvidia.gpus:
+    for g in ctx.view.facts.nvidia.gpus:
         bad = [r for r in g.throttle_reasons if r in _BAD_THROTTLE]
         if bad:
             ctx.add(facts=[f"nvidia.gpus[{g.index}].throttle_reasons"], gpu=_label(g), index=g.index, reasons=", ".join(bad))
@@ -77,10 +77,10 @@ _DATACENTER = re.compile(
 
 @rule("gpu-persistence-off", severity="warn", layer="gpu")
 def gpu_persistence_off(ctx: Ctx) -> None:
-    f = ctx.facts
-    if f.platform.system not in (None, "Linux") or f.platform.is_wsl:
+    f = ctx.view
+    if f.facts.platform.system not in (None, "Linux") or f.facts.platform.is_wsl:
         return
-    off = [g for g in f.nvidia.gpus if g.persistence_mode == "Disabled" and g.name and _DATACENTER.search(g.name.replace("NVIDIA ", ""))]
+    off = [g for g in f.facts.nvidia.gpus if g.persistence_mode == "Disabled" and g.name and _DATACENTER.search(g.name.replace("NVIDIA ", ""))]
     if off:
         ctx.add(facts=[f"nvidia.gpus[{g.index}].persistence_mode" for g in off], gpus=", ".join(_label(g) for g in off))
 

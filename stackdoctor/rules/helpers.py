@@ -10,15 +10,15 @@ from stackdoctor import matrix as mx
 from stackdoctor.core import shell
 from stackdoctor.core.versions import mm, public
 from stackdoctor.kinds.runtime_errors import CUDA_APIS
-from stackdoctor.model.facts import BuildKind, Facts, GpuView, TorchFacts
+from stackdoctor.model.facts import BuildKind, GpuView, TorchFacts
 from stackdoctor.model.view import MachineView
 from stackdoctor.rules.core import Ctx
 
 _MISSING_RE = re.compile(r"No module named ['\"]?torch['\"]?\s*$")
 
 
-def variant_name(facts: Facts | MachineView) -> str | None:
-    t = facts.torch
+def variant_name(facts: MachineView) -> str | None:
+    t = facts.facts.torch
     return t.variant or mx.variant_from_version(t.version)
 
 
@@ -40,29 +40,29 @@ def read_only(t: TorchFacts) -> bool:
     return t.installed and t.imported is False and not t.import_error and t.import_error_kind is None
 
 
-def built_for(facts: Facts | MachineView) -> BuildKind | None:
+def built_for(facts: MachineView) -> BuildKind | None:
     """The build kind of a torch that imports, or that was only read from its files without trying
     (``check --no-kernels``: the same verdicts as an import that works, for what the files decide);
     None when there is no torch, or its import failed. The rules about torch's runtime ask
     ``cuda_available`` & co., which only an import sets."""
-    t = facts.torch
+    t = facts.facts.torch
     if not (imports(t) or read_only(t)):
         return None
     return kinds.build_kind(t)
 
 
-def built_for_files(facts: Facts | MachineView) -> BuildKind | None:
+def built_for_files(facts: MachineView) -> BuildKind | None:
     """The build kind from what the files say (``version.py``, the variant), even when torch does not import."""
-    t = facts.torch
+    t = facts.facts.torch
     if t.import_error_kind == "timeout" and not t.version:
         return None
     return kinds.build_kind(t)
 
 
-def python_exe(facts: Facts | MachineView) -> str:
+def python_exe(facts: MachineView) -> str:
     """The target's interpreter as one word of a fix line, quoted only where the shell needs it (a path with
     spaces: ``C:\\Users\\First Last\\...\\python.exe``); PowerShell's rules on Windows."""
-    return shell.word(facts.python.executable or "python", windows=facts.platform.system == "Windows")
+    return shell.word(facts.facts.python.executable or "python", windows=facts.facts.platform.system == "Windows")
 
 
 def gpu_label(g: GpuView) -> str:
@@ -81,17 +81,17 @@ def amd_gpus(facts: MachineView) -> list[GpuView]:
     return list(facts.devices("amd"))
 
 
-def nvidia_pci(facts: Facts | MachineView) -> list[Any]:
-    return [d for d in facts.platform.nvidia_pci_devices if (d.class_id or "").lower().startswith("0x03")]
+def nvidia_pci(facts: MachineView) -> list[Any]:
+    return [d for d in facts.facts.platform.nvidia_pci_devices if (d.class_id or "").lower().startswith("0x03")]
 
 
-def amd_pci(facts: Facts | MachineView) -> list[Any]:
-    return [d for d in facts.platform.amd_pci_devices if (d.class_id or "").lower().startswith("0x03")]
+def amd_pci(facts: MachineView) -> list[Any]:
+    return [d for d in facts.facts.platform.amd_pci_devices if (d.class_id or "").lower().startswith("0x03")]
 
 
-def windows_driver(facts: Facts | MachineView) -> bool:
+def windows_driver(facts: MachineView) -> bool:
     """The NVIDIA driver number is a Windows one (native Windows, or WSL where the host driver serves)."""
-    return facts.platform.system == "Windows" or facts.platform.is_wsl
+    return facts.facts.platform.system == "Windows" or facts.facts.platform.is_wsl
 
 
 def release(ctx: Ctx, version: str | None) -> Any:
@@ -102,14 +102,14 @@ def release(ctx: Ctx, version: str | None) -> Any:
 
 def variant_row(ctx: Ctx) -> Any:
     """The matrix's row for the installed torch's variant (PyPI builds without a label: by CUDA version, else cpu)."""
-    rel = release(ctx, ctx.facts.torch.version)
-    name = variant_name(ctx.facts)
+    rel = release(ctx, ctx.view.facts.torch.version)
+    name = variant_name(ctx.view)
     if rel is None:
         return None
     if name:
         return rel.variant(name)
-    kind = built_for_files(ctx.facts)
-    cuda = mm(ctx.facts.torch.cuda)
+    kind = built_for_files(ctx.view)
+    cuda = mm(ctx.view.facts.torch.cuda)
     # a label-less build is PyPI's: the CPU build's row, or the row of a build whose CUDA level it has (a ROCm or
     # XPU build always carries its label, so none of theirs is label-less)
     return next((v for v in rel.variants if v.kind == kind and (v.cuda == cuda if v.cuda else kind == kinds.CPU)), None)
@@ -139,17 +139,17 @@ def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None
     from stackdoctor.model.plan import Request
     from stackdoctor.resolve import resolve
 
-    facts = ctx.facts
-    current = (public(facts.torch.version), variant_name(facts))
+    facts = ctx.view
+    current = (public(facts.facts.torch.version), variant_name(facts))
     chosen = kinds.select(facts.facts)
     # a CPU build is no fix where a GPU is usable, nor where an NVIDIA driver is known to be there
     want_gpu = (chosen is not None and chosen.build_kind != kinds.CPU) or bool(
         facts.driver("nvidia").value
         or facts.runtime("nvidia").value
         or any(e.proves in ("driver-too-old", "driver-cuda-level") or answered_with_error(e) for e in facts.evidence)  # torch's words prove a driver
-    ) and not facts.jetson.is_jetson and not facts.apple.is_macos
+    ) and not facts.facts.jetson.is_jetson and not facts.facts.apple.is_macos
     attempts: list[Request] = []
-    if keep_torch and facts.torch.installed and current[0]:
+    if keep_torch and facts.facts.torch.installed and current[0]:
         attempts.append(Request(torch=current[0]))
     attempts.append(Request())
     for req in attempts:
@@ -196,32 +196,38 @@ def nvidia_witnesses(facts: MachineView) -> list[str]:
     GPUs, the kernel module and its GPU list, PCI, the driver's CUDA level (any tool, torch's runtime, torch's
     words), torch's own messages that name the driver, and the device nodes a container was given. Empty: no
     witness contradicts "no NVIDIA GPU here"."""
-    f, n, t = facts, facts.nvidia, facts.torch
+    f, t = facts, facts.facts.torch
     out: list[str] = []
     gpus = nvidia_gpus(f)
     if gpus:
         out.append(f"{'/'.join(sorted({w for g in gpus for w in g.witnesses}) or ['reconcile'])}: {len(gpus)} GPU(s)")
-    if n.kernel_module_version:
-        out.append(f"{n.sources.get('kernel_module_version', 'kernel module')}: nvidia {n.kernel_module_version}")
+    kmod = f.chosen("nvidia.kernel_module_version")
+    if kmod.value:
+        out.append(f"{_said_by(kmod, 'kernel module')}: nvidia {kmod.value}")
     pci = nvidia_pci(f)
     if pci:
         out.append(f"pci: {', '.join(d.name or d.device_id for d in pci)}")
     drv = f.driver("nvidia")
-    if drv.value and not n.kernel_module_version:
-        out.append(f"{drv.source or 'driver'}: {drv.value}")
+    if drv.value and not kmod.value:
+        out.append(f"{_said_by(drv, 'driver')}: {drv.value}")
     ceiling = f.runtime("nvidia")
     if ceiling.value:
-        out.append(f"{ceiling.source or 'driver'}: CUDA {ceiling.value}")
+        out.append(f"{_said_by(ceiling, 'driver')}: CUDA {ceiling.value}")
     for e in f.evidence:
         if e.proves in ("driver-too-old", "driver-cuda-level") and not e.values.get("driver_cuda"):
             out.append(f"{e.source}: {e.line}")
         elif answered_with_error(e) and e.values.get("api") in CUDA_APIS:
             out.append(f"{e.source}: error {e.values.get('number') or '?'} ({e.values.get('name', '?')})")
-    if f.platform.container_nvidia_devices:
-        out.append(f.platform.sources.get("container_nvidia_devices", "/dev/nvidia*"))
+    if f.facts.platform.container_nvidia_devices:
+        out.append(f.facts.platform.sources.get("container_nvidia_devices", "/dev/nvidia*"))
     if t.cuda_error and "driver" in t.cuda_error.lower() and not _NO_DRIVER.search(t.cuda_error) and not out:
         out.append(f"torch.cuda_error: {t.cuda_error[:300]}")
     return out
+
+
+def _said_by(seen: Any, default: str) -> str:
+    """The witness a chosen value (a :class:`~stackdoctor.model.facts.SeenValue`) came from, else ``default``."""
+    return seen.source or default
 
 
 def container_fix_key(container: str | None) -> str:

@@ -30,7 +30,7 @@ GROUP = "kernels"  # the group its rules had when this module was rules/kernels.
 
 @rule("kernel-failed", severity="fail", layer="kernels")
 def kernel_failed(ctx: Ctx) -> None:
-    k = ctx.facts.kernels
+    k = ctx.view.facts.kernels
     if k.error:
         ctx.add(
             detail="process",
@@ -51,7 +51,7 @@ def _wrong_fix(ctx: Ctx, r: KernelResult) -> str:
     device = (r.device or "").split(":")[0]
     if device == "cpu":  # vendor branch: the CPU is no accelerator kind; its BLAS build is what to look at
         return "result_cpu"
-    built = built_for_files(ctx.facts)
+    built = built_for_files(ctx.view)
     on = [a for a in kinds.ALL if a.torch_api == device]  # the kinds whose torch module runs this device
     kind = next((a for a in on if a.targeted(built)), on[0] if on else None)  # the installed build's kind first
     return kind.wrong_result_fix() if kind is not None else "default"
@@ -59,13 +59,13 @@ def _wrong_fix(ctx: Ctx, r: KernelResult) -> str:
 
 @rule("kernel-wrong-result", severity="fail", layer="kernels")
 def kernel_wrong_result(ctx: Ctx) -> None:
-    k = ctx.facts.kernels
+    k = ctx.view.facts.kernels
     for i, r in enumerate(k.results):
         if r.kernel != "allreduce" and not r.ok and not _raised(r):
             ctx.add(
                 detail="result",
                 fix=_wrong_fix(ctx, r),
-                python=python_exe(ctx.facts),
+                python=python_exe(ctx.view),
                 facts=[f"kernels.results[{i}]"],
                 label=_label(r),
                 error=r.error or f"max relative error {r.max_error} > tolerance {r.tolerance}",
@@ -85,7 +85,7 @@ def kernel_wrong_result(ctx: Ctx) -> None:
 
 @rule("kernel-slow", severity="warn", layer="kernels")
 def kernel_slow(ctx: Ctx) -> None:
-    for i, r in enumerate(ctx.facts.kernels.results):
+    for i, r in enumerate(ctx.view.facts.kernels.results):
         if r.kernel != "matmul" or not r.ok or r.percent_of_peak is None or not r.extra.get("sweep_max"):
             continue
         if r.percent_of_peak < SLOW_FRACTION * 100:
@@ -101,7 +101,7 @@ def kernel_slow(ctx: Ctx) -> None:
 
 
 def _ar(ctx: Ctx) -> dict[str, Any]:
-    ar = ctx.facts.kernels.allreduce
+    ar = ctx.view.facts.kernels.allreduce
     return ar if isinstance(ar, dict) else {}
 
 

@@ -13,12 +13,12 @@ FAST_LINK_GBPS = 40  # Thunderbolt 3/4 links run at 40 Gb/s; above that is Thund
 
 
 def _peers(ctx: Ctx) -> list[Any]:
-    return [p for p in ctx.facts.thunderbolt.ports if p.peer or p.peer_uuid]
+    return [p for p in ctx.view.facts.thunderbolt.ports if p.peer or p.peer_uuid]
 
 
 @rule("thunderbolt-bridge-loop", severity="warn", layer="network")
 def thunderbolt_bridge_loop(ctx: Ctx) -> None:
-    tb = ctx.facts.thunderbolt
+    tb = ctx.view.facts.thunderbolt
     peers = _peers(ctx)
     if (tb.present or tb.interfaces) and tb.bridge_enabled and len(peers) >= 2:
         bridges = [i for i in tb.interfaces if i.kind == "thunderbolt-bridge"]
@@ -31,19 +31,19 @@ def thunderbolt_bridge_loop(ctx: Ctx) -> None:
 
 @rule("thunderbolt-rdma-disabled", severity="warn", layer="network")
 def thunderbolt_rdma_disabled(ctx: Ctx) -> None:
-    f, tb = ctx.facts, ctx.facts.thunderbolt
+    f, tb = ctx.view, ctx.view.facts.thunderbolt
     if not (tb.present or tb.interfaces) or not is_mac(f.facts):
         return
     need = ctx.matrix.threshold("macos.rdma_over_thunderbolt") if ctx.matrix is not None else None
     tb5 = [p for p in tb.ports if (p.link_speed_gbps is not None and p.link_speed_gbps > FAST_LINK_GBPS) or p.generation == "TB5"]
-    ver = f.apple.macos_version or f.platform.os_version
+    ver = f.facts.apple.macos_version or f.facts.platform.os_version
     if tb.rdma_state == "disabled" and tb5 and ver and need is not None and vt(ver) >= vt(need.min_version):
         ctx.add(facts=["thunderbolt.rdma_state", "apple.macos_version"], macos=ver, ports=", ".join(p.name for p in tb5), need=need.min_version)
 
 
 @rule("thunderbolt-link-slow", severity="warn", layer="network")
 def thunderbolt_link_slow(ctx: Ctx) -> None:
-    f, tb = ctx.facts, ctx.facts.thunderbolt
+    f, tb = ctx.view, ctx.view.facts.thunderbolt
     if not (tb.present or tb.interfaces) or not is_mac(f.facts):
         return
     rdma_on = tb.rdma_state == "enabled" or bool(tb.rdma_devices)
@@ -54,7 +54,7 @@ def thunderbolt_link_slow(ctx: Ctx) -> None:
 
 @rule("thunderbolt-link-local-ip", severity="warn", layer="network")
 def thunderbolt_link_local_ip(ctx: Ctx) -> None:
-    f, tb = ctx.facts, ctx.facts.thunderbolt
+    f, tb = ctx.view, ctx.view.facts.thunderbolt
     if not (tb.present or tb.interfaces) or not is_mac(f.facts):
         return
     by_name = {i.name: i for i in tb.interfaces}

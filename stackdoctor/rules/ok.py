@@ -32,30 +32,30 @@ def _ok(ctx: Ctx, layer: str, checked: bool, key: str = "default", **values: Any
 
 @rule("platform-ok", severity="ok", layer="platform", summary=True)
 def platform_ok(ctx: Ctx) -> None:
-    p = ctx.facts.platform
+    p = ctx.view.facts.platform
     _ok(ctx, "platform", bool(p.system), os=p.os_name or p.system or "?", machine=p.machine or "?")
 
 
 @rule("driver-ok", severity="ok", layer="driver", summary=True)
 def driver_ok(ctx: Ctx) -> None:
-    f = ctx.facts
+    f = ctx.view
     drv = f.driver("nvidia").value
     what = f"NVIDIA {drv} (CUDA {f.runtime('nvidia').value or '?'})" if drv else "amdgpu"
-    _ok(ctx, "driver", bool(drv or f.rocm.amdgpu_loaded), driver=what)
+    _ok(ctx, "driver", bool(drv or f.facts.rocm.amdgpu_loaded), driver=what)
 
 
 def _gpu_names(ctx: Ctx) -> list[str]:
-    f = ctx.facts
+    f = ctx.view
     names: list[str] = []
     for g in f.gpus:
         kind = kinds.by_vendor(g.vendor)
         name = kind.ok_name(g) if kind is not None and g.witnesses != [W_PCI] else None  # each kind names its own
         if name:
             names.append(name)
-    if not names and f.apple.chip:
-        names = [f.apple.chip]
-    if not names and f.jetson.is_jetson:
-        names = [f.jetson.model or "Jetson"]
+    if not names and f.facts.apple.chip:
+        names = [f.facts.apple.chip]
+    if not names and f.facts.jetson.is_jetson:
+        names = [f.facts.jetson.model or "Jetson"]
     return names
 
 
@@ -67,20 +67,20 @@ def gpu_ok(ctx: Ctx) -> None:
 
 @rule("python-ok", severity="ok", layer="python", summary=True)
 def python_ok(ctx: Ctx) -> None:
-    f = ctx.facts
-    _ok(ctx, "python", bool(f.python.version), python=f.python.version or "?", executable=python_exe(f))
+    f = ctx.view
+    _ok(ctx, "python", bool(f.facts.python.version), python=f.facts.python.version or "?", executable=python_exe(f))
 
 
 @rule("torch-ok", severity="ok", layer="torch", summary=True)
 def torch_ok(ctx: Ctx) -> None:
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     key = "files" if read_only(t) else "default"  # read from its files, not imported: says so
-    _ok(ctx, "torch", imports(t) or (read_only(t) and bool(t.version and t.location)), key, torch=t.version or "?", variant=variant_name(ctx.facts) or "-")
+    _ok(ctx, "torch", imports(t) or (read_only(t) and bool(t.version and t.location)), key, torch=t.version or "?", variant=variant_name(ctx.view) or "-")
 
 
 @rule("runtime-ok", severity="ok", layer="runtime", summary=True)
 def runtime_ok(ctx: Ctx) -> None:
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     if not imports(t):
         return
     acc = kinds.select(f.facts)
@@ -99,19 +99,19 @@ def runtime_ok(ctx: Ctx) -> None:
 def runtime_not_verified(ctx: Ctx) -> None:
     """torch read from its files only (``check --no-kernels``): what only its running runtime proves is said to be not
     verified, with the command that verifies it (issue 42: unverified is a verdict, never a silent ok)."""
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     if read_only(t) and kinds.build_kind(t) != kinds.CPU:  # a GPU build: its device runtime is unproven
         ctx.add(severity="ok", fix=None, facts=["torch.imported"], torch=t.version or "?")
 
 
 @rule("toolkit-ok", severity="ok", layer="toolkit", summary=True)
 def toolkit_ok(ctx: Ctx) -> None:
-    f, t = ctx.facts, ctx.facts.torch
-    checked = built_for(f) == "cuda" and bool(t.cuda) and bool(f.cuda_toolkit.nvcc_version)
-    _ok(ctx, "toolkit", checked, nvcc=f.cuda_toolkit.nvcc_version or "?", cuda=t.cuda or "?")
+    f, t = ctx.view, ctx.view.facts.torch
+    checked = built_for(f) == "cuda" and bool(t.cuda) and bool(f.facts.cuda_toolkit.nvcc_version)
+    _ok(ctx, "toolkit", checked, nvcc=f.facts.cuda_toolkit.nvcc_version or "?", cuda=t.cuda or "?")
 
 
 @rule("network-ok", severity="ok", layer="network", summary=True)
 def network_ok(ctx: Ctx) -> None:
-    tb = ctx.facts.thunderbolt
+    tb = ctx.view.facts.thunderbolt
     _ok(ctx, "network", tb.present and bool(tb.ports or tb.interfaces), ports=len(tb.ports), interfaces=len(tb.interfaces))

@@ -87,7 +87,7 @@ def requirement_on(lines: Sequence[str], name: str) -> Pin | None:
 
 def _numpy_bound(ctx: Ctx) -> tuple[str | None, str]:
     """("<2" or the spec torch's METADATA gives, where it is said) for the installed torch; (None, "") when it runs with either."""
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     req = requirement_on(t.requires.get("torch", []), "numpy")
     if req is not None and str(req.specifier):
         return str(req.specifier), t.sources.get("requires.torch", "torch's METADATA")
@@ -101,7 +101,7 @@ def _numpy_bound(ctx: Ctx) -> tuple[str | None, str]:
 @rule("torch-numpy-abi", severity="fail", layer="torch")
 def torch_numpy_abi(ctx: Ctx) -> None:
     """NumPy 2 beside a torch built against NumPy 1 (torch < 2.3): read from both dist-infos, on both paths."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     nv = _version(t.numpy_version)
     if not t.installed or nv is None:
         return
@@ -132,7 +132,7 @@ def torch_numpy_abi(ctx: Ctx) -> None:
 def pinned_torch(ctx: Ctx, pkg: str) -> tuple[Pin, str] | None:
     """``pkg``'s own pin on torch (its installed METADATA), and the file that says it, when the installed torch is
     outside it; None when it has no pin or torch meets it."""
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     req = requirement_on(t.requires.get(pkg, []), "torch")
     tv = _version(t.version)
     if req is None or tv is None or not str(req.specifier):
@@ -145,27 +145,27 @@ def pinned_torch(ctx: Ctx, pkg: str) -> tuple[Pin, str] | None:
 def pin_fix(ctx: Ctx, req: Pin, pkg: str) -> str:
     """The install that makes the pair fit: the ``pkg`` the matrix pairs with the installed torch (torch stays), else
     the torch ``req`` asks (an exact pin: that torch), each from the index of torch's variant."""
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     label = local(t.version)
-    index = index_for(ctx, variant_name(ctx.facts)) if label else None
+    index = index_for(ctx, variant_name(ctx.view)) if label else None
     tail = f" --index-url {shlex.quote(index)}" if index else ""
     paired = ctx.matrix.paired(public(t.version) or "") if ctx.matrix is not None else (None, None)
     keep = paired[0] if pkg == "torchvision" else paired[1]
     if keep:
         want = f"{pkg}=={keep}" + (f"+{label}" if label and pkg == "torchvision" else "")
-        return f"{shlex.quote(python_exe(ctx.facts))} -m pip install --no-deps {shlex.quote(want)}" + tail
+        return f"{shlex.quote(python_exe(ctx.view))} -m pip install --no-deps {shlex.quote(want)}" + tail
     exact = next((s.version for s in req.specifier if s.operator == "==" and not s.version.endswith(".*")), None)
     want = f"torch=={exact}" if exact else f"torch{req.specifier}"
     if exact and label and "+" not in exact:
         want += f"+{label}"
-    return f"{shlex.quote(python_exe(ctx.facts))} -m pip install {shlex.quote(want)}" + tail
+    return f"{shlex.quote(python_exe(ctx.view))} -m pip install {shlex.quote(want)}" + tail
 
 
 @rule("torch-companion-pin", severity="fail", layer="torch", defers_to=("torchvision-mismatch", "torchaudio-mismatch"))
 def torch_companion_pin(ctx: Ctx) -> None:
     """torchvision / torchaudio pin the torch they were built with (their METADATA's ``Requires-Dist: torch==X``); the
     installed torch is another one. Said where the matrix's pairing did not already say it (a release it does not know)."""
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     for pkg, code in (("torchvision", "torchvision-mismatch"), ("torchaudio", "torchaudio-mismatch")):
         got = pinned_torch(ctx, pkg)
         if got is None or ctx.has(code):

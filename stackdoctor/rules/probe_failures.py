@@ -9,7 +9,7 @@ from stackdoctor.rules.helpers import python_exe
 def _probes_that(ctx: Ctx, status: str) -> None:
     """One finding per probe that ended with ``status``: the target's is a failure (the torch stack is
     unknown), another's a warning. A target whose ``import torch`` already failed is torch's finding."""
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     for p in ctx.probes:
         if p.status != status or (p.name == "target" and t.import_error_kind in ("timeout", "exception", "crash")):
             continue
@@ -22,7 +22,7 @@ def _probes_that(ctx: Ctx, status: str) -> None:
             probe=p.name,
             error=p.error or "",
             seconds=f"{p.duration_s:g}",
-            python=python_exe(ctx.facts),
+            python=python_exe(ctx.view),
         )
 
 
@@ -31,9 +31,9 @@ GROUP = "probe"  # the group its rules had when this module was rules/probe.py: 
 
 @rule("probe-timeout", severity="fail", layer="probe")
 def probe_timeout(ctx: Ctx) -> None:
-    t, n = ctx.facts.torch, ctx.facts.nvidia
+    t, n = ctx.view.facts.torch, ctx.view.facts.nvidia
     if t.import_error_kind == "timeout":
-        ctx.add(severity="fail", detail="import", fix="import", facts=["torch.import_error"], error=t.import_error or "", python=python_exe(ctx.facts))
+        ctx.add(severity="fail", detail="import", fix="import", facts=["torch.import_error"], error=t.import_error or "", python=python_exe(ctx.view))
     _probes_that(ctx, "timeout")
     if n.smi_state == "timeout":
         ctx.add(severity="warn", detail="smi", fix="smi", facts=["nvidia.smi_state"], error=n.smi_message or "")
@@ -41,14 +41,14 @@ def probe_timeout(ctx: Ctx) -> None:
 
 @rule("probe-failed", severity="fail", layer="probe", defers_to=("rocm-kfd-permission",))
 def probe_failed(ctx: Ctx) -> None:
-    n = ctx.facts.nvidia
+    n = ctx.view.facts.nvidia
     _probes_that(ctx, "error")
     if n.smi_state == "error" and n.smi_message and not ctx.has("probe-failed"):
         ctx.add(severity="warn", detail="smi", fix="smi", facts=["nvidia.smi_state", "nvidia.smi_message"], error=n.smi_message)
-    elif n.smi_state == "cuda-err" and not ctx.facts.platform.is_wsl:
+    elif n.smi_state == "cuda-err" and not ctx.view.facts.platform.is_wsl:
         ctx.add(severity="warn", detail="cuda_err", fix="cuda_err", facts=["nvidia.smi_state"])
     kfd_told = ctx.has("rocm-kfd-permission")
-    for subject, errors in (("rocm", ctx.facts.rocm.tool_errors), ("thunderbolt", ctx.facts.thunderbolt.tool_errors)):
+    for subject, errors in (("rocm", ctx.view.facts.rocm.tool_errors), ("thunderbolt", ctx.view.facts.thunderbolt.tool_errors)):
         for tool, err in sorted(errors.items()):
             if not err or "not installed" in err or (kfd_told and "kfd" in err.lower()):
                 continue  # absence is a fact; kfd trouble is rocm-kfd-permission's

@@ -11,7 +11,7 @@ from stackdoctor.rules.helpers import python_exe, release, variant_row
 
 
 def _py_tag(ctx: Ctx) -> str | None:
-    p = ctx.facts.python
+    p = ctx.view.facts.python
     m = mm(p.version)
     return m + ("t" if p.free_threaded else "") if m else None
 
@@ -27,7 +27,7 @@ def python_unsupported(ctx: Ctx) -> None:
     tag = _py_tag(ctx)
     if tag is None or ctx.matrix is None:
         return
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     if t.installed:
         v = variant_row(ctx)
         rel = release(ctx, t.version)
@@ -57,12 +57,12 @@ def python_unsupported(ctx: Ctx) -> None:
 
 @rule("pynvml-deprecated", severity="warn", layer="python")
 def pynvml_deprecated(ctx: Ctx) -> None:
-    d = ctx.facts.torch.distributions
+    d = ctx.view.facts.torch.distributions
     shim = d.get("pynvml")
     if shim and ("nvidia-ml-py" in d or (vt(shim)[:1] and vt(shim)[0] >= 13)):
         ctx.add(
             facts=["torch.distributions.pynvml"],
             version=shim,
             official=d.get("nvidia-ml-py") or "-",
-            python=python_exe(ctx.facts),
+            python=python_exe(ctx.view),
         )

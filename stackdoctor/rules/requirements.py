@@ -39,7 +39,7 @@ def _busbw_values(obj: Any) -> list[float]:
 
 def best_busbw(ctx: Ctx) -> float | None:
     """The best allreduce bus bandwidth measured (GB/s), or None when allreduce did not run."""
-    k = ctx.facts.kernels
+    k = ctx.view.facts.kernels
     vals = _busbw_values(k.allreduce or {})
     for r in k.results:
         if r.kernel == "allreduce":
@@ -71,7 +71,7 @@ class _Check:
 
 def _backend(chk: _Check, backend: str) -> None:
     ctx = chk.ctx
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     if backend == "cpu":  # vendor branch: the CPU is no accelerator kind, so no kind answers for it
         chk.met.append("backend cpu")
         return
@@ -114,7 +114,7 @@ def _backend_variant(ctx: Ctx, acc: Any) -> str | None:
 
     if ctx.matrix is None:
         return None
-    rel = ctx.matrix.release(_public(ctx.facts.torch.version)) if ctx.facts.torch.version else None
+    rel = ctx.matrix.release(_public(ctx.view.facts.torch.version)) if ctx.view.facts.torch.version else None
     for r in ([rel] if rel else []) + list(ctx.matrix.releases):  # newest first
         names: list[str] = [str(v.name) for v in r.variants if acc.serves(v.name)]
         if names:
@@ -125,7 +125,7 @@ def _backend_variant(ctx: Ctx, acc: Any) -> str | None:
 def _usable_gpus(ctx: Ctx, backend: str | None) -> int:
     """The devices torch can use: the project's backend's kind's count (``Accelerator.torch_count``), else the first
     kind's, in priority order, that torch can use."""
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     if not t.installed:
         return 0
     wanted = [a for a in kinds.ALL if backend is None or a.backend == backend]
@@ -133,7 +133,7 @@ def _usable_gpus(ctx: Ctx, backend: str | None) -> int:
 
 
 def _kernel(chk: _Check, kernel: str) -> None:
-    k = chk.ctx.facts.kernels
+    k = chk.ctx.view.facts.kernels
     results = [r for r in k.results if r.kernel == kernel]
     if kernel == "allreduce" and not results and isinstance(k.allreduce, dict) and k.allreduce:
         if k.allreduce.get("ok") is True:
@@ -176,7 +176,7 @@ def assess(ctx: Ctx) -> _Check | None:
 
 
 def _torch_req(chk: _Check, spec: str) -> None:
-    t = chk.ctx.facts.torch
+    t = chk.ctx.view.facts.torch
     fix = f'stackdoctor install --torch "{spec}"'
     if not t.installed or not t.version:
         chk.unmet("torch_missing", ["torch.installed"], fix, spec=spec)
@@ -188,7 +188,7 @@ def _torch_req(chk: _Check, spec: str) -> None:
 
 def _gpus_req(chk: _Check, min_gpus: int, backend: str | None) -> None:
     ctx = chk.ctx
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     if t.installed and t.imported is False and not t.import_error:
         chk.unmet("not_imported", ["torch.imported"], "stackdoctor check --import-torch", what=f"at least {min_gpus} GPU(s)", torch=t.version)
         return
@@ -203,7 +203,7 @@ def _gpus_req(chk: _Check, min_gpus: int, backend: str | None) -> None:
 
 
 def _cc_req(chk: _Check, spec: str) -> None:
-    caps = [(f"GPU {g.index} {g.name or ''}".strip(), g.compute_capability) for g in nvidia_gpus(chk.ctx.facts) if g.compute_capability]
+    caps = [(f"GPU {g.index} {g.name or ''}".strip(), g.compute_capability) for g in nvidia_gpus(chk.ctx.view) if g.compute_capability]
     caps = [(lbl, c) for lbl, c in caps if c and re.fullmatch(r"\d+\.\d+", c)]
     if not caps:
         chk.unmet("cc_none", ["reconciled.gpus"], spec=spec)

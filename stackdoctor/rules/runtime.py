@@ -43,28 +43,29 @@ def visible_count(value: str, gpus: Sequence[Any]) -> int:
 
 @rule("cuda-visible-devices-hides-all", severity="fail", layer="runtime")
 def cuda_visible_devices_hides_all(ctx: Ctx) -> None:
-    env, r = ctx.facts.environment, ctx.facts.rocm
+    env = ctx.view.facts.environment
     # the GPUs the driver gives out, as the view joined them: the tools' list, else the kernel module's
     # (/proc/driver/nvidia/gpus), so a container without nvidia-smi, or the fast path, judges the variable the same way torch would
-    listed: Sequence[Any] = ctx.facts.driven("nvidia")
+    listed: Sequence[Any] = ctx.view.driven("nvidia")
     where = "nvidia.gpus"
     if "CUDA_VISIBLE_DEVICES" in env and listed and visible_count(env["CUDA_VISIBLE_DEVICES"], listed) == 0:
         ctx.add(facts=["environment.CUDA_VISIBLE_DEVICES", where], var="CUDA_VISIBLE_DEVICES", value=env["CUDA_VISIBLE_DEVICES"], count=len(listed))
     elif "CUDA_VISIBLE_DEVICES" in env and not listed and _torch_counts_none_under_a_driver(ctx):
         # no tool or kernel list to count against: torch itself counted 0 devices while its runtime reached a driver
-        t = ctx.facts.torch
+        t = ctx.view.facts.torch
         ctx.add(
             detail="torch_only",
             facts=["environment.CUDA_VISIBLE_DEVICES", "torch.device_count", "torch.driver_api_version", "torch.cuda_error"],
             var="CUDA_VISIBLE_DEVICES",
             value=env["CUDA_VISIBLE_DEVICES"],
             count="?",
-            driver_cuda=ctx.facts.runtime("nvidia").value or "?",
+            driver_cuda=ctx.view.runtime("nvidia").value or "?",
             error=t.cuda_error or "-",
         )
+    amd: Sequence[Any] = ctx.view.driven("amd")  # ROCm's tools' list and the GPUs the kernel's KFD topology or torch add
     for var in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
-        if var in env and r.gpus and visible_count(env[var], r.gpus) == 0:
-            ctx.add(facts=[f"environment.{var}", "rocm.gpus"], var=var, value=env[var], count=len(r.gpus))
+        if var in env and amd and visible_count(env[var], amd) == 0:
+            ctx.add(facts=[f"environment.{var}", "rocm.gpus"], var=var, value=env[var], count=len(amd))
 
 
 _NO_DEVICE = re.compile(r"No CUDA GPUs are available|no CUDA-capable device is detected|cudaErrorNoDevice", re.I)
@@ -73,7 +74,7 @@ _NO_DEVICE = re.compile(r"No CUDA GPUs are available|no CUDA-capable device is d
 def _torch_counts_none_under_a_driver(ctx: Ctx) -> bool:
     """A CUDA torch that ran, reached a driver (its runtime's driver CUDA level, or another witness) and counted
     no device, with nothing said but "no device": what a device-hiding variable does (cudaErrorNoDevice)."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     nvidia = kinds.by_name("nvidia")  # the variable is CUDA's: asked of NVIDIA's kind
     if not imports(t) or nvidia is None or not nvidia.targeted(kinds.build_kind(t)) or t.cuda_available is not False or (t.device_count or 0) != 0:
         return False
@@ -87,10 +88,10 @@ _SHADOW_DIR = re.compile(r"(/cuda[^/]*/|/cuda$|/cuda[^/]*$|cudnn|nccl|/conda[^/]
 
 @rule("lib-path-shadowing", severity="fail", layer="runtime")
 def lib_path_shadowing(ctx: Ctx) -> None:
-    f, t = ctx.facts, ctx.facts.torch
-    if f.platform.system not in (None, "Linux"):
+    f, t = ctx.view, ctx.view.facts.torch
+    if f.facts.platform.system not in (None, "Linux"):
         return
-    entries = [e for e in f.environment.get("LD_LIBRARY_PATH", "").split(":") if e]
+    entries = [e for e in f.facts.environment.get("LD_LIBRARY_PATH", "").split(":") if e]
     bad = _shadowing_dirs(ctx, entries)
     if _predicted_shadow(ctx, entries):
         return
@@ -117,7 +118,7 @@ def lib_path_shadowing(ctx: Ctx) -> None:
 def _torch_said_shadow(ctx: Ctx, entries: list[str], said: str) -> None:
     """torch found another cuDNN than the one it was built with, and no LD_LIBRARY_PATH entry stackdoctor saw
     explains it (the variable was not recorded, or names no CUDA folder): torch's words are the witness."""
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     ctx.add(
         severity="fail",
         detail="torch_said",
@@ -130,10 +131,10 @@ def _torch_said_shadow(ctx: Ctx, entries: list[str], said: str) -> None:
 
 def _shadowing_dirs(ctx: Ctx, entries: list[str]) -> list[str]:
     """The LD_LIBRARY_PATH entries that may hold another copy of torch's CUDA libraries (a toolkit, conda's lib)."""
-    f = ctx.facts
-    conda_prefix = f.environment.get("CONDA_PREFIX")
+    f = ctx.view
+    conda_prefix = f.facts.environment.get("CONDA_PREFIX")
     bad = [e for e in entries if _SHADOW_DIR.search(e + "/") or (conda_prefix and e.rstrip("/").startswith(conda_prefix.rstrip("/") + "/lib"))]
-    if f.platform.is_wsl:
+    if f.facts.platform.is_wsl:
         bad = [e for e in bad if not e.startswith("/usr/lib/wsl")]
     return bad
 
@@ -141,7 +142,7 @@ def _shadowing_dirs(ctx: Ctx, entries: list[str]) -> list[str]:
 def _predicted_shadow(ctx: Ctx, entries: list[str]) -> bool:
     """The loader would take a copy of one of torch's libraries from LD_LIBRARY_PATH ahead of the wheel's own (read
     from the files, on both paths): the finding, naming both copies and their versions, and True."""
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     shadowed = next((p for p in t.linkage if p.kind == "shadowed"), None)
     if shadowed is None:
         return False
@@ -224,7 +225,7 @@ _SAID_BY = {
 def runtime_error_code(ctx: Ctx) -> None:
     """torch's CUDA / HIP runtime answered with an error number (read from its text in any wording, judged from the
     matrix's ``runtime_errors`` row): the layer it points to and its fix. A driver stack that answered is there."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     done: set[tuple[str, str]] = set()
     for e in f.evidence:
         v = e.values
@@ -253,7 +254,7 @@ def runtime_error_code(ctx: Ctx) -> None:
 
 @rule("cuda-unavailable", severity="fail", layer="runtime", defers_to=CAUSES)
 def cuda_unavailable(ctx: Ctx) -> None:
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     kind = built_for(f)
     acc = kinds.for_build(kind)
     # a build whose kind torch answers for through torch.cuda (CUDA's, ROCm's HIP), with a device of a kind it

@@ -14,13 +14,13 @@ GROUP = "platform"  # the group its rules had when this module was rules/platfor
 
 @rule("container-no-gpu", severity="fail", layer="platform")
 def container_no_gpu(ctx: Ctx) -> None:
-    p = ctx.facts.platform
+    p = ctx.view.facts.platform
     if not p.container or p.container_nvidia_devices is not False:
         return
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     # a claim needs a witness that the host has a GPU for this container: the PCI bus, or the runtime's variable.
     # torch's "found no NVIDIA driver" is no such witness (issue 42): torch-gpu-build-no-gpu says what is unknown
-    wants = bool(nvidia_pci(f)) or f.environment.get("NVIDIA_VISIBLE_DEVICES", "").strip() not in ("", "void", "none")
+    wants = bool(nvidia_pci(f)) or f.facts.environment.get("NVIDIA_VISIBLE_DEVICES", "").strip() not in ("", "void", "none")
     if not wants:
         return
     ctx.add(
@@ -36,8 +36,8 @@ def container_no_gpu(ctx: Ctx) -> None:
 
 @rule("glibc-too-old", severity="fail", layer="platform")
 def glibc_too_old(ctx: Ctx) -> None:
-    f, t = ctx.facts, ctx.facts.torch
-    if f.platform.system not in (None, "Linux") or f.platform.libc not in (None, "glibc") or not f.platform.glibc_version:
+    f, t = ctx.view, ctx.view.facts.torch
+    if f.facts.platform.system not in (None, "Linux") or f.facts.platform.libc not in (None, "glibc") or not f.facts.platform.glibc_version:
         return
     err = t.import_error or ""
     sym = re.search(r"GLIBC_(\d+\.\d+)", err)
@@ -45,24 +45,24 @@ def glibc_too_old(ctx: Ctx) -> None:
     what = t.version or ""
     if need is None and ctx.matrix is not None:
         need, what = _glibc_floor(ctx, what)
-    if not need or vt(f.platform.glibc_version) >= tuple(need):
+    if not need or vt(f.facts.platform.glibc_version) >= tuple(need):
         return
     ctx.add(
         severity="fail" if (bool(sym) or t.installed) else "warn",
         detail="import" if sym else ("installed" if t.installed else "default"),
         facts=["platform.glibc_version", "torch.version"],
-        glibc=f.platform.glibc_version,
+        glibc=f.facts.platform.glibc_version,
         need=".".join(str(x) for x in need),
         torch=what or "-",
         error=sym.group(0) if sym else "",
-        os=f.platform.os_name or f.platform.os_id or "Linux",
+        os=f.facts.platform.os_name or f.facts.platform.os_id or "Linux",
     )
 
 
 def _glibc_floor(ctx: Ctx, what: str) -> tuple[tuple[int, ...] | None, str]:
     """The glibc the installed torch's wheels need on this architecture (or, with no torch, the newest release's
     CPU build), from the matrix's platform tags; and the torch release that needs it."""
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     v = variant_row(ctx) if t.installed else None
     published = [r for r in ctx.matrix.releases if r.variants]
     rel = release(ctx, t.version) if t.installed else (published[0] if published else None)
@@ -74,8 +74,8 @@ def _glibc_floor(ctx: Ctx, what: str) -> tuple[tuple[int, ...] | None, str]:
 
 def _floor_of(ctx: Ctx, rel: Any, v: Any) -> tuple[int, ...] | None:
     """The lowest glibc the Linux wheels of variant ``v`` (of release ``rel``) for this architecture need."""
-    f, t = ctx.facts, ctx.facts.torch
-    arch = (f.platform.machine or "x86_64").lower().replace("amd64", "x86_64").replace("arm64", "aarch64")
+    f, t = ctx.view, ctx.view.facts.torch
+    arch = (f.facts.platform.machine or "x86_64").lower().replace("amd64", "x86_64").replace("arm64", "aarch64")
     tags = list(getattr(v, "platforms", ()) or ())
     if rel is not None and not t.installed and not any(mx.parse_platform(x)[:2] == ("linux", arch) for x in tags):
         tags = [x for w in rel.variants for x in w.platforms]  # its CPU build is not for Linux here: any build that is

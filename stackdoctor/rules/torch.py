@@ -11,7 +11,7 @@ from stackdoctor.core import shell, texts
 from stackdoctor.core.units import format_bytes
 from stackdoctor.core.versions import local, public
 from stackdoctor.core.versions import release as vt
-from stackdoctor.model.facts import Facts, is_mac, runs_x86
+from stackdoctor.model.facts import is_mac, runs_x86
 from stackdoctor.model.view import MachineView
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
@@ -37,7 +37,7 @@ def torch_lib_stale(ctx: Ctx) -> None:
     was loaded is older or newer than the one the wheel pins. Shadowing by LD_LIBRARY_PATH has its own
     finding; otherwise the usual cause is a second family of NVIDIA runtime wheels (-cu11 beside -cu12)
     or a runtime wheel upgraded or downgraded by another package."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     if ctx.has("lib-path-shadowing"):
         return
     proof = next((e for e in f.evidence if e.proves == "torch-lib-stale" and e.source.startswith("torch.")), None)
@@ -74,7 +74,7 @@ def torch_lib_stale(ctx: Ctx) -> None:
 
 def _other_families(f: MachineView) -> list[str]:
     """The NVIDIA runtime wheels of another CUDA major beside the build's own (``nvidia-cublas-cu11`` beside -cu12)."""
-    t = f.torch
+    t = f.facts.torch
     families: dict[str, list[str]] = {}
     for dist in sorted(t.distributions):
         m = _FAMILY.match(dist)
@@ -93,14 +93,14 @@ _IMPORT_PROVEN = ("rocm-gfx-unsupported", "gpu-arch-unsupported", "driver-too-ol
 
 @rule("torch-import-failed", severity="fail", layer="torch", defers_to=("glibc-too-old", "lib-path-shadowing", "torch-lib-stale", *_IMPORT_PROVEN))
 def torch_import_failed(ctx: Ctx) -> None:
-    f, t = ctx.facts, ctx.facts.torch
-    if f.python.error and not t.installed and not t.import_error:
+    f, t = ctx.view, ctx.view.facts.torch
+    if f.facts.python.error and not t.installed and not t.import_error:
         return  # the target interpreter itself is unknown: probe-failed says so
     broken = next((p for p in t.linkage if p.kind in ("missing", "unloadable")), None) if read_only(t) else None
     glibc_lib = next((p for p in t.linkage if p.kind == "missing" and _GLIBC_LIBS.match(p.library.rsplit("/", 1)[-1])), None)
-    if f.platform.libc == "musl" and glibc_lib is not None and read_only(t):  # a manylinux wheel on musl (Alpine)
+    if f.facts.platform.libc == "musl" and glibc_lib is not None and read_only(t):  # a manylinux wheel on musl (Alpine)
         ctx.add(detail="predicted_musl", fix="musl", facts=["platform.libc", "torch.linkage"], lib=glibc_lib.library,
-                needed_by=glibc_lib.needed_by, loader=f.platform.sources.get("libc", "its loader").removeprefix("file:"), python=python_exe(f))
+                needed_by=glibc_lib.needed_by, loader=f.facts.platform.sources.get("libc", "its loader").removeprefix("file:"), python=python_exe(f))
         return
     if broken is not None and not ctx.has("glibc-too-old", "lib-path-shadowing", "torch-lib-stale"):
         ctx.add(
@@ -126,24 +126,24 @@ def torch_import_failed(ctx: Ctx) -> None:
     )
 
 
-def _pip(f: Facts | MachineView, *args: str) -> str:
+def _pip(f: MachineView, *args: str) -> str:
     """``<python> -m pip ...`` as one line to paste: every word quoted for the target's shell (a version or an index
     URL read from the machine stays one word, whatever it holds)."""
-    exe = f.python.executable or "python"
-    return shell.format_command([exe, "-m", "pip", *args], windows=f.platform.system == "Windows")
+    exe = f.facts.python.executable or "python"
+    return shell.format_command([exe, "-m", "pip", *args], windows=f.facts.platform.system == "Windows")
 
 
 @rule("install-unfinished", severity="fail", layer="torch")
 def install_unfinished(ctx: Ctx) -> None:
     """A `stackdoctor install` into the target was killed (SIGKILL, power loss) before it finished: its journal
     and the previous torch's backup are still in the environment, and the torch family may be half replaced."""
-    f = ctx.facts
-    if not f.python.unfinished_install or f.python.install_live:
+    f = ctx.view
+    if not f.facts.python.unfinished_install or f.facts.python.install_live:
         return
     ctx.add(
         facts=["python.unfinished_install"],
-        prefix=f.python.env_prefix or "?",
-        state=texts.sentence(f.python.unfinished_install, ctx.lang),  # the probe's words ("phase install: ..."), in the reader's language
+        prefix=f.facts.python.env_prefix or "?",
+        state=texts.sentence(f.facts.python.unfinished_install, ctx.lang),  # the probe's words ("phase install: ..."), in the reader's language
         python=python_exe(f),
         fix_text=f"stackdoctor install --python {python_exe(f)} --recover",
     )
@@ -153,14 +153,14 @@ def install_unfinished(ctx: Ctx) -> None:
 def install_in_progress(ctx: Ctx) -> None:
     """A `stackdoctor install` into the target is running now (its journal's process is alive): the torch family is
     being changed, so what is read of it now may be half old, half new; it is not a stopped install to recover."""
-    f = ctx.facts
-    if not (f.python.unfinished_install and f.python.install_live):
+    f = ctx.view
+    if not (f.facts.python.unfinished_install and f.facts.python.install_live):
         return
     ctx.add(
         facts=["python.install_live", "python.unfinished_install"],
-        prefix=f.python.env_prefix or "?",
-        who=f.python.install_live,
-        state=f.python.unfinished_install,
+        prefix=f.facts.python.env_prefix or "?",
+        who=f.facts.python.install_live,
+        state=f.facts.python.unfinished_install,
         python=python_exe(f),
     )
 
@@ -169,20 +169,20 @@ def install_in_progress(ctx: Ctx) -> None:
 def install_unprinted(ctx: Ctx) -> None:
     """The last `stackdoctor install` into the target could not print its last lines (its output, a pipe into `tee` or
     a terminal, closed: the same Ctrl-C stopped the reader); it kept them in the environment, and they are shown here."""
-    f = ctx.facts
-    if not f.python.install_unprinted:
+    f = ctx.view
+    if not f.facts.python.install_unprinted:
         return
     import os
 
     from stackdoctor.core import shell
 
-    path = os.path.join(f.python.env_prefix or "", ".stackdoctor-unprinted.json")
+    path = os.path.join(f.facts.python.env_prefix or "", ".stackdoctor-unprinted.json")
     ctx.add(
         facts=["python.install_unprinted"],
         path=path,
-        lines=" | ".join(f.python.install_unprinted),
-        count=len(f.python.install_unprinted),
-        word=shell.word(path, windows=f.platform.system == "Windows"),
+        lines=" | ".join(f.facts.python.install_unprinted),
+        count=len(f.facts.python.install_unprinted),
+        word=shell.word(path, windows=f.facts.platform.system == "Windows"),
     )
 
 
@@ -191,13 +191,13 @@ def install_backup_left(ctx: Ctx) -> None:
     """A `stackdoctor install` into the target finished (it committed the new build), but was stopped right after
     `done:`, before it removed the backup of the torch it replaced: that folder takes space (hundreds of MB for a real
     torch) and nothing needs it. Any later install (or `--recover`) into the environment removes it."""
-    f = ctx.facts
-    if not f.python.install_backups:
+    f = ctx.view
+    if not f.facts.python.install_backups:
         return
-    known = [n for n in f.python.install_backups.values() if n >= 0]
+    known = [n for n in f.facts.python.install_backups.values() if n >= 0]
     ctx.add(
         facts=["python.install_backups"],
-        paths=", ".join(f.python.install_backups),
+        paths=", ".join(f.facts.python.install_backups),
         size=format_bytes(sum(known)) if known else "?",
         python=python_exe(f),
         fix_text=f"stackdoctor install --python {python_exe(f)} --recover",
@@ -206,8 +206,8 @@ def install_backup_left(ctx: Ctx) -> None:
 
 @rule("torch-missing", severity="warn", layer="torch")
 def torch_missing(ctx: Ctx) -> None:
-    f, t = ctx.facts, ctx.facts.torch
-    if f.python.error and not t.installed and not t.import_error:
+    f, t = ctx.view, ctx.view.facts.torch
+    if f.facts.python.error and not t.installed and not t.import_error:
         return
     if t.installed or import_failed(t) or t.import_error_kind == "timeout":
         return
@@ -219,7 +219,7 @@ def torch_missing(ctx: Ctx) -> None:
 @rule("torch-files-unreadable", severity="warn", layer="torch")
 def torch_files_unreadable(ctx: Ctx) -> None:
     """torch was read from its files only (not imported), and they do not say which torch it is."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     if not read_only(t) or (t.version and t.location):
         return
     ctx.add(
@@ -234,7 +234,7 @@ def torch_files_unreadable(ctx: Ctx) -> None:
 def torch_files_partial(ctx: Ctx) -> None:
     """Files of torch that are there but could not be read (a FIFO, mode 000, 0 bytes, cut short, not a
     library): named, so the fast path never says "ok" about what it did not read."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     if not t.static_unreadable or ctx.has("torch-files-unreadable"):
         return
     shown = t.static_unreadable[:6]
@@ -244,7 +244,7 @@ def torch_files_partial(ctx: Ctx) -> None:
 
 @rule("torch-installed-twice", severity="warn", layer="torch")
 def torch_installed_twice(ctx: Ctx) -> None:
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     if len(t.duplicate_installs) < 2:
         return
     ctx.add(facts=["torch.duplicate_installs"], dists="; ".join(t.duplicate_installs[:4]), python=python_exe(f))
@@ -254,7 +254,7 @@ def torch_installed_twice(ctx: Ctx) -> None:
 def torch_cpu_only(ctx: Ctx) -> None:
     """A CPU build on a machine whose accelerator torch could use with the right build (the accelerator
     model's answer, the same one ``install`` plans with); the fix is ``install``'s plan."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     acc = kinds.select(f.facts)
     if built_for(f) != kinds.CPU or acc is None or acc.build_kind == kinds.CPU:
         return
@@ -274,9 +274,9 @@ def torch_cpu_only(ctx: Ctx) -> None:
 
 @rule("torch-backend-mismatch", severity="fail", layer="torch")
 def torch_backend_mismatch(ctx: Ctx) -> None:
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     kind = built_for(f)
-    if kind is None or kind == kinds.CPU or f.jetson.is_jetson:
+    if kind is None or kind == kinds.CPU or f.facts.jetson.is_jetson:
         return
     # the build's own kinds have no device here, and another kind's device needs a build of its own (a Jetson's
     # needs none here: a Jetson returned above), else another kind's integrated GPU its builds carry code for (an APU)
@@ -299,7 +299,7 @@ def torch_backend_mismatch(ctx: Ctx) -> None:
 
 
 def _pair(ctx: Ctx, pkg: str, installed: str | None, expected: str | None, strict_suffix: bool) -> None:
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     if not installed or not t.version:
         return
     tv, iv = local(t.version), local(installed)
@@ -314,8 +314,8 @@ def _pair(ctx: Ctx, pkg: str, installed: str | None, expected: str | None, stric
     if reason is None:
         return
     want = expected or public(installed) or ""
-    index = index_for(ctx, variant_name(ctx.facts)) if tv else None
-    cmd = _pip(ctx.facts, "install", "--force-reinstall", "--no-deps", f"{pkg}=={want}", *(["--index-url", index] if index else []))
+    index = index_for(ctx, variant_name(ctx.view)) if tv else None
+    cmd = _pip(ctx.view, "install", "--force-reinstall", "--no-deps", f"{pkg}=={want}", *(["--index-url", index] if index else []))
     ctx.add(
         detail=reason,
         facts=["torch.version", f"torch.{pkg}_version"],
@@ -330,7 +330,7 @@ def _pair(ctx: Ctx, pkg: str, installed: str | None, expected: str | None, stric
 @rule("torchvision-mismatch", severity="fail", layer="torch")
 def torchvision_mismatch(ctx: Ctx) -> None:
     """torchvision pairs exactly with torch, and carries the same variant (aarch64 torchvision wheels carry none)."""
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     if not t.installed or release(ctx, t.version) is None:
         return
     expected, _ = ctx.matrix.paired(public(t.version))
@@ -340,7 +340,7 @@ def torchvision_mismatch(ctx: Ctx) -> None:
 @rule("torchaudio-mismatch", severity="fail", layer="torch")
 def torchaudio_mismatch(ctx: Ctx) -> None:
     """torchaudio is built on the stable ABI from 2.12 on (cu130 relabelled cu132): the build kind must match."""
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     if not t.installed or release(ctx, t.version) is None:
         return
     _, expected = ctx.matrix.paired(public(t.version))
@@ -370,7 +370,7 @@ def torch_arch_list_mismatch(ctx: Ctx) -> None:
     """torch's own arch list (asked of the imported torch) and the GPU code its primary library carries
     (read from the file) are two witnesses of one fact; compared as sets, they must agree. The per-file
     extras (``arch_extra``: sm_90a in a few kernels) are not the build's list and are not compared."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     if not imports(t) or not t.arch_list_torch or not t.arch_list_files:
         return
     own = {_arch_key(a) for a in t.arch_list_torch}
@@ -397,8 +397,8 @@ def torch_arch_list_mismatch(ctx: Ctx) -> None:
 
 @rule("jetson-wrong-wheel", severity="fail", layer="torch")
 def jetson_wrong_wheel(ctx: Ctx) -> None:
-    f, t = ctx.facts, ctx.facts.torch
-    j = f.jetson
+    f, t = ctx.view, ctx.view.facts.torch
+    j = f.facts.jetson
     if not j.is_jetson or not t.installed:
         return
     row = ctx.matrix.jetson_row(j.l4t_release, j.jetpack) if ctx.matrix is not None else None
@@ -435,7 +435,7 @@ def jetson_wrong_wheel(ctx: Ctx) -> None:
 
 @rule("macos-x86-torch-too-new", severity="warn", layer="torch")
 def macos_x86_torch_too_new(ctx: Ctx) -> None:
-    f, t, a = ctx.facts, ctx.facts.torch, ctx.facts.apple
+    f, t, a = ctx.view, ctx.view.facts.torch, ctx.view.facts.apple
     if not runs_x86(f.facts):
         return
     newest = ctx.matrix.newest_release_for("macos", "x86_64")  # Intel Macs stop at the last release with their wheels
@@ -448,7 +448,7 @@ def macos_x86_torch_too_new(ctx: Ctx) -> None:
 
 @rule("conda-pip-mix", severity="warn", layer="torch")
 def conda_pip_mix(ctx: Ctx) -> None:
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     if not t.installed or not t.conda_packages:
         return
     conda_cuda = ("cudatoolkit", "cudnn", "nccl", "pytorch-cuda", "cuda-runtime", "cuda-cudart", "cuda-libraries", "cuda-toolkit",
@@ -463,7 +463,7 @@ def conda_pip_mix(ctx: Ctx) -> None:
         names = (["pytorch"] if conda_torch else []) + cuda_libs
         ctx.add(
             facts=["torch.conda_packages", "torch.version", "torch.distributions"],
-            fix_text=shell.format_command(["conda", "remove", "--force", *names], windows=ctx.facts.platform.system == "Windows"),
+            fix_text=shell.format_command(["conda", "remove", "--force", *names], windows=ctx.view.facts.platform.system == "Windows"),
             packages=", ".join(names),
             torch=t.version,
         )
@@ -476,7 +476,7 @@ __all__ = ["is_mac"]
 def torch_numpy_missing(ctx: Ctx) -> None:
     """`import torch` warned "Failed to initialize NumPy": torch runs, every NumPy interop fails (a NumPy of the major
     torch was not built against is torch-numpy-abi's: NumPy loads, torch cannot use it)."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     if ctx.has("torch-numpy-abi"):
         return
     said = next((w for w in t.import_warnings if "Failed to initialize NumPy" in w), None)
@@ -492,7 +492,7 @@ def torch_newer_than_matrix(ctx: Ctx) -> None:
     judged from nothing; `stackdoctor matrix learn` reads them from the index that serves it."""
     from packaging.version import InvalidVersion, Version
 
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     if not t.installed or not t.version or ctx.matrix is None or not ctx.matrix.releases:
         return
     try:
@@ -502,7 +502,7 @@ def torch_newer_than_matrix(ctx: Ctx) -> None:
     newest = ctx.matrix.releases[0].version
     if installed <= newest or ctx.matrix.release(installed) is not None:
         return
-    variant = variant_name(ctx.facts)
+    variant = variant_name(ctx.view)
     label = t.version.split("+", 1)[1] if "+" in t.version else None
     index = f" --index {index_for(ctx, variant)}" if label and variant else ""
     ctx.add(

@@ -62,7 +62,7 @@ class Amd(Accelerator):
 
     def integrated_served(self, view: MachineView, matrix: Matrix | None) -> list[str]:
         # an APU some ROCm build carries code for ("Radeon 8060S (gfx1151)"): Linux only (no ROCm torch elsewhere)
-        if matrix is None or view.platform.system not in (None, "Linux") or view.platform.is_wsl:
+        if matrix is None or view.facts.platform.system not in (None, "Linux") or view.facts.platform.is_wsl:
             return []
         targets = {a.split(":", 1)[0] for r in matrix.releases for v in r.variants if v.kind == self.build_kind for a in (*v.gfx, *v.arch_list)}
         return [f"{g.name or 'AMD GPU'} ({g.gfx})" for g in view.devices(self.vendor) if g.integrated and g.gfx and g.gfx.split(":", 1)[0] in targets]
@@ -100,9 +100,10 @@ class Amd(Accelerator):
     def driver_line(self, facts: Facts, say: Say) -> str | None:
         r = facts.rocm
         listed = [g for g in r.gpus if not (g.sources.get("index") or "").startswith("reconcile: ")]  # by ROCm's tools
-        if not (r.version or listed):
+        version = facts.reconciled.rocm_version.value  # the installed ROCm release, as reconcile chose it
+        if not (version or listed):
             return None
-        return f"ROCm {r.version or say('version_unknown')}" + ("" if r.amdgpu_loaded in (None, True) else say("driver_amdgpu_not_loaded"))
+        return f"ROCm {version or say('version_unknown')}" + ("" if r.amdgpu_loaded in (None, True) else say("driver_amdgpu_not_loaded"))
 
     # --- view ---
     def wrong_result_fix(self) -> str:

@@ -24,7 +24,7 @@ class Targets:
 def build_targets(ctx: Ctx) -> Targets | None:
     """The build's own code objects first (``libtorch_hip.so``'s offload bundles, read from the files), then what a
     running torch listed, and the matrix's list only where neither is there (said as inferred)."""
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     v = variant_row(ctx)
     name = (v.name if v is not None else None) or t.variant or "?"
     files = [a for a in t.arch_list_files if a.lower().startswith("gfx")]
@@ -46,17 +46,17 @@ def carries(targets: Targets, gfx: str) -> bool:
 
 @rule("rocm-gfx-unsupported", severity="fail", layer="gpu")
 def rocm_gfx_unsupported(ctx: Ctx) -> None:
-    f = ctx.facts
+    f = ctx.view
     gpus = amd_gpus(f)
     if built_for_files(f) != "rocm" or not gpus:
         return
     v = build_targets(ctx)
-    env = f.environment
-    override = env.get("HSA_OVERRIDE_GFX_VERSION") or f.rocm.hsa_override_gfx_version
+    env = f.facts.environment
+    override = env.get("HSA_OVERRIDE_GFX_VERSION") or f.facts.rocm.hsa_override_gfx_version
     proof = next((e for e in f.evidence if e.proves == "rocm-gfx-unsupported"), None)
     if v is None:
         if proof is not None:  # torch said so, and neither the files nor the matrix know the build's targets
-            t = f.torch
+            t = f.facts.torch
             ctx.add(detail="evidence", fix_text=install_fix(ctx, exclude=t.variant), facts=[proof.source, "reconciled.gpus"],
                     gpu=", ".join(f"GPU{g.index} {g.name or ''} ({g.gfx or '?'})".replace("  ", " ") for g in gpus), torch=t.version or t.variant or "?",
                     error=proof.line, where=proof.source)
@@ -72,7 +72,7 @@ def rocm_gfx_unsupported(ctx: Ctx) -> None:
 def _gfx_unsupported(ctx: Ctx, g: GpuView, v: Targets, override: str | None, proof: Evidence | None) -> None:
     """A discrete AMD GPU the ROCm build has no code for: the documented override, a wrong one, or another build."""
     assert g.gfx is not None
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     ov = ctx.matrix.rocm_override(g.gfx) if ctx.matrix is not None else None
     if ov is not None and not carries(v, ov.as_gfx):
         ov = None  # the override makes it load code the build does not carry either
@@ -113,9 +113,9 @@ def _gfx_unsupported(ctx: Ctx, g: GpuView, v: Targets, override: str | None, pro
 
 def _igpus_unsupported(ctx: Ctx, gpus: list[GpuView], igpus_bad: list[GpuView], v: Targets) -> None:
     """Integrated AMD GPUs the build has no code for, beside a GPU it runs on: hide them (HIP_VISIBLE_DEVICES)."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     supported = [g for g in gpus if g.gfx and carries(v, g.gfx)]
-    hip_visible = f.environment.get("HIP_VISIBLE_DEVICES") or f.rocm.hip_visible_devices
+    hip_visible = f.facts.environment.get("HIP_VISIBLE_DEVICES") or f.facts.rocm.hip_visible_devices
     if igpus_bad and (supported or [g for g in gpus if not g.integrated]):
         keep = [g for g in gpus if not g.integrated]
         if hip_visible is not None and all(str(g.index) not in hip_visible.split(",") for g in igpus_bad):

@@ -12,7 +12,7 @@ from stackdoctor.rules.helpers import python_exe, release
 
 @rule("mps-unavailable", severity="fail", layer="runtime")
 def mps_unavailable(ctx: Ctx) -> None:
-    f, t, a = ctx.facts, ctx.facts.torch, ctx.facts.apple
+    f, t, a = ctx.view, ctx.view.facts.torch, ctx.view.facts.apple
     if not is_mac(f.facts) or not t.installed or t.mps_available is not False:
         return
     rel = release(ctx, t.version)

@@ -62,7 +62,7 @@ class Ascend(Accelerator):
     backend = "npu"  # type: ignore[assignment]  # a plug-in's backend: [tool.stackdoctor] backend = "npu"
     build_kind = "cpu"  # torch_npu pairs with torch's CPU build; the NPU support is the companion package
     variant_prefixes = ()
-    available_field = ""  # asked by name: torch.npu.is_available() (accelerators.torch_questions())
+    available_field = ""  # asked by name: torch.npu.is_available() (kinds.torch_questions())
     hide_var = "ASCEND_RT_VISIBLE_DEVICES"
     build_label = "CPU + torch_npu"
     vendor_label = "Huawei Ascend"

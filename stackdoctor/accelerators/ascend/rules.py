@@ -30,7 +30,7 @@ def _ascend() -> Any:
 
 def _own(ctx: Ctx) -> dict[str, Any]:
     acc = _ascend()
-    return acc.own_facts(ctx.facts) if acc is not None else {}
+    return acc.own_facts(ctx.view.facts) if acc is not None else {}
 
 
 def _base(version: str | None) -> str | None:
@@ -61,7 +61,7 @@ def needed_cann(npu_version: str) -> tuple[str | None, str | None]:
 
 def _npu_machine(ctx: Ctx) -> bool:
     acc = _ascend()
-    return acc is not None and acc.present(ctx.facts)
+    return acc is not None and acc.present(ctx.view.facts)
 
 
 def _set_env_line(own: dict[str, Any]) -> str:
@@ -72,18 +72,18 @@ def _set_env_line(own: dict[str, Any]) -> str:
 @rule("ascend-torch-npu-missing", severity="fail", layer="torch")
 def torch_npu_missing(ctx: Ctx) -> None:
     """An Ascend machine with torch's CPU build and no torch_npu beside it: torch cannot reach the NPUs."""
-    t = ctx.facts.torch
-    if not _npu_machine(ctx) or not t.installed or built_for_files(ctx.facts) != "cpu" or torch_npu_version(t):
+    t = ctx.view.facts.torch
+    if not _npu_machine(ctx) or not t.installed or built_for_files(ctx.view) != "cpu" or torch_npu_version(t):
         return
     base = _base(t.version) or t.version
     ctx.add(facts=["torch.version", "torch.distributions", "plugins.ascend.devices"], fix_text=f"pip install {TORCH_NPU}=={base}",
-            torch=t.version, chips=len(_ascend().devices(ctx.facts)))
+            torch=t.version, chips=len(_ascend().devices(ctx.view.facts)))
 
 
 @rule("ascend-torch-npu-mismatch", severity="fail", layer="torch")
 def torch_npu_mismatch(ctx: Ctx) -> None:
     """torch_npu X pins torch X (its wheel's ``Requires-Dist: torch==X.*``); another torch beside it fails at import."""
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     npu = torch_npu_version(t)
     if not npu or not t.version:
         return
@@ -126,7 +126,7 @@ def _own_pin(t: Any) -> tuple[str | None, str, bool] | None:
 def cann_missing(ctx: Ctx) -> None:
     """NPUs (or torch_npu) here and no CANN install found: torch_npu cannot load without CANN's libraries."""
     own = _own(ctx)
-    if own.get("cann") or not (_npu_machine(ctx) or torch_npu_version(ctx.facts.torch)):
+    if own.get("cann") or not (_npu_machine(ctx) or torch_npu_version(ctx.view.facts.torch)):
         return
     ctx.add(facts=["plugins.ascend.cann"], url=CANN_DOWNLOAD)
 
@@ -137,7 +137,7 @@ def cann_not_sourced(ctx: Ctx) -> None:
     torch_npu's import said it could not open CANN's libraries."""
     own = _own(ctx)
     cann = own.get("cann") or {}
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     said = next((e for e in (t.import_error, (t.available_errors or {}).get("ascend")) if e and re.search(r"lib(hccl|ascendcl)\S*\.so", e)), None)
     if not cann or ((own.get("env") or {}).get("active") and not said):
         return
@@ -152,7 +152,7 @@ def cann_too_old(ctx: Ctx) -> None:
     """The installed CANN is older than the torch_npu release needs (Ascend's compatibility table)."""
     own = _own(ctx)
     have = (own.get("cann") or {}).get("version")
-    npu = torch_npu_version(ctx.facts.torch)
+    npu = torch_npu_version(ctx.view.facts.torch)
     if not have or not npu:
         return
     need, source = needed_cann(npu)
@@ -169,7 +169,7 @@ def driver_missing(ctx: Ctx) -> None:
     own = _own(ctx)
     if own.get("driver") or (own.get("npu_smi") or {}).get("state") == "ok":
         return
-    if not (own.get("device_nodes") or (own.get("cann") and torch_npu_version(ctx.facts.torch))):
+    if not (own.get("device_nodes") or (own.get("cann") and torch_npu_version(ctx.view.facts.torch))):
         return
     smi = (own.get("npu_smi") or {}).get("state") or "absent"
     ctx.add(facts=["plugins.ascend.driver", "plugins.ascend.npu_smi"], npu_smi=smi)
@@ -178,12 +178,12 @@ def driver_missing(ctx: Ctx) -> None:
 @rule("ascend-container-devices", severity="fail", layer="platform")
 def container_devices(ctx: Ctx) -> None:
     """In a container with the Ascend stack (driver files, CANN or torch_npu) but no ``/dev/davinci*`` passed in."""
-    f, own = ctx.facts, _own(ctx)
-    if not f.platform.container or own.get("device_nodes"):
+    f, own = ctx.view, _own(ctx)
+    if not f.facts.platform.container or own.get("device_nodes"):
         return
-    if not (own.get("driver") or own.get("cann") or torch_npu_version(f.torch)):
+    if not (own.get("driver") or own.get("cann") or torch_npu_version(f.facts.torch)):
         return
-    ctx.add(facts=["platform.container", "plugins.ascend.device_nodes"], container=f.platform.container, fix_text=f"docker run {CONTAINER_DEVICES} ...")
+    ctx.add(facts=["platform.container", "plugins.ascend.device_nodes"], container=f.facts.platform.container, fix_text=f"docker run {CONTAINER_DEVICES} ...")
 
 
 @rule("ascend-devices-hidden", severity="fail", layer="runtime")
@@ -203,7 +203,7 @@ def devices_hidden(ctx: Ctx) -> None:
                  "ascend-driver-missing", "ascend-container-devices", "ascend-devices-hidden"))
 def npu_unavailable(ctx: Ctx) -> None:
     """torch was asked and ``torch.npu.is_available()`` is False (or raised), with no other ``ascend-*`` finding to say why."""
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
     if t.available.get("ascend") is not False or not torch_npu_version(t):
         return
     if ctx.has("ascend-torch-npu-missing", "ascend-torch-npu-mismatch", "ascend-cann-missing", "ascend-cann-not-sourced", "ascend-cann-too-old",

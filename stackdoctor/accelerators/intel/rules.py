@@ -16,7 +16,7 @@ _XPU_INIT = re.compile(r"Failed to initialize XPU devices|XPU device count is ze
 @rule("xpu-unavailable", severity="fail", layer="runtime", defers_to=("torch-backend-mismatch",))
 def xpu_unavailable(ctx: Ctx) -> None:
     """An XPU build on a machine with an Intel GPU the build targets, but torch.xpu.is_available() is False."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     intel = kinds.by_name("intel")
     if built_for(f) != "xpu" or t.xpu_available is not False or intel is None:
         return
@@ -32,8 +32,8 @@ def xpu_unavailable(ctx: Ctx) -> None:
         detail="default",
         facts=["torch.xpu_available", "torch.xpu_error", "intel.gpus"],
         torch=t.version,
-        gpus=", ".join(f"Intel {g.name or g.device_id} ({g.driver or 'no driver'})" for g in f.intel.gpus if g.xpu or not intel.usable(f.facts)) or "-",
+        gpus=", ".join(f"Intel {g.name or g.device_id} ({g.driver or 'no driver'})" for g in f.facts.intel.gpus if g.xpu or not intel.usable(f.facts)) or "-",
         error=t.xpu_error or "-",
         python=python_exe(f),
-        os=f.platform.os_id or f.platform.system or "?",
+        os=f.facts.platform.os_id or f.facts.platform.system or "?",
     )

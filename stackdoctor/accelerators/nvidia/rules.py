@@ -35,8 +35,8 @@ from stackdoctor.rules.helpers import (
 
 def _too_old_verdict(ctx: Ctx) -> tuple[str | None, dict[str, Any]]:
     """("no" | "minor-compat" | "full" | None, values for the texts) for the installed CUDA torch and the driver."""
-    f, t = ctx.facts, ctx.facts.torch
-    if built_for_files(f) != "cuda" or not t.cuda or f.jetson.is_jetson:
+    f, t = ctx.view, ctx.view.facts.torch
+    if built_for_files(f) != "cuda" or not t.cuda or f.facts.jetson.is_jetson:
         return None, {}
     driver = f.driver("nvidia").value
     ceiling = f.runtime("nvidia").value
@@ -93,23 +93,23 @@ def driver_minor_compat(ctx: Ctx) -> None:
 def gpu_arch_unsupported(ctx: Ctx) -> None:
     """A GPU (seen by any witness: the driver's tools, torch, the matrix's name lookup) whose compute
     capability the installed CUDA build has no kernels for; or a kernel that said so itself."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     # a CUDA build by its files, or by torch's own word: an imported torch that listed sm_XX code (its version unread)
     said_cuda = bool(t.imported) and any(a.startswith("sm_") for a in t.arch_list)
-    if (built_for_files(f) != "cuda" and not said_cuda) or f.jetson.is_jetson:
+    if (built_for_files(f) != "cuda" and not said_cuda) or f.facts.jetson.is_jetson:
         return
     arch = list(t.arch_list)
     source = t.sources.get("arch_list") or "torch.cuda.get_arch_list()"
     if not arch:
         v = variant_row(ctx)
         if v is not None:
-            arch = list(v.arch_for(f.python.platform_tag))
+            arch = list(v.arch_for(f.facts.python.platform_tag))
             source = "inferred from the matrix: torch's libraries could not be read"
     proof = next((e for e in f.evidence if e.proves == "gpu-arch-unsupported"), None)
     fired = False
     if arch:
         for g in nvidia_gpus(f):
-            if not visible_to_torch(g, f.environment):
+            if not visible_to_torch(g, f.facts.environment):
                 continue  # hidden from torch (CUDA_VISIBLE_DEVICES): its kernels never run there
             if g.compute_capability and not mx.arch_runs(arch, g.compute_capability):
                 fired = True
@@ -140,7 +140,7 @@ def gpu_arch_unsupported(ctx: Ctx) -> None:
 
 @rule("nvcc-mismatch", severity="warn", layer="toolkit")
 def nvcc_mismatch(ctx: Ctx) -> None:
-    f, t, tk = ctx.facts, ctx.facts.torch, ctx.facts.cuda_toolkit
+    f, t, tk = ctx.view, ctx.view.facts.torch, ctx.view.facts.cuda_toolkit
     if built_for(f) != "cuda" or not t.cuda or not tk.nvcc_version or vt(tk.nvcc_version)[:1] == vt(t.cuda)[:1]:
         return
     major = vt(t.cuda)[0]
@@ -150,7 +150,7 @@ def nvcc_mismatch(ctx: Ctx) -> None:
         root = re.sub(r"[/\\]bin[/\\]nvcc(\.exe)?$", "", match.path)  # C:\...\v12.4\bin\nvcc.exe too
         bin_dir = root + ("\\bin" if "\\" in root else "/bin")
         # every probed path one quoted word (C:\Program Files\... has spaces; a `$(...)` or `;` in it stays a name)
-        fix_text = shell.export({"CUDA_HOME": root, "PATH": bin_dir}, prepend_to="PATH", windows=f.platform.system == "Windows")
+        fix_text = shell.export({"CUDA_HOME": root, "PATH": bin_dir}, prepend_to="PATH", windows=f.facts.platform.system == "Windows")
     ctx.add(
         fix=None if fix_text else "default",
         fix_text=fix_text,
@@ -178,14 +178,14 @@ def _leftover_sizes(ctx: Ctx) -> dict[str, int]:
     from stackdoctor.model.plan import Request
     from stackdoctor.resolve import resolve
 
-    t = ctx.facts.torch
+    t = ctx.view.facts.torch
 
     def canon(name: str) -> str:
         return re.sub(r"[-_.]+", "-", name).lower()
 
-    plan = resolve(ctx.facts, ctx.matrix, Request(torch=public(t.version) or None, variant=kinds.CPU))
+    plan = resolve(ctx.view, ctx.matrix, Request(torch=public(t.version) or None, variant=kinds.CPU))
     if not plan.satisfiable:
-        plan = resolve(ctx.facts, ctx.matrix, Request(variant=kinds.CPU))
+        plan = resolve(ctx.view, ctx.matrix, Request(variant=kinds.CPU))
     if plan.satisfiable:
         gone = {canon(n) for n in plan.leftovers}
         return {k: v for k, v in t.runtime_bytes.items() if canon(k) in gone}
@@ -196,8 +196,8 @@ def _leftover_sizes(ctx: Ctx) -> dict[str, int]:
 def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
     """A CUDA build where no witness sees an NVIDIA GPU or driver: the CPU build would do, and the
     NVIDIA runtime packages' disk (measured from their RECORD files) would be saved."""
-    f, t = ctx.facts, ctx.facts.torch
-    if not t.installed or built_for_files(f) != "cuda" or t.cuda_available or f.jetson.is_jetson or f.apple.is_macos:
+    f, t = ctx.view, ctx.view.facts.torch
+    if not t.installed or built_for_files(f) != "cuda" or t.cuda_available or f.facts.jetson.is_jetson or f.facts.apple.is_macos:
         return
     if ctx.has("container-no-gpu") or ctx.has("torch-backend-mismatch") or nvidia_witnesses(f):
         return  # a witness saw NVIDIA hardware or a driver: "no NVIDIA GPU" would contradict it
@@ -210,7 +210,7 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
     if sizes:
         fix += " --remove-leftovers"  # the NVIDIA packages go too: that is the disk saved
     largest = sorted(sizes.items(), key=lambda kv: -kv[1])[:2]
-    key = _no_gpu_witness(f)
+    key = _no_gpu_witness(f.facts)
     ctx.add(
         detail=key if sizes else ("unknown_size" if key == "default" else key + "_unknown_size"),
         facts=["torch.variant", "torch.cuda", "torch.runtime_bytes", "reconciled.gpus"],
@@ -220,8 +220,8 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
         count=len(sizes),
         size=_size(sum(sizes.values())),
         largest=", ".join(f"{k} {_size(v)}" for k, v in largest),
-        container=f.platform.container or "?",
-        how=ctx.msg("container-no-gpu", "fix", container_fix_key(f.platform.container)) if f.platform.container else "",
+        container=f.facts.platform.container or "?",
+        how=ctx.msg("container-no-gpu", "fix", container_fix_key(f.facts.platform.container)) if f.facts.platform.container else "",
         torch_said=_last_line(t.cuda_error) if imports(t) else "-",
     )
 
@@ -230,12 +230,12 @@ def torch_gpu_build_no_gpu(ctx: Ctx) -> None:
 def libcuda_stub(ctx: Ctx) -> None:
     """The ``libcuda.so.1`` the CUDA runtime would open is the toolkit's stub (read from the files, on both paths):
     every CUDA call then answers cudaErrorStubLibrary, whatever driver the machine has."""
-    f, t = ctx.facts, ctx.facts.torch
+    f, t = ctx.view, ctx.view.facts.torch
     stub = next((p for p in t.linkage if p.kind == "stub"), None)
     if stub is None:
         return
     folder = stub.library.rsplit("/", 1)[0]
-    entries = [e for e in f.environment.get("LD_LIBRARY_PATH", "").split(":") if e]
+    entries = [e for e in f.facts.environment.get("LD_LIBRARY_PATH", "").split(":") if e]
     keep = [e for e in entries if e.rstrip("/") != folder.rstrip("/")]
     how = stub.detail or "system"
     key = how if how in ("ld_library_path", "ldcache") else "file"
