@@ -18,6 +18,7 @@ when several are present), then the matrix rows and locale texts it needs (``doc
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence  # --- resolve ---
 from typing import Any
 
@@ -143,22 +144,25 @@ ALL: tuple[Accelerator, ...]  # every kind, in priority order
 BUILTIN: tuple[Accelerator, ...]  # the KINDS
 BUNDLED: tuple[Accelerator, ...]  # the BUNDLED_KINDS
 _LOADING: list[bool] = []
+_LOCK = threading.RLock()  # the probes ask from several threads at once: one load, the others wait for it
 
 
 def _kinds() -> tuple[Accelerator, ...]:
     """:data:`ALL`, made the first time it is asked for (a test may set ``kinds.ALL``: that is what is then read)."""
     g = globals()
     if "ALL" not in g:
-        if _LOADING:
-            raise ImportError("an accelerator kind asked the registry for the kinds while being loaded by it")
-        _LOADING.append(True)
-        try:
-            builtin = _all()
-            bundled = _bundled()
-            g["BUILTIN"], g["BUNDLED"] = builtin, bundled
-            g["ALL"] = builtin + bundled + _plugins(builtin + bundled)
-        finally:
-            _LOADING.clear()
+        with _LOCK:
+            if "ALL" not in g:
+                if _LOADING:  # the same thread, from inside a kind's import: a kind must not ask while it is loaded
+                    raise ImportError("an accelerator kind asked the registry for the kinds while being loaded by it")
+                _LOADING.append(True)
+                try:
+                    builtin = _all()
+                    bundled = _bundled()
+                    g["BUILTIN"], g["BUNDLED"] = builtin, bundled
+                    g["ALL"] = builtin + bundled + _plugins(builtin + bundled)
+                finally:
+                    _LOADING.clear()
     all_kinds: tuple[Accelerator, ...] = g["ALL"]
     return all_kinds
 
