@@ -48,10 +48,6 @@ KERNELS_SCHEMA = "stackdoctor.kernels/1"
 STDERR_TAIL_LINES = 20
 
 
-def _sections(text: str) -> list[dict[str, Any]]:
-    return marked(text)
-
-
 def _tail(text: str, lines: int = STDERR_TAIL_LINES) -> str | None:
     kept = [ln for ln in text.splitlines() if MARK not in ln and ln.strip()]
     return "\n".join(kept[-lines:]) or None
@@ -77,7 +73,7 @@ def kernel_facts_from_run(res: CommandResult, mode: str = "full") -> KernelFacts
     """KernelFacts from one run of ``sd_kernels.py``: every result printed before any failure is kept."""
     kf = KernelFacts(ran=False, mode=mode)
     done: dict[str, Any] | None = None
-    for sec in _sections(res.stdout):
+    for sec in marked(res.stdout):
         if sec.get("section") == "result":
             r = _result(sec)
             if r is not None:
@@ -195,7 +191,7 @@ class _ProgressLines:
         self.pending += text
         while "\n" in self.pending:
             line, self.pending = self.pending.split("\n", 1)
-            for sec in _sections(line):
+            for sec in marked(line):
                 if sec.get("section") == self.section:
                     self.on_progress(sec)
 
@@ -212,7 +208,7 @@ class KernelsInterrupted(KeyboardInterrupt):
 
 def _rank_outcome(rank: int, res: CommandResult) -> dict[str, Any]:
     """One rank's report, or a description of how its process failed."""
-    secs = [s for s in _sections(res.stdout) if s.get("section") == "allreduce"]
+    secs = [s for s in marked(res.stdout) if s.get("section") == "allreduce"]
     if secs:
         out = {k: v for k, v in secs[-1].items() if k != "section"}
         out.setdefault("rank", rank)
@@ -386,7 +382,7 @@ def _kill_all(started: Mapping[int, Started], lock: threading.Lock) -> None:
 
 def _reported(res: CommandResult) -> bool:
     """Whether the worker printed its allreduce report (as opposed to dying or being killed)."""
-    return any(s.get("section") == "allreduce" for s in _sections(res.stdout))
+    return any(s.get("section") == "allreduce" for s in marked(res.stdout))
 
 
 def _stop_ranks(started: Mapping[int, Started], threads: Sequence[threading.Thread], outcomes: Mapping[int, Any],
