@@ -567,3 +567,11 @@ class Accelerator:
         """Whether the installed torch, a build of its kind, saw its device (None: not a question for this kind)."""
         return None
     # --- end resolve ---
+    # --- render ---
+    device_example: ClassVar[str | None] = None  # one of its devices as `kernels --device` takes it, for the help ("cuda:0", "mps")
+    fleet_runtime: ClassVar[str | None] = None  # the fleet table's column of the runtime its torch bundles ("cuda"): a node's key
+
+    def fleet_node(self, facts: Facts) -> tuple[str | None, str | None, str | None]:
+        """(driver, runtime, GPU names) of this node as the fleet table compares them, for the kind that declares
+        :attr:`fleet_runtime`."""
+        return None, None, None

@@ -295,6 +295,13 @@ class Nvidia(Accelerator):
     def build_label_of(self, cc: str | None, gfx: str | None) -> str | None:
         return "sm_" + cc.replace(".", "") if cc else None
     # --- end build ---
+    # --- render ---
+    device_example = "cuda:0"
+    fleet_runtime = "cuda"
+
+    def fleet_node(self, facts: Facts) -> tuple[str | None, str | None, str | None]:
+        return (facts.nvidia.driver_version, facts.torch.cuda or facts.torch.hip,
+                ", ".join(sorted({g.name or "?" for g in facts.nvidia.gpus})) or None)
 
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
