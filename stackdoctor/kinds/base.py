@@ -570,8 +570,13 @@ class Accelerator:
     # --- render ---
     device_example: ClassVar[str | None] = None  # one of its devices as `kernels --device` takes it, for the help ("cuda:0", "mps")
     fleet_runtime: ClassVar[str | None] = None  # the fleet table's column of the runtime its torch bundles ("cuda"): a node's key
+    witness_keys: ClassVar[tuple[str, str] | None] = None  # the ui keys of the witness rows of its driver and runtime in the view
 
     def fleet_node(self, facts: Facts) -> tuple[str | None, str | None, str | None]:
         """(driver, runtime, GPU names) of this node as the fleet table compares them, for the kind that declares
         :attr:`fleet_runtime`."""
         return None, None, None
+
+    def toolkit(self, facts: Facts) -> tuple[str, str | None] | None:
+        """Its compiler toolkit as the stack's toolkit layer shows it (the tool and version, the path), or None."""
+        return None

@@ -25,7 +25,7 @@ from stackdoctor.model.facts import Facts
 from stackdoctor.model.report import NOT_VERIFIED_STATUS, STATUS_RANK, Finding, Report, layer_status
 from stackdoctor.model.report import status as status_of
 from stackdoctor.model.view import MachineView
-from stackdoctor.render.witnesses import chosen_by, witness_rows
+from stackdoctor.render.witnesses import chosen_by, toolkit_lines, witness_rows
 from stackdoctor.render.witnesses import driver_lines as witness_driver_lines
 
 MARKS = UNICODE_MARKS
@@ -151,9 +151,8 @@ def build_tree(report: Report) -> Tree:
         node = root.add(_label(_t("layer_torch"), _t("torch_version_unknown"), _worst(fs, "torch")))
     else:
         node = root.add(_label(_t("layer_torch"), _t("not_installed"), _worst(fs, "torch")))  # no mark of its own: --skip torch-missing is heard
-    tk = f.cuda_toolkit
-    if tk.nvcc_version:
-        node.add(_label(_t("layer_toolkit"), f"nvcc {tk.nvcc_version}", _worst(fs, "toolkit"), tk.nvcc_path or ""))
+    for tool, path in toolkit_lines(f):
+        node.add(_label(_t("layer_toolkit"), tool, _worst(fs, "toolkit"), path or ""))
     node = node.add(_label(_t("layer_runtime"), runtime_line(f), _worst(fs, "runtime")))
     for drv in driver_lines(f):
         node = node.add(_label(_t("layer_driver"), drv, _worst(fs, "driver")))

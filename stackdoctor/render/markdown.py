@@ -14,7 +14,7 @@ from typing import Any
 
 from stackdoctor.model.report import NOT_VERIFIED_STATUS, Finding, Report, status_key
 from stackdoctor.model.report import status as status_of
-from stackdoctor.render.witnesses import chosen_by, driver_lines, witness_rows
+from stackdoctor.render.witnesses import chosen_by, driver_lines, toolkit_lines, witness_rows
 
 __all__ = ["MARKS", "format_counts", "render_markdown", "stack_rows"]
 
@@ -106,8 +106,8 @@ def stack_rows(report: Report, lang: str = "en") -> list[tuple[str, str]]:
 
     for drv, note in driver_lines(report.view, say):  # the screen's driver lines, with what the driver's tool said
         rows.append((_t("md_layer_driver", lang), f"{drv} · {note}" if note else drv))
-    if f.cuda_toolkit.nvcc_version:
-        rows.append((_t("md_layer_toolkit", lang), f"nvcc {f.cuda_toolkit.nvcc_version} {f.cuda_toolkit.nvcc_path or ''}".strip()))
+    for tool, path in toolkit_lines(f):
+        rows.append((_t("md_layer_toolkit", lang), f"{tool} {path or ''}".strip()))
     for line in kinds.device_lines(f, say):
         rows.append(("GPU", line))
     return rows + _machine_rows(report, lang)

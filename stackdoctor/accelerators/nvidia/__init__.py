@@ -298,10 +298,15 @@ class Nvidia(Accelerator):
     # --- render ---
     device_example = "cuda:0"
     fleet_runtime = "cuda"
+    witness_keys = ("w_driver", "w_cuda")  # "NVIDIA driver", "driver's newest CUDA"
 
     def fleet_node(self, facts: Facts) -> tuple[str | None, str | None, str | None]:
         return (facts.nvidia.driver_version, facts.torch.cuda or facts.torch.hip,
                 ", ".join(sorted({g.name or "?" for g in facts.nvidia.gpus})) or None)
+
+    def toolkit(self, facts: Facts) -> tuple[str, str | None] | None:
+        tk = facts.cuda_toolkit
+        return (f"nvcc {tk.nvcc_version}", tk.nvcc_path) if tk.nvcc_version else None
 
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
