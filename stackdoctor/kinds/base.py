@@ -580,3 +580,30 @@ class Accelerator:
     def toolkit(self, facts: Facts) -> tuple[str, str | None] | None:
         """Its compiler toolkit as the stack's toolkit layer shows it (the tool and version, the path), or None."""
         return None
+
+    def runtime_words(self, torch: TorchFacts, say: Say) -> tuple[str, bool] | None:
+        """The runtime layer's words when the installed torch carries its runtime ("CUDA 12.6 (bundled in the wheel),
+        cuDNN 9.1"), and whether torch's availability follows them; None when it carries none of it."""
+        return None
+
+    def files_build_words(self, facts: Facts, say: Say) -> str | None:
+        """The runtime layer's words for a torch read from its files (not imported) on its platform ("macOS build")."""
+        return None
+
+    def torch_versions(self, torch: TorchFacts) -> list[tuple[str, str]]:
+        """Its runtime's versions as the Markdown torch row lists them ([("CUDA", "12.6")])."""
+        return []
+
+    def availability_words(self, torch: TorchFacts, say: Say) -> str | None:
+        """What torch said of its devices, for the Markdown torch row ("MPS available"), or None."""
+        return None
+
+    def compared(self, facts: Facts) -> dict[str, Any]:
+        """Its facts as ``diff`` compares them, key -> plain value (``nvidia.driver_version``, ``nvidia.gpus[0].name``,
+        ``torch.cuda``): the stack-defining ones, never volatile or identifying ones (UUIDs, serials, paths)."""
+        return {}
+
+    def diff_sections(self) -> dict[str, int]:
+        """The sections of its keys (``compared``) and their places in the diff's stack order
+        (:data:`stackdoctor.model.diff.SECTION_PLACES` holds every machine's)."""
+        return {}

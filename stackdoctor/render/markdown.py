@@ -116,19 +116,19 @@ def stack_rows(report: Report, lang: str = "en") -> list[tuple[str, str]]:
 def _torch_row(t: Any, lang: str) -> str:
     if not t.installed:
         return _t("md_torch_not_importable", lang, error=t.import_error) if t.import_error else _t("not_installed", lang)
-    extra = [f"{name} {v}" for name, v in (("CUDA", t.cuda), ("HIP", t.hip), ("cuDNN", t.cudnn_version), ("NCCL", t.nccl_version),
-                                            ("numpy", t.numpy_version)) if v]
+    from stackdoctor import kinds
+
+    def say(key: str, /, **values: object) -> str:
+        return _t(key, lang, **values)
+
+    runtimes = [pair for kind in kinds.ALL for pair in kind.torch_versions(t)]  # ("CUDA", "12.6"), in the kinds' order
+    extra = [f"{name} {v}" for name, v in (*runtimes, ("cuDNN", t.cudnn_version), ("NCCL", t.nccl_version), ("numpy", t.numpy_version)) if v]
     avail = []
     if t.import_error:
         avail.append(f"not importable: {t.import_error}")
     elif t.imported is False:
         avail.append("read from its files, not imported")
-    if t.cuda_available is not None:
-        avail.append(f"torch.cuda.is_available(): {t.cuda_available}")
-    if t.mps_available:
-        avail.append(_t("md_mps_available", lang))
-    if t.xpu_available:
-        avail.append(_t("md_xpu_available", lang))
+    avail += [words for kind in kinds.ALL if (words := kind.availability_words(t, say))]
     return " · ".join([f"{t.version or '?'} ({t.variant or '?'})", *extra, *avail])
 
 

@@ -54,8 +54,8 @@ def toolkit_lines(facts: Facts) -> list[tuple[str, str | None]]:
 
 def witness_rows(view: MachineView, lang: str = "en") -> list[WitnessRow]:
     """Every reconciled value with its witnesses, then the disagreements and the recognised messages (labels in ``lang``)."""
-    said = [(ui(k.witness_keys[0], lang), view.driver(k.name), ui(k.witness_keys[1], lang), view.runtime(k.name)) for k in kinds.ALL if k.witness_keys]
-    rows = [r for driver, d, runtime, rt in said for r in (_seen(driver, d), _seen(runtime, rt)) if r]
+    seen = [(ui(k.witness_keys[0], lang), view.driver(k.name), ui(k.witness_keys[1], lang), view.runtime(k.name)) for k in kinds.ALL if k.witness_keys]
+    rows = [r for driver, d, runtime, rt in seen for r in (_seen(driver, d), _seen(runtime, rt)) if r]
     for g in view.gpus:
         kind = kinds.by_vendor(g.vendor)
         label = f"{kind.vendor_label if kind is not None and kind.vendor_label else g.vendor.upper()} GPU{g.index}"
