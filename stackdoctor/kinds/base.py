@@ -607,3 +607,11 @@ class Accelerator:
         """The sections of its keys (``compared``) and their places in the diff's stack order
         (:data:`stackdoctor.model.diff.SECTION_PLACES` holds every machine's)."""
         return {}
+
+    # the shared matrix's tables that are about it, as `matrix validate` counts them: (place in its sentence, table, words)
+    matrix_counts: ClassVar[tuple[tuple[int, str, str], ...]] = ()
+    variant_examples: ClassVar[tuple[str, ...]] = ()  # its index variants as the help shows them ("cu126", "cu130")
+
+    def matrix_lines(self, data: Mapping[str, Any]) -> list[str]:
+        """Its lines in `matrix show`, from the shared matrix's data (``Matrix.to_data``), after the releases."""
+        return []

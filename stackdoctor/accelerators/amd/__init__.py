@@ -193,3 +193,6 @@ class Amd(Accelerator):
 
     def diff_sections(self) -> dict[str, int]:
         return {"rocm": 10}
+
+    matrix_counts = ((2, "rocm_overrides", "ROCm override(s)"),)
+    variant_examples = ("rocm7.2",)

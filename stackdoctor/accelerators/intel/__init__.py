@@ -112,3 +112,5 @@ class Intel(Accelerator):
 
     def diff_sections(self) -> dict[str, int]:
         return {"intel": 100}
+
+    variant_examples = ("xpu",)

@@ -85,3 +85,5 @@ class Jetson(Accelerator):
 
     def diff_sections(self) -> dict[str, int]:
         return {"jetson": 90}
+
+    matrix_counts = ((3, "jetson", "Jetson row(s)"),)

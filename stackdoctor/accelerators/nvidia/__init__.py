@@ -346,6 +346,20 @@ class Nvidia(Accelerator):
     def diff_sections(self) -> dict[str, int]:
         return {"nvidia": 0, "cuda_toolkit": 50}
 
+    matrix_counts = ((0, "cuda", "CUDA row(s)"), (1, "gpus", "GPU name(s)"))
+    variant_examples = ("cu126", "cu130")
+
+    def matrix_lines(self, data: Mapping[str, Any]) -> list[str]:
+        if not data.get("cuda"):
+            return []
+        lines = ["CUDA: minimum driver Linux / Windows (minor-version floor Linux / Windows)"]
+        for ver, row in data["cuda"].items():
+            lines.append(
+                f"  {ver:<5} {row['min_driver_linux'] or '?'} / {row['min_driver_windows'] or 'unknown'}"
+                f" ({row['minor_compat_floor_linux'] or '?'} / {row['minor_compat_floor_windows'] or '?'})"
+            )
+        return lines
+
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
     """``TORCH_CUDA_ARCH_LIST``: the compute capabilities, lowest first, once each; ``+PTX`` on the newest when asked."""
