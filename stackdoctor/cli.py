@@ -91,7 +91,7 @@ METAVARS: dict[str, str] = {
     "--min-bytes": "BYTES", "--max-bytes": "BYTES", "--iters": "N", "--min-busbw": "GB/s", "--over": "LINK",
     "--torch": "VERSION", "--variant": "VARIANT", "--installer": "NAME", "--index-base": "URL", "--find-links": "URL",
     "--emit": "FORMAT", "--python-version": "VERSION", "--platform": "PLATFORM", "--driver": "VERSION", "--gpu": "ARCH",
-    "--gfx": "GFX", "--rocm-userspace": "VERSION", "which": "KERNEL", "packages": "PACKAGE", "code": "CODE", "file": "FILE",
+    "--gfx": "GFX", "which": "KERNEL", "packages": "PACKAGE", "code": "CODE", "file": "FILE",
 }
 COMMAND_METAVARS: dict[tuple[str, str], str] = {("report", "--output"): "DIR"}
 

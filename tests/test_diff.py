@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from stackdoctor import kinds
 from stackdoctor.core.redact import redact_report
 from stackdoctor.model.diff import DIFF_SCHEMA, diff_reports
 from stackdoctor.model.facts import Facts, KernelFacts, KernelResult, NvidiaFacts, NvidiaGpu, PlatformFacts, PythonFacts, TorchFacts
@@ -87,17 +88,17 @@ EXPECTED = {
 
 
 def test_diff_lists_exactly_the_differences():
-    diffs = diff_reports(workstation(), ci_runner())
+    diffs = diff_reports(workstation(), ci_runner(), kinds.ALL)
     assert {d.key: (d.a, d.b) for d in diffs} == EXPECTED
     assert [d.section for d in diffs][0] == "nvidia" and diffs[-1].section == "findings"  # stack order
-    assert diff_reports(workstation(), workstation()) == []
+    assert diff_reports(workstation(), workstation(), kinds.ALL) == []
 
 
 def test_redacted_reports_diff_the_same():
     """Diffing the redacted bundles of two machines shows the same stack differences."""
     a = report_from_data(redact_report(workstation().to_data()))
     b = report_from_data(redact_report(ci_runner().to_data()))
-    assert {d.key: (d.a, d.b) for d in diff_reports(a, b)} == EXPECTED
+    assert {d.key: (d.a, d.b) for d in diff_reports(a, b, kinds.ALL)} == EXPECTED
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

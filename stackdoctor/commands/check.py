@@ -63,6 +63,13 @@ def _split(values: list[str] | None) -> list[str] | None:
     return [c.strip() for v in values for c in v.split(",") if c.strip()]
 
 
+def _runtime_word() -> str:
+    """The first kind's build in a word ("CUDA"), for the help's example of what importing torch initialises."""
+    from stackdoctor import kinds
+
+    return next((a.build_label for a in kinds.ALL if a.build_label), "GPU")
+
+
 def register(app: typer.Typer) -> None:
     @app.command("check")
     def check(
@@ -73,7 +80,7 @@ def register(app: typer.Typer) -> None:
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds each tool may take.", min=0.1)] = 5.0,
         torch_timeout: Annotated[float, typer.Option("--torch-timeout", help="Seconds the target may take to import torch (and run the quick kernels).", min=0.1)] = 60.0,
         no_kernels: Annotated[bool, typer.Option("--no-kernels", help="Skip the quick kernel pass: torch is read from its files, not imported.")] = False,
-        import_torch: Annotated[bool, typer.Option("--import-torch", help="Import torch in the target (its runtime: devices, CUDA init) even with --no-kernels.")] = False,
+        import_torch: Annotated[bool, typer.Option("--import-torch", help=f"Import torch in the target (its runtime: devices, {_runtime_word()} init) even with --no-kernels.")] = False,
         compile_: Annotated[bool, typer.Option("--compile", help="Add a torch.compile check (Triton on GPUs, C++ on CPU) to the kernel pass.")] = False,
         replay: Annotated[Optional[str], typer.Option("--replay", help="Re-diagnose a saved report.json without touching this machine.")] = None,
         matrix: Annotated[Optional[list[str]], typer.Option("--matrix", help="Layer a YAML compatibility matrix over the embedded one.")] = None,

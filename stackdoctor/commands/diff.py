@@ -49,7 +49,9 @@ def register(app: typer.Typer) -> None:
 
                 raise UsageError(f"{path}: no such file.")
         ra, rb = load_report(a), load_report(b)
-        diffs = diff_reports(ra, rb)
+        from stackdoctor import kinds
+
+        diffs = diff_reports(ra, rb, kinds.ALL)
         if json_:
             doc = {
                 "schema": DIFF_SCHEMA,

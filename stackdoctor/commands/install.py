@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
         driver: Annotated[Optional[str], typer.Option("--driver", help="What-if NVIDIA driver version. Implies --dry-run.")] = None,
         gpu: Annotated[Optional[list[str]], typer.Option("--gpu", help="What-if GPU: a name or sm_XY (repeatable). Implies --dry-run.")] = None,
         gfx: Annotated[Optional[list[str]], typer.Option("--gfx", help="What-if AMD GPU arch gfxNNNN (repeatable). Implies --dry-run.")] = None,
-        rocm_userspace: Annotated[Optional[str], typer.Option("--rocm-userspace", help="What-if: the host's ROCm user space release (6.3.1). Implies --dry-run.")] = None,
+        rocm_userspace: Annotated[Optional[str], typer.Option("--rocm-userspace", metavar="VERSION", help="What-if: the host's ROCm user space release (6.3.1). Implies --dry-run.")] = None,
         remove_leftovers: Annotated[bool, typer.Option("--remove-leftovers", help="Uninstall the previous variant's runtime packages.")] = False,
         recover: Annotated[bool, typer.Option("--recover", help="Only finish an install that was killed: put the previous torch back (or keep a complete new one), then stop.")] = False,
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds the install may take.")] = 3600.0,

@@ -41,11 +41,18 @@ def _launcher_env(env: Any) -> bool:
     return "RANK" in env and "WORLD_SIZE" in env
 
 
+def _device_examples() -> list[str]:
+    """One device of each kind that names one, as ``--device`` takes it ("cuda:0", "mps", "xpu:0"), for the help."""
+    from stackdoctor import kinds
+
+    return sorted({a.device_example for a in kinds.ALL if a.device_example})
+
+
 def register(app: typer.Typer) -> None:
     @app.command("kernels")
     def kernels(
         which: Annotated[Optional[list[str]], typer.Argument(help="matmul | conv | compile | allreduce (default: matmul conv compile).")] = None,
-        device: Annotated[Optional[list[str]], typer.Option("--device", help="cpu, cuda:0, mps, xpu:0 (repeatable; default: every device).")] = None,
+        device: Annotated[Optional[list[str]], typer.Option("--device", help=f"{', '.join(['cpu', *_device_examples()])} (repeatable; default: every device).")] = None,
         json_: Annotated[bool, typer.Option("--json", help="Print one stackdoctor.kernels/1 JSON document.")] = False,
         python: Annotated[Optional[str], typer.Option("--python", help="Target interpreter (default: active venv, conda env, or this Python).")] = None,
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds the kernel process (or a peer to join) may take.", min=0.1)] = 300.0,
@@ -236,9 +243,11 @@ def _node(python: str | None) -> dict[str, Any] | None:
     """This host's fleet summary: platform, driver and torch probes plus the quick kernels (the pipeline's gather)."""
     try:
         from stackdoctor import pipeline
-        from stackdoctor.verify.runner import node_summary
+        from stackdoctor.verify.runner import fleet_kind, node_summary
 
-        return node_summary(pipeline.gather(pipeline.Options(python=python, kernels=True, probes=["target", "platform", "nvidia"])).facts)
+        kind = fleet_kind()
+        probes = ["target", "platform", *([kind.subject] if kind is not None else [])]  # the fleet kind's driver and GPUs
+        return node_summary(pipeline.gather(pipeline.Options(python=python, kernels=True, probes=probes)).facts)
     except Exception as exc:  # the fleet table is a bonus: never cost the allreduce
         return {"error": f"{type(exc).__name__}: {exc}"}
 

@@ -53,6 +53,13 @@ def _release_lines(r: dict[str, Any], torch: str | None) -> list[str]:
     return lines
 
 
+def _variant_example() -> str:
+    """One GPU build's index variant ("cu130": the newest example of the first kind that gives some), for the help."""
+    from stackdoctor import kinds
+
+    return next((a.variant_examples[-1] for a in kinds.ALL if a.variant_examples), "cpu")
+
+
 def _kind_table_lines(torch: str | None) -> list[str]:
     """The accelerator kinds' own tables (a plug-in's too: ``Accelerator.table``), each row the torch it pairs with;
     with ``--torch``, only the rows of that release."""
@@ -73,13 +80,10 @@ def _show_text(data: dict[str, Any], torch: str | None) -> str:
         lines.append("matrix files: " + ", ".join(data["files"]))
     for r in data["releases"]:
         lines += _release_lines(r, torch)
-    if torch is None and data.get("cuda"):
-        lines.append("CUDA: minimum driver Linux / Windows (minor-version floor Linux / Windows)")
-        for ver, row in data["cuda"].items():
-            lines.append(
-                f"  {ver:<5} {row['min_driver_linux'] or '?'} / {row['min_driver_windows'] or 'unknown'}"
-                f" ({row['minor_compat_floor_linux'] or '?'} / {row['minor_compat_floor_windows'] or '?'})"
-            )
+    if torch is None:
+        from stackdoctor import kinds
+
+        lines += [line for acc in kinds.ALL for line in acc.matrix_lines(data)]
     return "\n".join(lines + _kind_table_lines(torch))
 
 
@@ -109,15 +113,16 @@ def validate(file: Annotated[str, typer.Argument(help="A YAML matrix file to che
 
     parsed = validate_file(file)
     load_matrix([file])  # layering must work too
+    from stackdoctor import kinds
+
     n = parsed.count("releases")
-    print(
-        f"{file}: valid ({n} release{'s' if n != 1 else ''}, {parsed.count('cuda')} CUDA row(s), {parsed.count('gpus')} GPU name(s), "
-        f"{parsed.count('rocm_overrides')} ROCm override(s), {parsed.count('jetson')} Jetson row(s))."
-    )
+    counts = sorted(c for acc in kinds.ALL for c in acc.matrix_counts)  # the kinds' tables, in the sentence's order
+    said = "".join(f", {parsed.count(table)} {words}" for _, table, words in counts)
+    print(f"{file}: valid ({n} release{'s' if n != 1 else ''}{said}).")
     return int(ExitCode.OK)
 
 def learn_cmd(
-    index: Annotated[Optional[str], typer.Option("--index", help="The index to learn from (PEP 503/691; default: the matrix's pypi index). A download.pytorch.org-shaped variant index works too (…/whl/cu130).")] = None,
+    index: Annotated[Optional[str], typer.Option("--index", help=f"The index to learn from (PEP 503/691; default: the matrix's pypi index). A download.pytorch.org-shaped variant index works too (…/whl/{_variant_example()}).")] = None,
     snapshot: Annotated[Optional[str], typer.Option("--snapshot", help="Learn from an index snapshot (benchmarks/pypi_via_pip.py) instead of --index.")] = None,
     wheels: Annotated[Optional[str], typer.Option("--wheels", help="With --snapshot --download: a folder of wheels downloaded earlier (checked against the index's sha256).")] = None,
     out: Annotated[Optional[str], typer.Option("--out", help="The layer file to write (default: ~/.config/stackdoctor/learned.yaml, or STACKDOCTOR_LEARNED).")] = None,

@@ -15,40 +15,52 @@ target environment's installed distributions of interest, with their versions) a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from stackdoctor.model.facts import Facts
 from stackdoctor.model.report import Report
 from stackdoctor.model.view import MachineView
 
-__all__ = ["DIFF_SCHEMA", "Difference", "diff_reports", "flatten_report"]
+__all__ = ["DIFF_SCHEMA", "SECTION_PLACES", "Compares", "Difference", "diff_reports", "flatten_report"]
 
 DIFF_SCHEMA = "stackdoctor.diff/2"  # /2: installed_distributions.* and conda_packages.* (were torch.distributions.* / torch.conda_packages.*)
 
-# (subject, fields) compared as plain values; lists compare whole.
+# (subject, fields) compared as plain values; lists compare whole. The accelerator kinds' own facts (their subjects,
+# their torch answers) are each kind's to say (:class:`Compares`, ``Accelerator.compared``).
 _FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("platform", ("system", "machine", "os_id", "os_name", "os_version", "kernel", "libc", "glibc_version", "is_wsl", "wsl_version",
-                  "container", "container_nvidia_devices", "cpu_model", "cpu_count", "memory_total_mib")),
+                  "container", "cpu_model", "cpu_count", "memory_total_mib")),
     ("python", ("version", "implementation", "free_threaded", "abiflags", "platform_tag", "env_kind", "pip_version", "uv_version", "error")),
-    ("nvidia", ("driver_version", "cuda_driver_version", "kernel_module_version", "kernel_module_flavor", "nvml_version", "smi_state",
-                "smi_version", "nvml_state")),
-    ("cuda_toolkit", ("nvcc_version",)),
-    ("rocm", ("version", "hip_version", "kfd_present", "kfd_accessible", "amdgpu_loaded", "amdgpu_version", "hsa_override_gfx_version")),
-    ("apple", ("is_macos", "macos_version", "chip", "arch", "rosetta")),
-    ("jetson", ("is_jetson", "l4t_release", "jetpack", "model", "cuda")),
     ("thunderbolt", ("present", "bridge_enabled", "rdma_state")),
-    ("torch", ("installed", "version", "variant", "cuda", "hip", "debug", "cuda_available", "device_count", "arch_list", "cudnn_version",
-               "nccl_version", "mps_built", "mps_available", "xpu_available", "distributed_available", "distributed_backends",
+    ("torch", ("installed", "version", "variant", "debug", "device_count", "arch_list", "cudnn_version",
+               "nccl_version", "distributed_available", "distributed_backends",
                "torchvision_version", "torchaudio_version", "triton_version", "numpy_version", "import_error_kind", "imported",
                "git_version", "arch_list_files", "runtime_versions")),
 )
-_NVIDIA_GPU = ("name", "compute_capability", "memory_total_mib", "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "power_limit_w",
-               "mig_mode", "persistence_mode", "driver_model", "sm_count")
-_ROCM_GPU = ("name", "gfx", "integrated", "compute_units", "memory_total_mib")
+# Every machine's sections by their place in the stack order of the differences (lowest first); a kind's sections
+# take the places between them that it says (``Accelerator.diff_sections``: its devices first, its toolkit after the
+# conda packages, its platform after the platform); a section nobody placed (a plug-in's subject) comes last.
+SECTION_PLACES = {"torch": 20, "installed_distributions": 30, "conda_packages": 40, "python": 60, "platform": 70, "thunderbolt": 110,
+                  "kernels": 120, "environment": 130, "findings": 140}
+_UNPLACED = 150
 _TORCH_DEVICE = ("name", "capability", "total_memory_mib", "kind")
 # environment variables whose values are paths of this machine, not choices about the stack
 _ENV_VOLATILE = frozenset({"PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_EXE", "CONDA_PYTHON_EXE", "CONDA_SHLVL", "CONDA_PROMPT_MODIFIER",
                            "CONDA_DEFAULT_ENV", "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK"})
+
+
+class Compares(Protocol):
+    """What an accelerator kind (``stackdoctor.kinds.Accelerator``) brings to a diff; the caller passes every kind."""
+
+    def compared(self, facts: Facts) -> dict[str, Any]:
+        """Its facts' compared values, key -> value."""
+        ...
+
+    def diff_sections(self) -> dict[str, int]:
+        """Its keys' sections and their places (:data:`SECTION_PLACES`)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -85,20 +97,14 @@ def _flatten_plain(out: dict[str, Any], key: str, value: Any) -> None:
         out[key] = _plain(value)
 
 
-def _flatten_facts(f: MachineView) -> dict[str, Any]:
+def _flatten_facts(f: MachineView, kinds: Sequence[Compares]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for subject, fields in _FIELDS:
         obj = getattr(f.facts, subject)
         for name in fields:
             out[f"{subject}.{name}"] = _plain(getattr(obj, name))
-    out["nvidia.gpu_count"] = len(f.facts.nvidia.gpus)
-    for g in f.facts.nvidia.gpus:
-        for name in _NVIDIA_GPU:
-            out[f"nvidia.gpus[{g.index}].{name}"] = getattr(g, name)
-    out["rocm.gpu_count"] = len(f.facts.rocm.gpus)
-    for rg in f.facts.rocm.gpus:
-        for name in _ROCM_GPU:
-            out[f"rocm.gpus[{rg.index}].{name}"] = getattr(rg, name)
+    for kind in kinds:
+        out.update({key: _plain(value) for key, value in kind.compared(f.facts).items()})
     for d in f.facts.torch.devices:
         for name in _TORCH_DEVICE:
             out[f"torch.devices[{d.kind}:{d.index}].{name}"] = getattr(d, name)
@@ -106,10 +112,6 @@ def _flatten_facts(f: MachineView) -> dict[str, Any]:
         out[f"installed_distributions.{dist}"] = ver
     for pkg in f.facts.torch.conda_packages:
         out[f"conda_packages.{pkg}"] = True
-    for tk in f.facts.cuda_toolkit.toolkits:
-        out[f"cuda_toolkit.toolkits.{tk.nvcc_version or tk.version_json or '?'}"] = True
-    for ig in f.facts.intel.gpus:
-        out[f"intel.gpus[{ig.address}].name"] = ig.name or ig.device_id
     for r in f.facts.kernels.results:
         out[f"kernels.{r.kernel}[{r.device}{'/' + r.dtype if r.dtype else ''}].ok"] = r.ok
     if f.facts.kernels.error:
@@ -122,9 +124,9 @@ def _flatten_facts(f: MachineView) -> dict[str, Any]:
     return out
 
 
-def flatten_report(report: Report) -> dict[str, Any]:
-    """The compared values of one report, ``key -> value``."""
-    out = _flatten_facts(report.view)  # the stable keys reconcile wrote from the view, read through it
+def flatten_report(report: Report, kinds: Sequence[Compares]) -> dict[str, Any]:
+    """The compared values of one report, ``key -> value`` (``kinds``: every accelerator kind, ``stackdoctor.kinds.ALL``)."""
+    out = _flatten_facts(report.view, kinds)  # the stable keys reconcile wrote from the view, read through it
     worst: dict[str, str] = {}
     rank = {"ok": 0, "warn": 1, "fail": 2}
     for fd in report.findings:
@@ -136,18 +138,17 @@ def flatten_report(report: Report) -> dict[str, Any]:
     return out
 
 
-def _order(key: str) -> tuple[int, str]:
-    sections = ("nvidia", "rocm", "torch", "installed_distributions", "conda_packages", "cuda_toolkit", "python", "platform", "apple", "jetson", "intel", "thunderbolt", "kernels",
-                "environment", "findings")
-    head = key.split(".", 1)[0].split("[", 1)[0]
-    return (sections.index(head) if head in sections else len(sections), key)
+def diff_reports(a: Report, b: Report, kinds: Sequence[Compares]) -> list[Difference]:
+    """Every compared key whose value differs between ``a`` and ``b`` (absent = ``None``), stack order. ``kinds``: every
+    accelerator kind (``stackdoctor.kinds.ALL``), whose facts each compares its own way."""
+    fa, fb = flatten_report(a, kinds), flatten_report(b, kinds)
+    places = {**SECTION_PLACES, **{s: n for kind in kinds for s, n in kind.diff_sections().items()}}
 
+    def order(key: str) -> tuple[int, str]:
+        return places.get(key.split(".", 1)[0].split("[", 1)[0], _UNPLACED), key
 
-def diff_reports(a: Report, b: Report) -> list[Difference]:
-    """Every compared key whose value differs between ``a`` and ``b`` (absent = ``None``), stack order."""
-    fa, fb = flatten_report(a), flatten_report(b)
     out: list[Difference] = []
-    for key in sorted(set(fa) | set(fb), key=_order):
+    for key in sorted(set(fa) | set(fb), key=order):
         va, vb = fa.get(key), fb.get(key)
         if va != vb:
             out.append(Difference(key, va, vb))

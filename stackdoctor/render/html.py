@@ -89,10 +89,11 @@ def _stack(report: Report, say: Callable[..., str]) -> list[tuple[str, str, str,
         rows.append((say("layer_torch"), f"torch {t.version}  [{t.variant}]", extras, _worst(fs, "torch")))
     else:
         rows.append((say("layer_torch"), say("torch_cannot_import", error=t.import_error) if t.import_error else say("not_installed"), "", _worst(fs, "torch")))
-    if f.cuda_toolkit.nvcc_version:
-        rows.append((say("layer_toolkit"), f"nvcc {f.cuda_toolkit.nvcc_version}", f.cuda_toolkit.nvcc_path or "", _worst(fs, "toolkit")))
+    from stackdoctor.render.witnesses import driver_lines, toolkit_lines
+
+    for tool, path in toolkit_lines(f):
+        rows.append((say("layer_toolkit"), tool, path or "", _worst(fs, "toolkit")))
     rows.append((say("layer_runtime"), runtime_line(f), "", _worst(fs, "runtime")))
-    from stackdoctor.render.witnesses import driver_lines
 
     for line, said in driver_lines(report.view, say):
         rows.append((say("layer_driver"), line, said or "", _worst(fs, "driver")))

@@ -25,7 +25,7 @@ from stackdoctor.model.facts import Facts
 from stackdoctor.model.report import NOT_VERIFIED_STATUS, STATUS_RANK, Finding, Report, layer_status
 from stackdoctor.model.report import status as status_of
 from stackdoctor.model.view import MachineView
-from stackdoctor.render.witnesses import chosen_by, witness_rows
+from stackdoctor.render.witnesses import chosen_by, toolkit_lines, witness_rows
 from stackdoctor.render.witnesses import driver_lines as witness_driver_lines
 
 MARKS = UNICODE_MARKS
@@ -76,39 +76,32 @@ def _label(title: str, value: str, sev: str | None, note: str = "") -> Text:
     return t
 
 
-def _available(f: Facts) -> str:
+def _available(f: Facts, kind: kinds.Accelerator | None) -> str:
     t = f.torch
     if t.import_error or t.import_error_kind:
         return _t("runtime_no_import")
     if t.imported is False:
         return _t("runtime_not_started")
-    return _t("runtime_available") if t.cuda_available else _t("runtime_not_available")
+    return _t("runtime_available") if kind is not None and kind.torch_available(t) else _t("runtime_not_available")
 
 
 def runtime_line(f: Facts) -> str:
+    """The runtime layer: the runtime the installed torch carries, in the words of the kind it is of
+    (``Accelerator.runtime_words``), with whether torch reaches the devices."""
     t = f.torch
     if not t.installed or t.version is None:
         return _t("runtime_no_torch")
-    sep = _t("list_sep")
-    if t.cuda:
-        parts = [_t("runtime_cuda_bundled", version=t.cuda)]
-        cudnn, nccl = t.cudnn_version or t.runtime_versions.get("cudnn"), t.nccl_version or t.runtime_versions.get("nccl")
-        if cudnn:
-            parts.append(f"cuDNN {cudnn}")
-        if nccl:
-            parts.append(f"NCCL {nccl}")
-        return sep.join(parts) + _t("clause_sep") + _available(f)
-    if t.hip:
-        return f"ROCm/HIP {t.hip}" + _t("clause_sep") + _available(f)
-    if t.mps_available:
-        return _t("runtime_mps")
-    if t.xpu_available:
-        return _t("runtime_xpu")
+    for kind in kinds.ALL:
+        said = kind.runtime_words(t, _t)
+        if said is not None:
+            words, follows = said
+            return words + _t("clause_sep") + _available(f, kind) if follows else words
     if t.imported is False and not t.import_error:
-        if f.apple.is_macos:
-            return _t("runtime_macos_build") + _t("clause_sep") + _available(f)
+        built = next((w for kind in kinds.ALL if (w := kind.files_build_words(f, _t))), None)
+        if built:
+            return built + _t("clause_sep") + _available(f, None)
         if t.variant and t.variant != kinds.CPU:
-            return _t("runtime_variant_build", variant=t.variant) + _t("clause_sep") + _available(f)
+            return _t("runtime_variant_build", variant=t.variant) + _t("clause_sep") + _available(f, None)
     return _t("runtime_cpu_only")
 
 
@@ -151,9 +144,8 @@ def build_tree(report: Report) -> Tree:
         node = root.add(_label(_t("layer_torch"), _t("torch_version_unknown"), _worst(fs, "torch")))
     else:
         node = root.add(_label(_t("layer_torch"), _t("not_installed"), _worst(fs, "torch")))  # no mark of its own: --skip torch-missing is heard
-    tk = f.cuda_toolkit
-    if tk.nvcc_version:
-        node.add(_label(_t("layer_toolkit"), f"nvcc {tk.nvcc_version}", _worst(fs, "toolkit"), tk.nvcc_path or ""))
+    for tool, path in toolkit_lines(f):
+        node.add(_label(_t("layer_toolkit"), tool, _worst(fs, "toolkit"), path or ""))
     node = node.add(_label(_t("layer_runtime"), runtime_line(f), _worst(fs, "runtime")))
     for drv in driver_lines(f):
         node = node.add(_label(_t("layer_driver"), drv, _worst(fs, "driver")))

@@ -246,6 +246,7 @@ def _allreduce_lines(ar: dict[str, Any], t: Callable[..., str], lang: str, conso
 def _fleet_lines(fl: dict[str, Any], t: Callable[..., str], console: Console, width: int) -> list[Any]:
     """The fleet table (a difference between nodes in yellow, the slowest node's rate in red) and its sentences."""
     from stackdoctor.core.units import format_flops
+    from stackdoctor.verify.runner import fleet_kind
 
     nodes = fl.get("nodes") or []
     diffs = fl.get("differences") or {}
@@ -255,7 +256,9 @@ def _fleet_lines(fl: dict[str, Any], t: Callable[..., str], console: Console, wi
 
     cols = [Column(t("col_rank"), [str(n.get("rank")) for n in nodes], "right"),
             Column(t("col_host"), [str(n.get("hostname") or "") for n in nodes], wrap=True)]
-    for key, header, drop in (("driver", "layer_driver", 3), ("torch", "layer_torch", 0), ("cuda", "col_cuda", 2), ("nccl", "col_nccl", 1)):
+    kind = fleet_kind()
+    runtime = ((kind.fleet_runtime, f"col_{kind.fleet_runtime}", 2),) if kind is not None and kind.fleet_runtime else ()
+    for key, header, drop in (("driver", "layer_driver", 3), ("torch", "layer_torch", 0), *runtime, ("nccl", "col_nccl", 1)):
         cols.append(Column(t(header), [cell(n, key) for n in nodes], drop=0 if key in diffs else drop))  # a difference stays
     cols.append(Column(t("col_gpus"), [cell(n, "gpus") for n in nodes], wrap=True))
     cols.append(Column(t("col_matmul_fp32"), [Text(format_flops(n.get("matmul_fp32_tflops")) if n.get("matmul_fp32_tflops") else "-",

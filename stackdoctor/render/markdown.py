@@ -14,7 +14,7 @@ from typing import Any
 
 from stackdoctor.model.report import NOT_VERIFIED_STATUS, Finding, Report, status_key
 from stackdoctor.model.report import status as status_of
-from stackdoctor.render.witnesses import chosen_by, driver_lines, witness_rows
+from stackdoctor.render.witnesses import chosen_by, driver_lines, toolkit_lines, witness_rows
 
 __all__ = ["MARKS", "format_counts", "render_markdown", "stack_rows"]
 
@@ -106,8 +106,8 @@ def stack_rows(report: Report, lang: str = "en") -> list[tuple[str, str]]:
 
     for drv, note in driver_lines(report.view, say):  # the screen's driver lines, with what the driver's tool said
         rows.append((_t("md_layer_driver", lang), f"{drv} · {note}" if note else drv))
-    if f.cuda_toolkit.nvcc_version:
-        rows.append((_t("md_layer_toolkit", lang), f"nvcc {f.cuda_toolkit.nvcc_version} {f.cuda_toolkit.nvcc_path or ''}".strip()))
+    for tool, path in toolkit_lines(f):
+        rows.append((_t("md_layer_toolkit", lang), f"{tool} {path or ''}".strip()))
     for line in kinds.device_lines(f, say):
         rows.append(("GPU", line))
     return rows + _machine_rows(report, lang)
@@ -116,19 +116,19 @@ def stack_rows(report: Report, lang: str = "en") -> list[tuple[str, str]]:
 def _torch_row(t: Any, lang: str) -> str:
     if not t.installed:
         return _t("md_torch_not_importable", lang, error=t.import_error) if t.import_error else _t("not_installed", lang)
-    extra = [f"{name} {v}" for name, v in (("CUDA", t.cuda), ("HIP", t.hip), ("cuDNN", t.cudnn_version), ("NCCL", t.nccl_version),
-                                            ("numpy", t.numpy_version)) if v]
+    from stackdoctor import kinds
+
+    def say(key: str, /, **values: object) -> str:
+        return _t(key, lang, **values)
+
+    runtimes = [pair for kind in kinds.ALL for pair in kind.torch_versions(t)]  # ("CUDA", "12.6"), in the kinds' order
+    extra = [f"{name} {v}" for name, v in (*runtimes, ("cuDNN", t.cudnn_version), ("NCCL", t.nccl_version), ("numpy", t.numpy_version)) if v]
     avail = []
     if t.import_error:
         avail.append(f"not importable: {t.import_error}")
     elif t.imported is False:
         avail.append("read from its files, not imported")
-    if t.cuda_available is not None:
-        avail.append(f"torch.cuda.is_available(): {t.cuda_available}")
-    if t.mps_available:
-        avail.append(_t("md_mps_available", lang))
-    if t.xpu_available:
-        avail.append(_t("md_xpu_available", lang))
+    avail += [words for kind in kinds.ALL if (words := kind.availability_words(t, say))]
     return " · ".join([f"{t.version or '?'} ({t.variant or '?'})", *extra, *avail])
 
 

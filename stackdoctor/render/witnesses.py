@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from stackdoctor import kinds
 from stackdoctor.core.texts import ui
 from stackdoctor.kinds.base import Say
-from stackdoctor.model.facts import SeenValue
+from stackdoctor.model.facts import Facts, SeenValue
 from stackdoctor.model.view import MachineView
 
 DERIVED = "reconcile: "  # stackdoctor.reconcile.DERIVED (not imported: renderers sit above it, it sits below)
@@ -46,9 +46,16 @@ def driver_lines(view: MachineView, say: Say) -> list[tuple[str, str | None]]:
     return [(line, kind.driver_note(f)) for kind in kinds.ALL if (line := kind.driver_line(f, say))]
 
 
+def toolkit_lines(facts: Facts) -> list[tuple[str, str | None]]:
+    """The toolkit layer of the screen, the Markdown stack and the HTML report: each kind's compiler toolkit (tool and
+    version, path), in priority order."""
+    return [tk for kind in kinds.ALL if (tk := kind.toolkit(facts))]
+
+
 def witness_rows(view: MachineView, lang: str = "en") -> list[WitnessRow]:
     """Every reconciled value with its witnesses, then the disagreements and the recognised messages (labels in ``lang``)."""
-    rows = [r for r in (_seen(ui("w_driver", lang), view.driver("nvidia")), _seen(ui("w_cuda", lang), view.runtime("nvidia"))) if r]
+    seen = [(ui(k.witness_keys[0], lang), view.driver(k.name), ui(k.witness_keys[1], lang), view.runtime(k.name)) for k in kinds.ALL if k.witness_keys]
+    rows = [r for driver, d, runtime, rt in seen for r in (_seen(driver, d), _seen(runtime, rt)) if r]
     for g in view.gpus:
         kind = kinds.by_vendor(g.vendor)
         label = f"{kind.vendor_label if kind is not None and kind.vendor_label else g.vendor.upper()} GPU{g.index}"

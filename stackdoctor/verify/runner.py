@@ -30,6 +30,8 @@ from stackdoctor.system import CommandResult, Started, System, signame
 __all__ = [
     "KERNELS_SCHEMA",
     "AllreduceOptions",
+    "fleet_fields",
+    "fleet_kind",
     "fleet_table",
     "format_busbw_chart",
     "free_port",
@@ -458,20 +460,31 @@ def format_busbw_chart(rows: Sequence[Mapping[str, Any]], width: int = 40, bar: 
 
 # ---------------------------------------------------------------------------- fleet
 
-FLEET_FIELDS = ("driver", "torch", "cuda", "nccl", "gpus")
+def fleet_kind() -> kinds.Accelerator | None:
+    """The kind whose driver, runtime and GPUs the fleet table compares: the first that declares a runtime column
+    (:attr:`~stackdoctor.kinds.base.Accelerator.fleet_runtime`)."""
+    return next((a for a in kinds.ALL if a.fleet_runtime), None)
+
+
+def fleet_fields() -> tuple[str, ...]:
+    """The fields of a node's summary the fleet table compares: driver, torch, the fleet kind's runtime, nccl, GPUs."""
+    kind = fleet_kind()
+    return ("driver", "torch", *((kind.fleet_runtime,) if kind is not None and kind.fleet_runtime else ()), "nccl", "gpus")
 
 
 def node_summary(facts: Facts) -> dict[str, Any]:
     """What one node contributes to the fleet table (pure; JSON-ready)."""
     mm = [r for r in facts.kernels.results if r.kernel == "matmul" and r.dtype == "fp32" and r.tflops]
     gpu_mm = [r for r in mm if r.device.split(":", 1)[0] in kinds.device_types()] or mm
+    kind = fleet_kind()
+    driver, runtime, gpus = kind.fleet_node(facts) if kind is not None else (None, None, None)
     return {
         "hostname": facts.platform.hostname,
-        "driver": facts.nvidia.driver_version,
+        "driver": driver,
         "torch": facts.torch.version,
-        "cuda": facts.torch.cuda or facts.torch.hip,
+        **({kind.fleet_runtime: runtime} if kind is not None and kind.fleet_runtime else {}),
         "nccl": facts.torch.nccl_version,
-        "gpus": ", ".join(sorted({g.name or "?" for g in facts.nvidia.gpus})) or None,
+        "gpus": gpus,
         "matmul_fp32_tflops": gpu_mm[0].tflops if gpu_mm else None,
         "matmul_device": gpu_mm[0].device if gpu_mm else None,
     }
@@ -480,12 +493,12 @@ def node_summary(facts: Facts) -> dict[str, Any]:
 def fleet_table(nodes: Sequence[Mapping[str, Any] | None]) -> dict[str, Any]:
     """Differences between nodes and the slowest one (pure).
 
-    ``differences``: field -> {value: [ranks]} for every field of :data:`FLEET_FIELDS` that is
+    ``differences``: field -> {value: [ranks]} for every field of :func:`fleet_fields` that is
     not the same everywhere. ``slowest``: the rank with the lowest quick fp32 matmul TFLOP/s.
     """
     present = [dict(n, rank=n.get("rank", i)) for i, n in enumerate(nodes) if isinstance(n, Mapping)]
     diffs: dict[str, dict[str, list[int]]] = {}
-    for key in FLEET_FIELDS:
+    for key in fleet_fields():
         seen: dict[str, list[int]] = {}
         for n in present:
             seen.setdefault(str(n.get(key)), []).append(int(n["rank"]))

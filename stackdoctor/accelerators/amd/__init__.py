@@ -172,3 +172,27 @@ class Amd(Accelerator):
     def build_label_of(self, cc: str | None, gfx: str | None) -> str | None:
         return gfx or None
     # --- end build ---
+    # --- render ---
+    def runtime_words(self, torch: TorchFacts, say: Say) -> tuple[str, bool] | None:
+        return (f"ROCm/HIP {torch.hip}", True) if torch.hip else None
+
+    def torch_versions(self, torch: TorchFacts) -> list[tuple[str, str]]:
+        return [("HIP", torch.hip)] if torch.hip else []
+
+    _DIFF_FIELDS = ("version", "hip_version", "kfd_present", "kfd_accessible", "amdgpu_loaded", "amdgpu_version", "hsa_override_gfx_version")
+    _DIFF_GPU = ("name", "gfx", "integrated", "compute_units", "memory_total_mib")
+
+    def compared(self, facts: Facts) -> dict[str, Any]:
+        out: dict[str, Any] = {f"rocm.{name}": getattr(facts.rocm, name) for name in self._DIFF_FIELDS}
+        out["torch.hip"] = facts.torch.hip
+        out["rocm.gpu_count"] = len(facts.rocm.gpus)
+        for g in facts.rocm.gpus:
+            for name in self._DIFF_GPU:
+                out[f"rocm.gpus[{g.index}].{name}"] = getattr(g, name)
+        return out
+
+    def diff_sections(self) -> dict[str, int]:
+        return {"rocm": 10}
+
+    matrix_counts = ((2, "rocm_overrides", "ROCm override(s)"),)
+    variant_examples = ("rocm7.2",)

@@ -75,3 +75,22 @@ class Apple(Accelerator):
     def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
         return False
     # --- end resolve ---
+    # --- render ---
+    device_example = "mps"
+
+    def runtime_words(self, torch: TorchFacts, say: Say) -> tuple[str, bool] | None:
+        return (say("runtime_mps"), False) if torch.mps_available else None
+
+    def files_build_words(self, facts: Facts, say: Say) -> str | None:
+        return say("runtime_macos_build") if facts.apple.is_macos else None
+
+    def availability_words(self, torch: TorchFacts, say: Say) -> str | None:
+        return say("md_mps_available") if torch.mps_available else None
+
+    def compared(self, facts: Facts) -> dict[str, object]:
+        out: dict[str, object] = {f"apple.{name}": getattr(facts.apple, name) for name in ("is_macos", "macos_version", "chip", "arch", "rosetta")}
+        out["torch.mps_built"], out["torch.mps_available"] = facts.torch.mps_built, facts.torch.mps_available
+        return out
+
+    def diff_sections(self) -> dict[str, int]:
+        return {"apple": 80}

@@ -95,3 +95,22 @@ class Intel(Accelerator):
         return [ask.prerequisite("intel-gpu", "the PyTorch prerequisites for Intel GPUs", status="unknown",
                                  fix=f"follow {ask.url('intel_gpu') or 'Intel'}", source=ask.source("intel_gpu"), steps=["build"])]
     # --- end build ---
+    # --- render ---
+    device_example = "xpu:0"
+
+    def runtime_words(self, torch: TorchFacts, say: Say) -> tuple[str, bool] | None:
+        return (say("runtime_xpu"), False) if torch.xpu_available else None
+
+    def availability_words(self, torch: TorchFacts, say: Say) -> str | None:
+        return say("md_xpu_available") if torch.xpu_available else None
+
+    def compared(self, facts: Facts) -> dict[str, Any]:
+        out: dict[str, Any] = {"torch.xpu_available": facts.torch.xpu_available}
+        for g in facts.intel.gpus:
+            out[f"intel.gpus[{g.address}].name"] = g.name or g.device_id
+        return out
+
+    def diff_sections(self) -> dict[str, int]:
+        return {"intel": 100}
+
+    variant_examples = ("xpu",)

@@ -79,3 +79,11 @@ class Jetson(Accelerator):
     def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
         return False
     # --- end resolve ---
+    # --- render ---
+    def compared(self, facts: Facts) -> dict[str, object]:
+        return {f"jetson.{name}": getattr(facts.jetson, name) for name in ("is_jetson", "l4t_release", "jetpack", "model", "cuda")}
+
+    def diff_sections(self) -> dict[str, int]:
+        return {"jetson": 90}
+
+    matrix_counts = ((3, "jetson", "Jetson row(s)"),)

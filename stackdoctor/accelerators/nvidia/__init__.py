@@ -295,6 +295,70 @@ class Nvidia(Accelerator):
     def build_label_of(self, cc: str | None, gfx: str | None) -> str | None:
         return "sm_" + cc.replace(".", "") if cc else None
     # --- end build ---
+    # --- render ---
+    device_example = "cuda:0"
+    fleet_runtime = "cuda"
+    witness_keys = ("w_driver", "w_cuda")  # "NVIDIA driver", "driver's newest CUDA"
+
+    def fleet_node(self, facts: Facts) -> tuple[str | None, str | None, str | None]:
+        return (facts.nvidia.driver_version, facts.torch.cuda or facts.torch.hip,
+                ", ".join(sorted({g.name or "?" for g in facts.nvidia.gpus})) or None)
+
+    def toolkit(self, facts: Facts) -> tuple[str, str | None] | None:
+        tk = facts.cuda_toolkit
+        return (f"nvcc {tk.nvcc_version}", tk.nvcc_path) if tk.nvcc_version else None
+
+    def runtime_words(self, torch: TorchFacts, say: Say) -> tuple[str, bool] | None:
+        if not torch.cuda:
+            return None
+        parts = [say("runtime_cuda_bundled", version=torch.cuda)]
+        cudnn, nccl = torch.cudnn_version or torch.runtime_versions.get("cudnn"), torch.nccl_version or torch.runtime_versions.get("nccl")
+        if cudnn:
+            parts.append(f"cuDNN {cudnn}")
+        if nccl:
+            parts.append(f"NCCL {nccl}")
+        return say("list_sep").join(parts), True
+
+    def torch_versions(self, torch: TorchFacts) -> list[tuple[str, str]]:
+        return [("CUDA", torch.cuda)] if torch.cuda else []
+
+    def availability_words(self, torch: TorchFacts, say: Say) -> str | None:
+        return f"torch.cuda.is_available(): {torch.cuda_available}" if torch.cuda_available is not None else None
+
+    _DIFF_FIELDS = ("driver_version", "cuda_driver_version", "kernel_module_version", "kernel_module_flavor", "nvml_version", "smi_state",
+                    "smi_version", "nvml_state")
+    _DIFF_GPU = ("name", "compute_capability", "memory_total_mib", "pcie_gen", "pcie_width", "pcie_gen_max", "pcie_width_max", "power_limit_w",
+                 "mig_mode", "persistence_mode", "driver_model", "sm_count")
+
+    def compared(self, facts: Facts) -> dict[str, Any]:
+        out: dict[str, Any] = {f"nvidia.{name}": getattr(facts.nvidia, name) for name in self._DIFF_FIELDS}
+        out["platform.container_nvidia_devices"] = facts.platform.container_nvidia_devices
+        out["cuda_toolkit.nvcc_version"] = facts.cuda_toolkit.nvcc_version
+        out["torch.cuda"], out["torch.cuda_available"] = facts.torch.cuda, facts.torch.cuda_available
+        out["nvidia.gpu_count"] = len(facts.nvidia.gpus)
+        for g in facts.nvidia.gpus:
+            for name in self._DIFF_GPU:
+                out[f"nvidia.gpus[{g.index}].{name}"] = getattr(g, name)
+        for tk in facts.cuda_toolkit.toolkits:
+            out[f"cuda_toolkit.toolkits.{tk.nvcc_version or tk.version_json or '?'}"] = True
+        return out
+
+    def diff_sections(self) -> dict[str, int]:
+        return {"nvidia": 0, "cuda_toolkit": 50}
+
+    matrix_counts = ((0, "cuda", "CUDA row(s)"), (1, "gpus", "GPU name(s)"))
+    variant_examples = ("cu126", "cu130")
+
+    def matrix_lines(self, data: Mapping[str, Any]) -> list[str]:
+        if not data.get("cuda"):
+            return []
+        lines = ["CUDA: minimum driver Linux / Windows (minor-version floor Linux / Windows)"]
+        for ver, row in data["cuda"].items():
+            lines.append(
+                f"  {ver:<5} {row['min_driver_linux'] or '?'} / {row['min_driver_windows'] or 'unknown'}"
+                f" ({row['minor_compat_floor_linux'] or '?'} / {row['minor_compat_floor_windows'] or '?'})"
+            )
+        return lines
 
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
