@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
     from stackdoctor.matrix import Matrix, Release, Variant
+    from stackdoctor.model.facts import Disagreement, KernelResult, ReconciledFacts, SeenValue  # --- reconcile ---
     from stackdoctor.model.plan import Request
     from stackdoctor.model.view import MachineView
 
@@ -567,3 +568,68 @@ class Accelerator:
         """Whether the installed torch, a build of its kind, saw its device (None: not a question for this kind)."""
         return None
     # --- end resolve ---
+    # --- reconcile ---
+    env_prefixes: ClassVar[tuple[str, ...]] = ()  # the variables that shape its stack, by prefix ("HIP_"): kept in facts.environment
+    report_rank: ClassVar[int | None] = None  # where its probes stand among the shipped kinds' in the report's "probes" list
+    # (lowest first, a kind's own before its more_probes); None: after the generic probes, in priority order (a plug-in's place)
+
+    def joined_gpus(self, facts: Facts, matrix: Matrix | None) -> list[GpuView]:
+        """Its GPUs in the machine's view, each joined from every witness that saw it (its tools, its kernel driver's
+        list, the PCI bus, torch's device list: :mod:`stackdoctor.reconcile.gpus` has the joining), on reconcile's copy
+        of the facts. The default: the GPUs it lists itself (:meth:`gpus`), as a plug-in kind does."""
+        return self.gpus(facts)
+
+    def derive(self, facts: Facts, matrix: Matrix) -> None:
+        """What follows from its facts by the matrix, redone on reconcile's copy of them (what an earlier reconcile
+        wrote into its stable keys undone first), and its witnesses weighed where its probe picked none. Default: nothing."""
+
+    def reconciled(self, facts: Facts, rec: ReconciledFacts) -> dict[str, SeenValue]:
+        """Its values chosen from their witnesses (``rec.evidence`` recognised already): its driver's version and its
+        runtime level written into the reconciled section ``rec`` (its documented keys); returned, the stable keys whose
+        value reconcile chooses (``view.chosen``). Default: none."""
+        return {}
+
+    def publish(self, facts: Facts, view: MachineView, rec: ReconciledFacts) -> None:
+        """Its stable keys written from the view (``rec``: the view's reconciled section) into the report's copy of the
+        facts, every witness's own value kept beside them (:func:`stackdoctor.reconcile.report_facts`). Default: nothing."""
+
+    def driver_disagreements(self, rec: ReconciledFacts) -> list[Disagreement]:
+        """The witnesses of its driver's values that disagree (the reconciled section ``rec``)."""
+        return []
+
+    def gpu_disagreements(self, facts: Facts, g: GpuView, label: str) -> list[Disagreement]:
+        """The witnesses of one of its GPU's fields that disagree, and what explains it."""
+        return []
+
+    def recognised(self) -> tuple[tuple[re.Pattern[str], str], ...]:
+        """(regex, the finding it proves): the messages of its runtime recognised line by line, before the generic ones."""
+        return ()
+
+    def evidence_values(self, groups: Mapping[str, str | None]) -> dict[str, str]:
+        """What a line one of its :attr:`recognised` patterns matched says (the pattern's named groups), in its words."""
+        return {}
+
+    def torch_messages(self, facts: Facts) -> list[tuple[str, str]]:
+        """torch's messages about its device (where each was read, the text): read before the generic ones."""
+        return []
+
+    def tool_messages(self, facts: Facts) -> list[tuple[str, str]]:
+        """Its tools' error messages (where each was read, the text): read after the generic ones."""
+        return []
+
+    def counts_torch(self, torch: TorchFacts) -> bool:
+        """torch's device count (``TorchFacts.device_count``) counts its devices: compared with its driver's list."""
+        return False
+
+    def count_note(self, facts: Facts, witness: str) -> str | None:
+        """What explains torch counting another number of its devices than ``witness`` (its driver's list), besides a
+        hiding variable: in a container, the kernel driver's list may show the host's."""
+        return "container" if facts.platform.container and witness and witness == self.kernel_witness else None
+
+    def peak(self, facts: Facts, rec: ReconciledFacts, r: KernelResult, matrix: Matrix) -> tuple[float | None, str]:
+        """The peak TFLOP/s of kernel result ``r`` on its device, and its source (when :attr:`peaks`)."""
+        return None, ""
+
+    def user_space_driver(self, view: MachineView) -> str | None:
+        """Its user-space driver's version, unless reconcile took the view's from the kernel module for want of one."""
+        return None

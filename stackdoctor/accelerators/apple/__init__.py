@@ -75,3 +75,5 @@ class Apple(Accelerator):
     def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
         return False
     # --- end resolve ---
+    # --- reconcile ---
+    report_rank = 2
