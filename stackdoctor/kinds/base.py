@@ -633,3 +633,11 @@ class Accelerator:
     def user_space_driver(self, view: MachineView) -> str | None:
         """Its user-space driver's version, unless reconcile took the view's from the kernel module for want of one."""
         return None
+
+    pci_vendor: ClassVar[str | None] = None  # its display devices' PCI vendor id ("0x10de"), as /sys/bus/pci/devices/*/vendor says
+    pci_devices_field: ClassVar[str | None] = None  # the PlatformFacts field the platform probe lists them in
+
+    def container_devices(self, container: str) -> tuple[str, tuple[str, ...]] | None:
+        """Inside a container (``container``: "docker", "apptainer" ...): the PlatformFacts field that says whether its
+        devices were passed in, and the paths (device nodes, bound driver libraries) whose presence says so; None: not asked."""
+        return None

@@ -215,3 +215,6 @@ class Amd(Accelerator):
 
     def counts_torch(self, torch: TorchFacts) -> bool:
         return bool(torch.cuda_available) and bool(torch.hip)
+
+    pci_vendor = "0x1002"
+    pci_devices_field = "amd_pci_devices"

@@ -114,3 +114,5 @@ class Intel(Accelerator):
         from stackdoctor.accelerators.intel.witnesses import derive
 
         derive(facts, matrix)
+
+    pci_vendor = "0x8086"  # its own probe lists them (IntelFacts.gpus)

@@ -362,6 +362,14 @@ class Nvidia(Accelerator):
 
         return user_space_driver(view)
 
+    pci_vendor = "0x10de"
+    pci_devices_field = "nvidia_pci_devices"
+
+    def container_devices(self, container: str) -> tuple[str, tuple[str, ...]] | None:
+        if container == "apptainer":  # the host's /dev is bound in: its GPU access is the driver's libraries `--nv` binds
+            return "container_nvidia_devices", ("/.singularity.d/libs/libcuda.so.1", "/.singularity.d/libs/libcuda.so")
+        return "container_nvidia_devices", ("/dev/nvidia0", "/dev/nvidiactl")
+
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
     """``TORCH_CUDA_ARCH_LIST``: the compute capabilities, lowest first, once each; ``+PTX`` on the newest when asked."""
