@@ -641,3 +641,12 @@ class Accelerator:
         """Inside a container (``container``: "docker", "apptainer" ...): the PlatformFacts field that says whether its
         devices were passed in, and the paths (device nodes, bound driver libraries) whose presence says so; None: not asked."""
         return None
+    # the kind whose devices its own are a form of (Jetson: "nvidia", an integrated NVIDIA GPU): never the one that
+    # answers for a vendor, a backend or a build kind (by_vendor, for_backend, for_build, backends)
+    variant_of: ClassVar[str | None] = None
+
+    # What torch's own files and the target worker say of a build of its kind (probes/target.py):
+    torch_version_fields: ClassVar[tuple[str, ...]] = ()  # TorchFacts fields its runtime's version is in ("rocm"), from torch/version.py too
+    static_arch_field: ClassVar[str | None] = None  # the field of torch's files read that lists its GPU code, when its build witness is set
+    arch_list_sources: ClassVar[tuple[str, str] | None] = None  # torch's own arch list: (get_arch_list's source, the build flags')
+    triton_forks: ClassVar[tuple[str, ...]] = ()  # its Triton distributions ("pytorch-triton-<x>"), read before the generic pytorch-triton

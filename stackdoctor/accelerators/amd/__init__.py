@@ -218,3 +218,6 @@ class Amd(Accelerator):
 
     pci_vendor = "0x1002"
     pci_devices_field = "amd_pci_devices"
+    torch_version_fields = ("rocm",)
+    static_arch_field = "gfx_list"
+    triton_forks = ("pytorch-triton-rocm",)

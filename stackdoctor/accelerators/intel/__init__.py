@@ -116,3 +116,5 @@ class Intel(Accelerator):
         derive(facts, matrix)
 
     pci_vendor = "0x8086"  # its own probe lists them (IntelFacts.gpus)
+    torch_version_fields = ("xpu",)
+    triton_forks = ("pytorch-triton-xpu",)

@@ -90,3 +90,5 @@ class Jetson(Accelerator):
         from stackdoctor.accelerators.jetson.witnesses import derive
 
         derive(facts, matrix)
+
+    variant_of = "nvidia"

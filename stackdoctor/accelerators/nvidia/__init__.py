@@ -370,6 +370,8 @@ class Nvidia(Accelerator):
             return "container_nvidia_devices", ("/.singularity.d/libs/libcuda.so.1", "/.singularity.d/libs/libcuda.so")
         return "container_nvidia_devices", ("/dev/nvidia0", "/dev/nvidiactl")
 
+    arch_list_sources = ("torch.cuda.get_arch_list()", "torch._C._cuda_getArchFlags()")
+
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
     """``TORCH_CUDA_ARCH_LIST``: the compute capabilities, lowest first, once each; ``+PTX`` on the newest when asked."""
