@@ -16,10 +16,11 @@ import time
 import pytest
 from helpers import kernel_findings
 
+from stackdoctor.accelerators.nvidia.witnesses import peak_from_sm_clock
 from stackdoctor.core.units import parse_bandwidth
 from stackdoctor.matrix import load_matrix
 from stackdoctor.model.facts import KernelFacts, KernelResult, NvidiaGpu, to_data
-from stackdoctor.reconcile import peak_from_sm_clock, reconcile
+from stackdoctor.reconcile import reconcile
 from stackdoctor.system import CommandResult, System
 from stackdoctor.verify.runner import MARK, format_busbw_chart, kernel_facts_from_run, run_kernels, worker_path
 

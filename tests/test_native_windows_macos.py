@@ -75,7 +75,7 @@ def place(root: Path, winpath: str, recording: Path) -> Path:
 
 def ctx(root: Path, env: dict[str, str], host: Host | None = None, timeout: float = 10.0) -> ProbeContext:
     system = System(sysroot=str(root), env=env, timeout_s=timeout, host_override=host or windows_host())
-    return ProbeContext(system=system, target=Target(sys.executable, "self"), timeout_s=timeout, use_nvml=False)
+    return ProbeContext(system=system, target=Target(sys.executable, "self"), timeout_s=timeout, live_driver=False)
 
 
 def empty_path(tmp_path: Path) -> str:

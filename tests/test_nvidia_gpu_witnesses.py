@@ -87,7 +87,7 @@ def test_reconcile_not_the_probe_decides(tmp_path, sysroot):  # noqa: F811
 
 def test_a_name_the_table_cut_short_is_no_disagreement():
     """nvidia-smi's table cuts long names (``Tesla V100-SXM2...``); NVML's full name is the same GPU."""
-    from stackdoctor.reconcile import _names_agree
+    from stackdoctor.accelerators.nvidia.witnesses import names_agree as _names_agree
 
     assert _names_agree(["Tesla V100-SXM2-32GB", "Tesla V100-SXM2..."])
     assert _names_agree(["NVIDIA H200", "NVIDIA H200"])

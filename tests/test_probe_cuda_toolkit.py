@@ -72,7 +72,7 @@ def release(v: str, build: str) -> str:
 
 
 def ctx_for(root: Path, env: dict, timeout: float = 10.0) -> ProbeContext:
-    return ProbeContext(System(sysroot=str(root), env=env, timeout_s=timeout), Target(sys.executable, "self"), timeout_s=timeout, use_nvml=False)
+    return ProbeContext(System(sysroot=str(root), env=env, timeout_s=timeout), Target(sys.executable, "self"), timeout_s=timeout, live_driver=False)
 
 
 def test_every_nvcc_found_path_first_then_cuda_home(fake_bin, tmp_path):

@@ -420,7 +420,7 @@ def sysroot(tmp_path):
 
 def ctx_for(root: Path, env: dict | None = None, timeout: float = 10.0, use_nvml: bool = False) -> ProbeContext:
     system = System(sysroot=str(root), env=dict(env or os.environ), timeout_s=timeout)
-    return ProbeContext(system=system, target=Target(sys.executable, "self"), timeout_s=timeout, use_nvml=use_nvml)
+    return ProbeContext(system=system, target=Target(sys.executable, "self"), timeout_s=timeout, live_driver=use_nvml)
 
 
 def test_probe_healthy_machine_from_sysroot_and_fake_smi(fake_bin, sysroot, tmp_path):

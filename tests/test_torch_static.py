@@ -599,8 +599,8 @@ def test_nvidia_probe_asks_the_driver_library_as_one_more_witness(fake_libcuda, 
         assert (weighed.runtime("nvidia").value, weighed.runtime("nvidia").source) == ("12.8", "cuDriverGetVersion")
     seen = weighed.runtime("nvidia")
     assert seen.witnesses["cuDriverGetVersion"] == "12.8"
-    # not on a replayed machine (use_nvml is False under a moved sysroot), and not without a libcuda
-    assert "cuda_driver_version" not in nvidia.probe(ProbeContext(System(env=env), Target(sys.executable, "self"), use_nvml=False)).facts["nvidia"].observed
+    # not on a replayed machine (live_driver is False under a moved sysroot), and not without a libcuda
+    assert "cuda_driver_version" not in nvidia.probe(ProbeContext(System(env=env), Target(sys.executable, "self"), live_driver=False)).facts["nvidia"].observed
     bare = {**env, "LD_LIBRARY_PATH": str(tmp_path)}
     if not ctypes.util.find_library("cuda"):
         assert "cuda_driver_version" not in nvidia.probe(ProbeContext(System(env=bare), Target(sys.executable, "self"))).facts["nvidia"].observed

@@ -182,7 +182,7 @@ def __getattr__(name: str) -> Any:
 
 def backends() -> tuple[str, ...]:
     """Every backend torch can run on here, as ``[tool.stackdoctor] backend`` names them: each kind's, then "cpu"."""
-    return tuple(dict.fromkeys([*(a.backend for a in _kinds() if a.name != "jetson"), "cpu"]))
+    return tuple(dict.fromkeys([*(a.backend for a in _kinds() if a.variant_of is None), "cpu"]))
 
 
 def probes() -> tuple[tuple[str, str], ...]:
@@ -301,7 +301,7 @@ def what_if_options() -> dict[str, Accelerator]:
 
 def by_vendor(vendor: str) -> Accelerator | None:
     """The (first) kind whose devices carry ``vendor`` in the reconciled view."""
-    return next((a for a in _kinds() if a.vendor == vendor and a.name != "jetson"), None)
+    return next((a for a in _kinds() if a.vendor == vendor and a.variant_of is None), None)
 
 
 def by_name(name: str | None) -> Accelerator | None:
@@ -310,7 +310,7 @@ def by_name(name: str | None) -> Accelerator | None:
 
 def for_backend(backend: str | None) -> Accelerator | None:
     """The accelerator torch reaches through ``backend`` ("cuda" -> NVIDIA, "rocm", "xpu", "mps")."""
-    return next((a for a in _kinds() if a.backend == backend and a.name != "jetson"), None)
+    return next((a for a in _kinds() if a.backend == backend and a.variant_of is None), None)
 
 
 def for_variant(variant: str | None) -> Accelerator | None:
@@ -355,9 +355,9 @@ def build_kind(torch: TorchFacts) -> BuildKind | None:
     """
     from stackdoctor.matrix import variant_from_version
 
-    if not torch.installed or not (torch.version or torch.cuda or torch.hip):
-        return None
     witnesses = sorted((a for a in _kinds() if a.build_witness), key=lambda a: a.build_witness_rank)  # version.hip, then version.cuda
+    if not torch.installed or not (torch.version or any(getattr(torch, a.build_witness or "", None) for a in witnesses)):
+        return None
     built = next((a for a in witnesses if getattr(torch, a.build_witness or "", None)), None)
     if built is not None:
         return built.build_kind
@@ -376,7 +376,7 @@ CPU: BuildKind = "cpu"  # the build no accelerator kind needs: what is planned w
 def for_build(kind: str | None) -> Accelerator | None:
     """The kind whose devices a torch build of ``kind`` ("cuda", "rocm", "xpu", a plug-in's) runs on, as the resolver
     plans for them; None for the CPU build. A Jetson's builds are planned by its own path (the wheel source of its row)."""
-    return next((a for a in _kinds() if a.build_kind == kind and kind != CPU and a.name != "jetson"), None)
+    return next((a for a in _kinds() if a.build_kind == kind and kind != CPU and a.variant_of is None), None)
 
 
 def serving(devices: Sequence[TargetDevice], target: FitTarget) -> Accelerator | None:

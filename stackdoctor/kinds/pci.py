@@ -1,6 +1,7 @@
 """Display controllers on the PCI bus, read from ``/sys/bus/pci/devices`` under the sysroot.
 
-Shared by the platform probe (NVIDIA and AMD devices) and the intel probe. Each device
+Shared by the platform probe (the devices of each kind with a ``pci_devices_field``) and the intel probe; each
+kind declares its vendor id (``Accelerator.pci_vendor``). Each device
 directory holds one-line files ``vendor`` (``0x10de``), ``device`` (``0x2684``) and
 ``class`` (``0x030000``), and a ``driver`` symlink to the bound kernel driver
 (``../../../bus/pci/drivers/nvidia``); ``uevent`` repeats the driver as ``DRIVER=nvidia``.
@@ -17,9 +18,6 @@ from stackdoctor.model.facts import PciDevice
 from stackdoctor.system import System
 
 __all__ = [
-    "AMD_VENDOR",
-    "INTEL_VENDOR",
-    "NVIDIA_VENDOR",
     "PCI_DEVICES",
     "display_devices",
     "parse_pci_id",
@@ -27,9 +25,6 @@ __all__ = [
 ]
 
 PCI_DEVICES = "/sys/bus/pci/devices"
-NVIDIA_VENDOR = "0x10de"
-AMD_VENDOR = "0x1002"
-INTEL_VENDOR = "0x8086"
 DISPLAY_CLASS_PREFIX = "0x03"
 
 _HEX = re.compile(r"^\s*(0x[0-9a-fA-F]+)\s*$")

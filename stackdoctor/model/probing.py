@@ -26,7 +26,7 @@ class ProbeContext:
     kernels: bool = False  # run the quick kernel pass in the torch child
     compile: bool = False  # ... and a torch.compile check in it (check --compile)
     import_torch: bool = True  # False: torch is only read from its files, never imported (check --no-kernels, install)
-    use_nvml: bool = True  # False under a moved sysroot: the live driver is not the replayed machine's
+    live_driver: bool = True  # False under a moved sysroot: the live driver (its management library) is not the replayed machine's to ask
     worker_hook: str | None = None  # tests only: STACKDOCTOR_TEST_HOOK for the target worker
 
 

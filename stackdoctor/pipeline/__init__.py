@@ -109,7 +109,7 @@ def gather(opts: Options, *, progress: Callable[[], AbstractContextManager[objec
         kernels=opts.kernels,
         compile=opts.compile,
         import_torch=opts.import_torch,
-        use_nvml=not system.moved,
+        live_driver=not system.moved,
         worker_hook=opts.worker_hook,
     )
     with (progress() if progress else nullcontext()):
@@ -170,7 +170,7 @@ def gather_kernels(kernels: KernelFacts, opts: Options, system: System | None = 
         from stackdoctor.system import System as _System
 
         sys_ = system or _System.from_env(timeout_s=opts.timeout_s)
-        probed = run_probes(ProbeContext(system=sys_, target=select_target(opts.python, os.environ), use_nvml=not sys_.moved), only=[a.subject for a in peaked])
+        probed = run_probes(ProbeContext(system=sys_, target=select_target(opts.python, os.environ), live_driver=not sys_.moved), only=[a.subject for a in peaked])
         for a in peaked:
             setattr(facts, a.subject, getattr(probed.facts, a.subject))
         report.probes = probed.probes

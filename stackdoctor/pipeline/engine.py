@@ -33,26 +33,28 @@ PROBES: tuple[tuple[str, str], ...] = (
     ("platform", "stackdoctor.probes.platform"),
     ("thunderbolt", "stackdoctor.probes.thunderbolt"),
 )
-# The order of the report's "probes" list for the probes stackdoctor ships (a plug-in's come after them).
-REPORT_ORDER = ("target", "platform", "nvidia", "cuda_toolkit", "rocm", "apple", "intel", "jetson", "thunderbolt")
+
+
+def report_order() -> tuple[str, ...]:
+    """The order of the report's "probes" list for the probes stackdoctor ships: the target and the platform, the
+    shipped kinds' in their ``report_rank`` order (a kind's own, then its ``more_probes``), thunderbolt; a plug-in's
+    come after them."""
+    shipped = sorted((a for a in kinds.ALL if a.report_rank is not None), key=lambda a: a.report_rank or 0)
+    subjects = [s for a in shipped for s in ([a.subject] if a.probe else []) + [m[0] for m in a.more_probes]]
+    return ("target", "platform", *subjects, "thunderbolt")
 
 
 def all_probes() -> list[tuple[str, str]]:
     """Every probe: the generic ones and every kind's, in the report's order."""
-    rank = {name: i for i, name in enumerate(REPORT_ORDER)}
+    rank = {name: i for i, name in enumerate(report_order())}
     found = [*PROBES, *kinds.probes()]
     return sorted(found, key=lambda p: rank.get(p[0], len(rank) + found.index(p)))
 
 
 # Environment variables that shape the stack, recorded in facts.environment.
+# Each kind's own prefixes are its ``env_prefixes``.
 ENV_PREFIXES = (
-    "CUDA_",
-    "NVIDIA_",
     "NCCL_",
-    "HIP_",
-    "HSA_",
-    "ROCM_",
-    "ROCR_",
     "TORCH_",
     "PYTORCH_",
     "PIP_",
@@ -61,8 +63,6 @@ ENV_PREFIXES = (
     "GLOO_",
     "LD_",
     "DYLD_",
-    "ZE_",
-    "ONEAPI_",
 )
 ENV_NAMES = (
     "PATH",
@@ -220,7 +220,8 @@ def _first_line(text: str) -> str:
 
 
 def capture_environment(env: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k, v in sorted(env.items()) if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
+    prefixes = ENV_PREFIXES + tuple(p for a in kinds.ALL for p in a.env_prefixes)
+    return {k: v for k, v in sorted(env.items()) if k in ENV_NAMES or k.startswith(prefixes)}
 
 
 def _load(module: str) -> Callable[[ProbeContext], ProbeOutput]:

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import re
 
-from stackdoctor.kinds.pci import AMD_VENDOR, NVIDIA_VENDOR, display_devices
+from stackdoctor import kinds
+from stackdoctor.kinds.pci import display_devices
 from stackdoctor.model.facts import PlatformFacts
 from stackdoctor.model.probing import ProbeContext, ProbeOutput
 from stackdoctor.system import Host, System
@@ -325,9 +326,10 @@ def gather(ctx: ProbeContext) -> PlatformFacts:
     # PCI display devices
     if f.system == "Linux":
         devices = display_devices(system)
-        f.nvidia_pci_devices = [d for d in devices if d.vendor_id == NVIDIA_VENDOR]
-        f.amd_pci_devices = [d for d in devices if d.vendor_id == AMD_VENDOR]
-        src["nvidia_pci_devices"] = src["amd_pci_devices"] = "file:/sys/bus/pci/devices"
+        for a in kinds.ALL:  # each kind that the platform lists the display devices of (its pci_devices_field)
+            if a.pci_devices_field:
+                setattr(f, a.pci_devices_field, [d for d in devices if d.vendor_id == a.pci_vendor])
+                src[a.pci_devices_field] = "file:/sys/bus/pci/devices"
     _cpu_and_memory(system, host, f)
     return f
 
@@ -468,12 +470,14 @@ def _container(system: System, f: PlatformFacts) -> None:
     f.container = container
     if container and csrc:
         src["container"] = csrc
-        nodes = ("/dev/nvidia0", "/dev/nvidiactl")
-        if container == "apptainer":
-            nodes = ("/.singularity.d/libs/libcuda.so.1", "/.singularity.d/libs/libcuda.so")
-        found = [p for p in nodes if system.exists(p)]
-        f.container_nvidia_devices = bool(found)
-        src["container_nvidia_devices"] = "file:" + (found[0] if found else ",".join(nodes) + " (absent)")
+        for a in kinds.ALL:  # whether each kind's devices were passed in (its device nodes, its bound libraries)
+            asked = a.container_devices(container)
+            if asked is None:
+                continue
+            field, nodes = asked
+            found = [p for p in nodes if system.exists(p)]
+            setattr(f, field, bool(found))
+            src[field] = "file:" + (found[0] if found else ",".join(nodes) + " (absent)")
 
 
 def _cpu_and_memory(system: System, host: Host, f: PlatformFacts) -> None:

@@ -28,6 +28,7 @@ import posixpath
 import re
 import threading
 
+from stackdoctor import kinds
 from stackdoctor._worker import parse_sections, worker_path
 from stackdoctor.model.facts import (
     KernelFacts,
@@ -76,13 +77,14 @@ def _import_worked(t: TorchFacts) -> bool:
 def _torch_arch_list(torch: TorchFacts, flags: object) -> None:
     """torch's own arch list: ``get_arch_list()``, which is empty while no GPU is usable, else the
     build's ``_cuda_getArchFlags()``."""
+    asked, flagged = next((a.arch_list_sources for a in kinds.ALL if a.arch_list_sources), ("get_arch_list()", "the build's arch flags"))
     if torch.arch_list:
         torch.arch_list_torch = list(torch.arch_list)
-        torch.sources["arch_list_torch"] = torch.sources["arch_list"] = "torch.cuda.get_arch_list()"
+        torch.sources["arch_list_torch"] = torch.sources["arch_list"] = asked
     elif isinstance(flags, list) and flags and all(isinstance(x, str) for x in flags):
         torch.arch_list_torch = list(flags)
         torch.arch_list = list(flags)
-        torch.sources["arch_list_torch"] = torch.sources["arch_list"] = "torch._C._cuda_getArchFlags()"
+        torch.sources["arch_list_torch"] = torch.sources["arch_list"] = flagged
 
 
 def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> TorchFacts:
@@ -101,14 +103,14 @@ def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> Torch
     t.imported = imported if (t.installed or st.installed) else None
     t.installed = t.installed or st.installed
     _only_in_files(t, st, src)
-    for key in ("git_version", "rocm", "xpu"):
+    for key in ("git_version", *(f for a in kinds.ALL for f in a.torch_version_fields)):
         if getattr(t, key) is None and getattr(st, key) is not None:
             setattr(t, key, getattr(st, key))
             src[key] = st.sources.get(key, "torch/version.py")
     _distributions(t, st, src)
     if not imported:
-        for key in ("version", "variant", "cuda", "hip", "debug", "location"):
-            value = getattr(st, key)
+        for key in ("version", "variant", *(a.build_witness for a in kinds.ALL if a.build_witness), "debug", "location"):
+            value = getattr(st, key, None)
             if value is not None and getattr(t, key) is None:
                 setattr(t, key, value)
                 src[key] = st.sources.get(key) or st.sources.get("version") or "torch's files"
@@ -122,10 +124,11 @@ def merge_static(torch: TorchFacts, st: StaticTorch, *, imported: bool) -> Torch
 def _only_in_files(t: TorchFacts, st: StaticTorch, src: dict[str, str]) -> None:
     """What only the files know: the GPU code in the libraries, per-file extras, the runtime wheels, the linkage,
     what could not be read."""
-    kind = "hip" if st.hip else "cuda"
-    t.arch_list_files = list(st.gfx_list if kind == "hip" and st.gfx_list else st.arch_list)
+    own = next((a.static_arch_field for a in kinds.ALL if a.static_arch_field and getattr(st, a.build_witness or "", None)), None)
+    listed = own if own and getattr(st, own, None) else "arch_list"  # the kind's own list where its build has one
+    t.arch_list_files = list(getattr(st, listed))
     if t.arch_list_files:
-        src["arch_list_files"] = st.sources.get("gfx_list" if kind == "hip" and st.gfx_list else "arch_list", "torch's libraries")
+        src["arch_list_files"] = st.sources.get(listed, "torch's libraries")
     t.arch_extra = [a for a in st.arch_extra]
     if t.arch_extra:
         src["arch_extra"] = src.get("arch_list_files") or st.sources.get("arch_list", "torch's libraries")
@@ -157,7 +160,7 @@ def _distributions(t: TorchFacts, st: StaticTorch, src: dict[str, str]) -> None:
         sites = [re.sub(r"[/\\][^/\\]+\.(?:dist|egg)-info([/\\].*)?$", "", v) for k, v in st.sources.items() if k.startswith("site_distributions.")]
         src["distributions"] = "*.dist-info in " + ", ".join(dict.fromkeys(sites))
     for field_name, dists in (("torchvision_version", ("torchvision",)), ("torchaudio_version", ("torchaudio",)), ("numpy_version", ("numpy",)),
-                              ("triton_version", ("triton", "pytorch-triton-rocm", "pytorch-triton", "pytorch-triton-xpu"))):
+                              ("triton_version", ("triton", *(d for a in kinds.ALL for d in a.triton_forks), "pytorch-triton"))):
         dist = next((d for d in dists if d in st.site_distributions), None)
         setattr(t, field_name, st.site_distributions[dist] if dist else None)
         if dist:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
     from stackdoctor.matrix import Matrix, Release, Variant
+    from stackdoctor.model.facts import Disagreement, ReconciledFacts, SeenValue  # --- reconcile ---
     from stackdoctor.model.plan import Request
     from stackdoctor.model.view import MachineView
 
@@ -196,3 +197,52 @@ class Amd(Accelerator):
 
     matrix_counts = ((2, "rocm_overrides", "ROCm override(s)"),)
     variant_examples = ("rocm7.2",)
+
+    # --- reconcile ---
+    env_prefixes = ("HIP_", "HSA_", "ROCM_", "ROCR_")
+    report_rank = 1
+
+    def joined_gpus(self, facts: Facts, matrix: Matrix | None) -> list[GpuView]:
+        from stackdoctor.accelerators.amd.witnesses import amd_gpus
+
+        return amd_gpus(facts, matrix)
+
+    def derive(self, facts: Facts, matrix: Matrix) -> None:
+        from stackdoctor.accelerators.amd.witnesses import derive
+
+        derive(facts, matrix)
+
+    def reconciled(self, facts: Facts, rec: ReconciledFacts) -> dict[str, SeenValue]:
+        from stackdoctor.accelerators.amd.witnesses import rocm_version
+
+        rec.rocm_version = rocm_version(facts)
+        return {}
+
+    def publish(self, facts: Facts, view: MachineView, rec: ReconciledFacts) -> None:
+        from stackdoctor.accelerators.amd.witnesses import publish
+
+        publish(self, facts, rec)
+
+    def gpu_disagreements(self, facts: Facts, g: GpuView, label: str) -> list[Disagreement]:
+        from stackdoctor.accelerators.amd.witnesses import gpu_disagreements
+
+        return gpu_disagreements(facts, g, label)
+
+    def recognised(self) -> tuple[tuple[re.Pattern[str], str], ...]:
+        from stackdoctor.accelerators.amd.witnesses import RECOGNISED
+
+        return RECOGNISED
+
+    def tool_messages(self, facts: Facts) -> list[tuple[str, str]]:
+        from stackdoctor.accelerators.amd.witnesses import tool_messages
+
+        return tool_messages(facts)
+
+    def counts_torch(self, torch: TorchFacts) -> bool:
+        return bool(torch.cuda_available) and bool(torch.hip)
+
+    pci_vendor = "0x1002"
+    pci_devices_field = "amd_pci_devices"
+    torch_version_fields = ("rocm",)
+    static_arch_field = "gfx_list"
+    triton_forks = ("pytorch-triton-rocm",)

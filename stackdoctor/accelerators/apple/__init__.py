@@ -94,3 +94,6 @@ class Apple(Accelerator):
 
     def diff_sections(self) -> dict[str, int]:
         return {"apple": 80}
+
+    # --- reconcile ---
+    report_rank = 2

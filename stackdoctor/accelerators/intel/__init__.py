@@ -6,7 +6,13 @@ import re
 from typing import Any
 
 from stackdoctor.kinds.base import Accelerator, BuildAsk, DeviceSpec, Say, TargetDevice, Verified
-from stackdoctor.model.facts import Facts, Severity, TorchFacts
+from stackdoctor.matrix import Matrix  # --- reconcile ---
+from stackdoctor.model.facts import (
+    Facts,
+    GpuView,  # --- reconcile ---
+    Severity,
+    TorchFacts,
+)
 
 # --- resolve ---
 XPU_FAMILIES = re.compile(  # the GPU names of the families PyTorch's XPU build targets
@@ -114,3 +120,21 @@ class Intel(Accelerator):
         return {"intel": 100}
 
     variant_examples = ("xpu",)
+
+    # --- reconcile ---
+    env_prefixes = ("ZE_", "ONEAPI_")
+    report_rank = 3
+
+    def joined_gpus(self, facts: Facts, matrix: Matrix | None) -> list[GpuView]:
+        from stackdoctor.accelerators.intel.witnesses import intel_gpus
+
+        return intel_gpus(facts)
+
+    def derive(self, facts: Facts, matrix: Matrix) -> None:
+        from stackdoctor.accelerators.intel.witnesses import derive
+
+        derive(facts, matrix)
+
+    pci_vendor = "0x8086"  # its own probe lists them (IntelFacts.gpus)
+    torch_version_fields = ("xpu",)
+    triton_forks = ("pytorch-triton-xpu",)

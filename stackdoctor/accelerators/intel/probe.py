@@ -7,7 +7,8 @@ means (its family, discrete or integrated, whether PyTorch's XPU build targets i
 
 from __future__ import annotations
 
-from stackdoctor.kinds.pci import INTEL_VENDOR, display_devices
+from stackdoctor.accelerators.intel import Intel
+from stackdoctor.kinds.pci import display_devices
 from stackdoctor.model.facts import IntelFacts, IntelGpu
 from stackdoctor.model.probing import ProbeContext, ProbeOutput
 
@@ -15,7 +16,7 @@ __all__ = ["probe"]
 
 def gather(ctx: ProbeContext) -> IntelFacts:
     f = IntelFacts()
-    for dev in display_devices(ctx.system, INTEL_VENDOR):
+    for dev in display_devices(ctx.system, Intel.pci_vendor):
         f.gpus.append(IntelGpu(address=dev.address, device_id=dev.device_id, driver=dev.driver))
     f.sources["gpus"] = "file:/sys/bus/pci/devices"
     return f

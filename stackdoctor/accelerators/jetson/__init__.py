@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence  # --- resolve ---
+from typing import TYPE_CHECKING  # --- reconcile ---
 
 from stackdoctor.accelerators.nvidia import CUDA_DEVICE, cuda_count, verify_cuda
 from stackdoctor.kinds.base import Accelerator, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
 from stackdoctor.model.facts import Facts, Severity, TorchFacts
+
+if TYPE_CHECKING:  # --- reconcile ---
+    from stackdoctor.matrix import Matrix  # --- reconcile ---
 
 
 class Jetson(Accelerator):
@@ -87,3 +91,13 @@ class Jetson(Accelerator):
         return {"jetson": 90}
 
     matrix_counts = ((3, "jetson", "Jetson row(s)"),)
+
+    # --- reconcile ---
+    report_rank = 4
+
+    def derive(self, facts: Facts, matrix: Matrix) -> None:
+        from stackdoctor.accelerators.jetson.witnesses import derive
+
+        derive(facts, matrix)
+
+    variant_of = "nvidia"

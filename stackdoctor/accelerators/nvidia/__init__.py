@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
     from stackdoctor.matrix import Matrix, Release, Variant
+    from stackdoctor.model.facts import Disagreement, KernelResult, ReconciledFacts, SeenValue  # --- reconcile ---
     from stackdoctor.model.plan import Request
     from stackdoctor.model.view import MachineView
 
@@ -359,6 +360,82 @@ class Nvidia(Accelerator):
                 f" ({row['minor_compat_floor_linux'] or '?'} / {row['minor_compat_floor_windows'] or '?'})"
             )
         return lines
+
+    # --- reconcile ---
+    env_prefixes = ("CUDA_", "NVIDIA_")
+    report_rank = 0
+
+    def joined_gpus(self, facts: Facts, matrix: Matrix | None) -> list[GpuView]:
+        from stackdoctor.accelerators.nvidia.witnesses import nvidia_gpus
+
+        return nvidia_gpus(facts, matrix)
+
+    def derive(self, facts: Facts, matrix: Matrix) -> None:
+        from stackdoctor.accelerators.nvidia import witnesses
+
+        witnesses.unpublish(facts)
+        witnesses.weigh_gpus(facts)
+
+    def reconciled(self, facts: Facts, rec: ReconciledFacts) -> dict[str, SeenValue]:
+        from stackdoctor.accelerators.nvidia.witnesses import chosen_values
+
+        return chosen_values(facts, rec)
+
+    def publish(self, facts: Facts, view: MachineView, rec: ReconciledFacts) -> None:
+        from stackdoctor.accelerators.nvidia.witnesses import publish
+
+        publish(self, facts, view, rec)
+
+    def driver_disagreements(self, rec: ReconciledFacts) -> list[Disagreement]:
+        from stackdoctor.accelerators.nvidia.witnesses import driver_disagreements
+
+        return driver_disagreements(rec)
+
+    def gpu_disagreements(self, facts: Facts, g: GpuView, label: str) -> list[Disagreement]:
+        from stackdoctor.accelerators.nvidia.witnesses import gpu_disagreements
+
+        return gpu_disagreements(g, label)
+
+    def recognised(self) -> tuple[tuple[re.Pattern[str], str], ...]:
+        from stackdoctor.accelerators.nvidia.witnesses import RECOGNISED
+
+        return RECOGNISED
+
+    def evidence_values(self, groups: Mapping[str, str | None]) -> dict[str, str]:
+        from stackdoctor.accelerators.nvidia.witnesses import evidence_values
+
+        return evidence_values(groups)
+
+    def torch_messages(self, facts: Facts) -> list[tuple[str, str]]:
+        return [("torch.cuda_error", facts.torch.cuda_error)] if facts.torch.cuda_error else []
+
+    def counts_torch(self, torch: TorchFacts) -> bool:
+        return bool(torch.cuda_available) and not torch.hip
+
+    def count_note(self, facts: Facts, witness: str) -> str | None:
+        from stackdoctor.accelerators.nvidia.witnesses import count_note
+
+        return count_note(facts, witness)
+
+    def peak(self, facts: Facts, rec: ReconciledFacts, r: KernelResult, matrix: Matrix) -> tuple[float | None, str]:
+        from stackdoctor.accelerators.nvidia.witnesses import peak
+
+        return peak(self, facts, rec, r, matrix)
+
+    def user_space_driver(self, view: MachineView) -> str | None:
+        from stackdoctor.accelerators.nvidia.witnesses import user_space_driver
+
+        return user_space_driver(view)
+
+    pci_vendor = "0x10de"
+    pci_devices_field = "nvidia_pci_devices"
+
+    def container_devices(self, container: str) -> tuple[str, tuple[str, ...]] | None:
+        if container == "apptainer":  # the host's /dev is bound in: its GPU access is the driver's libraries `--nv` binds
+            return "container_nvidia_devices", ("/.singularity.d/libs/libcuda.so.1", "/.singularity.d/libs/libcuda.so")
+        return "container_nvidia_devices", ("/dev/nvidia0", "/dev/nvidiactl")
+
+    arch_list_sources = ("torch.cuda.get_arch_list()", "torch._C._cuda_getArchFlags()")
 
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:

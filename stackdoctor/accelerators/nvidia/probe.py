@@ -2,7 +2,7 @@
 
 Order (all are gathered; disagreement between them is a finding for the engine, not here):
 
-1. NVML in a child process (:mod:`stackdoctor.accelerators.nvidia.nvml`), only when ``ctx.use_nvml``
+1. NVML in a child process (:mod:`stackdoctor.accelerators.nvidia.nvml`), only when ``ctx.live_driver``
    (on Windows, pynvml loads ``nvml.dll``; the driver model WDDM/TCC/MCDM comes with it).
 2. ``nvidia-smi --query-gpu=... --format=csv,noheader,nounits`` (retried without ``compute_cap``
    when an old driver rejects it), then ``nvidia-smi -L`` and the plain ``nvidia-smi`` table —
@@ -693,10 +693,10 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     facts = NvidiaFacts()
     nvml_box: list[NvmlResult] = []
     nvml_thread: threading.Thread | None = None
-    if ctx.use_nvml and nvml_present(ctx):
+    if ctx.live_driver and nvml_present(ctx):
         nvml_thread = threading.Thread(target=lambda: nvml_box.append(query_nvml(ctx.system, ctx.timeout_s)), daemon=True)
         nvml_thread.start()
-    elif ctx.use_nvml:  # no NVML library anywhere the binding would look: its answer is known without a child
+    elif ctx.live_driver:  # no NVML library anywhere the binding would look: its answer is known without a child
         facts.nvml_state, facts.nvml_error = "absent", f"LibraryNotFound (no {NVML_LIBRARY}* in {', '.join(nvml_dirs(ctx)[:4])}, ...; NVML not asked)"
     else:
         facts.nvml_state = "skipped"
@@ -709,7 +709,7 @@ def probe(ctx: ProbeContext) -> ProbeOutput:
     # the driver library's own answer, on the live machine only (like NVML), where there is one
     cud_box: list[DriverCuda] = []
     cud_thread: threading.Thread | None = None
-    if ctx.use_nvml and libcuda_present(ctx, facts):
+    if ctx.live_driver and libcuda_present(ctx, facts):
         cud_thread = threading.Thread(target=_cudriver, args=(ctx, cud_box), daemon=True)
         cud_thread.start()
     smi_facts = NvidiaFacts()
