@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from helpers import kernel_findings
@@ -147,6 +148,32 @@ def test_peer_that_never_joins_times_out(system, torch_python):
     assert ar["status"] == "timeout" and ar["missing_ranks"] == [1]
     (f,) = kernel_findings(kf)
     assert f.code == "allreduce-timeout" and "1" in f.detail
+
+
+def test_rank1_whose_rank0_never_starts_waits_the_timeout_it_was_given(system, torch_python):
+    """A client TCPStore retries its connect after a random back-off (timeout=4 s gave up after 10-15 s); the
+    worker bounds the rendezvous by the timeout the user gave and says so."""
+    opts = AllreduceOptions(max_bytes=64, timeout_s=4)
+    start = time.monotonic()
+    kf = run_allreduce_rank(system, torch_python, rank=1, world_size=2, master_addr="127.0.0.1", master_port=free_port(), opts=opts)
+    assert time.monotonic() - start < 40
+    ar = kf.allreduce
+    assert ar["status"] == "timeout" and ar["missing_ranks"] == [0]
+    assert ar["error"] == f"rank 0 (the store at 127.0.0.1:{ar['master_port']}) never answered in 4 s"
+
+
+def test_the_rendezvous_bound_returns_what_it_got_in_time():
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "stackdoctor" / "_worker"))
+    try:
+        import sd_allreduce
+    finally:
+        sys.path.pop(0)
+    assert sd_allreduce._within(lambda: 7, 5) == (7, None)
+    value, error = sd_allreduce._within(lambda: 1 / 0, 5)
+    assert value is None and isinstance(error, ZeroDivisionError)
+    start = time.monotonic()
+    assert sd_allreduce._within(lambda: time.sleep(30), 0.2) == (None, None)
+    assert time.monotonic() - start < 20  # it did not wait for the call
 
 
 def test_rank_that_aborts_is_named(system, torch_python):

@@ -33,6 +33,7 @@ import datetime
 import json
 import os
 import sys
+import threading
 import time
 
 MARK = "@@stackdoctor@@ "
@@ -244,10 +245,41 @@ def run(args):
         _linger(store, rank, world, deadline)
 
 
+def _within(make, seconds):
+    """``make()`` run on a daemon thread for at most ``seconds``: (value, None), or (None, the exception it raised), or
+    (None, None) when it had not returned by then. A client TCPStore retries its connect after a random back-off, so
+    one with timeout=5 s gives up after 10-15 s; the caller's timeout is what the user asked for. A thread still in
+    torch's connect dies with the worker (``main`` leaves with ``os._exit``)."""
+    done = {}
+
+    def call():
+        try:
+            done["value"] = make()
+        except BaseException as exc:  # handed to the caller as it was raised
+            done["error"] = exc
+
+    t = threading.Thread(target=call, name="sd-store", daemon=True)
+    t.start()
+    t.join(seconds)
+    return done.get("value"), done.get("error")
+
+
 def _open_store(dist, out, addr, port, world, rank, timeout_s):
-    """The rendezvous store (rank 0 opens it, the others reach it), or None with why in ``out``."""
-    try:
+    """The rendezvous store (rank 0 opens it, the others reach it within ``timeout_s``), or None with why in ``out``."""
+    def make():
         return dist.TCPStore(addr, port, world, rank == 0, timeout=datetime.timedelta(seconds=timeout_s), wait_for_workers=False)
+
+    try:
+        if rank == 0:
+            return make()
+        store, error = _within(make, timeout_s)
+        if store is not None:
+            return store
+        if error is not None:
+            raise error
+        out.update({"status": "timeout", "missing_ranks": [0], "joined_ranks": [],
+                    "error": "rank 0 (the store at %s:%d) never answered in %g s" % (addr, port, timeout_s)})
+        return None
     except Exception as exc:
         msg = last_line(exc)
         if rank == 0 and address_in_use(exc, msg):
