@@ -567,3 +567,9 @@ class Accelerator:
         """Whether the installed torch, a build of its kind, saw its device (None: not a question for this kind)."""
         return None
     # --- end resolve ---
+    # --- rules ---
+
+    def collective_error_fix(self, error: str) -> str | None:
+        """The ``allreduce-failed`` fix key for a collective's error (lower-cased) that says its device was wanted and
+        not there (the key of the text), or None: not its kind's words."""
+        return None

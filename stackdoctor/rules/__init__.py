@@ -3,7 +3,6 @@
 - :mod:`.probe_failures` — a tool that failed or hung (``probe-failed``, ``probe-timeout``)
 - :mod:`.system` — the OS: container GPU access, glibc
 - :mod:`.driver` — NVIDIA / AMD drivers and libraries, WSL
-- :mod:`.gpu` — lost or unhealthy GPUs
 - :mod:`.python` — the target Python
 - :mod:`.torch` — the installed wheel
 - :mod:`.runtime` — what torch sees when it runs
@@ -31,7 +30,6 @@ from stackdoctor.core import texts
 # isort: off
 from stackdoctor.rules import (  # noqa: F401  (importing declares the rules, in this order: a rule runs after those it defers to, else in declaration order)
     driver,
-    gpu,
     kernel_results,
     network,
     ok,

@@ -54,6 +54,9 @@ class Rule:
 
 
 REGISTRY: dict[str, Rule] = {}
+# where a rule declared away from its old neighbours sits in the registry (and so in run order, `--list-checks` and
+# `explain`): code -> ("after" | "before", the code it sits next to); every other rule sits in declaration order
+_PLACES: dict[str, tuple[str, str]] = {}
 
 
 def rule(
@@ -64,10 +67,16 @@ def rule(
     defers_to: Sequence[str] = (),
     summary: bool = False,
     group: str | None = None,
+    after: str | None = None,
+    before: str | None = None,
 ) -> Callable[[Callable[[Ctx], None]], Callable[[Ctx], None]]:
     """Declare the rule that produces ``code``. Its group, unless given, is the declaring module's name for a module of
     :mod:`stackdoctor.rules` (``driver``), else its layer: a kind's own rules (``accelerators/nvidia_rules.py``,
-    Ascend's, a plug-in's) sit in ``explain`` and ``--list-checks`` with the rules of their layer."""
+    Ascend's, a plug-in's) sit in ``explain`` and ``--list-checks`` with the rules of their layer.
+
+    A rule runs (among those it does not defer to) in declaration order, the kinds' after the generic ones; ``after``
+    or ``before`` a code places it next to that rule instead, wherever that one is declared (a rule that moved into its
+    kind's package keeps its place among the findings of one severity, on screen and in JSON)."""
 
     def deco(fn: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
         if code in REGISTRY:
@@ -78,9 +87,30 @@ def rule(
         module = sys.modules.get(fn.__module__)
         own = getattr(module, "GROUP", fn.__module__.rsplit(".", 1)[-1]) if fn.__module__.startswith("stackdoctor.rules.") else layer
         REGISTRY[code] = Rule(code, severity, layer, fn, group or own, tuple(defers_to), summary)
+        if after is not None or before is not None:
+            _PLACES[code] = ("after", after) if after is not None else ("before", before or "")
+            _place()
         return fn
 
     return deco
+
+
+def _place() -> None:
+    """Reorder :data:`REGISTRY`: the rules with no declared place in declaration order, then each placed rule next to
+    its anchor once that is placed (a chain of them in turn); one whose anchor is not declared (yet) stays last."""
+    order = [c for c in REGISTRY if c not in _PLACES]
+    waiting = [c for c in REGISTRY if c in _PLACES]
+    while waiting:
+        ready = [c for c in waiting if _PLACES[c][1] in order]
+        if not ready:
+            break
+        for c in ready:
+            where, anchor = _PLACES[c]
+            order.insert(order.index(anchor) + (where == "after"), c)
+            waiting.remove(c)
+    placed = {c: REGISTRY[c] for c in order + waiting}
+    REGISTRY.clear()
+    REGISTRY.update(placed)
 
 
 def ordered(rules: Iterable[Rule] | None = None) -> list[Rule]:

@@ -295,6 +295,10 @@ class Nvidia(Accelerator):
     def build_label_of(self, cc: str | None, gfx: str | None) -> str | None:
         return "sm_" + cc.replace(".", "") if cc else None
     # --- end build ---
+    # --- rules ---
+
+    def collective_error_fix(self, error: str) -> str | None:
+        return "cuda" if "needs a cuda device" in error or "_cuda" in error else None
 
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:

@@ -14,6 +14,8 @@ from stackdoctor import matrix as mx
 from stackdoctor.core import shell
 from stackdoctor.core.versions import public
 from stackdoctor.core.versions import release as vt
+from stackdoctor.model.facts import NvidiaGpu
+from stackdoctor.reconcile import bus_key
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
     built_for,
@@ -23,7 +25,9 @@ from stackdoctor.rules.helpers import (
     imports,
     install_fix,
     nvidia_gpus,
+    nvidia_pci,
     nvidia_witnesses,
+    python_exe,
     read_only,
     sm,
     variant_name,
@@ -275,3 +279,117 @@ def _no_gpu_witness(f: Any) -> str:
 def _last_line(text: str | None) -> str:
     lines = (text or "").strip().splitlines()
     return lines[-1][:200] if lines else "-"
+
+
+# the python layer's NVIDIA finding, in its place when it was rules/python.py's: after python-unsupported
+@rule("pynvml-deprecated", severity="warn", layer="python", after="python-unsupported")
+def pynvml_deprecated(ctx: Ctx) -> None:
+    d = ctx.view.facts.torch.distributions
+    shim = d.get("pynvml")
+    if shim and ("nvidia-ml-py" in d or (vt(shim)[:1] and vt(shim)[0] >= 13)):
+        ctx.add(
+            facts=["torch.distributions.pynvml"],
+            version=shim,
+            official=d.get("nvidia-ml-py") or "-",
+            python=python_exe(ctx.view),
+        )
+
+
+def _gpu_label(g: NvidiaGpu) -> str:
+    return f"GPU{g.index} {g.name or '?'}"
+
+
+# the gpu layer's findings, NVIDIA's GPUs', in their place when they were rules/gpu.py's: after the driver's, before
+# the kernels'
+@rule(
+    "gpu-lost", severity="fail", layer="gpu", defers_to=("driver-missing", "driver-library-mismatch", "container-no-gpu"),
+    before="kernel-failed",
+)
+def gpu_lost(ctx: Ctx) -> None:
+    n = ctx.view.facts.nvidia
+    pci = nvidia_pci(ctx.view)
+    if ctx.has("driver-missing", "driver-library-mismatch", "container-no-gpu"):
+        return
+    if n.smi_state == "no-devices":
+        ctx.add(
+            facts=["nvidia.smi_state", "platform.nvidia_pci_devices"],
+            message=n.smi_message or "No devices were found",
+            pci=len(pci),
+            seen=0,
+            flavor=n.kernel_module_flavor or "?",
+        )
+        return
+    given, lost = ctx.view.driven("nvidia"), ctx.view.lost("nvidia")
+    if pci and given and lost and len(given) < len(pci) and (n.nvml_state == "ok" or n.smi_state == "ok"):
+        gone = {g.bus_id for g in lost}
+        ctx.add(
+            detail="partial",
+            facts=["nvidia.gpus", "platform.nvidia_pci_devices", "reconciled.gpus"],
+            message=", ".join(d.address for d in pci if bus_key(d.address) in gone) or "-",
+            pci=len(pci),
+            seen=len(given),
+            flavor=n.kernel_module_flavor or "?",
+        )
+
+
+@rule("gpu-ecc-errors", severity="fail", layer="gpu", after="gpu-lost")
+def gpu_ecc_errors(ctx: Ctx) -> None:
+    for g in ctx.view.facts.nvidia.gpus:
+        if (g.ecc_uncorrected or 0) > 0 or g.retired_pages_pending:
+            ctx.add(
+                detail="pending" if g.retired_pages_pending and not g.ecc_uncorrected else "default",
+                facts=[f"nvidia.gpus[{g.index}].ecc_uncorrected", f"nvidia.gpus[{g.index}].retired_pages_pending"],
+                gpu=_gpu_label(g),
+                index=g.index,
+                count=g.ecc_uncorrected or 0,
+            )
+
+
+_BAD_THROTTLE = ("hw_slowdown", "hw_thermal", "sw_thermal", "hw_power_brake")
+
+
+@rule("gpu-throttled", severity="warn", layer="gpu", after="gpu-ecc-errors")
+def gpu_throttled(ctx: Ctx) -> None:
+    for g in ctx.view.facts.nvidia.gpus:
+        bad = [r for r in g.throttle_reasons if r in _BAD_THROTTLE]
+        if bad:
+            ctx.add(facts=[f"nvidia.gpus[{g.index}].throttle_reasons"], gpu=_gpu_label(g), index=g.index, reasons=", ".join(bad))
+
+
+# Data-center parts, where persistence mode is expected on (names as nvidia-smi prints them, "NVIDIA " dropped).
+_DATACENTER = re.compile(
+    r"\b(tesla|[abhl]\d{1,3}[a-z]?|gh200|gb200|gb300|b[12]00|b300|h[12]00|h800|a800|l40s?|t4|v100|p100|p40|mi\d{3})\b", re.I
+)
+
+
+@rule("gpu-persistence-off", severity="warn", layer="gpu", after="gpu-throttled")
+def gpu_persistence_off(ctx: Ctx) -> None:
+    f = ctx.view
+    if f.facts.platform.system not in (None, "Linux") or f.facts.platform.is_wsl:
+        return
+    off = [g for g in f.facts.nvidia.gpus if g.persistence_mode == "Disabled" and g.name and _DATACENTER.search(g.name.replace("NVIDIA ", ""))]
+    if off:
+        ctx.add(facts=[f"nvidia.gpus[{g.index}].persistence_mode" for g in off], gpus=", ".join(_gpu_label(g) for g in off))
+
+
+# the platform layer's NVIDIA finding, in its place when it was rules/system.py's: before glibc-too-old
+@rule("container-no-gpu", severity="fail", layer="platform", before="glibc-too-old")
+def container_no_gpu(ctx: Ctx) -> None:
+    p = ctx.view.facts.platform
+    if not p.container or p.container_nvidia_devices is not False:
+        return
+    f, t = ctx.view, ctx.view.facts.torch
+    # a claim needs a witness that the host has a GPU for this container: the PCI bus, or the runtime's variable.
+    # torch's "found no NVIDIA driver" is no such witness (issue 42): torch-gpu-build-no-gpu says what is unknown
+    wants = bool(nvidia_pci(f)) or f.facts.environment.get("NVIDIA_VISIBLE_DEVICES", "").strip() not in ("", "void", "none")
+    if not wants:
+        return
+    ctx.add(
+        detail="default",
+        fix=container_fix_key(p.container),
+        facts=["platform.container", "platform.container_nvidia_devices", "torch.cuda_error"],
+        container=p.container,
+        pci=", ".join(d.name or d.device_id for d in nvidia_pci(f)) or "-",
+        torch=t.version or "?",
+        error=(t.cuda_error or f"torch._C._cuda_getDriverVersion() = {t.driver_api_version}")[:300],
+    )
