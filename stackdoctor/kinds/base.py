@@ -573,3 +573,14 @@ class Accelerator:
         """The ``allreduce-failed`` fix key for a collective's error (lower-cased) that says its device was wanted and
         not there (the key of the text), or None: not its kind's words."""
         return None
+
+    def probe_findings(self, ctx: Any, status: str) -> None:
+        """Add to the running ``probe-timeout`` (``status`` "timeout") or ``probe-failed`` ("error") rule, through
+        ``ctx.add`` (a :class:`stackdoctor.rules.core.Ctx`), what its kind's own tools said that ended so: a tool
+        that hung or failed leaves part of its stack unknown. The default: nothing (its probe's failure is the
+        generic one's)."""
+
+    def tool_error_told(self, ctx: Any, error: str) -> bool:
+        """Whether one of its kind's findings (one the running rule defers to) already says what a tool's ``error``
+        says, so ``probe-failed`` leaves it out."""
+        return False

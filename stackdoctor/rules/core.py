@@ -18,7 +18,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from stackdoctor.core import shell, texts
@@ -57,6 +57,8 @@ REGISTRY: dict[str, Rule] = {}
 # where a rule declared away from its old neighbours sits in the registry (and so in run order, `--list-checks` and
 # `explain`): code -> ("after" | "before", the code it sits next to); every other rule sits in declaration order
 _PLACES: dict[str, tuple[str, str]] = {}
+# the codes a rule defers to that it does not name: declared by them (``precedes``), a kind's rule before a generic one
+_PRECEDED: dict[str, list[str]] = {}
 
 
 def rule(
@@ -69,6 +71,7 @@ def rule(
     group: str | None = None,
     after: str | None = None,
     before: str | None = None,
+    precedes: Sequence[str] = (),
 ) -> Callable[[Callable[[Ctx], None]], Callable[[Ctx], None]]:
     """Declare the rule that produces ``code``. Its group, unless given, is the declaring module's name for a module of
     :mod:`stackdoctor.rules` (``driver``), else its layer: a kind's own rules (``accelerators/nvidia_rules.py``,
@@ -86,7 +89,11 @@ def rule(
         # (a module whose name is not its group's says so in GROUP: rules/kernel_results.py is the "kernels" group)
         module = sys.modules.get(fn.__module__)
         own = getattr(module, "GROUP", fn.__module__.rsplit(".", 1)[-1]) if fn.__module__.startswith("stackdoctor.rules.") else layer
-        REGISTRY[code] = Rule(code, severity, layer, fn, group or own, tuple(defers_to), summary)
+        REGISTRY[code] = Rule(code, severity, layer, fn, group or own, tuple(defers_to) + tuple(_PRECEDED.get(code, ())), summary)
+        for later in precedes:
+            _PRECEDED.setdefault(later, []).append(code)
+            if later in REGISTRY:  # declared already: it defers to this one too (its place in the registry kept)
+                REGISTRY[later] = replace(REGISTRY[later], defers_to=REGISTRY[later].defers_to + (code,))
         if after is not None or before is not None:
             _PLACES[code] = ("after", after) if after is not None else ("before", before or "")
             _place()

@@ -195,7 +195,7 @@ def amdgpu_not_loaded(ctx: Ctx) -> None:
         )
 
 
-@rule("rocm-kfd-permission", severity="fail", layer="driver")
+@rule("rocm-kfd-permission", severity="fail", layer="driver", precedes=("probe-failed",))
 def rocm_kfd_permission(ctx: Ctx) -> None:
     p = ctx.view.facts.platform
     if p.system not in (None, "Linux") or p.is_wsl:

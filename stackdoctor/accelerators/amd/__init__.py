@@ -172,3 +172,17 @@ class Amd(Accelerator):
     def build_label_of(self, cc: str | None, gfx: str | None) -> str | None:
         return gfx or None
     # --- end build ---
+    # --- rules ---
+
+    def probe_findings(self, ctx: Any, status: str) -> None:
+        """The ROCm tools that failed (rocminfo, amd-smi, rocm-smi): one warning each; a tool that is not installed is a
+        fact, not a failure, and /dev/kfd trouble is rocm-kfd-permission's."""
+        if status != "error":
+            return
+        for tool, err in sorted(ctx.view.facts.rocm.tool_errors.items()):
+            if not err or "not installed" in err or self.tool_error_told(ctx, err):
+                continue
+            ctx.add(severity="warn", facts=[f"rocm.tool_errors.{tool}"], probe=tool, error=err, seconds="")
+
+    def tool_error_told(self, ctx: Any, error: str) -> bool:
+        return "kfd" in error.lower() and ctx.has("rocm-kfd-permission")

@@ -300,6 +300,19 @@ class Nvidia(Accelerator):
     def collective_error_fix(self, error: str) -> str | None:
         return "cuda" if "needs a cuda device" in error or "_cuda" in error else None
 
+    def probe_findings(self, ctx: Any, status: str) -> None:
+        """nvidia-smi that hung, failed, or answered that the driver cannot talk to the GPU (``cuda-err``; on WSL the
+        host's driver answers for it, so that is no finding there)."""
+        n = ctx.view.facts.nvidia
+        if status == "timeout" and n.smi_state == "timeout":
+            ctx.add(severity="warn", detail="smi", fix="smi", facts=["nvidia.smi_state"], error=n.smi_message or "")
+        if status != "error":
+            return
+        if n.smi_state == "error" and n.smi_message and not ctx.has("probe-failed"):
+            ctx.add(severity="warn", detail="smi", fix="smi", facts=["nvidia.smi_state", "nvidia.smi_message"], error=n.smi_message)
+        elif n.smi_state == "cuda-err" and not ctx.view.facts.platform.is_wsl:
+            ctx.add(severity="warn", detail="cuda_err", fix="cuda_err", facts=["nvidia.smi_state"])
+
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
     """``TORCH_CUDA_ARCH_LIST``: the compute capabilities, lowest first, once each; ``+PTX`` on the newest when asked."""
