@@ -584,3 +584,7 @@ class Accelerator:
         """Whether one of its kind's findings (one the running rule defers to) already says what a tool's ``error``
         says, so ``probe-failed`` leaves it out."""
         return False
+
+    def source_conflicts(self, ctx: Any) -> None:
+        """Add to the running ``source-conflict`` rule (``ctx.add``) what its kind's own witnesses of its driver say
+        against each other (the generic disagreements between witnesses follow). The default: nothing."""

@@ -7,9 +7,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stackdoctor.accelerators.nvidia.fit import cannot_serve_cpu, fit_cuda, gpu_request_cc, impossible_cc
-from stackdoctor.core.versions import mm, release
+from stackdoctor.core.versions import mm, release, same_release
 from stackdoctor.kinds.base import Accelerator, BuildAsk, DeviceSpec, FitNotes, FitTarget, Say, TargetDevice, Verified, device_summary
 from stackdoctor.model.facts import Facts, GpuView, TorchFacts
+from stackdoctor.reconcile import user_space_driver
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -312,6 +313,38 @@ class Nvidia(Accelerator):
             ctx.add(severity="warn", detail="smi", fix="smi", facts=["nvidia.smi_state", "nvidia.smi_message"], error=n.smi_message)
         elif n.smi_state == "cuda-err" and not ctx.view.facts.platform.is_wsl:
             ctx.add(severity="warn", detail="cuda_err", fix="cuda_err", facts=["nvidia.smi_state"])
+
+    def source_conflicts(self, ctx: Any) -> None:
+        """The user-space driver against the kernel module (unless their libraries already mismatch, or WSL, where the
+        host's driver answers), and any value its witnesses read differently (``nvidia.observed``)."""
+        f = ctx.view
+        n, p = f.facts.nvidia, f.facts.platform
+        user = user_space_driver(f)
+        kmod = f.chosen("nvidia.kernel_module_version")
+        if not ctx.has("driver-library-mismatch") and not p.is_wsl and user and kmod.value:
+            if not same_release(user, kmod.value):
+                ctx.add(
+                    detail="module",
+                    fix="module",
+                    facts=["nvidia.driver_version", "nvidia.kernel_module_version"],
+                    user=user,
+                    user_source=n.sources.get("driver_version", "NVML") if n.driver_version else f.driver("nvidia").source,
+                    kernel=kmod.value,
+                    kernel_source=kmod.source or "/sys/module/nvidia/version",
+                )
+        for key, by_src in sorted(n.observed.items()):
+            if key.endswith("_raw") or len(by_src) < 2:
+                continue
+            values = [v for v in by_src.values() if v]
+            if all(same_release(values[0], v) for v in values[1:]):
+                continue
+            ctx.add(
+                detail="observed",
+                fix="observed",
+                facts=[f"nvidia.observed.{key}"],
+                key=key,
+                values="; ".join(f"{src}: {val}" for src, val in sorted(by_src.items())),
+            )
 
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:

@@ -15,7 +15,7 @@ from stackdoctor.core import shell
 from stackdoctor.core.versions import public
 from stackdoctor.core.versions import release as vt
 from stackdoctor.model.facts import NvidiaGpu
-from stackdoctor.reconcile import bus_key
+from stackdoctor.reconcile import bus_key, user_space_driver
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
     built_for,
@@ -393,3 +393,67 @@ def container_no_gpu(ctx: Ctx) -> None:
         torch=t.version or "?",
         error=(t.cuda_error or f"torch._C._cuda_getDriverVersion() = {t.driver_api_version}")[:300],
     )
+
+
+# the driver layer's NVIDIA findings, in their places when they were rules/driver.py's: before and after source-conflict
+@rule("driver-missing", severity="fail", layer="driver", defers_to=("container-no-gpu",), before="source-conflict")
+def driver_missing(ctx: Ctx) -> None:
+    f = ctx.view
+    n, p = f.facts.nvidia, f.facts.platform
+    if ctx.has("container-no-gpu") or f.facts.jetson.is_jetson:
+        return
+    pci = nvidia_pci(f)
+    said_no_driver = n.smi_state == "no-driver" or n.nvml_state == "no-driver"
+    torch_runs = bool(f.facts.torch.cuda_available) and not f.facts.torch.hip
+    silent = (
+        bool(pci)
+        and f.driver("nvidia").value is None
+        and not torch_runs
+        and n.smi_state in (None, "absent", "no-driver")
+        and n.nvml_state in (None, "absent", "no-driver", "skipped")
+    )
+    if not (said_no_driver or silent) or (not pci and not said_no_driver):
+        return
+    devices = ", ".join(f"{d.name or d.device_id} ({d.address}, driver {d.driver or 'none'})" for d in pci) or "-"
+    nouveau = any(d.driver == "nouveau" for d in pci)
+    key = "wsl" if p.is_wsl else ("nouveau" if nouveau else ("ubuntu" if p.os_id == "ubuntu" else "default"))
+    ctx.add(
+        detail="default" if pci else "no_pci",
+        fix=key,
+        facts=["platform.nvidia_pci_devices", "nvidia.smi_state", "nvidia.nvml_state"],
+        devices=devices,
+        message=n.smi_message or n.nvml_error or "-",
+    )
+
+
+@rule("driver-library-mismatch", severity="fail", layer="driver", after="driver-missing")
+def driver_library_mismatch(ctx: Ctx) -> None:
+    n = ctx.view.facts.nvidia
+    if n.smi_state == "lib-mismatch" or n.nvml_state == "lib-mismatch":
+        m = re.search(r"NVML library version:\s*([\d.]+)", (n.smi_message or "") + "\n" + (n.nvml_error or ""))
+        # the libraries' own file names are exact (570.124.04); nvidia-smi's line gives two fields (570.124)
+        ctx.add(
+            facts=["nvidia.smi_state", "nvidia.nvml_state", "nvidia.kernel_module_version", "nvidia.driver_library_version"],
+            user=user_space_driver(ctx.view) or ctx.view.chosen("nvidia.driver_library_version").value or (m.group(1) if m else None) or "?",
+            kernel=ctx.view.chosen("nvidia.kernel_module_version").value or "?",
+            message=n.smi_message or n.nvml_error or "",
+        )
+
+
+@rule("wsl-driver", severity="fail", layer="driver", after="source-conflict")
+def wsl_driver(ctx: Ctx) -> None:
+    p, n = ctx.view.facts.platform, ctx.view.facts.nvidia
+    if not p.is_wsl:
+        return
+    foreign = [x for x in n.libcuda_paths if not x.startswith("/usr/lib/wsl/")]
+    if foreign:
+        ctx.add(facts=["nvidia.libcuda_paths", "platform.is_wsl"], paths=", ".join(foreign))
+    elif n.smi_state == "cuda-err":
+        ctx.add(
+            severity="fail" if ctx.view.facts.torch.cuda_available is False else "warn",
+            detail="cuda_err",
+            fix="cuda_err",
+            facts=["nvidia.smi_state", "platform.is_wsl"],
+            driver=ctx.view.driver("nvidia").value or "?",
+            smi=n.smi_version or "?",
+        )
