@@ -588,3 +588,16 @@ class Accelerator:
     def source_conflicts(self, ctx: Any) -> None:
         """Add to the running ``source-conflict`` rule (``ctx.add``) what its kind's own witnesses of its driver say
         against each other (the generic disagreements between witnesses follow). The default: nothing."""
+
+    def ok_driver(self, view: MachineView) -> str | None:
+        """Its driver, as ``driver-ok`` names it ("NVIDIA 550.54 (CUDA 12.4)"), when it is there; None: not its kind's."""
+        return None
+
+    def ok_unlisted(self, facts: Facts) -> list[str]:
+        """Its devices as ``gpu-ok`` names them when the view lists no GPU of any kind (an integrated one: a Mac's chip)."""
+        return []
+
+    def ok_runtime(self, torch: TorchFacts) -> tuple[str, int | str] | None:
+        """(its backend's name, the devices torch counts) for ``runtime-ok`` when torch runs its kind's build on its
+        device; None: not its kind's."""
+        return None

@@ -186,3 +186,9 @@ class Amd(Accelerator):
 
     def tool_error_told(self, ctx: Any, error: str) -> bool:
         return "kfd" in error.lower() and ctx.has("rocm-kfd-permission")
+
+    def ok_driver(self, view: MachineView) -> str | None:
+        return "amdgpu" if view.facts.rocm.amdgpu_loaded else None
+
+    def ok_runtime(self, torch: TorchFacts) -> tuple[str, int | str] | None:
+        return ("ROCm/HIP", torch.device_count if torch.device_count is not None else "?") if torch.cuda_available and torch.hip else None

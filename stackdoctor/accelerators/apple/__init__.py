@@ -75,3 +75,10 @@ class Apple(Accelerator):
     def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
         return False
     # --- end resolve ---
+    # --- rules ---
+
+    def ok_unlisted(self, facts: Facts) -> list[str]:
+        return [facts.apple.chip] if facts.apple.chip else []
+
+    def ok_runtime(self, torch: TorchFacts) -> tuple[str, int | str] | None:
+        return ("MPS", 1) if torch.mps_available else None

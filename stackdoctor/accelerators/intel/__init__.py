@@ -95,3 +95,7 @@ class Intel(Accelerator):
         return [ask.prerequisite("intel-gpu", "the PyTorch prerequisites for Intel GPUs", status="unknown",
                                  fix=f"follow {ask.url('intel_gpu') or 'Intel'}", source=ask.source("intel_gpu"), steps=["build"])]
     # --- end build ---
+    # --- rules ---
+
+    def ok_runtime(self, torch: TorchFacts) -> tuple[str, int | str] | None:
+        return ("XPU", self.torch_count(torch) or "?") if torch.xpu_available else None

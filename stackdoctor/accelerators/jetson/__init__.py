@@ -79,3 +79,7 @@ class Jetson(Accelerator):
     def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
         return False
     # --- end resolve ---
+    # --- rules ---
+
+    def ok_unlisted(self, facts: Facts) -> list[str]:
+        return [facts.jetson.model or "Jetson"] if facts.jetson.is_jetson else []

@@ -346,6 +346,13 @@ class Nvidia(Accelerator):
                 values="; ".join(f"{src}: {val}" for src, val in sorted(by_src.items())),
             )
 
+    def ok_driver(self, view: MachineView) -> str | None:
+        drv = view.driver("nvidia").value
+        return f"NVIDIA {drv} (CUDA {view.runtime('nvidia').value or '?'})" if drv else None
+
+    def ok_runtime(self, torch: TorchFacts) -> tuple[str, int | str] | None:
+        return ("CUDA", torch.device_count if torch.device_count is not None else "?") if torch.cuda_available and not torch.hip else None
+
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
     """``TORCH_CUDA_ARCH_LIST``: the compute capabilities, lowest first, once each; ``+PTX`` on the newest when asked."""

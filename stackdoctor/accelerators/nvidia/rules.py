@@ -35,6 +35,7 @@ from stackdoctor.rules.helpers import (
     visible_to_torch,
     windows_driver,
 )
+from stackdoctor.rules.ok import layer_ok
 
 
 def _too_old_verdict(ctx: Ctx) -> tuple[str | None, dict[str, Any]]:
@@ -457,3 +458,11 @@ def wsl_driver(ctx: Ctx) -> None:
             driver=ctx.view.driver("nvidia").value or "?",
             smi=n.smi_version or "?",
         )
+
+
+# the toolkit layer's summary, NVIDIA's nvcc, in its place when it was rules/ok.py's: after runtime-not-verified
+@rule("toolkit-ok", severity="ok", layer="toolkit", summary=True, group="ok", after="runtime-not-verified")
+def toolkit_ok(ctx: Ctx) -> None:
+    f, t = ctx.view, ctx.view.facts.torch
+    checked = built_for(f) == "cuda" and bool(t.cuda) and bool(f.facts.cuda_toolkit.nvcc_version)
+    layer_ok(ctx, "toolkit", checked, nvcc=f.facts.cuda_toolkit.nvcc_version or "?", cuda=t.cuda or "?")
