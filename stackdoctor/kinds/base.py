@@ -601,3 +601,20 @@ class Accelerator:
         """(its backend's name, the devices torch counts) for ``runtime-ok`` when torch runs its kind's build on its
         device; None: not its kind's."""
         return None
+
+    def backend_built(self, torch: TorchFacts) -> bool:
+        """Whether an installed build of its build kind has its backend built in (``[tool.stackdoctor] backend``);
+        False only where torch says it was left out."""
+        return True
+
+    def installed_build(self, torch: TorchFacts) -> str | None:
+        """The installed torch, a build of its build kind, in a sentence with its version ("CUDA 12.4"), or None."""
+        return None
+
+    def build_version_fact(self) -> str | None:
+        """The torch fact that holds the version of its build ("torch.cuda"), for a finding about the build's kind."""
+        return None
+
+    def compute_capable(self, view: MachineView) -> list[GpuView]:
+        """Its devices that ``[tool.stackdoctor] compute_capability`` is checked against (none: not its kind's word)."""
+        return []

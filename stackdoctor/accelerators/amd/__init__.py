@@ -192,3 +192,9 @@ class Amd(Accelerator):
 
     def ok_runtime(self, torch: TorchFacts) -> tuple[str, int | str] | None:
         return ("ROCm/HIP", torch.device_count if torch.device_count is not None else "?") if torch.cuda_available and torch.hip else None
+
+    def installed_build(self, torch: TorchFacts) -> str | None:
+        return f"ROCm {torch.hip}"
+
+    def build_version_fact(self) -> str | None:
+        return "torch.hip"

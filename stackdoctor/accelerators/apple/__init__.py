@@ -82,3 +82,6 @@ class Apple(Accelerator):
 
     def ok_runtime(self, torch: TorchFacts) -> tuple[str, int | str] | None:
         return ("MPS", 1) if torch.mps_available else None
+
+    def backend_built(self, torch: TorchFacts) -> bool:
+        return torch.mps_built is not False

@@ -99,3 +99,6 @@ class Intel(Accelerator):
 
     def ok_runtime(self, torch: TorchFacts) -> tuple[str, int | str] | None:
         return ("XPU", self.torch_count(torch) or "?") if torch.xpu_available else None
+
+    def installed_build(self, torch: TorchFacts) -> str | None:
+        return "XPU"

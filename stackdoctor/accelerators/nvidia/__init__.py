@@ -353,6 +353,15 @@ class Nvidia(Accelerator):
     def ok_runtime(self, torch: TorchFacts) -> tuple[str, int | str] | None:
         return ("CUDA", torch.device_count if torch.device_count is not None else "?") if torch.cuda_available and not torch.hip else None
 
+    def installed_build(self, torch: TorchFacts) -> str | None:
+        return f"CUDA {torch.cuda}"
+
+    def build_version_fact(self) -> str | None:
+        return "torch.cuda"
+
+    def compute_capable(self, view: MachineView) -> list[GpuView]:
+        return list(view.devices("nvidia"))
+
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
     """``TORCH_CUDA_ARCH_LIST``: the compute capabilities, lowest first, once each; ``+PTX`` on the newest when asked."""
