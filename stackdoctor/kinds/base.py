@@ -618,3 +618,7 @@ class Accelerator:
     def compute_capable(self, view: MachineView) -> list[GpuView]:
         """Its devices that ``[tool.stackdoctor] compute_capability`` is checked against (none: not its kind's word)."""
         return []
+
+    def hidden_devices(self, ctx: Any) -> None:
+        """Add to the running ``cuda-visible-devices-hides-all`` rule (``ctx.add``) the variables of its own that hide
+        every GPU of its kind from torch (HIP_VISIBLE_DEVICES for ROCm). The default: nothing."""

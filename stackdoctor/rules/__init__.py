@@ -5,7 +5,6 @@
 - :mod:`.driver` — NVIDIA / AMD drivers and libraries, WSL
 - :mod:`.python` — the target Python
 - :mod:`.torch` — the installed wheel
-- :mod:`.runtime` — what torch sees when it runs
 - :mod:`.network` — Thunderbolt links
 - :mod:`.kernel_results` — kernel and collective results
 - :mod:`.requirements` — the project's ``[tool.stackdoctor]``
@@ -38,7 +37,6 @@ from stackdoctor.rules import (  # noqa: F401  (importing declares the rules, in
     probe_failures,
     python,
     requirements,
-    runtime,
     torch,
 )
 # isort: on

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from stackdoctor import kinds
@@ -245,3 +246,31 @@ def answered_with_error(e: Any) -> bool:
 def torch_found_no_driver(t: TorchFacts) -> bool:
     """torch's CUDA runtime says it found no NVIDIA driver (its sentence, or cudaDriverGetVersion() = 0)."""
     return bool(_NO_DRIVER.search(t.cuda_error or "")) or t.driver_api_version == 0
+
+
+def visible_count(value: str, gpus: Sequence[Any]) -> int:
+    """How many devices a CUDA_VISIBLE_DEVICES-style value leaves (CUDA stops at the first invalid entry)."""
+    v = value.strip()
+    if v == "" or v in ("-1", "NoDevFiles", "none", "void"):
+        return 0
+    seen: list[int] = []
+    for tok in (x.strip() for x in v.split(",")):
+        if re.fullmatch(r"-?\d+", tok):
+            i = int(tok)
+            if i < 0 or i >= len(gpus) or i in seen:
+                break
+            seen.append(i)
+        elif tok.startswith(("GPU-", "MIG-")):
+            if tok.startswith("MIG-"):
+                seen.append(-len(seen) - 1)
+                continue
+            hit = [k for k, g in enumerate(gpus) if (getattr(g, "uuid", None) or "").startswith(tok)]
+            if not hit:
+                if not any(getattr(g, "uuid", None) for g in gpus):  # uuids unknown to the facts: cannot judge, count it
+                    seen.append(-len(seen) - 1)
+                    continue
+                break
+            seen.append(hit[0])
+        else:
+            break
+    return len(seen)

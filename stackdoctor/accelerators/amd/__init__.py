@@ -198,3 +198,12 @@ class Amd(Accelerator):
 
     def build_version_fact(self) -> str | None:
         return "torch.hip"
+
+    def hidden_devices(self, ctx: Any) -> None:
+        from stackdoctor.rules.helpers import visible_count
+
+        env = ctx.view.facts.environment
+        amd: Sequence[Any] = ctx.view.driven("amd")  # ROCm's tools' list and the GPUs the kernel's KFD topology or torch add
+        for var in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+            if var in env and amd and visible_count(env[var], amd) == 0:
+                ctx.add(facts=[f"environment.{var}", "rocm.gpus"], var=var, value=env[var], count=len(amd))

@@ -11,6 +11,7 @@ from typing import Any
 
 from stackdoctor import kinds
 from stackdoctor import matrix as mx
+from stackdoctor.accelerators.nvidia import runtime_rules  # noqa: F401  (importing declares torch.cuda's runtime rules)
 from stackdoctor.core import shell
 from stackdoctor.core.versions import public
 from stackdoctor.core.versions import release as vt

@@ -1,5 +1,7 @@
-"""Rules about what torch sees when it runs: torch.cuda unavailable, GPUs hidden, shadowed libraries (MPS's and XPU's
-own findings are Apple's and Intel's: ``accelerators/apple_rules.py``, ``intel_rules.py``)."""
+"""torch.cuda's own findings (NVIDIA's CUDA, and AMD's ROCm where torch answers through torch.cuda): GPUs hidden by
+CUDA_VISIBLE_DEVICES, CUDA libraries shadowed by LD_LIBRARY_PATH, an error number from the CUDA / HIP runtime, and
+torch.cuda unavailable, with the finding that explains it. They were rules/runtime.py's and keep its group (``runtime``)
+and their places in the run (imported by :mod:`stackdoctor.accelerators.nvidia.rules`)."""
 
 from __future__ import annotations
 
@@ -10,38 +12,11 @@ from typing import Any
 from stackdoctor import kinds
 from stackdoctor.core import shell
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.rules.helpers import built_for, imports, install_fix, nvidia_gpus, python_exe, read_only, torch_found_no_driver
+from stackdoctor.rules.helpers import built_for, imports, install_fix, python_exe, read_only, torch_found_no_driver, visible_count
 
 
-def visible_count(value: str, gpus: Sequence[Any]) -> int:
-    """How many devices a CUDA_VISIBLE_DEVICES-style value leaves (CUDA stops at the first invalid entry)."""
-    v = value.strip()
-    if v == "" or v in ("-1", "NoDevFiles", "none", "void"):
-        return 0
-    seen: list[int] = []
-    for tok in (x.strip() for x in v.split(",")):
-        if re.fullmatch(r"-?\d+", tok):
-            i = int(tok)
-            if i < 0 or i >= len(gpus) or i in seen:
-                break
-            seen.append(i)
-        elif tok.startswith(("GPU-", "MIG-")):
-            if tok.startswith("MIG-"):
-                seen.append(-len(seen) - 1)
-                continue
-            hit = [k for k, g in enumerate(gpus) if (getattr(g, "uuid", None) or "").startswith(tok)]
-            if not hit:
-                if not any(getattr(g, "uuid", None) for g in gpus):  # uuids unknown to the facts: cannot judge, count it
-                    seen.append(-len(seen) - 1)
-                    continue
-                break
-            seen.append(hit[0])
-        else:
-            break
-    return len(seen)
-
-
-@rule("cuda-visible-devices-hides-all", severity="fail", layer="runtime")
+# the runtime layer's torch.cuda findings, in their places when they were rules/runtime.py's: after requirements-ok
+@rule("cuda-visible-devices-hides-all", severity="fail", layer="runtime", group="runtime", after="requirements-ok")
 def cuda_visible_devices_hides_all(ctx: Ctx) -> None:
     env = ctx.view.facts.environment
     # the GPUs the driver gives out, as the view joined them: the tools' list, else the kernel module's
@@ -62,10 +37,8 @@ def cuda_visible_devices_hides_all(ctx: Ctx) -> None:
             driver_cuda=ctx.view.runtime("nvidia").value or "?",
             error=t.cuda_error or "-",
         )
-    amd: Sequence[Any] = ctx.view.driven("amd")  # ROCm's tools' list and the GPUs the kernel's KFD topology or torch add
-    for var in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
-        if var in env and amd and visible_count(env[var], amd) == 0:
-            ctx.add(facts=[f"environment.{var}", "rocm.gpus"], var=var, value=env[var], count=len(amd))
+    for a in kinds.ALL:  # another kind's variables that hide its GPUs from torch.cuda (ROCm's HIP_/ROCR_VISIBLE_DEVICES)
+        a.hidden_devices(ctx)
 
 
 _NO_DEVICE = re.compile(r"No CUDA GPUs are available|no CUDA-capable device is detected|cudaErrorNoDevice", re.I)
@@ -86,7 +59,7 @@ def _torch_counts_none_under_a_driver(ctx: Ctx) -> bool:
 _SHADOW_DIR = re.compile(r"(/cuda[^/]*/|/cuda$|/cuda[^/]*$|cudnn|nccl|/conda[^/]*/|/miniconda|/anaconda|/mambaforge|/miniforge|/envs/)", re.I)
 
 
-@rule("lib-path-shadowing", severity="fail", layer="runtime")
+@rule("lib-path-shadowing", severity="fail", layer="runtime", group="runtime", after="cuda-visible-devices-hides-all")
 def lib_path_shadowing(ctx: Ctx) -> None:
     f, t = ctx.view, ctx.view.facts.torch
     if f.facts.platform.system not in (None, "Linux"):
@@ -219,7 +192,7 @@ _SAID_BY = {
 
 
 @rule(
-    "runtime-error-code", severity="fail", layer="driver",
+    "runtime-error-code", severity="fail", layer="driver", group="runtime", after="lib-path-shadowing",
     defers_to=("gpu-arch-unsupported", "rocm-gfx-unsupported", "driver-too-old", "cuda-visible-devices-hides-all", "container-no-gpu", "driver-library-mismatch"),
 )
 def runtime_error_code(ctx: Ctx) -> None:
@@ -252,7 +225,7 @@ def runtime_error_code(ctx: Ctx) -> None:
         finding.layer = ROW_LAYER.get(v.get("layer") or "", "driver")  # an unknown number: the driver stack answered
 
 
-@rule("cuda-unavailable", severity="fail", layer="runtime", defers_to=CAUSES)
+@rule("cuda-unavailable", severity="fail", layer="runtime", group="runtime", defers_to=CAUSES, after="runtime-error-code")
 def cuda_unavailable(ctx: Ctx) -> None:
     f, t = ctx.view, ctx.view.facts.torch
     kind = built_for(f)
@@ -280,4 +253,4 @@ def cuda_unavailable(ctx: Ctx) -> None:
     )
 
 
-__all__ = ["CAUSES", "nvidia_gpus", "visible_count"]
+__all__ = ["CAUSES", "ROW_LAYER"]
