@@ -622,3 +622,23 @@ class Accelerator:
     def hidden_devices(self, ctx: Any) -> None:
         """Add to the running ``cuda-visible-devices-hides-all`` rule (``ctx.add``) the variables of its own that hide
         every GPU of its kind from torch (HIP_VISIBLE_DEVICES for ROCm). The default: nothing."""
+
+    def stale_runtimes(self, view: MachineView) -> list[str]:
+        """Its runtime wheels of another family beside the installed build's own (``torch-lib-stale``: what to uninstall)."""
+        return []
+
+    def judges_build(self, facts: Facts) -> bool:
+        """Whether its own rule judges the installed torch's build on this machine (so ``torch-backend-mismatch`` does not)."""
+        return False
+
+    def arch_list_call(self) -> str | None:
+        """The torch call that lists the GPU code of a build that answers through it ("torch.cuda.get_arch_list()")."""
+        return None
+
+    def conda_runtime_packages(self) -> tuple[str, ...]:
+        """Its runtime as conda packages (``conda-pip-mix``: beside a pip torch they shadow or duplicate its own)."""
+        return ()
+
+    def pip_runtime_prefix(self) -> str | None:
+        """The prefix of the runtime wheels a pip build of its kind brings ("nvidia-"): a sign torch came from pip."""
+        return None

@@ -274,3 +274,8 @@ def visible_count(value: str, gpus: Sequence[Any]) -> int:
         else:
             break
     return len(seen)
+
+
+def build_version_facts() -> list[str]:
+    """The torch facts that hold a build's version, every kind's once, in priority order ("torch.cuda", "torch.hip")."""
+    return list(dict.fromkeys(x for a in kinds.ALL if (x := a.build_version_fact())))

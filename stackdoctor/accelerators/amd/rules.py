@@ -45,7 +45,7 @@ def carries(targets: Targets, gfx: str) -> bool:
     return any(x.split(":", 1)[0].lower() == want for x in targets.gfx)
 
 
-@rule("rocm-gfx-unsupported", severity="fail", layer="gpu")
+@rule("rocm-gfx-unsupported", severity="fail", layer="gpu", precedes=("torch-import-failed",))
 def rocm_gfx_unsupported(ctx: Ctx) -> None:
     f = ctx.view
     gpus = amd_gpus(f)
@@ -160,7 +160,7 @@ def amdgpu_not_loaded(ctx: Ctx) -> None:
         )
 
 
-@rule("rocm-kfd-permission", severity="fail", layer="driver", after="amdgpu-not-loaded", precedes=("probe-failed",))
+@rule("rocm-kfd-permission", severity="fail", layer="driver", after="amdgpu-not-loaded", precedes=("probe-failed", "torch-import-failed"))
 def rocm_kfd_permission(ctx: Ctx) -> None:
     p = ctx.view.facts.platform
     if p.system not in (None, "Linux") or p.is_wsl:

@@ -57,3 +57,17 @@ def thunderbolt_rdma_disabled(ctx: Ctx) -> None:
     ver = f.facts.apple.macos_version or f.facts.platform.os_version
     if tb.rdma_state == "disabled" and tb5 and ver and need is not None and vt(ver) >= vt(need.min_version):
         ctx.add(facts=["thunderbolt.rdma_state", "apple.macos_version"], macos=ver, ports=", ".join(p.name for p in tb5), need=need.min_version)
+
+
+# the torch layer's Mac finding, in its place when it was rules/torch.py's: after jetson-wrong-wheel
+@rule("macos-x86-torch-too-new", severity="warn", layer="torch", after="jetson-wrong-wheel")
+def macos_x86_torch_too_new(ctx: Ctx) -> None:
+    f, t, a = ctx.view, ctx.view.facts.torch, ctx.view.facts.apple
+    if not runs_x86(f.facts):
+        return
+    newest = ctx.matrix.newest_release_for("macos", "x86_64")  # Intel Macs stop at the last release with their wheels
+    last = str(newest.version) if newest is not None else None
+    if t.installed and (last is None or vt(t.version) <= vt(last)):
+        return
+    key = "rosetta" if a.rosetta or a.arch == "arm64" else "intel"
+    ctx.add(detail=key, fix=key, facts=["apple.arch", "apple.rosetta", "platform.machine"], torch=t.version or "-", python=python_exe(f), last=last or "?")

@@ -362,6 +362,32 @@ class Nvidia(Accelerator):
     def compute_capable(self, view: MachineView) -> list[GpuView]:
         return list(view.devices("nvidia"))
 
+    def stale_runtimes(self, view: MachineView) -> list[str]:
+        """The NVIDIA runtime wheels of another CUDA major beside the build's own (``nvidia-cublas-cu11`` beside -cu12)."""
+        from stackdoctor.rules.helpers import variant_name
+
+        t = view.facts.torch
+        families: dict[str, list[str]] = {}
+        for dist in sorted(t.distributions):
+            m = re.match(r"^(nvidia-[a-z0-9-]+?)-cu(\d+)$", dist)
+            if m:
+                families.setdefault(m.group(1), []).append(m.group(2))
+        major = (t.cuda or "").split(".")[0]
+        if not major:
+            vm = re.fullmatch(r"cu(\d+)\d", variant_name(view) or "")  # cu128 -> 12
+            major = vm.group(1) if vm else ""
+        return sorted(f"{lib}-cu{cu}" for lib, cus in families.items() if len(cus) > 1 for cu in cus if cu != major) if major else []
+
+    def arch_list_call(self) -> str | None:
+        return "torch.cuda.get_arch_list()"
+
+    def conda_runtime_packages(self) -> tuple[str, ...]:
+        return ("cudatoolkit", "cudnn", "nccl", "pytorch-cuda", "cuda-runtime", "cuda-cudart", "cuda-libraries", "cuda-toolkit",
+                "libcublas", "libcusparse", "libnvjitlink")  # fmt: skip
+
+    def pip_runtime_prefix(self) -> str | None:
+        return "nvidia-"
+
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
     """``TORCH_CUDA_ARCH_LIST``: the compute capabilities, lowest first, once each; ``+PTX`` on the newest when asked."""

@@ -79,7 +79,7 @@ def _driver_floors(row: Any, windows: bool) -> tuple[str, str]:
     return floor, (row.min_driver_windows if windows else row.min_driver_linux) or floor
 
 
-@rule("driver-too-old", severity="fail", layer="driver")
+@rule("driver-too-old", severity="fail", layer="driver", precedes=("torch-import-failed",))
 def driver_too_old(ctx: Ctx) -> None:
     verdict, values = _too_old_verdict(ctx)
     if verdict == "no":
@@ -95,7 +95,7 @@ def driver_minor_compat(ctx: Ctx) -> None:
         ctx.add(facts=["reconciled.nvidia_driver", "torch.cuda"], install=install_fix(ctx), **values)
 
 
-@rule("gpu-arch-unsupported", severity="fail", layer="gpu")
+@rule("gpu-arch-unsupported", severity="fail", layer="gpu", precedes=("torch-import-failed",))
 def gpu_arch_unsupported(ctx: Ctx) -> None:
     """A GPU (seen by any witness: the driver's tools, torch, the matrix's name lookup) whose compute
     capability the installed CUDA build has no kernels for; or a kernel that said so itself."""
@@ -467,3 +467,42 @@ def toolkit_ok(ctx: Ctx) -> None:
     f, t = ctx.view, ctx.view.facts.torch
     checked = built_for(f) == "cuda" and bool(t.cuda) and bool(f.facts.cuda_toolkit.nvcc_version)
     layer_ok(ctx, "toolkit", checked, nvcc=f.facts.cuda_toolkit.nvcc_version or "?", cuda=t.cuda or "?")
+
+
+# the torch layer's Jetson finding, in its place when it was rules/torch.py's: after torch-arch-list-mismatch
+@rule("jetson-wrong-wheel", severity="fail", layer="torch", after="torch-arch-list-mismatch")
+def jetson_wrong_wheel(ctx: Ctx) -> None:
+    f, t = ctx.view, ctx.view.facts.torch
+    j = f.facts.jetson
+    if not j.is_jetson or not t.installed:
+        return
+    row = ctx.matrix.jetson_row(j.l4t_release, j.jetpack) if ctx.matrix is not None else None
+    variant = variant_name(f) or ""
+    on_pytorch_index = bool(row is not None and row.use_pytorch_index)
+    wrong = None
+    if t.cuda is None and not t.hip:
+        wrong = "cpu"
+    elif re.match(r"^cu\d+$", variant):
+        if not on_pytorch_index:
+            wrong = "pytorch"
+        elif row is not None and row.cuda and vt(t.cuda)[:1] < vt(row.cuda)[:1]:
+            wrong = "thor"  # the board's CUDA major (13 on Thor) is the oldest whose builds carry its GPU
+    if wrong is None:
+        return
+    if row is not None and row.variant:
+        fix_text: str | None = f"stackdoctor install --variant {row.variant}"
+    elif row is not None and on_pytorch_index and row.cuda:
+        fix_text = f"stackdoctor install --variant cu{row.cuda.replace('.', '')}"
+    else:
+        fix_text = None
+    ctx.add(
+        detail=wrong,
+        fix=None if fix_text else "default",
+        fix_text=fix_text,
+        facts=["jetson.l4t_release", "torch.version", "torch.cuda"],
+        torch=t.version,
+        model=j.model or "Jetson",
+        l4t=j.l4t_release or "?",
+        jetpack=j.jetpack or "?",
+        cuda=row.cuda if row is not None and row.cuda else "?",
+    )
