@@ -642,3 +642,13 @@ class Accelerator:
     def pip_runtime_prefix(self) -> str | None:
         """The prefix of the runtime wheels a pip build of its kind brings ("nvidia-"): a sign torch came from pip."""
         return None
+
+    def same_build_level(self, variant: Any, torch: TorchFacts) -> bool | None:
+        """Whether matrix row ``variant`` has the level of its kind's runtime the label-less installed build has (PyPI's
+        CUDA build by its CUDA version); None: the row carries no level of its kind."""
+        return None
+
+    def driver_wants_build(self, view: MachineView) -> bool:
+        """Whether a driver of its kind is known to be here (a tool's version, torch's words), so that a CPU build is
+        no fix (``install_fix``)."""
+        return False

@@ -10,7 +10,16 @@ from typing import Any
 from stackdoctor.model.facts import Evidence, GpuView
 from stackdoctor.model.view import MachineView
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.rules.helpers import amd_gpus, amd_pci, built_for_files, install_fix, variant_row, visible_to_torch
+from stackdoctor.rules.helpers import built_for_files, install_fix, variant_row, visible_to_torch
+
+
+def amd_gpus(facts: MachineView) -> list[GpuView]:
+    return list(facts.devices("amd"))
+
+
+def amd_pci(facts: MachineView) -> list[Any]:
+    return [d for d in facts.facts.platform.amd_pci_devices if (d.class_id or "").lower().startswith("0x03")]
+
 
 
 @dataclass(frozen=True)

@@ -388,6 +388,19 @@ class Nvidia(Accelerator):
     def pip_runtime_prefix(self) -> str | None:
         return "nvidia-"
 
+    def same_build_level(self, variant: Any, torch: TorchFacts) -> bool | None:
+        return variant.cuda == mm(torch.cuda) if variant.cuda else None
+
+    def driver_wants_build(self, view: MachineView) -> bool:
+        """Its driver or its CUDA level is known, or torch's words prove a driver (not a Jetson's nor a Mac's)."""
+        from stackdoctor.rules.helpers import answered_with_error
+
+        return bool(
+            view.driver("nvidia").value
+            or view.runtime("nvidia").value
+            or any(e.proves in ("driver-too-old", "driver-cuda-level") or answered_with_error(e) for e in view.evidence)  # torch's words prove a driver
+        ) and not view.facts.jetson.is_jetson and not view.facts.apple.is_macos
+
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
     """``TORCH_CUDA_ARCH_LIST``: the compute capabilities, lowest first, once each; ``+PTX`` on the newest when asked."""

@@ -12,6 +12,7 @@ from typing import Any
 from stackdoctor import kinds
 from stackdoctor import matrix as mx
 from stackdoctor.accelerators.nvidia import runtime_rules  # noqa: F401  (importing declares torch.cuda's runtime rules)
+from stackdoctor.accelerators.nvidia.rule_helpers import nvidia_gpus, nvidia_pci, nvidia_witnesses, windows_driver
 from stackdoctor.core import shell
 from stackdoctor.core.versions import public
 from stackdoctor.core.versions import release as vt
@@ -25,16 +26,12 @@ from stackdoctor.rules.helpers import (
     gpu_label,
     imports,
     install_fix,
-    nvidia_gpus,
-    nvidia_pci,
-    nvidia_witnesses,
     python_exe,
     read_only,
     sm,
     variant_name,
     variant_row,
     visible_to_torch,
-    windows_driver,
 )
 from stackdoctor.rules.ok import layer_ok
 

@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from stackdoctor import kinds
+from stackdoctor.accelerators.nvidia.rule_helpers import torch_found_no_driver
 from stackdoctor.core import shell
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.rules.helpers import built_for, imports, install_fix, python_exe, read_only, torch_found_no_driver, visible_count
+from stackdoctor.rules.helpers import built_for, imports, install_fix, python_exe, read_only, visible_count
 
 
 # the runtime layer's torch.cuda findings, in their places when they were rules/runtime.py's: after requirements-ok
