@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from stackdoctor import kinds
-from stackdoctor.accelerators.nvidia.runtime_rules import ROW_LAYER
+from stackdoctor.accelerators.nvidia.rules import ROW_LAYER
 from stackdoctor.matrix import load_matrix
 from stackdoctor.model.facts import (
     Facts,

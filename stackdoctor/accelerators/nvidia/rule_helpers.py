@@ -1,4 +1,4 @@
-"""What NVIDIA's rules share (``accelerators/nvidia/rules.py``, ``runtime_rules.py``): its GPUs and PCI devices, its
+"""What NVIDIA's rules share (``accelerators/nvidia/rules.py``): its GPUs and PCI devices, its
 driver's witnesses, and torch's words about them. They were ``stackdoctor/rules/helpers.py``'s."""
 
 from __future__ import annotations
