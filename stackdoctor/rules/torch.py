@@ -43,7 +43,7 @@ def torch_lib_stale(ctx: Ctx) -> None:
     predicted = next((p for p in t.linkage if p.kind in ("symbol", "version")), None) if read_only(t) else None
     if proof is None and predicted is None:
         return
-    extra = [d for a in kinds.ALL for d in a.stale_runtimes(f)]  # a kind's runtime wheels of another family beside its build's
+    extra = _stale_runtimes(f)
     version = public(t.version) if t.version else None
     index = index_for(ctx, variant_name(f)) if version else None
     reinstall = _pip(f, "install", "--force-reinstall", f"torch=={version}", *(["--index-url", index] if index else [])) if version else "stackdoctor install"
@@ -69,6 +69,11 @@ def torch_lib_stale(ctx: Ctx) -> None:
         ctx.add(detail="duplicates", facts=[proof.source, "torch.distributions"], fix_text=_pip(f, "uninstall", "-y", *extra), **values)
     else:
         ctx.add(detail="default", facts=[proof.source, "torch.distributions"], fix_text=reinstall, **values)
+
+
+def _stale_runtimes(f: MachineView) -> list[str]:
+    """Every kind's runtime wheels of another family beside its build's own (``nvidia-cublas-cu11`` beside -cu12)."""
+    return [d for a in kinds.ALL for d in a.stale_runtimes(f)]
 
 
 _IMPORT_OWN = ("glibc-too-old", "lib-path-shadowing", "torch-lib-stale")
