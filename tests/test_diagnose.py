@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from stackdoctor import kinds
+from stackdoctor.accelerators.nvidia.rules import ROW_LAYER
 from stackdoctor.matrix import load_matrix
 from stackdoctor.model.facts import (
     Facts,
@@ -41,7 +42,6 @@ from stackdoctor.model.facts import (
 from stackdoctor.model.report import Finding, ProbeStatus
 from stackdoctor.rules import catalog
 from stackdoctor.rules.diagnose import detect_lang, diagnose, list_checks, select
-from stackdoctor.rules.runtime import ROW_LAYER
 
 HERE = Path(__file__).resolve().parent
 REAL = [HERE / "fixtures" / "real", HERE.parents[1] / "shared" / "fixtures" / "real"]

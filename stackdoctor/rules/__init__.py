@@ -1,21 +1,21 @@
 """Every finding stackdoctor makes, as declared rules grouped by layer (bottom of the stack first).
 
 - :mod:`.probe_failures` — a tool that failed or hung (``probe-failed``, ``probe-timeout``)
-- :mod:`.system` — the OS: container GPU access, glibc
-- :mod:`.driver` — NVIDIA / AMD drivers and libraries, WSL
-- :mod:`.gpu` — lost or unhealthy GPUs
+- :mod:`.system` — the OS: the C library
+- :mod:`.driver` — what the driver's witnesses say against each other
 - :mod:`.python` — the target Python
 - :mod:`.torch` — the installed wheel
-- :mod:`.runtime` — what torch sees when it runs
 - :mod:`.network` — Thunderbolt links
 - :mod:`.kernel_results` — kernel and collective results
 - :mod:`.requirements` — the project's ``[tool.stackdoctor]``
 - :mod:`.ok` — one ``<layer>-ok`` per healthy layer
 
-A kind's own findings (``driver-too-old``, ``gpu-arch-unsupported``, ``nvcc-mismatch``, ``rocm-gfx-unsupported``,
+A kind's own findings (a missing NVIDIA driver, a lost GPU, torch.cuda unavailable, ``rocm-kfd-permission``,
 ``xpu-unavailable``, ``mps-unavailable`` ...) are declared by the module its :attr:`Accelerator.rules` names
 (``stackdoctor/accelerators/nvidia/rules.py``, ``amd/rules.py``, ``intel/rules.py``, ``apple/rules.py``, a
-plug-in's); they are listed in the group of their layer and join this one registry.
+plug-in's); they are listed in the group of their layer (or the group they name) and join this one registry, each
+in the place it declares (``after`` / ``before`` a code: where it ran when it was declared here), and the generic
+rules ask the kinds (:mod:`stackdoctor.kinds`) instead of naming one.
 
 Adding a finding: one ``@rule`` function in the module of its layer, plus its entry in
 ``stackdoctor/locale/en.yaml`` and ``zh.yaml`` (title, explain, detail and fix templates).
@@ -31,7 +31,6 @@ from stackdoctor.core import texts
 # isort: off
 from stackdoctor.rules import (  # noqa: F401  (importing declares the rules, in this order: a rule runs after those it defers to, else in declaration order)
     driver,
-    gpu,
     kernel_results,
     network,
     ok,
@@ -40,7 +39,6 @@ from stackdoctor.rules import (  # noqa: F401  (importing declares the rules, in
     probe_failures,
     python,
     requirements,
-    runtime,
     torch,
 )
 # isort: on

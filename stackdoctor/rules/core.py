@@ -18,7 +18,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from stackdoctor.core import shell, texts
@@ -54,6 +54,11 @@ class Rule:
 
 
 REGISTRY: dict[str, Rule] = {}
+# where a rule declared away from its old neighbours sits in the registry (and so in run order, `--list-checks` and
+# `explain`): code -> ("after" | "before", the code it sits next to); every other rule sits in declaration order
+_PLACES: dict[str, tuple[str, str]] = {}
+# the codes a rule defers to that it does not name: declared by them (``precedes``), a kind's rule before a generic one
+_PRECEDED: dict[str, list[str]] = {}
 
 
 def rule(
@@ -64,10 +69,17 @@ def rule(
     defers_to: Sequence[str] = (),
     summary: bool = False,
     group: str | None = None,
+    after: str | None = None,
+    before: str | None = None,
+    precedes: Sequence[str] = (),
 ) -> Callable[[Callable[[Ctx], None]], Callable[[Ctx], None]]:
     """Declare the rule that produces ``code``. Its group, unless given, is the declaring module's name for a module of
     :mod:`stackdoctor.rules` (``driver``), else its layer: a kind's own rules (``accelerators/nvidia_rules.py``,
-    Ascend's, a plug-in's) sit in ``explain`` and ``--list-checks`` with the rules of their layer."""
+    Ascend's, a plug-in's) sit in ``explain`` and ``--list-checks`` with the rules of their layer.
+
+    A rule runs (among those it does not defer to) in declaration order, the kinds' after the generic ones; ``after``
+    or ``before`` a code places it next to that rule instead, wherever that one is declared (a rule that moved into its
+    kind's package keeps its place among the findings of one severity, on screen and in JSON)."""
 
     def deco(fn: Callable[[Ctx], None]) -> Callable[[Ctx], None]:
         if code in REGISTRY:
@@ -77,10 +89,35 @@ def rule(
         # (a module whose name is not its group's says so in GROUP: rules/kernel_results.py is the "kernels" group)
         module = sys.modules.get(fn.__module__)
         own = getattr(module, "GROUP", fn.__module__.rsplit(".", 1)[-1]) if fn.__module__.startswith("stackdoctor.rules.") else layer
-        REGISTRY[code] = Rule(code, severity, layer, fn, group or own, tuple(defers_to), summary)
+        REGISTRY[code] = Rule(code, severity, layer, fn, group or own, tuple(defers_to) + tuple(_PRECEDED.get(code, ())), summary)
+        for later in precedes:
+            _PRECEDED.setdefault(later, []).append(code)
+            if later in REGISTRY:  # declared already: it defers to this one too (its place in the registry kept)
+                REGISTRY[later] = replace(REGISTRY[later], defers_to=REGISTRY[later].defers_to + (code,))
+        if after is not None or before is not None:
+            _PLACES[code] = ("after", after) if after is not None else ("before", before or "")
+            _place()
         return fn
 
     return deco
+
+
+def _place() -> None:
+    """Reorder :data:`REGISTRY`: the rules with no declared place in declaration order, then each placed rule next to
+    its anchor once that is placed (a chain of them in turn); one whose anchor is not declared (yet) stays last."""
+    order = [c for c in REGISTRY if c not in _PLACES]
+    waiting = [c for c in REGISTRY if c in _PLACES]
+    while waiting:
+        ready = [c for c in waiting if _PLACES[c][1] in order]
+        if not ready:
+            break
+        for c in ready:
+            where, anchor = _PLACES[c]
+            order.insert(order.index(anchor) + (where == "after"), c)
+            waiting.remove(c)
+    placed = {c: REGISTRY[c] for c in order + waiting}
+    REGISTRY.clear()
+    REGISTRY.update(placed)
 
 
 def ordered(rules: Iterable[Rule] | None = None) -> list[Rule]:

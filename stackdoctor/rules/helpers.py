@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from stackdoctor import kinds
 from stackdoctor import matrix as mx
 from stackdoctor.core import shell
-from stackdoctor.core.versions import mm, public
-from stackdoctor.kinds.runtime_errors import CUDA_APIS
+from stackdoctor.core.versions import public
 from stackdoctor.model.facts import BuildKind, GpuView, TorchFacts
 from stackdoctor.model.view import MachineView
 from stackdoctor.rules.core import Ctx
@@ -73,27 +73,6 @@ def sm(cc: str) -> str:
     return "sm_" + cc.replace(".", "")
 
 
-def nvidia_gpus(facts: MachineView) -> list[GpuView]:
-    return list(facts.devices("nvidia"))
-
-
-def amd_gpus(facts: MachineView) -> list[GpuView]:
-    return list(facts.devices("amd"))
-
-
-def nvidia_pci(facts: MachineView) -> list[Any]:
-    return [d for d in facts.facts.platform.nvidia_pci_devices if (d.class_id or "").lower().startswith("0x03")]
-
-
-def amd_pci(facts: MachineView) -> list[Any]:
-    return [d for d in facts.facts.platform.amd_pci_devices if (d.class_id or "").lower().startswith("0x03")]
-
-
-def windows_driver(facts: MachineView) -> bool:
-    """The NVIDIA driver number is a Windows one (native Windows, or WSL where the host driver serves)."""
-    return facts.facts.platform.system == "Windows" or facts.facts.platform.is_wsl
-
-
 def release(ctx: Ctx, version: str | None) -> Any:
     if ctx.matrix is None or not version:
         return None
@@ -109,10 +88,16 @@ def variant_row(ctx: Ctx) -> Any:
     if name:
         return rel.variant(name)
     kind = built_for_files(ctx.view)
-    cuda = mm(ctx.view.facts.torch.cuda)
-    # a label-less build is PyPI's: the CPU build's row, or the row of a build whose CUDA level it has (a ROCm or
-    # XPU build always carries its label, so none of theirs is label-less)
-    return next((v for v in rel.variants if v.kind == kind and (v.cuda == cuda if v.cuda else kind == kinds.CPU)), None)
+    t = ctx.view.facts.torch
+    # a label-less build is PyPI's: the CPU build's row, or the row of a build whose level (a kind's runtime version)
+    # it has (a kind whose builds always carry their label has no label-less one)
+    return next((v for v in rel.variants if v.kind == kind and _same_level(v, t, kind)), None)
+
+
+def _same_level(v: Any, t: TorchFacts, kind: BuildKind | None) -> bool:
+    """Whether matrix row ``v`` is the label-less build ``t``: the level a kind reads on the row, else a CPU build."""
+    said = next((r for a in kinds.ALL if (r := a.same_build_level(v, t)) is not None), None)
+    return said if said is not None else kind == kinds.CPU
 
 
 def index_for(ctx: Ctx, variant: str | None) -> str | None:
@@ -142,12 +127,8 @@ def install_fix(ctx: Ctx, *, keep_torch: bool = True, exclude: str | None = None
     facts = ctx.view
     current = (public(facts.facts.torch.version), variant_name(facts))
     chosen = kinds.select(facts.facts)
-    # a CPU build is no fix where a GPU is usable, nor where an NVIDIA driver is known to be there
-    want_gpu = (chosen is not None and chosen.build_kind != kinds.CPU) or bool(
-        facts.driver("nvidia").value
-        or facts.runtime("nvidia").value
-        or any(e.proves in ("driver-too-old", "driver-cuda-level") or answered_with_error(e) for e in facts.evidence)  # torch's words prove a driver
-    ) and not facts.facts.jetson.is_jetson and not facts.facts.apple.is_macos
+    # a CPU build is no fix where a GPU is usable, nor where a kind's driver is known to be there
+    want_gpu = (chosen is not None and chosen.build_kind != kinds.CPU) or any(a.driver_wants_build(facts) for a in kinds.ALL)
     attempts: list[Request] = []
     if keep_torch and facts.facts.torch.installed and current[0]:
         attempts.append(Request(torch=current[0]))
@@ -188,48 +169,6 @@ def visible_to_torch(g: GpuView, env: dict[str, str]) -> bool:
     return False
 
 
-_NO_DRIVER = re.compile(r"Found no NVIDIA driver on your system", re.I)
-
-
-def nvidia_witnesses(facts: MachineView) -> list[str]:
-    """Every witness that points to NVIDIA hardware or an NVIDIA driver, as "<witness>: <what it saw>": the tools'
-    GPUs, the kernel module and its GPU list, PCI, the driver's CUDA level (any tool, torch's runtime, torch's
-    words), torch's own messages that name the driver, and the device nodes a container was given. Empty: no
-    witness contradicts "no NVIDIA GPU here"."""
-    f, t = facts, facts.facts.torch
-    out: list[str] = []
-    gpus = nvidia_gpus(f)
-    if gpus:
-        out.append(f"{'/'.join(sorted({w for g in gpus for w in g.witnesses}) or ['reconcile'])}: {len(gpus)} GPU(s)")
-    kmod = f.chosen("nvidia.kernel_module_version")
-    if kmod.value:
-        out.append(f"{_said_by(kmod, 'kernel module')}: nvidia {kmod.value}")
-    pci = nvidia_pci(f)
-    if pci:
-        out.append(f"pci: {', '.join(d.name or d.device_id for d in pci)}")
-    drv = f.driver("nvidia")
-    if drv.value and not kmod.value:
-        out.append(f"{_said_by(drv, 'driver')}: {drv.value}")
-    ceiling = f.runtime("nvidia")
-    if ceiling.value:
-        out.append(f"{_said_by(ceiling, 'driver')}: CUDA {ceiling.value}")
-    for e in f.evidence:
-        if e.proves in ("driver-too-old", "driver-cuda-level") and not e.values.get("driver_cuda"):
-            out.append(f"{e.source}: {e.line}")
-        elif answered_with_error(e) and e.values.get("api") in CUDA_APIS:
-            out.append(f"{e.source}: error {e.values.get('number') or '?'} ({e.values.get('name', '?')})")
-    if f.facts.platform.container_nvidia_devices:
-        out.append(f.facts.platform.sources.get("container_nvidia_devices", "/dev/nvidia*"))
-    if t.cuda_error and "driver" in t.cuda_error.lower() and not _NO_DRIVER.search(t.cuda_error) and not out:
-        out.append(f"torch.cuda_error: {t.cuda_error[:300]}")
-    return out
-
-
-def _said_by(seen: Any, default: str) -> str:
-    """The witness a chosen value (a :class:`~stackdoctor.model.facts.SeenValue`) came from, else ``default``."""
-    return seen.source or default
-
-
 def container_fix_key(container: str | None) -> str:
     """The key of the way a container runtime gives a container the host's GPU (container-no-gpu's fix texts)."""
     return {"podman": "podman", "kubernetes": "kubernetes", "containerd": "kubernetes", "apptainer": "apptainer"}.get(container or "", "docker")
@@ -242,6 +181,34 @@ def answered_with_error(e: Any) -> bool:
     return bool(e.proves == "runtime-error-code" and e.values.get("witness", "driver") in ("driver", "library"))
 
 
-def torch_found_no_driver(t: TorchFacts) -> bool:
-    """torch's CUDA runtime says it found no NVIDIA driver (its sentence, or cudaDriverGetVersion() = 0)."""
-    return bool(_NO_DRIVER.search(t.cuda_error or "")) or t.driver_api_version == 0
+def visible_count(value: str, gpus: Sequence[Any]) -> int:
+    """How many devices a CUDA_VISIBLE_DEVICES-style value leaves (CUDA stops at the first invalid entry)."""
+    v = value.strip()
+    if v == "" or v in ("-1", "NoDevFiles", "none", "void"):
+        return 0
+    seen: list[int] = []
+    for tok in (x.strip() for x in v.split(",")):
+        if re.fullmatch(r"-?\d+", tok):
+            i = int(tok)
+            if i < 0 or i >= len(gpus) or i in seen:
+                break
+            seen.append(i)
+        elif tok.startswith(("GPU-", "MIG-")):
+            if tok.startswith("MIG-"):
+                seen.append(-len(seen) - 1)
+                continue
+            hit = [k for k, g in enumerate(gpus) if (getattr(g, "uuid", None) or "").startswith(tok)]
+            if not hit:
+                if not any(getattr(g, "uuid", None) for g in gpus):  # uuids unknown to the facts: cannot judge, count it
+                    seen.append(-len(seen) - 1)
+                    continue
+                break
+            seen.append(hit[0])
+        else:
+            break
+    return len(seen)
+
+
+def build_version_facts() -> list[str]:
+    """The torch facts that hold a build's version, every kind's once, in priority order ("torch.cuda", "torch.hip")."""
+    return list(dict.fromkeys(x for a in kinds.ALL if (x := a.build_version_fact())))

@@ -133,8 +133,8 @@ def allreduce_failed(ctx: Ctx) -> None:
     fix = "default"
     if "in use" in low or "address already" in low or "eaddrinuse" in low:
         fix = "port"
-    elif "needs a cuda device" in low or "_cuda" in low:
-        fix = "cuda"
+    elif kind_fix := next((k for k in (a.collective_error_fix(low) for a in kinds.ALL) if k), None):
+        fix = kind_fix  # a kind's device the collective wanted and did not have
     elif "unable to find address for" in low or (iface and iface in err):
         fix = "iface"
     ctx.add(

@@ -1,11 +1,11 @@
-"""Rules about the Thunderbolt links that carry collectives between Macs (and Linux hosts)."""
+"""Rules about the Thunderbolt links that carry collectives between Macs (and Linux hosts); RDMA over Thunderbolt left
+off by macOS is the Mac's own finding (``accelerators/apple/rules.py``'s thunderbolt-rdma-disabled)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from stackdoctor.core.redact import address_family, address_kind
-from stackdoctor.core.versions import release as vt
 from stackdoctor.model.facts import is_mac
 from stackdoctor.rules.core import Ctx, rule
 
@@ -27,18 +27,6 @@ def thunderbolt_bridge_loop(ctx: Ctx) -> None:
             bridge=bridges[0].name if bridges else "bridge0",
             peers=", ".join(f"{p.name} -> {p.peer or p.peer_uuid}" for p in peers),
         )
-
-
-@rule("thunderbolt-rdma-disabled", severity="warn", layer="network")
-def thunderbolt_rdma_disabled(ctx: Ctx) -> None:
-    f, tb = ctx.view, ctx.view.facts.thunderbolt
-    if not (tb.present or tb.interfaces) or not is_mac(f.facts):
-        return
-    need = ctx.matrix.threshold("macos.rdma_over_thunderbolt") if ctx.matrix is not None else None
-    tb5 = [p for p in tb.ports if (p.link_speed_gbps is not None and p.link_speed_gbps > FAST_LINK_GBPS) or p.generation == "TB5"]
-    ver = f.facts.apple.macos_version or f.facts.platform.os_version
-    if tb.rdma_state == "disabled" and tb5 and ver and need is not None and vt(ver) >= vt(need.min_version):
-        ctx.add(facts=["thunderbolt.rdma_state", "apple.macos_version"], macos=ver, ports=", ".join(p.name for p in tb5), need=need.min_version)
 
 
 @rule("thunderbolt-link-slow", severity="warn", layer="network")

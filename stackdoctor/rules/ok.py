@@ -25,7 +25,7 @@ def _bad_layers(ctx: Ctx) -> set[str]:
     return bad
 
 
-def _ok(ctx: Ctx, layer: str, checked: bool, key: str = "default", **values: Any) -> None:
+def layer_ok(ctx: Ctx, layer: str, checked: bool, key: str = "default", **values: Any) -> None:
     if checked and layer not in _bad_layers(ctx):
         ctx.add(severity="ok", detail=key, fix=None, **values)
 
@@ -33,15 +33,13 @@ def _ok(ctx: Ctx, layer: str, checked: bool, key: str = "default", **values: Any
 @rule("platform-ok", severity="ok", layer="platform", summary=True)
 def platform_ok(ctx: Ctx) -> None:
     p = ctx.view.facts.platform
-    _ok(ctx, "platform", bool(p.system), os=p.os_name or p.system or "?", machine=p.machine or "?")
+    layer_ok(ctx, "platform", bool(p.system), os=p.os_name or p.system or "?", machine=p.machine or "?")
 
 
 @rule("driver-ok", severity="ok", layer="driver", summary=True)
 def driver_ok(ctx: Ctx) -> None:
-    f = ctx.view
-    drv = f.driver("nvidia").value
-    what = f"NVIDIA {drv} (CUDA {f.runtime('nvidia').value or '?'})" if drv else "amdgpu"
-    _ok(ctx, "driver", bool(drv or f.facts.rocm.amdgpu_loaded), driver=what)
+    what = next((w for w in (a.ok_driver(ctx.view) for a in kinds.ALL) if w), None)  # the first kind's driver that is there
+    layer_ok(ctx, "driver", what is not None, driver=what)
 
 
 def _gpu_names(ctx: Ctx) -> list[str]:
@@ -52,30 +50,28 @@ def _gpu_names(ctx: Ctx) -> list[str]:
         name = kind.ok_name(g) if kind is not None and g.witnesses != [W_PCI] else None  # each kind names its own
         if name:
             names.append(name)
-    if not names and f.facts.apple.chip:
-        names = [f.facts.apple.chip]
-    if not names and f.facts.jetson.is_jetson:
-        names = [f.facts.jetson.model or "Jetson"]
+    for a in kinds.ALL:  # no GPU listed: a kind's integrated device (a Mac's chip, a Jetson)
+        names = names or a.ok_unlisted(f.facts)
     return names
 
 
 @rule("gpu-ok", severity="ok", layer="gpu", summary=True)
 def gpu_ok(ctx: Ctx) -> None:
     names = _gpu_names(ctx)
-    _ok(ctx, "gpu", bool(names), gpus=", ".join(names) or "-")
+    layer_ok(ctx, "gpu", bool(names), gpus=", ".join(names) or "-")
 
 
 @rule("python-ok", severity="ok", layer="python", summary=True)
 def python_ok(ctx: Ctx) -> None:
     f = ctx.view
-    _ok(ctx, "python", bool(f.facts.python.version), python=f.facts.python.version or "?", executable=python_exe(f))
+    layer_ok(ctx, "python", bool(f.facts.python.version), python=f.facts.python.version or "?", executable=python_exe(f))
 
 
 @rule("torch-ok", severity="ok", layer="torch", summary=True)
 def torch_ok(ctx: Ctx) -> None:
     t = ctx.view.facts.torch
     key = "files" if read_only(t) else "default"  # read from its files, not imported: says so
-    _ok(ctx, "torch", imports(t) or (read_only(t) and bool(t.version and t.location)), key, torch=t.version or "?", variant=variant_name(ctx.view) or "-")
+    layer_ok(ctx, "torch", imports(t) or (read_only(t) and bool(t.version and t.location)), key, torch=t.version or "?", variant=variant_name(ctx.view) or "-")
 
 
 @rule("runtime-ok", severity="ok", layer="runtime", summary=True)
@@ -84,15 +80,11 @@ def runtime_ok(ctx: Ctx) -> None:
     if not imports(t):
         return
     acc = kinds.select(f.facts)
-    if t.cuda_available:
-        _ok(ctx, "runtime", True, "gpu", backend="ROCm/HIP" if t.hip else "CUDA", count=t.device_count if t.device_count is not None else "?")
-    elif t.mps_available:
-        _ok(ctx, "runtime", True, "gpu", backend="MPS", count=1)
-    elif t.xpu_available:
-        intel = kinds.by_name("intel")
-        _ok(ctx, "runtime", True, "gpu", backend="XPU", count=(intel.torch_count(t) if intel is not None else None) or "?")
+    said = next((r for r in (a.ok_runtime(t) for a in kinds.ALL) if r), None)  # torch runs a kind's build on its device
+    if said is not None:
+        layer_ok(ctx, "runtime", True, "gpu", backend=said[0], count=said[1])
     elif built_for(f) == kinds.CPU and (acc is None or acc.build_kind == kinds.CPU):
-        _ok(ctx, "runtime", True, "cpu")
+        layer_ok(ctx, "runtime", True, "cpu")
 
 
 @rule("runtime-not-verified", severity="ok", layer="runtime", summary=True)
@@ -104,14 +96,7 @@ def runtime_not_verified(ctx: Ctx) -> None:
         ctx.add(severity="ok", fix=None, facts=["torch.imported"], torch=t.version or "?")
 
 
-@rule("toolkit-ok", severity="ok", layer="toolkit", summary=True)
-def toolkit_ok(ctx: Ctx) -> None:
-    f, t = ctx.view, ctx.view.facts.torch
-    checked = built_for(f) == "cuda" and bool(t.cuda) and bool(f.facts.cuda_toolkit.nvcc_version)
-    _ok(ctx, "toolkit", checked, nvcc=f.facts.cuda_toolkit.nvcc_version or "?", cuda=t.cuda or "?")
-
-
 @rule("network-ok", severity="ok", layer="network", summary=True)
 def network_ok(ctx: Ctx) -> None:
     tb = ctx.view.facts.thunderbolt
-    _ok(ctx, "network", tb.present and bool(tb.ports or tb.interfaces), ports=len(tb.ports), interfaces=len(tb.interfaces))
+    layer_ok(ctx, "network", tb.present and bool(tb.ports or tb.interfaces), ports=len(tb.ports), interfaces=len(tb.interfaces))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from stackdoctor import kinds
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import python_exe
 
@@ -31,25 +32,20 @@ GROUP = "probe"  # the group its rules had when this module was rules/probe.py: 
 
 @rule("probe-timeout", severity="fail", layer="probe")
 def probe_timeout(ctx: Ctx) -> None:
-    t, n = ctx.view.facts.torch, ctx.view.facts.nvidia
+    t = ctx.view.facts.torch
     if t.import_error_kind == "timeout":
         ctx.add(severity="fail", detail="import", fix="import", facts=["torch.import_error"], error=t.import_error or "", python=python_exe(ctx.view))
     _probes_that(ctx, "timeout")
-    if n.smi_state == "timeout":
-        ctx.add(severity="warn", detail="smi", fix="smi", facts=["nvidia.smi_state"], error=n.smi_message or "")
+    for a in kinds.ALL:  # a kind's own tools that hung
+        a.probe_findings(ctx, "timeout")
 
 
-@rule("probe-failed", severity="fail", layer="probe", defers_to=("rocm-kfd-permission",))
+@rule("probe-failed", severity="fail", layer="probe")  # a kind's finding that says a tool's error first precedes it
 def probe_failed(ctx: Ctx) -> None:
-    n = ctx.view.facts.nvidia
     _probes_that(ctx, "error")
-    if n.smi_state == "error" and n.smi_message and not ctx.has("probe-failed"):
-        ctx.add(severity="warn", detail="smi", fix="smi", facts=["nvidia.smi_state", "nvidia.smi_message"], error=n.smi_message)
-    elif n.smi_state == "cuda-err" and not ctx.view.facts.platform.is_wsl:
-        ctx.add(severity="warn", detail="cuda_err", fix="cuda_err", facts=["nvidia.smi_state"])
-    kfd_told = ctx.has("rocm-kfd-permission")
-    for subject, errors in (("rocm", ctx.view.facts.rocm.tool_errors), ("thunderbolt", ctx.view.facts.thunderbolt.tool_errors)):
-        for tool, err in sorted(errors.items()):
-            if not err or "not installed" in err or (kfd_told and "kfd" in err.lower()):
-                continue  # absence is a fact; kfd trouble is rocm-kfd-permission's
-            ctx.add(severity="warn", facts=[f"{subject}.tool_errors.{tool}"], probe=tool, error=err, seconds="")
+    for a in kinds.ALL:  # a kind's own tools that failed
+        a.probe_findings(ctx, "error")
+    for tool, err in sorted(ctx.view.facts.thunderbolt.tool_errors.items()):
+        if not err or "not installed" in err or any(a.tool_error_told(ctx, err) for a in kinds.ALL):
+            continue  # absence is a fact; what a kind's finding says is that finding's
+        ctx.add(severity="warn", facts=[f"thunderbolt.tool_errors.{tool}"], probe=tool, error=err, seconds="")

@@ -1,4 +1,5 @@
-"""Rules about the target Python: a version torch has no wheels for, the deprecated pynvml shim."""
+"""Rules about the target Python: a version torch has no wheels for (the deprecated pynvml shim is NVIDIA's own
+finding: ``accelerators/nvidia/rules.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Sequence
 from stackdoctor.core.versions import mm
 from stackdoctor.core.versions import release as vt
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.rules.helpers import python_exe, release, variant_row
+from stackdoctor.rules.helpers import release, variant_row
 
 
 def _py_tag(ctx: Ctx) -> str | None:
@@ -52,17 +53,4 @@ def python_unsupported(ctx: Ctx) -> None:
             torch=str(newest.version),
             pythons=", ".join(newest.pythons),
             suggested=_suggest_python(tuple(newest.pythons)),
-        )
-
-
-@rule("pynvml-deprecated", severity="warn", layer="python")
-def pynvml_deprecated(ctx: Ctx) -> None:
-    d = ctx.view.facts.torch.distributions
-    shim = d.get("pynvml")
-    if shim and ("nvidia-ml-py" in d or (vt(shim)[:1] and vt(shim)[0] >= 13)):
-        ctx.add(
-            facts=["torch.distributions.pynvml"],
-            version=shim,
-            official=d.get("nvidia-ml-py") or "-",
-            python=python_exe(ctx.view),
         )

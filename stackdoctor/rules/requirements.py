@@ -9,7 +9,7 @@ from typing import Any
 from stackdoctor import kinds
 from stackdoctor.core.versions import public
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.rules.helpers import install_fix, nvidia_gpus
+from stackdoctor.rules.helpers import install_fix
 
 
 def _spec_ok(spec: str, version: str | None) -> bool:
@@ -81,18 +81,19 @@ def _backend(chk: _Check, backend: str) -> None:
         chk.unmet("backend_no_torch", ["torch.installed", "torch.import_error"], "stackdoctor install", backend=backend, error=t.import_error or "-")
         return
     kind = kinds.build_kind(t)
-    built = kind == acc.build_kind and (backend != "mps" or t.mps_built is not False)
+    built = kind == acc.build_kind and acc.backend_built(t)
     if built and t.imported is False:  # read from its files only: whether torch can use the device is unknown
         chk.unmet("not_imported", ["torch.imported"], "stackdoctor check --import-torch", what=f"backend {backend}", torch=t.version)
         return
     if not built:
-        build = {"cuda": f"CUDA {t.cuda}", "rocm": f"ROCm {t.hip}", "xpu": "XPU", "cpu": "CPU-only"}.get(kind or "", "unknown")
+        build = _installed_build(t, kind)
+        version_facts = list(dict.fromkeys(x for a in kinds.ALL if (x := a.build_version_fact())))  # torch.<its build's version>
         if acc.usable(f.facts):  # the install that meets it: a build for that backend, as the resolver plans it
-            chk.unmet("backend_build", ["torch.variant", "torch.cuda", "torch.hip"], install_fix(ctx, exclude="cpu"), backend=backend,
+            chk.unmet("backend_build", ["torch.variant", *version_facts], install_fix(ctx, exclude="cpu"), backend=backend,
                       torch=t.version, build=build)
         else:  # no build gives this machine the device: the build that meets it, for the machine that has one
             variant = _backend_variant(ctx, acc)
-            chk.unmet("backend_build_nodevice", ["torch.variant", "torch.cuda", "torch.hip", "reconciled.gpus"],
+            chk.unmet("backend_build_nodevice", ["torch.variant", *version_facts, "reconciled.gpus"],
                       None if variant else "stackdoctor install", backend=backend, torch=t.version, build=build, variant=variant or "-")
         return
     if acc.torch_available(t):
@@ -106,6 +107,13 @@ def _backend(chk: _Check, backend: str) -> None:
         api=acc.torch_api,
         error=acc.torch_error(t) or "-",
     )
+
+
+def _installed_build(t: Any, kind: str | None) -> str:
+    """The installed torch's build in a sentence ("CUDA 12.4", "CPU-only"), as the kind of its build writes it."""
+    if kind == kinds.CPU:
+        return "CPU-only"
+    return next((w for a in kinds.ALL if a.build_kind == kind and (w := a.installed_build(t))), None) or "unknown"
 
 
 def _backend_variant(ctx: Ctx, acc: Any) -> str | None:
@@ -203,7 +211,7 @@ def _gpus_req(chk: _Check, min_gpus: int, backend: str | None) -> None:
 
 
 def _cc_req(chk: _Check, spec: str) -> None:
-    caps = [(f"GPU {g.index} {g.name or ''}".strip(), g.compute_capability) for g in nvidia_gpus(chk.ctx.view) if g.compute_capability]
+    caps = [(f"GPU {g.index} {g.name or ''}".strip(), g.compute_capability) for a in kinds.ALL for g in a.compute_capable(chk.ctx.view) if g.compute_capability]
     caps = [(lbl, c) for lbl, c in caps if c and re.fullmatch(r"\d+\.\d+", c)]
     if not caps:
         chk.unmet("cc_none", ["reconciled.gpus"], spec=spec)

@@ -1,4 +1,5 @@
-"""Rules about the operating system: the container's GPU access, the C library."""
+"""Rules about the operating system: the C library (a container given no GPU is the kind's own finding:
+``accelerators/nvidia/rules.py``'s container-no-gpu)."""
 
 from __future__ import annotations
 
@@ -8,31 +9,9 @@ from typing import Any
 from stackdoctor import matrix as mx
 from stackdoctor.core.versions import release as vt
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.rules.helpers import container_fix_key, nvidia_pci, release, variant_row
+from stackdoctor.rules.helpers import release, variant_row
 
 GROUP = "platform"  # the group its rules had when this module was rules/platform.py: `stackdoctor platform`, `explain` and `--list-checks` name it
-
-@rule("container-no-gpu", severity="fail", layer="platform")
-def container_no_gpu(ctx: Ctx) -> None:
-    p = ctx.view.facts.platform
-    if not p.container or p.container_nvidia_devices is not False:
-        return
-    f, t = ctx.view, ctx.view.facts.torch
-    # a claim needs a witness that the host has a GPU for this container: the PCI bus, or the runtime's variable.
-    # torch's "found no NVIDIA driver" is no such witness (issue 42): torch-gpu-build-no-gpu says what is unknown
-    wants = bool(nvidia_pci(f)) or f.facts.environment.get("NVIDIA_VISIBLE_DEVICES", "").strip() not in ("", "void", "none")
-    if not wants:
-        return
-    ctx.add(
-        detail="default",
-        fix=container_fix_key(p.container),
-        facts=["platform.container", "platform.container_nvidia_devices", "torch.cuda_error"],
-        container=p.container,
-        pci=", ".join(d.name or d.device_id for d in nvidia_pci(f)) or "-",
-        torch=t.version or "?",
-        error=(t.cuda_error or f"torch._C._cuda_getDriverVersion() = {t.driver_api_version}")[:300],
-    )
-
 
 @rule("glibc-too-old", severity="fail", layer="platform")
 def glibc_too_old(ctx: Ctx) -> None:

@@ -10,11 +10,11 @@ from stackdoctor import matrix as mx
 from stackdoctor.core import shell, texts
 from stackdoctor.core.units import format_bytes
 from stackdoctor.core.versions import local, public
-from stackdoctor.core.versions import release as vt
 from stackdoctor.model.facts import is_mac, runs_x86
 from stackdoctor.model.view import MachineView
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import (
+    build_version_facts,
     built_for,
     import_failed,
     imports,
@@ -26,7 +26,6 @@ from stackdoctor.rules.helpers import (
     variant_name,
 )
 
-_FAMILY = re.compile(r"^(nvidia-[a-z0-9-]+?)-cu(\d+)$")
 # glibc's own libraries (what a manylinux wheel needs and musl does not provide)
 _GLIBC_LIBS = re.compile(r"^(?:libc\.so\.6|libm\.so\.6|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1|ld-linux[-\w.]*\.so\.\d)$")
 
@@ -44,7 +43,7 @@ def torch_lib_stale(ctx: Ctx) -> None:
     predicted = next((p for p in t.linkage if p.kind in ("symbol", "version")), None) if read_only(t) else None
     if proof is None and predicted is None:
         return
-    extra = _other_families(f)
+    extra = _stale_runtimes(f)
     version = public(t.version) if t.version else None
     index = index_for(ctx, variant_name(f)) if version else None
     reinstall = _pip(f, "install", "--force-reinstall", f"torch=={version}", *(["--index-url", index] if index else [])) if version else "stackdoctor install"
@@ -72,26 +71,17 @@ def torch_lib_stale(ctx: Ctx) -> None:
         ctx.add(detail="default", facts=[proof.source, "torch.distributions"], fix_text=reinstall, **values)
 
 
-def _other_families(f: MachineView) -> list[str]:
-    """The NVIDIA runtime wheels of another CUDA major beside the build's own (``nvidia-cublas-cu11`` beside -cu12)."""
-    t = f.facts.torch
-    families: dict[str, list[str]] = {}
-    for dist in sorted(t.distributions):
-        m = _FAMILY.match(dist)
-        if m:
-            families.setdefault(m.group(1), []).append(m.group(2))
-    major = (t.cuda or "").split(".")[0]
-    if not major:
-        vm = re.fullmatch(r"cu(\d+)\d", variant_name(f) or "")  # cu128 -> 12
-        major = vm.group(1) if vm else ""
-    return sorted(f"{lib}-cu{cu}" for lib, cus in families.items() if len(cus) > 1 for cu in cus if cu != major) if major else []
+def _stale_runtimes(f: MachineView) -> list[str]:
+    """Every kind's runtime wheels of another family beside its build's own (``nvidia-cublas-cu11`` beside -cu12)."""
+    return [d for a in kinds.ALL for d in a.stale_runtimes(f)]
 
 
-# findings whose evidence can be the import error itself ("hipErrorNoBinaryForGpu" aborts `import torch`)
-_IMPORT_PROVEN = ("rocm-gfx-unsupported", "gpu-arch-unsupported", "driver-too-old", "rocm-kfd-permission")
+_IMPORT_OWN = ("glibc-too-old", "lib-path-shadowing", "torch-lib-stale")
 
 
-@rule("torch-import-failed", severity="fail", layer="torch", defers_to=("glibc-too-old", "lib-path-shadowing", "torch-lib-stale", *_IMPORT_PROVEN))
+# the kinds' findings whose evidence can be the import error itself ("hipErrorNoBinaryForGpu" aborts `import torch`)
+# say they precede this one (rules.core: precedes=): the codes it defers to beyond its own
+@rule("torch-import-failed", severity="fail", layer="torch", defers_to=_IMPORT_OWN)
 def torch_import_failed(ctx: Ctx) -> None:
     f, t = ctx.view, ctx.view.facts.torch
     if f.facts.python.error and not t.installed and not t.import_error:
@@ -115,7 +105,8 @@ def torch_import_failed(ctx: Ctx) -> None:
         return
     if not import_failed(t) or ctx.has("glibc-too-old", "lib-path-shadowing", "torch-lib-stale"):
         return  # explained by those, each with its own fix
-    proven = {e.proves for e in f.evidence if e.source == "torch.import_error"} & set(_IMPORT_PROVEN)
+    import_proven = set(ctx.current.defers_to if ctx.current else ()) - set(_IMPORT_OWN)
+    proven = {e.proves for e in f.evidence if e.source == "torch.import_error"} & import_proven
     if proven and ctx.has(*proven):
         return  # the error is that finding's evidence, quoted there with its fix
     ctx.add(
@@ -264,7 +255,7 @@ def torch_cpu_only(ctx: Ctx) -> None:
     ctx.add(
         severity=said[0],
         detail=said[1],
-        facts=["torch.version", "torch.cuda", "reconciled.accelerator"],
+        facts=["torch.version", *build_version_facts()[:1], "reconciled.accelerator"],  # the first kind's build version (None: a CPU build)
         fix_text=install_fix(ctx, exclude="cpu"),
         torch=t.version,
         gpus=acc.named(f.facts),
@@ -276,10 +267,10 @@ def torch_cpu_only(ctx: Ctx) -> None:
 def torch_backend_mismatch(ctx: Ctx) -> None:
     f, t = ctx.view, ctx.view.facts.torch
     kind = built_for(f)
-    if kind is None or kind == kinds.CPU or f.facts.jetson.is_jetson:
+    if kind is None or kind == kinds.CPU or any(a.judges_build(f.facts) for a in kinds.ALL):
         return
     # the build's own kinds have no device here, and another kind's device needs a build of its own (a Jetson's
-    # needs none here: a Jetson returned above), else another kind's integrated GPU its builds carry code for (an APU)
+    # needs none here: its own rule judged it above), else another kind's integrated GPU its builds carry code for (an APU)
     if any(a.targeted(kind) and a.present(f.facts) for a in kinds.ALL):
         return
     acc = next((a for a in kinds.ALL if not a.targeted(kind) and a.needs_build(f.facts)), None)
@@ -289,7 +280,7 @@ def torch_backend_mismatch(ctx: Ctx) -> None:
     if acc is None:
         return
     ctx.add(
-        facts=["torch.version", "torch.cuda", "torch.hip"] + (["reconciled.gpus"] if apus else []),
+        facts=["torch.version", *build_version_facts()] + (["reconciled.gpus"] if apus else []),
         fix_text=install_fix(ctx, exclude=variant_name(f)),
         torch=t.version,
         build=next((a.build_label for a in kinds.ALL if a.build_kind == kind), kind),
@@ -387,7 +378,7 @@ def torch_arch_list_mismatch(ctx: Ctx) -> None:
         fix=None if t.version else "default",
         torch=t.version or "?",
         own=_sorted_archs(own),
-        own_source=t.sources.get("arch_list_torch") or "torch.cuda.get_arch_list()",
+        own_source=t.sources.get("arch_list_torch") or next((c for a in kinds.ALL if (c := a.arch_list_call())), "torch"),
         files=_sorted_archs(files),
         library=t.sources.get("arch_list_files") or "torch's library",
         only_torch=_sorted_archs(own - files) or "-",
@@ -395,72 +386,21 @@ def torch_arch_list_mismatch(ctx: Ctx) -> None:
     )
 
 
-@rule("jetson-wrong-wheel", severity="fail", layer="torch")
-def jetson_wrong_wheel(ctx: Ctx) -> None:
-    f, t = ctx.view, ctx.view.facts.torch
-    j = f.facts.jetson
-    if not j.is_jetson or not t.installed:
-        return
-    row = ctx.matrix.jetson_row(j.l4t_release, j.jetpack) if ctx.matrix is not None else None
-    variant = variant_name(f) or ""
-    on_pytorch_index = bool(row is not None and row.use_pytorch_index)
-    wrong = None
-    if t.cuda is None and not t.hip:
-        wrong = "cpu"
-    elif re.match(r"^cu\d+$", variant):
-        if not on_pytorch_index:
-            wrong = "pytorch"
-        elif row is not None and row.cuda and vt(t.cuda)[:1] < vt(row.cuda)[:1]:
-            wrong = "thor"  # the board's CUDA major (13 on Thor) is the oldest whose builds carry its GPU
-    if wrong is None:
-        return
-    if row is not None and row.variant:
-        fix_text: str | None = f"stackdoctor install --variant {row.variant}"
-    elif row is not None and on_pytorch_index and row.cuda:
-        fix_text = f"stackdoctor install --variant cu{row.cuda.replace('.', '')}"
-    else:
-        fix_text = None
-    ctx.add(
-        detail=wrong,
-        fix=None if fix_text else "default",
-        fix_text=fix_text,
-        facts=["jetson.l4t_release", "torch.version", "torch.cuda"],
-        torch=t.version,
-        model=j.model or "Jetson",
-        l4t=j.l4t_release or "?",
-        jetpack=j.jetpack or "?",
-        cuda=row.cuda if row is not None and row.cuda else "?",
-    )
-
-
-@rule("macos-x86-torch-too-new", severity="warn", layer="torch")
-def macos_x86_torch_too_new(ctx: Ctx) -> None:
-    f, t, a = ctx.view, ctx.view.facts.torch, ctx.view.facts.apple
-    if not runs_x86(f.facts):
-        return
-    newest = ctx.matrix.newest_release_for("macos", "x86_64")  # Intel Macs stop at the last release with their wheels
-    last = str(newest.version) if newest is not None else None
-    if t.installed and (last is None or vt(t.version) <= vt(last)):
-        return
-    key = "rosetta" if a.rosetta or a.arch == "arm64" else "intel"
-    ctx.add(detail=key, fix=key, facts=["apple.arch", "apple.rosetta", "platform.machine"], torch=t.version or "-", python=python_exe(f), last=last or "?")
-
-
 @rule("conda-pip-mix", severity="warn", layer="torch")
 def conda_pip_mix(ctx: Ctx) -> None:
     t = ctx.view.facts.torch
     if not t.installed or not t.conda_packages:
         return
-    conda_cuda = ("cudatoolkit", "cudnn", "nccl", "pytorch-cuda", "cuda-runtime", "cuda-cudart", "cuda-libraries", "cuda-toolkit",
-                  "libcublas", "libcusparse", "libnvjitlink")  # fmt: skip
+    conda_runtime = {p for a in kinds.ALL for p in a.conda_runtime_packages()}  # the kinds' runtimes as conda packages
+    pip_prefixes = tuple(p for a in kinds.ALL if (p := a.pip_runtime_prefix()))  # and as pip wheels
     from stackdoctor.model.facts import conda_name
 
     names = [conda_name(p) for p in t.conda_packages]  # conda-meta records are name-version-build
-    pip_torch = bool(local(t.version)) or any(k.startswith("nvidia-") for k in t.distributions)
+    pip_torch = bool(local(t.version)) or any(k.startswith(pip_prefixes) for k in t.distributions)
     conda_torch = "pytorch" in names
-    cuda_libs = [p for p in names if p in conda_cuda]
-    if pip_torch and (conda_torch or cuda_libs):
-        names = (["pytorch"] if conda_torch else []) + cuda_libs
+    runtime_libs = [p for p in names if p in conda_runtime]
+    if pip_torch and (conda_torch or runtime_libs):
+        names = (["pytorch"] if conda_torch else []) + runtime_libs
         ctx.add(
             facts=["torch.conda_packages", "torch.version", "torch.distributions"],
             fix_text=shell.format_command(["conda", "remove", "--force", *names], windows=ctx.view.facts.platform.system == "Windows"),

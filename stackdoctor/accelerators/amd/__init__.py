@@ -246,3 +246,39 @@ class Amd(Accelerator):
     torch_version_fields = ("rocm",)
     static_arch_field = "gfx_list"
     triton_forks = ("pytorch-triton-rocm",)
+
+    # --- rules ---
+
+    def probe_findings(self, ctx: Any, status: str) -> None:
+        """The ROCm tools that failed (rocminfo, amd-smi, rocm-smi): one warning each; a tool that is not installed is a
+        fact, not a failure, and /dev/kfd trouble is rocm-kfd-permission's."""
+        if status != "error":
+            return
+        for tool, err in sorted(ctx.view.facts.rocm.tool_errors.items()):
+            if not err or "not installed" in err or self.tool_error_told(ctx, err):
+                continue
+            ctx.add(severity="warn", facts=[f"rocm.tool_errors.{tool}"], probe=tool, error=err, seconds="")
+
+    def tool_error_told(self, ctx: Any, error: str) -> bool:
+        return "kfd" in error.lower() and ctx.has("rocm-kfd-permission")
+
+    def ok_driver(self, view: MachineView) -> str | None:
+        return "amdgpu" if view.facts.rocm.amdgpu_loaded else None
+
+    def ok_runtime(self, torch: TorchFacts) -> tuple[str, int | str] | None:
+        return ("ROCm/HIP", torch.device_count if torch.device_count is not None else "?") if torch.cuda_available and torch.hip else None
+
+    def installed_build(self, torch: TorchFacts) -> str | None:
+        return f"ROCm {torch.hip}"
+
+    def build_version_fact(self) -> str | None:
+        return "torch.hip"
+
+    def hidden_devices(self, ctx: Any) -> None:
+        from stackdoctor.rules.helpers import visible_count
+
+        env = ctx.view.facts.environment
+        amd: Sequence[Any] = ctx.view.driven("amd")  # ROCm's tools' list and the GPUs the kernel's KFD topology or torch add
+        for var in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+            if var in env and amd and visible_count(env[var], amd) == 0:
+                ctx.add(facts=[f"environment.{var}", "rocm.gpus"], var=var, value=env[var], count=len(amd))

@@ -8,8 +8,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from stackdoctor.model.facts import Evidence, GpuView
+from stackdoctor.model.view import MachineView
 from stackdoctor.rules.core import Ctx, rule
-from stackdoctor.rules.helpers import amd_gpus, built_for_files, install_fix, variant_row, visible_to_torch
+from stackdoctor.rules.helpers import built_for_files, install_fix, variant_row, visible_to_torch
+
+
+def amd_gpus(facts: MachineView) -> list[GpuView]:
+    return list(facts.devices("amd"))
+
+
+def amd_pci(facts: MachineView) -> list[Any]:
+    return [d for d in facts.facts.platform.amd_pci_devices if (d.class_id or "").lower().startswith("0x03")]
+
 
 
 @dataclass(frozen=True)
@@ -44,7 +54,7 @@ def carries(targets: Targets, gfx: str) -> bool:
     return any(x.split(":", 1)[0].lower() == want for x in targets.gfx)
 
 
-@rule("rocm-gfx-unsupported", severity="fail", layer="gpu")
+@rule("rocm-gfx-unsupported", severity="fail", layer="gpu", precedes=("torch-import-failed",))
 def rocm_gfx_unsupported(ctx: Ctx) -> None:
     f = ctx.view
     gpus = amd_gpus(f)
@@ -131,4 +141,47 @@ def _igpus_unsupported(ctx: Ctx, gpus: list[GpuView], igpus_bad: list[GpuView], 
             torch=t.version,
             targets=" ".join(v.gfx),
             keep=",".join(str(g.index) for g in keep),
+        )
+
+
+def kfd_refused(f: MachineView) -> str | None:
+    """The line that says this user cannot open /dev/kfd: the probe's own open(), else rocminfo's error text."""
+    r = f.facts.rocm
+    if r.kfd_present and r.kfd_accessible is False:
+        return r.kfd_error or "permission denied"
+    proof = next((e for e in f.evidence if e.proves == "rocm-kfd-permission"), None)
+    return proof.line if proof else None
+
+
+# the driver layer's AMD findings, in their places when they were rules/driver.py's: after wsl-driver
+@rule("amdgpu-not-loaded", severity="fail", layer="driver", after="wsl-driver")
+def amdgpu_not_loaded(ctx: Ctx) -> None:
+    r, p = ctx.view.facts.rocm, ctx.view.facts.platform
+    if p.system not in (None, "Linux") or p.is_wsl:
+        return
+    amd = amd_pci(ctx.view)
+    dgpu = [d for d in amd if d.driver != "amdgpu"]
+    if amd and r.amdgpu_loaded is False:
+        ctx.add(
+            facts=["rocm.amdgpu_loaded", "platform.amd_pci_devices"],
+            devices=", ".join(f"{d.name or d.device_id} ({d.address})" for d in (dgpu or amd)),
+            container=p.container or "",
+        )
+
+
+@rule("rocm-kfd-permission", severity="fail", layer="driver", after="amdgpu-not-loaded", precedes=("probe-failed", "torch-import-failed"))
+def rocm_kfd_permission(ctx: Ctx) -> None:
+    p = ctx.view.facts.platform
+    if p.system not in (None, "Linux") or p.is_wsl:
+        return
+    line = kfd_refused(ctx.view)
+    if line:
+        r = ctx.view.facts.rocm
+        proof = next((e for e in ctx.view.evidence if e.proves == "rocm-kfd-permission"), None)
+        ctx.add(
+            detail="default" if r.kfd_present or proof is None else "evidence",
+            where=proof.source.split(".")[-1] if proof else "",
+            fix="container" if p.container else "default",
+            facts=["rocm.kfd_present", "rocm.kfd_accessible", "rocm.kfd_error", "reconciled.evidence"],
+            error=line,
         )

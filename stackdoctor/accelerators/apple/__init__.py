@@ -97,3 +97,14 @@ class Apple(Accelerator):
 
     # --- reconcile ---
     report_rank = 2
+
+    # --- rules ---
+
+    def ok_unlisted(self, facts: Facts) -> list[str]:
+        return [facts.apple.chip] if facts.apple.chip else []
+
+    def ok_runtime(self, torch: TorchFacts) -> tuple[str, int | str] | None:
+        return ("MPS", 1) if torch.mps_available else None
+
+    def backend_built(self, torch: TorchFacts) -> bool:
+        return torch.mps_built is not False

@@ -8,6 +8,7 @@ from stackdoctor.core.versions import release as vt
 from stackdoctor.model.facts import is_mac, runs_x86
 from stackdoctor.rules.core import Ctx, rule
 from stackdoctor.rules.helpers import python_exe, release
+from stackdoctor.rules.network import FAST_LINK_GBPS
 
 
 @rule("mps-unavailable", severity="fail", layer="runtime")
@@ -43,3 +44,30 @@ def mps_unavailable(ctx: Ctx) -> None:
         older=older or "",
         python=python_exe(f),
     )
+
+
+# the network layer's Mac finding, in its place when it was rules/network.py's: after thunderbolt-bridge-loop
+@rule("thunderbolt-rdma-disabled", severity="warn", layer="network", after="thunderbolt-bridge-loop")
+def thunderbolt_rdma_disabled(ctx: Ctx) -> None:
+    f, tb = ctx.view, ctx.view.facts.thunderbolt
+    if not (tb.present or tb.interfaces) or not is_mac(f.facts):
+        return
+    need = ctx.matrix.threshold("macos.rdma_over_thunderbolt") if ctx.matrix is not None else None
+    tb5 = [p for p in tb.ports if (p.link_speed_gbps is not None and p.link_speed_gbps > FAST_LINK_GBPS) or p.generation == "TB5"]
+    ver = f.facts.apple.macos_version or f.facts.platform.os_version
+    if tb.rdma_state == "disabled" and tb5 and ver and need is not None and vt(ver) >= vt(need.min_version):
+        ctx.add(facts=["thunderbolt.rdma_state", "apple.macos_version"], macos=ver, ports=", ".join(p.name for p in tb5), need=need.min_version)
+
+
+# the torch layer's Mac finding, in its place when it was rules/torch.py's: after jetson-wrong-wheel
+@rule("macos-x86-torch-too-new", severity="warn", layer="torch", after="jetson-wrong-wheel")
+def macos_x86_torch_too_new(ctx: Ctx) -> None:
+    f, t, a = ctx.view, ctx.view.facts.torch, ctx.view.facts.apple
+    if not runs_x86(f.facts):
+        return
+    newest = ctx.matrix.newest_release_for("macos", "x86_64")  # Intel Macs stop at the last release with their wheels
+    last = str(newest.version) if newest is not None else None
+    if t.installed and (last is None or vt(t.version) <= vt(last)):
+        return
+    key = "rosetta" if a.rosetta or a.arch == "arm64" else "intel"
+    ctx.add(detail=key, fix=key, facts=["apple.arch", "apple.rosetta", "platform.machine"], torch=t.version or "-", python=python_exe(f), last=last or "?")

@@ -138,3 +138,11 @@ class Intel(Accelerator):
     pci_vendor = "0x8086"  # its own probe lists them (IntelFacts.gpus)
     torch_version_fields = ("xpu",)
     triton_forks = ("pytorch-triton-xpu",)
+
+    # --- rules ---
+
+    def ok_runtime(self, torch: TorchFacts) -> tuple[str, int | str] | None:
+        return ("XPU", self.torch_count(torch) or "?") if torch.xpu_available else None
+
+    def installed_build(self, torch: TorchFacts) -> str | None:
+        return "XPU"

@@ -101,3 +101,11 @@ class Jetson(Accelerator):
         derive(facts, matrix)
 
     variant_of = "nvidia"
+
+    # --- rules ---
+
+    def ok_unlisted(self, facts: Facts) -> list[str]:
+        return [facts.jetson.model or "Jetson"] if facts.jetson.is_jetson else []
+
+    def judges_build(self, facts: Facts) -> bool:
+        return facts.jetson.is_jetson  # jetson-wrong-wheel (accelerators/nvidia/rules.py) judges a Jetson's build

@@ -7,9 +7,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stackdoctor.accelerators.nvidia.fit import cannot_serve_cpu, fit_cuda, gpu_request_cc, impossible_cc
-from stackdoctor.core.versions import mm, release
+from stackdoctor.core.versions import mm, release, same_release
 from stackdoctor.kinds.base import Accelerator, BuildAsk, DeviceSpec, FitNotes, FitTarget, Say, TargetDevice, Verified, device_summary
 from stackdoctor.model.facts import Facts, GpuView, TorchFacts
+from stackdoctor.reconcile import user_space_driver
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -436,6 +437,111 @@ class Nvidia(Accelerator):
         return "container_nvidia_devices", ("/dev/nvidia0", "/dev/nvidiactl")
 
     arch_list_sources = ("torch.cuda.get_arch_list()", "torch._C._cuda_getArchFlags()")
+
+    # --- rules ---
+
+    def collective_error_fix(self, error: str) -> str | None:
+        return "cuda" if "needs a cuda device" in error or "_cuda" in error else None
+
+    def probe_findings(self, ctx: Any, status: str) -> None:
+        """nvidia-smi that hung, failed, or answered that the driver cannot talk to the GPU (``cuda-err``; on WSL the
+        host's driver answers for it, so that is no finding there)."""
+        n = ctx.view.facts.nvidia
+        if status == "timeout" and n.smi_state == "timeout":
+            ctx.add(severity="warn", detail="smi", fix="smi", facts=["nvidia.smi_state"], error=n.smi_message or "")
+        if status != "error":
+            return
+        if n.smi_state == "error" and n.smi_message and not ctx.has("probe-failed"):
+            ctx.add(severity="warn", detail="smi", fix="smi", facts=["nvidia.smi_state", "nvidia.smi_message"], error=n.smi_message)
+        elif n.smi_state == "cuda-err" and not ctx.view.facts.platform.is_wsl:
+            ctx.add(severity="warn", detail="cuda_err", fix="cuda_err", facts=["nvidia.smi_state"])
+
+    def source_conflicts(self, ctx: Any) -> None:
+        """The user-space driver against the kernel module (unless their libraries already mismatch, or WSL, where the
+        host's driver answers), and any value its witnesses read differently (``nvidia.observed``)."""
+        f = ctx.view
+        n, p = f.facts.nvidia, f.facts.platform
+        user = user_space_driver(f)
+        kmod = f.chosen("nvidia.kernel_module_version")
+        if not ctx.has("driver-library-mismatch") and not p.is_wsl and user and kmod.value:
+            if not same_release(user, kmod.value):
+                ctx.add(
+                    detail="module",
+                    fix="module",
+                    facts=["nvidia.driver_version", "nvidia.kernel_module_version"],
+                    user=user,
+                    user_source=n.sources.get("driver_version", "NVML") if n.driver_version else f.driver("nvidia").source,
+                    kernel=kmod.value,
+                    kernel_source=kmod.source or "/sys/module/nvidia/version",
+                )
+        for key, by_src in sorted(n.observed.items()):
+            if key.endswith("_raw") or len(by_src) < 2:
+                continue
+            values = [v for v in by_src.values() if v]
+            if all(same_release(values[0], v) for v in values[1:]):
+                continue
+            ctx.add(
+                detail="observed",
+                fix="observed",
+                facts=[f"nvidia.observed.{key}"],
+                key=key,
+                values="; ".join(f"{src}: {val}" for src, val in sorted(by_src.items())),
+            )
+
+    def ok_driver(self, view: MachineView) -> str | None:
+        drv = view.driver("nvidia").value
+        return f"NVIDIA {drv} (CUDA {view.runtime('nvidia').value or '?'})" if drv else None
+
+    def ok_runtime(self, torch: TorchFacts) -> tuple[str, int | str] | None:
+        return ("CUDA", torch.device_count if torch.device_count is not None else "?") if torch.cuda_available and not torch.hip else None
+
+    def installed_build(self, torch: TorchFacts) -> str | None:
+        return f"CUDA {torch.cuda}"
+
+    def build_version_fact(self) -> str | None:
+        return "torch.cuda"
+
+    def compute_capable(self, view: MachineView) -> list[GpuView]:
+        return list(view.devices("nvidia"))
+
+    def stale_runtimes(self, view: MachineView) -> list[str]:
+        """The NVIDIA runtime wheels of another CUDA major beside the build's own (``nvidia-cublas-cu11`` beside -cu12)."""
+        from stackdoctor.rules.helpers import variant_name
+
+        t = view.facts.torch
+        families: dict[str, list[str]] = {}
+        for dist in sorted(t.distributions):
+            m = re.match(r"^(nvidia-[a-z0-9-]+?)-cu(\d+)$", dist)
+            if m:
+                families.setdefault(m.group(1), []).append(m.group(2))
+        major = (t.cuda or "").split(".")[0]
+        if not major:
+            vm = re.fullmatch(r"cu(\d+)\d", variant_name(view) or "")  # cu128 -> 12
+            major = vm.group(1) if vm else ""
+        return sorted(f"{lib}-cu{cu}" for lib, cus in families.items() if len(cus) > 1 for cu in cus if cu != major) if major else []
+
+    def arch_list_call(self) -> str | None:
+        return "torch.cuda.get_arch_list()"
+
+    def conda_runtime_packages(self) -> tuple[str, ...]:
+        return ("cudatoolkit", "cudnn", "nccl", "pytorch-cuda", "cuda-runtime", "cuda-cudart", "cuda-libraries", "cuda-toolkit",
+                "libcublas", "libcusparse", "libnvjitlink")  # fmt: skip
+
+    def pip_runtime_prefix(self) -> str | None:
+        return "nvidia-"
+
+    def same_build_level(self, variant: Any, torch: TorchFacts) -> bool | None:
+        return variant.cuda == mm(torch.cuda) if variant.cuda else None
+
+    def driver_wants_build(self, view: MachineView) -> bool:
+        """Its driver or its CUDA level is known, or torch's words prove a driver (not a Jetson's nor a Mac's)."""
+        from stackdoctor.rules.helpers import answered_with_error
+
+        return bool(
+            view.driver("nvidia").value
+            or view.runtime("nvidia").value
+            or any(e.proves in ("driver-too-old", "driver-cuda-level") or answered_with_error(e) for e in view.evidence)  # torch's words prove a driver
+        ) and not view.facts.jetson.is_jetson and not view.facts.apple.is_macos
 
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
