@@ -5,7 +5,8 @@ Read from the source (radon for complexity, ``ast`` for the rest). What the pack
 listed in ``tests/structure/baseline.json`` with today's figure: a listed item may only shrink, an unlisted one may
 not pass the limit, and an entry that is back under its limit (or gone) must be removed from the list, so the list
 is the work left and never grows. A vendor branch is an ``if``/``elif``/conditional expression/comprehension
-filter/``case`` whose test compares with, or calls ``startswith``/``endswith`` on, a literal naming an accelerator
+filter/``case``, or a condition assigned to a name (``is_cuda = v.startswith("cu")``, read by an ``if`` later), whose
+test compares with, or calls ``startswith``/``endswith`` on, a literal naming an accelerator
 kind, vendor, variant or collective backend (``"nvidia"``, ``"rocm"``, ``"cu"``, ``"cu126"``, ``"mps"``,
 ``"nccl"`` ...): the kind's own module should answer instead (``stackdoctor.accelerators``). A branch that has
 to stay outside says why on its line with a ``# vendor branch:`` comment and still counts. A comparison with
@@ -84,8 +85,10 @@ def _vendor_test(test: ast.AST) -> bool:
 
 
 def vendor_branches(source: str) -> list[int]:
-    """The line of every vendor branch in one module's source."""
-    lines: list[int] = []
+    """The line of every vendor branch in one module's source (one per line): a test written in an ``if``, a
+    conditional expression, a comprehension filter or a ``case``, and a condition assigned to a name
+    (``is_cuda = variant.startswith("cu")``), which an ``if`` then reads."""
+    lines: set[int] = set()
     for node in ast.walk(ast.parse(source)):
         tests: list[ast.AST] = []
         if isinstance(node, (ast.If, ast.IfExp, ast.While)):
@@ -94,7 +97,9 @@ def vendor_branches(source: str) -> list[int]:
             tests = list(node.ifs)
         elif isinstance(node, ast.match_case):
             tests = [node.pattern]
-        lines += [node.lineno if hasattr(node, "lineno") else t.lineno for t in tests if _vendor_test(t)]  # type: ignore[attr-defined]
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+            tests = [node.value]
+        lines.update(node.lineno if hasattr(node, "lineno") else t.lineno for t in tests if _vendor_test(t))  # type: ignore[attr-defined]
     return sorted(lines)
 
 
@@ -158,6 +163,8 @@ def test_at_most_ten_vendor_branches_outside_the_seam_each_saying_why():
 def test_the_counters_see_what_they_count():
     src = 'def f(x, v):\n    if x == "nvidia":\n        return 1\n    y = [a for a in v if a.startswith("cu")]\n    return 2 if v in ("rocm", "x") else 3\n'
     assert vendor_branches(src) == [2, 4, 5]
+    assigned = 'def f(v, t):\n    is_cuda = v.startswith("cu")\n    gpu: bool = t == "rocm"\n    if (mps := t == "mps") and is_cuda:\n        return gpu\n    n = {"cuda": 1}\n'
+    assert vendor_branches(assigned) == [2, 3, 4]  # a table naming a kind is no branch
     assert vendor_branches('def f(x):\n    if x == "linux":\n        return 1\n') == []
     assert vendor_branches('def f(v):\n    match v:\n        case "cu126":\n            return 1\n') == [3]
 
