@@ -148,7 +148,10 @@ def plan_only(opts: FromSourceOptions) -> BuildPlan:
         shown_python = "python" if os_of(request, view.facts) == "windows" else "python3"
     plan = build_plan(view.facts, matrix, request, tools, shown_python)
     if opts.what_if:
-        parts = [*(f"GPU {g}" for g in opts.gpus), *(f"AMD {g}" for g in opts.gfx)]
+        from stackdoctor.resolve.machine import flag_kind
+
+        gfx_kind = flag_kind("--gfx")
+        parts = [*(f"GPU {g}" for g in opts.gpus), *(f"{gfx_kind.vendor_label if gfx_kind else 'GPU'} {g}" for g in opts.gfx)]
         parts += [f"Python {opts.python_version}"] if opts.python_version else []
         parts += [opts.platform] if opts.platform else []
         parts += [f"the machine in {opts.replay}"] if opts.replay else []

@@ -567,3 +567,25 @@ class Accelerator:
         """Whether the installed torch, a build of its kind, saw its device (None: not a question for this kind)."""
         return None
     # --- end resolve ---
+    # --- resolve ---
+    # What the resolver's stages, the install flow and the wheel readers ask of a kind instead of naming it
+    # (branch resolve, issue 45). The defaults are a kind that says nothing of these.
+    # its builds are the PyTorch index's variants: published in the matrix's releases, each version's local label its
+    # variant (2.8.0+cu126); False: a kind whose wheels come from a source of its own (JetPack's, from its own rows)
+    index_builds: ClassVar[bool] = True
+    what_if_flags: ClassVar[tuple[str, ...]] = ()  # install's built-in what-if flags that name its devices or driver ("--gpu", "--driver")
+
+    def runtime_release(self, variant: Variant) -> str | None:
+        """The release of its runtime a build of ``variant`` is made for ("12.6" of cu126, "6.4" of rocm6.4): among
+        the builds that fit, the newest is planned; None when it names none."""
+        return None
+
+    def host_machine(self, facts: Facts) -> str | None:
+        """The CPU architecture the machine runs natively, where this kind's probe read it and the interpreter may be a
+        translated one (macOS's ``arm64``, read outside Rosetta); None when it says nothing."""
+        return None
+
+    def os_release(self, facts: Facts) -> str | None:
+        """The OS release this kind's probe read ("14.5": macOS's), what the wheels' platform floor is judged against;
+        None when it says nothing."""
+        return None

@@ -172,3 +172,8 @@ class Amd(Accelerator):
     def build_label_of(self, cc: str | None, gfx: str | None) -> str | None:
         return gfx or None
     # --- end build ---
+    # --- resolve ---
+    what_if_flags = ("--gfx", "--rocm-userspace")
+
+    def runtime_release(self, variant: Variant) -> str | None:
+        return variant.rocm

@@ -75,3 +75,9 @@ class Apple(Accelerator):
     def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
         return False
     # --- end resolve ---
+    # --- resolve ---
+    def host_machine(self, facts: Facts) -> str | None:
+        return facts.apple.arch if facts.apple.rosetta is False else None  # the Mac's own CPU, read outside Rosetta
+
+    def os_release(self, facts: Facts) -> str | None:
+        return facts.apple.macos_version

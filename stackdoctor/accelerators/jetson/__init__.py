@@ -79,3 +79,5 @@ class Jetson(Accelerator):
     def claims(self, devices: Sequence[TargetDevice], target: FitTarget) -> bool:
         return False
     # --- end resolve ---
+    # --- resolve ---
+    index_builds = False  # JetPack's wheels: their versions do not carry the plan's variant (jetson-jp6-cu126)

@@ -295,6 +295,11 @@ class Nvidia(Accelerator):
     def build_label_of(self, cc: str | None, gfx: str | None) -> str | None:
         return "sm_" + cc.replace(".", "") if cc else None
     # --- end build ---
+    # --- resolve ---
+    what_if_flags = ("--gpu", "--driver")
+
+    def runtime_release(self, variant: Variant) -> str | None:
+        return variant.cuda
 
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
