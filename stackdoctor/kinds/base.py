@@ -574,6 +574,8 @@ class Accelerator:
     # variant (2.8.0+cu126); False: a kind whose wheels come from a source of its own (JetPack's, from its own rows)
     index_builds: ClassVar[bool] = True
     what_if_flags: ClassVar[tuple[str, ...]] = ()  # install's built-in what-if flags that name its devices or driver ("--gpu", "--driver")
+    heaviest_build_files: ClassVar[str | None] = None  # a torch source build's largest compile jobs are its files ("CUDA"): the memory fix names them
+    in_macos_build: ClassVar[bool] = False  # macOS's default build carries it (MPS): a CPU-only source build there still has it
 
     def runtime_release(self, variant: Variant) -> str | None:
         """The release of its runtime a build of ``variant`` is made for ("12.6" of cu126, "6.4" of rocm6.4): among

@@ -47,6 +47,11 @@ class Target:
     notes: list[str] = field(default_factory=list)  # facts the resolver could not check
 
     @property
+    def own_builds(self) -> bool:
+        """A kind's own wheel source plans this machine (a Jetson's JetPack wheels), not the index's builds."""
+        return self.jetson
+
+    @property
     def tag(self) -> str:
         if self.os == "windows":
             return f"win_{self.arch}"

@@ -76,6 +76,8 @@ class Apple(Accelerator):
         return False
     # --- end resolve ---
     # --- resolve ---
+    in_macos_build = True
+
     def host_machine(self, facts: Facts) -> str | None:
         return facts.apple.arch if facts.apple.rosetta is False else None  # the Mac's own CPU, read outside Rosetta
 

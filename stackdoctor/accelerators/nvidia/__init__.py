@@ -297,6 +297,7 @@ class Nvidia(Accelerator):
     # --- end build ---
     # --- resolve ---
     what_if_flags = ("--gpu", "--driver")
+    heaviest_build_files = "CUDA"
 
     def runtime_release(self, variant: Variant) -> str | None:
         return variant.cuda
