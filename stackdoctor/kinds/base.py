@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -576,6 +576,12 @@ class Accelerator:
     what_if_flags: ClassVar[tuple[str, ...]] = ()  # install's built-in what-if flags that name its devices or driver ("--gpu", "--driver")
     heaviest_build_files: ClassVar[str | None] = None  # a torch source build's largest compile jobs are its files ("CUDA"): the memory fix names them
     in_macos_build: ClassVar[bool] = False  # macOS's default build carries it (MPS): a CPU-only source build there still has it
+    not_runtime_wheels: ClassVar[tuple[str, ...]] = ()  # names under its runtime_wheels prefixes that bundle no runtime ("nvidia-ml-py")
+    triton_packages: ClassVar[tuple[str, ...]] = ()  # the triton its builds pin, beside triton and pytorch-triton ("pytorch-triton-rocm")
+    # how its libraries' GPU code (:attr:`gpu_code`) is read (stackdoctor.wheels.learn_wheels): the binfmt sections it lives
+    # in (the name of binfmt's tuple: "CUDA_SECTIONS"), and whether an installed library's may be zstd-compressed
+    library_code_sections: ClassVar[str | None] = None
+    library_code_zstd: ClassVar[bool] = False
 
     def runtime_release(self, variant: Variant) -> str | None:
         """The release of its runtime a build of ``variant`` is made for ("12.6" of cu126, "6.4" of rocm6.4): among
@@ -591,3 +597,23 @@ class Accelerator:
         """The OS release this kind's probe read ("14.5": macOS's), what the wheels' platform floor is judged against;
         None when it says nothing."""
         return None
+
+    def default_build_requires(self, requires: Iterable[str]) -> tuple[str, str] | None:
+        """(the variant, its runtime in words) a label-less torch wheel's ``Requires-Dist`` lines pin of this kind's
+        runtime (``cuda-toolkit[...]==13.0.3`` -> ("cu130", "the CUDA 13.0 runtime")); None when they pin none of it."""
+        return None
+
+    def variant_from_pins(self, pins: Mapping[str, str]) -> str | None:
+        """The variant a label-less build is, from its runtime wheels' pins (:func:`stackdoctor.wheels.learn_wheels.runtime_pins`:
+        ``cuda-toolkit==13.2.2`` -> ``cu132``); "" when its runtime is pinned in a form that names no release; None
+        when none of its runtime is pinned."""
+        return None
+
+    def read_library_code(self, fh: Any, sec: Any, label: str) -> dict[str, Any]:
+        """The GPU code in section ``sec`` of the open library ``fh`` as ``matrix learn`` writes it (``{"kind":
+        gpu_code, "library": label, ...}``: ``arch_list`` / ``ptx``, or ``gfx``; ``containers``, ``error``)."""
+        return {"kind": self.gpu_code, "library": label, "error": "no reader of this GPU code"}
+
+    def installed_library_code(self, info: Any, member: str) -> dict[str, Any]:
+        """An installed library's GPU code (``probes.torch_static.read_library``'s LibraryInfo) in :meth:`read_library_code`'s shape."""
+        return {"kind": self.gpu_code, "library": member, "containers": info.containers, "error": info.error}

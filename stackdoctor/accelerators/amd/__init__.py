@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from stackdoctor.accelerators.amd import library_code
 from stackdoctor.accelerators.amd.fit import fit_rocm
 from stackdoctor.accelerators.nvidia import CUDA_DEVICE, cuda_count, verify_cuda
 from stackdoctor.kinds.base import Accelerator, BuildAsk, FitNotes, FitTarget, Say, TargetDevice, Verified
@@ -174,6 +175,15 @@ class Amd(Accelerator):
     # --- end build ---
     # --- resolve ---
     what_if_flags = ("--gfx", "--rocm-userspace")
+    triton_packages = ("pytorch-triton-rocm",)
+    library_code_sections = library_code.SECTIONS_NAME
+    library_code_zstd = True
+
+    def read_library_code(self, fh: Any, sec: Any, label: str) -> dict[str, Any]:
+        return library_code.read_hip_code(fh, sec, label)
+
+    def installed_library_code(self, info: Any, member: str) -> dict[str, Any]:
+        return library_code.installed_hip_code(info, member)
 
     def runtime_release(self, variant: Variant) -> str | None:
         return variant.rocm

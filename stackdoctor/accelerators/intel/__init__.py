@@ -95,3 +95,5 @@ class Intel(Accelerator):
         return [ask.prerequisite("intel-gpu", "the PyTorch prerequisites for Intel GPUs", status="unknown",
                                  fix=f"follow {ask.url('intel_gpu') or 'Intel'}", source=ask.source("intel_gpu"), steps=["build"])]
     # --- end build ---
+    # --- resolve ---
+    triton_packages = ("pytorch-triton-xpu",)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from stackdoctor.accelerators.nvidia import library_code
 from stackdoctor.accelerators.nvidia.fit import cannot_serve_cpu, fit_cuda, gpu_request_cc, impossible_cc
+from stackdoctor.accelerators.nvidia.pins import parse_cuda_requirement, variant_from_cuda_pins
 from stackdoctor.core.versions import mm, release
 from stackdoctor.kinds.base import Accelerator, BuildAsk, DeviceSpec, FitNotes, FitTarget, Say, TargetDevice, Verified, device_summary
 from stackdoctor.model.facts import Facts, GpuView, TorchFacts
@@ -298,9 +300,24 @@ class Nvidia(Accelerator):
     # --- resolve ---
     what_if_flags = ("--gpu", "--driver")
     heaviest_build_files = "CUDA"
+    not_runtime_wheels = ("nvidia-ml-py",)  # NVML's bindings bundle nothing
+    library_code_sections = library_code.SECTIONS_NAME
+
+    def read_library_code(self, fh: Any, sec: Any, label: str) -> dict[str, Any]:
+        return library_code.read_cuda_code(fh, sec, label)
+
+    def installed_library_code(self, info: Any, member: str) -> dict[str, Any]:
+        return library_code.installed_cuda_code(info, member)
 
     def runtime_release(self, variant: Variant) -> str | None:
         return variant.cuda
+
+    def default_build_requires(self, requires: Iterable[str]) -> tuple[str, str] | None:
+        cuda = parse_cuda_requirement(requires)
+        return (cuda, f"the CUDA {int(cuda[2:-1])}.{cuda[-1]} runtime") if cuda else None
+
+    def variant_from_pins(self, pins: Mapping[str, str]) -> str | None:
+        return variant_from_cuda_pins(pins)
 
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
