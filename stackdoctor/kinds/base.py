@@ -582,6 +582,10 @@ class Accelerator:
     # in (the name of binfmt's tuple: "CUDA_SECTIONS"), and whether an installed library's may be zstd-compressed
     library_code_sections: ClassVar[str | None] = None
     library_code_zstd: ClassVar[bool] = False
+    # what `matrix learn` writes of its builds (stackdoctor.wheels.learn): the variant names it learns (a regex: r"cu\d{2,3}"),
+    # and the fields a row lacks when its GPU code was not read (then the row says so)
+    learned_variant: ClassVar[str | None] = None
+    unread_code_fields: ClassVar[tuple[str, ...]] = ()
 
     def runtime_release(self, variant: Variant) -> str | None:
         """The release of its runtime a build of ``variant`` is made for ("12.6" of cu126, "6.4" of rocm6.4): among
@@ -617,3 +621,9 @@ class Accelerator:
     def installed_library_code(self, info: Any, member: str) -> dict[str, Any]:
         """An installed library's GPU code (``probes.torch_static.read_library``'s LibraryInfo) in :meth:`read_library_code`'s shape."""
         return {"kind": self.gpu_code, "library": member, "containers": info.containers, "error": info.error}
+
+    def learned_code_into(self, row: dict[str, Any], code: Mapping[str, Any], platform: str) -> None:
+        """Write the GPU code read from a wheel for ``platform`` (:meth:`read_library_code`'s shape) into the variant row."""
+
+    def learned_code_from(self, row: dict[str, Any], known: Variant) -> None:
+        """Write the GPU code of ``known``, the nearest known build, into the variant row (inferred, not read)."""

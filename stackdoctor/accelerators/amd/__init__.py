@@ -178,6 +178,13 @@ class Amd(Accelerator):
     triton_packages = ("pytorch-triton-rocm",)
     library_code_sections = library_code.SECTIONS_NAME
     library_code_zstd = True
+    learned_variant = r"rocm\d+\.\d+(\.\d+)?"
+
+    def learned_code_into(self, row: dict[str, Any], code: Mapping[str, Any], platform: str) -> None:
+        row["gfx"] = code["gfx"]
+
+    def learned_code_from(self, row: dict[str, Any], known: Variant) -> None:
+        row["gfx"] = list(known.gfx)
 
     def read_library_code(self, fh: Any, sec: Any, label: str) -> dict[str, Any]:
         return library_code.read_hip_code(fh, sec, label)

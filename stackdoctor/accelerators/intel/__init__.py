@@ -97,3 +97,4 @@ class Intel(Accelerator):
     # --- end build ---
     # --- resolve ---
     triton_packages = ("pytorch-triton-xpu",)
+    learned_variant = "xpu"

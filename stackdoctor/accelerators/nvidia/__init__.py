@@ -302,6 +302,14 @@ class Nvidia(Accelerator):
     heaviest_build_files = "CUDA"
     not_runtime_wheels = ("nvidia-ml-py",)  # NVML's bindings bundle nothing
     library_code_sections = library_code.SECTIONS_NAME
+    learned_variant = r"cu\d{2,3}"
+    unread_code_fields = ("arch_list", "arch_by_platform")
+
+    def learned_code_into(self, row: dict[str, Any], code: Mapping[str, Any], platform: str) -> None:
+        library_code.cuda_code_into(row, code, platform)
+
+    def learned_code_from(self, row: dict[str, Any], known: Variant) -> None:
+        library_code.cuda_code_from(row, known)
 
     def read_library_code(self, fh: Any, sec: Any, label: str) -> dict[str, Any]:
         return library_code.read_cuda_code(fh, sec, label)
