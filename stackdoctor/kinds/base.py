@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
     from stackdoctor.matrix import Matrix, Release, Variant
-    from stackdoctor.model.plan import Request
+    from stackdoctor.model.plan import Plan, Request
     from stackdoctor.model.view import MachineView
 
 
@@ -585,6 +585,7 @@ class Accelerator:
     # what `matrix learn` writes of its builds (stackdoctor.wheels.learn): the variant names it learns (a regex: r"cu\d{2,3}"),
     # and the fields a row lacks when its GPU code was not read (then the row says so)
     learned_variant: ClassVar[str | None] = None
+    variant_form: ClassVar[str | None] = None  # its index variants' names as a sentence shows their form ("cuXYZ", "rocmX.Y")
     unread_code_fields: ClassVar[tuple[str, ...]] = ()
 
     def runtime_release(self, variant: Variant) -> str | None:
@@ -627,3 +628,13 @@ class Accelerator:
 
     def learned_code_from(self, row: dict[str, Any], known: Variant) -> None:
         """Write the GPU code of ``known``, the nearest known build, into the variant row (inferred, not read)."""
+
+    def plans_target(self, target: Any) -> bool:
+        """Its own resolution path plans this target (``stackdoctor.resolve.Target``; macOS: Apple's default build)
+        instead of the devices' stages."""
+        return False
+
+    def plan_target(self, view: MachineView, matrix: Matrix, request: Request, target: Any, cands: list[tuple[Release, Version]],
+                    plan: Plan) -> Plan:
+        """The plan its own path makes for ``target`` (:meth:`plans_target`), from the releases ``cands`` the request allows."""
+        raise NotImplementedError

@@ -1,4 +1,4 @@
-"""Building the plan: the resolver's stages (target, candidates, the GPU build, the CPU build, nothing at all) and the platforms with their own path (macOS, Jetson)."""
+"""Building the plan: the resolver's stages (target, candidates, the GPU build, the CPU build, nothing at all) and the platforms with their own path (a kind's: macOS's is Apple's, :meth:`Accelerator.plan_target`; the Jetson's)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from stackdoctor import kinds
-from stackdoctor.core.versions import major_minor
 from stackdoctor.core.versions import release as release_tuple
 from stackdoctor.matrix import (
     OS_WORDS,
@@ -96,7 +95,7 @@ def _acting_order(rejected: list[Rejected]) -> list[Rejected]:
     return sorted(rejected, key=lambda r: (releases.index(r.torch), _BLOCKER_ORDER.get(r.blocker or "", 6)))
 
 
-def _nothing_suggestions(t: Target, matrix: Matrix, request: Request, cands: list[tuple[Release, Version]]) -> list[str]:
+def nothing_suggestions(t: Target, matrix: Matrix, request: Request, cands: list[tuple[Release, Version]]) -> list[str]:
     """The nearest requests that would install anything at all (another torch, another Python)."""
     out: list[str] = []
     relaxed = Request(**{**request.__dict__, "torch": None})
@@ -170,8 +169,9 @@ def _resolve(view: MachineView, matrix: Matrix, request: Request) -> Plan:
         return plan
     if t.jetson:
         return _resolve_jetson(view, matrix, request, t, cands, plan)
-    if t.os == "macos":
-        return _resolve_macos(view, matrix, request, t, cands, plan)
+    own = next((a for a in kinds.ALL if a.plans_target(t)), None)  # a platform with a path of its own (macOS: Apple's)
+    if own is not None:
+        return own.plan_target(view, matrix, request, t, cands, plan)
     return _resolve_devices(view, matrix, request, t, cands, plan)
 
 
@@ -196,8 +196,10 @@ def _releases(matrix: Matrix, request: Request, plan: Plan) -> Candidates:
         plan.reasons.append(err)
         plan.suggestions.append(f"torch {matrix.releases[0].version} is the newest release the matrix knows" if matrix.releases else "load a matrix")
         return []
-    if request.variant != "auto" and variant_kind(request.variant) is None and not request.variant.startswith("jetson-"):
-        plan.reasons.append(f"--variant {request.variant}: not a variant name (cpu, cuXYZ, rocmX.Y, xpu)")
+    own = kinds.for_variant(request.variant)
+    if request.variant != "auto" and variant_kind(request.variant) is None and (own is None or own.index_builds):
+        forms = ", ".join(["cpu", *(a.variant_form for a in kinds.ALL if a.variant_form)])
+        plan.reasons.append(f"--variant {request.variant}: not a variant name ({forms})")
         return []
     unknown_builds = [(r, v) for r, v in cands if not r.variants]
     if unknown_builds:
@@ -386,7 +388,7 @@ def _cpu_build(view: MachineView, matrix: Matrix, request: Request, t: Target, c
     plan.torch_version = None
     plan.reasons.extend(cpu_rejects[:3] or ["no build of the requested torch fits this platform and Python"])
     plan.suggestions = [s for s in plan.suggestions if "driver" not in s]
-    plan.suggestions.extend(_nothing_suggestions(t, matrix, request, cands))
+    plan.suggestions.extend(nothing_suggestions(t, matrix, request, cands))
     plan.packages, plan.command = [], []
     return plan
 
@@ -428,48 +430,6 @@ def _pypi_default_build(view: MachineView, matrix: Matrix, request: Request, t: 
             )
             return finish(view, matrix, request, Fit(rel, ver, v), plan)
     return None
-
-
-def _resolve_macos(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan) -> Plan:
-    """macOS: the default PyPI build (no local suffix); on Apple silicon it carries MPS."""
-    rejects: list[str] = []
-    first_ok: Fit | None = None
-    for rel, ver in cands:
-        v = rel.variant("cpu")
-        if v is None:
-            continue
-        try:
-            fit = fit_variant(rel, ver, v, t, matrix, request, [])
-        except Reject as r:
-            rejects.append(f"torch {ver}: {r.reason}")
-            continue
-        if t.arch == "arm64":
-            mps = major_minor(rel.mps_min_macos)
-            if mps and t.macos and t.macos < mps:
-                if first_ok is None:
-                    first_ok = fit
-                plan.rejected.append(Rejected("cpu", f"torch {ver}: installs on macOS {t.macos[0]}.{t.macos[1]}, but its MPS needs macOS >= {rel.mps_min_macos}", torch=str(ver)))
-                continue
-            plan.reasons.append(f"torch {ver}: the newest {'requested ' if request.torch else ''}release for macOS arm64; PyPI's default build carries MPS (Apple GPU): its cpu variant is the Apple GPU build too")
-            if first_ok is not None:
-                plan.reasons.append(f"an older release with MPS beats torch {first_ok.version} without it on this macOS")
-        else:
-            plan.reasons.append(f"torch {ver}: Intel Macs get CPU builds only, and {ver} is the newest {'requested ' if request.torch else ''}release with macOS x86_64 wheels")
-        return finish(view, matrix, request, fit, plan, pypi=True)
-    if first_ok is not None:
-        plan.reasons.append(f"torch {first_ok.version}: no release here has MPS on this macOS; CPU only")
-        plan.suggestions.append(f"upgrade macOS to >= {first_ok.release.mps_min_macos} for MPS")
-        return finish(view, matrix, request, first_ok, plan, pypi=True)
-    plan.reasons.extend(rejects[:3] or ["no torch build for this Mac"])
-    if t.arch == "x86_64":
-        last = matrix.newest_release_for("macos", "x86_64")
-        plan.reasons.append(
-            f"Intel Macs (macOS x86_64) have wheels only up to torch {last.version}"
-            if last is not None
-            else "the matrix knows no torch release with macOS x86_64 wheels"
-        )
-    plan.suggestions.extend(_nothing_suggestions(t, matrix, request, cands))
-    return plan
 
 
 def _resolve_jetson(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan) -> Plan:

@@ -179,6 +179,7 @@ class Amd(Accelerator):
     library_code_sections = library_code.SECTIONS_NAME
     library_code_zstd = True
     learned_variant = r"rocm\d+\.\d+(\.\d+)?"
+    variant_form = "rocmX.Y"
 
     def learned_code_into(self, row: dict[str, Any], code: Mapping[str, Any], platform: str) -> None:
         row["gfx"] = code["gfx"]

@@ -303,6 +303,7 @@ class Nvidia(Accelerator):
     not_runtime_wheels = ("nvidia-ml-py",)  # NVML's bindings bundle nothing
     library_code_sections = library_code.SECTIONS_NAME
     learned_variant = r"cu\d{2,3}"
+    variant_form = "cuXYZ"
     unread_code_fields = ("arch_list", "arch_by_platform")
 
     def learned_code_into(self, row: dict[str, Any], code: Mapping[str, Any], platform: str) -> None:
