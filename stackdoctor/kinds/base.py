@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 
     from stackdoctor.matrix import Matrix, Release, Variant
     from stackdoctor.model.plan import Plan, Request
+    from stackdoctor.model.toolchain import BuildTools
     from stackdoctor.model.view import MachineView
+    from stackdoctor.system import System
 
 
 __all__ = ["Accelerator", "Companion", "DeviceSpec", "FitNotes", "FitTarget", "Say", "TargetDevice", "Unfit", "Verified", "device_summary", "unverified"]
@@ -585,6 +587,7 @@ class Accelerator:
     # what `matrix learn` writes of its builds (stackdoctor.wheels.learn): the variant names it learns (a regex: r"cu\d{2,3}"),
     # and the fields a row lacks when its GPU code was not read (then the row says so)
     learned_variant: ClassVar[str | None] = None
+    clang_as_gcc: ClassVar[str | None] = None  # what installs a gcc that is clang on its platform ("Apple's Xcode tools")
     variant_form: ClassVar[str | None] = None  # its index variants' names as a sentence shows their form ("cuXYZ", "rocmX.Y")
     unread_code_fields: ClassVar[tuple[str, ...]] = ()
 
@@ -638,3 +641,7 @@ class Accelerator:
                     plan: Plan) -> Plan:
         """The plan its own path makes for ``target`` (:meth:`plans_target`), from the releases ``cands`` the request allows."""
         raise NotImplementedError
+
+    def find_build_tools(self, system: System, tools: BuildTools, *, python: str, timeout_s: float) -> None:
+        """Find what a source build for it needs beyond the generic tools (its toolkit: NVIDIA's nvcc, cuDNN and NVTX;
+        ROCm) on this machine, through ``system``, into ``tools``; never raises."""

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 
     from stackdoctor.matrix import Matrix, Release, Variant
     from stackdoctor.model.plan import Request
+    from stackdoctor.model.toolchain import BuildTools
     from stackdoctor.model.view import MachineView
+    from stackdoctor.system import System
 
 
 # --- install ---
@@ -180,6 +182,11 @@ class Amd(Accelerator):
     library_code_zstd = True
     learned_variant = r"rocm\d+\.\d+(\.\d+)?"
     variant_form = "rocmX.Y"
+
+    def find_build_tools(self, system: System, tools: BuildTools, *, python: str, timeout_s: float) -> None:
+        from stackdoctor.accelerators.amd.build_tools import rocm_tool
+
+        tools.rocm = rocm_tool(system)
 
     def learned_code_into(self, row: dict[str, Any], code: Mapping[str, Any], platform: str) -> None:
         row["gfx"] = code["gfx"]

@@ -85,6 +85,7 @@ class Apple(Accelerator):
     # --- end resolve ---
     # --- resolve ---
     in_macos_build = True
+    clang_as_gcc = "Apple's Xcode tools"
 
     def host_machine(self, facts: Facts) -> str | None:
         return facts.apple.arch if facts.apple.rosetta is False else None  # the Mac's own CPU, read outside Rosetta

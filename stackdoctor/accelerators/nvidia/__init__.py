@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 
     from stackdoctor.matrix import Matrix, Release, Variant
     from stackdoctor.model.plan import Request
+    from stackdoctor.model.toolchain import BuildTools
     from stackdoctor.model.view import MachineView
+    from stackdoctor.system import System
 
 
 # torch.cuda's devices, for the workers: NVIDIA's, and ROCm's and Jetson's, which torch also reaches as "cuda"
@@ -327,6 +329,11 @@ class Nvidia(Accelerator):
 
     def variant_from_pins(self, pins: Mapping[str, str]) -> str | None:
         return variant_from_cuda_pins(pins)
+
+    def find_build_tools(self, system: System, tools: BuildTools, *, python: str, timeout_s: float) -> None:
+        from stackdoctor.accelerators.nvidia.build_tools import find_cuda_tools
+
+        find_cuda_tools(system, tools, python=python, timeout_s=timeout_s)
 
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
