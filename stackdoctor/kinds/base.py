@@ -645,3 +645,9 @@ class Accelerator:
     def find_build_tools(self, system: System, tools: BuildTools, *, python: str, timeout_s: float) -> None:
         """Find what a source build for it needs beyond the generic tools (its toolkit: NVIDIA's nvcc, cuDNN and NVTX;
         ROCm) on this machine, through ``system``, into ``tools``; never raises."""
+
+    def unlisted_reason(self, count: int) -> tuple[str, str]:
+        """(why no build of its kind could be planned, what to do) where ``count`` of its GPUs are on the PCI bus and no
+        working driver lists them (:meth:`unlisted`)."""
+        return (f"{count} GPU(s) are on the PCI bus but no working driver lists them, so no {self.build_label or self.name} build can be checked or chosen",
+                "install or repair the driver, then resolve again")

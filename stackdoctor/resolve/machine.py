@@ -43,7 +43,8 @@ class Target:
     rocm_userspace_source: str | None = None  # where it was read ("--rocm-userspace", "file:/opt/rocm/.info/version")
     amdgpu_version: str | None = None  # the loaded amdgpu kernel driver's declared version, where it declares one
     amdgpu_loaded: bool | None = None  # amdgpu is loaded (this machine's: a what-if's kernel driver is not known)
-    nvidia_unlisted: int = 0  # GPUs on the PCI bus that no working driver lists (the kinds' unlisted())
+    unlisted: int = 0  # GPUs on the PCI bus that no working driver lists (the kinds' unlisted())
+    unlisted_kind: str | None = None  # the kind whose GPUs they are (the first that counted any)
     notes: list[str] = field(default_factory=list)  # facts the resolver could not check
 
     @property
@@ -178,7 +179,9 @@ def _devices(t: Target, facts: Facts) -> None:
     for acc in kinds.ALL:
         t.gpus.extend(acc.target_devices(facts))
         unlisted, note = acc.unlisted(facts)
-        t.nvidia_unlisted += unlisted
+        t.unlisted += unlisted
+        if unlisted and t.unlisted_kind is None:
+            t.unlisted_kind = acc.name
         if note:
             t.notes.append(note)
 

@@ -1,18 +1,13 @@
-"""Building the plan: the resolver's stages (target, candidates, the GPU build, the CPU build, nothing at all) and the platforms with their own path (a kind's: macOS's is Apple's, :meth:`Accelerator.plan_target`; the Jetson's)."""
+"""Building the plan: the resolver's stages (target, candidates, the GPU build, the CPU build, nothing at all); a platform with a path of its own is its kind's (:meth:`Accelerator.plan_target`: a Jetson's wheel source, macOS's default build)."""
 
 from __future__ import annotations
 
-import dataclasses
-import re
-
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from stackdoctor import kinds
 from stackdoctor.core.versions import release as release_tuple
 from stackdoctor.matrix import (
     OS_WORDS,
-    JetsonRow,
     Matrix,
     Release,
     variant_kind,
@@ -22,7 +17,7 @@ from stackdoctor.model.view import MachineView, facts_of
 from stackdoctor.resolve.candidates import newer_than, release_candidates
 from stackdoctor.resolve.installed import mind_installed
 from stackdoctor.resolve.machine import Gpu, Target, target_from
-from stackdoctor.resolve.packages import finish, install_command, paired_companions, planned_packages, with_companion
+from stackdoctor.resolve.packages import finish, paired_companions, with_companion
 from stackdoctor.resolve.variant_fit import (
     Fit,
     Reject,
@@ -80,7 +75,7 @@ def _driver_suggestion(t: Target, matrix: Matrix, request: Request, kind: str, g
     needed.sort()
     _, _, drv, name, full = needed[0]
     if drv != full:
-        return [f"upgrade the driver to >= {drv} (torch {newest[1]} {name} then runs on this GPU, through CUDA minor-version compatibility; "
+        return [f"upgrade the driver to >= {drv} (torch {newest[1]} {name} then runs on this GPU, through {kinds.build_label(kind)} minor-version compatibility; "
                 f">= {full} for all of it)"]
     return [f"upgrade the driver to >= {drv} (torch {newest[1]} {name} then runs on this GPU)"]
 
@@ -167,9 +162,7 @@ def _resolve(view: MachineView, matrix: Matrix, request: Request) -> Plan:
     cands = _releases(matrix, request, plan)
     if not cands:
         return plan
-    if t.jetson:
-        return _resolve_jetson(view, matrix, request, t, cands, plan)
-    own = next((a for a in kinds.ALL if a.plans_target(t)), None)  # a platform with a path of its own (macOS: Apple's)
+    own = next((a for a in kinds.ALL if a.plans_target(t)), None)  # a path of its own: a Jetson's wheel source, macOS's default build
     if own is not None:
         return own.plan_target(view, matrix, request, t, cands, plan)
     return _resolve_devices(view, matrix, request, t, cands, plan)
@@ -243,7 +236,8 @@ def _with_companions_known(matrix: Matrix, request: Request, cands: Candidates, 
 
 def _publishing(matrix: Matrix, request: Request, cands: Candidates, plan: Plan) -> Candidates:
     """With ``--variant``: the releases that publish it; none, saying which release newest does."""
-    if request.variant == "auto" or request.variant.startswith("jetson-"):
+    own = kinds.for_variant(request.variant)
+    if request.variant == "auto" or (own is not None and not own.index_builds):  # a kind's own wheel source (JetPack's)
         return cands
     publishing = [(r, v) for r, v in cands if r.variant(request.variant) is not None]
     if not publishing:
@@ -394,12 +388,11 @@ def _cpu_build(view: MachineView, matrix: Matrix, request: Request, t: Target, c
 
 
 def _cpu_reason(request: Request, t: Target, plan: Plan, kind: str, gpus: list[Gpu], ver: Version) -> None:
-    if kind == kinds.CPU and t.nvidia_unlisted and not t.driver:
-        plan.reasons.append(
-            f"torch {ver} cpu: {t.nvidia_unlisted} NVIDIA GPU(s) are on the PCI bus but no working NVIDIA driver lists them, "
-            "so no CUDA build can be checked or chosen"
-        )
-        plan.suggestions.append("install or repair the NVIDIA driver (nvidia-smi must list the GPU), then resolve again")
+    unlisted = kinds.by_name(t.unlisted_kind)
+    if kind == kinds.CPU and t.unlisted and not t.driver and unlisted is not None:
+        reason, fix = unlisted.unlisted_reason(t.unlisted)
+        plan.reasons.append(f"torch {ver} cpu: {reason}")
+        plan.suggestions.append(fix)
     elif kind == kinds.CPU and not gpus and not t.driver:
         plan.reasons.append(f"torch {ver} cpu: no GPU found on this machine; the newest {'requested ' if request.torch else ''}release with a CPU build for it")
     else:
@@ -426,82 +419,7 @@ def _pypi_default_build(view: MachineView, matrix: Matrix, request: Request, t: 
             plan.reasons.append(
                 f"torch {ver} {v.name}: no CPU build of it is known for {OS_WORDS.get(t.os, t.os)} {t.arch}"
                 + (f" and Python {t.python}" if t.python else "")
-                + f"; PyPI's default build ({v.name}) runs on the CPU as well, with its CUDA libraries unused"
+                + f"; PyPI's default build ({v.name}) runs on the CPU as well, with its {kinds.build_label(v.kind)} libraries unused"
             )
             return finish(view, matrix, request, Fit(rel, ver, v), plan)
     return None
-
-
-def _resolve_jetson(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan) -> Plan:
-    row = matrix.jetson_row(t.l4t, t.jetpack)
-    what = f"L4T {t.l4t}" if t.l4t else f"JetPack {t.jetpack}" if t.jetpack else "this Jetson"
-    if row is None:
-        plan.reasons.append(f"{what}: the matrix has no Jetson row for it, so no wheel source is known")
-        return plan
-    if row.use_pytorch_index:
-        return _resolve_jetson_thor(view, matrix, request, t, cands, plan, row, what)
-    if not row.variant or not row.index_url:
-        plan.reasons.append(f"{what} (JetPack {row.jetpack}): {row.note or 'no torch wheel source is known'}")
-        newer = [j for j in matrix.jetson if j.variant and j.index_url and j.jetpack > row.jetpack]
-        if newer:
-            plan.suggestions.append(f"JetPack {newer[0].jetpack} (L4T {', '.join(newer[0].l4t)}) has torch {', '.join(newer[0].torch)} from {newer[0].index_url}")
-        return plan
-    wanted = _jetson_versions(row, request)
-    if not wanted:
-        plan.reasons.append(f"{what}: {row.index_url} has no torch {request.torch} (it has {', '.join(row.torch)})")
-        plan.suggestions.append(f"--torch {row.torch[0]} (the newest on {row.variant})")
-        return plan
-    if t.python and row.pythons and t.python not in row.pythons:
-        plan.reasons.append(f"{what}: {row.variant} wheels are for Python {', '.join(row.pythons)}, not {t.python}")
-        plan.suggestions.append(f"Python {row.pythons[0]} (JetPack's Python; --python-version {row.pythons[0]})")
-        return plan
-    ver = wanted[0]
-    plan.torch_version = str(ver)
-    plan.variant = row.variant
-    plan.index_url = row.index_url
-    plan.reasons.append(f"{what} (JetPack {row.jetpack}, CUDA {row.cuda}): torch {ver} from NVIDIA's Jetson wheels at {row.index_url}; PyPI's aarch64 builds do not target the Jetson iGPU")
-    if row.unknown:
-        plan.warnings.append(f"matrix: {'; '.join(row.unknown)} (unknown)")
-    plan.packages = planned_packages(matrix, request, ver, None, row.index_url, plan.warnings)
-    plan.command = install_command(view, request, [p.requirement for p in plan.packages], row.index_url)
-    return plan
-
-
-def _resolve_jetson_thor(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan,
-                         row: JetsonRow, what: str) -> Plan:
-    """Thor (JetPack 7): the SBSA userspace runs download.pytorch.org's aarch64 CUDA builds, planned as for any
-    machine with that GPU (its compute capability from the Jetson row where no tool listed it)."""
-    t2 = Target(**{**t.__dict__, "jetson": False})
-    if not t2.gpus and row.gpu_cc:
-        t2.gpus = [Gpu("nvidia", 0, view.facts.jetson.model or "Jetson GPU", cc=row.gpu_cc[0])]
-    plan.reasons.append(f"{what} (JetPack {row.jetpack}): {row.note}")
-    inner = _resolve_generic_target(view, matrix, request, t2, cands)
-    inner.reasons = plan.reasons + inner.reasons
-    inner.warnings = plan.warnings + inner.warnings
-    if inner.variant in (None, kinds.CPU) and row.variant and row.index_url:
-        inner.suggestions.append(f"NVIDIA's Jetson index {row.index_url} ({row.variant}) has torch {', '.join(row.torch)}")
-    return inner
-
-
-def _jetson_versions(row: JetsonRow, request: Request) -> list[Version]:
-    """The torch releases of a Jetson row the request allows, newest first (``--torch 2.5`` means any 2.5.x)."""
-    versions = [Version(v) for v in row.torch]
-    if not request.torch:
-        return sorted(versions, reverse=True)
-    spec_text = request.torch.strip()
-    try:
-        spec = SpecifierSet(spec_text) if re.search(r"[<>=!~,]", spec_text) else SpecifierSet(f"=={spec_text}.*" if spec_text.count(".") == 1 else f"=={spec_text}")
-    except InvalidSpecifier:
-        spec = SpecifierSet()
-    return [v for v in versions if spec.contains(v, prereleases=True)]
-
-
-def _resolve_generic_target(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]]) -> Plan:
-    """Resolve with an already-built target (used for Jetson Thor)."""
-    sub = view.replaced(jetson=dataclasses.replace(view.facts.jetson, is_jetson=False))  # the same view, the Jetson path off
-    req = dataclasses.replace(
-        request,
-        gpus=[f"sm_{g.cc.replace('.', '')}" for g in t.gpus if g.cc] or request.gpus,  # only an NVIDIA GPU has a compute capability
-        driver=t.driver,
-    )
-    return resolve(sub, matrix, req)

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence  # --- resolve ---
+from typing import TYPE_CHECKING, Any  # --- resolve ---
 
 from stackdoctor.accelerators.nvidia import CUDA_DEVICE, cuda_count, verify_cuda
 from stackdoctor.kinds.base import Accelerator, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
 from stackdoctor.model.facts import Facts, Severity, TorchFacts
+
+if TYPE_CHECKING:  # --- resolve ---
+    from packaging.version import Version
+
+    from stackdoctor.matrix import Matrix, Release
+    from stackdoctor.model.plan import Plan, Request
+    from stackdoctor.model.view import MachineView
 
 
 class Jetson(Accelerator):
@@ -81,3 +89,12 @@ class Jetson(Accelerator):
     # --- end resolve ---
     # --- resolve ---
     index_builds = False  # JetPack's wheels: their versions do not carry the plan's variant (jetson-jp6-cu126)
+
+    def plans_target(self, target: Any) -> bool:
+        return bool(target.own_builds)  # a Jetson (on Linux aarch64): JetPack's wheel source
+
+    def plan_target(self, view: MachineView, matrix: Matrix, request: Request, target: Any, cands: list[tuple[Release, Version]],
+                    plan: Plan) -> Plan:
+        from stackdoctor.accelerators.jetson.plan import resolve_jetson
+
+        return resolve_jetson(view, matrix, request, target, cands, plan)

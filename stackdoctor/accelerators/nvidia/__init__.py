@@ -330,6 +330,10 @@ class Nvidia(Accelerator):
     def variant_from_pins(self, pins: Mapping[str, str]) -> str | None:
         return variant_from_cuda_pins(pins)
 
+    def unlisted_reason(self, count: int) -> tuple[str, str]:
+        return (f"{count} NVIDIA GPU(s) are on the PCI bus but no working NVIDIA driver lists them, so no CUDA build can be checked or chosen",
+                "install or repair the NVIDIA driver (nvidia-smi must list the GPU), then resolve again")
+
     def find_build_tools(self, system: System, tools: BuildTools, *, python: str, timeout_s: float) -> None:
         from stackdoctor.accelerators.nvidia.build_tools import find_cuda_tools
 
