@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from stackdoctor import kinds
 from stackdoctor.core.errors import UsageError
 from stackdoctor.core.shell import format_command
 from stackdoctor.model.facts import conda_name
@@ -61,6 +62,11 @@ def conda_subdir(facts: MachineView, platform_tag: str | None = None) -> str | N
 
 def is_conda_target(facts: Facts) -> bool:
     return facts.python.env_kind == "conda"
+
+
+def _gpu_build_labels() -> list[str]:
+    """The built-in kinds' GPU builds as a sentence names them (CUDA, ROCm, XPU), once each, in priority order."""
+    return list(dict.fromkeys(a.build_label for a in kinds.BUILTIN if a.build_kind != kinds.CPU and a.build_label))
 
 
 def _cuda_tuple(text: str) -> tuple[int, int]:
@@ -115,8 +121,6 @@ def _specs(info: CondaInfo, rel: CondaRelease, cuda: str | None, packages: Seque
 def _conda_forge_builds(plan: Plan) -> bool | None:
     """Whether conda-forge builds pytorch for the kind the plan's variant is for (its answer,
     :attr:`Accelerator.conda_forge_build`: CUDA yes; ROCm and XPU no); None for a CPU plan or a kind that does not say."""
-    from stackdoctor import kinds
-
     acc = kinds.for_variant(plan.variant)
     return acc.conda_forge_build if acc is not None else None
 
@@ -177,7 +181,7 @@ def _pixi_spec(spec: str) -> str:
 
 def _pip_route(plan: Plan, pip_command: Sequence[str], conda_pkgs: Sequence[str]) -> Route:
     pip_route = Route("pip-wheels", f"PyTorch's wheels into the conda env with pip: torch {plan.torch_version} ({plan.variant})", list(pip_command))
-    pip_route.reasons.append("every release and variant PyTorch publishes (cpu, CUDA, ROCm, XPU), the day it is released")
+    pip_route.reasons.append(f"every release and variant PyTorch publishes ({', '.join(['cpu', *_gpu_build_labels()])}), the day it is released")
     pip_route.cautions.append("conda does not see pip's torch: do not conda-install packages that depend on pytorch into this env afterwards")
     if conda_pkgs:
         pip_route.cautions.append(
