@@ -302,7 +302,8 @@ def check_request(opts: InstallOptions, view: MachineView, matrix: Matrix) -> No
     owner = flag_kind("--gpu")  # --gpu's devices (sm_XY) are planned against a driver of their kind, which --driver names
     unclaimed = [g for g in opts.machine.gpus if not any(a.gpu_name(g) for a in kinds.ALL)]  # the names no other kind claims
     if owner is not None and unclaimed and not opts.machine.driver and not view.driver(owner.name).value and (opts.variant == "auto" or owner.serves(opts.variant)):
-        raise UsageError(f"--gpu {unclaimed[0]}: this machine has no {owner.vendor_label} driver to assume; add --driver VERSION to plan a {owner.build_label} build.")
+        kind_err = owner.no_driver_error(unclaimed[0])
+        raise UsageError(kind_err)
 
 
 def fit_words(opts: InstallOptions, view: MachineView, python: str, matrix: Matrix) -> Callable[[str, str], str]:

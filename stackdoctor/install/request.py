@@ -44,7 +44,8 @@ def check_options(opts: InstallOptions) -> None:
         from stackdoctor.resolve.machine import flag_kind
 
         owner = flag_kind("--driver")
-        raise UsageError(f"--driver {opts.machine.driver} is not an {owner.vendor_label if owner else 'GPU'} driver version (expected like 550.54.14 or 580).")
+        kind_err = owner.bad_driver_error(opts.machine.driver) if owner is not None else f"--driver {opts.machine.driver}: no kind's driver is named by it."
+        raise UsageError(kind_err)
     if opts.machine.rocm_userspace is not None and not ROCM_RE.match(opts.machine.rocm_userspace.strip()):
         raise UsageError(f"--rocm-userspace {opts.machine.rocm_userspace} is not a ROCm release (expected like 6.3.1 or 7.2).")
     if opts.sources.mirror and opts.sources.index_base:

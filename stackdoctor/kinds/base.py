@@ -17,7 +17,7 @@ from stackdoctor.model.facts import Backend, BuildKind, Facts, GpuView, Severity
 if TYPE_CHECKING:
     from packaging.version import Version
 
-    from stackdoctor.matrix import Matrix, Release, Variant
+    from stackdoctor.matrix import CondaInfo, CondaRelease, Matrix, Release, Variant
     from stackdoctor.model.plan import Plan, Request
     from stackdoctor.model.toolchain import BuildTools
     from stackdoctor.model.view import MachineView
@@ -577,7 +577,6 @@ class Accelerator:
     index_builds: ClassVar[bool] = True
     what_if_flags: ClassVar[tuple[str, ...]] = ()  # install's built-in what-if flags that name its devices or driver ("--gpu", "--driver")
     heaviest_build_files: ClassVar[str | None] = None  # a torch source build's largest compile jobs are its files ("CUDA"): the memory fix names them
-    in_macos_build: ClassVar[bool] = False  # macOS's default build carries it (MPS): a CPU-only source build there still has it
     not_runtime_wheels: ClassVar[tuple[str, ...]] = ()  # names under its runtime_wheels prefixes that bundle no runtime ("nvidia-ml-py")
     triton_packages: ClassVar[tuple[str, ...]] = ()  # the triton its builds pin, beside triton and pytorch-triton ("pytorch-triton-rocm")
     # how its libraries' GPU code (:attr:`gpu_code`) is read (stackdoctor.wheels.learn_wheels): the binfmt sections it lives
@@ -587,8 +586,8 @@ class Accelerator:
     # what `matrix learn` writes of its builds (stackdoctor.wheels.learn): the variant names it learns (a regex: r"cu\d{2,3}"),
     # and the fields a row lacks when its GPU code was not read (then the row says so)
     learned_variant: ClassVar[str | None] = None
+    conda_libraries: ClassVar[tuple[str, ...]] = ()  # conda's packages of its runtime, which shadow a pip wheel's (conda-pip-mix)
     clang_as_gcc: ClassVar[str | None] = None  # what installs a gcc that is clang on its platform ("Apple's Xcode tools")
-    variant_form: ClassVar[str | None] = None  # its index variants' names as a sentence shows their form ("cuXYZ", "rocmX.Y")
     unread_code_fields: ClassVar[tuple[str, ...]] = ()
 
     def runtime_release(self, variant: Variant) -> str | None:
@@ -651,3 +650,32 @@ class Accelerator:
         working driver lists them (:meth:`unlisted`)."""
         return (f"{count} GPU(s) are on the PCI bus but no working driver lists them, so no {self.build_label or self.name} build can be checked or chosen",
                 "install or repair the driver, then resolve again")
+
+    # conda-forge's builds of pytorch for it (stackdoctor.install.conda; asked where conda_forge_build is True)
+    def conda_build(self, release: CondaRelease, subdir: str, view: MachineView, matrix: Matrix, driver: str | None,
+                    reasons: list[str]) -> str | None:
+        """The runtime release of conda-forge's newest build of ``release`` for it that runs here (``driver``: the
+        driver planned for), saying why in ``reasons``; None: the CPU build."""
+        return None
+
+    def conda_specs(self, info: CondaInfo, release: CondaRelease, runtime: str) -> list[str]:
+        """The match specs that select conda-forge's build of it for ``runtime`` (``pytorch=2.13.0=cuda*``, its selector)."""
+        return [f"{info.package}={release.version}"]
+
+    def conda_selection(self, info: CondaInfo, runtime: str, view: MachineView, hypothetical: bool) -> tuple[list[str], dict[str, str], list[str]]:
+        """(reasons, environment, cautions) the conda-forge route adds for its build of ``runtime``: how it is selected,
+        and what the solver needs where the machine does not show it (``hypothetical``: a what-if)."""
+        return [], {}, []
+
+    def conda_forge_only(self, reasons: list[str], variant: str) -> None:
+        """Say in ``reasons`` that conda-forge builds pytorch for the CPU and this kind only, not ``variant``'s: the CPU build."""
+        reasons.append(f"conda-forge builds pytorch for CPU and {self.build_label} only (no {variant}): the CPU build")
+
+    def bad_driver_error(self, value: str) -> str:
+        """The sentence install exits 2 with when ``--driver``, which names its driver (:attr:`what_if_flags`), is not a
+        version of it."""
+        return f"--driver {value} is not a {self.vendor_label or self.name} driver version."
+
+    def no_driver_error(self, gpu: str) -> str:
+        """The sentence install exits 2 with when ``--gpu`` names one of its devices and no driver of it is here or named."""
+        return f"--gpu {gpu}: this machine has no {self.vendor_label or self.name} driver to assume; add --driver VERSION."

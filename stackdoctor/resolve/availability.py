@@ -392,7 +392,7 @@ def _other_build(
             0,
             f"torch {plan.torch_version} {plan.variant} is the newest build for this machine, but none of the sources that answered has it; "
             f"torch {offer.version} {offer.variant} from {offer.probe.source.url} runs here instead, at a cost: {cost}"
-            + (f", and its {runtime} runtime wheels come on top" if (runtime := _separate_runtime(offer.variant)) else ""),
+            + (", and its CUDA runtime wheels come on top" if _separate_runtime(offer.variant) else ""),
         )
         if size is not None:
             candidate.warnings.append(f"the plan's torch wheel ({h2[0].file.filename}) is {size / (1024 * 1024):.0f} MiB to download")
@@ -504,8 +504,7 @@ def _what_a_named_source_has(name: str, wv: str, want: str, shown: str, answered
     return None
 
 
-def _separate_runtime(variant: str | None) -> str | None:
-    """The build label of a build whose runtime libraries come as wheels of their own (a CUDA build's nvidia-* wheels),
-    not in its size; None for any other."""
+def _separate_runtime(variant: str | None) -> bool:
+    """A build whose runtime libraries come as wheels of their own (a CUDA build's nvidia-* wheels), not in its size."""
     acc = kinds.for_variant(variant)
-    return acc.build_label if acc is not None and acc.separate_runtime_wheels else None
+    return acc is not None and acc.separate_runtime_wheels

@@ -14,7 +14,7 @@ from stackdoctor.matrix import (
 )
 from stackdoctor.model.plan import Plan, PlanError, Rejected, Request
 from stackdoctor.model.view import MachineView, facts_of
-from stackdoctor.resolve.candidates import newer_than, release_candidates
+from stackdoctor.resolve.candidates import english_sentence, newer_than, release_candidates
 from stackdoctor.resolve.installed import mind_installed
 from stackdoctor.resolve.machine import Gpu, Target, target_from
 from stackdoctor.resolve.packages import finish, paired_companions, with_companion
@@ -191,8 +191,7 @@ def _releases(matrix: Matrix, request: Request, plan: Plan) -> Candidates:
         return []
     own = kinds.for_variant(request.variant)
     if request.variant != "auto" and variant_kind(request.variant) is None and (own is None or own.index_builds):
-        forms = ", ".join(["cpu", *(a.variant_form for a in kinds.ALL if a.variant_form)])
-        plan.reasons.append(f"--variant {request.variant}: not a variant name ({forms})")
+        plan.reasons.append(english_sentence("nc_r_not_variant", variant=request.variant))  # the variants' forms: the locale's
         return []
     unknown_builds = [(r, v) for r, v in cands if not r.variants]
     if unknown_builds:
@@ -416,10 +415,8 @@ def _pypi_default_build(view: MachineView, matrix: Matrix, request: Request, t: 
             if unfit:
                 cpu_rejects.insert(0, f"torch {ver}: no CPU build of it is known for {OS_WORDS.get(t.os, t.os)} {t.arch}, and PyPI's default build ({v.name}) {unfit}")
                 continue
-            plan.reasons.append(
-                f"torch {ver} {v.name}: no CPU build of it is known for {OS_WORDS.get(t.os, t.os)} {t.arch}"
-                + (f" and Python {t.python}" if t.python else "")
-                + f"; PyPI's default build ({v.name}) runs on the CPU as well, with its {kinds.build_label(v.kind)} libraries unused"
-            )
+            where = {"torch": str(ver), "variant": v.name, "os": OS_WORDS.get(t.os, t.os), "arch": t.arch}  # whose libraries: the locale's
+            plan.reasons.append(english_sentence("plan_pypi_cpu_as_well_python", **where, python=t.python) if t.python
+                                else english_sentence("plan_pypi_cpu_as_well", **where))
             return finish(view, matrix, request, Fit(rel, ver, v), plan)
     return None

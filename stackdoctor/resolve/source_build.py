@@ -458,8 +458,9 @@ def build_plan(facts: Facts, matrix: Matrix, request: BuildRequest, tools: Build
     url = request.source_url or _url(matrix, "repository") or ""
     acc, targets, notes = _targets(facts, matrix, request)
     if os_ == "macos" and acc is not None and not acc.builds_on_macos:
-        mac = next((f" ({a.build_label} is built in)" for a in kinds.ALL if a.in_macos_build), "")
-        notes.append(f"no {acc.backend.upper()} build on macOS: planned CPU-only{mac}")
+        from stackdoctor.resolve.candidates import english_sentence
+
+        notes.append(english_sentence("src_macos_cpu", accel=acc.backend.upper()))  # what macOS's build has built in: the locale's
         acc, targets = None, {}
     windows = os_ == "windows"
     plan = BuildPlan(tag_version, tag, acc.backend if acc is not None else "cpu", os_, "powershell" if windows else "posix", url, request.source_dir, python)

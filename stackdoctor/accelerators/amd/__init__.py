@@ -181,7 +181,6 @@ class Amd(Accelerator):
     library_code_sections = library_code.SECTIONS_NAME
     library_code_zstd = True
     learned_variant = r"rocm\d+\.\d+(\.\d+)?"
-    variant_form = "rocmX.Y"
 
     def find_build_tools(self, system: System, tools: BuildTools, *, python: str, timeout_s: float) -> None:
         from stackdoctor.accelerators.amd.build_tools import rocm_tool

@@ -84,7 +84,6 @@ class Apple(Accelerator):
         return False
     # --- end resolve ---
     # --- resolve ---
-    in_macos_build = True
     clang_as_gcc = "Apple's Xcode tools"
 
     def host_machine(self, facts: Facts) -> str | None:

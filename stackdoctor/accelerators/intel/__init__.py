@@ -98,4 +98,3 @@ class Intel(Accelerator):
     # --- resolve ---
     triton_packages = ("pytorch-triton-xpu",)
     learned_variant = "xpu"
-    variant_form = "xpu"

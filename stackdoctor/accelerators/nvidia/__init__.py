@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from stackdoctor.accelerators.nvidia import conda as nvidia_conda
 from stackdoctor.accelerators.nvidia import library_code
 from stackdoctor.accelerators.nvidia.fit import cannot_serve_cpu, fit_cuda, gpu_request_cc, impossible_cc
 from stackdoctor.accelerators.nvidia.pins import parse_cuda_requirement, variant_from_cuda_pins
@@ -16,7 +17,7 @@ from stackdoctor.model.facts import Facts, GpuView, TorchFacts
 if TYPE_CHECKING:
     from packaging.version import Version
 
-    from stackdoctor.matrix import Matrix, Release, Variant
+    from stackdoctor.matrix import CondaInfo, CondaRelease, Matrix, Release, Variant
     from stackdoctor.model.plan import Request
     from stackdoctor.model.toolchain import BuildTools
     from stackdoctor.model.view import MachineView
@@ -305,7 +306,6 @@ class Nvidia(Accelerator):
     not_runtime_wheels = ("nvidia-ml-py",)  # NVML's bindings bundle nothing
     library_code_sections = library_code.SECTIONS_NAME
     learned_variant = r"cu\d{2,3}"
-    variant_form = "cuXYZ"
     unread_code_fields = ("arch_list", "arch_by_platform")
 
     def learned_code_into(self, row: dict[str, Any], code: Mapping[str, Any], platform: str) -> None:
@@ -329,6 +329,27 @@ class Nvidia(Accelerator):
 
     def variant_from_pins(self, pins: Mapping[str, str]) -> str | None:
         return variant_from_cuda_pins(pins)
+
+    conda_libraries = nvidia_conda.CONDA_CUDA_LIBS
+
+    def conda_build(self, release: CondaRelease, subdir: str, view: MachineView, matrix: Matrix, driver: str | None,
+                    reasons: list[str]) -> str | None:
+        return nvidia_conda.cuda_build(release, subdir, view, matrix, driver, reasons)
+
+    def conda_specs(self, info: CondaInfo, release: CondaRelease, runtime: str) -> list[str]:
+        return nvidia_conda.cuda_specs(info, release, runtime)
+
+    def conda_selection(self, info: CondaInfo, runtime: str, view: MachineView, hypothetical: bool) -> tuple[list[str], dict[str, str], list[str]]:
+        return nvidia_conda.cuda_selection(info, runtime, view, hypothetical)
+
+    def conda_forge_only(self, reasons: list[str], variant: str) -> None:
+        nvidia_conda.cpu_only(reasons, variant)
+
+    def bad_driver_error(self, value: str) -> str:
+        return f"--driver {value} is not an NVIDIA driver version (expected like 550.54.14 or 580)."
+
+    def no_driver_error(self, gpu: str) -> str:
+        return f"--gpu {gpu}: this machine has no NVIDIA driver to assume; add --driver VERSION to plan a CUDA build."
 
     def unlisted_reason(self, count: int) -> tuple[str, str]:
         return (f"{count} NVIDIA GPU(s) are on the PCI bus but no working NVIDIA driver lists them, so no CUDA build can be checked or chosen",
