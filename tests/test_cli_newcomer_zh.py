@@ -244,7 +244,9 @@ _PLAN_SITES = ("reasons.append", "warnings.append", "suggestions.append", "cauti
 # (issue 31 split resolve.py and availability.py into stackdoctor/resolve/, install*.py into stackdoctor/install/)
 _PLAN_FILES = (*sorted(p.relative_to(REPO / "stackdoctor").as_posix() for p in (REPO / "stackdoctor" / "resolve").glob("*.py")),
                "install/flow.py", "install/request.py", "install/locate.py", "install/conda.py", "install/transaction.py", "install/verify.py",
-               "install/backup.py", "install/argv.py", "install/emit.py", "install/talk.py")
+               "install/backup.py", "install/argv.py", "install/emit.py", "install/talk.py",
+               # the kinds' own paths and sentences that moved out of them (issue 45): macOS's and the Jetson's plans, conda's CUDA builds
+               "accelerators/apple/plan.py", "accelerators/jetson/plan.py", "accelerators/nvidia/conda.py")
 
 
 def _plan_sentence_sites():

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from stackdoctor.accelerators.nvidia.pins import parse_cuda_requirement
 from stackdoctor.core.errors import MatrixError, UsageError
 from stackdoctor.matrix import load_matrix, validate_file
 from stackdoctor.wheels.index import IndexFile
 from stackdoctor.wheels.mirrors import (
     default_build_variant,
-    parse_cuda_requirement,
     parse_flat_listing,
     parse_wheel_metadata,
     pypi_platform,

@@ -55,6 +55,7 @@ def discover_parsers() -> dict[str, Callable[..., Any]]:
     modules.append(("_worker", "stackdoctor._worker"))  # the parent's side of the workers' protocol
     modules.append(("pci", "stackdoctor.kinds.pci"))  # the display devices every kind's probe reads
     modules.append(("buildtools", "stackdoctor.install.buildtools"))  # the source build's tools
+    modules.append(("buildtools", "stackdoctor.accelerators.nvidia.build_tools"))  # and NVIDIA's (cuDNN's header)
     found: dict[str, Callable[..., Any]] = {}
     for short, module in modules:
         mod = importlib.import_module(module)

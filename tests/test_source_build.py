@@ -13,6 +13,7 @@ from helpers import check_document, run_sd
 
 from stackdoctor import pipeline
 from stackdoctor.accelerators.nvidia import arch_list
+from stackdoctor.accelerators.nvidia.build_tools import parse_cudnn_header
 from stackdoctor.install import buildtools as bt
 from stackdoctor.model.facts import Facts, from_data
 from stackdoctor.model.toolchain import BuildTools, Tool
@@ -85,8 +86,8 @@ def test_other_tools_from_recorded_outputs():
     assert bt.parse_cmake_version(recorded("cmake-3.25.1-local.txt")) == "3.25.1"
     assert bt.parse_ninja_version(recorded("ninja-1.11.1-local.txt")) == "1.11.1"
     assert bt.parse_git_version(recorded("git-2.39.5-local.txt")) == "2.39.5"
-    assert bt.parse_cudnn_header("#define CUDNN_MAJOR 9\n#define CUDNN_MINOR 5\n#define CUDNN_PATCHLEVEL 1\n") == "9.5.1"
-    assert bt.parse_cudnn_header("#define CUDNN_MAJOR 8\n") is None
+    assert parse_cudnn_header("#define CUDNN_MAJOR 9\n#define CUDNN_MINOR 5\n#define CUDNN_PATCHLEVEL 1\n") == "9.5.1"
+    assert parse_cudnn_header("#define CUDNN_MAJOR 8\n") is None
     assert bt.parse_meminfo("MemTotal: 100 kB\nMemAvailable:   23702388 kB\n") == 23702388 * 1024
 
 

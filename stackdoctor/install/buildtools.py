@@ -14,9 +14,7 @@ import re
 import shutil
 from collections.abc import Callable
 
-from stackdoctor.accelerators.amd.probe import parse_rocm_version_file
-from stackdoctor.accelerators.nvidia.toolkit import probe as probe_cuda
-from stackdoctor.model.probing import ProbeContext, Target
+from stackdoctor import kinds
 from stackdoctor.model.toolchain import BuildTools, Tool
 from stackdoctor.system import System
 
@@ -25,7 +23,6 @@ __all__ = [
     "Tool",
     "parse_clang_version",
     "parse_cmake_version",
-    "parse_cudnn_header",
     "parse_gcc_version",
     "parse_git_version",
     "parse_meminfo",
@@ -83,17 +80,6 @@ def parse_git_version(text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def parse_cudnn_header(text: str) -> str | None:
-    """``cudnn_version.h`` (or an old ``cudnn.h``) -> ``"9.5.1"`` from its ``CUDNN_MAJOR`` / ``MINOR`` / ``PATCHLEVEL`` defines."""
-    parts = []
-    for name in ("CUDNN_MAJOR", "CUDNN_MINOR", "CUDNN_PATCHLEVEL"):
-        m = re.search(rf"^\s*#\s*define\s+{name}\s+(\d+)\b", text or "", re.M)
-        if not m:
-            break
-        parts.append(str(int(m.group(1))))
-    return ".".join(parts) if len(parts) >= 2 else None
-
-
 def parse_meminfo(text: str) -> int | None:
     """``/proc/meminfo`` -> the bytes ``MemAvailable`` says (``MemAvailable:   12345678 kB``)."""
     m = re.search(r"^MemAvailable:\s+(\d+)\s*kB", text or "", re.M)
@@ -131,55 +117,13 @@ def _compilers(system: System, timeout: float) -> list[Tool]:
     gcc = _run_tool(system, "gcc", ["--version"], parse_gcc_version, timeout)
     if gcc.path:
         if gcc.version is None and parse_clang_version(system.run([gcc.path, "--version"], timeout=timeout).stdout):
-            gcc = Tool("gcc", gcc.path, None, "gcc --version", "gcc is clang here (Apple's Xcode tools)")
+            where = next((f" ({a.clang_as_gcc})" for a in kinds.ALL if a.clang_as_gcc), "")  # macOS's Xcode tools
+            gcc = Tool("gcc", gcc.path, None, "gcc --version", f"gcc is clang here{where}")
         out.append(gcc)
     clang = _run_tool(system, "clang", ["--version"], parse_clang_version, timeout)
     if clang.path:
         out.append(clang)
     return out
-
-
-_CUDNN_DIRS = ("/usr/include", "/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu", "/usr/local/cuda/include")
-
-
-def _cudnn(system: System, cuda_home: str | None, extra: list[str]) -> Tool:
-    osp = system.ospath
-    dirs = [osp.join(h, "include") for h in ([cuda_home] if cuda_home else [])] + extra
-    if not system.windows:
-        dirs += list(_CUDNN_DIRS)
-    for d in dict.fromkeys(dirs):
-        for name in ("cudnn_version.h", "cudnn.h"):
-            p = osp.join(d, name)
-            r = system.read_text(p)
-            if r.ok:
-                v = parse_cudnn_header(r.text)
-                if v:
-                    return Tool("cudnn", p, v, p)
-    return Tool("cudnn")
-
-
-def _nvtx(system: System, cuda_home: str | None) -> Tool:
-    if not cuda_home:
-        return Tool("nvtx")
-    osp = system.ospath
-    for rel in (("include", "nvtx3", "nvToolsExt.h"), ("include", "nvtx3", "nvtx3.hpp"), ("include", "nvToolsExt.h")):
-        p = osp.join(cuda_home, *rel)
-        if system.is_file(p):
-            return Tool("nvtx", p, None, p)
-    return Tool("nvtx")
-
-
-def _rocm(system: System) -> Tool:
-    env = system.getenv("ROCM_PATH")
-    for base, via in ((env, "ROCM_PATH"), ("/opt/rocm", "/opt/rocm")):
-        if not base or system.windows:
-            continue
-        r = system.read_text(f"{base.rstrip('/')}/.info/version")
-        if r.ok and parse_rocm_version_file(r.text):
-            return Tool("rocm", base, parse_rocm_version_file(r.text), f"{base.rstrip('/')}/.info/version ({via})")
-        if system.exists(base):
-            return Tool("rocm", base, None, via, f"{base}/.info/version is missing or unreadable")
-    return Tool("rocm")
 
 
 def _free_disk(path: str) -> tuple[int | None, str | None]:
@@ -203,15 +147,8 @@ def probe_build_tools(system: System, build_dir: str, *, python: str = "python",
     bt.cmake = _run_tool(system, "cmake", ["--version"], parse_cmake_version, timeout_s)
     bt.ninja = _run_tool(system, "ninja", ["--version"], parse_ninja_version, timeout_s)
     bt.git = _run_tool(system, "git", ["--version"], parse_git_version, timeout_s)
-    ctk = probe_cuda(ProbeContext(system=system, target=Target(python=python, selected_by="--python"), timeout_s=timeout_s)).facts["cuda_toolkit"]
-    if ctk.nvcc_path:
-        bt.nvcc = Tool("nvcc", ctk.nvcc_path, ctk.nvcc_version, ctk.sources.get("nvcc_version"))
-        osp = system.ospath
-        real = ctk.nvcc_path if system.moved else system.realpath(ctk.nvcc_path)  # /usr/local/bin/nvcc -> the toolkit's bin/nvcc
-        bt.cuda_home = ctk.cuda_home or osp.dirname(osp.dirname(real))
-    bt.cudnn = _cudnn(system, bt.cuda_home, [])
-    bt.nvtx = _nvtx(system, bt.cuda_home)
-    bt.rocm = _rocm(system)
+    for acc in kinds.ALL:  # each kind's toolkit (NVIDIA's nvcc, cuDNN and NVTX; ROCm)
+        acc.find_build_tools(system, bt, python=python, timeout_s=timeout_s)
     bt.free_disk_bytes, bt.disk_path = _free_disk(build_dir)
     if not system.windows:
         mi = system.read_text("/proc/meminfo")

@@ -20,10 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from stackdoctor import kinds
 from stackdoctor.core.errors import UsageError
 from stackdoctor.core.shell import format_command
 from stackdoctor.model.facts import conda_name
 from stackdoctor.model.plan import Route
+from stackdoctor.resolve.candidates import english_sentence
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.matrix import CondaInfo, CondaRelease, Matrix
@@ -32,18 +34,19 @@ if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.model.view import MachineView
 
 CONDA_INSTALLERS = ("conda", "mamba", "micromamba", "pixi")
-_CONDA_CUDA_LIBS = ("pytorch", "cudatoolkit", "cudnn", "nccl", "pytorch-cuda", "cuda-runtime", "cuda-cudart", "cuda-libraries", "libcublas")
 
 
 @dataclass
 class CondaChoice:
-    """The conda-forge build that fits: version, CPU or which CUDA, and the match specs that select it."""
+    """The conda-forge build that fits: version, CPU or which runtime of a kind's build (CUDA 12.9), and the match
+    specs that select it."""
 
     release: CondaRelease
     subdir: str  # "linux-64"
-    cuda: str | None  # "12.9"; None: the CPU build
+    runtime: str | None  # "12.9"; None: the CPU build
     specs: list[str]
     reasons: list[str]
+    kind: kinds.Accelerator | None = None  # the kind whose build it is (None: the CPU build)
 
 
 def conda_subdir(facts: MachineView, platform_tag: str | None = None) -> str | None:
@@ -63,49 +66,10 @@ def is_conda_target(facts: Facts) -> bool:
     return facts.python.env_kind == "conda"
 
 
-def _cuda_tuple(text: str) -> tuple[int, int]:
-    m = re.match(r"(\d+)\.(\d+)", text)
-    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
-
-
-def driver_cuda_ceiling(facts: MachineView, matrix: Matrix, driver: str | None) -> str | None:
-    """The newest CUDA the driver runs: nvidia-smi's "CUDA Version" when probed, else from the matrix's
-    driver table (the newest CUDA whose minimum the driver meets)."""
-    if not driver:
-        return None
-    ceiling, here = facts.runtime("nvidia").value, facts.driver("nvidia").value  # this machine's driver and its CUDA level
-    if ceiling and driver == here:
-        return ceiling
-    from stackdoctor.matrix import driver_meets
-
-    best: str | None = None
-    for version, row in matrix.cuda_versions.items():
-        if driver_meets(row, driver, windows=False) == "full" and (best is None or _cuda_tuple(version) > _cuda_tuple(best)):
-            best = version
-    return best
-
-
-def _cuda_build(rel: CondaRelease, subdir: str, facts: MachineView, matrix: Matrix, driver: str | None, reasons: list[str]) -> str | None:
-    """The newest of conda-forge's CUDA builds of ``rel`` that the driver runs, or None (the CPU build), said why."""
-    ceiling = driver_cuda_ceiling(facts, matrix, driver)
-    builds = sorted(rel.cuda.get(subdir, ()), key=_cuda_tuple, reverse=True)
-    runnable = [c for c in builds if ceiling and _cuda_tuple(c) <= _cuda_tuple(ceiling)]
-    if runnable:
-        reasons.append(f"CUDA {runnable[0]}: the newest of conda-forge's CUDA builds for {subdir} ({', '.join(builds)}) that driver {driver} runs (CUDA <= {ceiling})")
-        return runnable[0]
-    if builds:
-        reasons.append(f"conda-forge builds pytorch {rel.version} for CUDA {', '.join(builds)} on {subdir}; driver {driver or '?'} runs CUDA <= {ceiling or '?'}: the CPU build")
-    else:
-        reasons.append(f"conda-forge has no CUDA build of pytorch {rel.version} for {subdir}: the CPU build")
-    return None
-
-
-def _specs(info: CondaInfo, rel: CondaRelease, cuda: str | None, packages: Sequence[str]) -> list[str]:
+def _specs(info: CondaInfo, rel: CondaRelease, kind: kinds.Accelerator | None, runtime: str | None, packages: Sequence[str]) -> list[str]:
     specs: list[str] = []
-    if cuda:
-        specs += [f"{info.package}={rel.version}={info.cuda_build or 'cuda*'}"]
-        if info.cuda_selector:
-            specs.append(f"{info.cuda_selector}={cuda}")
+    if kind is not None and runtime:
+        specs += kind.conda_specs(info, rel, runtime)
     else:
         specs.append(f"{info.package}={rel.version}={info.cpu_build or 'cpu_*'}")
     # conda-forge torchvision / torchaudio; the solver pairs them with pytorch
@@ -115,8 +79,6 @@ def _specs(info: CondaInfo, rel: CondaRelease, cuda: str | None, packages: Seque
 def _conda_forge_builds(plan: Plan) -> bool | None:
     """Whether conda-forge builds pytorch for the kind the plan's variant is for (its answer,
     :attr:`Accelerator.conda_forge_build`: CUDA yes; ROCm and XPU no); None for a CPU plan or a kind that does not say."""
-    from stackdoctor import kinds
-
     acc = kinds.for_variant(plan.variant)
     return acc.conda_forge_build if acc is not None else None
 
@@ -142,13 +104,17 @@ def choose(
         reasons.append(
             f"conda-forge has no pytorch {want}; its {'newest' if newer else 'closest'} for {subdir} is {rel.version} ({rel.source.split(' ')[0]})"
         )
-    cuda: str | None = None
+    runtime: str | None = None
+    acc = kinds.for_variant(plan.variant)
     builds = _conda_forge_builds(plan)
-    if builds is True:
-        cuda = _cuda_build(rel, subdir, facts, matrix, driver, reasons)
+    if builds is True and acc is not None:
+        runtime = acc.conda_build(rel, subdir, facts, matrix, driver, reasons)
     elif builds is False:
-        reasons.append(f"conda-forge builds pytorch for CPU and CUDA only (no {plan.variant}): the CPU build")
-    return CondaChoice(rel, subdir, cuda, _specs(info, rel, cuda, packages), reasons)
+        built = next((a for a in kinds.BUILTIN if a.conda_forge_build), None)  # the GPU build conda-forge has
+        if built is not None:
+            built.conda_forge_only(reasons, plan.variant or "")
+    kind = acc if runtime else None
+    return CondaChoice(rel, subdir, runtime, _specs(info, rel, kind, runtime, packages), reasons, kind)
 
 
 def conda_command(installer: str, specs: Sequence[str], *, channel: str, prefix: str | None, yes: bool = True) -> list[str]:
@@ -175,14 +141,18 @@ def _pixi_spec(spec: str) -> str:
     return spec
 
 
+def _conda_libraries() -> set[str]:
+    """conda's torch and the kinds' runtime libraries: a conda env with them and pip's torch mixes the two (conda-pip-mix)."""
+    return {"pytorch", *(n for a in kinds.ALL for n in a.conda_libraries)}
+
+
 def _pip_route(plan: Plan, pip_command: Sequence[str], conda_pkgs: Sequence[str]) -> Route:
     pip_route = Route("pip-wheels", f"PyTorch's wheels into the conda env with pip: torch {plan.torch_version} ({plan.variant})", list(pip_command))
-    pip_route.reasons.append("every release and variant PyTorch publishes (cpu, CUDA, ROCm, XPU), the day it is released")
+    pip_route.reasons.append(english_sentence("nc_route_pip_reason"))  # the builds PyTorch publishes: the locale's
     pip_route.cautions.append("conda does not see pip's torch: do not conda-install packages that depend on pytorch into this env afterwards")
     if conda_pkgs:
         pip_route.cautions.append(
-            f"conda-pip-mix: this env already has conda's {', '.join(conda_pkgs)}; remove them first (conda remove --force {' '.join(conda_pkgs)}) "
-            "or their CUDA libraries shadow the wheel's (stackdoctor explain conda-pip-mix)"
+            english_sentence("nc_route_pip_mix", packages=", ".join(conda_pkgs), names=" ".join(conda_pkgs))  # whose libraries: the locale's
         )
     return pip_route
 
@@ -192,18 +162,18 @@ def _conda_route(info: CondaInfo, choice: CondaChoice, plan: Plan, facts: Machin
     tool = installer if installer in CONDA_INSTALLERS else "conda"
     cf = Route(
         "conda-forge",
-        f"conda-forge's build: pytorch {choice.release.version} ({'CUDA ' + choice.cuda if choice.cuda else 'CPU'})",
+        f"conda-forge's build: pytorch {choice.release.version} ({f'{choice.kind.build_label} {choice.runtime}' if choice.kind and choice.runtime else 'CPU'})",
         conda_command(tool, choice.specs, channel=info.channel, prefix=prefix),
         specs=list(choice.specs),
         channels=[info.channel],
     )
     cf.reasons += choice.reasons
     cf.reasons.append("one package manager for the whole env: conda resolves torch together with every other conda package")
-    if choice.cuda and info.cuda_selector:
-        cf.reasons.append(f"the CUDA build is selected by {info.cuda_selector}={choice.cuda} ({info.virtual_package or '__cuda'} must be present: a CUDA driver)")
-        if hypothetical or not (facts.driver("nvidia").value or "").strip():
-            cf.env["CONDA_OVERRIDE_CUDA"] = choice.cuda
-            cf.cautions.append(f"no CUDA driver is seen here: the solver needs CONDA_OVERRIDE_CUDA={choice.cuda} to pick the CUDA build")
+    if choice.kind is not None and choice.runtime:
+        reasons, env, cautions = choice.kind.conda_selection(info, choice.runtime, facts, hypothetical)
+        cf.reasons += reasons
+        cf.env.update(env)
+        cf.cautions += cautions
     if _conda_forge_builds(plan) is False:
         cf.cautions.append(f"conda-forge has no {plan.variant} build: this route gives CPU-only torch on this GPU")
     if conda_pkgs and "pytorch" not in conda_pkgs:
@@ -225,7 +195,7 @@ def routes(
 ) -> list[Route]:
     """Both routes for a conda environment, each with its reasons and cautions; one is recommended."""
     info = matrix.conda
-    conda_pkgs = sorted({n for n in (conda_name(p) for p in facts.facts.torch.conda_packages) if n in _CONDA_CUDA_LIBS})
+    conda_pkgs = sorted({n for n in (conda_name(p) for p in facts.facts.torch.conda_packages) if n in _conda_libraries()})
     pip_route = _pip_route(plan, pip_command, conda_pkgs)
     if info is None:
         return [pip_route]
@@ -237,7 +207,7 @@ def routes(
     # which one to recommend
     lags = plan.torch_version is not None and choice.release.version != plan.torch_version
     builds = _conda_forge_builds(plan)
-    gpu_loss = builds is False or (builds is True and choice.cuda is None)
+    gpu_loss = builds is False or (builds is True and choice.runtime is None)
     if installer in CONDA_INSTALLERS or (conda_pkgs and not gpu_loss):
         cf.recommended = True
     elif lags or gpu_loss:

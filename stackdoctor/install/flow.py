@@ -291,14 +291,19 @@ def check_request(opts: InstallOptions, view: MachineView, matrix: Matrix) -> No
         kind_err = acc.flag_error(asked, matrix)
         if kind_err:
             raise UsageError(kind_err)
+    from stackdoctor.resolve.machine import flag_kind
+
     refuse_implausible_pin(opts.torch, matrix)  # "2.31": a typo, not a release the sources might serve
-    if opts.variant != "auto" and not opts.variant.startswith("jetson-"):
+    own = kinds.for_variant(opts.variant)
+    if opts.variant != "auto" and (own is None or own.index_builds):  # a kind's own wheel source (JetPack's) is not the index's
         known = published_variants(matrix)
         if opts.variant not in known:
             raise UsageError(f"no torch release publishes {opts.variant} (known variants: {', '.join(known)}).")
-    nvidia_gpus = [g for g in opts.machine.gpus if not any(a.gpu_name(g) for a in kinds.ALL)]  # the names no other kind claims
-    if nvidia_gpus and not opts.machine.driver and not view.driver("nvidia").value and (opts.variant == "auto" or opts.variant.startswith("cu")):  # vendor branch: --gpu is NVIDIA's what-if (sm_XY), planned against an NVIDIA driver
-        raise UsageError(f"--gpu {nvidia_gpus[0]}: this machine has no NVIDIA driver to assume; add --driver VERSION to plan a CUDA build.")
+    owner = flag_kind("--gpu")  # --gpu's devices (sm_XY) are planned against a driver of their kind, which --driver names
+    unclaimed = [g for g in opts.machine.gpus if not any(a.gpu_name(g) for a in kinds.ALL)]  # the names no other kind claims
+    if owner is not None and unclaimed and not opts.machine.driver and not view.driver(owner.name).value and (opts.variant == "auto" or owner.serves(opts.variant)):
+        kind_err = owner.no_driver_error(unclaimed[0])
+        raise UsageError(kind_err)
 
 
 def fit_words(opts: InstallOptions, view: MachineView, python: str, matrix: Matrix) -> Callable[[str, str], str]:
@@ -306,6 +311,8 @@ def fit_words(opts: InstallOptions, view: MachineView, python: str, matrix: Matr
 
     def fit(version: str, variant: str) -> str:
         from packaging.version import InvalidVersion, Version
+
+        from stackdoctor import kinds
 
         if matrix.release(version) is None:
             try:
@@ -321,10 +328,11 @@ def fit_words(opts: InstallOptions, view: MachineView, python: str, matrix: Matr
         if not forced.satisfiable:
             why = forced.rejected[0].reason if forced.rejected else (forced.reasons[-1] if forced.reasons else "")
             return f"it does not run on this machine ({why})"
-        if variant.startswith("cu") and not view.driven("nvidia"):  # vendor branch: a CUDA wheel brings its runtime, so it installs and runs on the CPU without NVIDIA's GPU
+        acc = kinds.for_variant(variant)
+        if acc is not None and acc.separate_runtime_wheels and not view.driven(acc.vendor):  # a wheel that brings its runtime (CUDA's) installs and runs on the CPU without its GPU
             if auto.variant is None:  # no build fits this machine at all: say so, never "the plan is None"
-                return "it installs and runs here, but on the CPU only: no NVIDIA GPU here (no build fits this machine)"
-            return f"it installs and runs here, but on the CPU only: no NVIDIA GPU here (the plan is {auto.variant})"
+                return f"it installs and runs here, but on the CPU only: no {acc.vendor_label} GPU here (no build fits this machine)"
+            return f"it installs and runs here, but on the CPU only: no {acc.vendor_label} GPU here (the plan is {auto.variant})"
         return f"it would run here, but this machine's build is {auto.variant}"
 
     return fit
@@ -346,6 +354,9 @@ def _externally_managed_marker(view: MachineView) -> str | None:
 
 def _add_routes(opts: InstallOptions, plan: Plan, view: MachineView, matrix: Matrix, request: Request, hypothetical: bool) -> None:
     from stackdoctor.install.conda import routes
+    from stackdoctor.resolve.machine import flag_kind
+
+    owner = flag_kind("--driver")  # the driver conda's builds are chosen by
 
     plan.routes = routes(
         plan,
@@ -354,7 +365,7 @@ def _add_routes(opts: InstallOptions, plan: Plan, view: MachineView, matrix: Mat
         pip_command=plan.command,
         installer=opts.installer,
         platform_tag=request.platform or view.facts.python.platform_tag,
-        driver=request.driver or view.driver("nvidia").value,
+        driver=request.driver or (view.driver(owner.name).value if owner is not None else None),
         packages=request.packages,
         hypothetical=hypothetical,
     )

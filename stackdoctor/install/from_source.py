@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from stackdoctor.core.errors import ExitCode, UsageError
-from stackdoctor.resolve.source_build import STEPS, BuildPlan, BuildRequest, Prerequisite, build_plan
+from stackdoctor.resolve.source_build import BuildPlan, BuildRequest, Prerequisite, build_plan, steps
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.system import System
@@ -57,9 +57,10 @@ class BuildOutcome:
 
 
 def check(opts: FromSourceOptions) -> None:
-    bad = [s for s in opts.steps if s not in STEPS]
+    known = steps()
+    bad = [s for s in opts.steps if s not in known]
     if bad:
-        raise UsageError(f"--step must be one of {', '.join(STEPS)}, not {bad[0]!r}.")
+        raise UsageError(f"--step must be one of {', '.join(known)}, not {bad[0]!r}.")
     if opts.emit is not None and opts.emit != "build-env":
         raise UsageError(f"with --from-source, --emit takes build-env, not {opts.emit!r}.")
     if opts.emit and opts.json_out:
@@ -148,7 +149,10 @@ def plan_only(opts: FromSourceOptions) -> BuildPlan:
         shown_python = "python" if os_of(request, view.facts) == "windows" else "python3"
     plan = build_plan(view.facts, matrix, request, tools, shown_python)
     if opts.what_if:
-        parts = [*(f"GPU {g}" for g in opts.gpus), *(f"AMD {g}" for g in opts.gfx)]
+        from stackdoctor.resolve.machine import flag_kind
+
+        gfx_kind = flag_kind("--gfx")
+        parts = [*(f"GPU {g}" for g in opts.gpus), *(f"{gfx_kind.vendor_label if gfx_kind else 'GPU'} {g}" for g in opts.gfx)]
         parts += [f"Python {opts.python_version}"] if opts.python_version else []
         parts += [opts.platform] if opts.platform else []
         parts += [f"the machine in {opts.replay}"] if opts.replay else []
@@ -178,8 +182,8 @@ def run(
     if opts.dry_run or opts.what_if:
         out.what = "dry-run"
         return out
-    steps = list(opts.steps) or list(STEPS)
-    commands = [c for c in plan.commands if c.step in steps]
+    chosen = list(opts.steps) or list(steps())
+    commands = [c for c in plan.commands if c.step in chosen]
     if show is not None:
         show(plan)
     first = _first_blocked(plan, [c.step for c in commands])

@@ -41,7 +41,11 @@ def check_options(opts: InstallOptions) -> None:
             f"stackdoctor install handles torch, torchvision and torchaudio, not {', '.join(unknown)}; install other packages with pip afterwards."
         )
     if opts.machine.driver is not None and not DRIVER_RE.match(opts.machine.driver.strip()):
-        raise UsageError(f"--driver {opts.machine.driver} is not an NVIDIA driver version (expected like 550.54.14 or 580).")
+        from stackdoctor.resolve.machine import flag_kind
+
+        owner = flag_kind("--driver")
+        kind_err = owner.bad_driver_error(opts.machine.driver) if owner is not None else f"--driver {opts.machine.driver}: no kind's driver is named by it."
+        raise UsageError(kind_err)
     if opts.machine.rocm_userspace is not None and not ROCM_RE.match(opts.machine.rocm_userspace.strip()):
         raise UsageError(f"--rocm-userspace {opts.machine.rocm_userspace} is not a ROCm release (expected like 6.3.1 or 7.2).")
     if opts.sources.mirror and opts.sources.index_base:
@@ -58,10 +62,11 @@ def published_variants(matrix: Matrix) -> list[str]:
     from stackdoctor.matrix import variant_kind
 
     names = {v.name for r in matrix.releases for v in r.variants}
+    ranks: dict[str, int] = {k: i for i, k in enumerate(dict.fromkeys([kinds.CPU, *(a.build_kind for a in kinds.BUILTIN)]))}  # the built-in kinds' order
 
     def key(n: str) -> tuple[int, tuple[int, ...]]:
         kind = variant_kind(n)
-        order = {"cpu": 0, "cuda": 1, "rocm": 2, "xpu": 3}.get(kind[0] if kind else "", 4)
+        order = ranks.get(kind[0] if kind else "", len(ranks))
         return (order, tuple(-int(x) for x in re.findall(r"\d+", n)))
 
     return sorted(names, key=key)
@@ -183,12 +188,15 @@ def describe_machine(opts: InstallOptions, view: MachineView) -> str:
     parts: list[str] = []
     if opts.machine.replay:
         parts.append(f"the machine in {opts.machine.replay}")
+    from stackdoctor.resolve.machine import flag_kind
+
+    driver_kind, gfx_kind = flag_kind("--driver"), flag_kind("--gfx")
     if opts.machine.driver:
-        parts.append(f"NVIDIA driver {opts.machine.driver}")
+        parts.append(f"{driver_kind.vendor_label if driver_kind else 'GPU'} driver {opts.machine.driver}")
     if opts.machine.gpus:
         parts.append(f"GPU {', '.join(opts.machine.gpus)}")
     if opts.machine.gfx:
-        parts.append(f"AMD {', '.join(opts.machine.gfx)}")
+        parts.append(f"{gfx_kind.vendor_label if gfx_kind else 'GPU'} {', '.join(opts.machine.gfx)}")
     for kind, names in opts.machine.devices.items():
         acc = kinds.by_name(kind)
         if names and acc is not None:

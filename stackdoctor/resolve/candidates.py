@@ -89,3 +89,12 @@ def request_value_error(torch: str | None = None, platform: str | None = None, p
             except InvalidVersion:
                 return f"--torch {torch!r} is not a torch version (e.g. 2.13.0, or a specifier like '>=2.6,<2.12')."
     return None
+
+
+def english_sentence(key: str, **values: str) -> str:
+    """The sentence ``key`` of en.yaml's ``sentences:``, filled with ``values``: a sentence whose words (the kinds'
+    builds it lists, as the locale's data) live only there, written as every other sentence is read back
+    (:func:`stackdoctor.core.texts.sentence` finds the same template for the reader's language)."""
+    from stackdoctor.core import texts
+
+    return str(texts.texts("en")["sentences"][key]).format(**values)

@@ -54,7 +54,8 @@ def _installed(view: MachineView, request: Request, plan: Plan) -> _Installed | 
     except InvalidVersion:
         return None
     variant = t.variant or (installed.split("+", 1)[1] if "+" in installed else None)
-    new_full = f"{new}+{plan.variant}" if plan.variant and not plan.variant.startswith("jetson-") else str(new)
+    acc = kinds.for_variant(plan.variant)
+    new_full = f"{new}+{plan.variant}" if plan.variant and (acc is None or acc.index_builds) else str(new)
     old_full = installed if "+" in installed or not variant else f"{installed}+{variant}"
     return _Installed(inst, variant, old_full, new, new_full)
 

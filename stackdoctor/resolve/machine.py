@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from stackdoctor import kinds
 from stackdoctor.core.versions import major_minor
-from stackdoctor.kinds.base import TargetDevice
+from stackdoctor.kinds.base import Accelerator, TargetDevice
 from stackdoctor.matrix import (
     Matrix,
     parse_platform,
@@ -43,8 +43,14 @@ class Target:
     rocm_userspace_source: str | None = None  # where it was read ("--rocm-userspace", "file:/opt/rocm/.info/version")
     amdgpu_version: str | None = None  # the loaded amdgpu kernel driver's declared version, where it declares one
     amdgpu_loaded: bool | None = None  # amdgpu is loaded (this machine's: a what-if's kernel driver is not known)
-    nvidia_unlisted: int = 0  # GPUs on the PCI bus that no working driver lists (the kinds' unlisted())
+    unlisted: int = 0  # GPUs on the PCI bus that no working driver lists (the kinds' unlisted())
+    unlisted_kind: str | None = None  # the kind whose GPUs they are (the first that counted any)
     notes: list[str] = field(default_factory=list)  # facts the resolver could not check
+
+    @property
+    def own_builds(self) -> bool:
+        """A kind's own wheel source plans this machine (a Jetson's JetPack wheels), not the index's builds."""
+        return self.jetson
 
     @property
     def tag(self) -> str:
@@ -70,10 +76,16 @@ def norm_arch(os_: str, machine: str | None) -> str:
     return _ARCH_ALIASES.get(m, m)
 
 
+def flag_kind(flag: str) -> Accelerator | None:
+    """The kind whose devices or driver one of install's built-in what-if flags names (:attr:`Accelerator.what_if_flags`:
+    ``--gpu`` and ``--driver`` are NVIDIA's, ``--gfx`` AMD's)."""
+    return next((a for a in kinds.ALL if flag in a.what_if_flags), None)
+
+
 def parse_gpu_request(text: str, matrix: Matrix) -> str | None:
     """``--gpu sm_90`` / ``9.0`` / a GPU name -> its compute capability: the answer of the kind ``--gpu`` belongs to
     (NVIDIA's, through the seam)."""
-    owner = kinds.by_name("nvidia")  # vendor branch: --gpu is NVIDIA's what-if flag (a kind claims a name it owns)
+    owner = flag_kind("--gpu")  # a kind claims a name it owns
     return owner.what_if_arch(text, matrix) if owner is not None else None
 
 
@@ -112,11 +124,8 @@ def _platform(facts: Facts, request: Request) -> Target:
         fos = {"linux": "linux", "darwin": "macos", "windows": "windows"}.get(sysname, "unknown")
         if os_ == "musllinux":
             fos = "linux"
-        machine: str | None
-        if fos == "macos" and facts.apple.rosetta is False and facts.apple.arch:
-            machine = facts.apple.arch
-        else:
-            machine = p.machine
+        native = next((m for a in kinds.ALL if (m := a.host_machine(facts))), None)  # the Mac's own CPU, outside Rosetta
+        machine = native if fos == "macos" and native else p.machine
         os_, arch = fos, norm_arch(fos, machine if not arch else arch)
         floor = None
     else:
@@ -126,7 +135,8 @@ def _platform(facts: Facts, request: Request) -> Target:
     if os_ == "linux":
         t.glibc = floor if floor else (major_minor(p.glibc_version) if not request.platform else None)
     if os_ == "macos":
-        t.macos = floor if (floor and request.platform) else (major_minor(facts.apple.macos_version) or floor)
+        release = next((r for a in kinds.ALL if (r := a.os_release(facts))), None)
+        t.macos = floor if (floor and request.platform) else (major_minor(release) or floor)
     return t
 
 
@@ -169,7 +179,9 @@ def _devices(t: Target, facts: Facts) -> None:
     for acc in kinds.ALL:
         t.gpus.extend(acc.target_devices(facts))
         unlisted, note = acc.unlisted(facts)
-        t.nvidia_unlisted += unlisted
+        t.unlisted += unlisted
+        if unlisted and t.unlisted_kind is None:
+            t.unlisted_kind = acc.name
         if note:
             t.notes.append(note)
 

@@ -1,29 +1,23 @@
-"""Building the plan: the resolver's stages (target, candidates, the GPU build, the CPU build, nothing at all) and the platforms with their own path (macOS, Jetson)."""
+"""Building the plan: the resolver's stages (target, candidates, the GPU build, the CPU build, nothing at all); a platform with a path of its own is its kind's (:meth:`Accelerator.plan_target`: a Jetson's wheel source, macOS's default build)."""
 
 from __future__ import annotations
 
-import dataclasses
-import re
-
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from stackdoctor import kinds
-from stackdoctor.core.versions import major_minor
 from stackdoctor.core.versions import release as release_tuple
 from stackdoctor.matrix import (
     OS_WORDS,
-    JetsonRow,
     Matrix,
     Release,
     variant_kind,
 )
 from stackdoctor.model.plan import Plan, PlanError, Rejected, Request
 from stackdoctor.model.view import MachineView, facts_of
-from stackdoctor.resolve.candidates import newer_than, release_candidates
+from stackdoctor.resolve.candidates import english_sentence, newer_than, release_candidates
 from stackdoctor.resolve.installed import mind_installed
 from stackdoctor.resolve.machine import Gpu, Target, target_from
-from stackdoctor.resolve.packages import finish, install_command, paired_companions, planned_packages, with_companion
+from stackdoctor.resolve.packages import finish, paired_companions, with_companion
 from stackdoctor.resolve.variant_fit import (
     Fit,
     Reject,
@@ -81,7 +75,7 @@ def _driver_suggestion(t: Target, matrix: Matrix, request: Request, kind: str, g
     needed.sort()
     _, _, drv, name, full = needed[0]
     if drv != full:
-        return [f"upgrade the driver to >= {drv} (torch {newest[1]} {name} then runs on this GPU, through CUDA minor-version compatibility; "
+        return [f"upgrade the driver to >= {drv} (torch {newest[1]} {name} then runs on this GPU, through {kinds.build_label(kind)} minor-version compatibility; "
                 f">= {full} for all of it)"]
     return [f"upgrade the driver to >= {drv} (torch {newest[1]} {name} then runs on this GPU)"]
 
@@ -96,7 +90,7 @@ def _acting_order(rejected: list[Rejected]) -> list[Rejected]:
     return sorted(rejected, key=lambda r: (releases.index(r.torch), _BLOCKER_ORDER.get(r.blocker or "", 6)))
 
 
-def _nothing_suggestions(t: Target, matrix: Matrix, request: Request, cands: list[tuple[Release, Version]]) -> list[str]:
+def nothing_suggestions(t: Target, matrix: Matrix, request: Request, cands: list[tuple[Release, Version]]) -> list[str]:
     """The nearest requests that would install anything at all (another torch, another Python)."""
     out: list[str] = []
     relaxed = Request(**{**request.__dict__, "torch": None})
@@ -168,10 +162,9 @@ def _resolve(view: MachineView, matrix: Matrix, request: Request) -> Plan:
     cands = _releases(matrix, request, plan)
     if not cands:
         return plan
-    if t.jetson:
-        return _resolve_jetson(view, matrix, request, t, cands, plan)
-    if t.os == "macos":
-        return _resolve_macos(view, matrix, request, t, cands, plan)
+    own = next((a for a in kinds.ALL if a.plans_target(t)), None)  # a path of its own: a Jetson's wheel source, macOS's default build
+    if own is not None:
+        return own.plan_target(view, matrix, request, t, cands, plan)
     return _resolve_devices(view, matrix, request, t, cands, plan)
 
 
@@ -196,8 +189,9 @@ def _releases(matrix: Matrix, request: Request, plan: Plan) -> Candidates:
         plan.reasons.append(err)
         plan.suggestions.append(f"torch {matrix.releases[0].version} is the newest release the matrix knows" if matrix.releases else "load a matrix")
         return []
-    if request.variant != "auto" and variant_kind(request.variant) is None and not request.variant.startswith("jetson-"):
-        plan.reasons.append(f"--variant {request.variant}: not a variant name (cpu, cuXYZ, rocmX.Y, xpu)")
+    own = kinds.for_variant(request.variant)
+    if request.variant != "auto" and variant_kind(request.variant) is None and (own is None or own.index_builds):
+        plan.reasons.append(english_sentence("nc_r_not_variant", variant=request.variant))  # the variants' forms: the locale's
         return []
     unknown_builds = [(r, v) for r, v in cands if not r.variants]
     if unknown_builds:
@@ -241,7 +235,8 @@ def _with_companions_known(matrix: Matrix, request: Request, cands: Candidates, 
 
 def _publishing(matrix: Matrix, request: Request, cands: Candidates, plan: Plan) -> Candidates:
     """With ``--variant``: the releases that publish it; none, saying which release newest does."""
-    if request.variant == "auto" or request.variant.startswith("jetson-"):
+    own = kinds.for_variant(request.variant)
+    if request.variant == "auto" or (own is not None and not own.index_builds):  # a kind's own wheel source (JetPack's)
         return cands
     publishing = [(r, v) for r, v in cands if r.variant(request.variant) is not None]
     if not publishing:
@@ -386,18 +381,17 @@ def _cpu_build(view: MachineView, matrix: Matrix, request: Request, t: Target, c
     plan.torch_version = None
     plan.reasons.extend(cpu_rejects[:3] or ["no build of the requested torch fits this platform and Python"])
     plan.suggestions = [s for s in plan.suggestions if "driver" not in s]
-    plan.suggestions.extend(_nothing_suggestions(t, matrix, request, cands))
+    plan.suggestions.extend(nothing_suggestions(t, matrix, request, cands))
     plan.packages, plan.command = [], []
     return plan
 
 
 def _cpu_reason(request: Request, t: Target, plan: Plan, kind: str, gpus: list[Gpu], ver: Version) -> None:
-    if kind == kinds.CPU and t.nvidia_unlisted and not t.driver:
-        plan.reasons.append(
-            f"torch {ver} cpu: {t.nvidia_unlisted} NVIDIA GPU(s) are on the PCI bus but no working NVIDIA driver lists them, "
-            "so no CUDA build can be checked or chosen"
-        )
-        plan.suggestions.append("install or repair the NVIDIA driver (nvidia-smi must list the GPU), then resolve again")
+    unlisted = kinds.by_name(t.unlisted_kind)
+    if kind == kinds.CPU and t.unlisted and not t.driver and unlisted is not None:
+        reason, fix = unlisted.unlisted_reason(t.unlisted)
+        plan.reasons.append(f"torch {ver} cpu: {reason}")
+        plan.suggestions.append(fix)
     elif kind == kinds.CPU and not gpus and not t.driver:
         plan.reasons.append(f"torch {ver} cpu: no GPU found on this machine; the newest {'requested ' if request.torch else ''}release with a CPU build for it")
     else:
@@ -421,127 +415,8 @@ def _pypi_default_build(view: MachineView, matrix: Matrix, request: Request, t: 
             if unfit:
                 cpu_rejects.insert(0, f"torch {ver}: no CPU build of it is known for {OS_WORDS.get(t.os, t.os)} {t.arch}, and PyPI's default build ({v.name}) {unfit}")
                 continue
-            plan.reasons.append(
-                f"torch {ver} {v.name}: no CPU build of it is known for {OS_WORDS.get(t.os, t.os)} {t.arch}"
-                + (f" and Python {t.python}" if t.python else "")
-                + f"; PyPI's default build ({v.name}) runs on the CPU as well, with its CUDA libraries unused"
-            )
+            where = {"torch": str(ver), "variant": v.name, "os": OS_WORDS.get(t.os, t.os), "arch": t.arch}  # whose libraries: the locale's
+            plan.reasons.append(english_sentence("plan_pypi_cpu_as_well_python", **where, python=t.python) if t.python
+                                else english_sentence("plan_pypi_cpu_as_well", **where))
             return finish(view, matrix, request, Fit(rel, ver, v), plan)
     return None
-
-
-def _resolve_macos(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan) -> Plan:
-    """macOS: the default PyPI build (no local suffix); on Apple silicon it carries MPS."""
-    rejects: list[str] = []
-    first_ok: Fit | None = None
-    for rel, ver in cands:
-        v = rel.variant("cpu")
-        if v is None:
-            continue
-        try:
-            fit = fit_variant(rel, ver, v, t, matrix, request, [])
-        except Reject as r:
-            rejects.append(f"torch {ver}: {r.reason}")
-            continue
-        if t.arch == "arm64":
-            mps = major_minor(rel.mps_min_macos)
-            if mps and t.macos and t.macos < mps:
-                if first_ok is None:
-                    first_ok = fit
-                plan.rejected.append(Rejected("cpu", f"torch {ver}: installs on macOS {t.macos[0]}.{t.macos[1]}, but its MPS needs macOS >= {rel.mps_min_macos}", torch=str(ver)))
-                continue
-            plan.reasons.append(f"torch {ver}: the newest {'requested ' if request.torch else ''}release for macOS arm64; PyPI's default build carries MPS (Apple GPU): its cpu variant is the Apple GPU build too")
-            if first_ok is not None:
-                plan.reasons.append(f"an older release with MPS beats torch {first_ok.version} without it on this macOS")
-        else:
-            plan.reasons.append(f"torch {ver}: Intel Macs get CPU builds only, and {ver} is the newest {'requested ' if request.torch else ''}release with macOS x86_64 wheels")
-        return finish(view, matrix, request, fit, plan, pypi=True)
-    if first_ok is not None:
-        plan.reasons.append(f"torch {first_ok.version}: no release here has MPS on this macOS; CPU only")
-        plan.suggestions.append(f"upgrade macOS to >= {first_ok.release.mps_min_macos} for MPS")
-        return finish(view, matrix, request, first_ok, plan, pypi=True)
-    plan.reasons.extend(rejects[:3] or ["no torch build for this Mac"])
-    if t.arch == "x86_64":
-        last = matrix.newest_release_for("macos", "x86_64")
-        plan.reasons.append(
-            f"Intel Macs (macOS x86_64) have wheels only up to torch {last.version}"
-            if last is not None
-            else "the matrix knows no torch release with macOS x86_64 wheels"
-        )
-    plan.suggestions.extend(_nothing_suggestions(t, matrix, request, cands))
-    return plan
-
-
-def _resolve_jetson(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan) -> Plan:
-    row = matrix.jetson_row(t.l4t, t.jetpack)
-    what = f"L4T {t.l4t}" if t.l4t else f"JetPack {t.jetpack}" if t.jetpack else "this Jetson"
-    if row is None:
-        plan.reasons.append(f"{what}: the matrix has no Jetson row for it, so no wheel source is known")
-        return plan
-    if row.use_pytorch_index:
-        return _resolve_jetson_thor(view, matrix, request, t, cands, plan, row, what)
-    if not row.variant or not row.index_url:
-        plan.reasons.append(f"{what} (JetPack {row.jetpack}): {row.note or 'no torch wheel source is known'}")
-        newer = [j for j in matrix.jetson if j.variant and j.index_url and j.jetpack > row.jetpack]
-        if newer:
-            plan.suggestions.append(f"JetPack {newer[0].jetpack} (L4T {', '.join(newer[0].l4t)}) has torch {', '.join(newer[0].torch)} from {newer[0].index_url}")
-        return plan
-    wanted = _jetson_versions(row, request)
-    if not wanted:
-        plan.reasons.append(f"{what}: {row.index_url} has no torch {request.torch} (it has {', '.join(row.torch)})")
-        plan.suggestions.append(f"--torch {row.torch[0]} (the newest on {row.variant})")
-        return plan
-    if t.python and row.pythons and t.python not in row.pythons:
-        plan.reasons.append(f"{what}: {row.variant} wheels are for Python {', '.join(row.pythons)}, not {t.python}")
-        plan.suggestions.append(f"Python {row.pythons[0]} (JetPack's Python; --python-version {row.pythons[0]})")
-        return plan
-    ver = wanted[0]
-    plan.torch_version = str(ver)
-    plan.variant = row.variant
-    plan.index_url = row.index_url
-    plan.reasons.append(f"{what} (JetPack {row.jetpack}, CUDA {row.cuda}): torch {ver} from NVIDIA's Jetson wheels at {row.index_url}; PyPI's aarch64 builds do not target the Jetson iGPU")
-    if row.unknown:
-        plan.warnings.append(f"matrix: {'; '.join(row.unknown)} (unknown)")
-    plan.packages = planned_packages(matrix, request, ver, None, row.index_url, plan.warnings)
-    plan.command = install_command(view, request, [p.requirement for p in plan.packages], row.index_url)
-    return plan
-
-
-def _resolve_jetson_thor(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan,
-                         row: JetsonRow, what: str) -> Plan:
-    """Thor (JetPack 7): the SBSA userspace runs download.pytorch.org's aarch64 CUDA builds, planned as for any
-    machine with that GPU (its compute capability from the Jetson row where no tool listed it)."""
-    t2 = Target(**{**t.__dict__, "jetson": False})
-    if not t2.gpus and row.gpu_cc:
-        t2.gpus = [Gpu("nvidia", 0, view.facts.jetson.model or "Jetson GPU", cc=row.gpu_cc[0])]
-    plan.reasons.append(f"{what} (JetPack {row.jetpack}): {row.note}")
-    inner = _resolve_generic_target(view, matrix, request, t2, cands)
-    inner.reasons = plan.reasons + inner.reasons
-    inner.warnings = plan.warnings + inner.warnings
-    if inner.variant in (None, kinds.CPU) and row.variant and row.index_url:
-        inner.suggestions.append(f"NVIDIA's Jetson index {row.index_url} ({row.variant}) has torch {', '.join(row.torch)}")
-    return inner
-
-
-def _jetson_versions(row: JetsonRow, request: Request) -> list[Version]:
-    """The torch releases of a Jetson row the request allows, newest first (``--torch 2.5`` means any 2.5.x)."""
-    versions = [Version(v) for v in row.torch]
-    if not request.torch:
-        return sorted(versions, reverse=True)
-    spec_text = request.torch.strip()
-    try:
-        spec = SpecifierSet(spec_text) if re.search(r"[<>=!~,]", spec_text) else SpecifierSet(f"=={spec_text}.*" if spec_text.count(".") == 1 else f"=={spec_text}")
-    except InvalidSpecifier:
-        spec = SpecifierSet()
-    return [v for v in versions if spec.contains(v, prereleases=True)]
-
-
-def _resolve_generic_target(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]]) -> Plan:
-    """Resolve with an already-built target (used for Jetson Thor)."""
-    sub = view.replaced(jetson=dataclasses.replace(view.facts.jetson, is_jetson=False))  # the same view, the Jetson path off
-    req = dataclasses.replace(
-        request,
-        gpus=[f"sm_{g.cc.replace('.', '')}" for g in t.gpus if g.cc] or request.gpus,  # only an NVIDIA GPU has a compute capability
-        driver=t.driver,
-    )
-    return resolve(sub, matrix, req)

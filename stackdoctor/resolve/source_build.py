@@ -28,11 +28,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.model.toolchain import BuildTools, Tool
     from stackdoctor.model.view import MachineView
 
-__all__ = ["BUILD_PLAN_SCHEMA", "STEPS", "BuildCommand", "BuildPlan", "BuildRequest", "Prerequisite", "build_plan", "env_file",
-           "max_jobs", "offer_from_source"]
+__all__ = ["BUILD_PLAN_SCHEMA", "BuildCommand", "BuildPlan", "BuildRequest", "Prerequisite", "build_plan", "env_file",
+           "max_jobs", "offer_from_source", "steps"]
 
 BUILD_PLAN_SCHEMA = "stackdoctor.build-plan/1"
-STEPS = ("clone", "submodules", "deps", "mkl", "amd", "build")
+_GENERIC_STEPS = ("clone", "submodules", "deps", "mkl")  # then each kind's own (AMD's hipify, "amd"), then "build"
 _GB = 1000**3
 
 
@@ -54,7 +54,7 @@ class Prerequisite:
 
 @dataclass
 class BuildCommand:
-    step: str  # one of STEPS
+    step: str  # one of steps()
     argv: list[str]
     cwd: str  # where it runs: "." (the folder the source is cloned into) or the source folder
     line: str  # the command as typed in the plan's shell (POSIX sh or PowerShell)
@@ -169,6 +169,13 @@ def max_jobs(available: int | None, per_job_gb: str | None, cpus: int | None) ->
     return min(fit, cpus) if cpus else fit
 
 
+def steps() -> tuple[str, ...]:
+    """Every step a source build may have, in order (``--step``): clone, submodules, deps, mkl, the kinds' own steps
+    (:meth:`Accelerator.build_steps`: AMD's ``amd``), build."""
+    own = dict.fromkeys(step for a in kinds.ALL for step, _ in a.build_steps("python"))
+    return (*_GENERIC_STEPS, *own, "build")
+
+
 def _gb(n: int) -> str:
     return f"{n / _GB:.1f} GB"
 
@@ -180,6 +187,7 @@ def _targets(facts: Facts, matrix: Matrix, request: BuildRequest) -> tuple[Accel
     """(the kind built for, None for a CPU-only build; what the build compiles for, by kind name; notes) of the machine
     planned for: the what-if devices (``--gpu`` NVIDIA's, ``--gfx`` AMD's), else the first kind with devices to build for."""
     from stackdoctor.resolve import parse_gpu_request as _parse_gpu_request
+    from stackdoctor.resolve.machine import flag_kind
 
     notes: list[str] = []
     if request.gpus or request.gfx:
@@ -190,9 +198,9 @@ def _targets(facts: Facts, matrix: Matrix, request: BuildRequest) -> tuple[Accel
                 notes.append(f"--gpu {g}: unknown GPU name, its compute capability is not in the matrix")
             else:
                 ccs.append(cc)
-        nvidia, amd = kinds.by_name("nvidia"), kinds.by_name("amd")
-        assert nvidia is not None and amd is not None
-        return (nvidia if request.gpus else amd), {nvidia.name: ccs, amd.name: [g.strip().lower() for g in request.gfx]}, notes
+        gpu_kind, gfx_kind = flag_kind("--gpu"), flag_kind("--gfx")
+        assert gpu_kind is not None and gfx_kind is not None
+        return (gpu_kind if request.gpus else gfx_kind), {gpu_kind.name: ccs, gfx_kind.name: [g.strip().lower() for g in request.gfx]}, notes
     for acc in kinds.ALL:
         found = acc.build_targets(facts)
         if found is not None:
@@ -308,7 +316,7 @@ def _python_prereq(facts: Facts, matrix: Matrix, request: BuildRequest, python: 
     pyv = request.python_version or facts.python.version
     py = Prerequisite("python", f"Python >= {py_min}" if py_min else "Python", found=pyv, path=None if request.python_version else python,
                       witness="--python-version" if request.python_version else ("the target interpreter" if pyv else None),
-                      source=_src(matrix, "python"), steps=["deps", "mkl", "amd", "build"])
+                      source=_src(matrix, "python"), steps=list(steps()[2:]))
     ok = _at_least(pyv, py_min)
     py.status = "unknown" if ok is None else "ok" if ok else "missing"
     if ok is False:
@@ -367,7 +375,8 @@ def _memory_prereq(matrix: Matrix, tools: BuildTools | None) -> tuple[Prerequisi
         small = per_job is not None and tools.memory_available_bytes < float(per_job) * _GB
         mem.status = "missing" if small else "ok"
         if small:
-            mem.fix = f"free memory or add swap; even one job (MAX_JOBS=1) needs {per_job} GB for the largest CUDA files"
+            heaviest = next((f"{a.heaviest_build_files} " for a in kinds.ALL if a.heaviest_build_files), "")
+            mem.fix = f"free memory or add swap; even one job (MAX_JOBS=1) needs {per_job} GB for the largest {heaviest}files"
     return mem, jobs
 
 
@@ -449,7 +458,9 @@ def build_plan(facts: Facts, matrix: Matrix, request: BuildRequest, tools: Build
     url = request.source_url or _url(matrix, "repository") or ""
     acc, targets, notes = _targets(facts, matrix, request)
     if os_ == "macos" and acc is not None and not acc.builds_on_macos:
-        notes.append(f"no {acc.backend.upper()} build on macOS: planned CPU-only (MPS is built in)")
+        from stackdoctor.resolve.candidates import english_sentence
+
+        notes.append(english_sentence("src_macos_cpu", accel=acc.backend.upper()))  # what macOS's build has built in: the locale's
         acc, targets = None, {}
     windows = os_ == "windows"
     plan = BuildPlan(tag_version, tag, acc.backend if acc is not None else "cpu", os_, "powershell" if windows else "posix", url, request.source_dir, python)
@@ -480,7 +491,7 @@ def offer_from_source(plan: Any, view: MachineView, matrix: Matrix, request: Any
     t = target_from(view, matrix, request)
     gpus = [(g, label) for g in t.gpus if (acc := kinds.by_vendor(g.vendor)) is not None and acc.offers_source_build
             and (label := acc.build_label_of(g.cc, g.gfx))]
-    if not gpus or t.jetson or not matrix.releases:
+    if not gpus or t.own_builds or not matrix.releases:
         return None
     pinned = (request.torch or "").strip()
     newest = pinned if re.fullmatch(r"\d+\.\d+\.\d+", pinned) else str(matrix.releases[0].version)

@@ -136,7 +136,9 @@ def fit_variant(release: Release, version: Version, variant: Variant, t: Target,
 
 
 def kind_version(v: Variant) -> tuple[int, ...]:
-    return release_tuple(v.cuda or v.rocm or "0")
+    """The release of the runtime a build is made for, as its kind names it (:meth:`Accelerator.runtime_release`)."""
+    acc = kinds.for_build(v.kind)
+    return release_tuple((acc.runtime_release(v) if acc is not None else None) or "0")
 
 
 def best_gpu_fit(

@@ -54,7 +54,6 @@ from stackdoctor.wheels.learn_sources import HttpSource, SnapshotSource, Source
 from stackdoctor.wheels.learn_wheels import (  # noqa: F401  (read_open_library, read_wheel_metadata, read_installed_gpu_code: used through this module)
     CoreMetadata,
     WheelFacts,
-    arch_notation,
     parse_core_metadata,
     pinned_version,
     public_url,
@@ -94,33 +93,12 @@ LAYER_HEADER = (
 # ---------------------------------------------------------------------------- GPU code into a variant row, by format
 
 
-def _arch_into(vr: dict[str, Any], code: dict[str, Any], plat: str) -> None:
-    """CUDA's SASS + PTX as the matrix writes them (``8.0;9.0+PTX``): x86_64 Linux's as the variant's list, any other
-    platform's under ``arch_by_platform`` (never borrowed from x86_64's)."""
-    archs = arch_notation(code["arch_list"], code.get("ptx") or [])
-    if plat.endswith("x86_64") and plat.startswith(("manylinux", "linux")):
-        vr["arch_list"] = archs
-    else:
-        vr.setdefault("arch_by_platform", {})[plat] = archs
-
-
-def _gfx_into(vr: dict[str, Any], code: dict[str, Any], plat: str) -> None:
-    vr["gfx"] = code["gfx"]
-
-
-def _arch_from(vr: dict[str, Any], known: Any) -> None:
-    vr["arch_list"] = list(known.arch_list)
-    if known.arch_by_platform:
-        vr["arch_by_platform"] = {k: list(a) for k, a in known.arch_by_platform.items()}
-
-
-def _gfx_from(vr: dict[str, Any], known: Any) -> None:
-    vr["gfx"] = list(known.gfx)
-
-
-_INTO = {"cuda": _arch_into, "hip": _gfx_into}  # a format's code read from a wheel, into the variant row
-_INFERRED = {"cuda": _arch_from, "hip": _gfx_from}  # a format's code taken from the nearest known build
-_UNREAD = {"cuda": ("arch_list", "arch_by_platform")}  # the fields a row without them says are unknown
+def _learned_format(kind: str) -> kinds.Accelerator:
+    """The kind whose builds carry GPU code of format ``kind`` (``code["kind"]``): what writes it into a variant row."""
+    found = next((a for a in kinds.ALL if a.gpu_code == kind), None)
+    if found is None:
+        raise KeyError(kind)
+    return found
 
 
 # ---------------------------------------------------------------------------- learning
@@ -371,11 +349,12 @@ class _Release:
             if label is None:
                 return None
         name = label if label else variant_from_requires(meta, plat, rep.pythons[0] if rep.pythons else None) if meta else None
-        if label and not re.match(r"^(cpu|cu\d{2,3}|rocm\d+\.\d+(\.\d+)?|xpu)$", label):
+        if label and not re.match(rf"^(cpu|{'|'.join(a.learned_variant for a in kinds.ALL if a.learned_variant)})$", label):
             self.unknown.append(f"{rep.filename}: local label +{label} is not a variant name; not learned")
             return None
         if name is None:
-            self.unknown.append(f"{rep.filename}: which build it is (its runtime pins name no CUDA runtime)")
+            pinned = next((a.build_label for a in kinds.ALL if a.separate_runtime_wheels), "GPU")  # the runtime a label-less build pins
+            self.unknown.append(f"{rep.filename}: which build it is (its runtime pins name no {pinned} runtime)")
         return name
 
     def group(self, label: str | None, plat: str, members: list[WheelFacts]) -> None:
@@ -414,7 +393,7 @@ class _Release:
             why = (code or {}).get("error") or "no GPU library or GPU code found in it"
             self.res.missing.append(f"torch {self.v} {name} {plat}: GPU code of {used.filename} ({why})")
         if code and not code.get("error") and found:
-            _INTO[code["kind"]](vr, code, plat)
+            _learned_format(code["kind"]).learned_code_into(vr, code, plat)
             return f", GPU code read from {code['library']}"
         if code and code.get("error"):
             self.unknown.append(f"{rep.filename}: GPU code not read ({code['error']})")
@@ -429,7 +408,7 @@ class _Release:
             vr["source"] = "; ".join(vr.pop("_sources")) + f" ({what}; learned {self.date} by stackdoctor matrix learn)"
             by_plat[vr["name"]] = vr.pop("_by_plat")
             kind = kinds.gpu_code_kind(vr["name"])
-            if kind is not None and kind.gpu_code in _UNREAD and not any(f in vr for f in _UNREAD[kind.gpu_code]):
+            if kind is not None and kind.unread_code_fields and not any(f in vr for f in kind.unread_code_fields):
                 vr["unknown"] = ["arch list: not read from the binaries (stackdoctor matrix learn --download reads it)"]
             out_variants.append(vr)
         return out_variants, by_plat
@@ -605,7 +584,7 @@ def _infer_gpu_code(matrix: Any, version: str, vr: dict[str, Any]) -> None:
         known = r.variant(name)
         if known is None or not (known.arch_list or known.gfx):
             continue
-        _INFERRED[kind.gpu_code](vr, known)
+        kind.learned_code_from(vr, known)
         vr["derived_from"] = (f"inferred: GPU code of torch {r.version} {name} (the nearest known build of the same {kind.build_label} version); "
                               "read from the installed binaries after installing")
         vr["unknown"] = [u for u in vr.get("unknown", []) if "arch list" not in u]

@@ -170,9 +170,10 @@ def runtime_pins(meta: CoreMetadata, tag: str, python: str | None = None, *, ran
     """Pinned runtime wheels that apply on ``tag``: ``{"cuda-toolkit": "13.2.2", "nvidia-cudnn-cu13": "9.26.0.51"}``;
     ``ranges``: a range pin is kept as its specifier, as the wheel writes it (``"<=13.1.1.3,>=13.1.0.3"``)."""
     out: dict[str, str] = {}
+    bundle_nothing = {n for a in kinds.ALL for n in a.not_runtime_wheels}  # (NVML's bindings)
     for req in _requirements(meta, tag, python):
         n = req.name.lower().replace("_", "-")
-        if n.startswith(kinds.runtime_wheel_prefixes()) and n != "nvidia-ml-py":  # (NVML's bindings bundle nothing)
+        if n.startswith(kinds.runtime_wheel_prefixes()) and n not in bundle_nothing:
             pin = pinned_version(req)
             if pin:
                 out[n] = pin
@@ -185,12 +186,10 @@ def variant_from_requires(meta: CoreMetadata, tag: str, python: str | None = Non
     """The variant a label-less build is, from its pins: ``cuda-toolkit==13.2.2`` -> ``cu132``,
     ``nvidia-cuda-runtime-cu12==12.8.90`` -> ``cu128``; no runtime pin -> ``cpu``; None: undecidable."""
     pins = runtime_pins(meta, tag, python)
-    for name in ("cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11"):
-        if name in pins:
-            parts = pins[name].split(".")
-            if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
-                return f"cu{parts[0]}{parts[1]}"
-            return None
+    for a in kinds.ALL:
+        variant = a.variant_from_pins(pins)
+        if variant is not None:
+            return variant or None  # "": its runtime is pinned, but in a form that names no release
     gpu_kinds = tuple(p for a in kinds.ALL if a.gpu_code for p in a.runtime_wheels)
     if any(n.startswith(gpu_kinds) for n in pins):
         return None  # GPU libraries without the runtime pin (CUDA's, ROCm's): which version is not said
@@ -201,7 +200,7 @@ def triton_pin(meta: CoreMetadata, tag: str, python: str | None = None) -> tuple
     """(exact version, requirement as written) of the triton the build pins on ``tag``."""
     for req in _requirements(meta, tag, python):
         n = req.name.lower().replace("_", "-")
-        if n in ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu"):
+        if n in ("triton", "pytorch-triton") or any(n in a.triton_packages for a in kinds.ALL):
             return pinned_version(req), f"{req.name}{req.specifier}"
     return None, None
 
@@ -290,40 +289,12 @@ def _read_library(lib: Path, kind: str, label: str) -> dict[str, Any]:
         return read_open_library(fh, kind, label)
 
 
-def _cuda_code(fh: Any, sec: Any, label: str) -> dict[str, Any]:
-    """A CUDA library's fat binary: its SASS (sm_XY) and PTX (compute_XY), the majority of its containers'."""
-    from stackdoctor.binaries import binfmt
-    from stackdoctor.probes.torch_static import majority, sort_archs
-
-    fat = binfmt.walk_fatbin(fh, sec.offset, sec.size)
-    main, _extra = majority(fat.arch_containers(), fat.containers)
-    sms = [a for a in sort_archs(main) if a.startswith("sm_")]
-    ptx = [a for a in sort_archs(main) if a.startswith("compute_")]
-    return {"kind": "cuda", "library": label, "arch_list": sms, "ptx": ptx, "containers": fat.containers, "error": fat.error}
-
-
-def _hip_code(fh: Any, sec: Any, label: str) -> dict[str, Any]:
-    """A HIP library's offload bundles: the gfx targets most of them carry."""
-    from stackdoctor.binaries import binfmt
-    from stackdoctor.probes.torch_static import majority, sort_gfx, zstd_decoder
-
-    bundles = binfmt.walk_offload_bundles(fh, sec.offset, sec.size, zstd=zstd_decoder())
-    known = sum(1 for b in bundles.bundles if b.entries)
-    main, _extra = majority(bundles.target_bundles(), known)
-    return {"kind": "hip", "library": label, "gfx": sort_gfx(main), "containers": len(bundles.bundles), "error": bundles.error}
-
-
-# each GPU code format (Accelerator.gpu_code): the binfmt sections it lives in, how a library's is read, and how an
-# installed library's (probes.torch_static.read_library's LibraryCode) is put in the same shape
-_FORMATS: dict[str, dict[str, Any]] = {
-    "cuda": {"sections": "CUDA_SECTIONS", "read": _cuda_code, "zstd": False,
-             "installed": lambda info, member: {"kind": "cuda", "library": member, "arch_list": [a for a in info.arch_list if a.startswith("sm_")],
-                                                "ptx": [a for a in info.arch_list if a.startswith("compute_")], "containers": info.containers,
-                                                "error": info.error}},
-    "hip": {"sections": "HIP_SECTIONS", "read": _hip_code, "zstd": True,
-            "installed": lambda info, member: {"kind": "hip", "library": member, "gfx": list(info.arch_list), "containers": info.containers,
-                                               "error": info.error}},
-}
+def _format(kind: str) -> kinds.Accelerator:
+    """The kind whose builds carry GPU code of format ``kind`` (:attr:`Accelerator.gpu_code`): what reads it."""
+    found = next((a for a in kinds.ALL if a.gpu_code == kind), None)
+    if found is None:
+        raise KeyError(kind)
+    return found
 
 
 def read_open_library(fh: Any, kind: str, label: str) -> dict[str, Any]:
@@ -331,11 +302,11 @@ def read_open_library(fh: Any, kind: str, label: str) -> dict[str, Any]:
     from stackdoctor.binaries import binfmt
 
     table = binfmt.read_sections(fh)
-    fmt = _FORMATS[kind]
-    sec = table.find(*getattr(binfmt, fmt["sections"]))
+    fmt = _format(kind)
+    sec = table.find(*getattr(binfmt, fmt.library_code_sections or ""))
     if sec is None:
         return {"kind": kind, "library": label, "error": f"no GPU code section ({table.error or 'none found'})"}
-    return dict(fmt["read"](fh, sec, label))
+    return dict(fmt.read_library_code(fh, sec, label))
 
 
 def read_installed_gpu_code(torch_dir: str | os.PathLike[str], *, system: System | None = None, timeout_s: float = 60.0) -> dict[str, Any] | None:
@@ -355,8 +326,8 @@ def read_installed_gpu_code(torch_dir: str | os.PathLike[str], *, system: System
         path = os.path.join(base, *member.split("/")[1:])
         if not sys_.is_file(path):
             continue
-        fmt = _FORMATS[kind]
-        info = read_library(sys_, path, kind, primary=True, zstd=zstd_decoder() if fmt["zstd"] else None,
+        fmt = _format(kind)
+        info = read_library(sys_, path, kind, primary=True, zstd=zstd_decoder() if fmt.library_code_zstd else None,
                             deadline=time.monotonic() + timeout_s)
-        return dict(fmt["installed"](info, member))
+        return dict(fmt.installed_library_code(info, member))
     return None

@@ -10,15 +10,15 @@ PyPI's ``torch`` wheel carries no local label, yet it is one variant (Linux: a C
 METADATA says which (``Requires-Dist: cuda-toolkit[...]==13.0.3`` -> cu130), and where no wheel is at
 hand the matrix's ``pypi_default`` rows do.
 
-The parsers here (``parse_flat_listing``, ``parse_wheel_metadata``, ``parse_cuda_requirement``) are pure
-and never raise.
+The parsers here (``parse_flat_listing``, ``parse_wheel_metadata``) are pure and never raise; what a METADATA's
+requirements say of a kind's runtime is the kind's (:meth:`Accelerator.default_build_requires`).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -155,27 +155,6 @@ def parse_wheel_metadata(text: str) -> dict[str, list[str]]:
     return out
 
 
-_CUDA_REQ = [
-    (re.compile(r"^cuda-toolkit(?:\[[^\]]*\])?\s*(?:===?|~=)\s*(\d+)\.(\d+)", re.I), None),
-    (re.compile(r"^nvidia-cuda-runtime(?:-cu(\d+))?\s*(?:===?|~=)\s*(\d+)\.(\d+)", re.I), "runtime"),
-    (re.compile(r"^nvidia-cuda-nvrtc(?:-cu(\d+))?\s*(?:===?|~=)\s*(\d+)\.(\d+)", re.I), "runtime"),
-]
-
-
-def parse_cuda_requirement(requires: Iterable[str]) -> str | None:
-    """The CUDA variant a torch wheel's ``Requires-Dist`` lines pin: ``cuda-toolkit[...]==13.0.3`` -> ``cu130``,
-    ``nvidia-cuda-runtime-cu12==12.8.90`` -> ``cu128``; ``None`` when no CUDA runtime is required."""
-    for raw in requires:
-        req = raw.split(";", 1)[0].strip()
-        for rx, kind in _CUDA_REQ:
-            m = rx.match(req)
-            if not m:
-                continue
-            major, minor = (m.group(2), m.group(3)) if kind else (m.group(1), m.group(2))
-            return f"cu{int(major)}{int(minor)}"
-    return None
-
-
 def local_wheel_metadata(path: Path) -> dict[str, list[str]] | None:
     """METADATA of a wheel on disk (``None`` when it is not a readable wheel).
 
@@ -273,9 +252,12 @@ def default_build_variant(file: IndexFile, version: str, platform_tag: str | Non
     if file.url.startswith("file:") and (read or row is None or row.variant is None):
         meta = cached_wheel_metadata(str(local_path(file.url)))
         if meta is not None:
-            cuda = parse_cuda_requirement(meta.get("requires-dist", []))
-            if cuda:
-                return DefaultBuild(version, cuda, f"its METADATA requires the CUDA {int(cuda[2:-1])}.{cuda[-1]} runtime")
+            from stackdoctor import kinds
+
+            requires = meta.get("requires-dist", [])
+            pinned = next((found for a in kinds.ALL if (found := a.default_build_requires(requires))), None)
+            if pinned:
+                return DefaultBuild(version, pinned[0], f"its METADATA requires {pinned[1]}")
     if row is None:
         return DefaultBuild(version, None, "not known: the compatibility matrix has no PyPI default-build row for it")
     if row.variant is None:

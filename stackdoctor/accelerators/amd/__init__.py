@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from stackdoctor.accelerators.amd import library_code
 from stackdoctor.accelerators.amd.fit import fit_rocm
 from stackdoctor.accelerators.nvidia import CUDA_DEVICE, cuda_count, verify_cuda
 from stackdoctor.kinds.base import Accelerator, BuildAsk, FitNotes, FitTarget, Say, TargetDevice, Verified
@@ -17,7 +18,9 @@ if TYPE_CHECKING:
     from stackdoctor.matrix import Matrix, Release, Variant
     from stackdoctor.model.facts import Disagreement, ReconciledFacts, SeenValue  # --- reconcile ---
     from stackdoctor.model.plan import Request
+    from stackdoctor.model.toolchain import BuildTools
     from stackdoctor.model.view import MachineView
+    from stackdoctor.system import System
 
 
 # --- install ---
@@ -282,3 +285,29 @@ class Amd(Accelerator):
         for var in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
             if var in env and amd and visible_count(env[var], amd) == 0:
                 ctx.add(facts=[f"environment.{var}", "rocm.gpus"], var=var, value=env[var], count=len(amd))
+    # --- resolve ---
+    what_if_flags = ("--gfx", "--rocm-userspace")
+    triton_packages = ("pytorch-triton-rocm",)
+    library_code_sections = library_code.SECTIONS_NAME
+    library_code_zstd = True
+    learned_variant = r"rocm\d+\.\d+(\.\d+)?"
+
+    def find_build_tools(self, system: System, tools: BuildTools, *, python: str, timeout_s: float) -> None:
+        from stackdoctor.accelerators.amd.build_tools import rocm_tool
+
+        tools.rocm = rocm_tool(system)
+
+    def learned_code_into(self, row: dict[str, Any], code: Mapping[str, Any], platform: str) -> None:
+        row["gfx"] = code["gfx"]
+
+    def learned_code_from(self, row: dict[str, Any], known: Variant) -> None:
+        row["gfx"] = list(known.gfx)
+
+    def read_library_code(self, fh: Any, sec: Any, label: str) -> dict[str, Any]:
+        return library_code.read_hip_code(fh, sec, label)
+
+    def installed_library_code(self, info: Any, member: str) -> dict[str, Any]:
+        return library_code.installed_hip_code(info, member)
+
+    def runtime_release(self, variant: Variant) -> str | None:
+        return variant.rocm

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence  # --- resolve ---
+from typing import TYPE_CHECKING, Any  # --- resolve ---
 
 from stackdoctor.kinds.base import Accelerator, DeviceSpec, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
 from stackdoctor.model.facts import Facts, GpuView, TorchFacts, is_mac
+
+if TYPE_CHECKING:  # --- resolve ---
+    from packaging.version import Version
+
+    from stackdoctor.matrix import Matrix, Release
+    from stackdoctor.model.plan import Plan, Request
+    from stackdoctor.model.view import MachineView
 
 
 class Apple(Accelerator):
@@ -108,3 +116,20 @@ class Apple(Accelerator):
 
     def backend_built(self, torch: TorchFacts) -> bool:
         return torch.mps_built is not False
+    # --- resolve ---
+    clang_as_gcc = "Apple's Xcode tools"
+
+    def host_machine(self, facts: Facts) -> str | None:
+        return facts.apple.arch if facts.apple.rosetta is False else None  # the Mac's own CPU, read outside Rosetta
+
+    def os_release(self, facts: Facts) -> str | None:
+        return facts.apple.macos_version
+
+    def plans_target(self, target: Any) -> bool:
+        return bool(target.os == "macos")
+
+    def plan_target(self, view: MachineView, matrix: Matrix, request: Request, target: Any, cands: list[tuple[Release, Version]],
+                    plan: Plan) -> Plan:
+        from stackdoctor.accelerators.apple.plan import resolve_macos
+
+        return resolve_macos(view, matrix, request, target, cands, plan)

@@ -146,3 +146,6 @@ class Intel(Accelerator):
 
     def installed_build(self, torch: TorchFacts) -> str | None:
         return "XPU"
+    # --- resolve ---
+    triton_packages = ("pytorch-triton-xpu",)
+    learned_variant = "xpu"

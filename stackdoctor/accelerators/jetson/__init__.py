@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence  # --- resolve ---
-from typing import TYPE_CHECKING  # --- reconcile ---
+from typing import (
+    TYPE_CHECKING,  # --- reconcile ---
+    Any,  # --- resolve ---
+)
 
 from stackdoctor.accelerators.nvidia import CUDA_DEVICE, cuda_count, verify_cuda
 from stackdoctor.kinds.base import Accelerator, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
@@ -11,6 +14,12 @@ from stackdoctor.model.facts import Facts, Severity, TorchFacts
 
 if TYPE_CHECKING:  # --- reconcile ---
     from stackdoctor.matrix import Matrix  # --- reconcile ---
+if TYPE_CHECKING:  # --- resolve ---
+    from packaging.version import Version
+
+    from stackdoctor.matrix import Matrix, Release
+    from stackdoctor.model.plan import Plan, Request
+    from stackdoctor.model.view import MachineView
 
 
 class Jetson(Accelerator):
@@ -109,3 +118,14 @@ class Jetson(Accelerator):
 
     def judges_build(self, facts: Facts) -> bool:
         return facts.jetson.is_jetson  # jetson-wrong-wheel (accelerators/nvidia/rules.py) judges a Jetson's build
+    # --- resolve ---
+    index_builds = False  # JetPack's wheels: their versions do not carry the plan's variant (jetson-jp6-cu126)
+
+    def plans_target(self, target: Any) -> bool:
+        return bool(target.own_builds)  # a Jetson (on Linux aarch64): JetPack's wheel source
+
+    def plan_target(self, view: MachineView, matrix: Matrix, request: Request, target: Any, cands: list[tuple[Release, Version]],
+                    plan: Plan) -> Plan:
+        from stackdoctor.accelerators.jetson.plan import resolve_jetson
+
+        return resolve_jetson(view, matrix, request, target, cands, plan)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from stackdoctor.accelerators.nvidia import conda as nvidia_conda
+from stackdoctor.accelerators.nvidia import library_code
 from stackdoctor.accelerators.nvidia.fit import cannot_serve_cpu, fit_cuda, gpu_request_cc, impossible_cc
+from stackdoctor.accelerators.nvidia.pins import parse_cuda_requirement, variant_from_cuda_pins
 from stackdoctor.core.versions import mm, release, same_release
 from stackdoctor.kinds.base import Accelerator, BuildAsk, DeviceSpec, FitNotes, FitTarget, Say, TargetDevice, Verified, device_summary
 from stackdoctor.model.facts import Facts, GpuView, TorchFacts
@@ -15,10 +18,12 @@ from stackdoctor.reconcile import user_space_driver
 if TYPE_CHECKING:
     from packaging.version import Version
 
-    from stackdoctor.matrix import Matrix, Release, Variant
+    from stackdoctor.matrix import CondaInfo, CondaRelease, Matrix, Release, Variant
     from stackdoctor.model.facts import Disagreement, KernelResult, ReconciledFacts, SeenValue  # --- reconcile ---
     from stackdoctor.model.plan import Request
+    from stackdoctor.model.toolchain import BuildTools
     from stackdoctor.model.view import MachineView
+    from stackdoctor.system import System
 
 
 # torch.cuda's devices, for the workers: NVIDIA's, and ROCm's and Jetson's, which torch also reaches as "cuda"
@@ -542,6 +547,65 @@ class Nvidia(Accelerator):
             or view.runtime("nvidia").value
             or any(e.proves in ("driver-too-old", "driver-cuda-level") or answered_with_error(e) for e in view.evidence)  # torch's words prove a driver
         ) and not view.facts.jetson.is_jetson and not view.facts.apple.is_macos
+    # --- resolve ---
+    what_if_flags = ("--gpu", "--driver")
+    heaviest_build_files = "CUDA"
+    not_runtime_wheels = ("nvidia-ml-py",)  # NVML's bindings bundle nothing
+    library_code_sections = library_code.SECTIONS_NAME
+    learned_variant = r"cu\d{2,3}"
+    unread_code_fields = ("arch_list", "arch_by_platform")
+
+    def learned_code_into(self, row: dict[str, Any], code: Mapping[str, Any], platform: str) -> None:
+        library_code.cuda_code_into(row, code, platform)
+
+    def learned_code_from(self, row: dict[str, Any], known: Variant) -> None:
+        library_code.cuda_code_from(row, known)
+
+    def read_library_code(self, fh: Any, sec: Any, label: str) -> dict[str, Any]:
+        return library_code.read_cuda_code(fh, sec, label)
+
+    def installed_library_code(self, info: Any, member: str) -> dict[str, Any]:
+        return library_code.installed_cuda_code(info, member)
+
+    def runtime_release(self, variant: Variant) -> str | None:
+        return variant.cuda
+
+    def default_build_requires(self, requires: Iterable[str]) -> tuple[str, str] | None:
+        cuda = parse_cuda_requirement(requires)
+        return (cuda, f"the CUDA {int(cuda[2:-1])}.{cuda[-1]} runtime") if cuda else None
+
+    def variant_from_pins(self, pins: Mapping[str, str]) -> str | None:
+        return variant_from_cuda_pins(pins)
+
+    conda_libraries = nvidia_conda.CONDA_CUDA_LIBS
+
+    def conda_build(self, release: CondaRelease, subdir: str, view: MachineView, matrix: Matrix, driver: str | None,
+                    reasons: list[str]) -> str | None:
+        return nvidia_conda.cuda_build(release, subdir, view, matrix, driver, reasons)
+
+    def conda_specs(self, info: CondaInfo, release: CondaRelease, runtime: str) -> list[str]:
+        return nvidia_conda.cuda_specs(info, release, runtime)
+
+    def conda_selection(self, info: CondaInfo, runtime: str, view: MachineView, hypothetical: bool) -> tuple[list[str], dict[str, str], list[str]]:
+        return nvidia_conda.cuda_selection(info, runtime, view, hypothetical)
+
+    def conda_forge_only(self, reasons: list[str], variant: str) -> None:
+        nvidia_conda.cpu_only(reasons, variant)
+
+    def bad_driver_error(self, value: str) -> str:
+        return f"--driver {value} is not an NVIDIA driver version (expected like 550.54.14 or 580)."
+
+    def no_driver_error(self, gpu: str) -> str:
+        return f"--gpu {gpu}: this machine has no NVIDIA driver to assume; add --driver VERSION to plan a CUDA build."
+
+    def unlisted_reason(self, count: int) -> tuple[str, str]:
+        return (f"{count} NVIDIA GPU(s) are on the PCI bus but no working NVIDIA driver lists them, so no CUDA build can be checked or chosen",
+                "install or repair the NVIDIA driver (nvidia-smi must list the GPU), then resolve again")
+
+    def find_build_tools(self, system: System, tools: BuildTools, *, python: str, timeout_s: float) -> None:
+        from stackdoctor.accelerators.nvidia.build_tools import find_cuda_tools
+
+        find_cuda_tools(system, tools, python=python, timeout_s=timeout_s)
 
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
