@@ -17,19 +17,17 @@ what a diagnosis needs is written in files:
   the clang offload bundles of ``libtorch_hip.so`` (``gfx942``...), and the SYCL images of
   ``libtorch_xpu.so``.
 
-Which libraries (decided from real wheels): PyPI's torch 2.14.1 (cu130) has GPU code in
-``libtorch_cuda.so`` (the build's arch list, the same in every translation unit, plus a few
-per-file extras such as ``sm_90a``) and ``libtorch_cuda_linalg.so`` (its own, narrower list:
-no ``sm_75`` in 2.14.1), and a little in ``libc10_cuda.so`` and ``libtorch_nvshmem.so``. The
-arch list of the build (what ``torch.cuda.get_arch_list()`` reports) is read from the primary
-library (``libtorch_cuda.so``; ``libtorch_cuda_cu.so`` for torch 1.9-1.12, which split it;
-``torch_cuda.dll`` on Windows; ``libtorch_hip.so`` for ROCm): the architectures present in at
-least half of its fat-binary containers. The others are reported per library.
-
-Runtime names: an ``nvidia-*`` distribution is named without the ``nvidia-`` prefix and the
-``-cuNN`` suffix (``nvidia-cudnn-cu13`` -> ``cudnn``, ``nvidia-cuda-runtime`` ->
-``cuda-runtime``); ``cuda-toolkit``, ``rocm*``, ``intel-*``, ``onemkl-*`` keep their
-normalised distribution names.
+What each kind knows of its builds lives in its package and is asked through the registry
+(:class:`~stackdoctor.kinds.base.Accelerator`, ``# --- torchstatic ---``): its version.py fields
+(``version_py_fields``), its torch libraries and which carries the build's arch list
+(``static_code``, ``torch_libraries``: for CUDA, ROCm and XPU builds decided from real wheels and
+described in ``accelerators/nvidia|amd|intel/static.py``), how their GPU code is read
+(``read_gpu_code``) and taken as the build's list (``take_arch_list``), its runtime wheels and their
+runtime names (``runtime_wheels``, ``runtime_name``: ``nvidia-cudnn-cu13`` -> ``cudnn``; others keep
+their normalised distribution names), the runtime library files whose names carry a version
+(``runtime_library_names``, ``runtime_library_dirs``) and the variant its version fields say
+(``static_variant``). Here, only the loop over :data:`stackdoctor.kinds.ALL`; the kinds' GPU
+libraries are read in priority order, each once.
 
 Everything is pure apart from file access through :class:`~stackdoctor.system.System` (so a
 moved ``STACKDOCTOR_SYSROOT`` replays a captured tree); nothing here judges.
