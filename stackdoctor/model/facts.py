@@ -382,6 +382,62 @@ class TorchLibrary:
     read_ms: float | None = None
 
 
+# the static read of torch's files (stackdoctor.probes.torch_static), before it joins TorchFacts
+@dataclass
+class LibraryInfo:
+    """The GPU code one of torch's libraries carries (as :func:`stackdoctor.probes.torch_static.read_library` reads it)."""
+
+    path: str
+    kind: str  # "cuda" | "hip" | "xpu"
+    primary: bool = False  # carries the build's arch list
+    format: str | None = None  # "elf64-le" | "pe" | ...
+    section: str | None = None  # ".nv_fatbin" | ".hip_fatbin" | "__CLANG_OFFLOAD_BUNDLE__sycl-spir64_gen" ...
+    section_size: int | None = None
+    containers: int = 0  # fat-binary containers / offload bundles (about one per translation unit)
+    entries: int = 0  # cubins + PTX / bundle entries (host entries included)
+    compressed: int = 0  # compressed entries (CUDA) / compressed bundles (HIP)
+    archs: dict[str, int] = field(default_factory=dict)  # arch -> containers that carry it
+    arch_list: list[str] = field(default_factory=list)  # in at least half the containers
+    arch_extra: list[str] = field(default_factory=list)  # in fewer (per-file extras: sm_90a ...)
+    images: list[str] = field(default_factory=list)  # xpu: "spir64_gen (zstd)", "spir64" ...
+    error: str | None = None
+    read_ms: float | None = None
+
+
+@dataclass
+class TorchFiles:
+    """What the files of the installed torch say; every value's source is in ``sources``
+    (:class:`stackdoctor.probes.torch_static.StaticTorch` adds the predicted load of its libraries)."""
+
+    installed: bool = False
+    location: str | None = None  # the torch package directory
+    version: str | None = None  # "2.14.1+cu130"
+    variant: str | None = None  # "cu130" | "cpu" | "rocm7.2" | "xpu"
+    cuda: str | None = None  # torch.version.cuda
+    hip: str | None = None
+    rocm: str | None = None
+    xpu: str | None = None
+    git_version: str | None = None
+    debug: bool | None = None
+    arch_list: list[str] = field(default_factory=list)  # torch.cuda.get_arch_list() notation, sorted
+    arch_extra: list[str] = field(default_factory=list)  # per-file extra archs of the primary library
+    gfx_list: list[str] = field(default_factory=list)  # ROCm targets ("gfx942", "gfx90a:xnack-"), sorted
+    libraries: list[LibraryInfo] = field(default_factory=list)
+    runtime: dict[str, str] = field(default_factory=dict)  # "cudnn" -> "9.24.0.43", "nccl" -> "2.30.7"
+    runtime_libraries: dict[str, str] = field(default_factory=dict)  # "libcudnn.so.9" -> its path
+    runtime_bytes: dict[str, int] = field(default_factory=dict)  # "nvidia-cublas-cu12" -> bytes installed (its RECORD's sizes)
+    distributions: dict[str, str] = field(default_factory=dict)  # "torch" -> "2.14.1" (dist-info)
+    # every distribution of interest (OF_INTEREST, numpy, pip), normalised name -> version, the first in import order
+    site_distributions: dict[str, str] = field(default_factory=dict)
+    # what torch, its companions and torch-npu require (their METADATA's Requires-Dist lines, as written)
+    requires: dict[str, list[str]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    # files that are there but could not be read ("path: why"): a FIFO, mode 000, 0 bytes, truncated, not ELF
+    unreadable: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)  # "2.13.0 (.../torch-2.13.0.dist-info)" when torch is installed twice
+    sources: dict[str, str] = field(default_factory=dict)
+
+
 @dataclass
 class LinkProblem:
     """One thing the dynamic loader would fail on when ``import torch`` loads torch's libraries, predicted from

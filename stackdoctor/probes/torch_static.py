@@ -17,19 +17,17 @@ what a diagnosis needs is written in files:
   the clang offload bundles of ``libtorch_hip.so`` (``gfx942``...), and the SYCL images of
   ``libtorch_xpu.so``.
 
-Which libraries (decided from real wheels): PyPI's torch 2.14.1 (cu130) has GPU code in
-``libtorch_cuda.so`` (the build's arch list, the same in every translation unit, plus a few
-per-file extras such as ``sm_90a``) and ``libtorch_cuda_linalg.so`` (its own, narrower list:
-no ``sm_75`` in 2.14.1), and a little in ``libc10_cuda.so`` and ``libtorch_nvshmem.so``. The
-arch list of the build (what ``torch.cuda.get_arch_list()`` reports) is read from the primary
-library (``libtorch_cuda.so``; ``libtorch_cuda_cu.so`` for torch 1.9-1.12, which split it;
-``torch_cuda.dll`` on Windows; ``libtorch_hip.so`` for ROCm): the architectures present in at
-least half of its fat-binary containers. The others are reported per library.
-
-Runtime names: an ``nvidia-*`` distribution is named without the ``nvidia-`` prefix and the
-``-cuNN`` suffix (``nvidia-cudnn-cu13`` -> ``cudnn``, ``nvidia-cuda-runtime`` ->
-``cuda-runtime``); ``cuda-toolkit``, ``rocm*``, ``intel-*``, ``onemkl-*`` keep their
-normalised distribution names.
+What each kind knows of its builds lives in its package and is asked through the registry
+(:class:`~stackdoctor.kinds.base.Accelerator`, ``# --- torchstatic ---``): its version.py fields
+(``version_py_fields``), its torch libraries and which carries the build's arch list
+(``static_code``, ``torch_libraries``: for CUDA, ROCm and XPU builds decided from real wheels and
+described in ``accelerators/nvidia|amd|intel/static.py``), how their GPU code is read
+(``read_gpu_code``) and taken as the build's list (``take_arch_list``), its runtime wheels and their
+runtime names (``runtime_wheels``, ``runtime_name``: ``nvidia-cudnn-cu13`` -> ``cudnn``; others keep
+their normalised distribution names), the runtime library files whose names carry a version
+(``runtime_library_names``, ``runtime_library_dirs``) and the variant its version fields say
+(``static_variant``). Here, only the loop over :data:`stackdoctor.kinds.ALL`; the kinds' GPU
+libraries are read in priority order, each once.
 
 Everything is pure apart from file access through :class:`~stackdoctor.system.System` (so a
 moved ``STACKDOCTOR_SYSROOT`` replays a captured tree); nothing here judges.
@@ -44,113 +42,71 @@ import posixpath
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from dataclasses import dataclass
+from typing import Any
 
 from stackdoctor import kinds
-from stackdoctor._worker.sd_target import variant_of
 from stackdoctor.binaries import binfmt
 from stackdoctor.binaries.linkage import DEFAULT_BUDGET_S as LINK_BUDGET_S
 from stackdoctor.binaries.linkage import LinkCheck, check_linkage, torch_roots
+from stackdoctor.model.facts import LibraryInfo, TorchFiles
 from stackdoctor.system import ReadResult, System
 
 MAX_ARCHS = 256  # architectures reported per library
 DEFAULT_BUDGET_S = 10.0  # the whole static read; what is left when it runs out is named in errors
-VERSION_KEYS = ("__version__", "cuda", "hip", "rocm", "xpu", "git_version", "debug")
+GENERIC_VERSION_KEYS = ("__version__", "git_version", "debug")  # torch/version.py's own; each kind adds its (version_py_fields)
 MAX_VERSION_PY = 256 * 1024  # a real torch/version.py is ~300 bytes
 MAX_METADATA = 64 * 1024  # the headers of a METADATA file come first
-COMPANIONS = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu")
-RUNTIME_PREFIXES = ("nvidia-", "cuda-toolkit", "rocm", "intel-", "onemkl-")
-NOT_RUNTIME = ("nvidia-ml-py",)  # NVML's Python binding, not a runtime library
-# every distribution of interest to a diagnosis (``StaticTorch.site_distributions``): torch and its kin,
-# runtime wheels, NVML bindings, CuPy, Intel's (name prefixes), and numpy and pip themselves (exact names)
-OF_INTEREST = ("torch", "pytorch-", "triton", "nvidia-", "cuda-", "rocm", "intel-", "onemkl-", "pynvml", "cupy")
+GENERIC_COMPANIONS = ("torch", "torchvision", "torchaudio", "triton", "pytorch-triton")  # and each kind's Triton fork (triton_forks)
+# every distribution of interest to a diagnosis (``StaticTorch.site_distributions``): torch and its kin, each kind's
+# runtime wheels and other distributions it names (name prefixes), and numpy and pip themselves (exact names)
+GENERIC_INTEREST = ("torch", "pytorch-", "triton")
 OF_INTEREST_EXACT = ("numpy", "pip")
-# runtime libraries whose file name carries a major version worth reporting when no metadata does
-RUNTIME_LIBS = {
-    "cudnn": "cudnn",
-    "nccl": "nccl",
-    "cublas": "cublas",
-    "cudart": "cuda-runtime",
-    "nvrtc": "cuda-nvrtc",
-    "nvjitlink": "nvjitlink",
-    "cusparselt": "cusparselt",
-    "amdhip64": "hip",
-    "miopen": "miopen",
-    "rccl": "rccl",
-    "rocblas": "rocblas",
-}
 _SONAME = re.compile(r"^lib([A-Za-z0-9_+]+?)\.so\.(\d+(?:\.\d+)*)$")
 _DLL = re.compile(r"^([A-Za-z]+?)64_(\d+)\.dll$")
 
-# (path under the torch package, kind, primary): primary libraries carry the build's arch list
-TORCH_LIBRARIES: tuple[tuple[str, str, bool], ...] = (
-    ("lib/libtorch_cuda.so", "cuda", True),
-    ("lib/libtorch_cuda_cu.so", "cuda", True),  # torch 1.9-1.12
-    ("lib/libtorch_cuda_cpp.so", "cuda", False),
-    ("lib/libtorch_cuda_linalg.so", "cuda", False),
-    ("lib/torch_cuda.dll", "cuda", True),
-    ("lib/torch_cuda_cu.dll", "cuda", True),
-    ("lib/torch_cuda_cpp.dll", "cuda", False),
-    ("lib/libtorch_hip.so", "hip", True),
-    ("lib/libtorch_xpu.so", "xpu", True),
-    ("lib/torch_xpu.dll", "xpu", True),
-)
+
+
+def version_keys() -> tuple[str, ...]:
+    """The top-level names of torch/version.py that are read: its own and every kind's version fields."""
+    return tuple(dict.fromkeys(("__version__", *(f for a in kinds.ALL for f in a.version_py_fields()), "git_version", "debug")))
+
+
+def companions() -> frozenset[str]:
+    """torch's companions: torchvision, torchaudio and the Triton distributions (every kind's fork too)."""
+    return frozenset((*GENERIC_COMPANIONS, *(d for a in kinds.ALL for d in a.triton_forks)))
+
+
+def interest_prefixes() -> tuple[str, ...]:
+    """The name prefixes of the distributions of interest: torch's kin and every kind's runtime wheels and others."""
+    return tuple(dict.fromkeys((*GENERIC_INTEREST, *(p for a in kinds.ALL for p in (*a.runtime_wheels, *a.site_interest)))))
+
+
+def runtime_library_names() -> dict[str, str]:
+    """Runtime library file stems whose name carries a major version worth reporting when no metadata does -> runtime name."""
+    return {stem: name for a in kinds.ALL for stem, name in a.runtime_library_names}
+
+
+def code_kind(code: str) -> kinds.Accelerator | None:
+    """The kind whose torch libraries carry GPU code ``code`` (LibraryInfo.kind: "cuda" ...)."""
+    return next((a for a in kinds.ALL if a.static_code == code), None)
+
+
+def torch_libraries(listing: Sequence[str]) -> list[tuple[str, str, bool]]:
+    """(path under the torch package, GPU code, primary) of every kind's libraries, in priority order, once each."""
+    out: dict[str, tuple[str, str, bool]] = {}
+    for a in kinds.ALL:
+        if a.static_code:
+            for rel, primary in a.torch_libraries(listing):
+                out.setdefault(rel, (rel, a.static_code, primary))
+    return list(out.values())
 
 
 @dataclass
-class LibraryInfo:
-    """The GPU code one of torch's libraries carries."""
+class StaticTorch(TorchFiles):
+    """What the files of the installed torch say, and the predicted load of its libraries."""
 
-    path: str
-    kind: str  # "cuda" | "hip" | "xpu"
-    primary: bool = False  # carries the build's arch list
-    format: str | None = None  # "elf64-le" | "pe" | ...
-    section: str | None = None  # ".nv_fatbin" | ".hip_fatbin" | "__CLANG_OFFLOAD_BUNDLE__sycl-spir64_gen" ...
-    section_size: int | None = None
-    containers: int = 0  # fat-binary containers / offload bundles (about one per translation unit)
-    entries: int = 0  # cubins + PTX / bundle entries (host entries included)
-    compressed: int = 0  # compressed entries (CUDA) / compressed bundles (HIP)
-    archs: dict[str, int] = field(default_factory=dict)  # arch -> containers that carry it
-    arch_list: list[str] = field(default_factory=list)  # in at least half the containers
-    arch_extra: list[str] = field(default_factory=list)  # in fewer (per-file extras: sm_90a ...)
-    images: list[str] = field(default_factory=list)  # xpu: "spir64_gen (zstd)", "spir64" ...
-    error: str | None = None
-    read_ms: float | None = None
-
-
-@dataclass
-class StaticTorch:
-    """What the files of the installed torch say; every value's source is in ``sources``."""
-
-    installed: bool = False
-    location: str | None = None  # the torch package directory
-    version: str | None = None  # "2.14.1+cu130"
-    variant: str | None = None  # "cu130" | "cpu" | "rocm7.2" | "xpu"
-    cuda: str | None = None  # torch.version.cuda
-    hip: str | None = None
-    rocm: str | None = None
-    xpu: str | None = None
-    git_version: str | None = None
-    debug: bool | None = None
-    arch_list: list[str] = field(default_factory=list)  # torch.cuda.get_arch_list() notation, sorted
-    arch_extra: list[str] = field(default_factory=list)  # per-file extra archs of the primary library
-    gfx_list: list[str] = field(default_factory=list)  # ROCm targets ("gfx942", "gfx90a:xnack-"), sorted
-    libraries: list[LibraryInfo] = field(default_factory=list)
-    runtime: dict[str, str] = field(default_factory=dict)  # "cudnn" -> "9.24.0.43", "nccl" -> "2.30.7"
-    runtime_libraries: dict[str, str] = field(default_factory=dict)  # "libcudnn.so.9" -> its path
-    runtime_bytes: dict[str, int] = field(default_factory=dict)  # "nvidia-cublas-cu12" -> bytes installed (its RECORD's sizes)
-    distributions: dict[str, str] = field(default_factory=dict)  # "torch" -> "2.14.1" (dist-info)
-    # every distribution of interest (OF_INTEREST, numpy, pip), normalised name -> version, the first in import order
-    site_distributions: dict[str, str] = field(default_factory=dict)
-    # what torch, its companions and torch-npu require (their METADATA's Requires-Dist lines, as written)
-    requires: dict[str, list[str]] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-    # files that are there but could not be read ("path: why"): a FIFO, mode 000, 0 bytes, truncated, not ELF
-    unreadable: list[str] = field(default_factory=list)
-    duplicates: list[str] = field(default_factory=list)  # "2.13.0 (.../torch-2.13.0.dist-info)" when torch is installed twice
     linkage: LinkCheck | None = None  # the predicted load of torch's libraries (Linux)
-    sources: dict[str, str] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------- pure parsers
@@ -160,7 +116,7 @@ def parse_torch_version_py(text: str) -> dict[str, Any]:
     """``torch/version.py`` -> {"__version__": "2.13.0+cpu", "cuda": None, "debug": False, ...}.
 
     Parsed with :mod:`ast`, never executed. Only top-level ``name = <literal>`` and
-    ``name: T = <literal>`` assignments of the keys in :data:`VERSION_KEYS` are taken (str,
+    ``name: T = <literal>`` assignments of the keys :func:`version_keys` names are taken (str,
     bool or None); a key that is absent (older torch has no ``rocm`` / ``xpu``) is left out.
     On text that does not parse the result is ``{"error": "..."}``. Never raises.
 
@@ -174,6 +130,7 @@ def parse_torch_version_py(text: str) -> dict[str, Any]:
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return {"error": f"version.py does not parse: {type(exc).__name__}"}
     out: dict[str, Any] = {}
+    keys = version_keys()
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target, value = node.targets[0], node.value
@@ -181,7 +138,7 @@ def parse_torch_version_py(text: str) -> dict[str, Any]:
             target, value = node.target, node.value
         else:
             continue
-        if not isinstance(target, ast.Name) or target.id not in VERSION_KEYS:
+        if not isinstance(target, ast.Name) or target.id not in keys:
             continue
         if isinstance(value, ast.Constant) and (value.value is None or isinstance(value.value, (str, bool))):
             out[target.id] = value.value
@@ -254,11 +211,8 @@ def normalize_name(name: str) -> str:
 
 def runtime_key(dist: str) -> str | None:
     """The runtime name of a normalised distribution name, or None when it is not a runtime wheel."""
-    if dist in NOT_RUNTIME or not dist.startswith(RUNTIME_PREFIXES):
-        return None
-    if dist.startswith("nvidia-"):
-        return re.sub(r"-cu\d+$", "", dist[len("nvidia-") :]) or None
-    return dist
+    kind = next((a for a in kinds.ALL if a.runtime_wheels and dist.startswith(a.runtime_wheels)), None)
+    return kind.runtime_name(dist) if kind is not None else None
 
 
 def sort_archs(archs: Sequence[str]) -> list[str]:
@@ -287,12 +241,22 @@ def majority(counts: dict[str, int], total: int) -> tuple[list[str], list[str]]:
     return main, rest
 
 
-def _cap_archs(counts: dict[str, int]) -> tuple[dict[str, int], str | None]:
+def cap_archs(counts: dict[str, int]) -> tuple[dict[str, int], str | None]:
     """At most :data:`MAX_ARCHS` architectures, the most common first (a real build has a few dozen)."""
     if len(counts) <= MAX_ARCHS:
         return counts, None
     keep = sorted(counts.items(), key=lambda kv: -kv[1])[:MAX_ARCHS]
     return dict(keep), f"{len(counts)} different architectures (a real build has a few dozen); only the {MAX_ARCHS} most common are reported"
+
+
+def find_section(info: LibraryInfo, table: binfmt.SectionTable, names: Sequence[str]) -> binfmt.Section | None:
+    """The first of ``names`` in ``table``, its name and size in ``info``; None (and why in ``info.error``) when none is there."""
+    sec = table.find(*names)
+    if sec is None:
+        info.error = f"{info.path}: no {names[0]} section" + (f" ({table.error})" if table.error else "")
+        return None
+    info.section, info.section_size = sec.name, sec.size
+    return sec
 
 
 # ---------------------------------------------------------------------------- zstd
@@ -361,65 +325,46 @@ def read_library(system: System, path: str, kind: str, primary: bool = False, zs
         if table.format is None:
             info.error = f"{path}: {table.error}"
             return info
-        if kind == "xpu":
-            _read_sycl(info, fh, table, path, deadline)
+        reader = code_kind(kind)
+        if reader is None:
+            info.error = f"{path}: no reader for {kind} GPU code"
             return info
-        names = binfmt.CUDA_SECTIONS if kind == "cuda" else binfmt.HIP_SECTIONS
-        sec = table.find(*names)
-        if sec is None:
-            info.error = f"{path}: no {names[0]} section" + (f" ({table.error})" if table.error else "")
-            return info
-        info.section, info.section_size = sec.name, sec.size
-        if kind == "cuda":
-            _read_fatbin(info, fh, sec, deadline)
-        else:
-            _read_bundles(info, fh, sec, zstd, deadline)
+        reader.read_gpu_code(info, fh, table, zstd, deadline)
         return info
     finally:
         fh.close()
         info.read_ms = round((time.perf_counter() - t0) * 1000, 2)
 
 
-def _read_sycl(info: LibraryInfo, fh: BinaryIO, table: binfmt.SectionTable, path: str, deadline: float | None) -> None:
-    """An XPU library's SYCL offload images (at most 64): their targets and AOT device members."""
-    images = [binfmt.read_sycl_image(fh, s, deadline) for s in table.with_prefix(binfmt.SYCL_SECTION_PREFIX)[:64]]
-    info.images = [img.target + (f" ({img.compression})" if img.compression else "") for img in images]
-    info.section_size = sum(img.size for img in images) or None
-    members = sorted({m for img in images for m in img.members})
-    info.archs = {m: 1 for m in members}
-    info.arch_list = members
-    if not images:
-        info.error = f"{path}: no SYCL offload image"
-    elif any(img.error for img in images):
-        info.error = f"{path}: " + next(img.error for img in images if img.error)
-    elif any(img.compression for img in images):
-        info.error = "the AOT device targets are inside a compressed SYCL image; not read"
+def variant_of(st: TorchFiles) -> str:
+    """The variant of the build: its local version label ("2.14.1+cu130" -> "cu130"), else what the first kind's version
+    fields say (torch/version.py's), else "cpu"."""
+    version = st.version or ""
+    if "+" in version:
+        return version.split("+", 1)[1]
+    return next((v for a in kinds.ALL if (v := a.static_variant(st))), "cpu")
 
 
-def _read_fatbin(info: LibraryInfo, fh: BinaryIO, sec: binfmt.Section, deadline: float | None) -> None:
-    """A CUDA library's fat binary: its containers, entries and the SM archs most containers carry."""
-    fat = binfmt.walk_fatbin(fh, sec.offset, sec.size, deadline)
-    info.containers, info.entries, info.compressed = fat.containers, len(fat.entries), fat.compressed
-    info.archs, capped = _cap_archs(fat.arch_containers())
-    fat.error = fat.error or capped
-    main, extra = majority(info.archs, fat.containers)
-    info.arch_list, info.arch_extra = sort_archs(main), sort_archs(extra)
-    info.error = fat.error
-
-
-def _read_bundles(info: LibraryInfo, fh: BinaryIO, sec: binfmt.Section, zstd: binfmt.ZstdDecoder | None, deadline: float | None) -> None:
-    """A HIP library's clang offload bundles: their entries and the gfx targets most bundles carry."""
-    bundles = binfmt.walk_offload_bundles(fh, sec.offset, sec.size, zstd=zstd, deadline=deadline)
-    info.containers = len(bundles.bundles)
-    info.entries = sum(len(b.entries) for b in bundles.bundles)
-    info.compressed = bundles.compressed
-    info.archs, capped = _cap_archs(bundles.target_bundles())
-    bundles.error = bundles.error or capped
-    known = sum(1 for b in bundles.bundles if b.entries)
-    main, extra = majority(info.archs, known)
-    info.arch_list, info.arch_extra = sort_gfx(main), sort_gfx(extra)
-    errs = [b.error for b in bundles.bundles if b.error]
-    info.error = bundles.error or (errs[0] + (f" ({len(errs)} bundles)" if len(errs) > 1 else "") if errs else None)
+def _read_version_py(system: System, pkg: str, st: StaticTorch) -> None:
+    """torch/version.py's fields into ``st`` (every kind's version fields among them), each sourced."""
+    vpath = _join(pkg, "version.py")
+    res = system.read_text(vpath, max_bytes=MAX_VERSION_PY)
+    if res.ok:
+        fields = parse_torch_version_py(res.text)
+        if "error" in fields:
+            st.errors.append(f"{vpath}: {fields['error']}")
+        st.version = fields.get("__version__") if isinstance(fields.get("__version__"), str) else None
+        for key in (k for k in version_keys() if k not in ("__version__", "debug")):  # every kind's version fields, git_version
+            value = fields.get(key)
+            setattr(st, key, value if isinstance(value, str) else None)
+        st.debug = fields.get("debug") if isinstance(fields.get("debug"), bool) else None
+        for key in version_keys():
+            if key in fields:
+                st.sources["version" if key == "__version__" else key] = vpath
+    else:
+        st.errors.append(f"{vpath}: {res.status}" + (f" ({res.detail})" if res.detail else ""))
+        if res.status != "absent":
+            st.unreadable.append(f"{vpath}: {res.detail or res.status}")
 
 
 def _find_torch(system: System, site_dirs: Sequence[str]) -> tuple[str | None, str | None]:
@@ -468,29 +413,12 @@ def read_static_torch(
         return st
     st.installed, st.location = True, pkg
     st.sources["location"] = _join(pkg, "__init__.py")
-    vpath = _join(pkg, "version.py")
-    res = system.read_text(vpath, max_bytes=MAX_VERSION_PY)
-    if res.ok:
-        fields = parse_torch_version_py(res.text)
-        if "error" in fields:
-            st.errors.append(f"{vpath}: {fields['error']}")
-        st.version = fields.get("__version__") if isinstance(fields.get("__version__"), str) else None
-        for key in ("cuda", "hip", "rocm", "xpu", "git_version"):
-            value = fields.get(key)
-            setattr(st, key, value if isinstance(value, str) else None)
-        st.debug = fields.get("debug") if isinstance(fields.get("debug"), bool) else None
-        for key, name in (("__version__", "version"), ("cuda", "cuda"), ("hip", "hip"), ("rocm", "rocm"), ("xpu", "xpu"), ("git_version", "git_version"), ("debug", "debug")):
-            if key in fields:
-                st.sources[name] = vpath
-    else:
-        st.errors.append(f"{vpath}: {res.status}" + (f" ({res.detail})" if res.detail else ""))
-        if res.status != "absent":
-            st.unreadable.append(f"{vpath}: {res.detail or res.status}")
+    _read_version_py(system, pkg, st)
     if st.version is None and "torch" in st.distributions:
         st.version = st.distributions["torch"]
         st.sources["version"] = st.sources.get("distributions.torch", "torch dist-info")
     if st.version:
-        st.variant = variant_of(st.version, st.cuda, st.hip, st.xpu)
+        st.variant = variant_of(st)
         st.sources["variant"] = st.sources.get("version", "")
     _read_libraries(system, pkg, st, decoder, deadline)
     _read_runtime_libraries(system, pkg, site_dirs, st)
@@ -537,7 +465,7 @@ def _read_distributions(system: System, site_dirs: Sequence[str], st: StaticTorc
 
 def _of_interest(name: str, rkey: str | None) -> bool:
     """torch's companions, the runtime libraries' distributions and the others the report names."""
-    return name in COMPANIONS or rkey is not None or name in OF_INTEREST_EXACT or name.startswith(OF_INTEREST)
+    return name in companions() or rkey is not None or name in OF_INTEREST_EXACT or name.startswith(interest_prefixes())
 
 
 def _read_distribution(system: System, site: str, entry: str, st: StaticTorch, seen_torch: list[str]) -> None:
@@ -567,10 +495,11 @@ def _read_distribution(system: System, site: str, entry: str, st: StaticTorch, s
         st.sources[f"site_distributions.{name}"] = source
     if name == "torch":
         seen_torch.append(f"{version} ({_join(site, entry)})")
-    if (name in COMPANIONS or name in kinds.companion_names()) and name not in st.requires and meta.ok:
+    kin = companions()
+    if (name in kin or name in kinds.companion_names()) and name not in st.requires and meta.ok:
         st.requires[name] = parse_requires_dist(meta.text)
         st.sources[f"requires.{name}"] = mpath
-    if name in COMPANIONS:
+    if name in kin:
         if name not in st.distributions:  # the first in import order wins
             st.distributions[name] = version
             st.sources[f"distributions.{name}"] = source
@@ -604,10 +533,7 @@ def _read_libraries(system: System, pkg: str, st: StaticTorch, decoder: binfmt.Z
             st.errors.append(f"{libdir}: cannot be listed ({why})")
             st.unreadable.append(f"{libdir}: cannot be listed ({why})")
     present = set(listing)
-    # torch-xpu-ops can build its SYCL kernels into separate libraries (BUILD_SEPARATE_OPS /
-    # BUILD_SPLIT_KERNEL_LIB: torch-xpu-ops-sycl-*.so; torch_xpu_ops_sycl_*.dll on Windows)
-    xpu_ops = tuple((f"lib/{n}", "xpu", False) for n in listing if "xpu-ops-sycl" in n or "xpu_ops_sycl" in n)
-    for rel, kind, primary in TORCH_LIBRARIES + xpu_ops:
+    for rel, kind, primary in torch_libraries(listing):
         if posixpath.basename(rel) not in present:
             continue
         path = _join(pkg, *rel.split("/"))
@@ -622,31 +548,28 @@ def _read_libraries(system: System, pkg: str, st: StaticTorch, decoder: binfmt.Z
             st.errors.append(said)
             if not any(n in info.error for n in _NOT_BROKEN):
                 st.unreadable.append(said)
-        if not primary:
-            continue
-        where = f"{info.path} {info.section or ''}".strip()
-        if kind == "cuda" and not st.arch_list and info.arch_list:
-            st.arch_list, st.arch_extra = info.arch_list, info.arch_extra
-            st.sources["arch_list"] = f"{where} ({info.containers} fat-binary containers)"
-        elif kind == "hip" and not st.gfx_list and info.arch_list:
-            st.gfx_list = info.arch_list
-            st.sources["gfx_list"] = f"{where} ({info.containers} offload bundles)"
+        owner = code_kind(kind)
+        if primary and owner is not None:
+            owner.take_arch_list(st, info)
 
 
 def _read_runtime_libraries(system: System, pkg: str, site_dirs: Sequence[str], st: StaticTorch) -> None:
     dirs = [_join(pkg, "lib")]
+    tops = dict.fromkeys(d for a in kinds.ALL for d in a.runtime_library_dirs)  # site-packages/<top>/<package>/lib
+    stems = runtime_library_names()
     for site in site_dirs:
-        nv = _join(site, "nvidia")
-        for sub in system.listdir(nv):
-            dirs.append(_join(nv, sub, "lib"))
-            dirs.append(_join(nv, sub, "bin"))  # Windows wheels put DLLs in bin/
+        for top in tops:
+            wheels = _join(site, top)
+            for sub in system.listdir(wheels):
+                dirs.append(_join(wheels, sub, "lib"))
+                dirs.append(_join(wheels, sub, "bin"))  # Windows wheels put DLLs in bin/
     for d in dirs:
         for fname in system.listdir(d):
             m = _SONAME.match(fname) or _DLL.match(fname)
             if not m:
                 continue
             stem = m.group(1).lower()
-            key = RUNTIME_LIBS.get(stem)
+            key = stems.get(stem)
             if key is None:
                 continue
             path = _join(d, fname)

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from stackdoctor.model.view import MachineView
     from stackdoctor.system import System
 
+if TYPE_CHECKING:  # --- torchstatic ---
+    from stackdoctor.binaries.binfmt import SectionTable, ZstdDecoder
+    from stackdoctor.model.facts import LibraryInfo, TorchFiles
+
 
 # --- install ---
 def _override_gfx(value: str | None) -> str | None:
@@ -311,3 +315,23 @@ class Amd(Accelerator):
 
     def runtime_release(self, variant: Variant) -> str | None:
         return variant.rocm
+
+    # --- torchstatic ---
+    static_code = "hip"
+    torch_library_files = (("lib/libtorch_hip.so", True),)
+    runtime_library_names = (("amdhip64", "hip"), ("miopen", "miopen"), ("rccl", "rccl"), ("rocblas", "rocblas"))
+
+    def static_variant(self, files: TorchFiles) -> str | None:
+        from stackdoctor.accelerators.amd import static
+
+        return static.static_variant(files)
+
+    def read_gpu_code(self, info: LibraryInfo, fh: Any, table: SectionTable, zstd: ZstdDecoder | None, deadline: float | None) -> None:
+        from stackdoctor.accelerators.amd import static
+
+        static.read_gpu_code(info, fh, table, zstd, deadline)
+
+    def take_arch_list(self, files: TorchFiles, info: LibraryInfo) -> None:
+        from stackdoctor.accelerators.amd import static
+
+        static.take_arch_list(files, info)

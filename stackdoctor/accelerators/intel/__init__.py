@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Sequence  # --- torchstatic ---
+from typing import TYPE_CHECKING, Any
 
 from stackdoctor.kinds.base import Accelerator, BuildAsk, DeviceSpec, Say, TargetDevice, Verified
 from stackdoctor.matrix import Matrix  # --- reconcile ---
@@ -13,6 +14,10 @@ from stackdoctor.model.facts import (
     Severity,
     TorchFacts,
 )
+
+if TYPE_CHECKING:  # --- torchstatic ---
+    from stackdoctor.binaries.binfmt import SectionTable, ZstdDecoder
+    from stackdoctor.model.facts import LibraryInfo, TorchFiles
 
 # --- resolve ---
 XPU_FAMILIES = re.compile(  # the GPU names of the families PyTorch's XPU build targets
@@ -149,3 +154,22 @@ class Intel(Accelerator):
     # --- resolve ---
     triton_packages = ("pytorch-triton-xpu",)
     learned_variant = "xpu"
+
+    # --- torchstatic ---
+    static_code = "xpu"
+    torch_library_files = (("lib/libtorch_xpu.so", True), ("lib/torch_xpu.dll", True))
+
+    def torch_libraries(self, listing: Sequence[str]) -> tuple[tuple[str, bool], ...]:
+        from stackdoctor.accelerators.intel import static
+
+        return self.torch_library_files + static.sycl_kernel_libraries(listing)
+
+    def static_variant(self, files: TorchFiles) -> str | None:
+        from stackdoctor.accelerators.intel import static
+
+        return static.static_variant(files)
+
+    def read_gpu_code(self, info: LibraryInfo, fh: Any, table: SectionTable, zstd: ZstdDecoder | None, deadline: float | None) -> None:
+        from stackdoctor.accelerators.intel import static
+
+        static.read_gpu_code(info, fh, table, deadline)

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from stackdoctor.model.view import MachineView
     from stackdoctor.system import System
 
+if TYPE_CHECKING:  # --- torchstatic ---
+    from stackdoctor.binaries.binfmt import SectionTable, ZstdDecoder
+    from stackdoctor.model.facts import LibraryInfo, TorchFiles
+
 
 # torch.cuda's devices, for the workers: NVIDIA's, and ROCm's and Jetson's, which torch also reaches as "cuda"
 CUDA_DEVICE = DeviceSpec(
@@ -442,6 +446,41 @@ class Nvidia(Accelerator):
         return "container_nvidia_devices", ("/dev/nvidia0", "/dev/nvidiactl")
 
     arch_list_sources = ("torch.cuda.get_arch_list()", "torch._C._cuda_getArchFlags()")
+    # --- torchstatic ---
+    static_code = "cuda"
+    torch_library_files = (
+        ("lib/libtorch_cuda.so", True),
+        ("lib/libtorch_cuda_cu.so", True),  # torch 1.9-1.12
+        ("lib/libtorch_cuda_cpp.so", False),
+        ("lib/libtorch_cuda_linalg.so", False),
+        ("lib/torch_cuda.dll", True),
+        ("lib/torch_cuda_cu.dll", True),
+        ("lib/torch_cuda_cpp.dll", False),
+    )
+    runtime_library_names = (("cudnn", "cudnn"), ("nccl", "nccl"), ("cublas", "cublas"), ("cudart", "cuda-runtime"), ("nvrtc", "cuda-nvrtc"),
+                             ("nvjitlink", "nvjitlink"), ("cusparselt", "cusparselt"))
+    runtime_library_dirs = ("nvidia",)  # site-packages/nvidia/<package>/lib (bin/ on Windows)
+    site_interest = ("cuda-", "pynvml", "cupy")  # its other toolkit wheels, the NVML bindings, CuPy
+
+    def runtime_name(self, dist: str) -> str | None:
+        from stackdoctor.accelerators.nvidia import static
+
+        return static.runtime_name(dist)
+
+    def static_variant(self, files: TorchFiles) -> str | None:
+        from stackdoctor.accelerators.nvidia import static
+
+        return static.static_variant(files)
+
+    def read_gpu_code(self, info: LibraryInfo, fh: Any, table: SectionTable, zstd: ZstdDecoder | None, deadline: float | None) -> None:
+        from stackdoctor.accelerators.nvidia import static
+
+        static.read_gpu_code(info, fh, table, deadline)
+
+    def take_arch_list(self, files: TorchFiles, info: LibraryInfo) -> None:
+        from stackdoctor.accelerators.nvidia import static
+
+        static.take_arch_list(files, info)
 
     # --- rules ---
 
