@@ -231,6 +231,9 @@ from stackdoctor.matrix.releases import (
     patch_base as patch_base,
 )
 from stackdoctor.matrix.releases import (
+    read_arch_list as read_arch_list,
+)
+from stackdoctor.matrix.releases import (
     read_release as read_release,
 )
 from stackdoctor.matrix.releases import (
@@ -244,9 +247,6 @@ from stackdoctor.matrix.table import (
 )
 from stackdoctor.matrix.table import (
     Table as Table,
-)
-from stackdoctor.matrix.table import (
-    read_arch_list as read_arch_list,
 )
 from stackdoctor.matrix.table import (
     read_driver as read_driver,
