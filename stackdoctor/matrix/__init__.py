@@ -90,9 +90,6 @@ from stackdoctor.matrix.model import (
     IndexRow as IndexRow,
 )
 from stackdoctor.matrix.model import (
-    IntelFamily as IntelFamily,
-)
-from stackdoctor.matrix.model import (
     JetsonRow as JetsonRow,
 )
 from stackdoctor.matrix.model import (
@@ -115,9 +112,6 @@ from stackdoctor.matrix.model import (
 )
 from stackdoctor.matrix.model import (
     Release as Release,
-)
-from stackdoctor.matrix.model import (
-    RocmOverride as RocmOverride,
 )
 from stackdoctor.matrix.model import (
     Threshold as Threshold,
