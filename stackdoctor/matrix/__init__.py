@@ -90,9 +90,6 @@ from stackdoctor.matrix.model import (
     IndexRow as IndexRow,
 )
 from stackdoctor.matrix.model import (
-    IntelFamily as IntelFamily,
-)
-from stackdoctor.matrix.model import (
     JetsonRow as JetsonRow,
 )
 from stackdoctor.matrix.model import (
@@ -115,9 +112,6 @@ from stackdoctor.matrix.model import (
 )
 from stackdoctor.matrix.model import (
     Release as Release,
-)
-from stackdoctor.matrix.model import (
-    RocmOverride as RocmOverride,
 )
 from stackdoctor.matrix.model import (
     Threshold as Threshold,
@@ -231,6 +225,9 @@ from stackdoctor.matrix.releases import (
     patch_base as patch_base,
 )
 from stackdoctor.matrix.releases import (
+    read_arch_list as read_arch_list,
+)
+from stackdoctor.matrix.releases import (
     read_release as read_release,
 )
 from stackdoctor.matrix.releases import (
@@ -244,9 +241,6 @@ from stackdoctor.matrix.table import (
 )
 from stackdoctor.matrix.table import (
     Table as Table,
-)
-from stackdoctor.matrix.table import (
-    read_arch_list as read_arch_list,
 )
 from stackdoctor.matrix.table import (
     read_driver as read_driver,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
@@ -15,6 +16,7 @@ from stackdoctor.matrix.model import (
     Variant,
 )
 from stackdoctor.matrix.pure import (
+    ARCH_RE,
     GFX_RE,
     PLUGIN_VARIANT_KINDS,
     PY_RE,
@@ -23,9 +25,24 @@ from stackdoctor.matrix.pure import (
     variant_kind,
 )
 from stackdoctor.matrix.reader import Ctx, LDict, check_keys
-from stackdoctor.matrix.table import DERIVED, NOTE, UNKNOWN, Field, Part, Table, one_row, read_arch_list, read_pythons
+from stackdoctor.matrix.table import DERIVED, NOTE, UNKNOWN, Field, Part, Table, one_row, read_pythons
 
 # ---------------------------------------------------------------------------- releases
+
+
+def read_arch_list(ctx: Ctx, values: Sequence[str], line: int, where: str) -> tuple[str, ...]:
+    """A variant's GPU arch list (``arch_list``, ``arch_by_platform``), each ``+PTX`` entry read as its arch and its PTX."""
+    out: list[str] = []
+    for a in values:
+        m = ARCH_RE.match(a)
+        if not m:
+            raise ctx.fail(line, where, f"unparsable CUDA arch {a!r} (expected like \"sm_90\", \"sm_120+PTX\" or \"compute_90\")")
+        base = f"{m.group('kind')}_{m.group('num')}{m.group('suffix')}"
+        out.append(base)
+        if m.group("ptx"):
+            out.append(f"compute_{m.group('num')}{m.group('suffix')}")
+    return tuple(out)
+
 
 _VARIANTS = Part(
     "releases[].variants[]",
@@ -455,3 +472,26 @@ RELEASES: Table[Release] = Table(
     parts=(_VARIANTS, _PATCHES),
     row_data=_release_data,
 )
+
+
+# the learned rows' section of SCHEMA.md (after every table's): how a learned ``releases`` row layers
+LEARNED = """\
+## Learned rows (`compat_matrix/learned.yaml`, `~/.config/stackdoctor/learned.yaml`)
+
+Written by `stackdoctor matrix learn`, never by hand; each `source` is the artifact read (its URL and sha256), plus what
+was read from it (file names, core metadata, GPU code of `torch/lib/libtorch_cuda.so`). The shipped `learned*.yaml`
+files load after the other files; the user's learned layer (`STACKDOCTOR_LEARNED`, else
+`$XDG_CONFIG_HOME/stackdoctor/learned.yaml`) loads after the shipped files and before `--matrix` files. A learned release
+row layers like any other, with three differences:
+
+- a learned variant merges into a known variant of the same name field by field: its arch lists, Pythons and runtime
+  pins win, platforms add up, both sources are kept (the known one still answers for platforms the index does not serve);
+- a learned row for a version that a hand-kept row lists under `patches:` starts from that row (its download.pytorch.org
+  variants) with that patch's pairings;
+- entries of the hand-kept `unknown:` list that the learned row now answers (triton, torchvision, torchaudio, Pythons)
+  are dropped.
+
+A learned CUDA build whose GPU code was not read (no `--download`) says so in `unknown`; at run time the index witness
+(`stackdoctor.wheels.learn.witness_matrix`) gives such a build the list of the nearest known build of the same CUDA version,
+with `derived_from: "inferred: ..."`, which the plan's reasons repeat.
+"""

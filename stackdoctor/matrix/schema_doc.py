@@ -4,7 +4,8 @@
     python -m stackdoctor.matrix.schema_doc --check   # exit 1 when it differs from what the declarations say
 
 Each table's section (its fields, key, layering rule, examples) comes from its declaration; the prose that is about
-no one table (how files layer, the rules every row follows, learned rows) is kept here. ``tests/test_matrix_tables.py``
+no one table (how files layer, the rules every row follows) is kept here; the learned rows' section, which is about
+``releases`` rows, is :data:`stackdoctor.matrix.releases.LEARNED`. ``tests/test_matrix_tables.py``
 fails when the shipped file differs from :func:`render`, so the document cannot drift from the loader.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from stackdoctor.matrix.model import SCHEMA
+from stackdoctor.matrix.releases import LEARNED
 from stackdoctor.matrix.table import Field, Part, Table
 from stackdoctor.matrix.tables import TABLES
 
@@ -52,27 +54,6 @@ RULES = """\
 - Only plain YAML (safe loading). Files over 4 MiB, documents that expand to more than 200 000 values through
   aliases, or that use more than 200 alias references, are refused.
 - Unknown fields are errors (typos must not pass silently): a row's fields are the ones its table lists below.
-"""
-
-LEARNED = """\
-## Learned rows (`compat_matrix/learned.yaml`, `~/.config/stackdoctor/learned.yaml`)
-
-Written by `stackdoctor matrix learn`, never by hand; each `source` is the artifact read (its URL and sha256), plus what
-was read from it (file names, core metadata, GPU code of `torch/lib/libtorch_cuda.so`). The shipped `learned*.yaml`
-files load after the other files; the user's learned layer (`STACKDOCTOR_LEARNED`, else
-`$XDG_CONFIG_HOME/stackdoctor/learned.yaml`) loads after the shipped files and before `--matrix` files. A learned release
-row layers like any other, with three differences:
-
-- a learned variant merges into a known variant of the same name field by field: its arch lists, Pythons and runtime
-  pins win, platforms add up, both sources are kept (the known one still answers for platforms the index does not serve);
-- a learned row for a version that a hand-kept row lists under `patches:` starts from that row (its download.pytorch.org
-  variants) with that patch's pairings;
-- entries of the hand-kept `unknown:` list that the learned row now answers (triton, torchvision, torchaudio, Pythons)
-  are dropped.
-
-A learned CUDA build whose GPU code was not read (no `--download`) says so in `unknown`; at run time the index witness
-(`stackdoctor.wheels.learn.witness_matrix`) gives such a build the list of the nearest known build of the same CUDA version,
-with `derived_from: "inferred: ..."`, which the plan's reasons repeat.
 """
 
 _SHAPE = {"list": "[...]", "mapping": "{...}", "one": "{...}"}

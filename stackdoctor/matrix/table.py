@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from stackdoctor.core.versions import dotted
-from stackdoctor.matrix.pure import (
-    ARCH_RE,
-    PY_RE,
-)
+from stackdoctor.matrix.pure import PY_RE
 from stackdoctor.matrix.reader import Ctx, LDict
 
 R = TypeVar("R")
@@ -111,19 +108,6 @@ def read_pythons(ctx: Ctx, d: LDict, key: str, where: str) -> tuple[str, ...]:
         if not PY_RE.match(p):
             raise ctx.fail(ctx.line_of(d, key), f"{where}.{key}", f"unparsable Python version {p!r} (expected like \"3.12\" or \"3.13t\")")
     return vals
-
-
-def read_arch_list(ctx: Ctx, values: Sequence[str], line: int, where: str) -> tuple[str, ...]:
-    out: list[str] = []
-    for a in values:
-        m = ARCH_RE.match(a)
-        if not m:
-            raise ctx.fail(line, where, f"unparsable CUDA arch {a!r} (expected like \"sm_90\", \"sm_120+PTX\" or \"compute_90\")")
-        base = f"{m.group('kind')}_{m.group('num')}{m.group('suffix')}"
-        out.append(base)
-        if m.group("ptx"):
-            out.append(f"compute_{m.group('num')}{m.group('suffix')}")
-    return tuple(out)
 
 
 def read_driver(ctx: Ctx, d: LDict, key: str, where: str) -> str | None:
