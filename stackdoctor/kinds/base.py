@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from stackdoctor.kinds.low_seam import LowSeam
 from stackdoctor.model.facts import Backend, BuildKind, Facts, GpuView, Severity, TorchFacts
 
 if TYPE_CHECKING:
@@ -206,7 +207,7 @@ def unverified(fit: FitNotes, release: Release, variant: Variant) -> None:
 # --- end resolve ---
 
 
-class Accelerator:
+class Accelerator(LowSeam):
     """One kind of accelerator. Subclasses set the class attributes and :meth:`present` / :meth:`usable`."""
 
     name: ClassVar[str]  # "nvidia" | "amd" | "intel" | "apple" | "jetson"

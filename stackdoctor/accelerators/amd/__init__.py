@@ -14,6 +14,7 @@ from stackdoctor.model.facts import Facts, GpuView, TorchFacts
 if TYPE_CHECKING:
     from packaging.version import Version
 
+    from stackdoctor.kinds.low_seam import ErrorDialect  # --- seamlow ---
     from stackdoctor.matrix import Matrix, Release, Variant
     from stackdoctor.model.facts import Disagreement, ReconciledFacts, SeenValue  # --- reconcile ---
     from stackdoctor.model.plan import Request
@@ -282,3 +283,9 @@ class Amd(Accelerator):
         for var in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
             if var in env and amd and visible_count(env[var], amd) == 0:
                 ctx.add(facts=[f"environment.{var}", "rocm.gpus"], var=var, value=env[var], count=len(amd))
+
+    # --- seamlow ---
+    def runtime_error_dialect(self) -> ErrorDialect | None:
+        from stackdoctor.accelerators.amd.runtime_errors import DIALECT
+
+        return DIALECT

@@ -15,6 +15,7 @@ from stackdoctor.reconcile import user_space_driver
 if TYPE_CHECKING:
     from packaging.version import Version
 
+    from stackdoctor.kinds.low_seam import ErrorDialect  # --- seamlow ---
     from stackdoctor.matrix import Matrix, Release, Variant
     from stackdoctor.model.facts import Disagreement, KernelResult, ReconciledFacts, SeenValue  # --- reconcile ---
     from stackdoctor.model.plan import Request
@@ -542,6 +543,12 @@ class Nvidia(Accelerator):
             or view.runtime("nvidia").value
             or any(e.proves in ("driver-too-old", "driver-cuda-level") or answered_with_error(e) for e in view.evidence)  # torch's words prove a driver
         ) and not view.facts.jetson.is_jetson and not view.facts.apple.is_macos
+
+    # --- seamlow ---
+    def runtime_error_dialect(self) -> ErrorDialect | None:
+        from stackdoctor.accelerators.nvidia.runtime_errors import DIALECT
+
+        return DIALECT
 
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:
