@@ -1,11 +1,12 @@
 """More of the seam (:class:`~stackdoctor.kinds.base.Accelerator` inherits it): what the layers below the kinds read of
-each kind as data: its runtime's error texts, ...
+each kind as data: its runtime's error texts, where the report keeps its values, ...
 
 Each method has the generic default: a kind without the thing answers "nothing"."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,13 @@ class ErrorDialect:
 
 class LowSeam:
     """The methods of :class:`~stackdoctor.kinds.base.Accelerator` that the layers below the kinds ask of them."""
+
+    # where the report keeps its values (stackdoctor.model.view.ViewKeys, read by kinds.view_keys()): the fields of its
+    # ``reconciled`` section of its driver's version and of its runtime level, and its other stable keys whose value
+    # reconcile chooses from their witnesses ("subject.name", its ``reconciled()``'s keys)
+    driver_key: ClassVar[str | None] = None
+    runtime_key: ClassVar[str | None] = None
+    chosen_keys: ClassVar[tuple[str, ...]] = ()
 
     def runtime_error_dialect(self) -> ErrorDialect | None:
         """How its runtime writes its errors in torch's text (:mod:`stackdoctor.kinds.runtime_errors`); None: it has

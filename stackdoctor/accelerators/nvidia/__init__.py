@@ -545,6 +545,9 @@ class Nvidia(Accelerator):
         ) and not view.facts.jetson.is_jetson and not view.facts.apple.is_macos
 
     # --- seamlow ---
+    driver_key = "nvidia_driver"
+    runtime_key = "cuda_driver_version"  # the newest CUDA the driver runs
+    chosen_keys = ("nvidia.kernel_module_version", "nvidia.nvml_version", "nvidia.driver_library_version")
     def runtime_error_dialect(self) -> ErrorDialect | None:
         from stackdoctor.accelerators.nvidia.runtime_errors import DIALECT
 
