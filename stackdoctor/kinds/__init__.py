@@ -23,6 +23,7 @@ from collections.abc import Sequence  # --- resolve ---
 from typing import Any
 
 from stackdoctor.core import texts
+from stackdoctor.core.redact import DeviceIds  # --- seamlow ---
 from stackdoctor.kinds.base import Accelerator, Companion, DeviceSpec, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
 from stackdoctor.model.facts import BuildKind, Facts, TorchFacts
 from stackdoctor.model.view import MachineView, ViewKeys  # --- seamlow ---
@@ -417,3 +418,13 @@ def view_keys() -> ViewKeys:
 def view_of(facts: Facts) -> MachineView:
     """The view of facts with a ``reconciled`` section (a saved report's, a renderer's), read back."""
     return MachineView.of(facts, keys=view_keys())
+
+
+def device_ids() -> DeviceIds:
+    """What a redacted report hides of the kinds' devices and keeps of their names (:class:`~stackdoctor.core.redact.DeviceIds`)."""
+    ks = _kinds()
+    return DeviceIds(
+        gpus=tuple(dict.fromkeys(a.subject for a in ks if a.gpu_ids)),
+        serials=tuple(dict.fromkeys(a.subject for a in ks if "serial" in a.gpu_ids)),
+        anonymous=frozenset(n for a in ks for n in a.anonymous_names),
+    )

@@ -1,5 +1,5 @@
 """More of the seam (:class:`~stackdoctor.kinds.base.Accelerator` inherits it): what the layers below the kinds read of
-each kind as data: its runtime's error texts, where the report keeps its values, ...
+each kind as data: its runtime's error texts, where the report keeps its values, what redaction hides...
 
 Each method has the generic default: a kind without the thing answers "nothing"."""
 
@@ -31,6 +31,11 @@ class LowSeam:
     driver_key: ClassVar[str | None] = None
     runtime_key: ClassVar[str | None] = None
     chosen_keys: ClassVar[tuple[str, ...]] = ()
+    # what a redacted report hides of it (stackdoctor.core.redact.DeviceIds, read by kinds.device_ids()): the fields of
+    # its subject's ``gpus`` entries that identify a device ("uuid", "serial"), and the user and host names its systems
+    # ship with, which identify no one
+    gpu_ids: ClassVar[tuple[str, ...]] = ()
+    anonymous_names: ClassVar[tuple[str, ...]] = ()
 
     def runtime_error_dialect(self) -> ErrorDialect | None:
         """How its runtime writes its errors in torch's text (:mod:`stackdoctor.kinds.runtime_errors`); None: it has

@@ -285,6 +285,7 @@ class Amd(Accelerator):
                 ctx.add(facts=[f"environment.{var}", "rocm.gpus"], var=var, value=env[var], count=len(amd))
 
     # --- seamlow ---
+    gpu_ids = ("uuid",)
     runtime_key = "rocm_version"  # the installed ROCm release
     def runtime_error_dialect(self) -> ErrorDialect | None:
         from stackdoctor.accelerators.amd.runtime_errors import DIALECT

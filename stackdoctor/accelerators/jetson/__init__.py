@@ -109,3 +109,6 @@ class Jetson(Accelerator):
 
     def judges_build(self, facts: Facts) -> bool:
         return facts.jetson.is_jetson  # jetson-wrong-wheel (accelerators/nvidia/rules.py) judges a Jetson's build
+
+    # --- seamlow ---
+    anonymous_names = ("nvidia", "jetson")  # its systems' default user and host names (redaction keeps them)

@@ -545,6 +545,7 @@ class Nvidia(Accelerator):
         ) and not view.facts.jetson.is_jetson and not view.facts.apple.is_macos
 
     # --- seamlow ---
+    gpu_ids = ("uuid", "serial")
     driver_key = "nvidia_driver"
     runtime_key = "cuda_driver_version"  # the newest CUDA the driver runs
     chosen_keys = ("nvidia.kernel_module_version", "nvidia.nvml_version", "nvidia.driver_library_version")
