@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from stackdoctor import kinds
 from stackdoctor.matrix import load_matrix
 from stackdoctor.model.facts import Facts, NvidiaFacts, NvidiaGpu, NvidiaProcGpu, PciDevice, PlatformFacts, from_data, to_data
 from stackdoctor.model.view import MachineView, NotAView, facts_of
@@ -46,7 +47,7 @@ def test_the_report_section_is_the_view_written_out(m, name):
     """The JSON's ``reconciled`` section (its documented keys) and the view read back from it are one."""
     v = reconcile(machine(name), m)
     assert to_data(v.to_reconciled()) == to_data(report_facts(v).reconciled)
-    again = MachineView.of(from_data(Facts, json.loads(json.dumps(to_data(report_facts(v))))))  # a saved report read back
+    again = kinds.view_of(from_data(Facts, json.loads(json.dumps(to_data(report_facts(v))))))  # a saved report read back
     assert (again.drivers, again.runtimes, again.accelerator, again.gpus) == (v.drivers, v.runtimes, v.accelerator, v.gpus)
 
 
@@ -96,6 +97,6 @@ def test_reconcile_writes_no_chosen_value_into_the_facts(m):
     assert published.nvidia.sources["driver_version"] == "reconcile: /proc/driver/nvidia/version"
     assert to_data(published.reconciled) == to_data(v.to_reconciled())
     assert v.facts.nvidia.driver_version is None  # publishing did not change the view either
-    back = MachineView.of(published)  # a saved report read back answers the same
+    back = kinds.view_of(published)  # a saved report read back answers the same
     assert (back.driver("nvidia"), back.chosen("nvidia.kernel_module_version").value) == (v.driver("nvidia"), "570.133.07")
     assert reconcile(published, m).driver("nvidia") == v.driver("nvidia")  # a replay derives it again

@@ -14,6 +14,7 @@ import re
 import pytest
 from conftest import real_fixture
 
+from stackdoctor import kinds
 from stackdoctor.config import Requirements
 from stackdoctor.core.redact import Redactor, address_family, address_kind, is_secret_name, redact_report, redact_text
 from stackdoctor.model.facts import (
@@ -150,13 +151,13 @@ def test_nothing_planted_survives_in_json():
     data = planted_report().to_data()
     before = json.dumps(data, ensure_ascii=False)
     assert all(v.lower() in before.lower() for v in planted_values()), "the plant is incomplete"
-    out = redact_report(data)
+    out = redact_report(data, ids=kinds.device_ids())
     assert_clean(json.dumps(out, ensure_ascii=False), "redacted JSON")
     assert json.dumps(data, ensure_ascii=False) == before, "the input must not be modified"
 
 
 def test_replacements_are_stable_and_keep_the_kind():
-    out = redact_report(planted_report().to_data())
+    out = redact_report(planted_report().to_data(), ids=kinds.device_ids())
     f = out["facts"]
     host = f["platform"]["hostname"]
     assert host == "<host-1>"
@@ -193,7 +194,7 @@ def test_redacted_report_loads_and_replays_to_the_same_findings():
 
     m = load_matrix([])
     rep = planted_report()
-    back = report_from_data(redact_report(rep.to_data()))
+    back = report_from_data(redact_report(rep.to_data(), ids=kinds.device_ids()))
     reqs = Requirements(torch=">=2.6", backend="cuda", min_gpus=1, compute_capability=">=8.0", kernels=["matmul"])
     after = [(x.code, x.severity) for x in diagnose(back.facts, m, requirements=reqs)]
     assert after == [(x.code, x.severity) for x in diagnose(rep.facts, m, requirements=reqs)]
@@ -207,7 +208,7 @@ def test_generic_host_and_user_names_do_not_eat_the_facts():
     rep.facts.platform.hostname = "ubuntu"
     rep.facts.python.executable = "/home/cuda/.venv/bin/python"
     rep.raw_outputs.append(raw(["whoami"], "cuda\n"))
-    out = redact_report(rep.to_data())
+    out = redact_report(rep.to_data(), ids=kinds.device_ids())
     assert out["facts"]["platform"]["hostname"] == "<host-1>"
     assert out["facts"]["platform"]["os_id"] == "ubuntu" and out["facts"]["platform"]["os_name"].startswith("Ubuntu")
     assert out["facts"]["torch"]["cuda"] == "12.4" and out["facts"]["torch"]["variant"] == "cu124"
@@ -292,7 +293,7 @@ def test_every_diagnosis_scenario_survives_redaction(change):
     probes = change(f, m)
     plant(f)
     rep = Report(facts=f, probes=list(probes or []))
-    red = report_from_data(redact_report(rep.to_data()))
+    red = report_from_data(redact_report(rep.to_data(), ids=kinds.device_ids()))
     assert_clean(red.to_json(), "redacted scenario")
     assert _judge(red) == _judge(report_from_data(rep.to_data()))
 
@@ -309,7 +310,7 @@ def test_every_machine_gives_the_same_findings_and_plan_after_redaction(path):
     plant(f)
     rep = Report(facts=f)
     r = Redactor()
-    red = report_from_data(redact_report(rep.to_data(), r))
+    red = report_from_data(redact_report(rep.to_data(), r, ids=kinds.device_ids()))
     assert _judge(red) == _judge(report_from_data(rep.to_data()))
     m = load_matrix([])
     pa, pb = resolve(reconcile(rep.facts, m), m, Request()), resolve(reconcile(red.facts, m), m, Request())
@@ -320,8 +321,8 @@ def test_every_machine_gives_the_same_findings_and_plan_after_redaction(path):
 
 
 def test_redaction_is_idempotent():
-    once = redact_report(planted_report().to_data())
-    assert redact_report(once) == once
+    once = redact_report(planted_report().to_data(), ids=kinds.device_ids())
+    assert redact_report(once, ids=kinds.device_ids()) == once
 
 
 from hypothesis import given, settings  # noqa: E402
@@ -438,7 +439,7 @@ def test_bundle_redactor_uses_the_same_rules_for_query_secrets():
         "PIP_FIND_LINKS": "https://b.s3.amazonaws.com/w/?X-Amz-Security-Token=IQoJSESSION&X-Amz-Signature=abcdef0123&sig=AzureSig1",
         "UV_INDEX": "https://x/simple?access_token=acc3ss&job_token=j0btok",
     }
-    out = json.dumps(redact_report(Report(facts=f).to_data()))
+    out = json.dumps(redact_report(Report(facts=f).to_data(), ids=kinds.device_ids()))
     for secret in ("glpatQQQ111", "IQoJSESSION", "abcdef0123", "AzureSig1", "acc3ss", "j0btok"):
         assert secret not in out
     assert "private_token=<secret-" in out and "X-Amz-Signature=<secret-" in out
@@ -449,7 +450,7 @@ def test_a_home_outside_slash_home_is_replaced_on_whole_components(monkeypatch):
     monkeypatch.setenv("HOME", "/srv/x/home/alice.smith")
     f = Facts()
     f.python = PythonFacts(executable="/srv/x/home/alice.smith/proj/.venv/bin/python", env_prefix="/srv/x/home/alice.smithy/env")
-    out = redact_report(Report(facts=f).to_data())
+    out = redact_report(Report(facts=f).to_data(), ids=kinds.device_ids())
     assert out["facts"]["python"]["executable"] == "<home>/proj/.venv/bin/python"
     assert out["facts"]["python"]["env_prefix"] == "/srv/x/home/alice.smithy/env"  # another folder, not this home
     assert "<home>" not in json.dumps(out).replace('"<home>/proj', "")

@@ -74,6 +74,7 @@ def bundle(report: Report, *, redact: bool, lang: str = "en") -> tuple[str, str,
 
 def bundle_files(report: Report, *, redact: bool, lang: str = "en") -> tuple[str, str, dict[str, int], str]:
     """(report.json, report.md, replacements by kind, report.html): the page drawn from the same redacted report."""
+    from stackdoctor import kinds
     from stackdoctor.core.redact import Redactor, redact_report
     from stackdoctor.model.report import report_from_data
     from stackdoctor.render.markdown import render_markdown
@@ -81,7 +82,7 @@ def bundle_files(report: Report, *, redact: bool, lang: str = "en") -> tuple[str
     counts: dict[str, int] = {}
     if redact:
         r = Redactor()
-        shown = report_from_data(redact_report(report.to_data(), r), origin="redacted report")
+        shown = report_from_data(redact_report(report.to_data(), r, ids=kinds.device_ids()), origin="redacted report")
         counts = r.counts
     else:
         shown = report

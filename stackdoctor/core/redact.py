@@ -32,6 +32,7 @@ from typing import Any
 
 __all__ = [
     "MASK",
+    "DeviceIds",
     "Redactor",
     "address_family",
     "address_kind",
@@ -125,7 +126,7 @@ _NOT_A_VALUE = frozenset({"n/a", "[n/a]", "none", "null", "not specified", "to b
 # users / hosts that identify no one; never replaced outside their own field
 _GENERIC_NAMES = frozenset(
     {"root", "user", "users", "admin", "ubuntu", "debian", "fedora", "centos", "runner", "jenkins", "gitlab-runner", "ec2-user",
-     "pi", "nvidia", "jetson", "vagrant", "docker", "localhost", "home", "public", "shared", "default", "guest", "test", "<home>", "<user>"}
+     "pi", "vagrant", "docker", "localhost", "home", "public", "shared", "default", "guest", "test", "<home>", "<user>"}
 )
 
 # report paths where dotted numbers are versions, never addresses
@@ -555,6 +556,14 @@ class Redactor:
 # ---------------------------------------------------------------------------- the report
 
 
+@dataclasses.dataclass(frozen=True)
+class DeviceIds:
+    """Where the kinds name their devices (:func:`stackdoctor.kinds.device_ids`), and names that identify no one."""
+    gpus: tuple[str, ...] = ()  # the facts subjects whose ``gpus`` entries carry a uuid / serial (both redacted)
+    serials: tuple[str, ...] = ()  # those whose serials are also learnt, to be replaced in any text
+    anonymous: frozenset[str] = frozenset()  # the user and host names a kind's systems ship with
+
+
 def _get(data: Any, *path: str) -> Any:
     for p in path:
         if not isinstance(data, dict):
@@ -573,13 +582,13 @@ def _obj(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _prime(r: Redactor, data: dict[str, Any]) -> None:
+def _prime(r: Redactor, data: dict[str, Any], ids: DeviceIds) -> None:
     """Learn the identifying values that the facts name, so they are replaced everywhere."""
     facts = _obj(data.get("facts"))
     platform = _obj(facts.get("platform"))
-    generic = _generic_words(platform)
+    generic = _generic_words(platform) | ids.anonymous
     _prime_host(r, platform, generic)
-    _prime_devices(r, facts)
+    _prime_devices(r, facts, ids)
     env = _obj(facts.get("environment"))
     _prime_secrets(r, env)
     _prime_home(r, env, generic)
@@ -609,12 +618,12 @@ def _prime_host(r: Redactor, platform: dict[str, Any], generic: set[str]) -> Non
             r.add_literal(short, "host", fixed=tok)
 
 
-def _prime_devices(r: Redactor, facts: dict[str, Any]) -> None:
+def _prime_devices(r: Redactor, facts: dict[str, Any], ids: DeviceIds) -> None:
     """GPU serials and UUIDs, and the Thunderbolt peers' names."""
-    for gpu in _get(facts, "nvidia", "gpus") or []:
+    for gpu in (g for sub in ids.serials for g in _get(facts, sub, "gpus") or []):
         if isinstance(gpu, dict) and isinstance(gpu.get("serial"), str) and gpu["serial"].strip().lower() not in _NOT_A_VALUE:
             r.add_literal(gpu["serial"].strip(), "serial")
-    for sub in ("nvidia", "rocm"):
+    for sub in ids.gpus:
         for gpu in _get(facts, sub, "gpus") or []:
             if isinstance(gpu, dict) and isinstance(gpu.get("uuid"), str) and gpu["uuid"].strip():
                 r.gpu_uuids.append(gpu["uuid"].strip())
@@ -696,7 +705,7 @@ def _walk(r: Redactor, obj: Any, path: tuple[str, ...]) -> Any:
     return obj
 
 
-def _structured(r: Redactor, data: dict[str, Any]) -> None:
+def _structured(r: Redactor, data: dict[str, Any], ids: DeviceIds) -> None:
     """Fields whose whole value identifies the machine, whatever their shape."""
     facts = data.get("facts")
     if not isinstance(facts, dict):
@@ -704,10 +713,9 @@ def _structured(r: Redactor, data: dict[str, Any]) -> None:
     platform = facts.get("platform")
     if isinstance(platform, dict) and isinstance(platform.get("hostname"), str) and platform["hostname"].strip() and not platform["hostname"].startswith("<"):
         platform["hostname"] = r.token("host", platform["hostname"].strip())
-    for sub, kind in (("nvidia", "gpu-uuid"), ("rocm", "gpu-uuid")):
-        for gpu in _get(facts, sub, "gpus") or []:
-            if isinstance(gpu, dict):
-                _structured_gpu(r, gpu, kind)
+    for gpu in (g for sub in ids.gpus for g in _get(facts, sub, "gpus") or []):
+        if isinstance(gpu, dict):
+            _structured_gpu(r, gpu, "gpu-uuid")
     for port in _get(facts, "thunderbolt", "ports") or []:
         if isinstance(port, dict):
             _structured_port(r, port)
@@ -736,15 +744,15 @@ def _structured_port(r: Redactor, port: dict[str, Any]) -> None:
         port["peer"] = r.token("peer", port["peer"].strip())
 
 
-def redact_report(data: dict[str, Any], redactor: Redactor | None = None) -> dict[str, Any]:
-    """A redacted deep copy of a report's JSON data (``Report.to_data()``); the input is not changed."""
+def redact_report(data: dict[str, Any], redactor: Redactor | None = None, *, ids: DeviceIds) -> dict[str, Any]:
+    """A redacted deep copy of a report's JSON data (``Report.to_data()``), the input not changed (``ids``: kinds.device_ids())."""
     r = redactor or Redactor()
     out = copy.deepcopy(data)
     if not isinstance(out, dict):
         return out
-    _prime(r, out)
+    _prime(r, out, ids)
     out = _walk(r, out, ())
-    _structured(r, out)
+    _structured(r, out, ids)
     return out
 
 

@@ -23,8 +23,10 @@ from collections.abc import Sequence  # --- resolve ---
 from typing import Any
 
 from stackdoctor.core import texts
+from stackdoctor.core.redact import DeviceIds  # --- seamlow ---
 from stackdoctor.kinds.base import Accelerator, Companion, DeviceSpec, FitTarget, Say, TargetDevice, Verified  # --- resolve ---
 from stackdoctor.model.facts import BuildKind, Facts, TorchFacts
+from stackdoctor.model.view import MachineView, ViewKeys  # --- seamlow ---
 
 __all__ = ["ALL", "Accelerator", "Companion", "DeviceSpec", "companion_kind", "companion_names", "import_hint", "what_if_options", "Say", "device_specs", "device_types", "gpu_code_kind", "gpu_libraries", "runtime_wheel_prefixes", "tables", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select", "CPU", "for_build", "serving", "build_label", "gpu_build_for", "TargetDevice", "with_device"]
 
@@ -398,3 +400,31 @@ def gpu_build_for(variant: str | None) -> Accelerator | None:
     acc = for_variant(variant)
     return acc if acc is not None and acc.build_kind != CPU else None
 # --- end resolve ---
+# --- seamlow ---
+
+
+def view_keys() -> ViewKeys:
+    """Where the report keeps every kind's values (:class:`~stackdoctor.model.view.ViewKeys`), as the kinds declare them."""
+    from types import MappingProxyType
+
+    ks = _kinds()
+    return ViewKeys(
+        drivers=MappingProxyType({a.name: a.driver_key for a in ks if a.driver_key}),
+        runtimes=MappingProxyType({a.name: a.runtime_key for a in ks if a.runtime_key}),
+        chosen=tuple(key for a in ks for key in a.chosen_keys),
+    )
+
+
+def view_of(facts: Facts) -> MachineView:
+    """The view of facts with a ``reconciled`` section (a saved report's, a renderer's), read back."""
+    return MachineView.of(facts, keys=view_keys())
+
+
+def device_ids() -> DeviceIds:
+    """What a redacted report hides of the kinds' devices and keeps of their names (:class:`~stackdoctor.core.redact.DeviceIds`)."""
+    ks = _kinds()
+    return DeviceIds(
+        gpus=tuple(dict.fromkeys(a.subject for a in ks if a.gpu_ids)),
+        serials=tuple(dict.fromkeys(a.subject for a in ks if "serial" in a.gpu_ids)),
+        anonymous=frozenset(n for a in ks for n in a.anonymous_names),
+    )

@@ -25,12 +25,13 @@ from stackdoctor.kinds.for_render import RenderSeam
 from stackdoctor.kinds.for_resolve import ResolveSeam
 from stackdoctor.kinds.for_rules import RulesSeam
 from stackdoctor.kinds.for_static import StaticSeam
+from stackdoctor.kinds.low_seam import LowSeam
 from stackdoctor.kinds.shapes import BuildAsk, Companion, DeviceSpec, FitNotes, FitTarget, Say, TargetDevice, Unfit, Verified, device_summary, unverified
 
 __all__ = ["Accelerator", "BuildAsk", "Companion", "DeviceSpec", "FitNotes", "FitTarget", "Say", "TargetDevice", "Unfit", "Verified", "device_summary", "unverified"]
 
 
-class Accelerator(RenderSeam, ReconcileSeam, RulesSeam, ResolveSeam, StaticSeam):
+class Accelerator(RenderSeam, ReconcileSeam, RulesSeam, ResolveSeam, StaticSeam, LowSeam):
     """One kind of accelerator. Subclasses set the class attributes and :meth:`present` / :meth:`usable`."""
 
     name: ClassVar[str]  # "nvidia" | "amd" | "intel" | "apple" | "jetson"

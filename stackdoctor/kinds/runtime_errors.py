@@ -20,25 +20,49 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
+from stackdoctor.kinds.low_seam import ErrorDialect
 from stackdoctor.matrix.errors_table import RuntimeError_
 
-_NAME = re.compile(r"\b((?:cuda|hip)Error[A-Z]\w*|CUDA_ERROR_[A-Z0-9_]+)\b")
-_NUMBER = re.compile(
-    r"\bError (?P<a>\d{1,5}): (?P<msg>[^()\n]+?)(?=\s*\(Triggered internally|\s*$|\s*\(function )"
-    r"|\b(?:cuda|hip) runtime error \((?P<b>\d{1,5})\)(?: : (?P<msg2>[^\n]+?)(?= at |$))?"
-    r"|\berror=(?P<c>\d{1,5}) : (?P<msg3>[^\n]+?)\s*$"
-    r"|\bCUDA failure (?P<d>\d{1,5}): (?P<msg4>[^\n]+?)\s*$"
-    r"|\((?P<e>\d{1,5}) vs\. 0\)"
-    r"|\bcudaGetDeviceCount returned (?P<f>\d{1,5})\b",
-    re.I,
-)
-_MESSAGE = re.compile(r"\b(?:CUDA|HIP) error: (?P<msg>[^\n]+?)\s*$")
-_HIP = re.compile(r"\bhip|\bHIP\b|ROCm", re.I)
-_GPU_CONTEXT = re.compile(r"cuda|\bhip|\bTH[CH]\b|THCudaCheck", re.I)  # the line says whose error number it is
+
+@dataclass(frozen=True)
+class _Grammar:
+    names: tuple[tuple[re.Pattern[str], str], ...]
+    numbers: tuple[re.Pattern[str], ...]
+    messages: tuple[tuple[re.Pattern[str], str], ...]
+    context: tuple[re.Pattern[str], ...]
+    claims: tuple[tuple[re.Pattern[str], str], ...]
+    fallback: str | None
 
 
-CUDA_APIS = ("cuda-runtime", "cuda-driver")  # the APIs whose answer is NVIDIA's driver's (the others: HIP's, AMD's)
+@lru_cache(maxsize=8)
+def _grammar(dialects: tuple[ErrorDialect, ...]) -> _Grammar:
+    return _Grammar(
+        names=tuple((re.compile(rf"\b(?:{rx})\b"), api) for d in dialects for rx, api in d.names),
+        numbers=tuple(re.compile(rx, re.I) for d in dialects for rx in d.numbers),
+        messages=tuple((re.compile(rf"{rx}(?P<msg>[^\n]+?)\s*$"), api) for d in dialects for rx, api in d.messages),
+        context=tuple(re.compile(d.context, re.I) for d in dialects),
+        claims=tuple((re.compile(d.claims, re.I), d.number_api) for d in dialects if d.claims is not None),
+        fallback=next((d.number_api for d in dialects if d.claims is None), None),
+    )
+
+
+def _dialects() -> tuple[ErrorDialect, ...]:
+    """Every kind's dialect, in the registry's order (the registry is this layer's; it loads the kinds lazily)."""
+    from stackdoctor import kinds
+
+    return tuple(dict.fromkeys(d for d in (k.runtime_error_dialect() for k in kinds.ALL) if d is not None))
+
+
+def _first(patterns: Sequence[tuple[re.Pattern[str], str]], line: str) -> tuple[re.Match[str], str] | None:
+    """The leftmost match of any of ``patterns`` in ``line`` (the first of them on a tie), with its API."""
+    best: tuple[re.Match[str], str] | None = None
+    for rx, api in patterns:
+        m = rx.search(line)
+        if m is not None and (best is None or m.start() < best[0].start()):
+            best = (m, api)
+    return best
 
 
 @dataclass(frozen=True)
@@ -52,26 +76,22 @@ class Found:
     line: str
 
 
-def _api_of(name: str) -> str:
-    return "hip" if name.startswith("hip") else "cuda-driver" if name.startswith("CUDA_ERROR_") else "cuda-runtime"
+def _numbered(line: str, rows: Sequence[RuntimeError_], g: _Grammar) -> Found | None:
+    """The error a line names by its number, in one of the forms torch and the tools print."""
+    api = next((a for rx, a in g.claims if rx.search(line)), g.fallback)
+    n = _first([(rx, "") for rx in g.numbers], line) if any(rx.search(line) for rx in g.context) else None  # a bare "Error 12: ..." of another library is not the runtime's
+    if not n:
+        return None
+    number = int(n[0].group("n"))
+    row = next((r for r in rows if r.api == api and r.number == number), None)
+    return Found(api or "", number, row.name if row else None, row, line)
 
 
-def read_line(line: str, rows: Sequence[RuntimeError_]) -> Found | None:
-    """The error one line of torch's text names, judged from ``rows``; None when it names none."""
-    m = _NAME.search(line)
-    if m:
-        name = m.group(1)
-        row = next((r for r in rows if r.name == name), None)
-        return Found(_api_of(name), row.number if row else None, name, row, line)
-    api = "hip" if _HIP.search(line) else "cuda-runtime"
-    n = _NUMBER.search(line) if _GPU_CONTEXT.search(line) else None  # a bare "Error 12: ..." of another library is not CUDA's
-    if n:
-        number = int(next(g for g in (n.group(k) for k in "abcdef") if g is not None))
-        row = next((r for r in rows if r.api == api and r.number == number), None)
-        return Found(api, number, row.name if row else None, row, line)
-    msg = _MESSAGE.search(line)
-    said = msg.group("msg").strip().rstrip(".").lower() if msg else None
-    said_api = "hip" if msg and msg.group(0).upper().startswith("HIP") else "cuda-runtime"
+def _said(line: str, rows: Sequence[RuntimeError_], g: _Grammar) -> Found | None:
+    """The error a line names by the runtime's own string or by c10's sentence."""
+    msg = _first(g.messages, line)
+    said = msg[0].group("msg").strip().rstrip(".").lower() if msg else None
+    said_api = msg[1] if msg else None
     for r in rows:
         if said and r.message and r.api == said_api and said == r.message.rstrip(".").lower():
             return Found(r.api, r.number, r.name, r, line)
@@ -80,12 +100,24 @@ def read_line(line: str, rows: Sequence[RuntimeError_]) -> Found | None:
     return None
 
 
+def read_line(line: str, rows: Sequence[RuntimeError_], dialects: tuple[ErrorDialect, ...] | None = None) -> Found | None:
+    """The error one line of torch's text names, judged from ``rows``; None when it names none."""
+    g = _grammar(_dialects() if dialects is None else dialects)
+    named = _first(g.names, line)
+    if named:
+        name = named[0].group(0)
+        row = next((r for r in rows if r.name == name), None)
+        return Found(named[1], row.number if row else None, name, row, line)
+    return _numbered(line, rows, g) or _said(line, rows, g)
+
+
 def read_text(text: str, rows: Sequence[RuntimeError_]) -> list[Found]:
     """Every distinct error ``text`` names, in the order met (the last 400 lines, each capped: bounded on any input)."""
+    dialects = _dialects()
     out: list[Found] = []
     seen: set[tuple[str, int | None, str | None]] = set()
     for line in text.splitlines()[-400:]:
-        found = read_line(line[:1000], rows)
+        found = read_line(line[:1000], rows, dialects)
         if found is not None and (found.api, found.number, found.name) not in seen:
             seen.add((found.api, found.number, found.name))
             out.append(found)

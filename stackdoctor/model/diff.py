@@ -21,7 +21,6 @@ from typing import Any, Protocol
 
 from stackdoctor.model.facts import Facts
 from stackdoctor.model.report import Report
-from stackdoctor.model.view import MachineView
 
 __all__ = ["DIFF_SCHEMA", "SECTION_PLACES", "Compares", "Difference", "diff_reports", "flatten_report"]
 
@@ -97,28 +96,28 @@ def _flatten_plain(out: dict[str, Any], key: str, value: Any) -> None:
         out[key] = _plain(value)
 
 
-def _flatten_facts(f: MachineView, kinds: Sequence[Compares]) -> dict[str, Any]:
+def _flatten_facts(f: Facts, kinds: Sequence[Compares]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for subject, fields in _FIELDS:
-        obj = getattr(f.facts, subject)
+        obj = getattr(f, subject)
         for name in fields:
             out[f"{subject}.{name}"] = _plain(getattr(obj, name))
     for kind in kinds:
-        out.update({key: _plain(value) for key, value in kind.compared(f.facts).items()})
-    for d in f.facts.torch.devices:
+        out.update({key: _plain(value) for key, value in kind.compared(f).items()})
+    for d in f.torch.devices:
         for name in _TORCH_DEVICE:
             out[f"torch.devices[{d.kind}:{d.index}].{name}"] = getattr(d, name)
-    for dist, ver in f.facts.torch.distributions.items():  # the target environment's installed distributions, not torch modules
+    for dist, ver in f.torch.distributions.items():  # the target environment's installed distributions, not torch modules
         out[f"installed_distributions.{dist}"] = ver
-    for pkg in f.facts.torch.conda_packages:
+    for pkg in f.torch.conda_packages:
         out[f"conda_packages.{pkg}"] = True
-    for r in f.facts.kernels.results:
+    for r in f.kernels.results:
         out[f"kernels.{r.kernel}[{r.device}{'/' + r.dtype if r.dtype else ''}].ok"] = r.ok
-    if f.facts.kernels.error:
-        out["kernels.error"] = f.facts.kernels.error
-    for subject, data in sorted(f.facts.plugins.items()):  # a plug-in accelerator's own facts (stackdoctor.accelerators)
+    if f.kernels.error:
+        out["kernels.error"] = f.kernels.error
+    for subject, data in sorted(f.plugins.items()):  # a plug-in accelerator's own facts (stackdoctor.accelerators)
         _flatten_plain(out, subject, data)
-    for name, value in f.facts.environment.items():
+    for name, value in f.environment.items():
         if name not in _ENV_VOLATILE:
             out[f"environment.{name}"] = value
     return out
@@ -126,7 +125,7 @@ def _flatten_facts(f: MachineView, kinds: Sequence[Compares]) -> dict[str, Any]:
 
 def flatten_report(report: Report, kinds: Sequence[Compares]) -> dict[str, Any]:
     """The compared values of one report, ``key -> value`` (``kinds``: every accelerator kind, ``stackdoctor.kinds.ALL``)."""
-    out = _flatten_facts(report.view, kinds)  # the stable keys reconcile wrote from the view, read through it
+    out = _flatten_facts(report.facts, kinds)  # the stable keys reconcile wrote from the view
     worst: dict[str, str] = {}
     rank = {"ok": 0, "warn": 1, "fail": 2}
     for fd in report.findings:

@@ -91,11 +91,6 @@ class Report:
         return json.dumps(safe_data(self.to_data()), indent=indent, sort_keys=False, ensure_ascii=False)
 
     @property
-    def view(self) -> MachineView:
-        """The machine's view of these facts (as reconcile wrote them): what the renderers read."""
-        return MachineView.of(self.facts)  # a saved or gathered report: its facts carry the reconciled section, read back
-
-    @property
     def counts(self) -> dict[str, int]:
         """Findings by :func:`status`: ``ok`` never counts a not-verified statement (it has ``not-verified``)."""
         out = {s: 0 for s in (*SEVERITIES, NOT_VERIFIED_STATUS)}

@@ -32,15 +32,19 @@ from stackdoctor.model.facts import (
     SeenValue,
 )
 
-__all__ = ["W_PCI", "MachineView", "NotAView", "facts_of"]
+__all__ = ["W_PCI", "MachineView", "NotAView", "ViewKeys", "facts_of"]
 
 W_PCI = "pci"  # the PCI bus's witness name (/sys/bus/pci/devices)
 
-# Where the kinds' values live in the report's ``reconciled`` section (its documented keys)
-_DRIVER_KEYS: Mapping[str, str] = MappingProxyType({"nvidia": "nvidia_driver"})
-_RUNTIME_KEYS: Mapping[str, str] = MappingProxyType({"nvidia": "cuda_driver_version", "amd": "rocm_version"})
-# The other stable keys whose value reconcile chooses from their witnesses (:meth:`MachineView.chosen`)
-CHOSEN_KEYS: tuple[str, ...] = ("nvidia.kernel_module_version", "nvidia.nvml_version", "nvidia.driver_library_version")
+@dataclass(frozen=True)
+class ViewKeys:
+    """Where the kinds' values live in the report (its documented keys), as the kinds declare them
+    (:func:`stackdoctor.kinds.view_keys`): each kind's driver and runtime level in the ``reconciled`` section, and the
+    other stable keys whose value reconcile chooses from their witnesses (:meth:`MachineView.chosen`)."""
+
+    drivers: Mapping[str, str] = field(default_factory=dict)  # kind -> its ReconciledFacts field of its driver's version
+    runtimes: Mapping[str, str] = field(default_factory=dict)  # kind -> its ReconciledFacts field of its runtime level
+    chosen: tuple[str, ...] = ()  # "subject.name" stable keys
 
 
 def _frozen(values: Mapping[str, SeenValue]) -> Mapping[str, SeenValue]:
@@ -58,19 +62,21 @@ class MachineView:
     accelerator: str | None = None  # the machine's chosen accelerator kind
     evidence: tuple[Evidence, ...] = ()  # recognised messages and what they prove
     disagreements: tuple[Disagreement, ...] = ()  # witnesses of one fact that disagree, and what explains it
-    values: Mapping[str, SeenValue] = field(default_factory=lambda: _frozen({}))  # stable key -> its chosen value (CHOSEN_KEYS)
+    values: Mapping[str, SeenValue] = field(default_factory=lambda: _frozen({}))  # stable key -> its chosen value (keys.chosen)
+    keys: ViewKeys = field(default_factory=ViewKeys, compare=False, repr=False)  # where the report keeps the kinds' values
 
     # ------------------------------------------------------------------ from and to the report's form
 
     @classmethod
-    def of(cls, facts: Facts, values: Mapping[str, SeenValue] | None = None) -> MachineView:
+    def of(cls, facts: Facts, values: Mapping[str, SeenValue] | None = None, *, keys: ViewKeys) -> MachineView:
         """The view of facts with a ``reconciled`` section: reconcile's (``values``: the stable keys' chosen values),
-        or a report's (a saved report's, a renderer's: the values read back from the stable keys it published)."""
+        or a report's (a saved report's, a renderer's: the values read back from the stable keys it published).
+        ``keys``: where the kinds' values are (:func:`stackdoctor.kinds.view_keys`; ``stackdoctor.kinds.view_of``)."""
         r = facts.reconciled
         if values is None:
-            values = {key: _published(facts, key) for key in CHOSEN_KEYS}
-        drivers = {kind: getattr(r, key) for kind, key in _DRIVER_KEYS.items()}
-        runtimes = {kind: getattr(r, key) for kind, key in _RUNTIME_KEYS.items()}
+            values = {key: _published(facts, key) for key in keys.chosen}
+        drivers = {kind: getattr(r, key) for kind, key in keys.drivers.items()}
+        runtimes = {kind: getattr(r, key) for kind, key in keys.runtimes.items()}
         return cls(
             facts=facts,
             gpus=tuple(r.gpus),
@@ -80,15 +86,16 @@ class MachineView:
             evidence=tuple(r.evidence),
             disagreements=tuple(r.disagreements),
             values=_frozen(values),
+            keys=keys,
         )
 
     def to_reconciled(self) -> ReconciledFacts:
         """The report's ``reconciled`` section (its documented keys) from the view."""
         r = ReconciledFacts(done=True, gpus=list(self.gpus), accelerator=self.accelerator, evidence=list(self.evidence),
                             disagreements=list(self.disagreements))
-        for kind, key in _DRIVER_KEYS.items():
+        for kind, key in self.keys.drivers.items():
             setattr(r, key, self.driver(kind))
-        for kind, key in _RUNTIME_KEYS.items():
+        for kind, key in self.keys.runtimes.items():
             setattr(r, key, self.runtime(kind))
         return r
 
@@ -115,7 +122,7 @@ class MachineView:
         return self.runtimes.get(kind) or SeenValue()
 
     def chosen(self, key: str) -> SeenValue:
-        """The value chosen for stable key ``key`` (one of :data:`CHOSEN_KEYS`: ``"nvidia.kernel_module_version"``
+        """The value chosen for stable key ``key`` (one of ``keys.chosen``: NVIDIA's ``"nvidia.kernel_module_version"``
         ...), with its source as the report publishes it (an empty one when no witness gave one)."""
         return self.values.get(key) or SeenValue()
 

@@ -56,7 +56,7 @@ def reconcile(facts: Facts | MachineView, matrix: Matrix) -> MachineView:
     _derive_peaks(f, matrix, view)
     chosen_kind = kinds.select(f)
     view.accelerator = chosen_kind.name if chosen_kind else None
-    return MachineView.of(f, chosen)  # the view of the facts just reconciled (the one constructor)
+    return MachineView.of(f, chosen, keys=kinds.view_keys())  # the view of the facts just reconciled (the one constructor)
 
 
 def report_facts(view: MachineView) -> Facts:

@@ -95,7 +95,7 @@ def _stack(report: Report, say: Callable[..., str]) -> list[tuple[str, str, str,
         rows.append((say("layer_toolkit"), tool, path or "", _worst(fs, "toolkit")))
     rows.append((say("layer_runtime"), runtime_line(f), "", _worst(fs, "runtime")))
 
-    for line, said in driver_lines(report.view, say):
+    for line, said in driver_lines(kinds.view_of(report.facts), say):
         rows.append((say("layer_driver"), line, said or "", _worst(fs, "driver")))
     devices = kinds.device_lines(f, say) or [say("none_found")]
     rows += [(say("layer_gpu"), line, "", _worst(fs, "gpu")) for line in devices]
@@ -225,7 +225,7 @@ def _charts_html(report: Report, say: Callable[..., str]) -> list[str]:
 
 
 def _witnesses_html(report: Report, lang: str, say: Callable[..., str]) -> list[str]:
-    rows = witness_rows(report.view, lang)
+    rows = witness_rows(kinds.view_of(report.facts), lang)
     if not rows:
         return []
     heads = "".join(f"<th>{_e(say(k))}</th>" for k in ("w_value", "w_kept", "w_from", "w_said"))

@@ -24,7 +24,6 @@ from stackdoctor.core.console import UNICODE_MARKS, marks
 from stackdoctor.model.facts import Facts
 from stackdoctor.model.report import NOT_VERIFIED_STATUS, STATUS_RANK, Finding, Report, layer_status
 from stackdoctor.model.report import status as status_of
-from stackdoctor.model.view import MachineView
 from stackdoctor.render.witnesses import chosen_by, toolkit_lines, witness_rows
 from stackdoctor.render.witnesses import driver_lines as witness_driver_lines
 
@@ -107,7 +106,7 @@ def runtime_line(f: Facts) -> str:
 
 def driver_lines(f: Facts) -> list[str]:
     """The driver layer: each accelerator's line from the reconciled view (the Markdown stack's source too)."""
-    return [line for line, _ in witness_driver_lines(MachineView.of(f), _t)]  # the report's facts (a renderer's input), read back
+    return [line for line, _ in witness_driver_lines(kinds.view_of(f), _t)]  # the report's facts (a renderer's input), read back
 
 
 def cpu_line(f: Facts) -> str | None:
@@ -314,7 +313,7 @@ def probes_table(report: Report) -> Table:
 def witnesses_table(report: Report) -> Table | None:
     """``check -v``: every reconciled value, the value kept and what each witness said (None when there is none)."""
     lang = _LANG.get()
-    rows = witness_rows(report.view, lang)
+    rows = witness_rows(kinds.view_of(report.facts), lang)
     if not rows:
         return None
     table = Table(title=_t("w_title"), title_justify="left", show_edge=False, pad_edge=False)

@@ -12,6 +12,7 @@ import html
 import re
 from typing import Any
 
+from stackdoctor import kinds
 from stackdoctor.model.report import NOT_VERIFIED_STATUS, Finding, Report, status_key
 from stackdoctor.model.report import status as status_of
 from stackdoctor.render.witnesses import chosen_by, driver_lines, toolkit_lines, witness_rows
@@ -99,12 +100,11 @@ def stack_rows(report: Report, lang: str = "en") -> list[tuple[str, str]]:
         env = f" ({', '.join(w for w in (py.env_kind or '', by) if w)})" if py.env_kind or by else ""
         rows.append(("Python", f"{py.version or '?'}{env} {py.executable or ''}".strip()))
     rows.append(("torch", _torch_row(f.torch, lang)))
-    from stackdoctor import kinds
 
     def say(key: str, /, **values: object) -> str:
         return _t(key, lang, **values)
 
-    for drv, note in driver_lines(report.view, say):  # the screen's driver lines, with what the driver's tool said
+    for drv, note in driver_lines(kinds.view_of(report.facts), say):  # the screen's driver lines, with what the driver's tool said
         rows.append((_t("md_layer_driver", lang), f"{drv} · {note}" if note else drv))
     for tool, path in toolkit_lines(f):
         rows.append((_t("md_layer_toolkit", lang), f"{tool} {path or ''}".strip()))
@@ -281,7 +281,7 @@ def _raw_outputs(report: Report, limit: int, budget: int = RAW_BUDGET_CHARS, lan
 
 def _witnesses(report: Report, lang: str) -> list[str]:
     """Which witness saw each reconciled value (driver, GPUs), the disagreements and the recognised messages."""
-    rows = witness_rows(report.view, lang)
+    rows = witness_rows(kinds.view_of(report.facts), lang)
     if not rows:
         return []
     heads = " | ".join(_t(k, lang) for k in ("w_value", "w_kept", "w_from", "w_said"))

@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from stackdoctor import kinds
 from stackdoctor.core.console import make_console, write_stdout
 from stackdoctor.core.errors import UsageError
 from stackdoctor.core.redact import redact_report, redact_text, safe_data, scrub
@@ -44,7 +45,7 @@ def format_for(path: str) -> str:
 
 def redacted(report: Report) -> Report:
     """A redacted copy of ``report`` (see :mod:`stackdoctor.core.redact`)."""
-    new = report_from_data(redact_report(report.to_data()), origin="redacted report")
+    new = report_from_data(redact_report(report.to_data(), ids=kinds.device_ids()), origin="redacted report")
     new.replayed_from = redact_text(report.replayed_from) if report.replayed_from else None
     return new
 

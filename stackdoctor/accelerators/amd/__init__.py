@@ -15,6 +15,7 @@ from stackdoctor.model.facts import Facts, GpuView, TorchFacts
 if TYPE_CHECKING:
     from packaging.version import Version
 
+    from stackdoctor.kinds.low_seam import ErrorDialect  # --- seamlow ---
     from stackdoctor.matrix import Matrix, Release, Variant
     from stackdoctor.model.facts import Disagreement, ReconciledFacts, SeenValue  # --- reconcile ---
     from stackdoctor.model.plan import Request
@@ -335,3 +336,11 @@ class Amd(Accelerator):
         from stackdoctor.accelerators.amd import static
 
         static.take_arch_list(files, info)
+
+    # --- seamlow ---
+    gpu_ids = ("uuid",)
+    runtime_key = "rocm_version"  # the installed ROCm release
+    def runtime_error_dialect(self) -> ErrorDialect | None:
+        from stackdoctor.accelerators.amd.runtime_errors import DIALECT
+
+        return DIALECT

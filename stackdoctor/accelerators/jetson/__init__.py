@@ -129,3 +129,6 @@ class Jetson(Accelerator):
         from stackdoctor.accelerators.jetson.plan import resolve_jetson
 
         return resolve_jetson(view, matrix, request, target, cands, plan)
+
+    # --- seamlow ---
+    anonymous_names = ("nvidia", "jetson")  # its systems' default user and host names (redaction keeps them)

@@ -18,6 +18,7 @@ from stackdoctor.reconcile import user_space_driver
 if TYPE_CHECKING:
     from packaging.version import Version
 
+    from stackdoctor.kinds.low_seam import ErrorDialect  # --- seamlow ---
     from stackdoctor.matrix import CondaInfo, CondaRelease, Matrix, Release, Variant
     from stackdoctor.model.facts import Disagreement, KernelResult, ReconciledFacts, SeenValue  # --- reconcile ---
     from stackdoctor.model.plan import Request
@@ -645,6 +646,16 @@ class Nvidia(Accelerator):
         from stackdoctor.accelerators.nvidia.build_tools import find_cuda_tools
 
         find_cuda_tools(system, tools, python=python, timeout_s=timeout_s)
+
+    # --- seamlow ---
+    gpu_ids = ("uuid", "serial")
+    driver_key = "nvidia_driver"
+    runtime_key = "cuda_driver_version"  # the newest CUDA the driver runs
+    chosen_keys = ("nvidia.kernel_module_version", "nvidia.nvml_version", "nvidia.driver_library_version")
+    def runtime_error_dialect(self) -> ErrorDialect | None:
+        from stackdoctor.accelerators.nvidia.runtime_errors import DIALECT
+
+        return DIALECT
 
 
 def arch_list(ccs: list[str], *, ptx: bool = False) -> str:

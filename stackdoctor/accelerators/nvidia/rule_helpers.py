@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stackdoctor.kinds.runtime_errors import CUDA_APIS
+from stackdoctor.accelerators.nvidia.runtime_errors import CUDA_APIS
 from stackdoctor.model.facts import GpuView, TorchFacts
 from stackdoctor.model.view import MachineView
 from stackdoctor.rules.helpers import answered_with_error
