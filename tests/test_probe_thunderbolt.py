@@ -19,7 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stackdoctor.model.facts import ThunderboltFacts, from_data, to_data
+from stackdoctor.model.facts import from_data, to_data
+from stackdoctor.model.links import ThunderboltFacts
 from stackdoctor.model.probing import ProbeContext, Target
 from stackdoctor.probes import thunderbolt as tb
 from stackdoctor.probes.thunderbolt import (

@@ -16,7 +16,7 @@ from stackdoctor.core.shell import format_command
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.install.backup import FamilyState
-    from stackdoctor.install.verify import Verification
+    from stackdoctor.model.facts import Verification
     from stackdoctor.system import CommandResult
 
 

@@ -68,8 +68,7 @@ from stackdoctor.install.verify import check_gpu_code, judge, reads_gpu_code, ve
 from stackdoctor.wheels.leftovers import TORCH_FAMILY, leftovers, predict_leftovers
 
 if TYPE_CHECKING:  # pragma: no cover
-    from stackdoctor.install.verify import Verification
-    from stackdoctor.model.facts import Facts, GpuView
+    from stackdoctor.model.facts import Facts, GpuView, Verification
     from stackdoctor.model.plan import Plan
     from stackdoctor.system import CommandResult, System
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from stackdoctor._worker import worker_path
 from stackdoctor.install.backup import BACKUP_MARK, marked, str_dict
+from stackdoctor.model.facts import Verification
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.kinds.base import Accelerator
@@ -21,27 +22,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 VERIFY_MARK = "@@stackdoctor-verify@@ "
-
-
-@dataclass
-class Verification:
-    imported: bool = False
-    version: str | None = None
-    cuda: str | None = None
-    hip: str | None = None
-    cuda_available: bool | None = None
-    cuda_ok: bool | None = None
-    cuda_error: str | None = None  # torch's whole error text, every line of it on one (bounded)
-    driver_api_version: int | None = None  # torch._C._cuda_getDriverVersion() where CUDA was unusable: 12080 = CUDA 12.8, 0 = no driver
-    device_name: str | None = None
-    mps_available: bool | None = None
-    xpu_available: bool | None = None
-    available: dict[str, bool] = field(default_factory=dict)  # a plug-in kind's torch.<torch_api>.is_available(), by kind
-    available_errors: dict[str, str] = field(default_factory=dict)  # kind -> why torch gave no answer, or said False
-    warnings: list[str] = field(default_factory=list)
-    import_warnings: list[str] = field(default_factory=list)  # what `import torch` itself warned (check's torch.import_warnings)
-    error: str | None = None
-    location: str | None = None
 
 
 def verify(system: System, python: str, *, timeout: float = 300.0) -> Verification:
@@ -55,26 +35,7 @@ def verify(system: System, python: str, *, timeout: float = 300.0) -> Verificati
         why = res.describe_failure() or "it printed nothing"
         tail = (res.stderr.strip().splitlines() or [""])[-1][:300]
         return Verification(error=f"importing torch in the target failed: {why}" + (f" ({tail})" if tail and tail not in why else ""))
-    v = Verification(
-        imported=bool(data.get("imported")),
-        version=data.get("version"),
-        cuda=data.get("cuda"),
-        hip=data.get("hip"),
-        cuda_available=data.get("cuda_available"),
-        cuda_ok=data.get("cuda_ok"),
-        cuda_error=data.get("cuda_error"),
-        driver_api_version=data.get("driver_api_version") if type(data.get("driver_api_version")) is int else None,
-        device_name=data.get("device_name"),
-        mps_available=data.get("mps_available"),
-        xpu_available=data.get("xpu_available"),
-        available={str(k): x for k, x in (data.get("available") or {}).items() if isinstance(x, bool)} if isinstance(data.get("available"), dict) else {},
-        available_errors=str_dict(data.get("available_errors")),
-        warnings=[w for w in data.get("warnings") or [] if isinstance(w, str)],
-        import_warnings=[w for w in data.get("import_warnings") or [] if isinstance(w, str)],
-        error=data.get("error"),
-        location=data.get("file"),
-    )
-    return v
+    return Verification.read(data)
 
 
 def intact(system: System, python: str, names: Sequence[str], *, sizes_only: bool = False) -> str | None:

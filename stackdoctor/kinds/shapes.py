@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from stackdoctor.model.facts import Facts
+from stackdoctor.model.facts import Facts, Verification
 
 if TYPE_CHECKING:
     from stackdoctor.matrix import Release, Variant
@@ -98,21 +98,7 @@ class BuildAsk(Protocol):
 # --- end build ---
 
 
-class Verified(Protocol):
-    """What the import of torch after an install found (``stackdoctor.install.Verification``, read by
-    ``_worker/sd_verify.py``): the built-in kinds' answers, and each plug-in kind's in ``available``."""
-
-    cuda_available: bool | None
-    cuda_ok: bool | None
-    cuda_error: str | None
-    cuda: str | None  # the build's CUDA (torch.version.cuda)
-    driver_api_version: int | None  # torch._C._cuda_getDriverVersion(): 12080 = CUDA 12.8, 0 = no driver
-    device_name: str | None
-    mps_available: bool | None
-    xpu_available: bool | None
-    available: dict[str, bool]
-    available_errors: dict[str, str]
-    warnings: list[str]
+Verified = Verification  # what the import of torch after an install found (model.facts.Verification), as a kind's verify() reads it
 
 
 # --- resolve ---

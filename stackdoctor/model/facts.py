@@ -14,10 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Union
+
+from stackdoctor.model.links import NetInterface as NetInterface  # the subject's facts, named here too
+from stackdoctor.model.links import ThunderboltFacts as ThunderboltFacts
+from stackdoctor.model.links import ThunderboltPort as ThunderboltPort
 
 # Closed sets of the report contract (the JSON Schema lists their values).
 Severity = Literal["ok", "warn", "fail"]
@@ -294,55 +299,6 @@ class JetsonFacts:
 # ---------------------------------------------------------------------------- thunderbolt
 
 
-@dataclass
-class ThunderboltPort:
-    name: str  # "Thunderbolt 5 bus 0" / "domain0"
-    generation: str | None = None  # "TB3" | "TB4" | "TB5"
-    link_speed_gbps: float | None = None  # per direction, as the OS reports
-    link_status: str | None = None
-    peer: str | None = None  # peer device / host name
-    peer_uuid: str | None = None
-    domain_uuid: str | None = None
-    receptacle: str | None = None
-    kind: str | None = None  # "bus" (macOS) | "domain" | "host" | "device" | "xdomain" (Linux)
-    connected: bool | None = None  # a cable with a device or host on the other end
-    speed_text: str | None = None  # verbatim: "80 Gb/s", "Up to 120 Gb/s", "20.0 Gb/s x 2"
-    max_speed_gbps: float | None = None  # port capability ("Up to 120 Gb/s"), not the negotiated link
-    peer_model: str | None = None  # "Mac16,9"
-    peer_vendor: str | None = None  # "Apple Inc." / "Razer"
-    peer_services: list[str] = field(default_factory=list)  # XDomain services: "ip", "rdma", ...
-    interface: str | None = None  # BSD / Linux network interface riding this port: "en2", "thunderbolt0"
-
-
-@dataclass
-class NetInterface:
-    name: str  # "bridge0", "en5", "thunderbolt0"
-    kind: str | None = None  # "thunderbolt-bridge" | "thunderbolt" | "ethernet" | "other"
-    hardware_port: str | None = None  # networksetup's "Thunderbolt 1"
-    up: bool | None = None
-    addresses: list[str] = field(default_factory=list)
-    members: list[str] = field(default_factory=list)  # bridge members
-    mtu: int | None = None
-    mac: str | None = None
-    driver: str | None = None  # Linux: "thunderbolt-net"
-    speed_mbps: int | None = None
-    status: str | None = None  # macOS ifconfig "status:" (active | inactive); Linux operstate (up | down | ...)
-    tb_port: str | None = None  # ThunderboltPort.name this interface rides on
-    rdma_device: str | None = None  # macOS: "rdma_en2" when ibv_devices lists it
-
-
-@dataclass
-class ThunderboltFacts:
-    present: bool = False
-    ports: list[ThunderboltPort] = field(default_factory=list)
-    interfaces: list[NetInterface] = field(default_factory=list)
-    bridge_enabled: bool | None = None  # macOS Thunderbolt Bridge up with members
-    rdma_state: str | None = None  # "enabled" | "disabled" | None (unknown)
-    rdma_devices: list[str] = field(default_factory=list)
-    tool_errors: dict[str, str] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-
-
 # ---------------------------------------------------------------------------- torch
 
 
@@ -527,6 +483,50 @@ class TorchFacts:
 
 
 @dataclass
+class Verification:
+    """What the import of torch in the target found right after an install (``_worker/sd_verify.py``; judged by
+    :mod:`stackdoctor.install.verify` and each kind's ``Accelerator.verify``): the built-in kinds' answers, and each
+    plug-in kind's in ``available``."""
+
+    imported: bool = False
+    version: str | None = None
+    cuda: str | None = None
+    hip: str | None = None
+    cuda_available: bool | None = None
+    cuda_ok: bool | None = None
+    cuda_error: str | None = None  # torch's whole error text, every line of it on one (bounded)
+    driver_api_version: int | None = None  # torch._C._cuda_getDriverVersion() where CUDA was unusable: 12080 = CUDA 12.8, 0 = no driver
+    device_name: str | None = None
+    mps_available: bool | None = None
+    xpu_available: bool | None = None
+    available: dict[str, bool] = field(default_factory=dict)  # a plug-in kind's torch.<torch_api>.is_available(), by kind
+    available_errors: dict[str, str] = field(default_factory=dict)  # kind -> why torch gave no answer, or said False
+    warnings: list[str] = field(default_factory=list)
+    import_warnings: list[str] = field(default_factory=list)  # what `import torch` itself warned (check's torch.import_warnings)
+    error: str | None = None
+    location: str | None = None
+
+    @classmethod
+    def read(cls, data: dict[str, Any]) -> Verification:
+        """What ``_worker/sd_verify.py`` printed, each value of the type it should have (anything else: unknown)."""
+        def strs(value: object) -> dict[str, str]:
+            return {str(k): str(x) for k, x in value.items()} if isinstance(value, dict) else {}
+
+        plain = {f.name: data.get(f.name) for f in fields(cls) if f.type in ("str | None", "bool | None") and f.name != "location"}
+        said = data.get("available")
+        return cls(
+            **plain,
+            imported=bool(data.get("imported")),
+            driver_api_version=data.get("driver_api_version") if type(data.get("driver_api_version")) is int else None,
+            available={str(k): x for k, x in said.items() if isinstance(x, bool)} if isinstance(said, dict) else {},
+            available_errors=strs(data.get("available_errors")),
+            warnings=[w for w in data.get("warnings") or [] if isinstance(w, str)],
+            import_warnings=[w for w in data.get("import_warnings") or [] if isinstance(w, str)],
+            location=data.get("file"),
+        )
+
+
+@dataclass
 class KernelResult:
     kernel: str  # "matmul" | "conv" | "compile" | "allreduce"
     device: str  # "cpu" | "cuda:0" | "mps" | "xpu:0"
@@ -670,7 +670,8 @@ _HINTS: dict[type, dict[str, Any]] = {}
 
 def _hints(cls: type) -> dict[str, Any]:
     if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls, globalns=globals())
+        # its own module's names first (a subject's facts may live beside this file: model.links), then these
+        _HINTS[cls] = typing.get_type_hints(cls, globalns={**globals(), **vars(sys.modules[cls.__module__])})
     return _HINTS[cls]
 
 

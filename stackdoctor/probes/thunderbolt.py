@@ -28,7 +28,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from stackdoctor.model.facts import NetInterface, ThunderboltFacts, ThunderboltPort
+from stackdoctor.model.links import NetInterface, ThunderboltFacts, ThunderboltPort
 from stackdoctor.model.probing import ProbeContext, ProbeOutput
 from stackdoctor.probes.thunderbolt_link import choose_thunderbolt_interface, link_rate_gbps  # re-exported (__all__): commands/kernels imports them from here
 from stackdoctor.probes.thunderbolt_parse import (  # the parsers: re-exported (__all__), tests name them thunderbolt.parse_*

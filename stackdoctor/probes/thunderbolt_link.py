@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from stackdoctor.model.facts import NetInterface, ThunderboltFacts, ThunderboltPort
+from stackdoctor.model.links import NetInterface, ThunderboltFacts, ThunderboltPort
 
 
 def _ipv4s(iface: NetInterface) -> list[ipaddress.IPv4Interface]:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from stackdoctor.model.facts import NetInterface, ThunderboltPort
+from stackdoctor.model.links import NetInterface, ThunderboltPort
 
 # exo PR #1813: "TB4 devices (<=40 Gb/s) don't support RDMA"; > 40 Gb/s negotiated means Thunderbolt 5.
 TB5_MIN_GBPS = 40.0
