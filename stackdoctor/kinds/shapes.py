@@ -137,19 +137,14 @@ class Unfit(Exception):
 
 
 class FitTarget(Protocol):
-    """What a kind's :meth:`Accelerator.fit` reads of the resolver's target (``stackdoctor.resolve.Target``)."""
+    """What every kind's :meth:`Accelerator.fit` reads of the resolver's target (``stackdoctor.resolve.Target``); a
+    kind reads its own driver's fields through its own protocol (``accelerators/<kind>/fit.py``)."""
 
     os: str
     arch: str
     driver: str | None
-    driver_cuda: str | None
-    driver_runs_cuda: str | None
     windows_driver: bool
     wsl: bool
-    rocm_userspace: str | None
-    rocm_userspace_source: str | None
-    amdgpu_version: str | None
-    amdgpu_loaded: bool | None
 
 
 class FitNotes(Protocol):

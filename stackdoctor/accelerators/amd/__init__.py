@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from stackdoctor.accelerators.amd import library_code
 from stackdoctor.accelerators.amd.fit import fit_rocm
@@ -15,6 +15,7 @@ from stackdoctor.model.facts import Facts, GpuView, TorchFacts
 if TYPE_CHECKING:
     from packaging.version import Version
 
+    from stackdoctor.accelerators.amd.fit import RocmTarget
     from stackdoctor.kinds.low_seam import ErrorDialect  # --- seamlow ---
     from stackdoctor.matrix import Matrix, Release, Variant
     from stackdoctor.model.facts import Disagreement, ReconciledFacts, SeenValue  # --- reconcile ---
@@ -143,7 +144,8 @@ class Amd(Accelerator):
 
     def fit(self, fit: FitNotes, release: Release, version: Version, variant: Variant, tag: str, target: FitTarget, matrix: Matrix,
             devices: Sequence[TargetDevice], auto: bool) -> None:
-        fit_rocm(fit, release, variant, matrix, [g for g in devices if g.vendor == self.vendor], target)
+        # the resolver's Target carries the host's ROCm user space and amdgpu too (resolve.machine reads them from AMD's facts)
+        fit_rocm(fit, release, variant, matrix, [g for g in devices if g.vendor == self.vendor], cast("RocmTarget", target))
 
     def installed_sees_device(self, torch: TorchFacts) -> bool | None:
         return torch.cuda_available  # ROCm builds answer through torch.cuda

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from stackdoctor.accelerators.nvidia import conda as nvidia_conda
 from stackdoctor.accelerators.nvidia import library_code
@@ -18,6 +18,7 @@ from stackdoctor.reconcile import user_space_driver
 if TYPE_CHECKING:
     from packaging.version import Version
 
+    from stackdoctor.accelerators.nvidia.fit import CudaTarget
     from stackdoctor.kinds.low_seam import ErrorDialect  # --- seamlow ---
     from stackdoctor.matrix import CondaInfo, CondaRelease, Matrix, Release, Variant
     from stackdoctor.model.facts import Disagreement, KernelResult, ReconciledFacts, SeenValue  # --- reconcile ---
@@ -236,7 +237,8 @@ class Nvidia(Accelerator):
 
     def fit(self, fit: FitNotes, release: Release, version: Version, variant: Variant, tag: str, target: FitTarget, matrix: Matrix,
             devices: Sequence[TargetDevice], auto: bool) -> None:
-        fit_cuda(fit, release, version, variant, tag, target, matrix, [g for g in devices if g.vendor == self.vendor], auto)
+        # the resolver's Target carries its driver's CUDA level too (resolve.machine reads it from NVIDIA's facts)
+        fit_cuda(fit, release, version, variant, tag, cast("CudaTarget", target), matrix, [g for g in devices if g.vendor == self.vendor], auto)
 
     def cannot_serve_cpu(self, release: Release, version: Version, variant: Variant, tag: str, matrix: Matrix,
                          devices: Sequence[TargetDevice]) -> str | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from stackdoctor.core.versions import major_minor
 from stackdoctor.kinds.base import FitNotes, FitTarget, TargetDevice, Unfit, device_summary, unverified
@@ -19,6 +19,15 @@ if TYPE_CHECKING:
     from stackdoctor.matrix import CudaRow, Matrix, Release, Variant
 
 __all__ = ["arch_list_for", "cannot_serve_cpu", "describe_arch", "fit_cuda", "gpu_request_cc", "meets_unknown_driver"]
+
+
+class CudaTarget(FitTarget, Protocol):
+    """What NVIDIA's fit reads of the resolver's target beyond every kind's: the newest CUDA its driver runs (a tool's
+    or a CUDA torch's word), or the CUDA of a torch build that initialised on it."""
+
+    driver_cuda: str | None
+    driver_runs_cuda: str | None
+
 
 
 def gpu_request_cc(text: str, matrix: Matrix) -> str | None:
@@ -132,7 +141,7 @@ def cannot_serve_cpu(release: Release, version: Version, variant: Variant, tag: 
     )
 
 
-def fit_cuda(fit: FitNotes, release: Release, version: Version, variant: Variant, tag: str, t: FitTarget, matrix: Matrix,
+def fit_cuda(fit: FitNotes, release: Release, version: Version, variant: Variant, tag: str, t: CudaTarget, matrix: Matrix,
              nv: Sequence[TargetDevice], auto: bool) -> None:
     """The NVIDIA kind's fit of a CUDA build: the driver, then every GPU of ``nv``; raises :class:`Unfit` with the reason."""
     row = matrix.cuda_row(variant.cuda)
@@ -144,7 +153,7 @@ def fit_cuda(fit: FitNotes, release: Release, version: Version, variant: Variant
     unverified(fit, release, variant)
 
 
-def _driver_fit(fit: FitNotes, row: CudaRow, variant: Variant, t: FitTarget, matrix: Matrix, has_gpus: bool, auto: bool) -> str:
+def _driver_fit(fit: FitNotes, row: CudaRow, variant: Variant, t: CudaTarget, matrix: Matrix, has_gpus: bool, auto: bool) -> str:
     """"full" | "minor-compat": how the target's driver meets the build's CUDA; raises :class:`Unfit` when it does not."""
     if not t.driver and (t.driver_cuda or t.driver_runs_cuda):
         verdict, known = meets_unknown_driver(row, variant, t, matrix)
@@ -163,7 +172,7 @@ def _driver_fit(fit: FitNotes, row: CudaRow, variant: Variant, t: FitTarget, mat
     return _known_driver_fit(fit, row, variant, t)
 
 
-def _known_driver_fit(fit: FitNotes, row: CudaRow, variant: Variant, t: FitTarget) -> str:
+def _known_driver_fit(fit: FitNotes, row: CudaRow, variant: Variant, t: CudaTarget) -> str:
     assert t.driver is not None
     meets = driver_meets(row, t.driver, windows=t.windows_driver)
     col = "Windows" if t.windows_driver else "Linux"
@@ -206,7 +215,7 @@ def _gpus_fit(fit: FitNotes, variant: Variant, archs: tuple[str, ...], nv: Seque
             fit.warnings.append(f"{g.label()} ({sm}) has no native kernels in {variant.name}; it runs by PTX JIT (slow first start)")
 
 
-def meets_unknown_driver(row: CudaRow, variant: Variant, t: FitTarget, matrix: Matrix) -> tuple[str | None, str]:
+def meets_unknown_driver(row: CudaRow, variant: Variant, t: CudaTarget, matrix: Matrix) -> tuple[str | None, str]:
     """("full" | "minor-compat" | "no" | None, how it is known) for a driver whose version is unknown.
 
     From its own CUDA level (a tool's "CUDA Version", torch's "found version NNNN"): it runs CUDA up to
