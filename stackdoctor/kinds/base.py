@@ -20,12 +20,12 @@ if TYPE_CHECKING:
     from stackdoctor.model.plan import Request
     from stackdoctor.model.view import MachineView
 
+from stackdoctor.kinds.for_lower import LowSeam
 from stackdoctor.kinds.for_reconcile import ReconcileSeam
 from stackdoctor.kinds.for_render import RenderSeam
 from stackdoctor.kinds.for_resolve import ResolveSeam
 from stackdoctor.kinds.for_rules import RulesSeam
 from stackdoctor.kinds.for_static import StaticSeam
-from stackdoctor.kinds.low_seam import LowSeam
 from stackdoctor.kinds.shapes import BuildAsk, Companion, DeviceSpec, FitNotes, FitTarget, Say, TargetDevice, Unfit, Verified, device_summary, unverified
 
 __all__ = ["Accelerator", "BuildAsk", "Companion", "DeviceSpec", "FitNotes", "FitTarget", "Say", "TargetDevice", "Unfit", "Verified", "device_summary", "unverified"]

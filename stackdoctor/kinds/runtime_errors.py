@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from stackdoctor.kinds.low_seam import ErrorDialect
+from stackdoctor.kinds.for_lower import ErrorDialect
 from stackdoctor.matrix.errors_table import RuntimeError_
 
 

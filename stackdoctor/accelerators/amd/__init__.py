@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
     from stackdoctor.accelerators.amd.fit import RocmTarget
-    from stackdoctor.kinds.low_seam import ErrorDialect  # --- seamlow ---
+    from stackdoctor.kinds.for_lower import ErrorDialect  # --- seamlow ---
     from stackdoctor.matrix import Matrix, Release, Variant
     from stackdoctor.model.facts import Disagreement, ReconciledFacts, SeenValue  # --- reconcile ---
     from stackdoctor.model.plan import Request

@@ -3,7 +3,7 @@ other kind's by :mod:`stackdoctor.kinds.runtime_errors`)."""
 
 from __future__ import annotations
 
-from stackdoctor.kinds.low_seam import ErrorDialect
+from stackdoctor.kinds.for_lower import ErrorDialect
 
 DIALECT = ErrorDialect(
     names=((r"hipError[A-Z]\w*", "hip"),),

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from packaging.version import Version
 
     from stackdoctor.accelerators.nvidia.fit import CudaTarget
-    from stackdoctor.kinds.low_seam import ErrorDialect  # --- seamlow ---
+    from stackdoctor.kinds.for_lower import ErrorDialect  # --- seamlow ---
     from stackdoctor.matrix import CondaInfo, CondaRelease, Matrix, Release, Variant
     from stackdoctor.model.facts import Disagreement, KernelResult, ReconciledFacts, SeenValue  # --- reconcile ---
     from stackdoctor.model.plan import Request

@@ -3,7 +3,7 @@ read with every other kind's by :mod:`stackdoctor.kinds.runtime_errors`)."""
 
 from __future__ import annotations
 
-from stackdoctor.kinds.low_seam import ErrorDialect
+from stackdoctor.kinds.for_lower import ErrorDialect
 
 CUDA_APIS = ("cuda-runtime", "cuda-driver")  # the APIs whose answer is NVIDIA's driver's (the others: HIP's, AMD's)
 
