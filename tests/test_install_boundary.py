@@ -256,7 +256,7 @@ def piped(venv: Path, wheels: Path, tmp_path: Path, reader: str, when, env: dict
     rc = tmp_path / "rc"
     term = Terminal(["bash", "-c", f'{sd} 2>&1 | {reader.format(tmp=tmp_path)}; echo "${{PIPESTATUS[0]}}" > {rc}'], env)
     end = time.monotonic() + 120
-    seen = False  # the phase as the loop saw it: a second look could find it already over
+    # ``seen``: the phase as the loop saw it (a second look could find it already over)
     while not (seen := when()) and time.monotonic() < end and term.proc.poll() is None:
         time.sleep(0.002)
     assert seen, term.out.decode(errors="replace")[-3000:]

@@ -37,8 +37,8 @@ class ResolveSeam:
     not_runtime_wheels: ClassVar[tuple[str, ...]] = ()  # names under its runtime_wheels prefixes that bundle no runtime ("nvidia-ml-py")
     triton_packages: ClassVar[tuple[str, ...]] = ()  # the triton its builds pin, beside triton and pytorch-triton ("pytorch-triton-rocm")
     # how its libraries' GPU code (:attr:`gpu_code`) is read (stackdoctor.wheels.learn_wheels): the binfmt sections it lives
-    # in (the name of binfmt's tuple: "CUDA_SECTIONS"), and whether an installed library's may be zstd-compressed
-    library_code_sections: ClassVar[str | None] = None
+    # in (binfmt's CUDA_SECTIONS: ".nv_fatbin", ".nv_fatb"), and whether an installed library's may be zstd-compressed
+    library_code_sections: ClassVar[tuple[str, ...]] = ()
     library_code_zstd: ClassVar[bool] = False
     # what `matrix learn` writes of its builds (stackdoctor.wheels.learn): the variant names it learns (a regex: r"cu\d{2,3}"),
     # and the fields a row lacks when its GPU code was not read (then the row says so)

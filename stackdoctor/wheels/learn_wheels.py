@@ -303,7 +303,7 @@ def read_open_library(fh: Any, kind: str, label: str) -> dict[str, Any]:
 
     table = binfmt.read_sections(fh)
     fmt = _format(kind)
-    sec = table.find(*getattr(binfmt, fmt.library_code_sections or ""))
+    sec = table.find(*fmt.library_code_sections)
     if sec is None:
         return {"kind": kind, "library": label, "error": f"no GPU code section ({table.error or 'none found'})"}
     return dict(fmt.read_library_code(fh, sec, label))

@@ -295,7 +295,7 @@ class Amd(Accelerator):
     # --- resolve ---
     what_if_flags = ("--gfx", "--rocm-userspace")
     triton_packages = ("pytorch-triton-rocm",)
-    library_code_sections = library_code.SECTIONS_NAME
+    library_code_sections = library_code.SECTIONS
     library_code_zstd = True
     learned_variant = r"rocm\d+\.\d+(\.\d+)?"
 

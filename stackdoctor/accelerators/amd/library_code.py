@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-SECTIONS_NAME = "HIP_SECTIONS"  # stackdoctor.binaries.binfmt's sections of the offload bundles
+from stackdoctor.binaries import binfmt
+
+SECTIONS = binfmt.HIP_SECTIONS  # the sections its GPU code lives in (ELF name, PE name)
 
 
 def read_hip_code(fh: Any, sec: Any, label: str) -> dict[str, Any]:
     """A HIP library's offload bundles: the gfx targets most of them carry."""
-    from stackdoctor.binaries import binfmt
     from stackdoctor.probes.torch_static import majority, sort_gfx, zstd_decoder
 
     bundles = binfmt.walk_offload_bundles(fh, sec.offset, sec.size, zstd=zstd_decoder())

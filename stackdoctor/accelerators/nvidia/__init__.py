@@ -593,7 +593,7 @@ class Nvidia(Accelerator):
     what_if_flags = ("--gpu", "--driver")
     heaviest_build_files = "CUDA"
     not_runtime_wheels = ("nvidia-ml-py",)  # NVML's bindings bundle nothing
-    library_code_sections = library_code.SECTIONS_NAME
+    library_code_sections = library_code.SECTIONS
     learned_variant = r"cu\d{2,3}"
     unread_code_fields = ("arch_list", "arch_by_platform")
 

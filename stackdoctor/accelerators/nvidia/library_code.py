@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-SECTIONS_NAME = "CUDA_SECTIONS"  # stackdoctor.binaries.binfmt's sections of a fat binary
+from stackdoctor.binaries import binfmt
+
+SECTIONS = binfmt.CUDA_SECTIONS  # the sections its GPU code lives in (ELF name, PE name)
 
 
 def read_cuda_code(fh: Any, sec: Any, label: str) -> dict[str, Any]:
     """A CUDA library's fat binary: its SASS (sm_XY) and PTX (compute_XY), the majority of its containers'."""
-    from stackdoctor.binaries import binfmt
     from stackdoctor.probes.torch_static import majority, sort_archs
 
     fat = binfmt.walk_fatbin(fh, sec.offset, sec.size)
