@@ -16,6 +16,7 @@ kind whose module could answer, and the seam names it once."""
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from pathlib import Path
@@ -114,6 +115,7 @@ def outside_the_seam() -> dict[str, list[int]]:
     return out
 
 
+@functools.cache  # one read of the source for the four tests that ask (radon's pass is the cost)
 def measure() -> dict[str, dict[str, int]]:
     fns = functions()
     return {
