@@ -33,6 +33,17 @@ SHARED_REAL = REPO.parent / "shared" / "fixtures" / "real"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """What ``-n auto`` (pyproject's addopts) means here: one worker more than the cores this process may use, since
+    most tests spend their time waiting on subprocesses (tools held to a timeout, pip, torch children): on 2 cores
+    the third worker runs while the others wait. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides when set (xdist's
+    own answer)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cores + 1
+
+
 def real_fixture(case: str, name: str) -> str:
     """Text of one recorded tool output: ``tests/fixtures/real/<case>/<name>`` or ``../shared/fixtures/real/...``."""
     for base in (FIXTURES / "real", SHARED_REAL):
