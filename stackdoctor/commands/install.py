@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from stackdoctor.commands import LANG_HELP, WHAT_IF_DEVICES, InstallCommand, use_lang
+from stackdoctor.commands import LANG_HELP, WHAT_IF_DEVICES, WHAT_IF_VALUES, InstallCommand, use_lang
 from stackdoctor.core.errors import StackdoctorError
 from stackdoctor.render.plans import format_command, localized, plan_json, render_outcome, render_planned, say, write_err
 
@@ -50,10 +50,10 @@ def register(app: typer.Typer) -> None:
         python_version: Annotated[Optional[str], typer.Option("--python-version", help="What-if: resolve for this Python (3.12, 3.13t). Implies --dry-run.")] = None,
         platform: Annotated[Optional[str], typer.Option("--platform", help="What-if: wheel platform tag (manylinux_2_28_x86_64, win_amd64, macosx_14_0_arm64). Implies --dry-run.")] = None,
         replay: Annotated[Optional[str], typer.Option("--replay", help="Resolve for the machine a report describes. Implies --dry-run.")] = None,
+        # each kind's what-if values of its host (--rocm-userspace) follow --gfx (Accelerator.what_if_values): InstallCommand adds them
         driver: Annotated[Optional[str], typer.Option("--driver", help="What-if NVIDIA driver version. Implies --dry-run.")] = None,
         gpu: Annotated[Optional[list[str]], typer.Option("--gpu", help="What-if GPU: a name or sm_XY (repeatable). Implies --dry-run.")] = None,
         gfx: Annotated[Optional[list[str]], typer.Option("--gfx", help="What-if AMD GPU arch gfxNNNN (repeatable). Implies --dry-run.")] = None,
-        rocm_userspace: Annotated[Optional[str], typer.Option("--rocm-userspace", metavar="VERSION", help="What-if: the host's ROCm user space release (6.3.1). Implies --dry-run.")] = None,
         remove_leftovers: Annotated[bool, typer.Option("--remove-leftovers", help="Uninstall the previous variant's runtime packages.")] = False,
         recover: Annotated[bool, typer.Option("--recover", help="Only finish an install that was killed: put the previous torch back (or keep a complete new one), then stop.")] = False,
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds the install may take.")] = 3600.0,
@@ -84,7 +84,8 @@ def register(app: typer.Typer) -> None:
             json_out=json_out, yes=yes, emit=emit, remove_leftovers=remove_leftovers, recover=recover, timeout_s=timeout,
             verbose=verbose, progress=_on_terminal(),
             machine=MachineOptions(python_version=python_version, platform=platform, replay=replay, driver=driver, gpus=list(gpu or []),
-                                   gfx=list(gfx or []), rocm_userspace=rocm_userspace, devices=dict(ctx.meta.get(WHAT_IF_DEVICES) or {})),
+                                   gfx=list(gfx or []), devices=dict(ctx.meta.get(WHAT_IF_DEVICES) or {}),
+                                   values={k: dict(v) for k, v in (ctx.meta.get(WHAT_IF_VALUES) or {}).items()}),
             sources=SourceOptions(offline=offline, no_index=no_index, index_base=index_base, find_links=list(find_links or []),
                                   mirror=mirror, matrix=list(matrix or []), index_timeout_s=index_timeout),
         )

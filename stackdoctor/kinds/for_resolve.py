@@ -52,6 +52,12 @@ class ResolveSeam:
         the builds that fit, the newest is planned; None when it names none."""
         return None
 
+    def fit_host(self, view: MachineView, values: Mapping[str, str], what_if: bool) -> object | None:
+        """The state of the host its :meth:`fit` reads beyond the devices (AMD's ROCm user space and amdgpu), kept in the
+        resolver's target under its name (``Target.hosts``): ``values`` are its what-if values (:attr:`what_if_values`,
+        by key), ``what_if`` says the plan is for another machine (whose host is then not this one's). None: nothing."""
+        return None
+
     def host_machine(self, facts: Facts) -> str | None:
         """The CPU architecture the machine runs natively, where this kind's probe read it and the interpreter may be a
         translated one (macOS's ``arm64``, read outside Rosetta); None when it says nothing."""
