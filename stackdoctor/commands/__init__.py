@@ -59,13 +59,15 @@ def _option(params: list[Any], flag: str) -> Any:
 
 class InstallCommand(typer.core.TyperCommand):
     """install, with each accelerator kind's what-if flags: its devices' (:attr:`Accelerator.what_if_option`, ``--npu``)
-    beside ``--gpu``, its host's values (:attr:`Accelerator.what_if_values`, ``--rocm-userspace``) after ``--gfx``.
-    Declared by the kinds, so a plug-in kind's flags appear without an edit here."""
+    beside ``--gpu``, its host's values (:attr:`Accelerator.what_if_values`, ``--rocm-userspace``) after ``--gfx``; and
+    the help of the built-in options that are a kind's (:attr:`Accelerator.option_help`). Declared by the kinds, so a
+    plug-in kind's flags appear without an edit here."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         from stackdoctor import kinds
 
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._kinds_help(kinds.ALL)
         like = _option(self.params, "--gfx")  # a repeatable text option, as typer builds one
         if like is None:
             return
@@ -76,6 +78,17 @@ class InstallCommand(typer.core.TyperCommand):
             opt.callback, opt.expose_value, opt.metavar = _what_if_device(acc.name), False, "CHIP"
             opt.help = f"What-if {acc.label}: a chip name as {', '.join(acc.tool_witnesses) or 'its tool'} shows it (repeatable). Implies --dry-run."
             self.params.append(opt)
+
+    def _kinds_help(self, accs: Any) -> None:
+        """The help of the built-in options a kind declares its own (AMD's ``--gfx``); the first kind's, in priority order."""
+        helps: dict[str, str] = {}
+        for acc in accs:
+            for flag, text in acc.option_help:
+                helps.setdefault(flag, text)
+        for flag, text in helps.items():
+            opt = _option(self.params, flag)
+            if opt is not None:
+                opt.help = text
 
     def _add_values(self, accs: Any, like: Any, after: Any) -> None:
         """Each kind's what-if values of its host (a single text option, as ``--python-version``), right after ``after``."""

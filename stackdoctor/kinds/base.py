@@ -84,6 +84,8 @@ class Accelerator(RenderSeam, ReconcileSeam, RulesSeam, ResolveSeam, StaticSeam,
     # install's what-if flags for values of its host beside its devices (AMD's --rocm-userspace 6.3.1): each goes to
     # Request.values[name][key], and its fit reads them through fit_host()
     what_if_values: ClassVar[tuple[WhatIfValue, ...]] = ()
+    # the help of install's built-in options that are its own (AMD's --gfx, NVIDIA's --driver): (flag, help)
+    option_help: ClassVar[tuple[tuple[str, str], ...]] = ()
     # what `matrix learn` reads of its builds (stackdoctor/wheels/learn.py): the runtime wheels their metadata pins (name
     # prefixes), and the GPU code their libraries carry (a stackdoctor.binaries.binfmt format, "cuda" | "hip", in these wheel members)
     runtime_wheels: ClassVar[tuple[str, ...]] = ()  # ("nvidia-", "cuda-toolkit")

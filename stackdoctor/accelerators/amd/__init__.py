@@ -295,6 +295,7 @@ class Amd(Accelerator):
     what_if_flags = ("--gfx", "--rocm-userspace")
     what_if_values = (WhatIfValue("--rocm-userspace", "userspace", "VERSION", "What-if: the host's ROCm user space release (6.3.1). Implies --dry-run.",
                                   r"^\d{1,2}\.\d{1,2}(\.\d{1,3})?$", "--rocm-userspace {value} is not a ROCm release (expected like 6.3.1 or 7.2)."),)
+    option_help = (("--gfx", "What-if AMD GPU arch gfxNNNN (repeatable). Implies --dry-run."),)
 
     def fit_host(self, view: MachineView, values: Mapping[str, str], what_if: bool) -> RocmHost | None:
         """The host's ROCm user space (the what-if's, else the reconciled release) and the loaded kernel driver's version

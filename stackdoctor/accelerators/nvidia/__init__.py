@@ -591,6 +591,8 @@ class Nvidia(Accelerator):
         ) and not view.facts.jetson.is_jetson and not view.facts.apple.is_macos
     # --- resolve ---
     what_if_flags = ("--gpu", "--driver")
+    option_help = (("--driver", "What-if NVIDIA driver version. Implies --dry-run."),
+                   ("--ptx", "--from-source: add +PTX to the newest GPU arch in TORCH_CUDA_ARCH_LIST."))
     heaviest_build_files = "CUDA"
     not_runtime_wheels = ("nvidia-ml-py",)  # NVML's bindings bundle nothing
     library_code_sections = library_code.SECTIONS
