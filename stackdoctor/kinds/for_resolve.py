@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from stackdoctor.model.facts import Facts
+from stackdoctor.model.facts import Facts, TorchFacts
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -56,6 +56,12 @@ class ResolveSeam:
         """The state of the host its :meth:`fit` reads beyond the devices (AMD's ROCm user space and amdgpu), kept in the
         resolver's target under its name (``Target.hosts``): ``values`` are its what-if values (:attr:`what_if_values`,
         by key), ``what_if`` says the plan is for another machine (whose host is then not this one's). None: nothing."""
+        return None
+
+    def initialised_runtime(self, torch: TorchFacts) -> str | None:
+        """The release of its runtime that the installed torch, a build of its kind, initialised on this machine's driver
+        (a CUDA build's ``torch.version.cuda`` when ``torch.cuda.is_available()``): what the driver is known to run when
+        its version is not; None when it says nothing."""
         return None
 
     def host_machine(self, facts: Facts) -> str | None:

@@ -192,9 +192,8 @@ def _driver(t: Target, view: MachineView, request: Request) -> None:
         t.notes.append(f"NVIDIA driver {drv.value}: the loaded kernel module's version ({drv.source}); no user-space tool reported one")
     if not t.driver:
         t.driver_cuda = view.runtime("nvidia").value
-        tf = view.facts.torch
-        if tf.cuda_available and tf.cuda and not tf.hip:
-            t.driver_runs_cuda = tf.cuda
+        owner = flag_kind("--driver")  # the kind whose driver --driver names (NVIDIA's): what its installed build ran on it
+        t.driver_runs_cuda = owner.initialised_runtime(view.facts.torch) if owner is not None else None
 
 
 def _hosts(t: Target, view: MachineView, request: Request) -> None:
