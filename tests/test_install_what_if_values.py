@@ -46,3 +46,10 @@ def test_a_value_that_is_not_one_exits_2_with_the_kinds_sentence(tmp_path):
     assert run.rc == 2 and run.stderr.strip().splitlines() == ["stackdoctor: --foo-firmware two is not a Foo firmware release (expected like 2.1)."], run.stderr
     run = run_sd(["install", "--dry-run", "--offline", "--json", "--gfx", "gfx1100", "--rocm-userspace", "6.x"], env=env)
     assert run.rc == 2 and json.loads(run.stdout)["error"]["message"] == "--rocm-userspace 6.x is not a ROCm release (expected like 6.3.1 or 7.2).", run.stdout
+
+
+def test_an_empty_value_is_a_usage_error_as_every_options(tmp_path):
+    env = machine_env(tmp_path / "bin", None, PYTHONPATH=str(PLUGIN))
+    for flag in ("--rocm-userspace", "--foo-firmware"):
+        run = run_sd(["install", "--dry-run", "--offline", flag, " "], env=env)
+        assert run.rc == 2 and f"Invalid value for '{flag}': the value is empty" in run.stderr, run.stderr

@@ -42,6 +42,8 @@ def _what_if_value(kind: str, key: str) -> object:
     """The callback of a kind's what-if value of its host (``--rocm-userspace 6.3.1``): kept in the context for the command."""
 
     def keep(ctx: typer.Context, param: object, value: object) -> object:
+        if value is not None and not str(value).strip():  # as every option given an empty value (cli._not_empty)
+            raise typer.BadParameter("the value is empty", ctx=ctx, param=param)  # type: ignore[arg-type]
         if value is not None:
             ctx.meta.setdefault(WHAT_IF_VALUES, {}).setdefault(kind, {})[key] = str(value)
         return value
