@@ -38,26 +38,72 @@ def _what_if_device(kind: str) -> object:
     return keep
 
 
+def _what_if_value(kind: str, key: str) -> object:
+    """The callback of a kind's what-if value of its host (``--rocm-userspace 6.3.1``): kept in the context for the command."""
+
+    def keep(ctx: typer.Context, param: object, value: object) -> object:
+        if value is not None and not str(value).strip():  # as every option given an empty value (cli._not_empty)
+            raise typer.BadParameter("the value is empty", ctx=ctx, param=param)  # type: ignore[arg-type]
+        if value is not None:
+            ctx.meta.setdefault(WHAT_IF_VALUES, {}).setdefault(kind, {})[key] = str(value)
+        return value
+
+    return keep
+
+
 WHAT_IF_DEVICES = "stackdoctor.what_if_devices"
+WHAT_IF_VALUES = "stackdoctor.what_if_values"
+
+
+def _option(params: list[Any], flag: str) -> Any:
+    return next((p for p in params if flag in getattr(p, "opts", ())), None)
 
 
 class InstallCommand(typer.core.TyperCommand):
-    """install, with each accelerator kind's what-if flag (:attr:`Accelerator.what_if_option`, ``--npu``) beside
-    ``--gpu``: declared by the kinds, so a plug-in kind's flag appears without an edit here."""
+    """install, with each accelerator kind's what-if flags: its devices' (:attr:`Accelerator.what_if_option`, ``--npu``)
+    beside ``--gpu``, its host's values (:attr:`Accelerator.what_if_values`, ``--rocm-userspace``) after ``--gfx``; and
+    the help of the built-in options that are a kind's (:attr:`Accelerator.option_help`). Declared by the kinds, so a
+    plug-in kind's flags appear without an edit here."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         from stackdoctor import kinds
 
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        like = next((p for p in self.params if "--gfx" in getattr(p, "opts", ())), None)  # a repeatable text option, as typer builds one
+        self._kinds_help(kinds.ALL)
+        like = _option(self.params, "--gfx")  # a repeatable text option, as typer builds one
         if like is None:
             return
+        self._add_values(kinds.ALL, _option(self.params, "--python-version"), like)
         for flag, acc in kinds.what_if_options().items():
             opt: Any = copy.copy(like)
             opt.name, opt.opts, opt.secondary_opts = f"what_if_{acc.name}", [flag], []
             opt.callback, opt.expose_value, opt.metavar = _what_if_device(acc.name), False, "CHIP"
             opt.help = f"What-if {acc.label}: a chip name as {', '.join(acc.tool_witnesses) or 'its tool'} shows it (repeatable). Implies --dry-run."
             self.params.append(opt)
+
+    def _kinds_help(self, accs: Any) -> None:
+        """The help of the built-in options a kind declares its own (AMD's ``--gfx``); the first kind's, in priority order."""
+        helps: dict[str, str] = {}
+        for acc in accs:
+            for flag, text in acc.option_help:
+                helps.setdefault(flag, text)
+        for flag, text in helps.items():
+            opt = _option(self.params, flag)
+            if opt is not None:
+                opt.help = text
+
+    def _add_values(self, accs: Any, like: Any, after: Any) -> None:
+        """Each kind's what-if values of its host (a single text option, as ``--python-version``), right after ``after``."""
+        if like is None:
+            return
+        at = self.params.index(after) + 1
+        for acc in accs:
+            for v in acc.what_if_values:
+                value: Any = copy.copy(like)
+                value.name, value.opts, value.secondary_opts = f"what_if_{acc.name}_{v.key}", [v.flag], []
+                value.callback, value.expose_value, value.metavar, value.help = _what_if_value(acc.name, v.key), False, v.metavar, v.help
+                self.params.insert(at, value)
+                at += 1
 
 
 # --- the JSON answer when a --json command could not run (issue 35) -------------------------------------------------

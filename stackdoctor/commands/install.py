@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from stackdoctor.commands import LANG_HELP, WHAT_IF_DEVICES, InstallCommand, use_lang
+from stackdoctor.commands import LANG_HELP, WHAT_IF_DEVICES, WHAT_IF_VALUES, InstallCommand, use_lang
 from stackdoctor.core.errors import StackdoctorError
 from stackdoctor.render.plans import format_command, localized, plan_json, render_outcome, render_planned, say, write_err
 
@@ -28,13 +28,27 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["InstallOptions", "format_command", "register", "run"]
 
 
+def _variant_help() -> str:
+    """``--variant``'s help: auto, cpu and the kinds' index variants (:attr:`Accelerator.variant_examples`)."""
+    from stackdoctor import kinds
+
+    return f"{', '.join(['auto', 'cpu', *kinds.variant_examples()])}, ..."
+
+
+def _step_help() -> str:
+    """``--step``'s help: every step of a source build, the kinds' own among them (:func:`stackdoctor.kinds.source_build_steps`)."""
+    from stackdoctor import kinds
+
+    return f"--from-source: run only this step (repeatable): {', '.join(kinds.source_build_steps())}."
+
+
 def register(app: typer.Typer) -> None:
     @app.command("install", cls=InstallCommand)
     def install(
         ctx: typer.Context,
         packages: Annotated[Optional[list[str]], typer.Argument(help="torch, torchvision, torchaudio (torch is always included).")] = None,
         torch: Annotated[Optional[str], typer.Option("--torch", help="torch version or specifier: 2.13.0, '>=2.6,<2.12'.")] = None,
-        variant: Annotated[str, typer.Option("--variant", help="auto, cpu, cu126, cu130, rocm7.2, xpu, ...")] = "auto",
+        variant: Annotated[str, typer.Option("--variant", help=_variant_help())] = "auto",
         python: Annotated[Optional[str], typer.Option("--python", help="Interpreter to install into (default: active venv/conda env, else this one).")] = None,
         installer: Annotated[str, typer.Option("--installer", help="pip, uv, or for conda envs conda, mamba, micromamba, pixi.")] = "pip",
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the plan and the command; change nothing.")] = False,
@@ -50,19 +64,20 @@ def register(app: typer.Typer) -> None:
         python_version: Annotated[Optional[str], typer.Option("--python-version", help="What-if: resolve for this Python (3.12, 3.13t). Implies --dry-run.")] = None,
         platform: Annotated[Optional[str], typer.Option("--platform", help="What-if: wheel platform tag (manylinux_2_28_x86_64, win_amd64, macosx_14_0_arm64). Implies --dry-run.")] = None,
         replay: Annotated[Optional[str], typer.Option("--replay", help="Resolve for the machine a report describes. Implies --dry-run.")] = None,
-        driver: Annotated[Optional[str], typer.Option("--driver", help="What-if NVIDIA driver version. Implies --dry-run.")] = None,
+        # the help of --driver, --gfx and --ptx is their kind's (Accelerator.option_help), and each kind's what-if values
+        # of its host (--rocm-userspace) follow --gfx (Accelerator.what_if_values): InstallCommand adds them
+        driver: Annotated[Optional[str], typer.Option("--driver", help="")] = None,
         gpu: Annotated[Optional[list[str]], typer.Option("--gpu", help="What-if GPU: a name or sm_XY (repeatable). Implies --dry-run.")] = None,
-        gfx: Annotated[Optional[list[str]], typer.Option("--gfx", help="What-if AMD GPU arch gfxNNNN (repeatable). Implies --dry-run.")] = None,
-        rocm_userspace: Annotated[Optional[str], typer.Option("--rocm-userspace", metavar="VERSION", help="What-if: the host's ROCm user space release (6.3.1). Implies --dry-run.")] = None,
+        gfx: Annotated[Optional[list[str]], typer.Option("--gfx", help="")] = None,
         remove_leftovers: Annotated[bool, typer.Option("--remove-leftovers", help="Uninstall the previous variant's runtime packages.")] = False,
         recover: Annotated[bool, typer.Option("--recover", help="Only finish an install that was killed: put the previous torch back (or keep a complete new one), then stop.")] = False,
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds the install may take.")] = 3600.0,
         index_timeout: Annotated[float, typer.Option("--index-timeout", help="Seconds for each index page.")] = 20.0,
         from_source: Annotated[bool, typer.Option("--from-source", help="Build torch from source: the prerequisites, environment and commands PyTorch's README asks for (--emit build-env writes the environment).")] = False,
-        ptx: Annotated[bool, typer.Option("--ptx", help="--from-source: add +PTX to the newest GPU arch in TORCH_CUDA_ARCH_LIST.")] = False,
+        ptx: Annotated[bool, typer.Option("--ptx", help="")] = False,
         source_dir: Annotated[str, typer.Option("--source-dir", help="--from-source: the folder the source is cloned into.")] = "pytorch",
         source_url: Annotated[Optional[str], typer.Option("--source-url", help="--from-source: clone from this URL or path (a mirror) instead of GitHub.")] = None,
-        step: Annotated[Optional[list[str]], typer.Option("--step", help="--from-source: run only this step (repeatable): clone, submodules, deps, mkl, amd, build.")] = None,
+        step: Annotated[Optional[list[str]], typer.Option("--step", help=_step_help())] = None,
         build_log: Annotated[Optional[str], typer.Option("--build-log", help="--from-source: the log file (default: stackdoctor-build-<time>.log here).")] = None,
         lang: Annotated[Optional[str], typer.Option("--lang", help=LANG_HELP)] = None,
         verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say each step after the installer, with its time.")] = False,
@@ -84,7 +99,8 @@ def register(app: typer.Typer) -> None:
             json_out=json_out, yes=yes, emit=emit, remove_leftovers=remove_leftovers, recover=recover, timeout_s=timeout,
             verbose=verbose, progress=_on_terminal(),
             machine=MachineOptions(python_version=python_version, platform=platform, replay=replay, driver=driver, gpus=list(gpu or []),
-                                   gfx=list(gfx or []), rocm_userspace=rocm_userspace, devices=dict(ctx.meta.get(WHAT_IF_DEVICES) or {})),
+                                   gfx=list(gfx or []), devices=dict(ctx.meta.get(WHAT_IF_DEVICES) or {}),
+                                   values={k: dict(v) for k, v in (ctx.meta.get(WHAT_IF_VALUES) or {}).items()}),
             sources=SourceOptions(offline=offline, no_index=no_index, index_base=index_base, find_links=list(find_links or []),
                                   mirror=mirror, matrix=list(matrix or []), index_timeout_s=index_timeout),
         )

@@ -21,7 +21,6 @@ PROBES = ["target", "platform"]  # the generic probes install runs, beside each 
 INSTALLERS = ("pip", "uv", "conda", "mamba", "micromamba", "pixi")
 EMITS = ("requirements", "uv", "environment.yml")
 DRIVER_RE = re.compile(r"^\d{2,4}(\.\d{1,3}){0,3}$")
-ROCM_RE = re.compile(r"^\d{1,2}\.\d{1,2}(\.\d{1,3})?$")
 
 
 @dataclass
@@ -35,11 +34,13 @@ class MachineOptions:
     driver: str | None = None
     gpus: list[str] = field(default_factory=list)
     gfx: list[str] = field(default_factory=list)
-    rocm_userspace: str | None = None  # what-if: the host's ROCm user space release (--rocm-userspace 6.3.1)
     devices: dict[str, list[str]] = field(default_factory=dict)  # other kinds' what-if devices (--npu 910B): {"ascend": ["910B"]}
+    # the kinds' what-if values of their host (Accelerator.what_if_values), by kind and key: {"amd": {"userspace": "6.3.1"}}
+    values: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def any(self) -> bool:
-        return bool(self.python_version or self.platform or self.replay or self.driver or self.gpus or self.gfx or self.rocm_userspace or any(self.devices.values()))
+        return bool(self.python_version or self.platform or self.replay or self.driver or self.gpus or self.gfx or any(self.devices.values())
+                    or any(v for given in self.values.values() for v in given.values()))
 
 
 @dataclass

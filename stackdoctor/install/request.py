@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from stackdoctor import kinds, pipeline
 from stackdoctor.core.errors import UsageError
-from stackdoctor.install.options import DRIVER_RE, EMITS, INSTALLERS, KNOWN_PACKAGES, PROBES, ROCM_RE, InstallOptions
+from stackdoctor.install.options import DRIVER_RE, EMITS, INSTALLERS, KNOWN_PACKAGES, PROBES, InstallOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     from stackdoctor.matrix import Matrix
@@ -46,8 +46,11 @@ def check_options(opts: InstallOptions) -> None:
         owner = flag_kind("--driver")
         kind_err = owner.bad_driver_error(opts.machine.driver) if owner is not None else f"--driver {opts.machine.driver}: no kind's driver is named by it."
         raise UsageError(kind_err)
-    if opts.machine.rocm_userspace is not None and not ROCM_RE.match(opts.machine.rocm_userspace.strip()):
-        raise UsageError(f"--rocm-userspace {opts.machine.rocm_userspace} is not a ROCm release (expected like 6.3.1 or 7.2).")
+    for acc in kinds.ALL:  # a kind's what-if values of its host (AMD's --rocm-userspace 6.3.1), each checked as it declares
+        given = opts.machine.values.get(acc.name, {})
+        bad = next((err for v in acc.what_if_values if v.key in given and (err := v.error(given[v.key]))), None)
+        if bad:
+            raise UsageError(bad)
     if opts.sources.mirror and opts.sources.index_base:
         raise UsageError("--mirror and --index-base both name the PyTorch index; give one.")
     from stackdoctor.resolve import request_value_error
@@ -137,7 +140,7 @@ def make_request(opts: InstallOptions, view: MachineView, matrix: Matrix | None 
         driver=opts.machine.driver,
         gpus=list(opts.machine.gpus),
         gfx=list(opts.machine.gfx),
-        rocm_userspace=opts.machine.rocm_userspace.strip() if opts.machine.rocm_userspace else None,
+        values={k: {key: v.strip() for key, v in given.items() if v} for k, given in opts.machine.values.items() if any(given.values())},
         devices={k: list(v) for k, v in opts.machine.devices.items() if v},
         index_base=index_base(opts.sources.index_base, os.environ, matrix),
         installer=opts.installer if opts.installer in ("pip", "uv") else "pip",

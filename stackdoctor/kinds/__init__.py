@@ -28,7 +28,7 @@ from stackdoctor.kinds.base import Accelerator, Companion, DeviceSpec, FitTarget
 from stackdoctor.model.facts import BuildKind, Facts, TorchFacts
 from stackdoctor.model.view import MachineView, ViewKeys  # --- seamlow ---
 
-__all__ = ["ALL", "Accelerator", "Companion", "DeviceSpec", "companion_kind", "companion_names", "import_hint", "what_if_options", "Say", "device_specs", "device_types", "gpu_code_kind", "gpu_libraries", "runtime_wheel_prefixes", "tables", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select", "CPU", "for_build", "serving", "build_label", "gpu_build_for", "TargetDevice", "with_device"]
+__all__ = ["ALL", "Accelerator", "Companion", "DeviceSpec", "companion_kind", "companion_names", "import_hint", "what_if_options", "variant_examples", "source_build_steps", "Say", "device_specs", "device_types", "gpu_code_kind", "gpu_libraries", "runtime_wheel_prefixes", "tables", "rule_modules", "backends", "build_kind", "by_name", "by_vendor", "probes", "torch_questions", "verify_install", "Verified", "device_lines", "driver_lines", "for_subject", "for_backend", "for_variant", "present", "select", "CPU", "for_build", "serving", "build_label", "gpu_build_for", "TargetDevice", "with_device"]
 
 
 SHIPPED = "stackdoctor.accelerators"  # the package of the kinds stackdoctor ships: its KINDS and BUNDLED_KINDS name them
@@ -299,6 +299,21 @@ def companion_names() -> frozenset[str]:
 def what_if_options() -> dict[str, Accelerator]:
     """install's what-if flags of the kinds that declare one ("--npu" -> Ascend), beside --gpu and --gfx."""
     return {a.what_if_option: a for a in _kinds() if a.what_if_option}
+
+
+def variant_examples() -> tuple[str, ...]:
+    """The kinds' index variants as install's help shows them ("cu126", "cu130", "rocm7.2", "xpu"), in the kinds' order."""
+    return tuple(dict.fromkeys(v for a in _kinds() for v in a.variant_examples))
+
+
+_SOURCE_BUILD_STEPS = ("clone", "submodules", "deps", "mkl")  # then each kind's own (AMD's hipify, "amd"), then "build"
+
+
+def source_build_steps() -> tuple[str, ...]:
+    """Every step a source build may have, in order (``install --step``): clone, submodules, deps, mkl, the kinds'
+    own steps (:meth:`Accelerator.build_steps`: AMD's ``amd``), build."""
+    own = dict.fromkeys(step for a in _kinds() for step, _ in a.build_steps("python"))
+    return (*_SOURCE_BUILD_STEPS, *own, "build")
 
 
 def by_vendor(vendor: str) -> Accelerator | None:

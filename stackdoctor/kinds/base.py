@@ -26,9 +26,22 @@ from stackdoctor.kinds.for_render import RenderSeam
 from stackdoctor.kinds.for_resolve import ResolveSeam
 from stackdoctor.kinds.for_rules import RulesSeam
 from stackdoctor.kinds.for_static import StaticSeam
-from stackdoctor.kinds.shapes import BuildAsk, Companion, DeviceSpec, FitNotes, FitTarget, Say, TargetDevice, Unfit, Verified, device_summary, unverified
+from stackdoctor.kinds.shapes import (
+    BuildAsk,
+    Companion,
+    DeviceSpec,
+    FitNotes,
+    FitTarget,
+    Say,
+    TargetDevice,
+    Unfit,
+    Verified,
+    WhatIfValue,
+    device_summary,
+    unverified,
+)
 
-__all__ = ["Accelerator", "BuildAsk", "Companion", "DeviceSpec", "FitNotes", "FitTarget", "Say", "TargetDevice", "Unfit", "Verified", "device_summary", "unverified"]
+__all__ = ["Accelerator", "BuildAsk", "Companion", "DeviceSpec", "FitNotes", "FitTarget", "Say", "TargetDevice", "Unfit", "Verified", "WhatIfValue", "device_summary", "unverified"]
 
 
 class Accelerator(RenderSeam, ReconcileSeam, RulesSeam, ResolveSeam, StaticSeam, LowSeam):
@@ -68,6 +81,11 @@ class Accelerator(RenderSeam, ReconcileSeam, RulesSeam, ResolveSeam, StaticSeam,
     companions: ClassVar[tuple[str, ...]] = ()  # distributions installed beside torch for it ("torch-npu")
     torch_api_needs: ClassVar[str | None] = None  # torch is asked about it only where this module is installed ("torch_npu")
     what_if_option: ClassVar[str | None] = None  # install's what-if flag naming one of its devices ("--npu 910B"), as --gpu does
+    # install's what-if flags for values of its host beside its devices (AMD's --rocm-userspace 6.3.1): each goes to
+    # Request.values[name][key], and its fit reads them through fit_host()
+    what_if_values: ClassVar[tuple[WhatIfValue, ...]] = ()
+    # the help of install's built-in options that are its own (AMD's --gfx, NVIDIA's --driver): (flag, help)
+    option_help: ClassVar[tuple[tuple[str, str], ...]] = ()
     # what `matrix learn` reads of its builds (stackdoctor/wheels/learn.py): the runtime wheels their metadata pins (name
     # prefixes), and the GPU code their libraries carry (a stackdoctor.binaries.binfmt format, "cuda" | "hip", in these wheel members)
     runtime_wheels: ClassVar[tuple[str, ...]] = ()  # ("nvidia-", "cuda-toolkit")

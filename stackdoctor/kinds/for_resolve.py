@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from stackdoctor.model.facts import Facts
+from stackdoctor.model.facts import Facts, TorchFacts
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -50,6 +50,18 @@ class ResolveSeam:
     def runtime_release(self, variant: Variant) -> str | None:
         """The release of its runtime a build of ``variant`` is made for ("12.6" of cu126, "6.4" of rocm6.4): among
         the builds that fit, the newest is planned; None when it names none."""
+        return None
+
+    def fit_host(self, view: MachineView, values: Mapping[str, str], what_if: bool) -> object | None:
+        """The state of the host its :meth:`fit` reads beyond the devices (AMD's ROCm user space and amdgpu), kept in the
+        resolver's target under its name (``Target.hosts``): ``values`` are its what-if values (:attr:`what_if_values`,
+        by key), ``what_if`` says the plan is for another machine (whose host is then not this one's). None: nothing."""
+        return None
+
+    def initialised_runtime(self, torch: TorchFacts) -> str | None:
+        """The release of its runtime that the installed torch, a build of its kind, initialised on this machine's driver
+        (a CUDA build's ``torch.version.cuda`` when ``torch.cuda.is_available()``): what the driver is known to run when
+        its version is not; None when it says nothing."""
         return None
 
     def host_machine(self, facts: Facts) -> str | None:

@@ -1,9 +1,10 @@
 """The shapes the seam speaks in: a kind's device spec for the workers, its companions, the protocols it is handed
-(``Say``, ``BuildAsk``, ``Verified``, ``FitTarget``, ``FitNotes``) and the resolver's ``TargetDevice`` / ``Unfit``."""
+(``Say``, ``BuildAsk``, ``Verified``, ``FitTarget``, ``FitNotes``), install's ``WhatIfValue`` and the resolver's ``TargetDevice`` / ``Unfit``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -102,6 +103,24 @@ Verified = Verification  # what the import of torch after an install found (mode
 
 
 # --- resolve ---
+@dataclass(frozen=True)
+class WhatIfValue:
+    """A value of a kind's host that install's what-if takes beside its devices (AMD's ``--rocm-userspace 6.3.1``):
+    the flag, the key the request keeps it under (``Request.values[kind][key]``), how the help shows it, the pattern a
+    value (stripped) must match, and the sentence install exits 2 with when it does not (``{value}``: the value given)."""
+
+    flag: str
+    key: str
+    metavar: str
+    help: str
+    pattern: str
+    bad: str
+
+    def error(self, value: str) -> str | None:
+        """The sentence install exits 2 with for ``value``, or None when it is one."""
+        return None if re.match(self.pattern, value.strip()) else self.bad.format(value=value)
+
+
 @dataclass
 class TargetDevice:
     """One device as the resolver plans for it (``stackdoctor.resolve.Gpu``): from the reconciled view, or named by a
@@ -145,6 +164,11 @@ class FitTarget(Protocol):
     driver: str | None
     windows_driver: bool
     wsl: bool
+
+    @property
+    def hosts(self) -> Mapping[str, object]:
+        """Each kind's host state its fit reads (:meth:`Accelerator.fit_host`), by kind name."""
+        ...
 
 
 class FitNotes(Protocol):

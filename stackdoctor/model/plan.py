@@ -117,7 +117,7 @@ class Request:
     driver: str | None = None  # what-if NVIDIA driver "570.86.10"
     gpus: list[str] = field(default_factory=list)  # what-if GPUs: names or "sm_90"
     gfx: list[str] = field(default_factory=list)  # what-if AMD gfx: "gfx1100"
-    rocm_userspace: str | None = None  # what-if: the host's ROCm user space release "6.3.1"
+    values: dict[str, dict[str, str]] = field(default_factory=dict)  # what-if values of a kind's host, by kind and key: {"amd": {"userspace": "6.3.1"}}
     devices: dict[str, list[str]] = field(default_factory=dict)  # what-if devices of other kinds, by kind: {"ascend": ["910B"]}
     index_base: str | None = None  # base of the variant indexes; None: the matrix's ``pytorch`` index
     installer: str = "pip"  # "pip" | "uv"

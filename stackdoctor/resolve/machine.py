@@ -39,10 +39,7 @@ class Target:
     l4t: str | None = None
     jetpack: str | None = None
     musl: bool = False
-    rocm_userspace: str | None = None  # the host's ROCm user space release (the what-if's, else the reconciled one)
-    rocm_userspace_source: str | None = None  # where it was read ("--rocm-userspace", "file:/opt/rocm/.info/version")
-    amdgpu_version: str | None = None  # the loaded amdgpu kernel driver's declared version, where it declares one
-    amdgpu_loaded: bool | None = None  # amdgpu is loaded (this machine's: a what-if's kernel driver is not known)
+    hosts: dict[str, object] = field(default_factory=dict)  # each kind's host state its fit reads (Accelerator.fit_host), by kind
     unlisted: int = 0  # GPUs on the PCI bus that no working driver lists (the kinds' unlisted())
     unlisted_kind: str | None = None  # the kind whose GPUs they are (the first that counted any)
     notes: list[str] = field(default_factory=list)  # facts the resolver could not check
@@ -104,7 +101,7 @@ def target_from(view: MachineView, matrix: Matrix, request: Request) -> Target:
     else:
         _devices(t, facts)
     _driver(t, view, request)
-    _rocm_host(t, view, request)
+    _hosts(t, view, request)
     # a what-if platform keeps the Jetson path only where a Jetson's wheels run: Linux aarch64
     t.jetson = facts.jetson.is_jetson and (not request.platform or (t.os == "linux" and t.arch == "aarch64"))
     t.l4t = facts.jetson.l4t_release
@@ -195,25 +192,20 @@ def _driver(t: Target, view: MachineView, request: Request) -> None:
         t.notes.append(f"NVIDIA driver {drv.value}: the loaded kernel module's version ({drv.source}); no user-space tool reported one")
     if not t.driver:
         t.driver_cuda = view.runtime("nvidia").value
-        tf = view.facts.torch
-        if tf.cuda_available and tf.cuda and not tf.hip:
-            t.driver_runs_cuda = tf.cuda
+        owner = flag_kind("--driver")  # the kind whose driver --driver names (NVIDIA's): what its installed build ran on it
+        t.driver_runs_cuda = owner.initialised_runtime(view.facts.torch) if owner is not None else None
 
 
-def _rocm_host(t: Target, view: MachineView, request: Request) -> None:
-    """The host's ROCm user space (the what-if's, else the reconciled release) and the loaded kernel driver's version
-    (a what-if machine's kernel driver is not this one's: only its stated user space is known)."""
-    if request.rocm_userspace:
-        t.rocm_userspace, t.rocm_userspace_source = request.rocm_userspace, "--rocm-userspace"
-        return
-    if is_what_if(request):
-        return
-    seen = view.runtime("amd")
-    t.rocm_userspace, t.rocm_userspace_source = seen.value, seen.source
-    rocm = facts_of(view).rocm
-    t.amdgpu_version, t.amdgpu_loaded = rocm.amdgpu_version, rocm.amdgpu_loaded
+def _hosts(t: Target, view: MachineView, request: Request) -> None:
+    """Each kind's host state its fit reads (:meth:`Accelerator.fit_host`: AMD's ROCm user space and kernel driver),
+    from its what-if values, else this machine's view (a what-if machine's host is not this one's)."""
+    what_if = is_what_if(request)
+    for acc in kinds.ALL:
+        host = acc.fit_host(view, request.values.get(acc.name, {}), what_if)
+        if host is not None:
+            t.hosts[acc.name] = host
 
 
 def is_what_if(request: Request) -> bool:
     """The request plans for another machine, so this one's installed torch is not the one replaced."""
-    return bool(request.platform or request.python_version or request.gpus or request.gfx or request.driver or request.rocm_userspace or request.devices)
+    return bool(request.platform or request.python_version or request.gpus or request.gfx or request.driver or request.devices or any(request.values.values()))

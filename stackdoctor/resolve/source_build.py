@@ -32,7 +32,6 @@ __all__ = ["BUILD_PLAN_SCHEMA", "BuildCommand", "BuildPlan", "BuildRequest", "Pr
            "max_jobs", "offer_from_source", "steps"]
 
 BUILD_PLAN_SCHEMA = "stackdoctor.build-plan/1"
-_GENERIC_STEPS = ("clone", "submodules", "deps", "mkl")  # then each kind's own (AMD's hipify, "amd"), then "build"
 _GB = 1000**3
 
 
@@ -170,10 +169,8 @@ def max_jobs(available: int | None, per_job_gb: str | None, cpus: int | None) ->
 
 
 def steps() -> tuple[str, ...]:
-    """Every step a source build may have, in order (``--step``): clone, submodules, deps, mkl, the kinds' own steps
-    (:meth:`Accelerator.build_steps`: AMD's ``amd``), build."""
-    own = dict.fromkeys(step for a in kinds.ALL for step, _ in a.build_steps("python"))
-    return (*_GENERIC_STEPS, *own, "build")
+    """Every step a source build may have, in order (``--step``): :func:`stackdoctor.kinds.source_build_steps`."""
+    return kinds.source_build_steps()
 
 
 def _gb(n: int) -> str:

@@ -7,15 +7,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from stackdoctor.accelerators.amd import library_code
-from stackdoctor.accelerators.amd.fit import fit_rocm
+from stackdoctor.accelerators.amd.fit import RocmHost, fit_rocm
 from stackdoctor.accelerators.nvidia import CUDA_DEVICE, cuda_count, verify_cuda
-from stackdoctor.kinds.base import Accelerator, BuildAsk, FitNotes, FitTarget, Say, TargetDevice, Verified
+from stackdoctor.kinds.base import Accelerator, BuildAsk, FitNotes, FitTarget, Say, TargetDevice, Verified, WhatIfValue
 from stackdoctor.model.facts import Facts, GpuView, TorchFacts
 
 if TYPE_CHECKING:
     from packaging.version import Version
 
-    from stackdoctor.accelerators.amd.fit import RocmTarget
     from stackdoctor.kinds.for_lower import ErrorDialect  # --- seamlow ---
     from stackdoctor.matrix import Matrix, Release, Variant
     from stackdoctor.model.facts import Disagreement, ReconciledFacts, SeenValue  # --- reconcile ---
@@ -144,8 +143,8 @@ class Amd(Accelerator):
 
     def fit(self, fit: FitNotes, release: Release, version: Version, variant: Variant, tag: str, target: FitTarget, matrix: Matrix,
             devices: Sequence[TargetDevice], auto: bool) -> None:
-        # the resolver's Target carries the host's ROCm user space and amdgpu too (resolve.machine reads them from AMD's facts)
-        fit_rocm(fit, release, variant, matrix, [g for g in devices if g.vendor == self.vendor], cast("RocmTarget", target))
+        # the host's ROCm user space and amdgpu, as fit_host() read them into the resolver's target
+        fit_rocm(fit, release, variant, matrix, [g for g in devices if g.vendor == self.vendor], cast("RocmHost | None", target.hosts.get(self.name)))
 
     def installed_sees_device(self, torch: TorchFacts) -> bool | None:
         return torch.cuda_available  # ROCm builds answer through torch.cuda
@@ -294,6 +293,21 @@ class Amd(Accelerator):
                 ctx.add(facts=[f"environment.{var}", "rocm.gpus"], var=var, value=env[var], count=len(amd))
     # --- resolve ---
     what_if_flags = ("--gfx", "--rocm-userspace")
+    what_if_values = (WhatIfValue("--rocm-userspace", "userspace", "VERSION", "What-if: the host's ROCm user space release (6.3.1). Implies --dry-run.",
+                                  r"^\d{1,2}\.\d{1,2}(\.\d{1,3})?$", "--rocm-userspace {value} is not a ROCm release (expected like 6.3.1 or 7.2)."),)
+    option_help = (("--gfx", "What-if AMD GPU arch gfxNNNN (repeatable). Implies --dry-run."),)
+
+    def fit_host(self, view: MachineView, values: Mapping[str, str], what_if: bool) -> RocmHost | None:
+        """The host's ROCm user space (the what-if's, else the reconciled release) and the loaded kernel driver's version
+        (a what-if machine's kernel driver is not this one's: only its stated user space is known)."""
+        if values.get("userspace"):
+            return RocmHost(values["userspace"], "--rocm-userspace")
+        if what_if:
+            return None
+        seen = view.runtime(self.name)
+        rocm = view.facts.rocm
+        return RocmHost(seen.value, seen.source, rocm.amdgpu_version, rocm.amdgpu_loaded)
+
     triton_packages = ("pytorch-triton-rocm",)
     library_code_sections = library_code.SECTIONS
     library_code_zstd = True

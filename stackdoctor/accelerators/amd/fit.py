@@ -7,25 +7,27 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from stackdoctor.kinds.base import FitNotes, FitTarget, TargetDevice, Unfit, unverified
+from stackdoctor.kinds.base import FitNotes, TargetDevice, Unfit, unverified
 
 if TYPE_CHECKING:
     from stackdoctor.matrix import Matrix, Release, Variant
     from stackdoctor.matrix.kmd_table import KernelUserSpace
 
-__all__ = ["fit_rocm", "userspace_window"]
+__all__ = ["RocmHost", "fit_rocm", "userspace_window"]
 
 
-class RocmTarget(FitTarget, Protocol):
-    """What AMD's fit reads of the resolver's target beyond every kind's: the host's ROCm user space (stated or found,
-    and from where) and its amdgpu kernel driver."""
+@dataclass(frozen=True)
+class RocmHost:
+    """What AMD's fit reads of the host beyond its GPUs (the kind's :meth:`~.base.Accelerator.fit_host`, in the resolver's
+    ``Target.hosts``): the host's ROCm user space (stated or found, and from where) and its amdgpu kernel driver."""
 
-    rocm_userspace: str | None
-    rocm_userspace_source: str | None
-    amdgpu_version: str | None
-    amdgpu_loaded: bool | None
+    rocm_userspace: str | None = None  # the host's ROCm user space release (the what-if's, else the reconciled one)
+    rocm_userspace_source: str | None = None  # where it was read ("--rocm-userspace", "file:/opt/rocm/.info/version")
+    amdgpu_version: str | None = None  # the loaded amdgpu kernel driver's declared version, where it declares one
+    amdgpu_loaded: bool | None = None  # amdgpu is loaded (this machine's: a what-if's kernel driver is not known)
 
 
 
@@ -47,7 +49,7 @@ def userspace_window(matrix: Matrix, host_rocm: str | None, amdgpu_version: str 
     return ("inside" if ".".join(build_rocm.split(".")[:2]) in row.user_space else "outside"), row
 
 
-def _window_note(fit: FitNotes, variant: Variant, matrix: Matrix, target: RocmTarget) -> None:
+def _window_note(fit: FitNotes, variant: Variant, matrix: Matrix, target: RocmHost) -> None:
     """The build's ROCm user space against the host's kernel driver: a warning outside AMD's window or where unknown."""
     host, kmod = target.rocm_userspace, target.amdgpu_version
     if not (host or kmod):
@@ -75,7 +77,7 @@ def _window_note(fit: FitNotes, variant: Variant, matrix: Matrix, target: RocmTa
         fit.reasons.append(f"{variant.name}'s ROCm {build} user space is inside AMD's window for the host's kernel driver ({how}; source: {row.source})")
 
 
-def fit_rocm(fit: FitNotes, release: Release, variant: Variant, matrix: Matrix, amd: Sequence[TargetDevice], target: RocmTarget | None = None) -> None:
+def fit_rocm(fit: FitNotes, release: Release, variant: Variant, matrix: Matrix, amd: Sequence[TargetDevice], target: RocmHost | None = None) -> None:
     """The AMD kind's fit of a ROCm build on the GPUs ``amd``; raises :class:`Unfit` with the reason."""
     if amd and not variant.gfx:
         raise Unfit(f"{variant.name}: its gfx list is unknown to the matrix")

@@ -591,7 +591,12 @@ class Nvidia(Accelerator):
         ) and not view.facts.jetson.is_jetson and not view.facts.apple.is_macos
     # --- resolve ---
     what_if_flags = ("--gpu", "--driver")
+    option_help = (("--driver", "What-if NVIDIA driver version. Implies --dry-run."),
+                   ("--ptx", "--from-source: add +PTX to the newest GPU arch in TORCH_CUDA_ARCH_LIST."))
     heaviest_build_files = "CUDA"
+
+    def initialised_runtime(self, torch: TorchFacts) -> str | None:
+        return torch.cuda if torch.cuda_available and torch.cuda and not torch.hip else None  # a ROCm build answers torch.cuda too
     not_runtime_wheels = ("nvidia-ml-py",)  # NVML's bindings bundle nothing
     library_code_sections = library_code.SECTIONS
     learned_variant = r"cu\d{2,3}"
