@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import console_script, machine_env, run_sd
+from helpers import console_script, machine_env, new_venv, run_sd
 from test_install_transaction import seeded_old, venv, wheels  # noqa: F401  (fixtures: a real venv with a stand-in torch)
 
 
@@ -441,7 +441,7 @@ def test_install_says_what_check_will_say_about_the_torch_it_installed(tmp_path,
     spec = WheelSpec("torch", "2.13.0+cpu", "cp311-cp311-manylinux_2_28_x86_64", [], files)
     (folder / spec.filename).write_bytes(build_wheel(spec))
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    new_venv(venv)
     python = str(venv / "bin" / "python")
     e = user_env(tmp_path)
     r = run_sd(["install", "--yes", "--torch", "2.13.0", "--offline", "--find-links", str(folder), "--python", python, "--lang", lang], env=e,

@@ -6,13 +6,12 @@ not a command, a path, a flag, a version or a code (:func:`english_runs`); pip's
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import machine_env, run_sd, venv_bin
+from helpers import copy_venv, machine_env, run_sd, venv_bin
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -160,7 +159,7 @@ def test_install_result_lines_are_chinese(server, seeded, tmp_path):
     """Installed (done, the leftover), already satisfied, leftovers removed, a torch whose wheel fails put back from
     its own files, a torch that does not import rolled back: each line stackdoctor writes is Chinese."""
     venv = tmp_path / "venv"
-    shutil.copytree(seeded, venv, symlinks=True)
+    copy_venv(seeded, venv)
     env, _ = zh_env(tmp_path, "LANG", STACKDOCTOR_MATRIX="", PIP_CACHE_DIR=str(tmp_path / "pip-cache"))
     py = str(venv_bin(venv))
 

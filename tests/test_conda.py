@@ -29,6 +29,7 @@ from stackdoctor.reconcile import reconcile
 from stackdoctor.resolve import resolve
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers import new_venv  # noqa: E402
 from test_install import REPO, isolated_env  # noqa: E402
 
 
@@ -165,7 +166,7 @@ def test_pip_route_environment_yml_keeps_the_index_line():
 def conda_env(tmp_path):
     """A venv marked as a conda environment (a conda-meta folder with a cudatoolkit record), as the target probe sees it."""
     env = tmp_path / "envs" / "ml"
-    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+    new_venv(env)
     (env / "conda-meta").mkdir()
     (env / "conda-meta" / "cudatoolkit-11.8.0-h4ba93d1_13.json").write_text("{}")
     return env
@@ -218,7 +219,7 @@ def test_conda_installer_missing_is_one_sentence(conda_env, tmp_path):
 
 def test_conda_installer_on_a_plain_venv_is_one_sentence(tmp_path):
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    new_venv(venv)
     env = isolated_env(tmp_path)
     env.update(STACKDOCTOR_MATRIX="")
     python = str(venv / "bin" / "python")

@@ -23,7 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from helpers import venv_bin  # noqa: E402
+from helpers import copy_venv, venv_bin  # noqa: E402
 from indexserver import FAKE_MARK, IndexServer  # noqa: E402
 
 from stackdoctor.install import argv as install_argv  # noqa: E402
@@ -97,7 +97,7 @@ def seeded(tmp_path_factory):
 def venv(seeded, tmp_path):
     """A private copy of the seeded venv (a venv copied whole keeps working through ``python -m``)."""
     dst = tmp_path / "venv"
-    shutil.copytree(seeded, dst, symlinks=True)
+    copy_venv(seeded, dst)
     return dst
 
 

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from helpers import venv_bin  # noqa: E402
+from helpers import copy_venv, new_venv, venv_bin  # noqa: E402
 from indexserver import IndexServer  # noqa: E402
 from test_install import isolated_env  # noqa: E402
 
@@ -39,7 +38,7 @@ def seeded(server, tmp_path_factory):
     """A fresh venv (real pip) holding fake torch 2.13.0+cpu alone."""
     d = tmp_path_factory.mktemp("seed")
     venv = d / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    new_venv(venv)
     cmd = [str(venv_bin(venv)), "-m", "pip", "install", "-q", "torch==2.13.0+cpu", "--index-url", f"{server.base()}/cpu"]
     subprocess.run(cmd, check=True, env=isolated_env(d))
     return venv
@@ -48,7 +47,7 @@ def seeded(server, tmp_path_factory):
 @pytest.fixture
 def venv(seeded, tmp_path):
     dst = tmp_path / "venv"
-    shutil.copytree(seeded, dst, symlinks=True)
+    copy_venv(seeded, dst)
     return dst
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 from fakesmi import fake_nvidia_smi
-from helpers import machine_env, run_sd, venv_bin
+from helpers import copy_venv, machine_env, run_sd, venv_bin
 from test_install import isolated_env
 
 from stackdoctor.install import result as install_result
@@ -136,7 +136,7 @@ def seeded(wheels, tmp_path_factory) -> Path:
 @pytest.fixture
 def venv(seeded, tmp_path) -> Path:
     dst = tmp_path / "venv"
-    shutil.copytree(seeded, dst, symlinks=True)
+    copy_venv(seeded, dst)
     return dst
 
 

@@ -11,7 +11,6 @@ standing for download.pytorch.org being unreachable, as it is on this build mach
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from helpers import copy_venv, new_venv  # noqa: E402
 from sourceserver import SourceServer  # noqa: E402
 from test_install import REPO, family, imports_fake_torch, installed, isolated_env, py  # noqa: E402
 
@@ -47,14 +47,14 @@ def src():
 @pytest.fixture(scope="module")
 def base_venv(tmp_path_factory):
     d = tmp_path_factory.mktemp("basevenv")
-    subprocess.run([sys.executable, "-m", "venv", str(d / "venv")], check=True)
+    new_venv(d / "venv")
     return d / "venv"
 
 
 @pytest.fixture
 def venv(base_venv, tmp_path):
     dst = tmp_path / "venv"
-    shutil.copytree(base_venv, dst, symlinks=True)
+    copy_venv(base_venv, dst)
     return dst
 
 

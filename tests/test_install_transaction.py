@@ -32,7 +32,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from helpers import venv_bin  # noqa: E402
+from helpers import copy_venv, venv_bin  # noqa: E402
 from indexserver import WheelSpec, _torch_files, build_wheel  # noqa: E402
 from test_install import isolated_env  # noqa: E402
 
@@ -81,7 +81,7 @@ def seeded_old(wheels, tmp_path_factory) -> Path:
 @pytest.fixture
 def venv(seeded_old, tmp_path) -> Path:
     dst = tmp_path / "venv"
-    shutil.copytree(seeded_old, dst, symlinks=True)
+    copy_venv(seeded_old, dst)
     return dst
 
 
@@ -571,7 +571,7 @@ def test_a_full_disk_puts_the_old_torch_back(seeded_old, wheels, small_fs, tmp_p
     blocks, inodes = tree_size(seeded_old)
     mount_tmpfs(small_fs, size=blocks + 3 * 1024 * 1024, nr_inodes=inodes + 10_000)  # the new build's ~8 MB do not fit
     venv = small_fs / "venv"
-    shutil.copytree(seeded_old, venv, symlinks=True)
+    copy_venv(seeded_old, venv)
     before = look(venv)
     code, res, text, ctl = run_driver(venv, wheels, tmp_path)
     assert code == 1 and res["state"] in ("old", "mixed"), res
@@ -585,7 +585,7 @@ def test_no_inodes_for_the_journal_or_the_backup_stops_before_pip(seeded_old, wh
     blocks, inodes = tree_size(seeded_old)
     mount_tmpfs(small_fs, size=blocks + 32 * 1024 * 1024, nr_inodes=inodes + 3)
     venv = small_fs / "venv"
-    shutil.copytree(seeded_old, venv, symlinks=True)
+    copy_venv(seeded_old, venv)
     before = look(venv)
     code, res, text, ctl = run_driver(venv, wheels, tmp_path)
     assert code == 1 and res["state"] == "old", res

@@ -24,6 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from helpers import new_venv
 from learnserver import LearnIndex, standin_wheel, wheel_metadata
 
 REPO = Path(__file__).resolve().parent.parent
@@ -287,7 +288,7 @@ def test_a_learned_release_installs_into_a_fresh_venv_from_a_local_folder(tmp_pa
     folder.mkdir()
     spec = WheelSpec("torch", "2.16.0+cpu", TAG, [], _torch_files("2.16.0+cpu"))
     (folder / spec.filename).write_bytes(build_wheel(spec))
-    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True, timeout=120)
+    new_venv(tmp_path / "venv")
     target = str(tmp_path / "venv" / "bin" / "python")
     p = subprocess.run(
         [sys.executable, "-m", "stackdoctor", "install", "--python", target, "--variant", "cpu", "--offline", "--find-links", str(folder), "--yes", "--json"],

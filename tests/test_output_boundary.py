@@ -28,7 +28,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from helpers import console_script  # noqa: E402
+from helpers import console_script, new_venv  # noqa: E402
 from sourceserver import SourceServer  # noqa: E402
 from test_install import family, isolated_env, py  # noqa: E402
 
@@ -110,7 +110,7 @@ def world(src, tmp_path_factory):
     """A user's environment with every credential form planted, and a venv to install into."""
     d = tmp_path_factory.mktemp("canary")
     venv = d / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    new_venv(venv)
     index = src.torch_index().replace("http://", f"http://alice:{PIP_PW}@") + "/cpu"
     s3 = f"{DEAD}/bucket/wheels/?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=ASIAQCANARY0000000000%2F20261201&X-Amz-Security-Token={S3_TOKEN}&X-Amz-Signature={S3_SIG}"
     conf = d / "pip.conf"

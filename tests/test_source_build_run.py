@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_sd
+from helpers import new_venv, run_sd
 
 pytestmark = pytest.mark.slow
 
@@ -84,7 +83,7 @@ def standin(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("venv") / "v"
-    subprocess.run([sys.executable, "-m", "venv", str(d)], check=True)
+    new_venv(d)
     return d
 
 

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import machine_env, run_sd
+from helpers import machine_env, new_venv, run_sd
 from zhscreen import english_sentences, english_words
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -275,10 +275,9 @@ def index():
 def test_install_verbose_names_its_steps_in_chinese(index, tmp_path):
     """A real pip into a real venv from an index on 127.0.0.1 (generated wheels, NOT PyTorch), ``install --yes -v``
     under zh: the step lines and the times at the end are Chinese (pip's own transcript is pip's)."""
-    import subprocess
 
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    new_venv(venv)
     env = zh_env(tmp_path, STACKDOCTOR_MATRIX="", PIP_CACHE_DIR=str(tmp_path / "pip-cache"))
     r = run_sd(["install", "--python", str(venv / "bin" / "python"), "--index-base", index.base(), "--torch", "2.13.0", "--variant", "cpu",
                 "--yes", "-v"], env=env, cwd=tmp_path, timeout=300)
