@@ -131,3 +131,23 @@ def test_the_catalogues_listings_say_not_verified(tmp_path):
     assert "severity: not verified" in run_sd(["explain", "runtime-not-verified"], env=env).stdout
     listing = run_sd(["check", "--list-checks"], env=env).stdout
     assert re.search(r"^runtime-not-verified\s+not verified\s+runtime\b", listing, re.M), listing
+
+
+def test_diff_says_not_verified_where_a_report_only_states_it(tmp_path):
+    """`diff` of the fast-path report (runtime-not-verified) and the import-path one: the finding is "not verified"
+    on the side that states it, in the table and in --json, never "ok" (the diff once showed its severity)."""
+    fast, imported = tmp_path / "fast", tmp_path / "imported"
+    fast.mkdir()
+    imported.mkdir()
+    a = replay(fast, "json")
+    b = replay(imported, "json", imported=True)
+    (tmp_path / "a.json").write_text(a.stdout, encoding="utf-8")
+    (tmp_path / "b.json").write_text(b.stdout, encoding="utf-8")
+    env = machine_env(tmp_path / "bin", None, COLUMNS="200")
+    data = run_sd(["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--json"], env=env).json()
+    (nv,) = [d for d in data["differences"] if d["key"] == "findings.runtime-not-verified"]
+    assert nv["a"] == "not-verified" and nv["b"] is None, nv
+    for lang, word in (("en", "not verified"), ("zh", "未验证")):
+        screen = run_sd(["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--lang", lang], env=env).stdout
+        (row,) = [ln for ln in screen.splitlines() if "runtime-not-verified" in ln]
+        assert word in row and not re.search(r"\bok\b", row), row

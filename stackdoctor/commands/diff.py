@@ -25,8 +25,10 @@ def _show(v: Any, key: str = "", lang: str = "en") -> str:
         return ui("nc_yes" if v else "nc_no", lang)
     if isinstance(v, list):
         return ", ".join(str(x) for x in v) if v else "[]"
-    if key.startswith("findings.") and v in ("ok", "warn", "fail"):
-        return ui("sev_" + v, lang)
+    if key.startswith("findings.") and v in ("ok", "warn", "fail", "not-verified"):
+        from stackdoctor.model.report import status_key
+
+        return ui(status_key(v), lang)
     return str(v)
 
 

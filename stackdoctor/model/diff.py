@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from stackdoctor.model.facts import Facts
-from stackdoctor.model.report import Report
+from stackdoctor.model.report import NOT_VERIFIED_STATUS, Report, status
 
 __all__ = ["DIFF_SCHEMA", "SECTION_PLACES", "Compares", "Difference", "diff_reports", "flatten_report"]
 
@@ -127,11 +127,13 @@ def flatten_report(report: Report, kinds: Sequence[Compares]) -> dict[str, Any]:
     """The compared values of one report, ``key -> value`` (``kinds``: every accelerator kind, ``stackdoctor.kinds.ALL``)."""
     out = _flatten_facts(report.facts, kinds)  # the stable keys reconcile wrote from the view
     worst: dict[str, str] = {}
-    rank = {"ok": 0, "warn": 1, "fail": 2}
+    # a finding as every output shows it (model.report.status): a statement of what was not verified is
+    # "not-verified", never "ok" (issue 42), so a diff never says a layer passed that nothing checked
+    rank = {"ok": 0, NOT_VERIFIED_STATUS: 1, "warn": 2, "fail": 3}
     for fd in report.findings:
-        prev = worst.get(fd.code)
-        if prev is None or rank.get(fd.severity, 0) > rank.get(prev, 0):
-            worst[fd.code] = fd.severity
+        prev, shown = worst.get(fd.code), status(fd)
+        if prev is None or rank.get(shown, 0) > rank.get(prev, 0):
+            worst[fd.code] = shown
     for code, sev in worst.items():
         out[f"findings.{code}"] = sev
     return out
