@@ -38,16 +38,17 @@ from test_install import isolated_env  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 OLD, NEW = "2.11.0+cpu", "2.12.0+cpu"
-N_FILES = 2000  # per build, in 40 folders: small files, so a run stays quick
+N_FILES = 2000  # per build, in 40 folders: small files, so a run stays quick, and enough that pip's uninstall and unpacking last while a watcher looks
+N_FILES_HOOKED = 200  # a trial that acts only at stackdoctor's own hook points needs no window in pip's phases (13 trials: 37 -> 20 s of CPU)
 pytestmark = [pytest.mark.posix, pytest.mark.skipif(sys.platform == "win32", reason="POSIX terminals and signals")]
 
 
-def stand_in(version: str) -> WheelSpec:
+def stand_in(version: str, n_files: int = N_FILES) -> WheelSpec:
     files = _torch_files(version)
     tag = version.replace(".", "_").replace("+", "_")
     files[f"torch/_build_{tag}.py"] = f"BUILD = {version!r}\n"  # the first file extracted: only this build has it
     files = {f"torch/_build_{tag}.py": files.pop(f"torch/_build_{tag}.py"), **files}
-    for i in range(N_FILES):
+    for i in range(n_files):
         files[f"torch/part{i % 40}/m{i}.py"] = f"# stand-in torch {version}, file {i}\nVALUE = {i}\n"
     files[f"torch-{version}.dist-info/entry_points.txt"] = "[console_scripts]\ntorchrun = torch.cuda:device_count\n"
     return WheelSpec("torch", version, "py3-none-any", [], files, ["cpu"])
@@ -63,8 +64,40 @@ def wheels(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def hooked_wheels(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("standin-wheels-hooked")
+    for v in (OLD, NEW):
+        spec = stand_in(v, N_FILES_HOOKED)
+        (d / spec.filename).write_bytes(build_wheel(spec))
+    return d
+
+
+@pytest.fixture(scope="session")
 def seeded_old(wheels, tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("seed-old")
+    return _seed(wheels, tmp_path_factory.mktemp("seed-old"))
+
+
+@pytest.fixture(scope="session")
+def hooked_seed(hooked_wheels, tmp_path_factory) -> Path:
+    return _seed(hooked_wheels, tmp_path_factory.mktemp("seed-old-hooked"))
+
+
+@pytest.fixture
+def hooked(hooked_seed, hooked_wheels, tmp_path) -> tuple[Path, Path]:
+    """A private venv holding the small stand-in torch, and the small wheels: for a trial that acts only at
+    stackdoctor's own hook points (the backup, the journal's install, verify, import, commit), never in pip's phases."""
+    dst = tmp_path / "venv"
+    copy_venv(hooked_seed, dst)
+    return dst, hooked_wheels
+
+
+@pytest.fixture
+def watched(venv, wheels) -> tuple[Path, Path]:
+    """The venv and wheels of the 2000-file stand-in: a trial that acts while pip uninstalls or unpacks."""
+    return venv, wheels
+
+
+def _seed(wheels: Path, d: Path) -> Path:
     venv = d / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     env = isolated_env(d)
@@ -300,9 +333,10 @@ INSTANTS = {
 
 @pytest.mark.headline("install")
 @pytest.mark.parametrize("instant", list(INSTANTS))
-def test_ctrl_c_on_a_terminal_leaves_exactly_the_old_torch(instant, venv, wheels, tmp_path):
-    before = look(venv)
+def test_ctrl_c_on_a_terminal_leaves_exactly_the_old_torch(instant, request, tmp_path):
     spec = INSTANTS[instant]
+    venv, wheels = request.getfixturevalue("watched" if "watch" in spec else "hooked")
+    before = look(venv)
     watch = spec.get("watch")
     code, res, text, ctl = run_driver(venv, wheels, tmp_path, actions=spec.get("actions"), watch=watch(venv) if watch else None)
     assert ("watch" if watch else next(iter(spec["actions"]))) in ctl.seen, (ctl.seen, text[-2000:])
@@ -364,7 +398,8 @@ def test_sigterm_and_sighup_stop_pip_and_put_the_old_torch_back(sig, code, venv,
 
 
 @pytest.mark.parametrize("instant", ["before-installer", "extracting", "sigterm"])
-def test_uv_goes_through_the_same_transaction(instant, venv, wheels, tmp_path):
+def test_uv_goes_through_the_same_transaction(instant, request, tmp_path):
+    venv, wheels = request.getfixturevalue("watched" if instant == "extracting" else "hooked")
     before = look(venv)
     if instant == "before-installer":
         code, res, text, ctl = run_driver(venv, wheels, tmp_path, installer="uv", actions={"install": None})
@@ -383,7 +418,8 @@ def test_uv_goes_through_the_same_transaction(instant, venv, wheels, tmp_path):
 
 
 @pytest.mark.parametrize("installer", ["pip", "uv"])
-def test_uv_and_pip_install_the_new_build_exactly(installer, venv, wheels, tmp_path):
+def test_uv_and_pip_install_the_new_build_exactly(installer, hooked, tmp_path):
+    venv, wheels = hooked
     code, res, text, ctl = run_driver(venv, wheels, tmp_path, installer=installer)
     assert code == 0 and res["state"] == "new", res
     assert res["message"] == "torch 2.12.0+cpu imports in the target."
@@ -481,7 +517,8 @@ def test_install_recover_after_a_kill_puts_the_old_torch_back(venv, wheels, tmp_
 # ---------------------------------------------------------------------------- two installs at once
 
 
-def test_a_second_install_into_the_same_environment_is_refused_in_one_sentence(venv, wheels, tmp_path):
+def test_a_second_install_into_the_same_environment_is_refused_in_one_sentence(hooked, tmp_path):
+    venv, wheels = hooked
     hook_dir = tmp_path / "hooks"
     hook_dir.mkdir()
     env = isolated_env(tmp_path)
@@ -523,7 +560,8 @@ def test_a_damaged_torch_is_backed_up_as_it_is_and_put_back_so(venv, wheels, tmp
     assert left_behind(venv) == [] and imports(venv) == OLD
 
 
-def test_a_damaged_torch_of_the_planned_build_is_not_already_satisfied(venv, wheels, tmp_path):
+def test_a_damaged_torch_of_the_planned_build_is_not_already_satisfied(hooked, tmp_path):
+    venv, wheels = hooked
     from stackdoctor.install import transaction
     from stackdoctor.install import verify as install_verify
     from stackdoctor.model.plan import Plan, PlannedPackage
@@ -599,7 +637,8 @@ def test_no_inodes_for_the_journal_or_the_backup_stops_before_pip(seeded_old, wh
 
 
 @pytest.mark.parametrize("watch", ["extracting", "verify"])
-def test_interrupted_into_a_fresh_venv_leaves_no_torch_files(watch, venv, wheels, tmp_path):
+def test_interrupted_into_a_fresh_venv_leaves_no_torch_files(watch, request, tmp_path):
+    venv, wheels = request.getfixturevalue("watched" if watch == "extracting" else "hooked")
     subprocess.run([str(venv_bin(venv)), "-m", "pip", "uninstall", "-q", "-y", "torch"], check=True, env=isolated_env(tmp_path))
     site = site_of(venv)
     assert not (site / "torch").exists() and not (venv / "bin" / "torchrun").exists()
