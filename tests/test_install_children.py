@@ -27,10 +27,10 @@ from test_install_transaction import (  # noqa: E402
     DRIVER,
     REPO,
     Controller,
-    seeded_old,  # noqa: F401 - a fixture
+    hooked,  # noqa: F401 - a fixture
+    hooked_seed,  # noqa: F401 - a fixture
+    hooked_wheels,  # noqa: F401 - a fixture
     site_of,
-    venv,  # noqa: F401 - a fixture
-    wheels,  # noqa: F401 - a fixture
 )
 
 pytestmark = [pytest.mark.posix, pytest.mark.linux, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux: /proc, PR_SET_PDEATHSIG")]
@@ -80,7 +80,8 @@ DRIVER_LEFTOVERS = DRIVER.replace(OLD_PLAN, OLD_PLAN + 'plan.leftovers = ["nvidi
 
 
 @pytest.mark.parametrize("point, worker", CASES, ids=[w for _, w in CASES])
-def test_a_sigkill_of_stackdoctor_alone_leaves_no_worker_of_the_install(point, worker, venv, wheels, tmp_path):  # noqa: F811
+def test_a_sigkill_of_stackdoctor_alone_leaves_no_worker_of_the_install(point, worker, hooked, tmp_path):  # noqa: F811
+    venv, wheels = hooked  # the small stand-in: the worker is held at a hook point, never in pip's phases
     (site_of(venv) / "zz_sd_test_slow_worker.pth").write_text(PTH)
     hooks = tmp_path / "hooks"
     hooks.mkdir()
