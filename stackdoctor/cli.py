@@ -141,6 +141,18 @@ def _not_empty(ctx: Any, param: Any, value: Any) -> Any:
     return value
 
 
+def _not_empty_then(callback: Any) -> Any:
+    """An option's own callback (a kind's what-if flag keeping its value), with :func:`_not_empty` ahead of it."""
+    if getattr(callback, "_after_not_empty", False):
+        return callback
+
+    def both(ctx: Any, param: Any, value: Any) -> Any:
+        return callback(ctx, param, _not_empty(ctx, param, value))
+
+    both._after_not_empty = True  # type: ignore[attr-defined]
+    return both
+
+
 _DIGITS = re.compile(r"-?[0-9]+")
 _DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 
@@ -247,8 +259,8 @@ def _word_metavars(command: object, name: str = "") -> None:
             continue
         if getattr(param, "metavar", None) is None:
             param.metavar = _word_for(name, param)
-        if getattr(param, "param_type_name", "") == "option" and getattr(param, "callback", None) is None:
-            param.callback = _not_empty
+        if getattr(param, "param_type_name", "") == "option" and getattr(param, "callback", None) is not _not_empty:
+            param.callback = _not_empty if param.callback is None else _not_empty_then(param.callback)
         if getattr(param, "param_type_name", "") == "argument":
             param.display_type_rich = lambda ctx: None  # the metavar says it; no "<str>" after it
 

@@ -29,9 +29,7 @@ def _what_if_device(kind: str) -> object:
 
     def keep(ctx: typer.Context, param: object, value: object) -> object:
         names = [str(v) for v in (value or ())]  # type: ignore[attr-defined]
-        if any(not n.strip() for n in names):
-            raise typer.BadParameter("the value is empty", ctx=ctx, param=param)  # type: ignore[arg-type]
-        if names:
+        if names:  # an empty one was refused before (cli._not_empty runs ahead of every option's callback)
             ctx.meta.setdefault(WHAT_IF_DEVICES, {})[kind] = names
         return value
 
@@ -42,9 +40,7 @@ def _what_if_value(kind: str, key: str) -> object:
     """The callback of a kind's what-if value of its host (``--rocm-userspace 6.3.1``): kept in the context for the command."""
 
     def keep(ctx: typer.Context, param: object, value: object) -> object:
-        if value is not None and not str(value).strip():  # as every option given an empty value (cli._not_empty)
-            raise typer.BadParameter("the value is empty", ctx=ctx, param=param)  # type: ignore[arg-type]
-        if value is not None:
+        if value is not None:  # an empty one was refused before (cli._not_empty runs ahead of every option's callback)
             ctx.meta.setdefault(WHAT_IF_VALUES, {}).setdefault(kind, {})[key] = str(value)
         return value
 
