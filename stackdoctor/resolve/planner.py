@@ -22,6 +22,7 @@ from stackdoctor.resolve.variant_fit import (
     Fit,
     Reject,
     best_gpu_fit,
+    cpu_fits,
     fit_variant,
     gpu_subsets,
     gpu_summary,
@@ -360,15 +361,7 @@ def _cpu_build(view: MachineView, matrix: Matrix, request: Request, t: Target, c
                companion: dict[str, kinds.Companion]) -> Plan:
     """The newest release with a CPU build for this platform and Python (beside the companion a kind pairs with it)."""
     cpu_rejects: list[str] = []
-    for rel, ver in cands:
-        v = rel.variant(kinds.CPU)
-        if v is None:
-            continue
-        try:
-            fit = fit_variant(rel, ver, v, t, matrix, request, [])
-        except Reject as r:
-            cpu_rejects.append(f"torch {ver}: {r.reason}")
-            continue
+    for _rel, ver, fit in cpu_fits(cands, t, matrix, request, cpu_rejects):
         if str(ver) not in companion:  # else the companion's own reasons say why this build (with_companion)
             _cpu_reason(request, t, plan, kind, gpus, ver)
         if plan.suggestions:

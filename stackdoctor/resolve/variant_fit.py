@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from packaging.version import Version
@@ -133,6 +134,22 @@ def fit_variant(release: Release, version: Version, variant: Variant, t: Target,
         acc.fit(fit, release, version, variant, tag, t, matrix, gpus, request.variant == "auto")
     announced_note(fit, tag)
     return fit
+
+
+def cpu_fits(cands: Sequence[tuple[Release, Version]], t: Target, matrix: Matrix, request: Request,
+             rejects: list[str]) -> Iterator[tuple[Release, Version, Fit]]:
+    """The candidates' CPU builds that fit the target, newest first, each with its fit; a release without one is passed
+    over, and why a build does not fit is added to ``rejects`` ("torch 2.9.0: ...")."""
+    for rel, ver in cands:
+        v = rel.variant(kinds.CPU)
+        if v is None:
+            continue
+        try:
+            fit = fit_variant(rel, ver, v, t, matrix, request, [])
+        except Reject as r:
+            rejects.append(f"torch {ver}: {r.reason}")
+            continue
+        yield rel, ver, fit
 
 
 def kind_version(v: Variant) -> tuple[int, ...]:

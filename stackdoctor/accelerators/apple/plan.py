@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from packaging.version import Version
 
+from stackdoctor import kinds
 from stackdoctor.core.versions import major_minor
 from stackdoctor.matrix import Matrix, Release
 from stackdoctor.model.plan import Plan, Rejected, Request
@@ -12,28 +13,20 @@ from stackdoctor.model.view import MachineView
 from stackdoctor.resolve.machine import Target
 from stackdoctor.resolve.packages import finish
 from stackdoctor.resolve.planner import nothing_suggestions
-from stackdoctor.resolve.variant_fit import Fit, Reject, fit_variant
+from stackdoctor.resolve.variant_fit import Fit, cpu_fits
 
 
 def resolve_macos(view: MachineView, matrix: Matrix, request: Request, t: Target, cands: list[tuple[Release, Version]], plan: Plan) -> Plan:
     """macOS: the default PyPI build (no local suffix); on Apple silicon it carries MPS."""
     rejects: list[str] = []
     first_ok: Fit | None = None
-    for rel, ver in cands:
-        v = rel.variant("cpu")
-        if v is None:
-            continue
-        try:
-            fit = fit_variant(rel, ver, v, t, matrix, request, [])
-        except Reject as r:
-            rejects.append(f"torch {ver}: {r.reason}")
-            continue
+    for rel, ver, fit in cpu_fits(cands, t, matrix, request, rejects):
         if t.arch == "arm64":
             mps = major_minor(rel.mps_min_macos)
             if mps and t.macos and t.macos < mps:
                 if first_ok is None:
                     first_ok = fit
-                plan.rejected.append(Rejected("cpu", f"torch {ver}: installs on macOS {t.macos[0]}.{t.macos[1]}, but its MPS needs macOS >= {rel.mps_min_macos}", torch=str(ver)))
+                plan.rejected.append(Rejected(kinds.CPU, f"torch {ver}: installs on macOS {t.macos[0]}.{t.macos[1]}, but its MPS needs macOS >= {rel.mps_min_macos}", torch=str(ver)))
                 continue
             plan.reasons.append(f"torch {ver}: the newest {'requested ' if request.torch else ''}release for macOS arm64; PyPI's default build carries MPS (Apple GPU): its cpu variant is the Apple GPU build too")
             if first_ok is not None:
