@@ -46,7 +46,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """The package's bytecode, compiled once before any test runs (by the xdist controller, before its workers start).
-    The suite starts stackdoctor as a process about 1500 times; where nothing has written its ``__pycache__`` (a fresh
+    The suite starts stackdoctor as a process about 1000 times; where nothing has written its ``__pycache__`` (a fresh
     clone on a machine that sets ``PYTHONDONTWRITEBYTECODE``, as the project's CI machine does) each of them compiled
     every module from source, which doubled its start (``stackdoctor --version``: 0.21 s -> 0.10 s of CPU)."""
     if hasattr(config, "workerinput"):
