@@ -22,6 +22,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import forkserver
 import pytest
 
 # Under the test suite a rule that raises fails the run (stackdoctor.rules.core.judge), in this process and in
@@ -274,30 +275,35 @@ def _every_document_keeps_the_contract():
     schema, has a fix on every warn/fail finding and only codes that ``explain`` documents in both languages;
     a plan (``plan/1``), kernels (``kernels/1``) or diff (``diff/2``) document validates against its shipped
     schema. It hooks ``subprocess.Popen.communicate``, which ``subprocess.run`` uses too, so a stackdoctor
-    started either way (even behind ``ip netns exec``) is seen."""
+    started either way (even behind ``ip netns exec``) is seen, and ``tests/forkserver.py``'s runs."""
     import json as _json
 
     from helpers import SEEN_DOCUMENTS, check_document
 
     real_popen = subprocess.Popen
 
+    def check(args: object, returncode: int | None, out: object) -> None:
+        if returncode in (0, 1) and _is_stackdoctor(args):
+            argv = [str(a) for a in args]  # type: ignore[union-attr]
+            for text in _documents(argv, out):
+                if '"schema": "stackdoctor.' not in text[:300]:
+                    continue
+                try:
+                    data = _json.loads(text)
+                except ValueError:
+                    continue
+                check_document(data)
+
     class CheckedPopen(real_popen):  # type: ignore[misc,valid-type]
         def communicate(self, *args, **kwargs):
             out, err = super().communicate(*args, **kwargs)
-            if self.returncode in (0, 1) and _is_stackdoctor(self.args):
-                argv = [str(a) for a in self.args]
-                for text in _documents(argv, out):
-                    if '"schema": "stackdoctor.' not in text[:300]:
-                        continue
-                    try:
-                        data = _json.loads(text)
-                    except ValueError:
-                        continue
-                    check_document(data)
+            check(self.args, self.returncode, out)
             return out, err
 
     subprocess.Popen = CheckedPopen  # type: ignore[misc]
+    forkserver.AFTER_RUN.append(check)  # a command forked from tests/forkserver.py is seen too
     yield SEEN_DOCUMENTS
+    forkserver.AFTER_RUN.remove(check)
     subprocess.Popen = real_popen  # type: ignore[misc]
 
 
@@ -347,6 +353,7 @@ def pytest_runtest_logreport(report):
 
 def pytest_sessionfinish(session, exitstatus):
     """With STACKDOCTOR_HEADLINE_REPORT=FILE (set by .ci/run), write what became of every headline test there."""
+    forkserver.close_all()  # this process's fork servers (tests/forkserver.py) end with it
     path = os.environ.get("STACKDOCTOR_HEADLINE_REPORT")
     if not path or hasattr(session.config, "workerinput"):  # xdist workers report to the controller, which writes
         return

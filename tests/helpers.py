@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import forkserver
+
 REPO = Path(__file__).resolve().parents[1]
 
 # What a child process needs from the environment on Windows (Python will not start without SYSTEMROOT).
@@ -212,20 +214,33 @@ def run_sd(args: list[str], *, env: dict[str, str] | None = None, timeout: float
     argv = list(args) if args and os.path.basename(str(args[0])) == "stackdoctor" else [*console_script(), *args]
     drop = {"user": user, "group": user, "extra_groups": []} if user is not None else {}
     start = time.monotonic()
-    proc = subprocess.run(
-        argv,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        cwd=cwd,
-        input=stdin,
-        **drop,  # type: ignore[arg-type]
-    )
+    proc = None if user is not None else forkserver.run(argv, env=env, cwd=cwd, stdin=stdin, timeout=timeout)
+    if proc is None:
+        proc = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+            cwd=cwd,
+            input=stdin,
+            **drop,  # type: ignore[arg-type]
+        )
     run = Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
     assert "Traceback" not in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stdout, proc.stdout
     return run  # every report it printed was checked by conftest's _every_report_keeps_the_contract
+
+
+def run_stackdoctor(argv: list, **kwargs) -> subprocess.CompletedProcess:
+    """``subprocess.run(argv, capture_output=True, **kwargs)`` for a stackdoctor command line (its console script or
+    ``sys.executable -m stackdoctor``), forked from an interpreter that has imported it (tests/forkserver.py) where it
+    can be, else exactly that call. ``kwargs``: ``env``, ``cwd``, ``timeout``, ``text``, ``stdin``, ``input``."""
+    assert set(kwargs) <= {"env", "cwd", "timeout", "text", "stdin", "input"}, kwargs
+    feed = kwargs.get("input") if kwargs.get("input") is not None else kwargs.get("stdin")
+    done = forkserver.run([os.fsdecode(a) for a in argv], env=kwargs.get("env"), cwd=kwargs.get("cwd"), stdin=feed, timeout=kwargs.get("timeout"),
+                          text=bool(kwargs.get("text")))
+    return done if done is not None else subprocess.run(argv, capture_output=True, **kwargs)
 
 
 def machine_env(bindir: Path, sysroot: Path | None = None, **extra: str) -> dict[str, str]:

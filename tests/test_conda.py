@@ -29,7 +29,7 @@ from stackdoctor.reconcile import reconcile
 from stackdoctor.resolve import resolve
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers import new_venv  # noqa: E402
+from helpers import new_venv, run_stackdoctor  # noqa: E402
 from test_install import REPO, isolated_env  # noqa: E402
 
 
@@ -180,8 +180,8 @@ def fake_tool(bindir: Path, name: str, log: Path) -> None:
 
 
 def sd(args, env, cwd=REPO):
-    p = subprocess.run([sys.executable, "-m", "stackdoctor", "install", *args], env=env, capture_output=True, text=True, timeout=120,
-                       stdin=subprocess.DEVNULL, cwd=cwd)
+    p = run_stackdoctor([sys.executable, "-m", "stackdoctor", "install", *args], env=env, text=True, timeout=120,
+                        stdin=subprocess.DEVNULL, cwd=cwd)
     assert "Traceback" not in p.stderr + p.stdout, p.stderr
     return p
 

@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from helpers import run_stackdoctor
 from rich.console import Console
 from test_redact import HOST, assert_clean, planted_report
 
@@ -32,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     e = {**os.environ, **(env or {})}
     e.pop("GITHUB_STEP_SUMMARY", None) if env is None or "GITHUB_STEP_SUMMARY" not in env else None
-    return subprocess.run([sys.executable, "-m", "stackdoctor", *args], cwd=cwd or REPO, env=e, capture_output=True, text=True, timeout=timeout)
+    return run_stackdoctor([sys.executable, "-m", "stackdoctor", *args], cwd=cwd or REPO, env=e, text=True, timeout=timeout)
 
 
 def mixed_report():

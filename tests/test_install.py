@@ -23,7 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from helpers import copy_venv, venv_bin  # noqa: E402
+from helpers import copy_venv, run_stackdoctor, venv_bin  # noqa: E402
 from indexserver import FAKE_MARK, IndexServer  # noqa: E402
 
 from stackdoctor.install import argv as install_argv  # noqa: E402
@@ -343,9 +343,8 @@ def test_two_dist_infos_stop_the_install_before_anything_changes(server, venv, s
 
 
 def sd(args: list[str], env: dict[str, str], timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "stackdoctor", "install", *args], env=env, capture_output=True, text=True, timeout=timeout,
-        stdin=subprocess.DEVNULL, cwd=REPO,
+    return run_stackdoctor(
+        [sys.executable, "-m", "stackdoctor", "install", *args], env=env, text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd=REPO,
     )
 
 

@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from helpers import copy_venv, new_venv, venv_bin  # noqa: E402
+from helpers import copy_venv, new_venv, run_stackdoctor, venv_bin  # noqa: E402
 from indexserver import IndexServer  # noqa: E402
 from test_install import isolated_env  # noqa: E402
 
@@ -60,8 +60,8 @@ def family(venv: Path) -> dict[str, str]:
 def sd(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     env = isolated_env(tmp_path)
     env["STACKDOCTOR_MATRIX"] = ""
-    return subprocess.run([sys.executable, "-m", "stackdoctor", "install", *args], env=env, capture_output=True, text=True, timeout=300,
-                          stdin=subprocess.DEVNULL, cwd=REPO)
+    return run_stackdoctor([sys.executable, "-m", "stackdoctor", "install", *args], env=env, text=True, timeout=300,
+                           stdin=subprocess.DEVNULL, cwd=REPO)
 
 
 def test_adding_torchvision_keeps_the_working_cpu_torch(server, venv, tmp_path):

@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from helpers import copy_venv, new_venv  # noqa: E402
+from helpers import copy_venv, new_venv, run_stackdoctor  # noqa: E402
 from sourceserver import SourceServer  # noqa: E402
 from test_install import REPO, family, imports_fake_torch, installed, isolated_env, py  # noqa: E402
 
@@ -75,9 +75,8 @@ def pip_conf(tmp_path: Path, **settings: str) -> str:
 
 
 def sd(args: list[str], env: dict[str, str], cwd: Path | str = REPO, timeout: float = 300) -> subprocess.CompletedProcess:
-    p = subprocess.run(
-        [sys.executable, "-m", "stackdoctor", "install", *args], env=env, capture_output=True, text=True,
-        timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd,
+    p = run_stackdoctor(
+        [sys.executable, "-m", "stackdoctor", "install", *args], env=env, text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd,
     )
     assert "Traceback" not in p.stderr + p.stdout, p.stderr[-3000:]
     return p

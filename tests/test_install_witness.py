@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from helpers import new_venv
+from helpers import new_venv, run_stackdoctor
 from learnserver import LearnIndex, standin_wheel, wheel_metadata
 
 REPO = Path(__file__).resolve().parent.parent
@@ -125,9 +125,9 @@ def user_env(tmp: Path, **extra: str) -> dict[str, str]:
 
 
 def sd(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    p = subprocess.run(
+    p = run_stackdoctor(
         [sys.executable, "-m", "stackdoctor", "install", "--python", sys.executable, "--variant", "cpu", *args],
-        env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, cwd=REPO,
+        env=env, text=True, timeout=300, stdin=subprocess.DEVNULL, cwd=REPO,
     )
     assert "Traceback" not in p.stderr + p.stdout, p.stderr[-3000:]
     return p

@@ -28,7 +28,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from helpers import console_script, new_venv  # noqa: E402
+from helpers import console_script, new_venv, run_stackdoctor  # noqa: E402
 from sourceserver import SourceServer  # noqa: E402
 from test_install import family, isolated_env, py  # noqa: E402
 
@@ -146,7 +146,7 @@ def world(src, tmp_path_factory):
 
 
 def sd(args: list[str], env: dict[str, str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-    p = subprocess.run([*console_script(), *args], env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd)
+    p = run_stackdoctor([*console_script(), *args], env=env, text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd)
     assert "Traceback" not in p.stderr + p.stdout, p.stderr[-3000:]
     return p
 

@@ -20,7 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from helpers import console_script, venv_bin  # noqa: E402
+from helpers import console_script, run_stackdoctor, venv_bin  # noqa: E402
 
 HOSTILE = "2.14.1\x1b]0;owned\x07\x1b[2J"
 INIT = f"__version__ = {HOSTILE!r}\nclass version:\n    cuda = None\n    hip = None\n    git_version = 'abc\\r\\n[ok] everything is fine'\n"
@@ -44,7 +44,7 @@ def hostile(tmp_path_factory):
 
 
 def sd(args: list, env: dict, **kw) -> subprocess.CompletedProcess:
-    p = subprocess.run([*console_script(), *args], env=env, capture_output=True, timeout=180, stdin=subprocess.DEVNULL, **kw)
+    p = run_stackdoctor([*console_script(), *args], env=env, timeout=180, stdin=subprocess.DEVNULL, **kw)
     assert b"Traceback" not in p.stderr + p.stdout, p.stderr[-3000:]
     return p
 
