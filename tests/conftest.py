@@ -16,6 +16,7 @@ import contextlib
 import os
 import shlex
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -28,6 +29,11 @@ import pytest
 # Under the test suite a rule that raises fails the run (stackdoctor.rules.core.judge), in this process and in
 # every stackdoctor the tests start; outside tests it becomes a visible `rule-error` finding.
 os.environ.setdefault("STACKDOCTOR_STRICT_RULES", "1")
+
+# A suite started in the background of a script (``pytest &`` with no job control) inherits SIGINT ignored, and so would
+# every stackdoctor it starts: the Ctrl-C tests would then wait out their timeouts and fail. Python's own handler back.
+if hasattr(signal, "SIGINT") and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_REAL = REPO.parent / "shared" / "fixtures" / "real"

@@ -206,7 +206,8 @@ class Run:
 
 def run_sd(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 120, cwd: str | os.PathLike | None = None, stdin: str | None = None,
            user: int | None = None) -> Run:
-    """Run stackdoctor; asserts no traceback ever reaches the user.
+    """Run stackdoctor; asserts no traceback ever reaches the user. Forked from an interpreter that has imported it
+    where it can be (tests/forkserver.py; ``user`` runs always start a fresh one), else started as the console script.
 
     ``args`` may start with the path of another ``stackdoctor`` console script (e.g. the copy uid 65534 can
     read, tests/unprivileged.py); ``user`` runs it as that uid/gid with no supplementary groups (needs root).
