@@ -17,7 +17,7 @@ What differs from a fresh interpreter is what was done before the fork, and each
 - An interpreter's start depends on its environment (the locale decides the standard streams' encoding; ``PYTHON*``
   variables the module path and the flags; typer reads ``TYPER_*`` when imported). A server is started per distinct
   set of those variables, with them set, the second time a set is asked for (a set asked for once, such as one test's
-  temporary ``PYTHONPATH``, gets a fresh interpreter); at most six per test process.
+  temporary ``PYTHONPATH``, gets a fresh interpreter); at most six per test process, the least recently used ending.
 - The dataclasses' method cache (``stackdoctor.core.classcode``) is off while the server imports and is installed in
   the child under the child's environment, as the console script would have installed it.
 
@@ -44,7 +44,7 @@ from pathlib import Path
 _START_EXACT = ("LANG", "LANGUAGE")
 _START_PREFIXES = ("LC_", "PYTHON", "TYPER_", "_TYPER_")
 AFTER_RUN: list = []  # callables (argv, returncode, stdout) told of every finished run (tests/conftest.py checks its documents)
-MAX_SERVERS = 6  # per test process; a further startup environment gets fresh interpreters
+MAX_SERVERS = 6  # per test process; a seventh startup environment ends the server asked for longest ago
 
 # What a command imports anyway: the command line, every command and the layers they run.
 PRELOAD = (
@@ -225,15 +225,18 @@ _ASKED: dict[str, int] = {}
 
 def _server_for(env: dict[str, str]) -> _Server | None:
     """The server for ``env``'s startup variables: started the second time they are asked for (a set one test alone
-    uses, a temporary PYTHONPATH, costs no server), at most :data:`MAX_SERVERS` of them."""
+    uses, a temporary PYTHONPATH, costs no server); past :data:`MAX_SERVERS`, the one asked for longest ago ends."""
     start = startup_env(env)
     key = json.dumps(start, sort_keys=True)
-    server = _SERVERS.get(key)
+    server = _SERVERS.pop(key, None)
     if server is None:
         _ASKED[key] = _ASKED.get(key, 0) + 1
-        if _ASKED[key] < 2 or len(_SERVERS) >= MAX_SERVERS:
+        if _ASKED[key] < 2:
             return None
-        server = _SERVERS[key] = _Server(start)
+        while len(_SERVERS) >= MAX_SERVERS:  # the one asked for longest ago goes
+            _SERVERS.pop(next(iter(_SERVERS))).close()
+        server = _Server(start)
+    _SERVERS[key] = server  # last asked for: last in the order
     return None if server.filled or server.proc.poll() is not None else server
 
 

@@ -105,3 +105,16 @@ def test_a_timeout_stops_the_forked_command_as_subprocess_run_does(tmp_path, fak
     while time.monotonic() < end and Path(f"/proc/{pid}").exists():
         time.sleep(0.05)
     assert not Path(f"/proc/{pid}").exists(), f"the timed-out command {pid} still runs"
+
+
+@pytest.mark.posix
+def test_more_startup_environments_than_servers_are_still_served(tmp_path, monkeypatch):
+    """Past the servers a test process keeps, the one asked for longest ago ends and the new set is served (a full
+    house once left a test of this file with fresh interpreters only, in CI)."""
+    monkeypatch.setattr(forkserver, "MAX_SERVERS", 1)
+    for lang in ("C.UTF-8", "zh_CN.UTF-8", "C.UTF-8"):
+        env = machine_env(tmp_path / "bin", None, LANG=lang)
+        for _ in range(2):
+            said = forkserver.run([*console_script(), "--version"], env=env, cwd=tmp_path, stdin=None, timeout=60)
+        assert said is not None and said.returncode == 0 and said.stdout.startswith("stackdoctor "), (lang, said)
+        assert len(forkserver._SERVERS) == 1
