@@ -233,10 +233,10 @@ def _server_for(env: dict[str, str]) -> _Server | None:
         _ASKED[key] = _ASKED.get(key, 0) + 1
         if _ASKED[key] < 2:
             return None
-        while len(_SERVERS) >= MAX_SERVERS:  # the one asked for longest ago goes
-            _SERVERS.pop(next(iter(_SERVERS))).close()
         server = _Server(start)
     _SERVERS[key] = server  # last asked for: last in the order
+    while len(_SERVERS) > MAX_SERVERS:  # the one asked for longest ago goes
+        _SERVERS.pop(next(iter(_SERVERS))).close()
     return None if server.filled or server.proc.poll() is not None else server
 
 
