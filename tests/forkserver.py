@@ -125,13 +125,14 @@ def _serve(sock_path: str, ready_fd: int) -> None:
     for name in PRELOAD:
         importlib.import_module(name)
     filled = _filled_caches()
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if not filled:  # listening before it says it is ready: a request never finds no socket there
+        srv.bind(sock_path)
+        srv.listen(8)
     with os.fdopen(ready_fd, "w") as ready:
         ready.write(json.dumps({"filled": filled}))
     if filled:
         return
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(sock_path)
-    srv.listen(8)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # each request's waiter is reaped by the kernel
     sys.stdout.flush()
     sys.stderr.flush()
