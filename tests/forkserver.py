@@ -174,16 +174,18 @@ class _Server:
         self.sock = os.path.join(self.folder, "s")
         env = {"PATH": "/usr/bin:/bin", "HOME": self.folder, "STACKDOCTOR_NO_CACHE": "1", **start_env}
         r, w = os.pipe()
-        self.proc = subprocess.Popen([sys.executable, __file__, self.sock, str(w)], env=env, pass_fds=(w,), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-        os.close(w)
-        with os.fdopen(r) as ready:
-            said = ready.read()
-        try:
-            self.filled = json.loads(said)["filled"]
-        except (ValueError, KeyError):
-            err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
-            self.filled = [f"the server did not start: {err[-2000:]}"]
+        # its stderr in a file, never a pipe nobody reads (a server that wrote much there would block before it is ready)
+        with open(os.path.join(self.folder, "stderr"), "w+b") as err:
+            self.proc = subprocess.Popen([sys.executable, __file__, self.sock, str(w)], env=env, pass_fds=(w,), stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+            os.close(w)
+            with os.fdopen(r) as ready:
+                said = ready.read()
+            try:
+                self.filled = json.loads(said)["filled"]
+            except (ValueError, KeyError):
+                err.seek(0)
+                self.filled = [f"the server did not start: {err.read().decode(errors='replace')[-2000:]}"]
         if self.filled:
             warnings.warn(f"tests/forkserver.py: commands run as fresh interpreters: {'; '.join(self.filled)}", stacklevel=3)
             self.proc.kill()
@@ -203,9 +205,9 @@ class _Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        for p in (self.sock,):
+        for name in ("s", "stderr"):
             try:
-                os.unlink(p)
+                os.unlink(os.path.join(self.folder, name))
             except OSError:
                 pass
         try:
