@@ -21,8 +21,12 @@ What differs from a fresh interpreter is what was done before the fork, and each
 - The dataclasses' method cache (``stackdoctor.core.classcode``) is off while the server imports and is installed in
   the child under the child's environment, as the console script would have installed it.
 
-``STACKDOCTOR_TEST_FORK=0`` turns this off: every command is a fresh interpreter (``tests/test_the_suite.py`` runs a
-sample of commands both ways and compares what they print).
+What is not held: the commands forked from one server share its string-hash seed (a fresh interpreter draws its
+own), so an output whose order depends on a set of strings would not vary between them as between fresh runs.
+
+``STACKDOCTOR_TEST_FORK=0`` turns this off: every command is a fresh interpreter (``tests/test_forkserver.py`` runs a
+sample of commands both ways and compares what they print). ``STACKDOCTOR_TEST_FORK_LOG=FILE`` writes a line per
+command there: forked or not, and its startup variables.
 """
 
 from __future__ import annotations
@@ -83,8 +87,6 @@ def _filled_caches() -> list[str]:
             info = getattr(value, "cache_info", None)
             if callable(info) and isinstance(value, functools._lru_cache_wrapper) and info().currsize:
                 found.append(f"{name}.{attr}")
-    import tempfile
-
     if tempfile.tempdir is not None:  # chosen from TMPDIR once per process: each command chooses its own
         found.append("tempfile.tempdir")
     return found
@@ -108,8 +110,31 @@ def _child(header: dict, fds: list[int]) -> None:
     from stackdoctor.core import classcode
 
     classcode.install()  # as the command's own process does, now under its environment
-    main(header["args"])
-    os._exit(0)  # pragma: no cover - main always leaves through os._exit
+    main(header["args"])  # never returns: main leaves through os._exit
+
+
+def _wait_for_command(conn: socket.socket, header: dict, fds: list[int]) -> None:
+    """In the waiter: fork the command, say its pid, wait for it, say how it ended. Neither process ever returns into
+    the server's loop: each leaves through ``os._exit`` (a command whose start failed says why on its own stderr)."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    pid = os.fork()
+    if pid == 0:
+        conn.close()
+        try:
+            _child(header, fds)
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()  # on the test's pipe: run_sd's "no traceback" check fails on it
+        os._exit(70)
+    for fd in fds:
+        os.close(fd)
+    try:
+        conn.sendall(struct.pack("!q", pid))
+        _, status = os.waitpid(pid, 0)
+        conn.sendall(struct.pack("!q", os.waitstatus_to_exitcode(status)))
+    except OSError:  # the test process stopped listening (its timeout killed the command)
+        pass
 
 
 def _serve(sock_path: str, ready_fd: int) -> None:
@@ -147,19 +172,12 @@ def _serve(sock_path: str, ready_fd: int) -> None:
             conn.close()
             return
         header = json.loads(raw)
-        if os.fork() == 0:  # the waiter: forks the command, says its pid, waits for it, says how it ended
-            srv.close()
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            pid = os.fork()
-            if pid == 0:
-                conn.close()
-                _child(header, fds)
-            for fd in fds:
-                os.close(fd)
-            conn.sendall(struct.pack("!q", pid))
-            _, status = os.waitpid(pid, 0)
-            conn.sendall(struct.pack("!q", os.waitstatus_to_exitcode(status)))
-            os._exit(0)
+        if os.fork() == 0:  # the waiter
+            try:
+                srv.close()
+                _wait_for_command(conn, header, fds)
+            finally:
+                os._exit(0)
         for fd in fds:
             os.close(fd)
         conn.close()
@@ -252,7 +270,8 @@ def close_all() -> None:
 def run(argv: list[str], *, env: dict[str, str] | None, cwd: str | os.PathLike | None, stdin: str | bytes | int | None,
         timeout: float | None, text: bool = True) -> subprocess.CompletedProcess | None:
     """``subprocess.run(argv, capture_output=True, ...)`` for a stackdoctor command line, forked from a server; None
-    when it cannot be (not Linux, turned off, an environment that changes the interpreter's path, a server refused).
+    when it is not (not Linux, turned off, another program or stdin, startup variables asked for the first time, a
+    server that refused or could not be reached): the caller then starts it fresh.
 
     ``argv``: the console script or ``sys.executable -m stackdoctor``, then the arguments. ``stdin``: text or bytes
     to feed, ``subprocess.DEVNULL``, or None (this process's own, as ``subprocess.run`` would hand it on)."""

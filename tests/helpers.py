@@ -215,18 +215,10 @@ def run_sd(args: list[str], *, env: dict[str, str] | None = None, timeout: float
     argv = list(args) if args and os.path.basename(str(args[0])) == "stackdoctor" else [*console_script(), *args]
     drop = {"user": user, "group": user, "extra_groups": []} if user is not None else {}
     start = time.monotonic()
-    proc = None if user is not None else forkserver.run(argv, env=env, cwd=cwd, stdin=stdin, timeout=timeout)
-    if proc is None:
-        proc = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=timeout,
-            cwd=cwd,
-            input=stdin,
-            **drop,  # type: ignore[arg-type]
-        )
+    if user is None:
+        proc = run_stackdoctor(argv, text=True, env=env, timeout=timeout, cwd=cwd, input=stdin)
+    else:
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd, input=stdin, **drop)  # type: ignore[call-overload]
     run = Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
     assert "Traceback" not in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stdout, proc.stdout
